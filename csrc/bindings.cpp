@@ -1,0 +1,436 @@
+// The only file that includes pybind11. Thin: cast arguments, release the GIL,
+// call plain C++. Arrays leave C++ without a copy: drained samples are handed
+// to numpy together with a capsule that owns their memory, and marker views
+// keep the EventLog alive through their base object.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/native_enum.h>
+#include <pybind11/stl.h>
+
+#include <cstddef>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+
+#include "fingrav/event_log.hpp"
+#include "fingrav/host_clock.hpp"
+#include "fingrav/power_source.hpp"
+#include "fingrav/sample.hpp"
+#include "fingrav/sampler.hpp"
+#include "fingrav/synthetic_source.hpp"
+
+namespace py = pybind11;
+using namespace fingrav;
+
+namespace {
+
+// Raised to Python as fingrav_native.SamplerError: the sampler thread failed.
+struct SamplerFailure : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+const char* const kChannelNames[kChannelCount] = {"total", "compute", "io", "memory"};
+
+// A numpy structured dtype from (name, format, offset) triples and an item
+// size; built through numpy itself so field offsets are exactly ours.
+py::dtype make_dtype(std::initializer_list<std::tuple<const char*, const char*, std::size_t>> fields,
+                     std::size_t itemsize) {
+  py::list names, formats, offsets;
+  for (const auto& [name, fmt, off] : fields) {
+    names.append(name);
+    formats.append(fmt);
+    offsets.append(off);
+  }
+  py::dict spec;
+  spec["names"] = names;
+  spec["formats"] = formats;
+  spec["offsets"] = offsets;
+  spec["itemsize"] = itemsize;
+  return py::dtype::from_args(spec);
+}
+
+py::dtype sample_dtype() {
+  static const py::dtype* dt = new py::dtype(make_dtype(
+      {{"host_ns", "<i8", offsetof(Sample, host_ns)},
+       {"host_poll_begin_ns", "<i8", offsetof(Sample, host_poll_begin_ns)},
+       {"source_ts", "<i8", offsetof(Sample, source_ts)},
+       {"source_seq", "<u8", offsetof(Sample, source_seq)},
+       {"seq", "<u8", offsetof(Sample, seq)},
+       {"total", "<f4", offsetof(Sample, power_w) + 0 * sizeof(float)},
+       {"compute", "<f4", offsetof(Sample, power_w) + 1 * sizeof(float)},
+       {"io", "<f4", offsetof(Sample, power_w) + 2 * sizeof(float)},
+       {"memory", "<f4", offsetof(Sample, power_w) + 3 * sizeof(float)},
+       {"flags", "<u4", offsetof(Sample, flags)},
+       {"window_ns", "<u4", offsetof(Sample, window_ns)}},
+      sizeof(Sample)));
+  return *dt;
+}
+
+py::dtype reading_dtype() {
+  static const py::dtype* dt = new py::dtype(make_dtype(
+      {{"source_ts", "<i8", offsetof(Reading, source_ts)},
+       {"source_seq", "<u8", offsetof(Reading, source_seq)},
+       {"total", "<f4", offsetof(Reading, power_w) + 0 * sizeof(float)},
+       {"compute", "<f4", offsetof(Reading, power_w) + 1 * sizeof(float)},
+       {"io", "<f4", offsetof(Reading, power_w) + 2 * sizeof(float)},
+       {"memory", "<f4", offsetof(Reading, power_w) + 3 * sizeof(float)},
+       {"flags", "<u4", offsetof(Reading, flags)},
+       {"window_ns", "<u4", offsetof(Reading, window_ns)}},
+      sizeof(Reading)));
+  return *dt;
+}
+
+py::dtype marker_dtype() {
+  static const py::dtype* dt = new py::dtype(make_dtype(
+      {{"host_ns", "<i8", offsetof(Marker, host_ns)},
+       {"device_ts", "<i8", offsetof(Marker, device_ts)},
+       {"run", "<i4", offsetof(Marker, run)},
+       {"execution", "<i4", offsetof(Marker, execution)},
+       {"kernel_id", "<i4", offsetof(Marker, kernel_id)},
+       {"kind", "u1", offsetof(Marker, kind)},
+       {"flags", "u1", offsetof(Marker, flags)}},
+      sizeof(Marker)));
+  return *dt;
+}
+
+// Hands a heap array of T to numpy; the capsule deletes it with the array.
+template <typename T>
+py::array owning_array(const py::dtype& dt, std::unique_ptr<T[]> data, std::size_t n) {
+  T* raw = data.release();
+  py::capsule owner(raw, [](void* p) { delete[] static_cast<T*>(p); });
+  return py::array(dt, {static_cast<py::ssize_t>(n)}, {static_cast<py::ssize_t>(sizeof(T))}, raw, owner);
+}
+
+py::list channel_list(std::uint32_t mask) {
+  py::list out;
+  for (int c = 0; c < kChannelCount; ++c) {
+    if (mask & (1u << c)) out.append(kChannelNames[c]);
+  }
+  return out;
+}
+
+std::size_t non_negative(py::ssize_t v, const char* name) {
+  if (v < 0) throw std::invalid_argument(std::string(name) + "=" + std::to_string(v) + ": must be >= 0");
+  return static_cast<std::size_t>(v);
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_core, m) {
+  m.doc() = "fingrav-native C++ core: host clock, power sources, sampler thread, event log.";
+
+  py::register_exception<SamplerFailure>(m, "SamplerError", PyExc_RuntimeError);
+
+  m.attr("SAMPLE_DTYPE") = sample_dtype();
+  m.attr("READING_DTYPE") = reading_dtype();
+  m.attr("MARKER_DTYPE") = marker_dtype();
+  m.attr("CHANNELS") = py::make_tuple("total", "compute", "io", "memory");
+  m.attr("MIN_PERIOD_NS") = kMinPeriodNs;
+  m.attr("MAX_PERIOD_NS") = kMaxPeriodNs;
+  m.attr("MIN_CAPACITY") = kMinCapacity;
+  m.attr("FLAG_SOURCE_GAP") = static_cast<std::uint32_t>(kFlagSourceGap);
+  m.attr("FLAG_DERIVED") = static_cast<std::uint32_t>(kFlagDerived);
+  m.attr("MARKER_HAS_DEVICE_TS") = static_cast<std::uint32_t>(kMarkerHasDeviceTs);
+
+  // ------------------------------------------------------------ host clock
+  m.def("host_time_ns", &host_now_ns,
+        "Host time now: CLOCK_MONOTONIC_RAW in nanoseconds, the timeline every result is placed on.");
+
+  py::class_<HostClockInfo>(m, "HostClockInfo", "Cost and resolution of reading the host clock.")
+      .def_readonly("read_cost_ns", &HostClockInfo::read_cost_ns)
+      .def_readonly("min_read_cost_ns", &HostClockInfo::min_read_cost_ns)
+      .def_readonly("resolution_ns", &HostClockInfo::resolution_ns)
+      .def_readonly("observed_step_ns", &HostClockInfo::observed_step_ns)
+      .def("__repr__", [](const HostClockInfo& h) {
+        return "HostClockInfo(read_cost_ns=" + std::to_string(h.read_cost_ns) +
+               ", min_read_cost_ns=" + std::to_string(h.min_read_cost_ns) +
+               ", resolution_ns=" + std::to_string(h.resolution_ns) +
+               ", observed_step_ns=" + std::to_string(h.observed_step_ns) + ")";
+      });
+  m.def(
+      "measure_host_clock",
+      [](std::int64_t reads) {
+        py::gil_scoped_release nogil;
+        return measure_host_clock(reads);
+      },
+      py::arg("reads") = 200000, "Measures the host clock's read cost and resolution over `reads` back-to-back reads.");
+
+  // ------------------------------------------------------------ sources
+  py::class_<SourceInfo>(m, "SourceInfo", "What a power source provides and in which clock domain.")
+      .def_readonly("name", &SourceInfo::name)
+      .def_readonly("clock_domain", &SourceInfo::clock_domain)
+      .def_readonly("channel_mask", &SourceInfo::channel_mask)
+      .def_readonly("native_period_ns", &SourceInfo::native_period_ns)
+      .def_readonly("tick_ns", &SourceInfo::tick_ns)
+      .def_readonly("has_sequence", &SourceInfo::has_sequence)
+      .def_readonly("window_ns", &SourceInfo::window_ns)
+      .def_property_readonly("channels", [](const SourceInfo& i) { return channel_list(i.channel_mask); })
+      .def("__repr__", [](const SourceInfo& i) {
+        return "SourceInfo(name='" + i.name + "', clock_domain='" + i.clock_domain +
+               "', native_period_ns=" + std::to_string(i.native_period_ns) +
+               ", channels=" + py::str(channel_list(i.channel_mask)).cast<std::string>() + ")";
+      });
+
+  py::class_<PowerSource, std::shared_ptr<PowerSource>>(m, "PowerSource",
+                                                        "A source of power readings (interface).")
+      .def_property_readonly("info", &PowerSource::info, py::return_value_policy::copy)
+      .def_property_readonly("in_use", &PowerSource::in_use)
+      .def(
+          "poll",
+          [](PowerSource& src) {
+            // Direct polling, as a pure-Python tool would do it. Refused while
+            // a sampler owns the source: sources are single-threaded.
+            if (!src.try_acquire()) {
+              throw std::runtime_error("poll(): the source '" + src.info().name +
+                                       "' is being polled by a running sampler");
+            }
+            std::unique_ptr<Reading[]> buf(new Reading[PowerSource::kMaxReadingsPerPoll]);
+            PollResult res;
+            try {
+              py::gil_scoped_release nogil;
+              res = src.poll(buf.get(), PowerSource::kMaxReadingsPerPoll);
+            } catch (...) {
+              src.release();
+              throw;
+            }
+            src.release();
+            if (res.status != PollStatus::kOk) {
+              const std::string why = src.last_error();
+              throw std::runtime_error("poll(): source '" + src.info().name + "' reported " +
+                                       (res.status == PollStatus::kFatalError ? "a fatal" : "a transient") +
+                                       " error: " + why);
+            }
+            return owning_array(reading_dtype(), std::move(buf), res.count);
+          },
+          "Polls the source once from this thread; returns READING_DTYPE records, oldest first.");
+
+  py::class_<SyntheticSource, PowerSource, std::shared_ptr<SyntheticSource>>(
+      m, "SyntheticSource",
+      "Deterministic test source: reading k appears k periods after the first poll, with total power\n"
+      "base_w + amplitude_w * sin(2 pi (k mod cycle) / cycle) and compute/io/memory = 0.6/0.25/0.15 of it.\n"
+      "depth=1 behaves like a latest-value file (gpu_metrics); depth>1 like a sample buffer (NVML).")
+      .def(py::init([](std::int64_t period_ns, std::uint32_t depth, std::uint32_t channel_mask, double base_w,
+                       double amplitude_w, std::int64_t cycle, std::int64_t ts_offset, std::uint32_t window_ns,
+                       std::uint64_t transient_error_every, std::uint64_t fatal_error_at_poll) {
+             SyntheticConfig c;
+             c.period_ns = period_ns;
+             c.depth = depth;
+             c.channel_mask = channel_mask;
+             c.base_w = base_w;
+             c.amplitude_w = amplitude_w;
+             c.cycle = cycle;
+             c.ts_offset = ts_offset;
+             c.window_ns = window_ns;
+             c.transient_error_every = transient_error_every;
+             c.fatal_error_at_poll = fatal_error_at_poll;
+             return std::make_shared<SyntheticSource>(c);
+           }),
+           py::kw_only(), py::arg("period_ns") = 1'000'000, py::arg("depth") = 1,
+           py::arg("channel_mask") = kAllChannels, py::arg("base_w") = 300.0, py::arg("amplitude_w") = 100.0,
+           py::arg("cycle") = 50, py::arg("ts_offset") = 0, py::arg("window_ns") = 0,
+           py::arg("transient_error_every") = 0, py::arg("fatal_error_at_poll") = 0)
+      .def("value", &SyntheticSource::value, py::arg("k"), py::arg("channel"),
+           "Power of channel `channel` (0..3) in reading k, as the documented waveform gives it.")
+      .def("appear_host_ns", &SyntheticSource::appear_host_ns, py::arg("k"),
+           "Host time at which reading k appears; -1 before the first poll.")
+      .def_property_readonly("polls", &SyntheticSource::polls);
+
+  // ------------------------------------------------------------ sampler
+  py::class_<SamplerStats>(m, "SamplerStats", "Counters and timing of one sampler run.")
+      .def_readonly("polls", &SamplerStats::polls)
+      .def_readonly("samples", &SamplerStats::samples)
+      .def_readonly("duplicates", &SamplerStats::duplicates)
+      .def_readonly("drops", &SamplerStats::drops)
+      .def_readonly("source_missed", &SamplerStats::source_missed)
+      .def_readonly("read_errors", &SamplerStats::read_errors)
+      .def_readonly("deadline_misses", &SamplerStats::deadline_misses)
+      .def_readonly("drained", &SamplerStats::drained)
+      .def_readonly("jitter_p50_ns", &SamplerStats::jitter_p50_ns)
+      .def_readonly("jitter_p90_ns", &SamplerStats::jitter_p90_ns)
+      .def_readonly("jitter_p99_ns", &SamplerStats::jitter_p99_ns)
+      .def_readonly("jitter_max_ns", &SamplerStats::jitter_max_ns)
+      .def_readonly("mean_period_ns", &SamplerStats::mean_period_ns)
+      .def_readonly("cpu_time_ns", &SamplerStats::cpu_time_ns)
+      .def_readonly("wall_time_ns", &SamplerStats::wall_time_ns)
+      .def_readonly("buffered", &SamplerStats::buffered)
+      .def_readonly("last_read_error", &SamplerStats::last_read_error)
+      .def_property_readonly("cpu_fraction",
+                             [](const SamplerStats& s) {
+                               return s.wall_time_ns > 0 ? static_cast<double>(s.cpu_time_ns) /
+                                                               static_cast<double>(s.wall_time_ns)
+                                                         : 0.0;
+                             },
+                             "Sampler thread CPU time / wall time (1.0 = one whole core).")
+      .def("as_dict", [](const SamplerStats& s) {
+        py::dict d;
+        d["polls"] = s.polls;
+        d["samples"] = s.samples;
+        d["duplicates"] = s.duplicates;
+        d["drops"] = s.drops;
+        d["source_missed"] = s.source_missed;
+        d["read_errors"] = s.read_errors;
+        d["deadline_misses"] = s.deadline_misses;
+        d["drained"] = s.drained;
+        d["jitter_p50_ns"] = s.jitter_p50_ns;
+        d["jitter_p90_ns"] = s.jitter_p90_ns;
+        d["jitter_p99_ns"] = s.jitter_p99_ns;
+        d["jitter_max_ns"] = s.jitter_max_ns;
+        d["mean_period_ns"] = s.mean_period_ns;
+        d["cpu_time_ns"] = s.cpu_time_ns;
+        d["wall_time_ns"] = s.wall_time_ns;
+        d["buffered"] = s.buffered;
+        d["last_read_error"] = s.last_read_error;
+        return d;
+      })
+      .def("__repr__", [](const SamplerStats& s) {
+        return "SamplerStats(polls=" + std::to_string(s.polls) + ", samples=" + std::to_string(s.samples) +
+               ", duplicates=" + std::to_string(s.duplicates) + ", drops=" + std::to_string(s.drops) +
+               ", source_missed=" + std::to_string(s.source_missed) +
+               ", read_errors=" + std::to_string(s.read_errors) +
+               ", deadline_misses=" + std::to_string(s.deadline_misses) +
+               ", jitter_p99_ns=" + std::to_string(s.jitter_p99_ns) + ")";
+      });
+
+  py::class_<Sampler>(m, "Sampler",
+                      "Polls one power source on a background C++ thread and buffers new readings in a\n"
+                      "lock-free ring. Use as a context manager, or start()/stop(); drain() any time.")
+      .def(py::init([](std::shared_ptr<PowerSource> source, std::int64_t period_ns, py::ssize_t capacity,
+                       std::optional<int> cpu) {
+             SamplerConfig c;
+             c.period_ns = period_ns;
+             c.capacity = non_negative(capacity, "capacity");
+             c.cpu = cpu ? *cpu : -1;
+             if (cpu && *cpu < 0) {
+               throw std::invalid_argument("cpu=" + std::to_string(*cpu) + ": must be >= 0, or None for no pinning");
+             }
+             return std::make_unique<Sampler>(std::move(source), c);
+           }),
+           py::arg("source"), py::kw_only(), py::arg("period_ns") = 1'000'000, py::arg("capacity") = 1 << 16,
+           py::arg("cpu") = py::none())
+      .def("start", &Sampler::start, "Starts the sampler thread. A sampler runs once.")
+      .def(
+          "stop",
+          [](Sampler& s) {
+            {
+              py::gil_scoped_release nogil;
+              s.stop();
+            }
+            const std::string err = s.error();
+            if (!err.empty()) throw SamplerFailure(err);
+          },
+          "Stops and joins the thread (one last poll first). Raises SamplerError if the thread failed.")
+      .def(
+          "drain",
+          [](Sampler& s, std::optional<py::ssize_t> max) {
+            const std::size_t limit = max ? non_negative(*max, "max") : std::size_t(-1);
+            std::unique_ptr<Sample[]> buf;
+            std::size_t n = 0;
+            {
+              py::gil_scoped_release nogil;
+              // available() is an exact lower bound for the consumer, so the
+              // buffer is sized once and filled completely.
+              const std::size_t want = std::min(s.available(), limit);
+              buf.reset(new Sample[want > 0 ? want : 1]);
+              n = s.drain(buf.get(), want);
+            }
+            if (n == 0 && limit != 0 && !s.running()) {
+              if (!s.started()) throw std::runtime_error("drain(): the sampler was never started; call start() first");
+              const std::string err = s.error();
+              throw std::runtime_error("drain(): the sampler is stopped and every sample was already drained" +
+                                       (err.empty() ? std::string() : " (it stopped on an error: " + err + ")"));
+            }
+            return owning_array(sample_dtype(), std::move(buf), n);
+          },
+          py::arg("max") = py::none(),
+          "Moves buffered samples (at most `max`) into a new SAMPLE_DTYPE array, without a further copy.")
+      .def(
+          "drain_into",
+          [](Sampler& s, py::array out) {
+            if (!out.dtype().equal(sample_dtype())) {
+              throw std::invalid_argument("out: dtype must be SAMPLE_DTYPE, got " +
+                                          py::str(out.dtype()).cast<std::string>());
+            }
+            if (out.ndim() != 1 || !(out.flags() & py::array::c_style) || !out.writeable()) {
+              throw std::invalid_argument("out: must be a writeable, C-contiguous 1-D array");
+            }
+            auto* dst = static_cast<Sample*>(out.mutable_data());
+            const auto cap = static_cast<std::size_t>(out.shape(0));
+            py::gil_scoped_release nogil;
+            return s.drain(dst, cap);
+          },
+          py::arg("out"), "Moves up to len(out) samples into `out` (SAMPLE_DTYPE); returns how many.")
+      .def_property_readonly("available", &Sampler::available, "Samples waiting in the ring.")
+      .def_property_readonly("running", &Sampler::running)
+      .def_property_readonly("started", &Sampler::started)
+      .def_property_readonly("error", [](const Sampler& s) -> std::optional<std::string> {
+        std::string e = s.error();
+        if (e.empty()) return std::nullopt;
+        return e;
+      })
+      .def_property_readonly("period_ns", [](const Sampler& s) { return s.config().period_ns; })
+      .def_property_readonly("capacity", [](const Sampler& s) { return s.config().capacity; })
+      .def_property_readonly("cpu", [](const Sampler& s) -> std::optional<int> {
+        if (s.config().cpu < 0) return std::nullopt;
+        return s.config().cpu;
+      })
+      .def_property_readonly("source", [](const Sampler& s) { return s.source(); })
+      .def("stats", &Sampler::stats, "A snapshot of the counters; valid while running and after stop().")
+      .def("__enter__", [](Sampler& s) -> Sampler& {
+        s.start();
+        return s;
+      }, py::return_value_policy::reference)
+      .def("__exit__", [](Sampler& s, const py::object& exc_type, const py::object&, const py::object&) {
+        {
+          py::gil_scoped_release nogil;
+          s.stop();
+        }
+        // An exception already leaving the with-block wins; otherwise a
+        // thread failure surfaces here.
+        const std::string err = s.error();
+        if (!err.empty() && exc_type.is_none()) throw SamplerFailure(err);
+        return false;
+      });
+
+  // ------------------------------------------------------------ event log
+  py::native_enum<MarkerKind>(m, "MarkerKind", "enum.IntEnum", "What a marker marks.")
+      .value("EXEC_BEGIN", MarkerKind::kExecBegin)
+      .value("EXEC_END", MarkerKind::kExecEnd)
+      .value("RUN_BEGIN", MarkerKind::kRunBegin)
+      .value("RUN_END", MarkerKind::kRunEnd)
+      .finalize();
+
+  py::class_<EventLog>(m, "EventLog",
+                       "Append-only log of execution/run markers: preallocated, no lock, one writer thread.")
+      .def(py::init([](py::ssize_t capacity) { return std::make_unique<EventLog>(non_negative(capacity, "capacity")); }),
+           py::arg("capacity") = 1 << 20)
+      .def(
+          "mark",
+          [](EventLog& log, MarkerKind kind, std::int32_t run, std::int32_t execution, std::int32_t kernel_id,
+             std::optional<std::int64_t> host_ns, std::optional<std::int64_t> device_ts) {
+            const std::int64_t t = host_ns ? *host_ns : host_now_ns();
+            if (!log.mark(kind, run, execution, kernel_id, t, device_ts.value_or(0), device_ts.has_value())) {
+              throw std::runtime_error("mark(): the EventLog is full (capacity=" + std::to_string(log.capacity()) +
+                                       ", dropped=" + std::to_string(log.dropped()) +
+                                       "); create it with a larger capacity");
+            }
+          },
+          py::arg("kind"), py::arg("run"), py::arg("execution") = -1, py::arg("kernel_id") = 0, py::kw_only(),
+          py::arg("host_ns") = py::none(), py::arg("device_ts") = py::none(),
+          "Appends a marker stamped with the host clock now (or host_ns); device_ts in the device clock if known.")
+      .def(
+          "markers",
+          [](py::object self) {
+            auto& log = self.cast<EventLog&>();
+            py::array arr(marker_dtype(), {static_cast<py::ssize_t>(log.size())},
+                          {static_cast<py::ssize_t>(sizeof(Marker))}, log.data(), self);
+            // A view of published, immutable markers: never written through.
+            arr.attr("setflags")(py::arg("write") = false);
+            return arr;
+          },
+          "A read-only MARKER_DTYPE view (no copy) of the markers published so far.")
+      .def("clear", &EventLog::clear, "Forgets all markers; earlier views see their slots reused.")
+      .def_property_readonly("capacity", &EventLog::capacity)
+      .def_property_readonly("dropped", &EventLog::dropped)
+      .def("__len__", &EventLog::size);
+}

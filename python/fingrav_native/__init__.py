@@ -1,0 +1,66 @@
+"""fingrav-native: fine-grain GPU power profiles of sub-millisecond kernels.
+
+An implementation of the FinGraV methodology (Singhania et al., "Methodology
+for Fine-Grain GPU Power Visibility and Insights", ISPASS 2025) with a
+low-overhead C++ core: a sampler thread that polls a power source into a
+lock-free ring, an event log for execution markers, and (in the Python layer)
+the steps that turn many noisy runs into one profile.
+"""
+
+from __future__ import annotations
+
+from importlib.metadata import PackageNotFoundError, version
+
+from ._core import (
+    CHANNELS,
+    FLAG_DERIVED,
+    FLAG_SOURCE_GAP,
+    MARKER_DTYPE,
+    MARKER_HAS_DEVICE_TS,
+    MAX_PERIOD_NS,
+    MIN_CAPACITY,
+    MIN_PERIOD_NS,
+    READING_DTYPE,
+    SAMPLE_DTYPE,
+    EventLog,
+    HostClockInfo,
+    MarkerKind,
+    PowerSource,
+    Sampler,
+    SamplerError,
+    SamplerStats,
+    SourceInfo,
+    SyntheticSource,
+    host_time_ns,
+    measure_host_clock,
+)
+
+try:
+    __version__ = version("fingrav-native")
+except PackageNotFoundError:  # pragma: no cover - running from a source tree
+    __version__ = "0+unknown"
+
+__all__ = [
+    "CHANNELS",
+    "FLAG_DERIVED",
+    "FLAG_SOURCE_GAP",
+    "MARKER_DTYPE",
+    "MARKER_HAS_DEVICE_TS",
+    "MAX_PERIOD_NS",
+    "MIN_CAPACITY",
+    "MIN_PERIOD_NS",
+    "READING_DTYPE",
+    "SAMPLE_DTYPE",
+    "EventLog",
+    "HostClockInfo",
+    "MarkerKind",
+    "PowerSource",
+    "Sampler",
+    "SamplerError",
+    "SamplerStats",
+    "SourceInfo",
+    "SyntheticSource",
+    "__version__",
+    "host_time_ns",
+    "measure_host_clock",
+]
