@@ -1,0 +1,348 @@
+// The simulated GPU: an MI300X-class device that behaves the way the FinGraV
+// paper's observations depend on (Sections III and V), and that knows the
+// ground truth of everything it did, so every method can be scored.
+//
+// Model, per component (compute dies, IO die + cache, HBM):
+//   target power = static + activity(progress) x dynamic max (x (f/fmax)^2.5
+//   for compute, the V/f curve), plus compute leakage that grows
+//   exponentially with die temperature; actual power follows the target
+//   through a first-order lag (voltage regulators, on-package decoupling).
+//   Die temperature is two thermal RC nodes (fast die, slow package).
+//   A firmware loop every ~1 ms compares average power with the cap: above
+//   it, clocks drop at once (with an undershoot that grows with the excess);
+//   below it, clocks climb at a limited rate, more slowly for a while after a
+//   throttle. From idle, clocks start parked below f_max.
+//   Kernels progress through their work at a rate set by the clock and their
+//   frequency sensitivity; execution time varies by run (allocation modes),
+//   by execution (jitter, rare outliers) and is longer for the first
+//   executions from idle.
+//   A power logger samples instantaneous (or window-averaged) power every
+//   period, stamped in its own clock, and publishes after a short delay.
+//
+// Time: virtual (deterministic, advances only through calls) or real (the
+// device follows CLOCK_MONOTONIC_RAW; every call advances it to now).
+// Integration is exact for the linear parts (piecewise-constant inputs over
+// steps no longer than max_step_ns), so the result barely depends on how
+// often it is queried.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "fingrav/power_source.hpp"
+#include "fingrav/rng.hpp"
+#include "fingrav/sample.hpp"
+#include "fingrav/sim/clock_model.hpp"
+#include "fingrav/sim/kernels.hpp"
+#include "fingrav/timestamp_source.hpp"
+
+namespace fingrav::sim {
+
+struct SimParams {
+  std::uint64_t seed = 0;
+  double max_step_ns = 20'000;          // integration step bound while anything changes
+  bool record_truth = true;             // keep the exact power trace (piecewise exponentials)
+
+  // Device clock (GPU timestamp counter). Offset is arbitrary, as on hardware.
+  ClockParams device_clock{10.0, 4'611'686'018'427LL, 20.0, 0.5, 90e9, 0.7};
+  // Reading it from the host (a PCIe/MMIO round trip).
+  double read_rtt_ns = 2'000;           // minimum round trip
+  double read_jitter_ns = 300;          // mean of the exponential excess
+  double read_outlier_prob = 0.002;     // preempted / contended read
+  double read_outlier_ns = 50'000;      // mean extra delay of an outlier
+  double read_asymmetry = 0.5;          // share of the round trip before the device samples
+
+  // Power logger.
+  double logger_period_ns = 1'000'000;  // 1 ms, like the paper's logger
+  double logger_window_ns = 0;          // 0: instantaneous; else averages (t - window, t]
+  double logger_jitter_ns = 2'000;      // firmware scheduling jitter of the sampling instant
+  double logger_publish_ns = 20'000;    // sampling -> visible to the host (firmware copy)
+  double logger_publish_jitter_ns = 5'000;
+  bool logger_own_clock = false;        // false: stamped with the device clock
+  ClockParams logger_clock{10.0, 987'654'321'000LL, -35.0, 0.3, 70e9, 2.1};  // PMFW-like 10 ns ticks
+
+  // Virtual poller: how a sampler thread would have observed the logs in
+  // virtual time (first poll after publication).
+  double poll_period_ns = 100'000;
+  double poll_read_ns = 3'000;          // cost of one poll (sysfs read)
+
+  // Launch path.
+  double launch_latency_ns = 8'000;     // host launch call -> first execution starts
+  double launch_jitter_ns = 1'500;
+  double sync_latency_ns = 12'000;      // last execution ends -> host sees it
+  double sync_jitter_ns = 3'000;
+  double marker_offset_ns = 500;        // GPU-side begin/end markers bracket the kernel by this
+  double marker_jitter_ns = 100;
+
+  // Power (watts). The paper reports relative power only; these absolute
+  // figures are plausible for a 750 W MI300X-class board, not measured.
+  double cap_w = 750;                   // firmware power cap (board TBP)
+  double compute_idle_w = 30;           // XCD clock tree, always on
+  double compute_leak_w = 50;           // XCD leakage at ambient temperature
+  double leak_temp_scale_k = 40;        // leakage grows e-fold per this many kelvin
+  double compute_dyn_w = 700;           // all XCDs at activity 1 and f_max
+  double voltage_exponent = 2.5;        // dynamic power ~ f^2.5 along the V/f curve
+  double io_static_w = 60;
+  double io_dyn_w = 170;
+  double memory_static_w = 40;
+  double memory_dyn_w = 120;
+  double other_w = 20;                  // board, fans' share, misc rails
+  double vr_loss = 0.03;                // regulator loss, share of component power
+  double tau_power_ns = 15'000;         // component power lag
+
+  // Thermal (kelvin above ambient per watt of total power).
+  double r_fast_k_per_w = 0.03;
+  double tau_fast_ns = 12e6;            // die hot spot
+  double r_slow_k_per_w = 0.03;
+  double tau_slow_ns = 200e6;           // package and heat sink
+
+  // Firmware power management (normalised clock, f_max = 1). Clock targets
+  // follow compute activity (activity-based DPM): a busy compute kernel is
+  // boosted to f_max, a compute-light one only part way, and memory-bound or
+  // communication kernels stay at the parked clock. The power cap is checked
+  // against a lagging average (PPT), so a sharp rise overshoots it before the
+  // firmware cuts, and the cut undershoots.
+  double fw_loop_ns = 1'000'000;
+  double ppt_tau_ns = 3e6;              // averaging time constant of the cap check
+  double f_min = 0.4;
+  double f_park = 0.7;                  // clock when work arrives after idle
+  double boost_activity_lo = 0.3;       // compute activity below which clocks stay parked
+  double boost_activity_hi = 0.8;       // ... and above which the target is f_max
+  double ramp_up_per_ms = 0.06;         // fastest clock climb
+  double ramp_gain = 0.2;               // climb <= ramp_gain x relative headroom (per ms)
+  double ramp_hold_per_ms = 0.0015;     // slowest climb, for hold_ns after a throttle (hysteresis)
+  double hold_ns = 30e6;
+  double ramp_down_per_ms = 0.03;       // descent towards a lower activity target
+  double throttle_gain = 0.5;           // extra clock cut per unit of relative excess (undershoot)
+  double park_after_ns = 3e6;           // idle this long -> clocks park
+  double cold_reset_ns = 2e6;           // idle this long -> caches/TLBs cold again
+};
+
+// Names, docs and accessors of every numeric SimParams field, so Python can
+// set them by name and list them with their defaults.
+struct ParamEntry {
+  std::string name;
+  std::string doc;
+  std::function<double(const SimParams&)> get;
+  std::function<void(SimParams&, double)> set;
+};
+const std::vector<ParamEntry>& param_table();
+// Throws std::invalid_argument naming the parameter.
+void validate_params(const SimParams& p);
+
+struct ExecRecord {
+  std::int32_t run;
+  std::int32_t index;        // execution index within the run
+  std::int32_t kernel_id;
+  std::int32_t warm_index;   // executions of this kernel since the device was cold / another kernel ran
+  std::int64_t start_ns;     // true start, host time
+  std::int64_t end_ns;       // true end, host time
+  std::int64_t begin_marker_ticks;  // GPU-side markers in device clock ticks
+  std::int64_t end_marker_ticks;
+  std::int64_t host_launch_ns;      // host launch call that enqueued it
+  std::int64_t host_sync_ns;        // host saw completion (last of a launch), else -1
+  double energy_j;                  // true energy, total
+  double mean_power_w[4];           // true mean power over the execution, per channel
+  double mean_freq;                 // mean normalised clock
+  double duration_factor;           // run x execution x outlier factor drawn
+};
+
+struct LogRecord {
+  std::int64_t sample_ns;     // true host time of the (end of the) sampled window
+  std::int64_t publish_ns;    // host time from which a read can see it
+  std::int64_t logger_ticks;  // its timestamp, in the logger clock
+  std::uint64_t seq;
+  float power_w[4];
+  std::uint32_t window_ns;
+};
+
+struct FirmwareRecord {
+  std::int64_t t_ns;
+  double power_avg_w;  // what the loop measured over its last window
+  double power_ppt_w;  // its lagging average, checked against the cap
+  double activity;     // mean compute activity over the window
+  double freq;         // clock chosen for the next window
+  double temp_k;       // die temperature above ambient
+  std::int32_t throttled;
+};
+
+struct Bracket {
+  std::int64_t host_before;
+  std::int64_t device_ticks;
+  std::int64_t host_after;
+};
+
+// One step of the exact trace: on [t0, t1) each component follows
+// target + (p0 - target) * exp(-(t - t0) / tau_power).
+struct TruthSegment {
+  std::int64_t t0, t1;
+  float p0[3];
+  float target[3];
+};
+
+class SimDevice {
+ public:
+  SimDevice(const SimParams& params, bool realtime);
+
+  bool realtime() const noexcept { return realtime_; }
+  const SimParams& params() const noexcept { return p_; }
+
+  // Kernels: the presets are registered at construction; ids are indices.
+  int add_kernel(const KernelSpec& k);
+  int kernel_id(const std::string& name) const;  // throws std::invalid_argument
+  std::vector<KernelSpec> kernels() const;
+
+  // Time. Virtual: now() is the simulated host time and moves only through
+  // advance()/synchronize()/reads. Real: now() is host_now_ns().
+  std::int64_t now();
+  void advance(std::int64_t ns);  // virtual only
+  // Enqueue `count` back-to-back executions of kernel `kernel` for run
+  // `run`; returns at once (launches are asynchronous, as on a GPU).
+  void launch(int kernel, int count, int run);
+  // Waits until all launched work is done; returns the host time at which
+  // the host learns it (virtual: now() moves there; real: sleeps).
+  std::int64_t synchronize();
+  bool busy();
+
+  // One bracketed read of the device clock (virtual: at now(), and now()
+  // moves past it; real: really takes the round trip, spinning).
+  Bracket read_clock();
+
+  // Ground truth.
+  std::int64_t device_ticks_at(std::int64_t host_ns) const { return device_clock_.ticks(host_ns); }
+  double host_at_device_ticks(double ticks) const { return device_clock_.host_at(ticks); }
+  std::int64_t logger_ticks_at(std::int64_t host_ns) const;
+  double host_at_logger_ticks(double ticks) const;
+  const ClockModel& device_clock() const noexcept { return device_clock_; }
+  const ClockModel& logger_clock() const noexcept { return logger_own_ ? logger_clock_ : device_clock_; }
+  // Exact power (total, compute, io, memory) at host times; NaN outside the
+  // recorded trace. out has 4*n floats.
+  void truth_power(const std::int64_t* t, std::size_t n, float* out);
+
+  // Records (copies; clear_records() frees them).
+  std::vector<ExecRecord> executions();
+  std::vector<LogRecord> logs();
+  std::vector<Sample> observed_samples();  // logs as the virtual poller saw them
+  std::vector<FirmwareRecord> firmware();
+  std::vector<TruthSegment> truth_segments();
+  void clear_records();
+
+  // The newest logs published by host time `t` (at most max, oldest first):
+  // what a live reader sees.
+  std::size_t published_logs(std::int64_t t, LogRecord* out, std::size_t max);
+
+  double current_freq();
+  double current_temp_k();
+
+ private:
+  struct Pending {
+    int kernel, run, index;
+    std::int64_t host_launch_ns;
+    std::int64_t earliest_start_ns;
+    bool last_of_launch;
+  };
+  enum class Phase { kIdle, kGap, kRunning };
+
+  void advance_locked(std::int64_t t_target);
+  void step(std::int64_t t1);
+  void on_boundary();
+  void start_exec(const Pending& pe);
+  void finish_exec();
+  void firmware_tick();
+  void logger_tick();
+  void schedule_next_log();
+  double exec_rate() const;
+  std::int64_t next_event_time() const;
+  void current_activity(double a[3]) const;
+  double total_from(const double c[3]) const;
+  std::int64_t sync_time_locked();
+
+  SimParams p_;
+  const bool realtime_;
+  std::int64_t epoch_ns_;
+  std::mutex mu_;
+  ClockModel device_clock_, logger_clock_;
+  bool logger_own_;
+  Rng rng_kernel_, rng_run_, rng_log_, rng_launch_, rng_read_;
+  std::vector<KernelSpec> kernels_;
+
+  // State.
+  std::int64_t t_;
+  double pw_[3];       // component powers (compute, io, memory), watts
+  double t_fast_ = 0, t_slow_ = 0;
+  double f_;
+  double ppt_w_ = 0;
+  std::int64_t hold_until_ = -1;
+  std::int64_t last_busy_ns_;
+  double fw_energy_ = 0;
+  double fw_activity_ = 0;  // integral of compute activity over the loop window
+  bool fw_busy_ = false;
+  std::int64_t next_fw_ns_;
+  std::int64_t next_log_ns_;
+  std::uint64_t log_seq_ = 0;
+  double log_acc_[4] = {0, 0, 0, 0};
+  std::int64_t log_acc_from_ = 0;
+  bool log_acc_on_ = false;
+  std::int64_t next_poll_phase_ns_;
+
+  // Work.
+  std::deque<Pending> queue_;
+  Phase phase_ = Phase::kIdle;
+  std::int64_t gap_end_ = 0;
+  Pending cur_{};
+  double progress_ = 0;
+  std::size_t seg_ = 0;
+  double cur_factor_ = 1;  // duration factor of the running execution
+  ExecRecord cur_rec_{};
+  double cur_energy_[4] = {0, 0, 0, 0};
+  double cur_freq_time_ = 0;
+  int last_kernel_ = -1;
+  int warm_count_ = 0;
+  std::int64_t last_end_ns_;
+  int run_factor_run_ = -1;
+  int run_factor_kernel_ = -1;
+  double run_factor_ = 1;
+  std::int64_t last_sync_ns_ = -1;
+
+  // Records.
+  std::vector<ExecRecord> execs_;
+  std::vector<LogRecord> logs_;
+  std::vector<FirmwareRecord> fw_;
+  std::vector<TruthSegment> truth_;
+};
+
+// The device as a PowerSource for the sampler thread (real-time mode): each
+// poll advances the device to now and returns the newest published logs.
+// depth 1 behaves like AMD's gpu_metrics file (latest value only).
+class SimPowerSource final : public PowerSource {
+ public:
+  SimPowerSource(std::shared_ptr<SimDevice> device, std::uint32_t depth);
+  const SourceInfo& info() const noexcept override { return info_; }
+  PollResult poll(Reading* out, std::size_t max) override;
+
+ private:
+  std::shared_ptr<SimDevice> dev_;
+  std::uint32_t depth_;
+  SourceInfo info_;
+  std::vector<LogRecord> buf_;
+};
+
+// The device clock as a TimestampSource (bracketed reads cost real latency
+// in real-time mode).
+class SimTimestampSource final : public TimestampSource {
+ public:
+  explicit SimTimestampSource(std::shared_ptr<SimDevice> device);
+  const TimestampInfo& timestamp_info() const noexcept override { return info_; }
+  std::int64_t read_device_ticks() override { return dev_->read_clock().device_ticks; }
+
+ private:
+  std::shared_ptr<SimDevice> dev_;
+  TimestampInfo info_;
+};
+
+}  // namespace fingrav::sim
