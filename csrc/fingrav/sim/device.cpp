@@ -97,11 +97,12 @@ const std::vector<ParamEntry>& param_table() {
     FINGRAV_PARAM(tau_slow_ns, "package/heat-sink thermal time constant, ns");
     FINGRAV_PARAM(fw_loop_ns, "firmware power-management loop period, ns");
     FINGRAV_PARAM(ppt_tau_ns, "averaging time constant of the power the cap is checked against, ns");
+    FINGRAV_PARAM(fast_limit, "a loop-average power above cap x this is cut at once, whatever the average (fast PPT)");
     FINGRAV_PARAM(f_min, "lowest clock the firmware sets (f_max = 1)");
     FINGRAV_PARAM(f_park, "clock when work arrives after idle, and for compute-light work");
     FINGRAV_PARAM(boost_activity_lo, "compute activity below which clocks stay parked");
     FINGRAV_PARAM(boost_activity_hi, "compute activity above which the clock target is f_max");
-    FINGRAV_PARAM(ramp_up_per_ms, "fastest clock climb per ms");
+    FINGRAV_PARAM(ramp_up_per_ms, "clock climb per ms at full compute activity (scaled by where activity sits in the boost range)");
     FINGRAV_PARAM(ramp_gain, "clock climb per ms is at most this times the relative headroom under the cap");
     FINGRAV_PARAM(ramp_hold_per_ms, "clock climb per ms for hold_ns after a throttle (hysteresis against oscillation)");
     FINGRAV_PARAM(hold_ns, "how long that slow climb lasts after a throttle, ns");
@@ -167,6 +168,7 @@ void validate_params(const SimParams& p) {
   pos(p.tau_slow_ns, "tau_slow_ns");
   need(p.fw_loop_ns >= 10'000 && p.fw_loop_ns <= 1e9, "fw_loop_ns", "must be in [10 us, 1 s]");
   pos(p.ppt_tau_ns, "ppt_tau_ns");
+  need(p.fast_limit >= 1 && p.fast_limit <= 2, "fast_limit", "must be in [1, 2]");
   need(p.f_min > 0 && p.f_min <= 1, "f_min", "must be in (0, 1]");
   need(p.f_park >= p.f_min && p.f_park <= 1, "f_park", "must be in [f_min, 1]");
   need(p.boost_activity_lo >= 0 && p.boost_activity_hi > p.boost_activity_lo, "boost_activity_lo/hi",
@@ -518,12 +520,12 @@ void SimDevice::firmware_tick() {
   ppt_w_ += (p_loop - ppt_w_) * (1.0 - std::exp(-loop / p_.ppt_tau_ns));
   const double activity = fw_activity_ / loop;
   int throttled = 0;
-  if (ppt_w_ > p_.cap_w && p_loop > p_.cap_w) {
+  if ((ppt_w_ > p_.cap_w && p_loop > p_.cap_w) || p_loop > p_.cap_w * p_.fast_limit) {
     // Cut at once to where the cap would hold if all power scaled with the
     // clock, and further the more the average is over the cap: protective,
     // and undershooting after a sharp rise.
     const double cut = std::pow(p_.cap_w / p_loop, 1.0 / p_.voltage_exponent) *
-                       (1.0 - p_.throttle_gain * (ppt_w_ / p_.cap_w - 1.0));
+                       (1.0 - p_.throttle_gain * std::max(0.0, ppt_w_ / p_.cap_w - 1.0));
     f_ = std::max(p_.f_min, f_ * cut);
     hold_until_ = t_ + static_cast<std::int64_t>(p_.hold_ns);
     throttled = 1;
@@ -536,7 +538,9 @@ void SimDevice::firmware_tick() {
       // from idle (the average still remembers idle), slow near the cap.
       // After a throttle, climb only slowly for a while (hysteresis).
       const double headroom = std::max(0.0, (p_.cap_w - ppt_w_) / p_.cap_w);
-      double rate = std::min(p_.ramp_up_per_ms, p_.ramp_gain * headroom);
+      // DPM steps up faster the busier the compute units are: a heavy
+      // kernel is boosted within a few ms, a compute-light one gradually.
+      double rate = std::min(p_.ramp_up_per_ms * x, p_.ramp_gain * headroom);
       if (t_ < hold_until_) rate = std::min(rate, p_.ramp_hold_per_ms);
       f_ = std::min(target, f_ + rate * ms);
     } else if (f_ > target) {

@@ -97,7 +97,7 @@ struct SimParams {
 
   // Thermal (kelvin above ambient per watt of total power).
   double r_fast_k_per_w = 0.03;
-  double tau_fast_ns = 12e6;            // die hot spot
+  double tau_fast_ns = 5e6;             // die hot spot
   double r_slow_k_per_w = 0.03;
   double tau_slow_ns = 200e6;           // package and heat sink
 
@@ -109,11 +109,12 @@ struct SimParams {
   // firmware cuts, and the cut undershoots.
   double fw_loop_ns = 1'000'000;
   double ppt_tau_ns = 3e6;              // averaging time constant of the cap check
+  double fast_limit = 1.2;              // a loop average above cap x this is cut at once (fast PPT)
   double f_min = 0.4;
   double f_park = 0.7;                  // clock when work arrives after idle
-  double boost_activity_lo = 0.3;       // compute activity below which clocks stay parked
-  double boost_activity_hi = 0.8;       // ... and above which the target is f_max
-  double ramp_up_per_ms = 0.06;         // fastest clock climb
+  double boost_activity_lo = 0.5;       // compute activity below which clocks stay parked
+  double boost_activity_hi = 0.9;       // ... and above which the target is f_max
+  double ramp_up_per_ms = 0.12;         // clock climb at full compute activity
   double ramp_gain = 0.2;               // climb <= ramp_gain x relative headroom (per ms)
   double ramp_hold_per_ms = 0.0015;     // slowest climb, for hold_ns after a throttle (hysteresis)
   double hold_ns = 30e6;
