@@ -47,7 +47,10 @@ def run_demo(
         while time.monotonic() < end:
             time.sleep(min(0.1, max(0.0, end - time.monotonic())))
             chunks.append(sampler.drain())
-    chunks.append(sampler.drain())
+    # The last poll at stop() may have brought nothing new, and drain() on a
+    # stopped, empty sampler raises; after stop() `available` is exact.
+    if sampler.available:
+        chunks.append(sampler.drain())
     samples = np.concatenate(chunks)
     stats = sampler.stats()
     seqs = samples["source_seq"].astype(np.int64)

@@ -1,0 +1,374 @@
+"""Type stub for the compiled core ``fingrav_native._core`` (csrc/bindings.cpp).
+
+Checked against the built module by tests/test_stub.py (``mypy.stubtest``), so
+it cannot drift. Integer arguments are ``SupportsIndex``: pybind11 accepts
+``int`` and numpy integers but refuses ``float``.
+"""
+
+import enum
+from types import TracebackType
+from typing import Any, Literal, SupportsIndex, TypedDict, final, overload, type_check_only
+
+import numpy as np
+import numpy.typing as npt
+
+# ---------------------------------------------------------------- constants
+
+SAMPLE_DTYPE: np.dtype[np.void]
+"""One drained sample (64 bytes): host_ns, host_poll_begin_ns, source_ts,
+source_seq, seq, total, compute, io, memory, flags, window_ns."""
+READING_DTYPE: np.dtype[np.void]
+"""One reading as a source reports it: source_ts, source_seq, the four
+channels, flags, window_ns."""
+MARKER_DTYPE: np.dtype[np.void]
+"""One EventLog marker (32 bytes): host_ns, device_ts, run, execution,
+kernel_id, kind, flags."""
+EXEC_DTYPE: np.dtype[np.void]
+"""One simulated execution (SimDevice.executions()): run, index, kernel_id,
+warm_index, start_ns, end_ns, marker ticks, host launch/sync times, energy,
+mean power per channel, mean frequency, duration factor."""
+LOG_DTYPE: np.dtype[np.void]
+"""One simulated power-logger record (SimDevice.logs())."""
+FIRMWARE_DTYPE: np.dtype[np.void]
+"""One simulated firmware control step (SimDevice.firmware())."""
+CHANNELS: tuple[str, str, str, str]
+MIN_PERIOD_NS: int
+MAX_PERIOD_NS: int
+MIN_CAPACITY: int
+FLAG_SOURCE_GAP: int
+FLAG_DERIVED: int
+MARKER_HAS_DEVICE_TS: int
+
+@type_check_only
+class _Pybind11Type(type):
+    """Stands for ``pybind11_builtins.pybind11_type``, the metaclass of every
+    class bound with ``py::class_``: declared so the stub says what the runtime
+    has (stubtest checks that a metaclass is present)."""
+
+class SamplerError(RuntimeError):
+    """The sampler thread failed; raised by ``Sampler.stop()`` and the with-block exit."""
+
+# ---------------------------------------------------------------- host clock
+
+def host_time_ns() -> int:
+    """Host time now: CLOCK_MONOTONIC_RAW in nanoseconds."""
+
+@final
+class HostClockInfo(metaclass=_Pybind11Type):
+    """Cost and resolution of reading the host clock (no public constructor)."""
+
+    @property
+    def read_cost_ns(self) -> float: ...
+    @property
+    def min_read_cost_ns(self) -> int: ...
+    @property
+    def resolution_ns(self) -> int: ...
+    @property
+    def observed_step_ns(self) -> int: ...
+
+def measure_host_clock(reads: SupportsIndex = 200000) -> HostClockInfo:
+    """Measure the host clock over ``reads`` (>= 2) back-to-back reads."""
+
+# ---------------------------------------------------------------- sources
+
+@final
+class SourceInfo(metaclass=_Pybind11Type):
+    """What a power source provides and in which clock domain (no public constructor)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def clock_domain(self) -> str: ...
+    @property
+    def channel_mask(self) -> int: ...
+    @property
+    def native_period_ns(self) -> int: ...
+    @property
+    def tick_ns(self) -> float: ...
+    @property
+    def has_sequence(self) -> bool: ...
+    @property
+    def window_ns(self) -> int: ...
+    @property
+    def channels(self) -> list[str]: ...
+
+class PowerSource(metaclass=_Pybind11Type):
+    """A source of power readings (interface; no public constructor)."""
+
+    @property
+    def info(self) -> SourceInfo: ...
+    @property
+    def in_use(self) -> bool: ...
+    def poll(self) -> npt.NDArray[np.void]:
+        """Poll once from this thread; READING_DTYPE records, oldest first."""
+
+@final
+class SyntheticSource(PowerSource):
+    """Deterministic test source with a documented waveform."""
+
+    def __init__(
+        self,
+        *,
+        period_ns: SupportsIndex = 1000000,
+        depth: SupportsIndex = 1,
+        channel_mask: SupportsIndex = 15,
+        base_w: float | SupportsIndex = 300.0,
+        amplitude_w: float | SupportsIndex = 100.0,
+        cycle: SupportsIndex = 50,
+        ts_offset: SupportsIndex = 0,
+        window_ns: SupportsIndex = 0,
+        transient_error_every: SupportsIndex = 0,
+        fatal_error_at_poll: SupportsIndex = 0,
+    ) -> None: ...
+    def value(self, k: SupportsIndex, channel: SupportsIndex) -> float:
+        """Power of channel ``channel`` (0..3) in reading ``k``."""
+    def appear_host_ns(self, k: SupportsIndex) -> int:
+        """Host time at which reading ``k`` appears; -1 before the first poll."""
+    @property
+    def polls(self) -> int: ...
+
+# ---------------------------------------------------------------- sampler
+
+@type_check_only
+class _SamplerStatsDict(TypedDict):
+    polls: int
+    samples: int
+    duplicates: int
+    drops: int
+    source_missed: int
+    read_errors: int
+    deadline_misses: int
+    drained: int
+    jitter_p50_ns: int
+    jitter_p90_ns: int
+    jitter_p99_ns: int
+    jitter_max_ns: int
+    mean_period_ns: float
+    cpu_time_ns: int
+    wall_time_ns: int
+    buffered: int
+    last_read_error: str
+
+@final
+class SamplerStats(metaclass=_Pybind11Type):
+    """Counters and timing of one sampler run (no public constructor)."""
+
+    @property
+    def polls(self) -> int: ...
+    @property
+    def samples(self) -> int: ...
+    @property
+    def duplicates(self) -> int: ...
+    @property
+    def drops(self) -> int: ...
+    @property
+    def source_missed(self) -> int: ...
+    @property
+    def read_errors(self) -> int: ...
+    @property
+    def deadline_misses(self) -> int: ...
+    @property
+    def drained(self) -> int: ...
+    @property
+    def jitter_p50_ns(self) -> int: ...
+    @property
+    def jitter_p90_ns(self) -> int: ...
+    @property
+    def jitter_p99_ns(self) -> int: ...
+    @property
+    def jitter_max_ns(self) -> int: ...
+    @property
+    def mean_period_ns(self) -> float: ...
+    @property
+    def cpu_time_ns(self) -> int: ...
+    @property
+    def wall_time_ns(self) -> int: ...
+    @property
+    def buffered(self) -> int: ...
+    @property
+    def last_read_error(self) -> str: ...
+    @property
+    def cpu_fraction(self) -> float:
+        """Sampler thread CPU time / wall time (1.0 = one whole core)."""
+    def as_dict(self) -> _SamplerStatsDict: ...
+
+@final
+class Sampler(metaclass=_Pybind11Type):
+    """Polls one power source on a background C++ thread into a lock-free ring."""
+
+    def __init__(
+        self,
+        source: PowerSource,
+        *,
+        period_ns: SupportsIndex = 1000000,
+        capacity: SupportsIndex = 65536,
+        cpu: SupportsIndex | None = None,
+    ) -> None: ...
+    def start(self) -> None:
+        """Start the sampler thread; a sampler runs once."""
+    def stop(self) -> None:
+        """Stop and join the thread; raises SamplerError if the thread failed."""
+    def drain(self, max: SupportsIndex | None = None) -> npt.NDArray[np.void]:
+        """Move buffered samples (at most ``max``) into a new SAMPLE_DTYPE array."""
+    def drain_into(self, out: npt.NDArray[np.void]) -> int:
+        """Move up to ``len(out)`` samples into ``out``; return how many."""
+    @property
+    def available(self) -> int: ...
+    @property
+    def running(self) -> bool: ...
+    @property
+    def started(self) -> bool: ...
+    @property
+    def error(self) -> str | None: ...
+    @property
+    def period_ns(self) -> int: ...
+    @property
+    def capacity(self) -> int: ...
+    @property
+    def cpu(self) -> int | None: ...
+    @property
+    def source(self) -> PowerSource: ...
+    def stats(self) -> SamplerStats: ...
+    def __enter__(self) -> Sampler: ...
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+        /,
+    ) -> Literal[False]: ...
+
+# ---------------------------------------------------------------- event log
+
+class MarkerKind(enum.IntEnum):
+    """What a marker marks."""
+
+    EXEC_BEGIN = 0
+    EXEC_END = 1
+    RUN_BEGIN = 2
+    RUN_END = 3
+
+@final
+class EventLog(metaclass=_Pybind11Type):
+    """Append-only log of execution/run markers."""
+
+    def __init__(self, capacity: SupportsIndex = 1048576) -> None: ...
+    def mark(
+        self,
+        kind: MarkerKind,
+        run: SupportsIndex,
+        execution: SupportsIndex = -1,
+        kernel_id: SupportsIndex = 0,
+        *,
+        host_ns: SupportsIndex | None = None,
+        device_ts: SupportsIndex | None = None,
+    ) -> None:
+        """Append a marker; RuntimeError when the log is full."""
+    def markers(self) -> npt.NDArray[np.void]:
+        """A read-only MARKER_DTYPE view (no copy) of the markers so far."""
+    def clear(self) -> None: ...
+    @property
+    def capacity(self) -> int: ...
+    @property
+    def dropped(self) -> int: ...
+    def __len__(self) -> int: ...
+
+# ---------------------------------------------------------------- simulator
+
+@type_check_only
+class _KernelSpecDict(TypedDict):
+    """A kernel as SimDevice.kernels() and sim_kernel_presets() describe it."""
+
+    name: str
+    kind: str
+    duration_ns: float
+    freq_sensitivity: float
+    shape: list[tuple[float, float, float, float]]
+    exec_cv: float
+    outlier_prob: float
+    outlier_factor: float
+    cold_factor: float
+    cold_decay: float
+    launch_gap_ns: float
+    run_cv: float
+    slow_mode_prob: float
+    slow_mode_min: float
+    slow_mode_max: float
+
+def sim_parameters() -> list[tuple[str, float, str]]:
+    """Every simulator parameter as (name, default, doc)."""
+
+def sim_kernel_presets() -> list[_KernelSpecDict]:
+    """The built-in kernels (the paper's cases) as dicts."""
+
+class TimestampSource(metaclass=_Pybind11Type):
+    """A device clock readable from the host (interface; no public constructor)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def clock_domain(self) -> str: ...
+    @property
+    def nominal_tick_ns(self) -> float: ...
+    def read_device_ticks(self) -> int:
+        """One read of the device clock (blocks for the read's latency)."""
+
+@final
+class SimDevice(metaclass=_Pybind11Type):
+    """The simulated GPU (see fingrav_native.sim for the friendly wrapper)."""
+
+    def __init__(self, params: dict[str, float] = {}, *, realtime: bool = False) -> None: ...
+    @property
+    def realtime(self) -> bool: ...
+    @property
+    def params(self) -> dict[str, float]: ...
+    def add_kernel(self, spec: dict[str, Any]) -> int:
+        """Register a user-defined kernel (keys as in _KernelSpecDict, name required); return its id."""
+    def kernel_id(self, name: str) -> int: ...
+    def kernels(self) -> list[_KernelSpecDict]: ...
+    def now(self) -> int: ...
+    def advance(self, ns: SupportsIndex) -> None: ...
+    def launch(self, kernel: SupportsIndex, count: SupportsIndex, run: SupportsIndex) -> None: ...
+    def synchronize(self) -> int: ...
+    def busy(self) -> bool: ...
+    def read_clock(self) -> tuple[int, int, int]:
+        """One bracketed read: (host_before_ns, device_ticks, host_after_ns)."""
+    def read_clocks(self, n: SupportsIndex) -> npt.NDArray[np.int64]:
+        """A burst of n back-to-back bracketed reads as an (n, 3) int64 array."""
+    def device_ticks_at(self, host_ns: npt.ArrayLike) -> npt.NDArray[np.int64]:
+        """True device clock ticks at host times (a 1-D array)."""
+    def logger_ticks_at(self, host_ns: npt.ArrayLike) -> npt.NDArray[np.int64]:
+        """True logger clock ticks at host times (a 1-D array)."""
+    @overload
+    def host_at_device_ticks(self, ticks: float) -> float: ...
+    @overload
+    def host_at_device_ticks(self, ticks: npt.ArrayLike) -> float | npt.NDArray[np.float64]: ...
+    @overload
+    def host_at_logger_ticks(self, ticks: float) -> float: ...
+    @overload
+    def host_at_logger_ticks(self, ticks: npt.ArrayLike) -> float | npt.NDArray[np.float64]: ...
+    def truth_power(self, host_ns: npt.ArrayLike) -> npt.NDArray[np.float32]:
+        """Exact power (total, compute, io, memory) at host times, as an (n, 4) array."""
+    def executions(self) -> npt.NDArray[np.void]:
+        """EXEC_DTYPE records."""
+    def logs(self) -> npt.NDArray[np.void]:
+        """LOG_DTYPE records."""
+    def observed_samples(self) -> npt.NDArray[np.void]:
+        """The logs as a polling sampler would have drained them (SAMPLE_DTYPE)."""
+    def firmware(self) -> npt.NDArray[np.void]:
+        """FIRMWARE_DTYPE records."""
+    def clear_records(self) -> None: ...
+    def current_freq(self) -> float: ...
+    def current_temp_k(self) -> float: ...
+
+@final
+class SimPowerSource(PowerSource):
+    """A real-time SimDevice's power logger as a PowerSource for the Sampler."""
+
+    def __init__(self, device: SimDevice, *, depth: SupportsIndex = 1) -> None: ...
+
+@final
+class SimTimestampSource(TimestampSource):
+    """A SimDevice's clock as a TimestampSource."""
+
+    def __init__(self, device: SimDevice) -> None: ...

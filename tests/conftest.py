@@ -1,0 +1,67 @@
+"""Shared helpers for the Python test suite.
+
+The tests run on loaded CI machines, so nothing here waits a fixed time and
+asserts on what happened meanwhile: tests wait for a *condition* (with a
+generous timeout that only bounds a hang) and then assert exact invariants.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Callable
+
+import numpy as np
+import pytest
+
+import fingrav_native
+
+# A timeout that only ends a hang: conditions are normally met in milliseconds.
+WAIT_TIMEOUT_S = 20.0
+
+# compute / io / memory shares of the total, as the SyntheticSource documents.
+CHANNEL_SHARES = (1.0, 0.6, 0.25, 0.15)
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    return f"fingrav_native {fingrav_native.__version__} from {fingrav_native.__file__}"
+
+
+def wait_until(predicate: Callable[[], bool], what: str, timeout: float = WAIT_TIMEOUT_S) -> None:
+    """Poll `predicate` until it is true; fail the test (naming `what`) on timeout."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout:g} s waiting for: {what}")
+        time.sleep(0.0005)
+
+
+@pytest.fixture
+def wait_for() -> Callable[..., None]:
+    """The `wait_until` helper as a fixture."""
+    return wait_until
+
+
+def expected_waveform(
+    k: np.ndarray, *, base_w: float, amplitude_w: float, cycle: int, channel_mask: int
+) -> dict[str, np.ndarray]:
+    """The SyntheticSource waveform computed independently in numpy.
+
+    total = base + amp * sin(2 pi (k mod cycle) / cycle); compute, io and
+    memory are 0.6, 0.25 and 0.15 of it; channels outside the mask are NaN.
+    """
+    k = np.asarray(k, dtype=np.uint64)
+    phase = (k % np.uint64(cycle)).astype(np.float64)
+    total = base_w + amplitude_w * np.sin(2.0 * np.pi * phase / cycle)
+    out = {}
+    for c, name in enumerate(fingrav_native.CHANNELS):
+        if channel_mask & (1 << c):
+            out[name] = (total * CHANNEL_SHARES[c]).astype(np.float32)
+        else:
+            out[name] = np.full(k.shape, np.nan, dtype=np.float32)
+    return out
+
+
+@pytest.fixture
+def waveform() -> Callable[..., dict[str, np.ndarray]]:
+    """The independent numpy model of the SyntheticSource waveform."""
+    return expected_waveform
