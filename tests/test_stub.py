@@ -303,16 +303,6 @@ def test_as_dict_matches_the_stub_typed_dict():
         assert value == getattr(stats, key)
 
 
-def test_kernel_dicts_match_the_stub_typed_dict():
-    declared = _typed_dict_fields("_KernelSpecDict")
-    presets = core.sim_kernel_presets()
-    assert presets
-    for kernel in [*presets, *core.SimDevice().kernels()]:
-        assert list(kernel) == list(declared)
-        for key, value in kernel.items():
-            _check_value(value, declared[key], f"kernel {kernel['name']!r}[{key!r}]")
-
-
 def test_sim_parameters_and_params_match_the_stub():
     # sim_parameters() -> list[tuple[str, float, str]]; SimDevice.params -> dict[str, float]
     (fn,) = [f for q, f, _ in STUB_CALLABLES if q == "sim_parameters"]

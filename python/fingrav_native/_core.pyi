@@ -275,31 +275,15 @@ class EventLog(metaclass=_Pybind11Type):
 
 # ---------------------------------------------------------------- simulator
 
-@type_check_only
-class _KernelSpecDict(TypedDict):
-    """A kernel as SimDevice.kernels() and sim_kernel_presets() describe it."""
-
-    name: str
-    kind: str
-    duration_ns: float
-    freq_sensitivity: float
-    shape: list[tuple[float, float, float, float]]
-    exec_cv: float
-    outlier_prob: float
-    outlier_factor: float
-    cold_factor: float
-    cold_decay: float
-    launch_gap_ns: float
-    run_cv: float
-    slow_mode_prob: float
-    slow_mode_min: float
-    slow_mode_max: float
-
 def sim_parameters() -> list[tuple[str, float, str]]:
     """Every simulator parameter as (name, default, doc)."""
 
-def sim_kernel_presets() -> list[_KernelSpecDict]:
-    """The built-in kernels (the paper's cases) as dicts."""
+def sim_kernel_presets() -> list[dict[str, Any]]:
+    """The built-in kernels (the paper's cases) as dicts: name, kind (str);
+    shape (list of (end, compute, io, memory) float tuples); duration_ns,
+    freq_sensitivity, exec_cv, outlier_prob, outlier_factor, cold_factor,
+    cold_decay, launch_gap_ns, run_cv, slow_mode_prob, slow_mode_min,
+    slow_mode_max (float). Plain dicts, so they round-trip into add_kernel()."""
 
 class TimestampSource(metaclass=_Pybind11Type):
     """A device clock readable from the host (interface; no public constructor)."""
@@ -323,9 +307,9 @@ class SimDevice(metaclass=_Pybind11Type):
     @property
     def params(self) -> dict[str, float]: ...
     def add_kernel(self, spec: dict[str, Any]) -> int:
-        """Register a user-defined kernel (keys as in _KernelSpecDict, name required); return its id."""
+        """Register a user-defined kernel (keys as sim_kernel_presets() gives, name required); return its id."""
     def kernel_id(self, name: str) -> int: ...
-    def kernels(self) -> list[_KernelSpecDict]: ...
+    def kernels(self) -> list[dict[str, Any]]: ...
     def now(self) -> int: ...
     def advance(self, ns: SupportsIndex) -> None: ...
     def launch(self, kernel: SupportsIndex, count: SupportsIndex, run: SupportsIndex) -> None: ...
