@@ -97,7 +97,8 @@ const std::vector<ParamEntry>& param_table() {
     FINGRAV_PARAM(tau_slow_ns, "package/heat-sink thermal time constant, ns");
     FINGRAV_PARAM(fw_loop_ns, "firmware power-management loop period, ns");
     FINGRAV_PARAM(ppt_tau_ns, "averaging time constant of the power the cap is checked against, ns");
-    FINGRAV_PARAM(fast_limit, "a loop-average power above cap x this is cut at once, whatever the average (fast PPT)");
+    FINGRAV_PARAM(fast_limit, "with the lagging average over the cap, a window above cap x this is cut with undershoot; between the cap and this, trimmed exactly");
+    FINGRAV_PARAM(hard_limit, "a loop-average power above cap x this is cut at once, whatever the average");
     FINGRAV_PARAM(f_min, "lowest clock the firmware sets (f_max = 1)");
     FINGRAV_PARAM(f_park, "clock when work arrives after idle, and for compute-light work");
     FINGRAV_PARAM(boost_activity_lo, "compute activity below which clocks stay parked");
@@ -169,6 +170,7 @@ void validate_params(const SimParams& p) {
   need(p.fw_loop_ns >= 10'000 && p.fw_loop_ns <= 1e9, "fw_loop_ns", "must be in [10 us, 1 s]");
   pos(p.ppt_tau_ns, "ppt_tau_ns");
   need(p.fast_limit >= 1 && p.fast_limit <= 2, "fast_limit", "must be in [1, 2]");
+  need(p.hard_limit >= p.fast_limit && p.hard_limit <= 3, "hard_limit", "must be in [fast_limit, 3]");
   need(p.f_min > 0 && p.f_min <= 1, "f_min", "must be in (0, 1]");
   need(p.f_park >= p.f_min && p.f_park <= 1, "f_park", "must be in [f_min, 1]");
   need(p.boost_activity_lo >= 0 && p.boost_activity_hi > p.boost_activity_lo, "boost_activity_lo/hi",
@@ -520,14 +522,21 @@ void SimDevice::firmware_tick() {
   ppt_w_ += (p_loop - ppt_w_) * (1.0 - std::exp(-loop / p_.ppt_tau_ns));
   const double activity = fw_activity_ / loop;
   int throttled = 0;
-  if ((ppt_w_ > p_.cap_w && p_loop > p_.cap_w) || p_loop > p_.cap_w * p_.fast_limit) {
-    // Cut at once to where the cap would hold if all power scaled with the
-    // clock, and further the more the average is over the cap: protective,
-    // and undershooting after a sharp rise.
+  if (p_loop > p_.cap_w * p_.hard_limit || (ppt_w_ > p_.cap_w && p_loop > p_.cap_w * p_.fast_limit)) {
+    // Protective cut: once the lagging average crosses the cap while the
+    // last window is well over it (or at once past the hard limit), cut to
+    // where the cap would hold if all power scaled with the clock, and
+    // further the more the window was over it: a sharp rise is followed by
+    // an undershoot.
     const double cut = std::pow(p_.cap_w / p_loop, 1.0 / p_.voltage_exponent) *
-                       (1.0 - p_.throttle_gain * std::max(0.0, ppt_w_ / p_.cap_w - 1.0));
+                       (1.0 - p_.throttle_gain * (p_loop / p_.cap_w - 1.0));
     f_ = std::max(p_.f_min, f_ * cut);
     hold_until_ = t_ + static_cast<std::int64_t>(p_.hold_ns);
+    throttled = 1;
+  } else if (ppt_w_ > p_.cap_w && p_loop > p_.cap_w) {
+    // Gentle trim (slow PPT): just enough to bring the window to the cap.
+    f_ = std::max(p_.f_min, f_ * std::pow(p_.cap_w / p_loop, 1.0 / p_.voltage_exponent));
+    hold_until_ = std::max(hold_until_, t_ + static_cast<std::int64_t>(p_.hold_ns));
     throttled = 1;
   } else if (fw_busy_) {
     const double x = std::clamp((activity - p_.boost_activity_lo) / (p_.boost_activity_hi - p_.boost_activity_lo), 0.0, 1.0);

@@ -8,10 +8,14 @@
 //   exponentially with die temperature; actual power follows the target
 //   through a first-order lag (voltage regulators, on-package decoupling).
 //   Die temperature is two thermal RC nodes (fast die, slow package).
-//   A firmware loop every ~1 ms compares average power with the cap: above
-//   it, clocks drop at once (with an undershoot that grows with the excess);
-//   below it, clocks climb at a limited rate, more slowly for a while after a
-//   throttle. From idle, clocks start parked below f_max.
+//   A firmware loop every ~1 ms sets the clock: the target follows compute
+//   activity (activity-based DPM: busy compute kernels are boosted to f_max,
+//   compute-light ones part way, memory-bound and communication kernels stay
+//   parked); the climb is fast while a lagging power average (slow PPT)
+//   shows headroom, so a heavy kernel overshoots the cap; once that average
+//   crosses the cap, a window well over it is cut with an undershoot, and
+//   for a while afterwards clocks climb back only slowly (hysteresis).
+//   Small excesses are trimmed exactly.
 //   Kernels progress through their work at a rate set by the clock and their
 //   frequency sensitivity; execution time varies by run (allocation modes),
 //   by execution (jitter, rare outliers) and is longer for the first
@@ -109,7 +113,8 @@ struct SimParams {
   // firmware cuts, and the cut undershoots.
   double fw_loop_ns = 1'000'000;
   double ppt_tau_ns = 3e6;              // averaging time constant of the cap check
-  double fast_limit = 1.2;              // a loop average above cap x this is cut at once (fast PPT)
+  double fast_limit = 1.05;             // over the cap on average: cut with undershoot above this, trim below
+  double hard_limit = 1.25;             // a window above cap x this is cut at once
   double f_min = 0.4;
   double f_park = 0.7;                  // clock when work arrives after idle
   double boost_activity_lo = 0.5;       // compute activity below which clocks stay parked
@@ -119,7 +124,7 @@ struct SimParams {
   double ramp_hold_per_ms = 0.0015;     // slowest climb, for hold_ns after a throttle (hysteresis)
   double hold_ns = 30e6;
   double ramp_down_per_ms = 0.03;       // descent towards a lower activity target
-  double throttle_gain = 0.5;           // extra clock cut per unit of relative excess (undershoot)
+  double throttle_gain = 0.4;           // extra clock cut per unit of relative excess (undershoot)
   double park_after_ns = 3e6;           // idle this long -> clocks park
   double cold_reset_ns = 2e6;           // idle this long -> caches/TLBs cold again
 };
