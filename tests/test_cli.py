@@ -9,13 +9,13 @@ import numpy as np
 import pytest
 
 from fingrav_native import SAMPLE_DTYPE, cli
-from fingrav_native.demo import run_demo
+from fingrav_native.demo import run_sim_demo, run_synthetic_demo
 
 SUBPROCESS_TIMEOUT_S = 120  # bounds a hang only
 
 
 def test_demo_runs_and_prints_the_summary(capsys):
-    assert cli.main(["demo", "--seconds", "0.3"]) == cli.EXIT_OK
+    assert cli.main(["demo", "--source", "synthetic", "--seconds", "0.3"]) == cli.EXIT_OK
     out, err = capsys.readouterr()
     assert err == ""
     lines = out.splitlines()
@@ -27,9 +27,24 @@ def test_demo_runs_and_prints_the_summary(capsys):
     assert any("total power: mean" in line for line in lines)
 
 
+def test_sim_demo_sees_logs_inside_every_run_close_to_the_truth(capsys):
+    assert cli.main(["demo", "--seed", "1"]) == cli.EXIT_OK
+    out = capsys.readouterr().out
+    assert out.startswith("fingrav demo: simulated MI300X-class GPU in real time (seed 1)")
+    assert "cb-8k-gemm" in out and "mb-8k-gemv" in out and "sampler: polls" in out
+    result = run_sim_demo(seed=2, out=lambda _line: None)
+    assert result["stats"]["drops"] == 0
+    assert np.all(np.diff(result["samples"]["source_seq"].astype(np.int64)) >= 1)
+    for run in result["runs"]:
+        # Each run lasts several logger periods, so logs land inside it, and
+        # their mean follows the true mean (loosely: a few instantaneous logs).
+        assert run["logs"] >= 3, run
+        assert abs(run["logged_mean_w"] / run["true_mean_w"] - 1) < 0.15, run
+
+
 def test_demo_result_is_consistent():
     lines: list[str] = []
-    result = run_demo(seconds=0.1, period_ns=200_000, source_period_ns=1_000_000, out=lines.append)
+    result = run_synthetic_demo(seconds=0.1, period_ns=200_000, source_period_ns=1_000_000, out=lines.append)
     samples, stats = result["samples"], result["stats"]
     assert samples.dtype == SAMPLE_DTYPE
     # Everything the sampler kept was drained, in order, none lost in the ring.
@@ -45,17 +60,19 @@ def test_demo_survives_a_final_poll_with_nothing_new():
     # demo must not then call drain() on a stopped, empty sampler (it raised
     # RuntimeError in about 1 run in 8 before that was fixed).
     for _ in range(12):
-        result = run_demo(seconds=0.01, period_ns=250_000, source_period_ns=1_000_000, out=lambda _line: None)
+        result = run_synthetic_demo(seconds=0.01, period_ns=250_000, source_period_ns=1_000_000, out=lambda _line: None)
         assert len(result["samples"]) == result["stats"]["samples"]
 
 
 @pytest.mark.parametrize(
     "argv, message",
     [
-        (["demo", "--seconds", "0"], "seconds=0"),
-        (["demo", "--seconds", "-1"], "seconds=-1"),
-        (["demo", "--seconds", "0.01", "--period-us", "5"], "period_ns=5000"),
-        (["demo", "--seconds", "0.01", "--source-period-us", "0.5"], "period_ns=500"),
+        (["demo", "--source", "synthetic", "--seconds", "0"], "seconds=0"),
+        (["demo", "--source", "synthetic", "--seconds", "-1"], "seconds=-1"),
+        (["demo", "--source", "synthetic", "--seconds", "0.01", "--period-us", "5"], "period_ns=5000"),
+        (["demo", "--source", "synthetic", "--seconds", "0.01", "--source-period-us", "0.5"], "period_ns=500"),
+        (["demo", "--period-us", "5"], "period_ns=5000"),
+        (["demo", "--seed", "-2"], "seed=-2"),
     ],
 )
 def test_demo_bad_values_exit_2_naming_the_argument(capsys, argv, message):

@@ -21,14 +21,22 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     demo = sub.add_parser(
         "demo",
-        help="live sampling demo on the built-in synthetic power source",
+        help="live sampling demo: a simulated GPU running GEMMs (or the synthetic test source)",
         description=(
-            "Poll a deterministic synthetic power source with the C++ sampler thread, "
-            "drain it from Python while it runs, and print what arrived and what it cost."
+            "Run a simulated MI300X-class GPU in real time through a GEMM/GEMV sequence while "
+            "the C++ sampler thread polls its 1 ms power logger, and print what was seen per run "
+            "against the device's true power. --source synthetic polls the deterministic test "
+            "source instead."
         ),
-        epilog="example: fingrav demo --seconds 2 --period-us 100",
+        epilog="examples:\n  fingrav demo\n  fingrav demo --seed 3 --period-us 100\n"
+               "  fingrav demo --source synthetic --seconds 2 --period-us 100",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    demo.add_argument("--seconds", type=float, default=1.0, help="how long to sample (default 1.0)")
+    demo.add_argument("--source", choices=("sim", "synthetic"), default="sim",
+                      help="what to sample (default sim)")
+    demo.add_argument("--seed", type=int, default=0, help="seed of the simulated GPU (default 0)")
+    demo.add_argument("--seconds", type=float, default=1.0,
+                      help="synthetic source only: how long to sample (default 1.0)")
     demo.add_argument(
         "--period-us", type=float, default=250.0, help="sampler period in microseconds (default 250)"
     )
@@ -36,7 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--source-period-us",
         type=float,
         default=1000.0,
-        help="how often the synthetic source produces a reading, in microseconds (default 1000)",
+        help="synthetic source only: how often it produces a reading, in microseconds (default 1000)",
     )
     return parser
 
@@ -52,14 +60,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return EXIT_USAGE
     if args.command == "demo":
-        from .demo import run_demo
+        from .demo import run_sim_demo, run_synthetic_demo
 
         try:
-            run_demo(
-                seconds=args.seconds,
-                period_ns=int(round(args.period_us * 1000)),
-                source_period_ns=int(round(args.source_period_us * 1000)),
-            )
+            if args.source == "sim":
+                if args.seed < 0:
+                    raise ValueError(f"seed={args.seed}: must be >= 0")
+                run_sim_demo(seed=args.seed, period_ns=int(round(args.period_us * 1000)))
+            else:
+                run_synthetic_demo(
+                    seconds=args.seconds,
+                    period_ns=int(round(args.period_us * 1000)),
+                    source_period_ns=int(round(args.source_period_us * 1000)),
+                )
         except ValueError as exc:
             print(f"fingrav demo: {exc}", file=sys.stderr)
             return EXIT_USAGE
