@@ -377,29 +377,48 @@ PYBIND11_MODULE(_core, m) {
       "Deterministic test source: reading k appears k periods after the first poll, with total power\n"
       "base_w + amplitude_w * sin(2 pi (k mod cycle) / cycle) and compute/io/memory = 0.6/0.25/0.15 of it.\n"
       "depth=1 behaves like a latest-value file (gpu_metrics); depth>1 like a sample buffer (NVML).")
-      .def(py::init([](std::int64_t period_ns, std::uint32_t depth, std::uint32_t channel_mask, double base_w,
-                       double amplitude_w, std::int64_t cycle, std::int64_t ts_offset, std::uint32_t window_ns,
-                       std::uint64_t transient_error_every, std::uint64_t fatal_error_at_poll) {
+      .def(py::init([](std::int64_t period_ns, std::int64_t depth, std::int64_t channel_mask, double base_w,
+                       double amplitude_w, std::int64_t cycle, std::int64_t ts_offset, std::int64_t window_ns,
+                       std::int64_t transient_error_every, std::int64_t fatal_error_at_poll) {
+             // Signed on the Python side so a negative value is named in a
+             // ValueError rather than rejected as an unmatched overload.
+             auto in_range = [](std::int64_t v, std::int64_t hi, const char* name) {
+               if (v < 0 || v > hi) {
+                 throw std::invalid_argument(std::string(name) + "=" + std::to_string(v) + ": must be in [0, " +
+                                             std::to_string(hi) + "]");
+               }
+               return v;
+             };
+             constexpr std::int64_t u32 = 0xFFFFFFFFLL;
              SyntheticConfig c;
              c.period_ns = period_ns;
-             c.depth = depth;
-             c.channel_mask = channel_mask;
+             c.depth = static_cast<std::uint32_t>(in_range(depth, u32, "depth"));
+             c.channel_mask = static_cast<std::uint32_t>(in_range(channel_mask, u32, "channel_mask"));
              c.base_w = base_w;
              c.amplitude_w = amplitude_w;
              c.cycle = cycle;
              c.ts_offset = ts_offset;
-             c.window_ns = window_ns;
-             c.transient_error_every = transient_error_every;
-             c.fatal_error_at_poll = fatal_error_at_poll;
+             c.window_ns = static_cast<std::uint32_t>(in_range(window_ns, u32, "window_ns"));
+             c.transient_error_every =
+                 static_cast<std::uint64_t>(in_range(transient_error_every, INT64_MAX, "transient_error_every"));
+             c.fatal_error_at_poll = static_cast<std::uint64_t>(in_range(fatal_error_at_poll, INT64_MAX, "fatal_error_at_poll"));
              return std::make_shared<SyntheticSource>(c);
            }),
            py::kw_only(), py::arg("period_ns") = 1'000'000, py::arg("depth") = 1,
            py::arg("channel_mask") = kAllChannels, py::arg("base_w") = 300.0, py::arg("amplitude_w") = 100.0,
            py::arg("cycle") = 50, py::arg("ts_offset") = 0, py::arg("window_ns") = 0,
            py::arg("transient_error_every") = 0, py::arg("fatal_error_at_poll") = 0)
-      .def("value", &SyntheticSource::value, py::arg("k"), py::arg("channel"),
+      .def("value", [](const SyntheticSource& src, const py::int_& k, int channel) {
+             // k spans the whole unsigned 64-bit sequence space; a negative
+             // k is named rather than rejected as an overload mismatch.
+             if (k < py::int_(0)) throw std::invalid_argument("k=" + py::str(k).cast<std::string>() + ": must be >= 0");
+             return src.value(k.cast<std::uint64_t>(), channel);
+           }, py::arg("k"), py::arg("channel"),
            "Power of channel `channel` (0..3) in reading k, as the documented waveform gives it.")
-      .def("appear_host_ns", &SyntheticSource::appear_host_ns, py::arg("k"),
+      .def("appear_host_ns", [](const SyntheticSource& src, std::int64_t k) {
+             if (k < 0) throw std::invalid_argument("k=" + std::to_string(k) + ": must be >= 0");
+             return src.appear_host_ns(static_cast<std::uint64_t>(k));
+           }, py::arg("k"),
            "Host time at which reading k appears; -1 before the first poll.")
       .def_property_readonly("polls", &SyntheticSource::polls);
 
@@ -502,6 +521,17 @@ PYBIND11_MODULE(_core, m) {
               n = s.drain(buf.get(), want);
             }
             if (n == 0 && limit != 0 && !s.running()) {
+              // The thread may have ended (pushing its final poll) between
+              // sizing the buffer and draining: once it has ended,
+              // available() is exact, so look once more before refusing.
+              py::gil_scoped_release nogil;
+              const std::size_t want = std::min(s.available(), limit);
+              if (want > 0) {
+                buf.reset(new Sample[want]);
+                n = s.drain(buf.get(), want);
+              }
+            }
+            if (n == 0 && limit != 0 && !s.running()) {
               if (!s.started()) throw std::runtime_error("drain(): the sampler was never started; call start() first");
               const std::string err = s.error();
               throw std::runtime_error("drain(): the sampler is stopped and every sample was already drained" +
@@ -523,8 +553,22 @@ PYBIND11_MODULE(_core, m) {
             }
             auto* dst = static_cast<Sample*>(out.mutable_data());
             const auto cap = static_cast<std::size_t>(out.shape(0));
-            py::gil_scoped_release nogil;
-            return s.drain(dst, cap);
+            std::size_t n;
+            {
+              py::gil_scoped_release nogil;
+              n = s.drain(dst, cap);
+            }
+            // Same contract as drain(): an empty result from a sampler that
+            // will never produce more is an error, not a silent 0.
+            if (n == 0 && cap != 0 && !s.running()) {
+              if (!s.started()) throw std::runtime_error("drain_into(): the sampler was never started; call start() first");
+              if (s.available() == 0) {
+                throw std::runtime_error("drain_into(): the sampler is stopped and every sample was already drained");
+              }
+              py::gil_scoped_release nogil;
+              n = s.drain(dst, cap);
+            }
+            return n;
           },
           py::arg("out"), "Moves up to len(out) samples into `out` (SAMPLE_DTYPE); returns how many.")
       .def_property_readonly("available", &Sampler::available, "Samples waiting in the ring.")
@@ -695,14 +739,20 @@ PYBIND11_MODULE(_core, m) {
         d.truth_power(ti, n, o);
         return out;
       }, py::arg("host_ns"), "Exact power (total, compute, io, memory) at host times, as an (n, 4) array.")
-      .def("executions", [](sim::SimDevice& d) { return vector_array(exec_dtype(), d.executions()); })
+      .def("executions", [](sim::SimDevice& d, py::ssize_t first) {
+             return vector_array(exec_dtype(), d.executions(non_negative(first, "first")));
+           }, py::arg("first") = 0, "Execution records (EXEC_DTYPE), skipping the first `first`.")
       .def("logs", [](sim::SimDevice& d) { return vector_array(log_dtype(), d.logs()); })
-      .def("observed_samples", [](sim::SimDevice& d) { return vector_array(sample_dtype(), d.observed_samples()); },
-           "The logs as a sampler polling every poll_period_ns would have drained them (SAMPLE_DTYPE).")
+      .def("observed_samples", [](sim::SimDevice& d, std::optional<std::int64_t> from_publish_ns) {
+             return vector_array(sample_dtype(), d.observed_samples(from_publish_ns.value_or(INT64_MIN)));
+           }, py::arg("from_publish_ns") = py::none(),
+           "The logs (published at or after from_publish_ns) as a sampler polling every poll_period_ns\n"
+           "would have drained them (SAMPLE_DTYPE).")
       .def("firmware", [](sim::SimDevice& d) { return vector_array(firmware_dtype(), d.firmware()); })
       .def("clear_records", &sim::SimDevice::clear_records)
       .def("current_freq", &sim::SimDevice::current_freq)
-      .def("current_temp_k", &sim::SimDevice::current_temp_k);
+      .def("current_temp_rise_k", &sim::SimDevice::current_temp_rise_k,
+           "Die temperature above ambient, kelvin (the leakage model's input).");
 
   py::class_<sim::SimPowerSource, PowerSource, std::shared_ptr<sim::SimPowerSource>>(
       m, "SimPowerSource", "A real-time SimDevice's power logger as a PowerSource for the Sampler.")

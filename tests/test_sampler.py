@@ -598,16 +598,6 @@ def test_synthetic_source_rejects_bad_config(kwargs, arg):
         SyntheticSource(**kwargs)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=TypeError,
-    reason=(
-        "bug: csrc/bindings.cpp binds SyntheticSource's depth/channel_mask/window_ns/"
-        "transient_error_every/fatal_error_at_poll as unsigned C++ types, so a negative value "
-        "gets pybind11's generic 'incompatible constructor arguments' TypeError instead of a "
-        "ValueError naming the argument (as Sampler(capacity=-5) does via non_negative())"
-    ),
-)
 @pytest.mark.parametrize(
     "arg", ["depth", "channel_mask", "window_ns", "transient_error_every", "fatal_error_at_poll"]
 )

@@ -145,12 +145,6 @@ def test_power_source_needs_a_realtime_device_and_a_valid_depth() -> None:
             gpu.power_source(depth=bad)
 
 
-@pytest.mark.xfail(
-    reason="known bug: SimDevice::schedule_next_log (csrc/fingrav/sim/device.cpp) anchors the logger grid at "
-    "logs_.front().sample_ns but multiplies the period by the global log_seq_; clear_records() trims logs_ to "
-    "the newest 256, so the next log comes (N - 256) periods late (a live sampler sees nothing meanwhile)",
-    strict=True,
-)
 def test_logger_keeps_its_period_after_clear_records() -> None:
     # Virtual time: deterministic and instant; the same code runs in real time.
     gpu = sim.SimGPU(seed=1)

@@ -59,23 +59,30 @@ float SyntheticSource::value(std::uint64_t k, int channel) const noexcept {
 }
 
 std::int64_t SyntheticSource::appear_host_ns(std::uint64_t k) const noexcept {
-  if (start_ns_ < 0) return -1;
-  return start_ns_ + static_cast<std::int64_t>(k) * cfg_.period_ns;
+  const std::int64_t start = start_ns_.load(std::memory_order_acquire);
+  if (start < 0) return -1;
+  return start + static_cast<std::int64_t>(k) * cfg_.period_ns;
 }
 
 PollResult SyntheticSource::poll(Reading* out, std::size_t max) {
-  ++polls_;
-  if (cfg_.fatal_error_at_poll != 0 && polls_ == cfg_.fatal_error_at_poll) {
-    last_error_ = "synthetic source: injected fatal error at poll " + std::to_string(polls_);
+  // Only the polling thread writes; the atomics let other threads read.
+  const std::uint64_t poll_no = polls_.load(std::memory_order_relaxed) + 1;
+  polls_.store(poll_no, std::memory_order_relaxed);
+  if (cfg_.fatal_error_at_poll != 0 && poll_no == cfg_.fatal_error_at_poll) {
+    last_error_ = "synthetic source: injected fatal error at poll " + std::to_string(poll_no);
     return {0, PollStatus::kFatalError};
   }
-  if (cfg_.transient_error_every != 0 && polls_ % cfg_.transient_error_every == 0) {
-    last_error_ = "synthetic source: injected transient error at poll " + std::to_string(polls_);
+  if (cfg_.transient_error_every != 0 && poll_no % cfg_.transient_error_every == 0) {
+    last_error_ = "synthetic source: injected transient error at poll " + std::to_string(poll_no);
     return {0, PollStatus::kTransientError};
   }
   const std::int64_t now = host_now_ns();
-  if (start_ns_ < 0) start_ns_ = now;  // reading 0 appears at the first poll
-  const std::uint64_t newest = static_cast<std::uint64_t>((now - start_ns_) / cfg_.period_ns);
+  std::int64_t start = start_ns_.load(std::memory_order_relaxed);
+  if (start < 0) {
+    start = now;  // reading 0 appears at the first poll
+    start_ns_.store(start, std::memory_order_release);
+  }
+  const std::uint64_t newest = static_cast<std::uint64_t>((now - start) / cfg_.period_ns);
   const std::uint64_t want = std::min<std::uint64_t>({cfg_.depth, newest + 1, max});
   const std::uint64_t oldest = newest + 1 - want;
   for (std::uint64_t i = 0; i < want; ++i) {

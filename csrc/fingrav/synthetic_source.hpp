@@ -5,6 +5,7 @@
 // and a buffer of recent readings (depth > 1, like NVML's sample buffer).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -44,14 +45,15 @@ class SyntheticSource final : public PowerSource {
   // the clock); -1 before that.
   std::int64_t appear_host_ns(std::uint64_t k) const noexcept;
   const SyntheticConfig& config() const noexcept { return cfg_; }
-  std::uint64_t polls() const noexcept { return polls_; }
+  // Safe from any thread (the sampler thread writes these).
+  std::uint64_t polls() const noexcept { return polls_.load(std::memory_order_relaxed); }
 
  private:
   SyntheticConfig cfg_;
   SourceInfo info_;
   std::vector<float> table_;    // one waveform cycle x 4 channels, so poll() does no trig
-  std::int64_t start_ns_ = -1;  // host time of reading 0, set by the first poll
-  std::uint64_t polls_ = 0;
+  std::atomic<std::int64_t> start_ns_{-1};  // host time of reading 0, set by the first poll
+  std::atomic<std::uint64_t> polls_{0};
   std::string last_error_;
 };
 

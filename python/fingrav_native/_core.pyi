@@ -120,7 +120,7 @@ class SyntheticSource(PowerSource):
         transient_error_every: SupportsIndex = 0,
         fatal_error_at_poll: SupportsIndex = 0,
     ) -> None: ...
-    def value(self, k: SupportsIndex, channel: SupportsIndex) -> float:
+    def value(self, k: int, channel: SupportsIndex) -> float:
         """Power of channel ``channel`` (0..3) in reading ``k``."""
     def appear_host_ns(self, k: SupportsIndex) -> int:
         """Host time at which reading ``k`` appears; -1 before the first poll."""
@@ -333,17 +333,17 @@ class SimDevice(metaclass=_Pybind11Type):
     def host_at_logger_ticks(self, ticks: npt.ArrayLike) -> float | npt.NDArray[np.float64]: ...
     def truth_power(self, host_ns: npt.ArrayLike) -> npt.NDArray[np.float32]:
         """Exact power (total, compute, io, memory) at host times, as an (n, 4) array."""
-    def executions(self) -> npt.NDArray[np.void]:
+    def executions(self, first: SupportsIndex = 0) -> npt.NDArray[np.void]:
         """EXEC_DTYPE records."""
     def logs(self) -> npt.NDArray[np.void]:
         """LOG_DTYPE records."""
-    def observed_samples(self) -> npt.NDArray[np.void]:
+    def observed_samples(self, from_publish_ns: SupportsIndex | None = None) -> npt.NDArray[np.void]:
         """The logs as a polling sampler would have drained them (SAMPLE_DTYPE)."""
     def firmware(self) -> npt.NDArray[np.void]:
         """FIRMWARE_DTYPE records."""
     def clear_records(self) -> None: ...
     def current_freq(self) -> float: ...
-    def current_temp_k(self) -> float: ...
+    def current_temp_rise_k(self) -> float: ...
 
 @final
 class SimPowerSource(PowerSource):

@@ -240,6 +240,7 @@ int SimDevice::add_kernel(const KernelSpec& k) {
 }
 
 int SimDevice::kernel_id(const std::string& name) const {
+  std::lock_guard<std::mutex> lock(mu_);
   for (std::size_t i = 0; i < kernels_.size(); ++i) {
     if (kernels_[i].name == name) return static_cast<int>(i);
   }
@@ -248,7 +249,10 @@ int SimDevice::kernel_id(const std::string& name) const {
   throw std::invalid_argument("kernel: unknown kernel '" + name + "'; known: " + known);
 }
 
-std::vector<KernelSpec> SimDevice::kernels() const { return kernels_; }
+std::vector<KernelSpec> SimDevice::kernels() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return kernels_;
+}
 
 std::int64_t SimDevice::now() {
   std::lock_guard<std::mutex> lock(mu_);
@@ -264,12 +268,12 @@ void SimDevice::advance(std::int64_t ns) {
 }
 
 void SimDevice::launch(int kernel, int count, int run) {
-  if (kernel < 0 || kernel >= static_cast<int>(kernels_.size())) {
-    throw std::invalid_argument("kernel=" + std::to_string(kernel) + ": no such kernel id");
-  }
   if (count < 1) throw std::invalid_argument("count=" + std::to_string(count) + ": must be >= 1");
   if (run < 0) throw std::invalid_argument("run=" + std::to_string(run) + ": must be >= 0");
   std::lock_guard<std::mutex> lock(mu_);
+  if (kernel < 0 || kernel >= static_cast<int>(kernels_.size())) {
+    throw std::invalid_argument("kernel=" + std::to_string(kernel) + ": no such kernel id");
+  }
   if (realtime_) advance_locked(host_now_ns());
   const std::int64_t start =
       t_ + ceil_ns(p_.launch_latency_ns + rng_launch_.exponential(p_.launch_jitter_ns));
@@ -371,7 +375,7 @@ double SimDevice::current_freq() {
   return f_;
 }
 
-double SimDevice::current_temp_k() {
+double SimDevice::current_temp_rise_k() {
   std::lock_guard<std::mutex> lock(mu_);
   if (realtime_) advance_locked(host_now_ns());
   return t_fast_ + t_slow_;
@@ -586,6 +590,7 @@ void SimDevice::logger_tick() {
   if (!logs_.empty()) publish = std::max(publish, logs_.back().publish_ns);
   r.publish_ns = publish;
   r.logger_ticks = logger_clock().ticks(t_);
+  if (log_origin_ns_ < 0) log_origin_ns_ = t_;
   r.seq = log_seq_++;
   logs_.push_back(r);
   log_acc_on_ = false;
@@ -595,8 +600,9 @@ void SimDevice::logger_tick() {
 
 void SimDevice::schedule_next_log() {
   // Nominal grid plus scheduling jitter; the grid itself never drifts.
-  const double nominal = static_cast<double>(logs_.empty() ? t_ : logs_.front().sample_ns) +
-                         static_cast<double>(log_seq_) * p_.logger_period_ns;
+  // Anchored to the first log, not to the records (which clear_records()
+  // trims), so the period never changes.
+  const double nominal = static_cast<double>(log_origin_ns_) + static_cast<double>(log_seq_) * p_.logger_period_ns;
   const double jitter = p_.logger_jitter_ns > 0 ? rng_log_.uniform(-p_.logger_jitter_ns, p_.logger_jitter_ns) : 0.0;
   next_log_ns_ = std::max(t_ + 1, ceil_ns(nominal + jitter));
 }
@@ -656,9 +662,10 @@ void SimDevice::truth_power(const std::int64_t* t, std::size_t n, float* out) {
   }
 }
 
-std::vector<ExecRecord> SimDevice::executions() {
+std::vector<ExecRecord> SimDevice::executions(std::size_t first) {
   std::lock_guard<std::mutex> lock(mu_);
-  return execs_;
+  if (first >= execs_.size()) return {};
+  return std::vector<ExecRecord>(execs_.begin() + static_cast<std::ptrdiff_t>(first), execs_.end());
 }
 std::vector<LogRecord> SimDevice::logs() {
   std::lock_guard<std::mutex> lock(mu_);
@@ -673,13 +680,17 @@ std::vector<TruthSegment> SimDevice::truth_segments() {
   return truth_;
 }
 
-std::vector<Sample> SimDevice::observed_samples() {
+std::vector<Sample> SimDevice::observed_samples(std::int64_t from_publish_ns) {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<Sample> out;
-  out.reserve(logs_.size());
   const auto period = static_cast<std::int64_t>(p_.poll_period_ns);
   const auto read = static_cast<std::int64_t>(p_.poll_read_ns);
-  for (const LogRecord& r : logs_) {
+  // Publication times are monotonic (the firmware publishes in order).
+  const auto first = std::lower_bound(logs_.begin(), logs_.end(), from_publish_ns,
+                                      [](const LogRecord& r, std::int64_t v) { return r.publish_ns < v; });
+  out.reserve(static_cast<std::size_t>(logs_.end() - first));
+  for (auto it = first; it != logs_.end(); ++it) {
+    const LogRecord& r = *it;
     // The first poll that starts after the log is published sees it.
     const std::int64_t k = (r.publish_ns - next_poll_phase_ns_ + period - 1) / period;
     const std::int64_t begin = next_poll_phase_ns_ + std::max<std::int64_t>(k, 0) * period;

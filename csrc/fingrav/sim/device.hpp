@@ -231,9 +231,13 @@ class SimDevice {
   void truth_power(const std::int64_t* t, std::size_t n, float* out);
 
   // Records (copies; clear_records() frees them).
-  std::vector<ExecRecord> executions();
+  // `first`: skip the first records (a campaign fetches only what is new,
+  // keeping the cost per run constant).
+  std::vector<ExecRecord> executions(std::size_t first = 0);
   std::vector<LogRecord> logs();
-  std::vector<Sample> observed_samples();  // logs as the virtual poller saw them
+  // Logs as the virtual poller saw them; only those published at or after
+  // `from_publish_ns`.
+  std::vector<Sample> observed_samples(std::int64_t from_publish_ns = INT64_MIN);
   std::vector<FirmwareRecord> firmware();
   std::vector<TruthSegment> truth_segments();
   void clear_records();
@@ -243,7 +247,7 @@ class SimDevice {
   std::size_t published_logs(std::int64_t t, LogRecord* out, std::size_t max);
 
   double current_freq();
-  double current_temp_k();
+  double current_temp_rise_k();
 
  private:
   struct Pending {
@@ -271,7 +275,7 @@ class SimDevice {
   SimParams p_;
   const bool realtime_;
   std::int64_t epoch_ns_;
-  std::mutex mu_;
+  mutable std::mutex mu_;
   ClockModel device_clock_, logger_clock_;
   bool logger_own_;
   Rng rng_kernel_, rng_run_, rng_log_, rng_launch_, rng_read_;
@@ -291,6 +295,7 @@ class SimDevice {
   std::int64_t next_fw_ns_;
   std::int64_t next_log_ns_;
   std::uint64_t log_seq_ = 0;
+  std::int64_t log_origin_ns_ = -1;  // sampling time of log 0: the logger's fixed grid
   double log_acc_[4] = {0, 0, 0, 0};
   std::int64_t log_acc_from_ = 0;
   bool log_acc_on_ = false;
