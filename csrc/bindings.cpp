@@ -14,6 +14,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "fingrav/clock_sync.hpp"
 #include "fingrav/event_log.hpp"
 #include "fingrav/host_clock.hpp"
 #include "fingrav/power_source.hpp"
@@ -271,6 +272,16 @@ fingrav::sim::KernelSpec kernel_from_dict(const py::dict& d) {
   }
   fingrav::sim::validate_kernel(k);
   return k;
+}
+
+// Brackets as an (n, 3) int64 array (host_before, device_ticks, host_after),
+// owning the buffer (no copy).
+py::array brackets_array(std::unique_ptr<Bracket[]> data, std::size_t n) {
+  Bracket* raw = data.release();
+  py::capsule owner(raw, [](void* p) { delete[] static_cast<Bracket*>(p); });
+  return py::array_t<std::int64_t>({static_cast<py::ssize_t>(n), static_cast<py::ssize_t>(3)},
+                                   {static_cast<py::ssize_t>(sizeof(Bracket)), static_cast<py::ssize_t>(sizeof(std::int64_t))},
+                                   reinterpret_cast<std::int64_t*>(raw), owner);
 }
 
 template <typename F>
@@ -700,7 +711,7 @@ PYBIND11_MODULE(_core, m) {
       .def("synchronize", &sim::SimDevice::synchronize, py::call_guard<py::gil_scoped_release>())
       .def("busy", &sim::SimDevice::busy, py::call_guard<py::gil_scoped_release>())
       .def("read_clock", [](sim::SimDevice& d) {
-        sim::Bracket b;
+        Bracket b;
         {
           py::gil_scoped_release nogil;
           b = d.read_clock();
@@ -713,7 +724,7 @@ PYBIND11_MODULE(_core, m) {
         auto* o = out.mutable_data();
         py::gil_scoped_release nogil;
         for (py::ssize_t i = 0; i < n; ++i) {
-          const sim::Bracket b = d.read_clock();
+          const Bracket b = d.read_clock();
           o[3 * i] = b.host_before;
           o[3 * i + 1] = b.device_ticks;
           o[3 * i + 2] = b.host_after;
@@ -762,4 +773,93 @@ PYBIND11_MODULE(_core, m) {
   py::class_<sim::SimTimestampSource, TimestampSource, std::shared_ptr<sim::SimTimestampSource>>(
       m, "SimTimestampSource", "A SimDevice's clock as a TimestampSource.")
       .def(py::init<std::shared_ptr<sim::SimDevice>>(), py::arg("device"));
+
+  // ------------------------------------------------------------ clock sync
+  m.def(
+      "measure_brackets",
+      [](std::shared_ptr<TimestampSource> source, py::ssize_t n) {
+        if (!source) throw std::invalid_argument("source: must not be None");
+        if (n < 1 || n > (1 << 24)) throw std::invalid_argument("n=" + std::to_string(n) + ": must be in [1, 2^24]");
+        std::unique_ptr<Bracket[]> buf(new Bracket[static_cast<std::size_t>(n)]);
+        {
+          py::gil_scoped_release nogil;
+          measure_brackets(*source, buf.get(), static_cast<std::size_t>(n));
+        }
+        return brackets_array(std::move(buf), static_cast<std::size_t>(n));
+      },
+      py::arg("source"), py::arg("n"),
+      "n bracketed reads of a device clock, back to back: an (n, 3) int64 array of\n"
+      "(host_before_ns, device_ticks, host_after_ns). The GIL is released while reading.");
+
+  py::class_<ClockSyncStats>(m, "ClockSyncStats", "Counters of a ClockSyncRecorder.")
+      .def_readonly("bursts", &ClockSyncStats::bursts)
+      .def_readonly("reads", &ClockSyncStats::reads)
+      .def_readonly("drops", &ClockSyncStats::drops)
+      .def_readonly("cpu_time_ns", &ClockSyncStats::cpu_time_ns)
+      .def_readonly("wall_time_ns", &ClockSyncStats::wall_time_ns)
+      .def("__repr__", [](const ClockSyncStats& s) {
+        return "ClockSyncStats(bursts=" + std::to_string(s.bursts) + ", reads=" + std::to_string(s.reads) +
+               ", drops=" + std::to_string(s.drops) + ")";
+      });
+
+  py::class_<ClockSyncRecorder>(m, "ClockSyncRecorder",
+                                "Takes a burst of bracketed device-clock reads every interval on a background\n"
+                                "thread, so a long campaign can refit its clock map afterwards.")
+      .def(py::init([](std::shared_ptr<TimestampSource> source, std::int64_t interval_ns, std::int64_t burst,
+                       py::ssize_t capacity) {
+             if (burst < 1 || burst > 4096) {
+               throw std::invalid_argument("burst=" + std::to_string(burst) + ": must be in [1, 4096]");
+             }
+             ClockSyncConfig c;
+             c.interval_ns = interval_ns;
+             c.burst = static_cast<std::uint32_t>(burst);
+             c.capacity = non_negative(capacity, "capacity");
+             return std::make_unique<ClockSyncRecorder>(std::move(source), c);
+           }),
+           py::arg("source"), py::kw_only(), py::arg("interval_ns") = 250'000'000, py::arg("burst") = 32,
+           py::arg("capacity") = 1 << 16)
+      .def("start", &ClockSyncRecorder::start, "Starts the thread: a burst at once, then one per interval.")
+      .def("stop", [](ClockSyncRecorder& r) {
+        {
+          py::gil_scoped_release nogil;
+          r.stop();
+        }
+        const std::string err = r.error();
+        if (!err.empty()) throw SamplerFailure(err);
+      }, "Takes a last burst and joins. Raises SamplerError if the timestamp source failed.")
+      .def("drain", [](ClockSyncRecorder& r) {
+        std::unique_ptr<Bracket[]> buf;
+        std::size_t n;
+        {
+          py::gil_scoped_release nogil;
+          const std::size_t want = r.available();
+          buf.reset(new Bracket[want > 0 ? want : 1]);
+          n = r.drain(buf.get(), want);
+        }
+        return brackets_array(std::move(buf), n);
+      }, "Moves the recorded brackets into an (n, 3) int64 array (no further copy).")
+      .def_property_readonly("available", &ClockSyncRecorder::available)
+      .def_property_readonly("running", &ClockSyncRecorder::running)
+      .def_property_readonly("started", &ClockSyncRecorder::started)
+      .def_property_readonly("error", [](const ClockSyncRecorder& r) -> std::optional<std::string> {
+        std::string e = r.error();
+        if (e.empty()) return std::nullopt;
+        return e;
+      })
+      .def_property_readonly("interval_ns", [](const ClockSyncRecorder& r) { return r.config().interval_ns; })
+      .def_property_readonly("burst", [](const ClockSyncRecorder& r) { return r.config().burst; })
+      .def("stats", &ClockSyncRecorder::stats)
+      .def("__enter__", [](ClockSyncRecorder& r) -> ClockSyncRecorder& {
+        r.start();
+        return r;
+      }, py::return_value_policy::reference)
+      .def("__exit__", [](ClockSyncRecorder& r, const py::object& exc_type, const py::object&, const py::object&) {
+        {
+          py::gil_scoped_release nogil;
+          r.stop();
+        }
+        const std::string err = r.error();
+        if (!err.empty() && exc_type.is_none()) throw SamplerFailure(err);
+        return false;
+      });
 }

@@ -9,6 +9,17 @@
 
 namespace fingrav {
 
+// One bracketed read: the device clock value read between two host clock
+// reads (CLOCK_MONOTONIC_RAW ns). The device sampled its clock somewhere in
+// [host_before, host_after]; where exactly is the asymmetry no calibration
+// can see.
+struct Bracket {
+  std::int64_t host_before;
+  std::int64_t device_ticks;
+  std::int64_t host_after;
+};
+static_assert(sizeof(Bracket) == 24);
+
 struct TimestampInfo {
   std::string name;
   std::string clock_domain;    // e.g. "sim-device", "amd-gpu-counter", "nvidia-globaltimer"

@@ -13,6 +13,10 @@ from importlib.metadata import PackageNotFoundError, version
 
 from ._core import (
     CHANNELS,
+    ClockSyncRecorder,
+    ClockSyncStats,
+    TimestampSource,
+    measure_brackets,
     FLAG_DERIVED,
     FLAG_SOURCE_GAP,
     MARKER_DTYPE,
@@ -42,6 +46,10 @@ except PackageNotFoundError:  # pragma: no cover - running from a source tree
 
 __all__ = [
     "CHANNELS",
+    "ClockSyncRecorder",
+    "ClockSyncStats",
+    "TimestampSource",
+    "measure_brackets",
     "FLAG_DERIVED",
     "FLAG_SOURCE_GAP",
     "MARKER_DTYPE",

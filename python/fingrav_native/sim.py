@@ -385,7 +385,11 @@ class SimGPU:
         return _core.SimPowerSource(self._dev, depth=depth)
 
     def timestamp_source(self) -> _core.SimTimestampSource:
-        """This device's clock as a TimestampSource for clock sync."""
+        """This device's clock as a TimestampSource for live clock sync (real time only).
+
+        Each read really costs the simulated round trip. In virtual time, use
+        :meth:`read_clocks`, whose brackets are in virtual host time.
+        """
         return _core.SimTimestampSource(self._dev)
 
 

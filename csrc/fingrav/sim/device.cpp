@@ -339,7 +339,7 @@ std::int64_t SimDevice::synchronize() {
   }
 }
 
-Bracket SimDevice::read_clock() {
+fingrav::Bracket SimDevice::read_clock() {
   double rtt;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -768,6 +768,13 @@ PollResult SimPowerSource::poll(Reading* out, std::size_t max) {
 
 SimTimestampSource::SimTimestampSource(std::shared_ptr<SimDevice> device) : dev_(std::move(device)) {
   if (!dev_) throw std::invalid_argument("device: must not be None");
+  if (!dev_->realtime()) {
+    // Brackets pair device reads with the real host clock; a virtual device's
+    // clock follows virtual time. Virtual reads come with their own brackets.
+    throw std::invalid_argument(
+        "device: bracketed reads against the host clock need a real-time device (realtime=True); "
+        "in virtual time use SimGPU.read_clocks()");
+  }
   info_.name = "sim";
   info_.clock_domain = "sim-device";
   info_.nominal_tick_ns = dev_->params().device_clock.tick_ns;

@@ -177,12 +177,6 @@ struct FirmwareRecord {
   std::int32_t throttled;
 };
 
-struct Bracket {
-  std::int64_t host_before;
-  std::int64_t device_ticks;
-  std::int64_t host_after;
-};
-
 // One step of the exact trace: on [t0, t1) each component follows
 // target + (p0 - target) * exp(-(t - t0) / tau_power).
 struct TruthSegment {
@@ -217,7 +211,7 @@ class SimDevice {
 
   // One bracketed read of the device clock (virtual: at now(), and now()
   // moves past it; real: really takes the round trip, spinning).
-  Bracket read_clock();
+  fingrav::Bracket read_clock();
 
   // Ground truth.
   std::int64_t device_ticks_at(std::int64_t host_ns) const { return device_clock_.ticks(host_ns); }
