@@ -56,6 +56,9 @@ class JitterHistogram {
   std::atomic<std::int64_t> max_{0};
 };
 
+// While the thread runs, the counters are read one by one and bumped once per
+// poll after its pushes, so a snapshot is not atomic: drained may briefly lead
+// samples by up to one poll's readings. After stop() every figure is final.
 struct SamplerStats {
   std::uint64_t polls = 0;            // calls to source->poll()
   std::uint64_t samples = 0;          // new readings pushed into the ring

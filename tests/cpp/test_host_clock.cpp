@@ -1,0 +1,62 @@
+// The host clock (CLOCK_MONOTONIC_RAW) and measure_host_clock().
+#include <chrono>
+#include <cstdint>
+#include <stdexcept>
+#include <thread>
+
+#include "check.hpp"
+#include "fingrav/host_clock.hpp"
+
+using namespace fingrav;
+
+namespace {
+
+void monotonic() {
+  std::int64_t prev = host_now_ns();
+  CHECK(prev > 0);
+  for (int i = 0; i < 1'000'000; ++i) {
+    const std::int64_t now = host_now_ns();
+    CHECK_MSG(now >= prev, "clock went back: " << prev << " then " << now);
+    prev = now;
+  }
+}
+
+void advances_with_real_time() {
+  const std::int64_t t0 = host_now_ns();
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  const std::int64_t dt = host_now_ns() - t0;
+  // sleep_for sleeps at least as long on CLOCK_MONOTONIC; RAW differs from it
+  // only by the NTP slew (< 0.05%), so 19 ms is a safe floor.
+  CHECK_MSG(dt >= 19'000'000, "dt=" << dt);
+  CHECK_MSG(dt < 10'000'000'000, "dt=" << dt);
+}
+
+void measure_is_sane() {
+  const HostClockInfo info = measure_host_clock(10'000);
+  CHECK_MSG(info.read_cost_ns > 0 && info.read_cost_ns < 1e6, "read_cost_ns=" << info.read_cost_ns);
+  CHECK(info.min_read_cost_ns >= 0);
+  CHECK(static_cast<double>(info.min_read_cost_ns) <= info.read_cost_ns);  // a minimum is below the mean
+  CHECK_MSG(info.resolution_ns >= 1 && info.resolution_ns <= 10'000'000, "resolution_ns=" << info.resolution_ns);
+  CHECK(info.observed_step_ns >= 0);
+  CHECK(info.observed_step_ns == 0 || info.observed_step_ns >= info.min_read_cost_ns);
+  // The smallest call: two reads.
+  const HostClockInfo two = measure_host_clock(2);
+  CHECK(two.read_cost_ns >= 0);
+}
+
+void invalid_reads() {
+  CHECK_THROWS(measure_host_clock(1), std::invalid_argument, "reads");
+  CHECK_THROWS(measure_host_clock(0), std::invalid_argument, "reads");
+  CHECK_THROWS(measure_host_clock(-5), std::invalid_argument, "reads");
+}
+
+}  // namespace
+
+int main() {
+  return fingrav_test::run_tests("host_clock", {
+                                                   {"monotonic", monotonic},
+                                                   {"advances_with_real_time", advances_with_real_time},
+                                                   {"measure_is_sane", measure_is_sane},
+                                                   {"invalid_reads", invalid_reads},
+                                               });
+}
