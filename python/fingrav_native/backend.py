@@ -1,0 +1,310 @@
+"""Backends: what the FinGraV orchestrator needs from a device, and the simulated one.
+
+The orchestrator (:func:`fingrav_native.profile.profile`) runs the paper's
+eight steps (Section IV-B) against this small interface, so it cannot tell a
+simulated GPU from a real one except through declared capabilities:
+
+* ``execute_run`` launches one run (a kernel, or a sequence of kernels, back
+  to back) and returns its :class:`RunRecord`: the raw power logs seen while
+  it ran (SAMPLE_DTYPE, timestamps in the logger's clock), GPU-side begin/end
+  markers of every execution in device-clock ticks, and bracketed clock reads
+  taken around it;
+* ``wait_idle`` lets the device return to idle between runs, measured from
+  the power logs rather than a fixed sleep;
+* ``capabilities`` says what the logger and markers are (period, averaging
+  window, which clock stamps the logs).
+
+Markers stay in device ticks until the whole campaign's clock reads are
+fitted (:mod:`fingrav_native.clocksync`), so a drifting clock is mapped by the
+map fitted around each run, not by one offset taken at the start.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol, Sequence, Union, runtime_checkable
+
+import numpy as np
+
+from . import _core
+from .sim import SimGPU
+
+__all__ = [
+    "MARKER_RECORD_DTYPE",
+    "Backend",
+    "Capabilities",
+    "RunRecord",
+    "SimBackend",
+    "KernelSpec",
+]
+
+#: A kernel, or a sequence of (kernel, executions) run back to back.
+KernelSpec = Union[str, int, Sequence[tuple[Union[str, int], int]]]
+
+#: GPU-side markers of one execution, in device-clock ticks.
+MARKER_RECORD_DTYPE = np.dtype(
+    [
+        ("run", "<i4"),
+        ("index", "<i4"),
+        ("kernel_id", "<i4"),
+        ("begin_ticks", "<i8"),
+        ("end_ticks", "<i8"),
+        ("host_launch_ns", "<i8"),  # host time of the launch call (host-side marker)
+        ("host_sync_ns", "<i8"),    # host time completion was seen (last of a launch), else -1
+    ]
+)
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What a backend's logger, clocks and markers are.
+
+    Attributes
+    ----------
+    name : str
+        Backend name (``sim``, ``amd``, ``nvidia``).
+    device : str
+        Which device, in words.
+    logger_period_ns : float
+        Nominal period of the power logger.
+    logger_window_ns : float
+        Averaging window of a log (0 = instantaneous).
+    logger_clock : str
+        ``"device"`` when logs are stamped with the device clock the markers
+        use, else the name of the logger's own clock (fitted one-sidedly).
+    device_tick_ns : float
+        Nominal device-clock tick.
+    gpu_markers : bool
+        Whether execution begin/end come from GPU-side timestamps (else host
+        brackets around launches, a larger localisation error).
+    marker_err_ns : float
+        Half-width of a marker's own placement error (probe-kernel write
+        latency), before clock-map error.
+    channels : tuple of str
+        Power channels the logger provides.
+    virtual_time : bool
+        True when the device runs in simulated (virtual) time.
+    """
+
+    name: str
+    device: str
+    logger_period_ns: float
+    logger_window_ns: float
+    logger_clock: str
+    device_tick_ns: float
+    gpu_markers: bool
+    marker_err_ns: float
+    channels: tuple[str, ...]
+    virtual_time: bool
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """Everything one run produced, raw (paper Section IV-B steps 2 and 4).
+
+    Attributes
+    ----------
+    run : int
+        Run id.
+    executions : int
+        Executions in the run.
+    samples : numpy.ndarray
+        SAMPLE_DTYPE power logs seen while the run was under way.
+    markers : numpy.ndarray
+        MARKER_RECORD_DTYPE GPU-side markers, one per execution.
+    brackets : numpy.ndarray
+        (n, 3) int64 bracketed clock reads taken around the run.
+    idle_wait_ns : int
+        How long the backend waited for idle before the run.
+    """
+
+    run: int
+    executions: int
+    samples: np.ndarray
+    markers: np.ndarray
+    brackets: np.ndarray
+    idle_wait_ns: int = 0
+    meta: dict = field(default_factory=dict)
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """The interface the orchestrator drives (see the module docstring)."""
+
+    @property
+    def capabilities(self) -> Capabilities: ...
+
+    def kernel_name(self, kernel: str | int) -> str: ...
+
+    def wait_idle(self) -> int: ...
+
+    def execute_run(self, kernel: KernelSpec, executions: int, run: int) -> RunRecord: ...
+
+    def read_clocks(self, n: int) -> np.ndarray: ...
+
+
+class SimBackend:
+    """The simulated GPU as a backend, in virtual time (deterministic, instant).
+
+    Parameters
+    ----------
+    gpu : SimGPU, optional
+        The device; by default ``SimGPU(seed=seed, **params)``.
+    seed : int
+        Seed for the device and for the host-side jitter of run start times.
+    brackets_per_run : int
+        Bracketed clock reads taken before and after each run (the periodic
+        re-measurement of the clock-sync step).
+    idle_tolerance : float
+        Relative excess over the idle baseline below which the device counts
+        as idle again (``wait_idle``).
+    max_idle_ns : int
+        Longest wait for idle; a device still warm after it is used anyway
+        and the residual is recorded.
+    **params : float
+        Simulator parameters (see :func:`fingrav_native.sim.parameters`).
+    """
+
+    def __init__(
+        self,
+        gpu: SimGPU | None = None,
+        *,
+        seed: int = 0,
+        brackets_per_run: int = 16,
+        idle_tolerance: float = 0.01,
+        max_idle_ns: int = 2_000_000_000,
+        **params: float,
+    ) -> None:
+        if gpu is None:
+            gpu = SimGPU(seed=seed, **params)
+        elif params:
+            raise ValueError(f"{sorted(params)[0]}: simulator parameters go to SimGPU when a gpu is given")
+        if gpu.realtime:
+            raise ValueError("gpu: SimBackend drives a virtual-time device; use realtime=False")
+        if brackets_per_run < 2:
+            raise ValueError(f"brackets_per_run={brackets_per_run}: must be >= 2")
+        if not 0 < idle_tolerance < 1:
+            raise ValueError(f"idle_tolerance={idle_tolerance}: must be in (0, 1)")
+        self.gpu = gpu
+        self._rng = np.random.default_rng(seed)
+        self._brackets_per_run = int(brackets_per_run)
+        self._idle_tol = float(idle_tolerance)
+        self._max_idle_ns = int(max_idle_ns)
+        p = gpu.params
+        self._logger_period = float(p["logger_period_ns"])
+        own = bool(p["logger_own_clock"])
+        self._caps = Capabilities(
+            name="sim",
+            device="simulated MI300X-class GPU (virtual time)",
+            logger_period_ns=self._logger_period,
+            logger_window_ns=float(p["logger_window_ns"]),
+            logger_clock="sim-logger" if own else "device",
+            device_tick_ns=float(p["device_tick_ns"]),
+            gpu_markers=True,
+            marker_err_ns=float(p["marker_offset_ns"]) + 3 * float(p["marker_jitter_ns"]),
+            channels=tuple(_core.CHANNELS),
+            virtual_time=True,
+        )
+        self._baseline_w = self._measure_idle_level(50_000_000)
+
+    @property
+    def capabilities(self) -> Capabilities:
+        """The simulated logger, clocks and markers."""
+        return self._caps
+
+    def kernel_name(self, kernel: str | int) -> str:
+        """The name of a kernel given by name or id."""
+        return self.gpu.kernel_names()[self.gpu.kernel_id(kernel)]
+
+    def _measure_idle_level(self, ns: int) -> float:
+        start = self.gpu.now()
+        self.gpu.idle(ns)
+        s = self.gpu.device.observed_samples(start)
+        s = s[s["host_ns"] >= start]
+        if len(s) == 0:
+            raise RuntimeError("the simulated logger produced no logs while idle; check logger_period_ns")
+        return float(np.mean(s["total"]))
+
+    def wait_idle(self) -> int:
+        """Idle until the logged power is back near the idle baseline.
+
+        Waits in chunks of 20 logger periods until the chunk's mean logged
+        power is within ``idle_tolerance`` of the baseline measured at
+        construction (or ``max_idle_ns`` has passed), then a random extra
+        of up to one logger period: on real hosts, launch times fall at
+        random phases of the free-running logger, and FinGraV relies on that
+        to place logs at different times of interest (Section IV-A); in
+        virtual time the phase must be randomised explicitly.
+
+        Returns
+        -------
+        int
+            Nanoseconds waited.
+        """
+        chunk = int(20 * self._logger_period)
+        waited = 0
+        while waited < self._max_idle_ns:
+            level = self._measure_idle_level(chunk)
+            waited += chunk
+            if level <= self._baseline_w * (1 + self._idle_tol):
+                break
+        extra = int(self._rng.integers(0, int(self._logger_period)))
+        self.gpu.idle(extra)
+        return waited + extra
+
+    def read_clocks(self, n: int) -> np.ndarray:
+        """``n`` bracketed device-clock reads at the current (virtual) time."""
+        return self.gpu.read_clocks(n)
+
+    def execute_run(self, kernel: KernelSpec, executions: int, run: int) -> RunRecord:
+        """Launch one run and return its raw record.
+
+        Parameters
+        ----------
+        kernel : str, int, or sequence of (kernel, count)
+            One kernel (run ``executions`` times), or a sequence run back to
+            back as one run (then ``executions`` must equal the total count).
+        executions : int
+            Executions in the run.
+        run : int
+            Run id.
+        """
+        plan = _plan(kernel, executions)
+        before = self.gpu.read_clocks(self._brackets_per_run // 2)
+        begin = self.gpu.now()
+        result = self.gpu.sequence(plan, run=run)
+        # Logs published up to a few periods after the end still belong to
+        # the run's window (publication lags sampling).
+        self.gpu.idle(int(2 * self._logger_period))
+        after = self.gpu.read_clocks(self._brackets_per_run - self._brackets_per_run // 2)
+        s = self.gpu.device.observed_samples(begin - int(self._logger_period))
+        s = s[(s["host_ns"] >= begin) & (s["host_ns"] <= self.gpu.now())]
+        ex = result.executions
+        markers = np.zeros(len(ex), dtype=MARKER_RECORD_DTYPE)
+        markers["run"] = ex["run"]
+        markers["index"] = ex["index"]
+        markers["kernel_id"] = ex["kernel_id"]
+        markers["begin_ticks"] = ex["begin_marker_ticks"]
+        markers["end_ticks"] = ex["end_marker_ticks"]
+        markers["host_launch_ns"] = ex["host_launch_ns"]
+        markers["host_sync_ns"] = ex["host_sync_ns"]
+        return RunRecord(
+            run=run,
+            executions=len(ex),
+            samples=s,
+            markers=markers,
+            brackets=np.concatenate([before, after]),
+            meta={"truth_start_ns": ex["start_ns"].copy(), "truth_end_ns": ex["end_ns"].copy()},
+        )
+
+
+def _plan(kernel: KernelSpec, executions: int) -> list[tuple[str | int, int]]:
+    if isinstance(executions, bool) or not isinstance(executions, (int, np.integer)) or executions < 1:
+        raise ValueError(f"executions={executions!r}: must be an integer >= 1")
+    if isinstance(kernel, (str, int, np.integer)):
+        return [(kernel, int(executions))]
+    plan = [(k, int(c)) for k, c in kernel]
+    total = sum(c for _, c in plan)
+    if total != executions:
+        raise ValueError(f"executions={executions}: the sequence has {total} executions in all")
+    return plan
