@@ -11,6 +11,8 @@ import ctypes
 import gc
 import os
 
+import time
+
 import numpy as np
 import pytest
 
@@ -632,3 +634,23 @@ def test_direct_poll_reports_source_errors(kwargs, kind):
     with pytest.raises(RuntimeError, match=rf"poll\(\).*'synthetic'.*{kind}"):
         src.poll()
     assert not src.in_use
+
+
+def test_a_sampler_that_failed_on_its_own_releases_its_source():
+    src = SyntheticSource(fatal_error_at_poll=3)
+    sampler = Sampler(src, period_ns=100_000)
+    sampler.start()
+    deadline = time.monotonic() + 30  # bounds a hang only
+    while sampler.running and time.monotonic() < deadline:
+        time.sleep(0.001)
+    assert not sampler.running and sampler.error is not None
+    # No stop() yet: the source is free all the same.
+    assert not src.in_use
+    with pytest.raises(SamplerError, match="injected fatal error"):
+        sampler.stop()
+
+
+def test_capacity_below_the_minimum_or_not_a_power_of_two_names_the_minimum():
+    for capacity in (100, 8):
+        with pytest.raises(ValueError, match=rf"capacity={capacity}: must be a power of two >= 16"):
+            Sampler(SyntheticSource(), capacity=capacity)

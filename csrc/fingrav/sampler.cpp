@@ -77,11 +77,11 @@ Sampler::Sampler(std::shared_ptr<PowerSource> source, const SamplerConfig& confi
     : source_(std::move(source)),
       config_(config),
       ring_([&] {
-        if (config.capacity < kMinCapacity) {
+        if (config.capacity < kMinCapacity || (config.capacity & (config.capacity - 1)) != 0) {
           throw std::invalid_argument("capacity=" + std::to_string(config.capacity) +
                                       ": must be a power of two >= " + std::to_string(kMinCapacity));
         }
-        return config.capacity;  // SpscRing rejects non-powers of two, naming capacity
+        return config.capacity;
       }()) {
   if (!source_) throw std::invalid_argument("source: must not be null");
   if (config.period_ns < kMinPeriodNs || config.period_ns > kMaxPeriodNs) {
@@ -134,7 +134,6 @@ void Sampler::stop() noexcept {
     } catch (...) {
       // join only throws for a non-joinable or self thread; both are excluded.
     }
-    source_->release();
   }
   state_.store(kStopped, std::memory_order_release);
 }
@@ -362,6 +361,9 @@ void Sampler::run() noexcept {
   }
   thread_end_ns_.store(host_now_ns(), std::memory_order_relaxed);
   finished_.store(true, std::memory_order_release);
+  // The thread owns the source while it runs; hand it back as it ends, so a
+  // sampler that stopped on its own (an error) does not keep it locked.
+  source_->release();
   state_.store(kStopped, std::memory_order_release);
 }
 
