@@ -29,7 +29,7 @@ def test_hand_worked_search_doubles_then_bisects() -> None:
     # 4 -> 8 -> 16 -> 32 (16 == 32: steady by 16), then bisect 8..16: 12, 10, 9.
     assert calls == [4, 8, 16, 32, 12, 10, 9]
     assert [(s.executions, s.phase, s.steady) for s in res.trace] == [
-        (8, "double", False), (16, "double", False), (32, "double", True),
+        (4, "start", False), (8, "double", False), (16, "double", False), (32, "double", True),
         (12, "bisect", True), (10, "bisect", True), (9, "bisect", False)]
 
 

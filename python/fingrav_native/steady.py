@@ -43,7 +43,7 @@ class SspStep:
 
     executions: int
     measurement: PowerMeasurement
-    phase: str       # "double" or "bisect"
+    phase: str       # "start", "double" or "bisect"
     reference: int   # executions of the probe it was compared with
     steady: bool     # whether it matched the reference within the tolerance
 
@@ -148,9 +148,9 @@ def find_ssp_executions(
             cache[n] = m
         return cache[n]
 
-    trace: list[SspStep] = []
     prev_n = start
     prev = probe(start)
+    trace: list[SspStep] = [SspStep(start, prev, "start", start, False)]
     lo = start  # largest count known not to be steady (or the start)
     converged = False
     n = start

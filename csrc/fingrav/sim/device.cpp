@@ -487,7 +487,10 @@ void SimDevice::start_exec(const Pending& pe) {
   cur_rec_.warm_index = warm_count_;
   cur_rec_.start_ns = t_;
   const double moff = p_.marker_offset_ns + std::fabs(rng_launch_.normal(0, p_.marker_jitter_ns));
-  cur_rec_.begin_marker_ticks = device_clock_.ticks(t_ - static_cast<std::int64_t>(std::llround(moff)));
+  // Markers are written in stream order: a begin marker never precedes the
+  // previous execution's end marker, however short the gap.
+  cur_rec_.begin_marker_ticks = std::max(device_clock_.ticks(t_ - static_cast<std::int64_t>(std::llround(moff))),
+                                         last_end_marker_ticks_ + 1);
   cur_rec_.host_launch_ns = pe.host_launch_ns;
   cur_rec_.host_sync_ns = -1;
   cur_rec_.duration_factor = factor;
@@ -498,6 +501,7 @@ void SimDevice::finish_exec() {
   cur_rec_.end_ns = t_;
   const double moff = p_.marker_offset_ns + std::fabs(rng_launch_.normal(0, p_.marker_jitter_ns));
   cur_rec_.end_marker_ticks = device_clock_.ticks(t_ + static_cast<std::int64_t>(std::llround(moff)));
+  last_end_marker_ticks_ = cur_rec_.end_marker_ticks;
   cur_rec_.energy_j = cur_energy_[0] * 1e-9;
   for (int c = 0; c < 4; ++c) cur_rec_.mean_power_w[c] = dur > 0 ? cur_energy_[c] / dur : 0;
   cur_rec_.mean_freq = dur > 0 ? cur_freq_time_ / dur : f_;
@@ -513,7 +517,7 @@ void SimDevice::finish_exec() {
     cur_ = queue_.front();
     queue_.pop_front();
     phase_ = Phase::kGap;
-    const double gap = next.launch_gap_ns * std::max(0.2, 1.0 + 0.2 * rng_launch_.normal());
+    const double gap = next.launch_gap_ns * std::max(0.5, 1.0 + 0.2 * rng_launch_.normal());
     gap_end_ = std::max(cur_.earliest_start_ns, t_ + ceil_ns(gap));
   } else {
     phase_ = Phase::kIdle;

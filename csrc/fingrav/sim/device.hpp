@@ -309,6 +309,7 @@ class SimDevice {
   int last_kernel_ = -1;
   int warm_count_ = 0;
   std::int64_t last_end_ns_;
+  std::int64_t last_end_marker_ticks_ = INT64_MIN / 2;
   int run_factor_run_ = -1;
   int run_factor_kernel_ = -1;
   double run_factor_ = 1;

@@ -1,0 +1,720 @@
+"""The FinGraV orchestrator: the paper's eight steps on any backend.
+
+:func:`profile` runs Section IV-B end to end against a
+:class:`~fingrav_native.backend.Backend` (the simulated GPU by default) and
+returns a :class:`Profile`. :func:`stitch_logs` runs steps 5-8 on arrays a
+user brings (bring-your-own-logs). :func:`profile_interleaved` profiles a
+kernel preceded by other kernels (Section V-C3).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional, Sequence
+
+import numpy as np
+
+from . import _core
+from .backend import Backend, Capabilities, KernelSpec, RunRecord, SimBackend
+from .clocksync import ClockMap, PiecewiseClockMap, fit_clock_map, fit_one_sided_clock_map, fit_piecewise_clock_map
+from .golden import GoldenSelection, select_golden_runs
+from .guidance import Guidance, lookup_guidance, target_loi_count
+from .align import place_logs
+from .records import EXECUTION_DTYPE, validate_executions
+from .steady import SSE_EXECUTIONS, SSE_INDEX, PowerMeasurement, SspSearch, find_ssp_executions
+from .stitch import EnergyEstimate, StitchedProfile, WholeRunView, energy_per_execution, stitch, whole_run_view
+
+__all__ = [
+    "ErrorBudget",
+    "ExecutionProfile",
+    "InterleavedProfile",
+    "Profile",
+    "profile",
+    "profile_interleaved",
+    "stitch_logs",
+]
+
+#: Campaigns longer than this (host ns) get a piecewise clock map.
+_PIECEWISE_AFTER_NS = 2e9
+
+
+@dataclass(frozen=True)
+class ErrorBudget:
+    """How far a LOI's time of interest can be off, and why (DESIGN.md, error budget).
+
+    All figures are half-widths in ns, medians over the profile's LOIs.
+
+    Attributes
+    ----------
+    clock_map_ns : float
+        Error bound of the logger-clock map at the logs (for a logger stamped
+        by the device clock: the device map).
+    marker_ns : float
+        Kernel start localisation: the GPU-side marker's own error plus the
+        device-clock map's bound at the start.
+    logger_window_ns : float
+        Half the logger's averaging window (0 for instantaneous logs).
+    total_ns : float
+        Median of the per-LOI combined uncertainty (``LOI_DTYPE.uncert_ns``).
+    """
+
+    clock_map_ns: float
+    marker_ns: float
+    logger_window_ns: float
+    total_ns: float
+
+
+@dataclass(frozen=True)
+class ExecutionProfile:
+    """The stitched profile of one execution of interest (SSE or SSP).
+
+    Attributes
+    ----------
+    label : str
+        ``"sse"``, ``"ssp"`` or a scenario name.
+    execution_index : int
+        Index of the execution of interest within each run.
+    executions_per_run : int
+        Executions in each run.
+    golden : GoldenSelection
+        The golden-run bin (step 5).
+    lois : numpy.ndarray
+        LOI_DTYPE records from the golden runs (step 6).
+    stitched : StitchedProfile
+        Binned means with intervals and a smooth fit, per channel (step 8).
+    duration_ns : float
+        Median duration of the execution of interest in the golden runs.
+    energy : dict of str to EnergyEstimate
+        Energy per execution with its uncertainty, per channel.
+    loi_target : int
+        LOIs the guidance asks for (Table I density x duration).
+    top_up_runs : int
+        Runs added in step 7 to approach that target.
+    """
+
+    label: str
+    execution_index: int
+    executions_per_run: int
+    golden: GoldenSelection
+    lois: np.ndarray
+    stitched: StitchedProfile
+    duration_ns: float
+    energy: dict
+    loi_target: int
+    top_up_runs: int
+
+    def __repr__(self) -> str:
+        tot = self.energy.get("total")
+        e = f", energy {tot.energy_j * 1e3:.3f} +- {tot.uncertainty_j * 1e3:.3f} mJ" if tot else ""
+        return (f"ExecutionProfile({self.label}: execution {self.execution_index} of {self.executions_per_run}, "
+                f"{self.golden.count}/{self.golden.total} golden runs, {len(self.lois)} LOIs of {self.loi_target} "
+                f"wanted, duration {self.duration_ns / 1e3:.1f} us{e})")
+
+
+@dataclass(frozen=True)
+class Profile:
+    """The result of :func:`profile`: settings, raw LOIs, golden runs, curves, budget.
+
+    Attributes
+    ----------
+    kernel : str
+        Kernel profiled.
+    backend : Capabilities
+        What the logger, clocks and markers were.
+    mode : str
+        ``"sse"``, ``"ssp"`` or ``"both"``.
+    guidance : Guidance
+        Table I row used (step 1).
+    settings : dict
+        Every setting the campaign ran with.
+    profiles : dict of str to ExecutionProfile
+        ``"sse"`` and/or ``"ssp"``.
+    ssp_search : SspSearch or None
+        The SSP binary search and its trace (step 3).
+    whole_run : WholeRunView
+        All logs of the golden runs on time since run start, with execution
+        boundaries and the warm-up / SSE / SSP marks (Figures 5-7).
+    clock : dict
+        Parameters of the fitted device and logger clock maps.
+    error_budget : ErrorBudget
+        How far a time of interest can be off, and why.
+    runs : int
+        Runs executed in all (timing, SSP search, campaign, top-up).
+    versions : dict
+        Package and format versions.
+    """
+
+    kernel: str
+    backend: Capabilities
+    mode: str
+    guidance: Guidance
+    settings: dict
+    profiles: dict
+    ssp_search: Optional[SspSearch]
+    whole_run: Optional[WholeRunView]
+    clock: dict
+    error_budget: ErrorBudget
+    runs: int
+    versions: dict = field(default_factory=dict)
+
+    def __repr__(self) -> str:
+        lines = [f"Profile({self.kernel!r} on {self.backend.name}: {self.mode}, {self.runs} runs, "
+                 f"timing error +-{self.error_budget.total_ns:.0f} ns)"]
+        for p in self.profiles.values():
+            lines.append(f"  {p!r}")
+        return "\n".join(lines)
+
+
+# ---------------------------------------------------------------- helpers
+
+
+def _nominal_durations(markers: np.ndarray, tick_ns: float) -> np.ndarray:
+    return (markers["end_ticks"] - markers["begin_ticks"]).astype(np.float64) * tick_ns
+
+
+def _fit_device_map(brackets: np.ndarray, tick_ns: float) -> ClockMap | PiecewiseClockMap:
+    span = float(brackets[:, 0].max() - brackets[:, 0].min())
+    if span > _PIECEWISE_AFTER_NS:
+        return fit_piecewise_clock_map(brackets, tick_ns=tick_ns)
+    return fit_clock_map(brackets, tick_ns=tick_ns)
+
+
+def _fit_logger_map(caps: Capabilities, device_map: Any, samples: np.ndarray, tick_ns: float) -> Any:
+    if caps.logger_clock == "device":
+        return device_map
+    # The logger has its own clock: fit it one-sidedly from the logs
+    # themselves (a log precedes the read that saw it).
+    return fit_one_sided_clock_map(samples["host_ns"], samples["source_ts"], tick_ns=tick_ns)
+
+
+def _executions_from_markers(markers: np.ndarray, device_map: Any, marker_err_ns: float) -> np.ndarray:
+    ex = np.zeros(len(markers), dtype=EXECUTION_DTYPE)
+    ex["run"] = markers["run"]
+    ex["index"] = markers["index"]
+    ex["kernel_id"] = markers["kernel_id"]
+    ex["start_ns"] = device_map.to_host(markers["begin_ticks"])
+    ex["end_ns"] = device_map.to_host(markers["end_ticks"])
+    # Markers bracket the kernel from outside by up to marker_err_ns; the
+    # device map adds its own bound.
+    ex["start_err_ns"] = marker_err_ns + device_map.error_bound_at(ex["start_ns"])
+    ex["end_err_ns"] = marker_err_ns + device_map.error_bound_at(ex["end_ns"])
+    return ex
+
+
+class _Campaign:
+    """Runs, records and (optionally) streams them to disk as they complete."""
+
+    def __init__(self, backend: Backend, out_dir: Optional[str], progress: Optional[Callable[[str], None]]) -> None:
+        self.backend = backend
+        self.caps = backend.capabilities
+        self.records: list[RunRecord] = []
+        self.next_run = 0
+        self.out_dir = out_dir
+        self.progress = progress
+        if out_dir is not None:
+            os.makedirs(out_dir, exist_ok=True)
+
+    def run(self, kernel: KernelSpec, executions: int, keep: bool = True) -> RunRecord:
+        self.backend.wait_idle()
+        rec = self.backend.execute_run(kernel, executions, self.next_run)
+        self.next_run += 1
+        if keep:
+            self.records.append(rec)
+        if self.out_dir is not None:
+            # One file per completed run: an interrupted campaign keeps them.
+            np.savez(os.path.join(self.out_dir, f"run_{rec.run:06d}.npz"),
+                     samples=rec.samples, markers=rec.markers, brackets=rec.brackets)
+        return rec
+
+    def arrays(self, records: Sequence[RunRecord]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        samples = np.concatenate([r.samples for r in records])
+        markers = np.concatenate([r.markers for r in records])
+        brackets = np.concatenate([r.brackets for r in records])
+        return samples, markers, brackets
+
+
+def _probe_runs(duration_ns: float, logger_period_ns: float, target_lois: int) -> int:
+    # A run sees about duration / period logs of its last execution.
+    per_run = min(1.0, duration_ns / logger_period_ns)
+    return int(min(2000, max(8, math.ceil(target_lois / per_run))))
+
+
+def _last_execution_power(camp: _Campaign, records: Sequence[RunRecord]) -> PowerMeasurement:
+    samples, markers, brackets = camp.arrays(records)
+    tick = camp.caps.device_tick_ns
+    dmap = _fit_device_map(brackets, tick)
+    lmap = _fit_logger_map(camp.caps, dmap, samples, tick)
+    ex = _executions_from_markers(markers, dmap, camp.caps.marker_err_ns)
+    lois = place_logs(samples, ex, lmap, execution_of_interest=-1)
+    return _stratified_mean(lois["toi_frac"], lois["total"])
+
+
+def _stratified_mean(toi_frac: np.ndarray, values: np.ndarray, strata: int = 8) -> PowerMeasurement:
+    # Power varies within an execution (ramps, a last partial wave), and LOIs
+    # land at random times of interest: averaging per stratum of the
+    # execution's progress and then across strata removes that shape from
+    # the estimate's variance, so probes of the SSP search compare levels,
+    # not where their few logs happened to land.
+    v = np.asarray(values, dtype=np.float64)
+    n = len(v)
+    if n < 2:
+        return PowerMeasurement(float(v.mean()) if n else float("nan"), float("inf"), n)
+    k = int(min(strata, max(1, n // 4)))
+    bins = np.clip((np.asarray(toi_frac) * k).astype(int), 0, k - 1)
+    means, vars_ = [], []
+    for b in range(k):
+        vb = v[bins == b]
+        if len(vb) == 0:
+            continue
+        means.append(vb.mean())
+        vars_.append(vb.var(ddof=1) / len(vb) if len(vb) > 1 else v.var(ddof=1))
+    m = len(means)
+    return PowerMeasurement(float(np.mean(means)), float(math.sqrt(np.sum(vars_)) / m), n)
+
+
+def _build_execution_profile(
+    label: str,
+    samples: np.ndarray,
+    executions: np.ndarray,
+    logger_map: Any,
+    *,
+    execution_index: int,
+    executions_per_run: int,
+    margin: float,
+    guidance: Guidance,
+    smoother: Optional[str],
+    x: str,
+    kernel_id: Optional[int] = None,
+    top_up_runs: int = 0,
+) -> ExecutionProfile:
+    idx = execution_index if execution_index >= 0 else None
+    eoi = executions[executions["index"] == execution_index] if idx is not None else None
+    if eoi is None:
+        # Negative index: each run's execution counted from its end.
+        order = np.lexsort((executions["index"], executions["run"]))
+        ex_sorted = executions[order]
+        last = np.r_[ex_sorted["run"][1:] != ex_sorted["run"][:-1], True]
+        eoi = ex_sorted[last]
+    if kernel_id is not None:
+        eoi = eoi[eoi["kernel_id"] == kernel_id]
+    if len(eoi) == 0:
+        raise ValueError(f"execution_index={execution_index}: no run has such an execution")
+    durations = eoi["end_ns"] - eoi["start_ns"]
+    golden = select_golden_runs(durations, margin, runs=eoi["run"])
+    lois = place_logs(samples, executions, logger_map, execution_of_interest=execution_index,
+                      kernel_id=kernel_id, runs=golden.run_ids)
+    stitched = stitch(lois, x=x, bin_width=guidance.loi_interval_ns if x == "time" else None, smoother=smoother)
+    duration = float(np.median(durations[golden.mask]))
+    energy = {c.name: energy_per_execution(c, duration) for c in stitched.channels
+              if np.isfinite(c.mean).any()}
+    return ExecutionProfile(
+        label=label,
+        execution_index=int(execution_index),
+        executions_per_run=int(executions_per_run),
+        golden=golden,
+        lois=lois,
+        stitched=stitched,
+        duration_ns=duration,
+        energy=energy,
+        loi_target=target_loi_count(guidance, duration),
+        top_up_runs=top_up_runs,
+    )
+
+
+def _budget(lois_list: Sequence[np.ndarray], executions: np.ndarray, logger_map: Any, caps: Capabilities,
+            device_map: Any) -> ErrorBudget:
+    lois = np.concatenate(lois_list) if lois_list else np.zeros(0)
+    if len(lois) == 0:
+        return ErrorBudget(float("nan"), float("nan"), caps.logger_window_ns / 2, float("nan"))
+    clock = float(np.median(logger_map.error_bound_at(lois["host_ns"])))
+    marker = float(np.median(executions["start_err_ns"]))
+    return ErrorBudget(clock, marker, caps.logger_window_ns / 2, float(np.median(lois["uncert_ns"])))
+
+
+def _versions() -> dict:
+    from . import __version__
+
+    return {"fingrav_native": __version__, "profile_format": 1, "numpy": np.__version__}
+
+
+# ---------------------------------------------------------------- public
+
+
+def profile(
+    kernel: KernelSpec,
+    backend: Optional[Backend] = None,
+    *,
+    mode: str = "both",
+    runs: Optional[int] = None,
+    margin: Optional[float] = None,
+    executions: Optional[int] = None,
+    ssp_tolerance: float = 0.02,
+    max_executions: int = 512,
+    top_up: bool = True,
+    max_top_up_runs: Optional[int] = None,
+    smoother: Optional[str] = "local",
+    x: str = "time",
+    timing_executions: int = 5,
+    probe_lois: int = 120,
+    out_dir: Optional[str] = None,
+    seed: int = 0,
+    progress: Optional[Callable[[str], None]] = None,
+) -> Profile:
+    """Profile one kernel with FinGraV: guidance, runs, golden runs, LOIs, stitching.
+
+    Parameters
+    ----------
+    kernel : str or int
+        The kernel, as the backend names it (a simulator preset such as
+        ``"cb-4k-gemm"``).
+    backend : Backend, optional
+        Where to run; default: the simulated GPU in virtual time,
+        ``SimBackend(seed=seed)``.
+    mode : {"sse", "ssp", "both"}
+        Which execution(s) of interest to profile (Section IV-A). ``"both"``
+        profiles SSE and SSP from the same SSP-length runs (an SSP run also
+        contains the SSE execution).
+    runs : int, optional
+        Runs in the campaign; default from the guidance (Table I).
+    margin : float, optional
+        Golden-run binning margin in (0, 1); default from the guidance.
+    executions : int, optional
+        Executions per run, skipping the SSP search (mode "ssp"/"both").
+    ssp_tolerance : float
+        Relative power change treated as steady in the SSP search.
+    max_executions : int
+        Upper bound of the SSP search.
+    top_up : bool
+        Step 7: add runs while the LOIs fall short of the guidance density.
+    max_top_up_runs : int, optional
+        Cap on the top-up runs (default: as many as the campaign had).
+    smoother : {"local", "poly4", None}
+        Smooth fit of the stitched profile (local smoother by default; the
+        paper's degree-4 regression as ``"poly4"``).
+    x : {"time", "fraction"}
+        Stitch on absolute time of interest or fraction of the execution.
+    timing_executions : int
+        Executions timed in step 1.
+    probe_lois : int
+        LOIs each probe of the SSP search aims for (more: a steadier search,
+        more runs).
+    out_dir : str, optional
+        Write every completed run there as it finishes (``run_NNNNNN.npz``)
+        plus ``campaign.json``.
+    seed : int
+        Seed of the default backend.
+    progress : callable, optional
+        Called with a line of text as the campaign advances.
+
+    Returns
+    -------
+    Profile
+
+    Raises
+    ------
+    ValueError
+        Bad arguments (named), or a campaign that yields no LOI.
+
+    Notes
+    -----
+    The paper's eight steps (Section IV-B), with this package's additions:
+
+    1. Time the kernel: one run of ``timing_executions`` executions; the
+       median of all but the first (warm-up) sets the Table I row
+       (:func:`~fingrav_native.guidance.lookup_guidance`).
+    2. Instrumentation is the backend's: GPU-side begin/end markers per
+       execution, bracketed clock reads around every run, the sampler
+       started around each run; the device returns to idle between runs,
+       measured from the logs (``Backend.wait_idle``).
+    3. SSE: four executions per run, the fourth is of interest. SSP: the
+       binary search on executions per run
+       (:func:`~fingrav_native.steady.find_ssp_executions`); each probe's
+       power is the mean of the LOIs in the last execution of enough runs
+       to gather about ``probe_lois`` of them, stratified by progress
+       through the execution.
+    4. Execute the runs (each streamed to ``out_dir`` as it completes).
+    5. Fit the clock maps over the whole campaign (piecewise when it is
+       long: drift), place the markers on host time, and keep the golden
+       runs (:func:`~fingrav_native.golden.select_golden_runs`).
+    6. Place the logs: LOIs and TOIs with their uncertainty
+       (:func:`~fingrav_native.align.place_logs`).
+    7. Top up with more runs while the LOIs are fewer than the guidance
+       density asks, up to ``max_top_up_runs``.
+    8. Stitch (:func:`~fingrav_native.stitch.stitch`), integrate energy per
+       execution, and build the whole-run view.
+    """
+    if mode not in ("sse", "ssp", "both"):
+        raise ValueError(f"mode={mode!r}: must be 'sse', 'ssp' or 'both'")
+    if runs is not None and (not isinstance(runs, int) or runs < 2):
+        raise ValueError(f"runs={runs!r}: must be an integer >= 2")
+    if margin is not None and not 0 < margin < 1:
+        raise ValueError(f"margin={margin}: must be in (0, 1)")
+    if executions is not None and (not isinstance(executions, int) or executions < SSE_EXECUTIONS):
+        raise ValueError(f"executions={executions!r}: must be an integer >= {SSE_EXECUTIONS}")
+    if not isinstance(timing_executions, int) or timing_executions < 2:
+        raise ValueError(f"timing_executions={timing_executions!r}: must be an integer >= 2")
+    if x not in ("time", "fraction"):
+        raise ValueError(f"x={x!r}: must be 'time' or 'fraction'")
+    if backend is None:
+        backend = SimBackend(seed=seed)
+    caps = backend.capabilities
+    say = progress or (lambda _line: None)
+    camp = _Campaign(backend, out_dir, progress)
+    name = backend.kernel_name(kernel) if isinstance(kernel, (str, int)) else str(kernel)
+
+    # Step 1: time the kernel.
+    timing = camp.run(kernel, timing_executions, keep=False)
+    durations = _nominal_durations(timing.markers, caps.device_tick_ns)
+    guidance = lookup_guidance(float(np.median(durations[1:])))
+    n_runs = runs if runs is not None else guidance.runs
+    bin_margin = margin if margin is not None else guidance.margin
+    say(f"{name}: {guidance.exec_time_ns / 1e3:.1f} us per execution -> {n_runs} runs, margin {bin_margin:.0%}")
+
+    # Step 3: executions per run.
+    search: Optional[SspSearch] = None
+    if mode == "sse":
+        n_exec = SSE_EXECUTIONS
+    elif executions is not None:
+        n_exec = executions
+    else:
+        probe_runs = _probe_runs(guidance.exec_time_ns, caps.logger_period_ns, probe_lois)
+
+        def measure(n: int) -> PowerMeasurement:
+            recs = [camp.run(kernel, n, keep=False) for _ in range(probe_runs)]
+            m = _last_execution_power(camp, recs)
+            say(f"  SSP search: {n} executions per run -> {m.mean_w:.1f} +- {m.stderr_w:.1f} W ({m.count} LOIs)")
+            return m
+
+        search = find_ssp_executions(measure, tolerance=ssp_tolerance, max_executions=max_executions)
+        n_exec = max(SSE_EXECUTIONS, search.executions)
+
+    # Step 4: the campaign.
+    for i in range(n_runs):
+        camp.run(kernel, n_exec)
+        if (i + 1) % max(1, n_runs // 10) == 0:
+            say(f"  runs {i + 1}/{n_runs}")
+
+    labels: list[tuple[str, int]] = []
+    if mode in ("sse", "both"):
+        labels.append(("sse", SSE_INDEX))
+    if mode in ("ssp", "both"):
+        labels.append(("ssp", n_exec - 1))
+
+    top_cap = max_top_up_runs if max_top_up_runs is not None else n_runs
+    top_ups = 0
+    while True:
+        samples, markers, brackets = camp.arrays(camp.records)
+        dmap = _fit_device_map(brackets, caps.device_tick_ns)
+        lmap = _fit_logger_map(caps, dmap, samples, caps.device_tick_ns)
+        ex = _executions_from_markers(markers, dmap, caps.marker_err_ns)
+        profiles = {
+            label: _build_execution_profile(
+                label, samples, ex, lmap, execution_index=idx, executions_per_run=n_exec, margin=bin_margin,
+                guidance=guidance, smoother=smoother, x=x, top_up_runs=top_ups)
+            for label, idx in labels
+        }
+        # Step 7: top up while the LOIs fall short of the guidance.
+        short = max((p.loi_target - len(p.lois)) for p in profiles.values())
+        if not top_up or short <= 0 or top_ups >= top_cap:
+            break
+        worst = min(profiles.values(), key=lambda p: len(p.lois) / max(1, p.loi_target))
+        per_run = max(len(worst.lois) / max(1, len(camp.records)), 1e-3)
+        more = int(min(top_cap - top_ups, max(1, math.ceil(short / per_run))))
+        say(f"  top-up: {short} LOIs short, {more} more runs")
+        for _ in range(more):
+            camp.run(kernel, n_exec)
+        top_ups += more
+
+    golden_runs = np.unique(np.concatenate([p.golden.run_ids for p in profiles.values()]))
+    wr = whole_run_view(lmap.to_host(samples["source_ts"]), samples["total"], ex, runs=golden_runs)
+    budget = _budget([p.lois for p in profiles.values()], ex, lmap, caps, dmap)
+    settings = {
+        "runs": n_runs, "margin": bin_margin, "executions_per_run": n_exec, "ssp_tolerance": ssp_tolerance,
+        "max_executions": max_executions, "top_up": top_up, "max_top_up_runs": top_cap, "smoother": smoother,
+        "x": x, "timing_executions": timing_executions, "seed": seed,
+    }
+    clock = {"device": dmap.as_dict(), "logger": lmap.as_dict() if lmap is not dmap else "device"}
+    result = Profile(
+        kernel=name, backend=caps, mode=mode, guidance=guidance, settings=settings, profiles=profiles,
+        ssp_search=search, whole_run=wr, clock=clock, error_budget=budget, runs=camp.next_run,
+        versions=_versions(),
+    )
+    if out_dir is not None:
+        with open(os.path.join(out_dir, "campaign.json"), "w") as f:
+            json.dump({"kernel": name, "settings": settings, "runs": camp.next_run, "versions": _versions()}, f,
+                      indent=1)
+    return result
+
+
+def stitch_logs(
+    samples: np.ndarray,
+    executions: np.ndarray,
+    logger_map: Any,
+    *,
+    execution_of_interest: int,
+    margin: float,
+    kernel_id: Optional[int] = None,
+    smoother: Optional[str] = "local",
+    x: str = "time",
+    label: str = "custom",
+) -> ExecutionProfile:
+    """Steps 5-8 of FinGraV on your own arrays (bring-your-own-logs).
+
+    Parameters
+    ----------
+    samples : numpy.ndarray
+        Power logs with ``source_ts`` in the logger's clock and one field per
+        channel (SAMPLE_DTYPE or compatible).
+    executions : numpy.ndarray
+        EXECUTION_DTYPE records on the host timeline (see
+        :func:`~fingrav_native.records.make_executions`).
+    logger_map : clock map
+        Maps ``source_ts`` to host time (``to_host``, ``error_bound_at``):
+        e.g. :func:`~fingrav_native.clocksync.fit_clock_map` of your
+        bracketed reads.
+    execution_of_interest : int
+        Execution index within each run (3 for SSE; -1 for each run's last).
+    margin : float
+        Golden-run binning margin in (0, 1) (Table I: 0.05 or 0.02).
+    kernel_id : int, optional
+        Only executions of this kernel.
+    smoother, x
+        As for :func:`profile`.
+    label : str
+        Name of the profile.
+
+    Returns
+    -------
+    ExecutionProfile
+
+    Notes
+    -----
+    1. Golden runs: bin the durations of each run's execution of interest
+       (Section IV-B step 5).
+    2. Place the logs of the golden runs (LOI/TOI, step 6).
+    3. Stitch the LOIs per channel (step 8) and integrate energy per
+       execution over the golden bin's median duration.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from fingrav_native.records import make_executions
+    >>> class Identity:  # logs already stamped in host ns
+    ...     def to_host(self, t): return np.asarray(t, dtype=float)
+    ...     def error_bound_at(self, t): return np.full(np.shape(t), 100.0)
+    >>> rng = np.random.default_rng(0)
+    >>> starts = np.arange(50) * 1e7
+    >>> ex = make_executions(np.arange(50), np.zeros(50, int), np.zeros(50, int), starts, starts + 1e5)
+    >>> logs = np.zeros(50, dtype=[("source_ts", "<i8"), ("total", "<f4")])
+    >>> logs["source_ts"] = starts + rng.uniform(0, 1e5, 50)
+    >>> logs["total"] = 300.0
+    >>> p = stitch_logs(logs, ex, Identity(), execution_of_interest=0, margin=0.05)
+    >>> len(p.lois)
+    50
+    """
+    validate_executions(executions)
+    if not 0 < margin < 1:
+        raise ValueError(f"margin={margin}: must be in (0, 1)")
+    durations = executions["end_ns"] - executions["start_ns"]
+    guidance = lookup_guidance(float(np.median(durations)))
+    return _build_execution_profile(
+        label, samples, executions, logger_map, execution_index=execution_of_interest,
+        executions_per_run=int(executions["index"].max()) + 1, margin=margin, guidance=guidance,
+        smoother=smoother, x=x, kernel_id=kernel_id)
+
+
+@dataclass(frozen=True)
+class InterleavedProfile:
+    """A kernel profiled after other kernels, next to its own SSP (Section V-C3).
+
+    Attributes
+    ----------
+    scenario : ExecutionProfile
+        The kernel's single execution after the preceding kernels.
+    reference : Profile
+        The kernel's own SSP profile.
+    preceded_by : tuple of (str, int)
+        What ran before it, in order.
+    power_ratio : float
+        Mean total power of the scenario over the reference SSP's.
+    """
+
+    scenario: ExecutionProfile
+    reference: Profile
+    preceded_by: tuple
+    power_ratio: float
+
+
+def profile_interleaved(
+    kernel: str,
+    preceded_by: Sequence[tuple[str, int]],
+    backend: Optional[Backend] = None,
+    *,
+    runs: Optional[int] = None,
+    margin: Optional[float] = None,
+    reference: Optional[Profile] = None,
+    smoother: Optional[str] = "local",
+    seed: int = 0,
+    progress: Optional[Callable[[str], None]] = None,
+) -> InterleavedProfile:
+    """Profile ``kernel`` run once right after ``preceded_by``, against its own SSP.
+
+    Parameters
+    ----------
+    kernel : str
+        The kernel of interest.
+    preceded_by : sequence of (kernel, executions)
+        What runs before it in each run, e.g. ``[("mb-4k-gemv", 40)]`` (the
+        paper's MB->2K case).
+    backend : Backend, optional
+        Default: the simulated GPU (``SimBackend(seed=seed)``).
+    runs, margin
+        As for :func:`profile` (defaults from the kernel's guidance).
+    reference : Profile, optional
+        The kernel's own SSP profile; profiled here when not given.
+
+    Returns
+    -------
+    InterleavedProfile
+
+    Notes
+    -----
+    1. Profile the kernel's own SSP (unless given).
+    2. Run ``preceded_by`` then one execution of the kernel, as one run, as
+       many times as the guidance says; the execution of interest is that
+       last one.
+    3. Golden runs, LOIs and stitching as in :func:`profile`; compare the
+       mean total power with the SSP's.
+    """
+    plan = [(str(k), int(n)) for k, n in preceded_by]
+    if not plan:
+        raise ValueError("preceded_by: at least one (kernel, executions) is needed")
+    if any(n < 1 for _, n in plan):
+        raise ValueError("preceded_by: every count must be >= 1")
+    if backend is None:
+        backend = SimBackend(seed=seed)
+    if reference is None:
+        reference = profile(kernel, backend, mode="ssp", margin=margin, progress=progress)
+    caps = backend.capabilities
+    camp = _Campaign(backend, None, progress)
+    guidance = reference.guidance
+    n_runs = runs if runs is not None else guidance.runs
+    bin_margin = margin if margin is not None else guidance.margin
+    seq = [*plan, (kernel, 1)]
+    total = sum(n for _, n in seq)
+    for _ in range(n_runs):
+        camp.run(seq, total)
+    samples, markers, brackets = camp.arrays(camp.records)
+    dmap = _fit_device_map(brackets, caps.device_tick_ns)
+    lmap = _fit_logger_map(caps, dmap, samples, caps.device_tick_ns)
+    ex = _executions_from_markers(markers, dmap, caps.marker_err_ns)
+    label = "->".join(k for k, _ in plan) + "->" + kernel
+    scenario = _build_execution_profile(
+        label, samples, ex, lmap, execution_index=total - 1, executions_per_run=total, margin=bin_margin,
+        guidance=guidance, smoother=smoother, x="time")
+    ref = reference.profiles["ssp"]
+    ratio = float(np.mean(scenario.lois["total"]) / np.mean(ref.lois["total"]))
+    return InterleavedProfile(scenario, reference, tuple(plan), ratio)
