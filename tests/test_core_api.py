@@ -18,7 +18,12 @@ def test_package_reexports_the_core():
     for name in fingrav_native.__all__:
         if name == "__version__":
             continue
-        assert getattr(fingrav_native, name) is getattr(_core, name), name
+        obj = getattr(fingrav_native, name)
+        if hasattr(_core, name):
+            assert obj is getattr(_core, name), name
+        else:
+            # The pure-Python steps (e.g. clocksync) are exported alongside the core.
+            assert obj.__module__.startswith("fingrav_native."), name
     assert isinstance(fingrav_native.__version__, str) and fingrav_native.__version__
 
 

@@ -38,6 +38,15 @@ from ._core import (
     host_time_ns,
     measure_host_clock,
 )
+from .clocksync import (
+    ClockMap,
+    PiecewiseClockMap,
+    ReadLatency,
+    fit_clock_map,
+    fit_one_sided_clock_map,
+    fit_piecewise_clock_map,
+    summarize_read_latency,
+)
 
 try:
     __version__ = version("fingrav-native")
@@ -71,4 +80,11 @@ __all__ = [
     "__version__",
     "host_time_ns",
     "measure_host_clock",
+    "ClockMap",
+    "PiecewiseClockMap",
+    "ReadLatency",
+    "fit_clock_map",
+    "fit_one_sided_clock_map",
+    "fit_piecewise_clock_map",
+    "summarize_read_latency",
 ]
