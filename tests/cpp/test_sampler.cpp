@@ -491,6 +491,7 @@ void fatal_error_stops_the_thread() {
     s.start();
     CHECK(wait_for([&] { return !s.running(); }, kPatience));  // ended on its own
     CHECK(s.started());
+    CHECK(!src->in_use());  // the ended thread handed the source back, before any stop()
     const std::string err = s.error();
     CHECK_MSG(err.find("fatal") != std::string::npos, "error() = '" << err << "'");
     CHECK_MSG(err.find("synthetic") != std::string::npos, "error() names the source: '" << err << "'");
