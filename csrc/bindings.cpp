@@ -276,7 +276,7 @@ fingrav::sim::KernelSpec kernel_from_dict(const py::dict& d) {
 
 // Brackets as an (n, 3) int64 array (host_before, device_ticks, host_after),
 // owning the buffer (no copy).
-py::array brackets_array(std::unique_ptr<Bracket[]> data, std::size_t n) {
+py::array_t<std::int64_t> brackets_array(std::unique_ptr<Bracket[]> data, std::size_t n) {
   Bracket* raw = data.release();
   py::capsule owner(raw, [](void* p) { delete[] static_cast<Bracket*>(p); });
   return py::array_t<std::int64_t>({static_cast<py::ssize_t>(n), static_cast<py::ssize_t>(3)},

@@ -114,7 +114,7 @@ def validate_executions(executions: np.ndarray, name: str = "executions") -> Non
     """Check an EXECUTION_DTYPE array; raise ValueError naming what is wrong."""
     if not isinstance(executions, np.ndarray) or executions.dtype.names is None:
         raise ValueError(f"{name}: must be a structured array with the fields of EXECUTION_DTYPE")
-    missing = [f for f in EXECUTION_DTYPE.names if f not in executions.dtype.names]
+    missing = [f for f in EXECUTION_DTYPE.names or () if f not in executions.dtype.names]
     if missing:
         raise ValueError(f"{name}: missing fields {missing}")
     if executions.ndim != 1:
