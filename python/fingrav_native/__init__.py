@@ -47,6 +47,18 @@ from .clocksync import (
     fit_piecewise_clock_map,
     summarize_read_latency,
 )
+from .guidance import Guidance, GuidanceRow, lookup_guidance, target_loi_count
+from .golden import GoldenSelection, select_golden_runs
+from .align import LogAssignment, assign_logs_to_executions, place_logs, select_executions_of_interest
+from .stitch import (
+    EnergyEstimate,
+    StitchedChannel,
+    StitchedProfile,
+    WholeRunView,
+    energy_per_execution,
+    stitch,
+    whole_run_view,
+)
 
 try:
     __version__ = version("fingrav-native")
@@ -87,4 +99,21 @@ __all__ = [
     "fit_one_sided_clock_map",
     "fit_piecewise_clock_map",
     "summarize_read_latency",
+    "Guidance",
+    "GuidanceRow",
+    "lookup_guidance",
+    "target_loi_count",
+    "GoldenSelection",
+    "select_golden_runs",
+    "LogAssignment",
+    "assign_logs_to_executions",
+    "place_logs",
+    "select_executions_of_interest",
+    "EnergyEstimate",
+    "StitchedChannel",
+    "StitchedProfile",
+    "WholeRunView",
+    "energy_per_execution",
+    "stitch",
+    "whole_run_view",
 ]
