@@ -103,7 +103,7 @@ const std::vector<ParamEntry>& param_table() {
     FINGRAV_PARAM(f_park, "clock when work arrives after idle, and for compute-light work");
     FINGRAV_PARAM(boost_activity_lo, "compute activity below which clocks stay parked");
     FINGRAV_PARAM(boost_activity_hi, "compute activity above which the clock target is f_max");
-    FINGRAV_PARAM(ramp_up_per_ms, "clock climb per ms at full compute activity (scaled by where activity sits in the boost range)");
+    FINGRAV_PARAM(ramp_up_per_ms, "fastest clock climb per ms (DPM step rate)");
     FINGRAV_PARAM(ramp_gain, "clock climb per ms is at most this times the relative headroom under the cap");
     FINGRAV_PARAM(ramp_hold_per_ms, "clock climb per ms for hold_ns after a throttle (hysteresis against oscillation)");
     FINGRAV_PARAM(hold_ns, "how long that slow climb lasts after a throttle, ns");
@@ -436,6 +436,7 @@ void SimDevice::step(std::int64_t t1) {
   const double e_total = e_comp * (1.0 + p_.vr_loss) + p_.other_w * dt;  // W*ns
   fw_energy_ += e_total;
   fw_activity_ += a[0] * dt;
+  if (phase_ != Phase::kIdle) fw_busy_time_ += dt;
   if (phase_ != Phase::kIdle) fw_busy_ = true;
   if (log_acc_on_) {
     log_acc_[0] += e_total;
@@ -528,7 +529,9 @@ void SimDevice::firmware_tick() {
   const double loop = p_.fw_loop_ns;
   const double p_loop = fw_energy_ / loop;
   ppt_w_ += (p_loop - ppt_w_) * (1.0 - std::exp(-loop / p_.ppt_tau_ns));
-  const double activity = fw_activity_ / loop;
+  // Activity while busy (DPM looks at how hard the engines work when they
+  // work), so the first window of a run is not diluted by the idle before it.
+  const double activity = fw_busy_time_ > 0 ? fw_activity_ / fw_busy_time_ : 0.0;
   int throttled = 0;
   if (p_loop > p_.cap_w * p_.hard_limit || (ppt_w_ > p_.cap_w && p_loop > p_.cap_w * p_.fast_limit)) {
     // Protective cut: once the lagging average crosses the cap while the
@@ -555,9 +558,7 @@ void SimDevice::firmware_tick() {
       // from idle (the average still remembers idle), slow near the cap.
       // After a throttle, climb only slowly for a while (hysteresis).
       const double headroom = std::max(0.0, (p_.cap_w - ppt_w_) / p_.cap_w);
-      // DPM steps up faster the busier the compute units are: a heavy
-      // kernel is boosted within a few ms, a compute-light one gradually.
-      double rate = std::min(p_.ramp_up_per_ms * x, p_.ramp_gain * headroom);
+      double rate = std::min(p_.ramp_up_per_ms, p_.ramp_gain * headroom);
       if (t_ < hold_until_) rate = std::min(rate, p_.ramp_hold_per_ms);
       f_ = std::min(target, f_ + rate * ms);
     } else if (f_ > target) {
@@ -573,6 +574,7 @@ void SimDevice::firmware_tick() {
   fw_.push_back({t_, p_loop, ppt_w_, activity, f_, t_fast_ + t_slow_, throttled});
   fw_energy_ = 0;
   fw_activity_ = 0;
+  fw_busy_time_ = 0;
   fw_busy_ = phase_ != Phase::kIdle;
   next_fw_ns_ += static_cast<std::int64_t>(loop);
 }

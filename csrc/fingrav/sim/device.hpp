@@ -100,7 +100,7 @@ struct SimParams {
   double tau_power_ns = 15'000;         // component power lag
 
   // Thermal (kelvin above ambient per watt of total power).
-  double r_fast_k_per_w = 0.03;
+  double r_fast_k_per_w = 0.015;
   double tau_fast_ns = 5e6;             // die hot spot
   double r_slow_k_per_w = 0.03;
   double tau_slow_ns = 200e6;           // package and heat sink
@@ -116,10 +116,10 @@ struct SimParams {
   double fast_limit = 1.05;             // over the cap on average: cut with undershoot above this, trim below
   double hard_limit = 1.25;             // a window above cap x this is cut at once
   double f_min = 0.4;
-  double f_park = 0.7;                  // clock when work arrives after idle
-  double boost_activity_lo = 0.5;       // compute activity below which clocks stay parked
+  double f_park = 0.6;                  // clock when work arrives after idle
+  double boost_activity_lo = 0.35;      // compute activity below which clocks stay parked
   double boost_activity_hi = 0.9;       // ... and above which the target is f_max
-  double ramp_up_per_ms = 0.12;         // clock climb at full compute activity
+  double ramp_up_per_ms = 0.045;        // fastest clock climb (DPM step rate)
   double ramp_gain = 0.2;               // climb <= ramp_gain x relative headroom (per ms)
   double ramp_hold_per_ms = 0.0015;     // slowest climb, for hold_ns after a throttle (hysteresis)
   double hold_ns = 30e6;
@@ -171,7 +171,7 @@ struct FirmwareRecord {
   std::int64_t t_ns;
   double power_avg_w;  // what the loop measured over its last window
   double power_ppt_w;  // its lagging average, checked against the cap
-  double activity;     // mean compute activity over the window
+  double activity;     // mean compute activity over the busy part of the window
   double freq;         // clock chosen for the next window
   double temp_k;       // die temperature above ambient
   std::int32_t throttled;
@@ -285,6 +285,7 @@ class SimDevice {
   std::int64_t last_busy_ns_;
   double fw_energy_ = 0;
   double fw_activity_ = 0;  // integral of compute activity over the loop window
+  double fw_busy_time_ = 0;  // time with work in the loop window, ns
   bool fw_busy_ = false;
   std::int64_t next_fw_ns_;
   std::int64_t next_log_ns_;
