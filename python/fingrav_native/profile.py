@@ -22,8 +22,8 @@ from .backend import Backend, Capabilities, KernelSpec, RunRecord, SimBackend
 from .clocksync import ClockMap, PiecewiseClockMap, fit_clock_map, fit_one_sided_clock_map, fit_piecewise_clock_map
 from .golden import GoldenSelection, select_golden_runs
 from .guidance import Guidance, lookup_guidance, target_loi_count
-from .align import place_logs
-from .records import EXECUTION_DTYPE, validate_executions
+from .align import place_logs, select_executions_of_interest
+from .records import EXECUTION_DTYPE, LOI_DTYPE, validate_executions
 from .steady import SSE_EXECUTIONS, SSE_INDEX, PowerMeasurement, SspSearch, find_ssp_executions
 from .stitch import EnergyEstimate, StitchedProfile, WholeRunView, energy_per_execution, stitch, whole_run_view
 
@@ -275,6 +275,73 @@ def _stratified_mean(toi_frac: np.ndarray, values: np.ndarray, strata: int = 8) 
     return PowerMeasurement(float(np.mean(means)), float(math.sqrt(np.sum(vars_)) / m), n)
 
 
+@dataclass(frozen=True)
+class _Placed:
+    golden: GoldenSelection
+    lois: np.ndarray
+    duration_ns: float
+
+
+def _place(
+    samples: np.ndarray,
+    executions: np.ndarray,
+    logger_map: Any,
+    *,
+    execution_index: int,
+    margin: float,
+    kernel_id: Optional[int] = None,
+) -> _Placed:
+    """Steps 5 and 6: golden runs by the duration of each run's execution of interest, then LOIs."""
+    mask = select_executions_of_interest(executions, execution_of_interest=execution_index, kernel_id=kernel_id)
+    eoi = executions[mask]
+    durations = eoi["end_ns"] - eoi["start_ns"]
+    golden = select_golden_runs(durations, margin, runs=eoi["run"])
+    try:
+        lois = place_logs(samples, executions, logger_map, execution_of_interest=execution_index,
+                          kernel_id=kernel_id, runs=golden.run_ids)
+    except ValueError as exc:
+        # Short kernels: a few runs may hold no log at all in the execution
+        # of interest. That is a shortfall for step 7, not an error yet.
+        if "no log overlaps" not in str(exc):
+            raise
+        lois = np.zeros(0, dtype=LOI_DTYPE)
+    return _Placed(golden, lois, float(np.median(durations[golden.mask])))
+
+
+def _finish(
+    label: str,
+    placed: _Placed,
+    *,
+    execution_index: int,
+    executions_per_run: int,
+    guidance: Guidance,
+    smoother: Optional[str],
+    x: str,
+    top_up_runs: int,
+) -> ExecutionProfile:
+    """Step 8: stitch, and integrate energy per execution."""
+    if len(placed.lois) == 0:
+        raise ValueError(
+            f"{label}: no power log landed in execution {execution_index} of any golden run "
+            f"({placed.golden.count} runs); run more runs (runs=...) or allow top-up runs")
+    stitched = stitch(placed.lois, x=x, bin_width=guidance.loi_interval_ns if x == "time" else None,
+                      smoother=smoother)
+    energy = {c.name: energy_per_execution(c, placed.duration_ns) for c in stitched.channels
+              if np.isfinite(c.mean).any()}
+    return ExecutionProfile(
+        label=label,
+        execution_index=int(execution_index),
+        executions_per_run=int(executions_per_run),
+        golden=placed.golden,
+        lois=placed.lois,
+        stitched=stitched,
+        duration_ns=placed.duration_ns,
+        energy=energy,
+        loi_target=target_loi_count(guidance, placed.duration_ns),
+        top_up_runs=top_up_runs,
+    )
+
+
 def _build_execution_profile(
     label: str,
     samples: np.ndarray,
@@ -290,38 +357,10 @@ def _build_execution_profile(
     kernel_id: Optional[int] = None,
     top_up_runs: int = 0,
 ) -> ExecutionProfile:
-    idx = execution_index if execution_index >= 0 else None
-    eoi = executions[executions["index"] == execution_index] if idx is not None else None
-    if eoi is None:
-        # Negative index: each run's execution counted from its end.
-        order = np.lexsort((executions["index"], executions["run"]))
-        ex_sorted = executions[order]
-        last = np.r_[ex_sorted["run"][1:] != ex_sorted["run"][:-1], True]
-        eoi = ex_sorted[last]
-    if kernel_id is not None:
-        eoi = eoi[eoi["kernel_id"] == kernel_id]
-    if len(eoi) == 0:
-        raise ValueError(f"execution_index={execution_index}: no run has such an execution")
-    durations = eoi["end_ns"] - eoi["start_ns"]
-    golden = select_golden_runs(durations, margin, runs=eoi["run"])
-    lois = place_logs(samples, executions, logger_map, execution_of_interest=execution_index,
-                      kernel_id=kernel_id, runs=golden.run_ids)
-    stitched = stitch(lois, x=x, bin_width=guidance.loi_interval_ns if x == "time" else None, smoother=smoother)
-    duration = float(np.median(durations[golden.mask]))
-    energy = {c.name: energy_per_execution(c, duration) for c in stitched.channels
-              if np.isfinite(c.mean).any()}
-    return ExecutionProfile(
-        label=label,
-        execution_index=int(execution_index),
-        executions_per_run=int(executions_per_run),
-        golden=golden,
-        lois=lois,
-        stitched=stitched,
-        duration_ns=duration,
-        energy=energy,
-        loi_target=target_loi_count(guidance, duration),
-        top_up_runs=top_up_runs,
-    )
+    placed = _place(samples, executions, logger_map, execution_index=execution_index, margin=margin,
+                    kernel_id=kernel_id)
+    return _finish(label, placed, execution_index=execution_index, executions_per_run=executions_per_run,
+                   guidance=guidance, smoother=smoother, x=x, top_up_runs=top_up_runs)
 
 
 def _budget(lois_list: Sequence[np.ndarray], executions: np.ndarray, logger_map: Any, caps: Capabilities,
@@ -510,23 +549,24 @@ def profile(
         dmap = _fit_device_map(brackets, caps.device_tick_ns)
         lmap = _fit_logger_map(caps, dmap, samples, caps.device_tick_ns)
         ex = _executions_from_markers(markers, dmap, caps.marker_err_ns)
-        profiles = {
-            label: _build_execution_profile(
-                label, samples, ex, lmap, execution_index=idx, executions_per_run=n_exec, margin=bin_margin,
-                guidance=guidance, smoother=smoother, x=x, top_up_runs=top_ups)
-            for label, idx in labels
-        }
+        placed = {label: _place(samples, ex, lmap, execution_index=idx, margin=bin_margin) for label, idx in labels}
         # Step 7: top up while the LOIs fall short of the guidance.
-        short = max((p.loi_target - len(p.lois)) for p in profiles.values())
+        targets = {label: target_loi_count(guidance, pl.duration_ns) for label, pl in placed.items()}
+        short = max(targets[label] - len(pl.lois) for label, pl in placed.items())
         if not top_up or short <= 0 or top_ups >= top_cap:
             break
-        worst = min(profiles.values(), key=lambda p: len(p.lois) / max(1, p.loi_target))
-        per_run = max(len(worst.lois) / max(1, len(camp.records)), 1e-3)
+        fewest = min(len(pl.lois) for pl in placed.values())
+        per_run = max(fewest / max(1, len(camp.records)), 0.5 / max(1, len(camp.records)))
         more = int(min(top_cap - top_ups, max(1, math.ceil(short / per_run))))
         say(f"  top-up: {short} LOIs short, {more} more runs")
         for _ in range(more):
             camp.run(kernel, n_exec)
         top_ups += more
+    profiles = {
+        label: _finish(label, placed[label], execution_index=idx, executions_per_run=n_exec, guidance=guidance,
+                       smoother=smoother, x=x, top_up_runs=top_ups)
+        for label, idx in labels
+    }
 
     golden_runs = np.unique(np.concatenate([p.golden.run_ids for p in profiles.values()]))
     wr = whole_run_view(lmap.to_host(samples["source_ts"]), samples["total"], ex, runs=golden_runs)

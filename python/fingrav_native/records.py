@@ -48,7 +48,7 @@ LOI_DTYPE = np.dtype(
         ("seq", "<u8"),           # the log's sampler sequence number
         ("host_ns", "<f8"),       # the log's time on the host timeline (window end if windowed)
         ("window_ns", "<f8"),     # averaging window ending at host_ns (0 = instantaneous)
-        ("toi_ns", "<f8"),        # time of interest: from execution start to the log (window centre)
+        ("toi_ns", "<f8"),        # time of interest: execution start to the log (windowed: centre of the window's part inside the execution)
         ("toi_frac", "<f8"),      # toi_ns / duration_ns
         ("duration_ns", "<f8"),   # the execution's duration
         ("uncert_ns", "<f8"),     # placement uncertainty of toi_ns (half-width)

@@ -96,6 +96,7 @@ const std::vector<ParamEntry>& param_table() {
     FINGRAV_PARAM(r_slow_k_per_w, "package/heat-sink thermal resistance, K/W");
     FINGRAV_PARAM(tau_slow_ns, "package/heat-sink thermal time constant, ns");
     FINGRAV_PARAM(fw_loop_ns, "firmware power-management loop period, ns");
+    FINGRAV_PARAM(fw_jitter_ns, "scheduling jitter of each firmware loop tick, ns (uniform +-)");
     FINGRAV_PARAM(ppt_tau_ns, "averaging time constant of the power the cap is checked against, ns");
     FINGRAV_PARAM(fast_limit, "with the lagging average over the cap, a window above cap x this is cut with undershoot; between the cap and this, trimmed exactly");
     FINGRAV_PARAM(hard_limit, "a loop-average power above cap x this is cut at once, whatever the average");
@@ -169,6 +170,7 @@ void validate_params(const SimParams& p) {
   pos(p.tau_slow_ns, "tau_slow_ns");
   need(p.fw_loop_ns >= 10'000 && p.fw_loop_ns <= 1e9, "fw_loop_ns", "must be in [10 us, 1 s]");
   pos(p.ppt_tau_ns, "ppt_tau_ns");
+  need(p.fw_jitter_ns >= 0 && p.fw_jitter_ns < p.fw_loop_ns / 4, "fw_jitter_ns", "must be in [0, fw_loop_ns / 4)");
   need(p.fast_limit >= 1 && p.fast_limit <= 2, "fast_limit", "must be in [1, 2]");
   need(p.hard_limit >= p.fast_limit && p.hard_limit <= 3, "hard_limit", "must be in [fast_limit, 3]");
   need(p.f_min > 0 && p.f_min <= 1, "f_min", "must be in (0, 1]");
@@ -220,6 +222,7 @@ SimDevice::SimDevice(const SimParams& params, bool realtime)
   // Random phases: the firmware loop, the logger and the poller free-run
   // with respect to each other and to kernel launches, as on hardware.
   next_fw_ns_ = t_ + ceil_ns(rng_log_.uniform(0, p_.fw_loop_ns));
+  fw_window_start_ns_ = next_fw_ns_ - static_cast<std::int64_t>(p_.fw_loop_ns);
   next_log_ns_ = t_ + ceil_ns(rng_log_.uniform(0, p_.logger_period_ns));
   next_poll_phase_ns_ = t_ + ceil_ns(rng_log_.uniform(0, p_.poll_period_ns));
   log_acc_from_ = t_;
@@ -526,7 +529,9 @@ void SimDevice::finish_exec() {
 }
 
 void SimDevice::firmware_tick() {
-  const double loop = p_.fw_loop_ns;
+  // The window actually elapsed since the last tick (ticks are jittered).
+  const double loop = static_cast<double>(std::max<std::int64_t>(1, t_ - fw_window_start_ns_));
+  fw_window_start_ns_ = t_;
   const double p_loop = fw_energy_ / loop;
   ppt_w_ += (p_loop - ppt_w_) * (1.0 - std::exp(-loop / p_.ppt_tau_ns));
   // Activity while busy (DPM looks at how hard the engines work when they
@@ -576,7 +581,11 @@ void SimDevice::firmware_tick() {
   fw_activity_ = 0;
   fw_busy_time_ = 0;
   fw_busy_ = phase_ != Phase::kIdle;
-  next_fw_ns_ += static_cast<std::int64_t>(loop);
+  // The firmware task is scheduled with jitter, so its phase random-walks
+  // against the (separately scheduled) logger instead of staying locked to it.
+  next_fw_ns_ += static_cast<std::int64_t>(loop) +
+                 (p_.fw_jitter_ns > 0 ? ceil_ns(rng_log_.uniform(-p_.fw_jitter_ns, p_.fw_jitter_ns)) : 0);
+  next_fw_ns_ = std::max(next_fw_ns_, t_ + 1);
 }
 
 void SimDevice::logger_tick() {

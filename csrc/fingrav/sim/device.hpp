@@ -112,6 +112,7 @@ struct SimParams {
   // against a lagging average (PPT), so a sharp rise overshoots it before the
   // firmware cuts, and the cut undershoots.
   double fw_loop_ns = 1'000'000;
+  double fw_jitter_ns = 100'000;        // loop tick scheduling jitter (uniform +-)
   double ppt_tau_ns = 3e6;              // averaging time constant of the cap check
   double fast_limit = 1.05;             // over the cap on average: cut with undershoot above this, trim below
   double hard_limit = 1.25;             // a window above cap x this is cut at once
@@ -288,6 +289,7 @@ class SimDevice {
   double fw_busy_time_ = 0;  // time with work in the loop window, ns
   bool fw_busy_ = false;
   std::int64_t next_fw_ns_;
+  std::int64_t fw_window_start_ns_ = 0;
   std::int64_t next_log_ns_;
   std::uint64_t log_seq_ = 0;
   std::int64_t log_origin_ns_ = -1;  // sampling time of log 0: the logger's fixed grid
