@@ -23,7 +23,7 @@ def curve(ssp: int, low: float = 80.0, high: float = 100.0, noise: float = 0.0):
 
 def test_hand_worked_search_doubles_then_bisects() -> None:
     measure, calls = curve(ssp=10)
-    res = find_ssp_executions(measure, tolerance=0.01, sigmas=0)
+    res = find_ssp_executions(measure, tolerance=0.01, sigmas=0, confirm=False)
     assert res.executions == 10 and res.converged
     assert res.steady_power_w == 100.0
     # 4 -> 8 -> 16 -> 32 (16 == 32: steady by 16), then bisect 8..16: 12, 10, 9.
@@ -31,12 +31,25 @@ def test_hand_worked_search_doubles_then_bisects() -> None:
     assert [(s.executions, s.phase, s.steady) for s in res.trace] == [
         (4, "start", False), (8, "double", False), (16, "double", False), (32, "double", True),
         (12, "bisect", True), (10, "bisect", True), (9, "bisect", False)]
+    # With confirmation (the default) one more doubling, 64, must agree.
+    measure, calls = curve(ssp=10)
+    assert find_ssp_executions(measure, tolerance=0.01, sigmas=0).executions == 10
+    assert calls == [4, 8, 16, 32, 64, 12, 10, 9]
+
+
+def test_a_plateau_before_the_rise_needs_confirmation() -> None:
+    def measure(n: int) -> PowerMeasurement:
+        return PowerMeasurement(80.0 if n < 12 else 100.0, 0.0, 30)
+
+    # P(4) == P(8): one doubling is fooled; the second (P(16)) exposes the rise.
+    assert find_ssp_executions(measure, confirm=False).executions == 4
+    assert find_ssp_executions(measure).executions == 12
 
 
 def test_already_steady_at_the_start_returns_the_sse_count() -> None:
     measure, calls = curve(ssp=1)
     res = find_ssp_executions(measure)
-    assert res.executions == 4 and calls == [4, 8]
+    assert res.executions == 4 and calls == [4, 8, 16]
     assert SSE_INDEX == 3
 
 

@@ -72,6 +72,7 @@ def find_ssp_executions(
     tolerance: float = 0.02,
     max_executions: int = 1024,
     sigmas: float = 2.0,
+    confirm: bool = True,
 ) -> SspSearch:
     """Find the executions per run that reach steady-state power (SSP).
 
@@ -92,6 +93,11 @@ def find_ssp_executions(
     sigmas : float
         Differences within this many combined standard errors also count as
         the same level.
+    confirm : bool
+        Require the level to hold over two consecutive doublings (n, 2n,
+        4n) before accepting it (default). The paper accepts one (n, 2n);
+        a flat stretch before a later rise (clocks still parked in the first
+        millisecond of a run) then passes for steady state.
 
     Returns
     -------
@@ -112,11 +118,12 @@ def find_ssp_executions(
 
     1. Measure ``P(start)``.
     2. Doubling: measure ``P(2n)`` for n = start, 2 start, ... until
-       ``P(2n)`` equals ``P(n)`` within the tolerance: power no longer
-       changes between n and 2n executions, so steady state is reached by n.
-       The level is ``P(2n)``.
-    3. Bisection: between the last count that was not steady and n, probe
-       the midpoint; if its power matches the level it is steady (move the
+       ``P(2n)`` equals ``P(n)`` within the tolerance (and, with
+       ``confirm``, ``P(4n)`` equals ``P(2n)`` too): power no longer changes
+       from n executions on, so steady state is reached by n. The level is
+       the last count's power.
+    3. Bisection: between the count before n (not steady) and n, probe the
+       midpoint; if its power matches the level it is steady (move the
        upper end down), else move the lower end up; stop when the ends meet.
     4. Return the upper end: the smallest count whose last execution is at
        the steady level.
@@ -126,6 +133,12 @@ def find_ssp_executions(
     >>> levels = {n: PowerMeasurement(100.0 if n >= 10 else 80.0 + n, 0.1, 50) for n in range(1, 65)}
     >>> find_ssp_executions(levels.__getitem__, tolerance=0.01).executions
     10
+    >>> # A plateau (4 and 8 equal) before the rise: one doubling is fooled.
+    >>> plateau = {n: PowerMeasurement(80.0 if n < 12 else 100.0, 0.1, 50) for n in range(1, 129)}
+    >>> find_ssp_executions(plateau.__getitem__, confirm=False).executions
+    4
+    >>> find_ssp_executions(plateau.__getitem__).executions
+    12
     """
     if not callable(measure):
         raise ValueError("measure: must be callable as measure(executions) -> PowerMeasurement")
@@ -148,34 +161,38 @@ def find_ssp_executions(
             cache[n] = m
         return cache[n]
 
-    prev_n = start
-    prev = probe(start)
-    trace: list[SspStep] = [SspStep(start, prev, "start", start, False)]
-    lo = start  # largest count known not to be steady (or the start)
-    converged = False
-    n = start
-    while 2 * n <= max_executions:
-        nxt = probe(2 * n)
-        steady = _same(prev, nxt, tolerance, sigmas)
-        trace.append(SspStep(2 * n, nxt, "double", prev_n, steady))
-        if steady:
-            converged = True
-            break
-        lo = n
-        prev_n, prev = 2 * n, nxt
-        n *= 2
-    if not converged:
-        return SspSearch(n, prev.mean_w, tuple(trace), False)
-    level = probe(2 * n)
-    hi = n
-    # The start itself may already be steady.
-    if lo == start and n == start:
+    counts = [start]
+    trace: list[SspStep] = [SspStep(start, probe(start), "start", start, False)]
+    need = 2 if confirm else 1  # consecutive matching doublings that make a level
+    matches = 0
+    k = 0  # counts[k] is the candidate: the first of the matching run
+    while counts[-1] * 2 <= max_executions:
+        n_next = counts[-1] * 2
+        m_next = probe(n_next)
+        same = _same(probe(counts[-1]), m_next, tolerance, sigmas)
+        trace.append(SspStep(n_next, m_next, "double", counts[-1], same))
+        counts.append(n_next)
+        if same:
+            matches += 1
+            if matches == need:
+                break
+        else:
+            matches = 0
+            k = len(counts) - 1
+    if matches < need:
+        last = counts[-1]
+        return SspSearch(last, probe(last).mean_w, tuple(trace), False)
+    level = probe(counts[-1])
+    hi = counts[k]
+    if k == 0:
+        # Steady from the first count probed.
         return SspSearch(start, level.mean_w, tuple(trace), True)
+    lo = counts[k - 1]
     while hi - lo > 1:
         mid = (lo + hi) // 2
         m = probe(mid)
         steady = _same(m, level, tolerance, sigmas)
-        trace.append(SspStep(mid, m, "bisect", 2 * n, steady))
+        trace.append(SspStep(mid, m, "bisect", counts[-1], steady))
         if steady:
             hi = mid
         else:

@@ -583,7 +583,7 @@ void SimDevice::firmware_tick() {
   fw_busy_ = phase_ != Phase::kIdle;
   // The firmware task is scheduled with jitter, so its phase random-walks
   // against the (separately scheduled) logger instead of staying locked to it.
-  next_fw_ns_ += static_cast<std::int64_t>(loop) +
+  next_fw_ns_ += static_cast<std::int64_t>(p_.fw_loop_ns) +
                  (p_.fw_jitter_ns > 0 ? ceil_ns(rng_log_.uniform(-p_.fw_jitter_ns, p_.fw_jitter_ns)) : 0);
   next_fw_ns_ = std::max(next_fw_ns_, t_ + 1);
 }
