@@ -59,6 +59,18 @@ from .stitch import (
     stitch,
     whole_run_view,
 )
+from .records import EXECUTION_DTYPE, LOI_DTYPE, make_executions, validate_executions
+from .steady import SSE_EXECUTIONS, SSE_INDEX, PowerMeasurement, SspSearch, SspStep, find_ssp_executions
+from .backend import Backend, Capabilities, RunRecord, SimBackend
+from .profile import (
+    ErrorBudget,
+    ExecutionProfile,
+    InterleavedProfile,
+    Profile,
+    profile,
+    profile_interleaved,
+    stitch_logs,
+)
 
 try:
     __version__ = version("fingrav-native")
@@ -66,6 +78,27 @@ except PackageNotFoundError:  # pragma: no cover - running from a source tree
     __version__ = "0+unknown"
 
 __all__ = [
+    "Backend",
+    "Capabilities",
+    "EXECUTION_DTYPE",
+    "ErrorBudget",
+    "ExecutionProfile",
+    "InterleavedProfile",
+    "LOI_DTYPE",
+    "PowerMeasurement",
+    "Profile",
+    "RunRecord",
+    "SSE_EXECUTIONS",
+    "SSE_INDEX",
+    "SimBackend",
+    "SspSearch",
+    "SspStep",
+    "find_ssp_executions",
+    "make_executions",
+    "profile",
+    "profile_interleaved",
+    "stitch_logs",
+    "validate_executions",
     "CHANNELS",
     "ClockSyncRecorder",
     "ClockSyncStats",

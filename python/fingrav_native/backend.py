@@ -136,6 +136,8 @@ class Backend(Protocol):
 
     def kernel_name(self, kernel: str | int) -> str: ...
 
+    def new_run_id(self) -> int: ...
+
     def wait_idle(self) -> int: ...
 
     def execute_run(self, kernel: KernelSpec, executions: int, run: int) -> RunRecord: ...
@@ -176,7 +178,7 @@ class SimBackend:
         **params: float,
     ) -> None:
         if gpu is None:
-            gpu = SimGPU(seed=seed, **params)
+            gpu = SimGPU(seed=seed, realtime=False, **params)
         elif params:
             raise ValueError(f"{sorted(params)[0]}: simulator parameters go to SimGPU when a gpu is given")
         if gpu.realtime:
@@ -206,6 +208,7 @@ class SimBackend:
             virtual_time=True,
         )
         self._baseline_w = self._measure_idle_level(50_000_000)
+        self._next_run_id = 0
 
     @property
     def capabilities(self) -> Capabilities:
@@ -224,6 +227,11 @@ class SimBackend:
         if len(s) == 0:
             raise RuntimeError("the simulated logger produced no logs while idle; check logger_period_ns")
         return float(np.mean(s["total"]))
+
+    def new_run_id(self) -> int:
+        """A run id never used on this device before."""
+        self._next_run_id += 1
+        return self._next_run_id - 1
 
     def wait_idle(self) -> int:
         """Idle until the logged power is back near the idle baseline.

@@ -219,7 +219,9 @@ class _Campaign:
 
     def run(self, kernel: KernelSpec, executions: int, keep: bool = True) -> RunRecord:
         self.backend.wait_idle()
-        rec = self.backend.execute_run(kernel, executions, self.next_run)
+        # Run ids come from the backend, so campaigns sharing a device (an
+        # interleaved scenario after its reference) never reuse one.
+        rec = self.backend.execute_run(kernel, executions, self.backend.new_run_id())
         self.next_run += 1
         if keep:
             self.records.append(rec)
@@ -236,20 +238,54 @@ class _Campaign:
         return samples, markers, brackets
 
 
-def _probe_runs(duration_ns: float, logger_period_ns: float, target_lois: int) -> int:
-    # A run sees about duration / period logs of its last execution.
-    per_run = min(1.0, duration_ns / logger_period_ns)
-    return int(min(2000, max(8, math.ceil(target_lois / per_run))))
+class _PooledProbe:
+    """Power of execution n-1, measured in a shared pool of long runs.
 
+    An execution's power cannot depend on how many executions follow it
+    (the device is causal), so the power of the last execution of an n-run
+    equals that of execution n-1 of any longer run. Each long run therefore
+    answers every probe up to its length at once: the pool grows only when
+    the search asks for a count beyond the longest runs so far, and a probe
+    also pools the executions around n-1 (+- n/8), so one run contributes
+    several LOIs. Together this makes the SSP search roughly an order of
+    magnitude cheaper than fresh runs per probe, for the same estimate.
+    """
 
-def _last_execution_power(camp: _Campaign, records: Sequence[RunRecord]) -> PowerMeasurement:
-    samples, markers, brackets = camp.arrays(records)
-    tick = camp.caps.device_tick_ns
-    dmap = _fit_device_map(brackets, tick)
-    lmap = _fit_logger_map(camp.caps, dmap, samples, tick)
-    ex = _executions_from_markers(markers, dmap, camp.caps.marker_err_ns)
-    lois = place_logs(samples, ex, lmap, execution_of_interest=-1)
-    return _stratified_mean(lois["toi_frac"], lois["total"])
+    def __init__(self, camp: "_Campaign", kernel: KernelSpec, duration_ns: float, target_lois: int,
+                 say: Callable[[str], None]) -> None:
+        self.camp = camp
+        self.kernel = kernel
+        self.duration = duration_ns
+        self.target = target_lois
+        self.say = say
+        self.records: list[RunRecord] = []
+
+    def _window(self, n: int) -> tuple[int, int]:
+        w = (n - 1) // 8
+        return max(0, n - 1 - w), n - 1 + w
+
+    def __call__(self, n: int) -> PowerMeasurement:
+        lo, hi = self._window(n)
+        per_run = (hi - lo + 1) * min(1.0, self.duration / self.camp.caps.logger_period_ns)
+        need = int(min(2000, max(8, math.ceil(self.target / per_run))))
+        usable = [r for r in self.records if r.executions > hi]
+        if len(usable) < need:
+            length = max(hi + 1, 2 * n)
+            for _ in range(need - len(usable)):
+                rec = self.camp.run(self.kernel, length, keep=False)
+                self.records.append(rec)
+                usable.append(rec)
+        samples, markers, brackets = self.camp.arrays(usable)
+        tick = self.camp.caps.device_tick_ns
+        dmap = _fit_device_map(brackets, tick)
+        lmap = _fit_logger_map(self.camp.caps, dmap, samples, tick)
+        ex = _executions_from_markers(markers, dmap, self.camp.caps.marker_err_ns)
+        lois = place_logs(samples, ex, lmap)
+        lois = lois[(lois["execution"] >= lo) & (lois["execution"] <= hi)]
+        m = _stratified_mean(lois["toi_frac"], lois["total"])
+        self.say(f"  SSP search: execution {n} -> {m.mean_w:.1f} +- {m.stderr_w:.1f} W "
+                 f"({m.count} LOIs in executions {lo + 1}-{hi + 1} of {len(usable)} runs)")
+        return m
 
 
 def _stratified_mean(toi_frac: np.ndarray, values: np.ndarray, strata: int = 8) -> PowerMeasurement:
@@ -365,7 +401,7 @@ def _build_execution_profile(
 
 def _budget(lois_list: Sequence[np.ndarray], executions: np.ndarray, logger_map: Any, caps: Capabilities,
             device_map: Any) -> ErrorBudget:
-    lois = np.concatenate(lois_list) if lois_list else np.zeros(0)
+    lois = np.concatenate(lois_list) if lois_list else np.zeros(0, dtype=LOI_DTYPE)
     if len(lois) == 0:
         return ErrorBudget(float("nan"), float("nan"), caps.logger_window_ns / 2, float("nan"))
     clock = float(np.median(logger_map.error_bound_at(lois["host_ns"])))
@@ -470,10 +506,12 @@ def profile(
        measured from the logs (``Backend.wait_idle``).
     3. SSE: four executions per run, the fourth is of interest. SSP: the
        binary search on executions per run
-       (:func:`~fingrav_native.steady.find_ssp_executions`); each probe's
-       power is the mean of the LOIs in the last execution of enough runs
-       to gather about ``probe_lois`` of them, stratified by progress
-       through the execution.
+       (:func:`~fingrav_native.steady.find_ssp_executions`). A probe of n
+       executions measures execution n-1 (and its neighbours, +-n/8) in a
+       shared pool of long runs, with enough runs for about ``probe_lois``
+       LOIs, averaged per stratum of progress through the execution (an
+       execution's power does not depend on what follows it, so one long
+       run serves every shorter probe).
     4. Execute the runs (each streamed to ``out_dir`` as it completes).
     5. Fit the clock maps over the whole campaign (piecewise when it is
        long: drift), place the markers on host time, and keep the golden
@@ -519,14 +557,7 @@ def profile(
     elif executions is not None:
         n_exec = executions
     else:
-        probe_runs = _probe_runs(guidance.exec_time_ns, caps.logger_period_ns, probe_lois)
-
-        def measure(n: int) -> PowerMeasurement:
-            recs = [camp.run(kernel, n, keep=False) for _ in range(probe_runs)]
-            m = _last_execution_power(camp, recs)
-            say(f"  SSP search: {n} executions per run -> {m.mean_w:.1f} +- {m.stderr_w:.1f} W ({m.count} LOIs)")
-            return m
-
+        measure = _PooledProbe(camp, kernel, guidance.exec_time_ns, probe_lois, say)
         search = find_ssp_executions(measure, tolerance=ssp_tolerance, max_executions=max_executions)
         n_exec = max(SSE_EXECUTIONS, search.executions)
 
