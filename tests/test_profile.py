@@ -134,3 +134,19 @@ def test_stitch_logs_refuses_bad_input() -> None:
 def test_docstring_examples_run(name: str) -> None:
     failed, attempted = doctest.testmod(sys.modules[name], raise_on_error=False, verbose=False)[:2]
     assert attempted > 0 and failed == 0
+
+
+def test_profile_runs_the_same_on_the_real_time_device() -> None:
+    # The live path: a real sampler thread, live bracketed clock reads, real
+    # latencies; the simulator still knows the truth.
+    from fingrav_native.backend import LiveSimBackend
+
+    backend = LiveSimBackend(seed=3)
+    p = profile("cb-8k-gemm", backend, mode="sse", runs=10, top_up=False)
+    assert p.backend.name == "sim-live" and not p.backend.virtual_time
+    sse = p.profiles["sse"]
+    assert len(sse.lois) >= 5
+    truth = backend.gpu.truth_power(np.round(sse.lois["host_ns"]).astype(np.int64))[:, 0]
+    assert np.median(np.abs(sse.lois["total"] / truth - 1)) < 0.01
+    # The fitted device clock has the simulated skew (20 ppm, +-0.5 ppm wander).
+    assert abs(p.clock["device"]["skew_ppm"] - 20.0) < 1.0

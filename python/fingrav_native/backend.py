@@ -35,6 +35,7 @@ __all__ = [
     "Capabilities",
     "RunRecord",
     "SimBackend",
+    "LiveSimBackend",
     "KernelSpec",
 ]
 
@@ -288,22 +289,24 @@ class SimBackend:
         s = self.gpu.device.observed_samples(begin - int(self._logger_period))
         s = s[(s["host_ns"] >= begin) & (s["host_ns"] <= self.gpu.now())]
         ex = result.executions
-        markers = np.zeros(len(ex), dtype=MARKER_RECORD_DTYPE)
-        markers["run"] = ex["run"]
-        markers["index"] = ex["index"]
-        markers["kernel_id"] = ex["kernel_id"]
-        markers["begin_ticks"] = ex["begin_marker_ticks"]
-        markers["end_ticks"] = ex["end_marker_ticks"]
-        markers["host_launch_ns"] = ex["host_launch_ns"]
-        markers["host_sync_ns"] = ex["host_sync_ns"]
         return RunRecord(
             run=run,
             executions=len(ex),
             samples=s,
-            markers=markers,
+            markers=_markers(ex),
             brackets=np.concatenate([before, after]),
             meta={"truth_start_ns": ex["start_ns"].copy(), "truth_end_ns": ex["end_ns"].copy()},
         )
+
+
+def _markers(ex: np.ndarray) -> np.ndarray:
+    """The GPU-side markers of simulated executions (EXEC_DTYPE) as MARKER_RECORD_DTYPE."""
+    markers = np.zeros(len(ex), dtype=MARKER_RECORD_DTYPE)
+    for name, src in (("run", "run"), ("index", "index"), ("kernel_id", "kernel_id"),
+                      ("begin_ticks", "begin_marker_ticks"), ("end_ticks", "end_marker_ticks"),
+                      ("host_launch_ns", "host_launch_ns"), ("host_sync_ns", "host_sync_ns")):
+        markers[name] = ex[src]
+    return markers
 
 
 def _plan(kernel: KernelSpec, executions: int) -> list[tuple[str | int, int]]:
@@ -316,3 +319,133 @@ def _plan(kernel: KernelSpec, executions: int) -> list[tuple[str | int, int]]:
     if total != executions:
         raise ValueError(f"executions={executions}: the sequence has {total} executions in all")
     return plan
+
+
+class LiveSimBackend:
+    """The simulated GPU in real time, driven the way a hardware backend is.
+
+    Each run starts the C++ :class:`~fingrav_native.Sampler` on the device's
+    power logger and takes bracketed clock reads through the live timestamp
+    source (:func:`~fingrav_native.measure_brackets`) before and after the
+    launch: the same code path a real GPU backend takes, with real threads,
+    real latencies and the simulator's truth still available for scoring.
+
+    Parameters
+    ----------
+    gpu : SimGPU, optional
+        A real-time device; by default ``SimGPU(seed=seed, realtime=True, **params)``.
+    seed : int
+        Seed of the default device.
+    period_ns : int
+        Sampler period (default 100 us: ten polls per 1 ms log).
+    depth : int
+        Logs returned per poll (the logger buffer the source exposes).
+    brackets_per_run : int
+        Bracketed clock reads around each run (half before, half after).
+    idle_tolerance, max_idle_ns
+        As for :class:`SimBackend`.
+    """
+
+    def __init__(
+        self,
+        gpu: SimGPU | None = None,
+        *,
+        seed: int = 0,
+        period_ns: int = 100_000,
+        depth: int = 8,
+        brackets_per_run: int = 16,
+        idle_tolerance: float = 0.01,
+        max_idle_ns: int = 1_000_000_000,
+        **params: float,
+    ) -> None:
+        if gpu is None:
+            gpu = SimGPU(seed=seed, realtime=True, **params)
+        elif params:
+            raise ValueError(f"{sorted(params)[0]}: simulator parameters go to SimGPU when a gpu is given")
+        if not gpu.realtime:
+            raise ValueError("gpu: LiveSimBackend drives a real-time device; use realtime=True")
+        if brackets_per_run < 2:
+            raise ValueError(f"brackets_per_run={brackets_per_run}: must be >= 2")
+        if not 0 < idle_tolerance < 1:
+            raise ValueError(f"idle_tolerance={idle_tolerance}: must be in (0, 1)")
+        self.gpu = gpu
+        self._power = gpu.power_source(depth=depth)
+        self._clock = gpu.timestamp_source()
+        self._period_ns = int(period_ns)
+        self._brackets_per_run = int(brackets_per_run)
+        self._idle_tol = float(idle_tolerance)
+        self._max_idle_ns = int(max_idle_ns)
+        self._rng = np.random.default_rng(seed)
+        self._next_run_id = 0
+        p = gpu.params
+        self._logger_period = float(p["logger_period_ns"])
+        own = bool(p["logger_own_clock"])
+        self._caps = Capabilities(
+            name="sim-live",
+            device="simulated MI300X-class GPU (real time)",
+            logger_period_ns=self._logger_period,
+            logger_window_ns=float(p["logger_window_ns"]),
+            logger_clock="sim-logger" if own else "device",
+            device_tick_ns=float(p["device_tick_ns"]),
+            gpu_markers=True,
+            marker_err_ns=float(p["marker_offset_ns"]) + 3 * float(p["marker_jitter_ns"]),
+            channels=tuple(_core.CHANNELS),
+            virtual_time=False,
+        )
+        self._baseline_w = self._idle_level(50_000_000)
+
+    @property
+    def capabilities(self) -> Capabilities:
+        """The simulated logger, clocks and markers, sampled live."""
+        return self._caps
+
+    def kernel_name(self, kernel: str | int) -> str:
+        """The name of a kernel given by name or id."""
+        return self.gpu.kernel_names()[self.gpu.kernel_id(kernel)]
+
+    def new_run_id(self) -> int:
+        """A run id never used on this device before."""
+        self._next_run_id += 1
+        return self._next_run_id - 1
+
+    def read_clocks(self, n: int) -> np.ndarray:
+        """``n`` live bracketed reads of the device clock."""
+        return _core.measure_brackets(self._clock, int(n))
+
+    def _idle_level(self, ns: int) -> float:
+        with _core.Sampler(self._power, period_ns=self._period_ns) as sampler:
+            self.gpu.idle(ns)
+        s = sampler.drain() if sampler.available else np.zeros(0, dtype=_core.SAMPLE_DTYPE)
+        if len(s) == 0:
+            raise RuntimeError("the simulated logger produced no logs while idle; check logger_period_ns")
+        return float(np.mean(s["total"]))
+
+    def wait_idle(self) -> int:
+        """Sample the idle device until its logged power is back near the idle baseline."""
+        chunk = int(20 * self._logger_period)
+        waited = 0
+        while waited < self._max_idle_ns:
+            level = self._idle_level(chunk)
+            waited += chunk
+            if level <= self._baseline_w * (1 + self._idle_tol):
+                break
+        return waited
+
+    def execute_run(self, kernel: KernelSpec, executions: int, run: int) -> RunRecord:
+        """Launch one run with the sampler polling live; return its raw record."""
+        plan = _plan(kernel, executions)
+        before = _core.measure_brackets(self._clock, self._brackets_per_run // 2)
+        with _core.Sampler(self._power, period_ns=self._period_ns) as sampler:
+            result = self.gpu.sequence(plan, run=run)
+            # Logs are published a little after they are sampled.
+            self.gpu.idle(int(2 * self._logger_period))
+        samples = sampler.drain() if sampler.available else np.zeros(0, dtype=_core.SAMPLE_DTYPE)
+        after = _core.measure_brackets(self._clock, self._brackets_per_run - self._brackets_per_run // 2)
+        ex = result.executions
+        stats = sampler.stats()
+        return RunRecord(
+            run=run, executions=len(ex), samples=samples, markers=_markers(ex),
+            brackets=np.concatenate([before, after]),
+            meta={"truth_start_ns": ex["start_ns"].copy(), "truth_end_ns": ex["end_ns"].copy(),
+                  "sampler": stats.as_dict()},
+        )
