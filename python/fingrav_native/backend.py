@@ -21,6 +21,7 @@ map fitted around each run, not by one offset taken at the start.
 
 from __future__ import annotations
 
+import abc
 from dataclasses import dataclass, field
 from typing import Protocol, Sequence, Union, runtime_checkable
 
@@ -146,7 +147,79 @@ class Backend(Protocol):
     def read_clocks(self, n: int) -> np.ndarray: ...
 
 
-class SimBackend:
+class _SimCommon(abc.ABC):
+    """What the virtual-time and the live simulated backends share."""
+
+    _realtime: bool
+
+    def _setup(self, gpu: SimGPU | None, seed: int, brackets_per_run: int, idle_tolerance: float,
+               max_idle_ns: int, params: dict) -> None:
+        kind = "real-time" if self._realtime else "virtual-time"
+        if gpu is None:
+            gpu = SimGPU(seed=seed, realtime=self._realtime, **params)
+        elif params:
+            raise ValueError(f"{sorted(params)[0]}: simulator parameters go to SimGPU when a gpu is given")
+        if gpu.realtime != self._realtime:
+            raise ValueError(f"gpu: {type(self).__name__} drives a {kind} device; "
+                             f"use realtime={self._realtime}")
+        if brackets_per_run < 2:
+            raise ValueError(f"brackets_per_run={brackets_per_run}: must be >= 2")
+        if not 0 < idle_tolerance < 1:
+            raise ValueError(f"idle_tolerance={idle_tolerance}: must be in (0, 1)")
+        self.gpu = gpu
+        self._rng = np.random.default_rng(seed)
+        self._brackets_per_run = int(brackets_per_run)
+        self._idle_tol = float(idle_tolerance)
+        self._max_idle_ns = int(max_idle_ns)
+        self._next_run_id = 0
+        p = gpu.params
+        self._logger_period = float(p["logger_period_ns"])
+        self._caps = Capabilities(
+            name="sim-live" if self._realtime else "sim",
+            device=f"simulated MI300X-class GPU ({'real' if self._realtime else 'virtual'} time)",
+            logger_period_ns=self._logger_period,
+            logger_window_ns=float(p["logger_window_ns"]),
+            logger_clock="sim-logger" if bool(p["logger_own_clock"]) else "device",
+            device_tick_ns=float(p["device_tick_ns"]),
+            gpu_markers=True,
+            marker_err_ns=float(p["marker_offset_ns"]) + 3 * float(p["marker_jitter_ns"]),
+            channels=tuple(_core.CHANNELS),
+            virtual_time=not self._realtime,
+        )
+        self._baseline_w = self._idle_level(50_000_000)
+
+    @abc.abstractmethod
+    def _idle_level(self, ns: int) -> float:
+        """Mean logged total power over ``ns`` of idle."""
+
+    @property
+    def capabilities(self) -> Capabilities:
+        """The simulated logger, clocks and markers."""
+        return self._caps
+
+    def kernel_name(self, kernel: str | int) -> str:
+        """The name of a kernel given by name or id."""
+        return self.gpu.kernel_names()[self.gpu.kernel_id(kernel)]
+
+    def new_run_id(self) -> int:
+        """A run id never used on this device before."""
+        self._next_run_id += 1
+        return self._next_run_id - 1
+
+    def _wait_for_baseline(self) -> int:
+        # Chunks of 20 logger periods until the chunk's mean logged power is
+        # within idle_tolerance of the idle baseline (or max_idle_ns passed).
+        chunk = int(20 * self._logger_period)
+        waited = 0
+        while waited < self._max_idle_ns:
+            level = self._idle_level(chunk)
+            waited += chunk
+            if level <= self._baseline_w * (1 + self._idle_tol):
+                break
+        return waited
+
+
+class SimBackend(_SimCommon):
     """The simulated GPU as a backend, in virtual time (deterministic, instant).
 
     Parameters
@@ -178,49 +251,10 @@ class SimBackend:
         max_idle_ns: int = 2_000_000_000,
         **params: float,
     ) -> None:
-        if gpu is None:
-            gpu = SimGPU(seed=seed, realtime=False, **params)
-        elif params:
-            raise ValueError(f"{sorted(params)[0]}: simulator parameters go to SimGPU when a gpu is given")
-        if gpu.realtime:
-            raise ValueError("gpu: SimBackend drives a virtual-time device; use realtime=False")
-        if brackets_per_run < 2:
-            raise ValueError(f"brackets_per_run={brackets_per_run}: must be >= 2")
-        if not 0 < idle_tolerance < 1:
-            raise ValueError(f"idle_tolerance={idle_tolerance}: must be in (0, 1)")
-        self.gpu = gpu
-        self._rng = np.random.default_rng(seed)
-        self._brackets_per_run = int(brackets_per_run)
-        self._idle_tol = float(idle_tolerance)
-        self._max_idle_ns = int(max_idle_ns)
-        p = gpu.params
-        self._logger_period = float(p["logger_period_ns"])
-        own = bool(p["logger_own_clock"])
-        self._caps = Capabilities(
-            name="sim",
-            device="simulated MI300X-class GPU (virtual time)",
-            logger_period_ns=self._logger_period,
-            logger_window_ns=float(p["logger_window_ns"]),
-            logger_clock="sim-logger" if own else "device",
-            device_tick_ns=float(p["device_tick_ns"]),
-            gpu_markers=True,
-            marker_err_ns=float(p["marker_offset_ns"]) + 3 * float(p["marker_jitter_ns"]),
-            channels=tuple(_core.CHANNELS),
-            virtual_time=True,
-        )
-        self._baseline_w = self._measure_idle_level(50_000_000)
-        self._next_run_id = 0
+        self._realtime = False
+        self._setup(gpu, seed, brackets_per_run, idle_tolerance, max_idle_ns, params)
 
-    @property
-    def capabilities(self) -> Capabilities:
-        """The simulated logger, clocks and markers."""
-        return self._caps
-
-    def kernel_name(self, kernel: str | int) -> str:
-        """The name of a kernel given by name or id."""
-        return self.gpu.kernel_names()[self.gpu.kernel_id(kernel)]
-
-    def _measure_idle_level(self, ns: int) -> float:
+    def _idle_level(self, ns: int) -> float:
         start = self.gpu.now()
         self.gpu.idle(ns)
         s = self.gpu.device.observed_samples(start)
@@ -228,11 +262,6 @@ class SimBackend:
         if len(s) == 0:
             raise RuntimeError("the simulated logger produced no logs while idle; check logger_period_ns")
         return float(np.mean(s["total"]))
-
-    def new_run_id(self) -> int:
-        """A run id never used on this device before."""
-        self._next_run_id += 1
-        return self._next_run_id - 1
 
     def wait_idle(self) -> int:
         """Idle until the logged power is back near the idle baseline.
@@ -250,13 +279,7 @@ class SimBackend:
         int
             Nanoseconds waited.
         """
-        chunk = int(20 * self._logger_period)
-        waited = 0
-        while waited < self._max_idle_ns:
-            level = self._measure_idle_level(chunk)
-            waited += chunk
-            if level <= self._baseline_w * (1 + self._idle_tol):
-                break
+        waited = self._wait_for_baseline()
         extra = int(self._rng.integers(0, int(self._logger_period)))
         self.gpu.idle(extra)
         return waited + extra
@@ -321,7 +344,7 @@ def _plan(kernel: KernelSpec, executions: int) -> list[tuple[str | int, int]]:
     return plan
 
 
-class LiveSimBackend:
+class LiveSimBackend(_SimCommon):
     """The simulated GPU in real time, driven the way a hardware backend is.
 
     Each run starts the C++ :class:`~fingrav_native.Sampler` on the device's
@@ -358,55 +381,15 @@ class LiveSimBackend:
         max_idle_ns: int = 1_000_000_000,
         **params: float,
     ) -> None:
-        if gpu is None:
-            gpu = SimGPU(seed=seed, realtime=True, **params)
-        elif params:
-            raise ValueError(f"{sorted(params)[0]}: simulator parameters go to SimGPU when a gpu is given")
-        if not gpu.realtime:
+        self._realtime = True
+        if gpu is not None and not gpu.realtime:
             raise ValueError("gpu: LiveSimBackend drives a real-time device; use realtime=True")
-        if brackets_per_run < 2:
-            raise ValueError(f"brackets_per_run={brackets_per_run}: must be >= 2")
-        if not 0 < idle_tolerance < 1:
-            raise ValueError(f"idle_tolerance={idle_tolerance}: must be in (0, 1)")
-        self.gpu = gpu
-        self._power = gpu.power_source(depth=depth)
-        self._clock = gpu.timestamp_source()
+        # The live sources must exist before _setup measures the idle level.
+        live = gpu if gpu is not None else SimGPU(seed=seed, realtime=True, **params)
+        self._power = live.power_source(depth=depth)
+        self._clock = live.timestamp_source()
         self._period_ns = int(period_ns)
-        self._brackets_per_run = int(brackets_per_run)
-        self._idle_tol = float(idle_tolerance)
-        self._max_idle_ns = int(max_idle_ns)
-        self._rng = np.random.default_rng(seed)
-        self._next_run_id = 0
-        p = gpu.params
-        self._logger_period = float(p["logger_period_ns"])
-        own = bool(p["logger_own_clock"])
-        self._caps = Capabilities(
-            name="sim-live",
-            device="simulated MI300X-class GPU (real time)",
-            logger_period_ns=self._logger_period,
-            logger_window_ns=float(p["logger_window_ns"]),
-            logger_clock="sim-logger" if own else "device",
-            device_tick_ns=float(p["device_tick_ns"]),
-            gpu_markers=True,
-            marker_err_ns=float(p["marker_offset_ns"]) + 3 * float(p["marker_jitter_ns"]),
-            channels=tuple(_core.CHANNELS),
-            virtual_time=False,
-        )
-        self._baseline_w = self._idle_level(50_000_000)
-
-    @property
-    def capabilities(self) -> Capabilities:
-        """The simulated logger, clocks and markers, sampled live."""
-        return self._caps
-
-    def kernel_name(self, kernel: str | int) -> str:
-        """The name of a kernel given by name or id."""
-        return self.gpu.kernel_names()[self.gpu.kernel_id(kernel)]
-
-    def new_run_id(self) -> int:
-        """A run id never used on this device before."""
-        self._next_run_id += 1
-        return self._next_run_id - 1
+        self._setup(live, seed, brackets_per_run, idle_tolerance, max_idle_ns, {} if gpu is None else params)
 
     def read_clocks(self, n: int) -> np.ndarray:
         """``n`` live bracketed reads of the device clock."""
@@ -422,14 +405,7 @@ class LiveSimBackend:
 
     def wait_idle(self) -> int:
         """Sample the idle device until its logged power is back near the idle baseline."""
-        chunk = int(20 * self._logger_period)
-        waited = 0
-        while waited < self._max_idle_ns:
-            level = self._idle_level(chunk)
-            waited += chunk
-            if level <= self._baseline_w * (1 + self._idle_tol):
-                break
-        return waited
+        return self._wait_for_baseline()
 
     def execute_run(self, kernel: KernelSpec, executions: int, run: int) -> RunRecord:
         """Launch one run with the sampler polling live; return its raw record."""
