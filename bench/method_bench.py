@@ -56,6 +56,9 @@ from fingrav_native.records import EXECUTION_DTYPE, make_executions
 from fingrav_native.steady import PowerMeasurement, find_ssp_executions
 from fingrav_native.stitch import stitch
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from results_readme import write_section  # noqa: E402
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 RESULTS = os.path.join(HERE, "results")
 
@@ -298,7 +301,6 @@ def post_processing(args) -> dict:
 
 
 def write_readme_section(res: dict) -> None:
-    path = os.path.join(RESULTS, "README.md")
     f5 = res["figure5"]
     ssp = res["ssp_search"]
     tk = res["takeaways"]
@@ -364,15 +366,7 @@ def write_readme_section(res: dict) -> None:
         f"{pp['seconds_400_runs']:.3f} s; time ~ runs^{pp['exponent']:.2f}.",
         "",
     ]
-    text = open(path).read() if os.path.exists(path) else "# Benchmark results\n"
-    start = text.find("## FinGraV method")
-    if start >= 0:
-        end = text.find("\n## ", start + 3)
-        text = text[:start] + "\n".join(lines) + (text[end + 1:] if end >= 0 else "")
-    else:
-        text = text.rstrip("\n") + "\n\n" + "\n".join(lines)
-    with open(path, "w") as f:
-        f.write(text)
+    write_section("## FinGraV method", "\n".join(lines))
 
 
 def main() -> int:

@@ -55,6 +55,9 @@ import numpy as np
 import fingrav_native as fn
 from fingrav_native import sim
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from results_readme import write_section  # noqa: E402
+
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
 SECTION = "## Simulated device"
@@ -487,20 +490,8 @@ def readme_section(res: dict[str, Any], argv: list[str]) -> str:
 
 
 def write_readme_section(text: str) -> None:
-    """Replace (or append) our section, re-reading the file right before writing."""
-    path = RESULTS / "README.md"
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    cur = path.read_text() if path.exists() else "# Benchmark results\n"
-    lines = cur.splitlines(keepends=True)
-    start = next((i for i, ln in enumerate(lines) if ln.rstrip() == SECTION), None)
-    if start is None:
-        new = cur.rstrip("\n") + "\n\n" + text
-    else:
-        end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
-        new = "".join(lines[:start]) + text + ("\n" + "".join(lines[end:]) if end < len(lines) else "")
-    tmp = path.with_suffix(".md.tmp-sim")
-    tmp.write_text(new if new.endswith("\n") else new + "\n")
-    os.replace(tmp, path)
+    """Replace (or append) our section of bench/results/README.md."""
+    write_section(SECTION, text, RESULTS / "README.md")
 
 
 def main(argv: list[str] | None = None) -> int:
