@@ -206,12 +206,16 @@ SamplerStats Sampler::stats() const {
 
 void Sampler::wait_until(std::int64_t deadline) noexcept {
   // Sleep-then-spin: sleep until the deadline minus the typical oversleep of
-  // nanosleep on this machine, then spin the rest. The margin adapts, so a long
-  // period costs one sleep per poll and a short one a few microseconds of
+  // nanosleep on this machine (capped, below), then spin the rest. The margin
+  // adapts, so a poll costs one sleep and at most a few microseconds of
   // spinning, not a whole period. Sleeps are sliced so stop() is prompt even
   // at a 1 s period.
   constexpr std::int64_t kMaxSlice = 20'000'000;  // 20 ms
-  const std::int64_t margin_cap = config_.period_ns / 4;
+  // Spinning is bounded to about 1% of the period (at least 1 us): the
+  // wake-up then lands within the timer's own jitter of the deadline (a few
+  // us on a VM; each reading carries its own timestamp, so lateness costs no
+  // accuracy), and the thread stays near the cost of a bare sleep loop.
+  const std::int64_t margin_cap = std::max<std::int64_t>(1'000, config_.period_ns / 100);
   for (;;) {
     if (stop_requested_.load(std::memory_order_relaxed)) return;
     const std::int64_t now = host_now_ns();
