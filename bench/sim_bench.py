@@ -445,9 +445,9 @@ def readme_section(res: dict[str, Any], argv: list[str]) -> str:
         f"Target, {t['claim']}: {t['wall_s_median'] * 1e3:.1f} ms, **{'met' if t['met'] else 'NOT met'}** "
         f"({t['criterion']}).",
         "",
-        f"Per-run cost against campaign length ({sc['kernel']}, truth off, one pass each): the wrapper's grows "
-        "with the campaign (each `SimGPU.sequence` copies all executions and recomputes all observed samples "
-        "so far), the core's does not.",
+        f"Per-run cost against campaign length ({sc['kernel']}, truth off, one pass each): both should stay flat "
+        "(`SimGPU.sequence` fetches only the records its run added); a wrapper cost that grows with the campaign "
+        "would mean it copies the whole history again.",
         "",
         "| runs | wrapper ms/run | core ms/run |",
         "|---:|---:|---:|",
