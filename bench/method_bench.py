@@ -98,7 +98,7 @@ def rmse_rel(est: np.ndarray, truth: np.ndarray, where: np.ndarray | None = None
 
 def campaign(kernel: str, runs: int, executions: int, seed: int):
     backend = SimBackend(seed=seed)
-    camp = _Campaign(backend, None, None)
+    camp = _Campaign(backend, None)
     truth_start: dict[int, float] = {}
     eoi = executions - 1
     for _ in range(runs):
@@ -221,7 +221,7 @@ def mean_power(p, channel="total"):
 
 def takeaways(args) -> dict:
     runs = args.takeaway_runs
-    prof = {k: profile(k, SimBackend(seed=args.seed + i), mode="both", runs=runs, top_up=False,
+    prof = {k: profile(k, SimBackend(seed=args.seed + i), mode="both", runs=runs, max_top_up_runs=runs,
                        probe_lois=args.probe_lois)
             for i, k in enumerate(("cb-8k-gemm", "cb-2k-gemm", "mb-8k-gemv"))}
     p2k = prof["cb-2k-gemm"].profiles

@@ -207,13 +207,12 @@ def _executions_from_markers(markers: np.ndarray, device_map: Any, marker_err_ns
 class _Campaign:
     """Runs, records and (optionally) streams them to disk as they complete."""
 
-    def __init__(self, backend: Backend, out_dir: Optional[str], progress: Optional[Callable[[str], None]]) -> None:
+    def __init__(self, backend: Backend, out_dir: Optional[str]) -> None:
         self.backend = backend
         self.caps = backend.capabilities
         self.records: list[RunRecord] = []
         self.next_run = 0
         self.out_dir = out_dir
-        self.progress = progress
         if out_dir is not None:
             os.makedirs(out_dir, exist_ok=True)
 
@@ -401,8 +400,8 @@ def _build_execution_profile(
                    guidance=guidance, smoother=smoother, x=x, top_up_runs=top_up_runs, span=span)
 
 
-def _budget(lois_list: Sequence[np.ndarray], executions: np.ndarray, logger_map: Any, caps: Capabilities,
-            device_map: Any) -> ErrorBudget:
+def _budget(lois_list: Sequence[np.ndarray], executions: np.ndarray, logger_map: Any,
+            caps: Capabilities) -> ErrorBudget:
     lois = np.concatenate(lois_list) if lois_list else np.zeros(0, dtype=LOI_DTYPE)
     if len(lois) == 0:
         return ErrorBudget(float("nan"), float("nan"), caps.logger_window_ns / 2, float("nan"))
@@ -546,7 +545,7 @@ def profile(
         backend = SimBackend(seed=seed)
     caps = backend.capabilities
     say = progress or (lambda _line: None)
-    camp = _Campaign(backend, out_dir, progress)
+    camp = _Campaign(backend, out_dir)
     name = backend.kernel_name(kernel) if isinstance(kernel, (str, int)) else str(kernel)
 
     # Step 1: time the kernel.
@@ -608,7 +607,7 @@ def profile(
 
     golden_runs = np.unique(np.concatenate([p.golden.run_ids for p in profiles.values()]))
     wr = whole_run_view(lmap.to_host(samples["source_ts"]), samples["total"], ex, runs=golden_runs)
-    budget = _budget([p.lois for p in profiles.values()], ex, lmap, caps, dmap)
+    budget = _budget([p.lois for p in profiles.values()], ex, lmap, caps)
     settings = {
         "runs": n_runs, "margin": bin_margin, "executions_per_run": n_exec, "ssp_tolerance": ssp_tolerance,
         "max_executions": max_executions, "top_up": top_up, "max_top_up_runs": top_cap, "smoother": smoother,
@@ -778,7 +777,7 @@ def profile_interleaved(
     if reference is None:
         reference = profile(kernel, backend, mode="ssp", margin=margin, progress=progress)
     caps = backend.capabilities
-    camp = _Campaign(backend, None, progress)
+    camp = _Campaign(backend, None)
     guidance = reference.guidance
     n_runs = runs if runs is not None else guidance.runs
     bin_margin = margin if margin is not None else guidance.margin
