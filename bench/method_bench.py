@@ -43,17 +43,13 @@ import numpy as np
 from fingrav_native import sim
 from fingrav_native.align import place_logs
 from fingrav_native.backend import SimBackend
-from fingrav_native.clocksync import fit_clock_map, fit_piecewise_clock_map
 from fingrav_native.golden import select_golden_runs
 from fingrav_native.profile import (
     _Campaign,
-    _executions_from_markers,
-    _fit_device_map,
     profile,
     profile_interleaved,
 )
-from fingrav_native.records import EXECUTION_DTYPE, make_executions
-from fingrav_native.steady import PowerMeasurement, find_ssp_executions
+from fingrav_native.records import make_executions
 from fingrav_native.stitch import stitch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -104,18 +100,17 @@ def campaign(kernel: str, runs: int, executions: int, seed: int):
     for _ in range(runs):
         rec = camp.run(kernel, executions)
         truth_start[rec.run] = float(rec.meta["truth_start_ns"][eoi])
-    samples, markers, brackets = camp.arrays(camp.records)
-    return backend, samples, markers, brackets, truth_start
+    brackets = np.concatenate([r.brackets for r in camp.records])
+    return backend, camp.timeline(camp.records), brackets, truth_start
 
 
 def figure5(args) -> dict:
     kernel, n_exec = "cb-4k-gemm", args.executions
-    backend, samples, markers, brackets, truth_start = campaign(kernel, args.runs, n_exec, args.seed)
+    backend, tl, brackets, truth_start = campaign(kernel, args.runs, n_exec, args.seed)
     caps = backend.capabilities
     gpu = backend.gpu
     eoi = n_exec - 1
-    dmap = _fit_device_map(brackets, caps.device_tick_ns)
-    ex = _executions_from_markers(markers, dmap, caps.marker_err_ns)
+    samples, ex, dmap = tl.samples, tl.executions, tl.device_map
     mine = ex[ex["index"] == eoi]
     durations = mine["end_ns"] - mine["start_ns"]
     margin = 0.02  # Table I for 200 us - 1 ms

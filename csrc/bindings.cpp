@@ -753,6 +753,7 @@ PYBIND11_MODULE(_core, m) {
       .def("executions", [](sim::SimDevice& d, py::ssize_t first) {
              return vector_array(exec_dtype(), d.executions(non_negative(first, "first")));
            }, py::arg("first") = 0, "Execution records (EXEC_DTYPE), skipping the first `first`.")
+      .def("execution_count", &sim::SimDevice::execution_count, "How many execution records there are.")
       .def("logs", [](sim::SimDevice& d) { return vector_array(log_dtype(), d.logs()); })
       .def("observed_samples", [](sim::SimDevice& d, std::optional<std::int64_t> from_publish_ns) {
              return vector_array(sample_dtype(), d.observed_samples(from_publish_ns.value_or(INT64_MIN)));

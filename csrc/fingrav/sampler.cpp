@@ -84,6 +84,7 @@ Sampler::Sampler(std::shared_ptr<PowerSource> source, const SamplerConfig& confi
         return config.capacity;
       }()) {
   if (!source_) throw std::invalid_argument("source: must not be null");
+  by_seq_ = source_->info().has_sequence;
   if (config.period_ns < kMinPeriodNs || config.period_ns > kMaxPeriodNs) {
     throw std::invalid_argument("period_ns=" + std::to_string(config.period_ns) +
                                 ": must be in [20000, 1000000000] ns (20 us to 1 s)");
@@ -276,18 +277,17 @@ bool Sampler::poll_once(std::int64_t deadline) noexcept {
     } catch (...) {
     }
   }
-  const bool by_seq = source_->info().has_sequence;
   const std::size_t n = std::min(res.count, readings_.size());
   std::uint64_t pushed = 0, dup = 0, dropped = 0, missed = 0;
   for (std::size_t i = 0; i < n; ++i) {
     const Reading& r = readings_[i];
     std::uint32_t flags = r.flags;
     if (have_last_) {
-      if (by_seq ? r.source_seq <= last_seq_ : r.source_ts <= last_ts_) {
+      if (by_seq_ ? r.source_seq <= last_seq_ : r.source_ts <= last_ts_) {
         ++dup;
         continue;
       }
-      if (by_seq && r.source_seq > last_seq_ + 1) {
+      if (by_seq_ && r.source_seq > last_seq_ + 1) {
         missed += r.source_seq - last_seq_ - 1;
         flags |= kFlagSourceGap;
       }

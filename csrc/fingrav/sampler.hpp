@@ -137,6 +137,10 @@ class Sampler {
   std::atomic<int> state_{kIdle};
   std::atomic<bool> stop_requested_{false};
 
+  // Whether new readings are told apart by sequence (else by timestamp);
+  // read once, not through a virtual call every poll.
+  bool by_seq_ = false;
+
   // Producer-only state.
   std::array<Reading, PowerSource::kMaxReadingsPerPoll> readings_{};
   bool have_last_ = false;

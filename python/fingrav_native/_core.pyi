@@ -335,6 +335,8 @@ class SimDevice(metaclass=_Pybind11Type):
         """Exact power (total, compute, io, memory) at host times, as an (n, 4) array."""
     def executions(self, first: SupportsIndex = 0) -> npt.NDArray[np.void]:
         """EXEC_DTYPE records."""
+    def execution_count(self) -> int:
+        """How many execution records there are."""
     def logs(self) -> npt.NDArray[np.void]:
         """LOG_DTYPE records."""
     def observed_samples(self, from_publish_ns: SupportsIndex | None = None) -> npt.NDArray[np.void]:

@@ -17,7 +17,6 @@ from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 
-from . import _core
 from .backend import Backend, Capabilities, KernelSpec, RunRecord, SimBackend
 from .clocksync import ClockMap, PiecewiseClockMap, fit_clock_map, fit_one_sided_clock_map, fit_piecewise_clock_map
 from .golden import GoldenSelection, select_golden_runs
@@ -25,7 +24,7 @@ from .guidance import Guidance, lookup_guidance, target_loi_count
 from .align import place_logs, select_executions_of_interest
 from .records import EXECUTION_DTYPE, LOI_DTYPE, validate_executions
 from .steady import SSE_EXECUTIONS, SSE_INDEX, PowerMeasurement, SspSearch, find_ssp_executions
-from .stitch import EnergyEstimate, StitchedProfile, WholeRunView, energy_per_execution, stitch, whole_run_view
+from .stitch import StitchedProfile, WholeRunView, energy_per_execution, stitch, whole_run_view
 
 __all__ = [
     "ErrorBudget",
@@ -230,11 +229,25 @@ class _Campaign:
                      samples=rec.samples, markers=rec.markers, brackets=rec.brackets)
         return rec
 
-    def arrays(self, records: Sequence[RunRecord]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def timeline(self, records: Sequence[RunRecord]) -> "_Timeline":
+        """Steps 5-6's inputs for ``records``: their logs and executions on host time."""
         samples = np.concatenate([r.samples for r in records])
         markers = np.concatenate([r.markers for r in records])
         brackets = np.concatenate([r.brackets for r in records])
-        return samples, markers, brackets
+        tick = self.caps.device_tick_ns
+        dmap = _fit_device_map(brackets, tick)
+        lmap = _fit_logger_map(self.caps, dmap, samples, tick)
+        return _Timeline(samples, _executions_from_markers(markers, dmap, self.caps.marker_err_ns), dmap, lmap)
+
+
+@dataclass(frozen=True)
+class _Timeline:
+    """A set of runs placed on the host timeline through clock maps fitted on their own reads."""
+
+    samples: np.ndarray
+    executions: np.ndarray
+    device_map: Any
+    logger_map: Any
 
 
 class _PooledProbe:
@@ -258,6 +271,9 @@ class _PooledProbe:
         self.target = target_lois
         self.say = say
         self.records: list[RunRecord] = []
+        self._lois = np.zeros(0, dtype=LOI_DTYPE)
+        self._length: dict[int, int] = {}
+        self._lois_for = -1  # pool size the placed LOIs belong to
 
     def _window(self, n: int) -> tuple[int, int]:
         w = (n - 1) // 8
@@ -267,23 +283,25 @@ class _PooledProbe:
         lo, hi = self._window(n)
         per_run = (hi - lo + 1) * min(1.0, self.duration / self.camp.caps.logger_period_ns)
         need = int(min(2000, max(8, math.ceil(self.target / per_run))))
-        usable = [r for r in self.records if r.executions > hi]
-        if len(usable) < need:
+        usable = sum(1 for r in self.records if r.executions > hi)
+        if usable < need:
             length = max(hi + 1, 2 * n)
-            for _ in range(need - len(usable)):
-                rec = self.camp.run(self.kernel, length, keep=False)
-                self.records.append(rec)
-                usable.append(rec)
-        samples, markers, brackets = self.camp.arrays(usable)
-        tick = self.camp.caps.device_tick_ns
-        dmap = _fit_device_map(brackets, tick)
-        lmap = _fit_logger_map(self.camp.caps, dmap, samples, tick)
-        ex = _executions_from_markers(markers, dmap, self.camp.caps.marker_err_ns)
-        lois = place_logs(samples, ex, lmap)
-        lois = lois[(lois["execution"] >= lo) & (lois["execution"] <= hi)]
+            for _ in range(need - usable):
+                self.records.append(self.camp.run(self.kernel, length, keep=False))
+            usable = need
+        # Every execution of every pooled run, placed once per pool; each
+        # probe (bisection probes add no runs) only selects from it.
+        if self._lois_for != len(self.records):
+            tl = self.camp.timeline(self.records)
+            self._lois = place_logs(tl.samples, tl.executions, tl.logger_map)
+            self._length = {r.run: r.executions for r in self.records}
+            self._lois_for = len(self.records)
+        runs_long_enough = np.array([run for run, length in self._length.items() if length > hi])
+        lois = self._lois[(self._lois["execution"] >= lo) & (self._lois["execution"] <= hi)
+                          & np.isin(self._lois["run"], runs_long_enough)]
         m = _stratified_mean(lois["toi_frac"], lois["total"])
         self.say(f"  SSP search: execution {n} -> {m.mean_w:.1f} +- {m.stderr_w:.1f} W "
-                 f"({m.count} LOIs in executions {lo + 1}-{hi + 1} of {len(usable)} runs)")
+                 f"({m.count} LOIs in executions {lo + 1}-{hi + 1} of {usable} runs)")
         return m
 
 
@@ -582,10 +600,8 @@ def profile(
     top_cap = max_top_up_runs if max_top_up_runs is not None else n_runs
     top_ups = 0
     while True:
-        samples, markers, brackets = camp.arrays(camp.records)
-        dmap = _fit_device_map(brackets, caps.device_tick_ns)
-        lmap = _fit_logger_map(caps, dmap, samples, caps.device_tick_ns)
-        ex = _executions_from_markers(markers, dmap, caps.marker_err_ns)
+        tl = camp.timeline(camp.records)
+        samples, ex, dmap, lmap = tl.samples, tl.executions, tl.device_map, tl.logger_map
         placed = {label: _place(samples, ex, lmap, execution_index=idx, margin=bin_margin) for label, idx in labels}
         # Step 7: top up while the LOIs fall short of the guidance.
         targets = {label: target_loi_count(guidance, pl.duration_ns) for label, pl in placed.items()}
@@ -776,7 +792,6 @@ def profile_interleaved(
         backend = SimBackend(seed=seed)
     if reference is None:
         reference = profile(kernel, backend, mode="ssp", margin=margin, progress=progress)
-    caps = backend.capabilities
     camp = _Campaign(backend, None)
     guidance = reference.guidance
     n_runs = runs if runs is not None else guidance.runs
@@ -785,14 +800,11 @@ def profile_interleaved(
     total = sum(n for _, n in seq)
     for _ in range(n_runs):
         camp.run(seq, total)
-    samples, markers, brackets = camp.arrays(camp.records)
-    dmap = _fit_device_map(brackets, caps.device_tick_ns)
-    lmap = _fit_logger_map(caps, dmap, samples, caps.device_tick_ns)
-    ex = _executions_from_markers(markers, dmap, caps.marker_err_ns)
+    tl = camp.timeline(camp.records)
     label = "->".join(k for k, _ in plan) + "->" + kernel
     scenario = _build_execution_profile(
-        label, samples, ex, lmap, execution_index=total - 1, executions_per_run=total, margin=bin_margin,
-        guidance=guidance, smoother=smoother, x="time")
+        label, tl.samples, tl.executions, tl.logger_map, execution_index=total - 1, executions_per_run=total,
+        margin=bin_margin, guidance=guidance, smoother=smoother, x="time")
     ref = reference.profiles["ssp"]
     ratio = float(np.mean(scenario.lois["total"]) / np.mean(ref.lois["total"]))
     return InterleavedProfile(scenario, reference, tuple(plan), ratio)

@@ -162,7 +162,6 @@ class SimGPU:
         merged["seed"] = float(seed)
         self._dev = _core.SimDevice(merged, realtime=bool(realtime))
         self._next_run = 0
-        self._execs_seen = 0  # execution records already fetched by sequence()
 
     # ------------------------------------------------------------------ setup
     @property
@@ -281,6 +280,20 @@ class SimGPU:
         -------
         RunResult
         """
+        begin, end, ex = self._launch_and_wait(items, run)
+        if self.realtime:
+            samples = np.empty(0, dtype=_core.SAMPLE_DTYPE)
+        else:
+            # A log observed at or after `begin` was published at most one
+            # poll period earlier.
+            samples = self._dev.observed_samples(begin - int(self._dev.params["poll_period_ns"]))
+            samples = samples[(samples["host_ns"] >= begin) & (samples["host_ns"] <= end)]
+        return RunResult(int(ex["run"][0]), begin, end, ex, samples)
+
+    def _launch_and_wait(
+        self, items: Iterable[tuple[str | int, int]], run: int | None
+    ) -> tuple[int, int, np.ndarray]:
+        """Launch a run and wait for it: (host begin, host end, its EXEC_DTYPE records)."""
         plan = []
         for item in items:
             kernel, count = item
@@ -296,21 +309,12 @@ class SimGPU:
         self._next_run = max(self._next_run, run + 1)
         begin = self.now()
         # Fetch only what this run adds, so a long campaign costs the same per run.
-        first = self._exec_count()
+        first = self._dev.execution_count()
         for kid, count in plan:
             self._dev.launch(kid, count, run)
         end = int(self._dev.synchronize())
         ex = self._dev.executions(first)
-        self._execs_seen = first + len(ex)
-        ex = ex[ex["run"] == run]
-        if self.realtime:
-            samples = np.empty(0, dtype=_core.SAMPLE_DTYPE)
-        else:
-            # A log observed at or after `begin` was published at most one
-            # poll period earlier.
-            samples = self._dev.observed_samples(begin - int(self._dev.params["poll_period_ns"]))
-            samples = samples[(samples["host_ns"] >= begin) & (samples["host_ns"] <= end)]
-        return RunResult(run, begin, end, ex, samples)
+        return begin, end, ex[ex["run"] == run]
 
     # ------------------------------------------------------------------ records
     def executions(self) -> np.ndarray:
@@ -332,11 +336,6 @@ class SimGPU:
     def clear_records(self) -> None:
         """Free recorded executions, firmware decisions and the truth trace."""
         self._dev.clear_records()
-        self._execs_seen = 0
-
-    def _exec_count(self) -> int:
-        # Records can only grow between our calls (clear_records resets).
-        return self._execs_seen + len(self._dev.executions(self._execs_seen))
 
     # ------------------------------------------------------------------ truth
     def truth_power(self, host_ns: np.ndarray | Sequence[int]) -> np.ndarray:

@@ -682,6 +682,11 @@ std::vector<ExecRecord> SimDevice::executions(std::size_t first) {
   if (first >= execs_.size()) return {};
   return std::vector<ExecRecord>(execs_.begin() + static_cast<std::ptrdiff_t>(first), execs_.end());
 }
+std::size_t SimDevice::execution_count() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return execs_.size();
+}
+
 std::vector<LogRecord> SimDevice::logs() {
   std::lock_guard<std::mutex> lock(mu_);
   return logs_;

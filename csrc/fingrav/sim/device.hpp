@@ -229,6 +229,7 @@ class SimDevice {
   // `first`: skip the first records (a campaign fetches only what is new,
   // keeping the cost per run constant).
   std::vector<ExecRecord> executions(std::size_t first = 0);
+  std::size_t execution_count();
   std::vector<LogRecord> logs();
   // Logs as the virtual poller saw them; only those published at or after
   // `from_publish_ns`.
