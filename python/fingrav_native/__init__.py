@@ -49,7 +49,13 @@ from .clocksync import (
 )
 from .guidance import Guidance, GuidanceRow, lookup_guidance, target_loi_count
 from .golden import GoldenSelection, select_golden_runs
-from .align import LogAssignment, assign_logs_to_executions, place_logs, select_executions_of_interest
+from .align import (
+    LogAssignment,
+    NoLogsInExecutionsError,
+    assign_logs_to_executions,
+    place_logs,
+    select_executions_of_interest,
+)
 from .stitch import (
     EnergyEstimate,
     StitchedChannel,
@@ -139,6 +145,7 @@ __all__ = [
     "GoldenSelection",
     "select_golden_runs",
     "LogAssignment",
+    "NoLogsInExecutionsError",
     "assign_logs_to_executions",
     "place_logs",
     "select_executions_of_interest",

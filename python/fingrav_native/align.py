@@ -52,7 +52,17 @@ import numpy.typing as npt
 
 from .records import CHANNELS, LOI_DTYPE, validate_executions
 
-__all__ = ["LogAssignment", "assign_logs_to_executions", "place_logs", "select_executions_of_interest"]
+__all__ = ["LogAssignment", "NoLogsInExecutionsError", "assign_logs_to_executions", "place_logs",
+           "select_executions_of_interest"]
+
+
+class NoLogsInExecutionsError(ValueError):
+    """No power log overlaps any execution of interest.
+
+    A ValueError (the inputs cannot yield a profile), and its own type so a
+    caller that can gather more runs (the orchestrator's top-up, step 7)
+    tells it from malformed input without reading the message.
+    """
 
 
 @dataclass(frozen=True)
@@ -352,9 +362,9 @@ def place_logs(
         pair_logs.append(np.repeat(cand, cnt))
         pair_execs.append(np.repeat(lo, cnt) + offsets + r0)
 
-    def _no_overlap(extra: str = "") -> ValueError:
+    def _no_overlap(extra: str = "") -> NoLogsInExecutionsError:
         n_runs = np.unique(sel["run"]).size
-        return ValueError(
+        return NoLogsInExecutionsError(
             f"samples: no log overlaps an execution of interest{extra}: the {n} logs, mapped to host time "
             f"through logger_map, span [{b.min():.0f}, {t.max():.0f}] ns; the {len(sel)} execution(s) of "
             f"interest in {n_runs} run(s) span [{s_all.min():.0f}, {e_all.max():.0f}] ns "

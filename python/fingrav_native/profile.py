@@ -21,7 +21,7 @@ from .backend import Backend, Capabilities, KernelSpec, RunRecord, SimBackend
 from .clocksync import ClockMap, PiecewiseClockMap, fit_clock_map, fit_one_sided_clock_map, fit_piecewise_clock_map
 from .golden import GoldenSelection, select_golden_runs
 from .guidance import Guidance, lookup_guidance, target_loi_count
-from .align import place_logs, select_executions_of_interest
+from .align import NoLogsInExecutionsError, place_logs, select_executions_of_interest
 from .records import EXECUTION_DTYPE, LOI_DTYPE, validate_executions
 from .steady import SSE_EXECUTIONS, SSE_INDEX, PowerMeasurement, SspSearch, find_ssp_executions
 from .stitch import StitchedProfile, WholeRunView, energy_per_execution, stitch, whole_run_view
@@ -352,11 +352,9 @@ def _place(
     try:
         lois = place_logs(samples, executions, logger_map, execution_of_interest=execution_index,
                           kernel_id=kernel_id, runs=golden.run_ids)
-    except ValueError as exc:
+    except NoLogsInExecutionsError:
         # Short kernels: a few runs may hold no log at all in the execution
         # of interest. That is a shortfall for step 7, not an error yet.
-        if "no log overlaps" not in str(exc):
-            raise
         lois = np.zeros(0, dtype=LOI_DTYPE)
     return _Placed(golden, lois, float(np.median(durations[golden.mask])))
 
