@@ -15,6 +15,7 @@
 #include <string>
 
 #include "fingrav/clock_sync.hpp"
+#include "fingrav/dynlib.hpp"
 #include "fingrav/event_log.hpp"
 #include "fingrav/host_clock.hpp"
 #include "fingrav/power_source.hpp"
@@ -293,12 +294,31 @@ py::array_t<std::int64_t> map_i64(const py::array_t<std::int64_t, py::array::c_s
   return out;
 }
 
+// ------------------------------------------------------------ vendor backends
+// Each backend binds its classes in its own function, so the module body stays
+// a list of sections.
+
+// AMD: gpu_metrics and hwmon power sources, KFD clock counters, HIP + hiprtc markers.
+void bind_amd(py::module_& m) {
+  (void)m;
+}
+
+// NVIDIA: NVML power source, CUDA driver clock and PTX %globaltimer markers.
+void bind_nvidia(py::module_& m) {
+  (void)m;
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_core, m) {
   m.doc() = "fingrav-native C++ core: host clock, power sources, sampler thread, event log.";
 
   py::register_exception<SamplerFailure>(m, "SamplerError", PyExc_RuntimeError);
+  // A missing vendor library or device: the message names the library, the
+  // paths tried and what to install (see dynlib.hpp).
+  py::register_exception<LibraryNotFound>(m, "LibraryNotFoundError", PyExc_RuntimeError);
+  py::register_exception<SymbolNotFound>(m, "SymbolNotFoundError", PyExc_RuntimeError);
+  py::register_exception<DeviceUnavailable>(m, "DeviceUnavailableError", PyExc_RuntimeError);
 
   m.attr("SAMPLE_DTYPE") = sample_dtype();
   m.attr("READING_DTYPE") = reading_dtype();
@@ -863,4 +883,7 @@ PYBIND11_MODULE(_core, m) {
         if (!err.empty() && exc_type.is_none()) throw SamplerFailure(err);
         return false;
       });
+
+  bind_amd(m);
+  bind_nvidia(m);
 }

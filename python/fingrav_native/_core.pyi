@@ -45,6 +45,15 @@ class _Pybind11Type(type):
     class bound with ``py::class_``: declared so the stub says what the runtime
     has (stubtest checks that a metaclass is present)."""
 
+class LibraryNotFoundError(RuntimeError):
+    """A vendor library could not be loaded: the message lists every path tried and what to install."""
+
+class SymbolNotFoundError(RuntimeError):
+    """A vendor library lacks a function fingrav needs (too old)."""
+
+class DeviceUnavailableError(RuntimeError):
+    """The library loaded but the device is absent or not accessible."""
+
 class SamplerError(RuntimeError):
     """The sampler thread failed; raised by ``Sampler.stop()`` and the with-block exit."""
 
