@@ -298,13 +298,23 @@ py::array_t<std::int64_t> map_i64(const py::array_t<std::int64_t, py::array::c_s
 // Each backend binds its classes in its own function, so the module body stays
 // a list of sections.
 
-// AMD: gpu_metrics and hwmon power sources, KFD clock counters, HIP + hiprtc markers.
-void bind_amd(py::module_& m) {
+// AMD power: the gpu_metrics parser and source, the hwmon fallback.
+void bind_amd_power(py::module_& m) {
   (void)m;
 }
 
-// NVIDIA: NVML power source, CUDA driver clock and PTX %globaltimer markers.
-void bind_nvidia(py::module_& m) {
+// AMD runtime: KFD clock counters, HIP runtime, hiprtc probe kernel, HIP events.
+void bind_amd_runtime(py::module_& m) {
+  (void)m;
+}
+
+// NVIDIA power: NVML samples, instant power and energy.
+void bind_nvml(py::module_& m) {
+  (void)m;
+}
+
+// NVIDIA runtime: CUDA driver, PTX %globaltimer probe, CUDA events.
+void bind_cuda(py::module_& m) {
   (void)m;
 }
 
@@ -884,6 +894,8 @@ PYBIND11_MODULE(_core, m) {
         return false;
       });
 
-  bind_amd(m);
-  bind_nvidia(m);
+  bind_amd_power(m);
+  bind_amd_runtime(m);
+  bind_nvml(m);
+  bind_cuda(m);
 }

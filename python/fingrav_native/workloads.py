@@ -1,0 +1,248 @@
+"""Workloads for the hardware backends: what one execution of a kernel is.
+
+FinGraV runs a kernel many times, back to back, and needs its start and end
+on the GPU's own clock (paper Section IV-B, steps 2 and 4). The hardware
+backends get them by enqueueing a tiny probe kernel that writes the device
+clock before and after each execution *on the same stream* the workload
+uses, so the probe sits exactly between executions in the GPU's queue. A
+:class:`Workload` therefore carries two things: a callable that enqueues one
+execution (asynchronously, as frameworks do), and the native stream handle
+it enqueues on.
+
+The adapters import their framework lazily and say what to install when it
+is missing; on a machine without a GPU they raise
+:class:`~fingrav_native.DeviceUnavailableError` naming what was looked for.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional
+
+from ._core import DeviceUnavailableError
+
+__all__ = ["Workload", "torch_workload", "cupy_workload", "torch_gemm", "torch_gemv", "resolve_workload"]
+
+
+@dataclass(frozen=True)
+class Workload:
+    """One kernel (or a fixed sequence of kernels) to profile on real hardware.
+
+    Attributes
+    ----------
+    name : str
+        Name used in profiles, plots and traces.
+    launch : callable
+        Enqueues one execution on ``stream`` and returns without waiting
+        (paper Section IV-B step 4 runs it back to back).
+    stream : callable
+        Returns the native stream handle ``launch`` enqueues on
+        (``cudaStream_t`` / ``hipStream_t`` as an int; 0 is the legacy
+        default stream). The backend's marker probe is enqueued on it.
+    synchronize : callable, optional
+        Waits until the stream is idle; the backend's own stream sync is used
+        when omitted.
+    framework : str
+        ``"torch"``, ``"cupy"``, ``"hip-python"`` or ``"callable"``.
+    meta : dict
+        Free-form description (shapes, dtypes) recorded in the profile.
+    """
+
+    name: str
+    launch: Callable[[], Any]
+    stream: Callable[[], int] = lambda: 0
+    synchronize: Optional[Callable[[], Any]] = None
+    framework: str = "callable"
+    meta: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name:
+            raise ValueError(f"name={self.name!r}: must be a non-empty string")
+        if not callable(self.launch):
+            raise ValueError(f"launch={self.launch!r}: must be callable")
+        if not callable(self.stream):
+            raise ValueError(f"stream={self.stream!r}: must be callable returning a stream handle")
+
+    def __str__(self) -> str:
+        return self.name
+
+
+def _import(module: str, install: str) -> Any:
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        raise ImportError(f"{module} is not installed; {install}") from exc
+
+
+def _torch_device(torch: Any, device: Any) -> Any:
+    if not torch.cuda.is_available():
+        build = "ROCm" if getattr(torch.version, "hip", None) else ("CUDA" if torch.version.cuda else "CPU-only")
+        raise DeviceUnavailableError(
+            f"torch.cuda.is_available() is False (this PyTorch is a {build} build): no GPU that PyTorch "
+            "can use; install a CUDA or ROCm build of PyTorch on a machine with the driver loaded")
+    return torch.device("cuda", torch.cuda.current_device() if device is None else device)
+
+
+def torch_workload(fn: Callable[[], Any], *, name: Optional[str] = None, device: Any = None,
+                   meta: Optional[dict] = None) -> Workload:
+    """Wrap a PyTorch callable (CUDA or ROCm build) as a :class:`Workload`.
+
+    Parameters
+    ----------
+    fn : callable
+        Enqueues one execution on PyTorch's current stream of ``device``.
+    name : str, optional
+        Defaults to ``fn.__name__``.
+    device : int or torch.device, optional
+        The GPU; default: PyTorch's current device.
+    meta : dict, optional
+        Recorded in the profile.
+
+    Notes
+    -----
+    The marker probe goes on ``torch.cuda.current_stream(device)`` as seen at
+    each execution, so a workload that switches streams inside ``fn`` must
+    wait for them before returning (paper Section IV-B, step 4: executions
+    are back to back on one queue).
+    """
+    torch = _import("torch", "install a CUDA or ROCm build of PyTorch (https://pytorch.org)")
+    dev = _torch_device(torch, device)
+    return Workload(
+        name=name or getattr(fn, "__name__", "torch-workload"),
+        launch=fn,
+        stream=lambda: int(torch.cuda.current_stream(dev).cuda_stream),
+        synchronize=lambda: torch.cuda.synchronize(dev),
+        framework="torch",
+        meta=dict(meta or {}, device=str(dev), torch=torch.__version__),
+    )
+
+
+def cupy_workload(fn: Callable[[], Any], *, name: Optional[str] = None, meta: Optional[dict] = None) -> Workload:
+    """Wrap a CuPy callable as a :class:`Workload` (CuPy's current stream).
+
+    Parameters
+    ----------
+    fn : callable
+        Enqueues one execution on CuPy's current stream.
+    name : str, optional
+        Defaults to ``fn.__name__``.
+    meta : dict, optional
+        Recorded in the profile.
+
+    Notes
+    -----
+    See :func:`torch_workload` (paper Section IV-B, step 4).
+    """
+    cp = _import("cupy", "install CuPy for your CUDA version, e.g. pip install cupy-cuda12x")
+    try:
+        n = cp.cuda.runtime.getDeviceCount()
+    except Exception as exc:  # CuPy raises its own CUDARuntimeError without a driver
+        raise DeviceUnavailableError(f"CuPy found no CUDA device: {exc}") from exc
+    if n < 1:
+        raise DeviceUnavailableError("CuPy found no CUDA device")
+    return Workload(
+        name=name or getattr(fn, "__name__", "cupy-workload"),
+        launch=fn,
+        stream=lambda: int(cp.cuda.get_current_stream().ptr),
+        synchronize=lambda: cp.cuda.get_current_stream().synchronize(),
+        framework="cupy",
+        meta=dict(meta or {}, cupy=cp.__version__),
+    )
+
+
+def _torch_dtype(torch: Any, dtype: str) -> Any:
+    dt = getattr(torch, dtype, None)
+    if not isinstance(dt, torch.dtype):
+        raise ValueError(f"dtype={dtype!r}: not a torch dtype name (e.g. 'float16', 'bfloat16', 'float32')")
+    return dt
+
+
+def torch_gemm(m: int, n: int, k: int, *, dtype: str = "float16", device: Any = None) -> Workload:
+    """A PyTorch GEMM ``C = A @ B`` (``m x k`` times ``k x n``), the paper's compute-bound case.
+
+    Parameters
+    ----------
+    m, n, k : int
+        Matrix sizes (the paper's CB-8K/4K/2K are square 8192/4096/2048).
+    dtype : str
+        torch dtype name.
+    device : int, optional
+        The GPU; default: PyTorch's current device.
+
+    Notes
+    -----
+    Operands are allocated once and the output is written in place, so an
+    execution is one GEMM kernel and nothing else (paper Section V-A).
+    """
+    for arg, v in (("m", m), ("n", n), ("k", k)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise ValueError(f"{arg}={v!r}: must be a positive integer")
+    torch = _import("torch", "install a CUDA or ROCm build of PyTorch (https://pytorch.org)")
+    dev = _torch_device(torch, device)
+    dt = _torch_dtype(torch, dtype)
+    a = torch.randn(m, k, device=dev, dtype=dt)
+    b = torch.randn(k, n, device=dev, dtype=dt)
+    c = torch.empty(m, n, device=dev, dtype=dt)
+    return torch_workload(lambda: torch.matmul(a, b, out=c), name=f"torch-gemm-{m}x{n}x{k}-{dtype}",
+                          device=dev, meta={"m": m, "n": n, "k": k, "dtype": dtype, "flops": 2 * m * n * k})
+
+
+def torch_gemv(m: int, k: int, *, dtype: str = "float16", device: Any = None) -> Workload:
+    """A PyTorch GEMV ``y = A @ x`` (``m x k``), the paper's memory-bound case.
+
+    Parameters
+    ----------
+    m, k : int
+        Matrix sizes.
+    dtype : str
+        torch dtype name.
+    device : int, optional
+        The GPU; default: PyTorch's current device.
+
+    Notes
+    -----
+    Paper Section V-A (MB-8K/4K/2K).
+    """
+    for arg, v in (("m", m), ("k", k)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise ValueError(f"{arg}={v!r}: must be a positive integer")
+    torch = _import("torch", "install a CUDA or ROCm build of PyTorch (https://pytorch.org)")
+    dev = _torch_device(torch, device)
+    dt = _torch_dtype(torch, dtype)
+    a = torch.randn(m, k, device=dev, dtype=dt)
+    x = torch.randn(k, device=dev, dtype=dt)
+    y = torch.empty(m, device=dev, dtype=dt)
+    return torch_workload(lambda: torch.mv(a, x, out=y), name=f"torch-gemv-{m}x{k}-{dtype}", device=dev,
+                          meta={"m": m, "k": k, "dtype": dtype, "bytes": m * k * a.element_size()})
+
+
+def resolve_workload(spec: str) -> Workload:
+    """Load a workload given as ``"module:function"`` (the CLI's form).
+
+    Parameters
+    ----------
+    spec : str
+        ``module:function``; the function takes no arguments and returns a
+        :class:`Workload` (for example one built with :func:`torch_workload`).
+
+    Returns
+    -------
+    Workload
+
+    Notes
+    -----
+    Paper Section IV-B: the workload is the kernel under study; everything
+    else (runs, golden runs, stitching) is the method's.
+    """
+    if not isinstance(spec, str) or spec.count(":") != 1 or not all(spec.split(":")):
+        raise ValueError(f"spec={spec!r}: must be 'module:function'")
+    mod_name, fn_name = spec.split(":")
+    mod = importlib.import_module(mod_name)
+    fn = getattr(mod, fn_name, None)
+    if fn is None or not callable(fn):
+        raise ValueError(f"spec={spec!r}: {mod_name} has no callable {fn_name}")
+    w = fn()
+    if not isinstance(w, Workload):
+        raise ValueError(f"spec={spec!r}: {fn_name}() returned {type(w).__name__}, not a Workload")
+    return w
