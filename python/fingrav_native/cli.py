@@ -46,7 +46,38 @@ def build_parser() -> argparse.ArgumentParser:
         default=1000.0,
         help="synthetic source only: how often it produces a reading, in microseconds (default 1000)",
     )
+    devices = sub.add_parser(
+        "devices",
+        help="list every backend, what was found, and why any is unavailable",
+        description=(
+            "Report each backend (sim, amd, nvidia): the libraries and device files it looked for, "
+            "the path that loaded or why not (with the paths tried and what to install), and the "
+            "devices it can profile. Exit code 0 when at least one hardware backend (or, with "
+            "--backend, every named one) is available, 1 otherwise; the simulator is always available."
+        ),
+        epilog="examples:\n  fingrav devices\n  fingrav devices --json\n  fingrav devices --backend nvidia",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    devices.add_argument("--json", action="store_true", help="print the reports as JSON")
+    devices.add_argument("--backend", action="append", choices=("sim", "amd", "nvidia"),
+                         help="report only this backend (repeatable)")
     return parser
+
+
+def _devices(args: argparse.Namespace) -> int:
+    import json
+
+    from .devices import format_reports, list_backends
+
+    reports = list_backends(args.backend)
+    if args.json:
+        print(json.dumps([r.as_dict() for r in reports], indent=2))
+    else:
+        print(format_reports(reports))
+    if args.backend:
+        return EXIT_OK if all(r.available for r in reports) else EXIT_FAILURE
+    # Without --backend the question a script asks is "is there real hardware here?"
+    return EXIT_OK if any(r.available for r in reports if r.backend != "sim") else EXIT_FAILURE
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -77,5 +108,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"fingrav demo: {exc}", file=sys.stderr)
             return EXIT_USAGE
         return EXIT_OK
+    if args.command == "devices":
+        return _devices(args)
     parser.error(f"unknown command {args.command!r}")
     return EXIT_USAGE  # pragma: no cover - parser.error exits
