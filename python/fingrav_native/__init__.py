@@ -80,6 +80,8 @@ from .profile import (
     profile_interleaved,
     stitch_logs,
 )
+from .io import ProfileFormatError, load_profile, save_profile
+from .workloads import Workload
 
 try:
     __version__ = version("fingrav-native")
@@ -87,6 +89,10 @@ except PackageNotFoundError:  # pragma: no cover - running from a source tree
     __version__ = "0+unknown"
 
 __all__ = [
+    "ProfileFormatError",
+    "load_profile",
+    "save_profile",
+    "Workload",
     "Backend",
     "Capabilities",
     "EXECUTION_DTYPE",
