@@ -34,7 +34,7 @@ import numpy as np
 from .backend import Capabilities
 from .golden import GoldenSelection
 from .guidance import Guidance, GuidanceRow
-from .profile import ErrorBudget, ExecutionProfile, InterleavedProfile, Profile
+from .profile import CampaignTimeline, ErrorBudget, ExecutionProfile, InterleavedProfile, Profile
 from .steady import PowerMeasurement, SspSearch, SspStep
 from .stitch import EnergyEstimate, StitchedChannel, StitchedProfile, WholeRunView
 
@@ -48,7 +48,7 @@ _META = "fingrav.json"
 # The only classes a file may name. A name outside this table is an error.
 _CLASSES: dict[str, type] = {
     c.__name__: c
-    for c in (Profile, ExecutionProfile, InterleavedProfile, ErrorBudget, Capabilities, Guidance, GuidanceRow,
+    for c in (Profile, CampaignTimeline, ExecutionProfile, InterleavedProfile, ErrorBudget, Capabilities, Guidance, GuidanceRow,
               GoldenSelection, StitchedProfile, StitchedChannel, EnergyEstimate, WholeRunView, SspSearch, SspStep,
               PowerMeasurement)
 }

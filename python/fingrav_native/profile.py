@@ -27,6 +27,8 @@ from .steady import SSE_EXECUTIONS, SSE_INDEX, PowerMeasurement, SspSearch, find
 from .stitch import StitchedProfile, WholeRunView, energy_per_execution, stitch, whole_run_view
 
 __all__ = [
+    "CampaignTimeline",
+    "LOG_DTYPE",
     "ErrorBudget",
     "ExecutionProfile",
     "InterleavedProfile",
@@ -64,6 +66,43 @@ class ErrorBudget:
     marker_ns: float
     logger_window_ns: float
     total_ns: float
+
+
+#: A power log placed on host time (CampaignTimeline.logs).
+LOG_DTYPE = np.dtype([
+    ("host_ns", "<f8"),    # host time of the log (the end of its window if windowed)
+    ("window_ns", "<f8"),  # averaging window ending at host_ns (0 = instantaneous)
+    ("total", "<f4"), ("compute", "<f4"), ("io", "<f4"), ("memory", "<f4"),
+])
+
+
+@dataclass(frozen=True)
+class CampaignTimeline:
+    """Every run of a campaign on the host timeline: what trace export shows.
+
+    Attributes
+    ----------
+    executions : numpy.ndarray
+        EXECUTION_DTYPE, every execution of every kept run, placed through
+        the device-clock map (paper Section IV-B step 2).
+    logs : numpy.ndarray
+        LOG_DTYPE, every power log, placed through the logger-clock map.
+    golden_runs : numpy.ndarray
+        Run ids in the golden bin of any execution of interest (step 5).
+    """
+
+    executions: np.ndarray
+    logs: np.ndarray
+    golden_runs: np.ndarray
+
+
+def _log_records(samples: np.ndarray, logger_map: Any) -> np.ndarray:
+    logs = np.zeros(len(samples), dtype=LOG_DTYPE)
+    logs["host_ns"] = logger_map.to_host(samples["source_ts"])
+    logs["window_ns"] = samples["window_ns"]
+    for ch in ("total", "compute", "io", "memory"):
+        logs[ch] = samples[ch]
+    return logs
 
 
 @dataclass(frozen=True)
@@ -144,6 +183,8 @@ class Profile:
         Runs executed in all (timing, SSP search, campaign, top-up).
     versions : dict
         Package and format versions.
+    timeline : CampaignTimeline or None
+        All runs' executions and logs on host time (for trace export).
     """
 
     kernel: str
@@ -158,6 +199,7 @@ class Profile:
     error_budget: ErrorBudget
     runs: int
     versions: dict = field(default_factory=dict)
+    timeline: Optional[CampaignTimeline] = None
 
     def __repr__(self) -> str:
         lines = [f"Profile({self.kernel!r} on {self.backend.name}: {self.mode}, {self.runs} runs, "
@@ -633,6 +675,7 @@ def profile(
         kernel=name, backend=caps, mode=mode, guidance=guidance, settings=settings, profiles=profiles,
         ssp_search=search, whole_run=wr, clock=clock, error_budget=budget, runs=camp.next_run,
         versions=_versions(),
+        timeline=CampaignTimeline(executions=ex, logs=_log_records(samples, lmap), golden_runs=golden_runs),
     )
     if out_dir is not None:
         with open(os.path.join(out_dir, "campaign.json"), "w") as f:
