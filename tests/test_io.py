@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import sys
 import zipfile
 
 import numpy as np
@@ -135,3 +136,32 @@ def test_save_rejects_non_profiles(tmp_path):
     with pytest.raises(ValueError, match="profile: expected a Profile"):
         save_profile({"a": 1}, tmp_path / "x.fgprof")  # type: ignore[arg-type]
     assert not (tmp_path / "x.fgprof").exists()
+
+
+def test_parquet_export(prof, tmp_path):
+    import pyarrow.parquet as pq
+
+    from fingrav_native.io import export_parquet
+
+    paths = export_parquet(prof, tmp_path / "pq")
+    names = sorted(p.rsplit("/", 1)[1] for p in paths)
+    assert names == ["curve_sse.parquet", "curve_ssp.parquet", "executions.parquet", "logs.parquet",
+                     "lois_sse.parquet", "lois_ssp.parquet"]
+    lois = pq.read_table(tmp_path / "pq" / "lois_ssp.parquet")
+    assert lois.num_rows == len(prof.profiles["ssp"].lois)
+    np.testing.assert_array_equal(lois.column("total").to_numpy(), prof.profiles["ssp"].lois["total"])
+    assert lois.schema.metadata[b"fingrav.kernel"] == b"cb-4k-gemm"
+    curve = pq.read_table(tmp_path / "pq" / "curve_ssp.parquet").to_pydict()
+    total = prof.profiles["ssp"].stitched.channels[0]
+    bins = [m for c, k, m in zip(curve["channel"], curve["kind"], curve["mean"]) if c == total.name and k == "bin"]
+    np.testing.assert_allclose(bins, total.mean)
+    ex = pq.read_table(tmp_path / "pq" / "executions.parquet")
+    assert ex.num_rows == len(prof.timeline.executions)
+
+
+def test_parquet_without_pyarrow_says_what_to_install(prof, tmp_path, monkeypatch):
+    from fingrav_native.io import export_parquet
+
+    monkeypatch.setitem(sys.modules, "pyarrow", None)
+    with pytest.raises(ImportError, match="pip install pyarrow"):
+        export_parquet(prof, tmp_path / "pq")
