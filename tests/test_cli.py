@@ -117,3 +117,48 @@ def test_python_dash_m_bad_args_exit_2():
     )
     assert proc.returncode == 2
     assert "invalid float value: 'abc'" in proc.stderr
+
+
+@pytest.fixture(scope="module")
+def saved_profile(tmp_path_factory):
+    from fingrav_native import SimBackend, profile, save_profile
+
+    path = tmp_path_factory.mktemp("prof") / "cb4k.fgprof"
+    save_profile(profile("cb-4k-gemm", SimBackend(seed=6), mode="both", runs=20, executions=12, top_up=False), path)
+    return path
+
+
+def test_plot_writes_each_figure(saved_profile, tmp_path, capsys):
+    assert cli.main(["plot", str(saved_profile), "--out", str(tmp_path / "figs")]) == cli.EXIT_OK
+    written = capsys.readouterr().out.split()
+    names = sorted(p.rsplit("/", 1)[1] for p in written)
+    assert names == ["cb4k_kernel_sse.png", "cb4k_kernel_ssp.png", "cb4k_whole_run.png"]
+    for p in written:
+        with open(p, "rb") as f:
+            assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+
+
+def test_export_trace_parquet_summary(saved_profile, tmp_path, capsys):
+    import json
+
+    args = ["export", str(saved_profile), "--trace", str(tmp_path / "t.json"), "--parquet", str(tmp_path / "pq"),
+            "--summary", str(tmp_path / "s.json")]
+    assert cli.main(args) == cli.EXIT_OK
+    with open(tmp_path / "t.json") as f:
+        assert any(e["ph"] == "X" for e in json.load(f)["traceEvents"])
+    with open(tmp_path / "s.json") as f:
+        summary = json.load(f)
+    assert summary["kernel"] == "cb-4k-gemm" and set(summary["profiles"]) == {"sse", "ssp"}
+    assert summary["error_budget_ns"]["total_ns"] > 0
+    assert (tmp_path / "pq" / "lois_ssp.parquet").exists()
+
+
+def test_plot_and_export_errors(tmp_path, capsys):
+    bad = tmp_path / "x.fgprof"
+    bad.write_text("not a profile")
+    assert cli.main(["plot", str(bad), "--out", str(tmp_path)]) == cli.EXIT_FAILURE
+    assert "not a fingrav profile" in capsys.readouterr().err
+    assert cli.main(["export", str(tmp_path / "absent.fgprof"), "--trace", "t.json"]) == cli.EXIT_FAILURE
+    assert "no such file" in capsys.readouterr().err
+    assert cli.main(["export", str(bad)]) == cli.EXIT_USAGE
+    assert "nothing to export" in capsys.readouterr().err

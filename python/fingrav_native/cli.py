@@ -61,7 +61,128 @@ def build_parser() -> argparse.ArgumentParser:
     devices.add_argument("--json", action="store_true", help="print the reports as JSON")
     devices.add_argument("--backend", action="append", choices=("sim", "amd", "nvidia"),
                          help="report only this backend (repeatable)")
+    plot = sub.add_parser(
+        "plot",
+        help="draw a saved profile's figures (whole run, kernel per component, SSP search)",
+        description="Write PNG figures of a profile saved by save_profile / fingrav profile.",
+        epilog="examples:\n  fingrav plot cb-4k.fgprof --out figs/\n  fingrav plot cb-4k.fgprof --out figs/ --format pdf",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    plot.add_argument("profile", help="a saved profile (.fgprof)")
+    plot.add_argument("--out", default=".", help="folder for the figures (default: current folder)")
+    plot.add_argument("--format", choices=("png", "pdf", "svg"), default="png", help="image format (default png)")
+    plot.add_argument("--dpi", type=int, default=120, help="resolution of raster images (default 120)")
+    export = sub.add_parser(
+        "export",
+        help="export a saved profile as a Perfetto trace, Parquet tables or a JSON summary",
+        description=("Export a saved profile: --trace writes trace-event JSON for ui.perfetto.dev or "
+                     "chrome://tracing; --parquet writes LOI, curve and timeline tables (needs pyarrow); "
+                     "--summary writes the error budget, settings and per-profile figures as JSON."),
+        epilog=("examples:\n  fingrav export cb-4k.fgprof --trace cb-4k.trace.json\n"
+                "  fingrav export cb-4k.fgprof --parquet tables/ --summary summary.json"),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    export.add_argument("profile", help="a saved profile (.fgprof)")
+    export.add_argument("--trace", metavar="FILE", help="write a trace-event JSON file")
+    export.add_argument("--parquet", metavar="DIR", help="write Parquet tables into DIR")
+    export.add_argument("--summary", metavar="FILE", help="write a JSON summary")
     return parser
+
+
+def _load(path: str) -> object:
+    from .io import load_profile
+
+    return load_profile(path)
+
+
+def _plot(args: argparse.Namespace) -> int:
+    import os
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from . import plot as fplot
+    from .profile import InterleavedProfile, Profile
+
+    prof = _load(args.profile)
+    os.makedirs(args.out, exist_ok=True)
+    stem = os.path.splitext(os.path.basename(args.profile))[0]
+    figures = []
+    if isinstance(prof, InterleavedProfile):
+        figures.append(("interleaved", fplot.plot_interleaved(prof).figure))
+        prof = prof.reference
+    assert isinstance(prof, Profile)
+    if prof.whole_run is not None:
+        figures.append(("whole_run", fplot.plot_whole_run(prof).figure))
+    for label, ep in prof.profiles.items():
+        figures.append((f"kernel_{label}", fplot.plot_kernel(ep).figure))
+    if prof.ssp_search is not None:
+        figures.append(("ssp_search", fplot.plot_ssp_search(prof.ssp_search).figure))
+    for name, fig in figures:
+        path = os.path.join(args.out, f"{stem}_{name}.{args.format}")
+        fig.savefig(path, dpi=args.dpi)
+        plt.close(fig)
+        print(path)
+    return EXIT_OK
+
+
+def _summary(prof: object) -> dict:
+    import dataclasses
+
+    from .profile import InterleavedProfile, Profile
+
+    extra: dict = {}
+    if isinstance(prof, InterleavedProfile):
+        extra = {"preceded_by": [list(x) for x in prof.preceded_by], "power_ratio": prof.power_ratio}
+        prof = prof.reference
+    assert isinstance(prof, Profile)
+    out = {
+        "kernel": prof.kernel, "mode": prof.mode, "runs": prof.runs, "backend": dataclasses.asdict(prof.backend),
+        "settings": prof.settings, "error_budget_ns": dataclasses.asdict(prof.error_budget),
+        "clock": prof.clock, "versions": prof.versions, **extra,
+        "profiles": {
+            label: {"execution_index": ep.execution_index, "executions_per_run": ep.executions_per_run,
+                    "golden_runs": ep.golden.count, "runs": ep.golden.total, "lois": int(len(ep.lois)),
+                    "loi_target": ep.loi_target, "duration_ns": ep.duration_ns,
+                    "energy_j": {k: e.energy_j for k, e in ep.energy.items()},
+                    "energy_uncertainty_j": {k: e.uncertainty_j for k, e in ep.energy.items()}}
+            for label, ep in prof.profiles.items()},
+    }
+    return out
+
+
+def _export(args: argparse.Namespace) -> int:
+    import json
+    import math
+
+    if not (args.trace or args.parquet or args.summary):
+        raise ValueError("nothing to export: give --trace, --parquet and/or --summary")
+    prof = _load(args.profile)
+    if args.trace:
+        from .trace import export_trace
+
+        print(export_trace(prof, args.trace))  # type: ignore[arg-type]
+    if args.parquet:
+        from .io import export_parquet
+
+        for p in export_parquet(prof, args.parquet):  # type: ignore[arg-type]
+            print(p)
+    if args.summary:
+        def clean(v: object) -> object:
+            if isinstance(v, float) and not math.isfinite(v):
+                return None
+            if isinstance(v, dict):
+                return {k: clean(x) for k, x in v.items()}
+            if isinstance(v, (list, tuple)):
+                return [clean(x) for x in v]
+            return v
+
+        with open(args.summary, "w") as f:
+            json.dump(clean(_summary(prof)), f, indent=1, allow_nan=False)
+        print(args.summary)
+    return EXIT_OK
 
 
 def _devices(args: argparse.Namespace) -> int:
@@ -110,5 +231,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_OK
     if args.command == "devices":
         return _devices(args)
+    if args.command in ("plot", "export"):
+        from .io import ProfileFormatError
+
+        try:
+            return _plot(args) if args.command == "plot" else _export(args)
+        except (ProfileFormatError, FileNotFoundError) as exc:
+            print(f"fingrav {args.command}: {exc}", file=sys.stderr)
+            return EXIT_FAILURE
+        except ValueError as exc:
+            print(f"fingrav {args.command}: {exc}", file=sys.stderr)
+            return EXIT_USAGE
     parser.error(f"unknown command {args.command!r}")
     return EXIT_USAGE  # pragma: no cover - parser.error exits
