@@ -278,6 +278,7 @@ class NvmlPowerSource final : public PowerSource {
   unsigned int device_index() const noexcept { return index_; }
   const NvmlDeviceInfo& device_info() const noexcept { return dev_; }
   const std::string& library_path() const noexcept { return nvml_->path(); }
+  const Nvml& nvml() const noexcept { return *nvml_; }
   // Whether NVML's documentation states the averaging window we declare in
   // info().window_ns (false: we declare 0 because nothing is documented).
   bool window_documented() const noexcept { return window_documented_; }
