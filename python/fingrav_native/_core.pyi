@@ -497,3 +497,62 @@ class HwmonPowerSource(PowerSource):
     @property
     def averaged(self) -> bool: ...
     def read_microwatts(self) -> int: ...
+
+# ---- nvml: NVIDIA power through NVML (csrc/fingrav/nvidia/nvml.hpp)
+
+NVML_MODES: tuple[str, ...]
+"""The NvmlPowerSource modes: samples, instant, average, energy, usage."""
+
+@type_check_only
+class _NvmlDeviceDict(TypedDict):
+    index: int
+    name: str
+    uuid: str
+    pci_bus_id: str
+    power_limit_w: float | None
+    architecture: int | None
+    compute_capability: tuple[int, int] | None
+    modes: list[str]
+    unsupported: dict[str, str]
+    energy_from_field: bool
+    sample_buffer: int
+    driver_version: str
+    library_path: str
+
+def nvml_library_path() -> str:
+    """Where NVML (libnvidia-ml) is, without initialising it; raises LibraryNotFoundError."""
+
+def nvml_devices() -> list[_NvmlDeviceDict]:
+    """Every GPU NVML sees with the power modes that work on it; [] when it sees none."""
+
+def _nvml_prototypes() -> list[tuple[str, str, str, bool]]:
+    """(name, return type, '(parameters)', required) of every NVML function resolved."""
+
+def _nvml_constants() -> dict[str, int]:
+    """The nvml.h constants the core declares, by name."""
+
+def _nvml_layouts() -> list[tuple[str, str, int]]:
+    """(type, member, offset) of the NVML structs the core declares; member '' gives sizeof."""
+
+@final
+class NvmlPowerSource(PowerSource):
+    """Board power of one NVIDIA GPU through NVML (clock domain 'nvml-host-us', tick_ns 1000)."""
+
+    def __init__(self, device: SupportsIndex = 0, mode: str = "samples") -> None: ...
+    @property
+    def mode(self) -> str: ...
+    @property
+    def device(self) -> int: ...
+    @property
+    def library_path(self) -> str: ...
+    @property
+    def window_documented(self) -> bool:
+        """Whether NVML documents the averaging window declared in ``info.window_ns``."""
+    @property
+    def sample_capacity(self) -> int: ...
+    @property
+    def possible_overruns(self) -> int: ...
+    @property
+    def energy_resets(self) -> int: ...
+    @property
+    def device_info(self) -> _NvmlDeviceDict: ...

@@ -1,0 +1,137 @@
+// NvmlPowerSource against the fake libnvidia-ml (tests/fakes/fake_nvml.c),
+// here so the sample hand-out, the energy derivation and a sampler thread
+// polling while another thread feeds the driver buffer run under TSan and
+// ASan+UBSan too. The Python tests cover the same source in more detail.
+#include <dlfcn.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "check.hpp"
+#include "fingrav/nvidia/nvml.hpp"
+#include "fingrav/sampler.hpp"
+
+using namespace fingrav;
+
+#ifndef FAKE_NVML_PATH
+#error "FAKE_NVML_PATH must name the built fake NVML library"
+#endif
+
+namespace {
+
+// The fake's control functions, from the same loaded copy the core opens.
+struct Fake {
+  void* h = nullptr;
+  void (*reset)() = nullptr;
+  void (*push_sample)(unsigned, unsigned long long, unsigned) = nullptr;
+  void (*set_sample_capacity)(unsigned, unsigned) = nullptr;
+  void (*set_field)(unsigned, unsigned, long long, unsigned long long) = nullptr;
+  void (*set_device_count)(unsigned) = nullptr;
+
+  template <typename F>
+  void bind(F& f, const char* name) {
+    void* p = dlsym(h, name);
+    if (p == nullptr) fingrav_test::fail(__FILE__, __LINE__, std::string("fake lacks ") + name);
+    f = reinterpret_cast<F>(p);
+  }
+  Fake() {
+    h = dlopen(FAKE_NVML_PATH, RTLD_NOW | RTLD_LOCAL);
+    if (h == nullptr) fingrav_test::fail(__FILE__, __LINE__, dlerror());
+    bind(reset, "fake_nvml_reset");
+    bind(push_sample, "fake_nvml_push_sample");
+    bind(set_sample_capacity, "fake_nvml_set_sample_capacity");
+    bind(set_field, "fake_nvml_set_field");
+    bind(set_device_count, "fake_nvml_set_device_count");
+  }
+  ~Fake() { dlclose(h); }
+};
+
+float watts(unsigned mw) { return static_cast<float>(mw / 1000.0); }
+
+}  // namespace
+
+int main() {
+  setenv("FINGRAV_NVML_LIBRARY", FAKE_NVML_PATH, 1);
+  Fake fake;
+  return fingrav_test::run_tests("nvml", {
+  {"samples leave oldest first, at most max per poll, each once", [&] {
+    fake.reset();
+    fake.set_sample_capacity(0, 1000);
+    for (unsigned k = 0; k < 300; ++k) fake.push_sample(0, 100 + k, 50'000 + k);
+    NvmlPowerSource src(0, NvmlMode::kSamples);
+    CHECK_EQ(src.info().clock_domain, std::string("nvml-host-us"));
+    CHECK_EQ(src.info().tick_ns, 1000.0);
+    CHECK_EQ(src.info().native_period_ns, 1000);
+    std::vector<Reading> buf(PowerSource::kMaxReadingsPerPoll);
+    std::vector<Reading> got;
+    for (;;) {
+      const PollResult r = src.poll(buf.data(), 100);
+      CHECK(r.status == PollStatus::kOk);
+      CHECK(r.count <= 100);
+      if (r.count == 0) break;
+      got.insert(got.end(), buf.begin(), buf.begin() + static_cast<std::ptrdiff_t>(r.count));
+    }
+    CHECK_EQ(got.size(), 300u);
+    for (unsigned k = 0; k < 300; ++k) {
+      CHECK_EQ(got[k].source_ts, 100 + static_cast<std::int64_t>(k));
+      CHECK_EQ(got[k].power_w[kTotal], watts(50'000 + k));
+      CHECK(std::isnan(got[k].power_w[kCompute]));
+    }
+  }},
+
+  {"energy: power is the exact difference quotient, flagged derived", [&] {
+    fake.reset();
+    fake.set_field(0, nvml_abi::NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION, 1'000'000, 500);
+    NvmlPowerSource src(0, NvmlMode::kEnergy);
+    Reading r[4];
+    CHECK_EQ(src.poll(r, 4).count, 0u);  // baseline
+    fake.set_field(0, nvml_abi::NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION, 1'250'000, 100'500);  // 100 J in 0.25 s
+    const PollResult p = src.poll(r, 4);
+    CHECK_EQ(p.count, 1u);
+    CHECK_EQ(r[0].power_w[kTotal], 400.0f);
+    CHECK_EQ(r[0].window_ns, 250'000'000u);
+    CHECK_EQ(r[0].flags, static_cast<std::uint32_t>(kFlagDerived));
+  }},
+
+  {"no device: DeviceUnavailable", [&] {
+    fake.reset();
+    fake.set_device_count(0);
+    CHECK_THROWS(NvmlPowerSource(0, NvmlMode::kSamples), DeviceUnavailable, "sees 0 GPU");
+    fake.set_device_count(1);
+  }},
+
+  {"a sampler thread polls while the driver buffer fills", [&] {
+    fake.reset();
+    fake.set_sample_capacity(0, 4000);
+    auto src = std::make_shared<NvmlPowerSource>(0, NvmlMode::kSamples);
+    SamplerConfig cfg;
+    cfg.period_ns = 100'000;
+    cfg.capacity = 1 << 14;
+    Sampler s(src, cfg);
+    s.start();
+    const unsigned n = 3000;
+    for (unsigned k = 0; k < n; ++k) {
+      fake.push_sample(0, 10 + 3ull * k, 1000 + k);
+      if (k % 100 == 0) std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+    std::vector<Sample> got(n + 16);
+    std::size_t have = 0;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (have < n && std::chrono::steady_clock::now() < deadline) {
+      have += s.drain(got.data() + have, got.size() - have);
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    s.stop();
+    have += s.drain(got.data() + have, got.size() - have);
+    CHECK_EQ(have, static_cast<std::size_t>(n));
+    for (unsigned k = 0; k < n; ++k) {
+      CHECK_EQ(got[k].source_ts, 10 + 3 * static_cast<std::int64_t>(k));
+      CHECK_EQ(got[k].power_w[kTotal], watts(1000 + k));
+    }
+    CHECK_EQ(s.stats().read_errors, 0u);
+  }},
+  });
+}

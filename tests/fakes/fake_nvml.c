@@ -1,0 +1,466 @@
+/* A stand-in for libnvidia-ml.so.1, so the NVML power source can be tested on
+ * machines without an NVIDIA GPU. It implements the NVML functions fingrav
+ * resolves, with the contract nvml.h documents (NVML API 13), over a state the
+ * tests set through the fake_nvml_* control functions (called through ctypes
+ * on the same loaded copy: dlopen of the same path shares it).
+ *
+ * The types are declared here independently of fingrav's (and of nvml.h, which
+ * the build never needs); tests/test_nvml.py checks both against the header.
+ * Plain C99 plus pthreads; every entry point takes one mutex, because the
+ * sampler thread polls while the test thread pushes samples. */
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+#define API __attribute__((visibility("default")))
+
+typedef int nvmlReturn_t;
+typedef struct fake_device *nvmlDevice_t;
+
+typedef union {
+  double dVal;
+  int siVal;
+  unsigned int uiVal;
+  unsigned long ulVal;
+  unsigned long long ullVal;
+  signed long long sllVal;
+  unsigned short usVal;
+} nvmlValue_t;
+
+typedef struct {
+  unsigned long long timeStamp;
+  nvmlValue_t sampleValue;
+} nvmlSample_t;
+
+typedef struct {
+  unsigned int fieldId;
+  unsigned int scopeId;
+  long long timestamp;
+  long long latencyUsec;
+  int valueType;
+  nvmlReturn_t nvmlReturn;
+  nvmlValue_t value;
+} nvmlFieldValue_t;
+
+typedef struct {
+  char busIdLegacy[16];
+  unsigned int domain, bus, device, pciDeviceId, pciSubSystemId;
+  char busId[32];
+} nvmlPciInfo_t;
+
+enum {
+  SUCCESS = 0, UNINITIALIZED = 1, INVALID_ARGUMENT = 2, NOT_SUPPORTED = 3, NOT_FOUND = 6,
+  INSUFFICIENT_SIZE = 7, GPU_IS_LOST = 15
+};
+enum { FI_ENERGY = 83, FI_POWER_AVERAGE = 185, FI_POWER_INSTANT = 186 };
+
+/* Bits of fake_nvml_set_supported. */
+enum {
+  SUP_SAMPLES = 1, SUP_INSTANT = 2, SUP_AVERAGE = 4, SUP_ENERGY_FIELD = 8, SUP_ENERGY_FN = 16, SUP_USAGE = 32
+};
+/* Functions fake_nvml_fail_next can make fail. */
+enum { FN_SAMPLES = 0, FN_FIELDS = 1, FN_ENERGY = 2, FN_USAGE = 3, FN_COUNT = 4 };
+
+#define MAX_DEVICES 4
+#define MAX_SAMPLES 4096
+
+struct fake_device {
+  unsigned int supported;
+  unsigned int arch;
+  int cc_major, cc_minor;
+  /* the driver's power sample ring */
+  unsigned int capacity;
+  unsigned long long ts[MAX_SAMPLES];
+  unsigned int mw[MAX_SAMPLES];
+  unsigned int head, count; /* oldest at head */
+  unsigned long long overwritten;
+  int value_type;   /* 0: double, 1: unsigned int */
+  int newest_first; /* return samples newest first (order is undocumented) */
+  /* field values: timestamp and value per field */
+  long long inst_ts, avg_ts, energy_ts;
+  unsigned int inst_mw, avg_mw, usage_mw;
+  unsigned long long energy_mj;
+};
+
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static struct fake_device devs[MAX_DEVICES];
+static unsigned int device_count = 1;
+static nvmlReturn_t init_result = SUCCESS;
+static int initialised = 0;
+static int init_calls = 0, shutdown_calls = 0;
+static int fail_code[FN_COUNT], fail_left[FN_COUNT];
+static unsigned long long samples_calls = 0;
+
+static void reset_locked(void) {
+  unsigned int i;
+  memset(devs, 0, sizeof devs);
+  for (i = 0; i < MAX_DEVICES; ++i) {
+    devs[i].supported = SUP_SAMPLES | SUP_INSTANT | SUP_AVERAGE | SUP_ENERGY_FIELD | SUP_ENERGY_FN | SUP_USAGE;
+    devs[i].arch = 9; /* Hopper */
+    devs[i].cc_major = 9;
+    devs[i].cc_minor = 0;
+    devs[i].capacity = 100;
+    devs[i].value_type = 1;
+  }
+  device_count = 1;
+  init_result = SUCCESS;
+  /* initialised and the init/shutdown counts survive a reset: they belong to
+   * whoever has NVML open (a source a failed test left alive), not to a test. */
+  memset(fail_code, 0, sizeof fail_code);
+  memset(fail_left, 0, sizeof fail_left);
+  samples_calls = 0;
+}
+
+static int dev_index(nvmlDevice_t d) {
+  long i = d - devs;
+  return (d != NULL && i >= 0 && i < (long)device_count) ? (int)i : -1;
+}
+
+/* The injected error for fn, if one is armed. */
+static nvmlReturn_t injected(int fn) {
+  if (fail_left[fn] > 0) {
+    --fail_left[fn];
+    return fail_code[fn];
+  }
+  return SUCCESS;
+}
+
+/* Loaded with a default state: one Hopper GPU that supports every mode. */
+__attribute__((constructor)) static void fake_nvml_load(void) { reset_locked(); }
+
+/* ------------------------------------------------------------ controls */
+API void fake_nvml_reset(void) {
+  pthread_mutex_lock(&mu);
+  reset_locked();
+  pthread_mutex_unlock(&mu);
+}
+API void fake_nvml_set_device_count(unsigned int n) {
+  pthread_mutex_lock(&mu);
+  device_count = n > MAX_DEVICES ? MAX_DEVICES : n;
+  pthread_mutex_unlock(&mu);
+}
+API void fake_nvml_set_init_result(int code) {
+  pthread_mutex_lock(&mu);
+  init_result = code;
+  pthread_mutex_unlock(&mu);
+}
+API void fake_nvml_set_supported(unsigned int dev, unsigned int mask) {
+  pthread_mutex_lock(&mu);
+  if (dev < MAX_DEVICES) devs[dev].supported = mask;
+  pthread_mutex_unlock(&mu);
+}
+API void fake_nvml_set_arch(unsigned int dev, unsigned int arch, int cc_major, int cc_minor) {
+  pthread_mutex_lock(&mu);
+  if (dev < MAX_DEVICES) {
+    devs[dev].arch = arch;
+    devs[dev].cc_major = cc_major;
+    devs[dev].cc_minor = cc_minor;
+  }
+  pthread_mutex_unlock(&mu);
+}
+API void fake_nvml_set_sample_capacity(unsigned int dev, unsigned int capacity) {
+  pthread_mutex_lock(&mu);
+  if (dev < MAX_DEVICES && capacity > 0 && capacity <= MAX_SAMPLES) {
+    devs[dev].capacity = capacity;
+    devs[dev].head = devs[dev].count = 0;
+  }
+  pthread_mutex_unlock(&mu);
+}
+API void fake_nvml_set_sample_format(unsigned int dev, int value_type, int newest_first) {
+  pthread_mutex_lock(&mu);
+  if (dev < MAX_DEVICES) {
+    devs[dev].value_type = value_type;
+    devs[dev].newest_first = newest_first;
+  }
+  pthread_mutex_unlock(&mu);
+}
+/* Appends one power sample to the ring, overwriting the oldest when full. */
+API void fake_nvml_push_sample(unsigned int dev, unsigned long long ts_us, unsigned int mw) {
+  struct fake_device *d;
+  pthread_mutex_lock(&mu);
+  if (dev < MAX_DEVICES) {
+    d = &devs[dev];
+    if (d->count == d->capacity) {
+      d->head = (d->head + 1) % d->capacity;
+      --d->count;
+      ++d->overwritten;
+    }
+    d->ts[(d->head + d->count) % d->capacity] = ts_us;
+    d->mw[(d->head + d->count) % d->capacity] = mw;
+    ++d->count;
+  }
+  pthread_mutex_unlock(&mu);
+}
+API unsigned long long fake_nvml_overwritten(unsigned int dev) {
+  unsigned long long n;
+  pthread_mutex_lock(&mu);
+  n = dev < MAX_DEVICES ? devs[dev].overwritten : 0;
+  pthread_mutex_unlock(&mu);
+  return n;
+}
+/* field 186 / 185 (mW) or 83 (mJ, also what the energy function returns), with its timestamp. */
+API void fake_nvml_set_field(unsigned int dev, unsigned int field, long long ts_us, unsigned long long value) {
+  pthread_mutex_lock(&mu);
+  if (dev < MAX_DEVICES) {
+    if (field == FI_POWER_INSTANT) {
+      devs[dev].inst_ts = ts_us;
+      devs[dev].inst_mw = (unsigned int)value;
+    } else if (field == FI_POWER_AVERAGE) {
+      devs[dev].avg_ts = ts_us;
+      devs[dev].avg_mw = (unsigned int)value;
+    } else if (field == FI_ENERGY) {
+      devs[dev].energy_ts = ts_us;
+      devs[dev].energy_mj = value;
+    }
+  }
+  pthread_mutex_unlock(&mu);
+}
+API void fake_nvml_set_usage(unsigned int dev, unsigned int mw) {
+  pthread_mutex_lock(&mu);
+  if (dev < MAX_DEVICES) devs[dev].usage_mw = mw;
+  pthread_mutex_unlock(&mu);
+}
+/* The next `times` calls of function fn (FN_*) return code. */
+API void fake_nvml_fail_next(int fn, int code, int times) {
+  pthread_mutex_lock(&mu);
+  if (fn >= 0 && fn < FN_COUNT) {
+    fail_code[fn] = code;
+    fail_left[fn] = times;
+  }
+  pthread_mutex_unlock(&mu);
+}
+API int fake_nvml_init_calls(void) {
+  int n;
+  pthread_mutex_lock(&mu);
+  n = init_calls;
+  pthread_mutex_unlock(&mu);
+  return n;
+}
+API int fake_nvml_shutdown_calls(void) {
+  int n;
+  pthread_mutex_lock(&mu);
+  n = shutdown_calls;
+  pthread_mutex_unlock(&mu);
+  return n;
+}
+API unsigned long long fake_nvml_samples_calls(void) {
+  unsigned long long n;
+  pthread_mutex_lock(&mu);
+  n = samples_calls;
+  pthread_mutex_unlock(&mu);
+  return n;
+}
+
+/* ------------------------------------------------------------ NVML */
+API nvmlReturn_t nvmlInit_v2(void) {
+  nvmlReturn_t r;
+  pthread_mutex_lock(&mu);
+  ++init_calls;
+  r = init_result;
+  if (r == SUCCESS) ++initialised;
+  pthread_mutex_unlock(&mu);
+  return r;
+}
+
+API nvmlReturn_t nvmlShutdown(void) {
+  nvmlReturn_t r = SUCCESS;
+  pthread_mutex_lock(&mu);
+  ++shutdown_calls;
+  if (initialised == 0) r = UNINITIALIZED;
+  else --initialised;
+  pthread_mutex_unlock(&mu);
+  return r;
+}
+
+API const char *nvmlErrorString(nvmlReturn_t r) {
+  switch (r) {
+    case SUCCESS: return "Success";
+    case UNINITIALIZED: return "Uninitialized";
+    case INVALID_ARGUMENT: return "Invalid Argument";
+    case NOT_SUPPORTED: return "Not Supported";
+    case 4: return "Insufficient Permissions";
+    case NOT_FOUND: return "Not Found";
+    case INSUFFICIENT_SIZE: return "Insufficient Size";
+    case 9: return "Driver Not Loaded";
+    case GPU_IS_LOST: return "GPU is lost";
+    default: return "Unknown Error";
+  }
+}
+
+API nvmlReturn_t nvmlSystemGetDriverVersion(char *version, unsigned int length) {
+  if (version == NULL || length < 8) return INSUFFICIENT_SIZE;
+  snprintf(version, length, "%s", "999.99.99");
+  return SUCCESS;
+}
+
+API nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int *n) {
+  if (n == NULL) return INVALID_ARGUMENT;
+  pthread_mutex_lock(&mu);
+  *n = initialised ? device_count : 0;
+  pthread_mutex_unlock(&mu);
+  return initialised ? SUCCESS : UNINITIALIZED;
+}
+
+API nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlDevice_t *device) {
+  nvmlReturn_t r = SUCCESS;
+  pthread_mutex_lock(&mu);
+  if (!initialised) r = UNINITIALIZED;
+  else if (device == NULL || index >= device_count) r = INVALID_ARGUMENT;
+  else *device = &devs[index];
+  pthread_mutex_unlock(&mu);
+  return r;
+}
+
+API nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t device, char *name, unsigned int length) {
+  int i = dev_index(device);
+  if (i < 0 || name == NULL) return INVALID_ARGUMENT;
+  snprintf(name, length, "Fake GPU %d", i);
+  return SUCCESS;
+}
+
+API nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char *uuid, unsigned int length) {
+  int i = dev_index(device);
+  if (i < 0 || uuid == NULL) return INVALID_ARGUMENT;
+  snprintf(uuid, length, "GPU-fa4e0000-0000-0000-0000-00000000000%d", i);
+  return SUCCESS;
+}
+
+API nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t device, nvmlPciInfo_t *pci) {
+  int i = dev_index(device);
+  if (i < 0 || pci == NULL) return INVALID_ARGUMENT;
+  memset(pci, 0, sizeof *pci);
+  snprintf(pci->busIdLegacy, sizeof pci->busIdLegacy, "0000:%02x:00.0", (unsigned)(0x41 + i) & 0xffu);
+  snprintf(pci->busId, sizeof pci->busId, "00000000:%02X:00.0", (unsigned)(0x41 + i) & 0xffu);
+  pci->bus = (unsigned int)(0x41 + i);
+  return SUCCESS;
+}
+
+API nvmlReturn_t nvmlDeviceGetEnforcedPowerLimit(nvmlDevice_t device, unsigned int *limit) {
+  if (dev_index(device) < 0 || limit == NULL) return INVALID_ARGUMENT;
+  *limit = 700000;
+  return SUCCESS;
+}
+
+API nvmlReturn_t nvmlDeviceGetArchitecture(nvmlDevice_t device, unsigned int *arch) {
+  if (dev_index(device) < 0 || arch == NULL) return INVALID_ARGUMENT;
+  pthread_mutex_lock(&mu);
+  *arch = device->arch;
+  pthread_mutex_unlock(&mu);
+  return SUCCESS;
+}
+
+API nvmlReturn_t nvmlDeviceGetCudaComputeCapability(nvmlDevice_t device, int *major, int *minor) {
+  nvmlReturn_t r = SUCCESS;
+  if (dev_index(device) < 0 || major == NULL || minor == NULL) return INVALID_ARGUMENT;
+  pthread_mutex_lock(&mu);
+  if (device->cc_major < 0) {
+    r = NOT_SUPPORTED;
+  } else {
+    *major = device->cc_major;
+    *minor = device->cc_minor;
+  }
+  pthread_mutex_unlock(&mu);
+  return r;
+}
+
+/* As nvml.h documents it: samples == NULL asks for the count to allocate;
+ * only samples newer than lastSeenTimeStamp; NOT_FOUND when there are none;
+ * at most *sampleCount returned (here: the oldest that fit). */
+API nvmlReturn_t nvmlDeviceGetSamples(nvmlDevice_t device, int type, unsigned long long lastSeenTimeStamp,
+                                      int *sampleValType, unsigned int *sampleCount, nvmlSample_t *samples) {
+  nvmlReturn_t r = SUCCESS;
+  struct fake_device *d;
+  unsigned int i, n = 0, first = 0, newer = 0;
+  if (dev_index(device) < 0 || sampleCount == NULL || sampleValType == NULL) return INVALID_ARGUMENT;
+  if (samples != NULL && *sampleCount == 0) return INVALID_ARGUMENT;
+  pthread_mutex_lock(&mu);
+  ++samples_calls;
+  d = device;
+  if (type != 0 || !(d->supported & SUP_SAMPLES)) {
+    r = NOT_SUPPORTED;
+  } else if ((r = injected(FN_SAMPLES)) != SUCCESS) {
+  } else if (samples == NULL) {
+    *sampleValType = d->value_type;
+    *sampleCount = d->capacity;
+  } else {
+    for (i = 0; i < d->count; ++i) {
+      if (d->ts[(d->head + i) % d->capacity] > lastSeenTimeStamp) {
+        if (newer == 0) first = i;
+        ++newer;
+      }
+    }
+    if (newer == 0) {
+      r = NOT_FOUND;
+    } else {
+      n = newer < *sampleCount ? newer : *sampleCount;
+      for (i = 0; i < n; ++i) {
+        unsigned int slot = (d->head + first + i) % d->capacity;
+        nvmlSample_t *s = &samples[d->newest_first ? n - 1 - i : i];
+        s->timeStamp = d->ts[slot];
+        memset(&s->sampleValue, 0, sizeof s->sampleValue);
+        if (d->value_type == 0) s->sampleValue.dVal = d->mw[slot];
+        else s->sampleValue.uiVal = d->mw[slot];
+      }
+      *sampleValType = d->value_type;
+      *sampleCount = n;
+    }
+  }
+  pthread_mutex_unlock(&mu);
+  return r;
+}
+
+API nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t device, int valuesCount, nvmlFieldValue_t *values) {
+  int k;
+  nvmlReturn_t r;
+  struct fake_device *d;
+  if (dev_index(device) < 0 || values == NULL) return INVALID_ARGUMENT;
+  pthread_mutex_lock(&mu);
+  d = device;
+  r = injected(FN_FIELDS);
+  for (k = 0; r == SUCCESS && k < valuesCount; ++k) {
+    nvmlFieldValue_t *v = &values[k];
+    v->latencyUsec = 5;
+    memset(&v->value, 0, sizeof v->value);
+    if (v->fieldId == FI_POWER_INSTANT && (d->supported & SUP_INSTANT)) {
+      v->nvmlReturn = SUCCESS;
+      v->valueType = 1;
+      v->timestamp = d->inst_ts;
+      v->value.uiVal = d->inst_mw;
+    } else if (v->fieldId == FI_POWER_AVERAGE && (d->supported & SUP_AVERAGE)) {
+      v->nvmlReturn = SUCCESS;
+      v->valueType = 1;
+      v->timestamp = d->avg_ts;
+      v->value.uiVal = d->avg_mw;
+    } else if (v->fieldId == FI_ENERGY && (d->supported & SUP_ENERGY_FIELD)) {
+      v->nvmlReturn = SUCCESS;
+      v->valueType = 3;
+      v->timestamp = d->energy_ts;
+      v->value.ullVal = d->energy_mj;
+    } else {
+      v->nvmlReturn = NOT_SUPPORTED;
+      v->timestamp = 0;
+    }
+  }
+  pthread_mutex_unlock(&mu);
+  return r;
+}
+
+API nvmlReturn_t nvmlDeviceGetTotalEnergyConsumption(nvmlDevice_t device, unsigned long long *energy) {
+  nvmlReturn_t r;
+  if (dev_index(device) < 0 || energy == NULL) return INVALID_ARGUMENT;
+  pthread_mutex_lock(&mu);
+  if (!(device->supported & SUP_ENERGY_FN)) r = NOT_SUPPORTED;
+  else if ((r = injected(FN_ENERGY)) == SUCCESS) *energy = device->energy_mj;
+  pthread_mutex_unlock(&mu);
+  return r;
+}
+
+API nvmlReturn_t nvmlDeviceGetPowerUsage(nvmlDevice_t device, unsigned int *power) {
+  nvmlReturn_t r;
+  if (dev_index(device) < 0 || power == NULL) return INVALID_ARGUMENT;
+  pthread_mutex_lock(&mu);
+  if (!(device->supported & SUP_USAGE)) r = NOT_SUPPORTED;
+  else if ((r = injected(FN_USAGE)) == SUCCESS) *power = device->usage_mw;
+  pthread_mutex_unlock(&mu);
+  return r;
+}

@@ -1,0 +1,456 @@
+"""The NVML power source against a fake libnvidia-ml built at test time.
+
+No NVIDIA GPU is needed: tests/fakes/fake_nvml.c implements the NVML
+functions fingrav resolves, with the behaviour nvml.h documents, over a state
+the tests set through its fake_nvml_* control functions. ctypes opens the
+same file the core opens, so both share one copy of that state.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import gc
+import os
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Iterator
+
+import numpy as np
+import pytest
+
+from fingrav_native import FLAG_DERIVED, FLAG_SOURCE_GAP, Sampler, _core
+
+FAKE_SOURCE = Path(__file__).parent / "fakes" / "fake_nvml.c"
+
+# fake_nvml_set_supported bits and fake_nvml_fail_next function ids (fake_nvml.c).
+SUP_SAMPLES, SUP_INSTANT, SUP_AVERAGE, SUP_ENERGY_FIELD, SUP_ENERGY_FN, SUP_USAGE = 1, 2, 4, 8, 16, 32
+SUP_ALL = 63
+FN_SAMPLES, FN_FIELDS, FN_ENERGY, FN_USAGE = 0, 1, 2, 3
+# nvmlReturn_t values (nvml.h).
+NOT_SUPPORTED, NOT_FOUND, DRIVER_NOT_LOADED, GPU_IS_LOST, UNKNOWN = 3, 6, 9, 15, 999
+FI_ENERGY, FI_AVERAGE, FI_INSTANT = 83, 185, 186
+
+
+def watts(mw: np.ndarray) -> np.ndarray:
+    """NVML's milliwatts as the float32 watts a Reading holds."""
+    return (np.asarray(mw, dtype=np.float64) / 1000.0).astype(np.float32)
+
+
+def c_compiler() -> str:
+    """The system C compiler; a failure, not a skip, when there is none (the package needs one)."""
+    cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
+    if not cc:
+        pytest.fail("no C compiler (cc, gcc or clang) found: the NVML tests build a fake libnvidia-ml with it")
+    return cc
+
+
+@pytest.fixture(scope="session")
+def fake_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("fake_nvml") / "libnvidia-ml-fake.so"
+    subprocess.run(
+        [c_compiler(), "-std=c99", "-shared", "-fPIC", "-O1", "-pthread", "-o", str(out), str(FAKE_SOURCE)],
+        check=True,
+    )
+    return out
+
+
+class Fake:
+    """ctypes handle on the fake library, with typed control functions."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        lib = ctypes.CDLL(str(path))
+        u, ull, ll, i = ctypes.c_uint, ctypes.c_ulonglong, ctypes.c_longlong, ctypes.c_int
+        sigs = {
+            "fake_nvml_reset": [],
+            "fake_nvml_set_device_count": [u],
+            "fake_nvml_set_init_result": [i],
+            "fake_nvml_set_supported": [u, u],
+            "fake_nvml_set_arch": [u, u, i, i],
+            "fake_nvml_set_sample_capacity": [u, u],
+            "fake_nvml_set_sample_format": [u, i, i],
+            "fake_nvml_push_sample": [u, ull, u],
+            "fake_nvml_overwritten": [u],
+            "fake_nvml_set_field": [u, u, ll, ull],
+            "fake_nvml_set_usage": [u, u],
+            "fake_nvml_fail_next": [i, i, i],
+            "fake_nvml_init_calls": [],
+            "fake_nvml_shutdown_calls": [],
+            "fake_nvml_samples_calls": [],
+        }
+        for name, args in sigs.items():
+            fn = getattr(lib, name)
+            fn.argtypes = args
+            fn.restype = ull if name in ("fake_nvml_overwritten", "fake_nvml_samples_calls") else i
+            setattr(self, name[len("fake_nvml_"):], fn)
+        self.lib = lib
+
+    def push(self, ts_us: int, mw: int, dev: int = 0) -> None:
+        self.push_sample(dev, ts_us, mw)  # type: ignore[attr-defined]
+
+
+@pytest.fixture
+def fake(fake_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Fake]:
+    # Sources from an earlier test must be gone, so NVML is loaded afresh
+    # (the core keeps one NVML per process only while something uses it).
+    gc.collect()
+    monkeypatch.setenv("FINGRAV_NVML_LIBRARY", str(fake_path))
+    f = Fake(fake_path)
+    f.reset()  # type: ignore[attr-defined]
+    yield f
+    gc.collect()
+
+
+# ---------------------------------------------------------------- loading
+
+
+def test_absent_library_names_every_path_tried_and_what_to_install(tmp_path, monkeypatch):
+    missing = tmp_path / "no-such-libnvidia-ml.so.1"
+    monkeypatch.setenv("FINGRAV_NVML_LIBRARY", str(missing))
+    with pytest.raises(_core.LibraryNotFoundError) as e:
+        _core.nvml_library_path()
+    msg = str(e.value)
+    assert "NVML (libnvidia-ml)" in msg and str(missing) in msg
+    assert "Install the NVIDIA driver (it ships libnvidia-ml.so.1)" in msg
+    assert "FINGRAV_NVML_LIBRARY" in msg
+    for call in (_core.nvml_devices, lambda: _core.NvmlPowerSource(0, "samples")):
+        with pytest.raises(_core.LibraryNotFoundError):
+            call()
+
+
+def test_default_search_tries_unversioned_then_versioned_names_in_driver_folders(monkeypatch):
+    monkeypatch.delenv("FINGRAV_NVML_LIBRARY", raising=False)
+    try:
+        path = _core.nvml_library_path()
+    except _core.LibraryNotFoundError as e:
+        msg = str(e)
+        assert msg.index("libnvidia-ml.so:") < msg.index("libnvidia-ml.so.1:")
+        for d in ("/usr/lib/x86_64-linux-gnu/", "/usr/local/nvidia/lib64/", "/usr/lib/wsl/lib/"):
+            assert d + "libnvidia-ml.so.1" in msg
+    else:  # a machine with the NVIDIA driver
+        assert "libnvidia-ml" in path
+
+
+def test_library_path_is_the_override(fake):
+    assert _core.nvml_library_path() == str(fake.path)
+
+
+def test_library_without_nvml_symbols_is_a_symbol_error(tmp_path, monkeypatch):
+    empty = tmp_path / "libempty.so"
+    src = tmp_path / "empty.c"
+    src.write_text("int fake_unrelated(void) { return 0; }\n")
+    subprocess.run([c_compiler(), "-shared", "-fPIC", "-o", str(empty), str(src)], check=True)
+    monkeypatch.setenv("FINGRAV_NVML_LIBRARY", str(empty))
+    with pytest.raises(_core.SymbolNotFoundError, match="nvmlInit_v2"):
+        _core.nvml_devices()
+
+
+def test_failed_init_is_device_unavailable_with_nvml_reason(fake):
+    fake.set_init_result(DRIVER_NOT_LOADED)
+    with pytest.raises(_core.DeviceUnavailableError, match=r"Driver Not Loaded \(NVML error 9\).*not loaded"):
+        _core.nvml_devices()
+
+
+def test_no_device_lists_nothing_and_a_source_is_unavailable(fake):
+    fake.set_device_count(0)
+    assert _core.nvml_devices() == []
+    with pytest.raises(_core.DeviceUnavailableError, match="sees 0 GPU"):
+        _core.NvmlPowerSource(0)
+
+
+def test_init_and_shutdown_are_balanced_and_shared(fake):
+    init0, shut0 = fake.init_calls(), fake.shutdown_calls()
+    a = _core.NvmlPowerSource(0, "usage")
+    b = _core.NvmlPowerSource(0, "instant")
+    _core.nvml_devices()
+    # One nvmlInit for everything alive at once; shutdown when the last goes.
+    assert fake.init_calls() - init0 == 1 and fake.shutdown_calls() - shut0 == 0
+    del a, b
+    gc.collect()
+    assert fake.init_calls() - init0 == 1 and fake.shutdown_calls() - shut0 == 1
+    _core.nvml_devices()
+    assert fake.init_calls() - init0 == 2 and fake.shutdown_calls() - shut0 == 2
+
+
+# ---------------------------------------------------------------- enumeration
+
+
+def test_devices_enumerated_with_probed_modes(fake):
+    fake.set_device_count(2)
+    fake.set_supported(1, SUP_ENERGY_FN | SUP_USAGE)
+    devs = _core.nvml_devices()
+    assert [d["index"] for d in devs] == [0, 1]
+    d0, d1 = devs
+    assert d0["name"] == "Fake GPU 0" and d1["name"] == "Fake GPU 1"
+    assert d0["uuid"].startswith("GPU-") and d0["uuid"] != d1["uuid"]
+    assert d0["pci_bus_id"] == "00000000:41:00.0" and d1["pci_bus_id"] == "00000000:42:00.0"
+    assert d0["power_limit_w"] == 700.0
+    assert d0["architecture"] == 9 and d0["compute_capability"] == (9, 0)
+    assert d0["modes"] == ["samples", "instant", "average", "energy", "usage"] and d0["unsupported"] == {}
+    assert d0["energy_from_field"] is True and d0["sample_buffer"] == 100
+    assert d0["driver_version"] == "999.99.99" and d0["library_path"] == str(fake.path)
+    # Device 1: only the energy function and power usage work.
+    assert d1["modes"] == ["energy", "usage"] and d1["energy_from_field"] is False
+    assert set(d1["unsupported"]) == {"samples", "instant", "average"}
+    assert "nvmlDeviceGetSamples(NVML_TOTAL_POWER_SAMPLES): Not Supported (NVML error 3)" in d1["unsupported"]["samples"]
+    assert "NVML_FI_DEV_POWER_INSTANT" in d1["unsupported"]["instant"]
+    assert _core.NVML_MODES == ("samples", "instant", "average", "energy", "usage")
+
+
+def test_unsupported_mode_names_the_mode_and_what_the_gpu_supports(fake):
+    fake.set_supported(0, SUP_INSTANT | SUP_USAGE)
+    with pytest.raises(_core.DeviceUnavailableError) as e:
+        _core.NvmlPowerSource(0, "samples")
+    msg = str(e.value)
+    assert "does not support mode 'samples'" in msg and "Not Supported" in msg
+    assert "Modes it supports: 'instant', 'usage'" in msg
+
+
+def test_bad_arguments_are_value_errors(fake):
+    with pytest.raises(ValueError, match="mode='power'"):
+        _core.NvmlPowerSource(0, "power")
+    with pytest.raises(ValueError, match="device=-1"):
+        _core.NvmlPowerSource(-1)
+    with pytest.raises(_core.DeviceUnavailableError, match="no device 3"):
+        _core.NvmlPowerSource(3)
+
+
+# ---------------------------------------------------------------- samples mode
+
+
+def test_samples_mode_declares_clock_and_units(fake):
+    for k in range(5):
+        fake.push(1_000_000 + 20_000 * k, 300_000 + k)
+    src = _core.NvmlPowerSource()
+    info = src.info
+    assert src.mode == "samples" and src.device == 0 and src.library_path == str(fake.path)
+    assert info.clock_domain == "nvml-host-us" and info.tick_ns == 1000.0
+    assert info.channels == ["total"] and not info.has_sequence
+    # Nothing in nvml.h says what a power sample averages over.
+    assert info.window_ns == 0 and src.window_documented is False
+    # The period measured from the buffer at construction: 20 ms.
+    assert info.native_period_ns == 20_000_000
+    r = src.poll()
+    np.testing.assert_array_equal(r["source_ts"], 1_000_000 + 20_000 * np.arange(5))
+    np.testing.assert_array_equal(r["total"], watts(300_000 + np.arange(5)))
+    assert np.all(np.isnan(r["compute"])) and np.all(np.isnan(r["memory"]))
+    assert np.all(r["flags"] == 0) and np.all(r["window_ns"] == 0)
+
+
+def test_samples_only_new_ones_each_poll_and_not_found_is_empty(fake):
+    fake.push(10, 1000)
+    fake.push(20, 2000)
+    src = _core.NvmlPowerSource()
+    assert list(src.poll()["source_ts"]) == [10, 20]
+    calls = fake.samples_calls()
+    # No sample newer than the last seen: NVML_ERROR_NOT_FOUND, an empty poll, not an error.
+    assert len(src.poll()) == 0
+    assert fake.samples_calls() == calls + 1
+    fake.push(30, 3000)
+    fake.push(40, 4000)
+    r = src.poll()
+    assert list(r["source_ts"]) == [30, 40] and list(r["total"]) == [3.0, 4.0]
+
+
+def test_samples_sorted_oldest_first_whatever_order_nvml_returns(fake):
+    fake.set_sample_format(0, 0, 1)  # doubles, newest first
+    for ts in (5, 6, 7, 8):
+        fake.push(ts, ts * 1000)
+    r = _core.NvmlPowerSource().poll()
+    assert list(r["source_ts"]) == [5, 6, 7, 8]
+    assert list(r["total"]) == [5.0, 6.0, 7.0, 8.0]
+
+
+def test_more_samples_than_one_poll_returns_are_handed_out_over_polls(fake):
+    fake.set_sample_capacity(0, 1000)
+    n = 300
+    for k in range(n):
+        fake.push(1000 + k, 100_000 + k)
+    src = _core.NvmlPowerSource()
+    assert src.sample_capacity == 1000
+    got = []
+    while True:
+        r = src.poll()
+        assert len(r) <= 128  # kMaxReadingsPerPoll
+        if len(r) == 0:
+            break
+        got.append(r)
+    all_ = np.concatenate(got)
+    assert len(got) == 3
+    np.testing.assert_array_equal(all_["source_ts"], 1000 + np.arange(n))
+    np.testing.assert_array_equal(all_["total"], watts(100_000 + np.arange(n)))
+    assert src.possible_overruns == 0
+
+
+def test_a_wrapped_driver_buffer_is_flagged(fake):
+    fake.set_sample_capacity(0, 128)  # as small as our fetch buffer
+    fake.push(1, 1000)
+    src = _core.NvmlPowerSource()
+    assert src.sample_capacity == 128
+    assert len(src.poll()) == 1
+    for k in range(200):  # more than the ring holds: 73 overwritten
+        fake.push(2 + k, 1000)
+    assert fake.overwritten(0) == 73
+    r = src.poll()
+    assert len(r) == 128 and r["source_ts"][0] == 2 + 72
+    assert r["flags"][0] == FLAG_SOURCE_GAP and np.all(r["flags"][1:] == 0)
+    assert src.possible_overruns == 1
+
+
+def test_samples_errors_transient_and_fatal(fake):
+    fake.push(1, 1000)
+    src = _core.NvmlPowerSource()
+    fake.fail_next(FN_SAMPLES, UNKNOWN, 1)
+    with pytest.raises(RuntimeError, match=r"transient error: nvmlDeviceGetSamples: Unknown Error \(NVML error 999\)"):
+        src.poll()
+    assert len(src.poll()) == 1
+    fake.fail_next(FN_SAMPLES, GPU_IS_LOST, 1)
+    with pytest.raises(RuntimeError, match="fatal error: nvmlDeviceGetSamples: GPU is lost"):
+        src.poll()
+
+
+# ---------------------------------------------------------------- field values
+
+
+@pytest.mark.parametrize("mode,field,window", [("instant", FI_INSTANT, 0), ("average", FI_AVERAGE, 1_000_000_000)])
+def test_field_modes_carry_nvml_timestamps_and_windows(fake, mode, field, window):
+    fake.set_field(0, field, 1_700_000_000_000_001, 412_345)
+    src = _core.NvmlPowerSource(0, mode)
+    assert src.info.window_ns == window
+    # "average" is documented as a 1 s average; "instant" has no documented window.
+    assert src.window_documented is (mode == "average")
+    r = src.poll()
+    assert len(r) == 1 and r["source_ts"][0] == 1_700_000_000_000_001
+    assert r["total"][0] == np.float32(412.345) and r["window_ns"][0] == window and r["flags"][0] == 0
+    fake.set_field(0, field, 1_700_000_000_000_500, 100_000)
+    r = src.poll()
+    assert r["source_ts"][0] == 1_700_000_000_000_500 and r["total"][0] == 100.0
+
+
+def test_a_failing_field_value_is_reported_with_its_own_code(fake):
+    src = _core.NvmlPowerSource(0, "instant")
+    fake.set_supported(0, SUP_ALL & ~SUP_INSTANT)
+    with pytest.raises(RuntimeError, match=r"fatal error: nvmlDeviceGetFieldValues \(field value\): Not Supported"):
+        src.poll()
+
+
+# ---------------------------------------------------------------- energy
+
+
+def test_energy_field_power_is_exact_difference_quotient(fake):
+    fake.set_field(0, FI_ENERGY, 5_000_000, 1_000_000)
+    src = _core.NvmlPowerSource(0, "energy")
+    assert src.window_documented is True
+    assert len(src.poll()) == 0  # the first read is only a baseline
+    # 30 J over 100 ms = 300 W
+    fake.set_field(0, FI_ENERGY, 5_100_000, 1_030_000)
+    r = src.poll()
+    assert len(r) == 1 and r["source_ts"][0] == 5_100_000
+    assert r["total"][0] == 300.0 and r["flags"][0] == FLAG_DERIVED and r["window_ns"][0] == 100_000_000
+    assert len(src.poll()) == 0  # same timestamp: nothing new
+    # 1 mJ over 3 us = 333.33 W
+    fake.set_field(0, FI_ENERGY, 5_100_003, 1_030_001)
+    r = src.poll()
+    assert r["total"][0] == np.float32(1000.0 / 3.0) and r["window_ns"][0] == 3000
+    # The counter going back (driver reload) re-baselines instead of a negative power.
+    fake.set_field(0, FI_ENERGY, 5_200_000, 10)
+    assert len(src.poll()) == 0 and src.energy_resets == 1
+    fake.set_field(0, FI_ENERGY, 5_300_000, 20_010)
+    assert src.poll()["total"][0] == 200.0
+
+
+def test_energy_function_fallback_is_stamped_on_the_host_realtime_clock(fake):
+    import time
+
+    fake.set_supported(0, SUP_ALL & ~SUP_ENERGY_FIELD)
+    fake.set_field(0, FI_ENERGY, 0, 1_000)
+    src = _core.NvmlPowerSource(0, "energy")
+    assert src.device_info["energy_from_field"] is False
+    before = time.time_ns() // 1000
+    assert len(src.poll()) == 0
+    fake.set_field(0, FI_ENERGY, 0, 6_000)
+    time.sleep(0.002)
+    r = src.poll()
+    after = time.time_ns() // 1000
+    ts = int(r["source_ts"][0])
+    assert before <= ts <= after
+    window_us = r["window_ns"][0] / 1000
+    assert window_us >= 2000
+    np.testing.assert_allclose(r["total"][0], 5_000 * 1000 / window_us, rtol=1e-3)
+    assert r["flags"][0] == FLAG_DERIVED
+
+
+# ---------------------------------------------------------------- usage
+
+
+@pytest.mark.parametrize(
+    "arch,cc,window,documented",
+    [
+        (9, (9, 0), 1_000_000_000, True),  # Hopper: 1 s average
+        (7, (8, 6), 1_000_000_000, True),  # Ampere GA10x: 1 s average
+        (7, (8, 0), 0, True),  # GA100 (A100): instantaneous
+        (5, (7, 0), 0, True),  # Volta: instantaneous
+        (7, (-1, -1), 0, False),  # Ampere, GA100 or not unknown
+        (0xFFFFFFFF, (9, 0), 0, False),  # architecture unknown
+    ],
+)
+def test_usage_window_follows_the_documented_architecture_rule(fake, arch, cc, window, documented):
+    fake.set_arch(0, arch, *cc)
+    fake.set_usage(0, 250_500)
+    src = _core.NvmlPowerSource(0, "usage")
+    assert src.info.window_ns == window and src.window_documented is documented
+    r = src.poll()
+    assert r["total"][0] == 250.5 and r["window_ns"][0] == window
+
+
+# ---------------------------------------------------------------- under the sampler
+
+
+def test_samples_through_the_sampler_thread_arrive_once_in_order(fake, wait_for):
+    fake.set_sample_capacity(0, 400)
+    for k in range(150):
+        fake.push(1_000 + 10 * k, 200_000 + k)
+    src = _core.NvmlPowerSource()
+    got = []
+    with Sampler(src, period_ns=500_000) as sampler:
+        wait_for(lambda: sampler.stats().samples >= 150, "the buffered samples")
+        for k in range(150, 400):
+            fake.push(1_000 + 10 * k, 200_000 + k)
+        wait_for(lambda: sampler.stats().samples >= 400 or not sampler.running, "the pushed samples")
+        got.append(sampler.drain())
+    if sampler.available:  # drain() raises on a stopped, empty sampler
+        got.append(sampler.drain())
+    s = np.concatenate(got)
+    st = sampler.stats()
+    assert len(s) == 400 and st.read_errors == 0 and st.drops == 0
+    np.testing.assert_array_equal(s["source_ts"], 1_000 + 10 * np.arange(400))
+    np.testing.assert_array_equal(s["total"], watts(200_000 + np.arange(400)))
+    # host_ns is CLOCK_MONOTONIC_RAW after the poll that returned the reading.
+    assert np.all(np.diff(s["host_ns"]) >= 0)
+
+
+def test_sampler_stops_with_the_nvml_error_when_the_gpu_is_lost(fake, wait_for):
+    fake.push(1, 1000)
+    src = _core.NvmlPowerSource()
+    sampler = Sampler(src, period_ns=500_000)
+    sampler.start()
+    wait_for(lambda: sampler.stats().samples >= 1, "the first sample")
+    fake.fail_next(FN_SAMPLES, GPU_IS_LOST, 1)
+    wait_for(lambda: not sampler.running, "the sampler to stop on the fatal error")
+    with pytest.raises(_core.SamplerError, match="GPU is lost"):
+        sampler.stop()
+
+
+def test_usage_is_stamped_on_the_host_realtime_clock(fake):
+    import time
+
+    fake.set_usage(0, 0)
+    src = _core.NvmlPowerSource(0, "usage")
+    before = time.time_ns() // 1000
+    r = src.poll()
+    after = time.time_ns() // 1000
+    assert r["total"][0] == 0.0 and before <= int(r["source_ts"][0]) <= after
+    fake.fail_next(FN_USAGE, UNKNOWN, 1)
+    with pytest.raises(RuntimeError, match="transient error: nvmlDeviceGetPowerUsage: Unknown Error"):
+        src.poll()
