@@ -487,3 +487,76 @@ class HipTimestampSource(TimestampSource):
     def __init__(self, device: SupportsIndex, *, arch: str, timeout_ns: SupportsIndex = 1000000000) -> None: ...
     @property
     def wall_clock_rate_khz(self) -> int: ...
+
+# ---------------------------------------------------------------- AMD power (gpu_metrics, hwmon)
+
+class GpuMetricsFormatError(ValueError):
+    """A gpu_metrics table of an unknown revision or size, or bytes that disagree with its header."""
+
+AMD_ENERGY_UNIT_UJ: float
+AMD_FIRMWARE_TICK_NS: int
+GPU_METRICS_LAYOUTS: tuple[tuple[int, int, int, str], ...]
+
+@type_check_only
+class _GpuMetricsDict(TypedDict):
+    format_revision: int
+    content_revision: int
+    structure_size: int
+    layout: str
+    temperature_hotspot_c: int | None
+    temperature_mem_c: int | None
+    temperature_vrsoc_c: int | None
+    curr_socket_power_w: int | None
+    average_gfx_activity_pct: int | None
+    average_umc_activity_pct: int | None
+    energy_accumulator: int | None
+    energy_j: float | None
+    system_clock_counter_ns: int | None
+    firmware_timestamp: int | None
+    accumulation_counter: int | None
+    throttle_status: int | None
+    gfxclk_lock_status: int | None
+    current_gfxclk_mhz: list[int]
+    current_uclk_mhz: int | None
+    num_partition: int | None
+
+@type_check_only
+class _GpuMetricsStatsDict(TypedDict):
+    reads: int
+    tables: int
+    emitted: int
+    unpaired: int
+    energy_resets: int
+    long_gaps: int
+
+def parse_gpu_metrics(data: bytes) -> _GpuMetricsDict:
+    """Parse one gpu_metrics read (formats 1.4-1.8); None marks fields the firmware leaves unset."""
+
+@final
+class GpuMetricsSource(PowerSource):
+    """Power from an amdgpu gpu_metrics file: energy-derived (default) or integer socket power."""
+
+    def __init__(self, path: str, channel: str = "energy", clock: str = "auto") -> None: ...
+    @property
+    def path(self) -> str: ...
+    @property
+    def channel(self) -> str: ...
+    @property
+    def clock(self) -> str:
+        """'firmware' or 'boottime' (resolved from 'auto' when opened)."""
+    @property
+    def layout(self) -> str: ...
+    @property
+    def first_table(self) -> _GpuMetricsDict: ...
+    def stats(self) -> _GpuMetricsStatsDict: ...
+
+@final
+class HwmonPowerSource(PowerSource):
+    """Power from an amdgpu hwmon power1_average / power1_input file (host-stamped)."""
+
+    def __init__(self, path: str) -> None: ...
+    @property
+    def path(self) -> str: ...
+    @property
+    def averaged(self) -> bool: ...
+    def read_microwatts(self) -> int: ...
