@@ -518,12 +518,12 @@ def report(sysfs_root: str = "/sys", kfd_path: str = _KFD) -> BackendReport:
         comps.append(Component("HIP runtime (libamdhip64)", False, str(exc)))
         reasons.append("the HIP runtime is not installed")
 
+    # gfx90a, not the device's own target: every hiprtc since ROCm 4.3 knows
+    # it, while ROCm 5.2's hiprtc corrupts its heap and aborts the process
+    # when asked for a target newer than itself (gfx942, gfx1100), and a
+    # report must never crash. The backend compiles for the device's target
+    # only after HIP has shown it supports that device.
     arch = "gfx90a"
-    if gpus and gpus[0].gfx_target_version:
-        try:
-            arch = _core.gfx_arch_from_target_version(gpus[0].gfx_target_version)
-        except ValueError:
-            pass
     try:
         code = _core.hiprtc_compile_probe(arch)
         comps.append(Component("hiprtc (marker probe)", True, f"compiled the probe for {arch} ({len(code)} bytes)"))
