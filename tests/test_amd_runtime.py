@@ -359,3 +359,40 @@ def test_compare_clocks_tells_one_counter_from_two():
     with pytest.raises(ValueError, match="reads"):
         amd.compare_clocks(a.timestamp_source(), a.timestamp_source(), reads=1)
 
+
+
+# ---------------------------------------------------------------- hip-python and collective workloads
+
+
+def test_hipblas_workload_arguments_are_checked_first():
+    from fingrav_native import workloads
+
+    with pytest.raises(ValueError, match="m="):
+        workloads.hipblas_gemm(0, 4, 4)
+    with pytest.raises(ValueError, match="k="):
+        workloads.hipblas_gemv(4, -1)
+    with pytest.raises(ValueError, match="dtype"):
+        workloads.hipblas_gemm(4, 4, 4, dtype="float16")
+    with pytest.raises(ValueError, match="device"):
+        workloads.hipblas_gemv(4, 4, device=-1)
+
+
+def test_hipblas_workload_without_hip_python_says_what_to_install():
+    from fingrav_native import workloads
+
+    try:
+        import hip  # noqa: F401
+    except ImportError:
+        with pytest.raises(ImportError, match="pip install hip-python"):
+            workloads.hipblas_gemm(8, 8, 8)
+    else:
+        pytest.skip("hip-python is installed here")
+
+
+def test_torch_collective_arguments_are_checked_first():
+    from fingrav_native import workloads
+
+    with pytest.raises(ValueError, match="op="):
+        workloads.torch_collective("broadcast", 1024)
+    with pytest.raises(ValueError, match="nbytes"):
+        workloads.torch_collective("all_reduce", 0)
