@@ -447,7 +447,7 @@ class KfdClockSource(TimestampSource):
     """The GPU clock counter of one KFD gpu_id, read with AMDKFD_IOC_GET_CLOCK_COUNTERS."""
 
     def __init__(
-        self, gpu_id: SupportsIndex, *, device_path: str = "/dev/kfd", nominal_tick_ns: float = 10.0
+        self, gpu_id: SupportsIndex, *, device_path: str = "/dev/kfd", nominal_tick_ns: float | SupportsIndex = 10.0
     ) -> None: ...
     def read_counters(self) -> dict[str, int]: ...
     @property
