@@ -425,6 +425,69 @@ class ClockSyncRecorder(metaclass=_Pybind11Type):
         /,
     ) -> Literal[False]: ...
 
+# ---- AMD runtime (csrc/fingrav/amd/kfd_clock.hpp, csrc/fingrav/amd/hip.hpp)
+
+HIP_WALL_CLOCK_RATE_ATTRIBUTE: int
+"""hipDeviceAttributeWallClockRate's value (10017 in ROCm 6.x headers)."""
+HIP_PROBE_KERNEL: str
+"""Entry point of the marker probe kernel."""
+HIP_PROBE_SOURCE: str
+"""HIP source of the marker probe kernel (compiled at run time with hiprtc)."""
+
+def gfx_arch_from_target_version(version: SupportsIndex) -> str:
+    """The gfx target name of a KFD topology gfx_target_version (90402 -> 'gfx942')."""
+
+def hiprtc_compile_probe(arch: str) -> bytes:
+    """Compiles the marker probe for a gfx target with hiprtc; returns the AMDGPU code object."""
+
+def hip_runtime_info() -> dict[str, Any]:
+    """The HIP runtime's path, version and devices (init_error says why there are none)."""
+
+class KfdClockSource(TimestampSource):
+    """The GPU clock counter of one KFD gpu_id, read with AMDKFD_IOC_GET_CLOCK_COUNTERS."""
+
+    def __init__(
+        self, gpu_id: SupportsIndex, *, device_path: str = "/dev/kfd", nominal_tick_ns: float | SupportsIndex = 10.0
+    ) -> None: ...
+    def read_counters(self) -> dict[str, int]: ...
+    @property
+    def gpu_id(self) -> int: ...
+    @property
+    def device_path(self) -> str: ...
+    @property
+    def kfd_version(self) -> tuple[int, int]: ...
+
+class HipMarkerProbe(metaclass=_Pybind11Type):
+    """GPU-side execution markers: a probe kernel writing the wall clock into mapped slots."""
+
+    def __init__(self, device: SupportsIndex, slots: SupportsIndex, *, arch: str) -> None: ...
+    def stamp(self, stream: int, slot: SupportsIndex) -> None: ...
+    def slots(self) -> npt.NDArray[np.uint64]: ...
+    def reset(self) -> None: ...
+    def __len__(self) -> int: ...
+    @property
+    def device(self) -> int: ...
+    @property
+    def arch(self) -> str: ...
+    @property
+    def wall_clock_rate_khz(self) -> int: ...
+
+class HipEventTimer(metaclass=_Pybind11Type):
+    """HIP events recorded on a stream: the second marker source (durations only)."""
+
+    def __init__(self, device: SupportsIndex, events: SupportsIndex) -> None: ...
+    def record(self, stream: int, index: SupportsIndex) -> None: ...
+    def synchronize(self, index: SupportsIndex) -> None: ...
+    def elapsed_ms(self, start: SupportsIndex, end: SupportsIndex) -> float: ...
+    def __len__(self) -> int: ...
+
+class HipTimestampSource(TimestampSource):
+    """The GPU wall clock read through the probe on a private stream."""
+
+    def __init__(self, device: SupportsIndex, *, arch: str, timeout_ns: SupportsIndex = 1000000000) -> None: ...
+    @property
+    def wall_clock_rate_khz(self) -> int: ...
+
 # ---------------------------------------------------------------- AMD power (gpu_metrics, hwmon)
 
 class GpuMetricsFormatError(ValueError):

@@ -246,3 +246,220 @@ def resolve_workload(spec: str) -> Workload:
     if not isinstance(w, Workload):
         raise ValueError(f"spec={spec!r}: {fn_name}() returned {type(w).__name__}, not a Workload")
     return w
+
+
+# ---------------------------------------------------------------- hip-python and collectives (AMD runtime)
+
+__all__ += ["hipblas_gemm", "hipblas_gemv", "torch_collective"]
+
+_HIP_PYTHON_INSTALL = "install hip-python matching your ROCm, e.g. pip install hip-python (https://rocm.docs.amd.com/projects/hip-python)"
+_HIPBLAS_TYPES = {"float32": ("S", 4), "float64": ("D", 8)}
+
+
+def _positive(**values: int) -> None:
+    for arg, v in values.items():
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise ValueError(f"{arg}={v!r}: must be a positive integer")
+
+
+def _hip_check(result: Any, what: str) -> Any:
+    # hip-python returns (status, *values); a status is an enum whose value 0 is success.
+    status, *values = result if isinstance(result, tuple) else (result,)
+    if int(status) != 0:
+        raise RuntimeError(f"{what} failed: {status}")
+    return values[0] if len(values) == 1 else tuple(values)
+
+
+def _hip_python_setup(device: int, dtype: str) -> tuple[Any, Any, str, int]:
+    if dtype not in _HIPBLAS_TYPES:
+        raise ValueError(f"dtype={dtype!r}: must be one of {sorted(_HIPBLAS_TYPES)}")
+    if isinstance(device, bool) or not isinstance(device, int) or device < 0:
+        raise ValueError(f"device={device!r}: must be an integer >= 0")
+    hip = _import("hip.hip", _HIP_PYTHON_INSTALL)
+    hipblas = _import("hip.hipblas", _HIP_PYTHON_INSTALL)
+    status, count = hip.hipGetDeviceCount()
+    if int(status) != 0 or count < 1:
+        raise DeviceUnavailableError(f"hip-python found no AMD GPU (hipGetDeviceCount: {status}, {count} devices)")
+    if not 0 <= device < count:
+        raise ValueError(f"device={device}: HIP sees {count} device(s)")
+    _hip_check(hip.hipSetDevice(device), "hipSetDevice")
+    prefix, size = _HIPBLAS_TYPES[dtype]
+    return hip, hipblas, prefix, size
+
+
+def _hip_upload(hip: Any, array: Any) -> Any:
+    ptr = _hip_check(hip.hipMalloc(array.nbytes), "hipMalloc")
+    _hip_check(hip.hipMemcpy(ptr, array, array.nbytes, hip.hipMemcpyKind.hipMemcpyHostToDevice), "hipMemcpy")
+    return ptr
+
+
+def hipblas_gemm(m: int, n: int, k: int, *, dtype: str = "float32", device: int = 0, seed: int = 0) -> Workload:
+    """A hipBLAS GEMM ``C = A @ B`` through hip-python, the paper's compute-bound case.
+
+    Parameters
+    ----------
+    m, n, k : int
+        Matrix sizes (the paper's CB-8K/4K/2K are square 8192/4096/2048).
+    dtype : {"float32", "float64"}
+        Element type (hipblasSgemm / hipblasDgemm).
+    device : int
+        HIP device index.
+    seed : int
+        Seed of the random operands (power depends on the data's bit activity).
+
+    Returns
+    -------
+    Workload
+        Enqueues one GEMM on a stream of its own, which the backend's marker
+        probe shares.
+
+    Notes
+    -----
+    Paper Section V-A: operands are allocated and filled once, so an
+    execution is the GEMM kernel alone. Column-major, no transposes.
+    """
+    _positive(m=m, n=n, k=k)
+    import ctypes
+
+    import numpy as np
+
+    hip, hipblas, prefix, _ = _hip_python_setup(device, dtype)
+    rng = np.random.default_rng(seed)
+    np_dtype = np.dtype(dtype)
+    a = _hip_upload(hip, rng.standard_normal((m, k)).astype(np_dtype))
+    b = _hip_upload(hip, rng.standard_normal((k, n)).astype(np_dtype))
+    c = _hip_upload(hip, np.zeros((m, n), dtype=np_dtype))
+    stream = _hip_check(hip.hipStreamCreate(), "hipStreamCreate")
+    handle = _hip_check(hipblas.hipblasCreate(), "hipblasCreate")
+    _hip_check(hipblas.hipblasSetStream(handle, stream), "hipblasSetStream")
+    scalar = ctypes.c_float if dtype == "float32" else ctypes.c_double
+    alpha, beta = scalar(1.0), scalar(0.0)
+    gemm = getattr(hipblas, f"hipblas{prefix}gemm")
+    op_n = hipblas.hipblasOperation_t.HIPBLAS_OP_N
+
+    def launch() -> None:
+        _hip_check(gemm(handle, op_n, op_n, m, n, k, ctypes.addressof(alpha), a, m, b, k,
+                        ctypes.addressof(beta), c, m), f"hipblas{prefix}gemm")
+
+    return Workload(
+        name=f"hipblas-gemm-{m}x{n}x{k}-{dtype}",
+        launch=launch,
+        stream=lambda: int(stream),
+        synchronize=lambda: _hip_check(hip.hipStreamSynchronize(stream), "hipStreamSynchronize"),
+        framework="hip-python",
+        meta={"m": m, "n": n, "k": k, "dtype": dtype, "flops": 2 * m * n * k, "device": device},
+    )
+
+
+def hipblas_gemv(m: int, k: int, *, dtype: str = "float32", device: int = 0, seed: int = 0) -> Workload:
+    """A hipBLAS GEMV ``y = A @ x`` (``m x k``) through hip-python, the paper's memory-bound case.
+
+    Parameters
+    ----------
+    m, k : int
+        Matrix sizes.
+    dtype : {"float32", "float64"}
+        Element type (hipblasSgemv / hipblasDgemv).
+    device : int
+        HIP device index.
+    seed : int
+        Seed of the random operands.
+
+    Returns
+    -------
+    Workload
+
+    Notes
+    -----
+    Paper Section V-A (MB-8K/4K/2K). Column-major, no transpose.
+    """
+    _positive(m=m, k=k)
+    import ctypes
+
+    import numpy as np
+
+    hip, hipblas, prefix, size = _hip_python_setup(device, dtype)
+    rng = np.random.default_rng(seed)
+    np_dtype = np.dtype(dtype)
+    a = _hip_upload(hip, rng.standard_normal((m, k)).astype(np_dtype))
+    x = _hip_upload(hip, rng.standard_normal(k).astype(np_dtype))
+    y = _hip_upload(hip, np.zeros(m, dtype=np_dtype))
+    stream = _hip_check(hip.hipStreamCreate(), "hipStreamCreate")
+    handle = _hip_check(hipblas.hipblasCreate(), "hipblasCreate")
+    _hip_check(hipblas.hipblasSetStream(handle, stream), "hipblasSetStream")
+    scalar = ctypes.c_float if dtype == "float32" else ctypes.c_double
+    alpha, beta = scalar(1.0), scalar(0.0)
+    gemv = getattr(hipblas, f"hipblas{prefix}gemv")
+    op_n = hipblas.hipblasOperation_t.HIPBLAS_OP_N
+
+    def launch() -> None:
+        _hip_check(gemv(handle, op_n, m, k, ctypes.addressof(alpha), a, m, x, 1, ctypes.addressof(beta), y, 1),
+                   f"hipblas{prefix}gemv")
+
+    return Workload(
+        name=f"hipblas-gemv-{m}x{k}-{dtype}",
+        launch=launch,
+        stream=lambda: int(stream),
+        synchronize=lambda: _hip_check(hip.hipStreamSynchronize(stream), "hipStreamSynchronize"),
+        framework="hip-python",
+        meta={"m": m, "k": k, "dtype": dtype, "bytes": m * k * size, "device": device},
+    )
+
+
+_COLLECTIVES = ("all_reduce", "all_gather")
+
+
+def torch_collective(op: str, nbytes: int, group: Any = None, *, dtype: str = "float16") -> Workload:
+    """An all-reduce or all-gather through ``torch.distributed`` (RCCL on ROCm, NCCL on CUDA).
+
+    Parameters
+    ----------
+    op : {"all_reduce", "all_gather"}
+        The collective.
+    nbytes : int
+        Bytes each rank contributes (a multiple of the element size).
+    group : ProcessGroup, optional
+        Default: the world group. ``torch.distributed`` must be initialised
+        (``init_process_group("nccl")``, which is RCCL on ROCm builds).
+    dtype : str
+        torch dtype name of the buffer.
+
+    Returns
+    -------
+    Workload
+
+    Notes
+    -----
+    Paper Section V-A's latency- and bandwidth-bound collectives. A blocking
+    collective makes the current stream wait for the communication stream,
+    so the marker probe enqueued after it on the current stream runs only
+    once the collective is done (paper Section IV-B, step 4). Every rank must
+    run the same number of executions.
+    """
+    if op not in _COLLECTIVES:
+        raise ValueError(f"op={op!r}: must be one of {_COLLECTIVES}")
+    _positive(nbytes=nbytes)
+    torch = _import("torch", "install a CUDA or ROCm build of PyTorch (https://pytorch.org)")
+    dist = torch.distributed
+    if not dist.is_available() or not dist.is_initialized():
+        raise ValueError("group: torch.distributed is not initialised; call "
+                         "torch.distributed.init_process_group('nccl') (RCCL on ROCm) first")
+    dev = _torch_device(torch, None)
+    dt = _torch_dtype(torch, dtype)
+    elem = torch.empty(0, dtype=dt).element_size()
+    if nbytes % elem:
+        raise ValueError(f"nbytes={nbytes}: must be a multiple of {elem} (the size of {dtype})")
+    count = nbytes // elem
+    world = dist.get_world_size(group)
+    buf = torch.randn(count, device=dev).to(dt)
+    if op == "all_reduce":
+        def launch() -> None:
+            dist.all_reduce(buf, group=group)
+    else:
+        out = torch.empty(count * world, device=dev, dtype=dt)
+
+        def launch() -> None:
+            dist.all_gather_into_tensor(out, buf, group=group)
+    return torch_workload(launch, name=f"torch-{op.replace('_', '-')}-{nbytes}B-x{world}", device=dev,
+                          meta={"op": op, "nbytes": nbytes, "world_size": world, "dtype": dtype,
+                                "backend": str(dist.get_backend(group))})
