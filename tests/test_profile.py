@@ -150,3 +150,18 @@ def test_profile_runs_the_same_on_the_real_time_device() -> None:
     assert np.median(np.abs(sse.lois["total"] / truth - 1)) < 0.01
     # The fitted device clock has the simulated skew (20 ppm, +-0.5 ppm wander).
     assert abs(p.clock["device"]["skew_ppm"] - 20.0) < 1.0
+
+
+def test_logger_clock_with_its_own_tick_is_fitted_in_its_own_units() -> None:
+    # A logger whose timestamps tick at 40 ns while the device counter ticks
+    # at 10 ns (as NVML's us stamps differ from %globaltimer's ns): the
+    # logger map must be fitted with the logger's tick, not the device's.
+    backend = SimBackend(seed=3, logger_own_clock=1, logger_tick_ns=40)
+    assert backend.capabilities.logger_tick_ns == 40 and backend.capabilities.device_tick_ns == 10
+    p = profile("cb-4k-gemm", backend, mode="sse", runs=30, top_up=False)
+    assert p.clock["logger"]["ns_per_tick"] == pytest.approx(40, rel=1e-3)
+    # The one-sided fit is as tight as with a 10 ns logger tick (the publication delay dominates).
+    same = profile("cb-4k-gemm", SimBackend(seed=3, logger_own_clock=1), mode="sse", runs=30, top_up=False)
+    assert p.error_budget.clock_map_ns < 1.5 * same.error_budget.clock_map_ns
+    ssp = p.profiles["sse"]
+    assert len(ssp.lois) > 0 and np.all(np.abs(ssp.lois["toi_ns"]) < 2 * ssp.duration_ns)

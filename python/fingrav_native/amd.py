@@ -224,6 +224,7 @@ class AmdBackend:
             marker_err_ns=float(marker_err_ns),
             channels=tuple(c for i, c in enumerate(_core.CHANNELS) if p.channel_mask & (1 << i)),
             virtual_time=False,
+            logger_tick_ns=float(p.tick_ns),
         )
         self._baseline_w = self._idle_level(50_000_000)
 

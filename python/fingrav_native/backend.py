@@ -86,6 +86,9 @@ class Capabilities:
         Power channels the logger provides.
     virtual_time : bool
         True when the device runs in simulated (virtual) time.
+    logger_tick_ns : float
+        Length of one tick of the logs' timestamps (``Sample.source_ts``);
+        0 means the device tick (loggers stamped by the device clock).
     """
 
     name: str
@@ -98,6 +101,7 @@ class Capabilities:
     marker_err_ns: float
     channels: tuple[str, ...]
     virtual_time: bool
+    logger_tick_ns: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -185,6 +189,7 @@ class _SimCommon(abc.ABC):
             marker_err_ns=float(p["marker_offset_ns"]) + 3 * float(p["marker_jitter_ns"]),
             channels=tuple(_core.CHANNELS),
             virtual_time=not self._realtime,
+            logger_tick_ns=float(p["logger_tick_ns"]) if bool(p["logger_own_clock"]) else float(p["device_tick_ns"]),
         )
         self._baseline_w = self._idle_level(50_000_000)
 

@@ -278,7 +278,8 @@ class _Campaign:
         brackets = np.concatenate([r.brackets for r in records])
         tick = self.caps.device_tick_ns
         dmap = _fit_device_map(brackets, tick)
-        lmap = _fit_logger_map(self.caps, dmap, samples, tick)
+        # The logs' own tick: PMFW 10 ns, NVML 1 us, host-stamped 1 ns.
+        lmap = _fit_logger_map(self.caps, dmap, samples, self.caps.logger_tick_ns or tick)
         return _Timeline(samples, _executions_from_markers(markers, dmap, self.caps.marker_err_ns), dmap, lmap)
 
 
