@@ -60,7 +60,6 @@ const std::vector<CudaConstant> kConstants = {
     FINGRAV_CONST(CUDA_ERROR_INVALID_VALUE),
     FINGRAV_CONST(CUDA_ERROR_NOT_INITIALIZED),
     FINGRAV_CONST(CUDA_ERROR_STUB_LIBRARY),
-    FINGRAV_CONST(CUDA_ERROR_INSUFFICIENT_DRIVER),
     FINGRAV_CONST(CUDA_ERROR_DEVICE_UNAVAILABLE),
     FINGRAV_CONST(CUDA_ERROR_NO_DEVICE),
     FINGRAV_CONST(CUDA_ERROR_INVALID_DEVICE),
@@ -305,7 +304,6 @@ std::string explain_init_failure(CUresult r) {
       return "the libcuda that loaded is the CUDA toolkit's link-time stub (lib64/stubs), not the driver: "
              "remove the stubs folder from LD_LIBRARY_PATH, or set FINGRAV_CUDA_LIBRARY to the driver's "
              "libcuda.so.1, or install the NVIDIA driver";
-    case CUDA_ERROR_INSUFFICIENT_DRIVER:
     case CUDA_ERROR_SYSTEM_DRIVER_MISMATCH:
       return "libcuda and the loaded kernel driver do not match, or the driver is too old: update the NVIDIA "
              "driver (reboot, or reload the nvidia module, after an upgrade)";

@@ -52,7 +52,6 @@ constexpr CUresult CUDA_SUCCESS = 0;
 constexpr CUresult CUDA_ERROR_INVALID_VALUE = 1;
 constexpr CUresult CUDA_ERROR_NOT_INITIALIZED = 3;
 constexpr CUresult CUDA_ERROR_STUB_LIBRARY = 34;
-constexpr CUresult CUDA_ERROR_INSUFFICIENT_DRIVER = 35;
 constexpr CUresult CUDA_ERROR_DEVICE_UNAVAILABLE = 46;
 constexpr CUresult CUDA_ERROR_NO_DEVICE = 100;
 constexpr CUresult CUDA_ERROR_INVALID_DEVICE = 101;
