@@ -458,3 +458,14 @@ def test_declared_constants_match_cuda_h():
             r"#define\s+" + name + r"\s+(0x[0-9a-fA-F]+|\d+)", text)
         assert m, f"{name}: not in cuda.h"
         assert int(m.group(1), 0) == value, f"{name}: cuda.h says {m.group(1)}, we declare {value}"
+
+
+def test_validation_bench_stops_with_a_clear_message_without_a_gpu():
+    if _gpu_present():
+        pytest.skip("an NVIDIA GPU is present: run the bench itself")
+    env = dict(os.environ, FINGRAV_CUDA_LIBRARY="/nonexistent/libcuda.so.1")
+    proc = subprocess.run([sys.executable, str(REPO / "bench" / "nvidia_validate.py")], env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    assert "nvidia_validate: no usable NVIDIA GPU: could not load the CUDA driver" in proc.stderr
+    assert not (REPO / "bench" / "results" / "nvidia_validate.json").exists()
