@@ -82,6 +82,8 @@ from .profile import (
 )
 from .io import ProfileFormatError, load_profile, save_profile
 from .workloads import Workload
+from .amd import AmdBackend
+from .nvidia import NvidiaBackend
 
 try:
     __version__ = version("fingrav-native")
@@ -93,6 +95,8 @@ __all__ = [
     "load_profile",
     "save_profile",
     "Workload",
+    "AmdBackend",
+    "NvidiaBackend",
     "Backend",
     "Capabilities",
     "EXECUTION_DTYPE",

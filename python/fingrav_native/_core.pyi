@@ -619,3 +619,73 @@ class NvmlPowerSource(PowerSource):
     def energy_resets(self) -> int: ...
     @property
     def device_info(self) -> _NvmlDeviceDict: ...
+
+# ---------------------------------------------------------------- NVIDIA runtime: CUDA driver, %globaltimer probe, events
+
+CUDA_PROBE_UNWRITTEN: int
+"""The value of a probe slot no probe has written yet (2**64 - 1)."""
+
+@type_check_only
+class _CudaDeviceDict(TypedDict):
+    index: int
+    name: str
+    pci_bus_id: str
+    uuid: str
+    compute_capability: tuple[int, int]
+    clock_rate_khz: int
+    memory_clock_rate_khz: int
+    multiprocessors: int
+    total_memory: int
+    can_map_host_memory: bool
+
+def cuda_library_path() -> str:
+    """Where libcuda loads from; raises LibraryNotFoundError naming every path tried."""
+
+def cuda_driver_version() -> int:
+    """The driver's CUDA version (cuDriverGetVersion, e.g. 12040)."""
+
+def cuda_devices() -> list[_CudaDeviceDict]:
+    """Every CUDA device, in CUDA_VISIBLE_DEVICES order."""
+
+def cuda_probe_ptx() -> str:
+    """The PTX text of the %globaltimer probe kernels."""
+
+def _cuda_prototypes() -> list[tuple[str, list[str], str]]:
+    """The declared driver entry points: (api name, symbols tried, parameter types)."""
+
+def _cuda_constants() -> dict[str, int]:
+    """The declared driver constants by their cuda.h names."""
+
+@final
+class CudaMarkerProbe(metaclass=_Pybind11Type):
+    """GPU-side markers: %globaltimer stored into host-mapped slots from the workload's stream."""
+
+    def __init__(self, device: SupportsIndex = 0, slots: SupportsIndex = 65536) -> None: ...
+    def stamp(self, stream: SupportsIndex, slot: SupportsIndex) -> None: ...
+    def values(self, first: SupportsIndex = 0, count: SupportsIndex | None = None) -> npt.NDArray[np.uint64]: ...
+    def reset(self) -> None: ...
+    def synchronize(self, stream: SupportsIndex) -> None: ...
+    @property
+    def size(self) -> int: ...
+    @property
+    def device(self) -> int: ...
+
+@final
+class CudaEventTimer(metaclass=_Pybind11Type):
+    """CUDA events with timing recorded on a stream: a second marker source."""
+
+    def __init__(self, device: SupportsIndex = 0, count: SupportsIndex = 2) -> None: ...
+    def record(self, stream: SupportsIndex, index: SupportsIndex) -> None: ...
+    def synchronize(self, index: SupportsIndex) -> None: ...
+    def elapsed_ms(self, start: SupportsIndex, end: SupportsIndex) -> float: ...
+    @property
+    def size(self) -> int: ...
+
+@final
+class GlobaltimerSource(TimestampSource):
+    """%globaltimer (ns) of a CUDA device as a TimestampSource (one probe launch per read)."""
+
+    def __init__(self, device: SupportsIndex = 0, *, timeout_ns: SupportsIndex = 1000000000) -> None: ...
+    def measure_steps(self, n: SupportsIndex) -> npt.NDArray[np.uint64]: ...
+    @property
+    def device(self) -> int: ...

@@ -1,0 +1,471 @@
+"""The NVIDIA runtime side: CUDA driver loader, %globaltimer probe, markers, NvidiaBackend.
+
+No NVIDIA GPU is needed. Three kinds of check:
+
+* the loader against absent libraries and this machine (clear errors);
+* a stand-in libcuda (tests/cpp/fake_libcuda.cpp, built here with the system
+  compiler) that keeps the driver's contract where we could break it
+  (contexts pushed, host-mapped flags, JIT log options) and "runs" the probe
+  on the host, so the clock source, the marker probe and the backend's run
+  loop execute for real. Each runs in a subprocess: the driver is loaded
+  once per process;
+* the declared prototypes and constants against a real cuda.h, and the probe
+  PTX through a real ptxas (from the toolkit or the PyPI wheels
+  nvidia-cuda-runtime-cu12 / nvidia-cuda-nvcc-cu12). Under CI (CI set) a
+  missing header or ptxas fails instead of skipping.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import sysconfig
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fingrav_native import _core
+from fingrav_native.nvidia import NVML_MODES, NvidiaBackend, match_nvml_device, report
+from fingrav_native.workloads import Workload
+
+REPO = Path(__file__).resolve().parents[1]
+FAKE_SRC = REPO / "tests" / "cpp" / "fake_libcuda.cpp"
+IN_CI = bool(os.environ.get("CI"))
+
+
+def _missing(what: str) -> None:
+    msg = f"{what} not found; install nvidia-cuda-runtime-cu12 and nvidia-cuda-nvcc-cu12 (see .ci/run)"
+    if IN_CI:
+        pytest.fail(msg)
+    pytest.skip(msg)
+
+
+def _site_dirs() -> list[str]:
+    dirs = [sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]]
+    return [d for d in dict.fromkeys(dirs + [p for p in sys.path if p.endswith("-packages")]) if os.path.isdir(d)]
+
+
+def _find(rel_in_site: list[str], toolkit_rel: str) -> str | None:
+    for d in _site_dirs():
+        for rel in rel_in_site:
+            hits = sorted(glob.glob(os.path.join(d, rel)))
+            if hits:
+                return hits[0]
+    for root in filter(None, [os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"]):
+        p = os.path.join(root, toolkit_rel)
+        if os.path.exists(p):
+            return p
+    return None
+
+
+def _cuda_header() -> str:
+    h = _find(["nvidia/cuda_runtime/include/cuda.h", "nvidia/cu*/include/cuda.h"], "include/cuda.h")
+    if h is None:
+        _missing("cuda.h")
+    assert h is not None
+    return h
+
+
+def _ptxas() -> str:
+    p = _find(["nvidia/cuda_nvcc/bin/ptxas", "nvidia/cu*/bin/ptxas"], "bin/ptxas") or shutil.which("ptxas")
+    if p is None:
+        _missing("ptxas")
+    assert p is not None
+    return p
+
+
+@pytest.fixture(scope="module")
+def fake_libcuda(tmp_path_factory) -> str:
+    cxx = os.environ.get("CXX") or shutil.which("c++") or shutil.which("g++") or shutil.which("clang++")
+    assert cxx, "no C++ compiler: the package itself needs one to build"
+    out = tmp_path_factory.mktemp("fakecuda") / "libcuda.so.1"
+    subprocess.run([cxx, "-std=c++17", "-O1", "-shared", "-fPIC", str(FAKE_SRC), "-o", str(out)], check=True)
+    return str(out)
+
+
+CATCH = """
+import json
+from fingrav_native import _core
+def attempt(fn):
+    try:
+        fn()
+        return {"ok": True}
+    except Exception as e:
+        return {"ok": False, "type": type(e).__name__, "msg": str(e)}
+"""
+
+
+def run_py(code: str, env: dict | None = None) -> dict:
+    """Runs CATCH + code in a fresh interpreter; it prints one JSON object as its last line."""
+    full_env = dict(os.environ)
+    full_env.pop("FINGRAV_CUDA_LIBRARY", None)
+    full_env.update(env or {})
+    proc = subprocess.run([sys.executable, "-c", CATCH + textwrap.dedent(code)], env=full_env, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, f"subprocess failed:\n{proc.stdout}\n{proc.stderr}"
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+
+
+# ---------------------------------------------------------------- absent libraries
+
+
+def test_override_to_a_missing_path_names_it_and_what_to_install(monkeypatch):
+    monkeypatch.setenv("FINGRAV_CUDA_LIBRARY", "/nonexistent/libcuda.so.1")
+    with pytest.raises(_core.LibraryNotFoundError) as e:
+        _core.cuda_library_path()
+    msg = str(e.value)
+    assert "/nonexistent/libcuda.so.1" in msg
+    assert "the CUDA driver (libcuda)" in msg
+    assert "Install the NVIDIA driver (it ships libcuda.so.1)" in msg
+    assert "FINGRAV_CUDA_LIBRARY" in msg
+    # An explicit path is not silently replaced by a search.
+    assert "libcuda.so:" not in msg
+    with pytest.raises(_core.LibraryNotFoundError):
+        _core.cuda_devices()
+
+
+def _gpu_present() -> bool:
+    try:
+        return len(_core.cuda_devices()) > 0
+    except RuntimeError:
+        return False
+
+
+def test_backend_without_a_gpu_says_what_it_looked_for(monkeypatch):
+    monkeypatch.delenv("FINGRAV_CUDA_LIBRARY", raising=False)
+    if _gpu_present():
+        pytest.skip("an NVIDIA GPU is present; the hardware path is exercised by bench/nvidia_validate.py")
+    with pytest.raises((_core.LibraryNotFoundError, _core.DeviceUnavailableError)) as e:
+        NvidiaBackend()
+    assert "libcuda" in str(e.value) or "cuInit" in str(e.value)
+
+
+def test_report_without_a_gpu_lists_each_component(monkeypatch):
+    monkeypatch.delenv("FINGRAV_CUDA_LIBRARY", raising=False)
+    if _gpu_present():
+        pytest.skip("an NVIDIA GPU is present")
+    r = report()
+    assert r.backend == "nvidia" and not r.available and r.reason
+    names = [c.name for c in r.components]
+    assert names[0] == "CUDA driver (libcuda)"
+    assert any(n.startswith("NVML") for n in names)
+    assert r.as_dict()["backend"] == "nvidia"
+    assert "not yet verified" in r.verified_on
+
+
+def test_stub_libcuda_from_a_toolkit_is_named_as_the_stub():
+    stubs = sorted(glob.glob("/usr/local/cuda*/lib64/stubs/libcuda.so") +
+                   glob.glob("/usr/local/cuda*/targets/*/lib/stubs/libcuda.so") +
+                   [p for d in _site_dirs() for p in glob.glob(os.path.join(d, "nvidia/*/lib/stubs/libcuda.so"))])
+    if not stubs:
+        pytest.skip("no CUDA toolkit stub libcuda.so on this machine (the fake-driver test covers the message)")
+    out = run_py("print(json.dumps(attempt(_core.cuda_devices)))", {"FINGRAV_CUDA_LIBRARY": stubs[0]})
+    assert not out["ok"] and out["type"] == "DeviceUnavailableError", out
+    assert "stub" in out["msg"]
+
+
+# ---------------------------------------------------------------- the fake driver
+
+
+@pytest.mark.parametrize("code, words", [
+    (34, ["CUDA_ERROR_STUB_LIBRARY (34)", "link-time stub", "FINGRAV_CUDA_LIBRARY"]),
+    (100, ["CUDA_ERROR_NO_DEVICE (100)", "CUDA_VISIBLE_DEVICES", "--gpus"]),
+    (803, ["CUDA error 803", "update the NVIDIA"]),
+])
+def test_cuinit_failures_become_device_unavailable_with_their_meaning(fake_libcuda, code, words):
+    out = run_py("print(json.dumps(attempt(_core.cuda_devices)))",
+                 {"FINGRAV_CUDA_LIBRARY": fake_libcuda, "FAKE_CUDA_INIT_RESULT": str(code)})
+    assert not out["ok"] and out["type"] == "DeviceUnavailableError", out
+    assert "cuInit failed for " + fake_libcuda in out["msg"]
+    for w in words:
+        assert w in out["msg"], (w, out["msg"])
+
+
+def test_jit_failure_reports_the_drivers_error_log(fake_libcuda):
+    out = run_py("print(json.dumps(attempt(lambda: _core.GlobaltimerSource(0))))",
+                 {"FINGRAV_CUDA_LIBRARY": fake_libcuda, "FAKE_CUDA_JIT_FAIL": "1"})
+    assert not out["ok"], out
+    assert "CUDA_ERROR_INVALID_PTX (218)" in out["msg"]
+    assert "JIT error log:\nptxas fatal   : fake JIT failure for the test" in out["msg"]
+
+
+def test_device_out_of_range_names_the_count(fake_libcuda):
+    out = run_py("print(json.dumps(attempt(lambda: _core.CudaMarkerProbe(3))))",
+                 {"FINGRAV_CUDA_LIBRARY": fake_libcuda, "FAKE_CUDA_DEVICES": "2"})
+    assert out["type"] == "DeviceUnavailableError" and "device=3" in out["msg"] and "sees 2" in out["msg"]
+
+
+def test_fake_driver_devices_clock_probe_and_events(fake_libcuda):
+    out = run_py("""
+        import numpy as np
+        devs = _core.cuda_devices()
+        src = _core.GlobaltimerSource(0)
+        b = _core.measure_brackets(src, 32)
+        probe = _core.CudaMarkerProbe(0, 8)
+        before = probe.values().tolist()
+        probe.stamp(0, 1); probe.stamp(0, 5)
+        v = probe.values().tolist()
+        tail = probe.values(6).tolist()
+        bad_slot = attempt(lambda: probe.stamp(0, 8))
+        bad_first = attempt(lambda: probe.values(9))
+        probe.reset()
+        after_reset = probe.values().tolist()
+        ev = _core.CudaEventTimer(0, 3)
+        ev.record(0, 0); ev.record(0, 2); ev.synchronize(2)
+        ms = ev.elapsed_ms(0, 2)
+        unrecorded = attempt(lambda: ev.elapsed_ms(0, 1))
+        bad_ev = attempt(lambda: ev.record(0, 3))
+        print(json.dumps({"devs": devs, "b": b.tolist(), "domain": src.clock_domain, "tick": src.nominal_tick_ns,
+                          "steps": src.measure_steps(5).tolist(), "before": before, "v": v, "tail": tail,
+                          "bad_slot": bad_slot, "bad_first": bad_first, "after_reset": after_reset, "ms": ms,
+                          "unrecorded": unrecorded, "bad_ev": bad_ev, "ver": _core.cuda_driver_version(),
+                          "path": _core.cuda_library_path(), "unwritten": _core.CUDA_PROBE_UNWRITTEN}))
+    """, {"FINGRAV_CUDA_LIBRARY": fake_libcuda, "FAKE_CUDA_DEVICES": "2"})
+    (d0, d1) = out["devs"]
+    assert d0["name"] == "Fake NVIDIA H100 0" and d1["index"] == 1
+    assert d0["pci_bus_id"] == "0000:18:00.0" and d1["pci_bus_id"] == "0000:19:00.0"
+    assert d0["uuid"] == "GPU-a0a1a2a3-a4a5-a6a7-a8a9-aaabacadaeaf"
+    assert d0["compute_capability"] == [9, 0] and d0["multiprocessors"] == 132 and d0["can_map_host_memory"]
+    assert out["ver"] == 12040 and out["path"] == fake_libcuda
+    b = np.array(out["b"], dtype=np.int64)
+    assert b.shape == (32, 3) and np.all(b[:, 0] <= b[:, 2])
+    # The fake GPU clock is host CLOCK_MONOTONIC_RAW + 1000 s, read inside the bracket.
+    offset = b[:, 1] - 10**12
+    assert np.all((b[:, 0] <= offset) & (offset <= b[:, 2]))
+    assert out["domain"] == "nvidia-globaltimer" and out["tick"] == 1.0
+    assert out["steps"] == [32] * 5
+    u = out["unwritten"]
+    assert u == 2**64 - 1 and out["before"] == [u] * 8 and out["after_reset"] == [u] * 8
+    v = out["v"]
+    assert [i for i, x in enumerate(v) if x != u] == [1, 5] and v[1] <= v[5]
+    assert out["tail"] == [u, u]
+    assert out["bad_slot"]["type"] == "IndexError" and "slot=8" in out["bad_slot"]["msg"]
+    assert out["bad_first"]["type"] == "IndexError" and "first=9" in out["bad_first"]["msg"]
+    assert out["ms"] >= 0
+    assert not out["unrecorded"]["ok"] and "cuEventElapsedTime" in out["unrecorded"]["msg"]
+    assert out["bad_ev"]["type"] == "IndexError" and "index=3" in out["bad_ev"]["msg"]
+
+
+def test_backend_run_on_the_fake_driver_with_an_external_power_source(fake_libcuda):
+    out = run_py("""
+        import numpy as np
+        from fingrav_native.nvidia import NvidiaBackend
+        from fingrav_native.workloads import Workload
+        from fingrav_native.backend import Backend, MARKER_RECORD_DTYPE
+        launches = []
+        w = Workload("noop", launch=lambda: launches.append(_core.host_time_ns()), stream=lambda: 0,
+                     meta={"what": "test"})
+        src = _core.SyntheticSource(period_ns=1_000_000)
+        be = NvidiaBackend(0, power_source=src, max_idle_ns=20_000_000, marker_slots=8)
+        caps = be.capabilities
+        rec = be.execute_run(w, 10, be.new_run_id())   # more executions than slots: the probe grows
+        rec2 = be.execute_run(w, 3, be.new_run_id())
+        m = rec.markers
+        waited = be.wait_idle()
+        errs = {
+            "kernel": attempt(lambda: be.execute_run("noop", 1, 0)),
+            "executions": attempt(lambda: be.execute_run(w, 0, 0)),
+            "name": attempt(lambda: be.kernel_name(3)),
+        }
+        print(json.dumps({
+            "protocol": isinstance(be, Backend), "dtype": m.dtype == MARKER_RECORD_DTYPE,
+            "caps": [caps.name, caps.logger_clock, caps.device_tick_ns, caps.gpu_markers, caps.marker_err_ns,
+                     caps.logger_period_ns, list(caps.channels), caps.virtual_time],
+            "begin": m["begin_ticks"].tolist(), "end": m["end_ticks"].tolist(), "run": m["run"].tolist(),
+            "index": m["index"].tolist(), "launch": m["host_launch_ns"].tolist(),
+            "sync": m["host_sync_ns"].tolist(), "launches": launches, "brackets": rec.brackets.shape,
+            "samples": len(rec.samples), "meta": sorted(rec.meta), "event_ms": rec.meta["event_run_ms"],
+            "runs": [rec.run, rec2.run], "n2": rec2.executions, "name": be.kernel_name(w),
+            "waited": waited, "errs": errs, "read": be.read_clocks(4).shape}))
+    """, {"FINGRAV_CUDA_LIBRARY": fake_libcuda})
+    assert out["protocol"] and out["dtype"]
+    name, clock, tick, gpu_markers, err, period, channels, virtual = out["caps"]
+    assert (name, clock, tick, gpu_markers, virtual) == ("nvidia", "synthetic-ns", 1.0, True, False)
+    assert err > 0 and period == 1_000_000 and channels == ["total", "compute", "io", "memory"]
+    begin, end = np.array(out["begin"]), np.array(out["end"])
+    assert len(begin) == 10 and np.all(begin <= end) and np.all(end[:-1] <= begin[1:])
+    # The fake probe runs when stamped: each launch lies between its two markers.
+    launches = np.array(out["launches"][:10]) + 10**12
+    assert np.all((begin <= launches) & (launches <= end))
+    assert out["run"] == [0] * 10 and out["index"] == list(range(10)) and out["runs"] == [0, 1]
+    assert out["sync"][:-1] == [-1] * 9 and out["sync"][-1] >= out["launch"][-1]
+    assert out["brackets"] == [16, 3] and out["read"] == [4, 3] and out["samples"] > 0
+    assert {"sampler", "event_run_ms", "probe_run_ns", "stream"} <= set(out["meta"]) and out["event_ms"] >= 0
+    assert out["n2"] == 3 and out["name"] == "noop" and out["waited"] > 0
+    assert out["errs"]["kernel"]["type"] == "ValueError" and "kernel=" in out["errs"]["kernel"]["msg"]
+    assert out["errs"]["executions"]["type"] == "ValueError" and "executions=0" in out["errs"]["executions"]["msg"]
+    assert out["errs"]["name"]["type"] == "ValueError"
+
+
+def test_backend_needs_nvml_when_no_power_source_is_given(fake_libcuda):
+    out = run_py("""
+        from fingrav_native.nvidia import NvidiaBackend
+        print(json.dumps(attempt(lambda: NvidiaBackend(0, power="instant"))))
+    """, {"FINGRAV_CUDA_LIBRARY": fake_libcuda, "FINGRAV_NVML_LIBRARY": "/nonexistent/libnvidia-ml.so.1"})
+    assert not out["ok"]
+    if hasattr(_core, "NvmlPowerSource"):
+        assert out["type"] in ("LibraryNotFoundError", "DeviceUnavailableError"), out
+    else:
+        assert out["type"] == "RuntimeError" and "no NVML support" in out["msg"], out
+
+
+def test_report_on_the_fake_driver_lists_its_devices(fake_libcuda):
+    out = run_py("""
+        from fingrav_native.nvidia import report
+        print(json.dumps(report().as_dict()))
+    """, {"FINGRAV_CUDA_LIBRARY": fake_libcuda, "FAKE_CUDA_DEVICES": "2",
+          "FINGRAV_NVML_LIBRARY": "/nonexistent/libnvidia-ml.so.1"})
+    comps = {c["name"]: c for c in out["components"]}
+    assert comps["CUDA driver (libcuda)"]["found"] and comps["CUDA driver (libcuda)"]["detail"] == fake_libcuda
+    assert comps["CUDA devices"]["found"] and "2 device(s), driver CUDA 12.4" in comps["CUDA devices"]["detail"]
+    assert [d["name"] for d in out["devices"]] == ["Fake NVIDIA H100 0", "Fake NVIDIA H100 1"]
+    assert out["devices"][0]["compute_capability"] == "9.0"
+    # Without NVML there are no power logs: not available, and the reason says so.
+    assert not out["available"] and "NVML" in out["reason"]
+
+
+# ---------------------------------------------------------------- argument checks (no driver needed)
+
+
+@pytest.mark.parametrize("kwargs, word", [
+    ({"device": -1}, "device=-1"),
+    ({"device": 1.5}, "device=1.5"),
+    ({"power": "watts"}, "power='watts'"),
+    ({"brackets_per_run": 1}, "brackets_per_run=1"),
+    ({"idle_tolerance": 0.0}, "idle_tolerance=0.0"),
+    ({"max_idle_ns": 0}, "max_idle_ns=0"),
+    ({"period_ns": 1}, "period_ns=1"),
+    ({"marker_slots": 1}, "marker_slots=1"),
+    ({"power_source": "nvml"}, "power_source='nvml'"),
+])
+def test_backend_arguments_are_checked_before_the_driver(kwargs, word, monkeypatch):
+    monkeypatch.setenv("FINGRAV_CUDA_LIBRARY", "/nonexistent/libcuda.so.1")
+    with pytest.raises(ValueError, match=re.escape(word)):
+        NvidiaBackend(**kwargs)
+
+
+def test_nvml_modes():
+    assert NVML_MODES == ("samples", "instant", "average", "energy", "usage")
+
+
+def test_match_nvml_device_by_uuid_then_pci_address_never_index():
+    cuda = {"index": 0, "name": "H100", "uuid": "GPU-AAAA", "pci_bus_id": "0000:3b:00.0"}
+    nvml = [{"index": 0, "uuid": "GPU-zzzz", "pci_bus_id": "00000000:18:00.0"},
+            {"index": 1, "uuid": "GPU-aaaa", "pci_bus_id": "00000000:3B:00.0"}]
+    assert match_nvml_device(cuda, nvml) == 1
+    # No UUID from an old driver: the PCI address, spelled either way, decides.
+    assert match_nvml_device(dict(cuda, uuid=""), [dict(nvml[1], uuid="")]) == 1
+    assert match_nvml_device(dict(cuda, uuid="", pci_bus_id="0000:18:00.0"), nvml) == 0
+    with pytest.raises(_core.DeviceUnavailableError, match="NVML sees: 0: 00000000:18:00.0"):
+        match_nvml_device(dict(cuda, uuid="GPU-none", pci_bus_id="0000:af:00.0"), nvml[:1])
+
+
+def test_workload_validation():
+    with pytest.raises(ValueError, match="name="):
+        Workload("", launch=lambda: None)
+    with pytest.raises(ValueError, match="launch="):
+        Workload("w", launch=3)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="stream="):
+        Workload("w", launch=lambda: None, stream=0)  # type: ignore[arg-type]
+
+
+def test_torch_gemm_without_a_gpu_is_a_clear_error():
+    torch = pytest.importorskip("torch", reason="PyTorch is not installed in the test environment")
+    from fingrav_native.workloads import torch_gemm
+
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is present")
+    with pytest.raises(_core.DeviceUnavailableError, match="torch.cuda.is_available"):
+        torch_gemm(64, 64, 64)
+
+
+# ---------------------------------------------------------------- against the vendor's own tools
+
+
+def test_probe_ptx_assembles_with_ptxas(tmp_path):
+    ptxas = _ptxas()
+    ptx = tmp_path / "probe.ptx"
+    ptx.write_text(_core.cuda_probe_ptx())
+    for arch in ("sm_80", "sm_90"):  # Ampere and Hopper (the lent H100/H200)
+        out = tmp_path / f"probe_{arch}.cubin"
+        proc = subprocess.run([ptxas, f"-arch={arch}", "-v", str(ptx), "-o", str(out)], capture_output=True,
+                              text=True)
+        assert proc.returncode == 0, f"ptxas -arch={arch}:\n{proc.stderr}"
+        assert out.stat().st_size > 0
+        # Both kernels made it, with no spill to local memory.
+        assert "fingrav_stamp" in proc.stderr and "fingrav_timer_step" in proc.stderr
+        assert "bytes spill" not in proc.stderr or "0 bytes spill stores" in proc.stderr
+    text = _core.cuda_probe_ptx()
+    assert "%globaltimer" in text and "membar.sys" in text and "st.volatile.global.u64" in text
+
+
+def _norm_type(t: str) -> str:
+    t = re.sub(r"\s+", " ", t.strip())
+    return re.sub(r"\s*\*\s*", "*", t)
+
+
+def _param_types(decl: str) -> str:
+    types = []
+    for p in decl.split(","):
+        p = re.sub(r"\s+", " ", p.strip())
+        m = re.fullmatch(r"(.*?[\s*])(\w+)", p)
+        assert m and m.group(1).strip(), f"cannot split {p!r}"
+        types.append(_norm_type(m.group(1)))
+    return ", ".join(types)
+
+
+def test_declared_prototypes_and_symbol_versions_match_cuda_h():
+    text = Path(_cuda_header()).read_text(encoding="utf-8", errors="replace")
+    # What the header maps an API name to: `#define cuX cuX_v2` or the
+    # per-thread-stream wrapper `__CUDA_API_PTSZ(cuX)` (the name itself here).
+    mapping = {a: b for a, b in re.findall(r"^\s*#define\s+(cu\w+)\s+(cu\w+)\s*$", text, re.M)}
+    for a, b in re.findall(r"^\s*#define\s+(cu\w+)\s+__CUDA_API_PT[SD]Z?\((cu\w+)\)", text, re.M):
+        mapping.setdefault(a, b)
+
+    def declared(name: str) -> str | None:
+        m = re.search(r"CUresult CUDAAPI " + re.escape(name) + r"\((.*?)\);", text, re.S)
+        return _param_types(m.group(1)) if m else None
+
+    table = _core._cuda_prototypes()
+    assert len(table) >= 30
+    for api, symbols, params in table:
+        ours = ", ".join(_norm_type(t) for t in params.split(","))
+        assert declared(api) == ours, f"{api}: cuda.h declares ({declared(api)}), we declare ({ours})"
+        target = mapping.get(api, api)
+        # We call what a program compiled against this header calls (or a newer version of it).
+        assert target in symbols, f"{api}: cuda.h maps it to {target}, we try {symbols}"
+        for s in symbols:
+            assert s == target or declared(s) in (None, ours), f"{s}: different parameters in cuda.h"
+            assert s == target or declared(s) is not None or mapping.get(api) == s or s == api, s
+    assert re.search(r"typedef unsigned long long CUdeviceptr_v2;", text), "CUdeviceptr is no longer 64-bit"
+
+
+def test_declared_constants_match_cuda_h():
+    text = Path(_cuda_header()).read_text(encoding="utf-8", errors="replace")
+    consts = _core._cuda_constants()
+    assert len(consts) >= 30
+    for name, value in consts.items():
+        m = re.search(r"\b" + name + r"\s*=\s*(0x[0-9a-fA-F]+|\d+)", text) or re.search(
+            r"#define\s+" + name + r"\s+(0x[0-9a-fA-F]+|\d+)", text)
+        assert m, f"{name}: not in cuda.h"
+        assert int(m.group(1), 0) == value, f"{name}: cuda.h says {m.group(1)}, we declare {value}"
+
+
+def test_validation_bench_stops_with_a_clear_message_without_a_gpu():
+    if _gpu_present():
+        pytest.skip("an NVIDIA GPU is present: run the bench itself")
+    env = dict(os.environ, FINGRAV_CUDA_LIBRARY="/nonexistent/libcuda.so.1")
+    proc = subprocess.run([sys.executable, str(REPO / "bench" / "nvidia_validate.py")], env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    assert "nvidia_validate: no usable NVIDIA GPU: could not load the CUDA driver" in proc.stderr
+    assert not (REPO / "bench" / "results" / "nvidia_validate.json").exists()
