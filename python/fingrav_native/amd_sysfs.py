@@ -263,7 +263,7 @@ def read_gpu_metrics(path: str) -> dict:
             f"{path}: {e.strerror}. The amdgpu kernel driver must be loaded and bound to the GPU, "
             "and the file readable by this user."
         ) from e
-    return _core.parse_gpu_metrics(data)
+    return dict(_core.parse_gpu_metrics(data))
 
 
 def power_source(gpu: AmdGpu, prefer: str = "gpu_metrics", channel: str = "energy") -> _core.PowerSource:

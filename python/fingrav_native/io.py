@@ -22,6 +22,7 @@ why, never a half-built object.
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import io as _io
 import json
 import math
@@ -283,8 +284,9 @@ def export_parquet(profile: Union[Profile, InterleavedProfile], directory: PathL
     profile) outputs, for analysis in pandas, Polars or Spark.
     """
     try:
-        import pyarrow as pa
-        import pyarrow.parquet as pq
+        # Through importlib: pyarrow ships no type information, and it is optional.
+        pa = importlib.import_module("pyarrow")
+        pq = importlib.import_module("pyarrow.parquet")
     except ImportError as exc:
         raise ImportError("Parquet export needs pyarrow: pip install pyarrow") from exc
     if isinstance(profile, InterleavedProfile):

@@ -452,7 +452,7 @@ def report() -> BackendReport:
     try:
         components.append(Component("CUDA driver (libcuda)", True, _core.cuda_library_path()))
         try:
-            cuda_devs = list(_core.cuda_devices())
+            cuda_devs = [dict(d) for d in _core.cuda_devices()]
             version = _core.cuda_driver_version()
             components.append(Component("CUDA devices", bool(cuda_devs),
                                         f"{len(cuda_devs)} device(s), driver CUDA {version // 1000}.{version % 1000 // 10}"))

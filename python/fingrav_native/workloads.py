@@ -109,7 +109,7 @@ def torch_workload(fn: Callable[[], Any], *, name: Optional[str] = None, device:
     torch = _import("torch", "install a CUDA or ROCm build of PyTorch (https://pytorch.org)")
     dev = _torch_device(torch, device)
     return Workload(
-        name=name or getattr(fn, "__name__", "torch-workload"),
+        name=str(name or getattr(fn, "__name__", "torch-workload")),
         launch=fn,
         stream=lambda: int(torch.cuda.current_stream(dev).cuda_stream),
         synchronize=lambda: torch.cuda.synchronize(dev),
@@ -142,7 +142,7 @@ def cupy_workload(fn: Callable[[], Any], *, name: Optional[str] = None, meta: Op
     if n < 1:
         raise DeviceUnavailableError("CuPy found no CUDA device")
     return Workload(
-        name=name or getattr(fn, "__name__", "cupy-workload"),
+        name=str(name or getattr(fn, "__name__", "cupy-workload")),
         launch=fn,
         stream=lambda: int(cp.cuda.get_current_stream().ptr),
         synchronize=lambda: cp.cuda.get_current_stream().synchronize(),
