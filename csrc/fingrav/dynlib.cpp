@@ -81,7 +81,10 @@ DynamicLibrary DynamicLibrary::open(const LibrarySpec& spec) {
       return lib;
     }
     const char* why = dlerror();
-    tried.push_back(c + ": " + (why ? why : "unknown dlopen error"));
+    std::string reason = why ? why : "unknown dlopen error";
+    // dlerror() usually starts with the name it was given: say it once.
+    if (reason.rfind(c + ": ", 0) == 0) reason.erase(0, c.size() + 2);
+    tried.push_back(c + ": " + reason);
   }
   std::string hint = spec.install_hint;
   if (!spec.override_env.empty())

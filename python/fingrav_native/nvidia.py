@@ -448,6 +448,11 @@ def report() -> BackendReport:
     entries: list[DeviceEntry] = []
     reasons: list[str] = []
 
+    def brief(exc: Exception) -> str:
+        # The reason line keeps the first line; the component keeps the paths tried.
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        return first[: -len("; tried:")] if first.endswith("; tried:") else first
+
     cuda_devs: list[dict] = []
     try:
         components.append(Component("CUDA driver (libcuda)", True, _core.cuda_library_path()))
@@ -463,7 +468,7 @@ def report() -> BackendReport:
             reasons.append(f"CUDA: {exc}")
     except RuntimeError as exc:
         components.append(Component("CUDA driver (libcuda)", False, str(exc)))
-        reasons.append(f"CUDA: {exc}")
+        reasons.append(f"CUDA: {brief(exc)}")
 
     nvml_devs: list[dict] = []
     nvml_path = getattr(_core, "nvml_library_path", None)
@@ -482,7 +487,7 @@ def report() -> BackendReport:
                 reasons.append(f"NVML: {exc}")
         except RuntimeError as exc:
             components.append(Component("NVML (libnvidia-ml)", False, str(exc)))
-            reasons.append(f"NVML: {exc}")
+            reasons.append(f"NVML: {brief(exc)}")
 
     usable = 0
     for d in cuda_devs:

@@ -67,6 +67,10 @@ int main() {
       CHECK(false);
     } catch (const LibraryNotFound& e) {
       CHECK_EQ(e.tried().size(), std::size_t{6});  // 2 names x (loader + 2 folders)
+      // Each attempt names its candidate once, then the loader's reason.
+      const std::string& first = e.tried()[0];
+      CHECK(first.rfind("libfingrav-absent.so: ", 0) == 0);
+      CHECK(first.find("libfingrav-absent.so", 1) == std::string::npos);
       const std::string w = e.what();
       CHECK(w.find("/nonexistent-b/libfingrav-absent.so.1") != std::string::npos);
       CHECK(w.find("Install fake-vendor.") != std::string::npos);
