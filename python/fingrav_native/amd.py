@@ -31,7 +31,7 @@ from typing import Any, Optional, Sequence, Union
 import numpy as np
 
 from . import _core
-from .backend import MARKER_RECORD_DTYPE, Capabilities, RunRecord
+from .backend import MARKER_RECORD_DTYPE, Capabilities, RunRecord, wait_for_idle
 from .devices import BackendReport, Component, DeviceEntry
 from .workloads import Workload
 
@@ -326,14 +326,8 @@ class AmdBackend:
         ``max_idle_ns`` passed). Launches then fall at random phases of the
         free-running logger, which FinGraV relies on (paper Section IV-A).
         """
-        chunk = int(20 * self._logger_period)
-        waited = 0
-        while waited < self._max_idle_ns:
-            level = self._idle_level(chunk)
-            waited += chunk
-            if level <= self._baseline_w * (1 + self._idle_tol):
-                break
-        return waited
+        return wait_for_idle(self._idle_level, self._baseline_w, self._idle_tol, self._logger_period,
+                             self._max_idle_ns)
 
     def _plan(self, kernel: AmdKernelSpec, executions: int) -> list[tuple[Workload, int]]:
         if isinstance(executions, bool) or not isinstance(executions, (int, np.integer)) or executions < 1:

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import abc
 from dataclasses import dataclass, field
-from typing import Protocol, Sequence, Union, runtime_checkable
+from typing import Callable, Protocol, Sequence, Union, runtime_checkable
 
 import numpy as np
 
@@ -38,6 +38,7 @@ __all__ = [
     "SimBackend",
     "LiveSimBackend",
     "KernelSpec",
+    "wait_for_idle",
 ]
 
 #: A kernel, or a sequence of (kernel, executions) run back to back.
@@ -212,16 +213,8 @@ class _SimCommon(abc.ABC):
         return self._next_run_id - 1
 
     def _wait_for_baseline(self) -> int:
-        # Chunks of 20 logger periods until the chunk's mean logged power is
-        # within idle_tolerance of the idle baseline (or max_idle_ns passed).
-        chunk = int(20 * self._logger_period)
-        waited = 0
-        while waited < self._max_idle_ns:
-            level = self._idle_level(chunk)
-            waited += chunk
-            if level <= self._baseline_w * (1 + self._idle_tol):
-                break
-        return waited
+        return wait_for_idle(self._idle_level, self._baseline_w, self._idle_tol, self._logger_period,
+                             self._max_idle_ns)
 
 
 class SimBackend(_SimCommon):
@@ -326,6 +319,44 @@ class SimBackend(_SimCommon):
             brackets=np.concatenate([before, after]),
             meta={"truth_start_ns": ex["start_ns"].copy(), "truth_end_ns": ex["end_ns"].copy()},
         )
+
+
+def wait_for_idle(idle_level: Callable[[int], float], baseline_w: float, tolerance: float,
+                  logger_period_ns: float, max_idle_ns: int) -> int:
+    """Wait in chunks of 20 logger periods until one chunk's mean power is back near idle.
+
+    Parameters
+    ----------
+    idle_level : callable
+        ``idle_level(ns)`` lets ``ns`` pass and returns the mean logged total
+        power over it (NaN when no log arrived, which counts as not idle).
+    baseline_w : float
+        Idle power measured when the backend was made.
+    tolerance : float
+        Relative excess over ``baseline_w`` that still counts as idle.
+    logger_period_ns : float
+        The logger's period.
+    max_idle_ns : int
+        Longest wait; a device still warm after it is used anyway.
+
+    Returns
+    -------
+    int
+        Nanoseconds waited.
+
+    Notes
+    -----
+    Paper Section IV-B: every run starts from idle, so that runs share one
+    power history and their logs can be stitched. Every backend waits this way.
+    """
+    chunk = int(20 * logger_period_ns)
+    waited = 0
+    while waited < max_idle_ns:
+        level = idle_level(chunk)
+        waited += chunk
+        if level <= baseline_w * (1 + tolerance):  # NaN compares False: keep waiting
+            break
+    return waited
 
 
 def _markers(ex: np.ndarray) -> np.ndarray:

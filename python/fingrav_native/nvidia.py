@@ -31,7 +31,7 @@ from typing import Any, Optional, Union
 import numpy as np
 
 from . import _core
-from .backend import MARKER_RECORD_DTYPE, Capabilities, RunRecord
+from .backend import MARKER_RECORD_DTYPE, Capabilities, RunRecord, wait_for_idle
 from .devices import BackendReport, Component, DeviceEntry
 from .workloads import Workload
 
@@ -284,13 +284,11 @@ class NvidiaBackend:
         extra of up to one logger period puts the next launch at a random
         phase of the logger (Section IV-A relies on it).
         """
-        chunk = int(20 * self._logger_period)
-        waited = 0
-        while waited < self._max_idle_ns:
-            s = self._idle_samples(chunk)
-            waited += chunk
-            if len(s) and float(np.mean(s["total"])) <= self._baseline_w * (1 + self._idle_tol):
-                break
+        def level(ns: int) -> float:
+            s = self._idle_samples(ns)
+            return float(np.mean(s["total"])) if len(s) else float("nan")
+
+        waited = wait_for_idle(level, self._baseline_w, self._idle_tol, self._logger_period, self._max_idle_ns)
         extra = int(self._rng.integers(0, max(int(self._logger_period), 1)))
         time.sleep(extra / 1e9)
         return waited + extra

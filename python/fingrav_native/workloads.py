@@ -293,6 +293,17 @@ def _hip_upload(hip: Any, array: Any) -> Any:
     return ptr
 
 
+def _hipblas_session(hip: Any, hipblas: Any, dtype: str) -> tuple[Any, Any, Any, Any]:
+    """A private stream, a hipBLAS handle bound to it, and alpha = 1, beta = 0 of ``dtype``."""
+    import ctypes
+
+    stream = _hip_check(hip.hipStreamCreate(), "hipStreamCreate")
+    handle = _hip_check(hipblas.hipblasCreate(), "hipblasCreate")
+    _hip_check(hipblas.hipblasSetStream(handle, stream), "hipblasSetStream")
+    scalar = ctypes.c_float if dtype == "float32" else ctypes.c_double
+    return stream, handle, scalar(1.0), scalar(0.0)
+
+
 def hipblas_gemm(m: int, n: int, k: int, *, dtype: str = "float32", device: int = 0, seed: int = 0) -> Workload:
     """A hipBLAS GEMM ``C = A @ B`` through hip-python, the paper's compute-bound case.
 
@@ -329,11 +340,7 @@ def hipblas_gemm(m: int, n: int, k: int, *, dtype: str = "float32", device: int 
     a = _hip_upload(hip, rng.standard_normal((m, k)).astype(np_dtype))
     b = _hip_upload(hip, rng.standard_normal((k, n)).astype(np_dtype))
     c = _hip_upload(hip, np.zeros((m, n), dtype=np_dtype))
-    stream = _hip_check(hip.hipStreamCreate(), "hipStreamCreate")
-    handle = _hip_check(hipblas.hipblasCreate(), "hipblasCreate")
-    _hip_check(hipblas.hipblasSetStream(handle, stream), "hipblasSetStream")
-    scalar = ctypes.c_float if dtype == "float32" else ctypes.c_double
-    alpha, beta = scalar(1.0), scalar(0.0)
+    stream, handle, alpha, beta = _hipblas_session(hip, hipblas, dtype)
     gemm = getattr(hipblas, f"hipblas{prefix}gemm")
     op_n = hipblas.hipblasOperation_t.HIPBLAS_OP_N
 
@@ -384,11 +391,7 @@ def hipblas_gemv(m: int, k: int, *, dtype: str = "float32", device: int = 0, see
     a = _hip_upload(hip, rng.standard_normal((m, k)).astype(np_dtype))
     x = _hip_upload(hip, rng.standard_normal(k).astype(np_dtype))
     y = _hip_upload(hip, np.zeros(m, dtype=np_dtype))
-    stream = _hip_check(hip.hipStreamCreate(), "hipStreamCreate")
-    handle = _hip_check(hipblas.hipblasCreate(), "hipblasCreate")
-    _hip_check(hipblas.hipblasSetStream(handle, stream), "hipblasSetStream")
-    scalar = ctypes.c_float if dtype == "float32" else ctypes.c_double
-    alpha, beta = scalar(1.0), scalar(0.0)
+    stream, handle, alpha, beta = _hipblas_session(hip, hipblas, dtype)
     gemv = getattr(hipblas, f"hipblas{prefix}gemv")
     op_n = hipblas.hipblasOperation_t.HIPBLAS_OP_N
 
