@@ -165,3 +165,13 @@ def test_parquet_without_pyarrow_says_what_to_install(prof, tmp_path, monkeypatc
     monkeypatch.setitem(sys.modules, "pyarrow", None)
     with pytest.raises(ImportError, match="pip install pyarrow"):
         export_parquet(prof, tmp_path / "pq")
+
+
+def test_html_repr_for_notebooks(prof):
+    html = prof._repr_html_()
+    assert html.startswith("<div><b>cb-4k-gemm</b>")
+    assert html.count("<tr>") == 1 + len(prof.profiles)  # header + one row per execution of interest
+    for p in prof.profiles.values():
+        assert f"<td>{p.golden.count}/{p.golden.total}</td>" in html
+        assert f"<td>{len(p.lois)} / {p.loi_target}</td>" in html
+    assert f"per LOI {prof.error_budget.total_ns:.0f}" in html

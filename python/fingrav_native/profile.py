@@ -201,6 +201,27 @@ class Profile:
     versions: dict = field(default_factory=dict)
     timeline: Optional[CampaignTimeline] = None
 
+    def _repr_html_(self) -> str:
+        """A table for notebooks: each execution of interest, its golden runs, LOIs, energy, and the budget."""
+        from html import escape
+
+        b = self.error_budget
+        rows = []
+        for p in self.profiles.values():
+            tot = p.energy.get("total")
+            energy = (f"{tot.energy_j * 1e3:.3f} &plusmn; {tot.uncertainty_j * 1e3:.3f} mJ" if tot else "&ndash;")
+            rows.append(
+                f"<tr><td>{escape(p.label.upper())}</td><td>{p.execution_index} of {p.executions_per_run}</td>"
+                f"<td>{p.golden.count}/{p.golden.total}</td><td>{len(p.lois)} / {p.loi_target}</td>"
+                f"<td>{p.duration_ns / 1e3:.1f} us</td><td>{energy}</td></tr>")
+        return (
+            f"<div><b>{escape(self.kernel)}</b> on {escape(self.backend.device)} &middot; mode {escape(self.mode)} "
+            f"&middot; {self.runs} runs<table>"
+            "<tr><th>profile</th><th>execution</th><th>golden runs</th><th>LOIs / wanted</th>"
+            "<th>duration</th><th>energy per execution</th></tr>" + "".join(rows) + "</table>"
+            f"<small>timing error budget (ns, half-widths): clock map {b.clock_map_ns:.0f}, kernel start "
+            f"{b.marker_ns:.0f}, logger window {b.logger_window_ns:.0f}, per LOI {b.total_ns:.0f}</small></div>")
+
     def __repr__(self) -> str:
         lines = [f"Profile({self.kernel!r} on {self.backend.name}: {self.mode}, {self.runs} runs, "
                  f"timing error +-{self.error_budget.total_ns:.0f} ns)"]
