@@ -31,7 +31,7 @@ from typing import Any, Optional, Sequence, Union
 import numpy as np
 
 from . import _core
-from .backend import MARKER_RECORD_DTYPE, Capabilities, RunRecord, wait_for_idle
+from .backend import Capabilities, RunRecord, drain_all, marker_records, wait_for_idle
 from .devices import BackendReport, Component, DeviceEntry
 from .workloads import Workload
 
@@ -306,7 +306,7 @@ class AmdBackend:
     def _idle_level(self, ns: int) -> float:
         with _core.Sampler(self._power, period_ns=self._period_ns) as sampler:
             time.sleep(ns / 1e9)
-        s = sampler.drain() if sampler.available else np.zeros(0, dtype=_core.SAMPLE_DTYPE)
+        s = drain_all(sampler)
         if len(s) == 0:
             raise RuntimeError(f"{self._power.info.name}: no power logs in {ns / 1e6:.0f} ms of idle")
         return float(np.nanmean(s["total"]))
@@ -393,7 +393,7 @@ class AmdBackend:
             events.synchronize(2 * n - 1)
             sync_ns = _core.host_time_ns()
             time.sleep(2 * self._logger_period / 1e9)
-        samples = sampler.drain() if sampler.available else np.zeros(0, dtype=_core.SAMPLE_DTYPE)
+        samples = drain_all(sampler)
         after = _core.measure_brackets(self._clock, self._brackets_per_run - half)
 
         slots = probe.slots()[: 2 * n].astype(np.int64)
@@ -401,15 +401,7 @@ class AmdBackend:
             missing = int(np.count_nonzero(slots == 0))
             raise RuntimeError(f"run {run}: {missing} of {2 * n} marker probes never wrote the wall clock "
                                "(a workload changed streams without waiting for them?)")
-        markers = np.zeros(n, dtype=MARKER_RECORD_DTYPE)
-        markers["run"] = run
-        markers["index"] = np.arange(n)
-        markers["kernel_id"] = [kid for _, kid in plan]
-        markers["begin_ticks"] = slots[0::2]
-        markers["end_ticks"] = slots[1::2]
-        markers["host_launch_ns"] = launch_ns
-        markers["host_sync_ns"] = -1
-        markers["host_sync_ns"][-1] = sync_ns
+        markers = marker_records(run, [kid for _, kid in plan], slots, launch_ns, sync_ns)
         event_ns = np.array([events.elapsed_ms(2 * i, 2 * i + 1) * 1e6 for i in range(n)])
         stats = sampler.stats()
         return RunRecord(

@@ -39,6 +39,8 @@ __all__ = [
     "LiveSimBackend",
     "KernelSpec",
     "wait_for_idle",
+    "drain_all",
+    "marker_records",
 ]
 
 #: A kernel, or a sequence of (kernel, executions) run back to back.
@@ -359,6 +361,50 @@ def wait_for_idle(idle_level: Callable[[int], float], baseline_w: float, toleran
     return waited
 
 
+def drain_all(sampler: "_core.Sampler") -> np.ndarray:
+    """Everything a stopped sampler kept (an empty SAMPLE_DTYPE array when it kept nothing)."""
+    return sampler.drain() if sampler.available else np.zeros(0, dtype=_core.SAMPLE_DTYPE)
+
+
+def marker_records(run: int, kernel_id: "int | Sequence[int]", ticks: np.ndarray, host_launch_ns: np.ndarray,
+                   host_sync_ns: int) -> np.ndarray:
+    """MARKER_RECORD_DTYPE rows from a probe's slots, as the hardware backends write them.
+
+    Parameters
+    ----------
+    run : int
+        Run id.
+    kernel_id : int or sequence of int
+        Kernel id of every execution (or one for all).
+    ticks : numpy.ndarray
+        Device-clock slots: begin of execution i at ``2 i``, its end at ``2 i + 1``.
+    host_launch_ns : numpy.ndarray
+        Host time of each execution's launch call.
+    host_sync_ns : int
+        Host time the run's completion was seen (recorded on the last execution).
+
+    Returns
+    -------
+    numpy.ndarray
+
+    Notes
+    -----
+    Paper Section IV-B step 2: GPU-side start and end of every execution.
+    """
+    n = len(host_launch_ns)
+    markers = np.zeros(n, dtype=MARKER_RECORD_DTYPE)
+    markers["run"] = run
+    markers["index"] = np.arange(n)
+    markers["kernel_id"] = kernel_id
+    markers["begin_ticks"] = ticks[0:2 * n:2]
+    markers["end_ticks"] = ticks[1:2 * n:2]
+    markers["host_launch_ns"] = host_launch_ns
+    markers["host_sync_ns"] = -1
+    if n:
+        markers["host_sync_ns"][-1] = host_sync_ns
+    return markers
+
+
 def _markers(ex: np.ndarray) -> np.ndarray:
     """The GPU-side markers of simulated executions (EXEC_DTYPE) as MARKER_RECORD_DTYPE."""
     markers = np.zeros(len(ex), dtype=MARKER_RECORD_DTYPE)
@@ -435,7 +481,7 @@ class LiveSimBackend(_SimCommon):
     def _idle_level(self, ns: int) -> float:
         with _core.Sampler(self._power, period_ns=self._period_ns) as sampler:
             self.gpu.idle(ns)
-        s = sampler.drain() if sampler.available else np.zeros(0, dtype=_core.SAMPLE_DTYPE)
+        s = drain_all(sampler)
         if len(s) == 0:
             raise RuntimeError("the simulated logger produced no logs while idle; check logger_period_ns")
         return float(np.mean(s["total"]))
@@ -452,7 +498,7 @@ class LiveSimBackend(_SimCommon):
             result = self.gpu.sequence(plan, run=run)
             # Logs are published a little after they are sampled.
             self.gpu.idle(int(2 * self._logger_period))
-        samples = sampler.drain() if sampler.available else np.zeros(0, dtype=_core.SAMPLE_DTYPE)
+        samples = drain_all(sampler)
         after = _core.measure_brackets(self._clock, self._brackets_per_run - self._brackets_per_run // 2)
         ex = result.executions
         stats = sampler.stats()

@@ -31,7 +31,7 @@ from typing import Any, Optional, Union
 import numpy as np
 
 from . import _core
-from .backend import MARKER_RECORD_DTYPE, Capabilities, RunRecord, wait_for_idle
+from .backend import Capabilities, RunRecord, drain_all, marker_records, wait_for_idle
 from .devices import BackendReport, Component, DeviceEntry
 from .workloads import Workload
 
@@ -240,6 +240,8 @@ class NvidiaBackend:
             marker_err_ns=float(np.percentile(self.marker_gaps_ns, 90)),
             channels=tuple(info.channels),
             virtual_time=False,
+            # NVML stamps in us; the orchestrator fits the logger map in that tick.
+            logger_tick_ns=self._logger_tick_ns,
         )
 
     # ------------------------------------------------------------ protocol
@@ -308,7 +310,7 @@ class NvidiaBackend:
         Returns
         -------
         RunRecord
-            Power logs (``source_ts`` in ns of the logger's clock), one
+            Power logs (``source_ts`` in the logger's ticks, ``logger_tick_ns`` each), one
             MARKER_RECORD_DTYPE row per execution with %globaltimer begin/end
             ticks, and bracketed clock reads before and after.
 
@@ -345,7 +347,7 @@ class NvidiaBackend:
             host_sync = _core.host_time_ns()
             # Logs are published after they are sampled: keep polling a little.
             time.sleep(2 * self._logger_period / 1e9)
-        samples = sampler.drain() if sampler.available else np.zeros(0, dtype=_core.SAMPLE_DTYPE)
+        samples = drain_all(sampler)
         after = _core.measure_brackets(self._clock, self._brackets_per_run - self._brackets_per_run // 2)
         if int(kernel.stream()) != stream:
             raise RuntimeError(f"{kernel.name}: the workload's stream changed during the run "
@@ -355,16 +357,7 @@ class NvidiaBackend:
         if len(unwritten):
             raise RuntimeError(f"{kernel.name}: {len(unwritten)} of {2 * executions} probe slots were not written "
                                f"after the stream synchronised (first: slot {int(unwritten[0])})")
-        markers = np.zeros(executions, dtype=MARKER_RECORD_DTYPE)
-        markers["run"] = run
-        markers["index"] = np.arange(executions)
-        markers["kernel_id"] = kid
-        markers["begin_ticks"] = ticks[0::2].astype(np.int64)
-        markers["end_ticks"] = ticks[1::2].astype(np.int64)
-        markers["host_launch_ns"] = host_launch
-        markers["host_sync_ns"] = -1
-        markers["host_sync_ns"][-1] = host_sync
-        samples = self._logger_ns(samples)
+        markers = marker_records(run, kid, ticks.astype(np.int64), host_launch, host_sync)
         return RunRecord(
             run=run, executions=executions, samples=samples, markers=markers,
             brackets=np.concatenate([before, after]),
@@ -376,18 +369,10 @@ class NvidiaBackend:
 
     # ------------------------------------------------------------ helpers
 
-    def _logger_ns(self, samples: np.ndarray) -> np.ndarray:
-        # The orchestrator fits the logger clock with the device tick (1 ns);
-        # NVML counts microseconds, so hand its timestamps over in ns.
-        if self._logger_tick_ns != 1.0 and len(samples):
-            samples = samples.copy()
-            samples["source_ts"] = np.round(samples["source_ts"] * self._logger_tick_ns).astype(np.int64)
-        return samples
-
     def _idle_samples(self, ns: int) -> np.ndarray:
         with _core.Sampler(self._power, period_ns=self._period_ns) as sampler:
             time.sleep(ns / 1e9)
-        return sampler.drain() if sampler.available else np.zeros(0, dtype=_core.SAMPLE_DTYPE)
+        return drain_all(sampler)
 
     def _measure_marker_gaps(self, pairs: int = 64) -> np.ndarray:
         """Gaps (ns) between back-to-back probes on one stream: the marker's placement error."""

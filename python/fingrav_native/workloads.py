@@ -175,9 +175,7 @@ def torch_gemm(m: int, n: int, k: int, *, dtype: str = "float16", device: Any = 
     Operands are allocated once and the output is written in place, so an
     execution is one GEMM kernel and nothing else (paper Section V-A).
     """
-    for arg, v in (("m", m), ("n", n), ("k", k)):
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            raise ValueError(f"{arg}={v!r}: must be a positive integer")
+    _positive(m=m, n=n, k=k)
     torch = _import("torch", "install a CUDA or ROCm build of PyTorch (https://pytorch.org)")
     dev = _torch_device(torch, device)
     dt = _torch_dtype(torch, dtype)
@@ -204,9 +202,7 @@ def torch_gemv(m: int, k: int, *, dtype: str = "float16", device: Any = None) ->
     -----
     Paper Section V-A (MB-8K/4K/2K).
     """
-    for arg, v in (("m", m), ("k", k)):
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            raise ValueError(f"{arg}={v!r}: must be a positive integer")
+    _positive(m=m, k=k)
     torch = _import("torch", "install a CUDA or ROCm build of PyTorch (https://pytorch.org)")
     dev = _torch_device(torch, device)
     dt = _torch_dtype(torch, dtype)
