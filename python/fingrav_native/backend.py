@@ -288,6 +288,19 @@ class SimBackend(_SimCommon):
         """``n`` bracketed device-clock reads at the current (virtual) time."""
         return self.gpu.read_clocks(n)
 
+    def advance_to(self, host_ns: int) -> None:
+        """Idle the device until host time ``host_ns`` (no-op if already past it).
+
+        A resumed campaign (``profile(resume=True)``) continues on a fresh
+        simulated device whose virtual time starts at zero; its clocks are
+        functions of host time, so idling it past the last run on disk puts
+        the new runs on the same timeline as the replayed ones, after a
+        pause as long as a real device would have sat idle.
+        """
+        gap = int(host_ns) - self.gpu.now()
+        if gap > 0:
+            self.gpu.idle(gap)
+
     def execute_run(self, kernel: KernelSpec, executions: int, run: int) -> RunRecord:
         """Launch one run and return its raw record.
 

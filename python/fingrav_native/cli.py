@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from typing import Sequence
 
 EXIT_OK = 0
 EXIT_FAILURE = 1
 EXIT_USAGE = 2
+#: Interrupted by Ctrl-C (128 + SIGINT, as shells report it).
+EXIT_INTERRUPTED = 130
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -86,7 +89,234 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--trace", metavar="FILE", help="write a trace-event JSON file")
     export.add_argument("--parquet", metavar="DIR", help="write Parquet tables into DIR")
     export.add_argument("--summary", metavar="FILE", help="write a JSON summary")
+    _add_profile_parser(sub)
+    _add_sync_parser(sub)
     return parser
+
+
+BACKENDS = ("sim", "sim-live", "amd", "nvidia")
+
+
+def _add_profile_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    prof = sub.add_parser(
+        "profile",
+        help="profile a kernel (the paper's eight steps) into a campaign folder; Ctrl-C keeps the runs",
+        description=(
+            "Profile one kernel with FinGraV: time it, pick runs and margin from the paper's Table I, find "
+            "the steady-state-power execution by binary search, run the campaign, keep the golden runs, "
+            "place and stitch the power logs. Every completed run is written to OUT/runs/ as it finishes, "
+            "so Ctrl-C (exit code 130) loses at most the run under way; --resume OUT continues the campaign "
+            "with the settings it was started with. The profile is saved as OUT/profile.fgprof.\n\n"
+            "KERNEL is a simulator preset (cb-{8k,4k,2k}-gemm, mb-{8k,4k,2k}-gemv, allgather-64k, ...; see "
+            "fingrav_native.sim.kernel_presets()) or, for amd/nvidia, 'module:function' naming a function "
+            "that returns a fingrav_native.workloads.Workload; on amd/nvidia the GEMM/GEMV presets run as "
+            "PyTorch fp16 GEMMs/GEMVs of that size."),
+        epilog=("examples:\n  fingrav profile cb-4k-gemm --out cb4k/\n"
+                "  fingrav profile mb-2k-gemv --mode sse --runs 400 --margin 0.02 --out gemv/ --plots --trace\n"
+                "  fingrav profile mymodels.layers:attention_workload --backend nvidia --device 1 --out attn/\n"
+                "  fingrav profile --resume cb4k/\n\n"
+                "exit codes: 0 done, 1 the campaign failed (device, library, no logs), 2 bad usage, "
+                "130 interrupted (resume with --resume)"),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    prof.add_argument("kernel", nargs="?", help="a preset name or module:function (not needed with --resume)")
+    prof.add_argument("--backend", choices=BACKENDS, default=None,
+                      help="where to run (default sim: the simulated GPU in virtual time)")
+    prof.add_argument("--device", type=int, default=None, help="GPU index for amd/nvidia (default 0)")
+    prof.add_argument("--mode", choices=("sse", "ssp", "both"), default=None,
+                      help="execution(s) of interest (default both)")
+    prof.add_argument("--runs", type=int, default=None, help="runs in the campaign (default: Table I guidance)")
+    prof.add_argument("--margin", type=float, default=None,
+                      help="golden-run bin margin in (0, 1) (default: Table I guidance)")
+    prof.add_argument("--executions", type=int, default=None,
+                      help="executions per run, skipping the SSP search (default: found by the search)")
+    prof.add_argument("--seed", type=int, default=None, help="seed of the simulated device (default 0)")
+    prof.add_argument("--out", metavar="DIR", help="campaign folder (default: ./fingrav-<kernel>)")
+    prof.add_argument("--resume", metavar="DIR",
+                      help="continue the interrupted campaign in DIR with the settings it was started with")
+    prof.add_argument("--plots", action="store_true", help="also write the figures into the folder")
+    prof.add_argument("--trace", action="store_true", help="also write a Perfetto trace (profile.trace.json)")
+    prof.add_argument("--quiet", action="store_true", help="no progress (progress is shown only on a terminal)")
+
+
+def _add_sync_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    sync = sub.add_parser(
+        "sync",
+        help="clock-sync report: read latency, floor, skew, drift and error bound of a backend's clock map",
+        description=(
+            "Take bursts of bracketed device-clock reads (host before, device, host after) for a while and "
+            "report the read latency, the floor no calibration removes (half the best round trip), the "
+            "fitted skew, the error bound of the map at the end, and how far a drift-following piecewise "
+            "map departs from a single line. On the simulator the true error is reported as well."),
+        epilog=("examples:\n  fingrav sync\n  fingrav sync --backend nvidia --seconds 10 --json\n"
+                "  fingrav sync --backend amd --device 1 --plot sync.png"),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sync.add_argument("--backend", choices=BACKENDS, default="sim", help="which clock (default sim)")
+    sync.add_argument("--device", type=int, default=0, help="GPU index for amd/nvidia (default 0)")
+    sync.add_argument("--seed", type=int, default=0, help="seed of the simulated device (default 0)")
+    sync.add_argument("--seconds", type=float, default=2.0, help="how long to take reads (default 2)")
+    sync.add_argument("--burst", type=int, default=32, help="reads per burst (default 32)")
+    sync.add_argument("--interval-ms", type=float, default=100.0, help="time between bursts (default 100 ms)")
+    sync.add_argument("--json", action="store_true", help="print the report as JSON")
+    sync.add_argument("--plot", metavar="FILE", help="also draw each read's distance from the map (PNG/PDF/SVG)")
+
+
+def _make_backend(name: str, device: int, seed: int) -> object:
+    if device < 0:
+        raise ValueError(f"--device={device}: must be >= 0")
+    if seed < 0:
+        raise ValueError(f"--seed={seed}: must be >= 0")
+    if name == "sim":
+        from .backend import SimBackend
+
+        return SimBackend(seed=seed)
+    if name == "sim-live":
+        from .backend import LiveSimBackend
+
+        return LiveSimBackend(seed=seed)
+    if name == "amd":
+        from .amd import AmdBackend
+
+        return AmdBackend(device=device)
+    from .nvidia import NvidiaBackend
+
+    return NvidiaBackend(device=device)
+
+
+_HW_PRESET = re.compile(r"^(cb|mb)-(\d+)k-(gemm|gemv)$")
+
+
+def _resolve_kernel(spec: str, backend_name: str) -> object:
+    """A kernel for the backend from the command line's KERNEL."""
+    if ":" in spec:
+        if backend_name.startswith("sim"):
+            raise ValueError(f"kernel={spec!r}: a module:function workload runs on amd or nvidia; "
+                             "the simulator runs its presets (fingrav_native.sim.kernel_presets())")
+        from .workloads import resolve_workload
+
+        return resolve_workload(spec)
+    if backend_name.startswith("sim"):
+        from .sim import kernel_presets
+
+        names = [k["name"] for k in kernel_presets()]
+        if spec not in names:
+            raise ValueError(f"kernel={spec!r}: not a simulator preset; choose one of {', '.join(names)}")
+        return spec
+    m = _HW_PRESET.match(spec)
+    if m is None:
+        raise ValueError(f"kernel={spec!r}: on {backend_name} give module:function, or a GEMM/GEMV preset "
+                         "such as cb-4k-gemm or mb-8k-gemv")
+    from .workloads import torch_gemm, torch_gemv
+
+    n = int(m.group(2)) * 1024
+    return torch_gemm(n, n, n) if m.group(3) == "gemm" else torch_gemv(n, n)
+
+
+#: What `fingrav profile` records next to the campaign, so --resume can rebuild the same request.
+COMMAND_FILE = "command.json"
+
+
+def _profile(args: argparse.Namespace) -> int:
+    import json
+    import os
+
+    from .profile import PROFILE_FILE, profile
+    from .progress import ProgressReporter, TerminalProgress
+
+    if args.resume:
+        if args.out and os.path.abspath(args.out) != os.path.abspath(args.resume):
+            raise ValueError(f"--out={args.out!r}: --resume continues in its own folder ({args.resume!r})")
+        path = os.path.join(args.resume, COMMAND_FILE)
+        if not os.path.exists(path):
+            raise FileNotFoundError(f"--resume={args.resume!r}: no {COMMAND_FILE} there; not a folder written "
+                                    "by fingrav profile")
+        with open(path) as f:
+            saved = json.load(f)
+        given = {k: getattr(args, k) for k in ("kernel", "backend", "device", "mode", "runs", "margin",
+                                               "executions", "seed")}
+        for key, value in given.items():
+            if value is not None and value != saved.get(key):
+                raise ValueError(f"--{key}={value!r}: the campaign in {args.resume!r} was started with "
+                                 f"{saved.get(key)!r}; --resume uses the settings it was started with")
+        request, out = saved, args.resume
+    else:
+        if not args.kernel:
+            raise ValueError("kernel: give a preset or module:function (or --resume DIR)")
+        request = {"kernel": args.kernel, "backend": args.backend or "sim",
+                   "device": 0 if args.device is None else args.device,
+                   "mode": args.mode or "both", "runs": args.runs, "margin": args.margin,
+                   "executions": args.executions, "seed": 0 if args.seed is None else args.seed}
+        out = args.out or f"fingrav-{args.kernel.replace(':', '-').replace('.', '-')}"
+    if request["runs"] is not None and request["runs"] < 2:
+        raise ValueError(f"--runs={request['runs']}: must be >= 2")
+    if request["margin"] is not None and not 0 < request["margin"] < 1:
+        raise ValueError(f"--margin={request['margin']}: must be in (0, 1)")
+    if request["executions"] is not None and request["executions"] < 4:
+        raise ValueError(f"--executions={request['executions']}: must be >= 4")
+    kernel = _resolve_kernel(request["kernel"], request["backend"])
+    if not args.resume and os.path.exists(os.path.join(out, COMMAND_FILE)):
+        raise ValueError(f"--out={out!r}: already holds a campaign; continue it with --resume {out} "
+                         "or choose another folder")
+    backend = _make_backend(request["backend"], request["device"], request["seed"])
+    os.makedirs(out, exist_ok=True)
+    with open(os.path.join(out, COMMAND_FILE), "w") as f:
+        json.dump(request, f, indent=1)
+    reporter = ProgressReporter() if args.quiet else TerminalProgress()
+    try:
+        prof = profile(kernel, backend, mode=request["mode"], runs=request["runs"],  # type: ignore[arg-type]
+                       margin=request["margin"], executions=request["executions"], seed=request["seed"],
+                       out_dir=out, resume=bool(args.resume), progress=reporter)
+    except KeyboardInterrupt:
+        from .campaign import load_campaign_runs
+
+        done = len(load_campaign_runs(out))
+        print(f"fingrav profile: interrupted; {done} completed runs are in {out}/runs/. "
+              f"Continue with: fingrav profile --resume {out}", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    print(prof)
+    b = prof.error_budget
+    print(f"  error budget (median per LOI, +-): clock map {b.clock_map_ns / 1e3:.2f} us, kernel start "
+          f"{b.marker_ns / 1e3:.2f} us, logger window {b.logger_window_ns / 1e3:.2f} us -> total "
+          f"{b.total_ns / 1e3:.2f} us")
+    print(os.path.join(out, PROFILE_FILE))
+    if args.trace:
+        from .trace import export_trace
+
+        print(export_trace(prof, os.path.join(out, "profile.trace.json")))
+    if args.plots:
+        _plot(argparse.Namespace(profile=os.path.join(out, PROFILE_FILE), out=out, format="png",
+                                 dpi=120))
+    return EXIT_OK
+
+
+def _sync(args: argparse.Namespace) -> int:
+    import json
+
+    from .syncreport import sync_report
+
+    if not args.interval_ms > 0:
+        raise ValueError(f"--interval-ms={args.interval_ms}: must be positive")
+    backend = _make_backend(args.backend, args.device, args.seed)
+    report = sync_report(backend, seconds=args.seconds, burst=args.burst,  # type: ignore[arg-type]
+                         interval_s=args.interval_ms / 1e3)
+    if args.json:
+        print(json.dumps(report.as_dict(), indent=1))
+    else:
+        print(report.format())
+    if args.plot:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        from .plot import plot_sync_error
+
+        ax = plot_sync_error(report.brackets, report.piecewise or report.linear)
+        ax.figure.savefig(args.plot, dpi=120)
+        plt.close(ax.figure)
+        print(args.plot)
+    return EXIT_OK
 
 
 def _load(path: str) -> object:
@@ -237,6 +467,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             return _plot(args) if args.command == "plot" else _export(args)
         except (ProfileFormatError, FileNotFoundError) as exc:
+            print(f"fingrav {args.command}: {exc}", file=sys.stderr)
+            return EXIT_FAILURE
+        except ValueError as exc:
+            print(f"fingrav {args.command}: {exc}", file=sys.stderr)
+            return EXIT_USAGE
+    if args.command in ("profile", "sync"):
+        from .campaign import CampaignFormatError, CampaignMismatchError
+
+        try:
+            return _profile(args) if args.command == "profile" else _sync(args)
+        # A missing library or device (LibraryNotFoundError, DeviceUnavailableError
+        # are RuntimeErrors) or module is a failure to run, not bad usage.
+        except (CampaignMismatchError, CampaignFormatError, FileNotFoundError, ImportError, RuntimeError) as exc:
             print(f"fingrav {args.command}: {exc}", file=sys.stderr)
             return EXIT_FAILURE
         except ValueError as exc:

@@ -12,18 +12,22 @@ from __future__ import annotations
 import json
 import math
 import os
+import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 
 from .backend import Backend, Capabilities, KernelSpec, RunRecord, SimBackend
+from .campaign import (CampaignMismatchError, StoredRun, load_campaign_runs, read_manifest, write_manifest,
+                       write_run)
 from .clocksync import ClockMap, PiecewiseClockMap, fit_clock_map, fit_one_sided_clock_map, fit_piecewise_clock_map
 from .golden import GoldenSelection, select_golden_runs
 from .guidance import Guidance, lookup_guidance, target_loi_count
 from .align import NoLogsInExecutionsError, place_logs, select_executions_of_interest
 from .records import EXECUTION_DTYPE, LOI_DTYPE, validate_executions
 from .steady import SSE_EXECUTIONS, SSE_INDEX, PowerMeasurement, SspSearch, find_ssp_executions
+from .progress import CampaignProgress, ProgressLike, ProgressReporter, as_reporter
 from .stitch import StitchedProfile, WholeRunView, energy_per_execution, stitch, whole_run_view
 
 __all__ = [
@@ -266,30 +270,112 @@ def _executions_from_markers(markers: np.ndarray, device_map: Any, marker_err_ns
     return ex
 
 
-class _Campaign:
-    """Runs, records and (optionally) streams them to disk as they complete."""
+def _kernel_label(backend: Backend, kernel: Any) -> str:
+    if isinstance(kernel, (str, int)):
+        return backend.kernel_name(kernel)
+    if isinstance(kernel, (list, tuple)):
+        return "+".join(f"{_kernel_label(backend, k)}x{int(n)}" for k, n in kernel)
+    return str(kernel)
 
-    def __init__(self, backend: Backend, out_dir: Optional[str]) -> None:
+
+class _Campaign:
+    """Runs, records and (optionally) streams them to disk as they complete.
+
+    With ``out_dir`` every completed run is written at once
+    (:mod:`fingrav_native.campaign`), so an interrupted campaign keeps them;
+    with ``replay`` those runs are handed back, in order, to the same
+    requests before any new run is executed (``profile(resume=True)``).
+    """
+
+    def __init__(self, backend: Backend, out_dir: Optional[str], *, kernel: str = "",
+                 replay: Sequence[StoredRun] = (), reporter: Optional[ProgressReporter] = None) -> None:
         self.backend = backend
         self.caps = backend.capabilities
         self.records: list[RunRecord] = []
         self.next_run = 0
         self.out_dir = out_dir
+        self.kernel = kernel
+        self._replay = list(replay)
+        self.replayed = 0
+        self._live_started = False
+        self.reporter = reporter or ProgressReporter()
+        # Progress state, kept up to date by the orchestrator.
+        self.phase = "timing"
+        self.planned: Optional[int] = None
+        self.lois = 0
+        self.loi_target = 0
+        self._t0 = time.monotonic()
+        self._phase_t0 = self._t0
+        self._phase_live = 0
         if out_dir is not None:
             os.makedirs(out_dir, exist_ok=True)
 
-    def run(self, kernel: KernelSpec, executions: int, keep: bool = True) -> RunRecord:
-        self.backend.wait_idle()
-        # Run ids come from the backend, so campaigns sharing a device (an
-        # interleaved scenario after its reference) never reuse one.
-        rec = self.backend.execute_run(kernel, executions, self.backend.new_run_id())
+    def set_phase(self, phase: str, planned: Optional[int] = None) -> None:
+        self.phase, self.planned = phase, planned
+        self._phase_t0, self._phase_live = time.monotonic(), 0
+        self.report()
+
+    def report(self) -> None:
+        now = time.monotonic()
+        eta = None
+        if self.planned is not None and self._phase_live:
+            # Replayed runs cost nothing: the rate is that of runs executed in this phase.
+            eta = (now - self._phase_t0) / self._phase_live * max(0, self.planned - self.next_run)
+        self.reporter.update(CampaignProgress(
+            kernel=self.kernel, phase=self.phase, runs_done=self.next_run, runs_planned=self.planned,
+            lois=self.lois, loi_target=self.loi_target, elapsed_s=now - self._t0, eta_s=eta,
+            replayed=self.replayed))
+
+    def _go_live(self) -> None:
+        """Before the first new run after a replay: one timeline with the runs on disk, fresh run ids."""
+        self._live_started = True
+        if not self.replayed:
+            return
+        done = [r.record for r in self._replay[:self.replayed]]
+        last = max(int(r.brackets[:, 2].max()) for r in done if len(r.brackets))
+        now = int(self.backend.read_clocks(1)[0, 0])
+        if now <= last:
+            advance = getattr(self.backend, "advance_to", None)
+            if advance is None:
+                raise RuntimeError(
+                    f"cannot resume: the host clock ({now} ns) is behind the interrupted campaign's last run "
+                    f"({last} ns), as after a reboot; the runs on disk and new ones would not share a "
+                    "timeline. Start a new campaign folder.")
+            # A simulated device restarts at its own time zero: let it sit idle
+            # (as the real one did while the campaign was stopped) until after
+            # the last run on disk.
+            advance(last + 1_000_000_000)
+        top = max(r.run for r in done)
+        while self.backend.new_run_id() < top:
+            pass
+
+    def run(self, kernel: KernelSpec, executions: int, keep: bool = True, role: str = "campaign") -> RunRecord:
+        label = _kernel_label(self.backend, kernel)
+        if self.replayed < len(self._replay):
+            stored = self._replay[self.replayed]
+            if (stored.role, stored.kernel, stored.record.executions) != (role, label, executions):
+                raise CampaignMismatchError(
+                    f"run {stored.seq} on disk ({stored.path}) is a {stored.role!r} run of "
+                    f"{stored.record.executions} executions of {stored.kernel!r}, but the resumed campaign asks "
+                    f"for a {role!r} run of {executions} executions of {label!r}: the settings or the device "
+                    "differ from the interrupted campaign's; resume with the same ones or start a new folder")
+            self.replayed += 1
+            rec = stored.record
+        else:
+            if not self._live_started:
+                self._go_live()
+            self.backend.wait_idle()
+            # Run ids come from the backend, so campaigns sharing a device (an
+            # interleaved scenario after its reference) never reuse one.
+            rec = self.backend.execute_run(kernel, executions, self.backend.new_run_id())
+            if self.out_dir is not None:
+                # One file per completed run: an interrupted campaign keeps them.
+                write_run(self.out_dir, self.next_run, role, label, rec)
+            self._phase_live += 1
         self.next_run += 1
         if keep:
             self.records.append(rec)
-        if self.out_dir is not None:
-            # One file per completed run: an interrupted campaign keeps them.
-            np.savez(os.path.join(self.out_dir, f"run_{rec.run:06d}.npz"),
-                     samples=rec.samples, markers=rec.markers, brackets=rec.brackets)
+        self.report()
         return rec
 
     def timeline(self, records: Sequence[RunRecord]) -> "_Timeline":
@@ -351,7 +437,7 @@ class _PooledProbe:
         if usable < need:
             length = max(hi + 1, 2 * n)
             for _ in range(need - usable):
-                self.records.append(self.camp.run(self.kernel, length, keep=False))
+                self.records.append(self.camp.run(self.kernel, length, keep=False, role="probe"))
             usable = need
         # Every execution of every pooled run, placed once per pool; each
         # probe (bisection probes add no runs) only selects from it.
@@ -517,8 +603,9 @@ def profile(
     timing_executions: int = 5,
     probe_lois: int = 120,
     out_dir: Optional[str] = None,
+    resume: bool = False,
     seed: int = 0,
-    progress: Optional[Callable[[str], None]] = None,
+    progress: ProgressLike = None,
 ) -> Profile:
     """Profile one kernel with FinGraV: guidance, runs, golden runs, LOIs, stitching.
 
@@ -563,12 +650,26 @@ def profile(
         LOIs each probe of the SSP search aims for (more: a steadier search,
         more runs).
     out_dir : str, optional
-        Write every completed run there as it finishes (``run_NNNNNN.npz``)
-        plus ``campaign.json``.
+        Campaign folder: ``campaign.json``, every completed run as it
+        finishes (``runs/run_NNNNNN.npz``, see
+        :mod:`fingrav_native.campaign`) and, at the end, the profile
+        (``profile.fgprof``). A campaign interrupted by Ctrl-C keeps its
+        completed runs there. A folder that already holds a campaign is
+        refused unless ``resume`` is set.
+    resume : bool
+        Continue the campaign in ``out_dir``: its runs are replayed from
+        disk (the same requests get the same runs, so every decision comes
+        out the same) and the campaign goes on on the device from where it
+        stopped. The settings must be those of the interrupted campaign. A
+        folder without a campaign starts one.
     seed : int
         Seed of the default backend.
-    progress : callable, optional
-        Called with a line of text as the campaign advances.
+    progress : None, bool, callable or ProgressReporter
+        ``True``: a status line on stderr when it is a terminal (runs done,
+        LOIs against the target, ETA; silent otherwise); a callable gets
+        each line of text (``print``); a
+        :class:`~fingrav_native.progress.ProgressReporter` also gets a
+        :class:`~fingrav_native.progress.CampaignProgress` after every run.
 
     Returns
     -------
@@ -578,6 +679,9 @@ def profile(
     ------
     ValueError
         Bad arguments (named), or a campaign that yields no LOI.
+    CampaignMismatchError
+        ``resume`` with settings, kernel or backend other than those of the
+        campaign on disk.
 
     Notes
     -----
@@ -621,19 +725,125 @@ def profile(
         raise ValueError(f"timing_executions={timing_executions!r}: must be an integer >= 2")
     if x not in ("time", "fraction"):
         raise ValueError(f"x={x!r}: must be 'time' or 'fraction'")
+    if resume and out_dir is None:
+        raise ValueError("resume=True: needs out_dir, the folder of the campaign to continue")
     if backend is None:
         backend = SimBackend(seed=seed)
     caps = backend.capabilities
-    say = progress or (lambda _line: None)
-    camp = _Campaign(backend, out_dir)
-    name = backend.kernel_name(kernel) if isinstance(kernel, (str, int)) else str(kernel)
+    reporter = as_reporter(progress)
+    say = reporter.line
+    name = _kernel_label(backend, kernel)
+    requested = {
+        "mode": mode, "runs": runs, "margin": margin, "executions": executions, "ssp_tolerance": ssp_tolerance,
+        "max_executions": max_executions, "top_up": top_up, "max_top_up_runs": max_top_up_runs,
+        "smoother": smoother, "span": span, "x": x, "timing_executions": timing_executions,
+        "probe_lois": probe_lois, "seed": seed,
+    }
+    replay = _open_campaign(out_dir, resume, name, caps, requested)
+    camp = _Campaign(backend, out_dir, kernel=name, replay=replay, reporter=reporter)
+    if replay:
+        say(f"{name}: resuming, {len(replay)} runs on disk")
+    try:
+        result = _run_profile(camp, kernel, name, mode=mode, runs=runs, margin=margin, executions=executions,
+                              ssp_tolerance=ssp_tolerance, max_executions=max_executions, top_up=top_up,
+                              max_top_up_runs=max_top_up_runs, smoother=smoother, span=span, x=x,
+                              timing_executions=timing_executions, probe_lois=probe_lois, seed=seed)
+    except BaseException as exc:
+        # Ctrl-C (KeyboardInterrupt) included: the runs on disk stay, and the
+        # manifest says how far the campaign got.
+        if out_dir is not None:
+            _write_state(out_dir, name, caps, requested, "interrupted", camp.next_run, error=repr(exc))
+        raise
+    finally:
+        reporter.close()
+    if out_dir is not None:
+        from .io import save_profile
+
+        save_profile(result, os.path.join(out_dir, PROFILE_FILE))
+        _write_state(out_dir, name, caps, requested, "complete", camp.next_run)
+    return result
+
+
+#: Name of the finished profile inside a campaign folder.
+PROFILE_FILE = "profile.fgprof"
+
+
+def _write_state(out_dir: str, name: str, caps: Capabilities, requested: dict, state: str, runs: int,
+                 error: Optional[str] = None) -> None:
+    import dataclasses
+
+    manifest = {"kernel": name, "backend": dataclasses.asdict(caps), "settings": requested, "state": state,
+                "runs": runs, "versions": _versions()}
+    if error is not None:
+        manifest["error"] = error
+    write_manifest(out_dir, manifest)
+
+
+def _open_campaign(out_dir: Optional[str], resume: bool, name: str, caps: Capabilities,
+                   requested: dict) -> list[StoredRun]:
+    """Check ``out_dir`` against the request; the runs to replay (empty for a new campaign)."""
+    if out_dir is None:
+        return []
+    manifest = read_manifest(out_dir)
+    if manifest is None:
+        _write_state(out_dir, name, caps, requested, "running", 0)
+        return []
+    if not resume:
+        raise ValueError(
+            f"out_dir={out_dir!r}: already holds a campaign ({manifest.get('kernel')!r}, "
+            f"{manifest.get('state')}); pass resume=True (fingrav profile --resume) to continue it, "
+            "or choose another folder")
+    if manifest.get("kernel") != name:
+        raise CampaignMismatchError(f"kernel: the campaign in {out_dir!r} profiles {manifest.get('kernel')!r}, "
+                                    f"not {name!r}")
+    on_disk = manifest.get("backend", {})
+    for key in ("name", "device"):
+        if on_disk.get(key) != getattr(caps, key):
+            raise CampaignMismatchError(f"backend: the campaign in {out_dir!r} ran on {key} "
+                                        f"{on_disk.get(key)!r}, this backend is {getattr(caps, key)!r}")
+    settings = manifest.get("settings", {})
+    for key, value in requested.items():
+        if settings.get(key) != value:
+            raise CampaignMismatchError(f"{key}={value!r}: the campaign in {out_dir!r} was started with "
+                                        f"{key}={settings.get(key)!r}; resume with the same settings")
+    replay = load_campaign_runs(out_dir)
+    _write_state(out_dir, name, caps, requested, "running", len(replay))
+    return replay
+
+
+def _shortest(placed: dict[str, _Placed], guidance: Guidance) -> tuple[int, int]:
+    """(LOIs, target) of the execution of interest furthest from its target: the progress figure."""
+    counts = [(len(pl.lois), target_loi_count(guidance, pl.duration_ns)) for pl in placed.values()]
+    return max(counts, key=lambda c: c[1] - c[0])
+
+
+def _count_lois(camp: _Campaign, labels: Sequence[tuple[str, int]], margin: float, guidance: Guidance) -> None:
+    """Count the LOIs of the golden runs so far into the campaign's progress state."""
+    try:
+        tl = camp.timeline(camp.records)
+        placed = {label: _place(tl.samples, tl.executions, tl.logger_map, execution_index=idx, margin=margin)
+                  for label, idx in labels}
+    except ValueError:
+        # Too few runs yet for a clock map or a golden bin: nothing to count.
+        return
+    camp.lois, camp.loi_target = _shortest(placed, guidance)
+
+
+def _run_profile(camp: _Campaign, kernel: KernelSpec, name: str, *, mode: str, runs: Optional[int],
+                 margin: Optional[float], executions: Optional[int], ssp_tolerance: float, max_executions: int,
+                 top_up: bool, max_top_up_runs: Optional[int], smoother: Optional[str], span: float, x: str,
+                 timing_executions: int, probe_lois: int, seed: int) -> Profile:
+    caps = camp.caps
+    say = camp.reporter.line
 
     # Step 1: time the kernel.
-    timing = camp.run(kernel, timing_executions, keep=False)
+    camp.set_phase("timing")
+    timing = camp.run(kernel, timing_executions, keep=False, role="timing")
     durations = _nominal_durations(timing.markers, caps.device_tick_ns)
     guidance = lookup_guidance(float(np.median(durations[1:])))
     n_runs = runs if runs is not None else guidance.runs
     bin_margin = margin if margin is not None else guidance.margin
+    camp.loi_target = target_loi_count(guidance, guidance.exec_time_ns)
     say(f"{name}: {guidance.exec_time_ns / 1e3:.1f} us per execution -> {n_runs} runs, margin {bin_margin:.0%}")
 
     # Step 3: executions per run.
@@ -643,21 +853,25 @@ def profile(
     elif executions is not None:
         n_exec = executions
     else:
+        camp.set_phase("ssp-search")
         measure = _PooledProbe(camp, kernel, guidance.exec_time_ns, probe_lois, say)
         search = find_ssp_executions(measure, tolerance=ssp_tolerance, max_executions=max_executions)
         n_exec = max(SSE_EXECUTIONS, search.executions)
-
-    # Step 4: the campaign.
-    for i in range(n_runs):
-        camp.run(kernel, n_exec)
-        if (i + 1) % max(1, n_runs // 10) == 0:
-            say(f"  runs {i + 1}/{n_runs}")
 
     labels: list[tuple[str, int]] = []
     if mode in ("sse", "both"):
         labels.append(("sse", SSE_INDEX))
     if mode in ("ssp", "both"):
         labels.append(("ssp", n_exec - 1))
+
+    # Step 4: the campaign.
+    camp.set_phase("runs", camp.next_run + n_runs)
+    step = max(1, n_runs // 10)
+    for i in range(n_runs):
+        camp.run(kernel, n_exec)
+        if (i + 1) % step == 0 or i + 1 == n_runs:
+            _count_lois(camp, labels, bin_margin, guidance)
+            say(f"  runs {i + 1}/{n_runs}, LOIs {camp.lois}/{camp.loi_target}")
 
     top_cap = max_top_up_runs if max_top_up_runs is not None else n_runs
     top_ups = 0
@@ -668,20 +882,23 @@ def profile(
         # Step 7: top up while the LOIs fall short of the guidance.
         targets = {label: target_loi_count(guidance, pl.duration_ns) for label, pl in placed.items()}
         short = max(targets[label] - len(pl.lois) for label, pl in placed.items())
+        fewest = min(len(pl.lois) for pl in placed.values())
+        camp.lois, camp.loi_target = _shortest(placed, guidance)
         if not top_up or short <= 0 or top_ups >= top_cap:
             break
-        fewest = min(len(pl.lois) for pl in placed.values())
         per_run = max(fewest / max(1, len(camp.records)), 0.5 / max(1, len(camp.records)))
         more = int(min(top_cap - top_ups, max(1, math.ceil(short / per_run))))
         say(f"  top-up: {short} LOIs short, {more} more runs")
+        camp.set_phase("top-up", camp.next_run + more)
         for _ in range(more):
-            camp.run(kernel, n_exec)
+            camp.run(kernel, n_exec, role="top-up")
         top_ups += more
     profiles = {
         label: _finish(label, placed[label], execution_index=idx, executions_per_run=n_exec, guidance=guidance,
                        smoother=smoother, x=x, top_up_runs=top_ups, span=span)
         for label, idx in labels
     }
+    camp.set_phase("done", camp.next_run)
 
     golden_runs = np.unique(np.concatenate([p.golden.run_ids for p in profiles.values()]))
     wr = whole_run_view(lmap.to_host(samples["source_ts"]), samples["total"], ex, runs=golden_runs)
@@ -692,18 +909,15 @@ def profile(
         "span": span,
         "x": x, "timing_executions": timing_executions, "seed": seed,
     }
+    if camp.replayed:
+        settings["resumed_runs"] = camp.replayed
     clock = {"device": dmap.as_dict(), "logger": lmap.as_dict() if lmap is not dmap else "device"}
-    result = Profile(
+    return Profile(
         kernel=name, backend=caps, mode=mode, guidance=guidance, settings=settings, profiles=profiles,
         ssp_search=search, whole_run=wr, clock=clock, error_budget=budget, runs=camp.next_run,
         versions=_versions(),
         timeline=CampaignTimeline(executions=ex, logs=_log_records(samples, lmap), golden_runs=golden_runs),
     )
-    if out_dir is not None:
-        with open(os.path.join(out_dir, "campaign.json"), "w") as f:
-            json.dump({"kernel": name, "settings": settings, "runs": camp.next_run, "versions": _versions()}, f,
-                      indent=1)
-    return result
 
 
 def stitch_logs(
@@ -815,7 +1029,7 @@ def profile_interleaved(
     reference: Optional[Profile] = None,
     smoother: Optional[str] = "local",
     seed: int = 0,
-    progress: Optional[Callable[[str], None]] = None,
+    progress: ProgressLike = None,
 ) -> InterleavedProfile:
     """Profile ``kernel`` run once right after ``preceded_by``, against its own SSP.
 
@@ -855,7 +1069,7 @@ def profile_interleaved(
         backend = SimBackend(seed=seed)
     if reference is None:
         reference = profile(kernel, backend, mode="ssp", margin=margin, progress=progress)
-    camp = _Campaign(backend, None)
+    camp = _Campaign(backend, None, reporter=as_reporter(progress))
     guidance = reference.guidance
     n_runs = runs if runs is not None else guidance.runs
     bin_margin = margin if margin is not None else guidance.margin
