@@ -89,10 +89,10 @@ def test_campaign_streams_runs_to_disk(tmp_path) -> None:
     out = tmp_path / "campaign"
     p = profile("cb-8k-gemm", SimBackend(seed=6), mode="sse", runs=12, top_up=False, out_dir=str(out))
     files = sorted(os.listdir(out))
-    assert "campaign.json" in files
-    runs = [f for f in files if f.startswith("run_")]
+    assert "campaign.json" in files and "profile.fgprof" in files
+    runs = sorted(os.listdir(out / "runs"))
     assert len(runs) == p.runs  # every run, the timing run included, is on disk
-    with np.load(out / runs[-1], allow_pickle=False) as z:
+    with np.load(out / "runs" / runs[-1], allow_pickle=False) as z:
         assert {"samples", "markers", "brackets"} <= set(z.files)
     meta = json.loads((out / "campaign.json").read_text())
     assert meta["kernel"] == "cb-8k-gemm" and meta["settings"]["runs"] == 12

@@ -30,6 +30,7 @@ import glob
 import json
 import os
 import re
+import zipfile
 from dataclasses import dataclass
 from typing import Any, Optional
 
@@ -130,7 +131,7 @@ def write_run(out_dir: str, seq: int, role: str, kernel: str, record: RunRecord)
     runs = os.path.join(out_dir, RUNS_DIR)
     os.makedirs(runs, exist_ok=True)
     path = os.path.join(runs, f"run_{seq:06d}.npz")
-    arrays = {"samples": record.samples, "markers": record.markers, "brackets": record.brackets}
+    arrays: dict[str, Any] = {"samples": record.samples, "markers": record.markers, "brackets": record.brackets}
     meta_scalars: dict[str, Any] = {}
     for key, value in record.meta.items():
         if isinstance(value, np.ndarray) and value.dtype != object:
@@ -145,17 +146,19 @@ def write_run(out_dir: str, seq: int, role: str, kernel: str, record: RunRecord)
     # leaves either the complete file or none. (No fsync: a run every few
     # ms on the simulator would wait on the disk; power loss is out of scope.)
     with open(tmp, "wb") as f:
-        np.savez(f, info=np.array(json.dumps(info)), **arrays)
+        arrays["info"] = np.array(json.dumps(info))
+        np.savez(f, **arrays)
     os.replace(tmp, path)
     return path
 
 
 def _read_run(path: str) -> StoredRun:
     try:
-        with np.load(path, allow_pickle=False) as z:
+        # Our own handle: np.load leaks its file when the zip is unreadable.
+        with open(path, "rb") as fh, np.load(fh, allow_pickle=False) as z:
             info = json.loads(str(z["info"]))
             arrays = {k: z[k] for k in z.files if k != "info"}
-    except (OSError, ValueError, KeyError, EOFError) as exc:
+    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as exc:
         raise CampaignFormatError(f"{path}: not a readable run file ({exc})") from exc
     try:
         meta = dict(info.get("meta", {}))

@@ -1,0 +1,184 @@
+"""`fingrav profile` (Ctrl-C, --resume), `fingrav sync`, and the terminal progress line (issue 7)."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from fingrav_native import cli
+from fingrav_native.campaign import load_campaign_runs, read_manifest
+from fingrav_native.io import load_profile
+from fingrav_native.progress import CampaignProgress, TerminalProgress, as_reporter
+
+SUBPROCESS_TIMEOUT_S = 300  # bounds a hang only
+
+
+def test_profile_writes_the_campaign_folder(tmp_path, capsys):
+    out = tmp_path / "c"
+    argv = ["profile", "cb-4k-gemm", "--runs", "30", "--executions", "12", "--out", str(out), "--trace", "--plots"]
+    assert cli.main(argv) == cli.EXIT_OK
+    stdout = capsys.readouterr().out
+    assert stdout.startswith("Profile('cb-4k-gemm' on sim: both")
+    assert "error budget (median per LOI, +-): clock map" in stdout
+    prof = load_profile(str(out / "profile.fgprof"))
+    assert prof.settings["runs"] == 30 and prof.settings["executions_per_run"] == 12
+    assert len(load_campaign_runs(str(out))) == prof.runs
+    trace = json.loads((out / "profile.trace.json").read_text())
+    assert trace["traceEvents"]
+    for name in ("whole_run", "kernel_sse", "kernel_ssp"):
+        assert (out / f"profile_{name}.png").stat().st_size > 10_000
+    # Progress goes to stderr only on a terminal: pytest's capture is not one.
+    assert capsys.readouterr().err == ""
+
+
+def test_profile_refuses_a_folder_holding_a_campaign_and_resume_of_a_complete_one_replays(tmp_path, capsys):
+    out = str(tmp_path / "c")
+    base = ["profile", "cb-4k-gemm", "--mode", "sse", "--runs", "20", "--out", out]
+    assert cli.main(base) == cli.EXIT_OK
+    first = capsys.readouterr().out
+    assert cli.main(base) == cli.EXIT_USAGE
+    assert "already holds a campaign; continue it with --resume" in capsys.readouterr().err
+    assert cli.main(["profile", "--resume", out]) == cli.EXIT_OK
+    assert capsys.readouterr().out.splitlines()[:2] == first.splitlines()[:2]
+    assert cli.main(["profile", "--resume", out, "--runs", "21"]) == cli.EXIT_USAGE
+    assert "--runs=21: the campaign" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv, code, message", [
+    (["profile"], cli.EXIT_USAGE, "kernel: give a preset"),
+    (["profile", "no-such-kernel"], cli.EXIT_USAGE, "kernel='no-such-kernel': not a simulator preset"),
+    (["profile", "mod:fn"], cli.EXIT_USAGE, "module:function workload runs on amd or nvidia"),
+    (["profile", "cb-4k-gemm", "--runs", "1"], cli.EXIT_USAGE, "--runs=1"),
+    (["profile", "cb-4k-gemm", "--margin", "1.5"], cli.EXIT_USAGE, "--margin=1.5"),
+    (["profile", "cb-4k-gemm", "--executions", "2"], cli.EXIT_USAGE, "--executions=2"),
+    (["profile", "cb-4k-gemm", "--seed", "-1"], cli.EXIT_USAGE, "--seed=-1"),
+    (["profile", "cb-9k-conv", "--backend", "amd"], cli.EXIT_USAGE, "GEMM/GEMV preset"),
+    (["profile", "--resume", "/nonexistent/folder"], cli.EXIT_FAILURE, "no command.json there"),
+    (["profile", "not_a_module_xyz:fn", "--backend", "nvidia"], cli.EXIT_FAILURE, "not_a_module_xyz"),
+    (["sync", "--seconds", "0"], cli.EXIT_USAGE, "seconds=0"),
+    (["sync", "--burst", "1"], cli.EXIT_USAGE, "burst=1"),
+    (["sync", "--interval-ms", "0"], cli.EXIT_USAGE, "--interval-ms=0"),
+])
+def test_bad_usage_and_failures_have_their_exit_codes(tmp_path, monkeypatch, capsys, argv, code, message):
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(argv) == code
+    assert message in capsys.readouterr().err
+
+
+def test_sync_reports_the_floor_skew_and_truth(tmp_path, capsys):
+    assert cli.main(["sync", "--seconds", "3", "--plot", str(tmp_path / "s.png")]) == cli.EXIT_OK
+    out = capsys.readouterr().out
+    assert "floor (half the best round trip): 1000 ns" in out  # the simulator's 2 us best round trip
+    assert "skew +20." in out  # the simulated device runs 20 ppm fast
+    assert "within the bound for 100.0% of reads" in out
+    assert (tmp_path / "s.png").stat().st_size > 10_000
+    assert cli.main(["sync", "--seconds", "1", "--json"]) == cli.EXIT_OK
+    report = json.loads(capsys.readouterr().out)
+    assert report["backend"] == "sim" and report["truth"]["covered"] == 1.0
+    assert report["latency"]["min_ns"] >= 2000
+
+
+def test_sync_on_a_missing_vendor_library_says_which(monkeypatch, capsys):
+    monkeypatch.setenv("FINGRAV_NVML_LIBRARY", "/nonexistent/libnvidia-ml.so.1")
+    monkeypatch.setenv("FINGRAV_CUDA_LIBRARY", "/nonexistent/libcuda.so.1")
+    assert cli.main(["sync", "--backend", "nvidia"]) == cli.EXIT_FAILURE
+    err = capsys.readouterr().err
+    assert "fingrav sync:" in err and ("libnvidia-ml" in err or "libcuda" in err)
+
+
+def test_ctrl_c_keeps_the_runs_and_resume_finishes(tmp_path):
+    # A real SIGINT to a real `python -m fingrav_native profile` process.
+    out = tmp_path / "c"
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    argv = [sys.executable, "-m", "fingrav_native", "profile", "cb-2k-gemm", "--mode", "sse", "--runs", "4000",
+            "--out", str(out)]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    runs = out / "runs"
+    deadline = time.monotonic() + SUBPROCESS_TIMEOUT_S
+    while time.monotonic() < deadline and proc.poll() is None:
+        if runs.is_dir() and sum(n.endswith(".npz") for n in os.listdir(runs)) >= 30:
+            break
+        time.sleep(0.05)
+    assert proc.poll() is None, "the campaign ended before it could be interrupted"
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=SUBPROCESS_TIMEOUT_S)
+    assert proc.returncode == cli.EXIT_INTERRUPTED == 130, stderr
+    assert "interrupted;" in stderr and f"fingrav profile --resume {out}" in stderr
+    assert "Traceback" not in stderr
+    kept = len(load_campaign_runs(str(out)))
+    assert kept >= 30
+    assert read_manifest(str(out))["state"] == "interrupted"
+    done = subprocess.run([sys.executable, "-m", "fingrav_native", "profile", "--resume", str(out)],
+                          capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT_S, env=env)
+    assert done.returncode == 0, done.stderr
+    prof = load_profile(str(out / "profile.fgprof"))
+    assert prof.settings["resumed_runs"] == kept
+    assert prof.runs == len(load_campaign_runs(str(out))) > kept
+    assert read_manifest(str(out))["state"] == "complete"
+
+
+def _state(**kw):
+    base = dict(kernel="k", phase="runs", runs_done=5, runs_planned=10, lois=3, loi_target=40, elapsed_s=65.0,
+                eta_s=30.0)
+    base.update(kw)
+    return CampaignProgress(**base)
+
+
+def test_terminal_progress_is_silent_off_a_terminal():
+    buf = io.StringIO()
+    t = TerminalProgress(buf)
+    assert not t.enabled
+    t.line("hello")
+    t.update(_state())
+    t.close()
+    assert buf.getvalue() == ""
+
+
+def test_terminal_progress_draws_one_line_in_place():
+    buf = io.StringIO()
+    t = TerminalProgress(buf, force=True, min_interval_s=0)
+    t.update(_state())
+    t.update(_state(runs_done=6))
+    t.line("  top-up: 3 LOIs short, 4 more runs")
+    t.update(_state(phase="done", runs_done=10, eta_s=None))
+    text = buf.getvalue()
+    assert "\rk runs  runs 5/10  LOIs 3/40  elapsed 1:05  ETA 0:30" in text
+    assert "\n" in text and text.endswith("\n")
+    assert "  top-up: 3 LOIs short, 4 more runs" in text
+    assert "k done  runs 10/10" in text
+
+
+def test_terminal_progress_rate_limits_redraws():
+    buf = io.StringIO()
+    t = TerminalProgress(buf, force=True, min_interval_s=3600)
+    for i in range(50):
+        t.update(_state(runs_done=i))
+    assert buf.getvalue().count("\r") == 1
+
+
+def test_as_reporter_forms():
+    lines = []
+    r = as_reporter(lines.append)
+    r.line("x")
+    r.update(_state())
+    assert lines == ["x"]
+    assert isinstance(as_reporter(True), TerminalProgress)
+    with pytest.raises(ValueError, match="progress=3"):
+        as_reporter(3)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="min_interval_s"):
+        TerminalProgress(io.StringIO(), min_interval_s=-1)
+
+
+def test_help_of_every_command_has_examples(capsys):
+    for cmd in ("profile", "sync", "plot", "export", "devices", "demo"):
+        with pytest.raises(SystemExit) as exc:
+            cli.main([cmd, "--help"])
+        assert exc.value.code == 0
+        assert "example" in capsys.readouterr().out
