@@ -15,7 +15,7 @@ SUBPROCESS_TIMEOUT_S = 120  # bounds a hang only
 
 
 def test_demo_runs_and_prints_the_summary(capsys):
-    assert cli.main(["demo", "--source", "synthetic", "--seconds", "0.3"]) == cli.EXIT_OK
+    assert cli.main(["demo", "--live", "--source", "synthetic", "--seconds", "0.3"]) == cli.EXIT_OK
     out, err = capsys.readouterr()
     assert err == ""
     lines = out.splitlines()
@@ -28,7 +28,7 @@ def test_demo_runs_and_prints_the_summary(capsys):
 
 
 def test_sim_demo_sees_logs_inside_every_run_close_to_the_truth(capsys):
-    assert cli.main(["demo", "--seed", "1"]) == cli.EXIT_OK
+    assert cli.main(["demo", "--live", "--seed", "1"]) == cli.EXIT_OK
     out = capsys.readouterr().out
     assert out.startswith("fingrav demo: simulated MI300X-class GPU in real time (seed 1)")
     assert "cb-8k-gemm" in out and "mb-8k-gemv" in out and "sampler: polls" in out
@@ -67,12 +67,17 @@ def test_demo_survives_a_final_poll_with_nothing_new():
 @pytest.mark.parametrize(
     "argv, message",
     [
-        (["demo", "--source", "synthetic", "--seconds", "0"], "seconds=0"),
-        (["demo", "--source", "synthetic", "--seconds", "-1"], "seconds=-1"),
-        (["demo", "--source", "synthetic", "--seconds", "0.01", "--period-us", "5"], "period_ns=5000"),
-        (["demo", "--source", "synthetic", "--seconds", "0.01", "--source-period-us", "0.5"], "period_ns=500"),
-        (["demo", "--period-us", "5"], "period_ns=5000"),
+        (["demo", "--live", "--source", "synthetic", "--seconds", "0"], "seconds=0"),
+        (["demo", "--live", "--source", "synthetic", "--seconds", "-1"], "seconds=-1"),
+        (["demo", "--live", "--source", "synthetic", "--seconds", "0.01", "--period-us", "5"], "period_ns=5000"),
+        (["demo", "--live", "--source", "synthetic", "--seconds", "0.01", "--source-period-us", "0.5"],
+         "period_ns=500"),
+        (["demo", "--live", "--seconds", "1"], "--seconds: only with --source synthetic"),
+        (["demo", "--live", "--period-us", "5"], "period_ns=5000"),
+        (["demo", "--period-us", "100"], "--period-us: only with --live"),
+        (["demo", "--source", "synthetic"], "--source: only with --live"),
         (["demo", "--seed", "-2"], "seed=-2"),
+        (["demo", "--live", "--seed", "-2"], "seed=-2"),
     ],
 )
 def test_demo_bad_values_exit_2_naming_the_argument(capsys, argv, message):

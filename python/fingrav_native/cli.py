@@ -19,36 +19,39 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="fingrav",
         description="Fine-grain GPU power profiles of sub-millisecond kernels (FinGraV).",
-        epilog="example: fingrav demo --seconds 1 --period-us 100",
+        epilog="examples:\n  fingrav demo\n  fingrav demo --live --source synthetic --seconds 1 --period-us 100",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     demo = sub.add_parser(
         "demo",
-        help="live sampling demo: a simulated GPU running GEMMs (or the synthetic test source)",
+        help="profile the paper's CB-4K GEMM (SSE, SSP) and MB->2K on the simulated GPU; write files and figures",
         description=(
-            "Run a simulated MI300X-class GPU in real time through a GEMM/GEMV sequence while "
-            "the C++ sampler thread polls its 1 ms power logger, and print what was seen per run "
-            "against the device's true power. --source synthetic polls the deterministic test "
-            "source instead."
+            "Profile CB-4K GEMM (its SSE and SSP executions) and the paper's interleaved MB->2K case "
+            "on the simulated MI300X-class GPU in virtual time (deterministic, a few seconds), write "
+            "the profiles (.fgprof), a Perfetto trace and PNG figures into --out, and print a short "
+            "summary with the timing error budget. --live instead polls a simulated GPU running in "
+            "real time (or, with --source synthetic, the synthetic test source) with the C++ sampler."
         ),
-        epilog="examples:\n  fingrav demo\n  fingrav demo --seed 3 --period-us 100\n"
-               "  fingrav demo --source synthetic --seconds 2 --period-us 100",
+        epilog="examples:\n  fingrav demo\n  fingrav demo --out demo-figs --seed 3\n"
+               "  fingrav demo --live --seed 3 --period-us 100\n"
+               "  fingrav demo --live --source synthetic --seconds 2 --period-us 100",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    demo.add_argument("--source", choices=("sim", "synthetic"), default="sim",
-                      help="what to sample (default sim)")
+    demo.add_argument("--out", default="fingrav-demo", metavar="DIR",
+                      help="folder for the demo's files (default ./fingrav-demo)")
     demo.add_argument("--seed", type=int, default=0, help="seed of the simulated GPU (default 0)")
-    demo.add_argument("--seconds", type=float, default=1.0,
-                      help="synthetic source only: how long to sample (default 1.0)")
-    demo.add_argument(
-        "--period-us", type=float, default=250.0, help="sampler period in microseconds (default 250)"
-    )
-    demo.add_argument(
-        "--source-period-us",
-        type=float,
-        default=1000.0,
-        help="synthetic source only: how often it produces a reading, in microseconds (default 1000)",
-    )
+    demo.add_argument("--live", action="store_true",
+                      help="the live sampling demo instead (real time; writes no files)")
+    demo.add_argument("--source", choices=("sim", "synthetic"), default=None,
+                      help="--live only: what to sample (default sim)")
+    demo.add_argument("--seconds", type=float, default=None,
+                      help="--live --source synthetic only: how long to sample (default 1.0)")
+    demo.add_argument("--period-us", type=float, default=None,
+                      help="--live only: sampler period in microseconds (default 250)")
+    demo.add_argument("--source-period-us", type=float, default=None,
+                      help="--live --source synthetic only: how often it produces a reading, in microseconds "
+                           "(default 1000)")
     devices = sub.add_parser(
         "devices",
         help="list every backend, what was found, and why any is unavailable",
@@ -431,6 +434,42 @@ def _devices(args: argparse.Namespace) -> int:
     return EXIT_OK if any(r.available for r in reports if r.backend != "sim") else EXIT_FAILURE
 
 
+def _demo(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    from .demo import run_demo, run_sim_demo, run_synthetic_demo
+
+    live_only = [f"--{name.replace('_', '-')}" for name in ("source", "seconds", "period_us", "source_period_us")
+                 if getattr(args, name) is not None]
+    try:
+        if args.seed < 0:
+            raise ValueError(f"seed={args.seed}: must be >= 0")
+        if not args.live:
+            # Live-only options would be silently ignored by the profiling demo.
+            if live_only:
+                raise ValueError(f"{live_only[0]}: only with --live")
+            run_demo(args.out, seed=args.seed)
+            return EXIT_OK
+        period_ns = int(round((250.0 if args.period_us is None else args.period_us) * 1000))
+        if args.source in (None, "sim"):
+            if args.seconds is not None or args.source_period_us is not None:
+                raise ValueError(f"{'--seconds' if args.seconds is not None else '--source-period-us'}: "
+                                 "only with --source synthetic")
+            run_sim_demo(seed=args.seed, period_ns=period_ns)
+        else:
+            run_synthetic_demo(
+                seconds=1.0 if args.seconds is None else args.seconds,
+                period_ns=period_ns,
+                source_period_ns=int(round((1000.0 if args.source_period_us is None else args.source_period_us)
+                                           * 1000)),
+            )
+    except ValueError as exc:
+        print(f"fingrav demo: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except OSError as exc:  # --out not writable, disk full
+        print(f"fingrav demo: {exc}", file=sys.stderr)
+        return EXIT_FAILURE
+    return EXIT_OK
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``fingrav`` command; returns the process exit code.
 
@@ -442,23 +481,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return EXIT_USAGE
     if args.command == "demo":
-        from .demo import run_sim_demo, run_synthetic_demo
-
-        try:
-            if args.source == "sim":
-                if args.seed < 0:
-                    raise ValueError(f"seed={args.seed}: must be >= 0")
-                run_sim_demo(seed=args.seed, period_ns=int(round(args.period_us * 1000)))
-            else:
-                run_synthetic_demo(
-                    seconds=args.seconds,
-                    period_ns=int(round(args.period_us * 1000)),
-                    source_period_ns=int(round(args.source_period_us * 1000)),
-                )
-        except ValueError as exc:
-            print(f"fingrav demo: {exc}", file=sys.stderr)
-            return EXIT_USAGE
-        return EXIT_OK
+        return _demo(parser, args)
     if args.command == "devices":
         return _devices(args)
     if args.command in ("plot", "export"):

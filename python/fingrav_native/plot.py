@@ -100,7 +100,9 @@ def plot_whole_run(profile: Profile, ax: Any = None, *, max_runs: Optional[int] 
     ax.set_xlabel("time since run start (ms)")
     ax.set_ylabel("total power (W)")
     ax.set_title(f"{profile.kernel}: whole run ({profile.settings.get('executions_per_run', '?')} executions)")
-    ax.legend(loc="lower right", fontsize="small", framealpha=0.9)
+    # Outside the axes: the logs fill the whole plot area, and inside, any
+    # corner hides some (the last partial wave's low logs sit bottom right).
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small", borderaxespad=0)
     return ax
 
 
@@ -132,6 +134,7 @@ def plot_kernel(ep: ExecutionProfile, ax: Any = None, *,
     ax = _axes(ax)
     by_name = {c.name: c for c in ep.stitched.channels}
     drawn = 0
+    low_w, high_w = np.inf, -np.inf
     for name in channels:
         if name not in _STYLE:
             raise ValueError(f"channels: unknown channel {name!r}")
@@ -141,6 +144,8 @@ def plot_kernel(ep: ExecutionProfile, ax: Any = None, *,
         ls, mk, col = _STYLE[name]
         x, fx, _, xlabel = _x_of(ch)
         ok = np.isfinite(ch.mean)
+        curve = np.concatenate([ch.mean[ok], np.asarray(ch.fit_y if fx is not None else [], dtype=float)])
+        low_w, high_w = min(low_w, float(np.nanmin(curve))), max(high_w, float(np.nanmax(curve)))
         if bands:
             lo, hi = ch.ci_low, ch.ci_high
             good = ok & np.isfinite(lo) & np.isfinite(hi)
@@ -157,7 +162,13 @@ def plot_kernel(ep: ExecutionProfile, ax: Any = None, *,
     ax.set_ylabel("power (W)")
     ax.set_title(f"{ep.label.upper()} execution {ep.execution_index}: {ep.golden.count} golden runs, "
                  f"{len(ep.lois)} LOIs")
-    ax.legend(fontsize="small", ncols=min(drawn, 4), loc="best")
+    # Scale to the curves, not the bands: a bin with one or two LOIs has an
+    # interval hundreds of watts wide that would flatten every curve; such a
+    # band runs off the axes, which reads as "unknown here". The headroom
+    # keeps the legend row clear of the curves.
+    top = max(high_w, 1.0)
+    ax.set_ylim(min(0.0, low_w), top * 1.3)
+    ax.legend(fontsize="small", ncols=min(drawn, 4), loc="upper center")
     return ax
 
 
@@ -246,10 +257,18 @@ def figure_kernels_by_component(profiles: Any, *, channels: Sequence[str] = ("to
     """
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, len(channels), figsize=(3.2 * len(channels), 3.2), layout="constrained",
+    fig, axes = plt.subplots(1, len(channels), figsize=(3.2 * len(channels), 3.6), layout="constrained",
                              squeeze=False)
     for ax, ch in zip(axes[0], channels):
         plot_kernels(profiles, ch, ax, x=x)
+    # The kernels are the same in every panel: one legend under the figure
+    # instead of one per panel sitting on some panel's curves.
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    for ax in axes[0]:
+        leg = ax.get_legend()
+        if leg is not None:
+            leg.remove()
+    fig.legend(handles, labels, loc="outside lower center", ncols=min(len(labels), 4), fontsize="small")
     return fig
 
 
@@ -314,7 +333,8 @@ def plot_ssp_search(search: SspSearch, ax: Any = None) -> Any:
                     fontsize="x-small", color="0.3")
     ax.axvline(search.executions, color="black", linestyle="--", linewidth=1,
                label=f"SSP at {search.executions} executions")
-    ax.axhline(search.steady_power_w, color="0.5", linestyle=":", linewidth=1)
+    ax.axhline(search.steady_power_w, color="0.5", linestyle=":", linewidth=1,
+               label=f"steady power {search.steady_power_w:.0f} W")
     ax.set_xscale("log", base=2)
     ax.set_xlabel("executions per run")
     ax.set_ylabel("power of the last execution (W)")
@@ -323,7 +343,8 @@ def plot_ssp_search(search: SspSearch, ax: Any = None) -> Any:
     return ax
 
 
-def plot_sync_error(brackets: np.ndarray, clock_map: Any, ax: Any = None, *, tick_ns: float = 1.0) -> Any:
+def plot_sync_error(brackets: np.ndarray, clock_map: Any, ax: Any = None, *, tick_ns: float = 1.0,
+                    max_brackets: int = 1500) -> Any:
     """How far each bracketed read lies from a fitted clock map, with the map's error bound.
 
     Parameters
@@ -335,6 +356,10 @@ def plot_sync_error(brackets: np.ndarray, clock_map: Any, ax: Any = None, *, tic
     ax : matplotlib Axes, optional
     tick_ns : float
         Unused by the map (it knows its tick); kept for labelling raw ticks.
+    max_brackets : int
+        Draw at most this many brackets (evenly spaced); every read's
+        residual is still drawn. Ten thousand overlapping bars are a grey
+        wall that hides the bound.
 
     Returns
     -------
@@ -349,6 +374,8 @@ def plot_sync_error(brackets: np.ndarray, clock_map: Any, ax: Any = None, *, tic
     b = np.asarray(brackets)
     if b.ndim != 2 or b.shape[1] != 3 or len(b) == 0:
         raise ValueError(f"brackets: expected an (n, 3) array, got shape {b.shape}")
+    if max_brackets < 1:
+        raise ValueError(f"max_brackets={max_brackets}: must be >= 1")
     ax = _axes(ax)
     before, ticks, after = b[:, 0], b[:, 1], b[:, 2]
     t0 = float(before.min())
@@ -363,8 +390,9 @@ def plot_sync_error(brackets: np.ndarray, clock_map: Any, ax: Any = None, *, tic
     bound = np.asarray(clock_map.error_bound_at(mid), dtype=np.float64)
     # Brackets light, the map's residual dark, the bound as dashed lines:
     # the three stay apart in grey print even when they overlap.
-    ax.errorbar(x_s, resid, yerr=half, linestyle="none", color="0.75", elinewidth=0.5,
-                label="read bracket (half-width)")
+    shown = np.unique(np.linspace(0, len(b) - 1, min(len(b), max_brackets)).astype(np.int64))
+    ax.errorbar(x_s[shown], resid[shown], yerr=half[shown], linestyle="none", color="0.75", elinewidth=0.5,
+                label="read bracket (half-width)" + ("" if len(shown) == len(b) else f", {len(shown)} shown"))
     ax.plot(x_s, resid, linestyle="none", marker=".", markersize=3, color="black",
             label="mapped - bracket midpoint")
     ax.plot(x_s[order], bound[order], linestyle="--", color="black", linewidth=1, label="map error bound")
