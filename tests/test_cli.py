@@ -137,7 +137,8 @@ def test_plot_writes_each_figure(saved_profile, tmp_path, capsys):
     assert cli.main(["plot", str(saved_profile), "--out", str(tmp_path / "figs")]) == cli.EXIT_OK
     written = capsys.readouterr().out.split()
     names = sorted(p.rsplit("/", 1)[1] for p in written)
-    assert names == ["cb4k_kernel_sse.png", "cb4k_kernel_ssp.png", "cb4k_whole_run.png"]
+    # SSE and SSP side by side per component too (paper Figure 8 style).
+    assert names == ["cb4k_by_component.png", "cb4k_kernel_sse.png", "cb4k_kernel_ssp.png", "cb4k_whole_run.png"]
     for p in written:
         with open(p, "rb") as f:
             assert f.read(8) == b"\x89PNG\r\n\x1a\n"

@@ -32,8 +32,9 @@ def test_profile_writes_the_campaign_folder(tmp_path, capsys):
     assert len(load_campaign_runs(str(out))) == prof.runs
     trace = json.loads((out / "profile.trace.json").read_text())
     assert trace["traceEvents"]
-    for name in ("whole_run", "kernel_sse", "kernel_ssp"):
-        assert (out / f"profile_{name}.png").stat().st_size > 10_000
+    # Figures of a campaign folder's profile.fgprof are named after the folder.
+    for name in ("whole_run", "kernel_sse", "kernel_ssp", "by_component"):
+        assert (out / f"c_{name}.png").stat().st_size > 10_000
     # Progress goes to stderr only on a terminal: pytest's capture is not one.
     assert capsys.readouterr().err == ""
 
@@ -182,3 +183,18 @@ def test_help_of_every_command_has_examples(capsys):
             cli.main([cmd, "--help"])
         assert exc.value.code == 0
         assert "example" in capsys.readouterr().out
+
+
+def test_plot_of_several_profiles_adds_the_side_by_side_figure(tmp_path, capsys):
+    for kernel in ("cb-4k-gemm", "cb-2k-gemm"):
+        argv = ["profile", kernel, "--mode", "sse", "--runs", "20", "--out", str(tmp_path / kernel)]
+        assert cli.main(argv) == cli.EXIT_OK
+    capsys.readouterr()
+    paths = [str(tmp_path / k / "profile.fgprof") for k in ("cb-4k-gemm", "cb-2k-gemm")]
+    assert cli.main(["plot", *paths, "--out", str(tmp_path / "figs")]) == cli.EXIT_OK
+    written = capsys.readouterr().out.split()
+    # Figures are named after the campaign folders, so two profile.fgprof files do not collide.
+    assert str(tmp_path / "figs" / "cb-4k-gemm_kernel_sse.png") in written
+    assert str(tmp_path / "figs" / "cb-2k-gemm_kernel_sse.png") in written
+    assert written[-1] == str(tmp_path / "figs" / "kernels_by_component.png")
+    assert len(set(written)) == len(written)

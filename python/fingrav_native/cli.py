@@ -71,10 +71,11 @@ def build_parser() -> argparse.ArgumentParser:
         "plot",
         help="draw a saved profile's figures (whole run, kernel per component, SSP search)",
         description="Write PNG figures of a profile saved by save_profile / fingrav profile.",
-        epilog="examples:\n  fingrav plot cb-4k.fgprof --out figs/\n  fingrav plot cb-4k.fgprof --out figs/ --format pdf",
+        epilog="examples:\n  fingrav plot cb-4k.fgprof --out figs/\n  fingrav plot cb-4k.fgprof --out figs/ --format pdf\n  fingrav plot cb-8k.fgprof cb-4k.fgprof cb-2k.fgprof --out figs/   # Figure 8: side by side",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    plot.add_argument("profile", help="a saved profile (.fgprof)")
+    plot.add_argument("profile", nargs="+",
+                      help="saved profile(s) (.fgprof); with several, also their kernels side by side per component")
     plot.add_argument("--out", default=".", help="folder for the figures (default: current folder)")
     plot.add_argument("--format", choices=("png", "pdf", "svg"), default="png", help="image format (default png)")
     plot.add_argument("--dpi", type=int, default=120, help="resolution of raster images (default 120)")
@@ -288,7 +289,7 @@ def _profile(args: argparse.Namespace) -> int:
 
         print(export_trace(prof, os.path.join(out, "profile.trace.json")))
     if args.plots:
-        _plot(argparse.Namespace(profile=os.path.join(out, PROFILE_FILE), out=out, format="png",
+        _plot(argparse.Namespace(profile=[os.path.join(out, PROFILE_FILE)], out=out, format="png",
                                  dpi=120))
     return EXIT_OK
 
@@ -328,6 +329,16 @@ def _load(path: str) -> object:
     return load_profile(path)
 
 
+def _figure_stem(path: str) -> str:
+    import os
+
+    stem = os.path.splitext(os.path.basename(path))[0]
+    if stem == "profile":
+        # A campaign folder's profile.fgprof: name its figures after the folder.
+        stem = os.path.basename(os.path.dirname(os.path.abspath(path))) or stem
+    return stem
+
+
 def _plot(args: argparse.Namespace) -> int:
     import os
 
@@ -339,21 +350,29 @@ def _plot(args: argparse.Namespace) -> int:
     from . import plot as fplot
     from .profile import InterleavedProfile, Profile
 
-    prof = _load(args.profile)
+    paths = [args.profile] if isinstance(args.profile, str) else list(args.profile)
     os.makedirs(args.out, exist_ok=True)
-    stem = os.path.splitext(os.path.basename(args.profile))[0]
     figures = []
-    if isinstance(prof, InterleavedProfile):
-        figures.append(("interleaved", fplot.plot_interleaved(prof).figure))
-        prof = prof.reference
-    assert isinstance(prof, Profile)
-    if prof.whole_run is not None:
-        figures.append(("whole_run", fplot.plot_whole_run(prof).figure))
-    for label, ep in prof.profiles.items():
-        figures.append((f"kernel_{label}", fplot.plot_kernel(ep).figure))
-    if prof.ssp_search is not None:
-        figures.append(("ssp_search", fplot.plot_ssp_search(prof.ssp_search).figure))
-    for name, fig in figures:
+    kernels = []  # (name, ExecutionProfile) of every profile, for the side-by-side figure
+    for path in paths:
+        prof = _load(path)
+        stem = _figure_stem(path)
+        if isinstance(prof, InterleavedProfile):
+            figures.append((stem, "interleaved", fplot.plot_interleaved(prof).figure))
+            prof = prof.reference
+        assert isinstance(prof, Profile)
+        if prof.whole_run is not None:
+            figures.append((stem, "whole_run", fplot.plot_whole_run(prof).figure))
+        for label, ep in prof.profiles.items():
+            figures.append((stem, f"kernel_{label}", fplot.plot_kernel(ep).figure))
+            kernels.append((f"{prof.kernel} {label.upper()}" if len(paths) > 1 else label.upper(), ep))
+        if prof.ssp_search is not None:
+            figures.append((stem, "ssp_search", fplot.plot_ssp_search(prof.ssp_search).figure))
+    if len(kernels) > 1:
+        # Paper Figures 8 and 10: kernels (or SSE vs SSP) side by side, one panel per component.
+        stem = _figure_stem(paths[0]) if len(paths) == 1 else "kernels"
+        figures.append((stem, "by_component", fplot.figure_kernels_by_component(kernels)))
+    for stem, name, fig in figures:
         path = os.path.join(args.out, f"{stem}_{name}.{args.format}")
         fig.savefig(path, dpi=args.dpi)
         plt.close(fig)
