@@ -541,6 +541,7 @@ class SimNode:
         # Backends (replicated simulation within one process).
         self._backends: dict[int, SimRankBackend] = {}
         self._pending: dict[int, dict[int, tuple[Any, RunRecord]]] = {}
+        self._backend_ids: list[int] = []  # run ids handed to rank backends, in order
         self._baseline_w: Optional[np.ndarray] = None
         self._check_lockstep()
 
@@ -1333,9 +1334,19 @@ class SimRankBackend:
         return self.node.kernel_names()[self.node.kernel_id(kernel)]
 
     def new_run_id(self) -> int:
-        """The next run id of this rank (every rank counts alike, as separate processes would)."""
+        """The next run id of this rank: the k-th call on every rank returns the same id.
+
+        The id is allocated from the node's run counter the first time any
+        rank asks (so it never clashes with :meth:`SimNode.run`'s ids), as
+        separate processes of one campaign would agree on it.
+        """
+        k = self._next_run_id
         self._next_run_id += 1
-        return self._next_run_id - 1
+        ids = self.node._backend_ids
+        if k == len(ids):
+            ids.append(self.node._next_run)
+            self.node._next_run += 1
+        return ids[k]
 
     def wait_idle(self) -> int:
         """Let every device return to idle (see the class notes); ns waited."""
