@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import doctest
 import time
 
 import numpy as np
@@ -9,6 +10,7 @@ import pytest
 
 import fingrav_native as fn
 from fingrav_native.backend import Backend
+from fingrav_native import simnode
 from fingrav_native.clocksync import fit_clock_map
 from fingrav_native.simnode import (
     COLLECTIVE_TRUTH_DTYPE,
@@ -147,6 +149,10 @@ def test_ordinary_kernels_run_independently_and_a_following_collective_waits_for
     assert np.all(coll_start - gemm_end < 50_000)  # arrival soon after the device was free
     ends = np.array([r.executions["end_ns"][3:] for r in res])
     assert np.all(ends.max(axis=0) - ends.min(axis=0) <= 10)
+    # A single device still runs a collective (setup latency only, the handshake spin).
+    one = SimNode(devices=1, seed=7)
+    ex = one.run(one.collective("allreduce", 1 << 20), 3)[0].executions
+    assert np.all((ex["end_ns"] - ex["start_ns"] > 10_000) & (ex["end_ns"] - ex["start_ns"] < 30_000))
     # A GEMM alone: no synchronisation at all between devices.
     node.idle(20_000_000)
     ends = np.array([r.executions["end_ns"] for r in node.run("cb-4k-gemm", 3)])
@@ -172,6 +178,10 @@ def test_host_clocks_differ_by_the_configured_offsets_and_skews() -> None:
                           np.rint(node.host_from_true(2, rec.meta["truth_start_true_ns"])).astype(np.int64))
     assert rec.brackets[:, 0].min() < rec.samples["host_ns"].min()
     assert abs(float(rec.brackets[0, 0]) - node.host_from_true(2, node.now())) < 50e6
+    # Truth power asked in the rank's host clock is the device's truth at that true time.
+    t_true = (rec.meta["truth_start_true_ns"] + rec.meta["truth_end_true_ns"]) // 2
+    np.testing.assert_allclose(node.truth_power(2, node.host_from_true(2, t_true)),
+                               node.gpus[2].truth_power(t_true), rtol=1e-4)
 
 
 def test_default_host_clocks_are_deliberately_different_unless_shared() -> None:
@@ -258,10 +268,15 @@ def test_rank_backends_replay_the_same_runs() -> None:
     bs = node.node_backends()
     assert all(isinstance(b, Backend) for b in bs)
     assert len({b.capabilities.device for b in bs}) == 4
+    assert bs[0].wait_idle() > 0
     rec0 = bs[0].execute_run(name, 4, bs[0].new_run_id())
     t_after = node.now()
-    recs = [rec0] + [b.execute_run(name, 4, b.new_run_id()) for b in bs[1:]]
+    recs = [rec0]
+    for b in bs[1:]:
+        assert b.wait_idle() == 0  # the node already waited, before rank 0's run
+        recs.append(b.execute_run(name, 4, b.new_run_id()))
     assert node.now() == t_after  # replayed, not simulated again
+    assert len({r.run for r in recs}) == 1
     true_end = np.array([r.meta["truth_end_true_ns"] for r in recs])
     assert np.all(np.ptp(true_end, axis=0) <= 10)
     # Same kernel ids on every rank (node ids); each rank's own device ticks.
@@ -301,6 +316,22 @@ def test_profile_of_a_collective_on_one_rank_matches_the_truth() -> None:
     prof1 = fn.profile(name, bs[0], mode="sse", runs=16, top_up=False)
     assert node.now() == t
     assert prof1.profiles["sse"].duration_ns == pytest.approx(sse.duration_ns, rel=0.05)
+
+
+def test_ssp_and_sse_coincide_for_a_collective() -> None:
+    # Paper Section V-D: a collective's power is steady from the first
+    # executions on (no thermal creep at its power), so the SSP search stops at the SSE.
+    node = SimNode(devices=2, seed=3)
+    name = node.collective("allgather", 64 << 20)
+    prof = fn.profile(name, node.backend(0), mode="both", runs=12, top_up=False, max_executions=64)
+    assert prof.ssp_search is not None and prof.ssp_search.executions <= 8
+    sse, ssp = prof.profiles["sse"], prof.profiles["ssp"]
+    assert ssp.energy["total"].energy_j / ssp.duration_ns == pytest.approx(
+        sse.energy["total"].energy_j / sse.duration_ns, rel=0.03)
+
+
+def test_doctests() -> None:
+    assert doctest.testmod(simnode).failed == 0
 
 
 def test_one_run_on_64_devices_is_cheap() -> None:

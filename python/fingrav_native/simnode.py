@@ -71,13 +71,24 @@ distributed campaign would).
 
 Cost
 ----
-Measured on one core of the development machine (virtual time, no GPU): one
-run of 4 back-to-back executions of a 64 KB all-reduce takes about 3 ms of
-wall time on 8 devices and 25 ms on 64; a 512 MB all-reduce (2.6 ms
-per execution) about 20 ms on 8 devices and 150 ms on 64, most of it the
-devices' own physics (linear in devices x simulated time). Python work per
-execution is O(devices): arrivals are drawn as vectors and each device gets
-one advance and two launches.
+Measured on one core of the development machine (virtual time, no GPU),
+per run of 4 back-to-back all-reduce executions, 10 ms of idle before each:
+
+=========  ===========  ============
+devices    64 KB        512 MB
+=========  ===========  ============
+2          0.9 ms       1.7 ms
+8          2.2 ms       5.0 ms
+16         3.8 ms       9.8 ms
+64         14 ms        25 ms
+=========  ===========  ============
+
+Through a rank backend (node-wide ``wait_idle``, bracketed reads on every
+device, two logger periods after the run) a run costs about 3-5 ms at 8
+devices and 20-35 ms at 64. The cost is linear in devices x simulated
+time (the devices' own physics); Python work per execution is O(devices):
+arrivals are drawn as vectors and each device gets one advance and two
+launches.
 
 Examples
 --------
@@ -394,7 +405,8 @@ def _quantize_wait(w: np.ndarray) -> np.ndarray:
     w = np.asarray(w, dtype=np.int64)
     digits = np.floor(np.log10(np.maximum(w, 1).astype(np.float64))).astype(np.int64)
     q = 10 ** np.maximum(1, digits - 2)
-    return np.maximum(_MIN_KERNEL_NS, w - w % q)
+    out: np.ndarray = np.maximum(_MIN_KERNEL_NS, w - w % q)
+    return out
 
 
 def _positive_int(value: Any, name: str, minimum: int = 1) -> int:
@@ -412,7 +424,7 @@ class _Collective:
     nbytes: int
     node_id: int
     time: CollectiveTime
-    shape: tuple
+    shape: tuple[tuple[float, float, float, float], ...]
 
 
 @dataclass
@@ -420,8 +432,8 @@ class _NodeRun:
     """What one node-level run produced (true time), before any rank's clock is applied."""
 
     run: int
-    plan: list
-    executions: list      # per device, merged EXEC_DTYPE records (node kernel ids)
+    plan: list[tuple[int, int]]
+    executions: list[np.ndarray]  # per device, merged EXEC_DTYPE records (node kernel ids)
     launch_ns: np.ndarray  # per device, host launch call (true ns)
     sync_ns: np.ndarray    # per device, host saw completion (true ns)
 
@@ -514,7 +526,8 @@ class SimNode:
             p.setdefault("logger_skew_ppm", float(clock_rng.uniform(-40, 40)))
             p.setdefault("logger_wander_phase", float(clock_rng.uniform(0, 2 * np.pi)))
             dev_seed = int(np.random.SeedSequence([int(seed), r]).generate_state(1, dtype=np.uint32)[0])
-            self.gpus.append(SimGPU(seed=dev_seed, launch_latency_ns=1.0, launch_jitter_ns=0.0, **p))
+            p.update(launch_latency_ns=1.0, launch_jitter_ns=0.0)
+            self.gpus.append(SimGPU(seed=dev_seed, realtime=False, **p))
         self._offsets, self._skews = self._host_clocks(n, clock_rng, host_offsets_ns, host_skews_ppm,
                                                        bool(shared_host_clock))
         self.shared_host_clock = bool(shared_host_clock)
@@ -621,8 +634,9 @@ class SimNode:
 
     def _stamp(self, r: int, t: Any) -> np.ndarray:
         """Integer host-clock stamps of rank r at true times (what a clock read returns)."""
-        return np.rint(np.asarray(t, dtype=np.float64) * (1.0 + self._skews[r] * 1e-6)
+        out: np.ndarray = np.rint(np.asarray(t, dtype=np.float64) * (1.0 + self._skews[r] * 1e-6)
                        + self._offsets[r]).astype(np.int64)
+        return out
 
     def host_now(self, rank: int) -> int:
         """Rank ``rank``'s host clock now, ns."""
@@ -1070,7 +1084,7 @@ class SimNode:
         order = np.lexsort((rows["index"], rows["rank"]))
         return rows[order], end
 
-    def _merge(self, ex: np.ndarray, layout: list, r: int, run: int, launch_ns: int, sync_ns: int) -> np.ndarray:
+    def _merge(self, ex: np.ndarray, layout: list[tuple[str, int, int]], r: int, run: int, launch_ns: int, sync_ns: int) -> np.ndarray:
         """One record per execution: a collective's spin and transfer merged, node kernel ids, host path."""
         total = sum(c for _, _, c in layout)
         out = np.zeros(total, dtype=ex.dtype)
