@@ -112,8 +112,8 @@ from typing import Any, Optional, Sequence
 import numpy as np
 
 from . import _core
-from .backend import Capabilities, KernelSpec, RunRecord, _plan, wait_for_idle
-from .sim import RunResult, SimGPU, kernel_presets
+from .backend import Capabilities, KernelSpec, RunRecord, _markers, _plan, wait_for_idle
+from .sim import RunResult, SimGPU, kernel_presets, parameters
 
 __all__ = [
     "COLLECTIVE_KINDS",
@@ -501,7 +501,7 @@ class SimNode:
         self.devices = n
         self.seed = int(seed)
         self.fabric = fabric
-        defaults = {p.name: p.default for p in _parameters()}
+        defaults = {p.name: p.default for p in parameters()}
         params = dict(sim_params)
         # The node owns the host launch/sync path (see the module docstring).
         self._launch_latency = float(params.pop("launch_latency_ns", defaults["launch_latency_ns"]))
@@ -1275,22 +1275,10 @@ class SimNode:
 _EXACT = dict(exec_cv=0.0, run_cv=0.0, outlier_prob=0.0, cold_factor=0.0, launch_gap_ns=0.0, slow_mode_prob=0.0)
 
 
-def _parameters() -> list[Any]:
-    from .sim import parameters
-
-    return parameters()
-
-
 def _plan_key(kernel: KernelSpec) -> Any:
     if isinstance(kernel, (str, int, np.integer)):
         return kernel if isinstance(kernel, str) else int(kernel)
     return tuple((k if isinstance(k, str) else int(k), int(c)) for k, c in kernel)
-
-
-def _markers(ex: np.ndarray) -> np.ndarray:
-    from .backend import _markers as markers
-
-    return markers(ex)
 
 
 class SimRankBackend:
