@@ -27,6 +27,7 @@ from .guidance import Guidance, lookup_guidance, target_loi_count
 from .align import NoLogsInExecutionsError, place_logs, select_executions_of_interest
 from .records import EXECUTION_DTYPE, LOI_DTYPE, validate_executions
 from .steady import SSE_EXECUTIONS, SSE_INDEX, PowerMeasurement, SspSearch, find_ssp_executions
+from .agreement import Agreement, LocalAgreement
 from .progress import CampaignProgress, ProgressLike, ProgressReporter, as_reporter
 from .stitch import StitchedProfile, WholeRunView, energy_per_execution, stitch, whole_run_view
 
@@ -414,7 +415,8 @@ class _PooledProbe:
     """
 
     def __init__(self, camp: "_Campaign", kernel: KernelSpec, duration_ns: float, target_lois: int,
-                 say: Callable[[str], None]) -> None:
+                 say: Callable[[str], None], agree: Optional[Agreement] = None) -> None:
+        self.agree = agree or LocalAgreement()
         self.camp = camp
         self.kernel = kernel
         self.duration = duration_ns
@@ -449,7 +451,7 @@ class _PooledProbe:
         runs_long_enough = np.array([run for run, length in self._length.items() if length > hi])
         lois = self._lois[(self._lois["execution"] >= lo) & (self._lois["execution"] <= hi)
                           & np.isin(self._lois["run"], runs_long_enough)]
-        m = _stratified_mean(lois["toi_frac"], lois["total"])
+        m = self.agree.measurement(_stratified_mean(lois["toi_frac"], lois["total"]))
         self.say(f"  SSP search: execution {n} -> {m.mean_w:.1f} +- {m.stderr_w:.1f} W "
                  f"({m.count} LOIs in executions {lo + 1}-{hi + 1} of {usable} runs)")
         return m
@@ -606,6 +608,7 @@ def profile(
     resume: bool = False,
     seed: int = 0,
     progress: ProgressLike = None,
+    agreement: Optional[Agreement] = None,
 ) -> Profile:
     """Profile one kernel with FinGraV: guidance, runs, golden runs, LOIs, stitching.
 
@@ -670,6 +673,13 @@ def profile(
         each line of text (``print``); a
         :class:`~fingrav_native.progress.ProgressReporter` also gets a
         :class:`~fingrav_native.progress.CampaignProgress` after every run.
+    agreement : Agreement, optional
+        For several ranks profiling one collective together (Section V-D):
+        every decision that sets which runs happen (the guidance row, each
+        SSP-search probe, the top-ups) is taken once for all ranks through
+        it, so every rank runs the same runs (a rank that ran a different
+        count would leave the others waiting in the collective). See
+        :mod:`fingrav_native.multigpu`. Default: this process decides alone.
 
     Returns
     -------
@@ -744,7 +754,7 @@ def profile(
     if replay:
         say(f"{name}: resuming, {len(replay)} runs on disk")
     try:
-        result = _run_profile(camp, kernel, name, mode=mode, runs=runs, margin=margin, executions=executions,
+        result = _run_profile(camp, kernel, name, agreement or LocalAgreement(), mode=mode, runs=runs, margin=margin, executions=executions,
                               ssp_tolerance=ssp_tolerance, max_executions=max_executions, top_up=top_up,
                               max_top_up_runs=max_top_up_runs, smoother=smoother, span=span, x=x,
                               timing_executions=timing_executions, probe_lois=probe_lois, seed=seed)
@@ -829,7 +839,7 @@ def _count_lois(camp: _Campaign, labels: Sequence[tuple[str, int]], margin: floa
     camp.lois, camp.loi_target = _shortest(placed, guidance)
 
 
-def _run_profile(camp: _Campaign, kernel: KernelSpec, name: str, *, mode: str, runs: Optional[int],
+def _run_profile(camp: _Campaign, kernel: KernelSpec, name: str, agree: Agreement, *, mode: str, runs: Optional[int],
                  margin: Optional[float], executions: Optional[int], ssp_tolerance: float, max_executions: int,
                  top_up: bool, max_top_up_runs: Optional[int], smoother: Optional[str], span: float, x: str,
                  timing_executions: int, probe_lois: int, seed: int) -> Profile:
@@ -840,7 +850,9 @@ def _run_profile(camp: _Campaign, kernel: KernelSpec, name: str, *, mode: str, r
     camp.set_phase("timing")
     timing = camp.run(kernel, timing_executions, keep=False, role="timing")
     durations = _nominal_durations(timing.markers, caps.device_tick_ns)
-    guidance = lookup_guidance(float(np.median(durations[1:])))
+    # Ranks of a collective see slightly different durations (arrival skew):
+    # one guidance row for all, from the longest.
+    guidance = lookup_guidance(agree.max(float(np.median(durations[1:]))))
     n_runs = runs if runs is not None else guidance.runs
     bin_margin = margin if margin is not None else guidance.margin
     camp.loi_target = target_loi_count(guidance, guidance.exec_time_ns)
@@ -854,7 +866,7 @@ def _run_profile(camp: _Campaign, kernel: KernelSpec, name: str, *, mode: str, r
         n_exec = executions
     else:
         camp.set_phase("ssp-search")
-        measure = _PooledProbe(camp, kernel, guidance.exec_time_ns, probe_lois, say)
+        measure = _PooledProbe(camp, kernel, guidance.exec_time_ns, probe_lois, say, agree)
         search = find_ssp_executions(measure, tolerance=ssp_tolerance, max_executions=max_executions)
         n_exec = max(SSE_EXECUTIONS, search.executions)
 
@@ -881,13 +893,14 @@ def _run_profile(camp: _Campaign, kernel: KernelSpec, name: str, *, mode: str, r
         placed = {label: _place(samples, ex, lmap, execution_index=idx, margin=bin_margin) for label, idx in labels}
         # Step 7: top up while the LOIs fall short of the guidance.
         targets = {label: target_loi_count(guidance, pl.duration_ns) for label, pl in placed.items()}
-        short = max(targets[label] - len(pl.lois) for label, pl in placed.items())
+        short = int(agree.max(max(targets[label] - len(pl.lois) for label, pl in placed.items())))
         fewest = min(len(pl.lois) for pl in placed.values())
         camp.lois, camp.loi_target = _shortest(placed, guidance)
         if not top_up or short <= 0 or top_ups >= top_cap:
             break
         per_run = max(fewest / max(1, len(camp.records)), 0.5 / max(1, len(camp.records)))
-        more = int(min(top_cap - top_ups, max(1, math.ceil(short / per_run))))
+        # The rank that needs the most runs sets the count for all.
+        more = int(agree.max(min(top_cap - top_ups, max(1, math.ceil(short / per_run)))))
         say(f"  top-up: {short} LOIs short, {more} more runs")
         camp.set_phase("top-up", camp.next_run + more)
         for _ in range(more):
