@@ -711,8 +711,8 @@ def fit_host_alignment(
     label, gaps = _bursts(arr)
     arr = _select_per_burst(arr, label)
     # The selection is made; the fitter keeps every read given (a huge factor).
-    opts = dict(tick_ns=1.0, coverage=coverage, wander_ppm_per_s=wander_ppm_per_s, min_reads=MIN_BRACKETS,
-                select_factor=1e12)
+    opts: dict[str, Any] = dict(tick_ns=1.0, coverage=coverage, wander_ppm_per_s=wander_ppm_per_s,
+                                min_reads=MIN_BRACKETS, select_factor=1e12)
     fixed = fit_clock_map(arr, fit_skew=False, prior_skew_ppm=prior_skew_ppm, max_skew_ppm=max_skew_ppm, **opts)
     measured = fixed
     if fit_skew is not False:
