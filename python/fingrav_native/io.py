@@ -35,6 +35,7 @@ import numpy as np
 from .backend import Capabilities
 from .golden import GoldenSelection
 from .guidance import Guidance, GuidanceRow
+from .multigpu import NodeProfile, NodeView, SteadyCheck
 from .profile import CampaignTimeline, ErrorBudget, ExecutionProfile, InterleavedProfile, Profile
 from .steady import PowerMeasurement, SspSearch, SspStep
 from .stitch import EnergyEstimate, StitchedChannel, StitchedProfile, WholeRunView
@@ -51,7 +52,7 @@ _CLASSES: dict[str, type] = {
     c.__name__: c
     for c in (Profile, CampaignTimeline, ExecutionProfile, InterleavedProfile, ErrorBudget, Capabilities, Guidance, GuidanceRow,
               GoldenSelection, StitchedProfile, StitchedChannel, EnergyEstimate, WholeRunView, SspSearch, SspStep,
-              PowerMeasurement)
+              PowerMeasurement, NodeProfile, NodeView, SteadyCheck)
 }
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -150,14 +151,15 @@ class _Reader:
         return node
 
 
-def save_profile(profile: Union[Profile, InterleavedProfile], path: PathLike) -> str:
+def save_profile(profile: Union[Profile, InterleavedProfile, NodeProfile], path: PathLike) -> str:
     """Write a profile to a versioned, pickle-free file.
 
     Parameters
     ----------
-    profile : Profile or InterleavedProfile
-        A result of :func:`~fingrav_native.profile` or
-        :func:`~fingrav_native.profile_interleaved`.
+    profile : Profile, InterleavedProfile or NodeProfile
+        A result of :func:`~fingrav_native.profile`,
+        :func:`~fingrav_native.profile_interleaved` or the multi-GPU
+        drivers (:mod:`fingrav_native.multigpu`).
     path : str or os.PathLike
         Where to write; the file is written to a temporary name beside it and
         renamed, so a crash never leaves a half-written profile under ``path``.
@@ -173,8 +175,9 @@ def save_profile(profile: Union[Profile, InterleavedProfile], path: PathLike) ->
     budget with the curves (paper Section IV-B steps 5-8 outputs), so a saved
     profile can be re-plotted or re-exported without the device.
     """
-    if not isinstance(profile, (Profile, InterleavedProfile)):
-        raise ValueError(f"profile: expected a Profile or InterleavedProfile, got {type(profile).__name__}")
+    if not isinstance(profile, (Profile, InterleavedProfile, NodeProfile)):
+        raise ValueError(
+            f"profile: expected a Profile, InterleavedProfile or NodeProfile, got {type(profile).__name__}")
     from . import __version__
 
     w = _Writer()
@@ -197,7 +200,7 @@ def save_profile(profile: Union[Profile, InterleavedProfile], path: PathLike) ->
     return path
 
 
-def load_profile(path: PathLike) -> Union[Profile, InterleavedProfile]:
+def load_profile(path: PathLike) -> Union[Profile, InterleavedProfile, NodeProfile]:
     """Read a profile written by :func:`save_profile`.
 
     Parameters
@@ -207,7 +210,7 @@ def load_profile(path: PathLike) -> Union[Profile, InterleavedProfile]:
 
     Returns
     -------
-    Profile or InterleavedProfile
+    Profile, InterleavedProfile or NodeProfile
 
     Raises
     ------
@@ -252,7 +255,7 @@ def load_profile(path: PathLike) -> Union[Profile, InterleavedProfile]:
                 f"{path}: format version {version} is newer than this fingrav-native reads ({FORMAT_VERSION}); "
                 f"written by fingrav-native {meta.get('fingrav_native')}: upgrade to read it")
         result = _Reader(zf, path).decode(meta.get("root"))
-    if not isinstance(result, (Profile, InterleavedProfile)):
+    if not isinstance(result, (Profile, InterleavedProfile, NodeProfile)):
         raise ProfileFormatError(f"{path}: the file holds a {type(result).__name__}, not a profile")
     return result
 
