@@ -84,6 +84,8 @@ from .io import ProfileFormatError, load_profile, save_profile
 from .workloads import Workload
 from .amd import AmdBackend
 from .nvidia import NvidiaBackend
+from .multigpu import NodeProfile, merge_ranks, profile_distributed, profile_node
+from .trace import export_trace
 
 try:
     __version__ = version("fingrav-native")
@@ -91,6 +93,11 @@ except PackageNotFoundError:  # pragma: no cover - running from a source tree
     __version__ = "0+unknown"
 
 __all__ = [
+    "NodeProfile",
+    "merge_ranks",
+    "profile_distributed",
+    "profile_node",
+    "export_trace",
     "ProfileFormatError",
     "load_profile",
     "save_profile",
