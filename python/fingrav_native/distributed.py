@@ -738,7 +738,9 @@ def fit_host_alignment(
             if math.isfinite(causal) and causal > free.skew_bound_ppm:
                 free = replace(free, skew_bound_ppm=causal)
         if fit_skew or (determined and free.skew_bound_ppm < prior_skew_ppm):
-            if not (determined and abs((free.ns_per_tick - 1.0) * 1e6) <= max_skew_ppm):
+            # Beyond the sanity bound even after its own uncertainty: a
+            # noisy fit (bad round trips, forced fit_skew=True) only widens.
+            if not (determined and abs((free.ns_per_tick - 1.0) * 1e6) - free.skew_bound_ppm <= max_skew_ppm):
                 raise ValueError(
                     f"brackets: the fitted skew {(free.ns_per_tick - 1.0) * 1e6:.6g} ppm is beyond the "
                     f"+-{max_skew_ppm:g} ppm sanity bound (max_skew_ppm): are both columns host ns of "
