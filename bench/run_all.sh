@@ -9,6 +9,8 @@
 #   PYTHON     interpreter that creates VENV (default python3)
 #   RING_ARGS, SAMPLER_ARGS  extra arguments for ring_bench / sampler_bench.py
 #              (e.g. RING_ARGS="--reps 5" SAMPLER_ARGS="--seconds 2 --reps 1" for a smoke run)
+#   MULTIGPU_ARGS  extra arguments for multigpu_bench.py (e.g. "--quick" for a smoke run,
+#              which writes nothing); it writes multigpu.json, multigpu.png and its README section
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -46,3 +48,9 @@ mv "$results/sampler.json.tmp" "$results/sampler.json"
 "$venv/bin/python" "$root/bench/summarize_ring_sampler.py" --results "$results" \
   --load "1/5/15-min $load_before at the start, $load_after at the end"
 echo "== wrote $results/ring.json, $results/sampler.json, $results/README.md"
+
+# Virtual time (SimNode): needs no build of its own, only the package; writes its
+# results itself (JSON, PNG, README section), so it runs after the summary above.
+echo "== many GPUs: merge and stitch cost against ranks, alignment error"
+# shellcheck disable=SC2086
+"$venv/bin/python" "$root/bench/multigpu_bench.py" ${MULTIGPU_ARGS:-}
