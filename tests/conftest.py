@@ -65,3 +65,34 @@ def expected_waveform(
 def waveform() -> Callable[..., dict[str, np.ndarray]]:
     """The independent numpy model of the SyntheticSource waveform."""
     return expected_waveform
+
+
+def torch_or_skip() -> object:
+    """torch.distributed with gloo, or a skip (a failure under FINGRAV_EXPECT_TORCH=1).
+
+    CI installs the CPU build of PyTorch through the test extra and sets
+    FINGRAV_EXPECT_TORCH=1, so the multi-rank tests cannot silently skip there.
+    """
+    import os
+
+    try:
+        import torch.distributed as dist
+        import torch.multiprocessing  # noqa: F401
+    except ImportError as exc:
+        reason = f"PyTorch is not installed (pip install torch): {exc}"
+    else:
+        if dist.is_available() and dist.is_gloo_available():
+            return dist
+        reason = "this PyTorch build has no torch.distributed gloo backend"
+    if os.environ.get("FINGRAV_EXPECT_TORCH") == "1":
+        pytest.fail(f"FINGRAV_EXPECT_TORCH=1 but {reason}")
+    pytest.skip(f"{reason}; set FINGRAV_EXPECT_TORCH=1 to require it")
+
+
+def free_port() -> int:
+    """A free TCP port on 127.0.0.1 for a process group's rendezvous."""
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])

@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from conftest import free_port, torch_or_skip
 
 import fingrav_native
 from fingrav_native import distributed
@@ -58,20 +59,6 @@ CAMPAIGN_S = 1.0
 BOUND_AT_EXCHANGES_MAX_NS = 2_500_000
 
 
-def _torch_or_skip() -> Any:
-    """torch.distributed with gloo, or a skip (a failure under FINGRAV_EXPECT_TORCH=1)."""
-    try:
-        import torch.distributed as dist
-        import torch.multiprocessing  # noqa: F401
-    except ImportError as exc:
-        reason = f"PyTorch is not installed (pip install torch): {exc}"
-    else:
-        if dist.is_available() and dist.is_gloo_available():
-            return dist
-        reason = "this PyTorch build has no torch.distributed gloo backend"
-    if os.environ.get("FINGRAV_EXPECT_TORCH") == "1":
-        pytest.fail(f"FINGRAV_EXPECT_TORCH=1 but {reason}")
-    pytest.skip(f"{reason}; set FINGRAV_EXPECT_TORCH=1 to require it")
 
 
 # --------------------------------------------------------------------------- clocks
@@ -348,7 +335,7 @@ def test_missing_torch_says_how_to_install(monkeypatch):
 
 
 def test_uninitialised_process_group_is_reported():
-    dist = _torch_or_skip()
+    dist = torch_or_skip()
     assert not dist.is_initialized()
     with pytest.raises(RuntimeError, match="init_process_group"):
         exchange_brackets()
@@ -373,10 +360,6 @@ def test_doctests():
 # --------------------------------------------------------------------------- ranks over gloo
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _worker(rank: int, world: int, port: int, out_dir: str) -> None:
@@ -430,11 +413,11 @@ def _worker(rank: int, world: int, port: int, out_dir: str) -> None:
 
 
 def _spawn(world: int, tmp_path: Path) -> list[dict[str, Any]]:
-    _torch_or_skip()
+    torch_or_skip()
     import torch.multiprocessing as mp
 
     os.environ.setdefault("OMP_NUM_THREADS", "1")
-    mp.spawn(_worker, args=(world, _free_port(), str(tmp_path)), nprocs=world, join=True)
+    mp.spawn(_worker, args=(world, free_port(), str(tmp_path)), nprocs=world, join=True)
     return [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(world)]
 
 

@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import threading
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+from conftest import free_port, torch_or_skip
 
 import fingrav_native as fn
 from fingrav_native.agreement import LocalAgreement, ThreadAgreement
@@ -193,25 +193,8 @@ OFFSETS_NS = (7_000_000, -900_000_000, 1_600_000_000, 25_000_000)
 SKEWS_PPM = (-15.0, 40.0, 55.0, -30.0)
 
 
-def _torch_or_skip() -> Any:
-    try:
-        import torch.distributed as dist
-        import torch.multiprocessing  # noqa: F401
-    except ImportError as exc:
-        reason = f"PyTorch is not installed (pip install torch): {exc}"
-    else:
-        if dist.is_available() and dist.is_gloo_available():
-            return dist
-        reason = "this PyTorch build has no torch.distributed gloo backend"
-    if os.environ.get("FINGRAV_EXPECT_TORCH") == "1":
-        pytest.fail(f"FINGRAV_EXPECT_TORCH=1 but {reason}")
-    pytest.skip(f"{reason}; set FINGRAV_EXPECT_TORCH=1 to require it")
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _replica(world: int, anchor_ns: int) -> SimNode:
@@ -263,11 +246,11 @@ def _worker(rank: int, world: int, port: int, out_dir: str) -> None:
 
 @pytest.mark.parametrize("world", [2, 4])
 def test_ranks_over_gloo_merge_on_the_root_within_the_bound(tmp_path, world):
-    _torch_or_skip()
+    torch_or_skip()
     import torch.multiprocessing as mp
 
     os.environ.setdefault("OMP_NUM_THREADS", "1")
-    mp.spawn(_worker, args=(world, _free_port(), str(tmp_path)), nprocs=world, join=True)
+    mp.spawn(_worker, args=(world, free_port(), str(tmp_path)), nprocs=world, join=True)
     summary = json.loads((tmp_path / "root.json").read_text())
     assert summary["scores"]["worst_ratio"] <= 1.0, summary
     assert summary["shares"] == [True] + [False] * (world - 1)

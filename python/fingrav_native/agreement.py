@@ -17,6 +17,7 @@ each rank's own measurements, so the ranks must agree on them:
 
 from __future__ import annotations
 
+import abc
 import math
 import threading
 from typing import Optional
@@ -26,7 +27,7 @@ from .steady import PowerMeasurement
 __all__ = ["Agreement", "LocalAgreement", "ThreadAgreement"]
 
 
-class Agreement:
+class Agreement(abc.ABC):
     """Combine one number per rank into one value every rank gets.
 
     Subclasses implement :meth:`_reduce`; every rank must call the same
@@ -36,8 +37,9 @@ class Agreement:
     #: Number of ranks taking part.
     size: int = 1
 
+    @abc.abstractmethod
     def _reduce(self, value: float, op: str) -> float:
-        raise NotImplementedError
+        """``op`` ("max" or "sum") of every rank's ``value``, the same on every rank."""
 
     def max(self, value: float) -> float:
         """The largest of the ranks' values."""

@@ -9,7 +9,6 @@ kernel preceded by other kernels (Section V-C3).
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import time
