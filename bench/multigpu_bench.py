@@ -65,6 +65,7 @@ from typing import Any
 
 import numpy as np
 
+from fingrav_native.backend import BackendWrapper
 from fingrav_native.multigpu import merge_ranks, profile_node
 from fingrav_native.profile import stitch_logs
 from fingrav_native.simnode import SimNode
@@ -83,40 +84,24 @@ SSE_INDEX = 3
 # --------------------------------------------------------------------------- timing the simulator
 
 
-class TimedBackend:
-    """A rank backend whose calls add their wall time to a shared counter (the simulator's cost).
+class TimedBackend(BackendWrapper):
+    """A rank backend whose device calls add their wall time to a shared counter (the simulator's cost).
 
     ``profile_node`` serialises virtual-time backends behind one lock and
     calls this wrapper inside it, so the time measured is the simulation's
     own, not a wait for another rank's thread.
     """
 
-    _TIMED = ("new_run_id", "wait_idle", "read_clocks", "execute_run")
-
     def __init__(self, backend: Any, clock: dict) -> None:
-        self._b = backend
+        super().__init__(backend)
         self._clock = clock
 
-    @property
-    def capabilities(self) -> Any:
-        return self._b.capabilities
-
-    def kernel_name(self, kernel: Any) -> str:
-        return self._b.kernel_name(kernel)
-
-    def __getattr__(self, name: str) -> Any:
-        attr = getattr(self._b, name)
-        if name not in self._TIMED:
-            return attr
-
-        def timed(*a: Any, **k: Any) -> Any:
-            t = time.perf_counter()
-            try:
-                return attr(*a, **k)
-            finally:
-                self._clock["s"] += time.perf_counter() - t
-
-        return timed
+    def _around(self, call: Any, *args: Any) -> Any:
+        t = time.perf_counter()
+        try:
+            return call(*args)
+        finally:
+            self._clock["s"] += time.perf_counter() - t
 
 
 class Identity:

@@ -240,3 +240,28 @@ def test_progress_counts_replayed_runs(tmp_path):
     fn.profile(KERNEL, CountingBackend(), out_dir=out, resume=True, progress=rec, **SETTINGS)
     assert rec.states[-1].replayed == 12
     assert rec.lines[0] == f"{KERNEL}: resuming, 12 runs on disk"
+
+
+def test_a_wrapped_backend_sees_every_device_call_and_resumes_through_the_wrapper(tmp_path):
+    from fingrav_native.backend import BackendWrapper
+
+    class Tally(BackendWrapper):
+        def __init__(self, inner):
+            super().__init__(inner)
+            self.calls: dict[str, int] = {}
+
+        def _around(self, call, *args):
+            self.calls[call.__name__] = self.calls.get(call.__name__, 0) + 1
+            return call(*args)
+
+    out = str(tmp_path / "c")
+    with pytest.raises(KeyboardInterrupt):
+        fn.profile(KERNEL, CountingBackend(interrupt_at=8), out_dir=out, **SETTINGS)
+    inner = CountingBackend()
+    wrapped = Tally(inner)
+    p = fn.profile(KERNEL, wrapped, out_dir=out, resume=True, **SETTINGS)
+    # Resuming reads the clock and advances the simulated device through the wrapper.
+    assert wrapped.calls["execute_run"] == inner.executed == p.runs - 8
+    assert wrapped.calls["wait_idle"] == inner.executed
+    assert wrapped.calls["read_clocks"] == 1
+    assert wrapped.gpu is inner.gpu and wrapped.capabilities is inner.capabilities

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import abc
 from dataclasses import dataclass, field
-from typing import Callable, Protocol, Sequence, Union, runtime_checkable
+from typing import Any, Callable, Protocol, Sequence, Union, runtime_checkable
 
 import numpy as np
 
@@ -33,6 +33,7 @@ from .sim import SimGPU
 __all__ = [
     "MARKER_RECORD_DTYPE",
     "Backend",
+    "BackendWrapper",
     "Capabilities",
     "RunRecord",
     "SimBackend",
@@ -334,6 +335,61 @@ class SimBackend(_SimCommon):
             brackets=np.concatenate([before, after]),
             meta={"truth_start_ns": ex["start_ns"].copy(), "truth_end_ns": ex["end_ns"].copy()},
         )
+
+
+class BackendWrapper:
+    """A backend that delegates every call to another: subclass to record, lock or time its calls.
+
+    The four calls that drive the device go through :meth:`_around`, so a
+    wrapper that treats them alike (a lock shared by the ranks of a node, a
+    timer of the simulator's cost) overrides one method; one that needs a
+    call's result (keeping each run's clock reads) overrides that call.
+    Anything else (``advance_to``, ``gpu``, ...) is the wrapped backend's own.
+
+    Parameters
+    ----------
+    inner : Backend
+        The backend wrapped.
+    """
+
+    def __init__(self, inner: Backend) -> None:
+        self.inner = inner
+
+    def _around(self, call: Callable[..., Any], *args: Any) -> Any:
+        """Run one of the four device calls; the default just calls it."""
+        return call(*args)
+
+    @property
+    def capabilities(self) -> Capabilities:
+        """The wrapped backend's capabilities."""
+        return self.inner.capabilities
+
+    def kernel_name(self, kernel: str | int) -> str:
+        """The wrapped backend's name of ``kernel``."""
+        return self.inner.kernel_name(kernel)
+
+    def new_run_id(self) -> int:
+        """A run id from the wrapped backend."""
+        return int(self._around(self.inner.new_run_id))
+
+    def wait_idle(self) -> int:
+        """The wrapped backend's wait for idle."""
+        return int(self._around(self.inner.wait_idle))
+
+    def read_clocks(self, n: int) -> np.ndarray:
+        """The wrapped backend's bracketed clock reads."""
+        return np.asarray(self._around(self.inner.read_clocks, n))
+
+    def execute_run(self, kernel: KernelSpec, executions: int, run: int) -> RunRecord:
+        """One run on the wrapped backend."""
+        rec: RunRecord = self._around(self.inner.execute_run, kernel, executions, run)
+        return rec
+
+    def __getattr__(self, name: str) -> Any:
+        # Only reached for what this class does not define.
+        if name == "inner":  # not set yet (copy/unpickle): no recursion
+            raise AttributeError(name)
+        return getattr(self.inner, name)
 
 
 def wait_for_idle(idle_level: Callable[[int], float], baseline_w: float, tolerance: float,

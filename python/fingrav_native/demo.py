@@ -7,6 +7,7 @@ import time
 import numpy as np
 
 from ._core import Sampler, SyntheticSource
+from .backend import Backend, BackendWrapper, KernelSpec, RunRecord
 from .sim import SimGPU
 
 #: The sequence the simulated-GPU demo runs: the paper's heavy and light
@@ -170,7 +171,7 @@ DEMO_KERNEL = "cb-4k-gemm"
 DEMO_INTERLEAVED: tuple[str, tuple[tuple[str, int], ...]] = ("cb-2k-gemm", (("mb-4k-gemv", 40),))
 
 
-class _BracketRecorder:
+class _BracketRecorder(BackendWrapper):
     """A backend that keeps every run's bracketed clock reads for the sync-error figure.
 
     The profile keeps the fitted clock maps, not the reads they came from;
@@ -178,21 +179,14 @@ class _BracketRecorder:
     ``brackets`` on the way through. Everything else is delegated.
     """
 
-    def __init__(self, backend) -> None:
-        self._backend = backend
+    def __init__(self, backend: Backend) -> None:
+        super().__init__(backend)
         self.brackets: list[np.ndarray] = []
 
-    def execute_run(self, kernel, executions, run):
-        rec = self._backend.execute_run(kernel, executions, run)
+    def execute_run(self, kernel: KernelSpec, executions: int, run: int) -> RunRecord:
+        rec = super().execute_run(kernel, executions, run)
         self.brackets.append(np.asarray(rec.brackets))
         return rec
-
-    def __getattr__(self, name):
-        return getattr(self._backend, name)
-
-    @property
-    def capabilities(self):
-        return self._backend.capabilities
 
 
 def _energy(ep) -> str:

@@ -34,7 +34,7 @@ from typing import Any, Callable, Optional, Sequence, Union
 import numpy as np
 
 from .agreement import Agreement, ThreadAgreement
-from .backend import Backend, KernelSpec
+from .backend import Backend, BackendWrapper, KernelSpec
 from .distributed import HostAlignment
 from .profile import CampaignTimeline, ExecutionProfile, Profile, profile
 
@@ -359,38 +359,16 @@ def merge_ranks(
 # ---------------------------------------------------------------- drivers
 
 
-class _Serialized:
-    """A backend whose calls take a lock shared by the ranks (virtual-time devices have no real overlap)."""
+class _Serialized(BackendWrapper):
+    """A backend whose device calls take a lock shared by the ranks (virtual-time devices have no real overlap)."""
 
     def __init__(self, backend: Backend, lock: threading.Lock) -> None:
-        self._b = backend
+        super().__init__(backend)
         self._lock = lock
 
-    @property
-    def capabilities(self) -> Any:
-        return self._b.capabilities
-
-    def kernel_name(self, kernel: Any) -> str:
-        return self._b.kernel_name(kernel)
-
-    def new_run_id(self) -> int:
+    def _around(self, call: Callable[..., Any], *args: Any) -> Any:
         with self._lock:
-            return self._b.new_run_id()
-
-    def wait_idle(self) -> int:
-        with self._lock:
-            return self._b.wait_idle()
-
-    def read_clocks(self, n: int) -> np.ndarray:
-        with self._lock:
-            return self._b.read_clocks(n)
-
-    def execute_run(self, kernel: Any, executions: int, run: int) -> Any:
-        with self._lock:
-            return self._b.execute_run(kernel, executions, run)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._b, name)
+            return call(*args)
 
 
 def profile_node(

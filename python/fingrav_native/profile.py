@@ -880,7 +880,8 @@ def _run_profile(camp: _Campaign, kernel: KernelSpec, name: str, agree: Agreemen
     step = max(1, n_runs // 10)
     for i in range(n_runs):
         camp.run(kernel, n_exec)
-        if (i + 1) % step == 0 or i + 1 == n_runs:
+        # The last count is the placement below (step 5), not a second one here.
+        if (i + 1) % step == 0 and i + 1 < n_runs:
             _count_lois(camp, labels, bin_margin, guidance)
             say(f"  runs {i + 1}/{n_runs}, LOIs {camp.lois}/{camp.loi_target}")
 
@@ -895,6 +896,8 @@ def _run_profile(camp: _Campaign, kernel: KernelSpec, name: str, agree: Agreemen
         short = int(agree.max(max(targets[label] - len(pl.lois) for label, pl in placed.items())))
         fewest = min(len(pl.lois) for pl in placed.values())
         camp.lois, camp.loi_target = _shortest(placed, guidance)
+        if top_ups == 0:
+            say(f"  runs {n_runs}/{n_runs}, LOIs {camp.lois}/{camp.loi_target}")
         if not top_up or short <= 0 or top_ups >= top_cap:
             break
         per_run = max(fewest / max(1, len(camp.records)), 0.5 / max(1, len(camp.records)))
