@@ -53,7 +53,7 @@ from typing import Any, Callable
 import numpy as np
 
 import fingrav_native as fn
-from fingrav_native import sim
+from fingrav_native.sim import device as sim
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from results_readme import write_section  # noqa: E402

@@ -11,8 +11,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fingrav_native import _core, amd, devices
-from fingrav_native.sim import SimGPU
+from fingrav_native import _core
+from fingrav_native.backends import amd
+from fingrav_native.backends import devices
+from fingrav_native.sim.device import SimGPU
 
 # ---------------------------------------------------------------- helpers
 
@@ -365,7 +367,7 @@ def test_compare_clocks_tells_one_counter_from_two():
 
 
 def test_hipblas_workload_arguments_are_checked_first():
-    from fingrav_native import workloads
+    from fingrav_native.backends import workloads
 
     with pytest.raises(ValueError, match="m="):
         workloads.hipblas_gemm(0, 4, 4)
@@ -378,7 +380,7 @@ def test_hipblas_workload_arguments_are_checked_first():
 
 
 def test_hipblas_workload_without_hip_python_says_what_to_install():
-    from fingrav_native import workloads
+    from fingrav_native.backends import workloads
 
     try:
         import hip  # noqa: F401
@@ -390,7 +392,7 @@ def test_hipblas_workload_without_hip_python_says_what_to_install():
 
 
 def test_torch_collective_arguments_are_checked_first():
-    from fingrav_native import workloads
+    from fingrav_native.backends import workloads
 
     with pytest.raises(ValueError, match="op="):
         workloads.torch_collective("broadcast", 1024)

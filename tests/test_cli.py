@@ -8,8 +8,9 @@ import sys
 import numpy as np
 import pytest
 
-from fingrav_native import SAMPLE_DTYPE, cli
-from fingrav_native.demo import run_sim_demo, run_synthetic_demo
+from fingrav_native.app import cli
+from fingrav_native import SAMPLE_DTYPE
+from fingrav_native.app.demo import run_sim_demo, run_synthetic_demo
 
 SUBPROCESS_TIMEOUT_S = 120  # bounds a hang only
 

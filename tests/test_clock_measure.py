@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import fingrav_native as fn
-from fingrav_native import sim
+from fingrav_native.sim import device as sim
 
 
 @pytest.fixture

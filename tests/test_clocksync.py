@@ -18,8 +18,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import fingrav_native as fn
-from fingrav_native import clocksync as cs
-from fingrav_native.sim import SimGPU
+from fingrav_native.clocks import maps as cs
+from fingrav_native.sim.device import SimGPU
 
 TICK_NS = 10.0
 # Large bases on purpose: host epochs near 1.7e18 ns and a device counter

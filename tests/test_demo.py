@@ -10,10 +10,10 @@ import sys
 import numpy as np
 import pytest
 
-from fingrav_native import cli
-from fingrav_native.demo import run_demo
-from fingrav_native.io import load_profile
-from fingrav_native.profile import InterleavedProfile, Profile
+from fingrav_native.app import cli
+from fingrav_native.app.demo import run_demo
+from fingrav_native.files.profiles import load_profile
+from fingrav_native.method.results import InterleavedProfile, Profile
 
 SUBPROCESS_TIMEOUT_S = 120  # bounds a hang only
 EXPECTED_FILES = {

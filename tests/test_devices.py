@@ -6,8 +6,9 @@ import json
 
 import pytest
 
-from fingrav_native import cli, devices
-from fingrav_native.devices import BackendReport, Component, DeviceEntry
+from fingrav_native.app import cli
+from fingrav_native.backends import devices
+from fingrav_native.backends.report import BackendReport, Component, DeviceEntry
 
 
 def test_sim_is_always_available():
@@ -33,10 +34,13 @@ def test_unknown_backend_is_named():
 
 
 def test_a_backend_that_breaks_is_reported_not_raised(monkeypatch):
-    monkeypatch.setitem(devices.BACKENDS, "broken", "fingrav_native.no_such_module")
+    def broken() -> BackendReport:
+        raise OSError("libbroken.so: cannot open shared object file")
+
+    monkeypatch.setitem(devices.BACKENDS, "broken", broken)
     (r,) = devices.list_backends(["broken"])
     assert not r.available
-    assert "ModuleNotFoundError" in r.reason and "no_such_module" in r.reason
+    assert "OSError" in r.reason and "libbroken.so" in r.reason
 
 
 def test_text_and_json_forms():

@@ -1,4 +1,4 @@
-"""Host-clock alignment between ranks (fingrav_native.distributed).
+"""Host-clock alignment between ranks (fingrav_native.multi.alignment).
 
 Two layers:
 
@@ -28,8 +28,8 @@ import pytest
 from conftest import free_port, torch_or_skip
 
 import fingrav_native
-from fingrav_native import distributed
-from fingrav_native.distributed import (
+from fingrav_native.multi import alignment as distributed
+from fingrav_native.multi.alignment import (
     HostAlignment,
     MonotonicRawClock,
     SkewedClock,

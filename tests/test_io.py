@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from fingrav_native import SimBackend, profile, profile_interleaved
-from fingrav_native.io import FORMAT_VERSION, ProfileFormatError, load_profile, save_profile
+from fingrav_native.files.profiles import FORMAT_VERSION, ProfileFormatError, load_profile, save_profile
 
 
 @pytest.fixture(scope="module")
@@ -141,7 +141,7 @@ def test_save_rejects_non_profiles(tmp_path):
 def test_parquet_export(prof, tmp_path):
     import pyarrow.parquet as pq
 
-    from fingrav_native.io import export_parquet
+    from fingrav_native.files.profiles import export_parquet
 
     paths = export_parquet(prof, tmp_path / "pq")
     names = sorted(p.rsplit("/", 1)[1] for p in paths)
@@ -160,7 +160,7 @@ def test_parquet_export(prof, tmp_path):
 
 
 def test_parquet_without_pyarrow_says_what_to_install(prof, tmp_path, monkeypatch):
-    from fingrav_native.io import export_parquet
+    from fingrav_native.files.profiles import export_parquet
 
     monkeypatch.setitem(sys.modules, "pyarrow", None)
     with pytest.raises(ImportError, match="pip install pyarrow"):

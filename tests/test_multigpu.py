@@ -21,14 +21,15 @@ import pytest
 from conftest import free_port, torch_or_skip
 
 import fingrav_native as fn
-from fingrav_native.agreement import LocalAgreement, ThreadAgreement
-from fingrav_native.backend import SimBackend
-from fingrav_native.distributed import HostAlignment
-from fingrav_native.io import load_profile, save_profile
-from fingrav_native.multigpu import NodeProfile, check_steady_states, merge_ranks, profile_node
-from fingrav_native.simnode import SimNode
-from fingrav_native.steady import PowerMeasurement
-from fingrav_native.trace import export_trace, node_trace_events
+from fingrav_native.method.agreement import LocalAgreement, ThreadAgreement
+from fingrav_native.backends.sim import SimBackend
+from fingrav_native.multi.alignment import HostAlignment
+from fingrav_native.files.profiles import load_profile, save_profile
+from fingrav_native.multi.results import NodeProfile
+from fingrav_native.multi.node import check_steady_states, merge_ranks, profile_node
+from fingrav_native.sim.node import SimNode
+from fingrav_native.method.steady import PowerMeasurement
+from fingrav_native.files.trace import export_trace, node_trace_events
 
 MB = 2 ** 20
 CAMPAIGN = dict(mode="both", runs=40, top_up=False)
@@ -216,8 +217,8 @@ def _worker(rank: int, world: int, port: int, out_dir: str) -> None:
     import torch
     import torch.distributed as dist
 
-    from fingrav_native.distributed import SkewedClock
-    from fingrav_native.multigpu import profile_distributed
+    from fingrav_native.multi.alignment import SkewedClock
+    from fingrav_native.multi.node import profile_distributed
 
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,

@@ -32,8 +32,8 @@ import numpy as np
 import pytest
 
 from fingrav_native import _core
-from fingrav_native.nvidia import NVML_MODES, NvidiaBackend, match_nvml_device, report
-from fingrav_native.workloads import Workload
+from fingrav_native.backends.nvidia import NVML_MODES, NvidiaBackend, match_nvml_device, report
+from fingrav_native.backends.workloads import Workload
 
 REPO = Path(__file__).resolve().parents[1]
 FAKE_SRC = REPO / "tests" / "cpp" / "fake_libcuda.cpp"
@@ -258,9 +258,9 @@ def test_fake_driver_devices_clock_probe_and_events(fake_libcuda):
 def test_backend_run_on_the_fake_driver_with_an_external_power_source(fake_libcuda):
     out = run_py("""
         import numpy as np
-        from fingrav_native.nvidia import NvidiaBackend
-        from fingrav_native.workloads import Workload
-        from fingrav_native.backend import Backend, MARKER_RECORD_DTYPE
+        from fingrav_native.backends.nvidia import NvidiaBackend
+        from fingrav_native.backends.workloads import Workload
+        from fingrav_native.backends.base import Backend, MARKER_RECORD_DTYPE
         launches = []
         w = Workload("noop", launch=lambda: launches.append(_core.host_time_ns()), stream=lambda: 0,
                      meta={"what": "test"})
@@ -308,7 +308,7 @@ def test_backend_run_on_the_fake_driver_with_an_external_power_source(fake_libcu
 
 def test_backend_needs_nvml_when_no_power_source_is_given(fake_libcuda):
     out = run_py("""
-        from fingrav_native.nvidia import NvidiaBackend
+        from fingrav_native.backends.nvidia import NvidiaBackend
         print(json.dumps(attempt(lambda: NvidiaBackend(0, power="instant"))))
     """, {"FINGRAV_CUDA_LIBRARY": fake_libcuda, "FINGRAV_NVML_LIBRARY": "/nonexistent/libnvidia-ml.so.1"})
     assert not out["ok"]
@@ -320,7 +320,7 @@ def test_backend_needs_nvml_when_no_power_source_is_given(fake_libcuda):
 
 def test_report_on_the_fake_driver_lists_its_devices(fake_libcuda):
     out = run_py("""
-        from fingrav_native.nvidia import report
+        from fingrav_native.backends.nvidia import report
         print(json.dumps(report().as_dict()))
     """, {"FINGRAV_CUDA_LIBRARY": fake_libcuda, "FAKE_CUDA_DEVICES": "2",
           "FINGRAV_NVML_LIBRARY": "/nonexistent/libnvidia-ml.so.1"})
@@ -380,7 +380,7 @@ def test_workload_validation():
 
 def test_torch_gemm_without_a_gpu_is_a_clear_error():
     torch = pytest.importorskip("torch", reason="PyTorch is not installed in the test environment")
-    from fingrav_native.workloads import torch_gemm
+    from fingrav_native.backends.workloads import torch_gemm
 
     if torch.cuda.is_available():
         pytest.skip("a GPU is present")

@@ -10,7 +10,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
-from fingrav_native import SimBackend, fit_clock_map, plot, profile, profile_interleaved  # noqa: E402
+from fingrav_native.app import plot
+from fingrav_native import SimBackend, fit_clock_map, profile, profile_interleaved
 
 
 @pytest.fixture(scope="module")

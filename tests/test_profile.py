@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import doctest
+import importlib
 import json
 import os
 
@@ -12,9 +13,9 @@ import pytest
 import sys
 
 import fingrav_native  # noqa: F401  (the package re-exports profile(), which hides the module name)
-from fingrav_native.backend import SimBackend
-from fingrav_native.profile import profile, profile_interleaved, stitch_logs
-from fingrav_native.records import LOI_DTYPE
+from fingrav_native.backends.sim import SimBackend
+from fingrav_native.method.profile import profile, profile_interleaved, stitch_logs
+from fingrav_native.method.records import LOI_DTYPE
 
 
 @pytest.fixture(scope="module")
@@ -109,7 +110,7 @@ def test_bad_arguments_are_named(kwargs: dict, name: str) -> None:
 
 
 def test_stitch_logs_refuses_bad_input() -> None:
-    from fingrav_native.records import make_executions
+    from fingrav_native.method.records import make_executions
 
     ex = make_executions([0, 1], [0, 0], [0, 0], [0.0, 1e7], [1e5, 1e7 + 1e5])
     logs = np.zeros(2, dtype=[("source_ts", "<i8"), ("total", "<f4")])
@@ -130,8 +131,10 @@ def test_stitch_logs_refuses_bad_input() -> None:
         stitch_logs(logs, ex[:0], Identity(), execution_of_interest=0, margin=0.05)
 
 
-@pytest.mark.parametrize("name", ["fingrav_native.profile", "fingrav_native.steady", "fingrav_native.sim"])
+@pytest.mark.parametrize("name", ["fingrav_native.method.profile", "fingrav_native.method.steady",
+                                  "fingrav_native.sim.device"])
 def test_docstring_examples_run(name: str) -> None:
+    importlib.import_module(name)
     failed, attempted = doctest.testmod(sys.modules[name], raise_on_error=False, verbose=False)[:2]
     assert attempted > 0 and failed == 0
 
@@ -139,7 +142,7 @@ def test_docstring_examples_run(name: str) -> None:
 def test_profile_runs_the_same_on_the_real_time_device() -> None:
     # The live path: a real sampler thread, live bracketed clock reads, real
     # latencies; the simulator still knows the truth.
-    from fingrav_native.backend import LiveSimBackend
+    from fingrav_native.backends.sim import LiveSimBackend
 
     backend = LiveSimBackend(seed=3)
     p = profile("cb-8k-gemm", backend, mode="sse", runs=10, top_up=False)

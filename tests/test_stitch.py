@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fingrav_native.records import LOI_DTYPE, make_executions
-from fingrav_native.stitch import (
+from fingrav_native.method.records import LOI_DTYPE, make_executions
+from fingrav_native.method.stitch import (
     StitchedChannel,
     _t_quantile,
     energy_per_execution,
@@ -21,7 +21,7 @@ from fingrav_native.stitch import (
 )
 
 # The module, not the function of the same name the package may export.
-stitch_module = importlib.import_module("fingrav_native.stitch")
+stitch_module = importlib.import_module("fingrav_native.method.stitch")
 
 PROPS = settings(max_examples=60, deadline=None, database=None)
 

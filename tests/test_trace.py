@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from fingrav_native import SimBackend, profile
-from fingrav_native.io import load_profile, save_profile
-from fingrav_native.trace import export_trace, trace_events
+from fingrav_native.files.profiles import load_profile, save_profile
+from fingrav_native.files.trace import export_trace, trace_events
 
 
 @pytest.fixture(scope="module")

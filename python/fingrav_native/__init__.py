@@ -5,18 +5,24 @@ for Fine-Grain GPU Power Visibility and Insights", ISPASS 2025) with a
 low-overhead C++ core: a sampler thread that polls a power source into a
 lock-free ring, an event log for execution markers, and (in the Python layer)
 the steps that turn many noisy runs into one profile.
+
+The subpackages follow the data flow (docs/ARCHITECTURE.md): ``backends``
+(devices) and ``sim`` (the simulated device) produce runs, ``clocks`` maps
+their timestamps onto host time, ``method`` turns runs into a profile,
+``multi`` merges the ranks of a node, ``files`` saves and exports, ``app`` is
+the ``fingrav`` command. This namespace re-exports the public API.
 """
 
 from __future__ import annotations
 
-from importlib.metadata import PackageNotFoundError, version
-
-from ._core import (
+# The old flat module paths ``fingrav_native.profile`` and ``fingrav_native.stitch``
+# (forwarding modules now) share their names with public functions: import
+# them first, so a later ``import fingrav_native.profile`` finds them loaded
+# and does not rebind the package attribute from the function to the module.
+from fingrav_native import profile as _old_profile_module  # noqa: F401  isort: skip
+from fingrav_native import stitch as _old_stitch_module  # noqa: F401  isort: skip
+from fingrav_native._core import (
     CHANNELS,
-    ClockSyncRecorder,
-    ClockSyncStats,
-    TimestampSource,
-    measure_brackets,
     FLAG_DERIVED,
     FLAG_SOURCE_GAP,
     MARKER_DTYPE,
@@ -26,22 +32,32 @@ from ._core import (
     MIN_PERIOD_NS,
     READING_DTYPE,
     SAMPLE_DTYPE,
+    ClockSyncRecorder,
+    ClockSyncStats,
+    DeviceUnavailableError,
     EventLog,
     HostClockInfo,
+    LibraryNotFoundError,
     MarkerKind,
     PowerSource,
     Sampler,
     SamplerError,
-    LibraryNotFoundError,
-    SymbolNotFoundError,
-    DeviceUnavailableError,
     SamplerStats,
     SourceInfo,
+    SymbolNotFoundError,
     SyntheticSource,
+    TimestampSource,
     host_time_ns,
+    measure_brackets,
     measure_host_clock,
 )
-from .clocksync import (
+from fingrav_native._version import __version__
+from fingrav_native.backends.amd import AmdBackend
+from fingrav_native.backends.base import Backend, Capabilities, RunRecord
+from fingrav_native.backends.nvidia import NvidiaBackend
+from fingrav_native.backends.sim import SimBackend
+from fingrav_native.backends.workloads import Workload
+from fingrav_native.clocks.maps import (
     ClockMap,
     PiecewiseClockMap,
     ReadLatency,
@@ -50,16 +66,29 @@ from .clocksync import (
     fit_piecewise_clock_map,
     summarize_read_latency,
 )
-from .guidance import Guidance, GuidanceRow, lookup_guidance, target_loi_count
-from .golden import GoldenSelection, select_golden_runs
-from .align import (
+from fingrav_native.files.profiles import ProfileFormatError, load_profile, save_profile
+from fingrav_native.files.trace import export_trace
+from fingrav_native.method.align import (
     LogAssignment,
     NoLogsInExecutionsError,
     assign_logs_to_executions,
     place_logs,
     select_executions_of_interest,
 )
-from .stitch import (
+from fingrav_native.method.golden import GoldenSelection, select_golden_runs
+from fingrav_native.method.guidance import Guidance, GuidanceRow, lookup_guidance, target_loi_count
+from fingrav_native.method.profile import profile, profile_interleaved, stitch_logs
+from fingrav_native.method.records import EXECUTION_DTYPE, LOI_DTYPE, make_executions, validate_executions
+from fingrav_native.method.results import ErrorBudget, ExecutionProfile, InterleavedProfile, Profile
+from fingrav_native.method.steady import (
+    SSE_EXECUTIONS,
+    SSE_INDEX,
+    PowerMeasurement,
+    SspSearch,
+    SspStep,
+    find_ssp_executions,
+)
+from fingrav_native.method.stitch import (
     EnergyEstimate,
     StitchedChannel,
     StitchedProfile,
@@ -68,29 +97,8 @@ from .stitch import (
     stitch,
     whole_run_view,
 )
-from .records import EXECUTION_DTYPE, LOI_DTYPE, make_executions, validate_executions
-from .steady import SSE_EXECUTIONS, SSE_INDEX, PowerMeasurement, SspSearch, SspStep, find_ssp_executions
-from .backend import Backend, Capabilities, RunRecord, SimBackend
-from .profile import (
-    ErrorBudget,
-    ExecutionProfile,
-    InterleavedProfile,
-    Profile,
-    profile,
-    profile_interleaved,
-    stitch_logs,
-)
-from .io import ProfileFormatError, load_profile, save_profile
-from .workloads import Workload
-from .amd import AmdBackend
-from .nvidia import NvidiaBackend
-from .multigpu import NodeProfile, merge_ranks, profile_distributed, profile_node
-from .trace import export_trace
-
-try:
-    __version__ = version("fingrav-native")
-except PackageNotFoundError:  # pragma: no cover - running from a source tree
-    __version__ = "0+unknown"
+from fingrav_native.multi.node import merge_ranks, profile_distributed, profile_node
+from fingrav_native.multi.results import NodeProfile
 
 __all__ = [
     "NodeProfile",

@@ -1,5 +1,5 @@
 """``python -m fingrav_native`` is the ``fingrav`` command."""
 
-from .cli import main
+from fingrav_native.app.cli import main
 
 raise SystemExit(main())

@@ -47,7 +47,7 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
-from . import _core
+from fingrav_native import _core
 
 __all__ = [
     "EXEC_DTYPE",

@@ -1,0 +1,85 @@
+"""What this machine can profile: every backend, what was found, and why not.
+
+``fingrav devices`` prints :func:`list_backends`. Each backend module reports
+through :class:`~fingrav_native.backends.report.BackendReport`: the libraries
+and device files it looked for (with the path found, or the loader's error
+naming the paths tried and what to install), and the devices it can drive.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Optional
+
+from fingrav_native.backends import amd, nvidia, sim
+from fingrav_native.backends.report import BackendReport
+
+__all__ = ["list_backends", "format_reports", "BACKENDS"]
+
+#: Backend name -> its ``report()``.
+BACKENDS: dict[str, Callable[[], BackendReport]] = {
+    "sim": sim.report,
+    "amd": amd.report,
+    "nvidia": nvidia.report,
+}
+
+
+def _report_of(name: str, report: Callable[[], BackendReport]) -> BackendReport:
+    try:
+        return report()
+    except Exception as exc:  # a broken backend must not hide the others
+        return BackendReport(backend=name, available=False,
+                             reason=f"the {name} backend failed to report: {type(exc).__name__}: {exc}")
+
+
+def list_backends(backends: Optional[list[str]] = None) -> list[BackendReport]:
+    """Report every backend (or the named ones): what was found and why any is unavailable.
+
+    Parameters
+    ----------
+    backends : list of str, optional
+        Subset of :data:`BACKENDS`; default all.
+
+    Returns
+    -------
+    list of BackendReport
+
+    Notes
+    -----
+    FinGraV needs, per device, a power logger, a device clock to map onto
+    host time, and GPU-side execution markers (paper Section IV-A); a report
+    lists each of them.
+    """
+    names = list(BACKENDS) if backends is None else list(backends)
+    for n in names:
+        if n not in BACKENDS:
+            raise ValueError(f"backends: unknown backend {n!r}; choose from {sorted(BACKENDS)}")
+    return [_report_of(n, BACKENDS[n]) for n in names]
+
+
+def format_reports(reports: list[BackendReport]) -> str:
+    """Human-readable text of :func:`list_backends` (what ``fingrav devices`` prints).
+
+    Parameters
+    ----------
+    reports : list of BackendReport
+
+    Returns
+    -------
+    str
+    """
+    lines: list[str] = []
+    for r in reports:
+        state = f"available, {len(r.devices)} device(s)" if r.available else "unavailable"
+        lines.append(f"{r.backend}: {state}")
+        if r.reason:
+            lines.append(f"  why: {r.reason}")
+        for d in r.devices:
+            extra = ", ".join(f"{k}={v}" for k, v in d.details.items())
+            lines.append(f"  [{d.index}] {d.name}" + (f" ({extra})" if extra else ""))
+        for c in r.components:
+            mark = "ok " if c.found else ("-- " if not c.required else "NO ")
+            detail = c.detail.replace("\n", "\n        ")
+            lines.append(f"  {mark} {c.name}: {detail}")
+        if r.verified_on:
+            lines.append(f"  verified on: {r.verified_on}")
+    return "\n".join(lines)

@@ -1,0 +1,1 @@
+"""Files: versioned profile files (``profiles``; no pickle) and Perfetto / Chrome traces (``trace``)."""

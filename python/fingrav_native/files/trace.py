@@ -1,0 +1,210 @@
+"""Trace export for ui.perfetto.dev and chrome://tracing (trace-event JSON).
+
+One process per profile. Each run is a thread whose slices are the
+executions (placed on host time through the device-clock map); each power
+channel is a counter track at the logs' host times (through the logger-clock
+map); every log of interest is an instant event on its run's thread, named
+after the execution of interest it describes. Times are microseconds from
+the campaign's first execution (the trace-event format's unit); the host
+time of that origin is in the trace's metadata, so events can be matched
+with other host-clock traces.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from typing import Any, Union
+
+import numpy as np
+
+from fingrav_native.method.results import InterleavedProfile, Profile
+from fingrav_native.multi.results import NodeProfile
+
+__all__ = ["trace_events", "node_trace_events", "export_trace"]
+
+_PID = 1
+_COUNTER_TID = 0  # counters and process-level events; runs use tid = run + 1
+
+
+def _num(v: Any) -> Any:
+    v = float(v)
+    return v if math.isfinite(v) else None
+
+
+def _process_events(process: str, kernel: str, tl: Any, lois: dict, pid: int, origin: float,
+                    sort_index: int = 0) -> list[dict]:
+    """One trace process: runs as threads of execution slices, power counters, LOI instants."""
+    ex, logs = tl.executions, tl.logs
+    golden = set(int(r) for r in tl.golden_runs)
+
+    def us(t_ns: Any) -> float:
+        return (float(t_ns) - origin) / 1e3
+
+    events: list[dict] = [
+        {"ph": "M", "pid": pid, "tid": _COUNTER_TID, "name": "process_name", "args": {"name": process}},
+        {"ph": "M", "pid": pid, "tid": _COUNTER_TID, "name": "process_sort_index",
+         "args": {"sort_index": sort_index}},
+        {"ph": "M", "pid": pid, "tid": _COUNTER_TID, "name": "thread_name", "args": {"name": "power"}},
+    ]
+    for run in np.unique(ex["run"]):
+        tag = " (golden)" if int(run) in golden else ""
+        events.append({"ph": "M", "pid": pid, "tid": int(run) + 1, "name": "thread_name",
+                       "args": {"name": f"run {int(run)}{tag}"}})
+        events.append({"ph": "M", "pid": pid, "tid": int(run) + 1, "name": "thread_sort_index",
+                       "args": {"sort_index": int(run) + 1}})
+    for e in ex:
+        events.append({
+            "ph": "X", "pid": pid, "tid": int(e["run"]) + 1, "name": f"{kernel} #{int(e['index'])}",
+            "cat": "execution", "ts": us(e["start_ns"]), "dur": max(0.0, (e["end_ns"] - e["start_ns"]) / 1e3),
+            "args": {"run": int(e["run"]), "index": int(e["index"]),
+                     "start_err_ns": _num(e["start_err_ns"]), "end_err_ns": _num(e["end_err_ns"])},
+        })
+    for ch in ("total", "compute", "io", "memory"):
+        vals = logs[ch]
+        ok = np.isfinite(vals)
+        if not ok.any():
+            continue  # the logger has no such channel
+        for t, v in zip(logs["host_ns"][ok], vals[ok]):
+            events.append({"ph": "C", "pid": pid, "tid": _COUNTER_TID, "name": f"power {ch} (W)",
+                           "ts": us(t), "args": {ch: float(v)}, "cat": "power"})
+    for label, arr in lois.items():
+        for loi in arr:
+            events.append({
+                "ph": "i", "s": "t", "pid": pid, "tid": int(loi["run"]) + 1, "name": f"LOI {label}",
+                "cat": "loi", "ts": us(loi["host_ns"]),
+                "args": {"execution": int(loi["execution"]), "toi_ns": _num(loi["toi_ns"]),
+                         "uncert_ns": _num(loi["uncert_ns"]), "total_w": _num(loi["total"]),
+                         "window_ns": _num(loi["window_ns"])},
+            })
+    return events
+
+
+def node_trace_events(node: NodeProfile) -> dict:
+    """The trace-event document of a multi-GPU profile: one process (track group) per rank.
+
+    Parameters
+    ----------
+    node : NodeProfile
+        From :mod:`fingrav_native.multi.node`.
+
+    Returns
+    -------
+    dict
+        As :func:`trace_events`; every rank's runs, power counters and LOIs
+        on the root's host clock, process ``r + 1`` for rank ``r``.
+
+    Notes
+    -----
+    Section V-D: the ranks of one collective side by side. Each execution's
+    ``start_err_ns``/``end_err_ns`` include the rank's alignment bound, so
+    two ranks' slices are comparable to within the sum of theirs.
+    """
+    if not isinstance(node, NodeProfile):
+        raise ValueError(f"node: expected a NodeProfile, got {type(node).__name__}")
+    origin = float(min(tl.executions["start_ns"].min() for tl in node.timelines))
+    events: list[dict] = []
+    for r, (prof, tl, lois) in enumerate(zip(node.ranks, node.timelines, node.lois)):
+        al = node.alignments[r]
+        basis = "root" if r == node.root else ("shared host clock" if node.shares_host_clock[r] else
+                                               f"aligned +-{node.alignment_bound_ns[r] / 1e3:.1f} us")
+        by_label: dict = {}
+        for label in prof.profiles:
+            idx = prof.profiles[label].execution_index
+            by_label[label] = lois[lois["execution"] == idx]
+        events += _process_events(f"rank {r}: {node.kernel} on {prof.backend.name} ({basis})", node.kernel, tl,
+                                  by_label, r + 1, origin, sort_index=r)
+        events.append({"ph": "M", "pid": r + 1, "tid": _COUNTER_TID, "name": "process_labels",
+                       "args": {"labels": f"{al.get('hostname') or ''}".strip() or f"rank {r}"}})
+    return {
+        "traceEvents": events,
+        "displayTimeUnit": "ns",
+        "otherData": {
+            "generator": "fingrav-native",
+            "kernel": node.kernel,
+            "ranks": len(node.ranks),
+            "root": node.root,
+            "host_clock": "CLOCK_MONOTONIC_RAW of the root rank",
+            "origin_host_ns": origin,
+            "alignment_bound_ns": [float(b) for b in node.alignment_bound_ns],
+            "shares_host_clock": [bool(x) for x in node.shares_host_clock],
+        },
+    }
+
+
+def trace_events(profile: Union[Profile, InterleavedProfile]) -> dict:
+    """The trace-event document of a profile, as a dict ready for ``json.dump``.
+
+    Parameters
+    ----------
+    profile : Profile or InterleavedProfile
+        A profile that kept its timeline (any made by
+        :func:`~fingrav_native.profile`; for an interleaved profile its
+        reference profile's campaign is shown).
+
+    Returns
+    -------
+    dict
+        ``{"traceEvents": [...], "displayTimeUnit": "ns", "otherData": {...}}``.
+
+    Notes
+    -----
+    Shows the raw material of the paper's Section IV-B: the runs (step 4),
+    the logs on the host timeline through the clock maps (step 2), which
+    runs are golden (step 5), and the LOIs (step 6).
+    """
+    if isinstance(profile, InterleavedProfile):
+        profile = profile.reference
+    if not isinstance(profile, Profile):
+        raise ValueError(f"profile: expected a Profile, got {type(profile).__name__}")
+    tl = profile.timeline
+    if tl is None:
+        raise ValueError("profile: it carries no timeline (saved by an older version?); re-run to export a trace")
+    if len(tl.executions) == 0:
+        raise ValueError("profile: its timeline holds no executions")
+    origin = float(tl.executions["start_ns"].min())
+    lois = {label: ep.lois for label, ep in profile.profiles.items()}
+    events = _process_events(f"fingrav: {profile.kernel} on {profile.backend.name}", profile.kernel, tl, lois,
+                             _PID, origin)
+    return {
+        "traceEvents": events,
+        "displayTimeUnit": "ns",
+        "otherData": {
+            "generator": "fingrav-native",
+            "kernel": profile.kernel,
+            "backend": profile.backend.name,
+            "device": profile.backend.device,
+            "host_clock": "CLOCK_MONOTONIC_RAW",
+            "origin_host_ns": origin,
+            "error_budget_ns": _num(profile.error_budget.total_ns),
+            "versions": profile.versions,
+        },
+    }
+
+
+def export_trace(profile: Union[Profile, InterleavedProfile, NodeProfile], path: Union[str, "os.PathLike[str]"]) -> str:
+    """Write a profile's trace as trace-event JSON (open in ui.perfetto.dev).
+
+    Parameters
+    ----------
+    profile : Profile, InterleavedProfile or NodeProfile
+        See :func:`trace_events` (a NodeProfile: :func:`node_trace_events`,
+        one track group per rank).
+    path : str or os.PathLike
+        Output file (``.json``).
+
+    Returns
+    -------
+    str
+        The path written.
+
+    Notes
+    -----
+    Paper Section IV-B, steps 2-6, as a timeline (see :func:`trace_events`).
+    """
+    doc = node_trace_events(profile) if isinstance(profile, NodeProfile) else trace_events(profile)
+    path = os.fspath(path)
+    with open(path, "w") as f:
+        json.dump(doc, f, allow_nan=False)
+    return path

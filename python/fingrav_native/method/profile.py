@@ -1,0 +1,925 @@
+"""The FinGraV orchestrator: the paper's eight steps on any backend.
+
+:func:`profile` runs Section IV-B end to end against a
+:class:`~fingrav_native.backends.base.Backend` (the simulated GPU by default) and
+returns a :class:`Profile`. :func:`stitch_logs` runs steps 5-8 on arrays a
+user brings (bring-your-own-logs). :func:`profile_interleaved` profiles a
+kernel preceded by other kernels (Section V-C3).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Optional, Sequence
+
+import numpy as np
+
+from fingrav_native._version import __version__
+from fingrav_native.backends.base import Backend, Capabilities, KernelSpec, RunRecord
+from fingrav_native.backends.sim import SimBackend
+from fingrav_native.clocks.maps import (
+    ClockMap,
+    PiecewiseClockMap,
+    fit_clock_map,
+    fit_one_sided_clock_map,
+    fit_piecewise_clock_map,
+)
+from fingrav_native.files.profiles import save_profile
+from fingrav_native.method.agreement import Agreement, LocalAgreement
+from fingrav_native.method.align import NoLogsInExecutionsError, place_logs, select_executions_of_interest
+from fingrav_native.method.campaign import (
+    CampaignMismatchError,
+    StoredRun,
+    load_campaign_runs,
+    read_manifest,
+    write_manifest,
+    write_run,
+)
+from fingrav_native.method.golden import GoldenSelection, select_golden_runs
+from fingrav_native.method.guidance import Guidance, lookup_guidance, target_loi_count
+from fingrav_native.method.progress import CampaignProgress, ProgressLike, ProgressReporter, as_reporter
+from fingrav_native.method.records import EXECUTION_DTYPE, LOI_DTYPE, validate_executions
+from fingrav_native.method.results import (
+    LOG_DTYPE,
+    CampaignTimeline,
+    ErrorBudget,
+    ExecutionProfile,
+    InterleavedProfile,
+    Profile,
+)
+from fingrav_native.method.steady import (
+    SSE_EXECUTIONS,
+    SSE_INDEX,
+    PowerMeasurement,
+    SspSearch,
+    find_ssp_executions,
+)
+from fingrav_native.method.stitch import (
+    energy_per_execution,
+    stitch,
+    whole_run_view,
+)
+
+__all__ = [
+    "PROFILE_FILE",
+    "profile",
+    "profile_interleaved",
+    "stitch_logs",
+]
+
+#: Campaigns longer than this (host ns) get a piecewise clock map.
+_PIECEWISE_AFTER_NS = 2e9
+
+
+def _log_records(samples: np.ndarray, logger_map: Any) -> np.ndarray:
+    logs = np.zeros(len(samples), dtype=LOG_DTYPE)
+    logs["host_ns"] = logger_map.to_host(samples["source_ts"])
+    logs["window_ns"] = samples["window_ns"]
+    for ch in ("total", "compute", "io", "memory"):
+        logs[ch] = samples[ch]
+    return logs
+
+
+# ---------------------------------------------------------------- helpers
+
+
+def _nominal_durations(markers: np.ndarray, tick_ns: float) -> np.ndarray:
+    return (markers["end_ticks"] - markers["begin_ticks"]).astype(np.float64) * tick_ns
+
+
+def _fit_device_map(brackets: np.ndarray, tick_ns: float) -> ClockMap | PiecewiseClockMap:
+    span = float(brackets[:, 0].max() - brackets[:, 0].min())
+    if span > _PIECEWISE_AFTER_NS:
+        return fit_piecewise_clock_map(brackets, tick_ns=tick_ns)
+    return fit_clock_map(brackets, tick_ns=tick_ns)
+
+
+def _fit_logger_map(caps: Capabilities, device_map: Any, samples: np.ndarray, tick_ns: float) -> Any:
+    if caps.logger_clock == "device":
+        return device_map
+    # The logger has its own clock: fit it one-sidedly from the logs
+    # themselves (a log precedes the read that saw it).
+    return fit_one_sided_clock_map(samples["host_ns"], samples["source_ts"], tick_ns=tick_ns)
+
+
+def _executions_from_markers(markers: np.ndarray, device_map: Any, marker_err_ns: float) -> np.ndarray:
+    ex = np.zeros(len(markers), dtype=EXECUTION_DTYPE)
+    ex["run"] = markers["run"]
+    ex["index"] = markers["index"]
+    ex["kernel_id"] = markers["kernel_id"]
+    ex["start_ns"] = device_map.to_host(markers["begin_ticks"])
+    ex["end_ns"] = device_map.to_host(markers["end_ticks"])
+    # Markers bracket the kernel from outside by up to marker_err_ns; the
+    # device map adds its own bound.
+    ex["start_err_ns"] = marker_err_ns + device_map.error_bound_at(ex["start_ns"])
+    ex["end_err_ns"] = marker_err_ns + device_map.error_bound_at(ex["end_ns"])
+    return ex
+
+
+def _kernel_label(backend: Backend, kernel: Any) -> str:
+    if isinstance(kernel, (str, int)):
+        return backend.kernel_name(kernel)
+    if isinstance(kernel, (list, tuple)):
+        return "+".join(f"{_kernel_label(backend, k)}x{int(n)}" for k, n in kernel)
+    return str(kernel)
+
+
+class _Campaign:
+    """Runs, records and (optionally) streams them to disk as they complete.
+
+    With ``out_dir`` every completed run is written at once
+    (:mod:`fingrav_native.method.campaign`), so an interrupted campaign keeps them;
+    with ``replay`` those runs are handed back, in order, to the same
+    requests before any new run is executed (``profile(resume=True)``).
+    """
+
+    def __init__(self, backend: Backend, out_dir: Optional[str], *, kernel: str = "",
+                 replay: Sequence[StoredRun] = (), reporter: Optional[ProgressReporter] = None) -> None:
+        self.backend = backend
+        self.caps = backend.capabilities
+        self.records: list[RunRecord] = []
+        self.next_run = 0
+        self.out_dir = out_dir
+        self.kernel = kernel
+        self._replay = list(replay)
+        self.replayed = 0
+        self._live_started = False
+        self.reporter = reporter or ProgressReporter()
+        # Progress state, kept up to date by the orchestrator.
+        self.phase = "timing"
+        self.planned: Optional[int] = None
+        self.lois = 0
+        self.loi_target = 0
+        self._t0 = time.monotonic()
+        self._phase_t0 = self._t0
+        self._phase_live = 0
+        if out_dir is not None:
+            os.makedirs(out_dir, exist_ok=True)
+
+    def set_phase(self, phase: str, planned: Optional[int] = None) -> None:
+        self.phase, self.planned = phase, planned
+        self._phase_t0, self._phase_live = time.monotonic(), 0
+        self.report()
+
+    def report(self) -> None:
+        now = time.monotonic()
+        eta = None
+        if self.planned is not None and self._phase_live:
+            # Replayed runs cost nothing: the rate is that of runs executed in this phase.
+            eta = (now - self._phase_t0) / self._phase_live * max(0, self.planned - self.next_run)
+        self.reporter.update(CampaignProgress(
+            kernel=self.kernel, phase=self.phase, runs_done=self.next_run, runs_planned=self.planned,
+            lois=self.lois, loi_target=self.loi_target, elapsed_s=now - self._t0, eta_s=eta,
+            replayed=self.replayed))
+
+    def _go_live(self) -> None:
+        """Before the first new run after a replay: one timeline with the runs on disk, fresh run ids."""
+        self._live_started = True
+        if not self.replayed:
+            return
+        done = [r.record for r in self._replay[:self.replayed]]
+        last = max(int(r.brackets[:, 2].max()) for r in done if len(r.brackets))
+        now = int(self.backend.read_clocks(1)[0, 0])
+        if now <= last:
+            advance = getattr(self.backend, "advance_to", None)
+            if advance is None:
+                raise RuntimeError(
+                    f"cannot resume: the host clock ({now} ns) is behind the interrupted campaign's last run "
+                    f"({last} ns), as after a reboot; the runs on disk and new ones would not share a "
+                    "timeline. Start a new campaign folder.")
+            # A simulated device restarts at its own time zero: let it sit idle
+            # (as the real one did while the campaign was stopped) until after
+            # the last run on disk.
+            advance(last + 1_000_000_000)
+        top = max(r.run for r in done)
+        while self.backend.new_run_id() < top:
+            pass
+
+    def run(self, kernel: KernelSpec, executions: int, keep: bool = True, role: str = "campaign") -> RunRecord:
+        label = _kernel_label(self.backend, kernel)
+        if self.replayed < len(self._replay):
+            stored = self._replay[self.replayed]
+            if (stored.role, stored.kernel, stored.record.executions) != (role, label, executions):
+                raise CampaignMismatchError(
+                    f"run {stored.seq} on disk ({stored.path}) is a {stored.role!r} run of "
+                    f"{stored.record.executions} executions of {stored.kernel!r}, but the resumed campaign asks "
+                    f"for a {role!r} run of {executions} executions of {label!r}: the settings or the device "
+                    "differ from the interrupted campaign's; resume with the same ones or start a new folder")
+            self.replayed += 1
+            rec = stored.record
+        else:
+            if not self._live_started:
+                self._go_live()
+            self.backend.wait_idle()
+            # Run ids come from the backend, so campaigns sharing a device (an
+            # interleaved scenario after its reference) never reuse one.
+            rec = self.backend.execute_run(kernel, executions, self.backend.new_run_id())
+            if self.out_dir is not None:
+                # One file per completed run: an interrupted campaign keeps them.
+                write_run(self.out_dir, self.next_run, role, label, rec)
+            self._phase_live += 1
+        self.next_run += 1
+        if keep:
+            self.records.append(rec)
+        self.report()
+        return rec
+
+    def timeline(self, records: Sequence[RunRecord]) -> "_Timeline":
+        """Steps 5-6's inputs for ``records``: their logs and executions on host time."""
+        samples = np.concatenate([r.samples for r in records])
+        markers = np.concatenate([r.markers for r in records])
+        brackets = np.concatenate([r.brackets for r in records])
+        tick = self.caps.device_tick_ns
+        dmap = _fit_device_map(brackets, tick)
+        # The logs' own tick: PMFW 10 ns, NVML 1 us, host-stamped 1 ns.
+        lmap = _fit_logger_map(self.caps, dmap, samples, self.caps.logger_tick_ns or tick)
+        return _Timeline(samples, _executions_from_markers(markers, dmap, self.caps.marker_err_ns), dmap, lmap)
+
+
+@dataclass(frozen=True)
+class _Timeline:
+    """A set of runs placed on the host timeline through clock maps fitted on their own reads."""
+
+    samples: np.ndarray
+    executions: np.ndarray
+    device_map: Any
+    logger_map: Any
+
+
+class _PooledProbe:
+    """Power of execution n-1, measured in a shared pool of long runs.
+
+    An execution's power cannot depend on how many executions follow it
+    (the device is causal), so the power of the last execution of an n-run
+    equals that of execution n-1 of any longer run. Each long run therefore
+    answers every probe up to its length at once: the pool grows only when
+    the search asks for a count beyond the longest runs so far, and a probe
+    also pools the executions around n-1 (+- n/8), so one run contributes
+    several LOIs. Together this makes the SSP search roughly an order of
+    magnitude cheaper than fresh runs per probe, for the same estimate.
+    """
+
+    def __init__(self, camp: "_Campaign", kernel: KernelSpec, duration_ns: float, target_lois: int,
+                 say: Callable[[str], None], agree: Optional[Agreement] = None) -> None:
+        self.agree = agree or LocalAgreement()
+        self.camp = camp
+        self.kernel = kernel
+        self.duration = duration_ns
+        self.target = target_lois
+        self.say = say
+        self.records: list[RunRecord] = []
+        self._lois = np.zeros(0, dtype=LOI_DTYPE)
+        self._length: dict[int, int] = {}
+        self._lois_for = -1  # pool size the placed LOIs belong to
+
+    def _window(self, n: int) -> tuple[int, int]:
+        w = (n - 1) // 8
+        return max(0, n - 1 - w), n - 1 + w
+
+    def __call__(self, n: int) -> PowerMeasurement:
+        lo, hi = self._window(n)
+        per_run = (hi - lo + 1) * min(1.0, self.duration / self.camp.caps.logger_period_ns)
+        need = int(min(2000, max(8, math.ceil(self.target / per_run))))
+        usable = sum(1 for r in self.records if r.executions > hi)
+        if usable < need:
+            length = max(hi + 1, 2 * n)
+            for _ in range(need - usable):
+                self.records.append(self.camp.run(self.kernel, length, keep=False, role="probe"))
+            usable = need
+        # Every execution of every pooled run, placed once per pool; each
+        # probe (bisection probes add no runs) only selects from it.
+        if self._lois_for != len(self.records):
+            tl = self.camp.timeline(self.records)
+            self._lois = place_logs(tl.samples, tl.executions, tl.logger_map)
+            self._length = {r.run: r.executions for r in self.records}
+            self._lois_for = len(self.records)
+        runs_long_enough = np.array([run for run, length in self._length.items() if length > hi])
+        lois = self._lois[(self._lois["execution"] >= lo) & (self._lois["execution"] <= hi)
+                          & np.isin(self._lois["run"], runs_long_enough)]
+        m = self.agree.measurement(_stratified_mean(lois["toi_frac"], lois["total"]))
+        self.say(f"  SSP search: execution {n} -> {m.mean_w:.1f} +- {m.stderr_w:.1f} W "
+                 f"({m.count} LOIs in executions {lo + 1}-{hi + 1} of {usable} runs)")
+        return m
+
+
+def _stratified_mean(toi_frac: np.ndarray, values: np.ndarray, strata: int = 8) -> PowerMeasurement:
+    # Power varies within an execution (ramps, a last partial wave), and LOIs
+    # land at random times of interest: averaging per stratum of the
+    # execution's progress and then across strata removes that shape from
+    # the estimate's variance, so probes of the SSP search compare levels,
+    # not where their few logs happened to land.
+    v = np.asarray(values, dtype=np.float64)
+    n = len(v)
+    if n < 2:
+        return PowerMeasurement(float(v.mean()) if n else float("nan"), float("inf"), n)
+    k = int(min(strata, max(1, n // 4)))
+    bins = np.clip((np.asarray(toi_frac) * k).astype(int), 0, k - 1)
+    means, vars_ = [], []
+    for b in range(k):
+        vb = v[bins == b]
+        if len(vb) == 0:
+            continue
+        means.append(vb.mean())
+        vars_.append(vb.var(ddof=1) / len(vb) if len(vb) > 1 else v.var(ddof=1))
+    m = len(means)
+    return PowerMeasurement(float(np.mean(means)), float(math.sqrt(np.sum(vars_)) / m), n)
+
+
+@dataclass(frozen=True)
+class _Placed:
+    golden: GoldenSelection
+    lois: np.ndarray
+    duration_ns: float
+
+
+def _place(
+    samples: np.ndarray,
+    executions: np.ndarray,
+    logger_map: Any,
+    *,
+    execution_index: int,
+    margin: float,
+    kernel_id: Optional[int] = None,
+) -> _Placed:
+    """Steps 5 and 6: golden runs by the duration of each run's execution of interest, then LOIs."""
+    mask = select_executions_of_interest(executions, execution_of_interest=execution_index, kernel_id=kernel_id)
+    eoi = executions[mask]
+    durations = eoi["end_ns"] - eoi["start_ns"]
+    golden = select_golden_runs(durations, margin, runs=eoi["run"])
+    try:
+        lois = place_logs(samples, executions, logger_map, execution_of_interest=execution_index,
+                          kernel_id=kernel_id, runs=golden.run_ids)
+    except NoLogsInExecutionsError:
+        # Short kernels: a few runs may hold no log at all in the execution
+        # of interest. That is a shortfall for step 7, not an error yet.
+        lois = np.zeros(0, dtype=LOI_DTYPE)
+    return _Placed(golden, lois, float(np.median(durations[golden.mask])))
+
+
+def _finish(
+    label: str,
+    placed: _Placed,
+    *,
+    execution_index: int,
+    executions_per_run: int,
+    guidance: Guidance,
+    smoother: Optional[str],
+    x: str,
+    top_up_runs: int,
+    span: float = 0.15,
+) -> ExecutionProfile:
+    """Step 8: stitch, and integrate energy per execution."""
+    if len(placed.lois) == 0:
+        raise ValueError(
+            f"{label}: no power log landed in execution {execution_index} of any golden run "
+            f"({placed.golden.count} runs); run more runs (runs=...) or allow top-up runs")
+    stitched = stitch(placed.lois, x=x, bin_width=guidance.loi_interval_ns if x == "time" else None,
+                      smoother=smoother, span=span)
+    energy = {c.name: energy_per_execution(c, placed.duration_ns) for c in stitched.channels
+              if np.isfinite(c.mean).any()}
+    return ExecutionProfile(
+        label=label,
+        execution_index=int(execution_index),
+        executions_per_run=int(executions_per_run),
+        golden=placed.golden,
+        lois=placed.lois,
+        stitched=stitched,
+        duration_ns=placed.duration_ns,
+        energy=energy,
+        loi_target=target_loi_count(guidance, placed.duration_ns),
+        top_up_runs=top_up_runs,
+    )
+
+
+def _build_execution_profile(
+    label: str,
+    samples: np.ndarray,
+    executions: np.ndarray,
+    logger_map: Any,
+    *,
+    execution_index: int,
+    executions_per_run: int,
+    margin: float,
+    guidance: Guidance,
+    smoother: Optional[str],
+    x: str,
+    kernel_id: Optional[int] = None,
+    top_up_runs: int = 0,
+    span: float = 0.15,
+) -> ExecutionProfile:
+    placed = _place(samples, executions, logger_map, execution_index=execution_index, margin=margin,
+                    kernel_id=kernel_id)
+    return _finish(label, placed, execution_index=execution_index, executions_per_run=executions_per_run,
+                   guidance=guidance, smoother=smoother, x=x, top_up_runs=top_up_runs, span=span)
+
+
+def _budget(lois_list: Sequence[np.ndarray], executions: np.ndarray, logger_map: Any,
+            caps: Capabilities) -> ErrorBudget:
+    lois = np.concatenate(lois_list) if lois_list else np.zeros(0, dtype=LOI_DTYPE)
+    if len(lois) == 0:
+        return ErrorBudget(float("nan"), float("nan"), caps.logger_window_ns / 2, float("nan"))
+    clock = float(np.median(logger_map.error_bound_at(lois["host_ns"])))
+    marker = float(np.median(executions["start_err_ns"]))
+    return ErrorBudget(clock, marker, caps.logger_window_ns / 2, float(np.median(lois["uncert_ns"])))
+
+
+def _versions() -> dict:
+    return {"fingrav_native": __version__, "profile_format": 1, "numpy": np.__version__}
+
+
+# ---------------------------------------------------------------- public
+
+
+def profile(
+    kernel: KernelSpec,
+    backend: Optional[Backend] = None,
+    *,
+    mode: str = "both",
+    runs: Optional[int] = None,
+    margin: Optional[float] = None,
+    executions: Optional[int] = None,
+    ssp_tolerance: float = 0.02,
+    max_executions: int = 512,
+    top_up: bool = True,
+    max_top_up_runs: Optional[int] = None,
+    smoother: Optional[str] = "local",
+    span: float = 0.15,
+    x: str = "time",
+    timing_executions: int = 5,
+    probe_lois: int = 120,
+    out_dir: Optional[str] = None,
+    resume: bool = False,
+    seed: int = 0,
+    progress: ProgressLike = None,
+    agreement: Optional[Agreement] = None,
+) -> Profile:
+    """Profile one kernel with FinGraV: guidance, runs, golden runs, LOIs, stitching.
+
+    Parameters
+    ----------
+    kernel : str or int
+        The kernel, as the backend names it (a simulator preset such as
+        ``"cb-4k-gemm"``).
+    backend : Backend, optional
+        Where to run; default: the simulated GPU in virtual time,
+        ``SimBackend(seed=seed)``.
+    mode : {"sse", "ssp", "both"}
+        Which execution(s) of interest to profile (Section IV-A). ``"both"``
+        profiles SSE and SSP from the same SSP-length runs (an SSP run also
+        contains the SSE execution).
+    runs : int, optional
+        Runs in the campaign; default from the guidance (Table I).
+    margin : float, optional
+        Golden-run binning margin in (0, 1); default from the guidance.
+    executions : int, optional
+        Executions per run, skipping the SSP search (mode "ssp"/"both").
+    ssp_tolerance : float
+        Relative power change treated as steady in the SSP search.
+    max_executions : int
+        Upper bound of the SSP search.
+    top_up : bool
+        Step 7: add runs while the LOIs fall short of the guidance density.
+    max_top_up_runs : int, optional
+        Cap on the top-up runs (default: as many as the campaign had).
+    smoother : {"local", "poly4", None}
+        Smooth fit of the stitched profile (local smoother by default; the
+        paper's degree-4 regression as ``"poly4"``).
+    span : float
+        Share of the LOIs each local fit uses. 0.15 follows a kernel's
+        sharp features (a last partial wave) with the ~40 LOIs Table I asks
+        for; larger is smoother.
+    x : {"time", "fraction"}
+        Stitch on absolute time of interest or fraction of the execution.
+    timing_executions : int
+        Executions timed in step 1.
+    probe_lois : int
+        LOIs each probe of the SSP search aims for (more: a steadier search,
+        more runs).
+    out_dir : str, optional
+        Campaign folder: ``campaign.json``, every completed run as it
+        finishes (``runs/run_NNNNNN.npz``, see
+        :mod:`fingrav_native.method.campaign`) and, at the end, the profile
+        (``profile.fgprof``). A campaign interrupted by Ctrl-C keeps its
+        completed runs there. A folder that already holds a campaign is
+        refused unless ``resume`` is set.
+    resume : bool
+        Continue the campaign in ``out_dir``: its runs are replayed from
+        disk (the same requests get the same runs, so every decision comes
+        out the same) and the campaign goes on on the device from where it
+        stopped. The settings must be those of the interrupted campaign. A
+        folder without a campaign starts one.
+    seed : int
+        Seed of the default backend.
+    progress : None, bool, callable or ProgressReporter
+        ``True``: a status line on stderr when it is a terminal (runs done,
+        LOIs against the target, ETA; silent otherwise); a callable gets
+        each line of text (``print``); a
+        :class:`~fingrav_native.method.progress.ProgressReporter` also gets a
+        :class:`~fingrav_native.method.progress.CampaignProgress` after every run.
+    agreement : Agreement, optional
+        For several ranks profiling one collective together (Section V-D):
+        every decision that sets which runs happen (the guidance row, each
+        SSP-search probe, the top-ups) is taken once for all ranks through
+        it, so every rank runs the same runs (a rank that ran a different
+        count would leave the others waiting in the collective). See
+        :mod:`fingrav_native.multi.node`. Default: this process decides alone.
+
+    Returns
+    -------
+    Profile
+
+    Raises
+    ------
+    ValueError
+        Bad arguments (named), or a campaign that yields no LOI.
+    CampaignMismatchError
+        ``resume`` with settings, kernel or backend other than those of the
+        campaign on disk.
+
+    Notes
+    -----
+    The paper's eight steps (Section IV-B), with this package's additions:
+
+    1. Time the kernel: one run of ``timing_executions`` executions; the
+       median of all but the first (warm-up) sets the Table I row
+       (:func:`~fingrav_native.method.guidance.lookup_guidance`).
+    2. Instrumentation is the backend's: GPU-side begin/end markers per
+       execution, bracketed clock reads around every run, the sampler
+       started around each run; the device returns to idle between runs,
+       measured from the logs (``Backend.wait_idle``).
+    3. SSE: four executions per run, the fourth is of interest. SSP: the
+       binary search on executions per run
+       (:func:`~fingrav_native.method.steady.find_ssp_executions`). A probe of n
+       executions measures execution n-1 (and its neighbours, +-n/8) in a
+       shared pool of long runs, with enough runs for about ``probe_lois``
+       LOIs, averaged per stratum of progress through the execution (an
+       execution's power does not depend on what follows it, so one long
+       run serves every shorter probe).
+    4. Execute the runs (each streamed to ``out_dir`` as it completes).
+    5. Fit the clock maps over the whole campaign (piecewise when it is
+       long: drift), place the markers on host time, and keep the golden
+       runs (:func:`~fingrav_native.method.golden.select_golden_runs`).
+    6. Place the logs: LOIs and TOIs with their uncertainty
+       (:func:`~fingrav_native.method.align.place_logs`).
+    7. Top up with more runs while the LOIs are fewer than the guidance
+       density asks, up to ``max_top_up_runs``.
+    8. Stitch (:func:`~fingrav_native.method.stitch.stitch`), integrate energy per
+       execution, and build the whole-run view.
+    """
+    if mode not in ("sse", "ssp", "both"):
+        raise ValueError(f"mode={mode!r}: must be 'sse', 'ssp' or 'both'")
+    if runs is not None and (not isinstance(runs, int) or runs < 2):
+        raise ValueError(f"runs={runs!r}: must be an integer >= 2")
+    if margin is not None and not 0 < margin < 1:
+        raise ValueError(f"margin={margin}: must be in (0, 1)")
+    if executions is not None and (not isinstance(executions, int) or executions < SSE_EXECUTIONS):
+        raise ValueError(f"executions={executions!r}: must be an integer >= {SSE_EXECUTIONS}")
+    if not isinstance(timing_executions, int) or timing_executions < 2:
+        raise ValueError(f"timing_executions={timing_executions!r}: must be an integer >= 2")
+    if x not in ("time", "fraction"):
+        raise ValueError(f"x={x!r}: must be 'time' or 'fraction'")
+    if resume and out_dir is None:
+        raise ValueError("resume=True: needs out_dir, the folder of the campaign to continue")
+    if backend is None:
+        backend = SimBackend(seed=seed)
+    caps = backend.capabilities
+    reporter = as_reporter(progress)
+    say = reporter.line
+    name = _kernel_label(backend, kernel)
+    requested = {
+        "mode": mode, "runs": runs, "margin": margin, "executions": executions, "ssp_tolerance": ssp_tolerance,
+        "max_executions": max_executions, "top_up": top_up, "max_top_up_runs": max_top_up_runs,
+        "smoother": smoother, "span": span, "x": x, "timing_executions": timing_executions,
+        "probe_lois": probe_lois, "seed": seed,
+    }
+    replay = _open_campaign(out_dir, resume, name, caps, requested)
+    camp = _Campaign(backend, out_dir, kernel=name, replay=replay, reporter=reporter)
+    if replay:
+        say(f"{name}: resuming, {len(replay)} runs on disk")
+    try:
+        result = _run_profile(camp, kernel, name, agreement or LocalAgreement(), mode=mode, runs=runs, margin=margin, executions=executions,
+                              ssp_tolerance=ssp_tolerance, max_executions=max_executions, top_up=top_up,
+                              max_top_up_runs=max_top_up_runs, smoother=smoother, span=span, x=x,
+                              timing_executions=timing_executions, probe_lois=probe_lois, seed=seed)
+    except BaseException as exc:
+        # Ctrl-C (KeyboardInterrupt) included: the runs on disk stay, and the
+        # manifest says how far the campaign got.
+        if out_dir is not None:
+            _write_state(out_dir, name, caps, requested, "interrupted", camp.next_run, error=repr(exc))
+        raise
+    finally:
+        reporter.close()
+    if out_dir is not None:
+        save_profile(result, os.path.join(out_dir, PROFILE_FILE))
+        _write_state(out_dir, name, caps, requested, "complete", camp.next_run)
+    return result
+
+
+#: Name of the finished profile inside a campaign folder.
+PROFILE_FILE = "profile.fgprof"
+
+
+def _write_state(out_dir: str, name: str, caps: Capabilities, requested: dict, state: str, runs: int,
+                 error: Optional[str] = None) -> None:
+    import dataclasses
+
+    manifest = {"kernel": name, "backend": dataclasses.asdict(caps), "settings": requested, "state": state,
+                "runs": runs, "versions": _versions()}
+    if error is not None:
+        manifest["error"] = error
+    write_manifest(out_dir, manifest)
+
+
+def _open_campaign(out_dir: Optional[str], resume: bool, name: str, caps: Capabilities,
+                   requested: dict) -> list[StoredRun]:
+    """Check ``out_dir`` against the request; the runs to replay (empty for a new campaign)."""
+    if out_dir is None:
+        return []
+    manifest = read_manifest(out_dir)
+    if manifest is None:
+        _write_state(out_dir, name, caps, requested, "running", 0)
+        return []
+    if not resume:
+        raise ValueError(
+            f"out_dir={out_dir!r}: already holds a campaign ({manifest.get('kernel')!r}, "
+            f"{manifest.get('state')}); pass resume=True (fingrav profile --resume) to continue it, "
+            "or choose another folder")
+    if manifest.get("kernel") != name:
+        raise CampaignMismatchError(f"kernel: the campaign in {out_dir!r} profiles {manifest.get('kernel')!r}, "
+                                    f"not {name!r}")
+    on_disk = manifest.get("backend", {})
+    for key in ("name", "device"):
+        if on_disk.get(key) != getattr(caps, key):
+            raise CampaignMismatchError(f"backend: the campaign in {out_dir!r} ran on {key} "
+                                        f"{on_disk.get(key)!r}, this backend is {getattr(caps, key)!r}")
+    settings = manifest.get("settings", {})
+    for key, value in requested.items():
+        if settings.get(key) != value:
+            raise CampaignMismatchError(f"{key}={value!r}: the campaign in {out_dir!r} was started with "
+                                        f"{key}={settings.get(key)!r}; resume with the same settings")
+    replay = load_campaign_runs(out_dir)
+    _write_state(out_dir, name, caps, requested, "running", len(replay))
+    return replay
+
+
+def _shortest(placed: dict[str, _Placed], guidance: Guidance) -> tuple[int, int]:
+    """(LOIs, target) of the execution of interest furthest from its target: the progress figure."""
+    counts = [(len(pl.lois), target_loi_count(guidance, pl.duration_ns)) for pl in placed.values()]
+    return max(counts, key=lambda c: c[1] - c[0])
+
+
+def _count_lois(camp: _Campaign, labels: Sequence[tuple[str, int]], margin: float, guidance: Guidance) -> None:
+    """Count the LOIs of the golden runs so far into the campaign's progress state."""
+    try:
+        tl = camp.timeline(camp.records)
+        placed = {label: _place(tl.samples, tl.executions, tl.logger_map, execution_index=idx, margin=margin)
+                  for label, idx in labels}
+    except ValueError:
+        # Too few runs yet for a clock map or a golden bin: nothing to count.
+        return
+    camp.lois, camp.loi_target = _shortest(placed, guidance)
+
+
+def _run_profile(camp: _Campaign, kernel: KernelSpec, name: str, agree: Agreement, *, mode: str, runs: Optional[int],
+                 margin: Optional[float], executions: Optional[int], ssp_tolerance: float, max_executions: int,
+                 top_up: bool, max_top_up_runs: Optional[int], smoother: Optional[str], span: float, x: str,
+                 timing_executions: int, probe_lois: int, seed: int) -> Profile:
+    caps = camp.caps
+    say = camp.reporter.line
+
+    # Step 1: time the kernel.
+    camp.set_phase("timing")
+    timing = camp.run(kernel, timing_executions, keep=False, role="timing")
+    durations = _nominal_durations(timing.markers, caps.device_tick_ns)
+    # Ranks of a collective see slightly different durations (arrival skew):
+    # one guidance row for all, from the longest.
+    guidance = lookup_guidance(agree.max(float(np.median(durations[1:]))))
+    n_runs = runs if runs is not None else guidance.runs
+    bin_margin = margin if margin is not None else guidance.margin
+    camp.loi_target = target_loi_count(guidance, guidance.exec_time_ns)
+    say(f"{name}: {guidance.exec_time_ns / 1e3:.1f} us per execution -> {n_runs} runs, margin {bin_margin:.0%}")
+
+    # Step 3: executions per run.
+    search: Optional[SspSearch] = None
+    if mode == "sse":
+        n_exec = SSE_EXECUTIONS
+    elif executions is not None:
+        n_exec = executions
+    else:
+        camp.set_phase("ssp-search")
+        measure = _PooledProbe(camp, kernel, guidance.exec_time_ns, probe_lois, say, agree)
+        search = find_ssp_executions(measure, tolerance=ssp_tolerance, max_executions=max_executions)
+        n_exec = max(SSE_EXECUTIONS, search.executions)
+
+    labels: list[tuple[str, int]] = []
+    if mode in ("sse", "both"):
+        labels.append(("sse", SSE_INDEX))
+    if mode in ("ssp", "both"):
+        labels.append(("ssp", n_exec - 1))
+
+    # Step 4: the campaign.
+    camp.set_phase("runs", camp.next_run + n_runs)
+    step = max(1, n_runs // 10)
+    for i in range(n_runs):
+        camp.run(kernel, n_exec)
+        # The last count is the placement below (step 5), not a second one here.
+        if (i + 1) % step == 0 and i + 1 < n_runs:
+            _count_lois(camp, labels, bin_margin, guidance)
+            say(f"  runs {i + 1}/{n_runs}, LOIs {camp.lois}/{camp.loi_target}")
+
+    top_cap = max_top_up_runs if max_top_up_runs is not None else n_runs
+    top_ups = 0
+    while True:
+        tl = camp.timeline(camp.records)
+        samples, ex, dmap, lmap = tl.samples, tl.executions, tl.device_map, tl.logger_map
+        placed = {label: _place(samples, ex, lmap, execution_index=idx, margin=bin_margin) for label, idx in labels}
+        # Step 7: top up while the LOIs fall short of the guidance.
+        targets = {label: target_loi_count(guidance, pl.duration_ns) for label, pl in placed.items()}
+        short = int(agree.max(max(targets[label] - len(pl.lois) for label, pl in placed.items())))
+        fewest = min(len(pl.lois) for pl in placed.values())
+        camp.lois, camp.loi_target = _shortest(placed, guidance)
+        if top_ups == 0:
+            say(f"  runs {n_runs}/{n_runs}, LOIs {camp.lois}/{camp.loi_target}")
+        if not top_up or short <= 0 or top_ups >= top_cap:
+            break
+        per_run = max(fewest / max(1, len(camp.records)), 0.5 / max(1, len(camp.records)))
+        # The rank that needs the most runs sets the count for all.
+        more = int(agree.max(min(top_cap - top_ups, max(1, math.ceil(short / per_run)))))
+        say(f"  top-up: {short} LOIs short, {more} more runs")
+        camp.set_phase("top-up", camp.next_run + more)
+        for _ in range(more):
+            camp.run(kernel, n_exec, role="top-up")
+        top_ups += more
+    profiles = {
+        label: _finish(label, placed[label], execution_index=idx, executions_per_run=n_exec, guidance=guidance,
+                       smoother=smoother, x=x, top_up_runs=top_ups, span=span)
+        for label, idx in labels
+    }
+    camp.set_phase("done", camp.next_run)
+
+    golden_runs = np.unique(np.concatenate([p.golden.run_ids for p in profiles.values()]))
+    wr = whole_run_view(lmap.to_host(samples["source_ts"]), samples["total"], ex, runs=golden_runs)
+    budget = _budget([p.lois for p in profiles.values()], ex, lmap, caps)
+    settings = {
+        "runs": n_runs, "margin": bin_margin, "executions_per_run": n_exec, "ssp_tolerance": ssp_tolerance,
+        "max_executions": max_executions, "top_up": top_up, "max_top_up_runs": top_cap, "smoother": smoother,
+        "span": span,
+        "x": x, "timing_executions": timing_executions, "seed": seed,
+    }
+    if camp.replayed:
+        settings["resumed_runs"] = camp.replayed
+    clock = {"device": dmap.as_dict(), "logger": lmap.as_dict() if lmap is not dmap else "device"}
+    return Profile(
+        kernel=name, backend=caps, mode=mode, guidance=guidance, settings=settings, profiles=profiles,
+        ssp_search=search, whole_run=wr, clock=clock, error_budget=budget, runs=camp.next_run,
+        versions=_versions(),
+        timeline=CampaignTimeline(executions=ex, logs=_log_records(samples, lmap), golden_runs=golden_runs),
+    )
+
+
+def stitch_logs(
+    samples: np.ndarray,
+    executions: np.ndarray,
+    logger_map: Any,
+    *,
+    execution_of_interest: int,
+    margin: float,
+    kernel_id: Optional[int] = None,
+    smoother: Optional[str] = "local",
+    x: str = "time",
+    label: str = "custom",
+) -> ExecutionProfile:
+    """Steps 5-8 of FinGraV on your own arrays (bring-your-own-logs).
+
+    Parameters
+    ----------
+    samples : numpy.ndarray
+        Power logs with ``source_ts`` in the logger's clock and one field per
+        channel (SAMPLE_DTYPE or compatible).
+    executions : numpy.ndarray
+        EXECUTION_DTYPE records on the host timeline (see
+        :func:`~fingrav_native.method.records.make_executions`).
+    logger_map : clock map
+        Maps ``source_ts`` to host time (``to_host``, ``error_bound_at``):
+        e.g. :func:`~fingrav_native.clocks.maps.fit_clock_map` of your
+        bracketed reads.
+    execution_of_interest : int
+        Execution index within each run (3 for SSE; -1 for each run's last).
+    margin : float
+        Golden-run binning margin in (0, 1) (Table I: 0.05 or 0.02).
+    kernel_id : int, optional
+        Only executions of this kernel.
+    smoother, x
+        As for :func:`profile`.
+    label : str
+        Name of the profile.
+
+    Returns
+    -------
+    ExecutionProfile
+
+    Notes
+    -----
+    1. Golden runs: bin the durations of each run's execution of interest
+       (Section IV-B step 5).
+    2. Place the logs of the golden runs (LOI/TOI, step 6).
+    3. Stitch the LOIs per channel (step 8) and integrate energy per
+       execution over the golden bin's median duration.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from fingrav_native.method.records import make_executions
+    >>> class Identity:  # logs already stamped in host ns
+    ...     def to_host(self, t): return np.asarray(t, dtype=float)
+    ...     def error_bound_at(self, t): return np.full(np.shape(t), 100.0)
+    >>> rng = np.random.default_rng(0)
+    >>> starts = np.arange(50) * 1e7
+    >>> ex = make_executions(np.arange(50), np.zeros(50, int), np.zeros(50, int), starts, starts + 1e5)
+    >>> logs = np.zeros(50, dtype=[("source_ts", "<i8"), ("total", "<f4")])
+    >>> logs["source_ts"] = starts + rng.uniform(0, 1e5, 50)
+    >>> logs["total"] = 300.0
+    >>> p = stitch_logs(logs, ex, Identity(), execution_of_interest=0, margin=0.05)
+    >>> len(p.lois)
+    50
+    """
+    validate_executions(executions)
+    if not 0 < margin < 1:
+        raise ValueError(f"margin={margin}: must be in (0, 1)")
+    durations = executions["end_ns"] - executions["start_ns"]
+    guidance = lookup_guidance(float(np.median(durations)))
+    return _build_execution_profile(
+        label, samples, executions, logger_map, execution_index=execution_of_interest,
+        executions_per_run=int(executions["index"].max()) + 1, margin=margin, guidance=guidance,
+        smoother=smoother, x=x, kernel_id=kernel_id)
+
+
+def profile_interleaved(
+    kernel: str,
+    preceded_by: Sequence[tuple[str, int]],
+    backend: Optional[Backend] = None,
+    *,
+    runs: Optional[int] = None,
+    margin: Optional[float] = None,
+    reference: Optional[Profile] = None,
+    smoother: Optional[str] = "local",
+    seed: int = 0,
+    progress: ProgressLike = None,
+) -> InterleavedProfile:
+    """Profile ``kernel`` run once right after ``preceded_by``, against its own SSP.
+
+    Parameters
+    ----------
+    kernel : str
+        The kernel of interest.
+    preceded_by : sequence of (kernel, executions)
+        What runs before it in each run, e.g. ``[("mb-4k-gemv", 40)]`` (the
+        paper's MB->2K case).
+    backend : Backend, optional
+        Default: the simulated GPU (``SimBackend(seed=seed)``).
+    runs, margin
+        As for :func:`profile` (defaults from the kernel's guidance).
+    reference : Profile, optional
+        The kernel's own SSP profile; profiled here when not given.
+
+    Returns
+    -------
+    InterleavedProfile
+
+    Notes
+    -----
+    1. Profile the kernel's own SSP (unless given).
+    2. Run ``preceded_by`` then one execution of the kernel, as one run, as
+       many times as the guidance says; the execution of interest is that
+       last one.
+    3. Golden runs, LOIs and stitching as in :func:`profile`; compare the
+       mean total power with the SSP's.
+    """
+    plan = [(str(k), int(n)) for k, n in preceded_by]
+    if not plan:
+        raise ValueError("preceded_by: at least one (kernel, executions) is needed")
+    if any(n < 1 for _, n in plan):
+        raise ValueError("preceded_by: every count must be >= 1")
+    if backend is None:
+        backend = SimBackend(seed=seed)
+    if reference is None:
+        reference = profile(kernel, backend, mode="ssp", margin=margin, progress=progress)
+    camp = _Campaign(backend, None, reporter=as_reporter(progress))
+    guidance = reference.guidance
+    n_runs = runs if runs is not None else guidance.runs
+    bin_margin = margin if margin is not None else guidance.margin
+    seq = [*plan, (kernel, 1)]
+    total = sum(n for _, n in seq)
+    for _ in range(n_runs):
+        camp.run(seq, total)
+    tl = camp.timeline(camp.records)
+    label = "->".join(k for k, _ in plan) + "->" + kernel
+    scenario = _build_execution_profile(
+        label, tl.samples, tl.executions, tl.logger_map, execution_index=total - 1, executions_per_run=total,
+        margin=bin_margin, guidance=guidance, smoother=smoother, x="time")
+    ref = reference.profiles["ssp"]
+    ratio = float(np.mean(scenario.lois["total"]) / np.mean(ref.lois["total"]))
+    return InterleavedProfile(scenario, reference, tuple(plan), ratio)
