@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from fingrav_native.method.records import LOI_DTYPE, make_executions
 from fingrav_native.method.stitch import (
     StitchedChannel,
-    _t_quantile,
+    _t_quantiles,
     energy_per_execution,
     stitch,
     whole_run_view,
@@ -52,15 +52,17 @@ def hand_lois():
 # ---------------------------------------------------------------- t quantiles
 
 
-@pytest.mark.parametrize(("df", "q"), sorted(T975.items()))
-def test_t_quantiles_match_tables(df, q):
-    assert _t_quantile(0.975, df) == pytest.approx(q, rel=1e-10)
+def test_t_quantiles_match_tables():
+    df = np.array(sorted(T975), dtype=np.float64)
+    assert _t_quantiles(0.975, df) == pytest.approx([T975[int(d)] for d in df], rel=1e-10)
+    assert _t_quantiles(0.95, np.array([10]))[0] == pytest.approx(1.8124611228116756, rel=1e-10)
+    assert _t_quantiles(0.975, np.array([10**6]))[0] == pytest.approx(1.959966, rel=1e-6)  # -> normal
 
 
-def test_t_quantiles_other_levels():
-    assert _t_quantile(0.95, 10) == pytest.approx(1.8124611228116756, rel=1e-10)
-    assert _t_quantile(0.995, 5) == pytest.approx(4.032142983555228, rel=1e-10)
-    assert _t_quantile(0.975, 10**6) == pytest.approx(1.959966, rel=1e-6)  # -> normal
+def test_t_quantiles_are_nan_without_degrees_of_freedom():
+    # A bin with one LOI has no spread estimate: its band is unknown, not zero.
+    q = _t_quantiles(0.975, np.array([0, -1, 1]))
+    assert np.isnan(q[:2]).all() and q[2] == pytest.approx(12.706204736174698)
 
 
 # ---------------------------------------------------------------- binned mean by hand

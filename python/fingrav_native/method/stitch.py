@@ -23,14 +23,13 @@ Examples
 
 from __future__ import annotations
 
-import functools
 import math
 from dataclasses import dataclass
-from statistics import NormalDist
 from typing import Iterator, Optional, Sequence
 
 import numpy as np
 import numpy.typing as npt
+import scipy.stats
 
 from fingrav_native._checks import positive_number
 from fingrav_native._checks import readonly as _readonly
@@ -54,76 +53,15 @@ _BLOCK_ELEMENTS = 1 << 21
 
 
 # --------------------------------------------------------------------------
-# Student t quantiles (numpy is the only dependency, so no scipy.stats)
-
-
-def _betainc(a: float, b: float, x: float) -> float:
-    """Regularized incomplete beta I_x(a, b) (continued fraction, modified Lentz)."""
-    if x <= 0.0:
-        return 0.0
-    if x >= 1.0:
-        return 1.0
-    ln_front = math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)
-    # The fraction converges fast below the mean of the distribution; use the
-    # symmetry I_x(a, b) = 1 - I_{1-x}(b, a) above it.
-    if x > (a + 1.0) / (a + b + 2.0):
-        return 1.0 - _betainc(b, a, 1.0 - x)
-    tiny = 1e-300
-    c, d = 1.0, 1.0 - (a + b) * x / (a + 1.0)
-    d = 1.0 / (d if abs(d) > tiny else tiny)
-    h = d
-    for m in range(1, 10_000):
-        m2 = 2 * m
-        for num in (m * (b - m) * x / ((a + m2 - 1.0) * (a + m2)), -(a + m) * (a + b + m) * x / ((a + m2) * (a + m2 + 1.0))):
-            d = 1.0 + num * d
-            d = 1.0 / (d if abs(d) > tiny else tiny)
-            c = 1.0 + num / c
-            c = c if abs(c) > tiny else tiny
-            delta = c * d
-            h *= delta
-        if abs(delta - 1.0) < 1e-15:
-            break
-    return math.exp(ln_front) * h / a
-
-
-@functools.lru_cache(maxsize=4096)
-def _t_quantile(p: float, df: int) -> float:
-    """Quantile of Student's t with ``df`` degrees of freedom, for 0.5 < p < 1."""
-    if df == 1:
-        return math.tan(math.pi * (p - 0.5))
-    if df == 2:
-        return (2.0 * p - 1.0) / math.sqrt(2.0 * p * (1.0 - p))
-    z = NormalDist().inv_cdf(p)
-    v = float(df)
-    # Cornish-Fisher expansion (Abramowitz & Stegun 26.7.5): accurate to
-    # ~1e-12 beyond 1e5 degrees of freedom, a close start for Newton below.
-    z2 = z * z
-    x = z + (z2 + 1) * z / 4 / v
-    x += ((5 * z2 + 16) * z2 + 3) * z / 96 / v**2
-    x += (((3 * z2 + 19) * z2 + 17) * z2 - 15) * z / 384 / v**3
-    x += ((((79 * z2 + 776) * z2 + 1482) * z2 - 1920) * z2 - 945) * z / 92160 / v**4
-    if df > 100_000:
-        return x
-    log_pdf_const = math.lgamma((v + 1) / 2) - math.lgamma(v / 2) - 0.5 * math.log(v * math.pi)
-    for _ in range(50):
-        # F(x) - p for x >= 0, as 0.5 * I_{x^2/(v+x^2)}(1/2, v/2) - (p - 1/2):
-        # no cancellation near the median.
-        excess = 0.5 * _betainc(0.5, v / 2, x * x / (v + x * x)) - (p - 0.5)
-        pdf = math.exp(log_pdf_const - (v + 1) / 2 * math.log1p(x * x / v))
-        step = excess / pdf
-        x -= step
-        if abs(step) <= 1e-13 * max(1.0, abs(x)):
-            break
-    return x
+# Student t quantiles: scipy.stats, where degrees of freedom below 1 give NaN
 
 
 def _t_quantiles(p: float, df: np.ndarray) -> np.ndarray:
-    """``_t_quantile`` for an array of degrees of freedom (NaN where df < 1)."""
+    """Student t quantile ``p`` for an array of degrees of freedom (NaN where df < 1)."""
+    df = np.asarray(df, dtype=np.float64)
     out = np.full(df.shape, np.nan)
     ok = df >= 1
-    if ok.any():
-        uniq, inv = np.unique(df[ok], return_inverse=True)
-        out[ok] = np.array([_t_quantile(p, int(u)) for u in uniq])[inv]
+    out[ok] = scipy.stats.t.ppf(p, df[ok])
     return out
 
 
@@ -679,7 +617,7 @@ def energy_per_execution(stitched_channel: StitchedChannel, duration_ns: float) 
     pooled = count < 2
     if dof > 0:
         s_p = math.sqrt(float(np.sum((np.asarray(ch.count)[multi] - 1) * sd[multi] ** 2)) / dof)
-        t = _t_quantile(0.5 * (1.0 + ch.confidence), dof)
+        t = float(scipy.stats.t.ppf(0.5 * (1.0 + ch.confidence), dof))
         half = np.where(pooled, t * s_p / np.sqrt(np.maximum(count, 1)), half_bin)
     else:
         half = np.full(count.shape, np.nan)
