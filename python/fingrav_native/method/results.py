@@ -8,7 +8,7 @@ without importing the other. Each is a frozen dataclass (STYLE.md).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Any, Optional
 
 import numpy as np
 
@@ -16,7 +16,7 @@ from fingrav_native.backends.base import Capabilities
 from fingrav_native.method.golden import GoldenSelection
 from fingrav_native.method.guidance import Guidance
 from fingrav_native.method.steady import SspSearch
-from fingrav_native.method.stitch import StitchedProfile, WholeRunView
+from fingrav_native.method.stitch import EnergyEstimate, StitchedProfile, WholeRunView
 
 __all__ = ["CampaignTimeline", "LOG_DTYPE", "ErrorBudget", "ExecutionProfile", "InterleavedProfile", "Profile"]
 
@@ -109,7 +109,7 @@ class ExecutionProfile:
     lois: np.ndarray
     stitched: StitchedProfile
     duration_ns: float
-    energy: dict
+    energy: dict[str, EnergyEstimate]
     loi_target: int
     top_up_runs: int
 
@@ -160,14 +160,14 @@ class Profile:
     backend: Capabilities
     mode: str
     guidance: Guidance
-    settings: dict
-    profiles: dict
+    settings: dict[str, Any]
+    profiles: dict[str, ExecutionProfile]
     ssp_search: Optional[SspSearch]
     whole_run: Optional[WholeRunView]
-    clock: dict
+    clock: dict[str, Any]
     error_budget: ErrorBudget
     runs: int
-    versions: dict = field(default_factory=dict)
+    versions: dict[str, Any] = field(default_factory=dict)
     timeline: Optional[CampaignTimeline] = None
 
     def _repr_html_(self) -> str:
@@ -217,5 +217,5 @@ class InterleavedProfile:
 
     scenario: ExecutionProfile
     reference: Profile
-    preceded_by: tuple
+    preceded_by: tuple[tuple[str, int], ...]
     power_ratio: float

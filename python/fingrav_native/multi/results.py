@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any, Optional
 
 import numpy as np
 
+from fingrav_native.method.results import CampaignTimeline, Profile
 from fingrav_native.multi.alignment import HostAlignment
 
 __all__ = ["CHANNELS", "NodeProfile", "NodeView", "SteadyCheck"]
@@ -74,11 +76,11 @@ class NodeView:
 
     label: str
     fraction: np.ndarray
-    per_rank: dict
-    total: dict
+    per_rank: dict[str, np.ndarray]
+    total: dict[str, np.ndarray]
     duration_ns: np.ndarray
-    energy_j: dict
-    energy_uncertainty_j: dict
+    energy_j: dict[str, float]
+    energy_uncertainty_j: dict[str, float]
 
 
 @dataclass(frozen=True)
@@ -115,14 +117,14 @@ class NodeProfile:
 
     kernel: str
     root: int
-    ranks: tuple
-    alignments: tuple
-    shares_host_clock: tuple
-    timelines: tuple
-    lois: tuple
+    ranks: tuple[Profile, ...]
+    alignments: tuple[dict[str, Any], ...]
+    shares_host_clock: tuple[bool, ...]
+    timelines: tuple[CampaignTimeline, ...]
+    lois: tuple[np.ndarray, ...]
     alignment_bound_ns: np.ndarray
-    node: dict
-    steady: tuple
+    node: dict[str, NodeView]
+    steady: tuple[Optional[SteadyCheck], ...]
 
     def alignment(self, rank: int) -> HostAlignment:
         """Rank ``rank``'s host alignment as an object."""
