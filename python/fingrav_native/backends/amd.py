@@ -228,7 +228,7 @@ class AmdBackend:
         self._baseline_w = self._idle_level(50_000_000)
 
     # ------------------------------------------------------------ clocks
-    def _choose_clock(self, clock: str, kfd_path: str, rate_khz: int) -> tuple[_core.TimestampSource, dict]:
+    def _choose_clock(self, clock: str, kfd_path: str, rate_khz: int) -> tuple[_core.TimestampSource, dict[str, Any]]:
         tick = 1e6 / rate_khz if rate_khz > 0 else 10.0
         if clock == "hip":
             return _core.HipTimestampSource(self.device, arch=self.arch), {"source": "hip"}
@@ -253,7 +253,7 @@ class AmdBackend:
         return kfd, check
 
     @property
-    def clock_check(self) -> dict:
+    def clock_check(self) -> dict[str, Any]:
         """Which clock the brackets read, and how it compared with the markers' clock."""
         return dict(self._clock_check)
 
@@ -413,7 +413,7 @@ class AmdBackend:
         return f"AmdBackend(device={self.device}, {self._caps.device}, clock={self._clock.name!r})"
 
 
-def compare_clocks(kfd: _core.TimestampSource, hip: _core.TimestampSource, *, reads: int = 32) -> dict:
+def compare_clocks(kfd: _core.TimestampSource, hip: _core.TimestampSource, *, reads: int = 32) -> dict[str, Any]:
     """Check that two device clocks are one counter: map the same instant through each.
 
     Parameters

@@ -17,6 +17,7 @@ import re
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from fingrav_native import _core
 
@@ -225,7 +226,7 @@ def find_amd_gpus(sysfs_root: str = "/sys") -> list[AmdGpu]:
     return gpus
 
 
-def read_gpu_metrics(path: str) -> dict:
+def read_gpu_metrics(path: str) -> dict[str, Any]:
     """Read and parse one ``gpu_metrics`` table.
 
     Parameters

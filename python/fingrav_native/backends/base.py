@@ -131,7 +131,7 @@ class RunRecord:
     markers: np.ndarray
     brackets: np.ndarray
     idle_wait_ns: int = 0
-    meta: dict = field(default_factory=dict)
+    meta: dict[str, Any] = field(default_factory=dict)
 
 
 @runtime_checkable

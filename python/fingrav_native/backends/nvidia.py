@@ -69,7 +69,7 @@ def _pci_key(bus_id: str) -> Optional[tuple[int, int, int, int]]:
         return None
 
 
-def match_nvml_device(cuda_device: dict, nvml_devices: list[dict]) -> int:
+def match_nvml_device(cuda_device: dict[str, Any], nvml_devices: list[dict[str, Any]]) -> int:
     """The NVML index of a CUDA device, matched by UUID, else by PCI address.
 
     Parameters
@@ -180,7 +180,7 @@ class NvidiaBackend:
             raise _core.DeviceUnavailableError(
                 f"device={device}: the CUDA driver sees {len(devices)} device(s) "
                 "(indices follow CUDA_VISIBLE_DEVICES)")
-        self.device_info: dict = dict(devices[device])
+        self.device_info: dict[str, Any] = dict(devices[device])
         self.device = device
         self._clock = _core.GlobaltimerSource(device)
         self._probe = _core.CudaMarkerProbe(device, marker_slots)
@@ -378,7 +378,7 @@ class NvidiaBackend:
         self._probe.reset()
         return np.diff(ticks)
 
-    def measure_timer_resolution(self, n: int = 256) -> dict:
+    def measure_timer_resolution(self, n: int = 256) -> dict[str, float]:
         """Update step of %globaltimer, timed inside one kernel.
 
         Parameters
@@ -429,7 +429,7 @@ def report() -> BackendReport:
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         return first[: -len("; tried:")] if first.endswith("; tried:") else first
 
-    cuda_devs: list[dict] = []
+    cuda_devs: list[dict[str, Any]] = []
     try:
         components.append(Component("CUDA driver (libcuda)", True, _core.cuda_library_path()))
         try:
@@ -446,7 +446,7 @@ def report() -> BackendReport:
         components.append(Component("CUDA driver (libcuda)", False, str(exc)))
         reasons.append(f"CUDA: {brief(exc)}")
 
-    nvml_devs: list[dict] = []
+    nvml_devs: list[dict[str, Any]] = []
     nvml_path = getattr(_core, "nvml_library_path", None)
     if nvml_path is None:
         components.append(Component("NVML (libnvidia-ml)", False,
@@ -467,7 +467,7 @@ def report() -> BackendReport:
 
     usable = 0
     for d in cuda_devs:
-        details: dict = {k: d[k] for k in ("pci_bus_id", "uuid", "multiprocessors", "total_memory")}
+        details: dict[str, Any] = {k: d[k] for k in ("pci_bus_id", "uuid", "multiprocessors", "total_memory")}
         details["compute_capability"] = "{}.{}".format(*d["compute_capability"])
         try:
             idx = match_nvml_device(d, nvml_devs) if nvml_devs else None

@@ -9,6 +9,7 @@ says why is the answer.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 __all__ = ["Component", "DeviceEntry", "BackendReport"]
 
@@ -51,7 +52,7 @@ class DeviceEntry:
 
     index: int
     name: str
-    details: dict = field(default_factory=dict)
+    details: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -81,7 +82,7 @@ class BackendReport:
     reason: str = ""
     verified_on: str = ""
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         """JSON-ready form (``fingrav devices --json``)."""
         return {
             "backend": self.backend,

@@ -9,6 +9,7 @@ declared capabilities.
 from __future__ import annotations
 
 import abc
+from typing import Any
 
 import numpy as np
 
@@ -56,7 +57,7 @@ class _SimCommon(abc.ABC):
     _realtime: bool
 
     def _setup(self, gpu: SimGPU | None, seed: int, brackets_per_run: int, idle_tolerance: float,
-               max_idle_ns: int, params: dict) -> None:
+               max_idle_ns: int, params: dict[str, Any]) -> None:
         kind = "real-time" if self._realtime else "virtual-time"
         if gpu is None:
             gpu = SimGPU(seed=seed, realtime=self._realtime, **params)

@@ -55,7 +55,7 @@ class Workload:
     stream: Callable[[], int] = lambda: 0
     synchronize: Optional[Callable[[], Any]] = None
     framework: str = "callable"
-    meta: dict = field(default_factory=dict)
+    meta: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -86,7 +86,7 @@ def _torch_device(torch: Any, device: Any) -> Any:
 
 
 def torch_workload(fn: Callable[[], Any], *, name: Optional[str] = None, device: Any = None,
-                   meta: Optional[dict] = None) -> Workload:
+                   meta: Optional[dict[str, Any]] = None) -> Workload:
     """Wrap a PyTorch callable (CUDA or ROCm build) as a :class:`Workload`.
 
     Parameters
@@ -119,7 +119,8 @@ def torch_workload(fn: Callable[[], Any], *, name: Optional[str] = None, device:
     )
 
 
-def cupy_workload(fn: Callable[[], Any], *, name: Optional[str] = None, meta: Optional[dict] = None) -> Workload:
+def cupy_workload(fn: Callable[[], Any], *, name: Optional[str] = None,
+                  meta: Optional[dict[str, Any]] = None) -> Workload:
     """Wrap a CuPy callable as a :class:`Workload` (CuPy's current stream).
 
     Parameters
