@@ -112,7 +112,7 @@ def test_a_1ms_average_recovers_a_mid_kernel_dip():
     ramp = 600 + 100 * f[np.argmin(c.curve)]
     assert 1 - c.curve.min() / ramp == pytest.approx(0.25, abs=0.06)
     assert np.mean((truth >= c.low) & (truth <= c.high)) >= 0.7
-    assert dec.edge_logs > 200 and dec.dropped_logs == 0
+    assert dec.edge_logs > 2000 and dec.dropped_logs == 0  # edges in all 15 executions share the shape
     # Energy per execution: the curve's integral, within 1 %.
     assert c.energy_j == pytest.approx(np.mean(truth) * DURATION_NS * 1e-9, rel=0.01)
 
@@ -149,7 +149,7 @@ def test_a_part_time_sensor_says_it_cannot_resolve_the_kernel():
                      channels=("total",), resolution_ns=10_000, bootstrap=50)
     assert any("window edge" in w for w in dec.warnings)
     assert any("runs would give" in w for w in dec.warnings)
-    assert dec.resolution_ns > 10 * 10_000
+    assert dec.resolution_ns > 3 * 10_000
 
 
 def test_only_golden_runs_are_used_and_arguments_are_checked():

@@ -126,8 +126,8 @@ class Deconvolution:
     n_runs : int
         Golden runs that contributed a log.
     edge_logs : int
-        Logs with a window edge (or a filter's end) inside the execution of
-        interest: where the curve's shape comes from.
+        Logs with a window edge (or a filter's end) inside an execution of
+        the kernel: where the curve's shape comes from (assumption 1).
     dropped_logs : int
         Logs left out because their response also covers another run.
     confidence : float
@@ -415,7 +415,8 @@ def deconvolve(
        chosen ``lam``, take percentiles; energy likewise.
     5. Resolution: rows of ``(A'A + lam D'D)^-1 A'A`` over the curve are
        the averaging kernels; their equivalent width ``(sum r)^2 / sum r^2``
-       bins is the resolution.
+       bins is the resolution (the whole execution where the data set less
+       than half of a bin's estimate).
     """
     validate_executions(executions)
     if not isinstance(sensor, SensorModel):
@@ -493,10 +494,12 @@ def deconvolve(
         b.B += A.T @ y_all[li]
         b.yy += np.sum(y_all[li] ** 2, axis=0)
         b.n += len(li)
-        s, e = float(ex["start_ns"][k]), float(ex["end_ns"][k])
-        end = t_all[li] - sensor.delay_ns
-        begin = end - np.where(sensor.shape == "boxcar", win_all[li], np.inf)
-        edge_logs += int(np.sum(((end > s) & (end < e)) | ((begin > s) & (begin < e))))
+        # Edges inside any execution of the kernel carry the shape (assumption 1).
+        same = ex["kernel_id"] == ex["kernel_id"][k]
+        s, e = ex["start_ns"][same][None, :], ex["end_ns"][same][None, :]
+        end = (t_all[li] - sensor.delay_ns)[:, None]
+        begin = end - (win_all[li][:, None] if sensor.shape == "boxcar" else np.inf)
+        edge_logs += int(np.sum(np.any(((end > s) & (end < e)) | ((begin > s) & (begin < e)), axis=1)))
     n = sum(b.n for b in blocks)
     if n == 0:
         raise ValueError("samples: no log's response reaches a golden run's execution of interest")
@@ -541,7 +544,9 @@ def deconvolve(
     Rk = scipy.linalg.solve(M0, Ga, assume_a="pos")[:K, :K]
     row_sum = Rk.sum(axis=1)
     eq_width = row_sum ** 2 / np.maximum(np.sum(Rk ** 2, axis=1), 1e-300)
-    res_bins = np.clip(eq_width, 1.0, float(K))
+    # A bin whose estimate the data set less than half of (the rest is the smoothness
+    # prior's interpolation from elsewhere) is not resolved at all: the whole execution.
+    res_bins = np.where(row_sum >= 0.5, np.clip(eq_width, 1.0, float(K)), float(K))
     res_ns_bin = res_bins * dur / K
     res_ns = float(np.median(res_ns_bin))
 
@@ -591,7 +596,7 @@ def deconvolve(
             f"asked for; about {runs_needed(sensor, dur, K)} runs would give {K} bins 20 window edges each "
             f"(this campaign: {edge_logs} edges over {len(used_runs)} runs)")
     if edge_logs < 2 * K:
-        warnings.append(f"only {edge_logs} logs have a window edge inside the execution of interest for {K} bins: "
+        warnings.append(f"only {edge_logs} logs have a window edge inside an execution of the kernel for {K} bins: "
                         f"the curve's shape is mostly the smoothness prior")
     return Deconvolution(
         bin_edges=frac_edges, duration_ns=dur, channels=tuple(results), resolution_ns=res_ns,
