@@ -15,6 +15,7 @@ import numpy as np
 
 from fingrav_native.method.results import ExecutionProfile, InterleavedProfile, Profile
 from fingrav_native.method.steady import SspSearch
+from fingrav_native.method.stitch import StitchedChannel
 
 __all__ = [
     "plot_whole_run",
@@ -46,7 +47,7 @@ def _axes(ax: Any) -> Any:
     return ax
 
 
-def _x_of(ch: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, str]:
+def _x_of(ch: StitchedChannel) -> tuple[np.ndarray, Optional[np.ndarray], float, str]:
     """Bin centres, fit grid and label in the unit a reader expects (us or %)."""
     if ch.x == "time":
         return ch.bin_centres / 1e3, ch.fit_x / 1e3 if ch.fit_x is not None else None, 1e3, "time in execution (us)"

@@ -73,7 +73,7 @@ class SyncReport:
     piecewise: Optional[PiecewiseClockMap]
     bound_end_ns: float
     piecewise_gap_ns: float
-    truth: Optional[dict]
+    truth: Optional[dict[str, float]]
 
     def as_dict(self) -> dict[str, Any]:
         """Plain values for JSON (the reads themselves left out)."""

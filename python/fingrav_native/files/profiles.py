@@ -318,7 +318,8 @@ def export_parquet(profile: Union[Profile, InterleavedProfile], directory: PathL
 
     for label, ep in profiles.items():
         put(f"lois_{label}", _table_columns(ep.lois))
-        rows: dict[str, list] = {k: [] for k in ("channel", "kind", "x", "mean", "sd", "ci_low", "ci_high", "count")}
+        columns = ("channel", "kind", "x", "mean", "sd", "ci_low", "ci_high", "count")
+        rows: dict[str, list[Any]] = {k: [] for k in columns}
         for ch in ep.stitched.channels:
             n = len(ch.bin_centres)
             rows["channel"] += [ch.name] * n

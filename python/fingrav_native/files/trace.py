@@ -33,8 +33,8 @@ def _num(v: Any) -> Any:
     return v if math.isfinite(v) else None
 
 
-def _process_events(process: str, kernel: str, tl: Any, lois: dict, pid: int, origin: float,
-                    sort_index: int = 0) -> list[dict]:
+def _process_events(process: str, kernel: str, tl: Any, lois: dict[str, np.ndarray], pid: int,
+                    origin: float, sort_index: int = 0) -> list[dict[str, Any]]:
     """One trace process: runs as threads of execution slices, power counters, LOI instants."""
     ex, logs = tl.executions, tl.logs
     golden = set(int(r) for r in tl.golden_runs)
@@ -42,7 +42,7 @@ def _process_events(process: str, kernel: str, tl: Any, lois: dict, pid: int, or
     def us(t_ns: Any) -> float:
         return (float(t_ns) - origin) / 1e3
 
-    events: list[dict] = [
+    events: list[dict[str, Any]] = [
         {"ph": "M", "pid": pid, "tid": _COUNTER_TID, "name": "process_name", "args": {"name": process}},
         {"ph": "M", "pid": pid, "tid": _COUNTER_TID, "name": "process_sort_index",
          "args": {"sort_index": sort_index}},
@@ -81,7 +81,7 @@ def _process_events(process: str, kernel: str, tl: Any, lois: dict, pid: int, or
     return events
 
 
-def node_trace_events(node: NodeProfile) -> dict:
+def node_trace_events(node: NodeProfile) -> dict[str, Any]:
     """The trace-event document of a multi-GPU profile: one process (track group) per rank.
 
     Parameters
@@ -104,12 +104,12 @@ def node_trace_events(node: NodeProfile) -> dict:
     if not isinstance(node, NodeProfile):
         raise ValueError(f"node: expected a NodeProfile, got {type(node).__name__}")
     origin = float(min(tl.executions["start_ns"].min() for tl in node.timelines))
-    events: list[dict] = []
+    events: list[dict[str, Any]] = []
     for r, (prof, tl, lois) in enumerate(zip(node.ranks, node.timelines, node.lois)):
         al = node.alignments[r]
         basis = "root" if r == node.root else ("shared host clock" if node.shares_host_clock[r] else
                                                f"aligned +-{node.alignment_bound_ns[r] / 1e3:.1f} us")
-        by_label: dict = {}
+        by_label: dict[str, np.ndarray] = {}
         for label in prof.profiles:
             idx = prof.profiles[label].execution_index
             by_label[label] = lois[lois["execution"] == idx]
@@ -133,7 +133,7 @@ def node_trace_events(node: NodeProfile) -> dict:
     }
 
 
-def trace_events(profile: Union[Profile, InterleavedProfile]) -> dict:
+def trace_events(profile: Union[Profile, InterleavedProfile]) -> dict[str, Any]:
     """The trace-event document of a profile, as a dict ready for ``json.dump``.
 
     Parameters

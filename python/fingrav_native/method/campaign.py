@@ -204,7 +204,7 @@ def load_campaign_runs(out_dir: str) -> list[StoredRun]:
     return runs
 
 
-def write_manifest(out_dir: str, manifest: dict) -> str:
+def write_manifest(out_dir: str, manifest: dict[str, Any]) -> str:
     """Write ``campaign.json`` atomically (format and version added); return its path."""
     os.makedirs(out_dir, exist_ok=True)
     path = os.path.join(out_dir, CAMPAIGN_FILE)
@@ -216,7 +216,7 @@ def write_manifest(out_dir: str, manifest: dict) -> str:
     return path
 
 
-def read_manifest(out_dir: str) -> Optional[dict]:
+def read_manifest(out_dir: str) -> Optional[dict[str, Any]]:
     """``campaign.json`` of a folder, or None when the folder has none.
 
     Raises

@@ -87,7 +87,7 @@ def _log_records(samples: np.ndarray, logger_map: Any) -> np.ndarray:
 
 
 def _nominal_durations(markers: np.ndarray, tick_ns: float) -> np.ndarray:
-    return (markers["end_ticks"] - markers["begin_ticks"]).astype(np.float64) * tick_ns
+    return np.asarray(markers["end_ticks"] - markers["begin_ticks"], dtype=np.float64) * tick_ns
 
 
 def _fit_device_map(brackets: np.ndarray, tick_ns: float) -> ClockMap | PiecewiseClockMap:
@@ -426,7 +426,7 @@ def _budget(lois_list: Sequence[np.ndarray], executions: np.ndarray, logger_map:
     return ErrorBudget(clock, marker, caps.logger_window_ns / 2, float(np.median(lois["uncert_ns"])))
 
 
-def _versions() -> dict:
+def _versions() -> dict[str, Any]:
     return {"fingrav_native": __version__, "profile_format": 1, "numpy": np.__version__}
 
 
@@ -622,7 +622,7 @@ def profile(
 PROFILE_FILE = "profile.fgprof"
 
 
-def _write_state(out_dir: str, name: str, caps: Capabilities, requested: dict, state: str, runs: int,
+def _write_state(out_dir: str, name: str, caps: Capabilities, requested: dict[str, Any], state: str, runs: int,
                  error: Optional[str] = None) -> None:
     import dataclasses
 
@@ -634,7 +634,7 @@ def _write_state(out_dir: str, name: str, caps: Capabilities, requested: dict, s
 
 
 def _open_campaign(out_dir: Optional[str], resume: bool, name: str, caps: Capabilities,
-                   requested: dict) -> list[StoredRun]:
+                   requested: dict[str, Any]) -> list[StoredRun]:
     """Check ``out_dir`` against the request; the runs to replay (empty for a new campaign)."""
     if out_dir is None:
         return []

@@ -447,8 +447,8 @@ class HostAlignment:
                          np.where(before, wgt * hi_i + (1 - wgt) * lj, wgt * li + (1 - wgt) * hj))
         lower = np.where(between, wgt * li + (1 - wgt) * lj,
                          np.where(before, wgt * li + (1 - wgt) * hj, wgt * hi_i + (1 - wgt) * lj))
-        up = upper.min(axis=0)
-        down = lower.max(axis=0)
+        up: npt.NDArray[np.float64] = upper.min(axis=0)
+        down: npt.NDArray[np.float64] = lower.max(axis=0)
         return np.maximum(np.maximum(up, -down), 0.0).reshape(np.shape(h))
 
     # ------------------------------------------------------------------ files

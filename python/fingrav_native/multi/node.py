@@ -31,6 +31,7 @@ import threading
 from typing import Any, Callable, Optional, Sequence, Union
 
 import numpy as np
+import numpy.typing as npt
 
 from fingrav_native.backends.base import Backend, BackendWrapper, KernelSpec
 from fingrav_native.files.profiles import save_profile
@@ -103,7 +104,7 @@ def check_steady_states(prof: Profile, *, z: float = 3.0, tolerance: float = 0.0
 # ---------------------------------------------------------------- merging
 
 
-def _curve(ep: ExecutionProfile, channel: str, grid: np.ndarray) -> np.ndarray:
+def _curve(ep: ExecutionProfile, channel: str, grid: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
     ch = next((c for c in ep.stitched.channels if c.name == channel), None)
     if ch is None:
         return np.full(len(grid), np.nan)
@@ -119,7 +120,7 @@ def _curve(ep: ExecutionProfile, channel: str, grid: np.ndarray) -> np.ndarray:
     return np.interp(grid, x, y, left=np.nan, right=np.nan)
 
 
-def _node_view(label: str, eps: Sequence[ExecutionProfile], grid: np.ndarray) -> NodeView:
+def _node_view(label: str, eps: Sequence[ExecutionProfile], grid: npt.NDArray[np.float64]) -> NodeView:
     per_rank = {ch: np.stack([_curve(ep, ch, grid) for ep in eps]) for ch in CHANNELS}
     # Channels no rank's logger reports are left out, not summed into zeros.
     per_rank = {ch: v for ch, v in per_rank.items() if np.isfinite(v).any()}
@@ -319,7 +320,7 @@ def profile_node(
     before = {r: exchange(r, exchanges) for r in range(1, len(bks))} if exchange is not None else {}
     if any(b.capabilities.virtual_time for b in bks):
         lock = threading.Lock()
-        bks = [_Serialized(b, lock) for b in bks]  # type: ignore[misc]
+        bks = [_Serialized(b, lock) for b in bks]
     agreements = ThreadAgreement.group(len(bks))
     results: list[Any] = [None] * len(bks)
 
