@@ -181,3 +181,53 @@ def test_when_to_deconvolve_and_how_many_runs():
     # 40 bins x 20 edges, 2 edges of a 1 ms window per run, a 366 us kernel: 0.732 edges per run.
     assert runs_needed(sensor_preset("amd-1ms-average"), 366_000, 40) == math.ceil(800 / 0.732)
     assert runs_needed(sensor_preset("part-time-100ms"), 366_000, 40) == math.ceil(800 / (2 * 0.00366))
+
+
+# ---------------------------------------------------------------- characterisation
+
+from fingrav_native.sensors.characterize import (  # noqa: E402
+    Characterisation, counter_resolution, estimate_period, fit_step_response, load_characterisation,
+)
+
+
+@pytest.mark.parametrize(("shape_name", "length", "delay"), [("boxcar", 1e6, 1e5), ("first_order", 3e5, 2e5),
+                                                           ("boxcar", 25e6, 0.0)])
+def test_a_step_response_gives_back_the_sensor(shape_name, length, delay):
+    rng = np.random.default_rng(5)
+    u = rng.uniform(-3 * length, 6 * length, 3000)
+    resp = (np.clip((u - delay) / length, 0, 1) if shape_name == "boxcar"
+            else np.where(u > delay, -np.expm1(-(u - delay) / length), 0.0))
+    fit = fit_step_response(u, 100 + 500 * resp + rng.normal(0, 3, len(u)))
+    assert fit.shape == shape_name
+    got = fit.window_ns if shape_name == "boxcar" else fit.tau_ns
+    assert got == pytest.approx(length, rel=0.05)
+    assert fit.delay_ns == pytest.approx(delay, abs=0.05 * length)
+    assert fit.residual_w < fit.other_residual_w
+    with pytest.raises(ValueError, match="at least 8"):
+        fit_step_response(u[:5], u[:5])
+
+
+def test_period_from_repeated_and_missed_updates():
+    rng = np.random.default_rng(6)
+    t = np.cumsum(rng.normal(1e6, 2e3, 500))
+    t = np.delete(np.repeat(t, 3), np.arange(5, 1500, 97))  # polled 3x per update, some updates missed
+    t = np.delete(t, np.arange(30, 1400, 211))
+    est = estimate_period(t)
+    assert est.period_ns == pytest.approx(1e6, rel=1e-3)
+    assert est.jitter_ns == pytest.approx(2e3, rel=0.5)
+    with pytest.raises(ValueError, match="3 distinct"):
+        estimate_period([1, 1, 2])
+
+
+def test_counter_quantum_and_file_round_trip(tmp_path):
+    rng = np.random.default_rng(7)
+    e = np.cumsum(rng.integers(0, 40, 200)) * 2.0 ** -16
+    assert counter_resolution(e) == pytest.approx(2.0 ** -16)
+    assert math.isnan(counter_resolution([1.0, 1.0]))
+    c = Characterisation(sensor_preset("amd-1ms-average"), estimate_period(np.arange(10) * 1e6), None,
+                         0.0, "test", "synthetic")
+    path = c.save(tmp_path / "s.json")
+    assert load_characterisation(path) == c
+    (tmp_path / "bad.json").write_text('{"format": "other"}')
+    with pytest.raises(ValueError, match="bad.json.*not a fingrav sensor"):
+        load_characterisation(tmp_path / "bad.json")
