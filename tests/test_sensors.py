@@ -148,7 +148,7 @@ def test_a_part_time_sensor_says_it_cannot_resolve_the_kernel():
     dec = deconvolve(samples, ex, Identity(), sensor, execution_of_interest=-1, runs=np.arange(200),
                      channels=("total",), resolution_ns=10_000, bootstrap=50)
     assert any("window edge" in w for w in dec.warnings)
-    assert any("runs would give" in w for w in dec.warnings)
+    assert any("runs would give 20 edges per bin" in w for w in dec.warnings)
     assert dec.resolution_ns > 3 * 10_000
 
 
@@ -231,3 +231,64 @@ def test_counter_quantum_and_file_round_trip(tmp_path):
     (tmp_path / "bad.json").write_text('{"format": "other"}')
     with pytest.raises(ValueError, match="bad.json.*not a fingrav sensor"):
         load_characterisation(tmp_path / "bad.json")
+
+
+# ---------------------------------------------------------------- through stitch_logs
+
+from fingrav_native import load_profile, save_profile, stitch_logs  # noqa: E402
+from fingrav_native.method.profile import SensorResolutionWarning  # noqa: E402
+
+
+def test_stitch_logs_deconvolves_declared_windows_and_keeps_the_instant_path():
+    # Issue 15's criterion through the public entry point: the window declared per log.
+    samples, ex = logged_runs(400, sensor_preset("amd-1ms-average"), seed=1)
+    with pytest.warns(SensorResolutionWarning, match="resolve features of about .* coarser than the 10.0 us"):
+        ep = stitch_logs(samples, ex, Identity(), execution_of_interest=-1, margin=0.05, x="fraction")
+    assert ep.deconvolution is not None and ep.stitched.smoother == "deconvolution"
+    ch = ep.stitched["total"]
+    truth = shape(ch.bin_centres)
+    rmse = np.sqrt(np.mean((ch.mean - truth) ** 2)) / np.mean(truth)
+    assert rmse <= 0.03
+    assert abs(ch.bin_centres[np.argmin(ch.mean)] - 0.5) <= 0.05
+    assert ep.energy["total"].energy_j == pytest.approx(np.mean(truth) * DURATION_NS * 1e-9, rel=0.01)
+    # The instantaneous path is still there, and is what the paper does with such logs: smeared.
+    old = stitch_logs(samples, ex, Identity(), execution_of_interest=-1, margin=0.05, x="fraction",
+                      attribution="instant")
+    assert old.deconvolution is None and old.stitched.smoother == "local"
+    # Logs without windows take the instantaneous path by default, unchanged.
+    inst, ex2 = logged_runs(100, sensor_preset("instant-1ms"), seed=2)
+    plain = stitch_logs(inst[["source_ts", "total"]], ex2, Identity(), execution_of_interest=-1, margin=0.05)
+    assert plain.deconvolution is None
+
+
+def test_a_deconvolved_profile_round_trips_through_a_file(tmp_path):
+    import dataclasses
+
+    from fingrav_native.method.results import Profile
+
+    samples, ex = logged_runs(120, sensor_preset("amd-1ms-average"), seed=8)
+    with pytest.warns(SensorResolutionWarning):
+        ep = stitch_logs(samples, ex, Identity(), execution_of_interest=-1, margin=0.05, sensor="amd-1ms-average")
+    assert ep.deconvolution is not None and ep.deconvolution.sensor.name == "amd-1ms-average"
+    from fingrav_native import profile as run_profile
+
+    base = run_profile("cb-4k-gemm", mode="sse", runs=12, top_up=False)
+    prof = dataclasses.replace(base, profiles={"custom": ep})
+    assert isinstance(prof, Profile)
+    back = load_profile(save_profile(prof, tmp_path / "p.fgprof"))
+    d = back.profiles["custom"].deconvolution
+    assert d is not None and d.sensor == ep.deconvolution.sensor
+    np.testing.assert_array_equal(d["total"].curve, ep.deconvolution["total"].curve)
+
+
+def test_what_the_sensor_cannot_resolve_is_said():
+    samples, ex = logged_runs(200, sensor_preset("part-time-100ms"), seed=3)
+    with pytest.warns(SensorResolutionWarning) as got:
+        stitch_logs(samples, ex, Identity(), execution_of_interest=-1, margin=0.05)
+    text = " | ".join(str(w.message) for w in got)
+    assert "only 15 logs have a window edge" in text and "runs would give 20 edges per bin" in text
+    assert "coarser than the 10.0 us asked for" in text
+    with pytest.raises(ValueError, match="attribution='centre'"):
+        stitch_logs(samples, ex, Identity(), execution_of_interest=-1, margin=0.05, attribution="centre")
+    with pytest.raises(ValueError, match="name='nope'"):
+        stitch_logs(samples, ex, Identity(), execution_of_interest=-1, margin=0.05, sensor="nope")

@@ -46,6 +46,8 @@ from fingrav_native.method.results import (
 from fingrav_native.method.steady import PowerMeasurement, SspSearch, SspStep
 from fingrav_native.method.stitch import EnergyEstimate, StitchedChannel, StitchedProfile, WholeRunView
 from fingrav_native.multi.results import NodeProfile, NodeView, SteadyCheck
+from fingrav_native.sensors.deconvolve import Deconvolution, DeconvolvedChannel
+from fingrav_native.sensors.model import SensorModel
 
 __all__ = ["FORMAT_NAME", "FORMAT_VERSION", "ProfileFormatError", "save_profile", "load_profile", "export_parquet"]
 
@@ -59,7 +61,8 @@ _CLASSES: dict[str, type] = {
     c.__name__: c
     for c in (Profile, CampaignTimeline, ExecutionProfile, InterleavedProfile, ErrorBudget, Capabilities, Guidance, GuidanceRow,
               GoldenSelection, StitchedProfile, StitchedChannel, EnergyEstimate, WholeRunView, SspSearch, SspStep,
-              PowerMeasurement, NodeProfile, NodeView, SteadyCheck)
+              PowerMeasurement, NodeProfile, NodeView, SteadyCheck, Deconvolution, DeconvolvedChannel,
+              SensorModel)
 }
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -140,7 +143,10 @@ class _Reader:
                 if not isinstance(fields, dict):
                     raise ProfileFormatError(f"{self.where}: {node['__class__']} has no fields")
                 names = {f.name for f in dataclasses.fields(cls)}
-                if set(fields) != names:
+                # Fields added since a file was written have defaults: an older file lacks them.
+                required = {f.name for f in dataclasses.fields(cls)
+                            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING}
+                if not required <= set(fields) <= names:
                     raise ProfileFormatError(
                         f"{self.where}: {cls.__name__} fields {sorted(fields)} differ from {sorted(names)}")
                 return cls(**{k: self.decode(v) for k, v in fields.items()})

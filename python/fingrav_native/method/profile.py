@@ -12,8 +12,9 @@ from __future__ import annotations
 import math
 import os
 import time
+import warnings
 from dataclasses import dataclass
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence, Union
 
 import numpy as np
 
@@ -62,13 +63,25 @@ from fingrav_native.method.stitch import (
     stitch,
     whole_run_view,
 )
+from fingrav_native.sensors.deconvolve import as_stitched, deconvolve, needs_deconvolution
+from fingrav_native.sensors.model import SensorModel, sensor_preset
 
 __all__ = [
+    "ATTRIBUTIONS",
     "PROFILE_FILE",
+    "SensorResolutionWarning",
     "profile",
     "profile_interleaved",
     "stitch_logs",
 ]
+
+#: How logs are attributed to the execution of interest (stitch_logs, profile).
+ATTRIBUTIONS = ("auto", "instant", "deconvolve")
+
+
+class SensorResolutionWarning(UserWarning):
+    """The sensor cannot resolve what was asked (window much longer than the kernel, too few window edges)."""
+
 
 #: Campaigns longer than this (host ns) get a piecewise clock map.
 _PIECEWISE_AFTER_NS = 2e9
@@ -409,11 +422,66 @@ def _build_execution_profile(
     kernel_id: Optional[int] = None,
     top_up_runs: int = 0,
     span: float = 0.15,
+    sensor: Optional[SensorModel] = None,
+    attribution: str = "auto",
 ) -> ExecutionProfile:
     placed = _place(samples, executions, logger_map, execution_index=execution_index, margin=margin,
                     kernel_id=kernel_id)
-    return _finish(label, placed, execution_index=execution_index, executions_per_run=executions_per_run,
-                   guidance=guidance, smoother=smoother, x=x, top_up_runs=top_up_runs, span=span)
+    use_deconv = attribution == "deconvolve" or (
+        attribution == "auto" and needs_deconvolution(samples, sensor, placed.duration_ns, guidance.loi_interval_ns))
+    if not use_deconv:
+        return _finish(label, placed, execution_index=execution_index, executions_per_run=executions_per_run,
+                       guidance=guidance, smoother=smoother, x=x, top_up_runs=top_up_runs, span=span)
+    return _finish_deconvolved(label, placed, samples, executions, logger_map, sensor,
+                               execution_index=execution_index, executions_per_run=executions_per_run,
+                               guidance=guidance, x=x, kernel_id=kernel_id, top_up_runs=top_up_runs)
+
+
+def _finish_deconvolved(
+    label: str,
+    placed: _Placed,
+    samples: np.ndarray,
+    executions: np.ndarray,
+    logger_map: Any,
+    sensor: Optional[SensorModel],
+    *,
+    execution_index: int,
+    executions_per_run: int,
+    guidance: Guidance,
+    x: str,
+    kernel_id: Optional[int],
+    top_up_runs: int,
+) -> ExecutionProfile:
+    """Step 8 for windowed logs: the curve by deconvolution across the golden runs (sensors.deconvolve)."""
+    if sensor is None:
+        # The logs declare their windows; a boxcar sensor of the widest is the model for any that do not.
+        widest = float(np.max(samples["window_ns"])) if len(samples) else 0.0
+        period = float(np.median(np.diff(np.unique(samples["source_ts"])))) if len(samples) > 2 else widest
+        sensor = SensorModel("declared windows", "window", period_ns=max(period, 1.0), window_ns=widest,
+                             source="assumed", notes="boxcar windows as each log declares (window_ns)")
+    if placed.golden.run_ids is None:  # _place always passes run ids; a guard for mypy and for the reader
+        raise ValueError(f"{label}: the golden selection carries no run ids to deconvolve")
+    bins = max(8, min(200, int(round(placed.duration_ns / guidance.loi_interval_ns))))
+    dec = deconvolve(samples, executions, logger_map, sensor, execution_of_interest=execution_index,
+                     runs=placed.golden.run_ids, kernel_id=kernel_id, bins=bins,
+                     resolution_ns=guidance.loi_interval_ns)
+    unc = placed.lois["uncert_ns"] if len(placed.lois) else np.zeros(1)
+    stitched, energy = as_stitched(dec, x=x, uncert_ns_median=float(np.median(unc)), uncert_ns_max=float(np.max(unc)))
+    for w in dec.warnings:
+        warnings.warn(f"{label}: {w}", SensorResolutionWarning, stacklevel=3)
+    return ExecutionProfile(
+        label=label,
+        execution_index=int(execution_index),
+        executions_per_run=int(executions_per_run),
+        golden=placed.golden,
+        lois=placed.lois,
+        stitched=stitched,
+        duration_ns=dec.duration_ns,
+        energy=energy,
+        loi_target=target_loi_count(guidance, placed.duration_ns),
+        top_up_runs=top_up_runs,
+        deconvolution=dec,
+    )
 
 
 def _budget(lois_list: Sequence[np.ndarray], executions: np.ndarray, logger_map: Any,
@@ -791,6 +859,8 @@ def stitch_logs(
     smoother: Optional[str] = "local",
     x: str = "time",
     label: str = "custom",
+    sensor: Union[SensorModel, str, None] = None,
+    attribution: str = "auto",
 ) -> ExecutionProfile:
     """Steps 5-8 of FinGraV on your own arrays (bring-your-own-logs).
 
@@ -816,10 +886,26 @@ def stitch_logs(
         As for :func:`profile`.
     label : str
         Name of the profile.
+    sensor : SensorModel or str, optional
+        What each log measures (a :data:`~fingrav_native.sensors.model.SENSOR_PRESETS`
+        name or a model, e.g. from a characterisation). Default: what the
+        logs declare (a ``window_ns`` field: boxcar windows; none:
+        instantaneous).
+    attribution : {"auto", "instant", "deconvolve"}
+        ``"instant"``: the paper's step 6, each log placed at one time of
+        interest (its window's part inside the execution) with its value
+        unchanged. ``"deconvolve"``: the curve recovered across golden runs
+        from what each window covers
+        (:func:`~fingrav_native.sensors.deconvolve.deconvolve`). ``"auto"``
+        (default): deconvolve when a window (or filter) exceeds half the
+        profile's resolution (Table I's LOI interval).
 
     Returns
     -------
     ExecutionProfile
+        With ``deconvolution`` set when the curve was deconvolved; a
+        :class:`SensorResolutionWarning` says when the logs cannot resolve
+        the resolution asked for.
 
     Notes
     -----
@@ -849,12 +935,17 @@ def stitch_logs(
     validate_executions(executions)
     if not 0 < margin < 1:
         raise ValueError(f"margin={margin}: must be in (0, 1)")
+    if attribution not in ATTRIBUTIONS:
+        raise ValueError(f"attribution={attribution!r}: must be one of {ATTRIBUTIONS}")
+    model = sensor_preset(sensor) if isinstance(sensor, str) else sensor
+    if model is not None and not isinstance(model, SensorModel):
+        raise ValueError(f"sensor: must be a SensorModel or a preset name, got {type(sensor).__name__}")
     durations = executions["end_ns"] - executions["start_ns"]
     guidance = lookup_guidance(float(np.median(durations)))
     return _build_execution_profile(
         label, samples, executions, logger_map, execution_index=execution_of_interest,
         executions_per_run=int(executions["index"].max()) + 1, margin=margin, guidance=guidance,
-        smoother=smoother, x=x, kernel_id=kernel_id)
+        smoother=smoother, x=x, kernel_id=kernel_id, sensor=model, attribution=attribution)
 
 
 def profile_interleaved(

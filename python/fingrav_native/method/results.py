@@ -17,6 +17,7 @@ from fingrav_native.method.golden import GoldenSelection
 from fingrav_native.method.guidance import Guidance
 from fingrav_native.method.steady import SspSearch
 from fingrav_native.method.stitch import EnergyEstimate, StitchedProfile, WholeRunView
+from fingrav_native.sensors.deconvolve import Deconvolution
 
 __all__ = ["CampaignTimeline", "LOG_DTYPE", "ErrorBudget", "ExecutionProfile", "InterleavedProfile", "Profile"]
 
@@ -100,6 +101,12 @@ class ExecutionProfile:
         LOIs the guidance asks for (Table I density x duration).
     top_up_runs : int
         Runs added in step 7 to approach that target.
+    deconvolution : Deconvolution or None
+        Present when the logs average windows wider than the profile's
+        resolution: ``stitched`` and ``energy`` then come from the
+        window-aware deconvolution (its resolution, assumptions and
+        warnings are here), and ``lois`` keep the old point attribution
+        for comparison.
     """
 
     label: str
@@ -112,6 +119,7 @@ class ExecutionProfile:
     energy: dict[str, EnergyEstimate]
     loi_target: int
     top_up_runs: int
+    deconvolution: Optional[Deconvolution] = None
 
     def __repr__(self) -> str:
         tot = self.energy.get("total")

@@ -205,7 +205,8 @@ def fit_step_response(offset_ns: npt.ArrayLike, values: npt.ArrayLike, *,
         rss = float(np.sum(resid(best.x) ** 2))
         dof = max(len(u) - 4, 1)
         try:
-            cov = np.linalg.inv(best.jac.T @ best.jac) * rss / dof
+            jac = np.asarray(best.jac, dtype=np.float64)  # dense under the default jac="2-point"
+            cov = np.linalg.inv(jac.T @ jac) * rss / dof
             err = np.sqrt(np.clip(np.diag(cov), 0.0, None))
         except np.linalg.LinAlgError:
             err = np.full(4, np.nan)

@@ -48,9 +48,10 @@ import scipy.linalg
 
 from fingrav_native._checks import integer_in, positive_number
 from fingrav_native.method.records import CHANNELS, validate_executions
+from fingrav_native.method.stitch import EnergyEstimate, StitchedChannel, StitchedProfile
 from fingrav_native.sensors.model import SensorModel
 
-__all__ = ["DeconvolvedChannel", "Deconvolution", "deconvolve", "needs_deconvolution", "runs_needed"]
+__all__ = ["DeconvolvedChannel", "Deconvolution", "as_stitched", "deconvolve", "needs_deconvolution", "runs_needed"]
 
 #: Tail bins after a run's last execution, in multiples of the execution of interest's duration:
 #: geometric (cooling is exponential-like: fast first, slow later), smoothed like the curve, the
@@ -123,8 +124,13 @@ class Deconvolution:
         The same, per bin.
     n_logs : int
         Logs whose response reaches a golden run (used).
+    logs_per_bin : numpy.ndarray
+        Logs whose response reaches each bin of the curve (in any execution
+        of the kernel).
     n_runs : int
         Golden runs that contributed a log.
+    run_ids : numpy.ndarray
+        Their ids.
     edge_logs : int
         Logs with a window edge (or a filter's end) inside an execution of
         the kernel: where the curve's shape comes from (assumption 1).
@@ -140,13 +146,15 @@ class Deconvolution:
     sensor : SensorModel
     """
 
-    bin_edges: np.ndarray
+    bin_edges: npt.NDArray[np.float64]
     duration_ns: float
     channels: tuple[DeconvolvedChannel, ...]
     resolution_ns: float
     resolution_ns_per_bin: np.ndarray
     n_logs: int
+    logs_per_bin: np.ndarray
     n_runs: int
+    run_ids: np.ndarray
     edge_logs: int
     dropped_logs: int
     confidence: float
@@ -259,6 +267,7 @@ class _Normal:
     B: np.ndarray
     yy: np.ndarray
     n: int
+    touch: np.ndarray  # logs whose response reaches each column
 
 
 def _runs_layout(executions: np.ndarray, runs: np.ndarray, eoi_index: int, kernel_id: Optional[int]
@@ -478,7 +487,8 @@ def deconvolve(
     used_runs = sorted(set(int(r) for r in owner[use]))
     n_blocks = min(_MAX_BLOCKS, max(1, len(used_runs)))
     block_of = {r: i % n_blocks for i, r in enumerate(used_runs)}
-    blocks = [_Normal(np.zeros((P, P)), np.zeros((P, len(chans))), np.zeros(len(chans)), 0) for _ in range(n_blocks)]
+    blocks = [_Normal(np.zeros((P, P)), np.zeros((P, len(chans))), np.zeros(len(chans)), 0, np.zeros(P, np.int64))
+              for _ in range(n_blocks)]
     edge_logs = 0
     idx_use = np.flatnonzero(use)
     run_of = owner[idx_use]
@@ -494,6 +504,7 @@ def deconvolve(
         b.B += A.T @ y_all[li]
         b.yy += np.sum(y_all[li] ** 2, axis=0)
         b.n += len(li)
+        b.touch += np.count_nonzero(A > 0, axis=0)
         # Edges inside any execution of the kernel carry the shape (assumption 1).
         same = ex["kernel_id"] == ex["kernel_id"][k]
         s, e = ex["start_ns"][same][None, :], ex["end_ns"][same][None, :]
@@ -590,17 +601,75 @@ def deconvolve(
             energy_half_width_j=e_half, idle_w=levels.get(tail_names[-1], math.nan), levels_w=levels))
 
     warnings: list[str] = []
+    wanted_edges = 20 * K
     if resolution_ns is not None and res_ns > 1.5 * positive_number(resolution_ns, "resolution_ns"):
-        warnings.append(
-            f"the logs resolve features of about {res_ns / 1e3:.1f} us, coarser than the {resolution_ns / 1e3:.1f} us "
-            f"asked for; about {runs_needed(sensor, dur, K)} runs would give {K} bins 20 window edges each "
-            f"(this campaign: {edge_logs} edges over {len(used_runs)} runs)")
+        asked = float(resolution_ns)
+        if edge_logs < wanted_edges:
+            per_run = edge_logs / max(len(used_runs), 1)
+            more = (f"about {math.ceil(wanted_edges / per_run)} runs" if per_run > 0
+                    else f"about {runs_needed(sensor, dur, K)} runs (from the sensor's period)")
+            why = f"{more} would give {K} bins 20 window edges each (this campaign: {edge_logs} edges)"
+        else:
+            # The edges are there; the sensor's noise against what each edge carries limits the
+            # resolution, which sharpens about as 1/sqrt(runs).
+            why = (f"the {edge_logs} window edges are enough, the noise is not: roughly "
+                   f"{math.ceil(len(used_runs) * (res_ns / asked) ** 2)} runs for {asked / 1e3:.1f} us")
+        warnings.append(f"the logs resolve features of about {res_ns / 1e3:.1f} us over {len(used_runs)} runs, "
+                        f"coarser than the {asked / 1e3:.1f} us asked for; {why}")
     if edge_logs < 2 * K:
         warnings.append(f"only {edge_logs} logs have a window edge inside an execution of the kernel for {K} bins: "
-                        f"the curve's shape is mostly the smoothness prior")
+                        f"the curve's shape is mostly the smoothness prior; about "
+                        f"{runs_needed(sensor, dur, K)} runs would give 20 edges per bin")
     return Deconvolution(
         bin_edges=frac_edges, duration_ns=dur, channels=tuple(results), resolution_ns=res_ns,
-        resolution_ns_per_bin=res_ns_bin, n_logs=int(n), n_runs=len(used_runs), edge_logs=int(edge_logs),
+        resolution_ns_per_bin=res_ns_bin, n_logs=int(n),
+        logs_per_bin=sum((b.touch for b in blocks), np.zeros(P, np.int64))[:K], n_runs=len(used_runs),
+        run_ids=np.asarray(used_runs, dtype=np.int64), edge_logs=int(edge_logs),
         dropped_logs=dropped, confidence=conf,
         confidence_note=f"bootstrap over {n_blocks} blocks of runs, {n_boot} resamples, percentile band",
         assumptions=ASSUMPTIONS, warnings=tuple(warnings), sensor=sensor)
+
+
+def as_stitched(dec: Deconvolution, *, x: str = "time", uncert_ns_median: float = math.nan,
+                uncert_ns_max: float = math.nan) -> tuple[StitchedProfile, dict[str, EnergyEstimate]]:
+    """A deconvolution as the stitched profile and energies every consumer of a profile reads.
+
+    Parameters
+    ----------
+    dec : Deconvolution
+    x : {"time", "fraction"}
+        Bin positions in ns from the execution's start, or as fractions.
+    uncert_ns_median, uncert_ns_max : float
+        The profile's TOI placement budget (clock map and markers).
+
+    Returns
+    -------
+    (StitchedProfile, dict of EnergyEstimate)
+        Each channel's bins hold the recovered curve (``mean``), the
+        bootstrap band (``ci_low``, ``ci_high``) and standard deviation
+        (``sd``), and ``count`` the logs whose response reaches the bin;
+        ``fit_kind`` is ``"deconvolution"`` with the curve as the fit.
+        Energies carry the bootstrap half-width.
+    """
+    if x not in ("time", "fraction"):
+        raise ValueError(f"x={x!r}: must be 'time' or 'fraction'")
+    scale = dec.duration_ns if x == "time" else 1.0
+    edges = np.asarray(dec.bin_edges, dtype=np.float64) * scale
+    centres = 0.5 * (edges[:-1] + edges[1:])
+    chans = []
+    energy: dict[str, EnergyEstimate] = {}
+    for c in dec.channels:
+        chans.append(StitchedChannel(
+            name=c.name, x=x, bin_edges=edges, bin_centres=centres, count=np.asarray(dec.logs_per_bin, np.int64),
+            mean=c.curve, sd=c.sd, ci_low=c.low, ci_high=c.high, confidence=dec.confidence,
+            fit_kind="deconvolution", fit_x=centres, fit_y=c.curve, n_lois=dec.n_logs))
+        energy[c.name] = EnergyEstimate(
+            energy_j=c.energy_j, uncertainty_j=c.energy_half_width_j, duration_ns=dec.duration_ns, channel=c.name,
+            confidence=dec.confidence, interpolated_share=0.0, pooled_share=0.0,
+            note=f"deconvolution of windowed logs; {dec.confidence_note}")
+    prof = StitchedProfile(
+        x=x, x_unit="ns" if x == "time" else "fraction", bin_width=float(edges[1] - edges[0]),
+        channels=tuple(chans), n_lois=dec.n_logs, runs=dec.run_ids, duration_ns=dec.duration_ns,
+        smoother="deconvolution", span=math.nan, weighted=False, uncert_ns_median=uncert_ns_median,
+        uncert_ns_max=uncert_ns_max)
+    return prof, energy
