@@ -21,13 +21,6 @@ import numpy as np
 from fingrav_native._version import __version__
 from fingrav_native.backends.base import Backend, Capabilities, KernelSpec, RunRecord
 from fingrav_native.backends.sim import SimBackend
-from fingrav_native.clocks.maps import (
-    ClockMap,
-    PiecewiseClockMap,
-    fit_clock_map,
-    fit_one_sided_clock_map,
-    fit_piecewise_clock_map,
-)
 from fingrav_native.files.profiles import save_profile
 from fingrav_native.method.agreement import Agreement, LocalAgreement
 from fingrav_native.method.align import NoLogsInExecutionsError, place_logs, select_executions_of_interest
@@ -42,7 +35,7 @@ from fingrav_native.method.campaign import (
 from fingrav_native.method.golden import GoldenSelection, select_golden_runs
 from fingrav_native.method.guidance import Guidance, lookup_guidance, target_loi_count
 from fingrav_native.method.progress import CampaignProgress, ProgressLike, ProgressReporter, as_reporter
-from fingrav_native.method.records import EXECUTION_DTYPE, LOI_DTYPE, validate_executions
+from fingrav_native.method.records import LOI_DTYPE, validate_executions
 from fingrav_native.method.results import (
     LOG_DTYPE,
     CampaignTimeline,
@@ -63,6 +56,7 @@ from fingrav_native.method.stitch import (
     stitch,
     whole_run_view,
 )
+from fingrav_native.method.timeline import Timeline, nominal_durations, timeline_of
 from fingrav_native.sensors.deconvolve import as_stitched, deconvolve, needs_deconvolution
 from fingrav_native.sensors.model import SensorModel, sensor_preset
 
@@ -83,10 +77,6 @@ class SensorResolutionWarning(UserWarning):
     """The sensor cannot resolve what was asked (window much longer than the kernel, too few window edges)."""
 
 
-#: Campaigns longer than this (host ns) get a piecewise clock map.
-_PIECEWISE_AFTER_NS = 2e9
-
-
 def _log_records(samples: np.ndarray, logger_map: Any) -> np.ndarray:
     logs = np.zeros(len(samples), dtype=LOG_DTYPE)
     logs["host_ns"] = logger_map.to_host(samples["source_ts"])
@@ -97,39 +87,6 @@ def _log_records(samples: np.ndarray, logger_map: Any) -> np.ndarray:
 
 
 # ---------------------------------------------------------------- helpers
-
-
-def _nominal_durations(markers: np.ndarray, tick_ns: float) -> np.ndarray:
-    return np.asarray(markers["end_ticks"] - markers["begin_ticks"], dtype=np.float64) * tick_ns
-
-
-def _fit_device_map(brackets: np.ndarray, tick_ns: float) -> ClockMap | PiecewiseClockMap:
-    span = float(brackets[:, 0].max() - brackets[:, 0].min())
-    if span > _PIECEWISE_AFTER_NS:
-        return fit_piecewise_clock_map(brackets, tick_ns=tick_ns)
-    return fit_clock_map(brackets, tick_ns=tick_ns)
-
-
-def _fit_logger_map(caps: Capabilities, device_map: Any, samples: np.ndarray, tick_ns: float) -> Any:
-    if caps.logger_clock == "device":
-        return device_map
-    # The logger has its own clock: fit it one-sidedly from the logs
-    # themselves (a log precedes the read that saw it).
-    return fit_one_sided_clock_map(samples["host_ns"], samples["source_ts"], tick_ns=tick_ns)
-
-
-def _executions_from_markers(markers: np.ndarray, device_map: Any, marker_err_ns: float) -> np.ndarray:
-    ex = np.zeros(len(markers), dtype=EXECUTION_DTYPE)
-    ex["run"] = markers["run"]
-    ex["index"] = markers["index"]
-    ex["kernel_id"] = markers["kernel_id"]
-    ex["start_ns"] = device_map.to_host(markers["begin_ticks"])
-    ex["end_ns"] = device_map.to_host(markers["end_ticks"])
-    # Markers bracket the kernel from outside by up to marker_err_ns; the
-    # device map adds its own bound.
-    ex["start_err_ns"] = marker_err_ns + device_map.error_bound_at(ex["start_ns"])
-    ex["end_err_ns"] = marker_err_ns + device_map.error_bound_at(ex["end_ns"])
-    return ex
 
 
 def _kernel_label(backend: Backend, kernel: Any) -> str:
@@ -240,26 +197,9 @@ class _Campaign:
         self.report()
         return rec
 
-    def timeline(self, records: Sequence[RunRecord]) -> "_Timeline":
+    def timeline(self, records: Sequence[RunRecord]) -> Timeline:
         """Steps 5-6's inputs for ``records``: their logs and executions on host time."""
-        samples = np.concatenate([r.samples for r in records])
-        markers = np.concatenate([r.markers for r in records])
-        brackets = np.concatenate([r.brackets for r in records])
-        tick = self.caps.device_tick_ns
-        dmap = _fit_device_map(brackets, tick)
-        # The logs' own tick: PMFW 10 ns, NVML 1 us, host-stamped 1 ns.
-        lmap = _fit_logger_map(self.caps, dmap, samples, self.caps.logger_tick_ns or tick)
-        return _Timeline(samples, _executions_from_markers(markers, dmap, self.caps.marker_err_ns), dmap, lmap)
-
-
-@dataclass(frozen=True)
-class _Timeline:
-    """A set of runs placed on the host timeline through clock maps fitted on their own reads."""
-
-    samples: np.ndarray
-    executions: np.ndarray
-    device_map: Any
-    logger_map: Any
+        return timeline_of(records, self.caps)
 
 
 class _PooledProbe:
@@ -761,7 +701,7 @@ def _run_profile(camp: _Campaign, kernel: KernelSpec, name: str, agree: Agreemen
     # Step 1: time the kernel.
     camp.set_phase("timing")
     timing = camp.run(kernel, timing_executions, keep=False, role="timing")
-    durations = _nominal_durations(timing.markers, caps.device_tick_ns)
+    durations = nominal_durations(timing.markers, caps.device_tick_ns)
     # Ranks of a collective see slightly different durations (arrival skew):
     # one guidance row for all, from the longest.
     guidance = lookup_guidance(agree.max(float(np.median(durations[1:]))))

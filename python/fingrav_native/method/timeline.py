@@ -1,0 +1,109 @@
+"""Runs on the host timeline: clock maps fitted on their own reads, executions and logs placed through them.
+
+Paper Section IV-A (CPU-GPU sync): markers stay in device ticks and logs in
+the logger's clock until the whole set of runs' bracketed reads is fitted,
+so drift is mapped by the reads around each run, not one offset.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+
+from fingrav_native.backends.base import Capabilities, RunRecord
+from fingrav_native.clocks.maps import (
+    ClockMap,
+    PiecewiseClockMap,
+    fit_clock_map,
+    fit_one_sided_clock_map,
+    fit_piecewise_clock_map,
+)
+from fingrav_native.method.records import EXECUTION_DTYPE
+
+__all__ = ["Timeline", "executions_from_markers", "fit_device_map", "fit_logger_map", "nominal_durations",
+           "timeline_of"]
+
+#: Campaigns longer than this (host ns) get a piecewise clock map.
+_PIECEWISE_AFTER_NS = 2e9
+
+
+@dataclass(frozen=True)
+class Timeline:
+    """A set of runs placed on the host timeline through clock maps fitted on their own reads.
+
+    Attributes
+    ----------
+    samples : numpy.ndarray
+        The runs' power logs (SAMPLE_DTYPE, logger clock).
+    executions : numpy.ndarray
+        EXECUTION_DTYPE on host time.
+    device_map, logger_map : clock maps
+        Device ticks and logger timestamps onto host ns.
+    """
+
+    samples: np.ndarray
+    executions: np.ndarray
+    device_map: Any
+    logger_map: Any
+
+
+def timeline_of(records: Sequence[RunRecord], caps: Capabilities) -> Timeline:
+    """Steps 5-6's inputs for ``records``: their logs and executions on host time.
+
+    Parameters
+    ----------
+    records : sequence of RunRecord
+    caps : Capabilities
+        The backend's (device tick, logger clock and tick, marker error).
+
+    Returns
+    -------
+    Timeline
+    """
+    samples = np.concatenate([r.samples for r in records])
+    markers = np.concatenate([r.markers for r in records])
+    brackets = np.concatenate([r.brackets for r in records])
+    tick = caps.device_tick_ns
+    dmap = fit_device_map(brackets, tick)
+    # The logs' own tick: PMFW 10 ns, NVML 1 us, host-stamped 1 ns.
+    lmap = fit_logger_map(caps, dmap, samples, caps.logger_tick_ns or tick)
+    return Timeline(samples, executions_from_markers(markers, dmap, caps.marker_err_ns), dmap, lmap)
+
+
+def nominal_durations(markers: np.ndarray, tick_ns: float) -> np.ndarray:
+    """Execution durations (ns) from GPU-side markers at the nominal tick (timing runs, step 1)."""
+    return np.asarray(markers["end_ticks"] - markers["begin_ticks"], dtype=np.float64) * tick_ns
+
+
+def fit_device_map(brackets: np.ndarray, tick_ns: float) -> ClockMap | PiecewiseClockMap:
+    """The device clock's map onto host time; piecewise over campaigns longer than 2 s (drift)."""
+    span = float(brackets[:, 0].max() - brackets[:, 0].min())
+    if span > _PIECEWISE_AFTER_NS:
+        return fit_piecewise_clock_map(brackets, tick_ns=tick_ns)
+    return fit_clock_map(brackets, tick_ns=tick_ns)
+
+
+def fit_logger_map(caps: Capabilities, device_map: Any, samples: np.ndarray, tick_ns: float) -> Any:
+    """The logger clock's map: the device map, or fitted one-sidedly when the logger has its own clock."""
+    if caps.logger_clock == "device":
+        return device_map
+    # The logger has its own clock: fit it one-sidedly from the logs
+    # themselves (a log precedes the read that saw it).
+    return fit_one_sided_clock_map(samples["host_ns"], samples["source_ts"], tick_ns=tick_ns)
+
+
+def executions_from_markers(markers: np.ndarray, device_map: Any, marker_err_ns: float) -> np.ndarray:
+    """GPU-side markers as EXECUTION_DTYPE on host time, with each end's error bound."""
+    ex = np.zeros(len(markers), dtype=EXECUTION_DTYPE)
+    ex["run"] = markers["run"]
+    ex["index"] = markers["index"]
+    ex["kernel_id"] = markers["kernel_id"]
+    ex["start_ns"] = device_map.to_host(markers["begin_ticks"])
+    ex["end_ns"] = device_map.to_host(markers["end_ticks"])
+    # Markers bracket the kernel from outside by up to marker_err_ns; the
+    # device map adds its own bound.
+    ex["start_err_ns"] = marker_err_ns + device_map.error_bound_at(ex["start_ns"])
+    ex["end_err_ns"] = marker_err_ns + device_map.error_bound_at(ex["end_ns"])
+    return ex
