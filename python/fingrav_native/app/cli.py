@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import re
 import sys
-from typing import Sequence
+from typing import Any, Sequence
 
 from fingrav_native.app import plot as fplot
 from fingrav_native.app.demo import run_demo, run_sim_demo, run_synthetic_demo
@@ -73,15 +73,18 @@ def build_parser() -> argparse.ArgumentParser:
         "devices",
         help="list every backend, what was found, and why any is unavailable",
         description=(
-            "Report each backend (sim, amd, nvidia): the libraries and device files it looked for, "
-            "the path that loaded or why not (with the paths tried and what to install), and the "
-            "devices it can profile. Exit code 0 when at least one hardware backend (or, with "
+            "Report each backend (sim, amd, nvidia): whether it can profile here, the devices it "
+            "found, and for an unavailable one why and the one fix (what to install or set). "
+            "--verbose adds every library and device file looked for, with the path that loaded or "
+            "every path tried. Exit code 0 when at least one hardware backend (or, with "
             "--backend, every named one) is available, 1 otherwise; the simulator is always available."
         ),
-        epilog="examples:\n  fingrav devices\n  fingrav devices --json\n  fingrav devices --backend nvidia",
+        epilog="examples:\n  fingrav devices\n  fingrav devices --verbose --backend nvidia\n  fingrav devices --json",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    devices.add_argument("--json", action="store_true", help="print the reports as JSON")
+    devices.add_argument("--json", action="store_true", help="print the reports as JSON (always in full)")
+    devices.add_argument("-v", "--verbose", action="store_true",
+                         help="also list every library and device file looked for and every path tried")
     devices.add_argument("--backend", action="append", choices=("sim", "amd", "nvidia"),
                          help="report only this backend (repeatable)")
     plot = sub.add_parser(
@@ -367,10 +370,10 @@ def _plot(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _summary(prof: object) -> dict:
+def _summary(prof: object) -> dict[str, Any]:
     import dataclasses
 
-    extra: dict = {}
+    extra: dict[str, Any] = {}
     if isinstance(prof, InterleavedProfile):
         extra = {"preceded_by": [list(x) for x in prof.preceded_by], "power_ratio": prof.power_ratio}
         prof = prof.reference
@@ -425,7 +428,7 @@ def _devices(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps([r.as_dict() for r in reports], indent=2))
     else:
-        print(format_reports(reports))
+        print(format_reports(reports, verbose=args.verbose))
     if args.backend:
         return EXIT_OK if all(r.available for r in reports) else EXIT_FAILURE
     # Without --backend the question a script asks is "is there real hardware here?"

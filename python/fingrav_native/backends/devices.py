@@ -4,6 +4,9 @@
 through :class:`~fingrav_native.backends.report.BackendReport`: the libraries
 and device files it looked for (with the path found, or the loader's error
 naming the paths tried and what to install), and the devices it can drive.
+:func:`format_reports` prints one line per backend and device and, for an
+unavailable backend, the one fix; ``verbose=True`` (``fingrav devices
+--verbose``) adds every part and every path tried.
 """
 
 from __future__ import annotations
@@ -56,12 +59,17 @@ def list_backends(backends: Optional[list[str]] = None) -> list[BackendReport]:
     return [_report_of(n, BACKENDS[n]) for n in names]
 
 
-def format_reports(reports: list[BackendReport]) -> str:
+def format_reports(reports: list[BackendReport], verbose: bool = False) -> str:
     """Human-readable text of :func:`list_backends` (what ``fingrav devices`` prints).
 
     Parameters
     ----------
     reports : list of BackendReport
+    verbose : bool
+        False (default): one line per backend with its status (and, when
+        unavailable, why), one line per device, and for an unavailable
+        backend the one fix (:attr:`BackendReport.fix`). True: also every
+        part looked for, with the path that loaded or every path tried.
 
     Returns
     -------
@@ -69,17 +77,28 @@ def format_reports(reports: list[BackendReport]) -> str:
     """
     lines: list[str] = []
     for r in reports:
-        state = f"available, {len(r.devices)} device(s)" if r.available else "unavailable"
-        lines.append(f"{r.backend}: {state}")
-        if r.reason:
-            lines.append(f"  why: {r.reason}")
+        if r.available:
+            state = f"available, {len(r.devices)} device(s)"
+        else:
+            state = "unavailable" + (f", {len(r.devices)} device(s) found" if r.devices else "")
+        if verbose:
+            lines.append(f"{r.backend}: {state}")
+            if r.reason:
+                lines.append(f"  why: {r.reason}")
+        else:
+            lines.append(f"{r.backend}: {state}" + (f" ({r.reason})" if r.reason else ""))
         for d in r.devices:
             extra = ", ".join(f"{k}={v}" for k, v in d.details.items())
             lines.append(f"  [{d.index}] {d.name}" + (f" ({extra})" if extra else ""))
-        for c in r.components:
-            mark = "ok " if c.found else ("-- " if not c.required else "NO ")
-            detail = c.detail.replace("\n", "\n        ")
-            lines.append(f"  {mark} {c.name}: {detail}")
-        if r.verified_on:
-            lines.append(f"  verified on: {r.verified_on}")
+        if verbose:
+            for c in r.components:
+                mark = "ok " if c.found else ("-- " if not c.required else "NO ")
+                detail = c.detail.replace("\n", "\n        ")
+                lines.append(f"  {mark} {c.name}: {detail}")
+            if r.verified_on:
+                lines.append(f"  verified on: {r.verified_on}")
+        elif r.fix:
+            lines.append(f"  fix: {r.fix}")
+    if not verbose and not all(r.available for r in reports):
+        lines.append("(fingrav devices --verbose: every part looked for and every library path tried)")
     return "\n".join(lines)

@@ -35,6 +35,30 @@ class Component:
     detail: str
     required: bool = True
 
+    @property
+    def summary(self) -> str:
+        """The detail without the list of paths tried: its first line.
+
+        A loader's message reads ``could not load X; tried:``, one indented
+        line per path, then what to install (``csrc/fingrav/dynlib.cpp``).
+        """
+        first = self.detail.split("\n", 1)[0]
+        return first[: -len("; tried:")] if first.endswith("; tried:") else first
+
+    @property
+    def fix(self) -> str:
+        """What to install or set to make this part work; empty when the message names none.
+
+        The unindented lines after a loader's list of paths tried (its
+        "Install ..." and "Set FINGRAV_..._LIBRARY ..." sentences).
+        """
+        if self.found:
+            return ""
+        lines = self.detail.split("\n")
+        if not lines[0].endswith("; tried:"):
+            return ""
+        return " ".join(line.strip() for line in lines[1:] if line and not line.startswith(" "))
+
 
 @dataclass(frozen=True)
 class DeviceEntry:
@@ -82,12 +106,26 @@ class BackendReport:
     reason: str = ""
     verified_on: str = ""
 
+    @property
+    def fix(self) -> str:
+        """The one fix ``fingrav devices`` shows for an unavailable backend; empty if none is known.
+
+        The install hint of the first required part that is missing: parts
+        are listed in the order the backend needs them, and one vendor
+        package usually brings the later parts too (the NVIDIA driver ships
+        both libcuda and NVML).
+        """
+        if self.available:
+            return ""
+        return next((c.fix for c in self.components if c.required and c.fix), "")
+
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready form (``fingrav devices --json``)."""
         return {
             "backend": self.backend,
             "available": self.available,
             "reason": self.reason,
+            "fix": self.fix,
             "verified_on": self.verified_on,
             "devices": [{"index": d.index, "name": d.name, **d.details} for d in self.devices],
             "components": [{"name": c.name, "found": c.found, "detail": c.detail, "required": c.required}
