@@ -186,7 +186,11 @@ def test_when_to_deconvolve_and_how_many_runs():
 # ---------------------------------------------------------------- characterisation
 
 from fingrav_native.sensors.characterize import (  # noqa: E402
-    Characterisation, counter_resolution, estimate_period, fit_step_response, load_characterisation,
+    Characterisation,
+    counter_resolution,
+    estimate_period,
+    fit_step_response,
+    load_characterisation,
 )
 
 
@@ -292,3 +296,45 @@ def test_what_the_sensor_cannot_resolve_is_said():
         stitch_logs(samples, ex, Identity(), execution_of_interest=-1, margin=0.05, attribution="centre")
     with pytest.raises(ValueError, match="name='nope'"):
         stitch_logs(samples, ex, Identity(), execution_of_interest=-1, margin=0.05, sensor="nope")
+
+
+@pytest.mark.parametrize("model", [
+    SensorModel("b", "window", period_ns=1e6, window_ns=1e6, delay_ns=1e5),
+    SensorModel("f", "window", period_ns=1e6, shape="first_order", tau_ns=3e5, delay_ns=5e4),
+], ids=["boxcar", "first_order"])
+def test_a_known_load_pattern_gives_back_the_sensor(model):
+    # Heavy pulses of 0.4-2 ms on a light background that switches sharply, logged at random times.
+    from fingrav_native.sensors.characterize import fit_load_response
+
+    rng = np.random.default_rng(9)
+    starts = np.cumsum(rng.uniform(6e6, 9e6, 60))
+    busy = np.column_stack([starts, starts + rng.uniform(4e5, 2e6, 60)])
+    t = np.sort(rng.uniform(0, starts[-1] + 5e6, 4000))
+    load = sum(model.interval_weights(t, s, e) for s, e in busy)
+    y = 300 + 150 * load + 0.5e-9 * (t - t.mean()) + rng.normal(0, 2, len(t))
+    fit = fit_load_response(t, y, busy, scale_ns=5e5)
+    assert fit.shape == model.shape
+    length = fit.window_ns if model.shape == "boxcar" else fit.tau_ns
+    assert length == pytest.approx(model.window_ns or model.tau_ns, rel=0.05)
+    assert fit.delay_ns == pytest.approx(model.delay_ns, abs=0.05 * length)
+    assert fit.high_w - fit.low_w == pytest.approx(150, rel=0.05)
+
+
+#: A simulated GPU whose power follows activity within tau_power (15 us): clocks pinned, no
+#: leakage creep, no cap. Characterising a sensor needs power that switches sharply with the
+#: load; the default physics adds ms-scale clock ramps and heating, which a step cannot tell
+#: from the sensor's own window (README, "Real sensors").
+SHARP_GPU = {"f_park": 1.0, "f_min": 1.0, "r_fast_k_per_w": 0.0, "r_slow_k_per_w": 0.0, "cap_w": 3000.0}
+
+
+@pytest.mark.parametrize("window_ns", [500_000.0, 1_000_000.0])
+def test_characterize_recovers_the_simulated_sensor(window_ns):
+    from fingrav_native import SimBackend
+    from fingrav_native.sensors.characterize import characterize
+
+    backend = SimBackend(seed=1, logger_window_ns=window_ns, **SHARP_GPU)
+    c = characterize(backend, kernel="cb-4k-gemm", half_period_ns=3e6)
+    assert c.sensor.source == "characterised" and c.sensor.shape == "boxcar"
+    assert c.period.period_ns == pytest.approx(1e6, rel=0.01)
+    assert c.sensor.window_ns == pytest.approx(window_ns, rel=0.05)
+    assert c.sensor.delay_ns == pytest.approx(0.0, abs=0.05 * window_ns)  # the sim stamps at the window's end

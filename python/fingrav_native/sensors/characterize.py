@@ -29,11 +29,13 @@ import numpy as np
 import numpy.typing as npt
 import scipy.optimize
 
-from fingrav_native._checks import positive_number
+from fingrav_native._checks import integer_in, positive_number
+from fingrav_native.backends.base import Backend
+from fingrav_native.method.timeline import nominal_durations, timeline_of
 from fingrav_native.sensors.model import SensorModel
 
-__all__ = ["PeriodEstimate", "StepFit", "Characterisation", "estimate_period", "fit_step_response",
-           "counter_resolution", "load_characterisation"]
+__all__ = ["PeriodEstimate", "StepFit", "Characterisation", "characterize", "estimate_period",
+           "fit_step_response", "fit_load_response", "counter_resolution", "load_characterisation"]
 
 
 @dataclass(frozen=True)
@@ -154,18 +156,19 @@ def _filter(u: np.ndarray, d: float, tau: float) -> np.ndarray:
 
 def fit_step_response(offset_ns: npt.ArrayLike, values: npt.ArrayLike, *,
                       scale_ns: Optional[float] = None) -> StepFit:
-    """Fit a sensor's response to a rising power step, pooled over many steps.
+    """Fit a sensor's response to a sharp power step, pooled over many steps.
 
     Parameters
     ----------
     offset_ns : array_like
-        Each log's host time minus the step's (the busy block's first
-        execution start), after the clock maps.
+        Each log's host time minus the step's (a busy block's first
+        execution start, or its last execution's end for a falling step),
+        after the clock maps.
     values : array_like
         The logged power.
     scale_ns : float, optional
         A first guess of the response's length (default: a tenth of the
-        offsets' span).
+        offsets' span); the fit widens its view until the response fits in it.
 
     Returns
     -------
@@ -173,56 +176,186 @@ def fit_step_response(offset_ns: npt.ArrayLike, values: npt.ArrayLike, *,
 
     Notes
     -----
-    Both shapes are fitted by ``scipy.optimize.least_squares`` (soft L1 loss,
-    robust to a stray log), parameters ``(low, high, delay, length)``; the
-    standard errors come from the Jacobian at the optimum. The shape with the
-    smaller residual sum wins (both have four parameters).
+    A GPU's power jumps within tens of microseconds when a kernel starts or
+    stops (dynamic power follows activity) and drifts slowly after (clocks,
+    temperature). Near the step the drift is a line, so the model is
+    ``low + slope * u + jump * S(u - delay)`` with ``S`` the sensor's step
+    response (a ramp of length ``W``, or ``1 - exp(-u / tau)``), fitted to
+    the logs within a few response lengths of the step by
+    ``scipy.optimize.least_squares`` (soft L1 loss, robust to a stray log);
+    standard errors from the Jacobian. The shape with the smaller residual
+    sum wins (both have five parameters). What remains confounded: a GPU
+    whose own power rises over a time comparable to the window shows up as
+    window (its rise time is reported, not subtracted).
     """
-    u = np.asarray(offset_ns, dtype=np.float64)
+    u_all = np.asarray(offset_ns, dtype=np.float64)
+    y_all = np.asarray(values, dtype=np.float64)
+    ok = np.isfinite(u_all) & np.isfinite(y_all)
+    u_all, y_all = u_all[ok], y_all[ok]
+    if len(u_all) < 8:
+        raise ValueError(f"offset_ns, values: need at least 8 finite logs around the steps, got {len(u_all)}")
+    span = float(u_all.max() - u_all.min())
+    scale = positive_number(scale_ns, "scale_ns") if scale_ns is not None else max(span / 10.0, 1.0)
+    fits: dict[str, tuple[np.ndarray, np.ndarray, float, int]] = {}
+    for _ in range(6):
+        view = (u_all > -2.0 * scale) & (u_all < 4.0 * scale)
+        u, y = u_all[view], y_all[view]
+        if len(u) < 8:
+            raise ValueError(f"offset_ns: fewer than 8 logs within {scale / 1e6:.3g} ms of the steps")
+        before = u < 0
+        lo0 = float(np.median(y[before])) if before.any() else float(y.min())
+        after = u > 2.0 * scale
+        hi0 = float(np.median(y[after])) if after.any() else float(y.max())
+        fits = {}
+        for name, f in (("boxcar", _boxcar), ("first_order", _filter)):
+            def resid(p: np.ndarray, f: Any = f) -> np.ndarray:
+                return np.asarray(p[0] + p[1] * u + p[2] * f(u, p[3], p[4]) - y)
+            best = None
+            for d0 in (0.0, 0.25 * scale):
+                for l0 in (0.1 * scale, 0.5 * scale, scale):
+                    r = scipy.optimize.least_squares(
+                        resid, np.array([lo0, 0.0, hi0 - lo0, d0, l0]), loss="soft_l1",
+                        f_scale=max(float(np.std(y)) * 0.05, 1e-6), x_scale="jac",
+                        bounds=([-np.inf, -np.inf, -np.inf, -scale, 1.0], [np.inf, np.inf, np.inf, scale, 3 * scale]))
+                    if best is None or r.cost < best.cost:
+                        best = r
+            assert best is not None
+            rss = float(np.sum(resid(best.x) ** 2))
+            dof = max(len(u) - 5, 1)
+            try:
+                jac = np.asarray(best.jac, dtype=np.float64)  # dense under the default jac="2-point"
+                err = np.sqrt(np.clip(np.diag(np.linalg.inv(jac.T @ jac) * rss / dof), 0.0, None))
+            except np.linalg.LinAlgError:
+                err = np.full(5, np.nan)
+            fits[name] = (best.x, err, rss, len(u))
+        shape = min(fits, key=lambda k: fits[k][2])
+        reach = float(fits[shape][0][3] + (fits[shape][0][4] if shape == "boxcar" else 3 * fits[shape][0][4]))
+        if reach < 1.5 * scale:
+            break
+        scale *= 2.0  # the response did not fit in the view: widen it
+    shape = min(fits, key=lambda k: fits[k][2])
+    other = "first_order" if shape == "boxcar" else "boxcar"
+    x, err, rss, n = fits[shape]
+    length = float(x[4])
+    rise = 0.8 * length if shape == "boxcar" else length * math.log(9.0)
+    return StepFit(
+        shape=shape, delay_ns=float(x[3]), delay_err_ns=float(err[3]),
+        window_ns=length if shape == "boxcar" else 0.0, window_err_ns=float(err[4]) if shape == "boxcar" else 0.0,
+        tau_ns=length if shape == "first_order" else 0.0, tau_err_ns=float(err[4]) if shape == "first_order" else 0.0,
+        rise_ns=rise, low_w=float(x[0]), high_w=float(x[0] + x[2]), residual_w=math.sqrt(rss / n),
+        other_residual_w=math.sqrt(fits[other][2] / fits[other][3]), logs=n)
+
+
+def fit_load_response(t_ns: npt.ArrayLike, values: npt.ArrayLike, busy_ns: npt.ArrayLike, *,
+                      scale_ns: float) -> StepFit:
+    """Fit a sensor to logs of a known load pattern: heavy intervals on a light background.
+
+    Parameters
+    ----------
+    t_ns : array_like
+        The logs' host times.
+    values : array_like
+        The logged power.
+    busy_ns : array_like, shape (n, 2)
+        Host-time [start, end] of every heavy execution (from GPU-side markers).
+    scale_ns : float
+        A first guess of the sensor's response length.
+
+    Returns
+    -------
+    StepFit
+        ``low_w`` is the light level, ``high_w`` light plus the heavy
+        kernel's excess.
+
+    Notes
+    -----
+    The GPU's power is modelled as ``light + slope * t + excess * [heavy
+    running]`` (dynamic power follows activity within tens of microseconds;
+    slow drift is the slope); a log is that seen through the candidate sensor:
+    ``light + slope * t + excess * sum_i w(t; s_i, e_i)`` with ``w`` from
+    :meth:`SensorModel.interval_weights`. For each shape, the nonlinear
+    parameters (delay, window or time constant) are found by variable
+    projection (the linear ones solved exactly at each trial) with
+    ``scipy.optimize.least_squares`` from several starts; standard errors
+    from the Jacobian of the full problem at the optimum.
+    """
+    t = np.asarray(t_ns, dtype=np.float64)
     y = np.asarray(values, dtype=np.float64)
-    ok = np.isfinite(u) & np.isfinite(y)
-    u, y = u[ok], y[ok]
-    if len(u) < 8:
-        raise ValueError(f"offset_ns, values: need at least 8 finite logs around the steps, got {len(u)}")
-    span = float(u.max() - u.min())
-    guess = positive_number(scale_ns, "scale_ns") if scale_ns is not None else max(span / 10.0, 1.0)
-    lo0 = float(np.median(y[u < 0])) if np.any(u < 0) else float(np.min(y))
-    hi0 = float(np.median(y[u > u.max() - 0.2 * span])) if span > 0 else float(np.max(y))
+    iv = np.asarray(busy_ns, dtype=np.float64).reshape(-1, 2)
+    ok = np.isfinite(t) & np.isfinite(y)
+    t, y = t[ok], y[ok]
+    if len(t) < 8 or len(iv) == 0:
+        raise ValueError(f"t_ns, values, busy_ns: need at least 8 logs and one heavy interval, got {len(t)}, {len(iv)}")
+    sc = positive_number(scale_ns, "scale_ns")
+    t0 = float(np.median(t))
+    # Only intervals that can reach a log matter: index them by time for speed.
+    order = np.argsort(iv[:, 0])
+    iv = iv[order]
+
+    def load(model: SensorModel) -> np.ndarray:
+        reach = float(model.memory_ns()) + model.delay_ns
+        lo = np.searchsorted(iv[:, 1], t - reach - 1.0)
+        hi = np.searchsorted(iv[:, 0], t - model.delay_ns + 1.0, side="right")
+        out = np.zeros(len(t))
+        width = int(np.max(hi - lo)) if len(t) else 0
+        for k in range(max(width, 0)):
+            j = lo + k
+            m = j < hi
+            if not m.any():
+                break
+            out[m] += model.interval_weights(t[m], iv[j[m], 0], iv[j[m], 1])
+        return out
+
+    def model_of(shape: str, d: float, length: float) -> SensorModel:
+        if shape == "boxcar":
+            return SensorModel("fit", "window", period_ns=1.0, window_ns=max(length, 1.0), delay_ns=max(d, 0.0))
+        return SensorModel("fit", "window", period_ns=1.0, shape="first_order", tau_ns=max(length, 1.0),
+                           delay_ns=max(d, 0.0))
+
+    def design(shape: str, d: float, length: float) -> np.ndarray:
+        return np.column_stack([np.ones(len(t)), (t - t0) * 1e-9, load(model_of(shape, d, length))])
+
     fits: dict[str, tuple[np.ndarray, np.ndarray, float]] = {}
-    for name, f in (("boxcar", _boxcar), ("first_order", _filter)):
-        def resid(p: np.ndarray, f: Any = f) -> np.ndarray:
-            return np.asarray(p[0] + (p[1] - p[0]) * f(u, p[2], p[3]) - y)
+    for shape in ("boxcar", "first_order"):
+        def proj(p: np.ndarray, shape: str = shape) -> np.ndarray:
+            X = design(shape, p[0], p[1])
+            coef, *_ = np.linalg.lstsq(X, y, rcond=None)
+            return np.asarray(X @ coef - y)
         best = None
-        for d0 in (0.0, 0.25 * guess, guess):
-            for l0 in (0.3 * guess, guess, 3.0 * guess):
-                r = scipy.optimize.least_squares(
-                    resid, np.array([lo0, hi0, d0, l0]), loss="soft_l1",
-                    f_scale=max(float(np.std(y)) * 0.1, 1e-6),
-                    bounds=([-np.inf, -np.inf, -span, 1.0], [np.inf, np.inf, span, 2 * span + 1.0]))
+        for d0 in (0.0, 0.3 * sc):
+            for l0 in (0.2 * sc, sc, 4.0 * sc):
+                r = scipy.optimize.least_squares(proj, np.array([d0, l0]), bounds=([0.0, 1.0], [20 * sc, 40 * sc]),
+                                                 x_scale=np.array([sc, sc]), diff_step=np.array([1e-3, 1e-3]))
                 if best is None or r.cost < best.cost:
                     best = r
         assert best is not None
-        rss = float(np.sum(resid(best.x) ** 2))
-        dof = max(len(u) - 4, 1)
+        d, length = float(best.x[0]), float(best.x[1])
+        X = design(shape, d, length)
+        coef, *_ = np.linalg.lstsq(X, y, rcond=None)
+
+        def full(p: np.ndarray, shape: str = shape) -> np.ndarray:
+            return np.asarray(design(shape, p[3], p[4]) @ p[:3] - y)
+        p_hat = np.concatenate([coef, [d, length]])
+        rss = float(np.sum(full(p_hat) ** 2))
         try:
-            jac = np.asarray(best.jac, dtype=np.float64)  # dense under the default jac="2-point"
-            cov = np.linalg.inv(jac.T @ jac) * rss / dof
-            err = np.sqrt(np.clip(np.diag(cov), 0.0, None))
+            eps = np.maximum(np.abs(p_hat) * 1e-4, 1e-3)
+            J = np.column_stack([(full(p_hat + e) - full(p_hat - e)) / (2 * e[i])
+                                 for i, e in enumerate(np.diag(eps))])
+            err = np.sqrt(np.clip(np.diag(np.linalg.inv(J.T @ J) * rss / max(len(t) - 5, 1)), 0.0, None))
         except np.linalg.LinAlgError:
-            err = np.full(4, np.nan)
-        fits[name] = (best.x, err, rss)
+            err = np.full(5, np.nan)
+        fits[shape] = (p_hat, err, rss)
     shape = min(fits, key=lambda k: fits[k][2])
     other = "first_order" if shape == "boxcar" else "boxcar"
-    x, err, rss = fits[shape]
-    length = float(x[3])
-    rise = 0.8 * length if shape == "boxcar" else length * math.log(9.0)
-    n = len(u)
+    p_hat, err, rss = fits[shape]
+    length = float(p_hat[4])
     return StepFit(
-        shape=shape, delay_ns=float(x[2]), delay_err_ns=float(err[2]),
-        window_ns=length if shape == "boxcar" else 0.0, window_err_ns=float(err[3]) if shape == "boxcar" else 0.0,
-        tau_ns=length if shape == "first_order" else 0.0, tau_err_ns=float(err[3]) if shape == "first_order" else 0.0,
-        rise_ns=rise, low_w=float(x[0]), high_w=float(x[1]), residual_w=math.sqrt(rss / n),
-        other_residual_w=math.sqrt(fits[other][2] / n), logs=n)
+        shape=shape, delay_ns=float(p_hat[3]), delay_err_ns=float(err[3]),
+        window_ns=length if shape == "boxcar" else 0.0, window_err_ns=float(err[4]) if shape == "boxcar" else 0.0,
+        tau_ns=length if shape == "first_order" else 0.0, tau_err_ns=float(err[4]) if shape == "first_order" else 0.0,
+        rise_ns=0.8 * length if shape == "boxcar" else length * math.log(9.0), low_w=float(p_hat[0]),
+        high_w=float(p_hat[0] + p_hat[2]), residual_w=math.sqrt(rss / len(t)),
+        other_residual_w=math.sqrt(fits[other][2] / len(t)), logs=len(t))
 
 
 def counter_resolution(energy_j: npt.ArrayLike) -> float:
@@ -325,3 +458,104 @@ def load_characterisation(path: Union[str, "os.PathLike[str]"]) -> Characterisat
             device=str(d["device"]), notes=str(d["notes"]))
     except (KeyError, TypeError, ValueError) as exc:
         raise ValueError(f"path={p!r}: malformed sensor characterisation: {exc}") from None
+
+
+def characterize(
+    backend: Backend,
+    kernel: Union[str, int] = "cb-4k-gemm",
+    light: Union[str, int] = "mb-2k-gemv",
+    *,
+    runs: int = 40,
+    cycles: int = 4,
+    half_period_ns: Optional[float] = None,
+    prior: Optional[SensorModel] = None,
+    channel: str = "total",
+) -> Characterisation:
+    """Measure a backend's power sensor with a load square wave: period, window and shape, delay, rise time.
+
+    Parameters
+    ----------
+    backend : Backend
+        The device (the simulator or a GPU).
+    kernel, light : str or int
+        A heavy kernel (default the simulator's CB-4K GEMM; on a GPU a large
+        GEMM) and a light one (a small GEMV): the square wave's two levels.
+        Both stay on the GPU, so every edge is logged inside a run and its
+        time is known from the kernels' GPU-side markers.
+    runs : int
+        Runs; each puts its edges at a random phase against the sensor.
+    cycles : int
+        Heavy-light cycles per run.
+    half_period_ns : float, optional
+        Length of each level; default ``max(5 ms, 2 periods, 4 x (window +
+        delay + 5 tau))`` of the prior, so the response settles in each.
+    prior : SensorModel, optional
+        What is believed of the sensor (default: the backend's declared
+        capabilities); it only sizes the wave and the fit's first view.
+    channel : str
+        The power channel to fit.
+
+    Returns
+    -------
+    Characterisation
+        A SensorModel with ``source="characterised"`` that profiles can use
+        (``stitch_logs(sensor=...)``), fitted by :func:`fit_load_response`
+        to every log against the heavy executions' known times.
+
+    Notes
+    -----
+    Yang, Adamek and Armour (SC'24) drove square waves of load to find how
+    NVIDIA's sensor averages; here the same, read as equivalent-time
+    sampling:
+
+    1. Time both kernels (5 executions each) to size the levels.
+    2. Each run: ``cycles`` x (``kernel`` for half a period, ``light`` for
+       half a period), back to back; wait for idle between runs.
+    3. Place every log and execution on the host timeline through the runs'
+       own clock maps (:func:`~fingrav_native.method.timeline.timeline_of`).
+    4. Period from the logs' distinct timestamps; the sensor from every
+       log against the heavy executions' times (:func:`fit_load_response`).
+    """
+    n_runs = integer_in(runs, "runs", 2, 100_000)
+    n_cyc = integer_in(cycles, "cycles", 1, 1_000)
+    caps = backend.capabilities
+    if prior is None:
+        prior = SensorModel("declared", "window" if caps.logger_window_ns > 0 else "instant",
+                            period_ns=caps.logger_period_ns, window_ns=caps.logger_window_ns, source="assumed")
+    reach = prior.window_ns + prior.delay_ns + 5.0 * prior.tau_ns
+    half = (positive_number(half_period_ns, "half_period_ns") if half_period_ns is not None
+            else max(5e6, 2.0 * prior.period_ns, 4.0 * reach))
+    counts = []
+    for k in (kernel, light):
+        backend.wait_idle()
+        rec = backend.execute_run(k, 5, backend.new_run_id())
+        counts.append(max(1, int(math.ceil(half / float(np.median(nominal_durations(rec.markers,
+                                                                                       caps.device_tick_ns)))))))
+    plan: list[tuple[Union[str, int], int]] = [(kernel, counts[0]), (light, counts[1])] * n_cyc
+    total = sum(c for _, c in plan)
+    records = []
+    for _ in range(n_runs):
+        backend.wait_idle()
+        records.append(backend.execute_run(plan, total, backend.new_run_id()))
+    tl = timeline_of(records, caps)
+    if channel not in (tl.samples.dtype.names or ()):
+        raise ValueError(f"channel={channel!r}: the logs have no such field")
+    t = np.asarray(tl.logger_map.to_host(tl.samples["source_ts"]), dtype=np.float64)
+    v = tl.samples[channel].astype(np.float64)
+    period = estimate_period(t)
+    ex = tl.executions
+    heavy_id = int(np.sort(ex, order=["run", "index"])["kernel_id"][0])
+    heavy = ex[ex["kernel_id"] == heavy_id]
+    if len(heavy) == len(ex):
+        raise ValueError("kernel, light: give two different kernels (the square wave's two levels)")
+    step = fit_load_response(t, v, np.column_stack([heavy["start_ns"], heavy["end_ns"]]),
+                             scale_ns=max(reach, prior.period_ns / 4.0, 50_000.0))
+    windowed = step.shape == "first_order" or step.window_ns > 0.02 * period.period_ns
+    sensor = SensorModel(
+        name=f"{caps.name} characterised", kind="window" if windowed else "instant", period_ns=period.period_ns,
+        window_ns=step.window_ns if (step.shape == "boxcar" and windowed) else 0.0,
+        shape=step.shape, tau_ns=step.tau_ns, delay_ns=max(step.delay_ns, 0.0), source="characterised",
+        notes=(f"{n_runs} runs of {n_cyc} heavy/light cycles of {half / 1e6:.1f} ms ({kernel} / {light}) "
+               f"on {caps.device}"))
+    return Characterisation(sensor=sensor, period=period, step=step, quantum=0.0, device=caps.device,
+                            notes=sensor.notes)
