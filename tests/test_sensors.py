@@ -6,9 +6,9 @@ import math
 
 import numpy as np
 import pytest
-from sensor_truth import DURATION_NS, Identity, logged_runs, shape
 
 from fingrav_native.sensors.counter import counter_to_logs
+from fingrav_native.sim.analytic import DURATION_NS, Identity, logged_runs, shape
 from fingrav_native.sensors.deconvolve import deconvolve, needs_deconvolution, runs_needed
 from fingrav_native.sensors.model import SENSOR_PRESETS, SensorModel, sensor_preset
 

@@ -552,12 +552,18 @@ def deconvolve(
 
     # Resolution kernel of the curve (the same design for every channel; use the first channel's lam).
     M0 = Ga + lam_used[0] * scale * Ra + ridge * np.eye(len(Ga))
-    Rk = scipy.linalg.solve(M0, Ga, assume_a="pos")[:K, :K]
+    R_full = scipy.linalg.solve(M0, Ga, assume_a="pos")
+    Rk = R_full[:K, :K]
     row_sum = Rk.sum(axis=1)
+    # What of the other executions' levels, the tail and the idle leaks into each bin's estimate.
+    leakage = np.abs(R_full[:K, K:]).sum(axis=1)
     eq_width = row_sum ** 2 / np.maximum(np.sum(Rk ** 2, axis=1), 1e-300)
     # A bin whose estimate the data set less than half of (the rest is the smoothness
-    # prior's interpolation from elsewhere) is not resolved at all: the whole execution.
-    res_bins = np.where(row_sum >= 0.5, np.clip(eq_width, 1.0, float(K)), float(K))
+    # prior's interpolation from elsewhere), or that mixes in the nuisance levels several
+    # times over (windows that never separate the execution of interest from its neighbours), is not
+    # resolved at all: the whole execution. (Leakage near 1 is normal where windows straddle
+    # the execution of interest and its neighbour; tens mean the levels are not separated.)
+    res_bins = np.where((row_sum >= 0.5) & (leakage <= 5.0), np.clip(eq_width, 1.0, float(K)), float(K))
     res_ns_bin = res_bins * dur / K
     res_ns = float(np.median(res_ns_bin))
 
@@ -616,6 +622,22 @@ def deconvolve(
                    f"{math.ceil(len(used_runs) * (res_ns / asked) ** 2)} runs for {asked / 1e3:.1f} us")
         warnings.append(f"the logs resolve features of about {res_ns / 1e3:.1f} us over {len(used_runs)} runs, "
                         f"coarser than the {asked / 1e3:.1f} us asked for; {why}")
+    noisy = [c for c in results if np.isfinite(c.energy_half_width_j) and c.energy_j > 0
+             and c.energy_half_width_j > 0.05 * c.energy_j]
+    if noisy:
+        first = noisy[0]
+        warnings.append(f"the {first.name} power's level is uncertain by "
+                        f"+-{100 * first.energy_half_width_j / first.energy_j:.0f} % "
+                        f"(bootstrap over runs): the windows do not separate the execution of interest from what else "
+                        f"they cover; about {runs_needed(sensor, dur, K)} runs would give 20 window edges per bin")
+    for ch in results:
+        half = 0.5 * (ch.high - ch.low)
+        level = float(np.mean(np.abs(ch.curve)))
+        if np.isfinite(half).any() and level > 0 and float(np.nanmedian(half)) > 0.05 * level:
+            warnings.append(f"the {ch.name} curve is noisy at its bins: the {100 * conf:.0f} % band is "
+                            f"+-{100 * float(np.nanmedian(half)) / level:.0f} % of its level (median over bins); read "
+                            f"features wider than a few bins, or run more runs")
+            break
     if edge_logs < 2 * K:
         warnings.append(f"only {edge_logs} logs have a window edge inside an execution of the kernel for {K} bins: "
                         f"the curve's shape is mostly the smoothness prior; about "

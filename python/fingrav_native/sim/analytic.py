@@ -1,4 +1,10 @@
-"""A known power curve logged by a known sensor: ground truth for the deconvolution tests.
+"""A known power curve seen through a known sensor model, in closed form: ground truth for attribution.
+
+The event-driven simulator (:mod:`fingrav_native.sim.device`) is the ground
+truth for the whole method; this is a smaller one for the attribution step
+alone (:mod:`fingrav_native.sensors.deconvolve`), where the truth must be a
+formula: the tests and ``bench/sensor_bench.py`` score a deconvolved curve
+against it at any window-to-kernel ratio.
 
 Runs of back-to-back executions of one kernel whose power over execution
 progress is ``shape(f)`` (a ramp with a 25 % dip in the middle), each
@@ -45,16 +51,56 @@ class Identity:
     """A clock map for logs already stamped in host ns."""
 
     def to_host(self, t: Any) -> np.ndarray:
+        """Host ns of logger timestamps (the same numbers)."""
         return np.asarray(t, dtype=np.float64)
 
     def error_bound_at(self, t: Any) -> np.ndarray:
+        """No error: the logs are stamped in host time."""
         return np.zeros(np.shape(t))
 
 
 def logged_runs(n_runs: int, sensor: SensorModel, *, seed: int = 0, executions: int = 15, dip: float = 0.25,
                 noise_w: float = 2.0, idle_w: float = 100.0, tau_ns: float = 2e6, gap_ns: float = 3_000.0,
-                duration_jitter: float = 0.004) -> tuple[np.ndarray, np.ndarray]:
-    """Executions (EXECUTION_DTYPE) and the sensor's logs of ``n_runs`` runs, at random phase."""
+                duration_jitter: float = 0.004, duration_ns: float = DURATION_NS) -> tuple[np.ndarray, np.ndarray]:
+    """Executions and a sensor's logs of ``n_runs`` runs of a kernel whose power curve is :func:`shape`.
+
+    Parameters
+    ----------
+    n_runs : int
+        Runs; each starts at a random phase against the sensor.
+    sensor : SensorModel
+        Boxcar window (``window_ns``, 0 = instantaneous) and period used to log.
+    seed : int
+    executions : int
+        Back-to-back executions per run; the execution of interest is the
+        last (an SSP-like run, paper Section IV-B step 3).
+    dip : float
+        Depth of the mid-kernel dip.
+    noise_w : float
+        Gaussian noise of each log (W).
+    idle_w, tau_ns : float
+        Idle power, and the cooling time constant after a run.
+    gap_ns : float
+        Launch gap between executions.
+    duration_jitter : float
+        Relative spread of execution times.
+    duration_ns : float
+        Execution time of the kernel.
+
+    Returns
+    -------
+    (samples, executions)
+        Logs (``source_ts`` in host ns, ``total``, ``window_ns``) and
+        EXECUTION_DTYPE records.
+
+    Notes
+    -----
+    Each execution ``i`` draws ``shape(f) + level_i`` over its progress
+    ``f`` (levels rise 60 W to the last, as power creeps toward SSP, paper
+    Figure 7); a gap holds the end of the execution before it; after the
+    run the GPU cools exponentially to ``idle_w``. A log's value is the
+    exact average over its window (cumulative integral on a 0.5 us grid).
+    """
     rng = np.random.default_rng(seed)
     cols: dict[str, list[float]] = {k: [] for k in ("run", "index", "start", "end")}
     log_t: list[np.ndarray] = []
@@ -64,7 +110,7 @@ def logged_runs(n_runs: int, sensor: SensorModel, *, seed: int = 0, executions: 
     t0 = 0.0
     for r in range(n_runs):
         t0 += max(40e6, 3 * window) + rng.uniform(0, sensor.period_ns)
-        durs = DURATION_NS * (1 + duration_jitter * rng.standard_normal(executions))
+        durs = duration_ns * (1 + duration_jitter * rng.standard_normal(executions))
         s = t0 + np.concatenate([[0.0], np.cumsum(durs[:-1] + gap_ns)])
         e = s + durs
         levels = np.linspace(-60.0, 0.0, executions)
