@@ -7,6 +7,7 @@ generous timeout that only bounds a hang) and then assert exact invariants.
 
 from __future__ import annotations
 
+import gc
 import time
 from typing import Callable
 
@@ -22,8 +23,38 @@ WAIT_TIMEOUT_S = 20.0
 CHANNEL_SHARES = (1.0, 0.6, 0.25, 0.15)
 
 
+# The marker expression of a plain `pytest` run (addopts in pyproject.toml).
+DEFAULT_MARKEXPR = "not slow and not optional"
+
+
 def pytest_report_header(config: pytest.Config) -> str:
     return f"fingrav_native {fingrav_native.__version__} from {fingrav_native.__file__}"
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    # Everything imported and collected so far lives for the whole session;
+    # freezing it keeps each later gc.collect() (the NVML tests call it twice
+    # per test, to drop earlier tests' sources) from walking it all again.
+    gc.collect()
+    gc.freeze()
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, exitstatus: int,
+                            config: pytest.Config) -> None:
+    """Say what the default run left out and how to run it."""
+    if config.option.markexpr != DEFAULT_MARKEXPR:
+        return
+    left_out = terminalreporter.stats.get("deselected", [])
+    if not left_out:
+        return
+    slow = sum(1 for item in left_out if item.get_closest_marker("slow"))
+    optional = sum(1 for item in left_out if item.get_closest_marker("optional"))
+    terminalreporter.write_sep("-", "left out of the default run")
+    terminalreporter.write_line(
+        f"{len(left_out)} tests deselected: {slow} marked slow (over ~1 s each), {optional} marked optional "
+        "(need torch, the CUDA/NVML header wheels or hiprtc). Run them (CI does) with:")
+    terminalreporter.write_line(
+        "  .venv/bin/pip install \".[test-full]\" && .venv/bin/python -m pytest -m \"slow or optional\"")
 
 
 def wait_until(predicate: Callable[[], bool], what: str, timeout: float = WAIT_TIMEOUT_S) -> None:
@@ -70,7 +101,7 @@ def waveform() -> Callable[..., dict[str, np.ndarray]]:
 def torch_or_skip() -> object:
     """torch.distributed with gloo, or a skip (a failure under FINGRAV_EXPECT_TORCH=1).
 
-    CI installs the CPU build of PyTorch through the test extra and sets
+    CI installs the CPU build of PyTorch through the test-full extra and sets
     FINGRAV_EXPECT_TORCH=1, so the multi-rank tests cannot silently skip there.
     """
     import os

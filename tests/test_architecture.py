@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import ast
+import functools
 import graphlib
 import importlib
 import warnings
@@ -106,6 +107,12 @@ def _is_forwarder(path: Path) -> bool:
 
 def _imports(path: Path, modules: dict[str, Path]) -> set[tuple[str, str]]:
     """(module, name) pairs this file imports from the package, wherever the import statement is."""
+    return set(_parsed_imports(path))
+
+
+@functools.lru_cache(maxsize=None)
+def _parsed_imports(path: Path) -> frozenset[tuple[str, str]]:
+    # Each file is parsed once per session: every test here reads the same files.
     me = _module_name(path)
     is_pkg = path.name == "__init__.py"
     out: set[tuple[str, str]] = set()
@@ -125,7 +132,7 @@ def _imports(path: Path, modules: dict[str, Path]) -> set[tuple[str, str]]:
                 continue
             for a in node.names:
                 out.add((src, a.name))
-    return out
+    return frozenset(out)
 
 
 def _graph() -> dict[str, set[str]]:
@@ -207,10 +214,11 @@ def test_layering(module, must_not_import):
 
 def test_nothing_below_the_app_imports_it():
     graph = _graph()
+    modules = _modules()
     for name, deps in graph.items():
         if name.startswith("fingrav_native.app") or name in ("fingrav_native.__main__",):
             continue
-        if _is_forwarder(_modules()[name]):
+        if _is_forwarder(modules[name]):
             continue
         assert not [d for d in deps if d.startswith("fingrav_native.app")], name
 

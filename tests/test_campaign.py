@@ -103,6 +103,7 @@ def test_resuming_a_complete_campaign_replays_it_exactly(tmp_path):
         np.testing.assert_array_equal(p.profiles[label].lois, q.profiles[label].lois)
 
 
+@pytest.mark.slow
 def test_resume_during_the_ssp_search(tmp_path):
     out = str(tmp_path / "c")
     settings = dict(mode="ssp", runs=30, seed=0)

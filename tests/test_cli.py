@@ -102,6 +102,7 @@ def test_no_command_prints_help_and_exits_2(capsys):
     assert "usage: fingrav" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_python_dash_m_help():
     proc = subprocess.run(
         [sys.executable, "-m", "fingrav_native", "--help"],
@@ -114,6 +115,7 @@ def test_python_dash_m_help():
     assert "demo" in proc.stdout
 
 
+@pytest.mark.slow
 def test_python_dash_m_bad_args_exit_2():
     proc = subprocess.run(
         [sys.executable, "-m", "fingrav_native", "demo", "--seconds", "abc"],
@@ -134,6 +136,7 @@ def saved_profile(tmp_path_factory):
     return path
 
 
+@pytest.mark.slow
 def test_plot_writes_each_figure(saved_profile, tmp_path, capsys):
     assert cli.main(["plot", str(saved_profile), "--out", str(tmp_path / "figs")]) == cli.EXIT_OK
     written = capsys.readouterr().out.split()

@@ -20,6 +20,7 @@ from fingrav_native.method.progress import CampaignProgress, TerminalProgress, a
 SUBPROCESS_TIMEOUT_S = 300  # bounds a hang only
 
 
+@pytest.mark.slow
 def test_profile_writes_the_campaign_folder(tmp_path, capsys):
     out = tmp_path / "c"
     argv = ["profile", "cb-4k-gemm", "--runs", "30", "--executions", "12", "--out", str(out), "--trace", "--plots"]
@@ -94,6 +95,7 @@ def test_sync_on_a_missing_vendor_library_says_which(monkeypatch, capsys):
     assert "fingrav sync:" in err and ("libnvidia-ml" in err or "libcuda" in err)
 
 
+@pytest.mark.slow
 def test_ctrl_c_keeps_the_runs_and_resume_finishes(tmp_path):
     # A real SIGINT to a real `python -m fingrav_native profile` process.
     out = tmp_path / "c"
@@ -185,6 +187,7 @@ def test_help_of_every_command_has_examples(capsys):
         assert "example" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_plot_of_several_profiles_adds_the_side_by_side_figure(tmp_path, capsys):
     for kernel in ("cb-4k-gemm", "cb-2k-gemm"):
         argv = ["profile", kernel, "--mode", "sse", "--runs", "20", "--out", str(tmp_path / kernel)]

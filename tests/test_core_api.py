@@ -117,6 +117,7 @@ def test_classes_without_a_public_constructor(cls):
         getattr(_core, cls)()
 
 
+@pytest.mark.slow
 def test_dropping_running_samplers_neither_hangs_nor_crashes():
     # In a subprocess: a crash or a hang must fail this test, not the run.
     script = textwrap.dedent(

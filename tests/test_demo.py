@@ -30,6 +30,7 @@ def demo(tmp_path_factory):
     return out_dir, lines, result
 
 
+@pytest.mark.slow
 def test_demo_writes_every_file_it_names(demo):
     out_dir, lines, result = demo
     assert set(result["files"]) == EXPECTED_FILES
@@ -44,6 +45,7 @@ def test_demo_writes_every_file_it_names(demo):
                 assert f.read(8) == b"\x89PNG\r\n\x1a\n", name
 
 
+@pytest.mark.slow
 def test_demo_profiles_load_back(demo):
     out_dir, _, result = demo
     prof = load_profile(out_dir / "cb-4k-gemm.fgprof")
@@ -57,6 +59,7 @@ def test_demo_profiles_load_back(demo):
     assert il.power_ratio == pytest.approx(result["interleaved"].power_ratio)
 
 
+@pytest.mark.slow
 def test_demo_reproduces_the_papers_observations(demo):
     _, _, result = demo
     prof, il = result["profile"], result["interleaved"]
@@ -69,6 +72,7 @@ def test_demo_reproduces_the_papers_observations(demo):
     assert il.power_ratio < 1
 
 
+@pytest.mark.slow
 def test_demo_trace_is_valid_trace_event_json(demo):
     out_dir, _, result = demo
     with open(out_dir / "cb-4k-gemm.trace.json") as f:
@@ -83,6 +87,7 @@ def test_demo_trace_is_valid_trace_event_json(demo):
     assert len(slices) == len(result["profile"].timeline.executions)
 
 
+@pytest.mark.slow
 def test_demo_summary_is_short_and_gives_the_error_budget(demo):
     _, lines, result = demo
     assert lines == result["summary"]
@@ -97,6 +102,7 @@ def test_demo_summary_is_short_and_gives_the_error_budget(demo):
     assert "fingrav plot" in text and "ui.perfetto.dev" in text
 
 
+@pytest.mark.slow
 def test_demo_is_deterministic_for_a_seed_and_fast(demo, tmp_path):
     _, lines, result = demo
     again = run_demo(str(tmp_path / "again"), seed=0, out=lambda _line: None)
@@ -121,6 +127,7 @@ def test_demo_out_that_is_a_file_exits_2(tmp_path, capsys):
     assert err.startswith("fingrav demo: out_dir=") and "not a folder" in err
 
 
+@pytest.mark.slow
 def test_python_dash_m_demo_out(tmp_path):
     proc = subprocess.run(
         [sys.executable, "-m", "fingrav_native", "demo", "--out", "tmp", "--seed", "1"],

@@ -7,9 +7,10 @@ Two layers:
 * the real exchange: 2 and 4 ranks spawned with torch.multiprocessing on
   gloo over 127.0.0.1, each rank with a SkewedClock of a deliberately
   different offset (ms to s) and skew (tens of ppm), scored against the
-  exact truth. These need PyTorch: they skip without it, except where CI sets
-  FINGRAV_EXPECT_TORCH=1 (it installs the CPU build through the test extra),
-  where a missing torch fails them instead.
+  exact truth. These need PyTorch (marked `optional`, so the default run
+  leaves them out): they skip without it, except where CI sets
+  FINGRAV_EXPECT_TORCH=1 (it installs the CPU build through the test-full
+  extra), where a missing torch fails them instead.
 """
 
 from __future__ import annotations
@@ -334,6 +335,7 @@ def test_missing_torch_says_how_to_install(monkeypatch):
         gather_to_root(1)
 
 
+@pytest.mark.optional
 def test_uninitialised_process_group_is_reported():
     dist = torch_or_skip()
     assert not dist.is_initialized()
@@ -436,6 +438,7 @@ def _score(rank: int, al: HostAlignment, local: np.ndarray) -> tuple[np.ndarray,
 
 
 @pytest.mark.slow
+@pytest.mark.optional
 @pytest.mark.parametrize("world", [2, 4])
 def test_ranks_align_within_the_reported_bound(world, tmp_path):
     results = _spawn(world, tmp_path)

@@ -59,6 +59,7 @@ def _check_against_truth(node: SimNode, merged: NodeProfile) -> dict[str, float]
     return {"worst_ratio": worst_ratio, "worst_err_ns": worst_err}
 
 
+@pytest.mark.slow
 def test_profile_node_aligns_ranks_with_different_host_clocks_within_the_bound():
     node = SimNode(devices=4, seed=3)
     assert len(set(np.round(node.host_offsets_ns))) == 4  # deliberately different clocks
@@ -78,6 +79,7 @@ def test_profile_node_aligns_ranks_with_different_host_clocks_within_the_bound()
         _check_against_truth(node, raw)
 
 
+@pytest.mark.slow
 def test_every_rank_ran_the_same_runs_and_ssp_matches_sse_for_a_collective():
     node = SimNode(devices=2, seed=5)
     kernel = node.collective("allgather", 64 * MB)
@@ -95,6 +97,7 @@ def test_every_rank_ran_the_same_runs_and_ssp_matches_sse_for_a_collective():
                                                        for p in merged.ranks))
 
 
+@pytest.mark.slow
 def test_a_gemm_is_not_taken_for_steady_at_its_sse():
     p = fn.profile("cb-2k-gemm", SimBackend(seed=0), mode="both")
     chk = check_steady_states(p)
@@ -246,6 +249,8 @@ def _worker(rank: int, world: int, port: int, out_dir: str) -> None:
 
 
 @pytest.mark.parametrize("world", [2, 4])
+@pytest.mark.optional
+@pytest.mark.slow
 def test_ranks_over_gloo_merge_on_the_root_within_the_bound(tmp_path, world):
     torch_or_skip()
     import torch.multiprocessing as mp

@@ -162,6 +162,7 @@ def test_report_without_a_gpu_lists_each_component(monkeypatch):
     assert "not yet verified" in r.verified_on
 
 
+@pytest.mark.optional
 def test_stub_libcuda_from_a_toolkit_is_named_as_the_stub():
     stubs = sorted(glob.glob("/usr/local/cuda*/lib64/stubs/libcuda.so") +
                    glob.glob("/usr/local/cuda*/targets/*/lib/stubs/libcuda.so") +
@@ -181,6 +182,7 @@ def test_stub_libcuda_from_a_toolkit_is_named_as_the_stub():
     (100, ["CUDA_ERROR_NO_DEVICE (100)", "CUDA_VISIBLE_DEVICES", "--gpus"]),
     (803, ["CUDA error 803", "update the NVIDIA"]),
 ])
+@pytest.mark.slow
 def test_cuinit_failures_become_device_unavailable_with_their_meaning(fake_libcuda, code, words):
     out = run_py("print(json.dumps(attempt(_core.cuda_devices)))",
                  {"FINGRAV_CUDA_LIBRARY": fake_libcuda, "FAKE_CUDA_INIT_RESULT": str(code)})
@@ -190,6 +192,7 @@ def test_cuinit_failures_become_device_unavailable_with_their_meaning(fake_libcu
         assert w in out["msg"], (w, out["msg"])
 
 
+@pytest.mark.slow
 def test_jit_failure_reports_the_drivers_error_log(fake_libcuda):
     out = run_py("print(json.dumps(attempt(lambda: _core.GlobaltimerSource(0))))",
                  {"FINGRAV_CUDA_LIBRARY": fake_libcuda, "FAKE_CUDA_JIT_FAIL": "1"})
@@ -198,12 +201,14 @@ def test_jit_failure_reports_the_drivers_error_log(fake_libcuda):
     assert "JIT error log:\nptxas fatal   : fake JIT failure for the test" in out["msg"]
 
 
+@pytest.mark.slow
 def test_device_out_of_range_names_the_count(fake_libcuda):
     out = run_py("print(json.dumps(attempt(lambda: _core.CudaMarkerProbe(3))))",
                  {"FINGRAV_CUDA_LIBRARY": fake_libcuda, "FAKE_CUDA_DEVICES": "2"})
     assert out["type"] == "DeviceUnavailableError" and "device=3" in out["msg"] and "sees 2" in out["msg"]
 
 
+@pytest.mark.slow
 def test_fake_driver_devices_clock_probe_and_events(fake_libcuda):
     out = run_py("""
         import numpy as np
@@ -255,6 +260,7 @@ def test_fake_driver_devices_clock_probe_and_events(fake_libcuda):
     assert out["bad_ev"]["type"] == "IndexError" and "index=3" in out["bad_ev"]["msg"]
 
 
+@pytest.mark.slow
 def test_backend_run_on_the_fake_driver_with_an_external_power_source(fake_libcuda):
     out = run_py("""
         import numpy as np
@@ -306,6 +312,7 @@ def test_backend_run_on_the_fake_driver_with_an_external_power_source(fake_libcu
     assert out["errs"]["name"]["type"] == "ValueError"
 
 
+@pytest.mark.slow
 def test_backend_needs_nvml_when_no_power_source_is_given(fake_libcuda):
     out = run_py("""
         from fingrav_native.backends.nvidia import NvidiaBackend
@@ -318,6 +325,7 @@ def test_backend_needs_nvml_when_no_power_source_is_given(fake_libcuda):
         assert out["type"] == "RuntimeError" and "no NVML support" in out["msg"], out
 
 
+@pytest.mark.slow
 def test_report_on_the_fake_driver_lists_its_devices(fake_libcuda):
     out = run_py("""
         from fingrav_native.backends.nvidia import report
@@ -378,6 +386,7 @@ def test_workload_validation():
         Workload("w", launch=lambda: None, stream=0)  # type: ignore[arg-type]
 
 
+@pytest.mark.optional
 def test_torch_gemm_without_a_gpu_is_a_clear_error():
     torch = pytest.importorskip("torch", reason="PyTorch is not installed in the test environment")
     from fingrav_native.backends.workloads import torch_gemm
@@ -391,6 +400,7 @@ def test_torch_gemm_without_a_gpu_is_a_clear_error():
 # ---------------------------------------------------------------- against the vendor's own tools
 
 
+@pytest.mark.optional
 def test_probe_ptx_assembles_with_ptxas(tmp_path):
     ptxas = _ptxas()
     ptx = tmp_path / "probe.ptx"
@@ -423,6 +433,7 @@ def _param_types(decl: str) -> str:
     return ", ".join(types)
 
 
+@pytest.mark.optional
 def test_declared_prototypes_and_symbol_versions_match_cuda_h():
     text = Path(_cuda_header()).read_text(encoding="utf-8", errors="replace")
     # What the header maps an API name to: `#define cuX cuX_v2` or the
@@ -449,6 +460,7 @@ def test_declared_prototypes_and_symbol_versions_match_cuda_h():
     assert re.search(r"typedef unsigned long long CUdeviceptr_v2;", text), "CUdeviceptr is no longer 64-bit"
 
 
+@pytest.mark.optional
 def test_declared_constants_match_cuda_h():
     text = Path(_cuda_header()).read_text(encoding="utf-8", errors="replace")
     consts = _core._cuda_constants()
@@ -460,6 +472,7 @@ def test_declared_constants_match_cuda_h():
         assert int(m.group(1), 0) == value, f"{name}: cuda.h says {m.group(1)}, we declare {value}"
 
 
+@pytest.mark.slow
 def test_validation_bench_stops_with_a_clear_message_without_a_gpu():
     if _gpu_present():
         pytest.skip("an NVIDIA GPU is present: run the bench itself")

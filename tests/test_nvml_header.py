@@ -3,9 +3,10 @@
 The core declares the few NVML types, constants and prototypes it uses instead
 of including nvml.h (the package builds with only a compiler). These tests
 compile those declarations, as the core exposes them, against the header from
-PyPI's nvidia-nvml-dev wheel (a `test` extra), so a wrong enum value, struct
-layout or parameter list fails here rather than on a GPU. A missing header is
-a failure, not a skip.
+PyPI's nvidia-nvml-dev wheel (the `test-full` extra), so a wrong enum value,
+struct layout or parameter list fails here rather than on a GPU. Marked
+`optional`, so the default run leaves them out; selected (`-m optional`, as
+.ci/run does), a missing header is a failure, not a skip.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from pathlib import Path
 import pytest
 
 from fingrav_native import _core
+
+pytestmark = pytest.mark.optional  # needs nvidia-nvml-dev (the test-full extra)
 
 HEADER_DISTRIBUTIONS = ("nvidia-nvml-dev", "nvidia-nvml-dev-cu12")
 
@@ -37,7 +40,7 @@ def find_nvml_header() -> Path:
             if f.name == "nvml.h":
                 return Path(str(f.locate()))
     pytest.fail(
-        "nvml.h not found: install the test extra (pip install '.[test]', which brings nvidia-nvml-dev) "
+        "nvml.h not found: install the test-full extra (pip install '.[test-full]', which brings nvidia-nvml-dev) "
         "or set FINGRAV_NVML_HEADER to an nvml.h"
     )
 

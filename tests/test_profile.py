@@ -66,6 +66,7 @@ def test_error_budget_is_reported_and_bounded(sse_4k) -> None:
     assert "device" in p.clock and "cb-4k-gemm" in repr(p)
 
 
+@pytest.mark.slow
 def test_ssp_search_finds_the_cb2k_climb_and_both_profiles_differ() -> None:
     p = profile("cb-2k-gemm", SimBackend(seed=4), mode="both", runs=60, probe_lois=60, max_top_up_runs=60)
     n = p.ssp_search.executions
@@ -139,6 +140,7 @@ def test_docstring_examples_run(name: str) -> None:
     assert attempted > 0 and failed == 0
 
 
+@pytest.mark.slow
 def test_profile_runs_the_same_on_the_real_time_device() -> None:
     # The live path: a real sampler thread, live bracketed clock reads, real
     # latencies; the simulator still knows the truth.

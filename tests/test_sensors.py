@@ -98,6 +98,7 @@ def _score(dec, dip=0.25):
     return c, f, truth, rmse, bias
 
 
+@pytest.mark.slow
 def test_a_1ms_average_recovers_a_mid_kernel_dip():
     # Issue 15's criterion: a few-hundred-us kernel with a 25 % mid-kernel dip,
     # logged by a 1 ms averaging sensor with the window declared per log.
@@ -117,6 +118,7 @@ def test_a_1ms_average_recovers_a_mid_kernel_dip():
     assert c.energy_j == pytest.approx(np.mean(truth) * DURATION_NS * 1e-9, rel=0.01)
 
 
+@pytest.mark.slow
 def test_placing_the_same_windowed_logs_at_one_instant_smears_the_dip():
     # The old attribution (window centre, value unchanged) against the truth:
     # what the deconvolution is for.
@@ -132,6 +134,7 @@ def test_placing_the_same_windowed_logs_at_one_instant_smears_the_dip():
     assert _score(dec)[3] < rmse_old / 3
 
 
+@pytest.mark.slow
 def test_instantaneous_logs_deconvolve_to_the_curve():
     sensor = sensor_preset("instant-1ms")
     samples, ex = logged_runs(200, sensor, seed=2)
@@ -140,6 +143,7 @@ def test_instantaneous_logs_deconvolve_to_the_curve():
     assert _score(dec)[3] <= 0.02
 
 
+@pytest.mark.slow
 def test_a_part_time_sensor_says_it_cannot_resolve_the_kernel():
     sensor = sensor_preset("part-time-100ms")
     samples, ex = logged_runs(200, sensor, seed=3)
@@ -243,6 +247,7 @@ from fingrav_native import load_profile, save_profile, stitch_logs  # noqa: E402
 from fingrav_native.method.profile import SensorResolutionWarning  # noqa: E402
 
 
+@pytest.mark.slow
 def test_stitch_logs_deconvolves_declared_windows_and_keeps_the_instant_path():
     # Issue 15's criterion through the public entry point: the window declared per log.
     samples, ex = logged_runs(400, sensor_preset("amd-1ms-average"), seed=1)
@@ -265,6 +270,7 @@ def test_stitch_logs_deconvolves_declared_windows_and_keeps_the_instant_path():
     assert plain.deconvolution is None
 
 
+@pytest.mark.slow
 def test_a_deconvolved_profile_round_trips_through_a_file(tmp_path):
     import dataclasses
 
@@ -285,6 +291,7 @@ def test_a_deconvolved_profile_round_trips_through_a_file(tmp_path):
     np.testing.assert_array_equal(d["total"].curve, ep.deconvolution["total"].curve)
 
 
+@pytest.mark.slow
 def test_what_the_sensor_cannot_resolve_is_said():
     samples, ex = logged_runs(200, sensor_preset("part-time-100ms"), seed=3)
     with pytest.warns(SensorResolutionWarning) as got:
@@ -328,6 +335,7 @@ SHARP_GPU = {"f_park": 1.0, "f_min": 1.0, "r_fast_k_per_w": 0.0, "r_slow_k_per_w
 
 
 @pytest.mark.parametrize("window_ns", [500_000.0, 1_000_000.0])
+@pytest.mark.slow
 def test_characterize_recovers_the_simulated_sensor(window_ns):
     from fingrav_native import SimBackend
     from fingrav_native.sensors.characterize import characterize

@@ -201,6 +201,7 @@ def test_weighting_pulls_the_fit_towards_precise_logs():
     np.testing.assert_array_equal(plain.mean, weighted.mean)
 
 
+@pytest.mark.slow
 def test_local_smoother_with_many_lois_uses_blocks():
     rng = np.random.default_rng(3)
     x = rng.uniform(0, 1_000_000, 50_000)
@@ -289,6 +290,7 @@ def test_bin_means_are_the_plain_means_of_their_members(data, width):
 
 @PROPS
 @given(data=loi_sets, c=st.integers(-500, 500), smoother=st.sampled_from(["local", "poly4"]))
+@pytest.mark.slow
 def test_constant_shift_shifts_means_and_fits(data, c, smoother):
     toi, values = (np.asarray(a, dtype=np.float64) for a in data)
     a = stitch(make_lois(toi, values), channels=("total",), smoother=smoother)["total"]
@@ -303,6 +305,7 @@ def test_constant_shift_shifts_means_and_fits(data, c, smoother):
 
 @PROPS
 @given(data=loi_sets, seed=st.integers(0, 2**32 - 1), x=st.sampled_from(["time", "fraction"]))
+@pytest.mark.slow
 def test_loi_order_does_not_matter(data, seed, x):
     toi, values = (np.asarray(a, dtype=np.float64) for a in data)
     lois = make_lois(toi, values)

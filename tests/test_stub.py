@@ -43,6 +43,7 @@ def test_stub_file_exists():
     assert (STUB.parent / "py.typed").is_file()
 
 
+@pytest.mark.slow
 def test_stubtest_passes(tmp_path):
     # The stub is taken from the source tree (MYPYPATH), the module from the
     # installed package, so the check is of the stub that gets committed.
