@@ -1,0 +1,156 @@
+// Host clock, device clocks (TimestampSource) and the clock sync that brackets
+// one with the other.
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+
+#include "common.hpp"
+#include "fingrav/clock_sync.hpp"
+#include "fingrav/host_clock.hpp"
+#include "fingrav/timestamp_source.hpp"
+#include "register.hpp"
+
+namespace fingrav::bindings {
+namespace {
+
+// Brackets as an (n, 3) int64 array (host_before, device_ticks, host_after),
+// owning the buffer (no copy).
+py::array_t<std::int64_t> brackets_array(std::unique_ptr<Bracket[]> data, std::size_t n) {
+  Bracket* raw = data.release();
+  py::capsule owner(raw, [](void* p) { delete[] static_cast<Bracket*>(p); });
+  return py::array_t<std::int64_t>({static_cast<py::ssize_t>(n), static_cast<py::ssize_t>(3)},
+                                   {static_cast<py::ssize_t>(sizeof(Bracket)), static_cast<py::ssize_t>(sizeof(std::int64_t))},
+                                   reinterpret_cast<std::int64_t*>(raw), owner);
+}
+
+}  // namespace
+
+void register_clocks(py::module_& m) {
+  // ------------------------------------------------------------ host clock
+  m.def("host_time_ns", &host_now_ns,
+        "Host time now: CLOCK_MONOTONIC_RAW in nanoseconds, the timeline every result is placed on.");
+
+  py::class_<HostClockInfo>(m, "HostClockInfo", "Cost and resolution of reading the host clock.")
+      .def_readonly("read_cost_ns", &HostClockInfo::read_cost_ns)
+      .def_readonly("min_read_cost_ns", &HostClockInfo::min_read_cost_ns)
+      .def_readonly("resolution_ns", &HostClockInfo::resolution_ns)
+      .def_readonly("observed_step_ns", &HostClockInfo::observed_step_ns)
+      .def("__repr__", [](const HostClockInfo& h) {
+        return "HostClockInfo(read_cost_ns=" + std::to_string(h.read_cost_ns) +
+               ", min_read_cost_ns=" + std::to_string(h.min_read_cost_ns) +
+               ", resolution_ns=" + std::to_string(h.resolution_ns) +
+               ", observed_step_ns=" + std::to_string(h.observed_step_ns) + ")";
+      });
+  m.def(
+      "measure_host_clock",
+      [](std::int64_t reads) {
+        py::gil_scoped_release nogil;
+        return measure_host_clock(reads);
+      },
+      py::arg("reads") = 200000, "Measures the host clock's read cost and resolution over `reads` back-to-back reads.");
+
+  // ------------------------------------------------------------ device clocks
+  py::class_<TimestampSource, std::shared_ptr<TimestampSource>>(m, "TimestampSource",
+                                                                "A device clock readable from the host (interface).")
+      .def_property_readonly("name", [](const TimestampSource& t) { return t.timestamp_info().name; })
+      .def_property_readonly("clock_domain", [](const TimestampSource& t) { return t.timestamp_info().clock_domain; })
+      .def_property_readonly("nominal_tick_ns", [](const TimestampSource& t) { return t.timestamp_info().nominal_tick_ns; })
+      .def("read_device_ticks", [](TimestampSource& t) {
+        py::gil_scoped_release nogil;
+        return t.read_device_ticks();
+      }, "One read of the device clock (blocks for the read's latency).");
+
+  // ------------------------------------------------------------ clock sync
+  m.def(
+      "measure_brackets",
+      [](std::shared_ptr<TimestampSource> source, py::ssize_t n) {
+        if (!source) throw std::invalid_argument("source: must not be None");
+        if (n < 1 || n > (1 << 24)) throw std::invalid_argument("n=" + std::to_string(n) + ": must be in [1, 2^24]");
+        std::unique_ptr<Bracket[]> buf(new Bracket[static_cast<std::size_t>(n)]);
+        {
+          py::gil_scoped_release nogil;
+          measure_brackets(*source, buf.get(), static_cast<std::size_t>(n));
+        }
+        return brackets_array(std::move(buf), static_cast<std::size_t>(n));
+      },
+      py::arg("source"), py::arg("n"),
+      "n bracketed reads of a device clock, back to back: an (n, 3) int64 array of\n"
+      "(host_before_ns, device_ticks, host_after_ns). The GIL is released while reading.");
+
+  py::class_<ClockSyncStats>(m, "ClockSyncStats", "Counters of a ClockSyncRecorder.")
+      .def_readonly("bursts", &ClockSyncStats::bursts)
+      .def_readonly("reads", &ClockSyncStats::reads)
+      .def_readonly("drops", &ClockSyncStats::drops)
+      .def_readonly("cpu_time_ns", &ClockSyncStats::cpu_time_ns)
+      .def_readonly("wall_time_ns", &ClockSyncStats::wall_time_ns)
+      .def("__repr__", [](const ClockSyncStats& s) {
+        return "ClockSyncStats(bursts=" + std::to_string(s.bursts) + ", reads=" + std::to_string(s.reads) +
+               ", drops=" + std::to_string(s.drops) + ")";
+      });
+
+  py::class_<ClockSyncRecorder>(m, "ClockSyncRecorder",
+                                "Takes a burst of bracketed device-clock reads every interval on a background\n"
+                                "thread, so a long campaign can refit its clock map afterwards.")
+      .def(py::init([](std::shared_ptr<TimestampSource> source, std::int64_t interval_ns, std::int64_t burst,
+                       py::ssize_t capacity) {
+             if (burst < 1 || burst > 4096) {
+               throw std::invalid_argument("burst=" + std::to_string(burst) + ": must be in [1, 4096]");
+             }
+             ClockSyncConfig c;
+             c.interval_ns = interval_ns;
+             c.burst = static_cast<std::uint32_t>(burst);
+             c.capacity = non_negative(capacity, "capacity");
+             return std::make_unique<ClockSyncRecorder>(std::move(source), c);
+           }),
+           py::arg("source"), py::kw_only(), py::arg("interval_ns") = 250'000'000, py::arg("burst") = 32,
+           py::arg("capacity") = 1 << 16)
+      .def("start", &ClockSyncRecorder::start, "Starts the thread: a burst at once, then one per interval.")
+      .def("stop", [](ClockSyncRecorder& r) {
+        {
+          py::gil_scoped_release nogil;
+          r.stop();
+        }
+        const std::string err = r.error();
+        if (!err.empty()) throw SamplerFailure(err);
+      }, "Takes a last burst and joins. Raises SamplerError if the timestamp source failed.")
+      .def("drain", [](ClockSyncRecorder& r) {
+        std::unique_ptr<Bracket[]> buf;
+        std::size_t n;
+        {
+          py::gil_scoped_release nogil;
+          const std::size_t want = r.available();
+          buf.reset(new Bracket[want > 0 ? want : 1]);
+          n = r.drain(buf.get(), want);
+        }
+        return brackets_array(std::move(buf), n);
+      }, "Moves the recorded brackets into an (n, 3) int64 array (no further copy).")
+      .def_property_readonly("available", &ClockSyncRecorder::available)
+      .def_property_readonly("running", &ClockSyncRecorder::running)
+      .def_property_readonly("started", &ClockSyncRecorder::started)
+      .def_property_readonly("error", [](const ClockSyncRecorder& r) -> std::optional<std::string> {
+        std::string e = r.error();
+        if (e.empty()) return std::nullopt;
+        return e;
+      })
+      .def_property_readonly("interval_ns", [](const ClockSyncRecorder& r) { return r.config().interval_ns; })
+      .def_property_readonly("burst", [](const ClockSyncRecorder& r) { return r.config().burst; })
+      .def("stats", &ClockSyncRecorder::stats)
+      .def("__enter__", [](ClockSyncRecorder& r) -> ClockSyncRecorder& {
+        r.start();
+        return r;
+      }, py::return_value_policy::reference)
+      .def("__exit__", [](ClockSyncRecorder& r, const py::object& exc_type, const py::object&, const py::object&) {
+        {
+          py::gil_scoped_release nogil;
+          r.stop();
+        }
+        const std::string err = r.error();
+        if (!err.empty() && exc_type.is_none()) throw SamplerFailure(err);
+        return false;
+      });
+}
+
+}  // namespace fingrav::bindings

@@ -1,0 +1,58 @@
+#include "common.hpp"
+
+#include <string>
+
+#include "fingrav/dynlib.hpp"
+#include "fingrav/sample.hpp"
+#include "register.hpp"
+
+namespace fingrav::bindings {
+
+py::dtype make_dtype(std::initializer_list<std::tuple<const char*, const char*, std::size_t>> fields,
+                     std::size_t itemsize) {
+  py::list names, formats, offsets;
+  for (const auto& [name, fmt, off] : fields) {
+    names.append(name);
+    formats.append(fmt);
+    offsets.append(off);
+  }
+  py::dict spec;
+  spec["names"] = names;
+  spec["formats"] = formats;
+  spec["offsets"] = offsets;
+  spec["itemsize"] = itemsize;
+  return py::dtype::from_args(spec);
+}
+
+py::dtype sample_dtype() {
+  static const py::dtype* dt = new py::dtype(make_dtype(
+      {{"host_ns", "<i8", offsetof(Sample, host_ns)},
+       {"host_poll_begin_ns", "<i8", offsetof(Sample, host_poll_begin_ns)},
+       {"source_ts", "<i8", offsetof(Sample, source_ts)},
+       {"source_seq", "<u8", offsetof(Sample, source_seq)},
+       {"seq", "<u8", offsetof(Sample, seq)},
+       {"total", "<f4", offsetof(Sample, power_w) + 0 * sizeof(float)},
+       {"compute", "<f4", offsetof(Sample, power_w) + 1 * sizeof(float)},
+       {"io", "<f4", offsetof(Sample, power_w) + 2 * sizeof(float)},
+       {"memory", "<f4", offsetof(Sample, power_w) + 3 * sizeof(float)},
+       {"flags", "<u4", offsetof(Sample, flags)},
+       {"window_ns", "<u4", offsetof(Sample, window_ns)}},
+      sizeof(Sample)));
+  return *dt;
+}
+
+std::size_t non_negative(py::ssize_t v, const char* name) {
+  if (v < 0) throw std::invalid_argument(std::string(name) + "=" + std::to_string(v) + ": must be >= 0");
+  return static_cast<std::size_t>(v);
+}
+
+void register_errors(py::module_& m) {
+  py::register_exception<SamplerFailure>(m, "SamplerError", PyExc_RuntimeError);
+  // A missing vendor library or device: the message names the library, the
+  // paths tried and what to install (see dynlib.hpp).
+  py::register_exception<LibraryNotFound>(m, "LibraryNotFoundError", PyExc_RuntimeError);
+  py::register_exception<SymbolNotFound>(m, "SymbolNotFoundError", PyExc_RuntimeError);
+  py::register_exception<DeviceUnavailable>(m, "DeviceUnavailableError", PyExc_RuntimeError);
+}
+
+}  // namespace fingrav::bindings
