@@ -346,3 +346,17 @@ def test_characterize_recovers_the_simulated_sensor(window_ns):
     assert c.period.period_ns == pytest.approx(1e6, rel=0.01)
     assert c.sensor.window_ns == pytest.approx(window_ns, rel=0.05)
     assert c.sensor.delay_ns == pytest.approx(0.0, abs=0.05 * window_ns)  # the sim stamps at the window's end
+
+
+def test_fingrav_characterize_writes_a_sensor_file_profiles_can_use(tmp_path, capsys):
+    from fingrav_native.app import cli
+    from fingrav_native.sensors.characterize import load_characterisation
+
+    out = tmp_path / "sensor.json"
+    assert cli.main(["characterize", "--runs", "6", "--cycles", "2", "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "period 1000.0 us" in text and "written to" in text
+    c = load_characterisation(out)
+    assert c.sensor.source == "characterised" and c.period.period_ns == pytest.approx(1e6, rel=0.01)
+    assert cli.main(["characterize", "--runs", "1"]) == 2
+    assert "--runs=1: must be >= 2" in capsys.readouterr().err

@@ -5,12 +5,13 @@ from __future__ import annotations
 import argparse
 import re
 import sys
-from typing import Any, Sequence
+from typing import Any, Sequence, cast
 
 from fingrav_native.app import plot as fplot
 from fingrav_native.app.demo import run_demo, run_sim_demo, run_synthetic_demo
 from fingrav_native.app.plot import plot_sync_error
 from fingrav_native.backends.amd import AmdBackend
+from fingrav_native.backends.base import Backend
 from fingrav_native.backends.devices import format_reports, list_backends
 from fingrav_native.backends.nvidia import NvidiaBackend
 from fingrav_native.backends.sim import LiveSimBackend, SimBackend
@@ -22,6 +23,7 @@ from fingrav_native.method.campaign import CampaignFormatError, CampaignMismatch
 from fingrav_native.method.profile import PROFILE_FILE, profile
 from fingrav_native.method.progress import ProgressReporter, TerminalProgress
 from fingrav_native.method.results import InterleavedProfile, Profile
+from fingrav_native.sensors.characterize import characterize
 from fingrav_native.sim.device import kernel_presets
 
 EXIT_OK = 0
@@ -115,6 +117,7 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--summary", metavar="FILE", help="write a JSON summary")
     _add_profile_parser(sub)
     _add_sync_parser(sub)
+    _add_characterize_parser(sub)
     return parser
 
 
@@ -184,6 +187,68 @@ def _add_sync_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]")
     sync.add_argument("--interval-ms", type=float, default=100.0, help="time between bursts (default 100 ms)")
     sync.add_argument("--json", action="store_true", help="print the report as JSON")
     sync.add_argument("--plot", metavar="FILE", help="also draw each read's distance from the map (PNG/PDF/SVG)")
+
+
+def _add_characterize_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    ch = sub.add_parser(
+        "characterize",
+        help="measure a backend's power sensor (period, window or filter, delay) with a load square wave",
+        description=(
+            "Run a heavy and a light kernel in alternation (a square wave of load, as Yang et al., SC'24) "
+            "over many runs at random phase against the sensor, place every log on the host timeline, "
+            "and fit the sensor: update period, boxcar window or first-order filter, delay. The result "
+            "is a sensor file that profiles use (stitch_logs(sensor=load_characterisation(FILE).sensor)). "
+            "The GPU's own power must follow the load faster than the sensor averages; where it does "
+            "not (clock ramps, heating), the fitted window includes the GPU's response."),
+        epilog=("examples:\n  fingrav characterize --out sim-sensor.json\n"
+                "  fingrav characterize --backend nvidia --kernel cb-8k-gemm --light mb-2k-gemv --out h100.json"),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    ch.add_argument("--backend", choices=BACKENDS, default="sim", help="which device (default sim)")
+    ch.add_argument("--device", type=int, default=0, help="GPU index for amd/nvidia (default 0)")
+    ch.add_argument("--seed", type=int, default=0, help="seed of the simulated device (default 0)")
+    ch.add_argument("--kernel", default="cb-4k-gemm", help="the heavy kernel (default cb-4k-gemm)")
+    ch.add_argument("--light", default="mb-2k-gemv", help="the light kernel (default mb-2k-gemv)")
+    ch.add_argument("--runs", type=int, default=40, help="runs (default 40)")
+    ch.add_argument("--cycles", type=int, default=4, help="heavy/light cycles per run (default 4)")
+    ch.add_argument("--half-period-ms", type=float, default=None,
+                    help="length of each level (default: from the declared sensor)")
+    ch.add_argument("--out", metavar="FILE", help="write the characterisation (JSON) here")
+    ch.add_argument("--json", action="store_true", help="print the characterisation as JSON")
+
+
+def _characterize(args: argparse.Namespace) -> int:
+    import json
+
+    if args.runs < 2:
+        raise ValueError(f"--runs={args.runs}: must be >= 2")
+    if args.cycles < 1:
+        raise ValueError(f"--cycles={args.cycles}: must be >= 1")
+    if args.half_period_ms is not None and not args.half_period_ms > 0:
+        raise ValueError(f"--half-period-ms={args.half_period_ms}: must be > 0")
+    backend = _make_backend(args.backend, args.device, args.seed)
+    kernel = _resolve_kernel(args.kernel, args.backend)
+    light = _resolve_kernel(args.light, args.backend)
+    # The hardware backends take a Workload where the protocol says KernelSpec; the runtime contract is the same.
+    c = characterize(cast(Backend, backend), kernel, light, runs=args.runs, cycles=args.cycles,
+                     half_period_ns=None if args.half_period_ms is None else args.half_period_ms * 1e6)
+    if args.out:
+        c.save(args.out)
+    if args.json:
+        print(json.dumps(c.as_dict(), indent=2))
+        return EXIT_OK
+    s, st = c.sensor, c.step
+    print(f"sensor of {c.device}: {s.kind}, period {s.period_ns / 1e3:.1f} us "
+          f"(+-{c.period.uncertainty_ns / 1e3:.2f}, jitter {c.period.jitter_ns / 1e3:.1f} us)")
+    if st is not None:
+        length = (f"boxcar window {st.window_ns / 1e3:.1f} +- {st.window_err_ns / 1e3:.1f} us" if st.shape == "boxcar"
+                  else f"first-order filter, tau {st.tau_ns / 1e3:.1f} +- {st.tau_err_ns / 1e3:.1f} us")
+        print(f"  {length}; delay {st.delay_ns / 1e3:.1f} +- {st.delay_err_ns / 1e3:.1f} us; "
+              f"10-90 % rise {st.rise_ns / 1e3:.1f} us")
+        print(f"  fit residual {st.residual_w:.1f} W over {st.logs} logs (the other shape: {st.other_residual_w:.1f} W)")
+    if args.out:
+        print(f"  written to {args.out}")
+    return EXIT_OK
 
 
 def _make_backend(name: str, device: int, seed: int) -> object:
@@ -492,8 +557,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         except ValueError as exc:
             print(f"fingrav {args.command}: {exc}", file=sys.stderr)
             return EXIT_USAGE
-    if args.command in ("profile", "sync"):
+    if args.command in ("profile", "sync", "characterize"):
         try:
+            if args.command == "characterize":
+                return _characterize(args)
             return _profile(args) if args.command == "profile" else _sync(args)
         # A missing library or device (LibraryNotFoundError, DeviceUnavailableError
         # are RuntimeErrors) or module is a failure to run, not bad usage.

@@ -462,8 +462,8 @@ def load_characterisation(path: Union[str, "os.PathLike[str]"]) -> Characterisat
 
 def characterize(
     backend: Backend,
-    kernel: Union[str, int] = "cb-4k-gemm",
-    light: Union[str, int] = "mb-2k-gemv",
+    kernel: Any = "cb-4k-gemm",
+    light: Any = "mb-2k-gemv",
     *,
     runs: int = 40,
     cycles: int = 4,
@@ -477,7 +477,7 @@ def characterize(
     ----------
     backend : Backend
         The device (the simulator or a GPU).
-    kernel, light : str or int
+    kernel, light : str, int or Workload
         A heavy kernel (default the simulator's CB-4K GEMM; on a GPU a large
         GEMM) and a light one (a small GEMV): the square wave's two levels.
         Both stay on the GPU, so every edge is logged inside a run and its
@@ -531,7 +531,7 @@ def characterize(
         rec = backend.execute_run(k, 5, backend.new_run_id())
         counts.append(max(1, int(math.ceil(half / float(np.median(nominal_durations(rec.markers,
                                                                                        caps.device_tick_ns)))))))
-    plan: list[tuple[Union[str, int], int]] = [(kernel, counts[0]), (light, counts[1])] * n_cyc
+    plan: list[tuple[Any, int]] = [(kernel, counts[0]), (light, counts[1])] * n_cyc
     total = sum(c for _, c in plan)
     records = []
     for _ in range(n_runs):
