@@ -81,6 +81,49 @@ def test_cb2k_climbs_gradually_while_execution_time_stays_flat(seed: int) -> Non
     assert d[0] > 1.1 * np.median(flat)
 
 
+@pytest.mark.parametrize("seed", [1, 2, 3, 4, 5])
+@pytest.mark.parametrize("kernel,executions,rise", [("cb-4k-gemm", 40, 1.04), ("cb-2k-gemm", 150, 1.08)])
+def test_execution_time_settles_by_the_sse_while_power_keeps_rising(
+        kernel: str, executions: int, rise: float, seed: int) -> None:
+    # The paper (Sections IV-A, V-C1): the SSE is the first execution after
+    # the warm-ups beyond which time no longer falls; power then still rises
+    # to the SSP, and "all executions between SSE and SSP have similar
+    # execution times". CB-4K: the clock is at f_max by the SSE and the dies'
+    # leakage heats up under it; CB-2K: the clock still climbs (DPM steps)
+    # but its duration does not follow, its power does.
+    ex = one_run(kernel, executions, seed)
+    p = ex["mean_total_w"]
+    d = (ex["end_ns"] - ex["start_ns"]).astype(float)
+    ssp = sim.steady_state_index(p, tolerance=0.02)
+    assert ssp > 6, ssp  # power is still changing well after the SSE
+    assert abs(d[3] / d[ssp] - 1) < 0.02, (d[3], d[ssp])
+    assert p[ssp] > rise * p[3], (p[3], p[ssp])
+    assert np.ptp(d[3:ssp + 1]) / np.median(d[3:ssp + 1]) < 0.03
+    if kernel == "cb-4k-gemm":
+        # Power rises at a constant clock: leakage of the heating dies.
+        assert abs(ex["mean_freq"][ssp] / ex["mean_freq"][3] - 1) < 0.01
+        assert ex["mean_compute_w"][ssp] > 1.04 * ex["mean_compute_w"][3]
+
+
+def test_only_the_heaviest_gemm_reaches_the_power_cap() -> None:
+    # CB-8K overshoots the cap and the firmware cuts its clock (Section
+    # V-C1, "the first few executions considerably stress power"); CB-4K and
+    # CB-2K stay under it, so nothing slows them down after their warm-ups.
+    for kernel, executions, capped in (("cb-8k-gemm", 20, True), ("cb-4k-gemm", 60, False),
+                                       ("cb-2k-gemm", 150, False)):
+        gpu = sim.SimGPU(seed=3)
+        gpu.idle(IDLE_NS)
+        t0 = gpu.now()
+        gpu.run(kernel, executions)
+        fw = gpu.firmware()
+        fw = fw[fw["t_ns"] >= t0]
+        assert bool(fw["throttled"].any()) == capped, kernel
+        if capped:
+            # The cut comes after the lagging average crosses the cap, not at once.
+            first_cut = fw["t_ns"][np.argmax(fw["throttled"] > 0)] - t0
+            assert first_cut > 2_000_000, first_cut
+
+
 def test_first_executions_from_idle_are_slower() -> None:
     for kernel in ("cb-4k-gemm", "mb-8k-gemv", "allgather-1g"):
         d = one_run(kernel, 10)

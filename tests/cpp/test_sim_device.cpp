@@ -2,6 +2,7 @@
 // launches and synchronizes while the sampler thread polls the device's
 // logger and a ClockSyncRecorder thread reads its clock. Run under TSan this
 // proves the device's locking; the checks prove the three views agree.
+#include <cmath>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -89,6 +90,30 @@ void virtual_time_is_deterministic() {
   }
 }
 
+// The paper's SSE -> SSP picture for a kernel under the cap (CB-4K, Section
+// V-C1): the clock reaches f_max during the warm-ups, so execution time is
+// settled by the SSE, while power keeps rising at that clock as the compute
+// dies heat and leak more, for tens of executions.
+void clock_settles_before_power() {
+  SimParams p;
+  p.seed = 4;
+  SimDevice dev(p, false);
+  dev.advance(100'000'000);  // idle, parked and cool
+  const double temp_idle = dev.current_temp_rise_k();
+  dev.launch(dev.kernel_id("cb-4k-gemm"), 30, 0);
+  dev.synchronize();
+  const std::vector<ExecRecord> ex = dev.executions();
+  CHECK_EQ(ex.size(), 30u);
+  auto duration = [&](std::size_t i) { return static_cast<double>(ex[i].end_ns - ex[i].start_ns); };
+  CHECK_MSG(ex[3].mean_freq > 0.99 && ex[29].mean_freq > 0.99, "clock " << ex[3].mean_freq << " " << ex[29].mean_freq);
+  CHECK_MSG(std::fabs(duration(3) / duration(29) - 1.0) < 0.02, "durations " << duration(3) << " " << duration(29));
+  CHECK_MSG(ex[29].mean_power_w[0] > 1.04 * ex[3].mean_power_w[0],
+            "power " << ex[3].mean_power_w[0] << " -> " << ex[29].mean_power_w[0]);
+  CHECK(dev.current_temp_rise_k() > temp_idle + 10);
+  // Under the cap: the firmware never cut the clock.
+  for (const FirmwareRecord& r : dev.firmware()) CHECK_EQ(r.throttled, 0);
+}
+
 }  // namespace
 
 int main() {
@@ -96,5 +121,6 @@ int main() {
                                                     {"concurrent_launch_sample_and_clock_reads",
                                                      concurrent_launch_sample_and_clock_reads},
                                                     {"virtual_time_is_deterministic", virtual_time_is_deterministic},
+                                                    {"clock_settles_before_power", clock_settles_before_power},
                                                 });
 }

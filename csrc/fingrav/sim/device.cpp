@@ -91,8 +91,8 @@ const std::vector<ParamEntry>& param_table() {
     FINGRAV_PARAM(other_w, "rest of the board, W (in total, in no component)");
     FINGRAV_PARAM(vr_loss, "voltage-regulator loss as a share of component power (in total only)");
     FINGRAV_PARAM(tau_power_ns, "time constant of component power following activity, ns");
-    FINGRAV_PARAM(r_fast_k_per_w, "die hot-spot thermal resistance, K/W");
-    FINGRAV_PARAM(tau_fast_ns, "die hot-spot thermal time constant, ns");
+    FINGRAV_PARAM(r_fast_k_per_w, "compute dies' rise above the package per W of compute power, K/W");
+    FINGRAV_PARAM(tau_fast_ns, "compute dies' thermal time constant (thin silicon on the package), ns");
     FINGRAV_PARAM(r_slow_k_per_w, "package/heat-sink thermal resistance, K/W");
     FINGRAV_PARAM(tau_slow_ns, "package/heat-sink thermal time constant, ns");
     FINGRAV_PARAM(fw_loop_ns, "firmware power-management loop period, ns");
@@ -105,6 +105,7 @@ const std::vector<ParamEntry>& param_table() {
     FINGRAV_PARAM(boost_activity_lo, "compute activity below which clocks stay parked");
     FINGRAV_PARAM(boost_activity_hi, "compute activity above which the clock target is f_max");
     FINGRAV_PARAM(ramp_up_per_ms, "fastest clock climb per ms (DPM step rate)");
+    FINGRAV_PARAM(ramp_partial_per_ms, "clock climb per ms towards a target below f_max (compute-light work sits near DPM's busy set point, so each evaluation raises one step); its execution time barely follows, its power does");
     FINGRAV_PARAM(ramp_gain, "clock climb per ms is at most this times the relative headroom under the cap");
     FINGRAV_PARAM(ramp_hold_per_ms, "clock climb per ms for hold_ns after a throttle (hysteresis against oscillation)");
     FINGRAV_PARAM(hold_ns, "how long that slow climb lasts after a throttle, ns");
@@ -181,6 +182,7 @@ void validate_params(const SimParams& p) {
   nonneg(p.ramp_gain, "ramp_gain");
   nonneg(p.ramp_down_per_ms, "ramp_down_per_ms");
   nonneg(p.ramp_hold_per_ms, "ramp_hold_per_ms");
+  nonneg(p.ramp_partial_per_ms, "ramp_partial_per_ms");
   nonneg(p.hold_ns, "hold_ns");
   nonneg(p.throttle_gain, "throttle_gain");
   nonneg(p.park_after_ns, "park_after_ns");
@@ -212,10 +214,10 @@ SimDevice::SimDevice(const SimParams& params, bool realtime)
   double temp = 0;
   for (int i = 0; i < 50; ++i) {
     pw_[0] = p_.compute_idle_w + p_.compute_leak_w * std::exp(temp / p_.leak_temp_scale_k);
-    temp = (p_.r_fast_k_per_w + p_.r_slow_k_per_w) * total_from(pw_);
+    temp = p_.r_fast_k_per_w * pw_[0] + p_.r_slow_k_per_w * total_from(pw_);
   }
   ppt_w_ = total_from(pw_);
-  t_fast_ = p_.r_fast_k_per_w * total_from(pw_);
+  t_fast_ = p_.r_fast_k_per_w * pw_[0];
   t_slow_ = p_.r_slow_k_per_w * total_from(pw_);
   last_busy_ns_ = t_ - static_cast<std::int64_t>(p_.park_after_ns) - 1;
   last_end_ns_ = std::numeric_limits<std::int64_t>::min() / 2;
@@ -452,11 +454,12 @@ void SimDevice::step(std::int64_t t1) {
     progress_ += exec_rate() * dt;
   }
   // Thermal nodes driven by the step's mean power (steps are far shorter
-  // than the thermal time constants).
-  const double p_mean = e_total / dt;
+  // than the thermal time constants): the compute dies heat above the
+  // package by their own power (an IO-heavy collective barely warms them),
+  // the package and heat sink by the whole board's.
   double unused;
-  lag(t_fast_, p_.r_fast_k_per_w * p_mean, dt, p_.tau_fast_ns, unused);
-  lag(t_slow_, p_.r_slow_k_per_w * p_mean, dt, p_.tau_slow_ns, unused);
+  lag(t_fast_, p_.r_fast_k_per_w * integ[0] / dt, dt, p_.tau_fast_ns, unused);
+  lag(t_slow_, p_.r_slow_k_per_w * e_total / dt, dt, p_.tau_slow_ns, unused);
   t_ = t1;
 }
 
@@ -564,6 +567,11 @@ void SimDevice::firmware_tick() {
       // After a throttle, climb only slowly for a while (hysteresis).
       const double headroom = std::max(0.0, (p_.cap_w - ppt_w_) / p_.cap_w);
       double rate = std::min(p_.ramp_up_per_ms, p_.ramp_gain * headroom);
+      // Compute-light work (a partial target) climbs a DPM step per loop:
+      // its activity hovers near the busy set point. A busy compute kernel
+      // goes to f_max at once, so its execution time settles in its
+      // warm-up executions.
+      if (x < 1.0) rate = std::min(rate, p_.ramp_partial_per_ms);
       if (t_ < hold_until_) rate = std::min(rate, p_.ramp_hold_per_ms);
       f_ = std::min(target, f_ + rate * ms);
     } else if (f_ > target) {
