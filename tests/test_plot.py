@@ -61,6 +61,29 @@ def test_kernel_view_per_component(prof):
         plot.plot_kernel(prof)
 
 
+def test_kernel_band_is_the_fits_and_falls_back_to_the_bins(prof):
+    import dataclasses
+
+    ep = prof.profiles["ssp"]
+    ch = ep.stitched["total"]
+    ax = plot.plot_kernel(ep, channels=("total",))
+    (band,) = ax.collections
+    verts = band.get_paths()[0].vertices
+    # The fit's simultaneous band, drawn along the fit's grid (us).
+    assert verts[:, 0].min() == pytest.approx(ch.fit_x[0] / 1e3) and verts[:, 0].max() == pytest.approx(ch.fit_x[-1] / 1e3)
+    assert verts[:, 1].min() == pytest.approx(np.nanmin(ch.fit_low)) and verts[:, 1].max() == pytest.approx(np.nanmax(ch.fit_high))
+    # A profile without a fit band (a file written before it existed): the
+    # intervals of the bins with two LOIs or more (30 runs leave few).
+    ep = prof.profiles["sse"]
+    ch = ep.stitched["total"]
+    old = dataclasses.replace(ch, fit_low=np.empty(0), fit_high=np.empty(0))
+    ep_old = dataclasses.replace(ep, stitched=dataclasses.replace(ep.stitched, channels=(old,)))
+    (bins,) = plot.plot_kernel(ep_old, channels=("total",)).collections
+    good = np.isfinite(ch.ci_low) & np.isfinite(ch.ci_high)
+    assert good.any()
+    assert bins.get_paths()[0].vertices[:, 1].max() == pytest.approx(np.max(ch.ci_high[good]))
+
+
 def test_kernels_side_by_side(prof, backend):
     other = profile("mb-4k-gemv", backend, mode="ssp", runs=30, executions=16)
     fig = plot.figure_kernels_by_component({"CB-4K": prof, "MB-4K": other})

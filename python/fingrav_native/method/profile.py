@@ -322,7 +322,7 @@ def _finish(
     smoother: Optional[str],
     x: str,
     top_up_runs: int,
-    span: float = 0.15,
+    span: float | str = "auto",
 ) -> ExecutionProfile:
     """Step 8: stitch, and integrate energy per execution."""
     if len(placed.lois) == 0:
@@ -361,7 +361,7 @@ def _build_execution_profile(
     x: str,
     kernel_id: Optional[int] = None,
     top_up_runs: int = 0,
-    span: float = 0.15,
+    span: float | str = "auto",
     sensor: Optional[SensorModel] = None,
     attribution: str = "auto",
 ) -> ExecutionProfile:
@@ -454,7 +454,7 @@ def profile(
     top_up: bool = True,
     max_top_up_runs: Optional[int] = None,
     smoother: Optional[str] = "local",
-    span: float = 0.15,
+    span: float | str = "auto",
     x: str = "time",
     timing_executions: int = 5,
     probe_lois: int = 120,
@@ -495,10 +495,13 @@ def profile(
     smoother : {"local", "poly4", None}
         Smooth fit of the stitched profile (local smoother by default; the
         paper's degree-4 regression as ``"poly4"``).
-    span : float
-        Share of the LOIs each local fit uses. 0.15 follows a kernel's
-        sharp features (a last partial wave) with the ~40 LOIs Table I asks
-        for; larger is smoother.
+    span : float or "auto"
+        Share of the LOIs each local fit uses, or ``"auto"`` (default): the
+        window generalised cross-validation picks per channel, at least
+        8 LOIs (:func:`~fingrav_native.method.stitch.stitch`). A fixed
+        small span with the ~40 LOIs Table I asks for follows single noisy
+        LOIs; the stitched profile's ``fit_low``/``fit_high`` band says
+        which features the LOIs support.
     x : {"time", "fraction"}
         Stitch on absolute time of interest or fraction of the execution.
     timing_executions : int
@@ -693,7 +696,7 @@ def _count_lois(camp: _Campaign, labels: Sequence[tuple[str, int]], margin: floa
 
 def _run_profile(camp: _Campaign, kernel: KernelSpec, name: str, agree: Agreement, *, mode: str, runs: Optional[int],
                  margin: Optional[float], executions: Optional[int], ssp_tolerance: float, max_executions: int,
-                 top_up: bool, max_top_up_runs: Optional[int], smoother: Optional[str], span: float, x: str,
+                 top_up: bool, max_top_up_runs: Optional[int], smoother: Optional[str], span: float | str, x: str,
                  timing_executions: int, probe_lois: int, seed: int) -> Profile:
     caps = camp.caps
     say = camp.reporter.line
