@@ -31,6 +31,12 @@ def pytest_report_header(config: pytest.Config) -> str:
     return f"fingrav_native {fingrav_native.__version__} from {fingrav_native.__file__}"
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    # A test named on the command line (file::test) runs whatever its markers say.
+    if config.option.markexpr == DEFAULT_MARKEXPR and any("::" in arg for arg in config.args):
+        config.option.markexpr = ""
+
+
 def pytest_collection_finish(session: pytest.Session) -> None:
     # Everything imported and collected so far lives for the whole session;
     # freezing it keeps each later gc.collect() (the NVML tests call it twice
@@ -49,12 +55,15 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, exitstatu
         return
     slow = sum(1 for item in left_out if item.get_closest_marker("slow"))
     optional = sum(1 for item in left_out if item.get_closest_marker("optional"))
+    kinds = []
+    if slow:
+        kinds.append(f"{slow} marked slow (over ~1 s each)")
+    if optional:
+        kinds.append(f"{optional} marked optional (they need torch, the CUDA/NVML header wheels or hiprtc)")
+    install = '.venv/bin/pip install ".[test-full]" && ' if optional else ""
     terminalreporter.write_sep("-", "left out of the default run")
-    terminalreporter.write_line(
-        f"{len(left_out)} tests deselected: {slow} marked slow (over ~1 s each), {optional} marked optional "
-        "(need torch, the CUDA/NVML header wheels or hiprtc). Run them (CI does) with:")
-    terminalreporter.write_line(
-        "  .venv/bin/pip install \".[test-full]\" && .venv/bin/python -m pytest -m \"slow or optional\"")
+    terminalreporter.write_line(f"{len(left_out)} tests deselected: {', '.join(kinds)}. Run them (CI does) with:")
+    terminalreporter.write_line(f'  {install}.venv/bin/python -m pytest -m "slow or optional"')
 
 
 def wait_until(predicate: Callable[[], bool], what: str, timeout: float = WAIT_TIMEOUT_S) -> None:
