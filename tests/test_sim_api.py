@@ -123,7 +123,7 @@ def test_truth_is_nan_outside_the_recorded_trace() -> None:
 
 @pytest.mark.parametrize(
     "params,name",
-    [({"cap_w": -1}, "cap_w"), ({"logger_window_ns": 2e6}, "logger_window_ns"),
+    [({"cap_w": -1}, "cap_w"), ({"logger_window_ns": 5e9}, "logger_window_ns"),
      ({"read_asymmetry": 1.5}, "read_asymmetry"), ({"device_skew_ppm": 5000}, "device_skew_ppm"),
      ({"no_such_knob": 1}, "no_such_knob"), ({"f_park": 0.1}, "f_park")],
 )

@@ -26,6 +26,21 @@ inline void lag(double& x, double target, double dt, double tau, double& integra
 
 inline std::int64_t ceil_ns(double v) { return static_cast<std::int64_t>(std::ceil(v)); }
 
+// Exact first-order filter (time constant tau) of an input that itself
+// follows tg + (p0 - tg) exp(-t / taup), after dt from the output y0:
+// y' = (P - y) / tau solved in closed form, so the filter's output does not
+// depend on how the simulation steps.
+inline double filter_after(double y0, double p0, double tg, double dt, double tau, double taup) {
+  const double ey = std::exp(-dt / tau);
+  double k;
+  if (std::fabs(taup - tau) <= 1e-9 * tau) {
+    k = dt / tau * ey;
+  } else {
+    k = taup / (taup - tau) * (std::exp(-dt / taup) - ey);
+  }
+  return tg + (y0 - tg) * ey + (p0 - tg) * k;
+}
+
 }  // namespace
 
 // ------------------------------------------------------------------ parameters
@@ -57,7 +72,15 @@ const std::vector<ParamEntry>& param_table() {
     FINGRAV_PARAM(read_outlier_ns, "mean extra delay of such an outlier read, ns");
     FINGRAV_PARAM(read_asymmetry, "share of the round trip before the device samples its clock (0.5 = symmetric; invisible to calibration)");
     FINGRAV_PARAM(logger_period_ns, "power logger period, ns (the paper's logger: 1 ms)");
-    FINGRAV_PARAM(logger_window_ns, "0: instantaneous logs; else each log averages the window ending at its timestamp (<= period)");
+    FINGRAV_PARAM(logger_window_ns, "0: instantaneous logs; else each log is the boxcar average of the window ending at its timestamp minus the delay, ns (may exceed the period: a sliding average, NVIDIA's 1 s power reading)");
+    FINGRAV_PARAM(logger_tau_ns, "> 0: logs are a first-order filter of power with this time constant, ns (AMD's filtered socket power); exclusive with logger_window_ns");
+    FINGRAV_PARAM(logger_delay_ns, "reporting delay: a log sampled at t describes the window ending at t - this, ns (firmware pipelines)");
+    FINGRAV_PARAM(logger_gain, "reported power = offset + gain x true (sensor calibration error, a shunt's tolerance)");
+    FINGRAV_PARAM(logger_offset_w, "reported power offset, W (sensor calibration error)");
+    FINGRAV_PARAM(logger_noise_w, "standard deviation of Gaussian noise on each reported power, W (ADC noise), from the logger's own random stream");
+    FINGRAV_PARAM(logger_quantum_w, "reported power is rounded to a multiple of this, W (register resolution; 0: none)");
+    FINGRAV_PARAM(logger_counter, "1: an energy counter; each log is the counter's increase since the previous log over that interval (window_ns = the interval), as AMD's energy_accumulator differenced");
+    FINGRAV_PARAM(logger_counter_quantum_j, "energy counter resolution, J (AMD MI300 energy_accumulator: 2^-16 J = 15.259 uJ; NVIDIA total energy: 1 mJ; 0: exact)");
     FINGRAV_PARAM(logger_jitter_ns, "firmware scheduling jitter of the logger's sampling instant, ns");
     FINGRAV_PARAM(logger_publish_ns, "delay from sampling to visibility for a host reader, ns");
     FINGRAV_PARAM(logger_publish_jitter_ns, "mean exponential jitter of that delay, ns");
@@ -137,9 +160,27 @@ void validate_params(const SimParams& p) {
   unit(p.read_asymmetry, "read_asymmetry");
   need(p.logger_period_ns >= 10'000 && p.logger_period_ns <= 10e9, "logger_period_ns", "must be in [10 us, 10 s]");
   nonneg(p.logger_window_ns, "logger_window_ns");
-  need(p.logger_window_ns <= p.logger_period_ns, "logger_window_ns",
-       "must be <= logger_period_ns: overlapping averaging windows are not modelled (got window " +
-           std::to_string(p.logger_window_ns) + " > period " + std::to_string(p.logger_period_ns) + ")");
+  // A log's window_ns field is 32-bit; longer windows than that (4.29 s)
+  // are not a sensor anyone ships.
+  need(p.logger_window_ns <= 4e9, "logger_window_ns", "must be <= 4e9 (a log's window_ns is 32-bit), got " +
+                                                          std::to_string(p.logger_window_ns));
+  need(std::isfinite(p.logger_tau_ns) && p.logger_tau_ns >= 0 && p.logger_tau_ns <= 10e9, "logger_tau_ns",
+       "must be in [0, 10 s], got " + std::to_string(p.logger_tau_ns));
+  need(!(p.logger_tau_ns > 0 && p.logger_window_ns > 0), "logger_tau_ns",
+       "a first-order filter and a boxcar window are exclusive: set logger_window_ns=0");
+  need(std::isfinite(p.logger_delay_ns) && p.logger_delay_ns >= 0 && p.logger_delay_ns <= 10e9, "logger_delay_ns",
+       "must be in [0, 10 s], got " + std::to_string(p.logger_delay_ns));
+  pos(p.logger_gain, "logger_gain");
+  need(std::isfinite(p.logger_offset_w), "logger_offset_w", "must be finite");
+  nonneg(p.logger_noise_w, "logger_noise_w");
+  nonneg(p.logger_quantum_w, "logger_quantum_w");
+  nonneg(p.logger_counter_quantum_j, "logger_counter_quantum_j");
+  if (p.logger_counter) {
+    need(p.logger_window_ns == 0 && p.logger_tau_ns == 0, "logger_counter",
+         "a counter's window is the interval between two logs: set logger_window_ns=0 and logger_tau_ns=0");
+    need(p.logger_noise_w == 0 && p.logger_quantum_w == 0, "logger_counter",
+         "a counter's error is its quantum (logger_counter_quantum_j): set logger_noise_w=0 and logger_quantum_w=0");
+  }
   need(p.logger_jitter_ns >= 0 && p.logger_jitter_ns < p.logger_period_ns / 4, "logger_jitter_ns",
        "must be in [0, logger_period_ns / 4)");
   nonneg(p.logger_publish_ns, "logger_publish_ns");
@@ -199,7 +240,8 @@ SimDevice::SimDevice(const SimParams& params, bool realtime)
       rng_run_(params.seed, 2),
       rng_log_(params.seed, 3),
       rng_launch_(params.seed, 4),
-      rng_read_(params.seed, 5) {
+      rng_read_(params.seed, 5),
+      rng_noise_(params.seed, 6) {
   validate_params(p_);
   device_clock_ = ClockModel(p_.device_clock, epoch_ns_, "device");
   logger_clock_ = ClockModel(p_.logger_clock, epoch_ns_, "logger");
@@ -217,6 +259,8 @@ SimDevice::SimDevice(const SimParams& params, bool realtime)
     temp = p_.r_fast_k_per_w * pw_[0] + p_.r_slow_k_per_w * total_from(pw_);
   }
   ppt_w_ = total_from(pw_);
+  for (int c = 0; c < 3; ++c) filt_[c] = pw_[c];  // a filter that has long seen idle
+  counter_prev_t_ = t_;
   t_fast_ = p_.r_fast_k_per_w * pw_[0];
   t_slow_ = p_.r_slow_k_per_w * total_from(pw_);
   last_busy_ns_ = t_ - static_cast<std::int64_t>(p_.park_after_ns) - 1;
@@ -408,7 +452,7 @@ std::int64_t SimDevice::next_event_time() const {
   std::int64_t t = t_ + (idle ? kIdleStepNs : static_cast<std::int64_t>(p_.max_step_ns));
   t = std::min(t, next_fw_ns_);
   t = std::min(t, next_log_ns_);
-  if (p_.logger_window_ns > 0 && !log_acc_on_) {
+  if (!logger_general() && p_.logger_window_ns > 0 && !log_acc_on_) {
     t = std::min(t, std::max(t_ + 1, next_log_ns_ - static_cast<std::int64_t>(p_.logger_window_ns)));
   }
   if (phase_ == Phase::kGap) t = std::min(t, std::max(gap_end_, t_ + 1));
@@ -435,10 +479,30 @@ void SimDevice::step(std::int64_t t1) {
                       {static_cast<float>(pw_[0]), static_cast<float>(pw_[1]), static_cast<float>(pw_[2])},
                       {static_cast<float>(target[0]), static_cast<float>(target[1]), static_cast<float>(target[2])}});
   }
+  const bool general = logger_general();
+  if (general) {
+    HistSeg h{};
+    h.t0 = t_;
+    h.t1 = t1;
+    for (int c = 0; c < 3; ++c) {
+      h.p0[c] = pw_[c];
+      h.tg[c] = target[c];
+      h.y0[c] = filt_[c];
+    }
+    for (int c = 0; c < 4; ++c) h.cum0[c] = cum_e_[c];
+    hist_.push_back(h);
+    if (p_.logger_tau_ns > 0) {
+      for (int c = 0; c < 3; ++c) filt_[c] = filter_after(filt_[c], pw_[c], target[c], dt, p_.logger_tau_ns, p_.tau_power_ns);
+    }
+  }
   double integ[3];
   for (int c = 0; c < 3; ++c) lag(pw_[c], target[c], dt, p_.tau_power_ns, integ[c]);
   const double e_comp = integ[0] + integ[1] + integ[2];
   const double e_total = e_comp * (1.0 + p_.vr_loss) + p_.other_w * dt;  // W*ns
+  if (general) {
+    cum_e_[0] += e_total;
+    for (int c = 0; c < 3; ++c) cum_e_[c + 1] += integ[c];
+  }
   fw_energy_ += e_total;
   fw_activity_ += a[0] * dt;
   if (phase_ != Phase::kIdle) fw_busy_time_ += dt;
@@ -596,10 +660,106 @@ void SimDevice::firmware_tick() {
   next_fw_ns_ = std::max(next_fw_ns_, t_ + 1);
 }
 
+bool SimDevice::logger_general() const noexcept {
+  // The single accumulator below serves the original logger (instant, or a
+  // boxcar no longer than the period, no delay); everything else reads the
+  // exact history. Calibration, noise and quantum apply to both.
+  return p_.logger_counter || p_.logger_tau_ns > 0 || p_.logger_delay_ns > 0 ||
+         p_.logger_window_ns > p_.logger_period_ns;
+}
+
+void SimDevice::logger_history_at(std::int64_t x, double energy[4], double inst[4], double filtered[4]) const {
+  double pw[3], y[3], e[4];
+  const HistSeg* seg = nullptr;
+  if (!hist_.empty() && x < t_) {
+    const auto it = std::upper_bound(hist_.begin(), hist_.end(), x,
+                                     [](std::int64_t v, const HistSeg& h) { return v < h.t0; });
+    seg = it == hist_.begin() ? &hist_.front() : &*(it - 1);
+    x = std::max(x, seg->t0);
+  }
+  if (seg == nullptr) {
+    for (int c = 0; c < 3; ++c) {
+      pw[c] = pw_[c];
+      y[c] = filt_[c];
+    }
+    for (int c = 0; c < 4; ++c) e[c] = cum_e_[c];
+  } else {
+    // Inside one step every component is an exact exponential: integrate
+    // and filter it in closed form up to x.
+    const double dx = static_cast<double>(x - seg->t0);
+    const double taup = p_.tau_power_ns;
+    const double ex = std::exp(-dx / taup);
+    double comp = 0;
+    for (int c = 0; c < 3; ++c) {
+      pw[c] = seg->tg[c] + (seg->p0[c] - seg->tg[c]) * ex;
+      const double integ = seg->tg[c] * dx + (seg->p0[c] - seg->tg[c]) * taup * (1.0 - ex);
+      e[c + 1] = seg->cum0[c + 1] + integ;
+      comp += integ;
+      y[c] = p_.logger_tau_ns > 0 ? filter_after(seg->y0[c], seg->p0[c], seg->tg[c], dx, p_.logger_tau_ns, taup) : 0.0;
+    }
+    e[0] = seg->cum0[0] + comp * (1.0 + p_.vr_loss) + p_.other_w * dx;
+  }
+  for (int c = 0; c < 4; ++c) energy[c] = e[c];
+  inst[0] = total_from(pw);
+  filtered[0] = total_from(y);  // the filter is linear with unit DC gain: the constant rails pass through
+  for (int c = 0; c < 3; ++c) {
+    inst[c + 1] = pw[c];
+    filtered[c + 1] = y[c];
+  }
+}
+
+double SimDevice::logger_calibrate(double true_w) {
+  double v = p_.logger_offset_w + p_.logger_gain * true_w;
+  // Only drawn when noise is asked for, from its own stream, so a noiseless
+  // logger leaves every other stream (and the existing results) unchanged.
+  if (p_.logger_noise_w > 0) v += rng_noise_.normal(0, p_.logger_noise_w);
+  if (p_.logger_quantum_w > 0) v = std::round(v / p_.logger_quantum_w) * p_.logger_quantum_w;
+  return v;
+}
+
 void SimDevice::logger_tick() {
   LogRecord r{};
   r.sample_ns = t_;
-  if (p_.logger_window_ns > 0) {
+  const bool calibrate = p_.logger_gain != 1.0 || p_.logger_offset_w != 0.0 || p_.logger_noise_w > 0 ||
+                         p_.logger_quantum_w > 0;
+  if (logger_general()) {
+    const std::int64_t earliest = hist_.empty() ? t_ : hist_.front().t0;
+    const std::int64_t x = std::max(t_ - static_cast<std::int64_t>(std::llround(p_.logger_delay_ns)), earliest);
+    double e1[4], inst[4], filt[4];
+    logger_history_at(x, e1, inst, filt);
+    double v[4];
+    if (p_.logger_counter) {
+      // The counter's reading at x, in joules and quantised (it counts whole
+      // steps); the log is its increase over the interval since the
+      // previous read: an exact window average up to one quantum.
+      const double q = p_.logger_counter_quantum_j;
+      const std::int64_t dt = x - counter_prev_t_;
+      for (int c = 0; c < 4; ++c) {
+        double cj = (p_.logger_gain * e1[c] + p_.logger_offset_w * static_cast<double>(x - epoch_ns_)) * 1e-9;
+        if (q > 0) cj = std::floor(cj / q) * q;
+        v[c] = dt > 0 ? (cj - counter_prev_[c]) / (static_cast<double>(dt) * 1e-9) : 0.0;
+        counter_prev_[c] = cj;
+      }
+      r.window_ns = static_cast<std::uint32_t>(std::max<std::int64_t>(dt, 0));
+      counter_prev_t_ = x;
+    } else if (p_.logger_window_ns > 0) {
+      const std::int64_t x0 = std::max(x - static_cast<std::int64_t>(std::llround(p_.logger_window_ns)), earliest);
+      double e0[4], unused_i[4], unused_f[4];
+      logger_history_at(x0, e0, unused_i, unused_f);
+      const double w = static_cast<double>(x - x0);
+      for (int c = 0; c < 4; ++c) v[c] = w > 0 ? (e1[c] - e0[c]) / w : inst[c];
+      r.window_ns = static_cast<std::uint32_t>(x - x0);
+    } else if (p_.logger_tau_ns > 0) {
+      for (int c = 0; c < 4; ++c) v[c] = filt[c];
+      r.window_ns = 0;
+    } else {
+      for (int c = 0; c < 4; ++c) v[c] = inst[c];
+      r.window_ns = 0;
+    }
+    for (int c = 0; c < 4; ++c) {
+      r.power_w[c] = static_cast<float>(calibrate && !p_.logger_counter ? logger_calibrate(v[c]) : v[c]);
+    }
+  } else if (p_.logger_window_ns > 0) {
     const double w = static_cast<double>(t_ - log_acc_from_);
     for (int c = 0; c < 4; ++c) r.power_w[c] = static_cast<float>(w > 0 ? log_acc_[c] / w : 0.0);
     r.window_ns = static_cast<std::uint32_t>(t_ - log_acc_from_);
@@ -607,6 +767,9 @@ void SimDevice::logger_tick() {
     r.power_w[0] = static_cast<float>(total_from(pw_));
     for (int c = 0; c < 3; ++c) r.power_w[c + 1] = static_cast<float>(pw_[c]);
     r.window_ns = 0;
+  }
+  if (calibrate && !logger_general()) {
+    for (int c = 0; c < 4; ++c) r.power_w[c] = static_cast<float>(logger_calibrate(static_cast<double>(r.power_w[c])));
   }
   std::int64_t publish = t_ + ceil_ns(p_.logger_publish_ns + rng_log_.exponential(p_.logger_publish_jitter_ns));
   // The firmware publishes in order.
@@ -619,6 +782,13 @@ void SimDevice::logger_tick() {
   log_acc_on_ = false;
   for (double& a : log_acc_) a = 0;
   schedule_next_log();
+  if (logger_general()) {
+    // Keep the history back to the oldest instant the next log can reach
+    // (its sampling time is already drawn); later logs reach later still.
+    const std::int64_t keep = next_log_ns_ - static_cast<std::int64_t>(std::llround(p_.logger_delay_ns)) -
+                              static_cast<std::int64_t>(std::llround(p_.logger_window_ns)) - 1;
+    while (hist_.size() > 1 && hist_.front().t1 < keep) hist_.pop_front();
+  }
 }
 
 void SimDevice::schedule_next_log() {
@@ -639,7 +809,7 @@ void SimDevice::on_boundary() {
   }
   if (phase_ == Phase::kGap && t_ >= gap_end_) start_exec(cur_);
   if (t_ >= next_fw_ns_) firmware_tick();
-  if (p_.logger_window_ns > 0 && !log_acc_on_ &&
+  if (!logger_general() && p_.logger_window_ns > 0 && !log_acc_on_ &&
       t_ >= next_log_ns_ - static_cast<std::int64_t>(p_.logger_window_ns)) {
     log_acc_on_ = true;
     log_acc_from_ = t_;
@@ -776,7 +946,8 @@ SimPowerSource::SimPowerSource(std::shared_ptr<SimDevice> device, std::uint32_t 
   info_.native_period_ns = static_cast<std::int64_t>(p.logger_period_ns);
   info_.tick_ns = p.logger_own_clock ? p.logger_clock.tick_ns : p.device_clock.tick_ns;
   info_.has_sequence = true;
-  info_.window_ns = static_cast<std::uint32_t>(p.logger_window_ns);
+  // A counter's logs are windows of one period (each carries its own).
+  info_.window_ns = static_cast<std::uint32_t>(p.logger_counter ? p.logger_period_ns : p.logger_window_ns);
   buf_.resize(kMaxReadingsPerPoll);
 }
 

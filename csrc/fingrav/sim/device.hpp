@@ -26,6 +26,11 @@
 //   executions from idle.
 //   A power logger samples instantaneous (or window-averaged) power every
 //   period, stamped in its own clock, and publishes after a short delay.
+//   It can be any of the real sensors (DESIGN.md, "Sensors are part of the
+//   measurement"): a boxcar window longer than its period (a sliding
+//   average, NVIDIA's 1 s power), a first-order filter, a reporting delay,
+//   gain/offset, noise and a value quantum, or an energy counter whose
+//   consecutive reads are exact window averages (AMD energy_accumulator).
 //
 // Time: virtual (deterministic, advances only through calls) or real (the
 // device follows CLOCK_MONOTONIC_RAW; every call advances it to now).
@@ -67,7 +72,15 @@ struct SimParams {
 
   // Power logger.
   double logger_period_ns = 1'000'000;  // 1 ms, like the paper's logger
-  double logger_window_ns = 0;          // 0: instantaneous; else averages (t - window, t]
+  double logger_window_ns = 0;          // 0: instantaneous; else a boxcar average of (t - delay - window, t - delay]
+  double logger_tau_ns = 0;             // > 0: a first-order filter with this time constant instead of a boxcar
+  double logger_delay_ns = 0;           // a log sampled at t describes the window ending at t - delay
+  double logger_gain = 1;               // reported = offset + gain * true (sensor calibration error)
+  double logger_offset_w = 0;
+  double logger_noise_w = 0;            // Gaussian noise on each reported power, W (own RNG stream)
+  double logger_quantum_w = 0;          // reported power rounded to this, W (0: no rounding)
+  bool logger_counter = false;          // an energy counter: each log = quantised energy since the previous log / interval
+  double logger_counter_quantum_j = 0;  // counter resolution, J (AMD energy_accumulator: 2^-16 J)
   double logger_jitter_ns = 2'000;      // firmware scheduling jitter of the sampling instant
   double logger_publish_ns = 20'000;    // sampling -> visible to the host (firmware copy)
   double logger_publish_jitter_ns = 5'000;
@@ -110,7 +123,7 @@ struct SimParams {
   // A kernel whose SSE comes late in that rise (CB-8K, ~2.5 ms executions)
   // shows little of it; a short one (CB-2K, ~70 us) most of it.
   double r_fast_k_per_w = 0.05;         // per W of compute power
-  double tau_fast_ns = 1.5e6;
+  double tau_fast_ns = 1.3e6;
   double r_slow_k_per_w = 0.03;         // per W of total power
   double tau_slow_ns = 200e6;           // package and heat sink
 
@@ -135,7 +148,7 @@ struct SimParams {
   double boost_activity_lo = 0.35;      // compute activity below which clocks stay parked
   double boost_activity_hi = 0.7;       // ... and above which the target is f_max (CB-4K with its tail wave)
   double ramp_up_per_ms = 0.5;          // fastest clock climb: park to f_max within one loop
-  double ramp_partial_per_ms = 0.1;     // climb towards a partial (compute-light) target, a DPM step per loop
+  double ramp_partial_per_ms = 0.09;    // climb towards a partial (compute-light) target, a DPM step per loop
   double ramp_gain = 1.0;               // climb <= ramp_gain x relative headroom (per ms)
   double ramp_hold_per_ms = 0.0015;     // slowest climb, for hold_ns after a throttle (hysteresis)
   double hold_ns = 30e6;
@@ -175,7 +188,7 @@ struct ExecRecord {
 };
 
 struct LogRecord {
-  std::int64_t sample_ns;     // true host time of the (end of the) sampled window
+  std::int64_t sample_ns;     // true host time of the sampling (the window ends logger_delay_ns before it)
   std::int64_t publish_ns;    // host time from which a read can see it
   std::int64_t logger_ticks;  // its timestamp, in the logger clock
   std::uint64_t seq;
@@ -277,6 +290,11 @@ class SimDevice {
   void firmware_tick();
   void logger_tick();
   void schedule_next_log();
+  // The general logger (windows longer than the period, filters, delay,
+  // counters): exact energy integral and filter state at any past time.
+  bool logger_general() const noexcept;
+  void logger_history_at(std::int64_t x, double energy[4], double inst[4], double filtered[4]) const;
+  double logger_calibrate(double true_w);
   double exec_rate() const;
   std::int64_t next_event_time() const;
   void current_activity(double a[3]) const;
@@ -289,7 +307,7 @@ class SimDevice {
   mutable std::mutex mu_;
   ClockModel device_clock_, logger_clock_;
   bool logger_own_;
-  Rng rng_kernel_, rng_run_, rng_log_, rng_launch_, rng_read_;
+  Rng rng_kernel_, rng_run_, rng_log_, rng_launch_, rng_read_, rng_noise_;
   std::vector<KernelSpec> kernels_;
 
   // State.
@@ -313,6 +331,19 @@ class SimDevice {
   std::int64_t log_acc_from_ = 0;
   bool log_acc_on_ = false;
   std::int64_t next_poll_phase_ns_;
+  // General logger state. One step of history: on [t0, t1) each component
+  // follows tg + (p0 - tg) exp(-(t - t0) / tau_power), so the energy
+  // integral (cum0 at t0) and the filter output (y0 at t0) are exact at any
+  // instant inside it. Kept back to the oldest window a future log opens.
+  struct HistSeg {
+    std::int64_t t0, t1;
+    double p0[3], tg[3], cum0[4], y0[3];
+  };
+  std::deque<HistSeg> hist_;
+  double cum_e_[4] = {0, 0, 0, 0};  // energy since the epoch, W*ns (total, compute, io, memory)
+  double filt_[3] = {0, 0, 0};      // first-order filter state per component, W
+  double counter_prev_[4] = {0, 0, 0, 0};  // quantised counter at the previous log, J
+  std::int64_t counter_prev_t_ = 0;         // end of the previous counter interval
 
   // Work.
   std::deque<Pending> queue_;
