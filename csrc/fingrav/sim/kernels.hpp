@@ -29,7 +29,7 @@ struct KernelSpec {
   double outlier_prob = 0.004;        // rare slow executions (preemption, ECC retry)
   double outlier_factor = 1.3;        // how much slower an outlier is, at most
   double cold_factor = 0.25;          // first execution from idle is this much slower
-  double cold_decay = 0.3;            // ... and the excess shrinks by this per execution (0.7% left at the SSE, the 4th)
+  double cold_decay = 0.25;           // ... and the excess shrinks by this per execution (0.4% left at the SSE, the 4th)
   double launch_gap_ns = 4'000;       // gap between back-to-back executions
   // Run-to-run variation: most runs land near the nominal time, some in a
   // slower mode (a different memory placement / allocation alignment, the

@@ -20,8 +20,12 @@ What it models (the physics lives in the C++ core, ``csrc/fingrav/sim``):
   within milliseconds (and the package's, over hundreds); and a firmware
   loop (~1 ms) that boosts clocks by compute activity and cuts them when a
   lagging power average exceeds the cap;
-* a power logger with a period, an optional averaging window, its own clock
-  if asked, and a publication delay;
+* a power logger with a period, its own clock if asked, and a publication
+  delay, that can be any of the real sensors (``sensor=``, a preset of
+  :data:`~fingrav_native.sensors.model.SENSOR_PRESETS`): instantaneous, a
+  boxcar window (longer than the period too: a sliding average), a
+  first-order filter, a reporting delay, gain/offset, noise and a quantum,
+  or an energy counter whose consecutive reads are exact window averages;
 * virtual time (deterministic from a seed, instant) and real time (the
   device follows the host clock; a :class:`~fingrav_native.Sampler` can poll
   it live through :meth:`SimGPU.power_source`).
@@ -37,8 +41,8 @@ execution times" while power still changes. The device reproduces that:
 
 * CB-4K GEMM: the firmware takes the clock from its parked value to f_max
   at its first loop tick with work (~1 ms, within the three warm-ups), so
-  the SSE's duration is the SSP's (within ~1%); power then rises ~6% at that
-  clock, over ~13 executions, as the compute dies heat and leak more. It
+  the SSE's duration is the SSP's (within ~1%); power then rises ~5% at that
+  clock, over ~12 executions, as the compute dies heat and leak more. It
   stays under the power cap.
 * CB-2K GEMM: power starts low and rises considerably (~20%) to an SSP near
   the 40th execution. Its clock climbs in DPM steps (compute-light work sits
@@ -48,7 +52,7 @@ execution times" while power still changes. The device reproduces that:
 * CB-8K GEMM, the one kernel over the cap: power rises over the first
   executions at f_max, the firmware cuts the clock once its lagging average
   crosses the cap (with an undershoot, so the SSE is at the bottom), then
-  power creeps back up ~3% to an SSP near the 11th execution. Where the sim
+  power creeps back up ~4% to an SSP near the 11th execution. Where the sim
   departs from the paper: the warm-ups before the cut run at the boosted
   clock and are a few percent faster than the SSE, whereas the paper finds
   the best time from the SSE on (Figure 6). A warm-up that is power-hungry
@@ -74,6 +78,7 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 
 from fingrav_native import _core
+from fingrav_native.sensors.model import SensorModel, sensor_preset
 
 __all__ = [
     "EXEC_DTYPE",
@@ -85,6 +90,7 @@ __all__ = [
     "SimGPU",
     "kernel_presets",
     "parameters",
+    "sensor_params",
     "steady_state_index",
 ]
 
@@ -160,6 +166,79 @@ class RunResult:
     samples: np.ndarray
 
 
+def sensor_params(sensor: SensorModel | str) -> dict[str, float]:
+    """The logger parameters that make the simulated logger behave as ``sensor``.
+
+    Parameters
+    ----------
+    sensor : SensorModel or str
+        A sensor, or the name of one of
+        :data:`~fingrav_native.sensors.model.SENSOR_PRESETS`.
+
+    Returns
+    -------
+    dict
+        ``logger_*`` parameters for :class:`SimGPU` (every one the sensor
+        sets, so a sensor fully replaces the default logger).
+
+    Notes
+    -----
+    A window sensor is a boxcar of ``window_ns`` every ``period_ns`` (a
+    window longer than the period is a sliding average, NVIDIA's 1 s power
+    reading; Yang et al., SC'24, measured the A100/H100 "instant" field as
+    25 ms of every 100 ms); a first-order filter its time constant; a counter
+    an energy accumulator with the sensor's ``quantum`` in joules (AMD MI300
+    ``energy_accumulator``: 2^-16 J every ~1 ms). Delay, gain and offset map
+    one to one; a power sensor's ``quantum`` is in watts.
+
+    Examples
+    --------
+    >>> sensor_params("part-time-100ms")["logger_window_ns"]
+    25000000.0
+    """
+    model = sensor_preset(sensor) if isinstance(sensor, str) else sensor
+    if not isinstance(model, SensorModel):
+        raise ValueError(f"sensor: must be a SensorModel or a preset name, got {type(sensor).__name__}")
+    counter = model.kind == "counter"
+    return {
+        "logger_period_ns": float(model.period_ns),
+        "logger_window_ns": 0.0 if counter or model.shape == "first_order" else float(model.window_ns),
+        "logger_tau_ns": float(model.tau_ns) if model.shape == "first_order" else 0.0,
+        "logger_delay_ns": float(model.delay_ns),
+        "logger_gain": float(model.gain),
+        "logger_offset_w": float(model.offset_w),
+        "logger_quantum_w": 0.0 if counter else float(model.quantum),
+        "logger_counter": 1.0 if counter else 0.0,
+        "logger_counter_quantum_j": float(model.quantum) if counter else 0.0,
+    }
+
+
+def _sensor_of(params: dict[str, float]) -> SensorModel:
+    # The sensor a parameter set simulates, for a device made without
+    # sensor=: a preset when the parameters are exactly one, else a
+    # description of them.
+    from fingrav_native.sensors.model import SENSOR_PRESETS
+
+    mine = {k: float(params[k]) for k in sensor_params(SENSOR_PRESETS["instant-1ms"])}
+    for preset in SENSOR_PRESETS.values():
+        if sensor_params(preset) == mine:
+            return preset
+    if mine["logger_counter"]:
+        return SensorModel("sim counter", "counter", period_ns=mine["logger_period_ns"],
+                           delay_ns=mine["logger_delay_ns"], gain=mine["logger_gain"],
+                           offset_w=mine["logger_offset_w"], quantum=mine["logger_counter_quantum_j"],
+                           source="documented", notes="the simulator's logger parameters")
+    if mine["logger_tau_ns"] > 0:
+        return SensorModel("sim filter", "window", period_ns=mine["logger_period_ns"], shape="first_order",
+                           tau_ns=mine["logger_tau_ns"], delay_ns=mine["logger_delay_ns"], gain=mine["logger_gain"],
+                           offset_w=mine["logger_offset_w"], quantum=mine["logger_quantum_w"],
+                           notes="the simulator's logger parameters")
+    return SensorModel("sim logger", "window" if mine["logger_window_ns"] > 0 else "instant",
+                       period_ns=mine["logger_period_ns"], window_ns=mine["logger_window_ns"],
+                       delay_ns=mine["logger_delay_ns"], gain=mine["logger_gain"], offset_w=mine["logger_offset_w"],
+                       quantum=mine["logger_quantum_w"], notes="the simulator's logger parameters")
+
+
 class SimGPU:
     """A simulated GPU, in virtual or real time.
 
@@ -171,6 +250,13 @@ class SimGPU:
         False (default): virtual time, deterministic and instant. True: the
         device follows the host clock, kernels take real wall time, and a
         Sampler can poll :meth:`power_source` live.
+    sensor : SensorModel or str, optional
+        The power sensor the logger simulates: a
+        :data:`~fingrav_native.sensors.model.SENSOR_PRESETS` name
+        (``"amd-1ms-average"``, ``"part-time-100ms"``, ...) or a model; its
+        logger parameters come from :func:`sensor_params`. Default: the
+        paper's instantaneous 1 ms logger (or whatever ``logger_*``
+        parameters say).
     **params : float
         Overrides of any parameter listed by :func:`parameters`, e.g.
         ``cap_w=700`` or ``logger_window_ns=1e6``.
@@ -178,15 +264,26 @@ class SimGPU:
     Raises
     ------
     ValueError
-        An unknown or invalid parameter, named in the message.
+        An unknown or invalid parameter, named in the message; a
+        ``logger_*`` parameter given together with ``sensor``.
     """
 
-    def __init__(self, *, seed: int = 0, realtime: bool = False, **params: float) -> None:
+    def __init__(self, *, seed: int = 0, realtime: bool = False, sensor: SensorModel | str | None = None,
+                 **params: float) -> None:
         if not isinstance(seed, (int, np.integer)) or seed < 0:
             raise ValueError(f"seed={seed!r}: must be a non-negative integer")
         merged = dict(params)
+        if sensor is not None:
+            sp = sensor_params(sensor)
+            clash = sorted(set(sp) & set(params))
+            if clash:
+                raise ValueError(f"{clash[0]}: set by sensor={sensor if isinstance(sensor, str) else sensor.name!r}; "
+                                 "pass the sensor or the logger parameters, not both")
+            merged.update(sp)
         merged["seed"] = float(seed)
         self._dev = _core.SimDevice(merged, realtime=bool(realtime))
+        self._sensor = (sensor_preset(sensor) if isinstance(sensor, str) else sensor) if sensor is not None \
+            else _sensor_of(dict(self._dev.params))
         self._next_run = 0
 
     # ------------------------------------------------------------------ setup
@@ -204,6 +301,11 @@ class SimGPU:
     def params(self) -> dict[str, float]:
         """Every parameter's value on this device."""
         return dict(self._dev.params)
+
+    @property
+    def sensor(self) -> SensorModel:
+        """The sensor the logger simulates (the one given, or the one its parameters describe)."""
+        return self._sensor
 
     def kernel_id(self, kernel: str | int) -> int:
         """Resolve a kernel name (or id) to its id.
