@@ -22,11 +22,12 @@ map fitted around each run, not by one offset taken at the start.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Protocol, Sequence, Union, runtime_checkable
+from typing import Any, Callable, Optional, Protocol, Sequence, Union, runtime_checkable
 
 import numpy as np
 
 from fingrav_native import _core
+from fingrav_native.sensors.model import SensorModel
 
 __all__ = [
     "MARKER_RECORD_DTYPE",
@@ -90,6 +91,13 @@ class Capabilities:
     logger_tick_ns : float
         Length of one tick of the logs' timestamps (``Sample.source_ts``);
         0 means the device tick (loggers stamped by the device clock).
+    sensor : SensorModel, optional
+        What each log measures (window, filter, delay, counter; DESIGN.md,
+        "Sensors are part of the measurement"), as far as the backend knows
+        it; a characterisation can replace it. ``profile`` attributes by
+        deconvolution when it averages over more than the resolution asked
+        for. None (profiles saved before sensors were modelled): the logs'
+        own ``window_ns`` fields say.
     """
 
     name: str
@@ -103,6 +111,7 @@ class Capabilities:
     channels: tuple[str, ...]
     virtual_time: bool
     logger_tick_ns: float = 0.0
+    sensor: Optional[SensorModel] = None
 
 
 @dataclass(frozen=True)

@@ -78,11 +78,19 @@ class _SimCommon(abc.ABC):
         self._next_run_id = 0
         p = gpu.params
         self._logger_period = float(p["logger_period_ns"])
+        sensor = gpu.sensor
+        # How long after power changes until a log describes only the new
+        # level: the window (a counter's is one period), the reporting delay
+        # and five filter time constants (e^-5 < 1%). Zero for the paper's
+        # instantaneous logger, whose behaviour stays as it was.
+        self._settle_ns = int(float(p["logger_window_ns"]) + float(p["logger_delay_ns"])
+                              + 5 * float(p["logger_tau_ns"])
+                              + (self._logger_period if bool(p["logger_counter"]) else 0.0))
         self._caps = Capabilities(
             name="sim-live" if self._realtime else "sim",
             device=f"simulated MI300X-class GPU ({'real' if self._realtime else 'virtual'} time)",
             logger_period_ns=self._logger_period,
-            logger_window_ns=float(p["logger_window_ns"]),
+            logger_window_ns=float(p["logger_period_ns"] if bool(p["logger_counter"]) else p["logger_window_ns"]),
             logger_clock="sim-logger" if bool(p["logger_own_clock"]) else "device",
             device_tick_ns=float(p["device_tick_ns"]),
             gpu_markers=True,
@@ -90,8 +98,11 @@ class _SimCommon(abc.ABC):
             channels=tuple(_core.CHANNELS),
             virtual_time=not self._realtime,
             logger_tick_ns=float(p["logger_tick_ns"]) if bool(p["logger_own_clock"]) else float(p["device_tick_ns"]),
+            sensor=sensor,
         )
-        self._baseline_w = self._idle_level(50_000_000)
+        # The idle baseline over at least three of the sensor's full
+        # responses (50 ms for the paper's 1 ms logger, as before).
+        self._baseline_w = self._idle_level(max(50_000_000, 3 * (int(self._logger_period) + self._settle_ns)))
 
     @abc.abstractmethod
     def _idle_level(self, ns: int) -> float:
@@ -112,8 +123,17 @@ class _SimCommon(abc.ABC):
         return self._next_run_id - 1
 
     def _wait_for_baseline(self) -> int:
-        return wait_for_idle(self._idle_level, self._baseline_w, self._idle_tol, self._logger_period,
+        # Chunks of 20 periods, or longer when a log's response is: each
+        # chunk's level must come from logs that saw idle only.
+        chunk_period = max(self._logger_period, self._settle_ns / 10)
+        return wait_for_idle(self._idle_level, self._baseline_w, self._idle_tol, chunk_period,
                              self._max_idle_ns)
+
+    def _after_run_ns(self) -> int:
+        # Logs published up to a few periods after the end still belong to
+        # the run (publication lags sampling), and so does every log whose
+        # window, delay or filter memory still reaches into the run.
+        return int(2 * self._logger_period) + self._settle_ns
 
 
 class SimBackend(_SimCommon):
@@ -135,7 +155,11 @@ class SimBackend(_SimCommon):
         Longest wait for idle; a device still warm after it is used anyway
         and the residual is recorded.
     **params : float
-        Simulator parameters (see :func:`fingrav_native.sim.parameters`).
+        Simulator parameters (see :func:`fingrav_native.sim.parameters`),
+        or ``sensor=`` a preset name or SensorModel
+        (:func:`fingrav_native.sim.device.sensor_params`): the simulated
+        sensor, reported as ``capabilities.sensor``; the idle baseline, the
+        idle wait and the idle after each run scale with its response.
     """
 
     def __init__(
@@ -146,7 +170,7 @@ class SimBackend(_SimCommon):
         brackets_per_run: int = 16,
         idle_tolerance: float = 0.01,
         max_idle_ns: int = 2_000_000_000,
-        **params: float,
+        **params: Any,
     ) -> None:
         self._realtime = False
         self._setup(gpu, seed, brackets_per_run, idle_tolerance, max_idle_ns, params)
@@ -155,7 +179,10 @@ class SimBackend(_SimCommon):
         start = self.gpu.now()
         self.gpu.idle(ns)
         s = self.gpu.device.observed_samples(start)
-        s = s[s["host_ns"] >= start]
+        # Only logs whose whole response lies in this idle stretch: a window
+        # reaching back into the run would read as "not idle yet" (or, for a
+        # 1 s average, long after the device is idle).
+        s = s[s["host_ns"] >= start + min(self._settle_ns, ns // 2)]
         if len(s) == 0:
             raise RuntimeError("the simulated logger produced no logs while idle; check logger_period_ns")
         return float(np.mean(s["total"]))
@@ -217,9 +244,7 @@ class SimBackend(_SimCommon):
         # The run's logs are taken below over a longer window than
         # sequence() would take them: launch without that extraction.
         _, _, ex = self.gpu._launch_and_wait(plan, run)
-        # Logs published up to a few periods after the end still belong to
-        # the run's window (publication lags sampling).
-        self.gpu.idle(int(2 * self._logger_period))
+        self.gpu.idle(self._after_run_ns())
         after = self.gpu.read_clocks(self._brackets_per_run - self._brackets_per_run // 2)
         s = self.gpu.device.observed_samples(begin - int(self._logger_period))
         s = s[(s["host_ns"] >= begin) & (s["host_ns"] <= self.gpu.now())]
@@ -268,7 +293,7 @@ class LiveSimBackend(_SimCommon):
         brackets_per_run: int = 16,
         idle_tolerance: float = 0.01,
         max_idle_ns: int = 1_000_000_000,
-        **params: float,
+        **params: Any,
     ) -> None:
         self._realtime = True
         if gpu is not None and not gpu.realtime:
@@ -285,9 +310,13 @@ class LiveSimBackend(_SimCommon):
         return _core.measure_brackets(self._clock, int(n))
 
     def _idle_level(self, ns: int) -> float:
+        start = self.gpu.now()
         with _core.Sampler(self._power, period_ns=self._period_ns) as sampler:
             self.gpu.idle(ns)
         s = drain_all(sampler)
+        if self._settle_ns:
+            # As in SimBackend: only logs whose response lies in this idle stretch.
+            s = s[s["host_ns"] >= start + min(self._settle_ns, ns // 2)]
         if len(s) == 0:
             raise RuntimeError("the simulated logger produced no logs while idle; check logger_period_ns")
         return float(np.mean(s["total"]))
@@ -303,7 +332,7 @@ class LiveSimBackend(_SimCommon):
         with _core.Sampler(self._power, period_ns=self._period_ns) as sampler:
             result = self.gpu.sequence(plan, run=run)
             # Logs are published a little after they are sampled.
-            self.gpu.idle(int(2 * self._logger_period))
+            self.gpu.idle(self._after_run_ns())
         samples = drain_all(sampler)
         after = _core.measure_brackets(self._clock, self._brackets_per_run - self._brackets_per_run // 2)
         ex = result.executions

@@ -9,6 +9,7 @@ kernel preceded by other kernels (Section V-C3).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import time
@@ -216,8 +217,16 @@ class _PooledProbe:
     """
 
     def __init__(self, camp: "_Campaign", kernel: KernelSpec, duration_ns: float, target_lois: int,
-                 say: Callable[[str], None], agree: Optional[Agreement] = None) -> None:
+                 say: Callable[[str], None], agree: Optional[Agreement] = None,
+                 sensor: Optional[SensorModel] = None, deconvolve_probes: bool = False) -> None:
         self.agree = agree or LocalAgreement()
+        self.sensor = sensor
+        # A log that averages a window much longer than the execution says
+        # little about execution n-1 alone: its point attribution would read
+        # the average of the window (tens of executions either side, and
+        # idle), so the search would chase the window, not the execution.
+        # Such probes take the deconvolved mean of execution n-1 instead.
+        self.deconvolve_probes = deconvolve_probes and sensor is not None
         self.camp = camp
         self.kernel = kernel
         self.duration = duration_ns
@@ -250,6 +259,22 @@ class _PooledProbe:
             self._length = {r.run: r.executions for r in self.records}
             self._lois_for = len(self.records)
         runs_long_enough = np.array([run for run, length in self._length.items() if length > hi])
+        if self.deconvolve_probes and self.sensor is not None:
+            tl = self.camp.timeline(self.records)
+            try:
+                dec = deconvolve(tl.samples, tl.executions, tl.logger_map, self.sensor, execution_of_interest=n - 1,
+                                 runs=runs_long_enough, bins=8, bootstrap=0, channels=("total",))
+            except ValueError:
+                dec = None
+            if dec is not None:
+                ch = dec.channels[0]
+                mean = float(np.mean(ch.curve))
+                se = float(np.sqrt(np.mean(ch.sd ** 2)) / math.sqrt(len(ch.curve))) if np.isfinite(ch.sd).all() \
+                    else float(ch.residual_w) / math.sqrt(max(1, dec.n_logs))
+                m = self.agree.measurement(PowerMeasurement(mean, se, int(dec.n_logs)))
+                self.say(f"  SSP search: execution {n} -> {m.mean_w:.1f} +- {m.stderr_w:.1f} W "
+                         f"(deconvolved from {dec.n_logs} logs of {usable} runs)")
+                return m
         lois = self._lois[(self._lois["execution"] >= lo) & (self._lois["execution"] <= hi)
                           & np.isin(self._lois["run"], runs_long_enough)]
         m = self.agree.measurement(_stratified_mean(lois["toi_frac"], lois["total"]))
@@ -463,6 +488,8 @@ def profile(
     seed: int = 0,
     progress: ProgressLike = None,
     agreement: Optional[Agreement] = None,
+    sensor: Union[SensorModel, str, None] = None,
+    attribution: str = "auto",
 ) -> Profile:
     """Profile one kernel with FinGraV: guidance, runs, golden runs, LOIs, stitching.
 
@@ -498,7 +525,8 @@ def profile(
     span : float or "auto"
         Share of the LOIs each local fit uses, or ``"auto"`` (default): the
         window generalised cross-validation picks per channel, at least
-        8 LOIs (:func:`~fingrav_native.method.stitch.stitch`). A fixed
+        8 LOIs or a quarter of them
+        (:func:`~fingrav_native.method.stitch.stitch`). A fixed
         small span with the ~40 LOIs Table I asks for follows single noisy
         LOIs; the stitched profile's ``fit_low``/``fit_high`` band says
         which features the LOIs support.
@@ -537,6 +565,16 @@ def profile(
         it, so every rank runs the same runs (a rank that ran a different
         count would leave the others waiting in the collective). See
         :mod:`fingrav_native.multi.node`. Default: this process decides alone.
+    sensor : SensorModel or str, optional
+        What each log measures (a :data:`~fingrav_native.sensors.model.SENSOR_PRESETS`
+        name, or a characterisation's model); default the backend's
+        ``capabilities.sensor``. Recorded in the profile (its ``backend``).
+    attribution : {"auto", "instant", "deconvolve"}
+        As for :func:`stitch_logs`: ``"auto"`` deconvolves every execution of
+        interest whose logs average over more than half the resolution asked
+        for (DESIGN.md, "Sensors are part of the measurement"; Yang et al.,
+        SC'24), and the SSP search's probes take the deconvolved mean of
+        execution n-1 when the sensor's window is longer than the execution.
 
     Returns
     -------
@@ -594,9 +632,19 @@ def profile(
         raise ValueError(f"x={x!r}: must be 'time' or 'fraction'")
     if resume and out_dir is None:
         raise ValueError("resume=True: needs out_dir, the folder of the campaign to continue")
+    if attribution not in ATTRIBUTIONS:
+        raise ValueError(f"attribution={attribution!r}: must be one of {ATTRIBUTIONS}")
+    if sensor is not None and not isinstance(sensor, (str, SensorModel)):
+        raise ValueError(f"sensor: must be a SensorModel or a preset name, got {type(sensor).__name__}")
     if backend is None:
         backend = SimBackend(seed=seed)
     caps = backend.capabilities
+    model = sensor_preset(sensor) if isinstance(sensor, str) else sensor
+    if model is None:
+        model = caps.sensor
+    elif model != caps.sensor:
+        # The profile records what the logs were taken as.
+        caps = dataclasses.replace(caps, sensor=model)
     reporter = as_reporter(progress)
     say = reporter.line
     name = _kernel_label(backend, kernel)
@@ -614,7 +662,8 @@ def profile(
         result = _run_profile(camp, kernel, name, agreement or LocalAgreement(), mode=mode, runs=runs, margin=margin, executions=executions,
                               ssp_tolerance=ssp_tolerance, max_executions=max_executions, top_up=top_up,
                               max_top_up_runs=max_top_up_runs, smoother=smoother, span=span, x=x,
-                              timing_executions=timing_executions, probe_lois=probe_lois, seed=seed)
+                              timing_executions=timing_executions, probe_lois=probe_lois, seed=seed,
+                              sensor=model, attribution=attribution)
     except BaseException as exc:
         # Ctrl-C (KeyboardInterrupt) included: the runs on disk stay, and the
         # manifest says how far the campaign got.
@@ -623,6 +672,8 @@ def profile(
         raise
     finally:
         reporter.close()
+    if result.backend != caps:
+        result = dataclasses.replace(result, backend=caps)
     if out_dir is not None:
         save_profile(result, os.path.join(out_dir, PROFILE_FILE))
         _write_state(out_dir, name, caps, requested, "complete", camp.next_run)
@@ -697,7 +748,8 @@ def _count_lois(camp: _Campaign, labels: Sequence[tuple[str, int]], margin: floa
 def _run_profile(camp: _Campaign, kernel: KernelSpec, name: str, agree: Agreement, *, mode: str, runs: Optional[int],
                  margin: Optional[float], executions: Optional[int], ssp_tolerance: float, max_executions: int,
                  top_up: bool, max_top_up_runs: Optional[int], smoother: Optional[str], span: float | str, x: str,
-                 timing_executions: int, probe_lois: int, seed: int) -> Profile:
+                 timing_executions: int, probe_lois: int, seed: int, sensor: Optional[SensorModel] = None,
+                 attribution: str = "auto") -> Profile:
     caps = camp.caps
     say = camp.reporter.line
 
@@ -721,7 +773,11 @@ def _run_profile(camp: _Campaign, kernel: KernelSpec, name: str, agree: Agreemen
         n_exec = executions
     else:
         camp.set_phase("ssp-search")
-        measure = _PooledProbe(camp, kernel, guidance.exec_time_ns, probe_lois, say, agree)
+        reach = 0.0 if sensor is None else max(sensor.window_ns, sensor.tau_ns,
+                                               sensor.period_ns if sensor.kind == "counter" else 0.0)
+        deconv_probes = attribution == "deconvolve" or (attribution == "auto" and reach > guidance.exec_time_ns)
+        measure = _PooledProbe(camp, kernel, guidance.exec_time_ns, probe_lois, say, agree, sensor=sensor,
+                               deconvolve_probes=deconv_probes)
         search = find_ssp_executions(measure, tolerance=ssp_tolerance, max_executions=max_executions)
         n_exec = max(SSE_EXECUTIONS, search.executions)
 
@@ -764,11 +820,18 @@ def _run_profile(camp: _Campaign, kernel: KernelSpec, name: str, agree: Agreemen
         for _ in range(more):
             camp.run(kernel, n_exec, role="top-up")
         top_ups += more
-    profiles = {
-        label: _finish(label, placed[label], execution_index=idx, executions_per_run=n_exec, guidance=guidance,
-                       smoother=smoother, x=x, top_up_runs=top_ups, span=span)
-        for label, idx in labels
-    }
+    profiles = {}
+    for label, idx in labels:
+        pl = placed[label]
+        use_deconv = attribution == "deconvolve" or (
+            attribution == "auto" and needs_deconvolution(samples, sensor, pl.duration_ns, guidance.loi_interval_ns))
+        if use_deconv:
+            profiles[label] = _finish_deconvolved(label, pl, samples, ex, lmap, sensor, execution_index=idx,
+                                                  executions_per_run=n_exec, guidance=guidance, x=x, kernel_id=None,
+                                                  top_up_runs=top_ups)
+        else:
+            profiles[label] = _finish(label, pl, execution_index=idx, executions_per_run=n_exec, guidance=guidance,
+                                      smoother=smoother, x=x, top_up_runs=top_ups, span=span)
     camp.set_phase("done", camp.next_run)
 
     golden_runs = np.unique(np.concatenate([p.golden.run_ids for p in profiles.values()]))

@@ -77,11 +77,35 @@ def nominal_durations(markers: np.ndarray, tick_ns: float) -> np.ndarray:
     return np.asarray(markers["end_ticks"] - markers["begin_ticks"], dtype=np.float64) * tick_ns
 
 
+def _segment_ns(brackets: np.ndarray) -> float:
+    """Knot spacing of the piecewise map: 1 s, or longer when the bursts of reads are further apart.
+
+    Reads come in bursts around each run. A piece needs reads spread over
+    half its spacing on both sides of its knot, so when runs are seconds
+    apart (a sensor with a 100 ms period needs long idle between runs to
+    show idle again) the spacing must exceed the gap between bursts: 2.5x
+    the typical (90th percentile) gap, so even the end pieces, which see
+    one side only, hold two bursts. Skew wanders over tens of seconds (a
+    crystal's temperature), so pieces of a few seconds still follow it.
+    """
+    hb = np.sort(brackets[:, 0].astype(np.float64))
+    gaps = np.diff(hb)
+    between = gaps[gaps > 1e6]  # gaps between bursts, not within one
+    if len(between) == 0:
+        return 1e9
+    return max(1e9, 2.5 * float(np.quantile(between, 0.9)))
+
+
 def fit_device_map(brackets: np.ndarray, tick_ns: float) -> ClockMap | PiecewiseClockMap:
-    """The device clock's map onto host time; piecewise over campaigns longer than 2 s (drift)."""
+    """The device clock's map onto host time; piecewise over campaigns longer than 2 s (drift).
+
+    The pieces are 1 s apart, or further when the runs' bursts of reads are
+    (:func:`_segment_ns`; paper Section IV-A syncs once, drift is this
+    package's addition).
+    """
     span = float(brackets[:, 0].max() - brackets[:, 0].min())
     if span > _PIECEWISE_AFTER_NS:
-        return fit_piecewise_clock_map(brackets, tick_ns=tick_ns)
+        return fit_piecewise_clock_map(brackets, tick_ns=tick_ns, segment_ns=_segment_ns(brackets))
     return fit_clock_map(brackets, tick_ns=tick_ns)
 
 

@@ -513,7 +513,7 @@ class SimNode:
         clock_rng = np.random.default_rng(np.random.SeedSequence([int(seed), 0xC10C]))
         self.gpus: list[SimGPU] = []
         for r in range(n):
-            p = dict(params)
+            p: dict[str, Any] = dict(params)
             # Each device its own clock, as real GPUs in one node have.
             p.setdefault("device_offset_ticks", float(int(clock_rng.integers(1 << 40, 1 << 52))))
             p.setdefault("device_skew_ppm", float(clock_rng.uniform(-40, 40)))
