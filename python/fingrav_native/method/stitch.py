@@ -369,7 +369,9 @@ def _choose_window(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> int:
         sub = _even_subsample(n)
         share = _choose_window(x[sub], y[sub], w[sub]) / sub.size * (sub.size / n) ** 0.2
         return int(min(n, max(MIN_WINDOW, round(share * n))))
-    k_lo = min(n, MIN_WINDOW)
+    # At least MIN_WINDOW LOIs; with fewer than 4 x that, a quarter of them
+    # (at least 3): one line through 8 LOIs cannot follow an execution.
+    k_lo = min(n, MIN_WINDOW, max(3, math.ceil(n / 4)))
     ks = np.unique(np.round(np.geomspace(k_lo, n, _SPAN_CANDIDATES)).astype(np.int64))
     scores = np.full(ks.size, np.inf)
     for c, k in enumerate(ks):
@@ -524,7 +526,8 @@ def stitch(
     span : float or "auto"
         Share of the LOIs in each local fit, in (0, 1], or ``"auto"``
         (default): per channel, the window that minimises generalised
-        cross-validation, at least ``MIN_WINDOW`` LOIs.
+        cross-validation, at least ``MIN_WINDOW`` LOIs (a quarter of them,
+        at least 3, below 4 x ``MIN_WINDOW``).
     weighted : bool
         Weight each LOI in the fit by ``1 / uncertainty**2`` of its
         position (``uncert_ns``, or ``uncert_ns / duration_ns`` for
@@ -565,7 +568,8 @@ def stitch(
        ``"poly4"`` is a least-squares polynomial of degree 4 over all LOIs.
        Both are linear in the values (``fit(g) = sum_j l_j(g) y_j``), so
        they reproduce a constant shift.
-    5. ``span="auto"``: try windows k from ``MIN_WINDOW`` to n (geometric
+    5. ``span="auto"``: try windows k from ``MIN_WINDOW`` (``ceil(n / 4)``,
+       at least 3, for fewer than ``4 * MIN_WINDOW`` LOIs) to n (geometric
        steps) and keep the one with the least generalised cross-validation
        score ``n * RSS / (n - tr S)**2`` (S: the hat matrix, whose trace
        is the sum of each LOI's weight in its own fit). Beyond 256 LOIs the
