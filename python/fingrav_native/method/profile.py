@@ -525,7 +525,7 @@ def profile(
     span : float or "auto"
         Share of the LOIs each local fit uses, or ``"auto"`` (default): the
         window generalised cross-validation picks per channel, at least
-        8 LOIs or a quarter of them
+        6 LOIs or a quarter of them
         (:func:`~fingrav_native.method.stitch.stitch`). A fixed
         small span with the ~40 LOIs Table I asks for follows single noisy
         LOIs; the stitched profile's ``fit_low``/``fit_high`` band says

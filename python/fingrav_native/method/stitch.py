@@ -330,8 +330,10 @@ _SPAN_CANDIDATES = 16
 # sorted LOIs beyond that), and the span search runs on such a subsample.
 _SCORE_LOIS = 256
 #: Fewest LOIs in a local window the span search considers: a local line
-#: through fewer follows single noisy LOIs (a spike from one outlier).
-MIN_WINDOW = 8
+#: through fewer follows single noisy LOIs (a spike from one outlier); one
+#: through many more cannot follow an execution's first microseconds with
+#: Table I's ~40 (GCV decides between).
+MIN_WINDOW = 6
 # Fewest LOIs in the half window the band's bias estimate fits.
 _BIAS_WINDOW = 4
 
@@ -370,7 +372,8 @@ def _choose_window(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> int:
         share = _choose_window(x[sub], y[sub], w[sub]) / sub.size * (sub.size / n) ** 0.2
         return int(min(n, max(MIN_WINDOW, round(share * n))))
     # At least MIN_WINDOW LOIs; with fewer than 4 x that, a quarter of them
-    # (at least 3): one line through 8 LOIs cannot follow an execution.
+    # (at least 3): one line through all of a few LOIs cannot follow an
+    # execution.
     k_lo = min(n, MIN_WINDOW, max(3, math.ceil(n / 4)))
     ks = np.unique(np.round(np.geomspace(k_lo, n, _SPAN_CANDIDATES)).astype(np.int64))
     scores = np.full(ks.size, np.inf)
