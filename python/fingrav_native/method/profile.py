@@ -826,10 +826,21 @@ def _run_profile(camp: _Campaign, kernel: KernelSpec, name: str, agree: Agreemen
         use_deconv = attribution == "deconvolve" or (
             attribution == "auto" and needs_deconvolution(samples, sensor, pl.duration_ns, guidance.loi_interval_ns))
         if use_deconv:
-            profiles[label] = _finish_deconvolved(label, pl, samples, ex, lmap, sensor, execution_index=idx,
-                                                  executions_per_run=n_exec, guidance=guidance, x=x, kernel_id=None,
-                                                  top_up_runs=top_ups)
-        else:
+            try:
+                profiles[label] = _finish_deconvolved(label, pl, samples, ex, lmap, sensor, execution_index=idx,
+                                                      executions_per_run=n_exec, guidance=guidance, x=x,
+                                                      kernel_id=None, top_up_runs=top_ups)
+                continue
+            except ValueError as exc:
+                # Too few logs for the deconvolution (a 25 ms window every
+                # 100 ms over a sub-millisecond kernel needs ~10^5 runs):
+                # say so, with the count it needs, and keep the point
+                # attribution so the campaign still yields its profile.
+                if attribution == "deconvolve":
+                    raise
+                warnings.warn(f"{label}: cannot deconvolve ({exc}); the profile attributes each log to one "
+                              "instant and is smeared by the sensor's window", SensorResolutionWarning, stacklevel=2)
+        if label not in profiles:
             profiles[label] = _finish(label, pl, execution_index=idx, executions_per_run=n_exec, guidance=guidance,
                                       smoother=smoother, x=x, top_up_runs=top_ups, span=span)
     camp.set_phase("done", camp.next_run)

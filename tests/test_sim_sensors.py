@@ -1,0 +1,119 @@
+"""The simulated device expresses the real sensors, and profile() runs end to end on each (issue 15, item 5).
+
+DESIGN.md, "Sensors are part of the measurement": the sim's logger takes the
+presets of :data:`fingrav_native.sensors.model.SENSOR_PRESETS`; the
+criterion (issue 15, "Done when") compares a 1 ms averaging sensor's SSP
+profile with the instantaneous logger's at the same runs.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+from fingrav_native.backends.sim import SimBackend
+from fingrav_native.method.profile import SensorResolutionWarning, profile
+from fingrav_native.sensors.model import SENSOR_PRESETS
+from fingrav_native.sim.device import SimGPU, sensor_params
+
+
+@pytest.mark.parametrize("name", sorted(SENSOR_PRESETS))
+def test_sim_gpu_takes_every_preset_and_reports_it(name: str) -> None:
+    gpu = SimGPU(seed=1, sensor=name)
+    assert gpu.sensor == SENSOR_PRESETS[name]
+    for key, value in sensor_params(name).items():
+        assert gpu.params[key] == value, key
+    caps = SimBackend(gpu).capabilities
+    assert caps.sensor == SENSOR_PRESETS[name]
+    preset = SENSOR_PRESETS[name]
+    assert caps.logger_window_ns == (preset.period_ns if preset.kind == "counter" else preset.window_ns)
+
+
+def test_default_device_is_the_papers_instant_logger() -> None:
+    assert SimGPU(seed=0).sensor.name == "instant-1ms"
+    assert SimBackend(seed=0).capabilities.sensor == SENSOR_PRESETS["instant-1ms"]
+
+
+def test_sensor_and_logger_parameters_clash_by_name() -> None:
+    with pytest.raises(ValueError, match="logger_window_ns"):
+        SimGPU(sensor="amd-1ms-average", logger_window_ns=2e6)
+    with pytest.raises(ValueError, match="preset"):
+        SimGPU(sensor="no-such-sensor")
+
+
+def test_sliding_window_logs_are_the_true_window_average() -> None:
+    # A 1 s average every 100 ms (NVIDIA's power reading): each log is the
+    # mean of the truth over the second before it.
+    gpu = SimGPU(seed=3, sensor="nvidia-average-1s")
+    gpu.idle(1_200_000_000)
+    gpu.run("cb-4k-gemm", 200)
+    gpu.idle(300_000_000)
+    logs = gpu.logs()
+    logs = logs[logs["sample_ns"] > logs["sample_ns"][0] + 1_100_000_000]
+    assert len(logs) >= 3
+    for log in logs[-4:]:
+        t = np.arange(log["sample_ns"] - 1_000_000_000 + 500, log["sample_ns"], 1000, dtype=np.int64)
+        truth = float(np.mean(gpu.truth_power(t)[:, 0]))
+        assert log["window_ns"] == 1_000_000_000
+        assert abs(float(log["total"]) / truth - 1) < 1e-4
+
+
+def test_counter_logs_tile_time_and_carry_their_interval() -> None:
+    gpu = SimGPU(seed=4, sensor="amd-energy-accumulator")
+    gpu.run("cb-4k-gemm", 50)
+    logs = gpu.logs()
+    assert np.array_equal(logs["window_ns"][1:].astype(np.int64), np.diff(logs["sample_ns"]))
+
+
+def _fidelity(preset: str, runs: int, seed: int = 1) -> dict[str, float]:
+    """SSP profile against the sim's truth (as bench/method_bench.py scores it)."""
+    b = SimBackend(seed=seed, sensor=preset)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SensorResolutionWarning)
+        p = profile("cb-4k-gemm", b, mode="ssp", runs=runs, top_up=False)
+    ep = p.profiles["ssp"]
+    ch = next(c for c in ep.stitched.channels if c.name == "total")
+    ex = b.gpu.executions()
+    bw = float(np.median(np.diff(ch.bin_centres)))
+    offs = np.linspace(-bw / 2, bw / 2, 9)
+    vals = []
+    assert ep.golden.run_ids is not None
+    for r in ep.golden.run_ids:
+        e = ex[(ex["run"] == r) & (ex["index"] == ep.execution_index)]
+        t = (e["start_ns"][0] + ch.bin_centres[:, None] + offs[None, :]).astype(np.int64)
+        vals.append(b.gpu.truth_power(t.ravel())[:, 0].reshape(t.shape).mean(axis=1))
+    truth = np.nanmean(vals, axis=0)
+    est = ch.fit_y if ch.fit_y is not None and len(ch.fit_y) == len(truth) else ch.mean
+    ok = np.isfinite(est) & np.isfinite(truth)
+    return {"rmse": float(np.sqrt(np.mean((est[ok] - truth[ok]) ** 2)) / np.mean(truth[ok])),
+            "bias": float(np.mean(est[ok]) / np.mean(truth[ok]) - 1), "runs": float(p.runs)}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(SENSOR_PRESETS))
+def test_profile_runs_end_to_end_on_every_preset(name: str) -> None:
+    # Bounded search and top-ups keep the slow sensors (100 ms periods) to a
+    # minute; what is checked is that every step works, and that a sensor
+    # that cannot resolve the kernel says so.
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        p = profile("cb-4k-gemm", SimBackend(seed=1, sensor=name), mode="ssp", runs=20, probe_lois=20,
+                    max_executions=64, max_top_up_runs=10)
+    assert p.backend.sensor == SENSOR_PRESETS[name]
+    ep = p.profiles["ssp"]
+    assert np.isfinite(ep.stitched.channels[0].mean).any()
+    if SENSOR_PRESETS[name].averages:
+        assert any(issubclass(w.category, SensorResolutionWarning) for w in caught)
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason=(
+    "issue 15 criterion not met yet: at 200 runs (seed 1) the instantaneous logger's SSP profile has RMSE "
+    "~1.5-2.5% and the deconvolved amd-1ms-average ~10-13% with mean-power bias 1-5%"))
+def test_one_ms_average_is_within_1_5x_of_instant_and_unbiased() -> None:
+    inst = _fidelity("instant-1ms", 200)
+    avg = _fidelity("amd-1ms-average", 200)
+    assert avg["rmse"] <= 1.5 * inst["rmse"], (avg, inst)
+    assert abs(avg["bias"]) <= 0.01, avg
