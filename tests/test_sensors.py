@@ -360,3 +360,17 @@ def test_fingrav_characterize_writes_a_sensor_file_profiles_can_use(tmp_path, ca
     assert c.sensor.source == "characterised" and c.period.period_ns == pytest.approx(1e6, rel=0.01)
     assert cli.main(["characterize", "--runs", "1"]) == 2
     assert "--runs=1: must be >= 2" in capsys.readouterr().err
+
+
+def test_a_window_of_whole_executions_is_said_to_hide_the_shape():
+    # 330 us kernels 3.33 us apart: a 1 ms window spans exactly 3 executions, every phase alike
+    # (a zero of the boxcar's sinc response): found on the simulator with cb-4k-gemm's SSP.
+    sensor = sensor_preset("amd-1ms-average")
+    samples, ex = logged_runs(60, sensor, seed=11, duration_ns=330_000.0, gap_ns=3_333.3, duration_jitter=0.0)
+    dec = deconvolve(samples, ex, Identity(), sensor, execution_of_interest=-1, runs=np.arange(60),
+                     channels=("total",), bootstrap=20)
+    assert any("spans 3.00 execution periods" in w for w in dec.warnings)
+    samples, ex = logged_runs(60, sensor, seed=11)  # 366 us + 3 us: 2.71 executions per window
+    dec = deconvolve(samples, ex, Identity(), sensor, execution_of_interest=-1, runs=np.arange(60),
+                     channels=("total",), bootstrap=20)
+    assert not any("execution periods" in w for w in dec.warnings)

@@ -622,6 +622,19 @@ def deconvolve(
                    f"{math.ceil(len(used_runs) * (res_ns / asked) ** 2)} runs for {asked / 1e3:.1f} us")
         warnings.append(f"the logs resolve features of about {res_ns / 1e3:.1f} us over {len(used_runs)} runs, "
                         f"coarser than the {asked / 1e3:.1f} us asked for; {why}")
+    # A boxcar spanning a whole number of execution periods integrates every phase of the
+    # kernel equally (a zero of its sinc response): such windows carry the level, not the
+    # shape, whatever the number of runs.
+    starts_by_run = [np.diff(by_run[r]["start_ns"][by_run[r]["kernel_id"] == by_run[r]["kernel_id"][eoi[r]]])
+                     for r in used_runs if r in by_run]
+    steps = np.concatenate(starts_by_run) if starts_by_run else np.zeros(0)
+    if sensor.shape == "boxcar" and len(steps) and np.median(win_all[use]) > 0:
+        cycles = float(np.median(win_all[use])) / float(np.median(steps))
+        if cycles >= 0.95 and abs(cycles - round(cycles)) < 0.05:
+            warnings.append(
+                f"the window spans {cycles:.2f} execution periods ({float(np.median(steps)) / 1e3:.1f} us each): a "
+                f"window of a whole number of executions averages every phase of the kernel alike and hides its "
+                f"shape; change the executions' spacing (a gap, another execution count) or the sensor's window")
     noisy = [c for c in results if np.isfinite(c.energy_half_width_j) and c.energy_j > 0
              and c.energy_half_width_j > 0.05 * c.energy_j]
     if noisy:
