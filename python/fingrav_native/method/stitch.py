@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Iterator, Optional, Sequence
+from typing import Callable, Iterator, Optional, Sequence
 
 import numpy as np
 import numpy.typing as npt
@@ -234,6 +234,14 @@ def _window_starts(x: np.ndarray, g: np.ndarray, k: np.ndarray) -> tuple[np.ndar
         lo = np.where(right, mid + 1, lo)
         hi = np.where(active & ~right, mid, hi)
     h = np.maximum(g - x[lo], x[lo + k - 1] - g)  # the k-th smallest distance
+    # Inside a gap in the LOIs, the k nearest on one side would extrapolate
+    # that side's slope across it (a spike). Reach the other side too, the
+    # more the further g is from both edges (continuous in g: at an edge the
+    # usual window), so the fit bridges the gap. Dense LOIs: no change.
+    right = np.searchsorted(x, g, side="left")
+    inner = (right > 0) & (right < n)
+    edge = np.minimum(g - x[np.clip(right - 1, 0, n - 1)], x[np.clip(right, 0, n - 1)] - g)
+    h = np.where(inner, np.maximum(h, 2.0 * _GAP_REACH * edge), h)
     # Every point within h: a superset by binary search (a small tolerance
     # for rounding in g -+ h), masked exactly below.
     tol = 1e-9 * (np.abs(g) + h) + np.finfo(np.float64).tiny
@@ -250,6 +258,7 @@ class _LinearFit:
     spread: np.ndarray  # sum_j l_j^2 / w_j: the fit's variance over the noise variance
     self_weight: Optional[np.ndarray]  # l_i(x_i) where the points are LOIs themselves
     tube_length: float  # path length of l / ||l|| along the points (Sun & Loader's kappa_0)
+    slope: np.ndarray  # the local line's slope at each point
 
 
 def _local_linear(x: np.ndarray, y: np.ndarray, w: np.ndarray, g: np.ndarray, k: int | np.ndarray, *,
@@ -268,6 +277,7 @@ def _local_linear(x: np.ndarray, y: np.ndarray, w: np.ndarray, g: np.ndarray, k:
     size = stop - first
     h_safe = np.where(h > 0, h, 1.0)  # h = 0: every point in the window sits at g
     fit = np.empty(g.size)
+    slope = np.empty(g.size)
     var = np.full(g.size, np.nan)
     own = np.empty(g.size) if self_index is not None else None
     kappa = 0.0
@@ -303,6 +313,7 @@ def _local_linear(x: np.ndarray, y: np.ndarray, w: np.ndarray, g: np.ndarray, k:
         # fit = y_bar - slope * d_bar, with slope = sum(wt dc y) / sxx.
         lw = wt / s0[:, None] - np.where(flat, 0.0, d_bar / np.where(flat, 1.0, sxx))[:, None] * wdc
         fit[i:j] = (lw * y[idx]).sum(axis=1)
+        slope[i:j] = np.where(flat, 0.0, (wdc * y[idx]).sum(axis=1) / np.where(flat, 1.0, sxx))
         if spread or tube:
             scaled = lw / np.sqrt(w[idx])
             var[i:j] = (scaled * scaled).sum(axis=1)
@@ -321,7 +332,7 @@ def _local_linear(x: np.ndarray, y: np.ndarray, w: np.ndarray, g: np.ndarray, k:
                     dot = float(u_p[a - f_p:b - f_p] @ unit[r, a - f_r:b - f_r]) if b > a else 0.0
                     kappa += math.sqrt(max(0.0, 2.0 - 2.0 * dot))
                 prev = (f_r, unit[r])
-    return _LinearFit(fit, var, own, kappa)
+    return _LinearFit(fit, var, own, kappa, slope)
 
 
 # Candidate windows the span search tries.
@@ -335,7 +346,10 @@ _SCORE_LOIS = 256
 #: Table I's ~40 (GCV decides between).
 MIN_WINDOW = 6
 # Fewest LOIs in the half window the band's bias estimate fits.
-_BIAS_WINDOW = 4
+_BIAS_WINDOW = 3
+# In the middle of a gap, the window reaches this far beyond the LOIs on
+# either side (the tricube kernel still gives them ~1/10 of full weight).
+_GAP_REACH = 1.25
 
 
 def _even_subsample(n: int) -> np.ndarray:
@@ -450,7 +464,30 @@ def _local_fit(x: np.ndarray, y: np.ndarray, w: np.ndarray, grid: np.ndarray, sp
     k_half = k // 2
     if k_half >= _BIAS_WINDOW:
         half = half + 4.0 / 3.0 * np.abs(lf.y - _local_linear(x, y, w, grid, k_half).y)
+    half = half + _gap_allowance(x, lambda at: _local_linear(x, y, w, x[at], k, spread=False).slope, grid)
     return _Fit("local", lf.y, lf.y - half, lf.y + half, k / n)
+
+
+def _gap_allowance(x: np.ndarray, slope_at: Callable[[np.ndarray], np.ndarray], grid: np.ndarray) -> np.ndarray:
+    """How far a smooth curve may stray from a line across each gap between LOIs.
+
+    Between LOIs at a and b where the curve's slopes are s_a and s_b, a
+    curve that bends one way only lies between the chord and the two
+    tangents, at most ``|s_a - s_b| (g - a)(b - g) / (b - a)`` from the
+    chord. Negligible where LOIs are dense; in a gap (few LOIs on a rise)
+    it says the LOIs do not know the curve there.
+    """
+    right = np.searchsorted(x, grid, side="right")
+    inner = (right > 0) & (right < x.size)
+    ia, ib = np.clip(right - 1, 0, x.size - 1), np.clip(right, 0, x.size - 1)
+    a, b = x[ia], x[ib]
+    # Slopes only at the LOIs that border a grid point (at most two each).
+    ends, where = np.unique(np.concatenate([ia, ib]), return_inverse=True)
+    slope = slope_at(ends)[where]
+    bend = np.abs(slope[grid.size:] - slope[:grid.size])
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out = bend * (grid - a) * (b - grid) / (b - a)
+    return np.where(inner & (b > a), out, 0.0)
 
 
 def _poly_fit(x: np.ndarray, y: np.ndarray, w: np.ndarray, grid: np.ndarray, confidence: float) -> _Fit:
@@ -568,7 +605,10 @@ def stitch(
        1): ``"local"`` fits, at each grid point, a line to its ``k =
        ceil(span * n)`` nearest LOIs weighted by the tricube kernel ``(1 -
        (d/h)**3)**3`` (h: the farthest of them) and takes its value there;
-       ``"poly4"`` is a least-squares polynomial of degree 4 over all LOIs.
+       inside a gap in the LOIs, h grows to 2.5 times the distance to the
+       nearer edge, so the line reaches the far side and bridges the gap
+       instead of extrapolating one side's slope across it (no change
+       where LOIs are dense, none at an edge); ``"poly4"`` is a least-squares polynomial of degree 4 over all LOIs.
        Both are linear in the values (``fit(g) = sum_j l_j(g) y_j``), so
        they reproduce a constant shift.
     5. ``span="auto"``: try windows k from ``MIN_WINDOW`` (``ceil(n / 4)``,
@@ -585,8 +625,13 @@ def stitch(
        degrees of freedom), the fit's standard error ``sigma * sqrt(sum_j
        l_j(g)**2)``, times a critical value from Sun & Loader's (1994)
        tube formula, so the band holds over the whole curve at once, not
-       at each point alone. It covers the fit's noise, not the smoother's
-       bias: a step sharper than the window is rounded off inside it.
+       at each point alone. The local fit's band adds what that noise
+       band leaves out: the smoother's bias, ``4/3 |fit_k - fit_{k/2}|``
+       (a local line's bias grows as the window squared), and, in a gap
+       between LOIs at a and b, how far a curve bending one way may stray
+       from a line across it, ``|s_a - s_b| (g - a)(b - g) / (b - a)``
+       (s: the fit's slopes there). A step with no LOI on it is still
+       rounded off; the band is then wide there.
 
     Examples
     --------
