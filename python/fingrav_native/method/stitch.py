@@ -347,9 +347,10 @@ _SCORE_LOIS = 256
 MIN_WINDOW = 6
 # Fewest LOIs in the half window the band's bias estimate fits.
 _BIAS_WINDOW = 3
-# In the middle of a gap, the window reaches this far beyond the LOIs on
-# either side (the tricube kernel still gives them ~1/10 of full weight).
-_GAP_REACH = 1.25
+# Inside a gap the window's half-width is at least 2 x this x the distance
+# to the nearer edge: in the middle of a gap it spans twice the gap, so the
+# LOIs on both sides weigh in about equally.
+_GAP_REACH = 2.0
 
 
 def _even_subsample(n: int) -> np.ndarray:
@@ -605,7 +606,7 @@ def stitch(
        1): ``"local"`` fits, at each grid point, a line to its ``k =
        ceil(span * n)`` nearest LOIs weighted by the tricube kernel ``(1 -
        (d/h)**3)**3`` (h: the farthest of them) and takes its value there;
-       inside a gap in the LOIs, h grows to 2.5 times the distance to the
+       inside a gap in the LOIs, h grows to 4 times the distance to the
        nearer edge, so the line reaches the far side and bridges the gap
        instead of extrapolating one side's slope across it (no change
        where LOIs are dense, none at an edge); ``"poly4"`` is a least-squares polynomial of degree 4 over all LOIs.
