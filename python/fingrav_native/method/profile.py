@@ -53,12 +53,14 @@ from fingrav_native.method.steady import (
     find_ssp_executions,
 )
 from fingrav_native.method.stitch import (
+    EnergyEstimate,
+    StitchedProfile,
     energy_per_execution,
     stitch,
     whole_run_view,
 )
 from fingrav_native.method.timeline import Timeline, nominal_durations, timeline_of
-from fingrav_native.sensors.deconvolve import as_stitched, deconvolve, needs_deconvolution
+from fingrav_native.sensors.deconvolve import Deconvolution, as_stitched, deconvolve, needs_deconvolution
 from fingrav_native.sensors.model import SensorModel, sensor_preset
 
 __all__ = [
@@ -358,6 +360,14 @@ def _finish(
                       smoother=smoother, span=span)
     energy = {c.name: energy_per_execution(c, placed.duration_ns) for c in stitched.channels
               if np.isfinite(c.mean).any()}
+    return _execution_profile(label, placed, stitched, energy, placed.duration_ns, execution_index=execution_index,
+                              executions_per_run=executions_per_run, guidance=guidance, top_up_runs=top_up_runs)
+
+
+def _execution_profile(label: str, placed: _Placed, stitched: StitchedProfile, energy: dict[str, EnergyEstimate],
+                       duration_ns: float, *, execution_index: int, executions_per_run: int, guidance: Guidance,
+                       top_up_runs: int, deconvolution: Optional[Deconvolution] = None) -> ExecutionProfile:
+    """The result of steps 5-8 for one execution of interest, however its curve was made."""
     return ExecutionProfile(
         label=label,
         execution_index=int(execution_index),
@@ -365,10 +375,11 @@ def _finish(
         golden=placed.golden,
         lois=placed.lois,
         stitched=stitched,
-        duration_ns=placed.duration_ns,
+        duration_ns=duration_ns,
         energy=energy,
         loi_target=target_loi_count(guidance, placed.duration_ns),
         top_up_runs=top_up_runs,
+        deconvolution=deconvolution,
     )
 
 
@@ -434,19 +445,9 @@ def _finish_deconvolved(
     stitched, energy = as_stitched(dec, x=x, uncert_ns_median=float(np.median(unc)), uncert_ns_max=float(np.max(unc)))
     for w in dec.warnings:
         warnings.warn(f"{label}: {w}", SensorResolutionWarning, stacklevel=3)
-    return ExecutionProfile(
-        label=label,
-        execution_index=int(execution_index),
-        executions_per_run=int(executions_per_run),
-        golden=placed.golden,
-        lois=placed.lois,
-        stitched=stitched,
-        duration_ns=dec.duration_ns,
-        energy=energy,
-        loi_target=target_loi_count(guidance, placed.duration_ns),
-        top_up_runs=top_up_runs,
-        deconvolution=dec,
-    )
+    return _execution_profile(label, placed, stitched, energy, dec.duration_ns, execution_index=execution_index,
+                              executions_per_run=executions_per_run, guidance=guidance, top_up_runs=top_up_runs,
+                              deconvolution=dec)
 
 
 def _budget(lois_list: Sequence[np.ndarray], executions: np.ndarray, logger_map: Any,
