@@ -240,7 +240,7 @@ def test_forty_noisy_lois_give_no_spurious_spike():
         worst.append(dev.max())
         worst_fixed.append(np.abs(fixed.fit_y - truth).max())
         assert ch.fit_span * 40 >= stitch_module.MIN_WINDOW
-    assert covered >= 32, covered  # 34 of 40 when written (nominal 38: choosing the span on the same LOIs costs some)
+    assert covered >= 32, covered  # 35 of 40 when written (nominal 38: choosing the span on the same LOIs costs some)
     # The data-chosen span errs about half as far from the truth at worst.
     assert np.median(worst) < 0.6 * np.median(worst_fixed), (np.median(worst), np.median(worst_fixed))
     assert np.median(worst) < 1.5 * 12.0

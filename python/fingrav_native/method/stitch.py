@@ -31,6 +31,7 @@ import numpy as np
 import numpy.typing as npt
 import scipy.linalg
 import scipy.optimize
+import scipy.special
 import scipy.stats
 
 from fingrav_native._checks import positive_number
@@ -266,27 +267,33 @@ def _local_linear(x: np.ndarray, y: np.ndarray, w: np.ndarray, g: np.ndarray, k:
     """LOWESS-style local linear regression with a tricube kernel, evaluated at ``g``.
 
     ``x`` is sorted; each point's bandwidth h is the distance to its k-th
-    nearest LOI. ``self_index``: the LOI each point of ``g`` is (for the
-    leverages); ``spread``: the fit's variance over the noise variance;
-    ``tube``: also the path length of the normalised weight vectors from
-    one point of ``g`` to the next (``g`` ascending).
+    nearest LOI. ``y`` may hold several channels (rows) at the same LOIs:
+    the weights are computed once. ``self_index``: the LOI each point of
+    ``g`` is (for the leverages); ``spread``: the fit's variance over the
+    noise variance; ``tube``: also the path length of the normalised weight
+    vectors from one point of ``g`` to the next (``g`` ascending).
     """
     n = x.size
+    ys = y if y.ndim == 2 else y[None, :]
     k = np.broadcast_to(np.clip(np.asarray(k, dtype=np.int64), 1, n), g.shape)
     first, stop, h = _window_starts(x, g, k)
     size = stop - first
     h_safe = np.where(h > 0, h, 1.0)  # h = 0: every point in the window sits at g
-    fit = np.empty(g.size)
-    slope = np.empty(g.size)
+    fit = np.empty((ys.shape[0], g.size))
+    slope = np.empty((ys.shape[0], g.size))
     var = np.full(g.size, np.nan)
     own = np.empty(g.size) if self_index is not None else None
     kappa = 0.0
     prev: Optional[tuple[int, np.ndarray]] = None  # (first, unit weights) of the previous point
-    # Blocks of points whose (points x widest window) stays bounded.
-    rows = max(1, _BLOCK_ELEMENTS // max(1, int(size.max())))
-    for i in range(0, g.size, rows):
-        j = min(g.size, i + rows)
+    # Blocks of points whose (points x widest window) stays bounded; windows
+    # of neighbouring points are alike (callers stack points by window).
+    i = 0
+    while i < g.size:
+        j = min(g.size, i + max(1, _BLOCK_ELEMENTS // max(1, int(size[i]))))
         width = int(size[i:j].max())
+        if (j - i) * width > 2 * _BLOCK_ELEMENTS:
+            j = i + max(1, _BLOCK_ELEMENTS // width)
+            width = int(size[i:j].max())
         pos = first[i:j, None] + np.arange(width)
         idx = np.minimum(pos, n - 1)
         d = x[idx] - g[i:j, None]
@@ -312,8 +319,9 @@ def _local_linear(x: np.ndarray, y: np.ndarray, w: np.ndarray, g: np.ndarray, k:
         flat = sxx <= 1e-12 * s0 * h[i:j] ** 2
         # fit = y_bar - slope * d_bar, with slope = sum(wt dc y) / sxx.
         lw = wt / s0[:, None] - np.where(flat, 0.0, d_bar / np.where(flat, 1.0, sxx))[:, None] * wdc
-        fit[i:j] = (lw * y[idx]).sum(axis=1)
-        slope[i:j] = np.where(flat, 0.0, (wdc * y[idx]).sum(axis=1) / np.where(flat, 1.0, sxx))
+        yi = ys[:, idx]
+        fit[:, i:j] = (lw * yi).sum(axis=2)
+        slope[:, i:j] = np.where(flat, 0.0, (wdc * yi).sum(axis=2) / np.where(flat, 1.0, sxx))
         if spread or tube:
             scaled = lw / np.sqrt(w[idx])
             var[i:j] = (scaled * scaled).sum(axis=1)
@@ -332,11 +340,14 @@ def _local_linear(x: np.ndarray, y: np.ndarray, w: np.ndarray, g: np.ndarray, k:
                     dot = float(u_p[a - f_p:b - f_p] @ unit[r, a - f_r:b - f_r]) if b > a else 0.0
                     kappa += math.sqrt(max(0.0, 2.0 - 2.0 * dot))
                 prev = (f_r, unit[r])
+        i = j
+    if y.ndim == 1:
+        return _LinearFit(fit[0], var, own, kappa, slope[0])
     return _LinearFit(fit, var, own, kappa, slope)
 
 
 # Candidate windows the span search tries.
-_SPAN_CANDIDATES = 16
+_SPAN_CANDIDATES = 12
 # Residuals are scored on at most this many LOIs (an even subsample of the
 # sorted LOIs beyond that), and the span search runs on such a subsample.
 _SCORE_LOIS = 256
@@ -376,33 +387,40 @@ def _residual_stats(x: np.ndarray, y: np.ndarray, w: np.ndarray, k: int, *,
             scale * float(np.sum(w[ev] * lf.spread)))
 
 
-def _choose_window(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> int:
-    """The local window (LOIs) minimising generalised cross-validation."""
+def _choose_window(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """Per channel (row of ``y``), the local window (LOIs) minimising generalised cross-validation."""
     n = x.size
     if n > _SCORE_LOIS:
         # Search on an even subsample (the cost grows as LOIs x window),
         # then carry the bandwidth over: a local line's MSE-optimal
         # bandwidth shrinks as n^(-1/5).
         sub = _even_subsample(n)
-        share = _choose_window(x[sub], y[sub], w[sub]) / sub.size * (sub.size / n) ** 0.2
-        return int(min(n, max(MIN_WINDOW, round(share * n))))
+        share = _choose_window(x[sub], y[:, sub], w[sub]) / sub.size * (sub.size / n) ** 0.2
+        return np.minimum(n, np.maximum(MIN_WINDOW, np.round(share * n))).astype(np.int64)
     # At least MIN_WINDOW LOIs; with fewer than 4 x that, a quarter of them
     # (at least 3): one line through all of a few LOIs cannot follow an
     # execution.
     k_lo = min(n, MIN_WINDOW, max(3, math.ceil(n / 4)))
     ks = np.unique(np.round(np.geomspace(k_lo, n, _SPAN_CANDIDATES)).astype(np.int64))
-    scores = np.full(ks.size, np.inf)
+    scores = np.full((y.shape[0], ks.size), np.inf)
+    every = np.arange(n)
     for c, k in enumerate(ks):
-        rss, nu1, _ = _residual_stats(x, y, w, int(k), spread=False)
+        # One pass for every channel: the weights depend on positions only.
+        lf = _local_linear(x, y, w, x, int(k), self_index=every, spread=False)
+        assert lf.self_weight is not None
+        nu1 = float(np.sum(lf.self_weight))
         if n - nu1 > 0.5:
-            scores[c] = n * rss / (n - nu1) ** 2
-    if not np.isfinite(scores).any():
-        return int(ks[-1])
-    # Scores equal to rounding (a line fitted exactly by every window):
-    # the widest of them, so the choice does not hang on the last digit.
-    best = float(np.min(scores))
-    tol = 1e-9 * (abs(best) + float(np.var(y))) + np.finfo(np.float64).tiny
-    return int(ks[np.flatnonzero(scores <= best + tol)[-1]])
+            scores[:, c] = n * np.sum(w * (y - lf.y) ** 2, axis=1) / (n - nu1) ** 2
+    out = np.full(y.shape[0], ks[-1], dtype=np.int64)
+    for r in range(y.shape[0]):
+        if not np.isfinite(scores[r]).any():
+            continue
+        # Scores equal to rounding (a line fitted exactly by every window):
+        # the widest of them, so the choice does not hang on the last digit.
+        best = float(np.min(scores[r]))
+        tol = 1e-9 * (abs(best) + float(np.var(y[r]))) + np.finfo(np.float64).tiny
+        out[r] = ks[np.flatnonzero(scores[r] <= best + tol)[-1]]
+    return out
 
 
 def _tube_critical(kappa: float, dof: float, confidence: float) -> float:
@@ -415,9 +433,10 @@ def _tube_critical(kappa: float, dof: float, confidence: float) -> float:
     alpha = 1.0 - confidence
 
     def excess(c: float) -> float:
-        return kappa / math.pi * math.pow(1.0 + c * c / dof, -dof / 2.0) + 2.0 * float(scipy.stats.t.sf(c, dof)) - alpha
+        # scipy.special's t distribution: the ufunc, not the slow rv_continuous wrapper.
+        return kappa / math.pi * math.pow(1.0 + c * c / dof, -dof / 2.0) + 2.0 * float(scipy.special.stdtr(dof, -c)) - alpha
 
-    lo = float(scipy.stats.t.ppf(1.0 - alpha / 2.0, dof))
+    lo = float(scipy.special.stdtrit(dof, 1.0 - alpha / 2.0))
     if kappa <= 0 or excess(lo) <= 0:
         return lo
     hi = 2.0 * lo
@@ -437,19 +456,45 @@ def _noise_rss(rss: float, y: np.ndarray) -> float:
     return rss if rss > floor else 0.0
 
 
+def _auto_windows(lois: np.ndarray, channels: Sequence[str], pos: np.ndarray, w: np.ndarray) -> dict[str, int]:
+    """The GCV window of each channel, one search for the channels logged at the same LOIs."""
+    groups: dict[bytes, list[str]] = {}
+    for name in channels:
+        ok = np.isfinite(lois[name].astype(np.float64))
+        if ok.any():
+            groups.setdefault(np.packbits(ok).tobytes() + bytes([int(ok.sum() % 256)]), []).append(name)
+    out: dict[str, int] = {}
+    for names in groups.values():
+        ok = np.isfinite(lois[names[0]].astype(np.float64))
+        ys = np.stack([lois[name].astype(np.float64)[ok] for name in names])
+        x = pos[ok]
+        # By position, ties by the values: the subsample the search uses
+        # beyond _SCORE_LOIS then does not depend on the input order.
+        order = np.lexsort((*ys[::-1], x))
+        ww = w[ok][order]
+        ks = _choose_window(x[order], ys[:, order], ww / np.mean(ww))
+        out.update({name: int(k) for name, k in zip(names, ks)})
+    return out
+
+
 def _nan_band(grid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return np.full(grid.size, np.nan), np.full(grid.size, np.nan)
 
 
 def _local_fit(x: np.ndarray, y: np.ndarray, w: np.ndarray, grid: np.ndarray, span: float | str,
-               confidence: float) -> _Fit:
+               confidence: float, window: Optional[int] = None) -> _Fit:
     """The local linear fit on the grid, its span (given, or chosen by GCV) and its simultaneous band."""
     # By position, ties by value: subsamples then do not depend on the input order.
     order = np.lexsort((y, x))
     x, y, w = x[order], y[order], w[order]
     w = w / np.mean(w)  # the band's noise model: variance sigma^2 / w
     n = x.size
-    k = _choose_window(x, y, w) if span == "auto" else min(n, max(3, math.ceil(float(span) * n)))
+    if window is not None:
+        k = int(window)
+    elif span == "auto":
+        k = int(_choose_window(x, y[None, :], w)[0])
+    else:
+        k = min(n, max(3, math.ceil(float(span) * n)))
     lf = _local_linear(x, y, w, grid, k, tube=True)
     rss, nu1, nu2 = _residual_stats(x, y, w, k)
     rss = _noise_rss(rss, y)
@@ -612,7 +657,7 @@ def stitch(
        where LOIs are dense, none at an edge); ``"poly4"`` is a least-squares polynomial of degree 4 over all LOIs.
        Both are linear in the values (``fit(g) = sum_j l_j(g) y_j``), so
        they reproduce a constant shift.
-    5. ``span="auto"``: try windows k from ``MIN_WINDOW`` (``ceil(n / 4)``,
+    5. ``span="auto"``: try 12 windows k from ``MIN_WINDOW`` (``ceil(n / 4)``,
        at least 3, for fewer than ``4 * MIN_WINDOW`` LOIs) to n (geometric
        steps) and keep the one with the least generalised cross-validation
        score ``n * RSS / (n - tr S)**2`` (S: the hat matrix, whose trace
@@ -725,6 +770,8 @@ def stitch(
         fit_w = np.ones(len(lois))
     t_factor_p = 0.5 * (1.0 + conf)
 
+    windows = (_auto_windows(lois, channels, pos, fit_w)
+               if smoother == "local" and sp == "auto" else {})
     out = []
     for name in channels:
         v_all = lois[name].astype(np.float64)
@@ -741,7 +788,8 @@ def stitch(
         fit: Optional[_Fit] = None
         if smoother is not None and v.size:
             xs, ws = pos[ok], fit_w[ok]
-            fit = _local_fit(xs, v, ws, grid, sp, conf) if smoother == "local" else _poly_fit(xs, v, ws, grid, conf)
+            fit = (_local_fit(xs, v, ws, grid, sp, conf, windows.get(name)) if smoother == "local"
+                   else _poly_fit(xs, v, ws, grid, conf))
         empty = np.empty(0)
         out.append(
             StitchedChannel(
