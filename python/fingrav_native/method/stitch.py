@@ -396,7 +396,7 @@ def _choose_window(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> np.ndarray:
         # bandwidth shrinks as n^(-1/5).
         sub = _even_subsample(n)
         share = _choose_window(x[sub], y[:, sub], w[sub]) / sub.size * (sub.size / n) ** 0.2
-        return np.minimum(n, np.maximum(MIN_WINDOW, np.round(share * n))).astype(np.int64)
+        return np.asarray(np.minimum(n, np.maximum(MIN_WINDOW, np.round(share * n))), dtype=np.int64)
     # At least MIN_WINDOW LOIs; with fewer than 4 x that, a quarter of them
     # (at least 3): one line through all of a few LOIs cannot follow an
     # execution.
