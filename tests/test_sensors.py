@@ -341,7 +341,7 @@ def test_characterize_recovers_the_simulated_sensor(window_ns):
     from fingrav_native.sensors.characterize import characterize
 
     backend = SimBackend(seed=1, logger_window_ns=window_ns, **SHARP_GPU)
-    c = characterize(backend, kernel="cb-4k-gemm", half_period_ns=3e6)
+    c = characterize(backend, kernel="cb-8k-gemm", half_period_ns=3e6)
     assert c.sensor.source == "characterised" and c.sensor.shape == "boxcar"
     assert c.period.period_ns == pytest.approx(1e6, rel=0.01)
     assert c.sensor.window_ns == pytest.approx(window_ns, rel=0.05)

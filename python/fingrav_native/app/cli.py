@@ -207,7 +207,7 @@ def _add_characterize_parser(sub: "argparse._SubParsersAction[argparse.ArgumentP
     ch.add_argument("--backend", choices=BACKENDS, default="sim", help="which device (default sim)")
     ch.add_argument("--device", type=int, default=0, help="GPU index for amd/nvidia (default 0)")
     ch.add_argument("--seed", type=int, default=0, help="seed of the simulated device (default 0)")
-    ch.add_argument("--kernel", default="cb-4k-gemm", help="the heavy kernel (default cb-4k-gemm)")
+    ch.add_argument("--kernel", default="cb-8k-gemm", help="the heavy kernel (default cb-8k-gemm)")
     ch.add_argument("--light", default="mb-2k-gemv", help="the light kernel (default mb-2k-gemv)")
     ch.add_argument("--runs", type=int, default=40, help="runs (default 40)")
     ch.add_argument("--cycles", type=int, default=4, help="heavy/light cycles per run (default 4)")

@@ -462,7 +462,7 @@ def load_characterisation(path: Union[str, "os.PathLike[str]"]) -> Characterisat
 
 def characterize(
     backend: Backend,
-    kernel: Any = "cb-4k-gemm",
+    kernel: Any = "cb-8k-gemm",
     light: Any = "mb-2k-gemv",
     *,
     runs: int = 40,
@@ -478,7 +478,7 @@ def characterize(
     backend : Backend
         The device (the simulator or a GPU).
     kernel, light : str, int or Workload
-        A heavy kernel (default the simulator's CB-4K GEMM; on a GPU a large
+        A heavy kernel (default the simulator's CB-8K GEMM; on a GPU a large
         GEMM) and a light one (a small GEMV): the square wave's two levels.
         Both stay on the GPU, so every edge is logged inside a run and its
         time is known from the kernels' GPU-side markers.
