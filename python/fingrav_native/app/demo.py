@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from typing import Any, Callable
 
 import numpy as np
 
@@ -14,6 +15,7 @@ from fingrav_native.clocks.maps import fit_clock_map, fit_piecewise_clock_map
 from fingrav_native.files.profiles import save_profile
 from fingrav_native.files.trace import export_trace
 from fingrav_native.method.profile import profile, profile_interleaved
+from fingrav_native.method.results import ExecutionProfile, Profile
 from fingrav_native.sim.device import SimGPU
 
 #: The sequence the simulated-GPU demo runs: the paper's heavy and light
@@ -31,8 +33,8 @@ def run_sim_demo(
     period_ns: int = 250_000,
     idle_ns: int = 30_000_000,
     sequence: tuple[tuple[str, int], ...] = SIM_DEMO_SEQUENCE,
-    out=print,
-) -> dict:
+    out: Callable[[str], object] = print,
+) -> dict[str, Any]:
     """Poll a live simulated GPU's power logger while it runs a GEMM sequence.
 
     The simulated device runs in real time; the C++ sampler thread polls its
@@ -114,8 +116,8 @@ def run_synthetic_demo(
     seconds: float = 1.0,
     period_ns: int = 250_000,
     source_period_ns: int = 1_000_000,
-    out=print,
-) -> dict:
+    out: Callable[[str], object] = print,
+) -> dict[str, Any]:
     """Sample the synthetic source live and report what arrived.
 
     The sampler thread polls faster than the source produces readings (as one
@@ -195,18 +197,19 @@ class _BracketRecorder(BackendWrapper):
         return rec
 
 
-def _energy(ep) -> str:
+def _energy(ep: ExecutionProfile) -> str:
     e = ep.energy["total"]
     return f"{e.energy_j * 1e3:.3f} +- {e.uncertainty_j * 1e3:.3f} mJ"
 
 
-def _mean_power(ep) -> tuple[float, float]:
+def _mean_power(ep: ExecutionProfile) -> tuple[float, float]:
     """Mean total power over the execution and its half-width, from the energy estimate."""
     e = ep.energy["total"]
     return e.energy_j / (ep.duration_ns * 1e-9), e.uncertainty_j / (ep.duration_ns * 1e-9)
 
 
-def run_demo(out_dir: str = "fingrav-demo", *, seed: int = 0, out=print) -> dict:
+def run_demo(out_dir: str = "fingrav-demo", *, seed: int = 0,
+             out: Callable[[str], object] = print) -> dict[str, Any]:
     """Profile the paper's CB-4K GEMM (SSE and SSP) and MB->2K on the simulated GPU; write files and figures.
 
     Runs on the simulated MI300X-class GPU in virtual time, so it is
@@ -346,7 +349,7 @@ def run_demo(out_dir: str = "fingrav-demo", *, seed: int = 0, out=print) -> dict
     return {"profile": prof, "interleaved": il, "files": files, "summary": lines, "seconds": seconds}
 
 
-def figure_overview(prof) -> object:
+def figure_overview(prof: Profile) -> object:
     """The demo's main figure: the whole run on top, SSE and SSP per component below.
 
     Parameters
