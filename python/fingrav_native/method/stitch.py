@@ -329,17 +329,23 @@ def _local_linear(x: np.ndarray, y: np.ndarray, w: np.ndarray, g: np.ndarray, k:
             at = self_index[i:j] - first[i:j]  # the LOI's own column in its window
             own[i:j] = lw[np.arange(j - i), np.clip(at, 0, width - 1)] * ((at >= 0) & (at < width))
         if tube:
+            # Distance between consecutive unit vectors over the LOIs both
+            # windows cover (zero elsewhere on one side): row r + 1's column
+            # c is row r's column c + (its start - row r's start).
             unit = scaled / np.sqrt(var[i:j])[:, None]
-            for r in range(j - i):
-                f_r = int(first[i + r])
-                if prev is not None:
-                    # Distance between consecutive unit vectors over the LOIs
-                    # both windows cover (zero elsewhere on one side).
-                    f_p, u_p = prev
-                    a, b = max(f_p, f_r), min(f_p + u_p.size, f_r + width)
-                    dot = float(u_p[a - f_p:b - f_p] @ unit[r, a - f_r:b - f_r]) if b > a else 0.0
-                    kappa += math.sqrt(max(0.0, 2.0 - 2.0 * dot))
-                prev = (f_r, unit[r])
+            if prev is not None:
+                f_p, u_p = prev
+                f_r = int(first[i])
+                a, b = max(f_p, f_r), min(f_p + u_p.size, f_r + width)
+                dot = float(u_p[a - f_p:b - f_p] @ unit[0, a - f_r:b - f_r]) if b > a else 0.0
+                kappa += math.sqrt(max(0.0, 2.0 - 2.0 * dot))
+            if j - i > 1:
+                cols = np.arange(width)[None, :] + (first[i + 1:j] - first[i:j - 1])[:, None]
+                valid = (cols >= 0) & (cols < width)
+                before = np.take_along_axis(unit[:-1], np.clip(cols, 0, width - 1), axis=1)
+                dots = (np.where(valid, before, 0.0) * unit[1:]).sum(axis=1)
+                kappa += float(np.sqrt(np.maximum(0.0, 2.0 - 2.0 * dots)).sum())
+            prev = (int(first[j - 1]), unit[-1])
         i = j
     if y.ndim == 1:
         return _LinearFit(fit[0], var, own, kappa, slope[0])
@@ -372,11 +378,12 @@ def _even_subsample(n: int) -> np.ndarray:
 
 
 def _residual_stats(x: np.ndarray, y: np.ndarray, w: np.ndarray, k: int, *,
-                    spread: bool = True) -> tuple[float, float, float]:
-    """(weighted RSS, trace of the hat matrix, trace of S'WSW^-1) over the LOIs, for window k.
+                    spread: bool = True) -> tuple[float, float, float, Optional[np.ndarray]]:
+    """(weighted RSS, trace of the hat matrix, trace of S'WSW^-1, slopes) over the LOIs, for window k.
 
-    Means over an even subsample of the LOIs, times n, beyond ``_SCORE_LOIS``;
-    the third is NaN without ``spread``.
+    Means over an even subsample of the LOIs, times n, beyond ``_SCORE_LOIS``
+    (then no slopes: they are the local line's at every LOI); the third is
+    NaN without ``spread``.
     """
     ev = _even_subsample(x.size)
     scale = x.size / ev.size
@@ -384,7 +391,7 @@ def _residual_stats(x: np.ndarray, y: np.ndarray, w: np.ndarray, k: int, *,
     r = y[ev] - lf.y
     assert lf.self_weight is not None
     return (scale * float(np.sum(w[ev] * r * r)), scale * float(np.sum(lf.self_weight)),
-            scale * float(np.sum(w[ev] * lf.spread)))
+            scale * float(np.sum(w[ev] * lf.spread)), lf.slope if ev.size == x.size else None)
 
 
 def _choose_window(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> np.ndarray:
@@ -496,7 +503,7 @@ def _local_fit(x: np.ndarray, y: np.ndarray, w: np.ndarray, grid: np.ndarray, sp
     else:
         k = min(n, max(3, math.ceil(float(span) * n)))
     lf = _local_linear(x, y, w, grid, k, tube=True)
-    rss, nu1, nu2 = _residual_stats(x, y, w, k)
+    rss, nu1, nu2, slopes = _residual_stats(x, y, w, k)
     rss = _noise_rss(rss, y)
     dof = n - 2.0 * nu1 + nu2  # Cleveland's lookup degrees of freedom
     if not (dof >= 1 and np.all(np.isfinite(lf.spread))):
@@ -510,7 +517,9 @@ def _local_fit(x: np.ndarray, y: np.ndarray, w: np.ndarray, grid: np.ndarray, sp
     k_half = k // 2
     if k_half >= _BIAS_WINDOW:
         half = half + 4.0 / 3.0 * np.abs(lf.y - _local_linear(x, y, w, grid, k_half).y)
-    half = half + _gap_allowance(x, lambda at: _local_linear(x, y, w, x[at], k, spread=False).slope, grid)
+    half = half + _gap_allowance(
+        x, (lambda at: slopes[at]) if slopes is not None else (lambda at: _local_linear(x, y, w, x[at], k, spread=False).slope),
+        grid)
     return _Fit("local", lf.y, lf.y - half, lf.y + half, k / n)
 
 
