@@ -466,9 +466,13 @@ def deconvolve(
     ok = np.isfinite(t_all) & np.all(np.isfinite(y_all), axis=1)
 
     # Which run each log belongs to: its response overlaps that run's span (or its cooling tail).
-    all_runs = np.unique(executions["run"])
-    span_lo = np.array([executions["start_ns"][executions["run"] == r].min() for r in all_runs])
-    span_hi = np.array([executions["end_ns"][executions["run"] == r].max() for r in all_runs])
+    # Each run's span in one pass (a mask per run would be quadratic in runs).
+    by_id = np.argsort(executions["run"], kind="stable")
+    run_sorted = executions["run"][by_id]
+    run_heads = np.flatnonzero(np.concatenate([[True], run_sorted[1:] != run_sorted[:-1]]))
+    all_runs = run_sorted[run_heads]
+    span_lo = np.minimum.reduceat(executions["start_ns"][by_id], run_heads)
+    span_hi = np.maximum.reduceat(executions["end_ns"][by_id], run_heads)
     order = np.argsort(span_lo)
     all_runs, span_lo, span_hi = all_runs[order], span_lo[order], span_hi[order]
     horizon = float(tail[-1])
