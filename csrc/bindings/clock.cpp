@@ -33,6 +33,16 @@ void register_clocks(py::module_& m) {
   m.def("host_time_ns", &host_now_ns,
         "Host time now: CLOCK_MONOTONIC_RAW in nanoseconds, the timeline every result is placed on.");
 
+  m.def(
+      "wait_until_ns",
+      [](std::int64_t target_ns, std::int64_t spin_ns) {
+        // Other Python threads run while this one sleeps and spins.
+        py::gil_scoped_release nogil;
+        return wait_until_ns(target_ns, spin_ns);
+      },
+      py::arg("target_ns"), py::arg("spin_ns") = 200000,
+      "Waits until host time (CLOCK_MONOTONIC_RAW ns) reaches target_ns: sleeps until spin_ns before it, then\n"
+      "spins. Returns the host time at wake-up (>= target_ns); a target already past returns at once.");
   py::class_<HostClockInfo>(m, "HostClockInfo", "Cost and resolution of reading the host clock.")
       .def_readonly("read_cost_ns", &HostClockInfo::read_cost_ns)
       .def_readonly("min_read_cost_ns", &HostClockInfo::min_read_cost_ns)

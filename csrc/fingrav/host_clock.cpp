@@ -5,6 +5,8 @@
 #include <stdexcept>
 #include <string>
 
+#include <cerrno>
+
 namespace fingrav {
 
 HostClockInfo measure_host_clock(std::int64_t reads) {
@@ -32,6 +34,28 @@ HostClockInfo measure_host_clock(std::int64_t reads) {
   info.min_read_cost_ns = min_diff;
   info.observed_step_ns = min_step == std::numeric_limits<std::int64_t>::max() ? 0 : min_step;
   return info;
+}
+
+std::int64_t wait_until_ns(std::int64_t target_ns, std::int64_t spin_ns) {
+  if (spin_ns < 0) {
+    throw std::invalid_argument("spin_ns=" + std::to_string(spin_ns) + ": must be >= 0");
+  }
+  std::int64_t now = host_now_ns();
+  // Sleep in relative steps: a signal (EINTR) or an early wake-up only
+  // shortens one step, and each step is recomputed from the clock.
+  while (target_ns - now > spin_ns) {
+    const std::int64_t sleep_ns = target_ns - now - spin_ns;
+    timespec ts{};
+    ts.tv_sec = static_cast<time_t>(sleep_ns / 1'000'000'000LL);
+    ts.tv_nsec = static_cast<long>(sleep_ns % 1'000'000'000LL);
+    (void)::nanosleep(&ts, nullptr);
+    now = host_now_ns();
+  }
+  while (now < target_ns) {
+    cpu_relax();
+    now = host_now_ns();
+  }
+  return now;
 }
 
 }  // namespace fingrav

@@ -30,6 +30,16 @@ struct HostClockInfo {
 // std::invalid_argument when reads < 2.
 HostClockInfo measure_host_clock(std::int64_t reads = 200'000);
 
+// Waits until host time reaches target_ns and returns the host time at
+// wake-up (>= target_ns). Phase-steered launches (equivalent-time sampling)
+// aim a launch at a predicted sensor instant, so the wait must end within a
+// few microseconds of the target: it sleeps (nanosleep, relative: CLOCK_
+// MONOTONIC_RAW has no absolute sleep) until spin_ns before the target, where
+// the scheduler's wake-up latency (tens of microseconds) no longer matters,
+// then spins on the clock. A target already past returns at once. Throws
+// std::invalid_argument when spin_ns < 0.
+std::int64_t wait_until_ns(std::int64_t target_ns, std::int64_t spin_ns = 200'000);
+
 // Spin-wait hint for the sampler's sleep-then-spin phase.
 inline void cpu_relax() noexcept {
 #if defined(__x86_64__) || defined(__i386__)

@@ -62,6 +62,9 @@ class SamplerError(RuntimeError):
 def host_time_ns() -> int:
     """Host time now: CLOCK_MONOTONIC_RAW in nanoseconds."""
 
+def wait_until_ns(target_ns: SupportsIndex, spin_ns: SupportsIndex = 200000) -> int:
+    """Sleep, then spin, until host time reaches ``target_ns``; return the host time at wake-up."""
+
 @final
 class HostClockInfo(metaclass=_Pybind11Type):
     """Cost and resolution of reading the host clock (no public constructor)."""

@@ -52,11 +52,37 @@ void invalid_reads() {
 
 }  // namespace
 
+void wait_until_reaches_target() {
+  // Never early; late by scheduling noise only (bound generous for a loaded
+  // CI machine: precision is measured in bench/phase_bench.py, not asserted).
+  for (std::int64_t ahead : {0LL, 50'000LL, 300'000LL, 2'000'000LL}) {
+    const std::int64_t target = host_now_ns() + ahead;
+    const std::int64_t woke = wait_until_ns(target);
+    CHECK_MSG(woke >= target, "woke " << woke << " before " << target);
+    CHECK_MSG(host_now_ns() >= target, "returned early");
+    CHECK_MSG(woke - target < 50'000'000, "late by " << (woke - target));
+  }
+  // A target in the past returns at once.
+  const std::int64_t past = host_now_ns() - 1'000'000;
+  CHECK(wait_until_ns(past) >= past);
+  // Without a spin phase the sleep alone reaches the target.
+  const std::int64_t t = host_now_ns() + 1'000'000;
+  CHECK(wait_until_ns(t, 0) >= t);
+  bool threw = false;
+  try {
+    (void)wait_until_ns(host_now_ns(), -1);
+  } catch (const std::invalid_argument&) {
+    threw = true;
+  }
+  CHECK(threw);
+}
+
 int main() {
   return fingrav_test::run_tests("host_clock", {
                                                    {"monotonic", monotonic},
                                                    {"advances_with_real_time", advances_with_real_time},
                                                    {"measure_is_sane", measure_is_sane},
                                                    {"invalid_reads", invalid_reads},
+                                                   {"wait_until_reaches_target", wait_until_reaches_target},
                                                });
 }

@@ -23,6 +23,8 @@ backend is built, and a missing one is reported by name with what to install.
 
 from __future__ import annotations
 
+import math
+
 import os
 import time
 import warnings
@@ -309,6 +311,17 @@ class AmdBackend:
         if len(s) == 0:
             raise RuntimeError(f"{self._power.info.name}: no power logs in {ns / 1e6:.0f} ms of idle")
         return float(np.nanmean(s["total"]))
+
+    def wait_until(self, host_ns: float) -> int:
+        """Release a phase-steered launch at host time ``host_ns``; return the host time at wake-up.
+
+        The C++ sleep-then-spin wait on CLOCK_MONOTONIC_RAW
+        (:func:`fingrav_native._core.wait_until_ns`, GIL released); the
+        steerer (:mod:`fingrav_native.method.phase`) measures the launch
+        path after it. Unverified on AMD hardware in this repository's
+        tests (see the README).
+        """
+        return int(_core.wait_until_ns(int(math.ceil(float(host_ns)))))
 
     def wait_idle(self) -> int:
         """Sample the idle GPU until its logged power is back near the idle baseline.

@@ -25,6 +25,8 @@ saying why. :func:`report` says what was found, for ``fingrav devices``.
 
 from __future__ import annotations
 
+import math
+
 import time
 from typing import Any, Optional, Union
 
@@ -261,6 +263,17 @@ class NvidiaBackend:
     def read_clocks(self, n: int) -> np.ndarray:
         """``n`` bracketed %globaltimer reads: (n, 3) int64 (host_before, ticks, host_after)."""
         return _core.measure_brackets(self._clock, integer_in(n, "n", 1))
+
+    def wait_until(self, host_ns: float) -> int:
+        """Release a phase-steered launch at host time ``host_ns``; return the host time at wake-up.
+
+        The C++ sleep-then-spin wait on CLOCK_MONOTONIC_RAW
+        (:func:`fingrav_native._core.wait_until_ns`, GIL released); the
+        steerer (:mod:`fingrav_native.method.phase`) measures the launch
+        path after it. Unverified on NVIDIA hardware in this repository's
+        tests (see the README).
+        """
+        return int(_core.wait_until_ns(int(math.ceil(float(host_ns)))))
 
     def wait_idle(self) -> int:
         """Sample until the logged power is back near the idle baseline.

@@ -9,6 +9,7 @@ declared capabilities.
 from __future__ import annotations
 
 import abc
+import math
 from typing import Any
 
 import numpy as np
@@ -225,6 +226,19 @@ class SimBackend(_SimCommon):
         if gap > 0:
             self.gpu.idle(gap)
 
+    def wait_until(self, host_ns: float) -> int:
+        """Idle the device until host time ``host_ns``; return the host time reached.
+
+        The launch of a phase-steered run (:mod:`fingrav_native.method.phase`)
+        is released here. In virtual time the release is exact; the launch
+        path after it (clock reads, launch overhead) keeps its simulated
+        jitter, which the steerer measures.
+        """
+        gap = int(math.ceil(float(host_ns))) - self.gpu.now()
+        if gap > 0:
+            self.gpu.idle(gap)
+        return self.gpu.now()
+
     def execute_run(self, kernel: KernelSpec, executions: int, run: int) -> RunRecord:
         """Launch one run and return its raw record.
 
@@ -324,6 +338,16 @@ class LiveSimBackend(_SimCommon):
     def wait_idle(self) -> int:
         """Sample the idle device until its logged power is back near the idle baseline."""
         return self._wait_for_baseline()
+
+    def wait_until(self, host_ns: float) -> int:
+        """Release a phase-steered launch at host time ``host_ns`` (C++ sleep-then-spin, GIL released).
+
+        Returns
+        -------
+        int
+            The host time at wake-up (``bench/phase_bench.py`` measures how far past the target).
+        """
+        return int(_core.wait_until_ns(int(math.ceil(float(host_ns)))))
 
     def execute_run(self, kernel: KernelSpec, executions: int, run: int) -> RunRecord:
         """Launch one run with the sampler polling live; return its raw record."""

@@ -35,6 +35,7 @@ from fingrav_native.method.campaign import (
 )
 from fingrav_native.method.golden import GoldenSelection, select_golden_runs
 from fingrav_native.method.guidance import Guidance, lookup_guidance, target_loi_count
+from fingrav_native.method.phase import PHASES, PhaseSteerer, PhaseSteeringWarning, make_steerer
 from fingrav_native.method.progress import CampaignProgress, ProgressLike, ProgressReporter, as_reporter
 from fingrav_native.method.records import LOI_DTYPE, validate_executions
 from fingrav_native.method.results import (
@@ -120,6 +121,8 @@ class _Campaign:
         self._replay = list(replay)
         self.replayed = 0
         self._live_started = False
+        #: Phase steering of the campaign's runs (None: random phase, the paper's protocol).
+        self.steerer: Optional[PhaseSteerer] = None
         self.reporter = reporter or ProgressReporter()
         # Progress state, kept up to date by the orchestrator.
         self.phase = "timing"
@@ -173,6 +176,8 @@ class _Campaign:
 
     def run(self, kernel: KernelSpec, executions: int, keep: bool = True, role: str = "campaign") -> RunRecord:
         label = _kernel_label(self.backend, kernel)
+        # Only the runs that are profiled are steered (not timing or SSP-search probes).
+        steer = self.steerer if role in ("campaign", "top-up") else None
         if self.replayed < len(self._replay):
             stored = self._replay[self.replayed]
             if (stored.role, stored.kernel, stored.record.executions) != (role, label, executions):
@@ -187,6 +192,12 @@ class _Campaign:
             if not self._live_started:
                 self._go_live()
             self.backend.wait_idle()
+            if steer is not None:
+                # Equivalent-time sampling: release the launch so that a
+                # sensor sample lands where the coverage is thinnest.
+                release = steer.plan(float(self.backend.read_clocks(1)[0, 0]))
+                if release is not None:
+                    self.backend.wait_until(release)  # type: ignore[attr-defined]
             # Run ids come from the backend, so campaigns sharing a device (an
             # interleaved scenario after its reference) never reuse one.
             rec = self.backend.execute_run(kernel, executions, self.backend.new_run_id())
@@ -194,6 +205,8 @@ class _Campaign:
                 # One file per completed run: an interrupted campaign keeps them.
                 write_run(self.out_dir, self.next_run, role, label, rec)
             self._phase_live += 1
+        if steer is not None:
+            steer.observe(rec)
         self.next_run += 1
         if keep:
             self.records.append(rec)
@@ -491,6 +504,7 @@ def profile(
     agreement: Optional[Agreement] = None,
     sensor: Union[SensorModel, str, None] = None,
     attribution: str = "auto",
+    phase: str = "auto",
 ) -> Profile:
     """Profile one kernel with FinGraV: guidance, runs, golden runs, LOIs, stitching.
 
@@ -576,6 +590,20 @@ def profile(
         for (DESIGN.md, "Sensors are part of the measurement"; Yang et al.,
         SC'24), and the SSP search's probes take the deconvolved mean of
         execution n-1 when the sensor's window is longer than the execution.
+    phase : {"auto", "steered", "random"}
+        When each campaign run is launched. ``"random"``: the paper's
+        protocol (Section IV-A), logs land at whatever phase the free-running
+        logger gives. ``"steered"`` and ``"auto"`` (default): sequential
+        equivalent-time sampling (:mod:`fingrav_native.method.phase`), the
+        launch released so that a sensor sample (or window edge) lands in the
+        least-covered bin of the execution; when ``runs`` is not given the
+        campaign ends once every bin holds what random phase would give it on
+        average. Where prediction fails (no stable sensor period, jitter of
+        more than a quarter of the execution, a backend without
+        ``wait_until``) the campaign goes on at random phase and says why;
+        ``"steered"`` also raises a
+        :class:`~fingrav_native.method.phase.PhaseSteeringWarning`. What was
+        done is in ``settings["phase"]``.
 
     Returns
     -------
@@ -635,6 +663,8 @@ def profile(
         raise ValueError("resume=True: needs out_dir, the folder of the campaign to continue")
     if attribution not in ATTRIBUTIONS:
         raise ValueError(f"attribution={attribution!r}: must be one of {ATTRIBUTIONS}")
+    if phase not in PHASES:
+        raise ValueError(f"phase={phase!r}: must be one of {PHASES}")
     if sensor is not None and not isinstance(sensor, (str, SensorModel)):
         raise ValueError(f"sensor: must be a SensorModel or a preset name, got {type(sensor).__name__}")
     if backend is None:
@@ -653,7 +683,7 @@ def profile(
         "mode": mode, "runs": runs, "margin": margin, "executions": executions, "ssp_tolerance": ssp_tolerance,
         "max_executions": max_executions, "top_up": top_up, "max_top_up_runs": max_top_up_runs,
         "smoother": smoother, "span": span, "x": x, "timing_executions": timing_executions,
-        "probe_lois": probe_lois, "seed": seed,
+        "probe_lois": probe_lois, "seed": seed, "phase": phase,
     }
     replay = _open_campaign(out_dir, resume, name, caps, requested)
     camp = _Campaign(backend, out_dir, kernel=name, replay=replay, reporter=reporter)
@@ -664,7 +694,7 @@ def profile(
                               ssp_tolerance=ssp_tolerance, max_executions=max_executions, top_up=top_up,
                               max_top_up_runs=max_top_up_runs, smoother=smoother, span=span, x=x,
                               timing_executions=timing_executions, probe_lois=probe_lois, seed=seed,
-                              sensor=model, attribution=attribution)
+                              sensor=model, attribution=attribution, phase=phase)
     except BaseException as exc:
         # Ctrl-C (KeyboardInterrupt) included: the runs on disk stay, and the
         # manifest says how far the campaign got.
@@ -750,7 +780,7 @@ def _run_profile(camp: _Campaign, kernel: KernelSpec, name: str, agree: Agreemen
                  margin: Optional[float], executions: Optional[int], ssp_tolerance: float, max_executions: int,
                  top_up: bool, max_top_up_runs: Optional[int], smoother: Optional[str], span: float | str, x: str,
                  timing_executions: int, probe_lois: int, seed: int, sensor: Optional[SensorModel] = None,
-                 attribution: str = "auto") -> Profile:
+                 attribution: str = "auto", phase: str = "random") -> Profile:
     caps = camp.caps
     say = camp.reporter.line
 
@@ -788,15 +818,36 @@ def _run_profile(camp: _Campaign, kernel: KernelSpec, name: str, agree: Agreemen
     if mode in ("ssp", "both"):
         labels.append(("ssp", n_exec - 1))
 
-    # Step 4: the campaign.
+    # Step 4: the campaign, at random phase (the paper) or steered (equivalent-time sampling).
+    period = sensor.period_ns if sensor is not None else caps.logger_period_ns
+    n_bins = max(1, math.ceil(guidance.exec_time_ns / guidance.loi_interval_ns))
+    # A steered campaign is complete when every bin holds as many samples as
+    # random phase would place in it on average over the planned runs.
+    per_bin = max(1, math.ceil(n_runs * min(1.0, guidance.exec_time_ns / period) / n_bins))
+    steer = make_steerer(caps, sensor, camp.backend, labels, guidance.exec_time_ns, guidance.loi_interval_ns,
+                         per_bin, seed, phase, say)
+    camp.steerer = steer
+    if steer is not None and steer.active:
+        say(f"  phase: steered ({n_bins} bins of {steer.bin_ns / 1e3:.1f} us, {per_bin} per bin)")
     camp.set_phase("runs", camp.next_run + n_runs)
     step = max(1, n_runs // 10)
     for i in range(n_runs):
         camp.run(kernel, n_exec)
+        if runs is None and steer is not None and steer.active and steer.complete:
+            # Every bin has its samples: the guidance's run count was sized
+            # for random phase, which needs more runs for the same cover.
+            say(f"  phase: every bin covered after {i + 1} of {n_runs} runs")
+            n_runs = i + 1
+            break
         # The last count is the placement below (step 5), not a second one here.
         if (i + 1) % step == 0 and i + 1 < n_runs:
             _count_lois(camp, labels, bin_margin, guidance)
             say(f"  runs {i + 1}/{n_runs}, LOIs {camp.lois}/{camp.loi_target}")
+    if steer is not None and not steer.active and steer.note:
+        say(f"  phase: random from run {steer.summary()['steered_runs']} on: {steer.note}")
+        if phase == "steered":
+            warnings.warn(f"phase='steered': fell back to random phase: {steer.note}", PhaseSteeringWarning,
+                          stacklevel=3)
 
     top_cap = max_top_up_runs if max_top_up_runs is not None else n_runs
     top_ups = 0
@@ -850,6 +901,7 @@ def _run_profile(camp: _Campaign, kernel: KernelSpec, name: str, agree: Agreemen
     wr = whole_run_view(lmap.to_host(samples["source_ts"]), samples["total"], ex, runs=golden_runs)
     budget = _budget([p.lois for p in profiles.values()], ex, lmap, caps)
     settings = {
+        "phase": steer.summary() if steer is not None else {"requested": phase, "used": "random"},
         "runs": n_runs, "margin": bin_margin, "executions_per_run": n_exec, "ssp_tolerance": ssp_tolerance,
         "max_executions": max_executions, "top_up": top_up, "max_top_up_runs": top_cap, "smoother": smoother,
         "span": span,

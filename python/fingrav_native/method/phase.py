@@ -1,0 +1,469 @@
+"""Phase-steered launches: equivalent-time sampling instead of waiting for luck.
+
+FinGraV (paper Section IV-A) relies on random phase: a run yields a log of
+interest only if the free-running logger happens to sample inside the
+execution of interest, at a random point of it. With the paper's 1 ms
+logger and a 366 us execution that is a third of the runs, landing unevenly;
+with a sensor that reports one 25 ms window every 100 ms a sub-millisecond
+execution is hit in well under 1% of runs.
+
+Sampling oscilloscopes solved this long ago. *Sequential equivalent-time
+sampling* places each sample at a chosen delay after the trigger and
+measures the delay (Tektronix, "XYZs of oscilloscopes"; Pico Technology,
+"Equivalent-time sampling"); the random variant (Frye and Nahman, IEEE
+Trans. Instrum. Meas. IM-13, 1964) is what FinGraV does by default. Here
+the trigger is ours to move: the sensor's sample instants are predicted on
+the host timeline, and each run's launch is delayed so that a sample (for an
+averaging sensor, an edge of a window) lands at the time of interest the
+data needs most.
+
+The pieces:
+
+* :func:`predict_sample_instants`: period and phase of the sensor's samples
+  on the host timeline, fitted on the logs of recent runs (through the
+  logger's clock map), with their jitter; refitted after every run, so slow
+  drift of the logger's clock is followed.
+* :class:`PhaseSteerer`: the launch offset (launch to execution of
+  interest, with its jitter), coverage of the execution's time axis per bin,
+  the choice of the next target, and the fallback to random phase where
+  prediction fails (jitter too large for the execution, no stable period, a
+  backend that cannot delay a launch precisely).
+
+Steering changes only *when* a run starts, never what it executes, so
+golden-run selection (execution times) and the SSE/SSP semantics are those
+of the paper. A run whose sample missed its target is used where it landed.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional, Sequence
+
+import numpy as np
+import scipy.stats
+
+from fingrav_native.backends.base import Capabilities, RunRecord
+from fingrav_native.method.timeline import timeline_of
+from fingrav_native.sensors.model import SensorModel
+
+__all__ = ["PHASES", "PhaseSteerer", "PhaseSteeringWarning", "SamplePrediction", "predict_sample_instants"]
+
+#: ``profile(phase=...)``: "auto" steers where the sensor is predictable, "steered" also (and warns when
+#: it must fall back), "random" is the paper's protocol.
+PHASES = ("auto", "steered", "random")
+
+#: Runs whose logs the prediction is fitted on (recent ones: drift is followed, cost stays bounded).
+_HISTORY_RUNS = 24
+#: Steered runs before the measured aim error may stop steering.
+_JUDGE_AFTER = 8
+
+
+class PhaseSteeringWarning(UserWarning):
+    """``phase="steered"`` was asked for but the campaign fell back to random phase (the reason is given)."""
+
+
+@dataclass(frozen=True)
+class SamplePrediction:
+    """The sensor's sample instants on the host timeline: ``anchor_ns + k * period_ns``.
+
+    Attributes
+    ----------
+    period_ns : float
+        Fitted period (host ns per sample).
+    anchor_ns : float
+        The fitted instant of the latest sample seen.
+    jitter_ns : float
+        Standard deviation of the samples about the fit.
+    logs : int
+        Samples the fit used (after outliers were left out).
+    outliers : int
+        Samples left out (more than five robust deviations off the grid).
+    """
+
+    period_ns: float
+    anchor_ns: float
+    jitter_ns: float
+    logs: int
+    outliers: int
+
+    def next_after(self, host_ns: float) -> float:
+        """The first predicted sample instant at or after ``host_ns``."""
+        k = math.ceil((float(host_ns) - self.anchor_ns) / self.period_ns)
+        return self.anchor_ns + k * self.period_ns
+
+
+def predict_sample_instants(instants_ns: np.ndarray, nominal_period_ns: float) -> SamplePrediction:
+    """Fit the grid ``anchor + k * period`` to observed sample instants.
+
+    Parameters
+    ----------
+    instants_ns : numpy.ndarray
+        Host times of the sensor's samples (the logs' timestamps through the
+        logger's clock map, minus the reporting delay), from one or more
+        runs; gaps between runs are allowed.
+    nominal_period_ns : float
+        The sensor's nominal period: the first guess, refined by the fit.
+
+    Returns
+    -------
+    SamplePrediction
+
+    Raises
+    ------
+    ValueError
+        Fewer than four distinct instants, or a nominal period that is not
+        positive.
+
+    Notes
+    -----
+    The sample index of each instant is found by unwrapping the gaps
+    (``round(gap / period)``), which is exact while the period guess is
+    within half a period over the longest gap; the fit (ordinary least
+    squares, :func:`scipy.stats.linregress`) then refines the period and
+    the unwrapping is redone, three times. Samples more than five robust
+    deviations (MAD) off the grid are left out and counted. This is the
+    timebase of sequential equivalent-time sampling (see the module
+    docstring); the paper (Section IV-A) leaves the phase to chance.
+    """
+    if not (nominal_period_ns > 0 and math.isfinite(nominal_period_ns)):
+        raise ValueError(f"nominal_period_ns={nominal_period_ns!r}: must be positive and finite")
+    t = np.unique(np.asarray(instants_ns, dtype=np.float64))
+    t = t[np.isfinite(t)]
+    if len(t) < 4:
+        raise ValueError(f"instants_ns: {len(t)} distinct sample instants; the period fit needs at least 4")
+    period = float(nominal_period_ns)
+    keep = np.ones(len(t), dtype=bool)
+    intercept = float(t[0])
+    resid = np.zeros(len(t))
+    for _ in range(3):
+        k = np.concatenate([[0.0], np.cumsum(np.rint(np.diff(t) / period))])
+        # Two instants rounding to one index are one sample seen twice or an
+        # outlier: the grid fit keeps the first.
+        fit = scipy.stats.linregress(k[keep], t[keep]) if keep.sum() >= 3 else None
+        if fit is None or not fit.slope > 0:
+            break
+        period, intercept = float(fit.slope), float(fit.intercept)
+        resid = t - (intercept + period * k)
+        mad = float(scipy.stats.median_abs_deviation(resid[keep], scale="normal"))
+        keep = np.abs(resid - np.median(resid[keep])) <= max(5 * mad, 1e-3 * period)
+    k = np.concatenate([[0.0], np.cumsum(np.rint(np.diff(t) / period))])
+    jitter = float(np.std(resid[keep], ddof=1)) if keep.sum() > 2 else float("inf")
+    return SamplePrediction(period_ns=period, anchor_ns=intercept + period * float(k[-1]), jitter_ns=jitter,
+                            logs=int(keep.sum()), outliers=int((~keep).sum()))
+
+
+@dataclass
+class _Aim:
+    """One steered run's plan: where its sample should land and when the launch was released."""
+
+    label: str
+    bin: int
+    toi_ns: float
+    edge: str
+    launch_ns: float
+
+
+@dataclass
+class _Coverage:
+    """Edges that landed in each bin of one execution of interest."""
+
+    index: int
+    counts: np.ndarray
+
+
+@dataclass
+class PhaseSteerer:
+    """Chooses each run's launch time so that a sensor sample lands where the profile needs one.
+
+    Parameters
+    ----------
+    caps : Capabilities
+        The backend's (logger period and clock, sensor).
+    sensor : SensorModel, optional
+        The sensor (default ``caps.sensor``; an instantaneous logger at the
+        logger period when neither is known).
+    labels : sequence of (str, int)
+        The executions of interest by label and index within the run.
+    duration_ns : float
+        The execution's duration (from the timing runs).
+    bin_ns : float
+        Width of a coverage bin (the guidance's LOI interval).
+    target_per_bin : int
+        Edges each bin should receive before the coverage counts as
+        complete.
+    seed : int
+        Seed of the dither inside a bin and of ties between bins.
+    requested : {"auto", "steered"}
+        What the user asked for: ``"steered"`` warns when falling back.
+
+    Notes
+    -----
+    Sequential equivalent-time sampling (see the module docstring; Frye and
+    Nahman 1964 for the random variant the paper uses, Section IV-A).
+
+    Per run, :meth:`plan` (after the device is idle) returns the host time
+    to release the launch at, or ``None`` (random phase); :meth:`observe`
+    (after the run) refits the sample grid on recent runs, measures the
+    launch offset and the aim error, and counts coverage. Steering stops,
+    and the campaign goes on at random phase, when the measured aim error
+    exceeds a quarter of the execution (samples cannot be placed inside it
+    reliably) or the sample grid cannot be fitted; ``note`` says why.
+    """
+
+    caps: Capabilities
+    sensor: Optional[SensorModel]
+    labels: Sequence[tuple[str, int]]
+    duration_ns: float
+    bin_ns: float
+    target_per_bin: int = 1
+    seed: int = 0
+    requested: str = "auto"
+    active: bool = True
+    note: str = ""
+    prediction: Optional[SamplePrediction] = None
+    _coverage: dict[str, _Coverage] = field(default_factory=dict)
+    _offsets: dict[str, list[float]] = field(default_factory=dict)
+    _random_offsets: dict[str, list[float]] = field(default_factory=dict)
+    _aim_errors: list[float] = field(default_factory=list)
+    _hits: int = 0
+    _steered: int = 0
+    #: Runs (steered, random) and those of them with an edge inside an execution of interest.
+    _landed: dict[str, list[int]] = field(default_factory=lambda: {"steered": [0, 0], "random": [0, 0]})
+    _records: list[RunRecord] = field(default_factory=list)
+    _pending: Optional[_Aim] = None
+    #: Per label: first execution start and last execution end of the latest run, relative to the
+    #: execution of interest's start (where a window's partner edge falls).
+    _run_span: dict[str, tuple[float, float]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not (self.duration_ns > 0 and self.bin_ns > 0):
+            raise ValueError(f"duration_ns={self.duration_ns}, bin_ns={self.bin_ns}: must be positive")
+        if not self.labels:
+            raise ValueError("labels: at least one execution of interest")
+        if self.sensor is None:
+            self.sensor = self.caps.sensor
+        n_bins = max(1, math.ceil(self.duration_ns / self.bin_ns))
+        self.bin_ns = self.duration_ns / n_bins
+        self._coverage = {label: _Coverage(int(index), np.zeros(n_bins, dtype=np.int64))
+                          for label, index in self.labels}
+        self._offsets = {label: [] for label, _ in self.labels}
+        self._random_offsets = {label: [] for label, _ in self.labels}
+        self._rng = np.random.default_rng(self.seed)
+
+    # ------------------------------------------------------------------ geometry of the sensor
+
+    @property
+    def _period_ns(self) -> float:
+        return float(self.sensor.period_ns if self.sensor is not None else self.caps.logger_period_ns)
+
+    @property
+    def _delay_ns(self) -> float:
+        return float(self.sensor.delay_ns) if self.sensor is not None else 0.0
+
+    def _window_ns(self, logged: Optional[np.ndarray] = None) -> np.ndarray | float:
+        """Boxcar window of each log (its own ``window_ns`` where it has one); 0 for instants and filters."""
+        s = self.sensor
+        if s is None or s.shape != "boxcar" or s.kind == "counter":
+            # A counter's interval edges are its read instants (both edges are samples).
+            return 0.0 if logged is None else np.zeros(len(logged))
+        if logged is None:
+            return float(s.window_ns)
+        w = logged.astype(np.float64)
+        return np.where(w > 0, w, float(s.window_ns))
+
+    # ------------------------------------------------------------------ state
+
+    @property
+    def complete(self) -> bool:
+        """Every bin of every execution of interest holds ``target_per_bin`` edges."""
+        return all(int(c.counts.min()) >= self.target_per_bin for c in self._coverage.values())
+
+    def coverage(self, label: str) -> np.ndarray:
+        """Edges counted in each bin of ``label``'s execution (a copy)."""
+        return self._coverage[label].counts.copy()
+
+    def summary(self) -> dict[str, Any]:
+        """What steering did, for the profile's settings (and the file)."""
+        aim = np.asarray(self._aim_errors)
+        out: dict[str, Any] = {
+            "requested": self.requested,
+            "used": "steered" if self._steered else "random",
+            "active_at_end": bool(self.active),
+            "note": self.note,
+            "steered_runs": int(self._steered),
+            "hits": int(self._hits),
+            "steered_inside_rate": self._rate("steered"),
+            "random_inside_rate": self._rate("random"),
+            "bin_ns": float(self.bin_ns),
+            "target_per_bin": int(self.target_per_bin),
+            "aim_error_sd_ns": float(np.std(aim, ddof=1)) if len(aim) > 1 else None,
+            "aim_error_median_ns": float(np.median(aim)) if len(aim) else None,
+            "empty_bins": {label: int((c.counts == 0).sum()) for label, c in self._coverage.items()},
+        }
+        if self.prediction is not None:
+            out.update(period_ns=self.prediction.period_ns, sample_jitter_ns=self.prediction.jitter_ns)
+        return out
+
+    def _rate(self, kind: str) -> Optional[float]:
+        runs, inside = self._landed[kind]
+        return inside / runs if runs else None
+
+    def _stop(self, reason: str) -> None:
+        self.active = False
+        self.note = reason
+
+    # ------------------------------------------------------------------ per run
+
+    def plan(self, now_ns: float) -> Optional[float]:
+        """The host time to release the next launch at (``None``: launch now, at random phase).
+
+        Parameters
+        ----------
+        now_ns : float
+            Host time now (the device is idle).
+        """
+        self._pending = None
+        if not self.active or self.prediction is None:
+            return None
+        # The launch offset (release to the execution of interest's start)
+        # varies from run to run: launch overhead and, before a late
+        # execution of interest, the sum of every earlier execution's time
+        # (hundreds of microseconds before the 64th). Each candidate target
+        # is therefore scored by the coverage it is expected to add under
+        # the offsets measured so far, not by the bin it aims at: where the
+        # offset is steady this picks the emptiest bin, where it spreads over
+        # a period it still raises the chance that a sample lands inside.
+        best: Optional[tuple[float, str, int, float, float]] = None
+        for label, cov in self._coverage.items():
+            measured = self._offsets[label] if len(self._offsets[label]) >= 3 else self._random_offsets[label]
+            if not measured:
+                continue
+            recent = np.asarray(measured[-32:], dtype=np.float64)
+            offset = float(np.median(recent))
+            spread = offset - recent  # where a sample aimed at toi lands, relative to toi
+            need = 1.0 / (1.0 + cov.counts.astype(np.float64))  # diminishing returns per bin
+            n_bins = len(cov.counts)
+            toi = (np.arange(n_bins)[:, None] + self._rng.uniform(0.05, 0.95, size=(n_bins, 1))) * self.bin_ns
+            period = self.prediction.period_ns
+            reach = int(math.ceil((float(np.abs(spread).max()) + self.duration_ns) / period)) + 1
+            score = np.zeros(n_bins)
+            for j in range(-reach, reach + 1):
+                pos = toi + spread[None, :] + j * period
+                inside = (pos >= 0) & (pos < self.duration_ns)
+                idx = np.clip((pos / self.bin_ns).astype(np.int64), 0, n_bins - 1)
+                score += np.where(inside, need[idx], 0.0).mean(axis=1)
+            top = np.flatnonzero(score >= score.max() * (1 - 1e-9))
+            b = int(top[int(self._rng.integers(len(top)))])
+            if best is None or score[b] > best[0]:
+                best = (float(score[b]), label, b, float(toi[b, 0]), offset)
+        if best is None:
+            return None
+        _, label, b, toi, offset = best
+        # An averaging window has two edges; aim the one whose partner falls
+        # outside the run's executions (where the other side is idle, the
+        # edge's information is not cancelled by the executions it also
+        # covers), alternating when both or neither do.
+        edge, shift = "end", self._delay_ns
+        w = float(self._window_ns())
+        if w > 0:
+            span = self._run_span.get(label)
+            end_partner_out = span is None or toi - w < span[0]
+            start_partner_out = span is None or toi + w > span[1]
+            if start_partner_out and not end_partner_out:
+                edge = "start"
+            elif start_partner_out == end_partner_out and self._steered % 2:
+                edge = "start"
+            if edge == "start":
+                shift += w
+        wanted_sample = now_ns + offset + toi + shift
+        # A lead of a tenth of a period (at least 200 us) leaves the launch
+        # path time to be ready before the release.
+        lead = max(200_000.0, 0.1 * self.prediction.period_ns)
+        sample = self.prediction.next_after(wanted_sample + lead)
+        launch = sample - offset - toi - shift
+        self._pending = _Aim(label, b, toi, edge, launch)
+        return launch
+
+    def observe(self, record: RunRecord) -> None:
+        """Take a finished run: refit the sample grid, measure the launch offset and the aim, count coverage."""
+        self._records.append(record)
+        del self._records[:-_HISTORY_RUNS]
+        aim, self._pending = self._pending, None
+        try:
+            tl = timeline_of(self._records, self.caps)
+        except (ValueError, np.linalg.LinAlgError) as exc:
+            self._stop(f"the clock maps of the recent runs could not be fitted ({exc})")
+            return
+        # timeline_of keeps the records' order: this run's logs are the last ones.
+        samples = tl.samples[len(tl.samples) - len(record.samples):]
+        host = np.asarray(tl.logger_map.to_host(tl.samples["source_ts"]), dtype=np.float64) - self._delay_ns
+        try:
+            self.prediction = predict_sample_instants(host, self._period_ns)
+        except ValueError as exc:
+            if len(self._records) >= 4:
+                self._stop(f"the sensor's sample instants could not be fitted ({exc})")
+            return
+        if self.prediction.jitter_ns > self.duration_ns / 4:
+            self._stop(f"the sensor's samples jitter by {self.prediction.jitter_ns / 1e3:.1f} us about their "
+                       f"{self.prediction.period_ns / 1e6:.3f} ms grid, more than a quarter of the "
+                       f"{self.duration_ns / 1e3:.1f} us execution")
+        ex = tl.executions[tl.executions["run"] == record.run]
+        if len(ex) == 0:
+            return
+        run_host = np.asarray(tl.logger_map.to_host(samples["source_ts"]), dtype=np.float64) - self._delay_ns
+        w = np.asarray(self._window_ns(samples["window_ns"]), dtype=np.float64)
+        edges = {"end": run_host, "start": run_host - w}
+        release = float(record.brackets[0, 0]) if len(record.brackets) else float(ex["start_ns"].min())
+        landed = False
+        for label, cov in self._coverage.items():
+            e = ex[ex["index"] == cov.index]
+            if len(e) == 0:
+                continue
+            start, end = float(e["start_ns"][0]), float(e["end_ns"][0])
+            self._run_span[label] = (float(ex["start_ns"].min()) - start, float(ex["end_ns"].max()) - start)
+            for name, t in edges.items():
+                if name == "start" and not np.any(w > 0):
+                    continue
+                pos = t - start
+                inside = (pos >= 0) & (pos < min(end - start, self.duration_ns))
+                np.add.at(cov.counts, np.minimum((pos[inside] / self.bin_ns).astype(int), len(cov.counts) - 1), 1)
+                landed = landed or bool(inside.any())
+            if aim is not None and aim.label == label:
+                self._offsets[label].append(start - aim.launch_ns)
+            else:
+                self._random_offsets[label].append(start - release)
+        tally = self._landed["steered" if aim is not None else "random"]
+        tally[0] += 1
+        tally[1] += int(landed)
+        if aim is not None:
+            self._steered += 1
+            e = ex[ex["index"] == self._coverage[aim.label].index]
+            if len(e):
+                # Where the aimed edge landed: the edge nearest the target.
+                pos = edges[aim.edge] - float(e["start_ns"][0])
+                if len(pos):
+                    err = float(pos[np.argmin(np.abs(pos - aim.toi_ns))] - aim.toi_ns)
+                    self._aim_errors.append(err)
+                    self._hits += int(abs(err) <= self.bin_ns / 2)
+            if len(self._aim_errors) >= _JUDGE_AFTER and self.prediction is not None:
+                recent = np.asarray(self._aim_errors[-_JUDGE_AFTER * 2:])
+                spread = float(scipy.stats.median_abs_deviation(recent, scale="normal"))
+                if spread > self.prediction.period_ns / 3:
+                    # Spread over a period, steered samples land as randomly as unsteered ones.
+                    self._stop(f"steered samples land {spread / 1e3:.1f} us (robust SD) from their targets, a third "
+                               f"of the sensor's {self.prediction.period_ns / 1e3:.0f} us period or more: launch "
+                               "jitter or an unstable sensor period leaves nothing to steer")
+
+
+def make_steerer(caps: Capabilities, sensor: Optional[SensorModel], backend: Any, labels: Sequence[tuple[str, int]],
+                 duration_ns: float, bin_ns: float, target_per_bin: int, seed: int, requested: str,
+                 say: Callable[[str], None]) -> Optional[PhaseSteerer]:
+    """A steerer for ``profile(phase=...)``, or ``None`` with the reason said when steering cannot work."""
+    if requested == "random":
+        return None
+    if not callable(getattr(backend, "wait_until", None)):
+        say(f"  phase: random (the {caps.name} backend cannot delay a launch to a chosen host time)")
+        return PhaseSteerer(caps, sensor, labels, duration_ns, bin_ns, target_per_bin, seed, requested,
+                            active=False, note=f"the {caps.name} backend has no wait_until")
+    return PhaseSteerer(caps, sensor, labels, duration_ns, bin_ns, target_per_bin, seed, requested)
