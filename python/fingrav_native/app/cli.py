@@ -20,6 +20,7 @@ from fingrav_native.clocks.report import sync_report
 from fingrav_native.files.profiles import ProfileFormatError, export_parquet, load_profile
 from fingrav_native.files.trace import export_trace
 from fingrav_native.method.campaign import CampaignFormatError, CampaignMismatchError, load_campaign_runs
+from fingrav_native.method.phase import PHASES
 from fingrav_native.method.profile import PROFILE_FILE, profile
 from fingrav_native.method.progress import ProgressReporter, TerminalProgress
 from fingrav_native.method.results import InterleavedProfile, Profile
@@ -158,6 +159,9 @@ def _add_profile_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser
     prof.add_argument("--executions", type=int, default=None,
                       help="executions per run, skipping the SSP search (default: found by the search)")
     prof.add_argument("--seed", type=int, default=None, help="seed of the simulated device (default 0)")
+    prof.add_argument("--phase", choices=PHASES, default=None,
+                      help="launch phase of the campaign runs: steered (equivalent-time sampling), random (the "
+                           "paper's protocol), or auto (default: steered where the sensor is predictable)")
     prof.add_argument("--out", metavar="DIR", help="campaign folder (default: ./fingrav-<kernel>)")
     prof.add_argument("--resume", metavar="DIR",
                       help="continue the interrupted campaign in DIR with the settings it was started with")
@@ -306,7 +310,7 @@ def _profile(args: argparse.Namespace) -> int:
         with open(path) as f:
             saved = json.load(f)
         given = {k: getattr(args, k) for k in ("kernel", "backend", "device", "mode", "runs", "margin",
-                                               "executions", "seed")}
+                                               "executions", "seed", "phase")}
         for key, value in given.items():
             if value is not None and value != saved.get(key):
                 raise ValueError(f"--{key}={value!r}: the campaign in {args.resume!r} was started with "
@@ -318,7 +322,8 @@ def _profile(args: argparse.Namespace) -> int:
         request = {"kernel": args.kernel, "backend": args.backend or "sim",
                    "device": 0 if args.device is None else args.device,
                    "mode": args.mode or "both", "runs": args.runs, "margin": args.margin,
-                   "executions": args.executions, "seed": 0 if args.seed is None else args.seed}
+                   "executions": args.executions, "seed": 0 if args.seed is None else args.seed,
+                   "phase": args.phase or "auto"}
         out = args.out or f"fingrav-{args.kernel.replace(':', '-').replace('.', '-')}"
     if request["runs"] is not None and request["runs"] < 2:
         raise ValueError(f"--runs={request['runs']}: must be >= 2")
@@ -338,7 +343,9 @@ def _profile(args: argparse.Namespace) -> int:
     try:
         prof = profile(kernel, backend, mode=request["mode"], runs=request["runs"],  # type: ignore[arg-type]
                        margin=request["margin"], executions=request["executions"], seed=request["seed"],
-                       out_dir=out, resume=bool(args.resume), progress=reporter)
+                       out_dir=out, resume=bool(args.resume), progress=reporter,
+                       # Folders written before phase steering existed ran at random phase.
+                       phase=request.get("phase", "random"))
     except KeyboardInterrupt:
         done = len(load_campaign_runs(out))
         print(f"fingrav profile: interrupted; {done} completed runs are in {out}/runs/. "

@@ -55,8 +55,8 @@ PHASES = ("auto", "steered", "random")
 
 #: Runs whose logs the prediction is fitted on (recent ones: drift is followed, cost stays bounded).
 _HISTORY_RUNS = 24
-#: Steered runs before the measured aim error may stop steering.
-_JUDGE_AFTER = 8
+#: Steered runs before steering is judged (and stopped if it does no better than random phase).
+_JUDGE_AFTER = 16
 
 
 class PhaseSteeringWarning(UserWarning):
@@ -93,6 +93,36 @@ class SamplePrediction:
         return self.anchor_ns + k * self.period_ns
 
 
+def _unwrap(t: np.ndarray, period: float) -> np.ndarray:
+    """Sample index of each sorted instant: each next instant is placed by the line fitted to those before it.
+
+    Rounding every gap by a fixed period fails across the long gaps between
+    runs (a period 200 ppm off is a whole period wrong after 5000 periods);
+    the running least-squares line is as precise as the span it has seen,
+    so the first run's samples place the second run's, and so on. Instants
+    more than a quarter period off the running line get their index but do
+    not update it (outliers).
+    """
+    k = np.zeros(len(t))
+    t0 = float(t[0])
+    n = sk = skk = st = skt = 0.0
+    slope, icept = period, 0.0
+    for i in range(len(t)):
+        x = float(t[i]) - t0
+        ki = float(np.rint((x - icept) / slope))
+        k[i] = ki
+        if n >= 2 and abs(x - (icept + slope * ki)) > 0.25 * slope:
+            continue
+        n, sk, skk, st, skt = n + 1, sk + ki, skk + ki * ki, st + x, skt + ki * x
+        det = n * skk - sk * sk
+        if n >= 2 and det > 0:
+            slope = (n * skt - sk * st) / det
+            icept = (st - slope * sk) / n
+        elif n == 1:
+            icept = x - slope * ki
+    return k
+
+
 def predict_sample_instants(instants_ns: np.ndarray, nominal_period_ns: float) -> SamplePrediction:
     """Fit the grid ``anchor + k * period`` to observed sample instants.
 
@@ -117,11 +147,12 @@ def predict_sample_instants(instants_ns: np.ndarray, nominal_period_ns: float) -
 
     Notes
     -----
-    The sample index of each instant is found by unwrapping the gaps
-    (``round(gap / period)``), which is exact while the period guess is
-    within half a period over the longest gap; the fit (ordinary least
-    squares, :func:`scipy.stats.linregress`) then refines the period and
-    the unwrapping is redone, three times. Samples more than five robust
+    The sample index of each instant is found by unwrapping in time order
+    against the line fitted to the instants before it (so the precision of
+    the period grows with the span seen, and long gaps between runs unwrap
+    correctly); the fit (ordinary least squares,
+    :func:`scipy.stats.linregress`) is then redone without outliers, three
+    times. Samples more than five robust
     deviations (MAD) off the grid are left out and counted. This is the
     timebase of sequential equivalent-time sampling (see the module
     docstring); the paper (Section IV-A) leaves the phase to chance.
@@ -132,14 +163,11 @@ def predict_sample_instants(instants_ns: np.ndarray, nominal_period_ns: float) -
     t = t[np.isfinite(t)]
     if len(t) < 4:
         raise ValueError(f"instants_ns: {len(t)} distinct sample instants; the period fit needs at least 4")
-    period = float(nominal_period_ns)
+    k = _unwrap(t, float(nominal_period_ns))
     keep = np.ones(len(t), dtype=bool)
-    intercept = float(t[0])
+    period, intercept = float(nominal_period_ns), float(t[0])
     resid = np.zeros(len(t))
     for _ in range(3):
-        k = np.concatenate([[0.0], np.cumsum(np.rint(np.diff(t) / period))])
-        # Two instants rounding to one index are one sample seen twice or an
-        # outlier: the grid fit keeps the first.
         fit = scipy.stats.linregress(k[keep], t[keep]) if keep.sum() >= 3 else None
         if fit is None or not fit.slope > 0:
             break
@@ -147,7 +175,6 @@ def predict_sample_instants(instants_ns: np.ndarray, nominal_period_ns: float) -
         resid = t - (intercept + period * k)
         mad = float(scipy.stats.median_abs_deviation(resid[keep], scale="normal"))
         keep = np.abs(resid - np.median(resid[keep])) <= max(5 * mad, 1e-3 * period)
-    k = np.concatenate([[0.0], np.cumsum(np.rint(np.diff(t) / period))])
     jitter = float(np.std(resid[keep], ddof=1)) if keep.sum() > 2 else float("inf")
     return SamplePrediction(period_ns=period, anchor_ns=intercept + period * float(k[-1]), jitter_ns=jitter,
                             logs=int(keep.sum()), outliers=int((~keep).sum()))
@@ -190,8 +217,8 @@ class PhaseSteerer:
     bin_ns : float
         Width of a coverage bin (the guidance's LOI interval).
     target_per_bin : int
-        Edges each bin should receive before the coverage counts as
-        complete.
+        Edges per bin (on average over the bins, every bin at least one)
+        before the coverage counts as complete.
     seed : int
         Seed of the dither inside a bin and of ties between bins.
     requested : {"auto", "steered"}
@@ -276,8 +303,15 @@ class PhaseSteerer:
 
     @property
     def complete(self) -> bool:
-        """Every bin of every execution of interest holds ``target_per_bin`` edges."""
-        return all(int(c.counts.min()) >= self.target_per_bin for c in self._coverage.values())
+        """Every bin of every execution of interest has an edge, and they hold ``target_per_bin`` per bin in all.
+
+        Where launches jitter by more than a bin, which bin an edge lands in
+        is partly chance; asking every bin for the full count would make the
+        last bins a coupon collector's problem (many runs for the last few
+        edges), so the count is asked of the total.
+        """
+        return all(int(c.counts.min()) >= 1 and int(c.counts.sum()) >= self.target_per_bin * len(c.counts)
+                   for c in self._coverage.values())
 
     def coverage(self, label: str) -> np.ndarray:
         """Edges counted in each bin of ``label``'s execution (a copy)."""
@@ -305,6 +339,23 @@ class PhaseSteerer:
             out.update(period_ns=self.prediction.period_ns, sample_jitter_ns=self.prediction.jitter_ns)
         return out
 
+    @property
+    def _random_rate(self) -> float:
+        """Share of runs random phase gives an edge inside the execution.
+
+        The end edges form one grid of the sensor's period, the start edges
+        the same grid shifted by the window: the share of phases for which
+        either grid has a point inside the execution (one grid when the
+        window is a whole number of periods, as for a 1 ms average every 1 ms).
+        """
+        p, d = self._period_ns, self.duration_ns
+        w = float(self._window_ns())
+        if w <= 0:
+            return min(1.0, d / p)
+        shift = w % p
+        overlap = max(0.0, d - min(shift, p - shift))
+        return min(1.0, (2 * d - overlap) / p)
+
     def _rate(self, kind: str) -> Optional[float]:
         runs, inside = self._landed[kind]
         return inside / runs if runs else None
@@ -321,7 +372,11 @@ class PhaseSteerer:
         Parameters
         ----------
         now_ns : float
-            Host time now (the device is idle).
+            Host time now, or an estimate of it (the device is idle): the
+            release is at least a lead (a tenth of a period, 200 us or more)
+            after it. An estimate that is behind makes the release late; the
+            offset is measured from the actual release (:meth:`released`), so
+            a late release is a missed aim, not a wrong offset.
         """
         self._pending = None
         if not self.active or self.prediction is None:
@@ -334,8 +389,16 @@ class PhaseSteerer:
         # the offsets measured so far, not by the bin it aims at: where the
         # offset is steady this picks the emptiest bin, where it spreads over
         # a period it still raises the chance that a sample lands inside.
+        # The execution of interest with the fewest edges so far is served
+        # first (in mode "both" the SSE execution, early in the run, is easier
+        # to hit and would otherwise take every run).
+        totals = {label: int(c.counts.sum()) for label, c in self._coverage.items()}
+        fewest = min(totals.values())
+        order = [label for label in self._coverage if totals[label] == fewest] + \
+            [label for label in self._coverage if totals[label] != fewest]
         best: Optional[tuple[float, str, int, float, float]] = None
-        for label, cov in self._coverage.items():
+        for label in order:
+            cov = self._coverage[label]
             measured = self._offsets[label] if len(self._offsets[label]) >= 3 else self._random_offsets[label]
             if not measured:
                 continue
@@ -355,8 +418,8 @@ class PhaseSteerer:
                 score += np.where(inside, need[idx], 0.0).mean(axis=1)
             top = np.flatnonzero(score >= score.max() * (1 - 1e-9))
             b = int(top[int(self._rng.integers(len(top)))])
-            if best is None or score[b] > best[0]:
-                best = (float(score[b]), label, b, float(toi[b, 0]), offset)
+            best = (float(score[b]), label, b, float(toi[b, 0]), offset)
+            break
         if best is None:
             return None
         _, label, b, toi, offset = best
@@ -384,6 +447,11 @@ class PhaseSteerer:
         launch = sample - offset - toi - shift
         self._pending = _Aim(label, b, toi, edge, launch)
         return launch
+
+    def released(self, host_ns: float) -> None:
+        """The host time the launch planned by :meth:`plan` was actually released at."""
+        if self._pending is not None:
+            self._pending.launch_ns = float(host_ns)
 
     def observe(self, record: RunRecord) -> None:
         """Take a finished run: refit the sample grid, measure the launch offset and the aim, count coverage."""
@@ -446,14 +514,16 @@ class PhaseSteerer:
                     err = float(pos[np.argmin(np.abs(pos - aim.toi_ns))] - aim.toi_ns)
                     self._aim_errors.append(err)
                     self._hits += int(abs(err) <= self.bin_ns / 2)
-            if len(self._aim_errors) >= _JUDGE_AFTER and self.prediction is not None:
-                recent = np.asarray(self._aim_errors[-_JUDGE_AFTER * 2:])
-                spread = float(scipy.stats.median_abs_deviation(recent, scale="normal"))
-                if spread > self.prediction.period_ns / 3:
-                    # Spread over a period, steered samples land as randomly as unsteered ones.
-                    self._stop(f"steered samples land {spread / 1e3:.1f} us (robust SD) from their targets, a third "
-                               f"of the sensor's {self.prediction.period_ns / 1e3:.0f} us period or more: launch "
-                               "jitter or an unstable sensor period leaves nothing to steer")
+            runs, inside = self._landed["steered"]
+            if runs >= _JUDGE_AFTER and inside / runs <= self._random_rate:
+                # Steering is judged by what it is for: more runs with a sample
+                # inside the execution than random phase gives.
+                spread = float(scipy.stats.median_abs_deviation(np.asarray(self._aim_errors), scale="normal")) \
+                    if len(self._aim_errors) > 2 else float("nan")
+                self._stop(f"after {runs} steered runs, {inside / runs:.0%} had a sample inside the execution, no "
+                           f"more than random phase gives ({self._random_rate:.0%}): steered samples land "
+                           f"{spread / 1e3:.0f} us (robust SD) from their targets (launch jitter, or an unstable "
+                           "sensor period)")
 
 
 def make_steerer(caps: Capabilities, sensor: Optional[SensorModel], backend: Any, labels: Sequence[tuple[str, int]],

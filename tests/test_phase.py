@@ -1,0 +1,155 @@
+"""Phase-steered launches (issue 16): the sample-grid fit, steering against random phase, the fallbacks.
+
+Equivalent-time sampling (method/phase.py): each run's launch is released so
+that a sensor sample lands where the profile needs one. Scored on the
+simulated device, whose truth knows where every sample landed.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+import scipy.stats
+
+from fingrav_native import _core
+from fingrav_native.backends.base import BackendWrapper
+from fingrav_native.backends.sim import LiveSimBackend, SimBackend
+from fingrav_native.files.profiles import load_profile, save_profile
+from fingrav_native.method.phase import PhaseSteeringWarning, predict_sample_instants
+from fingrav_native.method.profile import SensorResolutionWarning, profile
+
+
+def test_the_sample_grid_is_recovered_across_gaps_with_jitter_and_outliers() -> None:
+    rng = np.random.default_rng(0)
+    period = 1_000_123.0  # the logger's clock runs 123 ppm off nominal
+    # Three bursts of logs (three runs) seconds apart, 2 us of jitter, two outliers.
+    k = np.concatenate([np.arange(0, 40), np.arange(3000, 3030), np.arange(9000, 9050)])
+    t = 5e9 + period * k + rng.normal(0, 2000, len(k))
+    t[10] += 300_000
+    t[50] -= 250_000
+    pred = predict_sample_instants(t, 1e6)
+    assert pred.period_ns == pytest.approx(period, rel=1e-6)
+    assert pred.outliers == 2
+    assert 1000 < pred.jitter_ns < 3000
+    # The next instant after the last burst is on the grid.
+    nxt = pred.next_after(t[-1] + 10)
+    assert abs(nxt - (5e9 + period * (k[-1] + 1))) < 5000
+
+
+@pytest.mark.parametrize(("instants", "period", "match"), [
+    (np.arange(3) * 1e6, 1e6, "at least 4"),
+    (np.arange(10) * 1e6, 0.0, "nominal_period_ns"),
+    (np.arange(10) * 1e6, float("nan"), "nominal_period_ns"),
+])
+def test_the_grid_fit_refuses_what_it_cannot_fit(instants: np.ndarray, period: float, match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        predict_sample_instants(instants, period)
+
+
+def _campaign(phase: str, runs: int, seed: int = 1, sensor: str = "instant-1ms", **kw: object) -> tuple:
+    b = SimBackend(seed=seed, sensor=sensor)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SensorResolutionWarning)
+        p = profile("cb-4k-gemm", b, mode="ssp", runs=runs, executions=64, top_up=False, phase=phase, **kw)
+    return p, b
+
+
+def test_steering_puts_more_samples_in_the_execution_and_covers_it_more_evenly() -> None:
+    runs = 60
+    rand, _ = _campaign("random", runs)
+    steer, _ = _campaign("steered", runs)
+    ph = steer.settings["phase"]
+    assert rand.settings["phase"] == {"requested": "random", "used": "random"}
+    assert ph["used"] == "steered" and ph["active_at_end"] and ph["steered_runs"] == runs - 1
+    # Random phase puts a 1 ms logger's sample in a 335 us execution in a third of the runs.
+    n_rand, n_steer = len(rand.profiles["ssp"].lois), len(steer.profiles["ssp"].lois)
+    assert n_steer >= 1.5 * n_rand, (n_steer, n_rand)
+    assert ph["steered_inside_rate"] > 0.45
+    # The sample grid was found (the sim's logger: 1 ms, 2 us jitter).
+    assert ph["period_ns"] == pytest.approx(1e6, rel=1e-4)
+    assert ph["sample_jitter_ns"] < 5000
+
+    def empty(p: object) -> int:
+        lois = p.profiles["ssp"].lois  # type: ignore[attr-defined]
+        counts, _ = np.histogram(lois["toi_frac"], bins=12, range=(0, 1))
+        return int((counts == 0).sum())
+
+    assert empty(steer) <= empty(rand)
+
+
+def test_steering_does_not_bias_which_runs_are_golden() -> None:
+    # Steering moves the launch only: the execution times of the golden runs
+    # come from the same distribution either way.
+    durations = {}
+    for phase in ("random", "steered"):
+        p, b = _campaign(phase, 80, seed=3)
+        ex = b.gpu.executions()
+        ep = p.profiles["ssp"]
+        e = ex[np.isin(ex["run"], ep.golden.run_ids) & (ex["index"] == ep.execution_index)]
+        durations[phase] = (e["end_ns"] - e["start_ns"]).astype(float)
+        assert len(ep.golden.run_ids) >= 0.5 * 80
+    assert scipy.stats.ks_2samp(durations["random"], durations["steered"]).pvalue > 0.01
+
+
+def test_the_phase_is_recorded_in_the_profile_file(tmp_path: object) -> None:
+    p, _ = _campaign("steered", 20)
+    path = save_profile(p, str(tmp_path) + "/p.fgprof")  # type: ignore[operator]
+    back = load_profile(path)
+    assert back.settings["phase"]["used"] == "steered"
+    assert back.settings["phase"]["steered_runs"] == p.settings["phase"]["steered_runs"]
+
+
+def test_an_unguided_steered_campaign_stops_when_every_bin_is_covered() -> None:
+    lines: list[str] = []
+    p = profile("cb-4k-gemm", SimBackend(seed=2), mode="sse", phase="steered", top_up=False, progress=lines.append)
+    assert any("every bin covered" in ln for ln in lines), lines
+    # Table I asks for 200 runs of a 335 us kernel at random phase.
+    assert p.settings["runs"] < p.guidance.runs
+    assert p.settings["phase"]["empty_bins"] == {"sse": 0}
+
+
+class _NoRelease(BackendWrapper):
+    """A backend that cannot delay a launch (a third-party backend from before issue 16)."""
+
+    def __getattr__(self, name: str) -> object:
+        if name == "wait_until":
+            raise AttributeError(name)
+        return super().__getattr__(name)
+
+
+def test_a_backend_without_wait_until_falls_back_and_says_so() -> None:
+    b = _NoRelease(SimBackend(seed=1))
+    with pytest.warns(PhaseSteeringWarning, match="wait_until"):
+        p = profile("cb-4k-gemm", b, mode="sse", runs=10, top_up=False, phase="steered")
+    assert p.settings["phase"]["used"] == "random"
+    assert "wait_until" in p.settings["phase"]["note"]
+    # "auto" falls back silently (it is the default everywhere).
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", PhaseSteeringWarning)
+        profile("cb-4k-gemm", _NoRelease(SimBackend(seed=1)), mode="sse", runs=10, top_up=False)
+
+
+def test_launch_jitter_beyond_the_period_stops_steering() -> None:
+    # 2 ms of launch jitter against a 1 ms logger: steered samples land as
+    # randomly as unsteered ones, so steering stops and says why.
+    b = SimBackend(seed=1, launch_jitter_ns=2_000_000)
+    with pytest.warns(PhaseSteeringWarning, match="no more than random phase"):
+        p = profile("cb-4k-gemm", b, mode="sse", runs=60, top_up=False, phase="steered")
+    assert not p.settings["phase"]["active_at_end"]
+
+
+def test_bad_phase_is_refused_by_name() -> None:
+    with pytest.raises(ValueError, match="phase='sometimes'"):
+        profile("cb-4k-gemm", SimBackend(seed=0), phase="sometimes")
+
+
+def test_the_live_release_never_fires_early() -> None:
+    b = LiveSimBackend(seed=0)
+    for ahead in (0, 100_000, 1_000_000):
+        target = _core.host_time_ns() + ahead
+        assert b.wait_until(target) >= target
+    assert _core.wait_until_ns(_core.host_time_ns() - 10) > 0
+    with pytest.raises(ValueError, match="spin_ns"):
+        _core.wait_until_ns(_core.host_time_ns(), -1)
