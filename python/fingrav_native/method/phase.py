@@ -45,6 +45,7 @@ import scipy.stats
 
 from fingrav_native.backends.base import Capabilities, RunRecord
 from fingrav_native.method.timeline import timeline_of
+from fingrav_native.sensors.deconvolve import curve_variance, design_rows
 from fingrav_native.sensors.model import SensorModel
 
 __all__ = ["PHASES", "PhaseSteerer", "PhaseSteeringWarning", "SamplePrediction", "predict_sample_instants"]
@@ -223,6 +224,11 @@ class PhaseSteerer:
         Seed of the dither inside a bin and of ties between bins.
     requested : {"auto", "steered"}
         What the user asked for: ``"steered"`` warns when falling back.
+    design : bool
+        The profile deconvolves the logs (an averaging sensor): choose each
+        launch phase by the information its logs would add to the
+        deconvolution (A-optimal sequential design over the execution's
+        curve) instead of by the coverage of one sample per bin.
 
     Notes
     -----
@@ -246,6 +252,7 @@ class PhaseSteerer:
     target_per_bin: int = 1
     seed: int = 0
     requested: str = "auto"
+    design: bool = False
     active: bool = True
     note: str = ""
     prediction: Optional[SamplePrediction] = None
@@ -262,6 +269,10 @@ class PhaseSteerer:
     #: Per label: first execution start and last execution end of the latest run, relative to the
     #: execution of interest's start (where a window's partner edge falls).
     _run_span: dict[str, tuple[float, float]] = field(default_factory=dict)
+    #: Design mode: information matrix per label, and recent runs' executions relative to their release.
+    _info: dict[str, np.ndarray] = field(default_factory=dict)
+    _templates: list[np.ndarray] = field(default_factory=list)
+    _n_max: int = 0
 
     def __post_init__(self) -> None:
         if not (self.duration_ns > 0 and self.bin_ns > 0):
@@ -381,6 +392,8 @@ class PhaseSteerer:
         self._pending = None
         if not self.active or self.prediction is None:
             return None
+        if self.design:
+            return self._plan_design(now_ns)
         # The launch offset (release to the execution of interest's start)
         # varies from run to run: launch overhead and, before a late
         # execution of interest, the sum of every earlier execution's time
@@ -448,6 +461,53 @@ class PhaseSteerer:
         self._pending = _Aim(label, b, toi, edge, launch)
         return launch
 
+    _DESIGN_BINS = 24
+    _DESIGN_PHASES = 16
+    _DESIGN_TEMPLATES = 2
+
+    def _window_of_logs(self) -> float:
+        s = self.sensor
+        if s is None:
+            return 0.0
+        if s.kind == "counter":
+            return self._period_ns  # a counter's log is the interval between two reads
+        return float(s.window_ns) if s.shape == "boxcar" else 0.0
+
+    def _design_rows(self, label: str, stamps: np.ndarray, windows: np.ndarray | float, ex: np.ndarray) -> np.ndarray:
+        assert self.sensor is not None
+        index = dict(self.labels)[label]
+        return design_rows(self.sensor, stamps, windows, ex, index, self._DESIGN_BINS, self._n_max, self.duration_ns)
+
+    def _plan_design(self, now_ns: float) -> Optional[float]:
+        """Design mode: the launch phase whose predicted logs lower the curve's variance most (A-optimal)."""
+        assert self.prediction is not None and self.sensor is not None
+        if not self._templates or not self._info:
+            return None
+        # The execution of interest whose curve is worst determined so far.
+        crit = {label: curve_variance(G, self._DESIGN_BINS, self._n_max) for label, G in self._info.items()}
+        label = max(crit, key=lambda lb: crit[lb])
+        period = self.prediction.period_ns
+        w = self._window_of_logs()
+        after = float(self.sensor.memory_ns(w)) + self._delay_ns + 2 * period
+        phases = (np.arange(self._DESIGN_PHASES) + self._rng.uniform()) / self._DESIGN_PHASES * period
+        scores = np.zeros(len(phases))
+        for i, phi in enumerate(phases):
+            G = self._info[label].copy()
+            for ex in self._templates[-self._DESIGN_TEMPLATES:]:
+                # Release at 0: the run's executions as a recent run had them,
+                # the sensor's samples at phi + j * period.
+                j = np.arange(math.floor(-phi / period), math.ceil((float(ex["end_ns"].max()) + after - phi) / period))
+                stamps = phi + j * period + self._delay_ns
+                A = self._design_rows(label, stamps, w, ex)
+                G += A.T @ A / min(len(self._templates), self._DESIGN_TEMPLATES)
+            scores[i] = curve_variance(G, self._DESIGN_BINS, self._n_max)
+        phi = float(phases[int(np.argmin(scores))])
+        lead = max(200_000.0, 0.1 * period)
+        # The first grid instant at least lead + phi ahead; the release phi before it.
+        launch = self.prediction.next_after(now_ns + lead + phi) - phi
+        self._pending = _Aim(label, -1, phi, "design", launch)
+        return launch
+
     def released(self, host_ns: float) -> None:
         """The host time the launch planned by :meth:`plan` was actually released at."""
         if self._pending is not None:
@@ -501,13 +561,34 @@ class PhaseSteerer:
                 self._offsets[label].append(start - aim.launch_ns)
             else:
                 self._random_offsets[label].append(start - release)
+        if self.design and self.sensor is not None:
+            self._n_max = max(self._n_max, int(ex["index"].max()) + 1, *(int(i) + 1 for _, i in self.labels))
+            rel = ex.copy()
+            origin = aim.launch_ns if aim is not None else release
+            rel["start_ns"] -= origin
+            rel["end_ns"] -= origin
+            self._templates.append(rel)
+            del self._templates[:-8]
+            stamps = np.asarray(tl.logger_map.to_host(samples["source_ts"]), dtype=np.float64)
+            for label, index in self.labels:
+                if not np.any(ex["index"] == (index if index >= 0 else int(ex["index"].max()) + 1 + index)):
+                    continue
+                try:
+                    A = self._design_rows(label, stamps, w if self.sensor.kind != "counter" else
+                                          self._window_of_logs(), ex)
+                except ValueError:
+                    continue
+                G = self._info.get(label)
+                if G is None or G.shape[0] != A.shape[1]:
+                    G = np.zeros((A.shape[1], A.shape[1]))  # (a longer run widens the level columns: restart)
+                self._info[label] = G + A.T @ A
         tally = self._landed["steered" if aim is not None else "random"]
         tally[0] += 1
         tally[1] += int(landed)
         if aim is not None:
             self._steered += 1
             e = ex[ex["index"] == self._coverage[aim.label].index]
-            if len(e):
+            if len(e) and aim.edge in edges:
                 # Where the aimed edge landed: the edge nearest the target.
                 pos = edges[aim.edge] - float(e["start_ns"][0])
                 if len(pos):
@@ -515,7 +596,7 @@ class PhaseSteerer:
                     self._aim_errors.append(err)
                     self._hits += int(abs(err) <= self.bin_ns / 2)
             runs, inside = self._landed["steered"]
-            if runs >= _JUDGE_AFTER and inside / runs <= self._random_rate:
+            if not self.design and runs >= _JUDGE_AFTER and inside / runs <= self._random_rate:
                 # Steering is judged by what it is for: more runs with a sample
                 # inside the execution than random phase gives.
                 spread = float(scipy.stats.median_abs_deviation(np.asarray(self._aim_errors), scale="normal")) \
@@ -528,12 +609,17 @@ class PhaseSteerer:
 
 def make_steerer(caps: Capabilities, sensor: Optional[SensorModel], backend: Any, labels: Sequence[tuple[str, int]],
                  duration_ns: float, bin_ns: float, target_per_bin: int, seed: int, requested: str,
-                 say: Callable[[str], None]) -> Optional[PhaseSteerer]:
-    """A steerer for ``profile(phase=...)``, or ``None`` with the reason said when steering cannot work."""
+                 say: Callable[[str], None], design: bool = False) -> Optional[PhaseSteerer]:
+    """A steerer for ``profile(phase=...)`` (``None`` for random phase); inactive, with the reason, where it cannot work.
+
+    ``design``: the logs will be deconvolved (an averaging sensor), so the
+    phases are chosen by the information they add to the deconvolution
+    (:class:`PhaseSteerer`).
+    """
     if requested == "random":
         return None
     if not callable(getattr(backend, "wait_until", None)):
         say(f"  phase: random (the {caps.name} backend cannot delay a launch to a chosen host time)")
         return PhaseSteerer(caps, sensor, labels, duration_ns, bin_ns, target_per_bin, seed, requested,
-                            active=False, note=f"the {caps.name} backend has no wait_until")
-    return PhaseSteerer(caps, sensor, labels, duration_ns, bin_ns, target_per_bin, seed, requested)
+                            design=design, active=False, note=f"the {caps.name} backend has no wait_until")
+    return PhaseSteerer(caps, sensor, labels, duration_ns, bin_ns, target_per_bin, seed, requested, design=design)

@@ -829,11 +829,14 @@ def _run_profile(camp: _Campaign, kernel: KernelSpec, name: str, agree: Agreemen
     # A steered campaign is complete when every bin holds as many samples as
     # random phase would place in it on average over the planned runs.
     per_bin = max(1, math.ceil(n_runs * min(1.0, guidance.exec_time_ns / period) / n_bins))
+    # Logs that will be deconvolved are steered by the information they add to the deconvolution.
+    design = sensor is not None and sensor.averages and attribution != "instant"
     steer = make_steerer(caps, sensor, camp.backend, labels, guidance.exec_time_ns, guidance.loi_interval_ns,
-                         per_bin, seed, phase, say)
+                         per_bin, seed, phase, say, design=design)
     camp.steerer = steer
     if steer is not None and steer.active:
-        say(f"  phase: steered ({n_bins} bins of {steer.bin_ns / 1e3:.1f} us, {per_bin} per bin)")
+        say(f"  phase: steered ({'by the deconvolution design, ' if design else ''}"
+            f"{n_bins} bins of {steer.bin_ns / 1e3:.1f} us, {per_bin} per bin)")
     camp.set_phase("runs", camp.next_run + n_runs)
     step = max(1, n_runs // 10)
     for i in range(n_runs):

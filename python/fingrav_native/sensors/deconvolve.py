@@ -26,6 +26,9 @@ Assumptions (stated in every result's ``assumptions``):
 1. Executions of the same kernel in a run share one power curve over their
    execution progress, up to a constant level per execution index (warm-up
    executions draw less or more, the shape is the kernel's).
+   1b. Warm-up executions (before the fourth, the paper's SSE execution,
+   Section IV-A) each draw their own curve: clocks and power limits are
+   still settling, and the shape differs, not only the level.
 2. Executions of other kernels draw a constant level per execution index.
 3. A launch gap between back-to-back executions draws the power of the end
    of the execution before it (gaps are microseconds).
@@ -51,7 +54,8 @@ from fingrav_native.method.records import CHANNELS, validate_executions
 from fingrav_native.method.stitch import EnergyEstimate, StitchedChannel, StitchedProfile
 from fingrav_native.sensors.model import SensorModel
 
-__all__ = ["DeconvolvedChannel", "Deconvolution", "as_stitched", "deconvolve", "needs_deconvolution", "runs_needed"]
+__all__ = ["DeconvolvedChannel", "Deconvolution", "as_stitched", "curve_variance", "deconvolve", "design_rows",
+           "needs_deconvolution", "runs_needed"]
 
 #: Tail bins after a run's last execution, in multiples of the execution of interest's duration:
 #: geometric (cooling is exponential-like: fast first, slow later), smoothed like the curve, the
@@ -295,20 +299,38 @@ def _runs_layout(executions: np.ndarray, runs: np.ndarray, eoi_index: int, kerne
     return by_run, eoi, n_max
 
 
+def _warm_bins(K: int) -> int:
+    """Bins of each warm-up execution's own curve: a quarter of the curve's, 4 to 16."""
+    return max(4, min(16, K // 4))
+
+
 def _run_rows(sensor: SensorModel, t: np.ndarray, win: np.ndarray, ex: np.ndarray, k: int, frac_edges: np.ndarray,
-              n_max: int, tail_edges_ns: np.ndarray) -> np.ndarray:
-    """Design rows of one run's logs: columns [curve (K), level per execution index (n_max), tail (T)]."""
+              n_max: int, tail_edges_ns: np.ndarray, warm: int = 0) -> np.ndarray:
+    """Design rows of one run's logs.
+
+    Columns: [curve (K), level per execution index (n_max), own curve of each
+    warm-up execution (warm x _warm_bins(K)), tail (T)]; the last tail column
+    is the idle level.
+    """
     K, T = len(frac_edges) - 1, len(tail_edges_ns)
-    A = np.zeros((len(t), K + n_max + T))
+    Kw = _warm_bins(K)
+    A = np.zeros((len(t), K + n_max + warm * Kw + T))
     kid = ex["kernel_id"][k]
     starts, ends = ex["start_ns"], ex["end_ns"]
     tt, ww = t[:, None], win[:, None]
+    warm_edges = np.linspace(0.0, 1.0, Kw + 1)
     for i in range(len(ex)):
         s, e = float(starts[i]), float(ends[i])
         # Assumption 3: a launch gap belongs to the end of the execution before it.
         e_ext = float(starts[i + 1]) if i + 1 < len(ex) else e
         idx = int(ex["index"][i])
-        if ex["kernel_id"][i] == kid:
+        if ex["kernel_id"][i] == kid and i != k and idx < warm:
+            # Assumption 1b: a warm-up execution draws its own curve.
+            edges = s + warm_edges * (e - s)
+            edges[-1] = e_ext
+            lo = K + n_max + idx * Kw
+            A[:, lo:lo + Kw] += sensor.interval_weights(tt, edges[None, :-1], edges[None, 1:], ww)
+        elif ex["kernel_id"][i] == kid:
             edges = s + frac_edges * (e - s)
             edges[-1] = e_ext
             w = sensor.interval_weights(tt, edges[None, :-1], edges[None, 1:], ww)
@@ -320,16 +342,18 @@ def _run_rows(sensor: SensorModel, t: np.ndarray, win: np.ndarray, ex: np.ndarra
     # Before the run: idle (the last tail column, the level the GPU cools to).
     first, last = float(starts[0]), float(ends[-1])
     A[:, -1] += sensor.interval_weights(t, -np.inf, first, win)
-    lo = last + tail_edges_ns
-    hi = np.append(lo[1:], np.inf)
-    A[:, K + n_max:] += sensor.interval_weights(tt, lo[None, :], hi[None, :], ww)
+    lo_t = last + tail_edges_ns
+    hi_t = np.append(lo_t[1:], np.inf)
+    A[:, A.shape[1] - T:] += sensor.interval_weights(tt, lo_t[None, :], hi_t[None, :], ww)
     return A
 
 
-def _penalty(K: int, P: int, T: int) -> np.ndarray:
-    """Second differences of the curve and of the cooling tail (roughness); none on the levels."""
+def _penalty(K: int, P: int, T: int, n_max: int = 0, warm: int = 0) -> np.ndarray:
+    """Second differences of the curve, of each warm-up execution's curve and of the cooling tail; none on levels."""
     R = np.zeros((P, P))
-    for lo, m in ((0, K), (P - T, T)):
+    Kw = _warm_bins(K)
+    blocks = [(0, K), (P - T, T)] + [(K + n_max + j * Kw, Kw) for j in range(warm)]
+    for lo, m in blocks:
         if m >= 3:
             D = np.diff(np.eye(m), n=2, axis=0)
             R[lo:lo + m, lo:lo + m] = D.T @ D
@@ -342,6 +366,98 @@ def _solve(G: np.ndarray, B: np.ndarray, R: np.ndarray, lam: float, ridge: float
 
 
 # ----------------------------------------------------------------------------- public
+
+
+def design_rows(sensor: SensorModel, stamps_ns: npt.ArrayLike, windows_ns: npt.ArrayLike, run_executions: np.ndarray,
+                execution_of_interest: int, bins: int, n_max: int, duration_ns: float,
+                warmup: Optional[int] = None) -> np.ndarray:
+    """The rows :func:`deconvolve` builds for one run's logs: how each log weighs each unknown.
+
+    Parameters
+    ----------
+    sensor : SensorModel
+    stamps_ns : array_like
+        The logs' timestamps on the host timeline (as reported: the delay
+        is applied here).
+    windows_ns : array_like
+        Each log's boxcar window (ignored for filters).
+    run_executions : numpy.ndarray
+        EXECUTION_DTYPE records of one run.
+    execution_of_interest : int
+        Its index (negative: from the end).
+    bins, n_max : int
+        Curve bins; columns for execution levels (more than the largest index).
+    duration_ns : float
+        The execution of interest's duration (scales the cooling-tail bins).
+    warmup : int, optional
+        As for :func:`deconvolve`.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``(logs, bins + n_max + warm-up bins + tail bins)``: curve bins, a
+        level per execution index, each warm-up execution's own curve, the
+        cooling tail and the idle level (assumptions 1-4 of the module
+        docstring).
+
+    Notes
+    -----
+    The design of the sequential experiment of
+    :mod:`fingrav_native.method.phase`: a launch phase is chosen by the
+    information these rows would add (Backus and Gilbert 1968 for the
+    resolution view; A-optimal design, Kiefer 1959).
+    """
+    ex = np.sort(np.asarray(run_executions), order="index")
+    k_idx = execution_of_interest if execution_of_interest >= 0 else int(ex["index"].max()) + 1 + execution_of_interest
+    hit = np.flatnonzero(ex["index"] == k_idx)
+    if len(hit) != 1:
+        raise ValueError(f"run_executions: no single execution {execution_of_interest} in the run")
+    K = integer_in(bins, "bins", 2, 10_000)
+    if int(ex["index"].max()) >= n_max:
+        raise ValueError(f"n_max={n_max}: the run has execution index {int(ex['index'].max())}")
+    t = np.asarray(stamps_ns, dtype=np.float64)
+    w = np.broadcast_to(np.asarray(windows_ns, dtype=np.float64), t.shape)
+    warm = min(3, k_idx) if warmup is None else integer_in(warmup, "warmup", 0, k_idx)
+    return _run_rows(sensor, t, np.ascontiguousarray(w), ex, int(hit[0]), np.linspace(0.0, 1.0, K + 1), int(n_max),
+                     np.asarray(_TAIL_EDGES) * float(duration_ns), warm)
+
+
+def curve_variance(G: np.ndarray, bins: int, n_max: int, lam_rel: float = 1e-2) -> float:
+    """A-optimality of a design: the summed posterior variance of the curve's bins (per unit noise).
+
+    Parameters
+    ----------
+    G : numpy.ndarray
+        ``A'A`` of the rows (:func:`design_rows`) of all logs so far.
+    bins : int
+        Curve bins (the first ``bins`` columns).
+    n_max : int
+        Level columns (as given to :func:`design_rows`).
+    lam_rel : float
+        Smoothing, relative to the data's scale as :func:`deconvolve` sets
+        it (its GCV grid spans 1e-8 to 1e4).
+
+    Returns
+    -------
+    float
+        ``trace`` of the curve block of ``(G + lam R + ridge I)^-1``: what a
+        new run's logs should lower the most (A-optimal design, Kiefer 1959).
+    """
+    P = len(G)
+    K = int(bins)
+    T = len(_TAIL_EDGES)
+    warm = (P - K - int(n_max) - T) // _warm_bins(K)
+    R = _penalty(K, P, T, int(n_max), warm)
+    scale = max(float(np.trace(G[:K, :K])), 1.0) / max(float(np.trace(R)), 1e-300)
+    ridge = 1e-6 * max(float(np.trace(G)) / P, 1e-3)
+    M = G + lam_rel * scale * R + ridge * np.eye(P)
+    try:
+        cf = scipy.linalg.cho_factor(M)
+    except np.linalg.LinAlgError:
+        return math.inf
+    E = np.zeros((P, K))
+    E[:K, :K] = np.eye(K)
+    return float(np.trace(scipy.linalg.cho_solve(cf, E)[:K]))
 
 
 def deconvolve(
@@ -360,6 +476,7 @@ def deconvolve(
     confidence: float = 0.95,
     resolution_ns: Optional[float] = None,
     seed: int = 0,
+    warmup: Optional[int] = None,
 ) -> Deconvolution:
     """Recover the power curve of an execution of interest from logs that average windows.
 
@@ -398,6 +515,13 @@ def deconvolve(
         resolve only coarser features.
     seed : int
         Seed of the bootstrap.
+    warmup : int, optional
+        Executions before this index are warm-up: each draws its own
+        (coarser) curve instead of the shared one (assumption 1b). Default:
+        ``min(3, execution_of_interest)``, the paper's SSE definition
+        (Section IV-A: execution time settles after the first three
+        executions; on the simulator their power curves also differ in
+        shape, by 20-140 W RMS for cb-8k-gemm, against a few W later).
 
     Returns
     -------
@@ -451,7 +575,10 @@ def deconvolve(
     dur = float(np.median([by_run[r]["end_ns"][eoi[r]] - by_run[r]["start_ns"][eoi[r]] for r in by_run]))
     frac_edges = np.linspace(0.0, 1.0, K + 1)
     tail = np.asarray(_TAIL_EDGES) * dur
-    P = K + n_max + len(tail)
+    eoi_idx = min(int(by_run[r]["index"][eoi[r]]) for r in by_run)
+    warm = min(3, eoi_idx) if warmup is None else integer_in(warmup, "warmup", 0, eoi_idx)
+    Kw = _warm_bins(K)
+    P = K + n_max + warm * Kw + len(tail)
 
     # Logs on host time, with their responses' reach.
     t_all = np.asarray(logger_map.to_host(samples["source_ts"]), dtype=np.float64)
@@ -502,7 +629,7 @@ def deconvolve(
     for li in np.split(idx_use, cuts) if len(idx_use) else []:
         r = int(owner[li[0]])
         ex, k = by_run[r], eoi[r]
-        A = _run_rows(sensor, t_all[li], win_all[li], ex, k, frac_edges, n_max, tail)
+        A = _run_rows(sensor, t_all[li], win_all[li], ex, k, frac_edges, n_max, tail, warm)
         b = blocks[block_of[r]]
         b.G += A.T @ A
         b.B += A.T @ y_all[li]
@@ -524,7 +651,7 @@ def deconvolve(
     yy = sum((b.yy for b in blocks), np.zeros(len(chans)))
     active = np.diag(G) > 1e-12 * max(float(np.max(np.diag(G))), 1e-300)
     active[:K] = True  # the curve is always solved for (smoothness carries uncovered bins)
-    Ga, Ra = G[np.ix_(active, active)], _penalty(K, P, len(tail))[np.ix_(active, active)]
+    Ga, Ra = G[np.ix_(active, active)], _penalty(K, P, len(tail), n_max, warm)[np.ix_(active, active)]
     scale = float(np.trace(Ga[:K, :K])) / max(float(np.trace(Ra)), 1e-300)
     ridge = 1e-10 * float(np.trace(Ga)) / len(Ga)
     if n <= int(active.sum()) - K + 2:
@@ -590,7 +717,8 @@ def deconvolve(
             boot_e[i, c] = float(np.mean(xb[:K])) * dur * 1e-9
     alpha = 0.5 * (1.0 - conf)
     tail_names = [f"tail_{a:.3g}-{b:.3g}x" for a, b in zip(_TAIL_EDGES, (*_TAIL_EDGES[1:], math.inf))]
-    col_names = ([f"curve_{j}" for j in range(K)] + [f"execution_{i}" for i in range(n_max)] + tail_names)
+    col_names = ([f"curve_{j}" for j in range(K)] + [f"execution_{i}" for i in range(n_max)]
+                 + [f"warmup_{i}_bin_{j}" for i in range(warm) for j in range(Kw)] + tail_names)
     active_names = [nm for nm, a in zip(col_names, active) if a]
     for c, name in enumerate(chans):
         curve = x_hat[:K, c]
