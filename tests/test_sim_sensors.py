@@ -67,12 +67,13 @@ def test_counter_logs_tile_time_and_carry_their_interval() -> None:
     assert np.array_equal(logs["window_ns"][1:].astype(np.int64), np.diff(logs["sample_ns"]))
 
 
-def _fidelity(preset: str, runs: int, seed: int = 1) -> dict[str, float]:
+def _fidelity(preset: str, runs: int, seed: int = 1, kernel: str = "cb-4k-gemm",
+              executions: int | None = None) -> dict[str, float]:
     """SSP profile against the sim's truth (as bench/method_bench.py scores it)."""
     b = SimBackend(seed=seed, sensor=preset)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", SensorResolutionWarning)
-        p = profile("cb-4k-gemm", b, mode="ssp", runs=runs, top_up=False)
+        p = profile(kernel, b, mode="ssp", runs=runs, top_up=False, executions=executions, phase="random")
     ep = p.profiles["ssp"]
     ch = next(c for c in ep.stitched.channels if c.name == "total")
     ex = b.gpu.executions()
@@ -89,6 +90,35 @@ def _fidelity(preset: str, runs: int, seed: int = 1) -> dict[str, float]:
     ok = np.isfinite(est) & np.isfinite(truth)
     return {"rmse": float(np.sqrt(np.mean((est[ok] - truth[ok]) ** 2)) / np.mean(truth[ok])),
             "bias": float(np.mean(est[ok]) / np.mean(truth[ok]) - 1), "runs": float(p.runs)}
+
+
+@pytest.mark.slow
+def test_one_ms_average_is_within_1_5x_of_instant_and_unbiased() -> None:
+    # Issue 15's criterion, on cb-8k-gemm's SSP execution (2.5 ms: the 1 ms
+    # window is 0.4 of it), 200 runs, mean over three seeds: measured 2.1 %
+    # (instant) against 2.9 % (deconvolved 1 ms average), bias < 0.1 %.
+    inst = [_fidelity("instant-1ms", 200, seed=s, kernel="cb-8k-gemm", executions=12) for s in (1, 2, 3)]
+    avg = [_fidelity("amd-1ms-average", 200, seed=s, kernel="cb-8k-gemm", executions=12) for s in (1, 2, 3)]
+    rmse_inst = float(np.mean([f["rmse"] for f in inst]))
+    rmse_avg = float(np.mean([f["rmse"] for f in avg]))
+    assert rmse_avg <= 1.5 * rmse_inst, (avg, inst)
+    assert all(abs(f["bias"]) <= 0.01 for f in avg), avg
+
+
+@pytest.mark.slow
+def test_a_window_spanning_whole_executions_is_named_and_not_resolved() -> None:
+    # cb-4k-gemm's SSP executions are 335 us apart: the 1 ms window spans
+    # 2.98 of them, a zero of the boxcar's sinc response at every harmonic,
+    # so windows inside the run carry the level and not the shape; only the
+    # run's two ends do. The profile says so, and is coarser than the
+    # instant sensor's (measured 11-15 % RMSE at 200 runs against 0.4-2 %).
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        profile("cb-4k-gemm", SimBackend(seed=1, sensor="amd-1ms-average"), mode="ssp", runs=40, top_up=False,
+                executions=64, phase="random")
+    said = [str(w.message) for w in caught if issubclass(w.category, SensorResolutionWarning)]
+    assert any("window spans 2.9" in m for m in said), said
+    assert any("coarser than" in m or "noisy" in m for m in said), said
 
 
 @pytest.mark.slow

@@ -45,7 +45,7 @@ import scipy.stats
 
 from fingrav_native.backends.base import Capabilities, RunRecord
 from fingrav_native.method.timeline import timeline_of
-from fingrav_native.sensors.deconvolve import curve_variance, design_rows
+from fingrav_native.sensors.deconvolve import curve_precision_inverse, curve_variance, design_rows
 from fingrav_native.sensors.model import SensorModel
 
 __all__ = ["PHASES", "PhaseSteerer", "PhaseSteeringWarning", "SamplePrediction", "predict_sample_instants"]
@@ -490,17 +490,32 @@ class PhaseSteerer:
         w = self._window_of_logs()
         after = float(self.sensor.memory_ns(w)) + self._delay_ns + 2 * period
         phases = (np.arange(self._DESIGN_PHASES) + self._rng.uniform()) / self._DESIGN_PHASES * period
-        scores = np.zeros(len(phases))
-        for i, phi in enumerate(phases):
-            G = self._info[label].copy()
-            for ex in self._templates[-self._DESIGN_TEMPLATES:]:
-                # Release at 0: the run's executions as a recent run had them,
-                # the sensor's samples at phi + j * period.
-                j = np.arange(math.floor(-phi / period), math.ceil((float(ex["end_ns"].max()) + after - phi) / period))
-                stamps = phi + j * period + self._delay_ns
-                A = self._design_rows(label, stamps, w, ex)
-                G += A.T @ A / min(len(self._templates), self._DESIGN_TEMPLATES)
-            scores[i] = curve_variance(G, self._DESIGN_BINS, self._n_max)
+        G = self._info[label]
+        M_inv = curve_precision_inverse(G, self._DESIGN_BINS, self._n_max)
+        K = self._DESIGN_BINS
+        templates = self._templates[-self._DESIGN_TEMPLATES:]
+        gain = np.zeros(len(phases))
+        for ex in templates:
+            # Release at 0: the run's executions as a recent run had them, the
+            # sensor's samples at phi + j * period; every candidate's logs in
+            # one design call.
+            end = float(ex["end_ns"].max()) + after
+            stamps, owner = [], []
+            for i, phi in enumerate(phases):
+                j = np.arange(math.floor(-phi / period), math.ceil((end - phi) / period))
+                stamps.append(phi + j * period + self._delay_ns)
+                owner.append(np.full(len(j), i))
+            A_all = self._design_rows(label, np.concatenate(stamps), w, ex)
+            who = np.concatenate(owner)
+            for i in range(len(phases)):
+                # What these logs would take off the curve's summed variance
+                # (Woodbury: no refactorisation per candidate).
+                A = A_all[who == i]
+                U = A @ M_inv
+                S = np.eye(len(A)) + U @ A.T
+                UK = U[:, :K]
+                gain[i] += float(np.trace(np.linalg.solve(S, UK @ UK.T)))
+        scores = -gain
         phi = float(phases[int(np.argmin(scores))])
         lead = max(200_000.0, 0.1 * period)
         # The first grid instant at least lead + phi ahead; the release phi before it.

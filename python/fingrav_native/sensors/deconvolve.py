@@ -54,8 +54,8 @@ from fingrav_native.method.records import CHANNELS, validate_executions
 from fingrav_native.method.stitch import EnergyEstimate, StitchedChannel, StitchedProfile
 from fingrav_native.sensors.model import SensorModel
 
-__all__ = ["DeconvolvedChannel", "Deconvolution", "as_stitched", "curve_variance", "deconvolve", "design_rows",
-           "needs_deconvolution", "runs_needed"]
+__all__ = ["DeconvolvedChannel", "Deconvolution", "as_stitched", "curve_precision_inverse", "curve_variance",
+           "deconvolve", "design_rows", "needs_deconvolution", "runs_needed"]
 
 #: Tail bins after a run's last execution, in multiples of the execution of interest's duration:
 #: geometric (cooling is exponential-like: fast first, slow later), smoothed like the curve, the
@@ -300,8 +300,8 @@ def _runs_layout(executions: np.ndarray, runs: np.ndarray, eoi_index: int, kerne
 
 
 def _warm_bins(K: int) -> int:
-    """Bins of each warm-up execution's own curve: a quarter of the curve's, 4 to 16."""
-    return max(4, min(16, K // 4))
+    """Bins of each warm-up execution's own curve: a fifth of the curve's, 4 to 8 (they are nuisances)."""
+    return max(4, min(8, K // 5))
 
 
 def _run_rows(sensor: SensorModel, t: np.ndarray, win: np.ndarray, ex: np.ndarray, k: int, frac_edges: np.ndarray,
@@ -422,8 +422,8 @@ def design_rows(sensor: SensorModel, stamps_ns: npt.ArrayLike, windows_ns: npt.A
                      np.asarray(_TAIL_EDGES) * float(duration_ns), warm)
 
 
-def curve_variance(G: np.ndarray, bins: int, n_max: int, lam_rel: float = 1e-2) -> float:
-    """A-optimality of a design: the summed posterior variance of the curve's bins (per unit noise).
+def curve_precision_inverse(G: np.ndarray, bins: int, n_max: int, lam_rel: float = 1e-2) -> np.ndarray:
+    """``(G + lam R + ridge I)^-1``: the posterior covariance (per unit noise) of every unknown.
 
     Parameters
     ----------
@@ -439,9 +439,13 @@ def curve_variance(G: np.ndarray, bins: int, n_max: int, lam_rel: float = 1e-2) 
 
     Returns
     -------
-    float
-        ``trace`` of the curve block of ``(G + lam R + ridge I)^-1``: what a
-        new run's logs should lower the most (A-optimal design, Kiefer 1959).
+    numpy.ndarray
+
+    Notes
+    -----
+    The smoothing prior and a small ridge keep it finite before any log has
+    been seen (a Bayesian A-optimal design, Chaloner and Verdinelli,
+    Statistical Science 1995).
     """
     P = len(G)
     K = int(bins)
@@ -451,13 +455,28 @@ def curve_variance(G: np.ndarray, bins: int, n_max: int, lam_rel: float = 1e-2) 
     scale = max(float(np.trace(G[:K, :K])), 1.0) / max(float(np.trace(R)), 1e-300)
     ridge = 1e-6 * max(float(np.trace(G)) / P, 1e-3)
     M = G + lam_rel * scale * R + ridge * np.eye(P)
+    return np.asarray(scipy.linalg.inv(M, check_finite=False))
+
+
+def curve_variance(G: np.ndarray, bins: int, n_max: int, lam_rel: float = 1e-2) -> float:
+    """A-optimality of a design: the summed posterior variance of the curve's bins (per unit noise).
+
+    Parameters
+    ----------
+    G, bins, n_max, lam_rel
+        As for :func:`curve_precision_inverse`.
+
+    Returns
+    -------
+    float
+        ``trace`` of the curve block of ``(G + lam R + ridge I)^-1``: what a
+        new run's logs should lower the most (A-optimal design, Kiefer 1959).
+    """
     try:
-        cf = scipy.linalg.cho_factor(M)
-    except np.linalg.LinAlgError:
+        M_inv = curve_precision_inverse(G, bins, n_max, lam_rel)
+    except (np.linalg.LinAlgError, ValueError):
         return math.inf
-    E = np.zeros((P, K))
-    E[:K, :K] = np.eye(K)
-    return float(np.trace(scipy.linalg.cho_solve(cf, E)[:K]))
+    return float(np.trace(M_inv[:int(bins), :int(bins)]))
 
 
 def deconvolve(
@@ -518,10 +537,12 @@ def deconvolve(
     warmup : int, optional
         Executions before this index are warm-up: each draws its own
         (coarser) curve instead of the shared one (assumption 1b). Default:
-        ``min(3, execution_of_interest)``, the paper's SSE definition
-        (Section IV-A: execution time settles after the first three
+        0 or ``min(3, execution_of_interest)`` (the paper's SSE definition,
+        Section IV-A: execution time settles after the first three
         executions; on the simulator their power curves also differ in
-        shape, by 20-140 W RMS for cb-8k-gemm, against a few W later).
+        shape, by 20-140 W RMS for cb-8k-gemm, against a few W later),
+        whichever generalised cross-validation prefers; the choice is in
+        the result's ``assumptions``.
 
     Returns
     -------
@@ -551,6 +572,53 @@ def deconvolve(
        bins is the resolution (the whole execution where the data set less
        than half of a bin's estimate).
     """
+    if warmup is not None:
+        return _deconvolve(samples, executions, logger_map, sensor, execution_of_interest=execution_of_interest,
+                           runs=runs, kernel_id=kernel_id, bins=bins, channels=channels, lam=lam,
+                           bootstrap=bootstrap, confidence=confidence, resolution_ns=resolution_ns, seed=seed,
+                           warmup=warmup)
+    # Shared warm-up (assumption 1) or own curves (1b): the model generalised
+    # cross-validation prefers on these logs (the richer one only where the
+    # logs can afford its parameters), then the band for that one.
+    common = dict(runs=runs, kernel_id=kernel_id, bins=bins, channels=channels, lam=lam, confidence=confidence,
+                  resolution_ns=resolution_ns, seed=seed)
+    scores: dict[Optional[int], float] = {}
+    for warm in (0, None):
+        try:
+            d = _deconvolve(samples, executions, logger_map, sensor, execution_of_interest=execution_of_interest,
+                            bootstrap=0, warmup=warm, **common)  # type: ignore[arg-type]
+        except ValueError:
+            if warm == 0:
+                raise
+            continue
+        if warm is None and not any("warm-up" in a for a in d.assumptions):
+            continue  # the execution of interest is itself within the first three: one model only
+        n = d.n_logs
+        scores[warm] = float(np.mean([n * n * c.residual_w ** 2 / max(n - c.edf, 1e-9) ** 2 for c in d.channels]))
+    best = min(scores, key=lambda w: scores[w])
+    return _deconvolve(samples, executions, logger_map, sensor, execution_of_interest=execution_of_interest,
+                       bootstrap=bootstrap, warmup=best, **common)  # type: ignore[arg-type]
+
+
+def _deconvolve(
+    samples: np.ndarray,
+    executions: np.ndarray,
+    logger_map: Any,
+    sensor: SensorModel,
+    *,
+    execution_of_interest: int,
+    runs: npt.ArrayLike,
+    kernel_id: Optional[int] = None,
+    bins: int = 40,
+    channels: Sequence[str] = CHANNELS,
+    lam: Optional[float] = None,
+    bootstrap: int = 200,
+    confidence: float = 0.95,
+    resolution_ns: Optional[float] = None,
+    seed: int = 0,
+    warmup: Optional[int] = None,
+) -> Deconvolution:
+    """The worker of :func:`deconvolve` for one warm-up model (``warmup`` None: min(3, execution))."""
     validate_executions(executions)
     if not isinstance(sensor, SensorModel):
         raise ValueError(f"sensor: must be a SensorModel, got {type(sensor).__name__}")
@@ -576,7 +644,7 @@ def deconvolve(
     frac_edges = np.linspace(0.0, 1.0, K + 1)
     tail = np.asarray(_TAIL_EDGES) * dur
     eoi_idx = min(int(by_run[r]["index"][eoi[r]]) for r in by_run)
-    warm = min(3, eoi_idx) if warmup is None else integer_in(warmup, "warmup", 0, eoi_idx)
+    warm = integer_in(min(3, eoi_idx) if warmup is None else warmup, "warmup", 0, max(0, eoi_idx))
     Kw = _warm_bins(K)
     P = K + n_max + warm * Kw + len(tail)
 
@@ -794,7 +862,9 @@ def deconvolve(
         run_ids=np.asarray(used_runs, dtype=np.int64), edge_logs=int(edge_logs),
         dropped_logs=dropped, confidence=conf,
         confidence_note=f"bootstrap over {n_blocks} blocks of runs, {n_boot} resamples, percentile band",
-        assumptions=ASSUMPTIONS, warnings=tuple(warnings), sensor=sensor)
+        assumptions=ASSUMPTIONS + ((f"the first {warm} executions (warm-up, before the SSE execution) each draw their "
+                                    "own curve",) if warm else ()),
+        warnings=tuple(warnings), sensor=sensor)
 
 
 def as_stitched(dec: Deconvolution, *, x: str = "time", uncert_ns_median: float = math.nan,
