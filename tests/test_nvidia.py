@@ -482,3 +482,21 @@ def test_validation_bench_stops_with_a_clear_message_without_a_gpu():
     assert proc.returncode == 2, proc.stderr
     assert "nvidia_validate: no usable NVIDIA GPU: could not load the CUDA driver" in proc.stderr
     assert not (REPO / "bench" / "results" / "nvidia_validate.json").exists()
+
+
+@pytest.mark.parametrize(("mode", "period", "window", "documented", "kind", "window_out", "source"), [
+    ("instant", 100e6, 0.0, False, "window", 25e6, "documented"),       # Yang et al.: 25 ms of every 100 ms
+    ("average", 100e6, 1e9, True, "window", 1e9, "documented"),
+    ("usage", 100e6, 1e9, True, "window", 1e9, "documented"),          # Ampere and newer, not GA100
+    ("usage", 20e6, 0.0, True, "instant", 0.0, "documented"),          # GA100 and older: instantaneous
+    ("energy", 20e6, 0.0, True, "counter", 0.0, "documented"),
+    ("samples", 20e6, 0.0, False, "instant", 0.0, "assumed"),          # nvml.h says nothing: characterise
+])
+def test_each_nvml_mode_declares_its_sensor(mode, period, window, documented, kind, window_out, source):
+    from fingrav_native.backends.nvidia import nvml_sensor
+
+    s = nvml_sensor(mode, period, window, documented)
+    assert (s.kind, s.window_ns, s.source) == (kind, window_out, source)
+    assert s.period_ns == period
+    with pytest.raises(ValueError, match="mode='bogus'"):
+        nvml_sensor("bogus", period, window, documented)

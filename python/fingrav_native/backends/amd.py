@@ -24,7 +24,6 @@ backend is built, and a missing one is reported by name with what to install.
 from __future__ import annotations
 
 import math
-
 import os
 import time
 import warnings

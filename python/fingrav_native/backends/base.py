@@ -12,7 +12,11 @@ simulated GPU from a real one except through declared capabilities:
 * ``wait_idle`` lets the device return to idle between runs, measured from
   the power logs rather than a fixed sleep;
 * ``capabilities`` says what the logger and markers are (period, averaging
-  window, which clock stamps the logs).
+  window, which clock stamps the logs);
+* optionally, ``wait_until(host_ns) -> int`` releases the next launch at a
+  chosen host time and returns the time reached: phase-steered campaigns
+  (:mod:`fingrav_native.method.phase`) need it, and fall back to random
+  phase, saying so, on a backend without it.
 
 Markers stay in device ticks until the whole campaign's clock reads are
 fitted (:mod:`fingrav_native.clocks.maps`), so a drifting clock is mapped by the

@@ -25,8 +25,8 @@ saying why. :func:`report` says what was found, for ``fingrav devices``.
 
 from __future__ import annotations
 
+import dataclasses
 import math
-
 import time
 from typing import Any, Optional, Union
 
@@ -37,11 +37,66 @@ from fingrav_native._checks import integer_in
 from fingrav_native.backends.base import Capabilities, RunRecord, drain_all, marker_records, wait_for_idle
 from fingrav_native.backends.report import BackendReport, Component, DeviceEntry
 from fingrav_native.backends.workloads import Workload
+from fingrav_native.sensors.model import SensorModel, sensor_preset
 
-__all__ = ["NvidiaBackend", "report", "NVML_MODES", "match_nvml_device"]
+__all__ = ["NvidiaBackend", "report", "NVML_MODES", "match_nvml_device", "nvml_sensor"]
 
 #: Power modes of the NVML source (``_core.NvmlPowerSource``).
 NVML_MODES = ("samples", "instant", "average", "energy", "usage")
+
+#: NVML modes whose sensor a preset describes (sensors/model.py, from nvml.h and Yang et al., SC'24).
+_MODE_PRESETS = {"instant": "part-time-100ms", "average": "nvidia-average-1s", "energy": "nvidia-energy-counter"}
+
+
+def nvml_sensor(mode: str, period_ns: float, window_ns: float, window_documented: bool) -> SensorModel:
+    """What an NVML power mode's logs are, as a :class:`~fingrav_native.sensors.model.SensorModel`.
+
+    Parameters
+    ----------
+    mode : str
+        One of :data:`NVML_MODES`.
+    period_ns : float
+        The update period measured on this GPU (0: unknown, the preset's).
+    window_ns : float
+        The window the source declares (``PowerSource.info.window_ns``).
+    window_documented : bool
+        Whether nvml.h documents that window.
+
+    Returns
+    -------
+    SensorModel
+        ``instant``: NVIDIA's "instant" field on A100/H100, a 25 ms average
+        every 100 ms (Yang, Adamek and Armour, SC'24); ``average`` and, on
+        Ampere and newer but GA100, ``usage``: a 1 s average (nvml.h);
+        ``energy``: the mJ counter, differenced into exact windows;
+        ``samples`` and ``usage`` elsewhere: the declared window (0 when
+        undocumented), with ``source="assumed"``; characterise it
+        (``fingrav characterize --backend nvidia``) before trusting a
+        profile. The measured period replaces the preset's. Unverified on
+        NVIDIA hardware in this repository (see the README).
+    """
+    if mode not in NVML_MODES:
+        raise ValueError(f"mode={mode!r}: must be one of {', '.join(NVML_MODES)}")
+    preset = _MODE_PRESETS.get(mode)
+    if mode == "usage" and window_documented and window_ns >= 1e9:
+        preset = "nvidia-average-1s"
+    if preset is not None:
+        base = sensor_preset(preset)
+        if period_ns > 0:
+            return dataclasses.replace(base, period_ns=float(period_ns),
+                                       notes=f"{base.notes}; period {period_ns / 1e6:.3g} ms measured on this GPU")
+        return base
+    period = float(period_ns) if period_ns > 0 else 1e6
+    if window_ns > 0:
+        return SensorModel(f"nvml-{mode}", "window", period_ns=period, window_ns=float(window_ns),
+                           source="documented" if window_documented else "assumed",
+                           notes=f"NVML {mode}: declared window")
+    return SensorModel(f"nvml-{mode}", "instant", period_ns=period,
+                       source="documented" if window_documented else "assumed",
+                       notes=(f"NVML {mode}: nvml.h documents no averaging window; taken as instantaneous until "
+                              "characterised (fingrav characterize --backend nvidia)" if not window_documented
+                              else f"NVML {mode}: instantaneous (nvml.h)"))
+
 
 _VERIFIED_ON = "not yet verified on NVIDIA hardware (run bench/nvidia_validate.py on one)"
 
@@ -237,6 +292,10 @@ class NvidiaBackend:
             virtual_time=False,
             # NVML stamps in us; the orchestrator fits the logger map in that tick.
             logger_tick_ns=self._logger_tick_ns,
+            # What each log is (issue 15): profiles deconvolve averaging sensors.
+            sensor=(nvml_sensor(power, self._logger_period, float(info.window_ns),
+                                bool(getattr(power_source, "window_documented", False)))
+                    if self.power_mode != "external" else None),
         )
 
     # ------------------------------------------------------------ protocol

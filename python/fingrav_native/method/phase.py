@@ -420,18 +420,18 @@ class PhaseSteerer:
             spread = offset - recent  # where a sample aimed at toi lands, relative to toi
             need = 1.0 / (1.0 + cov.counts.astype(np.float64))  # diminishing returns per bin
             n_bins = len(cov.counts)
-            toi = (np.arange(n_bins)[:, None] + self._rng.uniform(0.05, 0.95, size=(n_bins, 1))) * self.bin_ns
+            tois = (np.arange(n_bins)[:, None] + self._rng.uniform(0.05, 0.95, size=(n_bins, 1))) * self.bin_ns
             period = self.prediction.period_ns
             reach = int(math.ceil((float(np.abs(spread).max()) + self.duration_ns) / period)) + 1
             score = np.zeros(n_bins)
             for j in range(-reach, reach + 1):
-                pos = toi + spread[None, :] + j * period
-                inside = (pos >= 0) & (pos < self.duration_ns)
-                idx = np.clip((pos / self.bin_ns).astype(np.int64), 0, n_bins - 1)
-                score += np.where(inside, need[idx], 0.0).mean(axis=1)
+                at = tois + spread[None, :] + j * period
+                lands = (at >= 0) & (at < self.duration_ns)
+                idx = np.clip((at / self.bin_ns).astype(np.int64), 0, n_bins - 1)
+                score += np.where(lands, need[idx], 0.0).mean(axis=1)
             top = np.flatnonzero(score >= score.max() * (1 - 1e-9))
             b = int(top[int(self._rng.integers(len(top)))])
-            best = (float(score[b]), label, b, float(toi[b, 0]), offset)
+            best = (float(score[b]), label, b, float(tois[b, 0]), offset)
             break
         if best is None:
             return None
@@ -610,13 +610,13 @@ class PhaseSteerer:
                     err = float(pos[np.argmin(np.abs(pos - aim.toi_ns))] - aim.toi_ns)
                     self._aim_errors.append(err)
                     self._hits += int(abs(err) <= self.bin_ns / 2)
-            runs, inside = self._landed["steered"]
-            if not self.design and runs >= _JUDGE_AFTER and inside / runs <= self._random_rate:
+            runs, n_inside = self._landed["steered"]
+            if not self.design and runs >= _JUDGE_AFTER and n_inside / runs <= self._random_rate:
                 # Steering is judged by what it is for: more runs with a sample
                 # inside the execution than random phase gives.
                 spread = float(scipy.stats.median_abs_deviation(np.asarray(self._aim_errors), scale="normal")) \
                     if len(self._aim_errors) > 2 else float("nan")
-                self._stop(f"after {runs} steered runs, {inside / runs:.0%} had a sample inside the execution, no "
+                self._stop(f"after {runs} steered runs, {n_inside / runs:.0%} had a sample inside the execution, no "
                            f"more than random phase gives ({self._random_rate:.0%}): steered samples land "
                            f"{spread / 1e3:.0f} us (robust SD) from their targets (launch jitter, or an unstable "
                            "sensor period)")
