@@ -153,3 +153,24 @@ def test_the_live_release_never_fires_early() -> None:
     assert _core.wait_until_ns(_core.host_time_ns() - 10) > 0
     with pytest.raises(ValueError, match="spin_ns"):
         _core.wait_until_ns(_core.host_time_ns(), -1)
+
+
+def test_an_armed_release_launches_after_the_runs_own_setup() -> None:
+    # The live path: the run starts its sampler and takes its clock reads,
+    # then waits for the release and launches (the setup's jitter stays out).
+    b = LiveSimBackend(seed=0)
+    target = _core.host_time_ns() + 20_000_000
+    b.release_at(target)
+    rec = b.execute_run("cb-4k-gemm", 4, b.new_run_id())
+    assert rec.meta["release_late_ns"] >= 0
+    assert int(rec.markers["host_launch_ns"].min()) >= target
+    # Armed once: the next run launches at once.
+    rec2 = b.execute_run("cb-4k-gemm", 4, b.new_run_id())
+    assert "release_late_ns" not in rec2.meta
+    # Virtual time: exact.
+    v = SimBackend(seed=0)
+    t = v.wait_until(0) + 3_000_000
+    v.release_at(t)
+    r = v.execute_run("cb-4k-gemm", 4, v.new_run_id())
+    assert r.meta["release_late_ns"] == 0
+    assert float(r.meta["truth_start_ns"][0]) >= t

@@ -86,7 +86,14 @@ def _fidelity(preset: str, runs: int, seed: int = 1, kernel: str = "cb-4k-gemm",
         t = (e["start_ns"][0] + ch.bin_centres[:, None] + offs[None, :]).astype(np.int64)
         vals.append(b.gpu.truth_power(t.ravel())[:, 0].reshape(t.shape).mean(axis=1))
     truth = np.nanmean(vals, axis=0)
-    est = ch.fit_y if ch.fit_y is not None and len(ch.fit_y) == len(truth) else ch.mean
+    # The profile a user reads: its smooth fit at the bin centres (held at
+    # its end values beyond the outermost LOIs), as bench/phase_bench.py scores.
+    if ch.fit_x is not None and ch.fit_y is not None and np.isfinite(ch.fit_y).sum() >= 2:
+        good = np.isfinite(ch.fit_x) & np.isfinite(ch.fit_y)
+        order = np.argsort(ch.fit_x[good])
+        est = np.interp(ch.bin_centres, ch.fit_x[good][order], ch.fit_y[good][order])
+    else:
+        est = np.asarray(ch.mean, dtype=np.float64)
     ok = np.isfinite(est) & np.isfinite(truth)
     return {"rmse": float(np.sqrt(np.mean((est[ok] - truth[ok]) ** 2)) / np.mean(truth[ok])),
             "bias": float(np.mean(est[ok]) / np.mean(truth[ok]) - 1), "runs": float(p.runs)}

@@ -27,7 +27,7 @@ import math
 import os
 import time
 import warnings
-from typing import Any, Sequence, Union
+from typing import Any, Optional, Sequence, Union
 
 import numpy as np
 
@@ -210,6 +210,7 @@ class AmdBackend:
         self._idle_tol = float(idle_tolerance)
         self._max_idle_ns = int(max_idle_ns)
         self._next_run_id = 0
+        self._release_ns: Optional[float] = None
         self._workloads: list[Workload] = []
         p = self._power.info
         self._logger_period = float(p.native_period_ns or 1_000_000)
@@ -311,6 +312,16 @@ class AmdBackend:
             raise RuntimeError(f"{self._power.info.name}: no power logs in {ns / 1e6:.0f} ms of idle")
         return float(np.nanmean(s["total"]))
 
+    def release_at(self, host_ns: float) -> None:
+        """Arm the next :meth:`execute_run` to release its first launch at host time ``host_ns``.
+
+        The run does its own setup first (the sampler started, the clock reads taken), then waits
+        (:func:`fingrav_native._core.wait_until_ns`, sleep then spin, GIL
+        released) and launches: the setup's jitter stays out of the launch
+        time (phase steering, :mod:`fingrav_native.method.phase`). Unverified on AMD hardware (see the README).
+        """
+        self._release_ns = float(host_ns)
+
     def wait_until(self, host_ns: float) -> int:
         """Release a phase-steered launch at host time ``host_ns``; return the host time at wake-up.
 
@@ -390,6 +401,9 @@ class AmdBackend:
         half = self._brackets_per_run // 2
         before = _core.measure_brackets(self._clock, half)
         with _core.Sampler(self._power, period_ns=self._period_ns) as sampler:
+            release, self._release_ns = self._release_ns, None
+            # How late the release was (the setup outlasted the lead): the steerer lengthens its lead.
+            late = (_core.wait_until_ns(int(math.ceil(release))) - release) if release is not None else None
             for i, (w, _) in enumerate(plan):
                 stream = int(w.stream())
                 launch_ns[i] = _core.host_time_ns()
@@ -418,7 +432,8 @@ class AmdBackend:
         return RunRecord(
             run=run, executions=n, samples=samples, markers=markers,
             brackets=np.concatenate([before, after]),
-            meta={"event_duration_ns": event_ns, "sampler": stats.as_dict(), "clock": self._clock.clock_domain},
+            meta={"event_duration_ns": event_ns, "sampler": stats.as_dict(), "clock": self._clock.clock_domain,
+                  **({"release_late_ns": float(late)} if late is not None else {})},
         )
 
     def __repr__(self) -> str:

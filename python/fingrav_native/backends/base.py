@@ -14,9 +14,10 @@ simulated GPU from a real one except through declared capabilities:
 * ``capabilities`` says what the logger and markers are (period, averaging
   window, which clock stamps the logs);
 * optionally, ``wait_until(host_ns) -> int`` releases the next launch at a
-  chosen host time and returns the time reached: phase-steered campaigns
-  (:mod:`fingrav_native.method.phase`) need it, and fall back to random
-  phase, saying so, on a backend without it.
+  chosen host time and returns the host time reached (a target already past
+  returns at once: ``wait_until(0)`` reads the time). Phase-steered
+  campaigns (:mod:`fingrav_native.method.phase`) need it, and fall back to
+  random phase, saying so, on a backend without it.
 
 Markers stay in device ticks until the whole campaign's clock reads are
 fitted (:mod:`fingrav_native.clocks.maps`), so a drifting clock is mapped by the

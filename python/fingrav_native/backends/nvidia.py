@@ -263,6 +263,7 @@ class NvidiaBackend:
             period_ns = int(min(max(guess, _core.MIN_PERIOD_NS), _core.MAX_PERIOD_NS))
         self._period_ns = int(period_ns)
         self._next_run_id = 0
+        self._release_ns: Optional[float] = None
         self._kernel_ids: dict[str, int] = {}
         self._rng = np.random.default_rng()
 
@@ -322,6 +323,17 @@ class NvidiaBackend:
     def read_clocks(self, n: int) -> np.ndarray:
         """``n`` bracketed %globaltimer reads: (n, 3) int64 (host_before, ticks, host_after)."""
         return _core.measure_brackets(self._clock, integer_in(n, "n", 1))
+
+    def release_at(self, host_ns: float) -> None:
+        """Arm the next :meth:`execute_run` to release its first launch at host time ``host_ns``.
+
+        The run does its own setup first (the sampler started on NVML, the clock reads taken), then waits
+        (:func:`fingrav_native._core.wait_until_ns`, sleep then spin, GIL
+        released) and launches: the setup's jitter stays out of the launch
+        time (phase steering, :mod:`fingrav_native.method.phase`). Unverified on NVIDIA hardware in this
+        repository (see the README).
+        """
+        self._release_ns = float(host_ns)
 
     def wait_until(self, host_ns: float) -> int:
         """Release a phase-steered launch at host time ``host_ns``; return the host time at wake-up.
@@ -399,6 +411,9 @@ class NvidiaBackend:
         before = _core.measure_brackets(self._clock, self._brackets_per_run // 2)
         with _core.Sampler(self._power, period_ns=self._period_ns) as sampler:
             stream = int(kernel.stream())
+            release, self._release_ns = self._release_ns, None
+            # How late the release was (the setup outlasted the lead): the steerer lengthens its lead.
+            late = (_core.wait_until_ns(int(math.ceil(release))) - release) if release is not None else None
             self._events.record(stream, 0)
             for i in range(executions):
                 host_launch[i] = _core.host_time_ns()
@@ -427,6 +442,7 @@ class NvidiaBackend:
             run=run, executions=executions, samples=samples, markers=markers,
             brackets=np.concatenate([before, after]),
             meta={"sampler": sampler.stats().as_dict(),
+                  **({"release_late_ns": float(late)} if late is not None else {}),
                   "event_run_ms": float(self._events.elapsed_ms(0, 1)),
                   "probe_run_ns": int(ticks[-1]) - int(ticks[0]),
                   "stream": stream, "workload": dict(kernel.meta), "framework": kernel.framework},

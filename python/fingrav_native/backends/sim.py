@@ -72,6 +72,7 @@ class _SimCommon(abc.ABC):
         if not 0 < idle_tolerance < 1:
             raise ValueError(f"idle_tolerance={idle_tolerance}: must be in (0, 1)")
         self.gpu = gpu
+        self._release_ns: float | None = None
         self._rng = np.random.default_rng(seed)
         self._brackets_per_run = int(brackets_per_run)
         self._idle_tol = float(idle_tolerance)
@@ -113,6 +114,15 @@ class _SimCommon(abc.ABC):
     def capabilities(self) -> Capabilities:
         """The simulated logger, clocks and markers."""
         return self._caps
+
+    def release_at(self, host_ns: float) -> None:
+        """Arm the next ``execute_run`` to launch at host time ``host_ns``, after its clock reads (and sampler start).
+
+        Phase steering (:mod:`fingrav_native.method.phase`): the run's own
+        setup stays out of the launch time. Virtual time idles to it; the
+        live backend sleeps then spins (``_core.wait_until_ns``).
+        """
+        self._release_ns = float(host_ns)
 
     def kernel_name(self, kernel: str | int) -> str:
         """The name of a kernel given by name or id."""
@@ -254,6 +264,8 @@ class SimBackend(_SimCommon):
         """
         plan = execution_plan(kernel, executions)
         before = self.gpu.read_clocks(self._brackets_per_run // 2)
+        release, self._release_ns = self._release_ns, None
+        late = (self.wait_until(release) - release) if release is not None else None
         begin = self.gpu.now()
         # The run's logs are taken below over a longer window than
         # sequence() would take them: launch without that extraction.
@@ -268,7 +280,8 @@ class SimBackend(_SimCommon):
             samples=s,
             markers=sim_markers(ex),
             brackets=np.concatenate([before, after]),
-            meta={"truth_start_ns": ex["start_ns"].copy(), "truth_end_ns": ex["end_ns"].copy()},
+            meta={"truth_start_ns": ex["start_ns"].copy(), "truth_end_ns": ex["end_ns"].copy(),
+                  **({"release_late_ns": float(late)} if late is not None else {})},
         )
 
 
@@ -354,6 +367,9 @@ class LiveSimBackend(_SimCommon):
         plan = execution_plan(kernel, executions)
         before = _core.measure_brackets(self._clock, self._brackets_per_run // 2)
         with _core.Sampler(self._power, period_ns=self._period_ns) as sampler:
+            release, self._release_ns = self._release_ns, None
+            # How late the release was (the setup outlasted the lead): the steerer lengthens its lead.
+            late = (_core.wait_until_ns(int(math.ceil(release))) - release) if release is not None else None
             result = self.gpu.sequence(plan, run=run)
             # Logs are published a little after they are sampled.
             self.gpu.idle(self._after_run_ns())
@@ -365,7 +381,7 @@ class LiveSimBackend(_SimCommon):
             run=run, executions=len(ex), samples=samples, markers=sim_markers(ex),
             brackets=np.concatenate([before, after]),
             meta={"truth_start_ns": ex["start_ns"].copy(), "truth_end_ns": ex["end_ns"].copy(),
-                  "sampler": stats.as_dict()},
+                  "sampler": stats.as_dict(), **({"release_late_ns": float(late)} if late is not None else {})},
         )
 
 

@@ -266,6 +266,9 @@ class PhaseSteerer:
     _landed: dict[str, list[int]] = field(default_factory=lambda: {"steered": [0, 0], "random": [0, 0]})
     _records: list[RunRecord] = field(default_factory=list)
     _pending: Optional[_Aim] = None
+    #: Time from the plan to the release: grows while releases come late (a setup that outlasts it).
+    _lead_ns: float = 200_000.0
+    _late: int = 0
     #: Per label: first execution start and last execution end of the latest run, relative to the
     #: execution of interest's start (where a window's partner edge falls).
     _run_span: dict[str, tuple[float, float]] = field(default_factory=dict)
@@ -338,6 +341,8 @@ class PhaseSteerer:
             "note": self.note,
             "steered_runs": int(self._steered),
             "hits": int(self._hits),
+            "late_releases": int(self._late),
+            "lead_ns": float(self._lead_ns),
             "steered_inside_rate": self._rate("steered"),
             "random_inside_rate": self._rate("random"),
             "bin_ns": float(self.bin_ns),
@@ -453,9 +458,9 @@ class PhaseSteerer:
             if edge == "start":
                 shift += w
         wanted_sample = now_ns + offset + toi + shift
-        # A lead of a tenth of a period (at least 200 us) leaves the launch
-        # path time to be ready before the release.
-        lead = max(200_000.0, 0.1 * self.prediction.period_ns)
+        # The lead leaves the run's setup (sampler start, clock reads) time
+        # to finish before the release; it grows while releases come late.
+        lead = max(self._lead_ns, 0.1 * self.prediction.period_ns)
         sample = self.prediction.next_after(wanted_sample + lead)
         launch = sample - offset - toi - shift
         self._pending = _Aim(label, b, toi, edge, launch)
@@ -517,7 +522,7 @@ class PhaseSteerer:
                 gain[i] += float(np.trace(np.linalg.solve(S, UK @ UK.T)))
         scores = -gain
         phi = float(phases[int(np.argmin(scores))])
-        lead = max(200_000.0, 0.1 * period)
+        lead = max(self._lead_ns, 0.1 * period)
         # The first grid instant at least lead + phi ahead; the release phi before it.
         launch = self.prediction.next_after(now_ns + lead + phi) - phi
         self._pending = _Aim(label, -1, phi, "design", launch)
@@ -533,6 +538,11 @@ class PhaseSteerer:
         self._records.append(record)
         del self._records[:-_HISTORY_RUNS]
         aim, self._pending = self._pending, None
+        late = record.meta.get("release_late_ns") if isinstance(record.meta, dict) else None
+        if aim is not None and late is not None and float(late) > min(self.bin_ns, 10_000.0):
+            # The setup outlasted the lead: the launch went late, off its aim.
+            self._late += 1
+            self._lead_ns = min(2 * self._lead_ns, max(10 * self._period_ns, 50_000_000.0))
         try:
             tl = timeline_of(self._records, self.caps)
         except (ValueError, np.linalg.LinAlgError) as exc:

@@ -123,7 +123,6 @@ class _Campaign:
         self._live_started = False
         #: Phase steering of the campaign's runs (None: random phase, the paper's protocol).
         self.steerer: Optional[PhaseSteerer] = None
-        self._last_end_ns: Optional[float] = None  # host time of the latest run's last clock read
         self.reporter = reporter or ProgressReporter()
         # Progress state, kept up to date by the orchestrator.
         self.phase = "timing"
@@ -192,15 +191,22 @@ class _Campaign:
         else:
             if not self._live_started:
                 self._go_live()
-            waited = self.backend.wait_idle()
-            if steer is not None and steer.active and self._last_end_ns is not None:
+            self.backend.wait_idle()
+            if steer is not None and steer.active:
                 # Equivalent-time sampling: release the launch so that a
-                # sensor sample lands where the coverage is thinnest. Now is
-                # the last run's last clock read plus the idle wait (no extra
-                # device call); the actual release time is what counts.
-                release = steer.plan(self._last_end_ns + float(waited))
+                # sensor sample lands where the coverage is thinnest. A
+                # target already past returns the host time at once: that is
+                # how the campaign reads "now" (no other device call).
+                wait_until = self.backend.wait_until  # type: ignore[attr-defined]
+                release = steer.plan(float(wait_until(0)))
                 if release is not None:
-                    steer.released(self.backend.wait_until(release))  # type: ignore[attr-defined]
+                    arm = getattr(self.backend, "release_at", None)
+                    if callable(arm):
+                        # The run sets itself up, then launches at the release.
+                        arm(release)
+                        steer.released(release)
+                    else:
+                        steer.released(wait_until(release))
             # Run ids come from the backend, so campaigns sharing a device (an
             # interleaved scenario after its reference) never reuse one.
             rec = self.backend.execute_run(kernel, executions, self.backend.new_run_id())
@@ -208,8 +214,6 @@ class _Campaign:
                 # One file per completed run: an interrupted campaign keeps them.
                 write_run(self.out_dir, self.next_run, role, label, rec)
             self._phase_live += 1
-        if len(rec.brackets):
-            self._last_end_ns = float(rec.brackets[:, 2].max())
         if steer is not None:
             steer.observe(rec)
         self.next_run += 1
