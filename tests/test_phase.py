@@ -174,3 +174,41 @@ def test_an_armed_release_launches_after_the_runs_own_setup() -> None:
     r = v.execute_run("cb-4k-gemm", 4, v.new_run_id())
     assert r.meta["release_late_ns"] == 0
     assert float(r.meta["truth_start_ns"][0]) >= t
+
+
+def test_averaging_sensors_are_steered_by_what_their_deconvolution_needs() -> None:
+    # A 1 ms average every 1 ms: random phase already puts an edge in the
+    # execution in a third of the runs, so phases are quasi-random (no
+    # model-based concentration). The part-time sensor (25 ms of every
+    # 100 ms): random phase reaches the execution in under 1 % of runs, so
+    # the edges are aimed into it.
+    avg, _ = _campaign("steered", 20, sensor="amd-1ms-average")
+    assert set(avg.settings["phase"]["modes"]) == {"stratified"}
+    part, _ = _campaign("steered", 30, sensor="part-time-100ms")
+    ph = part.settings["phase"]
+    assert set(ph["modes"]) == {"coverage"}
+    assert ph["steered_inside_rate"] >= 0.3  # random phase: 2 x 335 us / 100 ms = 0.7 %
+
+
+def test_the_design_criterion_rewards_edges_inside_executions() -> None:
+    # A-optimal design on deconvolve's own rows: a window whose edge falls
+    # inside an execution tells the curve more than one that spans whole
+    # executions (the sinc zero), and more logs never add variance.
+    from fingrav_native.method.records import make_executions
+    from fingrav_native.sensors.deconvolve import curve_scale, curve_variance, design_rows
+    from fingrav_native.sensors.model import sensor_preset
+
+    sensor = sensor_preset("amd-1ms-average")
+    d = 250_000.0
+    starts = np.arange(20) * d
+    ex = make_executions(np.zeros(20, int), np.arange(20), np.zeros(20, int), starts, starts + d)
+    kw = dict(execution_of_interest=19, bins=16, n_max=20, duration_ns=d)
+    whole = design_rows(sensor, [3e6 + 1e6 * k for k in range(1)], 1e6, ex, **kw)  # spans 4 whole executions
+    edged = design_rows(sensor, [5.1e6], 1e6, ex, **kw)  # starts 100 us into execution 16, ends after the run
+    base = design_rows(sensor, np.arange(0.5e6, 6e6, 1e6), 1e6, ex, **kw)
+    G = base.T @ base
+    prior = curve_scale(G, 16, 20)  # one prior for the designs compared
+    v0 = curve_variance(G, 16, 20, scale=prior)
+    v_whole = curve_variance(G + whole.T @ whole, 16, 20, scale=prior)
+    v_edged = curve_variance(G + edged.T @ edged, 16, 20, scale=prior)
+    assert v_edged < v_whole <= v0

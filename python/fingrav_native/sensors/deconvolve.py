@@ -54,8 +54,8 @@ from fingrav_native.method.records import CHANNELS, validate_executions
 from fingrav_native.method.stitch import EnergyEstimate, StitchedChannel, StitchedProfile
 from fingrav_native.sensors.model import SensorModel
 
-__all__ = ["DeconvolvedChannel", "Deconvolution", "as_stitched", "curve_precision_inverse", "curve_variance",
-           "deconvolve", "design_rows", "needs_deconvolution", "runs_needed"]
+__all__ = ["DeconvolvedChannel", "Deconvolution", "as_stitched", "curve_precision_inverse", "curve_scale",
+           "curve_variance", "deconvolve", "design_rows", "needs_deconvolution", "runs_needed"]
 
 #: Tail bins after a run's last execution, in multiples of the execution of interest's duration:
 #: geometric (cooling is exponential-like: fast first, slow later), smoothed like the curve, the
@@ -422,7 +422,8 @@ def design_rows(sensor: SensorModel, stamps_ns: npt.ArrayLike, windows_ns: npt.A
                      np.asarray(_TAIL_EDGES) * float(duration_ns), warm)
 
 
-def curve_precision_inverse(G: np.ndarray, bins: int, n_max: int, lam_rel: float = 1e-2) -> np.ndarray:
+def curve_precision_inverse(G: np.ndarray, bins: int, n_max: int, lam_rel: float = 1e-2,
+                            scale: Optional[float] = None) -> np.ndarray:
     """``(G + lam R + ridge I)^-1``: the posterior covariance (per unit noise) of every unknown.
 
     Parameters
@@ -436,6 +437,10 @@ def curve_precision_inverse(G: np.ndarray, bins: int, n_max: int, lam_rel: float
     lam_rel : float
         Smoothing, relative to the data's scale as :func:`deconvolve` sets
         it (its GCV grid spans 1e-8 to 1e4).
+    scale : float, optional
+        The data's scale the smoothing is relative to; default from ``G``
+        itself. Designs compared against each other must share it (a fixed
+        prior), else more data would also mean more smoothing.
 
     Returns
     -------
@@ -452,18 +457,27 @@ def curve_precision_inverse(G: np.ndarray, bins: int, n_max: int, lam_rel: float
     T = len(_TAIL_EDGES)
     warm = (P - K - int(n_max) - T) // _warm_bins(K)
     R = _penalty(K, P, T, int(n_max), warm)
-    scale = max(float(np.trace(G[:K, :K])), 1.0) / max(float(np.trace(R)), 1e-300)
-    ridge = 1e-6 * max(float(np.trace(G)) / P, 1e-3)
+    if scale is None:
+        scale = curve_scale(G, bins, n_max)
+    ridge = 1e-6 * max(scale, 1e-3)
     M = G + lam_rel * scale * R + ridge * np.eye(P)
     return np.asarray(scipy.linalg.inv(M, check_finite=False))
 
 
-def curve_variance(G: np.ndarray, bins: int, n_max: int, lam_rel: float = 1e-2) -> float:
+def curve_scale(G: np.ndarray, bins: int, n_max: int) -> float:
+    """The data's scale :func:`curve_precision_inverse` sets the smoothing against: ``tr(G_curve) / tr(R)``."""
+    P, K, T = len(G), int(bins), len(_TAIL_EDGES)
+    R = _penalty(K, P, T, int(n_max), (P - K - int(n_max) - T) // _warm_bins(K))
+    return max(float(np.trace(G[:K, :K])), 1.0) / max(float(np.trace(R)), 1e-300)
+
+
+def curve_variance(G: np.ndarray, bins: int, n_max: int, lam_rel: float = 1e-2,
+                   scale: Optional[float] = None) -> float:
     """A-optimality of a design: the summed posterior variance of the curve's bins (per unit noise).
 
     Parameters
     ----------
-    G, bins, n_max, lam_rel
+    G, bins, n_max, lam_rel, scale
         As for :func:`curve_precision_inverse`.
 
     Returns
@@ -473,7 +487,7 @@ def curve_variance(G: np.ndarray, bins: int, n_max: int, lam_rel: float = 1e-2) 
         new run's logs should lower the most (A-optimal design, Kiefer 1959).
     """
     try:
-        M_inv = curve_precision_inverse(G, bins, n_max, lam_rel)
+        M_inv = curve_precision_inverse(G, bins, n_max, lam_rel, scale)
     except (np.linalg.LinAlgError, ValueError):
         return math.inf
     return float(np.trace(M_inv[:int(bins), :int(bins)]))
