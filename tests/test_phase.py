@@ -212,3 +212,24 @@ def test_the_design_criterion_rewards_edges_inside_executions() -> None:
     v_whole = curve_variance(G + whole.T @ whole, 16, 20, scale=prior)
     v_edged = curve_variance(G + edged.T @ edged, 16, 20, scale=prior)
     assert v_edged < v_whole <= v0
+
+
+@pytest.mark.slow
+def test_the_phase_bench_quick_json_has_its_schema(tmp_path: object) -> None:
+    import json
+    import os
+    import subprocess
+    import sys
+
+    out = os.path.join(str(tmp_path), "phase.json")
+    bench = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench", "phase_bench.py")
+    subprocess.run([sys.executable, bench, "--quick", "--sensors", "instant-1ms", "--json", out], check=True,
+                   capture_output=True, timeout=300)
+    with open(out) as f:
+        got = json.load(f)
+    (row,) = got["sensors"]
+    for key in ("name", "random_runs", "steered_runs", "runs_ratio", "random_rmse", "steered_rmse", "random_wall_s",
+                "steered_wall_s"):
+        assert key in row, key
+    assert row["name"] == "instant-1ms" and row["random_rmse"] > 0
+    assert got["release"]["trials"] > 0
