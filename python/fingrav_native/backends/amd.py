@@ -23,17 +23,23 @@ backend is built, and a missing one is reported by name with what to install.
 
 from __future__ import annotations
 
-import math
 import os
 import time
 import warnings
-from typing import Any, Optional, Sequence, Union
+from typing import Any, Sequence, Union
 
 import numpy as np
 
 from fingrav_native import _core
 from fingrav_native.backends import amd_sysfs
-from fingrav_native.backends.base import Capabilities, RunRecord, drain_all, marker_records, wait_for_idle
+from fingrav_native.backends.base import (
+    Capabilities,
+    HostRelease,
+    RunRecord,
+    drain_all,
+    marker_records,
+    wait_for_idle,
+)
 from fingrav_native.backends.report import BackendReport, Component, DeviceEntry
 from fingrav_native.backends.workloads import Workload
 
@@ -101,7 +107,7 @@ def measure_tick_ns(clock: _core.TimestampSource, *, gap_ns: int = 50_000_000, b
     return (h1 - h0) / (d1 - d0)
 
 
-class AmdBackend:
+class AmdBackend(HostRelease):
     """One AMD GPU as a FinGraV backend (paper Section IV).
 
     Parameters
@@ -210,7 +216,6 @@ class AmdBackend:
         self._idle_tol = float(idle_tolerance)
         self._max_idle_ns = int(max_idle_ns)
         self._next_run_id = 0
-        self._release_ns: Optional[float] = None
         self._workloads: list[Workload] = []
         p = self._power.info
         self._logger_period = float(p.native_period_ns or 1_000_000)
@@ -312,27 +317,6 @@ class AmdBackend:
             raise RuntimeError(f"{self._power.info.name}: no power logs in {ns / 1e6:.0f} ms of idle")
         return float(np.nanmean(s["total"]))
 
-    def release_at(self, host_ns: float) -> None:
-        """Arm the next :meth:`execute_run` to release its first launch at host time ``host_ns``.
-
-        The run does its own setup first (the sampler started, the clock reads taken), then waits
-        (:func:`fingrav_native._core.wait_until_ns`, sleep then spin, GIL
-        released) and launches: the setup's jitter stays out of the launch
-        time (phase steering, :mod:`fingrav_native.method.phase`). Unverified on AMD hardware (see the README).
-        """
-        self._release_ns = float(host_ns)
-
-    def wait_until(self, host_ns: float) -> int:
-        """Release a phase-steered launch at host time ``host_ns``; return the host time at wake-up.
-
-        The C++ sleep-then-spin wait on CLOCK_MONOTONIC_RAW
-        (:func:`fingrav_native._core.wait_until_ns`, GIL released); the
-        steerer (:mod:`fingrav_native.method.phase`) measures the launch
-        path after it. Unverified on AMD hardware in this repository's
-        tests (see the README).
-        """
-        return int(_core.wait_until_ns(int(math.ceil(float(host_ns)))))
-
     def wait_idle(self) -> int:
         """Sample the idle GPU until its logged power is back near the idle baseline.
 
@@ -401,9 +385,8 @@ class AmdBackend:
         half = self._brackets_per_run // 2
         before = _core.measure_brackets(self._clock, half)
         with _core.Sampler(self._power, period_ns=self._period_ns) as sampler:
-            release, self._release_ns = self._release_ns, None
-            # How late the release was (the setup outlasted the lead): the steerer lengthens its lead.
-            late = (_core.wait_until_ns(int(math.ceil(release))) - release) if release is not None else None
+            # Phase steering: launch at the armed release (HostRelease), after the setup above.
+            late = self._released()
             for i, (w, _) in enumerate(plan):
                 stream = int(w.stream())
                 launch_ns[i] = _core.host_time_ns()

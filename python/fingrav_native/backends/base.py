@@ -41,6 +41,7 @@ __all__ = [
     "Capabilities",
     "RunRecord",
     "KernelSpec",
+    "HostRelease",
     "wait_for_idle",
     "drain_all",
     "marker_records",
@@ -219,6 +220,43 @@ class BackendWrapper:
         if name == "inner":  # not set yet (copy/unpickle): no recursion
             raise AttributeError(name)
         return getattr(self.inner, name)
+
+
+class HostRelease:
+    """Phase-steered launches on the host clock: the release that hardware (and live) backends share.
+
+    A backend that mixes this in offers ``wait_until`` (the campaign reads
+    the time with ``wait_until(0)``) and ``release_at``: the next
+    ``execute_run`` does its own setup (sampler started, clock reads taken),
+    then calls :meth:`_released` right before its first launch, which sleeps
+    then spins (:func:`fingrav_native._core.wait_until_ns`, GIL released)
+    until the armed host time. The setup's jitter stays out of the launch
+    time (equivalent-time sampling, :mod:`fingrav_native.method.phase`).
+    """
+
+    _release_ns: Optional[float] = None
+
+    def wait_until(self, host_ns: float) -> int:
+        """Wait until host time (CLOCK_MONOTONIC_RAW ns) ``host_ns``; return the host time at wake-up."""
+        return int(_core.wait_until_ns(int(np.ceil(float(host_ns)))))
+
+    def release_at(self, host_ns: float) -> None:
+        """Arm the next ``execute_run`` to release its first launch at host time ``host_ns``."""
+        self._release_ns = float(host_ns)
+
+    def _released(self) -> Optional[float]:
+        """Inside ``execute_run``, right before the first launch: wait for an armed release.
+
+        Returns
+        -------
+        float or None
+            How late the release was (ns; the setup outlasted the steerer's
+            lead), or None when none was armed.
+        """
+        release, self._release_ns = self._release_ns, None
+        if release is None:
+            return None
+        return float(self.wait_until(release) - release)
 
 
 def wait_for_idle(idle_level: Callable[[int], float], baseline_w: float, tolerance: float,

@@ -26,7 +26,6 @@ saying why. :func:`report` says what was found, for ``fingrav devices``.
 from __future__ import annotations
 
 import dataclasses
-import math
 import time
 from typing import Any, Optional, Union
 
@@ -34,7 +33,14 @@ import numpy as np
 
 from fingrav_native import _core
 from fingrav_native._checks import integer_in
-from fingrav_native.backends.base import Capabilities, RunRecord, drain_all, marker_records, wait_for_idle
+from fingrav_native.backends.base import (
+    Capabilities,
+    HostRelease,
+    RunRecord,
+    drain_all,
+    marker_records,
+    wait_for_idle,
+)
 from fingrav_native.backends.report import BackendReport, Component, DeviceEntry
 from fingrav_native.backends.workloads import Workload
 from fingrav_native.sensors.model import SensorModel, sensor_preset
@@ -170,7 +176,7 @@ def match_nvml_device(cuda_device: dict[str, Any], nvml_devices: list[dict[str, 
         f"NVML sees: {seen}")
 
 
-class NvidiaBackend:
+class NvidiaBackend(HostRelease):
     """An NVIDIA GPU as a FinGraV backend (NVML power, %globaltimer markers).
 
     Parameters
@@ -263,7 +269,6 @@ class NvidiaBackend:
             period_ns = int(min(max(guess, _core.MIN_PERIOD_NS), _core.MAX_PERIOD_NS))
         self._period_ns = int(period_ns)
         self._next_run_id = 0
-        self._release_ns: Optional[float] = None
         self._kernel_ids: dict[str, int] = {}
         self._rng = np.random.default_rng()
 
@@ -323,28 +328,6 @@ class NvidiaBackend:
     def read_clocks(self, n: int) -> np.ndarray:
         """``n`` bracketed %globaltimer reads: (n, 3) int64 (host_before, ticks, host_after)."""
         return _core.measure_brackets(self._clock, integer_in(n, "n", 1))
-
-    def release_at(self, host_ns: float) -> None:
-        """Arm the next :meth:`execute_run` to release its first launch at host time ``host_ns``.
-
-        The run does its own setup first (the sampler started on NVML, the clock reads taken), then waits
-        (:func:`fingrav_native._core.wait_until_ns`, sleep then spin, GIL
-        released) and launches: the setup's jitter stays out of the launch
-        time (phase steering, :mod:`fingrav_native.method.phase`). Unverified on NVIDIA hardware in this
-        repository (see the README).
-        """
-        self._release_ns = float(host_ns)
-
-    def wait_until(self, host_ns: float) -> int:
-        """Release a phase-steered launch at host time ``host_ns``; return the host time at wake-up.
-
-        The C++ sleep-then-spin wait on CLOCK_MONOTONIC_RAW
-        (:func:`fingrav_native._core.wait_until_ns`, GIL released); the
-        steerer (:mod:`fingrav_native.method.phase`) measures the launch
-        path after it. Unverified on NVIDIA hardware in this repository's
-        tests (see the README).
-        """
-        return int(_core.wait_until_ns(int(math.ceil(float(host_ns)))))
 
     def wait_idle(self) -> int:
         """Sample until the logged power is back near the idle baseline.
@@ -411,9 +394,8 @@ class NvidiaBackend:
         before = _core.measure_brackets(self._clock, self._brackets_per_run // 2)
         with _core.Sampler(self._power, period_ns=self._period_ns) as sampler:
             stream = int(kernel.stream())
-            release, self._release_ns = self._release_ns, None
-            # How late the release was (the setup outlasted the lead): the steerer lengthens its lead.
-            late = (_core.wait_until_ns(int(math.ceil(release))) - release) if release is not None else None
+            # Phase steering: launch at the armed release (HostRelease), after the setup above.
+            late = self._released()
             self._events.record(stream, 0)
             for i in range(executions):
                 host_launch[i] = _core.host_time_ns()

@@ -18,6 +18,7 @@ from fingrav_native import _core
 from fingrav_native.backends.base import (
     MARKER_RECORD_DTYPE,
     Capabilities,
+    HostRelease,
     KernelSpec,
     RunRecord,
     drain_all,
@@ -285,7 +286,7 @@ class SimBackend(_SimCommon):
         )
 
 
-class LiveSimBackend(_SimCommon):
+class LiveSimBackend(HostRelease, _SimCommon):
     """The simulated GPU in real time, driven the way a hardware backend is.
 
     Each run starts the C++ :class:`~fingrav_native.Sampler` on the device's
@@ -352,24 +353,13 @@ class LiveSimBackend(_SimCommon):
         """Sample the idle device until its logged power is back near the idle baseline."""
         return self._wait_for_baseline()
 
-    def wait_until(self, host_ns: float) -> int:
-        """Release a phase-steered launch at host time ``host_ns`` (C++ sleep-then-spin, GIL released).
-
-        Returns
-        -------
-        int
-            The host time at wake-up (``bench/phase_bench.py`` measures how far past the target).
-        """
-        return int(_core.wait_until_ns(int(math.ceil(float(host_ns)))))
-
     def execute_run(self, kernel: KernelSpec, executions: int, run: int) -> RunRecord:
         """Launch one run with the sampler polling live; return its raw record."""
         plan = execution_plan(kernel, executions)
         before = _core.measure_brackets(self._clock, self._brackets_per_run // 2)
         with _core.Sampler(self._power, period_ns=self._period_ns) as sampler:
-            release, self._release_ns = self._release_ns, None
-            # How late the release was (the setup outlasted the lead): the steerer lengthens its lead.
-            late = (_core.wait_until_ns(int(math.ceil(release))) - release) if release is not None else None
+            # Phase steering: launch at the armed release (HostRelease), after the sampler started.
+            late = self._released()
             result = self.gpu.sequence(plan, run=run)
             # Logs are published a little after they are sampled.
             self.gpu.idle(self._after_run_ns())
