@@ -201,3 +201,17 @@ def test_plot_of_several_profiles_adds_the_side_by_side_figure(tmp_path, capsys)
     assert str(tmp_path / "figs" / "cb-2k-gemm_kernel_sse.png") in written
     assert written[-1] == str(tmp_path / "figs" / "kernels_by_component.png")
     assert len(set(written)) == len(written)
+
+
+def test_profile_takes_the_launch_phase_and_resume_keeps_it(tmp_path, capsys):
+    out = tmp_path / "p"
+    argv = ["profile", "cb-4k-gemm", "--mode", "sse", "--runs", "8", "--phase", "random", "--out", str(out)]
+    assert cli.main(argv) == cli.EXIT_OK
+    assert json.loads((out / "command.json").read_text())["phase"] == "random"
+    prof = load_profile(str(out / "profile.fgprof"))
+    assert prof.settings["phase"] == {"requested": "random", "used": "random"}
+    # A resumed campaign may not change it.
+    assert cli.main(["profile", "--resume", str(out), "--phase", "steered"]) != cli.EXIT_OK
+    assert "--phase='steered'" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        cli.main(["profile", "cb-4k-gemm", "--phase", "sometimes"])
