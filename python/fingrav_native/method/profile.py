@@ -837,6 +837,12 @@ def _run_profile(camp: _Campaign, kernel: KernelSpec, name: str, agree: Agreemen
     design = sensor is not None and sensor.averages and attribution != "instant"
     steer = make_steerer(caps, sensor, camp.backend, labels, guidance.exec_time_ns, guidance.loi_interval_ns,
                          per_bin, seed, phase, say, design=design)
+    if steer is not None and steer.active and getattr(agree, "size", 1) > 1:
+        # The ranks of a collective launch together; a release chosen per
+        # rank would skew their arrival (and so the collective's time).
+        steer.active = False
+        steer.note = "the ranks of a collective launch together: one rank's steering would skew their arrival"
+        say(f"  phase: random ({steer.note})")
     camp.steerer = steer
     if steer is not None and steer.active:
         say(f"  phase: steered ({'by the deconvolution design, ' if design else ''}"
