@@ -68,6 +68,7 @@ from fingrav_native.clocks.maps import (
 )
 from fingrav_native.files.profiles import ProfileFormatError, load_profile, save_profile
 from fingrav_native.files.trace import export_trace
+from fingrav_native.insitu.profile import TraceProfile, profile_trace
 from fingrav_native.method.align import (
     LogAssignment,
     NoLogsInExecutionsError,
@@ -132,6 +133,8 @@ __all__ = [
     "profile",
     "profile_interleaved",
     "stitch_logs",
+    "profile_trace",
+    "TraceProfile",
     "validate_executions",
     "CHANNELS",
     "ClockSyncRecorder",

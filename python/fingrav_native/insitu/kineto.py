@@ -1,0 +1,272 @@
+"""GPU kernels from a torch.profiler (Kineto) Chrome trace, as executions the method consumes.
+
+torch.profiler exports its trace as Chrome trace JSON (``export_chrome_trace``,
+optionally gzipped). GPU kernels are complete events (``"ph": "X"``) with
+``"cat": "kernel"``, ``ts`` and ``dur`` in microseconds, and ``args`` carrying
+``device``, ``stream``, ``correlation``, ``grid`` and ``block``; the top-level
+``baseTimeNanoseconds`` is the Unix-epoch time the ``ts`` values count from
+(Kineto's ``ChromeTraceLogger``; PyTorch documents the format only through the
+exporter). Everything else (CPU ops, runtime calls, flows) is ignored.
+
+Times are kept exact: ``ts`` is parsed relative to ``baseTimeNanoseconds`` and
+the executions are returned relative to an int64 ``origin_ns``, so no float64
+ever holds an epoch time (at 1.8e18 ns a float64 resolves only 256 ns).
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import uuid
+from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
+from typing import Any, Union
+
+import numpy as np
+
+from fingrav_native.method.records import EXECUTION_DTYPE
+
+__all__ = ["KERNEL_SIGNATURE_DTYPE", "KernelTrace", "TraceFormatError", "read_kineto_trace", "write_kineto_trace"]
+
+#: One kernel signature: launches of one kernel with one grid and block shape.
+KERNEL_SIGNATURE_DTYPE = np.dtype([
+    ("id", "<i4"),
+    ("name", "U256"),
+    ("grid", "<i8", (3,)),
+    ("block", "<i8", (3,)),
+])
+
+
+class TraceFormatError(ValueError):
+    """The file is not a Chrome trace with GPU kernel events (the message says what is missing)."""
+
+
+@dataclass(frozen=True)
+class KernelTrace:
+    """GPU kernel executions read from an application's trace.
+
+    Attributes
+    ----------
+    executions : numpy.ndarray
+        EXECUTION_DTYPE, one row per kernel execution, in start order: times
+        in ns relative to ``origin_ns`` on the trace's clock; ``run`` is the
+        execution's own id (each execution is a run of one, as in a training
+        loop every iteration is a run), ``index`` 0, ``kernel_id`` the
+        signature id.
+    signatures : numpy.ndarray
+        KERNEL_SIGNATURE_DTYPE, indexed by ``kernel_id``.
+    device, stream, correlation : numpy.ndarray
+        Per execution (int64; -1 where the trace does not say).
+    origin_ns : int
+        Trace-clock time (ns) of zero in ``executions``.
+    clock : str
+        The trace's clock (``"unix-epoch"`` for Kineto).
+    source : str
+        Where the trace came from.
+    """
+
+    executions: np.ndarray
+    signatures: np.ndarray
+    device: np.ndarray
+    stream: np.ndarray
+    correlation: np.ndarray
+    origin_ns: int
+    clock: str
+    source: str
+
+    def __len__(self) -> int:
+        return len(self.executions)
+
+    def concurrent(self) -> np.ndarray:
+        """Executions that overlap another on the same device (their power cannot be told apart)."""
+        out = np.zeros(len(self.executions), dtype=bool)
+        for dev in np.unique(self.device):
+            idx = np.flatnonzero(self.device == dev)
+            idx = idx[np.argsort(self.executions["start_ns"][idx], kind="stable")]
+            s, e = self.executions["start_ns"][idx], self.executions["end_ns"][idx]
+            running_end = np.maximum.accumulate(e)
+            overlap = s[1:] < running_end[:-1]
+            out[idx[1:][overlap]] = True
+            # The execution it overlaps is just as ambiguous.
+            prev = np.searchsorted(running_end[:-1], s[1:][overlap], side="right")
+            out[idx[prev]] = True
+        return out
+
+
+def _load(path: Union[str, os.PathLike[str]]) -> Any:
+    p = os.fspath(path)
+    try:
+        if p.endswith(".gz"):
+            with gzip.open(p, "rt", encoding="utf-8") as f:
+                return json.load(f, parse_float=Decimal)
+        with open(p, encoding="utf-8") as f:
+            # Decimal, not float: 1700000000123456.789 us as a float64 is off by tens of ns.
+            return json.load(f, parse_float=Decimal)
+    except (OSError, EOFError) as exc:
+        raise TraceFormatError(f"trace={p!r}: cannot read it ({exc})") from exc
+    except json.JSONDecodeError as exc:
+        raise TraceFormatError(f"trace={p!r}: not JSON ({exc})") from exc
+
+
+def _dims(value: Any, what: str, i: int) -> tuple[int, int, int]:
+    if value is None:
+        return (-1, -1, -1)
+    if isinstance(value, (list, tuple)) and 1 <= len(value) <= 3 and all(
+            isinstance(v, (int, Decimal)) and not isinstance(v, bool) for v in value):
+        v = [int(x) for x in value] + [1] * (3 - len(value))
+        return (v[0], v[1], v[2])
+    raise TraceFormatError(f"trace: kernel event {i} has args.{what}={value!r}; expected up to three integers")
+
+
+def _us_to_ns(value: Any, what: str, i: int) -> int:
+    """Microseconds (a JSON number, parsed as Decimal, or an integer) to exact int64 ns."""
+    if isinstance(value, bool) or not isinstance(value, (int, Decimal)):
+        raise TraceFormatError(f"trace: kernel event {i} has {what}={value!r}; expected microseconds")
+    try:
+        return int((Decimal(value) * 1000).to_integral_value())
+    except (InvalidOperation, ValueError) as exc:
+        raise TraceFormatError(f"trace: kernel event {i} has {what}={value!r}; expected microseconds") from exc
+
+
+def read_kineto_trace(trace: Union[str, os.PathLike[str]]) -> KernelTrace:
+    """Read the GPU kernels of a torch.profiler (Kineto) Chrome trace.
+
+    Parameters
+    ----------
+    trace : str or path
+        A ``.json`` or ``.json.gz`` file as ``torch.profiler``'s
+        ``export_chrome_trace`` writes it.
+
+    Returns
+    -------
+    KernelTrace
+
+    Raises
+    ------
+    TraceFormatError
+        Not a readable JSON trace, no ``traceEvents``, no kernel event, or a
+        kernel event whose ``ts``, ``dur``, ``grid`` or ``block`` is malformed
+        (the message names the event and field).
+
+    Notes
+    -----
+    In-situ FinGraV: every execution of a kernel in a running application is
+    a run at random phase against the power logger (paper Section IV-A's
+    protocol, for free), grouped by signature (name, grid, block) so that two
+    shapes of one GEMM stay apart (:func:`fingrav_native.insitu.profile_trace`).
+    """
+    doc = _load(trace)
+    if isinstance(doc, list):  # the bare-array form of the Chrome trace format
+        doc = {"traceEvents": doc}
+    if not isinstance(doc, dict) or not isinstance(doc.get("traceEvents"), list):
+        raise TraceFormatError(f"trace={os.fspath(trace)!r}: no traceEvents list (not a Chrome trace)")
+    base = doc.get("baseTimeNanoseconds", 0)
+    if isinstance(base, bool) or not isinstance(base, (int, str)):
+        raise TraceFormatError(f"trace: baseTimeNanoseconds={base!r}; expected an integer")
+    base_ns = int(base)
+    rows: list[tuple[int, int, str, tuple[int, int, int], tuple[int, int, int], int, int, int]] = []
+    for i, ev in enumerate(doc["traceEvents"]):
+        if not isinstance(ev, dict) or ev.get("ph") != "X" or str(ev.get("cat", "")).lower() != "kernel":
+            continue
+        raw_args = ev.get("args")
+        args: dict[str, Any] = raw_args if isinstance(raw_args, dict) else {}
+        start = _us_to_ns(ev.get("ts"), "ts", i)
+        dur = _us_to_ns(ev.get("dur"), "dur", i)
+        if dur < 0:
+            raise TraceFormatError(f"trace: kernel event {i} has dur={ev.get('dur')!r} < 0")
+
+        def num(key: str) -> int:
+            v = args.get(key, -1)
+            return int(v) if isinstance(v, (int, Decimal)) and not isinstance(v, bool) else -1
+
+        rows.append((start, dur, str(ev.get("name", "")), _dims(args.get("grid"), "grid", i),
+                     _dims(args.get("block"), "block", i), num("device"), num("stream"), num("correlation")))
+    if not rows:
+        raise TraceFormatError(f"trace={os.fspath(trace)!r}: no GPU kernel events (cat 'kernel'); was the "
+                               "profiler run with ProfilerActivity.CUDA?")
+    rows.sort(key=lambda r: r[0])
+    origin = base_ns + rows[0][0]
+    sig_of: dict[tuple[str, tuple[int, int, int], tuple[int, int, int]], int] = {}
+    kid = np.empty(len(rows), dtype=np.int32)
+    for j, r in enumerate(rows):
+        kid[j] = sig_of.setdefault((r[2], r[3], r[4]), len(sig_of))
+    sigs = np.zeros(len(sig_of), dtype=KERNEL_SIGNATURE_DTYPE)
+    for (name, grid, block), k in sig_of.items():
+        sigs[k] = (k, name[:256], grid, block)
+    ex = np.zeros(len(rows), dtype=EXECUTION_DTYPE)
+    rel = np.array([base_ns + r[0] - origin for r in rows], dtype=np.int64)
+    ex["run"] = np.arange(len(rows), dtype=np.int32)
+    ex["kernel_id"] = kid
+    ex["start_ns"] = rel.astype(np.float64)
+    ex["end_ns"] = (rel + np.array([r[1] for r in rows], dtype=np.int64)).astype(np.float64)
+    # Kineto's kernel times come from CUPTI's activity records: GPU timestamps converted to the host
+    # clock, placed to about a microsecond.
+    ex["start_err_ns"] = 1000.0
+    ex["end_err_ns"] = 1000.0
+    return KernelTrace(
+        executions=ex, signatures=sigs,
+        device=np.array([r[5] for r in rows], dtype=np.int64),
+        stream=np.array([r[6] for r in rows], dtype=np.int64),
+        correlation=np.array([r[7] for r in rows], dtype=np.int64),
+        origin_ns=int(origin), clock="unix-epoch", source=os.fspath(trace))
+
+
+def write_kineto_trace(path: Union[str, os.PathLike[str]], names: Any, grid: Any, block: Any, start_ns: Any,
+                       end_ns: Any, *, base_time_ns: int, device: int = 0, stream: int = 7) -> str:
+    """Write kernel executions as a Kineto-format Chrome trace (the simulator's training loop, tests).
+
+    Parameters
+    ----------
+    path : str or path
+        ``.json`` or ``.json.gz``.
+    names, grid, block : sequences
+        Per execution: kernel name, grid and block (three integers each).
+    start_ns, end_ns : array_like of int
+        Per execution, on the trace's (Unix-epoch) clock, in ns.
+    base_time_ns : int
+        ``baseTimeNanoseconds``: the epoch time ``ts`` counts from.
+    device, stream : int
+
+    Returns
+    -------
+    str
+        The path written.
+    """
+    s = np.asarray(start_ns, dtype=np.int64) - int(base_time_ns)
+    e = np.asarray(end_ns, dtype=np.int64) - int(base_time_ns)
+    events: list[dict[str, Any]] = [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": 0.0, "dur": 1.0,
+                                     "pid": 1, "tid": 1}]
+    for i in range(len(s)):
+        # Microseconds with three decimals, as Kineto writes them.
+        events.append({"ph": "X", "cat": "kernel", "name": str(names[i]), "pid": device, "tid": stream,
+                       "ts": _Micro(int(s[i])), "dur": _Micro(int(e[i] - s[i])),
+                       "args": {"device": device, "stream": stream, "correlation": i + 1,
+                                "grid": [int(x) for x in grid[i]], "block": [int(x) for x in block[i]]}})
+    doc = {"schemaVersion": 1, "deviceProperties": [], "baseTimeNanoseconds": int(base_time_ns),
+           "traceEvents": events, "displayTimeUnit": "ms"}
+    p = os.fspath(path)
+    # ns as microseconds with three exact decimals, as Kineto writes them (no float rounding): each
+    # number is serialised as a string between tokens no kernel name contains, then unquoted.
+    token = uuid.uuid4().hex
+    text = json.dumps(doc, default=lambda m: f"{token}{m}{token}")
+    text = text.replace(f'"{token}', "").replace(f'{token}"', "")
+    if p.endswith(".gz"):
+        with gzip.open(p, "wt", encoding="utf-8") as f:
+            f.write(text)
+    else:
+        with open(p, "w", encoding="utf-8") as f:
+            f.write(text)
+    return p
+
+
+class _Micro:
+    """An exact ns count written as a JSON number of microseconds with three decimals."""
+
+    def __init__(self, ns: int) -> None:
+        self.ns = ns
+
+    def __str__(self) -> str:
+        sign = "-" if self.ns < 0 else ""
+        q, r = divmod(abs(self.ns), 1000)
+        return f"{sign}{q}.{r:03d}"
