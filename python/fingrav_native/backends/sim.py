@@ -53,8 +53,9 @@ def sim_markers(ex: np.ndarray) -> np.ndarray:
 
 
 
-class _SimCommon(abc.ABC):
-    """What the virtual-time and the live simulated backends share."""
+class _SimCommon(HostRelease, abc.ABC):
+    """What the virtual-time and the live simulated backends share (the release of steered launches included:
+    the virtual-time backend's ``wait_until`` idles the device instead of sleeping)."""
 
     _realtime: bool
 
@@ -73,7 +74,6 @@ class _SimCommon(abc.ABC):
         if not 0 < idle_tolerance < 1:
             raise ValueError(f"idle_tolerance={idle_tolerance}: must be in (0, 1)")
         self.gpu = gpu
-        self._release_ns: float | None = None
         self._rng = np.random.default_rng(seed)
         self._brackets_per_run = int(brackets_per_run)
         self._idle_tol = float(idle_tolerance)
@@ -115,15 +115,6 @@ class _SimCommon(abc.ABC):
     def capabilities(self) -> Capabilities:
         """The simulated logger, clocks and markers."""
         return self._caps
-
-    def release_at(self, host_ns: float) -> None:
-        """Arm the next ``execute_run`` to launch at host time ``host_ns``, after its clock reads (and sampler start).
-
-        Phase steering (:mod:`fingrav_native.method.phase`): the run's own
-        setup stays out of the launch time. Virtual time idles to it; the
-        live backend sleeps then spins (``_core.wait_until_ns``).
-        """
-        self._release_ns = float(host_ns)
 
     def kernel_name(self, kernel: str | int) -> str:
         """The name of a kernel given by name or id."""
@@ -265,8 +256,8 @@ class SimBackend(_SimCommon):
         """
         plan = execution_plan(kernel, executions)
         before = self.gpu.read_clocks(self._brackets_per_run // 2)
-        release, self._release_ns = self._release_ns, None
-        late = (self.wait_until(release) - release) if release is not None else None
+        # Phase steering: the armed release (HostRelease), in virtual time through wait_until below.
+        late = self._released()
         begin = self.gpu.now()
         # The run's logs are taken below over a longer window than
         # sequence() would take them: launch without that extraction.
@@ -286,7 +277,7 @@ class SimBackend(_SimCommon):
         )
 
 
-class LiveSimBackend(HostRelease, _SimCommon):
+class LiveSimBackend(_SimCommon):
     """The simulated GPU in real time, driven the way a hardware backend is.
 
     Each run starts the C++ :class:`~fingrav_native.Sampler` on the device's

@@ -113,9 +113,11 @@ def _warmup(samples: np.ndarray, ex: np.ndarray, logger_map: Any, tolerance: flo
         return 0
     if len(lois) < 20:
         return 0
-    order = np.argsort(ex["start_ns"], kind="stable")
-    run_rank = dict(zip(ex["run"][order].tolist(), range(len(ex))))
-    pos = np.array([run_rank[int(r)] for r in lois["run"]])
+    # Each log of interest's execution, by its rank in start order (no per-log Python loop).
+    by_run = np.argsort(ex["run"], kind="stable")
+    rank_in_start = np.empty(len(ex), dtype=np.int64)
+    rank_in_start[np.argsort(ex["start_ns"], kind="stable")] = np.arange(len(ex))
+    pos = rank_in_start[by_run[np.searchsorted(ex["run"][by_run], lois["run"])]]
     values = np.asarray(lois["total"], dtype=np.float64)
     late = values[pos >= len(ex) // 2]
     if len(late) < 5:

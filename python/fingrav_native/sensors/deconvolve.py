@@ -493,6 +493,60 @@ def curve_variance(G: np.ndarray, bins: int, n_max: int, lam_rel: float = 1e-2,
     return float(np.trace(M_inv[:int(bins), :int(bins)]))
 
 
+@dataclass(frozen=True)
+class _Fit:
+    """One model's fit: its active columns, matrices, the GCV-chosen solution per channel and its GCV score."""
+
+    active: np.ndarray
+    Ga: np.ndarray
+    Ra: np.ndarray
+    B: np.ndarray
+    yy: np.ndarray
+    scale: float
+    ridge: float
+    x_hat: np.ndarray
+    lam_used: np.ndarray
+    edf_used: np.ndarray
+    gcv: float
+
+
+def _fit(blocks: Sequence[_Normal], K: int, n_max: int, T: int, warm: int, n: int, lam: Optional[float]) -> _Fit:
+    """Solve one model's normal equations, the smoothing per channel by GCV (Golub, Heath and Wahba 1979).
+
+    Raises ValueError when the logs are fewer than the model's unknowns beyond the curve.
+    """
+    P = K + n_max + warm * _warm_bins(K) + T
+    G = sum((b.G for b in blocks), np.zeros((P, P)))
+    B = sum((b.B for b in blocks), np.zeros((P, blocks[0].B.shape[1])))
+    yy = sum((b.yy for b in blocks), np.zeros(blocks[0].B.shape[1]))
+    active = np.diag(G) > 1e-12 * max(float(np.max(np.diag(G))), 1e-300)
+    active[:K] = True  # the curve is always solved for (smoothness carries uncovered bins)
+    if n <= int(active.sum()) - K + 2:
+        raise ValueError(f"{n} logs for {int(active.sum())} parameters")
+    Ga, Ra = G[np.ix_(active, active)], _penalty(K, P, T, n_max, warm)[np.ix_(active, active)]
+    scale = float(np.trace(Ga[:K, :K])) / max(float(np.trace(Ra)), 1e-300)
+    ridge = 1e-10 * float(np.trace(Ga)) / len(Ga)
+    chans = B.shape[1]
+    x_hat = np.zeros((int(active.sum()), chans))
+    lam_used = np.zeros(chans)
+    edf_used = np.zeros(chans)
+    gcvs = np.zeros(chans)
+    for c in range(chans):
+        b_c = B[active, c]
+        best: tuple[float, float, np.ndarray, float] = (math.inf, 0.0, np.zeros(0), 0.0)
+        for rel in ([float(lam)] if lam is not None else list(_LAMBDAS)):
+            M = Ga + rel * scale * Ra + ridge * np.eye(len(Ga))
+            cf = scipy.linalg.cho_factor(M)
+            x = scipy.linalg.cho_solve(cf, b_c)
+            edf = float(np.trace(scipy.linalg.cho_solve(cf, Ga)))
+            rss = max(float(yy[c] - 2 * x @ b_c + x @ Ga @ x), 0.0)
+            gcv = n * rss / max(n - edf, 1e-9) ** 2
+            if gcv < best[0]:
+                best = (gcv, rel, x, edf)
+        gcvs[c], lam_used[c], x_hat[:, c], edf_used[c] = best
+    return _Fit(active, Ga, Ra, B, yy, scale, ridge, x_hat, lam_used, edf_used, float(np.mean(gcvs)))
+
+
 def deconvolve(
     samples: np.ndarray,
     executions: np.ndarray,
@@ -586,53 +640,6 @@ def deconvolve(
        bins is the resolution (the whole execution where the data set less
        than half of a bin's estimate).
     """
-    if warmup is not None:
-        return _deconvolve(samples, executions, logger_map, sensor, execution_of_interest=execution_of_interest,
-                           runs=runs, kernel_id=kernel_id, bins=bins, channels=channels, lam=lam,
-                           bootstrap=bootstrap, confidence=confidence, resolution_ns=resolution_ns, seed=seed,
-                           warmup=warmup)
-    # Shared warm-up (assumption 1) or own curves (1b): the model generalised
-    # cross-validation prefers on these logs (the richer one only where the
-    # logs can afford its parameters), then the band for that one.
-    common = dict(runs=runs, kernel_id=kernel_id, bins=bins, channels=channels, lam=lam, confidence=confidence,
-                  resolution_ns=resolution_ns, seed=seed)
-    scores: dict[Optional[int], float] = {}
-    for warm in (0, None):
-        try:
-            d = _deconvolve(samples, executions, logger_map, sensor, execution_of_interest=execution_of_interest,
-                            bootstrap=0, warmup=warm, **common)  # type: ignore[arg-type]
-        except ValueError:
-            if warm == 0:
-                raise
-            continue
-        if warm is None and not any("warm-up" in a for a in d.assumptions):
-            continue  # the execution of interest is itself within the first three: one model only
-        n = d.n_logs
-        scores[warm] = float(np.mean([n * n * c.residual_w ** 2 / max(n - c.edf, 1e-9) ** 2 for c in d.channels]))
-    best = min(scores, key=lambda w: scores[w])
-    return _deconvolve(samples, executions, logger_map, sensor, execution_of_interest=execution_of_interest,
-                       bootstrap=bootstrap, warmup=best, **common)  # type: ignore[arg-type]
-
-
-def _deconvolve(
-    samples: np.ndarray,
-    executions: np.ndarray,
-    logger_map: Any,
-    sensor: SensorModel,
-    *,
-    execution_of_interest: int,
-    runs: npt.ArrayLike,
-    kernel_id: Optional[int] = None,
-    bins: int = 40,
-    channels: Sequence[str] = CHANNELS,
-    lam: Optional[float] = None,
-    bootstrap: int = 200,
-    confidence: float = 0.95,
-    resolution_ns: Optional[float] = None,
-    seed: int = 0,
-    warmup: Optional[int] = None,
-) -> Deconvolution:
-    """The worker of :func:`deconvolve` for one warm-up model (``warmup`` None: min(3, execution))."""
     validate_executions(executions)
     if not isinstance(sensor, SensorModel):
         raise ValueError(f"sensor: must be a SensorModel, got {type(sensor).__name__}")
@@ -658,9 +665,12 @@ def _deconvolve(
     frac_edges = np.linspace(0.0, 1.0, K + 1)
     tail = np.asarray(_TAIL_EDGES) * dur
     eoi_idx = min(int(by_run[r]["index"][eoi[r]]) for r in by_run)
-    warm = integer_in(min(3, eoi_idx) if warmup is None else warmup, "warmup", 0, max(0, eoi_idx))
+    # Shared warm-up (assumption 1) or own curves (1b): given, or both fitted
+    # and the one generalised cross-validation prefers kept.
+    warms = ([integer_in(warmup, "warmup", 0, max(0, eoi_idx))] if warmup is not None
+             else sorted({0, min(3, eoi_idx)}))
     Kw = _warm_bins(K)
-    P = K + n_max + warm * Kw + len(tail)
+    n_par = {w: K + n_max + w * Kw + len(tail) for w in warms}
 
     # Logs on host time, with their responses' reach.
     t_all = np.asarray(logger_map.to_host(samples["source_ts"]), dtype=np.float64)
@@ -696,12 +706,11 @@ def _deconvolve(
     use = ok & golden & in_tail & ~mixed
     dropped = int(np.sum(ok & golden & in_tail & mixed))
 
-    blocks: list[_Normal] = []
     used_runs = sorted(set(int(r) for r in owner[use]))
     n_blocks = min(_MAX_BLOCKS, max(1, len(used_runs)))
     block_of = {r: i % n_blocks for i, r in enumerate(used_runs)}
-    blocks = [_Normal(np.zeros((P, P)), np.zeros((P, len(chans))), np.zeros(len(chans)), 0, np.zeros(P, np.int64))
-              for _ in range(n_blocks)]
+    blocks_of = {wm: [_Normal(np.zeros((P, P)), np.zeros((P, len(chans))), np.zeros(len(chans)), 0,
+                              np.zeros(P, np.int64)) for _ in range(n_blocks)] for wm, P in n_par.items()}
     edge_logs = 0
     idx_use = np.flatnonzero(use)
     run_of = owner[idx_use]
@@ -711,57 +720,38 @@ def _deconvolve(
     for li in np.split(idx_use, cuts) if len(idx_use) else []:
         r = int(owner[li[0]])
         ex, k = by_run[r], eoi[r]
-        A = _run_rows(sensor, t_all[li], win_all[li], ex, k, frac_edges, n_max, tail, warm)
-        b = blocks[block_of[r]]
-        b.G += A.T @ A
-        b.B += A.T @ y_all[li]
-        b.yy += np.sum(y_all[li] ** 2, axis=0)
-        b.n += len(li)
-        b.touch += np.count_nonzero(A > 0, axis=0)
+        for wm, model_blocks in blocks_of.items():
+            A = _run_rows(sensor, t_all[li], win_all[li], ex, k, frac_edges, n_max, tail, wm)
+            b = model_blocks[block_of[r]]
+            b.G += A.T @ A
+            b.B += A.T @ y_all[li]
+            b.yy += np.sum(y_all[li] ** 2, axis=0)
+            b.n += len(li)
+            b.touch += np.count_nonzero(A > 0, axis=0)
         # Edges inside any execution of the kernel carry the shape (assumption 1).
         same = ex["kernel_id"] == ex["kernel_id"][k]
         s, e = ex["start_ns"][same][None, :], ex["end_ns"][same][None, :]
         end = (t_all[li] - sensor.delay_ns)[:, None]
         begin = end - (win_all[li][:, None] if sensor.shape == "boxcar" else np.inf)
         edge_logs += int(np.sum(np.any(((end > s) & (end < e)) | ((begin > s) & (begin < e)), axis=1)))
-    n = sum(b.n for b in blocks)
+    n = sum(b.n for b in next(iter(blocks_of.values())))
     if n == 0:
         raise ValueError("samples: no log's response reaches a golden run's execution of interest")
-
-    G = sum((b.G for b in blocks), np.zeros((P, P)))
-    B = sum((b.B for b in blocks), np.zeros((P, len(chans))))
-    yy = sum((b.yy for b in blocks), np.zeros(len(chans)))
-    active = np.diag(G) > 1e-12 * max(float(np.max(np.diag(G))), 1e-300)
-    active[:K] = True  # the curve is always solved for (smoothness carries uncovered bins)
-    Ga, Ra = G[np.ix_(active, active)], _penalty(K, P, len(tail), n_max, warm)[np.ix_(active, active)]
-    scale = float(np.trace(Ga[:K, :K])) / max(float(np.trace(Ra)), 1e-300)
-    ridge = 1e-10 * float(np.trace(Ga)) / len(Ga)
-    if n <= int(active.sum()) - K + 2:
-        raise ValueError(
-            f"samples: {n} logs cannot determine {int(active.sum())} parameters (the curve's {K} bins and what "
-            f"else the windows cover); with this sensor about {runs_needed(sensor, dur, K)} runs would give "
-            f"{K} bins 20 window edges each")
-
+    fits: dict[int, _Fit] = {}
+    for wm in warms:
+        try:
+            fits[wm] = _fit(blocks_of[wm], K, n_max, len(tail), wm, n, lam)
+        except ValueError:
+            if wm == warms[0]:
+                raise ValueError(
+                    f"samples: {n} logs cannot determine the curve's {K} bins and what else the windows cover; "
+                    f"with this sensor about {runs_needed(sensor, dur, K)} runs would give {K} bins 20 window "
+                    "edges each") from None
+    warm = min(fits, key=lambda wm: fits[wm].gcv)
+    fit, blocks, P = fits[warm], blocks_of[warm], n_par[warm]
+    active, Ga, Ra, scale, ridge = fit.active, fit.Ga, fit.Ra, fit.scale, fit.ridge
+    B, yy, x_hat, lam_used, edf_used = fit.B, fit.yy, fit.x_hat, fit.lam_used, fit.edf_used
     results: list[DeconvolvedChannel] = []
-    x_hat = np.zeros((int(active.sum()), len(chans)))
-    lam_used = np.zeros(len(chans))
-    edf_used = np.zeros(len(chans))
-    for c in range(len(chans)):
-        b_c = B[active, c]
-        best: tuple[float, float, np.ndarray, float] = (math.inf, 0.0, np.zeros(0), 0.0)
-        grid = [float(lam)] if lam is not None else list(_LAMBDAS)
-        for rel in grid:
-            L = rel * scale
-            M = Ga + L * Ra + ridge * np.eye(len(Ga))
-            cf = scipy.linalg.cho_factor(M)
-            x = scipy.linalg.cho_solve(cf, b_c)
-            edf = float(np.trace(scipy.linalg.cho_solve(cf, Ga)))
-            rss = max(float(yy[c] - 2 * x @ b_c + x @ Ga @ x), 0.0)
-            gcv = n * rss / max(n - edf, 1e-9) ** 2
-            if gcv < best[0]:
-                best = (gcv, rel, x, edf)
-        _, rel, x, edf = best
-        x_hat[:, c], lam_used[c], edf_used[c] = x, rel, edf
 
     # Resolution kernel of the curve (the same design for every channel; use the first channel's lam).
     M0 = Ga + lam_used[0] * scale * Ra + ridge * np.eye(len(Ga))
@@ -787,9 +777,9 @@ def _deconvolve(
     Gs = np.stack([b.G[np.ix_(active, active)] for b in blocks])
     Bs = np.stack([b.B[active] for b in blocks])
     for i in range(n_boot):
-        w = rng.multinomial(n_blocks, np.full(n_blocks, 1.0 / n_blocks)).astype(np.float64)
-        Gb = np.tensordot(w, Gs, axes=1)
-        Bb = np.tensordot(w, Bs, axes=1)
+        weights = rng.multinomial(n_blocks, np.full(n_blocks, 1.0 / n_blocks)).astype(np.float64)
+        Gb = np.tensordot(weights, Gs, axes=1)
+        Bb = np.tensordot(weights, Bs, axes=1)
         for c in range(len(chans)):
             try:
                 xb = _solve(Gb, Bb[:, c], Ra, lam_used[c] * scale, ridge)
