@@ -170,6 +170,13 @@ def _add_profile_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser
     prof.add_argument("--quiet", action="store_true", help="no progress (progress is shown only on a terminal)")
 
 
+def _add_device_arguments(parser: argparse.ArgumentParser, what: str) -> None:
+    """--backend (default sim), --device and --seed, as `sync` and `characterize` take them."""
+    parser.add_argument("--backend", choices=BACKENDS, default="sim", help=f"which {what} (default sim)")
+    parser.add_argument("--device", type=int, default=0, help="GPU index for amd/nvidia (default 0)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the simulated device (default 0)")
+
+
 def _add_sync_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
     sync = sub.add_parser(
         "sync",
@@ -183,9 +190,7 @@ def _add_sync_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]")
                 "  fingrav sync --backend amd --device 1 --plot sync.png"),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    sync.add_argument("--backend", choices=BACKENDS, default="sim", help="which clock (default sim)")
-    sync.add_argument("--device", type=int, default=0, help="GPU index for amd/nvidia (default 0)")
-    sync.add_argument("--seed", type=int, default=0, help="seed of the simulated device (default 0)")
+    _add_device_arguments(sync, "clock")
     sync.add_argument("--seconds", type=float, default=2.0, help="how long to take reads (default 2)")
     sync.add_argument("--burst", type=int, default=32, help="reads per burst (default 32)")
     sync.add_argument("--interval-ms", type=float, default=100.0, help="time between bursts (default 100 ms)")
@@ -208,9 +213,7 @@ def _add_characterize_parser(sub: "argparse._SubParsersAction[argparse.ArgumentP
                 "  fingrav characterize --backend nvidia --kernel cb-8k-gemm --light mb-2k-gemv --out h100.json"),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    ch.add_argument("--backend", choices=BACKENDS, default="sim", help="which device (default sim)")
-    ch.add_argument("--device", type=int, default=0, help="GPU index for amd/nvidia (default 0)")
-    ch.add_argument("--seed", type=int, default=0, help="seed of the simulated device (default 0)")
+    _add_device_arguments(ch, "device")
     ch.add_argument("--kernel", default="cb-8k-gemm", help="the heavy kernel (default cb-8k-gemm)")
     ch.add_argument("--light", default="mb-2k-gemv", help="the light kernel (default mb-2k-gemv)")
     ch.add_argument("--runs", type=int, default=40, help="runs (default 40)")
