@@ -1,8 +1,10 @@
-"""In-situ profiling from an application's profiler trace (issue 17, first part): the Kineto reader and profile_trace.
+"""In-situ profiling from an application's profiler trace (issue 17): the Kineto reader, profile_trace, the
+timeline deconvolution, the logs' alignment, the Perfetto export and `fingrav trace`.
 
 A training loop on the simulated GPU is written out as a torch.profiler
-(Kineto) Chrome trace on the Unix-epoch clock; profile_trace reads it back
-with the power logs and is scored against the simulator's truth.
+(Kineto) Chrome trace on the Unix-epoch clock with the power capture a
+recorder would have saved; profile_trace reads them back and is scored
+against the simulator's truth.
 """
 
 from __future__ import annotations
@@ -14,9 +16,14 @@ import numpy as np
 import pytest
 
 from fingrav_native import profile_trace
+from fingrav_native.app import cli
+from fingrav_native.files.trace import insitu_trace_events
+from fingrav_native.insitu.align import align_logs_to_trace
+from fingrav_native.insitu.capture import load_capture
 from fingrav_native.insitu.kineto import TraceFormatError, read_kineto_trace, write_kineto_trace
-from fingrav_native.method.records import SAMPLE_DTYPE
-from fingrav_native.sim.device import SimGPU
+from fingrav_native.sensors.model import SensorModel
+from fingrav_native.sensors.timeline import fit_timeline
+from fingrav_native.sim.loop import simulate_training_loop
 
 EPOCH = 1_763_900_000_123_456_789  # a Unix-epoch time in ns: a float64 resolves only 256 ns here
 
@@ -63,14 +70,188 @@ def test_malformed_traces_are_refused_by_field(tmp_path, doc, match) -> None:
         read_kineto_trace(tmp_path / "junk.json")
 
 
-#: How the simulator's kernels appear in the trace: one GEMM name launched with two grids.
-SIGNATURES = {"cb-4k-gemm": ("gemm", (128, 1, 1)), "cb-2k-gemm": ("gemm", (32, 1, 1)),
-              "mb-4k-gemv": ("gemv", (64, 1, 1))}
+def test_steps_and_launches_assign_kernels_to_iterations(tmp_path) -> None:
+    # Kernel 2 runs during step 1's CPU time but was launched in step 0: it is step 0's.
+    path = write_kineto_trace(tmp_path / "s.json", ["a", "b", "c"], [(1, 1, 1)] * 3, [(1, 1, 1)] * 3,
+                              [EPOCH + 100, EPOCH + 2_000, EPOCH + 10_500], [EPOCH + 1_000, EPOCH + 10_200,
+                                                                              EPOCH + 11_000],
+                              base_time_ns=EPOCH, launch_ns=[EPOCH, EPOCH + 50, EPOCH + 10_100],
+                              steps=[(EPOCH - 10, EPOCH + 9_000), (EPOCH + 9_000, EPOCH + 20_000)])
+    t = read_kineto_trace(path)
+    assert t.steps["step"].tolist() == [0, 1]
+    assert (t.launch_ns + t.origin_ns).tolist() == [EPOCH, EPOCH + 50, EPOCH + 10_100]
+    assert t.iteration().tolist() == [0, 0, 1]
+    # Without launch records, the kernel's own start decides.
+    bare = write_kineto_trace(tmp_path / "b.json", ["a"], [(1, 1, 1)], [(1, 1, 1)], [EPOCH + 9_500],
+                              [EPOCH + 9_600], base_time_ns=EPOCH, steps=[(EPOCH, EPOCH + 9_000)])
+    assert read_kineto_trace(bare).iteration().tolist() == [-1]
+
+
+def _truth_iteration_energy(loop, tp) -> float:
+    """Mean true energy of the steady iterations (trace times back to the simulator's host clock)."""
+    out = []
+    for r in tp.iterations[tp.iterations["steady"]]:
+        e = np.array([r["start_ns"], r["end_ns"]], dtype=np.int64) + tp.trace.origin_ns - loop.epoch_offset_ns
+        h = e - np.rint(loop.epoch_slew_ppm * 1e-6 * e.astype(np.float64)).astype(np.int64)
+        t = np.arange(h[0], h[1], 2000, dtype=np.int64)
+        out.append(float(loop.gpu.truth_power(t)[:, 0].sum()) * 2e-6)
+    return float(np.mean(out))
+
+
+def _check_against_truth(loop, tp, rel: float) -> None:
+    k = tp.kernels
+    # The two shapes of one GEMM stay apart; rows by descending total energy.
+    assert sorted(zip(k["name"].tolist(), k["grid"][:, 0].tolist())) == [("gemm", 32), ("gemm", 128), ("gemv", 64)]
+    assert np.all(np.diff(k["count"] * k["energy_j"]) <= 0)
+    assert k["share"].sum() == pytest.approx(1.0)
+    assert tp.concurrent == 0 and not tp.skipped
+    presets = {(x.name, x.grid[0]): x.preset for x in loop.kernels}
+    names = [loop.kernels[i].preset for i in loop.signature]
+    for row, ep in zip(k, tp.profiles):
+        ids = ep.golden.run_ids
+        # Trace ids are start order, as the loop's executions are.
+        assert {names[i] for i in ids} == {presets[(row["name"], int(row["grid"][0]))]}
+        truth = loop.truth_energy_j(ids)
+        assert row["energy_j"] == pytest.approx(truth, rel=rel), (row, truth)
+        assert row["energy_half_width_j"] > 0
+    assert k["warmup"].max() > 0  # the loop starts cold
+
+
+@pytest.mark.slow
+def test_a_training_loop_logged_in_the_loggers_own_clock_is_within_3_percent_per_signature(tmp_path) -> None:
+    # The issue's criterion: thousands of iterations, one GEMM name with two grids, a warm-up, slow
+    # outliers (cold executions after the data loader's pauses, slow runs), a 1 ms logger stamping with
+    # its own firmware clock; the capture round-trips through its file.
+    loop = simulate_training_loop(3000, seed=1)
+    trace, capture = loop.save(tmp_path)
+    tp = profile_trace(trace, load_capture(capture))
+    _check_against_truth(loop, tp, rel=0.03)
+    # A one-sided logger fit lands on publication; the offset measured against the kernels is applied.
+    assert tp.alignment is not None and tp.alignment_applied and tp.alignment.offset_ns < -10_000
+    # Energy per iteration against the simulator's, and the part between kernels.
+    s = tp.summary
+    assert s is not None and s.iterations > 2000
+    assert s.energy_j == pytest.approx(_truth_iteration_energy(loop, tp), rel=0.02)
+    assert 0.05 < s.between_share < 0.3 and s.kernel_energy_j + s.between_kernels_j == pytest.approx(s.energy_j)
+
+
+def test_a_short_loop_is_profiled_with_its_iterations(tmp_path) -> None:
+    loop = simulate_training_loop(400, seed=2, pause_every=25)
+    tp = profile_trace(loop.write_trace(tmp_path / "t.json.gz"), loop.capture(), min_executions=50)
+    _check_against_truth(loop, tp, rel=0.06)
+    it = tp.iterations
+    assert len(it) == 400 and it["step"].tolist() == list(range(400))
+    assert np.all(it["kernels"] == 7) and np.all(np.diff(it["start_ns"]) > 0)
+    assert np.all(it["busy_ns"] < it["end_ns"] - it["start_ns"])
+    assert np.all(~it["steady"][:10]) and it["steady"][-1]
+    text = str(tp)
+    assert "gemm" in text and "steady iterations" in text and "applied" in text
+
+
+def test_an_averaging_sensor_is_deconvolved_over_the_whole_loop(tmp_path) -> None:
+    # A 1 ms window in a loop covers several kernels: placing it at one instant (or deconvolving one
+    # signature at a time) is tens of percent off; the joint fit keeps the long kernel within 10 %.
+    loop = simulate_training_loop(1500, seed=3, sensor="amd-1ms-average")
+    tp = profile_trace(loop.write_trace(tmp_path / "t.json.gz"), loop.capture())
+    assert tp.alignment is None  # offsets of averaging sensors are their model's delay
+    top = tp.kernels[0]
+    assert (top["name"], int(top["grid"][0])) == ("gemm", 128)
+    ep = tp.profile(0)
+    assert ep.deconvolution is not None and "between kernels" in " ".join(ep.deconvolution.assumptions)
+    assert top["energy_j"] == pytest.approx(loop.truth_energy_j(ep.golden.run_ids), rel=0.10)
+    point = profile_trace(loop.write_trace(tmp_path / "t.json.gz"), loop.capture(), attribution="instant")
+    assert abs(point.kernels["energy_j"][point.kernels["grid"][:, 0] == 64][0]
+               / loop.truth_energy_j(point.profiles[int(np.flatnonzero(point.kernels["grid"][:, 0] == 64)[0])]
+                                     .golden.run_ids) - 1) > 0.2
+
+
+def test_fit_timeline_recovers_piecewise_constant_kernels_through_a_boxcar() -> None:
+    # An exact forward model: two kernels of constant power in a random loop, an idle level in the gaps,
+    # 1 ms boxcar logs every 1 ms. Energies come back to 0.5 %.
+    rng = np.random.default_rng(0)
+    starts, ends, cls = [], [], []
+    t = 0.0
+    for _ in range(6000):
+        c = int(rng.integers(0, 2))
+        d = (300_000.0, 40_000.0)[c]
+        starts.append(t)
+        ends.append(t + d)
+        cls.append(c)
+        t += d + float(rng.uniform(20_000, 300_000))
+    s, e, k = np.array(starts), np.array(ends), np.array(cls)
+    level = np.array([600.0, 420.0])
+    sensor = SensorModel("box", "window", period_ns=1e6, window_ns=1e6)
+    stamps = np.arange(2e6, t - 1e6, 1e6)
+    grid = np.arange(0.0, t, 250.0)
+    i = np.searchsorted(s, grid, side="right") - 1
+    inside = (i >= 0) & (grid < e[np.clip(i, 0, None)])
+    power = np.where(inside, level[k[np.clip(i, 0, None)]], 150.0)
+    csum = np.concatenate([[0.0], np.cumsum(power) * 250.0])
+    logs = (np.interp(stamps, np.append(grid, t), csum) - np.interp(stamps - 1e6, np.append(grid, t), csum)) / 1e6
+    fit = fit_timeline(sensor, stamps, {"total": logs}, s, e, k, [4, 4])
+    for c, d in enumerate((300_000.0, 40_000.0)):
+        assert fit.energy_j["total"][c] == pytest.approx(level[c] * d * 1e-9, rel=0.005)
+        assert fit.energy_half_width_j["total"][c] > 0
+    assert np.nanmax(np.abs(fit.gap_w["total"][:2] - 150.0)) < 10.0
+    with pytest.raises(ValueError, match="not overlap"):
+        fit_timeline(sensor, stamps, {"total": logs}, s[::-1], e[::-1], k, [4, 4])
+    with pytest.raises(ValueError, match="bins"):
+        fit_timeline(sensor, stamps, {"total": logs}, s, e, k, [0, 4])
+    with pytest.raises(ValueError, match="'total'"):
+        fit_timeline(sensor, stamps, {"io": logs}, s, e, k, [4, 4])
+
+
+def test_the_logs_offset_is_measured_against_the_kernels() -> None:
+    rng = np.random.default_rng(1)
+    s = np.cumsum(rng.uniform(60_000, 200_000, 3000))
+    d = np.where(np.arange(3000) % 2 == 0, 40_000.0, 25_000.0)
+    e = s + d
+    k = np.arange(3000) % 2
+    t = np.sort(rng.uniform(s[0], e[-1], 4000))
+    i = np.searchsorted(s, t, side="right") - 1
+    inside = (i >= 0) & (t < e[np.clip(i, 0, None)])
+    y = np.where(inside, np.where(k[np.clip(i, 0, None)] == 0, 700.0, 450.0), 200.0) + rng.normal(0, 5, len(t))
+    # The logs are stamped 23 us late: the alignment moves them back.
+    a = align_logs_to_trace(t + 23_000, y, s, e, k)
+    assert a.low_ns <= -23_000 <= a.high_ns and a.half_width_ns < 2_000 and not a.at_edge and a.ss_ratio < 0.2
+    with pytest.raises(ValueError, match="at least 50"):
+        align_logs_to_trace(t[:10], y[:10], s, e, k)
+    with pytest.raises(ValueError, match="step_ns"):
+        align_logs_to_trace(t, y, s, e, k, step_ns=0)
+
+
+def test_kernels_of_several_devices_need_the_device_named(tmp_path) -> None:
+    loop = simulate_training_loop(60, seed=4, pause_every=0)
+    path = loop.write_trace(tmp_path / "t.json")
+    with open(path) as f:
+        doc = json.load(f)
+    kernels = [ev for ev in doc["traceEvents"] if ev.get("cat") == "kernel"]
+    for ev in kernels[::2]:
+        ev["args"]["device"] = 1
+    with open(path, "w") as f:
+        json.dump(doc, f)
+    with pytest.raises(ValueError, match=r"device: the trace holds kernels of devices \[0, 1\]"):
+        profile_trace(path, loop.capture(), min_executions=5)
+    with pytest.raises(ValueError, match="device=7"):
+        profile_trace(path, loop.capture(), min_executions=5, device=7)
+
+
+def test_profile_trace_refuses_bad_arguments(tmp_path) -> None:
+    loop = simulate_training_loop(30, seed=4, pause_every=0)
+    path = loop.write_trace(tmp_path / "t.json.gz")
+    cap = loop.capture()
+    for kw, match in (({"margin": 2.0}, "margin"), ({"min_executions": 1}, "min_executions"),
+                      ({"attribution": "guess"}, "attribution"), ({"bins": 1}, "bins"), ({"align": "yes"}, "align"),
+                      ({"min_executions": 10_000}, "no kernel signature could be profiled")):
+        with pytest.raises(ValueError, match=match):
+            profile_trace(path, cap, **kw)
+    with pytest.raises(ValueError, match="logger_map: required"):
+        profile_trace(path, cap.samples)
+    with pytest.raises(ValueError, match="samples"):
+        profile_trace(path, [1, 2, 3], _EpochMap())
 
 
 class _EpochMap:
-    """The logger's clock (the simulator's host ns) onto the trace's Unix-epoch clock."""
-
     def to_host(self, ticks: np.ndarray) -> np.ndarray:
         return np.asarray(ticks, dtype=np.float64) + EPOCH
 
@@ -78,61 +259,37 @@ class _EpochMap:
         return np.full(np.shape(host_ns), 300.0)
 
 
-def _training_loop(tmp_path, iterations: int = 1500):
-    gpu = SimGPU(seed=5)
-    rng = np.random.default_rng(5)
-    gpu.idle(50_000_000)
-    for it in range(iterations):
-        gpu.sequence([("cb-4k-gemm", 1), ("mb-4k-gemv", 2), ("cb-2k-gemm", 1)], run=it)
-        gpu.idle(int(rng.integers(20_000, 200_000)))  # the host between iterations
-        if it % 50 == 49:
-            gpu.idle(3_000_000)  # a data-loading pause
-    ex = gpu.executions()
-    ex = ex[np.argsort(ex["start_ns"], kind="stable")]
-    names = [gpu.kernel_names()[k] for k in ex["kernel_id"]]
-    path = write_kineto_trace(tmp_path / "loop.json.gz", [SIGNATURES[n][0] for n in names],
-                              [SIGNATURES[n][1] for n in names], [(256, 1, 1)] * len(names),
-                              ex["start_ns"].astype(np.int64) + EPOCH, ex["end_ns"].astype(np.int64) + EPOCH,
-                              base_time_ns=EPOCH)
-    logs = gpu.logs()
-    samples = np.zeros(len(logs), dtype=SAMPLE_DTYPE)
-    samples["source_ts"] = logs["sample_ns"]
-    for c in ("total", "compute", "io", "memory"):
-        samples[c] = logs[c]
-    return gpu, ex, names, path, samples
-
-
-def test_a_training_loop_is_profiled_per_signature_against_the_truth(tmp_path) -> None:
-    gpu, ex, names, path, samples = _training_loop(tmp_path)
-    tp = profile_trace(path, samples, _EpochMap())
-    k = tp.kernels
-    # The two shapes of one GEMM stay apart; rows by descending total energy.
-    assert sorted(zip(k["name"].tolist(), k["grid"][:, 0].tolist())) == [("gemm", 32), ("gemm", 128), ("gemv", 64)]
-    total = k["count"] * k["energy_j"]
-    assert np.all(np.diff(total) <= 0)
-    assert k["share"].sum() == pytest.approx(1.0)
-    assert tp.concurrent == 0 and not tp.skipped
-    for row, ep in zip(k, tp.profiles):
-        # Truth: the energy of the golden executions the profile used (trace ids are start order).
-        assert ep.golden.run_ids is not None
-        sel = ex[ep.golden.run_ids]
-        assert {names[i] for i in ep.golden.run_ids} == {n for n, s in SIGNATURES.items()
-                                                        if s == (row["name"], tuple(int(g) for g in row["grid"]))}
-        truth = np.mean([gpu.truth_power(np.arange(int(e["start_ns"]), int(e["end_ns"]), 500, dtype=np.int64))[:, 0]
-                         .mean() * (e["end_ns"] - e["start_ns"]) * 1e-9 for e in sel])
-        assert row["energy_j"] == pytest.approx(truth, rel=0.03), (row, truth)
-        assert row["energy_half_width_j"] > 0
-    assert "gemm" in str(tp)
-
-
-def test_profile_trace_refuses_bad_arguments(tmp_path) -> None:
-    _, _, _, path, samples = _training_loop(tmp_path, iterations=30)
-    with pytest.raises(ValueError, match="margin"):
-        profile_trace(path, samples, _EpochMap(), margin=2.0)
-    with pytest.raises(ValueError, match="min_executions"):
-        profile_trace(path, samples, _EpochMap(), min_executions=1)
-    with pytest.raises(ValueError, match="no kernel signature could be profiled"):
-        profile_trace(path, samples, _EpochMap(), min_executions=10_000)
+def test_the_perfetto_export_draws_power_over_the_kernels_and_the_cli_writes_everything(tmp_path, capsys) -> None:
+    loop = simulate_training_loop(300, seed=5, pause_every=30)
+    trace, capture = loop.save(tmp_path / "session")
+    tp = profile_trace(trace, load_capture(capture), min_executions=50)
+    doc = insitu_trace_events(tp)
+    ev = doc["traceEvents"]
+    slices = [e for e in ev if e.get("cat") == "kernel"]
+    assert len(slices) == len(tp.trace)
+    assert {e["name"] for e in slices} == {"gemm", "gemv"}
+    assert any(e["args"].get("golden") for e in slices) and any(e["args"].get("warmup") for e in slices)
+    counters = [e for e in ev if e.get("ph") == "C" and e["name"] == "power total (W)"]
+    assert len(counters) == len(tp.logs)
+    assert len([e for e in ev if e.get("cat") == "iteration"]) == len(tp.iterations)
+    assert doc["baseTimeNanoseconds"] == tp.trace.origin_ns
+    out = tmp_path / "out"
+    assert cli.main(["trace", trace, "--power", capture, "--out", str(out), "--top", "2",
+                     "--min-executions", "50"]) == cli.EXIT_OK
+    printed = capsys.readouterr().out
+    assert "gemm" in printed and "ui.perfetto.dev" in printed
+    for name in ("power_trace.json.gz", "energy_by_kernel.png", "top_kernels.png", "kernels.json"):
+        assert (out / name).stat().st_size > 0
+    with gzip.open(out / "power_trace.json.gz", "rt") as f:
+        assert len(json.load(f)["traceEvents"]) == len(ev)
+    table = json.loads((out / "kernels.json").read_text())
+    assert [r["grid"][0] for r in table["kernels"]] == tp.kernels["grid"][:, 0].tolist()
+    assert table["iterations"]["energy_j"] == pytest.approx(tp.summary.energy_j)
+    # A capture that is not one, and bad usage.
+    (tmp_path / "junk.npz").write_bytes(b"junk")
+    assert cli.main(["trace", trace, "--power", str(tmp_path / "junk.npz"), "--out", str(out)]) == cli.EXIT_FAILURE
+    assert "junk.npz" in capsys.readouterr().err
+    assert cli.main(["trace", trace, "--power", capture, "--top", "0"]) == cli.EXIT_USAGE
 
 
 @pytest.mark.optional

@@ -26,6 +26,17 @@ py::array_t<std::int64_t> brackets_array(std::unique_ptr<Bracket[]> data, std::s
                                    reinterpret_cast<std::int64_t*>(raw), owner);
 }
 
+// Epoch brackets as an (n, 3) int64 array (mono_before, realtime_ns,
+// mono_after), owning the buffer (no copy).
+py::array_t<std::int64_t> epoch_brackets_array(std::unique_ptr<EpochBracket[]> data, std::size_t n) {
+  EpochBracket* raw = data.release();
+  py::capsule owner(raw, [](void* p) { delete[] static_cast<EpochBracket*>(p); });
+  return py::array_t<std::int64_t>(
+      {static_cast<py::ssize_t>(n), static_cast<py::ssize_t>(3)},
+      {static_cast<py::ssize_t>(sizeof(EpochBracket)), static_cast<py::ssize_t>(sizeof(std::int64_t))},
+      reinterpret_cast<std::int64_t*>(raw), owner);
+}
+
 }  // namespace
 
 void register_clocks(py::module_& m) {
@@ -43,6 +54,23 @@ void register_clocks(py::module_& m) {
       py::arg("target_ns"), py::arg("spin_ns") = 200000,
       "Waits until host time (CLOCK_MONOTONIC_RAW ns) reaches target_ns: sleeps until spin_ns before it, then\n"
       "spins. Returns the host time at wake-up (>= target_ns); a target already past returns at once.");
+  m.def(
+      "read_epoch_brackets",
+      [](py::ssize_t n) {
+        if (n < 1 || n > (1 << 24)) throw std::invalid_argument("n=" + std::to_string(n) + ": must be in [1, 2^24]");
+        // Allocated before the reads: nothing allocates between them.
+        std::unique_ptr<EpochBracket[]> buf(new EpochBracket[static_cast<std::size_t>(n)]);
+        {
+          py::gil_scoped_release nogil;
+          read_epoch_brackets(buf.get(), static_cast<std::size_t>(n));
+        }
+        return epoch_brackets_array(std::move(buf), static_cast<std::size_t>(n));
+      },
+      py::arg("n"),
+      "n CLOCK_REALTIME reads, each between two host clock reads, back to back: an (n, 3) int64 array of\n"
+      "(mono_raw_before_ns, realtime_ns, mono_raw_after_ns). The map from host time (CLOCK_MONOTONIC_RAW)\n"
+      "onto the Unix epoch that application traces (torch.profiler) use is fitted from them. The GIL is\n"
+      "released while reading.");
   py::class_<HostClockInfo>(m, "HostClockInfo", "Cost and resolution of reading the host clock.")
       .def_readonly("read_cost_ns", &HostClockInfo::read_cost_ns)
       .def_readonly("min_read_cost_ns", &HostClockInfo::min_read_cost_ns)

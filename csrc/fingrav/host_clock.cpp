@@ -36,6 +36,17 @@ HostClockInfo measure_host_clock(std::int64_t reads) {
   return info;
 }
 
+void read_epoch_brackets(EpochBracket* out, std::size_t n) noexcept {
+  for (std::size_t i = 0; i < n; ++i) {
+    // Three reads into locals first, the store after: nothing between them
+    // that could fault in a page or take a lock.
+    const std::int64_t before = host_now_ns();
+    const std::int64_t rt = realtime_now_ns();
+    const std::int64_t after = host_now_ns();
+    out[i] = EpochBracket{before, rt, after};
+  }
+}
+
 std::int64_t wait_until_ns(std::int64_t target_ns, std::int64_t spin_ns) {
   if (spin_ns < 0) {
     throw std::invalid_argument("spin_ns=" + std::to_string(spin_ns) + ": must be >= 0");

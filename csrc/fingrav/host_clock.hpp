@@ -4,6 +4,7 @@
 // fitted against a slewed clock would absorb the slew as fake device skew.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <ctime>
 
@@ -16,6 +17,34 @@ inline std::int64_t host_now_ns() noexcept {
   (void)::clock_gettime(CLOCK_MONOTONIC_RAW, &ts);
   return static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000LL + ts.tv_nsec;
 }
+
+// Unix-epoch time now: CLOCK_REALTIME in nanoseconds. Never a timeline for
+// results (NTP steps and slews it); only the far side of the epoch brackets
+// below, because application tracers (torch.profiler's Kineto) stamp their
+// events with it.
+inline std::int64_t realtime_now_ns() noexcept {
+  timespec ts{};
+  (void)::clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000LL + ts.tv_nsec;
+}
+
+// One CLOCK_REALTIME read between two host clock (CLOCK_MONOTONIC_RAW) reads:
+// the realtime value was taken somewhere in [mono_before, mono_after]. The
+// layout is that of a device-clock Bracket (timestamp_source.hpp), realtime in
+// the device's place, so the same fitting code maps one clock onto the other.
+struct EpochBracket {
+  std::int64_t mono_before;
+  std::int64_t realtime_ns;
+  std::int64_t mono_after;
+};
+static_assert(sizeof(EpochBracket) == 3 * sizeof(std::int64_t), "EpochBracket must be three packed int64");
+
+// n epoch brackets back to back into out. No allocation, no branch and no
+// call but clock_gettime between the three reads of a bracket, so its width
+// is the cost of the reads themselves (vDSO: tens of ns) unless the thread is
+// preempted, which the fit sees as a wide bracket and down-weights. n == 0
+// writes nothing.
+void read_epoch_brackets(EpochBracket* out, std::size_t n) noexcept;
 
 // What reading the host clock costs and how finely it resolves. Both bound how
 // well any bracketed device read can be placed on host time.

@@ -68,7 +68,20 @@ from fingrav_native.clocks.maps import (
 )
 from fingrav_native.files.profiles import ProfileFormatError, load_profile, save_profile
 from fingrav_native.files.trace import export_trace
-from fingrav_native.insitu.profile import TraceProfile, profile_trace
+from fingrav_native.insitu.align import LogAlignment, align_logs_to_trace
+from fingrav_native.insitu.capture import (
+    CaptureFormatError,
+    ClockStepWarning,
+    EpochMap,
+    PowerCapture,
+    PowerRecorder,
+    fit_epoch_map,
+    load_capture,
+    record_torch,
+)
+from fingrav_native.insitu.kineto import read_kineto_trace
+from fingrav_native.insitu.profile import profile_trace
+from fingrav_native.insitu.results import IterationSummary, TraceProfile
 from fingrav_native.method.align import (
     LogAssignment,
     NoLogsInExecutionsError,
@@ -134,7 +147,19 @@ __all__ = [
     "profile_interleaved",
     "stitch_logs",
     "profile_trace",
+    "IterationSummary",
     "TraceProfile",
+    "read_kineto_trace",
+    "LogAlignment",
+    "align_logs_to_trace",
+    "PowerRecorder",
+    "PowerCapture",
+    "load_capture",
+    "record_torch",
+    "EpochMap",
+    "fit_epoch_map",
+    "ClockStepWarning",
+    "CaptureFormatError",
     "validate_executions",
     "CHANNELS",
     "ClockSyncRecorder",

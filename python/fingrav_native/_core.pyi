@@ -65,6 +65,20 @@ def host_time_ns() -> int:
 def wait_until_ns(target_ns: SupportsIndex, spin_ns: SupportsIndex = 200000) -> int:
     """Sleep, then spin, until host time reaches ``target_ns``; return the host time at wake-up."""
 
+def read_epoch_brackets(n: SupportsIndex) -> npt.NDArray[np.int64]:
+    """``n`` CLOCK_REALTIME reads, each between two host clock reads, back to back.
+
+    Returns an ``(n, 3)`` int64 array of ``(mono_raw_before_ns, realtime_ns,
+    mono_raw_after_ns)``: each Unix-epoch read was taken somewhere inside
+    its ``CLOCK_MONOTONIC_RAW`` bracket. Fitting many of them gives the
+    offset and drift from host time onto the epoch clock that
+    torch.profiler (Kineto) stamps its events with
+    (:class:`fingrav_native.insitu.capture.EpochMap`). Kept as int64
+    because a float64 at 1.8e18 ns resolves only 256 ns. Raises
+    ``ValueError`` naming ``n`` unless ``1 <= n <= 2**24``; the GIL is
+    released while reading.
+    """
+
 @final
 class HostClockInfo(metaclass=_Pybind11Type):
     """Cost and resolution of reading the host clock (no public constructor)."""

@@ -1,8 +1,12 @@
-// The host clock (CLOCK_MONOTONIC_RAW) and measure_host_clock().
+// The host clock (CLOCK_MONOTONIC_RAW), measure_host_clock() and the epoch
+// brackets (CLOCK_REALTIME between two host clock reads).
+#include <algorithm>
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <stdexcept>
 #include <thread>
+#include <vector>
 
 #include "check.hpp"
 #include "fingrav/host_clock.hpp"
@@ -77,6 +81,52 @@ void wait_until_reaches_target() {
   CHECK(threw);
 }
 
+void epoch_brackets_are_tight_and_ordered() {
+  constexpr std::size_t kN = 4096;
+  std::vector<EpochBracket> b(kN);
+  read_epoch_brackets(b.data(), kN);
+  std::vector<std::int64_t> widths;
+  widths.reserve(kN);
+  for (std::size_t i = 0; i < kN; ++i) {
+    CHECK_MSG(b[i].mono_before <= b[i].mono_after,
+              "row " << i << ": mono_before " << b[i].mono_before << " > mono_after " << b[i].mono_after);
+    CHECK_MSG(b[i].mono_before > 0, "row " << i);
+    // After September 2001: the realtime column is epoch ns, not the host clock.
+    CHECK_MSG(b[i].realtime_ns > 1'000'000'000'000'000'000LL, "row " << i << ": realtime_ns=" << b[i].realtime_ns);
+    if (i > 0) {
+      CHECK_MSG(b[i].mono_before >= b[i - 1].mono_after, "row " << i << " began before row " << i - 1 << " ended");
+    }
+    widths.push_back(b[i].mono_after - b[i].mono_before);
+  }
+  // Back-to-back vDSO reads cost tens of ns; most brackets must be that
+  // tight. Bounds generous for a loaded CI machine (preempted reads are wide,
+  // but not most of them).
+  std::sort(widths.begin(), widths.end());
+  CHECK_MSG(widths.front() < 50'000, "narrowest bracket " << widths.front() << " ns");
+  CHECK_MSG(widths[kN / 2] < 1'000'000, "median bracket " << widths[kN / 2] << " ns");
+  read_epoch_brackets(b.data(), 0);  // n == 0 writes nothing and does not crash
+}
+
+void epoch_brackets_advance_with_real_time() {
+  EpochBracket first{}, second{};
+  read_epoch_brackets(&first, 1);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  read_epoch_brackets(&second, 1);
+  const std::int64_t d_rt = second.realtime_ns - first.realtime_ns;
+  const std::int64_t d_mono_lo = second.mono_before - first.mono_after;
+  const std::int64_t d_mono_hi = second.mono_after - first.mono_before;
+  CHECK_MSG(d_rt > 0, "realtime did not advance: " << first.realtime_ns << " then " << second.realtime_ns);
+  // Realtime advances at the host clock's rate up to NTP's slew (<= 500 ppm)
+  // and the RAW clock's own frequency error; an NTP step in these 20 ms would
+  // fail this, and is what the Python side detects in its fits.
+  const double tol = 1e-3 * static_cast<double>(d_mono_hi) + 1'000;
+  CHECK_MSG(static_cast<double>(d_rt) >= static_cast<double>(d_mono_lo) - tol &&
+                static_cast<double>(d_rt) <= static_cast<double>(d_mono_hi) + tol,
+            "realtime advanced " << d_rt << " ns while the host clock advanced [" << d_mono_lo << ", "
+                                 << d_mono_hi << "] ns");
+  CHECK_MSG(d_mono_lo >= 19'000'000, "slept " << d_mono_lo << " ns");
+}
+
 int main() {
   return fingrav_test::run_tests("host_clock", {
                                                    {"monotonic", monotonic},
@@ -84,5 +134,9 @@ int main() {
                                                    {"measure_is_sane", measure_is_sane},
                                                    {"invalid_reads", invalid_reads},
                                                    {"wait_until_reaches_target", wait_until_reaches_target},
+                                                   {"epoch_brackets_are_tight_and_ordered",
+                                                    epoch_brackets_are_tight_and_ordered},
+                                                   {"epoch_brackets_advance_with_real_time",
+                                                    epoch_brackets_advance_with_real_time},
                                                });
 }

@@ -368,7 +368,13 @@ std::int64_t SimDevice::sync_time_locked() {
 std::int64_t SimDevice::synchronize() {
   if (!realtime_) {
     std::lock_guard<std::mutex> lock(mu_);
-    while (phase_ != Phase::kIdle || !queue_.empty()) advance_locked(t_ + 1'000'000);
+    // Event by event, so the wait ends when the device goes idle (the host
+    // then sees it a sync latency later), not at the end of a coarse chunk:
+    // a loop of short kernels with host gaps keeps its real timing.
+    while (phase_ != Phase::kIdle || !queue_.empty()) {
+      step(std::min(next_event_time(), t_ + 1'000'000));
+      on_boundary();
+    }
     const std::int64_t seen = std::max(sync_time_locked(), t_);
     advance_locked(seen);
     return seen;

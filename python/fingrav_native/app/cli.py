@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import re
 import sys
 from typing import Any, Sequence, cast
+
+import numpy as np
 
 from fingrav_native.app import plot as fplot
 from fingrav_native.app.demo import run_demo, run_sim_demo, run_synthetic_demo
@@ -19,6 +22,9 @@ from fingrav_native.backends.workloads import resolve_workload, torch_gemm, torc
 from fingrav_native.clocks.report import sync_report
 from fingrav_native.files.profiles import ProfileFormatError, export_parquet, load_profile
 from fingrav_native.files.trace import export_trace
+from fingrav_native.insitu.capture import CaptureFormatError, load_capture
+from fingrav_native.insitu.kineto import TraceFormatError
+from fingrav_native.insitu.profile import profile_trace
 from fingrav_native.method.campaign import CampaignFormatError, CampaignMismatchError, load_campaign_runs
 from fingrav_native.method.phase import PHASES
 from fingrav_native.method.profile import PROFILE_FILE, profile
@@ -119,7 +125,35 @@ def build_parser() -> argparse.ArgumentParser:
     _add_profile_parser(sub)
     _add_sync_parser(sub)
     _add_characterize_parser(sub)
+    _add_trace_parser(sub)
     return parser
+
+
+def _add_trace_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    trace = sub.add_parser(
+        "trace",
+        help="per-kernel power and energy of an application from its torch.profiler trace and a power capture",
+        description=(
+            "In-situ FinGraV: read a torch.profiler (Kineto) trace and the power logs a PowerRecorder "
+            "captured while it ran, profile every kernel signature (name, grid, block) over its own "
+            "executions, print the top-kernels table and the energy per iteration, and write a Perfetto "
+            "trace with power counter tracks over the kernel slices, figures, and the table as JSON."
+        ),
+        epilog=("examples:\n  fingrav trace trace.json.gz --power power.npz --out insitu/\n"
+                "  fingrav trace trace.json.gz --power power.npz --top 6 --format pdf"),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    trace.add_argument("trace", help="a torch.profiler Chrome trace (.json or .json.gz)")
+    trace.add_argument("--power", required=True, metavar="CAPTURE",
+                       help="the power capture recorded beside it (PowerRecorder's .npz)")
+    trace.add_argument("--out", default="fingrav-trace", metavar="DIR",
+                       help="folder for the Perfetto trace, figures and table (default ./fingrav-trace)")
+    trace.add_argument("--top", type=int, default=4, help="kernels whose stitched profiles are drawn (default 4)")
+    trace.add_argument("--format", choices=("png", "pdf", "svg"), default="png", help="image format (default png)")
+    trace.add_argument("--min-executions", type=int, default=20,
+                       help="signatures with fewer executions are listed as not profiled (default 20)")
+    trace.add_argument("--sensor", default=None, metavar="PRESET",
+                       help="what each log measures, if not the capture's own sensor model (a preset name)")
 
 
 BACKENDS = ("sim", "sim-live", "amd", "nvidia")
@@ -496,6 +530,45 @@ def _export(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _trace(args: argparse.Namespace) -> int:
+    import json
+    import os
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    if args.top < 1:
+        raise ValueError(f"--top={args.top}: must be >= 1")
+    tp = profile_trace(args.trace, load_capture(args.power), min_executions=args.min_executions, sensor=args.sensor)
+    print(tp)
+    os.makedirs(args.out, exist_ok=True)
+    written = [export_trace(tp, os.path.join(args.out, "power_trace.json.gz"))]
+    fig = fplot.plot_kernel_energy(tp).figure
+    for name, f in (("energy_by_kernel", fig), ("top_kernels", fplot.figure_trace_profiles(tp, top=args.top))):
+        path = os.path.join(args.out, f"{name}.{args.format}")
+        f.savefig(path, dpi=120)
+        plt.close(f)
+        written.append(path)
+    rows = [{"name": str(r["name"]), "grid": r["grid"].tolist(), "block": r["block"].tolist(),
+             **{k: (r[k].item() if np.isfinite(r[k]) else None) if r[k].dtype.kind == "f" else int(r[k])
+                for k in ("count", "golden", "warmup", "duration_ns", "power_w", "energy_j",
+                          "energy_half_width_j", "share")}}
+            for r in tp.kernels]
+    doc = {"trace": os.path.abspath(args.trace), "power": os.path.abspath(args.power), "sensor": tp.sensor,
+           "kernels": rows, "concurrent": tp.concurrent, "skipped": tp.skipped,
+           "iterations": None if tp.summary is None else dataclasses.asdict(tp.summary)}
+    path = os.path.join(args.out, "kernels.json")
+    with open(path, "w") as f:
+        json.dump(doc, f, indent=1)
+    written.append(path)
+    for p in written:
+        print(p)
+    print("open power_trace.json.gz in https://ui.perfetto.dev")
+    return EXIT_OK
+
+
 def _devices(args: argparse.Namespace) -> int:
     import json
 
@@ -558,6 +631,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _demo(parser, args)
     if args.command == "devices":
         return _devices(args)
+    if args.command == "trace":
+        try:
+            return _trace(args)
+        except (FileNotFoundError, OSError) as exc:
+            print(f"fingrav trace: {exc}", file=sys.stderr)
+            return EXIT_FAILURE
+        except ValueError as exc:
+            # A malformed trace or capture is named by its own error (TraceFormatError, CaptureFormatError).
+            print(f"fingrav trace: {exc}", file=sys.stderr)
+            return EXIT_FAILURE if isinstance(exc, (TraceFormatError, CaptureFormatError)) else EXIT_USAGE
     if args.command in ("plot", "export"):
         try:
             return _plot(args) if args.command == "plot" else _export(args)

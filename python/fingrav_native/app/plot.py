@@ -13,6 +13,7 @@ from typing import Any, Mapping, Optional, Sequence
 
 import numpy as np
 
+from fingrav_native.insitu.results import TraceProfile
 from fingrav_native.method.results import ExecutionProfile, InterleavedProfile, Profile
 from fingrav_native.method.steady import SspSearch
 from fingrav_native.method.stitch import StitchedChannel
@@ -25,6 +26,8 @@ __all__ = [
     "plot_interleaved",
     "plot_ssp_search",
     "plot_sync_error",
+    "plot_kernel_energy",
+    "figure_trace_profiles",
 ]
 
 # Channel -> (line style, marker, colour): distinct in colour and in grey.
@@ -414,3 +417,80 @@ def plot_sync_error(brackets: np.ndarray, clock_map: Any, ax: Any = None, *, tic
     ax.set_title(f"clock sync: {len(b)} reads, median bound {float(np.median(bound)):.0f} ns")
     ax.legend(fontsize="small", loc="upper right")
     return ax
+
+
+def _row_label(tp: TraceProfile, i: int) -> str:
+    r = tp.kernels[i]
+    return f"{r['name'][:28]} {'x'.join(str(int(g)) for g in r['grid'])}"
+
+
+def plot_kernel_energy(tp: TraceProfile, ax: Any = None, *, top: int = 12) -> Any:
+    """Energy by kernel signature in an application: total over the trace, with 95 % intervals.
+
+    Parameters
+    ----------
+    tp : TraceProfile
+        From :func:`~fingrav_native.profile_trace`.
+    ax : matplotlib Axes, optional
+    top : int
+        Signatures drawn (the table's first rows: the largest total energy).
+
+    Returns
+    -------
+    matplotlib Axes
+
+    Notes
+    -----
+    In-situ FinGraV (paper Section IV-A's protocol over an application's own
+    executions): each bar is ``count x energy per execution``, its whisker
+    the energy's 95 % interval scaled the same way; the share of all kernel
+    energy is written beside it.
+    """
+    if top < 1:
+        raise ValueError(f"top={top!r}: must be >= 1")
+    ax = _axes(ax)
+    k = tp.kernels[:top]
+    n = len(k)
+    y = np.arange(n)[::-1]
+    total = k["count"] * k["energy_j"]
+    err = k["count"] * k["energy_half_width_j"]
+    ax.barh(y, total, xerr=err, color="0.6", edgecolor="black", hatch="//", capsize=3)
+    for yi, t, sh in zip(y, total, k["share"]):
+        ax.text(t, yi, f"  {100 * sh:.1f} %", va="center", fontsize="small")
+    ax.set_yticks(y, [_row_label(tp, i) for i in range(n)], fontsize="small")
+    ax.set_xlabel("energy over the trace (J)")
+    ax.set_title("energy by kernel (count x energy per execution)", fontsize="medium")
+    ax.set_xlim(0, float(np.nanmax(total + err)) * 1.25 if n else 1.0)
+    return ax
+
+
+def figure_trace_profiles(tp: TraceProfile, *, top: int = 4, channels: Sequence[str] = ("total", "compute", "io",
+                                                                                         "memory")) -> Any:
+    """The stitched profiles of an application's top kernels, one panel each.
+
+    Parameters
+    ----------
+    tp : TraceProfile
+    top : int
+        Panels (the table's first rows).
+    channels : sequence of str
+
+    Returns
+    -------
+    matplotlib Figure
+
+    Notes
+    -----
+    Paper Section IV-B step 8 per kernel signature (see :func:`plot_kernel`).
+    """
+    import matplotlib.pyplot as plt
+
+    if top < 1:
+        raise ValueError(f"top={top!r}: must be >= 1")
+    n = min(top, len(tp.kernels))
+    fig, axes = plt.subplots(1, n, figsize=(4.2 * n, 3.6), layout="constrained", squeeze=False)
+    for i, ax in enumerate(axes[0]):
+        plot_kernel(tp.profile(i), ax, channels=channels)
+        r = tp.kernels[i]
+        ax.set_title(f"{_row_label(tp, i)}: {1e3 * r['energy_j']:.3f} mJ, {r['golden']} golden", fontsize="small")
+    return fig

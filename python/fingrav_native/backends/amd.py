@@ -274,6 +274,17 @@ class AmdBackend(HostRelease):
         """The GPU's logger, clocks and markers."""
         return self._caps
 
+    @property
+    def power_source(self) -> _core.PowerSource:
+        """The GPU's power source (``gpu_metrics`` or hwmon), read-only.
+
+        For recording power while an application runs
+        (:class:`~fingrav_native.insitu.capture.PowerRecorder`); its logs are
+        stamped in the clock :attr:`capabilities` names (``logger_clock``).
+        """
+        power: _core.PowerSource = self._power  # amd_sysfs.power_source's type, through the lazy module
+        return power
+
     def add_workload(self, workload: Workload) -> int:
         """Register a workload; returns its kernel id (its name works as well)."""
         if not isinstance(workload, Workload):

@@ -311,6 +311,16 @@ class NvidiaBackend(HostRelease):
         """The NVML logger, %globaltimer clock and probe markers of this GPU."""
         return self._caps
 
+    @property
+    def power_source(self) -> _core.PowerSource:
+        """The NVML power source (or the one given as ``power_source``), read-only.
+
+        For recording power while an application runs
+        (:class:`~fingrav_native.insitu.capture.PowerRecorder`); its logs are
+        stamped in the clock :attr:`capabilities` names (``logger_clock``).
+        """
+        return self._power
+
     def kernel_name(self, kernel: Union[Workload, str, int]) -> str:
         """The name of a workload (its ``name``)."""
         if isinstance(kernel, Workload):

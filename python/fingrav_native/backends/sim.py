@@ -328,6 +328,16 @@ class LiveSimBackend(_SimCommon):
         """``n`` live bracketed reads of the device clock."""
         return _core.measure_brackets(self._clock, int(n))
 
+    @property
+    def power_source(self) -> _core.PowerSource:
+        """The device's live power logger (read-only): what each run's Sampler polls.
+
+        For recording power while an application runs
+        (:class:`~fingrav_native.insitu.capture.PowerRecorder`): a second
+        Sampler may poll it while no run is in progress.
+        """
+        return self._power
+
     def _idle_level(self, ns: int) -> float:
         start = self.gpu.now()
         with _core.Sampler(self._power, period_ns=self._period_ns) as sampler:

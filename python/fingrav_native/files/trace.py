@@ -12,6 +12,7 @@ with other host-clock traces.
 
 from __future__ import annotations
 
+import gzip
 import json
 import math
 import os
@@ -19,10 +20,11 @@ from typing import Any, Union
 
 import numpy as np
 
+from fingrav_native.insitu.results import TraceProfile
 from fingrav_native.method.results import InterleavedProfile, Profile
 from fingrav_native.multi.results import NodeProfile
 
-__all__ = ["trace_events", "node_trace_events", "export_trace"]
+__all__ = ["trace_events", "node_trace_events", "insitu_trace_events", "export_trace"]
 
 _PID = 1
 _COUNTER_TID = 0  # counters and process-level events; runs use tid = run + 1
@@ -183,16 +185,105 @@ def trace_events(profile: Union[Profile, InterleavedProfile]) -> dict[str, Any]:
     }
 
 
-def export_trace(profile: Union[Profile, InterleavedProfile, NodeProfile], path: Union[str, "os.PathLike[str]"]) -> str:
+def insitu_trace_events(tp: TraceProfile) -> dict[str, Any]:
+    """The trace-event document of an in-situ profile: power counter tracks over the kernel slices.
+
+    Parameters
+    ----------
+    tp : TraceProfile
+        From :func:`~fingrav_native.profile_trace`.
+
+    Returns
+    -------
+    dict
+        One process per GPU (a thread per stream, a slice per kernel
+        execution with its signature's power and energy per execution, and
+        whether it was golden or warm-up), one ``power`` process with a
+        counter track per channel, and an ``iterations`` thread with a slice
+        per ``ProfilerStep#N`` and its energy. Times are microseconds from
+        the trace's first kernel; that origin's epoch time is in
+        ``otherData`` (``baseTimeNanoseconds`` too, so tools that read
+        Kineto's field find it).
+
+    Notes
+    -----
+    The paper's Section IV-B steps 2-6 on an application's own timeline:
+    each log is drawn at the middle of what it measures (its window and
+    delay, from the sensor model), so an averaging sensor's counters line
+    up with the kernels they describe.
+    """
+    kt = tp.trace
+    ex = kt.executions
+    row_of = {int(sid): i for i, sid in enumerate(tp.signature_rows)}
+    golden: dict[int, set[int]] = {}
+    for i, ep in enumerate(tp.profiles):
+        golden[i] = set(int(r) for r in (ep.golden.run_ids if ep.golden.run_ids is not None else ()))
+    warm_before: dict[int, float] = {}
+    conc = kt.concurrent()
+    for sid, i in row_of.items():
+        mine = np.flatnonzero((ex["kernel_id"] == sid) & ~conc)
+        mine = mine[np.argsort(ex["start_ns"][mine], kind="stable")]
+        w = int(tp.kernels["warmup"][i])
+        warm_before[sid] = float(ex["start_ns"][mine[w]]) if w < len(mine) else math.inf
+    events: list[dict[str, Any]] = []
+    pid_of: dict[int, int] = {}
+    for dev in np.unique(kt.device):
+        pid = 10 + len(pid_of)
+        pid_of[int(dev)] = pid
+        events.append({"ph": "M", "pid": pid, "tid": 0, "name": "process_name", "args": {"name": f"GPU {int(dev)}"}})
+        for st in np.unique(kt.stream[kt.device == dev]):
+            events.append({"ph": "M", "pid": pid, "tid": int(st) + 1, "name": "thread_name",
+                           "args": {"name": f"stream {int(st)}"}})
+    for j, e in enumerate(ex):
+        sid = int(e["kernel_id"])
+        sig = kt.signatures[sid]
+        row = row_of.get(sid)
+        args: dict[str, Any] = {"grid": [int(g) for g in sig["grid"]], "block": [int(b) for b in sig["block"]],
+                                "correlation": int(kt.correlation[j])}
+        if row is not None:
+            r = tp.kernels[row]
+            args.update({"row": row, "signature_power_w": _num(r["power_w"]),
+                         "signature_energy_mj": _num(1e3 * r["energy_j"]), "golden": int(e["run"]) in golden[row],
+                         "warmup": bool(e["start_ns"] < warm_before[sid])})
+        if conc[j]:
+            args["concurrent"] = True
+        events.append({"ph": "X", "pid": pid_of[int(kt.device[j])], "tid": int(kt.stream[j]) + 1,
+                       "name": str(sig["name"]), "cat": "kernel", "ts": float(e["start_ns"]) / 1e3,
+                       "dur": max(0.0, float(e["end_ns"] - e["start_ns"]) / 1e3), "args": args})
+    events.append({"ph": "M", "pid": _PID, "tid": _COUNTER_TID, "name": "process_name", "args": {"name": "power"}})
+    for ch in ("total", "compute", "io", "memory"):
+        vals = tp.logs[ch]
+        ok = np.isfinite(vals)
+        events += [{"ph": "C", "pid": _PID, "tid": _COUNTER_TID, "name": f"power {ch} (W)", "cat": "power",
+                    "ts": float(t) / 1e3, "args": {ch: float(v)}} for t, v in zip(tp.logs["t_ns"][ok], vals[ok])]
+    if len(tp.iterations):
+        events.append({"ph": "M", "pid": _PID, "tid": 1, "name": "thread_name", "args": {"name": "iterations"}})
+        events += [{"ph": "X", "pid": _PID, "tid": 1, "name": f"ProfilerStep#{int(r['step'])}", "cat": "iteration",
+                    "ts": float(r["start_ns"]) / 1e3, "dur": float(r["end_ns"] - r["start_ns"]) / 1e3,
+                    "args": {"energy_mj_from_its_logs": _num(1e3 * r["energy_j"]), "logs": int(r["logs"]),
+                             "kernel_energy_mj": _num(1e3 * r["kernel_energy_j"]), "steady": bool(r["steady"])}}
+                   for r in tp.iterations]
+    return {
+        "traceEvents": events,
+        "displayTimeUnit": "ns",
+        "baseTimeNanoseconds": int(kt.origin_ns),
+        "otherData": {"generator": "fingrav-native", "source": kt.source, "clock": kt.clock,
+                      "origin_ns": str(int(kt.origin_ns)), "sensor": tp.sensor,
+                      "power_counters_at": "the middle of what each log measures (window and delay)"},
+    }
+
+
+def export_trace(profile: Union[Profile, InterleavedProfile, NodeProfile, TraceProfile],
+                 path: Union[str, "os.PathLike[str]"]) -> str:
     """Write a profile's trace as trace-event JSON (open in ui.perfetto.dev).
 
     Parameters
     ----------
-    profile : Profile, InterleavedProfile or NodeProfile
+    profile : Profile, InterleavedProfile, NodeProfile or TraceProfile
         See :func:`trace_events` (a NodeProfile: :func:`node_trace_events`,
-        one track group per rank).
+        one track group per rank; a TraceProfile: :func:`insitu_trace_events`).
     path : str or os.PathLike
-        Output file (``.json``).
+        Output file (``.json``, or ``.json.gz`` gzipped).
 
     Returns
     -------
@@ -203,8 +294,17 @@ def export_trace(profile: Union[Profile, InterleavedProfile, NodeProfile], path:
     -----
     Paper Section IV-B, steps 2-6, as a timeline (see :func:`trace_events`).
     """
-    doc = node_trace_events(profile) if isinstance(profile, NodeProfile) else trace_events(profile)
+    if isinstance(profile, NodeProfile):
+        doc = node_trace_events(profile)
+    elif isinstance(profile, TraceProfile):
+        doc = insitu_trace_events(profile)
+    else:
+        doc = trace_events(profile)
     path = os.fspath(path)
+    if path.endswith(".gz"):
+        with gzip.open(path, "wt", encoding="utf-8") as f:
+            json.dump(doc, f, allow_nan=False)
+        return path
     with open(path, "w") as f:
         json.dump(doc, f, allow_nan=False)
     return path

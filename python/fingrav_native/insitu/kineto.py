@@ -27,7 +27,8 @@ import numpy as np
 
 from fingrav_native.method.records import EXECUTION_DTYPE
 
-__all__ = ["KERNEL_SIGNATURE_DTYPE", "KernelTrace", "TraceFormatError", "read_kineto_trace", "write_kineto_trace"]
+__all__ = ["KERNEL_SIGNATURE_DTYPE", "STEP_DTYPE", "KernelTrace", "TraceFormatError", "read_kineto_trace",
+           "write_kineto_trace"]
 
 #: One kernel signature: launches of one kernel with one grid and block shape.
 KERNEL_SIGNATURE_DTYPE = np.dtype([
@@ -36,6 +37,20 @@ KERNEL_SIGNATURE_DTYPE = np.dtype([
     ("grid", "<i8", (3,)),
     ("block", "<i8", (3,)),
 ])
+
+
+#: One iteration of the application as the profiler marked it (``ProfilerStep#N``), on the CPU.
+STEP_DTYPE = np.dtype([
+    ("step", "<i8"),       # N of ProfilerStep#N
+    ("start_ns", "<i8"),   # relative to the trace's origin_ns
+    ("end_ns", "<i8"),
+])
+
+#: Kineto's categories of runtime calls that launch kernels (CUDA and ROCm builds).
+_RUNTIME_CATS = ("cuda_runtime", "cuda_driver", "hip_runtime", "runtime")
+
+#: A launch time the trace does not give.
+NO_LAUNCH = np.iinfo(np.int64).min
 
 
 class TraceFormatError(ValueError):
@@ -64,6 +79,13 @@ class KernelTrace:
         The trace's clock (``"unix-epoch"`` for Kineto).
     source : str
         Where the trace came from.
+    launch_ns : numpy.ndarray
+        Per execution, the CPU time (relative to ``origin_ns``) of the runtime
+        call that launched it, matched by correlation id; :data:`NO_LAUNCH`
+        where the trace has none.
+    steps : numpy.ndarray
+        STEP_DTYPE: the ``ProfilerStep#N`` annotations (``prof.step()`` in the
+        loop), in order; empty when the loop did not call it.
     """
 
     executions: np.ndarray
@@ -74,9 +96,27 @@ class KernelTrace:
     origin_ns: int
     clock: str
     source: str
+    launch_ns: np.ndarray
+    steps: np.ndarray
 
     def __len__(self) -> int:
         return len(self.executions)
+
+    def iteration(self) -> np.ndarray:
+        """Per execution, the index into :attr:`steps` of the iteration that launched it (-1: none).
+
+        A kernel belongs to the step during which the CPU launched it (the
+        GPU runs it later, often in the next step's CPU time); without a
+        launch record, to the step its start falls in.
+        """
+        out = np.full(len(self.executions), -1, dtype=np.int64)
+        if len(self.steps) == 0:
+            return out
+        t = np.where(self.launch_ns != NO_LAUNCH, self.launch_ns, self.executions["start_ns"].astype(np.int64))
+        k = np.searchsorted(self.steps["start_ns"], t, side="right") - 1
+        ok = (k >= 0) & (t < self.steps["end_ns"][np.clip(k, 0, None)])
+        out[ok] = k[ok]
+        return out
 
     def concurrent(self) -> np.ndarray:
         """Executions that overlap another on the same device (their power cannot be told apart)."""
@@ -166,8 +206,29 @@ def read_kineto_trace(trace: Union[str, os.PathLike[str]]) -> KernelTrace:
         raise TraceFormatError(f"trace: baseTimeNanoseconds={base!r}; expected an integer")
     base_ns = int(base)
     rows: list[tuple[int, int, str, tuple[int, int, int], tuple[int, int, int], int, int, int]] = []
+    launches: dict[int, int] = {}
+    steps: list[tuple[int, int, int]] = []
     for i, ev in enumerate(doc["traceEvents"]):
-        if not isinstance(ev, dict) or ev.get("ph") != "X" or str(ev.get("cat", "")).lower() != "kernel":
+        if not isinstance(ev, dict) or ev.get("ph") != "X":
+            continue
+        cat = str(ev.get("cat", "")).lower()
+        if cat in _RUNTIME_CATS or (cat == "user_annotation" and str(ev.get("name", "")).startswith("ProfilerStep#")):
+            # Iterations and launches are optional context: a malformed one is left out, not fatal.
+            try:
+                ts, d = _us_to_ns(ev.get("ts"), "ts", i), _us_to_ns(ev.get("dur", 0), "dur", i)
+            except TraceFormatError:
+                continue
+            if cat == "user_annotation":
+                n = str(ev.get("name", ""))[len("ProfilerStep#"):]
+                if n.isdigit():
+                    steps.append((int(n), ts, ts + max(d, 0)))
+            else:
+                a = ev.get("args")
+                c = a.get("correlation") if isinstance(a, dict) else None
+                if isinstance(c, int) and not isinstance(c, bool):
+                    launches.setdefault(c, ts)
+            continue
+        if cat != "kernel":
             continue
         raw_args = ev.get("args")
         args: dict[str, Any] = raw_args if isinstance(raw_args, dict) else {}
@@ -204,16 +265,22 @@ def read_kineto_trace(trace: Union[str, os.PathLike[str]]) -> KernelTrace:
     # clock, placed to about a microsecond.
     ex["start_err_ns"] = 1000.0
     ex["end_err_ns"] = 1000.0
+    corr = np.array([r[7] for r in rows], dtype=np.int64)
+    launch = np.array([base_ns + launches[c] - origin if c in launches else NO_LAUNCH for c in corr.tolist()],
+                      dtype=np.int64)
+    steps.sort(key=lambda x: (x[1], x[0]))  # by start: iteration() searches them
+    st = np.array([(n, base_ns + a - origin, base_ns + b - origin) for n, a, b in steps], dtype=STEP_DTYPE)
     return KernelTrace(
         executions=ex, signatures=sigs,
         device=np.array([r[5] for r in rows], dtype=np.int64),
         stream=np.array([r[6] for r in rows], dtype=np.int64),
-        correlation=np.array([r[7] for r in rows], dtype=np.int64),
-        origin_ns=int(origin), clock="unix-epoch", source=os.fspath(trace))
+        correlation=corr, origin_ns=int(origin), clock="unix-epoch", source=os.fspath(trace),
+        launch_ns=launch, steps=st)
 
 
 def write_kineto_trace(path: Union[str, os.PathLike[str]], names: Any, grid: Any, block: Any, start_ns: Any,
-                       end_ns: Any, *, base_time_ns: int, device: int = 0, stream: int = 7) -> str:
+                       end_ns: Any, *, base_time_ns: int, device: int = 0, stream: int = 7,
+                       launch_ns: Any = None, steps: Any = None) -> str:
     """Write kernel executions as a Kineto-format Chrome trace (the simulator's training loop, tests).
 
     Parameters
@@ -227,6 +294,12 @@ def write_kineto_trace(path: Union[str, os.PathLike[str]], names: Any, grid: Any
     base_time_ns : int
         ``baseTimeNanoseconds``: the epoch time ``ts`` counts from.
     device, stream : int
+    launch_ns : array_like of int, optional
+        Per execution, the CPU time of its launch (epoch ns): written as
+        ``cudaLaunchKernel`` runtime events sharing the kernel's correlation id.
+    steps : array_like of (start_ns, end_ns), optional
+        The loop's iterations on the CPU (epoch ns): written as
+        ``ProfilerStep#N`` user annotations, as ``prof.step()`` makes them.
 
     Returns
     -------
@@ -237,6 +310,17 @@ def write_kineto_trace(path: Union[str, os.PathLike[str]], names: Any, grid: Any
     e = np.asarray(end_ns, dtype=np.int64) - int(base_time_ns)
     events: list[dict[str, Any]] = [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": 0.0, "dur": 1.0,
                                      "pid": 1, "tid": 1}]
+    if launch_ns is not None:
+        lau = np.asarray(launch_ns, dtype=np.int64) - int(base_time_ns)
+        if lau.shape != s.shape:
+            raise ValueError(f"launch_ns: {lau.shape[0] if lau.ndim else 0} values for {len(s)} executions")
+        events += [{"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1,
+                    "ts": _Micro(int(lau[i])), "dur": _Micro(3000), "args": {"correlation": i + 1}}
+                   for i in range(len(s))]
+    if steps is not None:
+        st = np.asarray(steps, dtype=np.int64).reshape(-1, 2) - int(base_time_ns)
+        events += [{"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{n}", "pid": 1, "tid": 1,
+                    "ts": _Micro(int(a)), "dur": _Micro(int(b - a))} for n, (a, b) in enumerate(st)]
     for i in range(len(s)):
         # Microseconds with three decimals, as Kineto writes them.
         events.append({"ph": "X", "cat": "kernel", "name": str(names[i]), "pid": device, "tid": stream,
