@@ -455,8 +455,8 @@ def plot_kernel_energy(tp: TraceProfile, ax: Any = None, *, top: int = 12) -> An
     total = k["count"] * k["energy_j"]
     err = k["count"] * k["energy_half_width_j"]
     ax.barh(y, total, xerr=err, color="0.6", edgecolor="black", hatch="//", capsize=3)
-    for yi, t, sh in zip(y, total, k["share"]):
-        ax.text(t, yi, f"  {100 * sh:.1f} %", va="center", fontsize="small")
+    for yi, t, e, sh in zip(y, total, err, k["share"]):
+        ax.text(t + e, yi, f"  {100 * sh:.1f} %", va="center", fontsize="small")
     ax.set_yticks(y, [_row_label(tp, i) for i in range(n)], fontsize="small")
     ax.set_xlabel("energy over the trace (J)")
     ax.set_title("energy by kernel (count x energy per execution)", fontsize="medium")
