@@ -21,6 +21,7 @@ from fingrav_native.files.trace import insitu_trace_events
 from fingrav_native.insitu.align import align_logs_to_trace
 from fingrav_native.insitu.capture import load_capture
 from fingrav_native.insitu.kineto import TraceFormatError, read_kineto_trace, write_kineto_trace
+from fingrav_native.insitu.rocprof import read_rocprof_kernel_trace
 from fingrav_native.sensors.model import SensorModel
 from fingrav_native.sensors.timeline import fit_timeline
 from fingrav_native.sim.loop import simulate_training_loop
@@ -308,3 +309,39 @@ def test_the_reader_pins_the_real_exporters_layout(tmp_path) -> None:
     assert isinstance(doc["traceEvents"], list) and "baseTimeNanoseconds" in doc
     with pytest.raises(TraceFormatError, match="ProfilerActivity.CUDA"):
         read_kineto_trace(path)
+
+
+ROCPROF_CSV = (
+    '"Kind","Agent_Id","Queue_Id","Stream_Id","Thread_Id","Dispatch_Id","Kernel_Id","Kernel_Name","Correlation_Id",'
+    '"Start_Timestamp","End_Timestamp","LDS_Block_Size","Scratch_Size","VGPR_Count","Accum_VGPR_Count","SGPR_Count",'
+    '"Workgroup_Size_X","Workgroup_Size_Y","Workgroup_Size_Z","Grid_Size_X","Grid_Size_Y","Grid_Size_Z"\n'
+    '"KERNEL_DISPATCH","Agent 2",1,0,70,2,16,"gemm(float*, int)",119670,172352210061004,172352210062686,'
+    '0,0,4,4,16,256,1,1,1024,1,1\n'
+    '"KERNEL_DISPATCH","Agent 2",1,0,70,1,33,"gemm(float*, int)",119662,172352210005122,172352210008687,'
+    '0,0,12,4,48,256,1,1,4096,1,1\n'
+    '"KERNEL_DISPATCH","Agent 3",2,0,70,3,31,"gemv",119696,172352210143326,172352210149335,'
+    '0,0,4,4,16,64,1,1,64,1,1\n')
+
+
+def test_a_rocprofv3_kernel_trace_is_read_exactly(tmp_path) -> None:
+    path = tmp_path / "1234_kernel_trace.csv"
+    path.write_text(ROCPROF_CSV)
+    t = read_rocprof_kernel_trace(path)
+    assert t.clock == "host-monotonic" and t.origin_ns == 172352210005122
+    assert (t.executions["start_ns"].astype(np.int64) + t.origin_ns).tolist() == [172352210005122, 172352210061004,
+                                                                                   172352210143326]
+    assert (t.executions["end_ns"] - t.executions["start_ns"]).astype(np.int64).tolist() == [3565, 1682, 6009]
+    # One kernel name with two grids: two signatures; "Agent N" as the device.
+    assert t.signatures["grid"][:, 0].tolist() == [4096, 1024, 64] and t.device.tolist() == [2, 2, 3]
+    assert t.correlation.tolist() == [119662, 119670, 119696] and len(t.steps) == 0
+    # A capture maps onto the epoch clock: refused with the reason, not mis-placed.
+    loop = simulate_training_loop(30, seed=4, pause_every=0)
+    with pytest.raises(ValueError, match="host-monotonic clock"):
+        profile_trace(path, loop.capture(), device=2)
+    bad = tmp_path / "bad.csv"
+    bad.write_text(ROCPROF_CSV.replace("172352210062686", "soon"))
+    with pytest.raises(TraceFormatError, match="row 0 has End_Timestamp='soon'"):
+        read_rocprof_kernel_trace(bad)
+    (tmp_path / "other.csv").write_text("a,b\n1,2\n")
+    with pytest.raises(TraceFormatError, match="no column 'Kernel_Name'"):
+        read_rocprof_kernel_trace(tmp_path / "other.csv")

@@ -9,12 +9,12 @@ conversion to the epoch clock. For a 37 us kernel, a 20 us offset moves most
 of its logs onto its neighbours.
 
 The trace says what ran when, so the offset can be measured: shift the logs
-by ``delta`` and group each by what ran at its shifted time (a kernel
-signature and a quarter of its execution, or a gap and how long after a
-kernel); the right ``delta`` makes the groups tightest. The criterion is the
-within-group sum of squares of a one-way analysis of variance, minimised on
-a grid and refined by a parabola; the interval is the profile-likelihood
-one (Wilks 1938): the shifts whose ``n log(SS / SS_min)`` stays below the
+by ``delta`` and regress each log's power on what ran around its shifted
+time (each signature's quarters of execution, seen through a first-order
+lag whose time constant is profiled out, so the power's own lag behind
+activity is not taken for an offset); the right ``delta`` leaves the
+smallest residual, found on a grid and refined by a parabola; the interval is the profile-likelihood
+one (Wilks 1938): the shifts whose ``n log(RSS / RSS_min)`` stays below the
 chi-squared quantile. This is the trigger alignment of equivalent-time
 sampling (a sampling oscilloscope locks its samples to a known repetitive
 signal), with the application's own kernels as the signal.
@@ -24,16 +24,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Sequence
 
 import numpy as np
 import numpy.typing as npt
 from scipy import stats
 
 __all__ = ["LogAlignment", "align_logs_to_trace"]
-
-#: Gap groups by time since the last kernel ended (ns).
-_GAP_EDGES_NS = np.array([10_000.0, 100_000.0, 1_000_000.0])
-
 
 @dataclass(frozen=True)
 class LogAlignment:
@@ -54,6 +51,8 @@ class LogAlignment:
     at_edge : bool
         The minimum lies at the edge of the search range: not trusted, not
         applied.
+    lag_ns : float
+        The power's lag behind activity that fitted best (of ``lags_ns``).
     """
 
     offset_ns: float
@@ -63,6 +62,7 @@ class LogAlignment:
     ss_ratio: float
     logs: int
     at_edge: bool
+    lag_ns: float = 0.0
 
     @property
     def half_width_ns(self) -> float:
@@ -70,22 +70,45 @@ class LogAlignment:
         return 0.5 * (self.high_ns - self.low_ns)
 
 
-def _within_ss(t: np.ndarray, y: np.ndarray, starts: np.ndarray, ends: np.ndarray, kid: np.ndarray,
-               n_kid: int) -> float:
-    i = np.searchsorted(starts, t, side="right") - 1
-    ok = i >= 0
-    ic = np.clip(i, 0, None)
-    inside = ok & (t < ends[ic])
-    frac = np.clip((t - starts[ic]) / np.maximum(ends[ic] - starts[ic], 1.0), 0.0, 0.999999)
-    since = t - ends[ic]
-    group = np.where(inside, kid[ic] * 4 + (frac * 4).astype(np.int64),
-                     n_kid * 4 + np.searchsorted(_GAP_EDGES_NS, since))
-    group = np.where(ok, group, n_kid * 4 + len(_GAP_EDGES_NS) + 1)
-    n_g = n_kid * 4 + len(_GAP_EDGES_NS) + 2
-    cnt = np.bincount(group, minlength=n_g)
-    tot = np.bincount(group, weights=y, minlength=n_g)
-    nz = cnt > 0
-    return float(np.sum(y * y) - np.sum(tot[nz] ** 2 / cnt[nz]))
+class _Tiles:
+    """Each kernel execution cut in quarters of its progress: the columns a log's power is regressed on."""
+
+    def __init__(self, starts: np.ndarray, ends: np.ndarray, kid: np.ndarray) -> None:
+        q = np.arange(5) / 4.0
+        d = (ends - starts)[:, None]
+        edges = starts[:, None] + d * q[None, :]
+        self.a = edges[:, :4].ravel()
+        self.b = edges[:, 1:].ravel()
+        self.col = (kid[:, None] * 4 + np.arange(4)[None, :]).ravel()
+        self.n_col = int(kid.max()) * 4 + 4
+
+
+def _rss(t: np.ndarray, y: np.ndarray, tiles: _Tiles, tau: float) -> float:
+    """Residual sum of squares of power regressed on each kernel quarter's activity, lagged by ``tau``.
+
+    Power follows activity through a first-order lag (the simulator's ``tau_power_ns``; a
+    board's regulators and sensor path): a quarter's regressor is its indicator convolved with
+    ``exp(-u / tau) / tau`` (the plain indicator at ``tau = 0``), so a lag is fitted as a lag and
+    not taken for a clock offset.
+    """
+    reach = 6.0 * tau
+    j0 = np.searchsorted(tiles.b, t - reach, side="right" if tau == 0 else "left")
+    j1 = np.searchsorted(tiles.a, t, side="right")
+    cnt = np.maximum(j1 - j0, 0)
+    rows = np.repeat(np.arange(len(t)), cnt)
+    k = np.repeat(j0, cnt) + (np.arange(int(cnt.sum())) - np.repeat(np.cumsum(cnt) - cnt, cnt))
+    tt = t[rows]
+    if tau == 0:
+        w = ((tiles.a[k] <= tt) & (tt < tiles.b[k])).astype(np.float64)
+    else:
+        hi = np.minimum(tiles.b[k], tt)
+        w = np.exp(-(tt - hi) / tau) - np.exp(-(tt - tiles.a[k]) / tau)
+    X = np.zeros((len(t), tiles.n_col + 1))
+    np.add.at(X, (rows, tiles.col[k]), w)
+    X[:, -1] = 1.0
+    coef, *_ = np.linalg.lstsq(X, y, rcond=None)
+    r = y - X @ coef
+    return float(r @ r)
 
 
 def align_logs_to_trace(
@@ -95,10 +118,11 @@ def align_logs_to_trace(
     ends_ns: npt.ArrayLike,
     kernel_ids: npt.ArrayLike,
     *,
-    search_ns: float = 200_000.0,
-    step_ns: float = 500.0,
+    search_ns: float = 100_000.0,
+    step_ns: float = 1_000.0,
     confidence: float = 0.95,
-    max_logs: int = 200_000,
+    max_logs: int = 30_000,
+    lags_ns: Sequence[float] = (0.0, 5_000.0, 10_000.0, 15_000.0, 25_000.0),
 ) -> LogAlignment:
     """Measure the offset between instantaneous power logs and a kernel trace.
 
@@ -120,6 +144,10 @@ def align_logs_to_trace(
         Of the interval.
     max_logs : int
         At most this many logs are used (evenly spaced), for speed.
+    lags_ns : sequence of float
+        Time constants tried for the power's first-order lag behind
+        activity (profiled out: a lag delays and smooths, an offset only
+        delays, so the two are told apart).
 
     Returns
     -------
@@ -163,10 +191,14 @@ def align_logs_to_trace(
     if len(t) < 50:
         raise ValueError(f"t_ns: {len(t)} logs over the trace's kernels; at least 50 are needed to align them")
     y = y - float(np.mean(y))
-    n_kid = int(k.max()) + 1
+    tiles = _Tiles(s, e, k)
     grid = np.arange(-search_ns, search_ns + 0.5 * step_ns, step_ns)
-    ss = np.array([_within_ss(t + d, y, s, e, k, n_kid) for d in grid])
+    # The lag profiled out: for each shift, the best of a few time constants.
+    taus = np.asarray(lags_ns, dtype=np.float64)
+    ss_tau = np.array([[_rss(t + d, y, tiles, float(tau)) for tau in taus] for d in grid])
+    ss = ss_tau.min(axis=1)
     j = int(np.argmin(ss))
+    lag = float(taus[int(np.argmin(ss_tau[j]))])
     at_edge = j in (0, len(grid) - 1)
     best = float(grid[j])
     if not at_edge:
@@ -185,7 +217,7 @@ def align_logs_to_trace(
         lo_j -= 1
     while hi_j < len(grid) - 1 and inside[hi_j + 1]:
         hi_j += 1
-    ss0 = _within_ss(t, y, s, e, k, n_kid)
+    ss0 = min(_rss(t, y, tiles, float(tau)) for tau in taus)
     return LogAlignment(offset_ns=best, low_ns=float(grid[lo_j]) - 0.5 * step_ns,
                         high_ns=float(grid[hi_j]) + 0.5 * step_ns, confidence=confidence,
-                        ss_ratio=ss_min / ss0 if ss0 > 0 else math.nan, logs=n, at_edge=at_edge)
+                        ss_ratio=ss_min / ss0 if ss0 > 0 else math.nan, logs=n, at_edge=at_edge, lag_ns=lag)

@@ -29,6 +29,7 @@ from fingrav_native.insitu.results import (
     IterationSummary,
     TraceProfile,
 )
+from fingrav_native.insitu.rocprof import read_rocprof_kernel_trace
 from fingrav_native.method.align import place_logs
 from fingrav_native.method.profile import stitch_logs
 from fingrav_native.method.records import validate_executions
@@ -268,8 +269,10 @@ def profile_trace(
     ----------
     trace : str, path or KernelTrace
         A torch.profiler (Kineto) Chrome trace (``.json`` or ``.json.gz``,
-        :func:`~fingrav_native.insitu.kineto.read_kineto_trace`) or the
-        executions already read.
+        :func:`~fingrav_native.insitu.kineto.read_kineto_trace`), a
+        rocprofv3 ``kernel_trace.csv``
+        (:func:`~fingrav_native.insitu.rocprof.read_rocprof_kernel_trace`),
+        or the executions already read.
     samples : numpy.ndarray or PowerCapture
         Power logs taken while the application ran (SAMPLE_DTYPE-compatible:
         ``source_ts`` in the logger's clock, one field per channel), or a
@@ -311,10 +314,10 @@ def profile_trace(
         instantaneous logs; reported in ``TraceProfile.alignment``) and
         correct it: ``"auto"`` when the logger's clock map is one-sided (it
         lands on each log's publication, tens of microseconds late), True
-        always, False never (not even measured). The offset found also
-        holds the power's own lag behind activity (about 10 us on the
-        simulator), which a map from brackets must keep: there ``"auto"``
-        reports it without applying it.
+        always, False never (not even measured). The power's own lag
+        behind activity is fitted beside the offset (a first-order response,
+        profiled out), so it is not taken for one; a map from bracketed
+        reads is trusted and ``"auto"`` only reports the offset there.
 
     Returns
     -------
@@ -347,10 +350,13 @@ def profile_trace(
         raise ValueError(f"min_executions={min_executions!r}: must be an integer >= 2")
     if not 0 < warmup_tolerance < 1:
         raise ValueError(f"warmup_tolerance={warmup_tolerance!r}: must be in (0, 1)")
+    capture_clock: Optional[str] = None
     if not isinstance(samples, np.ndarray) and hasattr(samples, "logger_map") and hasattr(samples, "samples"):
         capture = samples
         samples = capture.samples
-        logger_map = capture.logger_map() if logger_map is None else logger_map
+        if logger_map is None:
+            logger_map = capture.logger_map()
+            capture_clock = "unix-epoch"
         sensor = capture.sensor if sensor is None else sensor
     if not isinstance(samples, np.ndarray) or samples.dtype.names is None or "source_ts" not in samples.dtype.names:
         raise ValueError("samples: expected a structured array with source_ts and power fields, or a PowerCapture")
@@ -361,7 +367,16 @@ def profile_trace(
     if not isinstance(bins, int) or not 2 <= bins <= 64:
         raise ValueError(f"bins={bins!r}: must be an integer in [2, 64]")
     model = sensor_preset(sensor) if isinstance(sensor, str) else sensor
-    kt = trace if isinstance(trace, KernelTrace) else read_kineto_trace(trace)
+    if isinstance(trace, KernelTrace):
+        kt = trace
+    elif os.fspath(trace).endswith(".csv"):
+        kt = read_rocprof_kernel_trace(trace)
+    else:
+        kt = read_kineto_trace(trace)
+    if capture_clock is not None and kt.clock != capture_clock:
+        raise ValueError(f"trace: its kernels are on the {kt.clock} clock ({kt.source}); the capture maps its logs "
+                         f"onto the {capture_clock} clock. Pass logger_map= mapping the logs onto the trace's clock "
+                         "(a capture does not bracket the host's monotonic clock yet)")
     validate_executions(kt.executions)
     devices = np.unique(kt.device)
     if device is None:

@@ -159,11 +159,11 @@ class TraceProfile:
                          f"{1e3 * r['energy_j']:8.3f} +-{1e3 * r['energy_half_width_j']:6.3f} {100 * r['share']:5.1f}%")
         if self.alignment is not None:
             a = self.alignment
-            lines.append(f"logs placed {a.offset_ns / 1e3:+.1f} us (95 % {a.low_ns / 1e3:+.1f} to {a.high_ns / 1e3:+.1f}) "
-                         "from their clock map, measured against the kernels: "
+            lines.append(f"logs placed {a.offset_ns / 1e3:+.1f} us (95 % {a.low_ns / 1e3:+.1f} to {a.high_ns / 1e3:+.1f}; "
+                         f"power lag {a.lag_ns / 1e3:.0f} us) from their clock map, measured against the kernels: "
                          + ("applied" if self.alignment_applied else
                             "at the search edge, not applied" if a.at_edge else
-                            "not applied (the map is not one-sided; the offset holds the power's lag)"))
+                            "not applied (the map comes from bracketed reads, not a one-sided fit)"))
         lines.append(str(self.summary) if self.summary is not None else
                      "no iterations: the trace has no ProfilerStep#N (call prof.step() once per iteration)")
         if self.concurrent:
