@@ -78,8 +78,8 @@ def integer_in(value: Any, name: str, low: int, high: Optional[int] = None) -> i
     return int(value)
 
 
-def relative_to(values: npt.ArrayLike, ref: int, name: str) -> tuple[np.ndarray, bool]:
-    """``values - ref`` as float64, subtracting in exact integer arithmetic when possible."""
+def number_array(values: npt.ArrayLike, name: str) -> tuple[np.ndarray, bool]:
+    """``values`` as an array (Python ints beyond a float64's precision kept as int64), and whether a scalar."""
     arr = np.asarray(values)
     scalar = arr.ndim == 0
     if arr.dtype == object:
@@ -87,6 +87,12 @@ def relative_to(values: npt.ArrayLike, ref: int, name: str) -> tuple[np.ndarray,
             arr = arr.astype(np.int64)
         except (OverflowError, TypeError, ValueError) as exc:
             raise ValueError(f"{name}: values must be numbers that fit in int64 ({exc})") from None
+    return arr, scalar
+
+
+def relative_to(values: npt.ArrayLike, ref: int, name: str) -> tuple[np.ndarray, bool]:
+    """``values - ref`` as float64, subtracting in exact integer arithmetic when possible."""
+    arr, scalar = number_array(values, name)
     if np.issubdtype(arr.dtype, np.unsignedinteger):
         # Modular difference: exact for values within +-2**63 of the reference.
         out = (arr.astype(np.uint64) - np.uint64(ref % 2**64)).view(np.int64).astype(np.float64)

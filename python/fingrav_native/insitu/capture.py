@@ -62,7 +62,7 @@ import numpy as np
 import numpy.typing as npt
 
 from fingrav_native import _core
-from fingrav_native._checks import integer_in, positive_number, readonly
+from fingrav_native._checks import integer_in, number_array, positive_number, readonly
 from fingrav_native._version import __version__
 from fingrav_native.backends import amd_sysfs
 from fingrav_native.backends.amd import AmdBackend
@@ -197,13 +197,7 @@ def _chords(x: np.ndarray, y: np.ndarray, yf: np.ndarray) -> np.ndarray:
 
 def _split_ticks(values: ArrayLike, name: str) -> tuple[np.ndarray, np.ndarray, bool]:
     """``values`` as an int64 part plus a float remainder (exact for integers), and whether it was a scalar."""
-    arr = np.asarray(values)
-    scalar = arr.ndim == 0
-    if arr.dtype == object:
-        try:
-            arr = arr.astype(np.int64)
-        except (OverflowError, TypeError, ValueError) as exc:
-            raise ValueError(f"{name}: values must be numbers that fit in int64 ({exc})") from None
+    arr, scalar = number_array(values, name)
     if np.issubdtype(arr.dtype, np.bool_):
         raise ValueError(f"{name}: expected ticks (numbers), got booleans")
     if np.issubdtype(arr.dtype, np.unsignedinteger):
