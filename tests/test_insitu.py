@@ -20,8 +20,9 @@ from fingrav_native.app import cli
 from fingrav_native.files.trace import insitu_trace_events
 from fingrav_native.insitu.align import align_logs_to_trace
 from fingrav_native.insitu.capture import load_capture
-from fingrav_native.insitu.kineto import TraceFormatError, read_kineto_trace, write_kineto_trace
+from fingrav_native.insitu.kineto import KernelTrace, TraceFormatError, read_kineto_trace, write_kineto_trace
 from fingrav_native.insitu.rocprof import read_rocprof_kernel_trace
+from fingrav_native.method.records import EXECUTION_DTYPE, SAMPLE_DTYPE
 from fingrav_native.sensors.model import SensorModel
 from fingrav_native.sensors.timeline import fit_timeline
 from fingrav_native.sim.loop import simulate_training_loop
@@ -345,3 +346,35 @@ def test_a_rocprofv3_kernel_trace_is_read_exactly(tmp_path) -> None:
     (tmp_path / "other.csv").write_text("a,b\n1,2\n")
     with pytest.raises(TraceFormatError, match="no column 'Kernel_Name'"):
         read_rocprof_kernel_trace(tmp_path / "other.csv")
+
+
+def test_executions_with_names_are_a_trace_too() -> None:
+    # Bring-your-own executions (host clock) and logs with their true times: no file in between.
+    loop = simulate_training_loop(400, seed=6, pause_every=0, logger_own_clock=0.0)
+    ex = np.zeros(len(loop.executions), dtype=EXECUTION_DTYPE)
+    ex["run"] = np.arange(len(ex))
+    ex["start_ns"] = loop.executions["start_ns"]
+    ex["end_ns"] = loop.executions["end_ns"]
+    kern = [loop.kernels[i] for i in loop.signature]
+    kt = KernelTrace.from_executions(ex, [k.name for k in kern], grid=[k.grid for k in kern],
+                                     block=[k.block for k in kern])
+    assert len(kt.signatures) == 3 and kt.clock == "host"
+    logs = loop.gpu.logs()
+    samples = np.zeros(len(logs), dtype=SAMPLE_DTYPE)
+    samples["source_ts"] = logs["sample_ns"]
+    for c in ("total", "compute", "io", "memory"):
+        samples[c] = logs[c]
+    tp = profile_trace(kt, samples, _HostMap(), min_executions=50)
+    top = tp.kernels[0]
+    assert (top["name"], int(top["grid"][0])) == ("gemm", 128)
+    assert top["energy_j"] == pytest.approx(loop.truth_energy_j(tp.profile(0).golden.run_ids), rel=0.03)
+    with pytest.raises(ValueError, match="names: 2 names"):
+        KernelTrace.from_executions(ex, ["a", "b"])
+
+
+class _HostMap:
+    def to_host(self, ticks: np.ndarray) -> np.ndarray:
+        return np.asarray(ticks, dtype=np.float64)
+
+    def error_bound_at(self, host_ns: np.ndarray) -> np.ndarray:
+        return np.full(np.shape(host_ns), 100.0)

@@ -25,7 +25,7 @@ from typing import Any, Union
 
 import numpy as np
 
-from fingrav_native.method.records import EXECUTION_DTYPE
+from fingrav_native.method.records import EXECUTION_DTYPE, validate_executions
 
 __all__ = ["KERNEL_SIGNATURE_DTYPE", "STEP_DTYPE", "KernelTrace", "TraceFormatError", "read_kineto_trace",
            "write_kineto_trace"]
@@ -101,6 +101,71 @@ class KernelTrace:
 
     def __len__(self) -> int:
         return len(self.executions)
+
+    @classmethod
+    def from_executions(cls, executions: np.ndarray, names: Any, *, grid: Any = None, block: Any = None,
+                        device: Any = None, stream: Any = None, origin_ns: int = 0,
+                        clock: str = "host") -> KernelTrace:
+        """Executions you already have (EXECUTION_DTYPE, any clock) as a trace, one name per execution.
+
+        Parameters
+        ----------
+        executions : numpy.ndarray
+            EXECUTION_DTYPE records; ``start_ns``/``end_ns`` relative to
+            ``origin_ns`` on ``clock``.
+        names : sequence of str
+            Per execution, its kernel's name.
+        grid, block : sequences of up to three integers, optional
+            Per execution (default unknown: -1); with the name they make the signature.
+        device, stream : sequences of int, optional
+            Per execution (default 0 and 0).
+        origin_ns : int
+            Clock time of zero in ``executions``.
+        clock : str
+            The clock's name (the power logs' map must end on it).
+
+        Returns
+        -------
+        KernelTrace
+
+        Raises
+        ------
+        ValueError
+            Lengths that do not match, named.
+        """
+        validate_executions(executions)
+        n = len(executions)
+        if len(names) != n:
+            raise ValueError(f"names: {len(names)} names for {n} executions")
+
+        def dims(v: Any, what: str) -> list[tuple[int, int, int]]:
+            if v is None:
+                return [(-1, -1, -1)] * n
+            if len(v) != n:
+                raise ValueError(f"{what}: {len(v)} values for {n} executions")
+            return [_dims(list(x), what, i) for i, x in enumerate(v)]
+
+        def ints(v: Any, what: str) -> np.ndarray:
+            out = np.zeros(n, dtype=np.int64) if v is None else np.asarray(v, dtype=np.int64)
+            if out.shape != (n,):
+                raise ValueError(f"{what}: {out.shape} values for {n} executions")
+            return out
+
+        g, b = dims(grid, "grid"), dims(block, "block")
+        order = np.argsort(executions["start_ns"], kind="stable")
+        sig_of: dict[tuple[str, tuple[int, int, int], tuple[int, int, int]], int] = {}
+        kid = np.array([sig_of.setdefault((str(names[i]), g[i], b[i]), len(sig_of)) for i in order], dtype=np.int32)
+        sigs = np.zeros(len(sig_of), dtype=KERNEL_SIGNATURE_DTYPE)
+        for (name, gg, bb), k in sig_of.items():
+            sigs[k] = (k, name[:256], gg, bb)
+        ex = np.array(executions[order], dtype=EXECUTION_DTYPE)
+        ex["run"] = np.arange(n, dtype=np.int32)
+        ex["index"] = 0
+        ex["kernel_id"] = kid
+        return cls(executions=ex, signatures=sigs, device=ints(device, "device")[order],
+                   stream=ints(stream, "stream")[order], correlation=np.full(n, -1, dtype=np.int64),
+                   origin_ns=int(origin_ns), clock=str(clock), source="executions",
+                   launch_ns=np.full(n, NO_LAUNCH, dtype=np.int64), steps=np.zeros(0, dtype=STEP_DTYPE))
 
     def iteration(self) -> np.ndarray:
         """Per execution, the index into :attr:`steps` of the iteration that launched it (-1: none).

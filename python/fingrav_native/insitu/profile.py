@@ -272,7 +272,8 @@ def profile_trace(
         :func:`~fingrav_native.insitu.kineto.read_kineto_trace`), a
         rocprofv3 ``kernel_trace.csv``
         (:func:`~fingrav_native.insitu.rocprof.read_rocprof_kernel_trace`),
-        or the executions already read.
+        or the executions already read (an EXECUTION_DTYPE array with a
+        name per execution: :meth:`KernelTrace.from_executions`).
     samples : numpy.ndarray or PowerCapture
         Power logs taken while the application ran (SAMPLE_DTYPE-compatible:
         ``source_ts`` in the logger's clock, one field per channel), or a
