@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import time
 
 import numpy as np
 import pytest
@@ -301,13 +302,20 @@ def test_the_reader_pins_the_real_exporters_layout(tmp_path) -> None:
     torch = pytest.importorskip("torch")
     from torch.profiler import ProfilerActivity, profile
 
+
+    before = time.time_ns()
     with profile(activities=[ProfilerActivity.CPU]) as prof:
         torch.mm(torch.ones(64, 64), torch.ones(64, 64))
+    after = time.time_ns()
     path = str(tmp_path / "cpu.json")
     prof.export_chrome_trace(path)
     with open(path) as f:
         doc = json.load(f)
     assert isinstance(doc["traceEvents"], list) and "baseTimeNanoseconds" in doc
+    # The clock: ts (us) + baseTimeNanoseconds is the Unix epoch (CLOCK_REALTIME), what the capture maps onto.
+    ops = [e for e in doc["traceEvents"] if e.get("cat") == "cpu_op"]
+    assert ops and all(before - 1_000_000 <= e["ts"] * 1000 + doc["baseTimeNanoseconds"] <= after + 1_000_000
+                       for e in ops)
     with pytest.raises(TraceFormatError, match="ProfilerActivity.CUDA"):
         read_kineto_trace(path)
 
