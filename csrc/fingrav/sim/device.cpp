@@ -99,6 +99,7 @@ const std::vector<ParamEntry>& param_table() {
     FINGRAV_PARAM(launch_jitter_ns, "mean exponential jitter of the launch latency, ns");
     FINGRAV_PARAM(sync_latency_ns, "last execution end to the host seeing it, ns");
     FINGRAV_PARAM(sync_jitter_ns, "mean exponential jitter of the sync latency, ns");
+    FINGRAV_PARAM(sync_poll_ns, "virtual time only: the host checks for completion every this many ns while it waits (0: it sees the device go idle at once, as a training loop's event-driven waits do)");
     FINGRAV_PARAM(marker_offset_ns, "GPU-side begin/end markers precede/follow the kernel by this, ns");
     FINGRAV_PARAM(marker_jitter_ns, "jitter of the GPU-side markers, ns");
     FINGRAV_PARAM(cap_w, "firmware power cap, W (MI300X TBP 750 W)");
@@ -191,6 +192,7 @@ void validate_params(const SimParams& p) {
   nonneg(p.launch_jitter_ns, "launch_jitter_ns");
   nonneg(p.sync_latency_ns, "sync_latency_ns");
   nonneg(p.sync_jitter_ns, "sync_jitter_ns");
+  nonneg(p.sync_poll_ns, "sync_poll_ns");
   nonneg(p.marker_offset_ns, "marker_offset_ns");
   nonneg(p.marker_jitter_ns, "marker_jitter_ns");
   pos(p.cap_w, "cap_w");
@@ -368,12 +370,18 @@ std::int64_t SimDevice::sync_time_locked() {
 std::int64_t SimDevice::synchronize() {
   if (!realtime_) {
     std::lock_guard<std::mutex> lock(mu_);
-    // Event by event, so the wait ends when the device goes idle (the host
-    // then sees it a sync latency later), not at the end of a coarse chunk:
-    // a loop of short kernels with host gaps keeps its real timing.
-    while (phase_ != Phase::kIdle || !queue_.empty()) {
-      step(std::min(next_event_time(), t_ + 1'000'000));
-      on_boundary();
+    if (p_.sync_poll_ns > 0) {
+      // A host that checks every sync_poll_ns (the campaigns' harness).
+      const auto poll = static_cast<std::int64_t>(p_.sync_poll_ns);
+      while (phase_ != Phase::kIdle || !queue_.empty()) advance_locked(t_ + poll);
+    } else {
+      // Event by event, so the wait ends when the device goes idle (the
+      // host then sees it a sync latency later): a loop of short kernels
+      // with host gaps keeps its real timing.
+      while (phase_ != Phase::kIdle || !queue_.empty()) {
+        step(std::min(next_event_time(), t_ + 1'000'000));
+        on_boundary();
+      }
     }
     const std::int64_t seen = std::max(sync_time_locked(), t_);
     advance_locked(seen);

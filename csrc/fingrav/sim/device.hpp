@@ -97,6 +97,7 @@ struct SimParams {
   double launch_jitter_ns = 1'500;
   double sync_latency_ns = 12'000;      // last execution ends -> host sees it
   double sync_jitter_ns = 3'000;
+  double sync_poll_ns = 1'000'000;
   double marker_offset_ns = 500;        // GPU-side begin/end markers bracket the kernel by this
   double marker_jitter_ns = 100;
 

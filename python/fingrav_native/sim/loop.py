@@ -202,8 +202,11 @@ def simulate_training_loop(
     brackets_every_ns : int
         Interval of the epoch-clock bracket bursts.
     **params : float
-        :class:`SimGPU` parameters, e.g. ``logger_own_clock=1`` (the
-        default here: the logger stamps with its own firmware clock).
+        :class:`SimGPU` parameters. Defaults here: ``logger_own_clock=1``
+        (the logger stamps with its own firmware clock) and
+        ``sync_poll_ns=0`` (the host sees each phase end at once, as a
+        loop's event-driven waits do; campaigns keep the harness's 1 ms
+        polls).
 
     Returns
     -------
@@ -228,6 +231,7 @@ def simulate_training_loop(
     if missing:
         raise ValueError(f"phases: presets {missing} have no entry in kernels")
     params.setdefault("logger_own_clock", 1.0)
+    params.setdefault("sync_poll_ns", 0.0)  # a training loop waits on events, not in 1 ms polls
     gpu = SimGPU(seed=seed, realtime=False, sensor=sensor, **params)
     rng = np.random.default_rng([seed, 17])
     gpu.idle(idle_before_ns)
