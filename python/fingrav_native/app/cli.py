@@ -480,8 +480,6 @@ def _plot(args: argparse.Namespace) -> int:
 
 
 def _summary(prof: object) -> dict[str, Any]:
-    import dataclasses
-
     extra: dict[str, Any] = {}
     if isinstance(prof, InterleavedProfile):
         extra = {"preceded_by": [list(x) for x in prof.preceded_by], "power_ratio": prof.power_ratio}

@@ -35,6 +35,7 @@ from fingrav_native.backends import amd_sysfs
 from fingrav_native.backends.base import (
     Capabilities,
     HostRelease,
+    LivePower,
     RunRecord,
     drain_all,
     marker_records,
@@ -107,7 +108,7 @@ def measure_tick_ns(clock: _core.TimestampSource, *, gap_ns: int = 50_000_000, b
     return (h1 - h0) / (d1 - d0)
 
 
-class AmdBackend(HostRelease):
+class AmdBackend(HostRelease, LivePower):
     """One AMD GPU as a FinGraV backend (paper Section IV).
 
     Parameters
@@ -273,17 +274,6 @@ class AmdBackend(HostRelease):
     def capabilities(self) -> Capabilities:
         """The GPU's logger, clocks and markers."""
         return self._caps
-
-    @property
-    def power_source(self) -> _core.PowerSource:
-        """The GPU's power source (``gpu_metrics`` or hwmon), read-only.
-
-        For recording power while an application runs
-        (:class:`~fingrav_native.insitu.capture.PowerRecorder`); its logs are
-        stamped in the clock :attr:`capabilities` names (``logger_clock``).
-        """
-        power: _core.PowerSource = self._power  # amd_sysfs.power_source's type, through the lazy module
-        return power
 
     def add_workload(self, workload: Workload) -> int:
         """Register a workload; returns its kernel id (its name works as well)."""

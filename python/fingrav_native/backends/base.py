@@ -42,6 +42,7 @@ __all__ = [
     "RunRecord",
     "KernelSpec",
     "HostRelease",
+    "LivePower",
     "wait_for_idle",
     "drain_all",
     "marker_records",
@@ -257,6 +258,23 @@ class HostRelease:
         if release is None:
             return None
         return float(self.wait_until(release) - release)
+
+
+class LivePower:
+    """A backend whose runs poll a live power source (``self._power``) lends it out, read-only.
+
+    For recording power while an application runs
+    (:class:`~fingrav_native.insitu.capture.PowerRecorder`): a second
+    Sampler may poll it while no run is in progress; its logs are stamped in
+    the clock the backend's ``capabilities`` name (``logger_clock``).
+    """
+
+    _power: _core.PowerSource
+
+    @property
+    def power_source(self) -> _core.PowerSource:
+        """The power source each run's Sampler polls."""
+        return self._power
 
 
 def wait_for_idle(idle_level: Callable[[int], float], baseline_w: float, tolerance: float,

@@ -36,6 +36,7 @@ from fingrav_native._checks import integer_in
 from fingrav_native.backends.base import (
     Capabilities,
     HostRelease,
+    LivePower,
     RunRecord,
     drain_all,
     marker_records,
@@ -176,7 +177,7 @@ def match_nvml_device(cuda_device: dict[str, Any], nvml_devices: list[dict[str, 
         f"NVML sees: {seen}")
 
 
-class NvidiaBackend(HostRelease):
+class NvidiaBackend(HostRelease, LivePower):
     """An NVIDIA GPU as a FinGraV backend (NVML power, %globaltimer markers).
 
     Parameters
@@ -310,16 +311,6 @@ class NvidiaBackend(HostRelease):
     def capabilities(self) -> Capabilities:
         """The NVML logger, %globaltimer clock and probe markers of this GPU."""
         return self._caps
-
-    @property
-    def power_source(self) -> _core.PowerSource:
-        """The NVML power source (or the one given as ``power_source``), read-only.
-
-        For recording power while an application runs
-        (:class:`~fingrav_native.insitu.capture.PowerRecorder`); its logs are
-        stamped in the clock :attr:`capabilities` names (``logger_clock``).
-        """
-        return self._power
 
     def kernel_name(self, kernel: Union[Workload, str, int]) -> str:
         """The name of a workload (its ``name``)."""

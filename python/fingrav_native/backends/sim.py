@@ -20,6 +20,7 @@ from fingrav_native.backends.base import (
     Capabilities,
     HostRelease,
     KernelSpec,
+    LivePower,
     RunRecord,
     drain_all,
     execution_plan,
@@ -277,7 +278,7 @@ class SimBackend(_SimCommon):
         )
 
 
-class LiveSimBackend(_SimCommon):
+class LiveSimBackend(_SimCommon, LivePower):
     """The simulated GPU in real time, driven the way a hardware backend is.
 
     Each run starts the C++ :class:`~fingrav_native.Sampler` on the device's
@@ -327,16 +328,6 @@ class LiveSimBackend(_SimCommon):
     def read_clocks(self, n: int) -> np.ndarray:
         """``n`` live bracketed reads of the device clock."""
         return _core.measure_brackets(self._clock, int(n))
-
-    @property
-    def power_source(self) -> _core.PowerSource:
-        """The device's live power logger (read-only): what each run's Sampler polls.
-
-        For recording power while an application runs
-        (:class:`~fingrav_native.insitu.capture.PowerRecorder`): a second
-        Sampler may poll it while no run is in progress.
-        """
-        return self._power
 
     def _idle_level(self, ns: int) -> float:
         start = self.gpu.now()

@@ -65,9 +65,9 @@ from fingrav_native import _core
 from fingrav_native._checks import integer_in, number_array, positive_number, readonly
 from fingrav_native._version import __version__
 from fingrav_native.backends import amd_sysfs
-from fingrav_native.backends.amd import AmdBackend
-from fingrav_native.backends.nvidia import NVML_MODES, NvidiaBackend, match_nvml_device, nvml_sensor
-from fingrav_native.backends.sim import LiveSimBackend, SimBackend
+from fingrav_native.backends.base import LivePower
+from fingrav_native.backends.nvidia import NVML_MODES, match_nvml_device, nvml_sensor
+from fingrav_native.backends.sim import SimBackend
 from fingrav_native.clocks.maps import (
     MIN_BRACKETS,
     ClockMap,
@@ -1077,8 +1077,8 @@ def _resolve_device(device: Any) -> _Resolved:
         # depth 8: a drain stall of up to 8 logger periods loses no log.
         return _Resolved(device.power_source(depth=8), device.sensor, None,
                          f"SimGPU (real time, seed {int(device.params['seed'])})")
-    if isinstance(device, (LiveSimBackend, NvidiaBackend, AmdBackend)):
-        caps = device.capabilities
+    if isinstance(device, LivePower):  # LiveSimBackend, NvidiaBackend, AmdBackend
+        caps = getattr(device, "capabilities")
         return _Resolved(device.power_source, caps.sensor, None, str(caps.device))
     if isinstance(device, SimBackend):
         raise ValueError("device: a virtual-time SimBackend cannot be recorded live; use LiveSimBackend "

@@ -103,6 +103,71 @@ class KernelTrace:
         return len(self.executions)
 
     @classmethod
+    def from_rows(cls, start_ns: Any, end_ns: Any, names: Any, grid: Any, block: Any, *, clock: str, source: str,
+                  device: Any = None, stream: Any = None, correlation: Any = None, launch_ns: Any = None,
+                  steps: Any = None, err_ns: Any = 1000.0) -> KernelTrace:
+        """A trace from one row per kernel execution on the trace's clock (every reader builds it here).
+
+        Parameters
+        ----------
+        start_ns, end_ns : array_like of int
+            Per execution, on ``clock`` (int64 ns, any order).
+        names : sequence of str
+        grid, block : sequences of three integers
+            Per execution; with the name they make the signature.
+        clock, source : str
+        device, stream, correlation : array_like of int, optional
+            Per execution (default 0, 0 and -1).
+        launch_ns : array_like of int, optional
+            Per execution, its launch on ``clock``, or :data:`NO_LAUNCH`.
+        steps : sequence of (step, start_ns, end_ns), optional
+            Iterations on ``clock``.
+        err_ns : float or array_like
+            Placement error of each start and end.
+
+        Returns
+        -------
+        KernelTrace
+            Executions in start order, relative to the first start
+            (``origin_ns``); times stay int64 until that subtraction.
+        """
+        start = np.asarray(start_ns, dtype=np.int64)
+        end = np.asarray(end_ns, dtype=np.int64)
+        n = len(start)
+
+        def per(v: Any, what: str, default: int) -> np.ndarray:
+            out = np.full(n, default, dtype=np.int64) if v is None else np.asarray(v, dtype=np.int64)
+            if out.shape != (n,):
+                raise ValueError(f"{what}: {out.shape} values for {n} executions")
+            return out
+
+        if end.shape != (n,) or len(names) != n or len(grid) != n or len(block) != n:
+            raise ValueError(f"end_ns, names, grid, block: one per execution ({n})")
+        order = np.argsort(start, kind="stable")
+        origin = int(start[order[0]])
+        sig_of: dict[tuple[str, tuple[int, ...], tuple[int, ...]], int] = {}
+        kid = np.array([sig_of.setdefault((str(names[i]), tuple(grid[i]), tuple(block[i])), len(sig_of))
+                        for i in order], dtype=np.int32)
+        sigs = np.zeros(len(sig_of), dtype=KERNEL_SIGNATURE_DTYPE)
+        for (name, g, b), k in sig_of.items():
+            sigs[k] = (k, name[:256], g, b)
+        ex = np.zeros(n, dtype=EXECUTION_DTYPE)
+        ex["run"] = np.arange(n, dtype=np.int32)  # each execution is a run of one
+        ex["kernel_id"] = kid
+        ex["start_ns"] = (start[order] - origin).astype(np.float64)
+        ex["end_ns"] = (end[order] - origin).astype(np.float64)
+        err = np.broadcast_to(np.asarray(err_ns, dtype=np.float64), (n,))
+        ex["start_err_ns"] = err[order]
+        ex["end_err_ns"] = err[order]
+        launch = per(launch_ns, "launch_ns", NO_LAUNCH)[order]
+        launch = np.where(launch != NO_LAUNCH, launch - origin, NO_LAUNCH)
+        st = sorted(steps or (), key=lambda x: (x[1], x[0]))  # by start: iteration() searches them
+        return cls(executions=ex, signatures=sigs, device=per(device, "device", 0)[order],
+                   stream=per(stream, "stream", 0)[order], correlation=per(correlation, "correlation", -1)[order],
+                   origin_ns=origin, clock=str(clock), source=str(source), launch_ns=launch,
+                   steps=np.array([(k, a - origin, b - origin) for k, a, b in st], dtype=STEP_DTYPE))
+
+    @classmethod
     def from_executions(cls, executions: np.ndarray, names: Any, *, grid: Any = None, block: Any = None,
                         device: Any = None, stream: Any = None, origin_ns: int = 0,
                         clock: str = "host") -> KernelTrace:
@@ -145,27 +210,16 @@ class KernelTrace:
                 raise ValueError(f"{what}: {len(v)} values for {n} executions")
             return [_dims(list(x), what, i) for i, x in enumerate(v)]
 
-        def ints(v: Any, what: str) -> np.ndarray:
-            out = np.zeros(n, dtype=np.int64) if v is None else np.asarray(v, dtype=np.int64)
-            if out.shape != (n,):
-                raise ValueError(f"{what}: {out.shape} values for {n} executions")
-            return out
-
-        g, b = dims(grid, "grid"), dims(block, "block")
-        order = np.argsort(executions["start_ns"], kind="stable")
-        sig_of: dict[tuple[str, tuple[int, int, int], tuple[int, int, int]], int] = {}
-        kid = np.array([sig_of.setdefault((str(names[i]), g[i], b[i]), len(sig_of)) for i in order], dtype=np.int32)
-        sigs = np.zeros(len(sig_of), dtype=KERNEL_SIGNATURE_DTYPE)
-        for (name, gg, bb), k in sig_of.items():
-            sigs[k] = (k, name[:256], gg, bb)
-        ex = np.array(executions[order], dtype=EXECUTION_DTYPE)
-        ex["run"] = np.arange(n, dtype=np.int32)
-        ex["index"] = 0
-        ex["kernel_id"] = kid
-        return cls(executions=ex, signatures=sigs, device=ints(device, "device")[order],
-                   stream=ints(stream, "stream")[order], correlation=np.full(n, -1, dtype=np.int64),
-                   origin_ns=int(origin_ns), clock=str(clock), source="executions",
-                   launch_ns=np.full(n, NO_LAUNCH, dtype=np.int64), steps=np.zeros(0, dtype=STEP_DTYPE))
+        base = int(origin_ns)
+        start = base + np.rint(executions["start_ns"]).astype(np.int64)
+        end = base + np.rint(executions["end_ns"]).astype(np.int64)
+        kt = cls.from_rows(start, end, names, dims(grid, "grid"), dims(block, "block"), clock=clock,
+                           source="executions", device=device, stream=stream, err_ns=0.0)
+        # The executions' own placement errors, in the trace's (start) order.
+        order = np.argsort(start, kind="stable")
+        kt.executions["start_err_ns"] = executions["start_err_ns"][order]
+        kt.executions["end_err_ns"] = executions["end_err_ns"][order]
+        return kt
 
     def iteration(self) -> np.ndarray:
         """Per execution, the index into :attr:`steps` of the iteration that launched it (-1: none).
@@ -311,37 +365,15 @@ def read_kineto_trace(trace: Union[str, os.PathLike[str]]) -> KernelTrace:
     if not rows:
         raise TraceFormatError(f"trace={os.fspath(trace)!r}: no GPU kernel events (cat 'kernel'); was the "
                                "profiler run with ProfilerActivity.CUDA?")
-    rows.sort(key=lambda r: r[0])
-    origin = base_ns + rows[0][0]
-    sig_of: dict[tuple[str, tuple[int, int, int], tuple[int, int, int]], int] = {}
-    kid = np.empty(len(rows), dtype=np.int32)
-    for j, r in enumerate(rows):
-        kid[j] = sig_of.setdefault((r[2], r[3], r[4]), len(sig_of))
-    sigs = np.zeros(len(sig_of), dtype=KERNEL_SIGNATURE_DTYPE)
-    for (name, grid, block), k in sig_of.items():
-        sigs[k] = (k, name[:256], grid, block)
-    ex = np.zeros(len(rows), dtype=EXECUTION_DTYPE)
-    rel = np.array([base_ns + r[0] - origin for r in rows], dtype=np.int64)
-    ex["run"] = np.arange(len(rows), dtype=np.int32)
-    ex["kernel_id"] = kid
-    ex["start_ns"] = rel.astype(np.float64)
-    ex["end_ns"] = (rel + np.array([r[1] for r in rows], dtype=np.int64)).astype(np.float64)
     # Kineto's kernel times come from CUPTI's activity records: GPU timestamps converted to the host
     # clock, placed to about a microsecond.
-    ex["start_err_ns"] = 1000.0
-    ex["end_err_ns"] = 1000.0
-    corr = np.array([r[7] for r in rows], dtype=np.int64)
-    launch = np.array([base_ns + launches[c] - origin if c in launches else NO_LAUNCH for c in corr.tolist()],
-                      dtype=np.int64)
-    steps.sort(key=lambda x: (x[1], x[0]))  # by start: iteration() searches them
-    st = np.array([(n, base_ns + a - origin, base_ns + b - origin) for n, a, b in steps], dtype=STEP_DTYPE)
-    return KernelTrace(
-        executions=ex, signatures=sigs,
-        device=np.array([r[5] for r in rows], dtype=np.int64),
-        stream=np.array([r[6] for r in rows], dtype=np.int64),
-        correlation=corr, origin_ns=int(origin), clock="unix-epoch", source=os.fspath(trace),
-        launch_ns=launch, steps=st)
-
+    corr = [r[7] for r in rows]
+    return KernelTrace.from_rows(
+        [base_ns + r[0] for r in rows], [base_ns + r[0] + r[1] for r in rows], [r[2] for r in rows],
+        [r[3] for r in rows], [r[4] for r in rows], clock="unix-epoch", source=os.fspath(trace),
+        device=[r[5] for r in rows], stream=[r[6] for r in rows], correlation=corr,
+        launch_ns=[base_ns + launches[c] if c in launches else NO_LAUNCH for c in corr],
+        steps=[(k, base_ns + a, base_ns + b) for k, a, b in steps], err_ns=1000.0)
 
 def write_kineto_trace(path: Union[str, os.PathLike[str]], names: Any, grid: Any, block: Any, start_ns: Any,
                        end_ns: Any, *, base_time_ns: int, device: int = 0, stream: int = 7,

@@ -64,6 +64,11 @@ class _Shifted:
         return np.asarray(self.inner.error_bound_at(h), dtype=np.float64) + self.shift_err_ns
 
 
+#: Logs that reach back more than half of this (a window, a filter) are deconvolved: the table's
+#: kernels last tens of microseconds, and a point placement smears them by the log's reach.
+_RESOLUTION_NS = 10_000.0
+
+
 def _one_sided(logger_map: Any) -> bool:
     """Whether a clock map was fitted one-sidedly (a logger's own clock, seen only when published)."""
     inner = getattr(logger_map, "logger", None)
@@ -107,9 +112,8 @@ def _warmup(samples: np.ndarray, ex: np.ndarray, logger_map: Any, tolerance: flo
     return 0
 
 
-def _log_times(samples: np.ndarray, lmap: _Shifted, sensor: Optional[SensorModel]) -> np.ndarray:
-    """Each log's time on the trace's timeline, at the middle of what it measures (window, delay)."""
-    t = lmap.to_host(samples["source_ts"])
+def _log_times(samples: np.ndarray, t: np.ndarray, sensor: Optional[SensorModel]) -> np.ndarray:
+    """Each log's time ``t`` on the trace's timeline moved to the middle of what it measures (window, delay)."""
     if sensor is None:
         return t
     if sensor.shape == "first_order":
@@ -180,9 +184,9 @@ def _iterations(kt: KernelTrace, table: np.ndarray, sig_rows: np.ndarray, first_
                                   between_share=(e - ke) / e if e > 0 else math.nan)
 
 
-def _joint(samples: np.ndarray, kt: KernelTrace, lmap: _Shifted, model: SensorModel, on_device: np.ndarray,
-           sig_ids: list[int], kept_ids: list[np.ndarray], profiles: list[ExecutionProfile], rows: list[tuple[Any, ...]],
-           bins: int, label_note: Optional[str]) -> list[ExecutionProfile]:
+def _joint(samples: np.ndarray, t: np.ndarray, kt: KernelTrace, model: SensorModel, on_device: np.ndarray,
+           kept_ids: list[np.ndarray], profiles: list[ExecutionProfile], rows: list[tuple[Any, ...]],
+           bins: int) -> list[ExecutionProfile]:
     """Windowed logs over the loop's timeline: every signature's curve and energy at once (fit_timeline).
 
     Rewrites ``rows`` (power, energy, interval) in place and returns the profiles with the fitted curves.
@@ -193,7 +197,6 @@ def _joint(samples: np.ndarray, kt: KernelTrace, lmap: _Shifted, model: SensorMo
     cls = np.full(len(ex), -1, dtype=np.int64)
     for c, keep in enumerate(kept_ids):
         cls[keep] = c
-    t = lmap.to_host(samples["source_ts"])
     channels = [c for c in ("total", "compute", "io", "memory")
                 if c in (samples.dtype.names or ()) and np.all(np.isfinite(samples[c]))]
     wins = samples["window_ns"] if "window_ns" in (samples.dtype.names or ()) else None
@@ -363,6 +366,8 @@ def profile_trace(
         raise ValueError("samples: expected a structured array with source_ts and power fields, or a PowerCapture")
     if logger_map is None:
         raise ValueError("logger_map: required with an array of samples (a PowerCapture brings its own)")
+    if align not in ("auto", True, False):
+        raise ValueError(f"align={align!r}: must be 'auto', True or False")
     if attribution not in ("auto", "instant", "deconvolve"):
         raise ValueError(f"attribution={attribution!r}: must be 'auto', 'instant' or 'deconvolve'")
     if not isinstance(bins, int) or not 2 <= bins <= 64:
@@ -389,24 +394,24 @@ def profile_trace(
         raise ValueError(f"device={device!r}: the trace holds kernels of devices {devices.tolist()}")
     on_device = kt.device == int(device)
     joint = model is not None and model.averages and attribution != "instant" and (
-        attribution == "deconvolve" or needs_deconvolution(samples, model, 1e6, 10_000.0))
+        attribution == "deconvolve" or needs_deconvolution(samples, model, 1.0, _RESOLUTION_NS))
     lmap = _Shifted(logger_map, kt.origin_ns)
+    t_logs = lmap.to_host(samples["source_ts"])  # once: the profiles below map through lmap themselves
     conc = kt.concurrent()
     it_of = kt.iteration()
     alignment: Optional[LogAlignment] = None
-    if align not in ("auto", True, False):
-        raise ValueError(f"align={align!r}: must be 'auto', True or False")
     if align is not False and not joint and (model is None or not model.averages):
         dev = np.flatnonzero(on_device & ~conc)
         dev = dev[np.argsort(kt.executions["start_ns"][dev], kind="stable")]
         try:
-            alignment = align_logs_to_trace(lmap.to_host(samples["source_ts"]), samples["total"],
+            alignment = align_logs_to_trace(t_logs, samples["total"],
                                             kt.executions["start_ns"][dev], kt.executions["end_ns"][dev],
                                             kt.executions["kernel_id"][dev])
         except ValueError:
             alignment = None  # too few logs over the kernels: the profiles below say so themselves
         if alignment is not None and not alignment.at_edge and (align is True or _one_sided(logger_map)):
             lmap.shift_ns, lmap.shift_err_ns = alignment.offset_ns, alignment.half_width_ns
+            t_logs = t_logs + lmap.shift_ns
     rows: list[tuple[Any, ...]] = []
     profiles: list[ExecutionProfile] = []
     sig_ids: list[int] = []
@@ -445,7 +450,7 @@ def profile_trace(
         kept_ids.append(keep[warm:])
     if rows and joint:
         assert model is not None
-        profiles = _joint(samples, kt, lmap, model, on_device, sig_ids, kept_ids, profiles, rows, bins, label_note=None)
+        profiles = _joint(samples, t_logs, kt, model, on_device, kept_ids, profiles, rows, bins)
     if not rows:
         raise ValueError(f"trace: no kernel signature could be profiled ({skipped})")
     table = np.array(rows, dtype=KERNEL_TABLE_DTYPE)
@@ -453,7 +458,7 @@ def profile_trace(
     table["share"] = total / total.sum() if total.sum() > 0 else np.nan
     order = np.argsort(-total, kind="stable")
     sig_rows = np.array(sig_ids, dtype=np.int64)
-    t_logs = _log_times(samples, lmap, model)
+    t_logs = _log_times(samples, t_logs, model)
     iters, summary = _iterations(kt, table, sig_rows, first_steady, t_logs,
                                  np.asarray(samples["total"], dtype=np.float64), seed=len(samples))
     logs = np.zeros(len(samples), dtype=TRACE_LOG_DTYPE)

@@ -28,16 +28,10 @@ import csv
 import os
 from typing import Union
 
-import numpy as np
-
 from fingrav_native.insitu.kineto import (
-    KERNEL_SIGNATURE_DTYPE,
-    NO_LAUNCH,
-    STEP_DTYPE,
     KernelTrace,
     TraceFormatError,
 )
-from fingrav_native.method.records import EXECUTION_DTYPE
 
 __all__ = ["read_rocprof_kernel_trace"]
 
@@ -112,23 +106,8 @@ def read_rocprof_kernel_trace(trace: Union[str, os.PathLike[str]]) -> KernelTrac
         raise TraceFormatError(f"trace={p!r}: not a CSV file ({exc})") from exc
     if not rows:
         raise TraceFormatError(f"trace={p!r}: no KERNEL_DISPATCH rows; was rocprofv3 run with --kernel-trace?")
-    rows.sort(key=lambda r: r[0])
-    origin = rows[0][0]
-    sig_of: dict[tuple[str, tuple[int, ...], tuple[int, ...]], int] = {}
-    kid = np.array([sig_of.setdefault((r[2], r[3], r[4]), len(sig_of)) for r in rows], dtype=np.int32)
-    sigs = np.zeros(len(sig_of), dtype=KERNEL_SIGNATURE_DTYPE)
-    for (name, grid, block), k in sig_of.items():
-        sigs[k] = (k, name[:256], grid, block)
-    ex = np.zeros(len(rows), dtype=EXECUTION_DTYPE)
-    ex["run"] = np.arange(len(rows), dtype=np.int32)
-    ex["kernel_id"] = kid
-    ex["start_ns"] = np.array([r[0] - origin for r in rows], dtype=np.int64).astype(np.float64)
-    ex["end_ns"] = np.array([r[1] - origin for r in rows], dtype=np.int64).astype(np.float64)
     # Dispatch begin/end from the command processor's timestamps, converted to the host clock by ROCr.
-    ex["start_err_ns"] = 1000.0
-    ex["end_err_ns"] = 1000.0
-    return KernelTrace(
-        executions=ex, signatures=sigs, device=np.array([r[5] for r in rows], dtype=np.int64),
-        stream=np.array([r[6] for r in rows], dtype=np.int64),
-        correlation=np.array([r[7] for r in rows], dtype=np.int64), origin_ns=int(origin), clock="host-monotonic",
-        source=p, launch_ns=np.full(len(rows), NO_LAUNCH, dtype=np.int64), steps=np.zeros(0, dtype=STEP_DTYPE))
+    return KernelTrace.from_rows(
+        [r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows], [r[3] for r in rows],
+        [r[4] for r in rows], clock="host-monotonic", source=p, device=[r[5] for r in rows],
+        stream=[r[6] for r in rows], correlation=[r[7] for r in rows], err_ns=1000.0)

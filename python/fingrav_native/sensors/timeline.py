@@ -94,21 +94,22 @@ class TimelineFit:
     confidence: float
 
 
-def _tiles(starts: np.ndarray, ends: np.ndarray, ctx: np.ndarray, cls: np.ndarray, n_cls: int, offsets: np.ndarray,
-           bins: np.ndarray, gap_col0: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """The timeline as sorted, non-overlapping tiles (start, end, column, execution; -1 = excluded).
+def _tiles(starts: np.ndarray, ends: np.ndarray, cls: np.ndarray, offsets: np.ndarray, bins: np.ndarray,
+           gap_col0: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The timeline as sorted, non-overlapping tiles (start, end, column; -1 = excluded).
 
-    Executions tile into their context's curve bins (``ctx``: -1 excluded); gaps into the steps of
-    the class (``cls``) of the execution before them.
+    Executions tile into their class's curve bins (``cls``: -1 excluded); gaps into the steps of
+    the class of the execution before them.
     """
     n = len(starts)
-    K = np.where(ctx >= 0, bins[np.maximum(ctx, 0)], 1)  # per execution
+    n_cls = len(bins)
+    K = np.where(cls >= 0, bins[np.maximum(cls, 0)], 1)  # per execution
     reps = np.repeat(np.arange(n), K)
     k = np.arange(int(K.sum())) - np.repeat(np.cumsum(K) - K, K)
     d = (ends - starts)[reps]
     a = starts[reps] + d * k / K[reps]
     b = starts[reps] + d * (k + 1) / K[reps]
-    col = np.where(ctx[reps] >= 0, offsets[np.maximum(ctx[reps], 0)] + k, -1)
+    col = np.where(cls[reps] >= 0, offsets[np.maximum(cls[reps], 0)] + k, -1)
     # Gaps between consecutive executions, stepped by time since the last one ended.
     g0, g1 = ends[:-1], starts[1:]
     ok = g1 > g0
@@ -117,7 +118,7 @@ def _tiles(starts: np.ndarray, ends: np.ndarray, ctx: np.ndarray, cls: np.ndarra
     # A launch gap (shorter than the first step) draws the power of the end of the execution before
     # it: the power follows activity with a lag of microseconds, and a separate unknown there is
     # collinear with the kernels around it (it took 1.5 kW in a fit of a simulated loop).
-    before = np.where(ctx[:-1] >= 0, offsets[np.maximum(ctx[:-1], 0)] + K[:-1] - 1, -1)
+    before = np.where(cls[:-1] >= 0, offsets[np.maximum(cls[:-1], 0)] + K[:-1] - 1, -1)
     launch = (g1 - g0) < edges[1]
     ga.append(g0[ok & launch])
     gb.append(g1[ok & launch])
@@ -134,9 +135,8 @@ def _tiles(starts: np.ndarray, ends: np.ndarray, ctx: np.ndarray, cls: np.ndarra
     a = np.concatenate([a, *ga])
     b = np.concatenate([b, *gb])
     col = np.concatenate([col, *gc])
-    ex = np.concatenate([reps, *[np.full(len(x), -1) for x in ga]])
     order = np.argsort(a, kind="stable")
-    return a[order], b[order], col[order], ex[order]
+    return a[order], b[order], col[order]
 
 
 def fit_timeline(
@@ -238,19 +238,14 @@ def fit_timeline(
                         t.shape)
     w = np.where(w > 0, w, sensor.window_ns)
     n_cls = len(K)
-    # Contexts: every class draws one curve. (Splitting a class by the kernel before it, since power
-    # follows activity with a lag, was tried on the simulated loop: it did not lower the residual and
-    # widened the errors; the machinery below keeps a class as a mix of contexts should one help.)
-    ctx = cls.copy()
-    ctx_cls = np.arange(n_cls)
-    ctx_count = np.bincount(cls[cls >= 0], minlength=n_cls)
-    ukeys = ctx_cls
-    KC = K[ctx_cls]
-    offsets = np.concatenate([[0], np.cumsum(KC)[:-1]]).astype(np.int64)
-    gap_col0 = int(KC.sum())
+    # Every class draws one curve. (Splitting a class by the kernel before it, since power follows
+    # activity with a lag, was tried on the simulated loop: it did not lower the residual and widened
+    # the errors.)
+    offsets = np.concatenate([[0], np.cumsum(K)[:-1]]).astype(np.int64)
+    gap_col0 = int(K.sum())
     n_steps = len(GAP_EDGES_NS) - 1  # gap steps (a launch gap is its kernel's)
     n_col = gap_col0 + (n_cls + 1) * n_steps
-    a, b, col, tile_ex = _tiles(s, e, ctx, cls, n_cls, offsets, KC, gap_col0)
+    a, b, col = _tiles(s, e, cls, offsets, K, gap_col0)
 
     # Each log's response [lo, hi] and the tiles it reaches (a contiguous run of sorted tiles).
     hi = t - sensor.delay_ns
@@ -306,11 +301,11 @@ def fit_timeline(
     # Columns no log reaches (a gap length that never occurs) are pinned by the ridge and reported NaN.
     G = (A.T @ A).toarray()
     P = np.zeros((n_col, n_col))
-    for j in range(len(ukeys)):
-        if KC[j] >= 3:
-            D = np.diff(np.eye(int(KC[j])), 2, axis=0)
-            o = int(offsets[j])
-            P[o:o + KC[j], o:o + KC[j]] += D.T @ D
+    for c in range(n_cls):
+        if K[c] >= 3:
+            D = np.diff(np.eye(int(K[c])), 2, axis=0)
+            o = int(offsets[c])
+            P[o:o + K[c], o:o + K[c]] += D.T @ D
     Pc = np.zeros((n_col, n_col))
     # Continuity after a kernel: its gap steps follow on from each other (the power relaxes; it does
     # not jump). Without it, the first step after a kernel is nearly collinear with the kernel and
@@ -369,18 +364,10 @@ def fit_timeline(
     level = np.zeros((n_model, n_col))  # curves and gaps at the drift's mean level
     level[:, :n_model] = np.eye(n_model)
     level[:, n_model:] = drift_mean[None, :]
-    # Each class's curve: its contexts' curves weighted by how often each occurs.
-    L: list[np.ndarray] = []
-    for c in range(n_cls):
-        Lc = np.zeros((int(K[c]), n_col))
-        js = np.flatnonzero(ctx_cls == c)
-        tot = ctx_count[js].sum()
-        if tot == 0:
-            L.append(np.full((int(K[c]), n_col), np.nan))  # every execution excluded: nothing to say
-            continue
-        for j in js:
-            Lc += ctx_count[j] / tot * level[offsets[j]:offsets[j] + K[c]]
-        L.append(Lc)
+    # Each class's curve at the drift's mean level (a class with every execution excluded: NaN).
+    counts = np.bincount(cls[cls >= 0], minlength=n_cls)
+    L = [level[offsets[c]:offsets[c] + K[c]] if counts[c] else np.full((int(K[c]), n_col), np.nan)
+         for c in range(n_cls)]
     H = np.stack([durations[c] * 1e-9 / K[c] * L[c].sum(axis=0) for c in range(n_cls)])
     curves: dict[str, list[np.ndarray]] = {}
     sds: dict[str, list[np.ndarray]] = {}
@@ -407,7 +394,6 @@ def fit_timeline(
     return TimelineFit(
         bins=K, curves=curves, sd=sds, energy_j=energy, energy_half_width_j=half, gap_w=gap,
         durations_ns=durations, n_logs=n, dropped_logs=int(len(t) - n),
-        logs_per_bin=[sum((reach[offsets[j]:offsets[j] + K[c]] for j in np.flatnonzero(ctx_cls == c)),
-                          np.zeros(int(K[c]), dtype=np.int64)) for c in range(n_cls)], edge_logs=edge_logs,
+        logs_per_bin=[reach[offsets[c]:offsets[c] + K[c]] for c in range(n_cls)], edge_logs=edge_logs,
         lam=float(best[1]), residual_w=resid, confidence=confidence)
 
