@@ -328,8 +328,11 @@ def test_assign_shared_boundary_goes_to_later_execution():
 
 
 def test_assign_rejects_runs_overlapping_in_time():
-    ex = make_executions([0, 1], [0, 0], [0, 0], [0.0, 5.0], [10.0, 20.0])
-    with pytest.raises(ValueError, match="executions.*overlap in host time"):
+    with pytest.raises(ValueError, match="executions overlap across runs 0 and 1"):
+        make_executions([0, 1], [0, 0], [0, 0], [0.0, 5.0], [10.0, 20.0])
+    ex = np.zeros(2, dtype=EXECUTION_DTYPE)
+    ex["run"], ex["start_ns"], ex["end_ns"] = [0, 1], [0, 5], [10, 20]
+    with pytest.raises(ValueError, match="executions overlap across runs"):
         assign_logs_to_executions([1.0], ex)
 
 

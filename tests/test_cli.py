@@ -58,8 +58,8 @@ def test_demo_result_is_consistent():
 
 def test_demo_survives_a_final_poll_with_nothing_new():
     # Short runs often end with a final poll that brings no new reading; the
-    # demo must not then call drain() on a stopped, empty sampler (it raised
-    # RuntimeError in about 1 run in 8 before that was fixed).
+    # demo must then still finish (drain() on a stopped, empty sampler raised
+    # RuntimeError in about 1 run in 8 once; it now returns an empty array).
     for _ in range(12):
         result = run_synthetic_demo(seconds=0.01, period_ns=250_000, source_period_ns=1_000_000, out=lambda _line: None)
         assert len(result["samples"]) == result["stats"]["samples"]
@@ -68,20 +68,35 @@ def test_demo_survives_a_final_poll_with_nothing_new():
 @pytest.mark.parametrize(
     "argv, message",
     [
-        (["demo", "--live", "--source", "synthetic", "--seconds", "0"], "seconds=0"),
-        (["demo", "--live", "--source", "synthetic", "--seconds", "-1"], "seconds=-1"),
-        (["demo", "--live", "--source", "synthetic", "--seconds", "0.01", "--period-us", "5"], "period_ns=5000"),
+        (["demo", "--live", "--source", "synthetic", "--seconds", "0"], "argument --seconds: '0' is out of range"),
+        (["demo", "--live", "--source", "synthetic", "--seconds", "-1"], "argument --seconds: '-1'"),
+        (["demo", "--live", "--source", "synthetic", "--seconds", "0.01", "--period-us", "5"],
+         "argument --period-us: '5' is out of range; must be a number in [20, 1000000] us"),
         (["demo", "--live", "--source", "synthetic", "--seconds", "0.01", "--source-period-us", "0.5"],
-         "period_ns=500"),
-        (["demo", "--live", "--seconds", "1"], "--seconds: only with --source synthetic"),
-        (["demo", "--live", "--period-us", "5"], "period_ns=5000"),
-        (["demo", "--period-us", "100"], "--period-us: only with --live"),
-        (["demo", "--source", "synthetic"], "--source: only with --live"),
-        (["demo", "--seed", "-2"], "seed=-2"),
-        (["demo", "--live", "--seed", "-2"], "seed=-2"),
+         "argument --source-period-us: '0.5'"),
+        (["demo", "--live", "--period-us", "5"], "argument --period-us: '5'"),
+        (["demo", "--live", "--period-us", "nan"], "argument --period-us: 'nan' is not finite"),
+        (["demo", "--seed", "-2"], "argument --seed: '-2' is out of range; must be an integer in [0, 4294967295]"),
+        (["demo", "--live", "--seed", "-2"], "argument --seed: '-2'"),
     ],
 )
-def test_demo_bad_values_exit_2_naming_the_argument(capsys, argv, message):
+def test_demo_numbers_out_of_range_are_refused_by_the_parser(capsys, argv, message):
+    with pytest.raises(SystemExit) as excinfo:
+        cli.main(argv)
+    assert excinfo.value.code == cli.EXIT_USAGE == 2
+    err = capsys.readouterr().err
+    assert err.startswith("usage: fingrav demo") and f"fingrav demo: error: {message}" in err
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["demo", "--live", "--seconds", "1"], "--seconds: only with --source synthetic"),
+        (["demo", "--period-us", "100"], "--period-us: only with --live"),
+        (["demo", "--source", "synthetic"], "--source: only with --live"),
+    ],
+)
+def test_demo_options_that_do_not_go_together_exit_2_naming_the_argument(capsys, argv, message):
     assert cli.main(argv) == cli.EXIT_USAGE == 2
     err = capsys.readouterr().err
     assert err.startswith("fingrav demo: ") and message in err
@@ -124,7 +139,7 @@ def test_python_dash_m_bad_args_exit_2():
         timeout=SUBPROCESS_TIMEOUT_S,
     )
     assert proc.returncode == 2
-    assert "invalid float value: 'abc'" in proc.stderr
+    assert "argument --seconds: 'abc' is not a number" in proc.stderr
 
 
 @pytest.fixture(scope="module")

@@ -439,7 +439,7 @@ def _good(n: int = 64) -> np.ndarray:
         (np.zeros((10, 2), dtype=np.int64), r"brackets: expected shape \(n, 3\)"),
         (np.zeros(30, dtype=np.int64), r"brackets: expected shape \(n, 3\)"),
         (_good().astype(np.float64), "brackets: must be an integer array"),
-        (_good(7), "brackets: 7 reads given; at least 8 are needed"),
+        (_good(7), "brackets: 7 reads given; at least min_reads=8 are needed"),
         (np.array([[10, 1, 5]] + [[20 + i, 2 + i, 30 + i] for i in range(9)], dtype=np.int64), "host_after < host_before in row 0"),
         (np.array([[i * 100, 50 - i, i * 100 + 10] for i in range(10)], dtype=np.int64), "not monotonic"),
         (np.array([[i * 100, 7, i * 100 + 10] for i in range(10)], dtype=np.int64), "never changes"),

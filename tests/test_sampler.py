@@ -19,6 +19,7 @@ import pytest
 from fingrav_native import (
     CHANNELS,
     FLAG_SOURCE_GAP,
+    MAX_CAPACITY,
     MIN_CAPACITY,
     SAMPLE_DTYPE,
     Sampler,
@@ -48,11 +49,9 @@ STATS_FIELDS = (
 
 
 def drain_rest(sampler: Sampler) -> np.ndarray:
-    """What is left after stop(); drain() raises on a stopped, empty sampler."""
+    """What is left after stop() (empty when the final poll brought nothing)."""
     assert not sampler.running
-    if sampler.available:
-        return sampler.drain()
-    return np.empty(0, dtype=SAMPLE_DTYPE)
+    return sampler.drain()
 
 
 def capsule_pointer(capsule: object) -> int:
@@ -244,6 +243,29 @@ def test_drain_hands_over_the_cpp_buffer_without_a_copy(wait_for):
     np.testing.assert_array_equal(arr, snapshot)
 
 
+def test_drained_arrays_own_their_memory_and_never_change(wait_for):
+    # "Without a further copy" must not mean "a view of a buffer reused
+    # later": each drain() gets memory of its own.
+    src = SyntheticSource(period_ns=1_000_000, depth=128)
+    arrays, snapshots = [], []
+    with Sampler(src, period_ns=200_000) as sampler:
+        for _ in range(4):
+            wait_for(lambda: sampler.available >= 2, "2 buffered samples")
+            arrays.append(sampler.drain())
+            snapshots.append(arrays[-1].copy())
+    arrays.append(sampler.drain())
+    snapshots.append(arrays[-1].copy())
+    arrays.append(sampler.drain())  # empty: drained to the end
+    for a, b in zip(arrays, snapshots):
+        np.testing.assert_array_equal(a, b)
+    for i, a in enumerate(arrays):
+        assert a.flags.owndata or type(a.base).__name__ == "PyCapsule"
+        for b in arrays[i + 1 :]:
+            assert not np.shares_memory(a, b)
+    got = np.concatenate(arrays)
+    np.testing.assert_array_equal(got["seq"], np.arange(len(got)))
+
+
 def test_drain_into_writes_into_the_callers_array(wait_for):
     src = SyntheticSource(period_ns=1_000_000, depth=128)
     sentinel = np.uint64(2**64 - 1)
@@ -348,11 +370,13 @@ def test_fatal_source_error_stops_the_thread_and_stop_raises(wait_for):
     assert isinstance(excinfo.value, RuntimeError)
     st = sampler.stats()
     assert st.polls == 5  # no final poll after a failure
-    # What arrived before the failure can still be drained; then drain() says why it is empty.
+    # What arrived before the failure can still be drained; then drain() is
+    # empty (the failure was reported by stop() and stays in sampler.error).
     got = sampler.drain()
     assert len(got) == st.samples >= 1
-    with pytest.raises(RuntimeError, match=r"drain\(\).*stopped on an error: .*poll 5"):
-        sampler.drain()
+    empty = sampler.drain()
+    assert empty.dtype == SAMPLE_DTYPE and empty.shape == (0,)
+    assert sampler.drain_into(np.zeros(4, dtype=SAMPLE_DTYPE)) == 0
     # stop() released the source.
     assert not src.in_use
     assert len(src.poll()) >= 1
@@ -475,6 +499,53 @@ def test_capacity_negative():
         Sampler(SyntheticSource(), capacity=-5)
 
 
+def test_capacity_up_to_the_maximum():
+    assert MAX_CAPACITY == 2**26
+    # The ring is allocated, not touched: 4 GiB of address space, no memory.
+    # A small machine may still refuse that much; then the error names it.
+    try:
+        assert Sampler(SyntheticSource(), capacity=MAX_CAPACITY).capacity == MAX_CAPACITY
+    except MemoryError as e:
+        assert str(e).startswith(f"capacity={MAX_CAPACITY}: cannot allocate 4.0 GiB")
+
+
+@pytest.mark.parametrize("capacity", [2 * MAX_CAPACITY, 2**31, 2**40, 2**62])
+def test_capacity_above_the_maximum_is_refused_before_allocating(capacity):
+    # Was std::bad_alloc (MemoryError naming nothing): now the argument, the
+    # limit and the memory it would take.
+    gib = capacity * 64 / 2**30
+    with pytest.raises(ValueError, match=rf"^capacity={capacity}: must be at most 2\^26 = {MAX_CAPACITY} samples "
+                                         r"\(64 bytes each: .* asked, 4\.0 GiB at the limit\); drain more often") as e:
+        Sampler(SyntheticSource(), capacity=capacity)
+    if gib < 1024:
+        assert f"{gib:.1f} GiB asked" in str(e.value)
+
+
+@pytest.mark.parametrize("capacity", [2**63, 2**64, 10**30, -(2**63) - 1])
+def test_capacity_beyond_int64_is_named(capacity):
+    with pytest.raises(ValueError, match=rf"^capacity={capacity}: must be a power of two in \[16, 2\^26"):
+        Sampler(SyntheticSource(), capacity=capacity)
+
+
+@pytest.mark.parametrize("arg, value", [("capacity", 1024.0), ("capacity", "1024"), ("period_ns", 1e6),
+                                        ("cpu", 0.0), ("capacity", True)])
+def test_non_integer_arguments_are_named(arg, value):
+    with pytest.raises(TypeError, match=rf"^{arg}=.*: must be an integer"):
+        Sampler(SyntheticSource(), **{arg: value})
+
+
+@pytest.mark.parametrize("period_ns", [2**63, 2**100])
+def test_period_beyond_int64_is_named(period_ns):
+    with pytest.raises(ValueError, match=rf"^period_ns={period_ns}: must be in \[20000, 1000000000\] ns"):
+        Sampler(SyntheticSource(), period_ns=period_ns)
+
+
+def test_integer_arguments_take_numpy_integers():
+    sampler = Sampler(SyntheticSource(), period_ns=np.int64(200_000), capacity=np.uint32(64),
+                      cpu=np.int16(min(os.sched_getaffinity(0))))
+    assert (sampler.period_ns, sampler.capacity) == (200_000, 64)
+
+
 def test_cpu_negative():
     with pytest.raises(ValueError, match=r"cpu=-1\b"):
         Sampler(SyntheticSource(), cpu=-1)
@@ -522,15 +593,33 @@ def test_drain_a_stopped_sampler_with_nothing_left():
     sampler = Sampler(SyntheticSource(), period_ns=100_000)
     with sampler:
         pass
-    sampler.drain()  # the final poll's reading(s)
-    with pytest.raises(RuntimeError, match=r"drain\(\).*stopped.*already drained"):
-        sampler.drain()
+    assert len(sampler.drain()) >= 1  # the final poll's reading(s)
+    # Drained to the end: an empty SAMPLE_DTYPE array, as often as asked.
+    for _ in range(3):
+        empty = sampler.drain()
+        assert isinstance(empty, np.ndarray)
+        assert empty.dtype == SAMPLE_DTYPE and empty.shape == (0,)
+        assert len(sampler.drain(5)) == 0
+    out = np.zeros(4, dtype=SAMPLE_DTYPE)
+    assert sampler.drain_into(out) == 0
+    assert np.all(out == np.zeros(4, dtype=SAMPLE_DTYPE))  # untouched
+    assert sampler.stats().drained == sampler.stats().samples
+
+
+def test_drain_into_a_never_started_sampler():
+    with pytest.raises(RuntimeError, match=r"drain_into\(\).*never started.*start\(\)"):
+        Sampler(SyntheticSource()).drain_into(np.zeros(4, dtype=SAMPLE_DTYPE))
 
 
 def test_drain_negative_max():
     with Sampler(SyntheticSource(), period_ns=100_000) as sampler:
         with pytest.raises(ValueError, match=r"max=-1\b"):
             sampler.drain(-1)
+        with pytest.raises(ValueError, match=r"^max=18446744073709551616: must be in \[0, "):
+            sampler.drain(2**64)
+        with pytest.raises(TypeError, match=r"^max=2\.0: must be an integer"):
+            sampler.drain(2.0)  # type: ignore[arg-type]
+        assert sampler.drain(np.int64(0)).shape == (0,)
 
 
 def test_source_cannot_be_polled_while_a_sampler_runs():

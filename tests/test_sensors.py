@@ -358,8 +358,10 @@ def test_fingrav_characterize_writes_a_sensor_file_profiles_can_use(tmp_path, ca
     assert "period 1000.0 us" in text and "written to" in text
     c = load_characterisation(out)
     assert c.sensor.source == "characterised" and c.period.period_ns == pytest.approx(1e6, rel=0.01)
-    assert cli.main(["characterize", "--runs", "1"]) == 2
-    assert "--runs=1: must be >= 2" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as bad:  # out of range: refused by argparse
+        cli.main(["characterize", "--runs", "1"])
+    assert bad.value.code == 2
+    assert "argument --runs: '1' is out of range; must be an integer in [2, 100000]" in capsys.readouterr().err
 
 
 def test_a_window_of_whole_executions_is_said_to_hide_the_shape():

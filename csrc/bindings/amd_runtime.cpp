@@ -119,13 +119,16 @@ void register_amd_runtime(py::module_& m) {
         py::gil_scoped_release nogil;
         p.stamp(h, static_cast<std::size_t>(slot));
       }, py::arg("stream"), py::arg("slot"), "Enqueues the probe on stream (an int handle; 0: null stream).")
-      .def("slots", [](const std::shared_ptr<amd::HipMarkerProbe>& p) {
-        // A read-only view of the mapped memory; the probe stays alive through the array's base.
-        py::array_t<std::uint64_t> a({static_cast<py::ssize_t>(p->size())}, {static_cast<py::ssize_t>(8)},
-                                     p->slots(), py::cast(p));
-        py::detail::array_proxy(a.ptr())->flags &= ~py::detail::npy_api::NPY_ARRAY_WRITEABLE_;
+      .def("slots", [](const amd::HipMarkerProbe& p) {
+        // A copy, not a view of the mapped memory: the GPU writes those
+        // slots and reset() zeroes them, and an array handed out must never
+        // change afterwards. Read once the stream has synchronised.
+        py::array_t<std::uint64_t> a(static_cast<py::ssize_t>(p.size()));
+        std::uint64_t* out = a.mutable_data();
+        const std::uint64_t* in = p.slots();
+        for (std::size_t i = 0; i < p.size(); ++i) out[i] = __atomic_load_n(in + i, __ATOMIC_ACQUIRE);
         return a;
-      }, "The slots as a read-only uint64 view (0: not written since reset()); read after the stream syncs.")
+      }, "A copy of the slots as uint64 (0: not written since reset()); read after the stream syncs.")
       .def("reset", &amd::HipMarkerProbe::reset)
       .def("__len__", &amd::HipMarkerProbe::size)
       .def_property_readonly("device", &amd::HipMarkerProbe::device)

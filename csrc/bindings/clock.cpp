@@ -132,15 +132,15 @@ void register_clocks(py::module_& m) {
   py::class_<ClockSyncRecorder>(m, "ClockSyncRecorder",
                                 "Takes a burst of bracketed device-clock reads every interval on a background\n"
                                 "thread, so a long campaign can refit its clock map afterwards.")
-      .def(py::init([](std::shared_ptr<TimestampSource> source, std::int64_t interval_ns, std::int64_t burst,
-                       py::ssize_t capacity) {
-             if (burst < 1 || burst > 4096) {
-               throw std::invalid_argument("burst=" + std::to_string(burst) + ": must be in [1, 4096]");
-             }
+      .def(py::init([](std::shared_ptr<TimestampSource> source, const py::object& interval_ns,
+                       const py::object& burst, const py::object& capacity) {
+             // Python ints of any size, named with their range when out of it.
              ClockSyncConfig c;
-             c.interval_ns = interval_ns;
-             c.burst = static_cast<std::uint32_t>(burst);
-             c.capacity = non_negative(capacity, "capacity");
+             c.interval_ns = int_arg(interval_ns, "interval_ns", 1'000'000, 3'600'000'000'000LL,
+                                     "in [1000000, 3600000000000] ns (1 ms to 1 h)");
+             c.burst = static_cast<std::uint32_t>(int_arg(burst, "burst", 1, 4096));
+             c.capacity = static_cast<std::size_t>(
+                 int_arg(capacity, "capacity", 16, std::int64_t{1} << 26, "a power of two in [16, 2^26 = 67108864]"));
              return std::make_unique<ClockSyncRecorder>(std::move(source), c);
            }),
            py::arg("source"), py::kw_only(), py::arg("interval_ns") = 250'000'000, py::arg("burst") = 32,

@@ -46,6 +46,30 @@ std::size_t non_negative(py::ssize_t v, const char* name) {
   return static_cast<std::size_t>(v);
 }
 
+std::int64_t int_arg(const py::handle& v, const char* name, std::int64_t lo, std::int64_t hi, const char* rule) {
+  const std::string valid = rule ? std::string(rule) : "in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
+  // bool is an int subclass, but True is not a count or an id.
+  if (PyBool_Check(v.ptr()) || !PyIndex_Check(v.ptr())) {
+    throw py::type_error(std::string(name) + "=" + py::repr(v).cast<std::string>() + ": must be an integer, " +
+                         valid);
+  }
+  const py::int_ i = py::reinterpret_steal<py::int_>(PyNumber_Index(v.ptr()));
+  if (!i) throw py::error_already_set();
+  int overflow = 0;
+  const long long x = PyLong_AsLongLongAndOverflow(i.ptr(), &overflow);
+  if (x == -1 && PyErr_Occurred()) throw py::error_already_set();
+  if (overflow != 0 || x < lo || x > hi) {
+    // A huge value is shown by its size: its digits would bury the message
+    // (and str() refuses ints of over 4300 digits).
+    const auto bits = overflow != 0 ? i.attr("bit_length")().cast<long long>() : 0;
+    const std::string shown =
+        bits > 256 ? std::string(i < py::int_(0) ? "<a negative " : "<a ") + std::to_string(bits) + "-bit integer>"
+                   : py::str(i).cast<std::string>();
+    throw std::invalid_argument(std::string(name) + "=" + shown + ": must be " + valid);
+  }
+  return static_cast<std::int64_t>(x);
+}
+
 void register_errors(py::module_& m) {
   py::register_exception<SamplerFailure>(m, "SamplerError", PyExc_RuntimeError);
   // A missing vendor library or device: the message names the library, the

@@ -2,7 +2,8 @@
 // ones that include pybind11. Thin: cast arguments, release the GIL, call
 // plain C++. Arrays leave C++ without a copy: drained samples are handed to
 // numpy together with a capsule that owns their memory, and marker views keep
-// the EventLog alive through their base object.
+// the EventLog's buffer alive through theirs (a buffer never reused while
+// viewed). No array handed out changes afterwards.
 //
 // module.cpp calls one register_*() per concept (register.hpp); helpers one
 // file alone needs stay in that file's anonymous namespace.
@@ -14,6 +15,7 @@
 #include <pybind11/stl.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <initializer_list>
 #include <memory>
 #include <stdexcept>
@@ -58,5 +60,15 @@ py::array vector_array(const py::dtype& dt, std::vector<T>&& v) {
 
 // v as a size, or a ValueError naming the argument when it is negative.
 std::size_t non_negative(py::ssize_t v, const char* name);
+
+// An integer argument in [lo, hi]. Takes a Python int of any size, or
+// anything with __index__ (numpy integers), so an out-of-range value is
+// named in a ValueError ("run=4294967296: must be in [0, 2147483647]") rather
+// than refused by overload resolution ("incompatible function arguments").
+// A bool, float or other non-integer is a TypeError naming the argument.
+// `rule`, when given, says what is valid in place of "in [lo, hi]" (e.g.
+// "a power of two in [16, 67108864]"); the caller then checks the rest.
+std::int64_t int_arg(const py::handle& v, const char* name, std::int64_t lo, std::int64_t hi,
+                     const char* rule = nullptr);
 
 }  // namespace fingrav::bindings

@@ -1,4 +1,5 @@
-// The event log: execution and run markers, handed out as views (no copy).
+// The event log: execution and run markers, handed out as read-only views of
+// a buffer the view keeps alive and that never changes (no copy).
 #include <pybind11/native_enum.h>
 
 #include <cstddef>
@@ -42,16 +43,44 @@ void register_event_log(py::module_& m) {
       .value("RUN_END", MarkerKind::kRunEnd)
       .finalize();
 
+  m.attr("MAX_MARKERS") = kMaxMarkers;
+
   py::class_<EventLog>(m, "EventLog",
                        "Append-only log of execution/run markers: preallocated, no lock, one writer thread.")
-      .def(py::init([](py::ssize_t capacity) { return std::make_unique<EventLog>(non_negative(capacity, "capacity")); }),
+      .def(py::init([](const py::object& capacity) {
+             return std::make_unique<EventLog>(static_cast<std::size_t>(
+                 int_arg(capacity, "capacity", 1, static_cast<std::int64_t>(kMaxMarkers),
+                         "in [1, 2^26 = 67108864] markers (32 bytes each, allocated up front)")));
+           }),
            py::arg("capacity") = 1 << 20)
       .def(
           "mark",
-          [](EventLog& log, MarkerKind kind, std::int32_t run, std::int32_t execution, std::int32_t kernel_id,
-             std::optional<std::int64_t> host_ns, std::optional<std::int64_t> device_ts) {
-            const std::int64_t t = host_ns ? *host_ns : host_now_ns();
-            if (!log.mark(kind, run, execution, kernel_id, t, device_ts.value_or(0), device_ts.has_value())) {
+          [](EventLog& log, const py::object& kind_arg, const py::object& run, const py::object& execution,
+             const py::object& kernel_id, const py::object& host_ns, const py::object& device_ts) {
+            // Every number is a Python int checked here against the int32 /
+            // int64 field it goes into, so a value out of range is named with
+            // its range instead of failing overload resolution.
+            MarkerKind kind;
+            try {
+              kind = kind_arg.cast<MarkerKind>();
+            } catch (const py::cast_error&) {
+              throw py::type_error("kind=" + py::repr(kind_arg).cast<std::string>() +
+                                   ": must be a MarkerKind (e.g. MarkerKind.EXEC_BEGIN)");
+            }
+            const auto r = static_cast<std::int32_t>(
+                int_arg(run, "run", 0, INT32_MAX, "in [0, 2^31 - 1 = 2147483647] (an int32 run id)"));
+            const auto e = static_cast<std::int32_t>(int_arg(
+                execution, "execution", -1, INT32_MAX, "in [-1, 2^31 - 1 = 2147483647] (-1 for a run marker)"));
+            const auto k = static_cast<std::int32_t>(
+                int_arg(kernel_id, "kernel_id", INT32_MIN, INT32_MAX, "in [-2^31, 2^31 - 1] (int32)"));
+            const std::int64_t t = host_ns.is_none() ? host_now_ns()
+                                                     : int_arg(host_ns, "host_ns", 0, INT64_MAX,
+                                                               "in [0, 2^63 - 1] ns (the host clock, int64)");
+            const std::int64_t d =
+                device_ts.is_none() ? 0
+                                    : int_arg(device_ts, "device_ts", INT64_MIN, INT64_MAX,
+                                              "in [-2^63, 2^63 - 1] ticks (int64)");
+            if (!log.mark(kind, r, e, k, t, d, !device_ts.is_none())) {
               throw std::runtime_error("mark(): the EventLog is full (capacity=" + std::to_string(log.capacity()) +
                                        ", dropped=" + std::to_string(log.dropped()) +
                                        "); create it with a larger capacity");
@@ -62,16 +91,26 @@ void register_event_log(py::module_& m) {
           "Appends a marker stamped with the host clock now (or host_ns); device_ts in the device clock if known.")
       .def(
           "markers",
-          [](py::object self) {
-            auto& log = self.cast<EventLog&>();
-            py::array arr(marker_dtype(), {static_cast<py::ssize_t>(log.size())},
-                          {static_cast<py::ssize_t>(sizeof(Marker))}, log.data(), self);
+          [](const EventLog& log) {
+            const auto n = static_cast<py::ssize_t>(log.size());
+            // The view's base owns a reference to the buffer itself, not to
+            // the log: clear() leaves a held buffer alone (event_log.hpp), so
+            // these n markers never change, even after clear() and new marks.
+            using Buffer = std::shared_ptr<const Marker[]>;
+            auto held = std::make_unique<Buffer>(log.share());
+            const Marker* data = held->get();
+            py::capsule owner(held.get(), [](void* p) { delete static_cast<Buffer*>(p); });
+            held.release();  // the capsule owns it now
+            py::array arr(marker_dtype(), {n}, {static_cast<py::ssize_t>(sizeof(Marker))}, data, owner);
             // A view of published, immutable markers: never written through.
             arr.attr("setflags")(py::arg("write") = false);
             return arr;
           },
-          "A read-only MARKER_DTYPE view (no copy) of the markers published so far.")
-      .def("clear", &EventLog::clear, "Forgets all markers; earlier views see their slots reused.")
+          "A read-only MARKER_DTYPE view (no copy) of the markers published so far; it never changes\n"
+          "afterwards, whatever the log does next.")
+      .def("clear", &EventLog::clear,
+           "Forgets all markers. Arrays from markers() keep theirs: a buffer still viewed is left to them\n"
+           "and new markers go to a fresh one.")
       .def_property_readonly("capacity", &EventLog::capacity)
       .def_property_readonly("dropped", &EventLog::dropped)
       .def("__len__", &EventLog::size);

@@ -154,6 +154,7 @@ void register_sampler(py::module_& m) {
   m.attr("MIN_PERIOD_NS") = kMinPeriodNs;
   m.attr("MAX_PERIOD_NS") = kMaxPeriodNs;
   m.attr("MIN_CAPACITY") = kMinCapacity;
+  m.attr("MAX_CAPACITY") = kMaxCapacity;
 
   py::class_<SamplerStats>(m, "SamplerStats", "Counters and timing of one sampler run.")
       .def_readonly("polls", &SamplerStats::polls)
@@ -213,15 +214,19 @@ void register_sampler(py::module_& m) {
   py::class_<Sampler>(m, "Sampler",
                       "Polls one power source on a background C++ thread and buffers new readings in a\n"
                       "lock-free ring. Use as a context manager, or start()/stop(); drain() any time.")
-      .def(py::init([](std::shared_ptr<PowerSource> source, std::int64_t period_ns, py::ssize_t capacity,
-                       std::optional<int> cpu) {
+      .def(py::init([](std::shared_ptr<PowerSource> source, const py::object& period_ns, const py::object& capacity,
+                       const py::object& cpu) {
+             // Python ints of any size: an absurd value is named with its
+             // range, not refused as an overload mismatch; the core then
+             // checks the finer rules (a power of two, the allowed CPUs).
              SamplerConfig c;
-             c.period_ns = period_ns;
-             c.capacity = non_negative(capacity, "capacity");
-             c.cpu = cpu ? *cpu : -1;
-             if (cpu && *cpu < 0) {
-               throw std::invalid_argument("cpu=" + std::to_string(*cpu) + ": must be >= 0, or None for no pinning");
-             }
+             c.period_ns = int_arg(period_ns, "period_ns", kMinPeriodNs, kMaxPeriodNs,
+                                   "in [20000, 1000000000] ns (20 us to 1 s)");
+             c.capacity = static_cast<std::size_t>(int_arg(
+                 capacity, "capacity", 0, INT64_MAX, "a power of two in [16, 2^26 = 67108864] (64-byte samples)"));
+             c.cpu = cpu.is_none() ? -1
+                                   : static_cast<int>(int_arg(cpu, "cpu", 0, INT32_MAX,
+                                                              ">= 0, or None for no pinning"));
              return std::make_unique<Sampler>(std::move(source), c);
            }),
            py::arg("source"), py::kw_only(), py::arg("period_ns") = 1'000'000, py::arg("capacity") = 1 << 16,
@@ -240,8 +245,9 @@ void register_sampler(py::module_& m) {
           "Stops and joins the thread (one last poll first). Raises SamplerError if the thread failed.")
       .def(
           "drain",
-          [](Sampler& s, std::optional<py::ssize_t> max) {
-            const std::size_t limit = max ? non_negative(*max, "max") : std::size_t(-1);
+          [](Sampler& s, const py::object& max) {
+            const std::size_t limit =
+                max.is_none() ? std::size_t(-1) : static_cast<std::size_t>(int_arg(max, "max", 0, INT64_MAX));
             std::unique_ptr<Sample[]> buf;
             std::size_t n = 0;
             {
@@ -253,9 +259,12 @@ void register_sampler(py::module_& m) {
               n = s.drain(buf.get(), want);
             }
             if (n == 0 && limit != 0 && !s.running()) {
+              if (!s.started()) throw std::runtime_error("drain(): the sampler was never started; call start() first");
               // The thread may have ended (pushing its final poll) between
               // sizing the buffer and draining: once it has ended,
-              // available() is exact, so look once more before refusing.
+              // available() is exact, so look once more. Nothing there: an
+              // empty array (a stopped sampler drained to the end is not an
+              // error; stop() reports a failed thread).
               py::gil_scoped_release nogil;
               const std::size_t want = std::min(s.available(), limit);
               if (want > 0) {
@@ -263,16 +272,13 @@ void register_sampler(py::module_& m) {
                 n = s.drain(buf.get(), want);
               }
             }
-            if (n == 0 && limit != 0 && !s.running()) {
-              if (!s.started()) throw std::runtime_error("drain(): the sampler was never started; call start() first");
-              const std::string err = s.error();
-              throw std::runtime_error("drain(): the sampler is stopped and every sample was already drained" +
-                                       (err.empty() ? std::string() : " (it stopped on an error: " + err + ")"));
-            }
+            // Each call hands numpy a buffer of its own, never reused: the
+            // array owns its samples and nothing changes them afterwards.
             return owning_array(sample_dtype(), std::move(buf), n);
           },
           py::arg("max") = py::none(),
-          "Moves buffered samples (at most `max`) into a new SAMPLE_DTYPE array, without a further copy.")
+          "Moves buffered samples (at most `max`) into a new SAMPLE_DTYPE array that owns them, without a\n"
+          "further copy; empty once a stopped sampler is drained.")
       .def(
           "drain_into",
           [](Sampler& s, py::array out) {
@@ -290,19 +296,18 @@ void register_sampler(py::module_& m) {
               py::gil_scoped_release nogil;
               n = s.drain(dst, cap);
             }
-            // Same contract as drain(): an empty result from a sampler that
-            // will never produce more is an error, not a silent 0.
+            // Same contract as drain(): look once more in case the thread
+            // ended between the two calls; 0 once a stopped sampler is drained.
             if (n == 0 && cap != 0 && !s.running()) {
               if (!s.started()) throw std::runtime_error("drain_into(): the sampler was never started; call start() first");
-              if (s.available() == 0) {
-                throw std::runtime_error("drain_into(): the sampler is stopped and every sample was already drained");
-              }
               py::gil_scoped_release nogil;
               n = s.drain(dst, cap);
             }
             return n;
           },
-          py::arg("out"), "Moves up to len(out) samples into `out` (SAMPLE_DTYPE); returns how many.")
+          py::arg("out"),
+          "Moves up to len(out) samples into `out` (SAMPLE_DTYPE); returns how many (0 once a stopped sampler\n"
+          "is drained).")
       .def_property_readonly("available", &Sampler::available, "Samples waiting in the ring.")
       .def_property_readonly("running", &Sampler::running)
       .def_property_readonly("started", &Sampler::started)

@@ -181,6 +181,7 @@ void register_sim(py::module_& m) {
   m.attr("EXEC_DTYPE") = exec_dtype();
   m.attr("LOG_DTYPE") = log_dtype();
   m.attr("FIRMWARE_DTYPE") = firmware_dtype();
+  m.attr("SIM_MAX_PENDING_EXECUTIONS") = sim::kMaxPendingExecutions;
 
   m.def("sim_parameters", [] {
     sim::SimParams defaults;
@@ -216,8 +217,19 @@ void register_sim(py::module_& m) {
       })
       .def("now", &sim::SimDevice::now, py::call_guard<py::gil_scoped_release>())
       .def("advance", &sim::SimDevice::advance, py::arg("ns"), py::call_guard<py::gil_scoped_release>())
-      .def("launch", &sim::SimDevice::launch, py::arg("kernel"), py::arg("count"), py::arg("run"),
-           py::call_guard<py::gil_scoped_release>())
+      .def("launch", [](sim::SimDevice& d, const py::object& kernel, const py::object& count, const py::object& run) {
+             // Python ints of any size, named with their range when out of
+             // it; the device checks the rest (queue limit, kernel ids).
+             const auto k = static_cast<int>(int_arg(kernel, "kernel", 0, INT32_MAX, "a kernel id >= 0"));
+             const auto c = static_cast<int>(int_arg(count, "count", 1, sim::kMaxPendingExecutions,
+                                                     "in [1, 2^20 = 1048576] executions per launch (each is "
+                                                     "queued, simulated and recorded); launch fewer"));
+             const auto r = static_cast<int>(
+                 int_arg(run, "run", 0, INT32_MAX, "in [0, 2^31 - 1 = 2147483647] (an int32 run id)"));
+             py::gil_scoped_release nogil;
+             d.launch(k, c, r);
+           }, py::arg("kernel"), py::arg("count"), py::arg("run"),
+           "Enqueues `count` back-to-back executions of kernel id `kernel` for run `run`; returns at once.")
       .def("synchronize", &sim::SimDevice::synchronize, py::call_guard<py::gil_scoped_release>())
       .def("busy", &sim::SimDevice::busy, py::call_guard<py::gil_scoped_release>())
       .def("read_clock", [](sim::SimDevice& d) {
@@ -228,8 +240,10 @@ void register_sim(py::module_& m) {
         }
         return py::make_tuple(b.host_before, b.device_ticks, b.host_after);
       }, "One bracketed read: (host_before_ns, device_ticks, host_after_ns).")
-      .def("read_clocks", [](sim::SimDevice& d, py::ssize_t n) {
-        if (n < 1) throw std::invalid_argument("n=" + std::to_string(n) + ": must be >= 1");
+      .def("read_clocks", [](sim::SimDevice& d, const py::object& n_arg) {
+        // The bound of measure_brackets: an absurd n is named, not a
+        // MemoryError from the output array.
+        const auto n = static_cast<py::ssize_t>(int_arg(n_arg, "n", 1, 1 << 24, "in [1, 2^24]"));
         py::array_t<std::int64_t> out({n, static_cast<py::ssize_t>(3)});
         auto* o = out.mutable_data();
         py::gil_scoped_release nogil;

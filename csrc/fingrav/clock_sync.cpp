@@ -19,9 +19,11 @@ void measure_brackets(TimestampSource& source, Bracket* out, std::size_t n) {
 
 ClockSyncRecorder::ClockSyncRecorder(std::shared_ptr<TimestampSource> source, const ClockSyncConfig& config)
     : source_(std::move(source)), config_(config), ring_([&] {
-        if (config.capacity < 16) {
+        // 2^26 brackets of 24 bytes (1.5 GiB): years of bursts at the
+        // shortest interval; anything larger is a mistake.
+        if (config.capacity < 16 || config.capacity > (std::size_t{1} << 26)) {
           throw std::invalid_argument("capacity=" + std::to_string(config.capacity) +
-                                      ": must be a power of two >= 16");
+                                      ": must be a power of two in [16, 2^26 = 67108864] brackets");
         }
         return config.capacity;
       }()) {

@@ -27,7 +27,7 @@ void measure_brackets(TimestampSource& source, Bracket* out, std::size_t n);
 struct ClockSyncConfig {
   std::int64_t interval_ns = 250'000'000;  // a burst four times a second
   std::uint32_t burst = 32;                // reads per burst
-  std::size_t capacity = std::size_t{1} << 16;  // ring slots (power of two)
+  std::size_t capacity = std::size_t{1} << 16;  // ring slots (power of two in [16, 2^26])
 };
 
 struct ClockSyncStats {
@@ -45,7 +45,8 @@ struct ClockSyncStats {
 // The thread never throws: a failure is stored, and stop() reports it.
 class ClockSyncRecorder {
  public:
-  // Throws std::invalid_argument naming interval_ns, burst, capacity or source.
+  // Throws std::invalid_argument naming interval_ns, burst, capacity or
+  // source, or AllocationError (a std::bad_alloc naming capacity).
   ClockSyncRecorder(std::shared_ptr<TimestampSource> source, const ClockSyncConfig& config);
   ~ClockSyncRecorder();
   ClockSyncRecorder(const ClockSyncRecorder&) = delete;

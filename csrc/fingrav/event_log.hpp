@@ -6,6 +6,11 @@
 // kernels): mark() is a few stores and one release, no lock, no allocation.
 // Readers on any thread see a consistent prefix [0, size()). A full log
 // refuses the marker and counts it; it never grows on the hot path.
+//
+// A published marker never changes: share() hands out the buffer itself
+// (the Python binding's markers() views it without a copy), and clear()
+// reuses the buffer only when nobody holds it; otherwise it starts a new
+// one, leaving the shared buffer as it was.
 #pragma once
 
 #include <atomic>
@@ -41,9 +46,15 @@ static_assert(std::is_trivially_copyable_v<Marker>);
 static_assert(std::is_standard_layout_v<Marker>);
 static_assert(sizeof(Marker) == 32, "Marker layout is mirrored by a numpy dtype");
 
+// 2^26 markers of 32 bytes: 2 GiB, touched up front (33 million executions'
+// begin and end markers). A larger request is a mistake, refused by name.
+inline constexpr std::size_t kMaxMarkers = std::size_t{1} << 26;
+
 class EventLog {
  public:
-  // capacity >= 1 markers, allocated up front. Throws std::invalid_argument.
+  // capacity in [1, kMaxMarkers] markers, allocated up front. Throws
+  // std::invalid_argument, or AllocationError (a std::bad_alloc naming
+  // capacity) when the memory cannot be had.
   explicit EventLog(std::size_t capacity);
   EventLog(const EventLog&) = delete;
   EventLog& operator=(const EventLog&) = delete;
@@ -75,19 +86,27 @@ class EventLog {
                               std::int32_t kernel_id) noexcept;
 
   // Any thread: the number of published markers; [data(), data() + size())
-  // is immutable from then on.
+  // is immutable from then on. data() is valid until the next clear().
   std::size_t size() const noexcept { return size_.load(std::memory_order_acquire); }
   const Marker* data() const noexcept { return data_.get(); }
+  // The buffer itself, kept alive by the pointer: its first size() markers
+  // (as size() was before this call) never change, whatever the log does
+  // next. Not concurrently with clear(), which may replace the buffer.
+  std::shared_ptr<const Marker[]> share() const noexcept { return data_; }
   std::size_t capacity() const noexcept { return capacity_; }
   std::uint64_t dropped() const noexcept { return dropped_.load(std::memory_order_relaxed); }
 
-  // Writer thread only: forget all markers (the storage is reused). Views
-  // taken earlier will see new markers overwrite old ones.
-  void clear() noexcept;
+  // Writer thread only: forget all markers. The buffer is reused unless
+  // share() handed it out and it is still held: then a new one (allocated
+  // and touched here, so it may throw AllocationError, leaving the log as it
+  // was) takes its place and the holders keep what they saw.
+  void clear();
 
  private:
+  static std::shared_ptr<Marker[]> allocate(std::size_t capacity);
+
   const std::size_t capacity_;
-  std::unique_ptr<Marker[]> data_;
+  std::shared_ptr<Marker[]> data_;
   std::atomic<std::size_t> size_{0};
   std::atomic<std::uint64_t> dropped_{0};
 };

@@ -14,6 +14,7 @@
 #include <system_error>
 #include <utility>
 
+#include "fingrav/alloc_error.hpp"
 #include "fingrav/host_clock.hpp"
 
 namespace fingrav {
@@ -78,8 +79,16 @@ Sampler::Sampler(std::shared_ptr<PowerSource> source, const SamplerConfig& confi
       config_(config),
       ring_([&] {
         if (config.capacity < kMinCapacity || (config.capacity & (config.capacity - 1)) != 0) {
-          throw std::invalid_argument("capacity=" + std::to_string(config.capacity) +
-                                      ": must be a power of two >= " + std::to_string(kMinCapacity));
+          throw std::invalid_argument("capacity=" + std::to_string(config.capacity) + ": must be a power of two >= " +
+                                      std::to_string(kMinCapacity) + " and at most 2^26 = " +
+                                      std::to_string(kMaxCapacity));
+        }
+        if (config.capacity > kMaxCapacity) {
+          throw std::invalid_argument(
+              "capacity=" + std::to_string(config.capacity) + ": must be at most 2^26 = " +
+              std::to_string(kMaxCapacity) + " samples (" + std::to_string(sizeof(Sample)) + " bytes each: " +
+              format_bytes(bytes_of(config.capacity, sizeof(Sample))) + " asked, " +
+              format_bytes(bytes_of(kMaxCapacity, sizeof(Sample))) + " at the limit); drain more often instead");
         }
         return config.capacity;
       }()) {

@@ -24,10 +24,14 @@ namespace fingrav {
 inline constexpr std::int64_t kMinPeriodNs = 20'000;         // 20 us
 inline constexpr std::int64_t kMaxPeriodNs = 1'000'000'000;  // 1 s
 inline constexpr std::size_t kMinCapacity = 16;
+// 2^26 samples of 64 bytes: a 4 GiB ring, 22 minutes of the fastest period
+// (20 us) with nobody draining. A larger request is a mistake (2^31 asks for
+// 128 GiB), refused by name before anything is allocated.
+inline constexpr std::size_t kMaxCapacity = std::size_t{1} << 26;
 
 struct SamplerConfig {
   std::int64_t period_ns = 1'000'000;
-  std::size_t capacity = std::size_t{1} << 16;  // power of two >= kMinCapacity
+  std::size_t capacity = std::size_t{1} << 16;  // power of two in [kMinCapacity, kMaxCapacity]
   int cpu = -1;  // pin the sampler thread to this CPU; -1 = no pinning
 };
 
@@ -82,7 +86,8 @@ struct SamplerStats {
 class Sampler {
  public:
   // Validates the configuration; throws std::invalid_argument naming the
-  // argument (period_ns, capacity, cpu, source).
+  // argument (period_ns, capacity, cpu, source), or AllocationError (a
+  // std::bad_alloc naming capacity) when the ring cannot be allocated.
   Sampler(std::shared_ptr<PowerSource> source, const SamplerConfig& config);
   ~Sampler();
   Sampler(const Sampler&) = delete;

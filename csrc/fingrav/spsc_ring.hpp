@@ -26,6 +26,8 @@
 #include <string>
 #include <type_traits>
 
+#include "fingrav/alloc_error.hpp"
+
 namespace fingrav {
 
 inline constexpr std::size_t kCacheLine = 64;
@@ -55,7 +57,13 @@ class SpscRing {
                                   std::to_string(sizeof(T)) + " bytes to address");
     }
     const std::size_t lines = (capacity * sizeof(T) + kCacheLine - 1) / kCacheLine + 2;
-    storage_.reset(new Line[lines]);
+    try {
+      storage_.reset(new Line[lines]);
+    } catch (const std::bad_alloc&) {
+      throw AllocationError("capacity=" + std::to_string(capacity) + ": cannot allocate " +
+                            format_bytes(bytes_of(lines, kCacheLine)) + " for the ring (" +
+                            std::to_string(sizeof(T)) + " bytes per slot); pass a smaller capacity");
+    }
     slots_ = reinterpret_cast<Slot*>(storage_[1].bytes);
   }
 

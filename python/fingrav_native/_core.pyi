@@ -35,6 +35,12 @@ CHANNELS: tuple[str, str, str, str]
 MIN_PERIOD_NS: int
 MAX_PERIOD_NS: int
 MIN_CAPACITY: int
+MAX_CAPACITY: int
+"""Largest Sampler capacity: 2**26 samples of 64 bytes (a 4 GiB ring)."""
+MAX_MARKERS: int
+"""Largest EventLog capacity: 2**26 markers of 32 bytes (2 GiB, allocated up front)."""
+SIM_MAX_PENDING_EXECUTIONS: int
+"""Most executions a SimDevice holds queued at once (2**20): the bound of one launch, and of one run."""
 FLAG_SOURCE_GAP: int
 FLAG_DERIVED: int
 MARKER_HAS_DEVICE_TS: int
@@ -235,9 +241,12 @@ class Sampler(metaclass=_Pybind11Type):
     def stop(self) -> None:
         """Stop and join the thread; raises SamplerError if the thread failed."""
     def drain(self, max: SupportsIndex | None = None) -> npt.NDArray[np.void]:
-        """Move buffered samples (at most ``max``) into a new SAMPLE_DTYPE array."""
+        """Move buffered samples (at most ``max``) into a new SAMPLE_DTYPE array that owns them.
+
+        Empty once a stopped sampler is drained; RuntimeError before start().
+        """
     def drain_into(self, out: npt.NDArray[np.void]) -> int:
-        """Move up to ``len(out)`` samples into ``out``; return how many."""
+        """Move up to ``len(out)`` samples into ``out``; return how many (0 once a stopped sampler is drained)."""
     @property
     def available(self) -> int: ...
     @property
@@ -278,7 +287,8 @@ class MarkerKind(enum.IntEnum):
 class EventLog(metaclass=_Pybind11Type):
     """Append-only log of execution/run markers."""
 
-    def __init__(self, capacity: SupportsIndex = 1048576) -> None: ...
+    def __init__(self, capacity: SupportsIndex = 1048576) -> None:
+        """``capacity`` markers in [1, MAX_MARKERS], allocated up front; ValueError names it otherwise."""
     def mark(
         self,
         kind: MarkerKind,
@@ -289,10 +299,16 @@ class EventLog(metaclass=_Pybind11Type):
         host_ns: SupportsIndex | None = None,
         device_ts: SupportsIndex | None = None,
     ) -> None:
-        """Append a marker; RuntimeError when the log is full."""
+        """Append a marker; RuntimeError when the log is full.
+
+        ``run`` in [0, 2**31 - 1], ``execution`` in [-1, 2**31 - 1] (-1: a run
+        marker), ``kernel_id`` int32, ``host_ns`` in [0, 2**63 - 1], ``device_ts``
+        int64: ValueError naming the argument and its range otherwise.
+        """
     def markers(self) -> npt.NDArray[np.void]:
-        """A read-only MARKER_DTYPE view (no copy) of the markers so far."""
-    def clear(self) -> None: ...
+        """A read-only MARKER_DTYPE view (no copy) of the markers so far; it never changes afterwards."""
+    def clear(self) -> None:
+        """Forget all markers; arrays from ``markers()`` keep theirs (a viewed buffer is not reused)."""
     @property
     def capacity(self) -> int: ...
     @property
@@ -338,7 +354,8 @@ class SimDevice(metaclass=_Pybind11Type):
     def kernels(self) -> list[dict[str, Any]]: ...
     def now(self) -> int: ...
     def advance(self, ns: SupportsIndex) -> None: ...
-    def launch(self, kernel: SupportsIndex, count: SupportsIndex, run: SupportsIndex) -> None: ...
+    def launch(self, kernel: SupportsIndex, count: SupportsIndex, run: SupportsIndex) -> None:
+        """Enqueue ``count`` executions (at most SIM_MAX_PENDING_EXECUTIONS queued) of kernel id ``kernel`` for ``run``."""
     def synchronize(self) -> int: ...
     def busy(self) -> bool: ...
     def read_clock(self) -> tuple[int, int, int]:
@@ -479,7 +496,8 @@ class HipMarkerProbe(metaclass=_Pybind11Type):
 
     def __init__(self, device: SupportsIndex, slots: SupportsIndex, *, arch: str) -> None: ...
     def stamp(self, stream: int, slot: SupportsIndex) -> None: ...
-    def slots(self) -> npt.NDArray[np.uint64]: ...
+    def slots(self) -> npt.NDArray[np.uint64]:
+        """A copy of the slots (0: not written since reset()); read after the stream syncs."""
     def reset(self) -> None: ...
     def __len__(self) -> int: ...
     @property

@@ -3,13 +3,17 @@
 // capacity validation.
 #include <atomic>
 #include <cstdint>
+#include <cstdio>
+#include <memory>
 #include <random>
 #include <stdexcept>
 #include <thread>
 
 #include "check.hpp"
+#include "fingrav/alloc_error.hpp"
 #include "fingrav/event_log.hpp"
 #include "fingrav/host_clock.hpp"
+#include "memory_limit.hpp"
 
 using namespace fingrav;
 
@@ -137,9 +141,83 @@ void mark_now_uses_the_host_clock() {
 void capacity_validation() {
   CHECK_THROWS(EventLog(0), std::invalid_argument, "capacity");
   CHECK_THROWS(EventLog((std::size_t{1} << 34) + 1), std::invalid_argument, "capacity");
+  // The maximum is allocated and touched up front, so it is a real bound:
+  // 2^26 markers (2 GiB); above it the error says so before allocating.
+  CHECK_THROWS(EventLog(kMaxMarkers + 1), std::invalid_argument,
+               "capacity=67108865: must be in [1, 2^26 = 67108864] markers (32 bytes each, allocated up front: "
+               "2.0 GiB at the limit)");
+  CHECK_THROWS(EventLog(std::size_t{1} << 34), std::invalid_argument, "capacity=17179869184");
   EventLog one(1);
   CHECK_EQ(one.capacity(), 1u);
   CHECK_EQ(one.size(), 0u);
+}
+
+// A shared buffer never changes: clear() gives the log a new one while the
+// old is held, and reuses the buffer once nobody holds it.
+void shared_markers_never_change() {
+  EventLog log(4);
+  for (std::size_t i = 0; i < 3; ++i) CHECK(write(log, i));
+  std::shared_ptr<const Marker[]> held = log.share();
+  const std::size_t n = log.size();
+  CHECK(held.get() == log.data());
+  CHECK(write(log, 3));  // appending leaves the shared prefix alone
+  for (std::size_t i = 0; i < n; ++i) check_marker(held[i], i);
+
+  log.clear();
+  CHECK(log.data() != held.get());  // a new buffer: the held one is theirs
+  CHECK_EQ(log.size(), 0u);
+  CHECK_EQ(log.capacity(), 4u);
+  for (std::size_t i = 0; i < 4; ++i) CHECK(write(log, 100 + i));
+  for (std::size_t i = 0; i < n; ++i) check_marker(held[i], i);  // unchanged
+  for (std::size_t i = 0; i < 4; ++i) check_marker(log.data()[i], 100 + i);
+
+  // A second holder of the new buffer, then a clear with both released.
+  std::shared_ptr<const Marker[]> second = log.share();
+  log.clear();
+  CHECK(log.data() != second.get());
+  check_marker(second[0], 100);
+  held.reset();
+  second.reset();
+  const Marker* own = log.data();
+  log.clear();
+  CHECK(log.data() == own);  // nobody holds it: reused, nothing allocated
+}
+
+// clear() needing a new buffer and not getting one: an AllocationError
+// naming capacity, and the log exactly as it was.
+void clear_without_memory_leaves_the_log() {
+  if (fingrav_test::kSanitized) {
+    std::printf("  (skipped: sanitizer runtimes abort instead of throwing std::bad_alloc)\n");
+    return;
+  }
+  CHECK_THROWS(
+      [] {
+        fingrav_test::AddressSpaceLimit limit(std::uint64_t{256} << 20);
+        CHECK(limit.ok());
+        return EventLog(kMaxMarkers);
+      }(),
+      AllocationError, "capacity=67108864: cannot allocate 2.0 GiB for the markers (32 bytes each)");
+  EventLog log(std::size_t{5} << 20);  // 160 MiB
+  CHECK(write(log, 0));
+  CHECK(write(log, 1));
+  auto held = log.share();
+  const Marker* before = log.data();
+  {
+    fingrav_test::AddressSpaceLimit limit(std::uint64_t{100} << 20);  // a second buffer does not fit
+    CHECK(limit.ok());
+    CHECK_THROWS(log.clear(), AllocationError, "capacity=5242880: cannot allocate 160.0 MiB");
+  }
+  CHECK(log.data() == before);
+  CHECK_EQ(log.size(), 2u);
+  check_marker(log.data()[1], 1);
+  CHECK(write(log, 2));
+  held.reset();
+  {
+    fingrav_test::AddressSpaceLimit limit(std::uint64_t{100} << 20);
+    log.clear();  // nobody holds it now: reused, nothing to allocate
+  }
+  CHECK(log.data() == before);
+  CHECK_EQ(log.size(), 0u);
 }
 
 }  // namespace
@@ -151,5 +229,7 @@ int main() {
                                                   {"clear", clear_resets},
                                                   {"mark_now", mark_now_uses_the_host_clock},
                                                   {"capacity_validation", capacity_validation},
+                                                  {"shared_markers_never_change", shared_markers_never_change},
+                                                  {"clear_without_memory", clear_without_memory_leaves_the_log},
                                               });
 }

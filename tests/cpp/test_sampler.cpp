@@ -9,7 +9,9 @@
 #include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <memory>
+#include <new>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -17,10 +19,12 @@
 #include <vector>
 
 #include "check.hpp"
+#include "fingrav/alloc_error.hpp"
 #include "fingrav/host_clock.hpp"
 #include "fingrav/sample.hpp"
 #include "fingrav/sampler.hpp"
 #include "fingrav/synthetic_source.hpp"
+#include "memory_limit.hpp"
 
 using namespace fingrav;
 using fingrav_test::wait_for;
@@ -191,6 +195,13 @@ void invalid_config() {
   CHECK_THROWS(Sampler(src, make_config(20'000, 8)), std::invalid_argument, "capacity");  // < kMinCapacity
   CHECK_THROWS(Sampler(src, make_config(20'000, 24)), std::invalid_argument, "capacity");
   CHECK_THROWS(Sampler(src, make_config(20'000, 1000)), std::invalid_argument, "capacity");
+  // Above the documented maximum: refused by name before anything is
+  // allocated (2^31 asked 128 GiB and ended in std::bad_alloc).
+  CHECK_THROWS(Sampler(src, make_config(20'000, kMaxCapacity * 2)), std::invalid_argument,
+               "capacity=134217728: must be at most 2^26 = 67108864 samples (64 bytes each: 8.0 GiB asked, "
+               "4.0 GiB at the limit)");
+  CHECK_THROWS(Sampler(src, make_config(20'000, std::size_t{1} << 31)), std::invalid_argument, "128.0 GiB asked");
+  CHECK_THROWS(Sampler(src, make_config(20'000, std::size_t{1} << 63)), std::invalid_argument, "over 16 EiB asked");
   CHECK_THROWS(Sampler(nullptr, make_config(20'000, 1024)), std::invalid_argument, "source");
   SamplerConfig c = make_config(20'000, 1024);
   c.cpu = -2;
@@ -209,6 +220,40 @@ void invalid_config() {
   Sampler lo(src, make_config(kMinPeriodNs, kMinCapacity));
   Sampler hi(src, make_config(kMaxPeriodNs, std::size_t{1} << 16));
   CHECK(!src->in_use());  // constructing does not acquire the source
+}
+
+// The ring's allocation failing below the maximum: a std::bad_alloc whose
+// message names capacity and the bytes, not the bare "std::bad_alloc".
+void ring_allocation_failure_names_capacity() {
+  if (fingrav_test::kSanitized) {
+    std::printf("  (skipped: sanitizer runtimes abort instead of throwing std::bad_alloc)\n");
+    return;
+  }
+  auto src = make_source(1'000'000, 1);
+  {
+    fingrav_test::AddressSpaceLimit limit(std::uint64_t{256} << 20);
+    CHECK(limit.ok());
+    CHECK_THROWS(Sampler(src, make_config(20'000, kMaxCapacity)), AllocationError,
+                 "capacity=67108864: cannot allocate 4.0 GiB for the ring (64 bytes per slot); "
+                 "pass a smaller capacity");
+    bool caught = false;
+    try {
+      Sampler s(src, make_config(20'000, kMaxCapacity));
+    } catch (const std::bad_alloc& e) {  // still a bad_alloc for code that handles those
+      caught = std::string(e.what()).rfind("capacity=", 0) == 0;
+    }
+    CHECK(caught);
+    Sampler small(src, make_config(20'000, 1024));  // what fits still works
+    CHECK_EQ(small.config().capacity, 1024u);
+  }
+  // The largest ring is allocated, not touched: it costs address space only
+  // (a small machine may refuse even that; then the error names capacity).
+  try {
+    Sampler largest(src, make_config(20'000, kMaxCapacity));
+    CHECK_EQ(largest.config().capacity, kMaxCapacity);
+  } catch (const AllocationError& e) {
+    CHECK(std::string(e.what()).rfind("capacity=67108864: cannot allocate", 0) == 0);
+  }
 }
 
 void pinned_to_an_allowed_cpu() {
@@ -665,6 +710,7 @@ int main() {
                                                 {"source_in_use", source_in_use_by_two_samplers},
                                                 {"destructor_stops", destructor_stops_a_running_sampler},
                                                 {"invalid_config", invalid_config},
+                                                {"ring_allocation_failure", ring_allocation_failure_names_capacity},
                                                 {"pinned_cpu", pinned_to_an_allowed_cpu},
                                                 {"every_reading_once_under_load", every_reading_once_under_load},
                                                 {"two_consumers", two_consumers_split_the_stream},

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdint>
 #include <memory>
+#include <stdexcept>
 #include <vector>
 
 #include "check.hpp"
@@ -263,6 +264,53 @@ void logger_parameters_are_validated() {
   validate_params(p);
 }
 
+// An absurd launch is refused by name, before anything is queued or drawn.
+void launch_sizes_are_bounded() {
+  SimDevice dev(SimParams{}, false);
+  const std::int64_t t0 = dev.now();
+  CHECK_THROWS(dev.launch(0, 0, 0), std::invalid_argument, "count=0: must be in [1, 2^20 = 1048576]");
+  CHECK_THROWS(dev.launch(0, kMaxPendingExecutions + 1, 0), std::invalid_argument,
+               "count=1048577: must be in [1, 2^20 = 1048576] executions per launch");
+  CHECK_THROWS(dev.launch(0, 100'000'000, 0), std::invalid_argument, "count=100000000");
+  CHECK_THROWS(dev.launch(0, 1, -1), std::invalid_argument, "run=-1");
+  CHECK_THROWS(dev.launch(-1, 1, 0), std::invalid_argument, "kernel=-1");
+  CHECK(!dev.busy());
+  CHECK_EQ(dev.now(), t0);
+
+  // What waits in the queue is bounded too, whatever the launches' sizes.
+  dev.launch(0, kMaxPendingExecutions, 0);  // the first starts at once
+  dev.launch(0, 1, 0);                      // kMaxPendingExecutions wait: the most allowed
+  CHECK_THROWS(dev.launch(0, 1, 0), std::invalid_argument,
+               "count=1: 1048576 executions are still queued, and at most 2^20 = 1048576 may wait at once; "
+               "synchronize() before launching more");
+  CHECK_THROWS(dev.launch(0, 5, 1), std::invalid_argument, "count=5: 1048576 executions are still queued");
+  CHECK_EQ(dev.execution_count(), 0u);
+}
+
+// A refused launch draws nothing: the device goes on exactly as one that
+// was never asked.
+void refused_launch_changes_nothing() {
+  SimParams p;
+  p.seed = 7;
+  SimDevice asked(p, false), plain(p, false);
+  asked.launch(0, 3, 0);
+  plain.launch(0, 3, 0);
+  CHECK_THROWS(asked.launch(0, kMaxPendingExecutions, 0), std::invalid_argument, "may wait at once");
+  asked.launch(1, 2, 0);
+  plain.launch(1, 2, 0);
+  CHECK_EQ(asked.synchronize(), plain.synchronize());
+  const auto a = asked.executions();
+  const auto b = plain.executions();
+  CHECK_EQ(a.size(), 5u);
+  CHECK_EQ(b.size(), 5u);
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    CHECK_EQ(a[i].index, static_cast<std::int32_t>(i));
+    CHECK_EQ(a[i].start_ns, b[i].start_ns);
+    CHECK_EQ(a[i].end_ns, b[i].end_ns);
+    CHECK_EQ(a[i].begin_marker_ticks, b[i].begin_marker_ticks);
+  }
+}
+
 }  // namespace
 
 int main() {
@@ -275,5 +323,7 @@ int main() {
                                                     {"filter_step_response_and_delay", filter_step_response_and_delay},
                                                     {"counter_energy_sums_to_truth", counter_energy_sums_to_truth},
                                                     {"logger_parameters_are_validated", logger_parameters_are_validated},
+                                                    {"launch_sizes_are_bounded", launch_sizes_are_bounded},
+                                                    {"refused_launch_changes_nothing", refused_launch_changes_nothing},
                                                 });
 }

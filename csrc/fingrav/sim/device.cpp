@@ -319,15 +319,17 @@ void SimDevice::advance(std::int64_t ns) {
 }
 
 void SimDevice::launch(int kernel, int count, int run) {
-  if (count < 1) throw std::invalid_argument("count=" + std::to_string(count) + ": must be >= 1");
+  if (count < 1 || count > kMaxPendingExecutions) {
+    throw std::invalid_argument("count=" + std::to_string(count) + ": must be in [1, 2^20 = " +
+                                std::to_string(kMaxPendingExecutions) +
+                                "] executions per launch (each is queued, simulated and recorded); launch fewer");
+  }
   if (run < 0) throw std::invalid_argument("run=" + std::to_string(run) + ": must be >= 0");
   std::lock_guard<std::mutex> lock(mu_);
   if (kernel < 0 || kernel >= static_cast<int>(kernels_.size())) {
     throw std::invalid_argument("kernel=" + std::to_string(kernel) + ": no such kernel id");
   }
   if (realtime_) advance_locked(host_now_ns());
-  const std::int64_t start =
-      t_ + ceil_ns(p_.launch_latency_ns + rng_launch_.exponential(p_.launch_jitter_ns));
   int next_index = 0;
   // Execution indices continue within a run across launches.
   for (auto it = queue_.rbegin(); it != queue_.rend(); ++it) {
@@ -345,6 +347,20 @@ void SimDevice::launch(int kernel, int count, int run) {
       }
     }
   }
+  // Checked before anything is drawn or queued, so a refused launch changes
+  // nothing (a real-time device has only caught up with the host clock).
+  if (queue_.size() + static_cast<std::size_t>(count) > static_cast<std::size_t>(kMaxPendingExecutions)) {
+    throw std::invalid_argument("count=" + std::to_string(count) + ": " + std::to_string(queue_.size()) +
+                                " executions are still queued, and at most 2^20 = " +
+                                std::to_string(kMaxPendingExecutions) +
+                                " may wait at once; synchronize() before launching more");
+  }
+  if (next_index > INT32_MAX - count) {
+    throw std::invalid_argument("count=" + std::to_string(count) + ": run " + std::to_string(run) +
+                                " would pass 2^31 - 1 executions (indices are int32); start a new run");
+  }
+  const std::int64_t start =
+      t_ + ceil_ns(p_.launch_latency_ns + rng_launch_.exponential(p_.launch_jitter_ns));
   for (int i = 0; i < count; ++i) {
     queue_.push_back({kernel, run, next_index + i, t_, start, i == count - 1});
   }

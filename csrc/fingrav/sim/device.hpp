@@ -215,6 +215,12 @@ struct TruthSegment {
   float target[3];
 };
 
+// Executions queued and not yet started, at most: each is simulated and
+// keeps a record (sizeof(ExecRecord) = 120 bytes), and a run takes seconds
+// per million. The paper's runs have hundreds; 10^8 would need gigabytes and
+// minutes, and is refused by name instead.
+inline constexpr int kMaxPendingExecutions = 1 << 20;
+
 class SimDevice {
  public:
   SimDevice(const SimParams& params, bool realtime);
@@ -232,7 +238,10 @@ class SimDevice {
   std::int64_t now();
   void advance(std::int64_t ns);  // virtual only
   // Enqueue `count` back-to-back executions of kernel `kernel` for run
-  // `run`; returns at once (launches are asynchronous, as on a GPU).
+  // `run`; returns at once (launches are asynchronous, as on a GPU). Throws
+  // std::invalid_argument naming count when more than
+  // kMaxPendingExecutions would wait, or a run would pass 2^31 - 1
+  // executions (indices are int32).
   void launch(int kernel, int count, int run);
   // Waits until all launched work is done; returns the host time at which
   // the host learns it (virtual: now() moves there; real: sleeps).

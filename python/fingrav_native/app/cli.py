@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
+import math
 import re
 import sys
-from typing import Any, Sequence, cast
+from typing import Any, Callable, Sequence, cast
 
 import numpy as np
 
 from fingrav_native.app import plot as fplot
-from fingrav_native.app.demo import run_demo, run_sim_demo, run_synthetic_demo
+from fingrav_native.app.demo import DemoInterrupted, run_demo, run_sim_demo, run_synthetic_demo
 from fingrav_native.app.plot import plot_sync_error
 from fingrav_native.backends.amd import AmdBackend
 from fingrav_native.backends.base import Backend
@@ -25,7 +27,14 @@ from fingrav_native.files.trace import export_trace
 from fingrav_native.insitu.capture import CaptureFormatError, load_capture
 from fingrav_native.insitu.kineto import TraceFormatError
 from fingrav_native.insitu.profile import profile_trace
-from fingrav_native.method.campaign import CampaignFormatError, CampaignMismatchError, load_campaign_runs
+from fingrav_native.method.align import NoLogsInExecutionsError
+from fingrav_native.method.campaign import (
+    CampaignFormatError,
+    CampaignMismatchError,
+    campaign_contents,
+    lock_campaign,
+    run_files,
+)
 from fingrav_native.method.phase import PHASES
 from fingrav_native.method.profile import PROFILE_FILE, profile
 from fingrav_native.method.progress import ProgressReporter, TerminalProgress
@@ -40,15 +49,250 @@ EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
 
 
+def _shown(text: str) -> str:
+    """``text`` as the error quotes it: repr, cut short (a 5000-digit number is not worth echoing)."""
+    return repr(text) if len(text) <= 40 else repr(text[:37]) + "..."
+
+
+def _bound(x: float) -> str:
+    """A range's bound as a person writes it: 1000000, not 1e+06."""
+    return str(int(x)) if x == int(x) else f"{x:g}"
+
+
+class IntRange:
+    """An argparse ``type=``: an integer in ``[low, high]``, or a one-line usage error.
+
+    Every integer option of ``fingrav`` has a documented range, so a value
+    that could only fail later (a negative seed, ``--executions 100000000``
+    exhausting memory) is refused at parse time, with exit code 2 and a
+    message naming the option (argparse adds ``argument --NAME:``), the
+    value given and the range.
+
+    Parameters
+    ----------
+    low, high : int
+        Inclusive bounds.
+
+    Examples
+    --------
+    >>> IntRange(2, 100_000)("40")
+    40
+    >>> str(IntRange(2, 100_000))
+    'an integer in [2, 100000]'
+    """
+
+    def __init__(self, low: int, high: int) -> None:
+        if low > high:
+            raise ValueError(f"low={low}, high={high}: low must be <= high")
+        self.low = low
+        self.high = high
+
+    def __str__(self) -> str:
+        return f"an integer in [{self.low}, {self.high}]"
+
+    def __call__(self, text: str) -> int:
+        """Parse ``text`` (a decimal integer; "5.0", "1e3" and "nan" are not).
+
+        Parameters
+        ----------
+        text : str
+            The value as typed.
+
+        Returns
+        -------
+        int
+
+        Raises
+        ------
+        argparse.ArgumentTypeError
+            Not an integer, or outside the range; argparse turns it into
+            exit code 2.
+        """
+        try:
+            value = int(text)
+        except ValueError:  # also a number of more than 4300 digits
+            raise argparse.ArgumentTypeError(f"{_shown(text)} is not an integer; must be {self}") from None
+        if not self.low <= value <= self.high:
+            raise argparse.ArgumentTypeError(f"{_shown(text)} is out of range; must be {self}")
+        return value
+
+
+class FloatRange:
+    """An argparse ``type=``: a finite number within bounds, or a one-line usage error.
+
+    NaN and infinities are refused whatever the bounds (``sync --seconds inf``
+    overflowed, ``demo --live --period-us nan`` reached the sampler), and so
+    is anything past ``high``: every float option has a documented maximum.
+
+    Parameters
+    ----------
+    low, high : float
+        Bounds.
+    low_open : bool
+        ``low`` itself is refused (default: a positive quantity, > low).
+    high_open : bool
+        ``high`` itself is refused (default: accepted).
+    unit : str
+        Unit named after the range in the message (``"s"``, ``"ms"``, ``"us"``).
+
+    Examples
+    --------
+    >>> FloatRange(0, 3600, unit="s")("2.5")
+    2.5
+    >>> str(FloatRange(0, 1, high_open=True))
+    'a number in (0, 1)'
+    """
+
+    def __init__(self, low: float, high: float, *, low_open: bool = True, high_open: bool = False,
+                 unit: str = "") -> None:
+        if not (math.isfinite(low) and math.isfinite(high) and low < high):
+            raise ValueError(f"low={low}, high={high}: must be finite with low < high")
+        self.low = low
+        self.high = high
+        self.low_open = low_open
+        self.high_open = high_open
+        self.unit = unit
+
+    def __str__(self) -> str:
+        text = (f"a number in {'(' if self.low_open else '['}{_bound(self.low)}, {_bound(self.high)}"
+                f"{')' if self.high_open else ']'}")
+        return f"{text} {self.unit}" if self.unit else text
+
+    def __call__(self, text: str) -> float:
+        """Parse ``text`` (a decimal or exponent number; "nan", "inf", "0x10" are refused).
+
+        Parameters
+        ----------
+        text : str
+            The value as typed.
+
+        Returns
+        -------
+        float
+
+        Raises
+        ------
+        argparse.ArgumentTypeError
+            Not a finite number, or outside the range; argparse turns it
+            into exit code 2.
+        """
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{_shown(text)} is not a number; must be {self}") from None
+        if not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"{_shown(text)} is not finite; must be {self}")
+        above_low = value > self.low if self.low_open else value >= self.low
+        below_high = value < self.high if self.high_open else value <= self.high
+        if not (above_low and below_high):
+            raise argparse.ArgumentTypeError(f"{_shown(text)} is out of range; must be {self}")
+        return value
+
+
+# The range of every numeric option, one place each (the help texts quote
+# them). Upper bounds keep a typo from exhausting memory or running for
+# days; each is far above what the method needs.
+#: Seeds of the simulated device: the simulator keeps seeds as float64, so
+#: past 2**53 two seeds would silently give one device; 32 bits are plenty.
+SEED = IntRange(0, 2**32 - 1)
+#: GPU index (amd/nvidia).
+DEVICE = IntRange(0, 1023)
+#: Campaign runs (profile, characterize), as characterize() checks them.
+RUNS = IntRange(2, 100_000)
+#: Executions per run: SSE needs 4; the SSP search stops at 512, so 10000 is 20 times that.
+EXECUTIONS = IntRange(4, 10_000)
+#: Golden-run bin margin, a fraction.
+MARGIN = FloatRange(0, 1, high_open=True)
+#: demo --live: the C++ sampler's period limits (20 us to 1 s).
+SAMPLER_PERIOD_US = FloatRange(20, 1_000_000, low_open=False, unit="us")
+#: demo --live --source synthetic: the synthetic source needs >= 1 us.
+SOURCE_PERIOD_US = FloatRange(1, 1_000_000, low_open=False, unit="us")
+#: demo --live --source synthetic --seconds: a demo, whose samples are kept in memory.
+DEMO_SECONDS = FloatRange(0, 60, unit="s")
+#: sync --seconds: an hour of reads (about 2 GB on the simulator, which keeps its history).
+SYNC_SECONDS = FloatRange(0, 3600, unit="s")
+#: sync --burst: reads per burst.
+SYNC_BURST = IntRange(2, 10_000)
+#: sync --interval-ms: time between bursts, 1 ms to 1 minute.
+SYNC_INTERVAL_MS = FloatRange(1, 60_000, low_open=False, unit="ms")
+#: sync: the most reads in all (bursts x burst), 240 MB of int64 triples.
+SYNC_MAX_READS = 10_000_000
+#: characterize --cycles, as characterize() checks them.
+CYCLES = IntRange(1, 1_000)
+#: characterize --half-period-ms: up to 10 s, for sensors that average over a second.
+HALF_PERIOD_MS = FloatRange(0, 10_000, unit="ms")
+#: characterize: the longest run (2 x cycles x half period), 10 minutes.
+CHARACTERIZE_MAX_RUN_MS = 600_000
+#: plot --dpi.
+DPI = IntRange(10, 600)
+#: trace --top: kernels drawn, one panel each.
+TOP = IntRange(1, 100)
+#: trace --min-executions: as profile_trace() checks it (>= 2).
+MIN_EXECUTIONS = IntRange(2, 1_000_000_000)
+
+
+class _StoreOne(argparse.Action):
+    """argparse's plain store, except that an option never ends up holding an empty list.
+
+    Python 3.11's argparse drops a ``--`` given as an option's value
+    (``--runs=--``) and stores ``[]`` without calling ``type=``: a range
+    check never ran and a later comparison raised TypeError.
+    """
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        if self.nargs is None and isinstance(values, list):
+            must = f"; must be {self.type}" if isinstance(self.type, (IntRange, FloatRange)) else ""
+            parser.error(f"argument {option_string or self.dest}: expected one value{must}")
+        setattr(namespace, self.dest, values)
+
+
+class _Parser(argparse.ArgumentParser):
+    """The parser of ``fingrav`` and (through ``add_subparsers``) of each command: stores with :class:`_StoreOne`."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.register("action", None, _StoreOne)
+        self.register("action", "store", _StoreOne)
+
+
+_Command = Callable[[argparse.Namespace], int]
+
+
+def _interruptible(command: str) -> Callable[[_Command], _Command]:
+    """Ctrl-C ends ``fingrav COMMAND`` with exit code 130 and one line instead of a traceback.
+
+    Only where the command owns SIGINT (Python's own handler was in place):
+    called inside another command (``profile --plots`` draws with ``_plot``)
+    or a program with its own handler, the KeyboardInterrupt goes on up.
+    """
+    def wrap(fn: _Command) -> _Command:
+        @functools.wraps(fn)
+        def run(args: argparse.Namespace) -> int:
+            with _SigintOnce(keep_ignoring=False) as sigint:
+                try:
+                    return fn(args)
+                except KeyboardInterrupt:
+                    if not sigint.installed:
+                        raise
+                    sigint.ignore()
+                    print(f"fingrav {command}: interrupted; the files it named are whole, one it was writing "
+                          "may be cut short", file=sys.stderr)
+                    return EXIT_INTERRUPTED
+        return run
+    return wrap
+
 def build_parser() -> argparse.ArgumentParser:
     """Build the argument parser for ``fingrav`` and its subcommands."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="fingrav",
         description="Fine-grain GPU power profiles of sub-millisecond kernels (FinGraV).",
         epilog="examples:\n  fingrav demo\n  fingrav demo --live --source synthetic --seconds 1 --period-us 100",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    # Each command's parser is a _Parser too (add_subparsers makes its own class); the builders take any.
+    sub = cast("argparse._SubParsersAction[argparse.ArgumentParser]",
+               parser.add_subparsers(dest="command", metavar="COMMAND"))
     demo = sub.add_parser(
         "demo",
         help="profile the paper's CB-4K GEMM (SSE, SSP) and MB->2K on the simulated GPU; write files and figures",
@@ -66,17 +310,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     demo.add_argument("--out", default="fingrav-demo", metavar="DIR",
                       help="folder for the demo's files (default ./fingrav-demo)")
-    demo.add_argument("--seed", type=int, default=0, help="seed of the simulated GPU (default 0)")
+    demo.add_argument("--seed", type=SEED, default=0, help=f"seed of the simulated GPU, {SEED} (default 0)")
     demo.add_argument("--live", action="store_true",
                       help="the live sampling demo instead (real time; writes no files)")
     demo.add_argument("--source", choices=("sim", "synthetic"), default=None,
                       help="--live only: what to sample (default sim)")
-    demo.add_argument("--seconds", type=float, default=None,
-                      help="--live --source synthetic only: how long to sample (default 1.0)")
-    demo.add_argument("--period-us", type=float, default=None,
-                      help="--live only: sampler period in microseconds (default 250)")
-    demo.add_argument("--source-period-us", type=float, default=None,
-                      help="--live --source synthetic only: how often it produces a reading, in microseconds "
+    demo.add_argument("--seconds", type=DEMO_SECONDS, default=None,
+                      help=f"--live --source synthetic only: how long to sample, {DEMO_SECONDS} (default 1)")
+    demo.add_argument("--period-us", type=SAMPLER_PERIOD_US, default=None,
+                      help=f"--live only: sampler period, {SAMPLER_PERIOD_US} (default 250)")
+    demo.add_argument("--source-period-us", type=SOURCE_PERIOD_US, default=None,
+                      help=f"--live --source synthetic only: how often it produces a reading, {SOURCE_PERIOD_US} "
                            "(default 1000)")
     devices = sub.add_parser(
         "devices",
@@ -107,7 +351,7 @@ def build_parser() -> argparse.ArgumentParser:
                       help="saved profile(s) (.fgprof); with several, also their kernels side by side per component")
     plot.add_argument("--out", default=".", help="folder for the figures (default: current folder)")
     plot.add_argument("--format", choices=("png", "pdf", "svg"), default="png", help="image format (default png)")
-    plot.add_argument("--dpi", type=int, default=120, help="resolution of raster images (default 120)")
+    plot.add_argument("--dpi", type=DPI, default=120, help=f"resolution of raster images, {DPI} (default 120)")
     export = sub.add_parser(
         "export",
         help="export a saved profile as a Perfetto trace, Parquet tables or a JSON summary",
@@ -148,10 +392,12 @@ def _add_trace_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]"
                        help="the power capture recorded beside it (PowerRecorder's .npz)")
     trace.add_argument("--out", default="fingrav-trace", metavar="DIR",
                        help="folder for the Perfetto trace, figures and table (default ./fingrav-trace)")
-    trace.add_argument("--top", type=int, default=4, help="kernels whose stitched profiles are drawn (default 4)")
+    trace.add_argument("--top", type=TOP, default=4,
+                       help=f"kernels whose stitched profiles are drawn, {TOP} (default 4)")
     trace.add_argument("--format", choices=("png", "pdf", "svg"), default="png", help="image format (default png)")
-    trace.add_argument("--min-executions", type=int, default=20,
-                       help="signatures with fewer executions are listed as not profiled (default 20)")
+    trace.add_argument("--min-executions", type=MIN_EXECUTIONS, default=20,
+                       help=f"signatures with fewer executions are listed as not profiled, {MIN_EXECUTIONS} "
+                            "(default 20)")
     trace.add_argument("--sensor", default=None, metavar="PRESET",
                        help="what each log measures, if not the capture's own sensor model (a preset name)")
 
@@ -177,22 +423,24 @@ def _add_profile_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser
                 "  fingrav profile mb-2k-gemv --mode sse --runs 400 --margin 0.02 --out gemv/ --plots --trace\n"
                 "  fingrav profile mymodels.layers:attention_workload --backend nvidia --device 1 --out attn/\n"
                 "  fingrav profile --resume cb4k/\n\n"
-                "exit codes: 0 done, 1 the campaign failed (device, library, no logs), 2 bad usage, "
+                "exit codes: 0 done, 1 the campaign failed (device, library, no logs, folder in use or damaged), "
+                "2 bad usage (a number out of range, an unknown kernel, other settings on --resume), "
                 "130 interrupted (resume with --resume)"),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     prof.add_argument("kernel", nargs="?", help="a preset name or module:function (not needed with --resume)")
     prof.add_argument("--backend", choices=BACKENDS, default=None,
                       help="where to run (default sim: the simulated GPU in virtual time)")
-    prof.add_argument("--device", type=int, default=None, help="GPU index for amd/nvidia (default 0)")
+    prof.add_argument("--device", type=DEVICE, default=None, help=f"GPU index for amd/nvidia, {DEVICE} (default 0)")
     prof.add_argument("--mode", choices=("sse", "ssp", "both"), default=None,
                       help="execution(s) of interest (default both)")
-    prof.add_argument("--runs", type=int, default=None, help="runs in the campaign (default: Table I guidance)")
-    prof.add_argument("--margin", type=float, default=None,
-                      help="golden-run bin margin in (0, 1) (default: Table I guidance)")
-    prof.add_argument("--executions", type=int, default=None,
-                      help="executions per run, skipping the SSP search (default: found by the search)")
-    prof.add_argument("--seed", type=int, default=None, help="seed of the simulated device (default 0)")
+    prof.add_argument("--runs", type=RUNS, default=None,
+                      help=f"runs in the campaign, {RUNS} (default: Table I guidance)")
+    prof.add_argument("--margin", type=MARGIN, default=None,
+                      help=f"golden-run bin margin, {MARGIN} (default: Table I guidance)")
+    prof.add_argument("--executions", type=EXECUTIONS, default=None,
+                      help=f"executions per run, {EXECUTIONS}, skipping the SSP search (default: found by the search)")
+    prof.add_argument("--seed", type=SEED, default=None, help=f"seed of the simulated device, {SEED} (default 0)")
     prof.add_argument("--phase", choices=PHASES, default=None,
                       help="launch phase of the campaign runs: steered (equivalent-time sampling), random (the "
                            "paper's protocol), or auto (default: steered where the sensor is predictable)")
@@ -207,8 +455,8 @@ def _add_profile_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser
 def _add_device_arguments(parser: argparse.ArgumentParser, what: str) -> None:
     """--backend (default sim), --device and --seed, as `sync` and `characterize` take them."""
     parser.add_argument("--backend", choices=BACKENDS, default="sim", help=f"which {what} (default sim)")
-    parser.add_argument("--device", type=int, default=0, help="GPU index for amd/nvidia (default 0)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the simulated device (default 0)")
+    parser.add_argument("--device", type=DEVICE, default=0, help=f"GPU index for amd/nvidia, {DEVICE} (default 0)")
+    parser.add_argument("--seed", type=SEED, default=0, help=f"seed of the simulated device, {SEED} (default 0)")
 
 
 def _add_sync_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
@@ -225,9 +473,12 @@ def _add_sync_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]")
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     _add_device_arguments(sync, "clock")
-    sync.add_argument("--seconds", type=float, default=2.0, help="how long to take reads (default 2)")
-    sync.add_argument("--burst", type=int, default=32, help="reads per burst (default 32)")
-    sync.add_argument("--interval-ms", type=float, default=100.0, help="time between bursts (default 100 ms)")
+    sync.add_argument("--seconds", type=SYNC_SECONDS, default=2.0,
+                      help=f"how long to take reads, {SYNC_SECONDS} (default 2)")
+    sync.add_argument("--burst", type=SYNC_BURST, default=32, help=f"reads per burst, {SYNC_BURST} (default 32)")
+    sync.add_argument("--interval-ms", type=SYNC_INTERVAL_MS, default=100.0,
+                      help=f"time between bursts, {SYNC_INTERVAL_MS} (default 100); at most "
+                           f"{SYNC_MAX_READS:,} reads in all")
     sync.add_argument("--json", action="store_true", help="print the report as JSON")
     sync.add_argument("--plot", metavar="FILE", help="also draw each read's distance from the map (PNG/PDF/SVG)")
 
@@ -250,23 +501,25 @@ def _add_characterize_parser(sub: "argparse._SubParsersAction[argparse.ArgumentP
     _add_device_arguments(ch, "device")
     ch.add_argument("--kernel", default="cb-8k-gemm", help="the heavy kernel (default cb-8k-gemm)")
     ch.add_argument("--light", default="mb-2k-gemv", help="the light kernel (default mb-2k-gemv)")
-    ch.add_argument("--runs", type=int, default=40, help="runs (default 40)")
-    ch.add_argument("--cycles", type=int, default=4, help="heavy/light cycles per run (default 4)")
-    ch.add_argument("--half-period-ms", type=float, default=None,
-                    help="length of each level (default: from the declared sensor)")
+    ch.add_argument("--runs", type=RUNS, default=40, help=f"runs, {RUNS} (default 40)")
+    ch.add_argument("--cycles", type=CYCLES, default=4, help=f"heavy/light cycles per run, {CYCLES} (default 4)")
+    ch.add_argument("--half-period-ms", type=HALF_PERIOD_MS, default=None,
+                    help=f"length of each level, {HALF_PERIOD_MS}, a run at most "
+                         f"{CHARACTERIZE_MAX_RUN_MS // 60_000} minutes (default: from the declared sensor)")
     ch.add_argument("--out", metavar="FILE", help="write the characterisation (JSON) here")
     ch.add_argument("--json", action="store_true", help="print the characterisation as JSON")
 
 
+@_interruptible("characterize")
 def _characterize(args: argparse.Namespace) -> int:
     import json
 
-    if args.runs < 2:
-        raise ValueError(f"--runs={args.runs}: must be >= 2")
-    if args.cycles < 1:
-        raise ValueError(f"--cycles={args.cycles}: must be >= 1")
-    if args.half_period_ms is not None and not args.half_period_ms > 0:
-        raise ValueError(f"--half-period-ms={args.half_period_ms}: must be > 0")
+    # Each option is in range (parse time); together they bound one run's length.
+    if args.half_period_ms is not None and 2 * args.cycles * args.half_period_ms > CHARACTERIZE_MAX_RUN_MS:
+        raise ValueError(f"--cycles={args.cycles}, --half-period-ms={args.half_period_ms:g}: runs of "
+                         f"{2 * args.cycles * args.half_period_ms / 60_000:.1f} minutes (2 x cycles x half period) "
+                         f"are longer than the {CHARACTERIZE_MAX_RUN_MS // 60_000} allowed; take fewer cycles or "
+                         "a shorter half period")
     backend = _make_backend(args.backend, args.device, args.seed)
     kernel = _resolve_kernel(args.kernel, args.backend)
     light = _resolve_kernel(args.light, args.backend)
@@ -331,21 +584,174 @@ def _resolve_kernel(spec: str, backend_name: str) -> object:
 
 #: What `fingrav profile` records next to the campaign, so --resume can rebuild the same request.
 COMMAND_FILE = "command.json"
+_MODES = ("sse", "ssp", "both")
 
 
-def _profile(args: argparse.Namespace) -> int:
+def _is_int(value: object) -> bool:
+    # JSON true/false are bools, which Python counts as ints.
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _within(value_range: IntRange | FloatRange, value: object, *, optional: bool = False,
+            number: bool = False) -> bool:
+    """Whether a value read from a file is one the option's range takes (None where optional)."""
+    if value is None:
+        return optional
+    if not (_is_int(value) or (number and isinstance(value, float))):
+        return False
+    try:
+        value_range(str(value))
+    except argparse.ArgumentTypeError:
+        return False
+    return True
+
+
+#: command.json's fields: what each must be (as the options that wrote them), in words for the message.
+_COMMAND_FIELDS: dict[str, tuple[Callable[[object], bool], str]] = {
+    "kernel": (lambda v: isinstance(v, str) and v != "", "a kernel name"),
+    "backend": (lambda v: v in BACKENDS, f"one of {', '.join(BACKENDS)}"),
+    "device": (lambda v: _within(DEVICE, v), f"{DEVICE}"),
+    "mode": (lambda v: v in _MODES, f"one of {', '.join(_MODES)}"),
+    "runs": (lambda v: _within(RUNS, v, optional=True), f"{RUNS} or null"),
+    "margin": (lambda v: _within(MARGIN, v, optional=True, number=True), f"{MARGIN} or null"),
+    "executions": (lambda v: _within(EXECUTIONS, v, optional=True), f"{EXECUTIONS} or null"),
+    "seed": (lambda v: _within(SEED, v), f"{SEED}"),
+}
+
+
+def _read_command(path: str) -> dict[str, Any]:
+    """``command.json`` of a campaign folder, every field checked (CampaignFormatError names file and field)."""
     import json
+
+    try:
+        with open(path) as f:
+            saved = json.load(f)
+    except (OSError, ValueError, RecursionError) as exc:
+        raise CampaignFormatError(f"{path}: not readable JSON ({exc}); restore it to resume") from exc
+    if not isinstance(saved, dict):
+        raise CampaignFormatError(f"{path}: must be a JSON object of the command's settings, "
+                                  f"not a {type(saved).__name__}; restore it to resume")
+    # Folders written before phase steering existed ran at random phase.
+    fields = {**_COMMAND_FIELDS, "phase": (lambda v: v in PHASES, f"one of {', '.join(PHASES)}")}
+    saved.setdefault("phase", "random")
+    for key, (ok, what) in fields.items():
+        if key not in saved or not ok(saved[key]):
+            got = "missing" if key not in saved else f"not {repr(saved[key])[:60]}"
+            raise CampaignFormatError(f"{path}: field {key!r} must be {what} ({got}); restore it to resume")
+    return {key: saved[key] for key in fields}
+
+
+def _refuse_a_campaign(out: str) -> None:
+    """A new campaign never goes into a folder that holds one (``--out``)."""
+    import os
+
+    if os.path.exists(os.path.join(out, COMMAND_FILE)):
+        raise ValueError(f"--out={out!r}: already holds a campaign; continue it with --resume {out} "
+                         "or choose another folder")
+    held = campaign_contents(out)
+    if held:
+        raise ValueError(f"--out={out!r}: already holds a campaign ({' and '.join(held)}, written by "
+                         "profile(out_dir=...)); choose another folder")
+
+
+def _write_json_atomic(path: str, value: dict[str, Any]) -> None:
+    import json
+    import os
+
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(value, f, indent=1)
+    os.replace(tmp, path)  # whole or not at all: a resume never reads half of it
+
+
+class _SigintOnce:
+    """Ctrl-C raises KeyboardInterrupt once; further ones are ignored while the command winds down.
+
+    Without this a second Ctrl-C during the first one's clean-up (the
+    manifest written, the message printed) gives a second traceback. With
+    ``keep_ignoring`` (``fingrav`` run as the program) SIGINT stays ignored
+    after an interrupt until the process exits; otherwise the handler found
+    is put back.
+    """
+
+    def __init__(self, keep_ignoring: bool) -> None:
+        self.keep_ignoring = keep_ignoring
+        self.installed = False
+        self.fired = False
+        self.previous: Any = None
+
+    def __enter__(self) -> "_SigintOnce":
+        import signal
+        import threading
+
+        # Only Python's own handler is replaced: an embedding program's, or
+        # SIGINT ignored (nohup, background jobs), is left as it is.
+        if (threading.current_thread() is threading.main_thread()
+                and signal.getsignal(signal.SIGINT) is signal.default_int_handler):
+            self.previous = signal.signal(signal.SIGINT, self._handle)
+            self.installed = True
+        return self
+
+    def _handle(self, signum: int, frame: object) -> None:
+        self.ignore()
+        raise KeyboardInterrupt
+
+    def ignore(self) -> None:
+        """From now on Ctrl-C does nothing (the command is ending)."""
+        import signal
+
+        self.fired = True
+        if self.installed:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+    def __exit__(self, *exc: object) -> None:
+        import signal
+
+        if self.installed and not (self.fired and self.keep_ignoring):
+            signal.signal(signal.SIGINT, self.previous)
+
+
+def _profile(args: argparse.Namespace, *, as_program: bool = False) -> int:
+    import os
+
+    with _SigintOnce(keep_ignoring=as_program) as sigint:
+        try:
+            return _profile_command(args)
+        except KeyboardInterrupt:
+            sigint.ignore()
+            out = _campaign_folder(args)
+            if out and os.path.exists(os.path.join(out, COMMAND_FILE)):
+                # Counted by name: reading every run would widen the window for another Ctrl-C for nothing.
+                done = len(run_files(out))
+                print(f"fingrav profile: interrupted; {done} completed runs are in {out}/runs/. "
+                      f"Continue with: fingrav profile --resume {out}", file=sys.stderr)
+            else:
+                print("fingrav profile: interrupted before the campaign started", file=sys.stderr)
+            return EXIT_INTERRUPTED
+
+
+def _campaign_folder(args: argparse.Namespace) -> str | None:
+    """The folder `fingrav profile` works in (None without a kernel, --out or --resume)."""
+    if args.resume:
+        return str(args.resume)
+    if args.out:
+        return str(args.out)
+    return f"fingrav-{args.kernel.replace(':', '-').replace('.', '-')}" if args.kernel else None
+
+
+def _profile_command(args: argparse.Namespace) -> int:
     import os
 
     if args.resume:
         if args.out and os.path.abspath(args.out) != os.path.abspath(args.resume):
             raise ValueError(f"--out={args.out!r}: --resume continues in its own folder ({args.resume!r})")
+        if os.path.exists(args.resume) and not os.path.isdir(args.resume):
+            raise ValueError(f"--resume={args.resume!r}: is a file; give the campaign folder fingrav profile wrote")
         path = os.path.join(args.resume, COMMAND_FILE)
         if not os.path.exists(path):
             raise FileNotFoundError(f"--resume={args.resume!r}: no {COMMAND_FILE} there; not a folder written "
                                     "by fingrav profile")
-        with open(path) as f:
-            saved = json.load(f)
+        saved = _read_command(path)
         given = {k: getattr(args, k) for k in ("kernel", "backend", "device", "mode", "runs", "margin",
                                                "executions", "seed", "phase")}
         for key, value in given.items():
@@ -361,7 +767,10 @@ def _profile(args: argparse.Namespace) -> int:
                    "mode": args.mode or "both", "runs": args.runs, "margin": args.margin,
                    "executions": args.executions, "seed": 0 if args.seed is None else args.seed,
                    "phase": args.phase or "auto"}
-        out = args.out or f"fingrav-{args.kernel.replace(':', '-').replace('.', '-')}"
+        out = cast(str, _campaign_folder(args))
+        if os.path.exists(out) and not os.path.isdir(out):
+            raise ValueError(f"--out={out!r}: is a file, not a folder; give a folder for the campaign "
+                             "(it is created if missing)")
     if request["runs"] is not None and request["runs"] < 2:
         raise ValueError(f"--runs={request['runs']}: must be >= 2")
     if request["margin"] is not None and not 0 < request["margin"] < 1:
@@ -369,25 +778,26 @@ def _profile(args: argparse.Namespace) -> int:
     if request["executions"] is not None and request["executions"] < 4:
         raise ValueError(f"--executions={request['executions']}: must be >= 4")
     kernel = _resolve_kernel(request["kernel"], request["backend"])
-    if not args.resume and os.path.exists(os.path.join(out, COMMAND_FILE)):
-        raise ValueError(f"--out={out!r}: already holds a campaign; continue it with --resume {out} "
-                         "or choose another folder")
+    if not args.resume:
+        _refuse_a_campaign(out)  # at once, before a device is opened
     backend = _make_backend(request["backend"], request["device"], request["seed"])
-    os.makedirs(out, exist_ok=True)
-    with open(os.path.join(out, COMMAND_FILE), "w") as f:
-        json.dump(request, f, indent=1)
-    reporter = ProgressReporter() if args.quiet else TerminalProgress()
+    option = "--resume" if args.resume else "--out"
     try:
+        os.makedirs(out, exist_ok=True)
+    except OSError as exc:
+        raise ValueError(f"{option}={out!r}: cannot create the folder ({exc.strerror or exc}); "
+                         "choose another") from exc
+    reporter = ProgressReporter() if args.quiet else TerminalProgress()
+    # The folder is locked before anything is written in it (command.json
+    # included) and until the profile is saved: a second process, starting or
+    # resuming, is refused with the holder's pid and writes nothing.
+    with lock_campaign(out):
+        if not args.resume:
+            _refuse_a_campaign(out)  # again under the lock: another process may have started one meanwhile
+            _write_json_atomic(os.path.join(out, COMMAND_FILE), request)
         prof = profile(kernel, backend, mode=request["mode"], runs=request["runs"],  # type: ignore[arg-type]
                        margin=request["margin"], executions=request["executions"], seed=request["seed"],
-                       out_dir=out, resume=bool(args.resume), progress=reporter,
-                       # Folders written before phase steering existed ran at random phase.
-                       phase=request.get("phase", "random"))
-    except KeyboardInterrupt:
-        done = len(load_campaign_runs(out))
-        print(f"fingrav profile: interrupted; {done} completed runs are in {out}/runs/. "
-              f"Continue with: fingrav profile --resume {out}", file=sys.stderr)
-        return EXIT_INTERRUPTED
+                       out_dir=out, resume=bool(args.resume), progress=reporter, phase=request["phase"])
     print(prof)
     b = prof.error_budget
     print(f"  error budget (median per LOI, +-): clock map {b.clock_map_ns / 1e3:.2f} us, kernel start "
@@ -402,11 +812,17 @@ def _profile(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+@_interruptible("sync")
 def _sync(args: argparse.Namespace) -> int:
     import json
 
-    if not args.interval_ms > 0:
-        raise ValueError(f"--interval-ms={args.interval_ms}: must be positive")
+    # Each option is in range (parse time); together they must not ask for
+    # more reads than memory holds. sync_report takes this many bursts.
+    bursts = max(2, int(args.seconds / (args.interval_ms / 1e3)) + 1)
+    if bursts * args.burst > SYNC_MAX_READS:
+        raise ValueError(f"--seconds={args.seconds:g}, --interval-ms={args.interval_ms:g}, --burst={args.burst}: "
+                         f"{bursts:,} bursts of {args.burst} reads is more than {SYNC_MAX_READS:,}; take fewer "
+                         "seconds, a longer interval or smaller bursts")
     backend = _make_backend(args.backend, args.device, args.seed)
     report = sync_report(backend, seconds=args.seconds, burst=args.burst,  # type: ignore[arg-type]
                          interval_s=args.interval_ms / 1e3)
@@ -441,6 +857,7 @@ def _figure_stem(path: str) -> str:
     return stem
 
 
+@_interruptible("plot")
 def _plot(args: argparse.Namespace) -> int:
     import os
 
@@ -500,6 +917,7 @@ def _summary(prof: object) -> dict[str, Any]:
     return out
 
 
+@_interruptible("export")
 def _export(args: argparse.Namespace) -> int:
     import json
     import math
@@ -528,6 +946,7 @@ def _export(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+@_interruptible("trace")
 def _trace(args: argparse.Namespace) -> int:
     import json
     import os
@@ -537,8 +956,6 @@ def _trace(args: argparse.Namespace) -> int:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    if args.top < 1:
-        raise ValueError(f"--top={args.top}: must be >= 1")
     tp = profile_trace(args.trace, load_capture(args.power), min_executions=args.min_executions, sensor=args.sensor)
     print(tp)
     os.makedirs(args.out, exist_ok=True)
@@ -567,6 +984,7 @@ def _trace(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+@_interruptible("devices")
 def _devices(args: argparse.Namespace) -> int:
     import json
 
@@ -581,44 +999,80 @@ def _devices(args: argparse.Namespace) -> int:
     return EXIT_OK if any(r.available for r in reports if r.backend != "sim") else EXIT_FAILURE
 
 
-def _demo(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+def _demo_interrupted(args: argparse.Namespace, exc: KeyboardInterrupt) -> str:
+    """The one line `fingrav demo` prints on Ctrl-C: what it wrote, and what it left."""
+    if args.live:
+        return "fingrav demo: interrupted; the live demo writes no files"
+    if not isinstance(exc, DemoInterrupted):  # before run_demo made its folder
+        return "fingrav demo: interrupted before any file was written; nothing was created"
+    if exc.files:
+        n = len(exc.files)
+        return (f"fingrav demo: interrupted; kept the {n} {'file' if n == 1 else 'files'} it had completed in "
+                f"{exc.out_dir}/: " + ", ".join(exc.files))
+    if exc.removed_folder:
+        return (f"fingrav demo: interrupted before any file was written; removed the folder {exc.out_dir} "
+                "it had created")
+    return f"fingrav demo: interrupted before any file was written; {exc.out_dir}/ holds nothing new"
+
+
+def _demo(parser: argparse.ArgumentParser, args: argparse.Namespace, *, as_program: bool = False) -> int:
     live_only = [f"--{name.replace('_', '-')}" for name in ("source", "seconds", "period_us", "source_period_us")
                  if getattr(args, name) is not None]
-    try:
-        if args.seed < 0:
-            raise ValueError(f"seed={args.seed}: must be >= 0")
-        if not args.live:
-            # Live-only options would be silently ignored by the profiling demo.
-            if live_only:
-                raise ValueError(f"{live_only[0]}: only with --live")
-            run_demo(args.out, seed=args.seed)
-            return EXIT_OK
-        period_ns = int(round((250.0 if args.period_us is None else args.period_us) * 1000))
-        if args.source in (None, "sim"):
-            if args.seconds is not None or args.source_period_us is not None:
-                raise ValueError(f"{'--seconds' if args.seconds is not None else '--source-period-us'}: "
-                                 "only with --source synthetic")
-            run_sim_demo(seed=args.seed, period_ns=period_ns)
-        else:
-            run_synthetic_demo(
-                seconds=1.0 if args.seconds is None else args.seconds,
-                period_ns=period_ns,
-                source_period_ns=int(round((1000.0 if args.source_period_us is None else args.source_period_us)
-                                           * 1000)),
-            )
-    except ValueError as exc:
-        print(f"fingrav demo: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    except OSError as exc:  # --out not writable, disk full
-        print(f"fingrav demo: {exc}", file=sys.stderr)
-        return EXIT_FAILURE
+    # Each number is in range (parse time); what is left is which go together.
+    with _SigintOnce(keep_ignoring=as_program) as sigint:
+        try:
+            if not args.live:
+                # Live-only options would be silently ignored by the profiling demo.
+                if live_only:
+                    raise ValueError(f"{live_only[0]}: only with --live")
+                run_demo(args.out, seed=args.seed)
+                return EXIT_OK
+            period_ns = int(round((250.0 if args.period_us is None else args.period_us) * 1000))
+            if args.source in (None, "sim"):
+                if args.seconds is not None or args.source_period_us is not None:
+                    raise ValueError(f"{'--seconds' if args.seconds is not None else '--source-period-us'}: "
+                                     "only with --source synthetic")
+                run_sim_demo(seed=args.seed, period_ns=period_ns)
+            else:
+                run_synthetic_demo(
+                    seconds=1.0 if args.seconds is None else args.seconds,
+                    period_ns=period_ns,
+                    source_period_ns=int(round((1000.0 if args.source_period_us is None
+                                                else args.source_period_us) * 1000)),
+                )
+        except KeyboardInterrupt as exc:
+            # Whatever was completed stays (run_demo says what); a second
+            # Ctrl-C while this is said is ignored, not a second traceback.
+            sigint.ignore()
+            print(_demo_interrupted(args, exc), file=sys.stderr)
+            return EXIT_INTERRUPTED
+        except ValueError as exc:
+            print(f"fingrav demo: {exc}", file=sys.stderr)
+            return EXIT_USAGE
+        except OSError as exc:  # --out not writable, disk full
+            print(f"fingrav demo: {exc}", file=sys.stderr)
+            return EXIT_FAILURE
     return EXIT_OK
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``fingrav`` command; returns the process exit code.
 
-    Exit codes: 0 success, 1 the command failed, 2 bad usage.
+    Exit codes (the README's table has them per command): 0 done, 1 the
+    command failed, 2 bad usage, 130 interrupted by Ctrl-C. A number out
+    of its option's range is bad usage refused by argparse, which raises
+    ``SystemExit(2)`` instead of returning (as for any unparseable argument).
+
+    Parameters
+    ----------
+    argv : sequence of str, optional
+        The arguments after ``fingrav`` (default ``sys.argv[1:]``: run as
+        the program, when a second Ctrl-C stays ignored until exit).
+
+    Returns
+    -------
+    int
+        The exit code.
     """
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -626,7 +1080,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return EXIT_USAGE
     if args.command == "demo":
-        return _demo(parser, args)
+        return _demo(parser, args, as_program=argv is None)
     if args.command == "devices":
         return _devices(args)
     if args.command == "trace":
@@ -642,20 +1096,36 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command in ("plot", "export"):
         try:
             return _plot(args) if args.command == "plot" else _export(args)
-        except (ProfileFormatError, FileNotFoundError) as exc:
+        # An output the disk refuses (a file where a folder goes, no permission, disk full) is a failure to
+        # write, like a damaged profile a failure to read.
+        except (ProfileFormatError, OSError) as exc:
             print(f"fingrav {args.command}: {exc}", file=sys.stderr)
             return EXIT_FAILURE
         except ValueError as exc:
             print(f"fingrav {args.command}: {exc}", file=sys.stderr)
             return EXIT_USAGE
-    if args.command in ("profile", "sync", "characterize"):
+    if args.command == "profile":
         try:
-            if args.command == "characterize":
-                return _characterize(args)
-            return _profile(args) if args.command == "profile" else _sync(args)
+            return _profile(args, as_program=argv is None)
+        # A campaign folder in use (CampaignLockedError), a missing library or
+        # device (LibraryNotFoundError, DeviceUnavailableError: RuntimeErrors),
+        # a damaged or incomplete folder, a disk that refuses a write: the
+        # command failed, the usage was fine.
+        # A campaign that gave no logs (NoLogsInExecutionsError, a ValueError)
+        # is a failed run, not bad usage.
+        except (CampaignMismatchError, CampaignFormatError, NoLogsInExecutionsError, OSError, ImportError,
+                RuntimeError) as exc:
+            print(f"fingrav profile: {exc}", file=sys.stderr)
+            return EXIT_FAILURE
+        except ValueError as exc:
+            print(f"fingrav profile: {exc}", file=sys.stderr)
+            return EXIT_USAGE
+    if args.command in ("sync", "characterize"):
+        try:
+            return _characterize(args) if args.command == "characterize" else _sync(args)
         # A missing library or device (LibraryNotFoundError, DeviceUnavailableError
         # are RuntimeErrors) or module is a failure to run, not bad usage.
-        except (CampaignMismatchError, CampaignFormatError, FileNotFoundError, ImportError, RuntimeError) as exc:
+        except (OSError, ImportError, RuntimeError) as exc:
             print(f"fingrav {args.command}: {exc}", file=sys.stderr)
             return EXIT_FAILURE
         except ValueError as exc:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from typing import Any, Callable
 
@@ -202,6 +203,56 @@ class _BracketRecorder(BackendWrapper):
         return rec
 
 
+class DemoInterrupted(KeyboardInterrupt):
+    """Ctrl-C during :func:`run_demo`, with what it had written by then.
+
+    A ``KeyboardInterrupt``, so a caller that does not look for it sees
+    Ctrl-C as always; ``fingrav demo`` reads it to say what was kept.
+
+    Parameters
+    ----------
+    out_dir : str
+        The demo's folder.
+    files : dict of str to str
+        Name -> path of every file completed before Ctrl-C (kept, whole);
+        the one being written when it came is removed.
+    removed_folder : bool
+        ``out_dir`` did not exist before the demo, nothing was written in
+        it, and it (with any parent folders the demo created) was removed.
+    """
+
+    def __init__(self, out_dir: str, files: dict[str, str], removed_folder: bool) -> None:
+        super().__init__(f"run_demo interrupted with {len(files)} files written to {out_dir!r}")
+        self.out_dir = out_dir
+        self.files = files
+        self.removed_folder = removed_folder
+
+
+def _missing_folders(path: str) -> list[str]:
+    """The folders ``os.makedirs(path)`` would create, deepest first."""
+    missing = []
+    p = os.path.abspath(path)
+    while not os.path.lexists(p):
+        missing.append(p)
+        parent = os.path.dirname(p)
+        if parent == p:
+            break
+        p = parent
+    return missing
+
+
+def _remove_empty(folders: list[str]) -> bool:
+    """Remove ``folders`` (deepest first) while they are empty; True if the first one went."""
+    removed = 0
+    for folder in folders:
+        try:
+            os.rmdir(folder)  # only an empty folder: never anything someone else put there
+        except OSError:
+            break
+        removed += 1
+    return removed > 0
+
+
 def _energy(ep: ExecutionProfile) -> str:
     e = ep.energy["total"]
     return f"{e.energy_j * 1e3:.3f} +- {e.uncertainty_j * 1e3:.3f} mJ"
@@ -248,6 +299,10 @@ def run_demo(out_dir: str = "fingrav-demo", *, seed: int = 0,
     ------
     ValueError
         ``seed`` negative or not an integer, or ``out_dir`` an existing file.
+    DemoInterrupted
+        Ctrl-C (a ``KeyboardInterrupt``): the files completed by then are
+        kept, the one under way is removed, and a folder the demo created
+        and wrote nothing into is removed again.
 
     Notes
     -----
@@ -264,8 +319,6 @@ def run_demo(out_dir: str = "fingrav-demo", *, seed: int = 0,
       ``ssp_search.png`` and ``sync_error.png`` (the device-clock map the
       logs were placed with).
     """
-    import os
-
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
         raise ValueError(f"seed={seed!r}: must be an integer >= 0")
     if os.path.exists(out_dir) and not os.path.isdir(out_dir):
@@ -276,81 +329,100 @@ def run_demo(out_dir: str = "fingrav-demo", *, seed: int = 0,
     import matplotlib.pyplot as plt
 
     t0 = time.perf_counter()
-    os.makedirs(out_dir, exist_ok=True)
     seed = int(seed)
-    backend = _BracketRecorder(SimBackend(seed=seed))
-    prof = profile(DEMO_KERNEL, backend, mode="both", seed=seed)
-    il_kernel, il_before = DEMO_INTERLEAVED
-    # Its own device: the interleaved case must not inherit CB-4K's heat.
-    il = profile_interleaved(il_kernel, list(il_before), SimBackend(seed=seed), seed=seed)
-
+    created = _missing_folders(out_dir)
     files: dict[str, str] = {}
 
-    def path(name: str) -> str:
-        files[name] = os.path.join(out_dir, name)
-        return files[name]
+    def write(name: str, writer: Callable[[str], object]) -> None:
+        # Under a temporary name, then renamed: a file cut short (Ctrl-C, a
+        # full disk) never passes for a whole one, nor replaces an earlier
+        # demo's whole one.
+        target = os.path.join(out_dir, name)
+        tmp = os.path.join(out_dir, f".{name}.partial-{os.getpid()}")
+        try:
+            writer(tmp)
+            os.replace(tmp, target)
+            files[name] = target
+        finally:
+            if os.path.lexists(tmp):
+                os.remove(tmp)
 
-    save_profile(prof, path(f"{DEMO_KERNEL}.fgprof"))
-    il_stem = "_then_".join([k for k, _ in il_before] + [il_kernel])
-    save_profile(il, path(f"{il_stem}.fgprof"))
-    export_trace(prof, path(f"{DEMO_KERNEL}.trace.json"))
+    def draw(name: str, make: Callable[[], Any]) -> None:
+        fig = make()
+        try:
+            write(name, lambda p: fig.savefig(p, dpi=120, format=os.path.splitext(name)[1][1:]))
+        finally:
+            plt.close(fig)
 
-    sse, ssp = prof.profiles["sse"], prof.profiles["ssp"]
-    figures = [
-        ("overview.png", figure_overview(prof)),
-        ("whole_run.png", fplot.plot_whole_run(prof).figure),
-        ("sse_vs_ssp.png", fplot.figure_kernels_by_component(
+    try:
+        os.makedirs(out_dir, exist_ok=True)  # first, so an unwritable --out fails before seconds of work
+        backend = _BracketRecorder(SimBackend(seed=seed))
+        prof = profile(DEMO_KERNEL, backend, mode="both", seed=seed)
+        il_kernel, il_before = DEMO_INTERLEAVED
+        # Its own device: the interleaved case must not inherit CB-4K's heat.
+        il = profile_interleaved(il_kernel, list(il_before), SimBackend(seed=seed), seed=seed)
+
+        write(f"{DEMO_KERNEL}.fgprof", lambda p: save_profile(prof, p))
+        il_stem = "_then_".join([k for k, _ in il_before] + [il_kernel])
+        write(f"{il_stem}.fgprof", lambda p: save_profile(il, p))
+        write(f"{DEMO_KERNEL}.trace.json", lambda p: export_trace(prof, p))
+
+        sse, ssp = prof.profiles["sse"], prof.profiles["ssp"]
+        search = prof.ssp_search
+        draw("overview.png", lambda: figure_overview(prof))
+        draw("whole_run.png", lambda: fplot.plot_whole_run(prof).figure)
+        draw("sse_vs_ssp.png", lambda: fplot.figure_kernels_by_component(
             [(f"SSE (execution {sse.execution_index})", sse), (f"SSP (execution {ssp.execution_index})", ssp)],
-            x="time")),
-        ("interleaved.png", fplot.plot_interleaved(il).figure),
-    ]
-    if prof.ssp_search is not None:
-        figures.append(("ssp_search.png", fplot.plot_ssp_search(prof.ssp_search).figure))
-    brackets = np.concatenate(backend.brackets)
-    tick = prof.backend.device_tick_ns
-    # Fitted as the profile fits its device map (piecewise past 2 s of
-    # campaign), over every run's reads, so the band is the clock-map term
-    # of the error budget.
-    span_ns = float(brackets[:, 0].max() - brackets[:, 0].min())
-    cmap = (fit_piecewise_clock_map(brackets, tick_ns=tick) if span_ns > 2e9
-            else fit_clock_map(brackets, tick_ns=tick))
-    figures.append(("sync_error.png", fplot.plot_sync_error(brackets, cmap).figure))
-    for name, fig in figures:
-        fig.savefig(path(name), dpi=120)
-        plt.close(fig)
+            x="time"))
+        draw("interleaved.png", lambda: fplot.plot_interleaved(il).figure)
+        if search is not None:
+            draw("ssp_search.png", lambda: fplot.plot_ssp_search(search).figure)
+        brackets = np.concatenate(backend.brackets)
+        tick = prof.backend.device_tick_ns
+        # Fitted as the profile fits its device map (piecewise past 2 s of
+        # campaign), over every run's reads, so the band is the clock-map term
+        # of the error budget.
+        span_ns = float(brackets[:, 0].max() - brackets[:, 0].min())
+        cmap = (fit_piecewise_clock_map(brackets, tick_ns=tick) if span_ns > 2e9
+                else fit_clock_map(brackets, tick_ns=tick))
+        draw("sync_error.png", lambda: fplot.plot_sync_error(brackets, cmap).figure)
 
-    seconds = time.perf_counter() - t0
-    b = prof.error_budget
-    p_sse, u_sse = _mean_power(sse)
-    p_ssp, u_ssp = _mean_power(ssp)
-    lines = [
-        f"fingrav demo: {DEMO_KERNEL} on a simulated MI300X-class GPU (virtual time, seed {seed}), "
-        f"{seconds:.1f} s",
-        f"  {prof.runs} runs in all; the SSP search settled on {ssp.executions_per_run} executions per run, "
-        f"so the SSP execution is index {ssp.execution_index} (SSE: index {sse.execution_index})",
-        f"  {'':<4}{'execution':>10}{'duration':>10}{'golden runs':>13}{'LOIs/target':>13}"
-        f"{'mean power':>14}{'energy/execution':>22}",
-    ]
-    for label, ep, p, u in (("SSE", sse, p_sse, u_sse), ("SSP", ssp, p_ssp, u_ssp)):
-        lines.append(f"  {label:<4}{ep.execution_index:>10}{f'{ep.duration_ns / 1e3:.0f} us':>10}"
-                     f"{f'{ep.golden.count}/{ep.golden.total}':>13}{f'{len(ep.lois)}/{ep.loi_target}':>13}"
-                     f"{f'{p:.0f} +- {u:.0f} W':>14}{_energy(ep):>22}")
-    lines += [
-        f"  SSP / SSE mean power: {p_ssp / p_sse:.2f} (one kernel, two power levels: which execution you profile matters)",
-        "  (+- : 95% confidence half-widths; golden runs: runs in the most populated execution-time bin)",
-        f"  interleaved {' + '.join(f'{n} x {k}' for k, n in il_before)} -> 1 x {il_kernel}: "
-        f"{il.power_ratio:.3f} x its isolated SSP power (paper Fig. 9, MB->2K)",
-        f"  error budget (half-widths, us): clock map {b.clock_map_ns / 1e3:.2f} + kernel start "
-        f"{b.marker_ns / 1e3:.2f} + logger window {b.logger_window_ns / 1e3:.2f} -> per log {b.total_ns / 1e3:.2f}",
-        f"    a log's time inside the execution is known to +-{b.total_ns / 1e3:.2f} us; "
-        f"features narrower than ~{2 * b.total_ns / 1e3:.1f} us are not resolved",
-        f"  wrote {len(files)} files to {out_dir}/: "
-        + ", ".join(os.path.basename(p) for p in files.values()),
-        f"  next: fingrav plot {files[f'{DEMO_KERNEL}.fgprof']} --out figs/ ; "
-        f"open {files[f'{DEMO_KERNEL}.trace.json']} at https://ui.perfetto.dev",
-    ]
-    for line in lines:
-        out(line)
+        # The summary is inside too: Ctrl-C while it is printed still says what was written.
+        seconds = time.perf_counter() - t0
+        b = prof.error_budget
+        p_sse, u_sse = _mean_power(sse)
+        p_ssp, u_ssp = _mean_power(ssp)
+        lines = [
+            f"fingrav demo: {DEMO_KERNEL} on a simulated MI300X-class GPU (virtual time, seed {seed}), "
+            f"{seconds:.1f} s",
+            f"  {prof.runs} runs in all; the SSP search settled on {ssp.executions_per_run} executions per run, "
+            f"so the SSP execution is index {ssp.execution_index} (SSE: index {sse.execution_index})",
+            f"  {'':<4}{'execution':>10}{'duration':>10}{'golden runs':>13}{'LOIs/target':>13}"
+            f"{'mean power':>14}{'energy/execution':>22}",
+        ]
+        for label, ep, p, u in (("SSE", sse, p_sse, u_sse), ("SSP", ssp, p_ssp, u_ssp)):
+            lines.append(f"  {label:<4}{ep.execution_index:>10}{f'{ep.duration_ns / 1e3:.0f} us':>10}"
+                         f"{f'{ep.golden.count}/{ep.golden.total}':>13}{f'{len(ep.lois)}/{ep.loi_target}':>13}"
+                         f"{f'{p:.0f} +- {u:.0f} W':>14}{_energy(ep):>22}")
+        lines += [
+            f"  SSP / SSE mean power: {p_ssp / p_sse:.2f} (one kernel, two power levels: which execution you profile matters)",
+            "  (+- : 95% confidence half-widths; golden runs: runs in the most populated execution-time bin)",
+            f"  interleaved {' + '.join(f'{n} x {k}' for k, n in il_before)} -> 1 x {il_kernel}: "
+            f"{il.power_ratio:.3f} x its isolated SSP power (paper Fig. 9, MB->2K)",
+            f"  error budget (half-widths, us): clock map {b.clock_map_ns / 1e3:.2f} + kernel start "
+            f"{b.marker_ns / 1e3:.2f} + logger window {b.logger_window_ns / 1e3:.2f} -> per log {b.total_ns / 1e3:.2f}",
+            f"    a log's time inside the execution is known to +-{b.total_ns / 1e3:.2f} us; "
+            f"features narrower than ~{2 * b.total_ns / 1e3:.1f} us are not resolved",
+            f"  wrote {len(files)} files to {out_dir}/: "
+            + ", ".join(os.path.basename(p) for p in files.values()),
+            f"  next: fingrav plot {files[f'{DEMO_KERNEL}.fgprof']} --out figs/ ; "
+            f"open {files[f'{DEMO_KERNEL}.trace.json']} at https://ui.perfetto.dev",
+        ]
+        for line in lines:
+            out(line)
+    except KeyboardInterrupt:
+        # Whole files stay; a folder the demo made and left empty goes.
+        raise DemoInterrupted(out_dir, dict(files), not files and _remove_empty(created)) from None
     return {"profile": prof, "interleaved": il, "files": files, "summary": lines, "seconds": seconds}
 
 

@@ -317,7 +317,7 @@ def wait_for_idle(idle_level: Callable[[int], float], baseline_w: float, toleran
 
 def drain_all(sampler: "_core.Sampler") -> np.ndarray:
     """Everything a stopped sampler kept (an empty SAMPLE_DTYPE array when it kept nothing)."""
-    return sampler.drain() if sampler.available else np.zeros(0, dtype=_core.SAMPLE_DTYPE)
+    return sampler.drain()
 
 
 def marker_records(run: int, kernel_id: "int | Sequence[int]", ticks: np.ndarray, host_launch_ns: np.ndarray,
@@ -359,7 +359,8 @@ def marker_records(run: int, kernel_id: "int | Sequence[int]", ticks: np.ndarray
     return markers
 
 
-def execution_plan(kernel: KernelSpec, executions: int) -> list[tuple[str | int, int]]:
+def execution_plan(kernel: KernelSpec, executions: int, *, limit: int | None = None,
+                   device: str = "the device") -> list[tuple[str | int, int]]:
     """A run's kernels as (kernel, executions) pairs, checked against the run's total.
 
     Parameters
@@ -368,6 +369,12 @@ def execution_plan(kernel: KernelSpec, executions: int) -> list[tuple[str | int,
         One kernel, or a sequence of (kernel, executions) run back to back.
     executions : int
         Executions in the run (Section IV-B step 3); for a sequence, its total.
+    limit : int, optional
+        Most executions one run may have on this device (the simulator's is
+        ``_core.SIM_MAX_PENDING_EXECUTIONS``): a larger run is refused here,
+        by the argument's name, before anything is allocated or launched.
+    device : str
+        What the limit belongs to, for the message.
 
     Returns
     -------
@@ -375,6 +382,9 @@ def execution_plan(kernel: KernelSpec, executions: int) -> list[tuple[str | int,
     """
     if isinstance(executions, bool) or not isinstance(executions, (int, np.integer)) or executions < 1:
         raise ValueError(f"executions={executions!r}: must be an integer >= 1")
+    if limit is not None and executions > limit:
+        raise ValueError(f"executions={executions}: at most {limit} per run on {device} "
+                         "(each execution is queued, simulated and recorded); run fewer")
     if isinstance(kernel, (str, int, np.integer)):
         return [(kernel, int(executions))]
     plan = [(k, int(c)) for k, c in kernel]

@@ -255,7 +255,8 @@ class SimBackend(_SimCommon):
         run : int
             Run id.
         """
-        plan = execution_plan(kernel, executions)
+        plan = execution_plan(kernel, executions, limit=_core.SIM_MAX_PENDING_EXECUTIONS,
+                              device="the simulated device")
         before = self.gpu.read_clocks(self._brackets_per_run // 2)
         # Phase steering: the armed release (HostRelease), in virtual time through wait_until below.
         late = self._released()
@@ -347,7 +348,8 @@ class LiveSimBackend(_SimCommon, LivePower):
 
     def execute_run(self, kernel: KernelSpec, executions: int, run: int) -> RunRecord:
         """Launch one run with the sampler polling live; return its raw record."""
-        plan = execution_plan(kernel, executions)
+        plan = execution_plan(kernel, executions, limit=_core.SIM_MAX_PENDING_EXECUTIONS,
+                              device="the simulated device")
         before = _core.measure_brackets(self._clock, self._brackets_per_run // 2)
         with _core.Sampler(self._power, period_ns=self._period_ns) as sampler:
             # Phase steering: launch at the armed release (HostRelease), after the sampler started.

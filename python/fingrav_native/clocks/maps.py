@@ -56,7 +56,7 @@ from typing import Any, Union
 import numpy as np
 import numpy.typing as npt
 
-from fingrav_native._checks import relative_to
+from fingrav_native._checks import integer_in, positive_number, relative_to
 
 __all__ = [
     "MAX_SKEW_PPM",
@@ -68,6 +68,8 @@ __all__ = [
     "fit_clock_map",
     "fit_one_sided_clock_map",
     "fit_piecewise_clock_map",
+    "host_ns_exact",
+    "host_relative",
     "summarize_read_latency",
 ]
 
@@ -414,6 +416,104 @@ def _bound(h: Any, begin: Any, end: Any, base: Any, skew_ppm: Any, wander_ppm_pe
     return base + skew_ppm * 1e-6 * np.abs(h) + 0.5 * wander_ppm_per_s * 1e-15 * outside * outside
 
 
+# --------------------------------------------------------------------------- any map, exactly
+
+#: Above this a float64 no longer holds every integer ns (2**53 ns, 104 days; epoch times are 1.8e18).
+_FLOAT_EXACT_NS = 2.0**53
+
+
+def host_relative(clock_map: Any, ticks: ArrayLike, origin_ns: int, name: str = "clock_map") -> np.ndarray:
+    """Host time of ``ticks`` minus an integer origin, float64 ns, without epoch-scale rounding.
+
+    Parameters
+    ----------
+    clock_map : clock map
+        Any object with ``to_host(ticks)``; ``to_host_relative(ticks,
+        origin_ns)`` (an :class:`~fingrav_native.insitu.capture.EpochMap`)
+        or ``to_host_ns(ticks)`` (:class:`ClockMap`,
+        :class:`PiecewiseClockMap`) are used when present.
+    ticks : array_like
+        Times in the map's source clock.
+    origin_ns : int
+        An exact host time (int), e.g. the first execution's start.
+    name : str
+        The map's argument name, for messages.
+
+    Returns
+    -------
+    numpy.ndarray
+        float64 ns relative to ``origin_ns``.
+
+    Raises
+    ------
+    ValueError
+        The map returns float host times beyond 2**53 ns and offers no
+        exact method: such times are already rounded to up to 256 ns, more
+        than the placement budget, so they are refused rather than used.
+
+    Notes
+    -----
+    Paper Section IV-A places logs on the kernels' timeline through the
+    clock map; at Unix-epoch magnitude (torch.profiler traces) that is only
+    exact when the large numbers are subtracted as integers first.
+    """
+    origin = int(origin_ns)
+    rel = getattr(clock_map, "to_host_relative", None)
+    if callable(rel):
+        return np.asarray(rel(ticks, origin), dtype=np.float64)
+    host = np.asarray(clock_map.to_host(ticks))
+    if host.dtype.kind in "iu":
+        return (host.astype(np.int64) - np.int64(origin)).astype(np.float64)
+    host = host.astype(np.float64)
+    finite = host[np.isfinite(host)]
+    if finite.size == 0 or (np.abs(finite).max() < _FLOAT_EXACT_NS and abs(origin) < _FLOAT_EXACT_NS):
+        return host - float(origin)
+    exact = getattr(clock_map, "to_host_ns", None)
+    if callable(exact):
+        return (np.asarray(exact(ticks), dtype=np.int64) - np.int64(origin)).astype(np.float64)
+    raise ValueError(
+        f"{name}: to_host() returns float64 host times of magnitude {np.abs(finite).max():.3g} ns, beyond "
+        "2**53 where a float has already lost up to 256 ns; return int64 ns from to_host(), or give the map a "
+        "to_host_ns(ticks) or to_host_relative(ticks, origin_ns) method")
+
+
+def host_ns_exact(clock_map: Any, ticks: ArrayLike, name: str = "clock_map") -> np.ndarray:
+    """Host time of ``ticks`` as int64 ns, rounded to the ns, never through an epoch-magnitude float.
+
+    Parameters
+    ----------
+    clock_map, ticks, name
+        As for :func:`host_relative`.
+
+    Returns
+    -------
+    numpy.ndarray
+        int64 ns.
+
+    Raises
+    ------
+    ValueError
+        As for :func:`host_relative`; also non-finite host times.
+
+    Notes
+    -----
+    Paper Section IV-A (execution start and end on the host timeline).
+    """
+    exact = getattr(clock_map, "to_host_ns", None)
+    if callable(exact):
+        return np.asarray(exact(ticks), dtype=np.int64)
+    host = np.asarray(clock_map.to_host(ticks))
+    if host.dtype.kind in "iu":
+        return host.astype(np.int64)
+    if not np.all(np.isfinite(host)):
+        raise ValueError(f"{name}: to_host() returned non-finite host times")
+    if host.size and np.abs(host).max() >= _FLOAT_EXACT_NS:
+        raise ValueError(
+            f"{name}: to_host() returns float64 host times of magnitude {np.abs(host).max():.3g} ns, beyond 2**53 "
+            "where a float has already lost up to 256 ns; return int64 ns or give the map a to_host_ns(ticks) method")
+    return np.asarray(np.rint(host), dtype=np.int64)
+
+
 # --------------------------------------------------------------------------- validation
 
 
@@ -437,7 +537,7 @@ def _check_brackets(brackets: npt.ArrayLike, min_reads: int) -> np.ndarray:
         )
     n = arr.shape[0]
     if n < min_reads:
-        raise ValueError(f"brackets: {n} reads given; at least {min_reads} are needed")
+        raise ValueError(f"brackets: {n} reads given; at least min_reads={min_reads} are needed")
     rtt = arr[:, 2] - arr[:, 0]
     bad = np.flatnonzero(rtt < 0)
     if bad.size:
@@ -476,16 +576,24 @@ def _check_brackets(brackets: npt.ArrayLike, min_reads: int) -> np.ndarray:
 def _check_common(
     tick_ns: float, coverage: float, wander_ppm_per_s: float, max_skew_ppm: float, resolution_ticks: float
 ) -> None:
-    if not (isinstance(tick_ns, (int, float, np.integer, np.floating)) and math.isfinite(tick_ns) and tick_ns > 0):
-        raise ValueError(f"tick_ns={tick_ns!r}: must be a finite number > 0 (the nominal tick length, ns)")
-    if not (math.isfinite(coverage) and coverage > 0):
-        raise ValueError(f"coverage={coverage!r}: must be > 0")
-    if not (math.isfinite(wander_ppm_per_s) and wander_ppm_per_s >= 0):
-        raise ValueError(f"wander_ppm_per_s={wander_ppm_per_s!r}: must be >= 0")
+    # Each check names the argument; a non-number is refused as such (not a TypeError from math).
+    positive_number(tick_ns, "tick_ns")
+    positive_number(coverage, "coverage")
+    positive_number(wander_ppm_per_s, "wander_ppm_per_s", allow_zero=True)
+    if isinstance(max_skew_ppm, (bool, np.bool_)) or not isinstance(max_skew_ppm, (int, float, np.integer,
+                                                                                  np.floating)):
+        raise ValueError(f"max_skew_ppm={max_skew_ppm!r}: must be a number > 0 (inf: no sanity bound)")
     if not (max_skew_ppm > 0):
         raise ValueError(f"max_skew_ppm={max_skew_ppm!r}: must be > 0")
-    if not (math.isfinite(resolution_ticks) and resolution_ticks > 0):
-        raise ValueError(f"resolution_ticks={resolution_ticks!r}: must be > 0")
+    positive_number(resolution_ticks, "resolution_ticks")
+
+
+def _check_resolution(resolution_ticks: float, arr: np.ndarray) -> None:
+    # A quantum as long as everything the reads saw leaves nothing to fit.
+    seen = float(arr[:, 1].max() - arr[:, 1].min())
+    if resolution_ticks >= seen:
+        raise ValueError(f"resolution_ticks={resolution_ticks!r}: not below the {seen:.0f} ticks the brackets span; "
+                         "it is the device clock's step (1 for a plain counter)")
 
 
 def _check_skew(ns_per_tick: float, tick_ns: float, max_skew_ppm: float, span_ns: float, what: str) -> None:
@@ -694,15 +802,14 @@ def fit_clock_map(
     (True, 64)
     """
     _check_common(tick_ns, coverage, wander_ppm_per_s, max_skew_ppm, resolution_ticks)
-    if not (isinstance(min_reads, (int, np.integer)) and min_reads >= 3):
-        raise ValueError(f"min_reads={min_reads!r}: must be an integer >= 3")
-    if not (math.isfinite(select_factor) and select_factor >= 1.0):
+    integer_in(min_reads, "min_reads", 3)
+    if not positive_number(select_factor, "select_factor") >= 1.0:
         raise ValueError(f"select_factor={select_factor!r}: must be >= 1")
     if offset not in ("band", "midpoint"):
         raise ValueError(f"offset={offset!r}: must be 'band' or 'midpoint'")
-    if not (math.isfinite(prior_skew_ppm) and prior_skew_ppm >= 0):
-        raise ValueError(f"prior_skew_ppm={prior_skew_ppm!r}: must be >= 0")
+    positive_number(prior_skew_ppm, "prior_skew_ppm", allow_zero=True)
     arr = _check_brackets(brackets, int(min_reads))
+    _check_resolution(resolution_ticks, arr)
     return _fit_sorted(
         arr,
         tick_ns=float(tick_ns),
@@ -869,15 +976,15 @@ def fit_piecewise_clock_map(
     5. Bound the error by the same blend of the two pieces' bounds.
     """
     _check_common(tick_ns, coverage, wander_ppm_per_s, max_skew_ppm, resolution_ticks)
-    if not (isinstance(min_reads, (int, np.integer)) and min_reads >= 3):
-        raise ValueError(f"min_reads={min_reads!r}: must be an integer >= 3")
-    if not (math.isfinite(select_factor) and select_factor >= 1.0):
+    integer_in(min_reads, "min_reads", 3)
+    if not positive_number(select_factor, "select_factor") >= 1.0:
         raise ValueError(f"select_factor={select_factor!r}: must be >= 1")
     if offset not in ("band", "midpoint"):
         raise ValueError(f"offset={offset!r}: must be 'band' or 'midpoint'")
     if not (isinstance(segment_ns, (int, float, np.integer, np.floating)) and math.isfinite(segment_ns) and segment_ns > 0):
         raise ValueError(f"segment_ns={segment_ns!r}: must be a finite number > 0")
     arr = _check_brackets(brackets, int(min_reads))
+    _check_resolution(resolution_ticks, arr)
     opts = dict(
         tick_ns=float(tick_ns),
         select_factor=float(select_factor),
@@ -1038,8 +1145,7 @@ def fit_one_sided_clock_map(
         raise ValueError(f"min_logs={min_logs!r}: must be an integer >= 3")
     if not (math.isfinite(min_delay_ns) and min_delay_ns >= 0):
         raise ValueError(f"min_delay_ns={min_delay_ns!r}: must be >= 0")
-    if not (math.isfinite(prior_skew_ppm) and prior_skew_ppm >= 0):
-        raise ValueError(f"prior_skew_ppm={prior_skew_ppm!r}: must be >= 0")
+    positive_number(prior_skew_ppm, "prior_skew_ppm", allow_zero=True)
     h = _int_array(read_host_ns, "read_host_ns")
     t = _int_array(log_ticks, "log_ticks")
     if h.ndim != 1:

@@ -54,7 +54,6 @@ import tempfile
 import threading
 import time
 import warnings
-import zipfile
 from dataclasses import dataclass
 from typing import Any, Callable, Literal, Optional, Sequence, Union
 
@@ -74,6 +73,16 @@ from fingrav_native.clocks.maps import (
     PiecewiseClockMap,
     fit_clock_map,
     fit_one_sided_clock_map,
+)
+from fingrav_native.files._safe import (
+    MAX_JSON_BYTES,
+    check_archive,
+    file_problem,
+    loads_json,
+    open_zip,
+    read_member,
+    read_npy,
+    short_repr,
 )
 from fingrav_native.method.records import SAMPLE_DTYPE
 from fingrav_native.method.timeline import fit_device_map
@@ -927,6 +936,42 @@ class PowerCapture:
         return path
 
 
+def _check_source(source: Any) -> Optional[str]:
+    """What is wrong with a capture header's ``source`` (None: nothing), by field."""
+    if not isinstance(source, dict):
+        return f"source: expected an object, got {short_repr(source)}"
+    missing = [k for k in _SOURCE_KEYS if k not in source]
+    if missing:
+        return f"source: must be a dict with {', '.join(_SOURCE_KEYS)}; missing {missing}"
+    for key in ("name", "clock_domain"):
+        if not isinstance(source[key], str):
+            return f"source.{key}: expected a string, got {short_repr(source[key])}"
+    for key, low in (("tick_ns", "> 0"), ("native_period_ns", ">= 0"), ("window_ns", ">= 0")):
+        v = source[key]
+        ok = (isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+              and (v > 0 if low == "> 0" else v >= 0))
+        if not ok:
+            return f"source.{key}: expected a finite number {low}, got {short_repr(v)}"
+    channels = source["channels"]
+    if not isinstance(channels, list) or not all(isinstance(c, str) for c in channels):
+        return f"source.channels: expected a list of strings, got {short_repr(channels)}"
+    return None
+
+
+def _check_sensor_fields(d: dict[str, Any]) -> Optional[str]:
+    """What is wrong with the types of a header's ``sensor`` fields (None: nothing); the model checks values."""
+    for f in dataclasses.fields(SensorModel):
+        if f.name not in d:
+            continue
+        v = d[f.name]
+        if f.type in ("str", str):
+            if not isinstance(v, str):
+                return f"sensor.{f.name}: expected a string, got {short_repr(v)}"
+        elif isinstance(v, bool) or not isinstance(v, (int, float)):
+            return f"sensor.{f.name}: expected a number, got {short_repr(v)}"
+    return None
+
+
 def load_capture(path: Union[str, os.PathLike[str]]) -> PowerCapture:
     """Read a capture written by :meth:`PowerCapture.save`.
 
@@ -941,11 +986,22 @@ def load_capture(path: Union[str, os.PathLike[str]]) -> PowerCapture:
     Raises
     ------
     CaptureFormatError
-        Naming the path: not a readable ``.npz``, a file of another format,
-        a newer format version (with the version found), missing or
-        malformed arrays or header fields (named).
+        Naming the path: a directory or other non-file, not a readable
+        ``.npz`` (truncated, damaged: the member is named), a file of another
+        format, a newer format version (with the version found), more data
+        than a capture holds (a zip bomb, an array header declaring more
+        than its bytes), a header nested too deep, or missing or malformed
+        arrays or header fields (named).
     FileNotFoundError
         No such file.
+    ValueError
+        ``path`` is not a path.
+
+    Notes
+    -----
+    The ``.npz`` is read member by member with the size caps and ``.npy``
+    header checks of the profile loader (:mod:`fingrav_native.files._safe`),
+    never with pickle.
     """
     if not isinstance(path, (str, os.PathLike)):
         raise ValueError(f"path={path!r}: must be a file path")
@@ -956,32 +1012,33 @@ def load_capture(path: Union[str, os.PathLike[str]]) -> PowerCapture:
     def bad(what: str) -> CaptureFormatError:
         return CaptureFormatError(f"{path}: {what}")
 
-    try:
-        # Our own handle: np.load leaves its file open when the zip is unreadable.
-        with open(path, "rb") as fh, np.load(fh, allow_pickle=False) as z:
-            if not isinstance(z, np.lib.npyio.NpzFile):
-                raise bad(f"not a {CAPTURE_FORMAT} file (a single .npy array, not an .npz archive)")
-            names = set(z.files)
-            if "header" not in names:
-                raise bad(f"not a {CAPTURE_FORMAT} file (no 'header' array; found {sorted(names)})")
-            header_text = z["header"]
-            arrays = {k: z[k] for k in ("samples", "epoch_brackets") if k in names}
-    except CaptureFormatError:
-        raise
-    except (OSError, ValueError, zipfile.BadZipFile, EOFError, KeyError) as exc:
-        raise bad(f"not a readable {CAPTURE_FORMAT} file (.npz): {exc}") from exc
-    try:
-        header = json.loads(str(header_text[()]))
-    except (ValueError, TypeError, IndexError) as exc:
-        raise bad(f"the header is not JSON: {exc}") from exc
+    problem = file_problem(path)
+    if problem is not None:
+        raise bad(f"{problem}; a power capture is an .npz file")
+    zf = open_zip(path, lambda what: bad(f"not a readable {CAPTURE_FORMAT} file (.npz): {what}"))
+    with zf:
+        budget = check_archive(zf, os.path.getsize(path), bad, max_members=64)
+        names = {n[: -len(".npy")] for n in zf.namelist() if n.endswith(".npy")}
+        if "header" not in names:
+            raise bad(f"not a {CAPTURE_FORMAT} file (no 'header' array; found {sorted(names)[:8]})")
+        arrays: dict[str, np.ndarray] = {}
+        for key in ("header", "samples", "epoch_brackets"):
+            if key in names:
+                # The header is a few kB of JSON; only the arrays may be large.
+                data = read_member(zf, f"{key}.npy", bad, budget, limit=MAX_JSON_BYTES if key == "header" else None)
+                arrays[key] = read_npy(data, bad, f"the array {key!r}")
+    header_text = arrays["header"]
+    if header_text.ndim != 0 or header_text.dtype.kind != "U":
+        raise bad(f"the header is not a string (dtype {header_text.dtype}, shape {header_text.shape})")
+    header = loads_json(str(header_text[()]), bad, "the header")
     if not isinstance(header, dict):
         raise bad(f"the header is a {type(header).__name__}, not a JSON object")
     fmt = header.get("format")
     if fmt != CAPTURE_FORMAT:
-        raise bad(f"format {fmt!r}, not {CAPTURE_FORMAT!r}")
+        raise bad(f"format {short_repr(fmt)}, not {CAPTURE_FORMAT!r}")
     version = header.get("version")
     if isinstance(version, bool) or not isinstance(version, int) or version < 1:
-        raise bad(f"format version {version!r} is not a version number")
+        raise bad(f"format version {short_repr(version)} is not a version number")
     if version > CAPTURE_VERSION:
         raise bad(f"format version {version} is newer than this fingrav_native ({__version__}) reads "
                   f"(up to {CAPTURE_VERSION}); upgrade fingrav_native")
@@ -991,19 +1048,28 @@ def load_capture(path: Union[str, os.PathLike[str]]) -> PowerCapture:
     for key in ("source", "period_ns", "stats", "meta"):
         if key not in header:
             raise bad(f"the header field {key!r} is missing")
+    problem = _check_source(header["source"])
+    if problem is not None:
+        raise bad(problem)
+    for key in ("stats", "meta"):
+        if not isinstance(header[key], dict):
+            raise bad(f"{key}: expected an object, got {short_repr(header[key])}")
     sensor = None
     if header.get("sensor") is not None:
         if not isinstance(header["sensor"], dict):
             raise bad(f"sensor: expected an object, got {type(header['sensor']).__name__}")
+        problem = _check_sensor_fields(header["sensor"])
+        if problem is not None:
+            raise bad(problem)
         try:
             sensor = SensorModel.from_dict(header["sensor"])
-        except (TypeError, ValueError) as exc:
+        except (TypeError, ValueError, KeyError) as exc:
             raise bad(f"sensor: {exc}") from exc
     try:
         return PowerCapture(samples=arrays["samples"], epoch_brackets=arrays["epoch_brackets"],
                             source=header["source"], sensor=sensor, period_ns=header["period_ns"],
                             stats=header["stats"], meta=header["meta"])
-    except ValueError as exc:
+    except (ValueError, TypeError) as exc:
         raise bad(str(exc)) from exc
 
 

@@ -20,11 +20,12 @@ import json
 import os
 import uuid
 from dataclasses import dataclass
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal, DecimalException, InvalidOperation
 from typing import Any, Union
 
 import numpy as np
 
+from fingrav_native.files._safe import loads_json, read_file, short_repr
 from fingrav_native.method.records import EXECUTION_DTYPE, validate_executions
 
 __all__ = ["KERNEL_SIGNATURE_DTYPE", "STEP_DTYPE", "KernelTrace", "TraceFormatError", "read_kineto_trace",
@@ -152,10 +153,10 @@ class KernelTrace:
         for (name, g, b), k in sig_of.items():
             sigs[k] = (k, name[:256], g, b)
         ex = np.zeros(n, dtype=EXECUTION_DTYPE)
-        ex["run"] = np.arange(n, dtype=np.int32)  # each execution is a run of one
+        ex["run"] = np.arange(n)  # each execution is a run of one
         ex["kernel_id"] = kid
-        ex["start_ns"] = (start[order] - origin).astype(np.float64)
-        ex["end_ns"] = (end[order] - origin).astype(np.float64)
+        ex["start_ns"] = start[order] - origin  # int64 - int: exact
+        ex["end_ns"] = end[order] - origin
         err = np.broadcast_to(np.asarray(err_ns, dtype=np.float64), (n,))
         ex["start_err_ns"] = err[order]
         ex["end_err_ns"] = err[order]
@@ -198,7 +199,7 @@ class KernelTrace:
         ValueError
             Lengths that do not match, named.
         """
-        validate_executions(executions)
+        executions = validate_executions(executions, exclusive=False)
         n = len(executions)
         if len(names) != n:
             raise ValueError(f"names: {len(names)} names for {n} executions")
@@ -211,8 +212,8 @@ class KernelTrace:
             return [_dims(list(x), what, i) for i, x in enumerate(v)]
 
         base = int(origin_ns)
-        start = base + np.rint(executions["start_ns"]).astype(np.int64)
-        end = base + np.rint(executions["end_ns"]).astype(np.int64)
+        start = base + executions["start_ns"]
+        end = base + executions["end_ns"]
         kt = cls.from_rows(start, end, names, dims(grid, "grid"), dims(block, "block"), clock=clock,
                            source="executions", device=device, stream=stream, err_ns=0.0)
         # The executions' own placement errors, in the trace's (start) order.
@@ -253,39 +254,70 @@ class KernelTrace:
         return out
 
 
+#: Most bytes a trace's JSON may have (after gunzip): torch.profiler traces of long runs reach a few
+#: hundred MB; past 4 GiB the parse would need tens of GiB of memory, and a gzip bomb stops here.
+MAX_TRACE_BYTES = 4 << 30
+# Times in us whose ns do not fit int64 (2**63 ns) are not times.
+_MAX_US = Decimal(2**63) / 1000
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+
+
 def _load(path: Union[str, os.PathLike[str]]) -> Any:
     p = os.fspath(path)
+
+    def bad(what: str) -> TraceFormatError:
+        return TraceFormatError(f"trace={p!r}: {what}")
+
+    raw = read_file(p, bad, MAX_TRACE_BYTES, gzipped=p.endswith(".gz"))
     try:
-        if p.endswith(".gz"):
-            with gzip.open(p, "rt", encoding="utf-8") as f:
-                return json.load(f, parse_float=Decimal)
-        with open(p, encoding="utf-8") as f:
-            # Decimal, not float: 1700000000123456.789 us as a float64 is off by tens of ns.
-            return json.load(f, parse_float=Decimal)
-    except (OSError, EOFError) as exc:
-        raise TraceFormatError(f"trace={p!r}: cannot read it ({exc})") from exc
-    except json.JSONDecodeError as exc:
-        raise TraceFormatError(f"trace={p!r}: not JSON ({exc})") from exc
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise bad(f"not JSON (not UTF-8 text: {exc})") from None
+    # Decimal, not float: 1700000000123456.789 us as a float64 is off by tens of ns. NaN tokens
+    # (not JSON, but some exporters write them in arguments) stay floats, as json reads them. Nesting
+    # is not walked (a trace has millions of nodes): nothing here recurses into what it does not read,
+    # and what it reads must be a number, a string or a short list.
+    return loads_json(text, bad, "the file", parse_float=Decimal, parse_constant=float, depth=None)
 
 
-def _dims(value: Any, what: str, i: int) -> tuple[int, int, int]:
+def _dims(value: Any, what: str, i: int, where: str = "trace") -> tuple[int, int, int]:
     if value is None:
         return (-1, -1, -1)
-    if isinstance(value, (list, tuple)) and 1 <= len(value) <= 3 and all(
-            isinstance(v, (int, Decimal)) and not isinstance(v, bool) for v in value):
-        v = [int(x) for x in value] + [1] * (3 - len(value))
-        return (v[0], v[1], v[2])
-    raise TraceFormatError(f"trace: kernel event {i} has args.{what}={value!r}; expected up to three integers")
+    if isinstance(value, (list, tuple)) and 1 <= len(value) <= 3:
+        ints = [_integer(x) for x in value]
+        v = [x for x in ints if x is not None] + [1] * (3 - len(value))
+        if len(v) == 3:
+            return (v[0], v[1], v[2])
+    raise TraceFormatError(f"{where}: kernel event {i} has args.{what}={short_repr(value)}; "
+                           "expected up to three integers")
 
 
-def _us_to_ns(value: Any, what: str, i: int) -> int:
+def _integer(value: Any) -> int | None:
+    """A JSON integer (int, or an integral Decimal) that fits int64, else None."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, Decimal):
+        if not value.is_finite() or abs(value) > _INT64_MAX or value != value.to_integral_value():
+            return None
+        value = int(value)
+    if isinstance(value, int) and _INT64_MIN <= value <= _INT64_MAX:
+        return value
+    return None
+
+
+def _us_to_ns(value: Any, what: str, i: int, where: str = "trace") -> int:
     """Microseconds (a JSON number, parsed as Decimal, or an integer) to exact int64 ns."""
     if isinstance(value, bool) or not isinstance(value, (int, Decimal)):
-        raise TraceFormatError(f"trace: kernel event {i} has {what}={value!r}; expected microseconds")
+        raise TraceFormatError(f"{where}: kernel event {i} has {what}={short_repr(value)}; expected microseconds")
     try:
-        return int((Decimal(value) * 1000).to_integral_value())
-    except (InvalidOperation, ValueError) as exc:
-        raise TraceFormatError(f"trace: kernel event {i} has {what}={value!r}; expected microseconds") from exc
+        d = Decimal(value)
+        # Checked before any arithmetic: 1e999999999 us would overflow the context or build a huge int.
+        if not d.is_finite() or abs(d) >= _MAX_US:
+            raise InvalidOperation
+        return int((d * 1000).to_integral_value())
+    except (DecimalException, ValueError):
+        raise TraceFormatError(f"{where}: kernel event {i} has {what}={short_repr(value)}; expected microseconds "
+                               "that fit int64 ns") from None
 
 
 def read_kineto_trace(trace: Union[str, os.PathLike[str]]) -> KernelTrace:
@@ -304,9 +336,15 @@ def read_kineto_trace(trace: Union[str, os.PathLike[str]]) -> KernelTrace:
     Raises
     ------
     TraceFormatError
-        Not a readable JSON trace, no ``traceEvents``, no kernel event, or a
-        kernel event whose ``ts``, ``dur``, ``grid`` or ``block`` is malformed
-        (the message names the event and field).
+        Naming the file: not readable (a directory, a damaged or truncated
+        gzip stream, more than :data:`MAX_TRACE_BYTES` of JSON), not JSON or
+        nested deeper than 64 levels, no ``traceEvents``, no kernel event, a
+        kernel event whose ``name``, ``ts``, ``dur``, ``grid``, ``block`` or
+        integer ``args`` are malformed or do not fit int64 ns (the message
+        names the event and field), or kernel records that contradict each
+        other.
+    ValueError
+        ``trace`` is not a path.
 
     Notes
     -----
@@ -315,65 +353,96 @@ def read_kineto_trace(trace: Union[str, os.PathLike[str]]) -> KernelTrace:
     protocol, for free), grouped by signature (name, grid, block) so that two
     shapes of one GEMM stay apart (:func:`fingrav_native.insitu.profile_trace`).
     """
-    doc = _load(trace)
+    if not isinstance(trace, (str, os.PathLike)):
+        raise ValueError(f"trace={trace!r}: must be a file path")
+    p = os.fspath(trace)
+    where = f"trace={p!r}"
+    doc = _load(p)
     if isinstance(doc, list):  # the bare-array form of the Chrome trace format
         doc = {"traceEvents": doc}
     if not isinstance(doc, dict) or not isinstance(doc.get("traceEvents"), list):
-        raise TraceFormatError(f"trace={os.fspath(trace)!r}: no traceEvents list (not a Chrome trace)")
+        raise TraceFormatError(f"{where}: no traceEvents list (not a Chrome trace)")
     base = doc.get("baseTimeNanoseconds", 0)
-    if isinstance(base, bool) or not isinstance(base, (int, str)):
-        raise TraceFormatError(f"trace: baseTimeNanoseconds={base!r}; expected an integer")
-    base_ns = int(base)
+    if isinstance(base, str) and base.isascii() and base.isdigit() and len(base) <= 19:
+        base = int(base)
+    if isinstance(base, bool) or not isinstance(base, int) or not 0 <= base <= _INT64_MAX:
+        raise TraceFormatError(f"{where}: baseTimeNanoseconds={short_repr(base)}; expected an integer of ns "
+                               "that fits int64")
+    base_ns = base
+
+    def on_clock(t: int) -> bool:
+        return _INT64_MIN <= base_ns + t <= _INT64_MAX
+
     rows: list[tuple[int, int, str, tuple[int, int, int], tuple[int, int, int], int, int, int]] = []
     launches: dict[int, int] = {}
     steps: list[tuple[int, int, int]] = []
     for i, ev in enumerate(doc["traceEvents"]):
         if not isinstance(ev, dict) or ev.get("ph") != "X":
             continue
-        cat = str(ev.get("cat", "")).lower()
-        if cat in _RUNTIME_CATS or (cat == "user_annotation" and str(ev.get("name", "")).startswith("ProfilerStep#")):
+        cat_value, name_value = ev.get("cat", ""), ev.get("name", "")
+        cat = cat_value.lower() if isinstance(cat_value, str) else ""
+        name = name_value if isinstance(name_value, str) else ""
+        if cat in _RUNTIME_CATS or (cat == "user_annotation" and name.startswith("ProfilerStep#")):
             # Iterations and launches are optional context: a malformed one is left out, not fatal.
             try:
-                ts, d = _us_to_ns(ev.get("ts"), "ts", i), _us_to_ns(ev.get("dur", 0), "dur", i)
+                ts, d = _us_to_ns(ev.get("ts"), "ts", i, where), _us_to_ns(ev.get("dur", 0), "dur", i, where)
             except TraceFormatError:
                 continue
+            if not (on_clock(ts) and on_clock(ts + max(d, 0))):
+                continue
             if cat == "user_annotation":
-                n = str(ev.get("name", ""))[len("ProfilerStep#"):]
-                if n.isdigit():
+                n = name[len("ProfilerStep#"):]
+                if n.isascii() and n.isdigit() and len(n) <= 18:
                     steps.append((int(n), ts, ts + max(d, 0)))
             else:
                 a = ev.get("args")
-                c = a.get("correlation") if isinstance(a, dict) else None
-                if isinstance(c, int) and not isinstance(c, bool):
+                c = _integer(a.get("correlation")) if isinstance(a, dict) else None
+                if c is not None:
                     launches.setdefault(c, ts)
             continue
         if cat != "kernel":
             continue
+        if not isinstance(name_value, str):
+            raise TraceFormatError(f"{where}: kernel event {i} has name={short_repr(name_value)}; expected a string")
         raw_args = ev.get("args")
         args: dict[str, Any] = raw_args if isinstance(raw_args, dict) else {}
-        start = _us_to_ns(ev.get("ts"), "ts", i)
-        dur = _us_to_ns(ev.get("dur"), "dur", i)
+        start = _us_to_ns(ev.get("ts"), "ts", i, where)
+        dur = _us_to_ns(ev.get("dur"), "dur", i, where)
         if dur < 0:
-            raise TraceFormatError(f"trace: kernel event {i} has dur={ev.get('dur')!r} < 0")
+            raise TraceFormatError(f"{where}: kernel event {i} has dur={short_repr(ev.get('dur'))} < 0")
+        if not (on_clock(start) and on_clock(start + dur)):
+            raise TraceFormatError(f"{where}: kernel event {i}: ts + dur + baseTimeNanoseconds does not fit "
+                                   "int64 ns")
 
         def num(key: str) -> int:
             v = args.get(key, -1)
-            return int(v) if isinstance(v, (int, Decimal)) and not isinstance(v, bool) else -1
+            if isinstance(v, bool) or not isinstance(v, (int, Decimal)):
+                return -1  # absent or not a number: the trace does not say
+            got = _integer(v)
+            if got is None:
+                raise TraceFormatError(f"{where}: kernel event {i} has args.{key}={short_repr(v)}; "
+                                       "expected an integer that fits int64")
+            return got
 
-        rows.append((start, dur, str(ev.get("name", "")), _dims(args.get("grid"), "grid", i),
-                     _dims(args.get("block"), "block", i), num("device"), num("stream"), num("correlation")))
+        rows.append((start, dur, name, _dims(args.get("grid"), "grid", i, where),
+                     _dims(args.get("block"), "block", i, where), num("device"), num("stream"), num("correlation")))
     if not rows:
-        raise TraceFormatError(f"trace={os.fspath(trace)!r}: no GPU kernel events (cat 'kernel'); was the "
+        raise TraceFormatError(f"{where}: no GPU kernel events (cat 'kernel'); was the "
                                "profiler run with ProfilerActivity.CUDA?")
     # Kineto's kernel times come from CUPTI's activity records: GPU timestamps converted to the host
     # clock, placed to about a microsecond.
     corr = [r[7] for r in rows]
-    return KernelTrace.from_rows(
-        [base_ns + r[0] for r in rows], [base_ns + r[0] + r[1] for r in rows], [r[2] for r in rows],
-        [r[3] for r in rows], [r[4] for r in rows], clock="unix-epoch", source=os.fspath(trace),
-        device=[r[5] for r in rows], stream=[r[6] for r in rows], correlation=corr,
-        launch_ns=[base_ns + launches[c] if c in launches else NO_LAUNCH for c in corr],
-        steps=[(k, base_ns + a, base_ns + b) for k, a, b in steps], err_ns=1000.0)
+    try:
+        return KernelTrace.from_rows(
+            [base_ns + r[0] for r in rows], [base_ns + r[0] + r[1] for r in rows], [r[2] for r in rows],
+            [r[3] for r in rows], [r[4] for r in rows], clock="unix-epoch", source=p,
+            device=[r[5] for r in rows], stream=[r[6] for r in rows], correlation=corr,
+            launch_ns=[base_ns + launches[c] if c in launches else NO_LAUNCH for c in corr],
+            steps=[(k, base_ns + a, base_ns + b) for k, a, b in steps], err_ns=1000.0)
+    except (ValueError, OverflowError) as exc:
+        # The records themselves are inconsistent (what make_executions refuses): the file is at fault.
+        raise TraceFormatError(f"{where}: {exc}") from None
+
 
 def write_kineto_trace(path: Union[str, os.PathLike[str]], names: Any, grid: Any, block: Any, start_ns: Any,
                        end_ns: Any, *, base_time_ns: int, device: int = 0, stream: int = 7,

@@ -20,6 +20,7 @@ from typing import Any, Optional, Union
 import numpy as np
 from scipy import stats
 
+from fingrav_native.clocks.maps import host_relative
 from fingrav_native.insitu.align import LogAlignment, align_logs_to_trace
 from fingrav_native.insitu.kineto import KernelTrace, read_kineto_trace
 from fingrav_native.insitu.results import (
@@ -43,10 +44,8 @@ __all__ = ["profile_trace"]
 class _Shifted:
     """A clock map onto the trace's clock, shifted to the trace's origin (keeps float64 times small).
 
-    A map that offers ``to_host_relative(ticks, origin_ns)`` (a capture's
-    :class:`~fingrav_native.insitu.capture.EpochMap`) computes the shift in
-    integers, so no epoch time passes through a float64 (256 ns steps at
-    1.8e18 ns); any other map's ``to_host`` is shifted after the fact.
+    The shift is taken exactly (:func:`~fingrav_native.clocks.maps.host_relative`),
+    so no epoch time passes through a float64 (256 ns steps at 1.8e18 ns).
     """
 
     def __init__(self, inner: Any, origin_ns: int) -> None:
@@ -54,10 +53,7 @@ class _Shifted:
         self.shift_ns, self.shift_err_ns = 0.0, 0.0  # the logs' measured offset (insitu.align)
 
     def to_host(self, ticks: Any) -> np.ndarray:
-        rel = getattr(self.inner, "to_host_relative", None)
-        if rel is not None:
-            return np.asarray(rel(ticks, self.origin), dtype=np.float64) + self.shift_ns
-        return np.asarray(self.inner.to_host(ticks), dtype=np.float64) - float(self.origin) + self.shift_ns
+        return host_relative(self.inner, ticks, self.origin, "logger_map") + self.shift_ns
 
     def error_bound_at(self, host_ns: Any) -> np.ndarray:
         h = np.asarray(host_ns, dtype=np.float64) - self.shift_ns + float(self.origin)
@@ -383,7 +379,7 @@ def profile_trace(
         raise ValueError(f"trace: its kernels are on the {kt.clock} clock ({kt.source}); the capture maps its logs "
                          f"onto the {capture_clock} clock. Pass logger_map= mapping the logs onto the trace's clock "
                          "(a capture does not bracket the host's monotonic clock yet)")
-    validate_executions(kt.executions)
+    validate_executions(kt.executions, "trace", exclusive=False)
     devices = np.unique(kt.device)
     if device is None:
         if len(devices) > 1:

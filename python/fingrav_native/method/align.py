@@ -51,7 +51,8 @@ import numpy as np
 import numpy.typing as npt
 
 from fingrav_native._checks import readonly as _readonly
-from fingrav_native.method.records import CHANNELS, LOI_DTYPE, validate_executions
+from fingrav_native.clocks.maps import host_relative
+from fingrav_native.method.records import CHANNELS, LOI_DTYPE, validate_executions, validate_samples
 
 __all__ = ["LogAssignment", "NoLogsInExecutionsError", "assign_logs_to_executions", "place_logs",
            "select_executions_of_interest"]
@@ -147,7 +148,7 @@ def select_executions_of_interest(
     >>> select_executions_of_interest(ex, execution_of_interest=-1).tolist()
     [False, True, False, False, True]
     """
-    validate_executions(executions)
+    executions = validate_executions(executions)
     eoi = _int_or_none(execution_of_interest, "execution_of_interest")
     kid = _int_or_none(kernel_id, "kernel_id")
     mask = np.ones(len(executions), dtype=bool)
@@ -295,13 +296,8 @@ def place_logs(
     (8500.0, 0.75, 1500.0)
     """
     # ---- validate
-    if not isinstance(samples, np.ndarray) or samples.dtype.names is None or samples.ndim != 1:
-        raise ValueError("samples: must be a 1-D structured array (SAMPLE_DTYPE) with a source_ts field")
-    if "source_ts" not in samples.dtype.names:
-        raise ValueError(f"samples: has no source_ts field (fields: {list(samples.dtype.names)})")
-    if len(samples) == 0:
-        raise ValueError("samples: is empty; the logger recorded nothing")
-    validate_executions(executions)
+    samples = validate_samples(samples)
+    executions = validate_executions(executions)
     for method in ("to_host", "error_bound_at"):
         if not callable(getattr(logger_map, method, None)):
             raise TypeError(f"logger_map: must have a {method}() method (a clock map), got {type(logger_map).__name__}")
@@ -322,11 +318,14 @@ def place_logs(
     sel = executions[mask]
     order = np.lexsort((sel["start_ns"], sel["run"]))
     sel = sel[order]
-    s_all = sel["start_ns"].astype(np.float64)
-    e_all = sel["end_ns"].astype(np.float64)
+    # All arithmetic relative to an exact integer origin: host times can be
+    # Unix-epoch ns (1.8e18), where a float64 resolves only 256 ns.
+    origin = int(sel["start_ns"].min())
+    s_all = (sel["start_ns"] - origin).astype(np.float64)
+    e_all = (sel["end_ns"] - origin).astype(np.float64)
 
-    # ---- step 1: logs on the host timeline
-    t = _as_host_array(logger_map.to_host(samples["source_ts"]), n, "to_host()")
+    # ---- step 1: logs on the host timeline (relative to the origin)
+    t = _as_host_array(host_relative(logger_map, samples["source_ts"], origin, "logger_map"), n, "to_host()")
     b = t - window
     windowed = window > 0
     log_order = np.argsort(t, kind="stable")
@@ -362,8 +361,9 @@ def place_logs(
         n_runs = np.unique(sel["run"]).size
         return NoLogsInExecutionsError(
             f"samples: no log overlaps an execution of interest{extra}: the {n} logs, mapped to host time "
-            f"through logger_map, span [{b.min():.0f}, {t.max():.0f}] ns; the {len(sel)} execution(s) of "
-            f"interest in {n_runs} run(s) span [{s_all.min():.0f}, {e_all.max():.0f}] ns "
+            f"through logger_map, span [{origin + round(b.min())}, {origin + round(t.max())}] ns; the {len(sel)} "
+            f"execution(s) of interest in {n_runs} run(s) span [{origin + round(s_all.min())}, "
+            f"{origin + round(e_all.max())}] ns "
             "(a clock map for another logger or session would do this)"
         )
 
@@ -390,7 +390,8 @@ def place_logs(
     duration = en - st
 
     # ---- step 5: uncertainty (bounds add)
-    clock_err = _as_host_array(logger_map.error_bound_at(tl), tl.size, "error_bound_at()")
+    host_tl = np.rint(tl).astype(np.int64) + np.int64(origin)
+    clock_err = _as_host_array(logger_map.error_bound_at(host_tl), tl.size, "error_bound_at()")
     if np.any(clock_err < 0):
         raise ValueError("logger_map: error_bound_at() returned negative bounds")
     uncert = clock_err + sel["start_err_ns"][ei].astype(np.float64) + 0.5 * span
@@ -401,7 +402,7 @@ def place_logs(
     out["kernel_id"] = sel["kernel_id"][ei]
     seq = _field(samples, "seq")
     out["seq"] = li if seq is None else seq[li]
-    out["host_ns"] = tl
+    out["host_ns"] = host_tl
     out["window_ns"] = wl
     out["toi_ns"] = toi
     out["toi_frac"] = toi / duration
@@ -457,24 +458,26 @@ def assign_logs_to_executions(samples_host_ns: npt.ArrayLike, executions: np.nda
     >>> a.execution.tolist(), a.row.tolist()
     ([-1, 0, -1, 1, -1], [-1, 0, -1, 1, -1])
     """
-    h = np.asarray(samples_host_ns, dtype=np.float64)
+    h = np.asarray(samples_host_ns)
     if h.ndim != 1:
         raise ValueError(f"samples_host_ns: must be 1-D, got shape {h.shape}")
-    if not np.all(np.isfinite(h)):
-        raise ValueError("samples_host_ns: must be finite host times (ns)")
-    validate_executions(executions)
-    s = executions["start_ns"].astype(np.float64)
-    e = executions["end_ns"].astype(np.float64)
+    if h.dtype.kind not in "iuf":
+        raise ValueError(f"samples_host_ns: must be host times in ns (int64, or float), got dtype {h.dtype}")
+    executions = validate_executions(executions)
+    s, e = executions["start_ns"], executions["end_ns"]
+    if h.dtype.kind == "f":
+        if not np.all(np.isfinite(h)):
+            raise ValueError("samples_host_ns: must be finite host times (ns)")
+        if h.size and np.abs(h).max() >= 2.0**53:
+            raise ValueError("samples_host_ns: float times beyond 2**53 ns (Unix-epoch scale) have already lost up "
+                             "to 256 ns; pass int64 ns")
+        # Below 2**53 every int64 time is exact as a float, so the comparisons are exact.
+        s, e = s.astype(np.float64), e.astype(np.float64)
+    else:
+        h = h.astype(np.int64)
+    # validate_executions refused overlaps across runs: sorted by start, the ends are sorted too.
     order = np.argsort(s, kind="stable")
     ss, es = s[order], e[order]
-    clash = np.flatnonzero(ss[1:] < es[:-1])
-    if clash.size:
-        i, j = int(order[clash[0]]), int(order[clash[0] + 1])
-        raise ValueError(
-            f"executions: run {int(executions['run'][i])} (index {int(executions['index'][i])}) and run "
-            f"{int(executions['run'][j])} (index {int(executions['index'][j])}) overlap in host time; "
-            "a log there cannot be assigned to one execution"
-        )
     cand = np.searchsorted(ss, h, side="right") - 1
     jc = np.clip(cand, 0, None)
     inside = (cand >= 0) & (h <= es[jc])

@@ -638,7 +638,8 @@ class PhaseSteerer:
         if self.design and self.sensor is not None:
             self._n_max = max(self._n_max, int(ex["index"].max()) + 1, *(int(i) + 1 for _, i in self.labels))
             rel = ex.copy()
-            origin = aim.launch_ns if aim is not None else release
+            # Executions hold int64 ns: the origin to the nearest ns (the templates are only a design's layout).
+            origin = int(round(aim.launch_ns if aim is not None else release))
             rel["start_ns"] -= origin
             rel["end_ns"] -= origin
             self._templates.append(rel)

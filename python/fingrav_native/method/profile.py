@@ -9,6 +9,7 @@ kernel preceded by other kernels (Section V-C3).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import os
@@ -19,6 +20,7 @@ from typing import Any, Callable, Optional, Sequence, Union
 
 import numpy as np
 
+from fingrav_native._checks import integer_in, positive_number
 from fingrav_native._version import __version__
 from fingrav_native.backends.base import Backend, Capabilities, KernelSpec, RunRecord
 from fingrav_native.backends.sim import SimBackend
@@ -26,9 +28,15 @@ from fingrav_native.files.profiles import save_profile
 from fingrav_native.method.agreement import Agreement, LocalAgreement
 from fingrav_native.method.align import NoLogsInExecutionsError, place_logs, select_executions_of_interest
 from fingrav_native.method.campaign import (
+    CAMPAIGN_FILE,
+    PROFILE_FILE,
+    RUNS_DIR,
+    CampaignFormatError,
     CampaignMismatchError,
     StoredRun,
+    campaign_contents,
     load_campaign_runs,
+    lock_campaign,
     read_manifest,
     write_manifest,
     write_run,
@@ -37,7 +45,7 @@ from fingrav_native.method.golden import GoldenSelection, select_golden_runs
 from fingrav_native.method.guidance import Guidance, lookup_guidance, target_loi_count
 from fingrav_native.method.phase import PHASES, PhaseSteerer, PhaseSteeringWarning, make_steerer
 from fingrav_native.method.progress import CampaignProgress, ProgressLike, ProgressReporter, as_reporter
-from fingrav_native.method.records import LOI_DTYPE, validate_executions
+from fingrav_native.method.records import LOI_DTYPE, validate_executions, validate_samples
 from fingrav_native.method.results import (
     LOG_DTYPE,
     CampaignTimeline,
@@ -134,6 +142,13 @@ class _Campaign:
         self._phase_live = 0
         if out_dir is not None:
             os.makedirs(out_dir, exist_ok=True)
+
+    @property
+    def on_disk(self) -> int:
+        """Runs of the folder so far: what campaign.json records (never fewer than were replayed)."""
+        # A replay stopped early (settings differ) must not lower the count a
+        # later resume checks the folder against.
+        return max(self.next_run, len(self._replay))
 
     def set_phase(self, phase: str, planned: Optional[int] = None) -> None:
         self.phase, self.planned = phase, planned
@@ -375,7 +390,7 @@ def _finish(
 ) -> ExecutionProfile:
     """Step 8: stitch, and integrate energy per execution."""
     if len(placed.lois) == 0:
-        raise ValueError(
+        raise NoLogsInExecutionsError(
             f"{label}: no power log landed in execution {execution_index} of any golden run "
             f"({placed.golden.count} runs); run more runs (runs=...) or allow top-up runs")
     stitched = stitch(placed.lois, x=x, bin_width=guidance.loi_interval_ns if x == "time" else None,
@@ -567,13 +582,18 @@ def profile(
         :mod:`fingrav_native.method.campaign`) and, at the end, the profile
         (``profile.fgprof``). A campaign interrupted by Ctrl-C keeps its
         completed runs there. A folder that already holds a campaign is
-        refused unless ``resume`` is set.
+        refused unless ``resume`` is set. The folder is locked
+        (:func:`~fingrav_native.method.campaign.lock_campaign`) before
+        anything is written in it, so no other process can write there
+        meanwhile.
     resume : bool
         Continue the campaign in ``out_dir``: its runs are replayed from
         disk (the same requests get the same runs, so every decision comes
         out the same) and the campaign goes on on the device from where it
         stopped. The settings must be those of the interrupted campaign. A
-        folder without a campaign starts one.
+        folder without a campaign starts one; one that holds runs or a
+        profile but no ``campaign.json``, or fewer runs than its
+        ``campaign.json`` records, is refused (nothing is written).
     seed : int
         Seed of the default backend.
     progress : None, bool, callable or ProgressReporter
@@ -625,6 +645,11 @@ def profile(
     CampaignMismatchError
         ``resume`` with settings, kernel or backend other than those of the
         campaign on disk.
+    CampaignFormatError
+        A damaged ``campaign.json`` or run file, runs missing from the
+        folder, or runs without ``campaign.json`` (names the file).
+    CampaignLockedError
+        Another process holds ``out_dir`` (names it).
 
     Notes
     -----
@@ -694,34 +719,35 @@ def profile(
         "smoother": smoother, "span": span, "x": x, "timing_executions": timing_executions,
         "probe_lois": probe_lois, "seed": seed, "phase": phase,
     }
-    replay = _open_campaign(out_dir, resume, name, caps, requested)
-    camp = _Campaign(backend, out_dir, kernel=name, replay=replay, reporter=reporter)
-    if replay:
-        say(f"{name}: resuming, {len(replay)} runs on disk")
-    try:
-        result = _run_profile(camp, kernel, name, agreement or LocalAgreement(), mode=mode, runs=runs, margin=margin, executions=executions,
-                              ssp_tolerance=ssp_tolerance, max_executions=max_executions, top_up=top_up,
-                              max_top_up_runs=max_top_up_runs, smoother=smoother, span=span, x=x,
-                              timing_executions=timing_executions, probe_lois=probe_lois, seed=seed,
-                              sensor=model, attribution=attribution, phase=phase)
-    except BaseException as exc:
-        # Ctrl-C (KeyboardInterrupt) included: the runs on disk stay, and the
-        # manifest says how far the campaign got.
+    # The folder is ours alone from before its manifest is read until the
+    # profile is saved: another process can neither interleave runs nor
+    # overwrite them.
+    with lock_campaign(out_dir) if out_dir is not None else contextlib.nullcontext():
+        replay = _open_campaign(out_dir, resume, name, caps, requested)
+        camp = _Campaign(backend, out_dir, kernel=name, replay=replay, reporter=reporter)
+        if replay:
+            say(f"{name}: resuming, {len(replay)} runs on disk")
+        try:
+            result = _run_profile(camp, kernel, name, agreement or LocalAgreement(), mode=mode, runs=runs,
+                                  margin=margin, executions=executions,
+                                  ssp_tolerance=ssp_tolerance, max_executions=max_executions, top_up=top_up,
+                                  max_top_up_runs=max_top_up_runs, smoother=smoother, span=span, x=x,
+                                  timing_executions=timing_executions, probe_lois=probe_lois, seed=seed,
+                                  sensor=model, attribution=attribution, phase=phase)
+        except BaseException as exc:
+            # Ctrl-C (KeyboardInterrupt) included: the runs on disk stay, and the
+            # manifest says how far the campaign got.
+            if out_dir is not None:
+                _write_state(out_dir, name, caps, requested, "interrupted", camp.on_disk, error=repr(exc))
+            raise
+        finally:
+            reporter.close()
+        if result.backend != caps:
+            result = dataclasses.replace(result, backend=caps)
         if out_dir is not None:
-            _write_state(out_dir, name, caps, requested, "interrupted", camp.next_run, error=repr(exc))
-        raise
-    finally:
-        reporter.close()
-    if result.backend != caps:
-        result = dataclasses.replace(result, backend=caps)
-    if out_dir is not None:
-        save_profile(result, os.path.join(out_dir, PROFILE_FILE))
-        _write_state(out_dir, name, caps, requested, "complete", camp.next_run)
+            save_profile(result, os.path.join(out_dir, PROFILE_FILE))
+            _write_state(out_dir, name, caps, requested, "complete", camp.on_disk)
     return result
-
-
-#: Name of the finished profile inside a campaign folder.
-PROFILE_FILE = "profile.fgprof"
 
 
 def _write_state(out_dir: str, name: str, caps: Capabilities, requested: dict[str, Any], state: str, runs: int,
@@ -742,6 +768,14 @@ def _open_campaign(out_dir: Optional[str], resume: bool, name: str, caps: Capabi
         return []
     manifest = read_manifest(out_dir)
     if manifest is None:
+        held = campaign_contents(out_dir)
+        if held:
+            # Runs without their manifest cannot be checked against this
+            # request; starting afresh would overwrite them from run 0.
+            raise CampaignFormatError(
+                f"{os.path.join(out_dir, CAMPAIGN_FILE)}: missing, but the folder holds {' and '.join(held)}; "
+                "nothing was written: restore campaign.json to resume, or profile into another folder "
+                "(the runs here are left as they are)")
         _write_state(out_dir, name, caps, requested, "running", 0)
         return []
     if not resume:
@@ -763,6 +797,13 @@ def _open_campaign(out_dir: Optional[str], resume: bool, name: str, caps: Capabi
             raise CampaignMismatchError(f"{key}={value!r}: the campaign in {out_dir!r} was started with "
                                         f"{key}={settings.get(key)!r}; resume with the same settings")
     replay = load_campaign_runs(out_dir)
+    if len(replay) < manifest["runs"]:
+        # Replaying fewer runs than were made would start the campaign over
+        # and rewrite the missing ones: the measurements are gone, not redone.
+        raise CampaignFormatError(
+            f"{os.path.join(out_dir, RUNS_DIR)}: {len(replay)} run files, but {CAMPAIGN_FILE} records "
+            f"{manifest['runs']} completed runs; nothing was written: restore the missing runs to resume, "
+            "or profile into another folder")
     _write_state(out_dir, name, caps, requested, "running", len(replay))
     return replay
 
@@ -1020,9 +1061,16 @@ def stitch_logs(
     >>> len(p.lois)
     50
     """
-    validate_executions(executions)
-    if not 0 < margin < 1:
+    samples = validate_samples(samples, require_total=True)
+    executions = validate_executions(executions)
+    margin = positive_number(margin, "margin")
+    if not margin < 1:
         raise ValueError(f"margin={margin}: must be in (0, 1)")
+    execution_of_interest = integer_in(execution_of_interest, "execution_of_interest", -1)
+    if kernel_id is not None:
+        kernel_id = integer_in(kernel_id, "kernel_id", -2**31, 2**31 - 1)
+    if not isinstance(label, str):
+        raise ValueError(f"label={label!r}: must be a str")
     if attribution not in ATTRIBUTIONS:
         raise ValueError(f"attribution={attribution!r}: must be one of {ATTRIBUTIONS}")
     model = sensor_preset(sensor) if isinstance(sensor, str) else sensor

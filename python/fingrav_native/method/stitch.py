@@ -1123,7 +1123,7 @@ def whole_run_view(
         raise ValueError("samples_host_ns: must be finite host times (ns)")
     if val.shape != h.shape:
         raise ValueError(f"values: must have one value per log ({h.size}), got shape {val.shape}")
-    validate_executions(executions)
+    executions = validate_executions(executions)
     r = np.asarray(runs)
     if r.ndim != 1:
         raise ValueError(f"runs: must be a 1-D list of run ids, got shape {r.shape}")

@@ -19,6 +19,7 @@ from fingrav_native.clocks.maps import (
     fit_clock_map,
     fit_one_sided_clock_map,
     fit_piecewise_clock_map,
+    host_ns_exact,
 )
 from fingrav_native.method.records import EXECUTION_DTYPE
 
@@ -124,8 +125,9 @@ def executions_from_markers(markers: np.ndarray, device_map: Any, marker_err_ns:
     ex["run"] = markers["run"]
     ex["index"] = markers["index"]
     ex["kernel_id"] = markers["kernel_id"]
-    ex["start_ns"] = device_map.to_host(markers["begin_ticks"])
-    ex["end_ns"] = device_map.to_host(markers["end_ticks"])
+    # Integer ns from integer ticks: the map is evaluated relative to its anchor, exactly.
+    ex["start_ns"] = host_ns_exact(device_map, markers["begin_ticks"])
+    ex["end_ns"] = host_ns_exact(device_map, markers["end_ticks"])
     # Markers bracket the kernel from outside by up to marker_err_ns; the
     # device map adds its own bound.
     ex["start_err_ns"] = marker_err_ns + device_map.error_bound_at(ex["start_ns"])

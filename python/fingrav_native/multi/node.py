@@ -138,7 +138,7 @@ def _on_root(tl: CampaignTimeline, al: HostAlignment) -> CampaignTimeline:
     ex = tl.executions.copy()
     for end in ("start", "end"):
         local = tl.executions[f"{end}_ns"]
-        ex[f"{end}_ns"] = al.to_root(local)
+        ex[f"{end}_ns"] = al.to_root_ns(local)
         ex[f"{end}_err_ns"] = tl.executions[f"{end}_err_ns"] + al.error_bound_ns(local)
     logs = tl.logs.copy()
     logs["host_ns"] = al.to_root(tl.logs["host_ns"])
@@ -222,7 +222,7 @@ def merge_ranks(
         for ep in p.profiles.values():
             lo = ep.lois.copy()
             lo["uncert_ns"] = lo["uncert_ns"] + al.error_bound_ns(ep.lois["host_ns"])
-            lo["host_ns"] = al.to_root(ep.lois["host_ns"])
+            lo["host_ns"] = al.to_root_ns(ep.lois["host_ns"])
             all_lois.append(lo)
         lois.append(np.concatenate(all_lois))
     grid = np.linspace(0.0, 1.0, grid_points)

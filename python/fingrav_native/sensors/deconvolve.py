@@ -50,7 +50,8 @@ import numpy.typing as npt
 import scipy.linalg
 
 from fingrav_native._checks import integer_in, positive_number
-from fingrav_native.method.records import CHANNELS, validate_executions
+from fingrav_native.clocks.maps import host_relative
+from fingrav_native.method.records import CHANNELS, validate_executions, validate_samples
 from fingrav_native.method.stitch import EnergyEstimate, StitchedChannel, StitchedProfile
 from fingrav_native.sensors.model import SensorModel
 
@@ -640,7 +641,12 @@ def deconvolve(
        bins is the resolution (the whole execution where the data set less
        than half of a bin's estimate).
     """
-    validate_executions(executions)
+    executions = validate_executions(executions)
+    samples = validate_samples(samples)
+    origin = int(executions["start_ns"].min())
+    executions = executions.copy()
+    executions["start_ns"] -= origin
+    executions["end_ns"] -= origin
     if not isinstance(sensor, SensorModel):
         raise ValueError(f"sensor: must be a SensorModel, got {type(sensor).__name__}")
     K = integer_in(bins, "bins", 2, 10_000)
@@ -673,7 +679,10 @@ def deconvolve(
     n_par = {w: K + n_max + w * Kw + len(tail) for w in warms}
 
     # Logs on host time, with their responses' reach.
-    t_all = np.asarray(logger_map.to_host(samples["source_ts"]), dtype=np.float64)
+    # Relative to an exact integer origin: epoch-scale host times (1.8e18 ns) resolve only 256 ns as floats.
+    t_all = host_relative(logger_map, samples["source_ts"], origin, "logger_map")
+    if t_all.shape != (len(samples),):
+        raise ValueError(f"logger_map: to_host() returned shape {t_all.shape}, expected ({len(samples)},)")
     win_all = (samples["window_ns"].astype(np.float64) if "window_ns" in names
                else np.full(len(samples), sensor.window_ns))
     if sensor.kind != "instant" and sensor.shape == "boxcar":

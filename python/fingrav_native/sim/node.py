@@ -880,7 +880,8 @@ class SimNode:
         if isinstance(kernel_or_plan, (int, np.integer)) and not isinstance(kernel_or_plan, bool):
             raise ValueError(f"kernel={kernel_or_plan!r}: give a node a kernel name or a node kernel id via "
                              "kernel_names(); device ids differ between devices")
-        plan = execution_plan(kernel_or_plan, executions)
+        plan = execution_plan(kernel_or_plan, executions, limit=_core.SIM_MAX_PENDING_EXECUTIONS,
+                              device="a simulated device")
         return [(self.kernel_id(k), c) for k, c in plan]
 
     def _simulate(self, kernel_or_plan: KernelSpec, executions: int, run: Optional[int]) -> _NodeRun:
