@@ -105,3 +105,38 @@ def relative_to(values: npt.ArrayLike, ref: int, name: str) -> tuple[np.ndarray,
     return out, scalar
 
 
+
+
+#: Above this a float64 no longer holds every integer ns (2**53 ns, 104 days; Unix-epoch times are 1.8e18).
+FLOAT_EXACT_NS = 2.0**53
+
+
+def float_ns_to_int(values: np.ndarray, name: str, fix: str) -> np.ndarray:
+    """Float host times as int64 ns, rounded to the ns; refused where a float64 has already lost the ns.
+
+    Parameters
+    ----------
+    values : numpy.ndarray
+        Float times, ns.
+    name : str
+        What they are, for the message (an argument, or ``"clock_map: to_host()"``).
+    fix : str
+        What the caller should do instead, appended to the message.
+
+    Returns
+    -------
+    numpy.ndarray
+        int64 ns.
+
+    Raises
+    ------
+    ValueError
+        Non-finite times, or any beyond 2**53 ns (a float64 there resolves
+        256 ns at epoch scale: rounding would hide that, so it is refused).
+    """
+    if not np.all(np.isfinite(values)):
+        raise ValueError(f"{name}: times must be finite")
+    if values.size and np.abs(values).max() >= FLOAT_EXACT_NS:
+        raise ValueError(f"{name}: float64 times of magnitude {np.abs(values).max():.3g} ns (beyond 2**53) have "
+                         f"already lost up to 256 ns; {fix}")
+    return np.asarray(np.rint(values), dtype=np.int64)

@@ -56,7 +56,7 @@ from typing import Any, Union
 import numpy as np
 import numpy.typing as npt
 
-from fingrav_native._checks import integer_in, positive_number, relative_to
+from fingrav_native._checks import FLOAT_EXACT_NS, float_ns_to_int, integer_in, positive_number, relative_to
 
 __all__ = [
     "MAX_SKEW_PPM",
@@ -418,8 +418,6 @@ def _bound(h: Any, begin: Any, end: Any, base: Any, skew_ppm: Any, wander_ppm_pe
 
 # --------------------------------------------------------------------------- any map, exactly
 
-#: Above this a float64 no longer holds every integer ns (2**53 ns, 104 days; epoch times are 1.8e18).
-_FLOAT_EXACT_NS = 2.0**53
 
 
 def host_relative(clock_map: Any, ticks: ArrayLike, origin_ns: int, name: str = "clock_map") -> np.ndarray:
@@ -466,7 +464,7 @@ def host_relative(clock_map: Any, ticks: ArrayLike, origin_ns: int, name: str = 
         return (host.astype(np.int64) - np.int64(origin)).astype(np.float64)
     host = host.astype(np.float64)
     finite = host[np.isfinite(host)]
-    if finite.size == 0 or (np.abs(finite).max() < _FLOAT_EXACT_NS and abs(origin) < _FLOAT_EXACT_NS):
+    if finite.size == 0 or (np.abs(finite).max() < FLOAT_EXACT_NS and abs(origin) < FLOAT_EXACT_NS):
         return host - float(origin)
     exact = getattr(clock_map, "to_host_ns", None)
     if callable(exact):
@@ -505,13 +503,8 @@ def host_ns_exact(clock_map: Any, ticks: ArrayLike, name: str = "clock_map") -> 
     host = np.asarray(clock_map.to_host(ticks))
     if host.dtype.kind in "iu":
         return host.astype(np.int64)
-    if not np.all(np.isfinite(host)):
-        raise ValueError(f"{name}: to_host() returned non-finite host times")
-    if host.size and np.abs(host).max() >= _FLOAT_EXACT_NS:
-        raise ValueError(
-            f"{name}: to_host() returns float64 host times of magnitude {np.abs(host).max():.3g} ns, beyond 2**53 "
-            "where a float has already lost up to 256 ns; return int64 ns or give the map a to_host_ns(ticks) method")
-    return np.asarray(np.rint(host), dtype=np.int64)
+    return float_ns_to_int(host.astype(np.float64), f"{name}: to_host()",
+                           "return int64 ns or give the map a to_host_ns(ticks) method")
 
 
 # --------------------------------------------------------------------------- validation

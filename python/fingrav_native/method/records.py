@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from fingrav_native._checks import FLOAT_EXACT_NS, float_ns_to_int
 from fingrav_native._core import CHANNELS, SAMPLE_DTYPE
 
 __all__ = ["CHANNELS", "EXECUTION_DTYPE", "EXECUTION_DTYPE_V1", "LOI_DTYPE", "SAMPLE_DTYPE", "make_executions",
@@ -76,8 +77,6 @@ LOI_DTYPE = np.dtype(
 
 _INT64 = np.iinfo(np.int64)
 _INT32 = np.iinfo(np.int32)
-#: Above this a float64 no longer holds every integer ns: times given as floats there were already rounded.
-_FLOAT_EXACT_NS = 2.0**53
 
 
 def _whole_numbers(values: Any, name: str, lo: int, hi: int) -> np.ndarray:
@@ -110,7 +109,7 @@ def _whole_numbers(values: Any, name: str, lo: int, hi: int) -> np.ndarray:
             raise ValueError(f"{name}: position {i} is {arr.ravel()[i].item()!r}, not a whole number "
                              "(ids are never rounded or truncated)")
         # A float holds every integer only up to 2**53; beyond, the id given is not the id meant.
-        flo, fhi = max(float(lo), -_FLOAT_EXACT_NS), min(float(hi), _FLOAT_EXACT_NS)
+        flo, fhi = max(float(lo), -FLOAT_EXACT_NS), min(float(hi), FLOAT_EXACT_NS)
         if arr.size and (arr.min() < flo or arr.max() > fhi):
             raise ValueError(f"{name}: values must lie in [{lo}, {hi}] (and within 2**53 when given as floats), "
                              f"got [{arr.min():.0f}, {arr.max():.0f}]")
@@ -129,13 +128,7 @@ def _exact_times(values: Any, name: str) -> np.ndarray:
     except (ValueError, TypeError, OverflowError) as exc:
         raise ValueError(f"{name}: not a numeric array ({exc})") from None
     if arr.dtype.kind == "f":
-        if not np.all(np.isfinite(arr)):
-            raise ValueError(f"{name}: must be finite")
-        if arr.size and np.abs(arr).max() >= _FLOAT_EXACT_NS:
-            raise ValueError(
-                f"{name}: float times of magnitude {np.abs(arr).max():.3g} ns (above 2**53) have already lost "
-                "up to 256 ns; pass them as int64 ns (e.g. Kineto's ts + baseTimeNanoseconds read exactly)")
-        return np.asarray(np.rint(arr), dtype=np.int64)
+        return float_ns_to_int(arr, name, "pass them as int64 ns (e.g. Kineto's ts + baseTimeNanoseconds read exactly)")
     return _whole_numbers(arr, name, int(_INT64.min), int(_INT64.max))
 
 
