@@ -35,6 +35,8 @@ from fingrav_native import _core
 from fingrav_native.sensors.model import SensorModel
 
 __all__ = [
+    "FIGURES",
+    "PROVENANCES",
     "MARKER_RECORD_DTYPE",
     "Backend",
     "BackendWrapper",
@@ -64,6 +66,19 @@ MARKER_RECORD_DTYPE = np.dtype(
         ("host_sync_ns", "<i8"),    # host time completion was seen (last of a launch), else -1
     ]
 )
+
+
+#: The logger figures whose source a backend records (Capabilities.provenance).
+FIGURES = ("period", "window", "delay", "tick")
+#: Where a figure comes from.
+PROVENANCES = ("documented", "measured", "assumed")
+
+
+def _ns_words(ns: float) -> str:
+    for unit, scale in (("s", 1e9), ("ms", 1e6), ("us", 1e3)):
+        if abs(ns) >= scale:
+            return f"{ns / scale:.4g} {unit}"
+    return f"{ns:.4g} ns" if ns else "0"
 
 
 @dataclass(frozen=True)
@@ -105,6 +120,16 @@ class Capabilities:
         deconvolution when it averages over more than the resolution asked
         for. None (profiles saved before sensors were modelled): the logs'
         own ``window_ns`` fields say.
+    sensor_semantics : str
+        What one log is, in words, for the mode in use (e.g. "NVML power
+        usage: a 1 s average, refreshed about every 100 ms"); empty in
+        profiles saved before it was recorded.
+    provenance : dict of str to str
+        For each figure the backend reports (``"period"``, ``"window"``,
+        ``"delay"``, ``"tick"``), where it comes from: ``"documented"`` (a
+        vendor header or manual), ``"measured"`` (on this device, at start)
+        or ``"assumed"`` (neither: characterise the sensor before trusting
+        it). See :data:`PROVENANCES`.
     """
 
     name: str
@@ -119,6 +144,35 @@ class Capabilities:
     virtual_time: bool
     logger_tick_ns: float = 0.0
     sensor: Optional[SensorModel] = None
+    sensor_semantics: str = ""
+    provenance: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        bad = {k: v for k, v in self.provenance.items() if k not in FIGURES or v not in PROVENANCES}
+        if bad:
+            raise ValueError(f"provenance: {bad} is not a map of {FIGURES} to one of {PROVENANCES}")
+
+    def describe_figures(self) -> str:
+        """The logger's figures with where each comes from, in one line (``fingrav devices``, profiles).
+
+        Returns
+        -------
+        str
+            E.g. ``"period 100 ms (measured), window 25 ms (documented), delay 0 (assumed), tick 1 ns
+            (measured)"``; figures without a recorded provenance are left out.
+
+        Notes
+        -----
+        Paper Section VI names the logger's period as what limits the
+        method; a window or delay nobody measured is the silent error an
+        averaging sensor brings (DESIGN.md, "Sensors are part of the
+        measurement").
+        """
+        values = {"period": self.logger_period_ns, "window": self.logger_window_ns,
+                  "delay": self.sensor.delay_ns if self.sensor is not None else 0.0,
+                  "tick": self.logger_tick_ns or self.device_tick_ns}
+        parts = [f"{k} {_ns_words(values[k])} ({self.provenance[k]})" for k in FIGURES if k in self.provenance]
+        return ", ".join(parts)
 
 
 @dataclass(frozen=True)

@@ -103,6 +103,9 @@ class _SimCommon(HostRelease, abc.ABC):
             virtual_time=not self._realtime,
             logger_tick_ns=float(p["logger_tick_ns"]) if bool(p["logger_own_clock"]) else float(p["device_tick_ns"]),
             sensor=sensor,
+            sensor_semantics=f"simulated {sensor.name} sensor ({sensor.kind}): {sensor.notes or 'its parameters'}",
+            # The simulator's figures are its own parameters: known exactly, as documentation would give them.
+            provenance={"period": "documented", "window": "documented", "delay": "documented", "tick": "documented"},
         )
         # The idle baseline over at least three of the sensor's full
         # responses (50 ms for the paper's 1 ms logger, as before).

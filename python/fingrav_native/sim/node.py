@@ -1321,6 +1321,8 @@ class SimRankBackend:
             channels=tuple(_core.CHANNELS),
             virtual_time=True,
             logger_tick_ns=float(p["logger_tick_ns"]) if own else float(p["device_tick_ns"]),
+            sensor_semantics="simulated logger: its parameters",
+            provenance={"period": "documented", "window": "documented", "delay": "documented", "tick": "documented"},
         )
 
     @property
