@@ -28,6 +28,9 @@ def test_profile_writes_the_campaign_folder(tmp_path, capsys):
     stdout = capsys.readouterr().out
     assert stdout.startswith("Profile('cb-4k-gemm' on sim: both")
     assert "error budget (median per LOI, +-): clock map" in stdout
+    # The sensor line says what a log is and where each figure comes from (issue 19).
+    assert "  sensor: simulated instant-1ms sensor (instant)" in stdout
+    assert "period 1 ms (documented), window 0 (documented), delay 0 (documented)" in stdout
     prof = load_profile(str(out / "profile.fgprof"))
     assert prof.settings["runs"] == 30 and prof.settings["executions_per_run"] == 12
     assert len(load_campaign_runs(str(out))) == prof.runs
