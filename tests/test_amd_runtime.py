@@ -1,19 +1,26 @@
 """The AMD runtime side without an AMD GPU: loaders against absent libraries,
 KFD errors, gfx names, the hiprtc probe compiled for a gfx target, the
-backend's errors and report, and its clock helpers on the simulator."""
+backend's errors and report, its clock helpers on the simulator, and the
+backend itself on a fake MI300X (tests/fakes/fake_amd.py: a sysfs tree, a HIP
+runtime that sees it, and a gpu_metrics file refreshed like a driver that
+caches its table for 5 ms)."""
 
 from __future__ import annotations
 
 import os
 import struct
+import threading
+import time
+import types
 from pathlib import Path
 
 import numpy as np
 import pytest
+from fakes import fake_amd
 
 from fingrav_native import _core
-from fingrav_native.backends import amd
-from fingrav_native.backends import devices
+from fingrav_native.backends import amd, devices
+from fingrav_native.backends.workloads import Workload
 from fingrav_native.sim.device import SimGPU
 
 # ---------------------------------------------------------------- helpers
@@ -364,6 +371,208 @@ def test_compare_clocks_tells_one_counter_from_two():
     with pytest.raises(ValueError, match="reads"):
         amd.compare_clocks(a.timestamp_source(), a.timestamp_source(), reads=1)
 
+
+
+# ---------------------------------------------------------------- the logger period, measured
+# The driver serves one cached gpu_metrics table for 5 ms by default
+# (SMU_GPU_METRICS_CACHE_INTERVAL) while the firmware refreshes every 1 ms:
+# the backend must see the 5 ms the reader gets, not assume 1 ms.
+
+
+def test_period_of_a_caching_driver_is_measured(tmp_path):
+    path = tmp_path / "gpu_metrics"
+    with fake_amd.CachedGpuMetricsFile(path, cache_ns=5_000_000, power_w=100.0) as f:
+        src = _core.GpuMetricsSource(str(path))
+        assert src.info.native_period_ns == 0  # unknown until measured
+        period, samples = amd.measure_logger_period(src, span_ns=100_000_000)
+    assert f.tables >= 20
+    # Distinct firmware timestamps are 5 ms apart (a late writer skips to a
+    # multiple): the median gap is the cache interval, in 10 ns ticks.
+    assert period == 5_000_000.0
+    steps = np.diff(samples["source_ts"].astype(np.int64)) * 10
+    assert np.all(steps % 5_000_000 == 0) and np.median(steps) == 5_000_000
+    assert np.median(samples["total"]) == pytest.approx(100.0, rel=1e-6)
+
+
+def test_period_follows_the_driver_not_a_constant(tmp_path):
+    # A driver that caches for 2 ms gives 2 ms: nothing is hard-coded.
+    path = tmp_path / "gpu_metrics"
+    with fake_amd.CachedGpuMetricsFile(path, cache_ns=2_000_000, tag_bytes=4, fields=fake_amd.SMU_13_0_6_V2):
+        period, _ = amd.measure_logger_period(_core.GpuMetricsSource(str(path)), span_ns=100_000_000)
+    assert period == 2_000_000.0
+
+
+def test_period_of_hwmon_is_measured_from_value_changes(tmp_path):
+    # hwmon's files carry no timestamp (native_period_ns 0); the period was
+    # taken as 1 ms before. A value that changes every 20 ms gives about 20 ms.
+    path = tmp_path / "power1_average"
+    path.write_text("100000000\n")
+    stop = threading.Event()
+
+    def writer() -> None:
+        k = 0
+        while not stop.is_set():
+            time.sleep(0.02)
+            k += 1
+            with open(path, "w") as f:
+                f.write(f"{100_000_000 + k % 2 * 1_000_000}\n")
+
+    src = _core.HwmonPowerSource(str(path))
+    assert src.info.native_period_ns == 0
+    th = threading.Thread(target=writer)
+    th.start()
+    try:
+        period, _ = amd.measure_logger_period(src, span_ns=250_000_000)
+    finally:
+        stop.set()
+        th.join()
+    assert 15e6 < period < 40e6
+    assert amd.power_semantics(src).provenance == {"period": "measured", "window": "assumed", "delay": "assumed",
+                                                   "tick": "documented"}
+
+
+def test_period_needs_distinct_logs(tmp_path):
+    path = tmp_path / "gpu_metrics"
+    path.write_bytes(fake_amd.build_v19(fake_amd.SMU_13_0_6_ROCM, {"energy_accumulator": 1, "firmware_timestamp": 2}))
+    src = _core.GpuMetricsSource(str(path))
+    with pytest.raises(RuntimeError, match=r"0 distinct log\(s\) in \d+ ms of idle, too few to tell the logger period"):
+        amd.measure_logger_period(src, span_ns=20_000_000, max_span_ns=40_000_000)
+    for kwargs, name in (({"poll_ns": 1}, "poll_ns"), ({"min_logs": 2}, "min_logs"), ({"span_ns": 10}, "span_ns"),
+                         ({"span_ns": 10**8, "max_span_ns": 10**7}, "max_span_ns")):
+        with pytest.raises(ValueError, match=name):
+            amd.measure_logger_period(src, **kwargs)
+
+
+def test_power_semantics_names_each_mode(tmp_path):
+    path = tmp_path / "gpu_metrics"
+    path.write_bytes(fake_amd.build_v19(fake_amd.SMU_13_0_6_ROCM, {"energy_accumulator": 1, "firmware_timestamp": 2,
+                                                                 "curr_socket_power": 90}))
+    energy = amd.power_semantics(_core.GpuMetricsSource(str(path)))
+    assert energy.mode == "gpu_metrics energy" and energy.provenance["window"] == "measured"
+    socket = amd.power_semantics(_core.GpuMetricsSource(str(path), channel="socket"))
+    assert socket.mode == "gpu_metrics socket" and socket.provenance["window"] == "assumed"
+    boot = amd.power_semantics(_core.GpuMetricsSource(str(path), clock="boottime"))
+    assert boot.mode == "gpu_metrics energy (boottime clock)" and "1 ns" in dict(
+        (f, d) for f, _, d in boot.figures)["tick"]
+    ns = tmp_path / "gpu_metrics_ns"  # a 1.9 table whose firmware clock is in ns
+    ns.write_bytes(struct.pack("<HBBiQQQQ", 40, 1, 9, 2, fake_amd.enc_attr(0, 6, 7, 1), 1,
+                               fake_amd.enc_attr(fake_amd.UNIT_TIME_1, 6, 32, 1), 2))
+    tick = dict((f, d) for f, _, d in amd.power_semantics(_core.GpuMetricsSource(str(ns))).figures)["tick"]
+    assert tick.startswith("1 ns: firmware_timestamp's unit in this 1.9 table")
+    inp = tmp_path / "power1_input"
+    inp.write_text("5\n")
+    assert amd.power_semantics(_core.HwmonPowerSource(str(inp))).provenance["window"] == "documented"
+    with pytest.raises(ValueError, match="power="):
+        amd.power_semantics(SimGPU(seed=1, realtime=True).power_source())
+    # Every mode states all four figures.
+    for sem in amd.AMD_SENSORS.values():
+        assert [f for f, _, _ in sem.figures] == ["period", "window", "delay", "tick"]
+        assert sem.provenance["period"] == "measured"
+
+
+@pytest.fixture(params=["1.9", "1.8"])
+def fake_mi300(request, tmp_path, monkeypatch):
+    """A MI300X the backend can drive: sysfs, a HIP runtime that sees it, a 5 ms caching driver (1.9 or 1.8 tables)."""
+    root = tmp_path / "sys"
+    gm = fake_amd.make_sysfs(root, fake_amd.build_v19(fake_amd.SMU_13_0_6_ROCM, {}))
+    fake_amd.install_fake_hip(monkeypatch)
+    with fake_amd.CachedGpuMetricsFile(gm, cache_ns=5_000_000, power_w=120.0, revision=request.param):
+        yield root
+
+
+def test_backend_measures_the_period_and_follows_it(fake_mi300, monkeypatch):
+    slept: list[float] = []
+
+    def sleep(s: float) -> None:
+        slept.append(s)
+        time.sleep(s)
+
+    monkeypatch.setattr(amd, "time", types.SimpleNamespace(sleep=sleep))
+    backend = amd.AmdBackend(sysfs_root=str(fake_mi300), clock="hip", max_idle_ns=1_000_000_000)
+    caps = backend.capabilities
+    # Measured at start from distinct firmware timestamps (was a fixed 1 ms).
+    assert caps.logger_period_ns == 5_000_000.0
+    assert caps.logger_window_ns == 5_000_000.0  # an energy log averages over the gap between tables
+    assert caps.logger_clock == "amd-pmfw-10ns" and caps.logger_tick_ns == 10.0
+    assert caps.provenance == {"period": "measured", "window": "measured", "delay": "assumed", "tick": "documented"}
+    assert caps.sensor_semantics.startswith("gpu_metrics energy: total power = energy_accumulator difference")
+    assert caps.describe_figures() == ("period 5 ms (measured), window 5 ms (measured), delay 0 (assumed), "
+                                       "tick 10 ns (documented)")
+    assert backend.sensor_semantics is amd.AMD_SENSORS["gpu_metrics energy"]
+    # Idle waits in chunks of 20 measured periods.
+    slept.clear()
+    backend.wait_idle()
+    assert slept and slept[0] == pytest.approx(0.1)
+    # The post-run tail is two measured periods.
+    slept.clear()
+    rec = backend.execute_run(Workload("noop", launch=lambda: None), 3, backend.new_run_id())
+    assert slept == [pytest.approx(0.01)]
+    assert len(rec.markers) == 3 and np.all(rec.markers["end_ticks"] >= rec.markers["begin_ticks"])
+    assert np.all(rec.samples["window_ns"] % 5_000_000 == 0)
+
+
+def test_backend_on_hwmon_measures_the_period(tmp_path, monkeypatch):
+    # hwmon's files carry no period (0), which used to become 1 ms.
+    root = tmp_path / "sys"
+    gm = fake_amd.make_sysfs(root, b"")
+    gm.unlink()
+    hw = root / "devices" / "pci0000:00" / "0000:c1:00.0" / "hwmon" / "hwmon3" / "power1_average"
+    fake_amd.install_fake_hip(monkeypatch)
+    stop = threading.Event()
+
+    def writer() -> None:
+        k = 0
+        while not stop.is_set():
+            time.sleep(0.02)
+            k += 1
+            hw.write_text(f"{240_000_000 + k % 2 * 1_000_000}\n")
+
+    th = threading.Thread(target=writer)
+    th.start()
+    try:
+        backend = amd.AmdBackend(sysfs_root=str(root), clock="hip")
+    finally:
+        stop.set()
+        th.join()
+    caps = backend.capabilities
+    assert 15e6 < caps.logger_period_ns < 40e6
+    assert caps.logger_window_ns == 0.0 and caps.logger_clock == "host-monotonic-raw"
+    assert caps.provenance == {"period": "measured", "window": "assumed", "delay": "assumed", "tick": "documented"}
+    assert caps.sensor_semantics.startswith("hwmon power1_average: 'average power used by the SoC in microWatts'")
+
+
+def test_report_states_the_sensor_it_would_use_without_a_gpu(tmp_path):
+    r = amd.report(sysfs_root=str(tmp_path), kfd_path=str(tmp_path / "kfd"))
+    assert not r.available
+    assert r.sensors[0].mode == "gpu_metrics energy"
+    assert {s.mode for s in r.sensors} == set(amd.AMD_SENSORS)
+    text = devices.format_reports([r])
+    assert "  sensor: gpu_metrics energy: total power = energy_accumulator difference" in text
+    assert "    period measured   at start, from the gaps between distinct firmware timestamps" in text
+    assert "    window measured   = the period" in text
+    assert "    delay  assumed    0" in text
+    assert "    tick   documented 10 ns" in text
+    assert "also: hwmon power1_average" not in text  # the other modes with --verbose
+    verbose = devices.format_reports([r], verbose=True)
+    assert "  also: hwmon power1_average" in verbose and "    window assumed    0: the averaging window" in verbose
+    d = r.as_dict()["sensors"][0]
+    assert d["mode"] == "gpu_metrics energy" and d["figures"]["period"]["provenance"] == "measured"
+
+
+def test_report_states_the_sensor_of_the_gpu_found(fake_mi300, tmp_path):
+    r = amd.report(sysfs_root=str(fake_mi300), kfd_path=str(tmp_path / "kfd"))
+    assert r.devices[0].details["power"] == "gpu_metrics energy"
+    assert r.sensors[0].mode == "gpu_metrics energy"
+
+
+def test_report_states_hwmon_when_only_hwmon_is_there(tmp_path):
+    root = tmp_path / "sys"
+    gm = fake_amd.make_sysfs(root, b"")
+    gm.unlink()
+    r = amd.report(sysfs_root=str(root), kfd_path=str(tmp_path / "kfd"))
+    assert r.devices[0].details["power"] == "hwmon power1_average"
+    assert r.sensors[0].mode == "hwmon power1_average"
+    assert "window assumed    0: the averaging window is not documented" in devices.format_reports([r])
 
 
 # ---------------------------------------------------------------- hip-python and collective workloads

@@ -9,6 +9,7 @@ import pytest
 from fingrav_native.app import cli
 from fingrav_native.backends import devices
 from fingrav_native.backends.report import BackendReport, Component, DeviceEntry
+from fingrav_native.sensors.semantics import SensorSemantics
 
 
 def test_sim_is_always_available():
@@ -115,6 +116,32 @@ def test_verbose_text_lists_every_part_and_path_tried():
     assert "[0] GPU Y (pci=0000:01:00.0)" in devices.format_reports([ok], verbose=True)
 
 
+def test_sensor_lines_say_what_a_log_is_and_where_each_figure_comes_from():
+    s = SensorSemantics("x counter", "energy differences over the gap between logs",
+                        (("period", "measured", "at start"), ("window", "measured", "= the period"),
+                         ("delay", "assumed", "0"), ("tick", "documented", "1 ns: the header")))
+    other = SensorSemantics("x instant", "instantaneous", (("window", "documented", "0"),))
+    r = BackendReport(backend="x", available=True, devices=(DeviceEntry(0, "GPU X"),), sensors=(s, other))
+    assert devices.format_reports([r]).splitlines() == [
+        "x: available, 1 device(s)",
+        "  [0] GPU X",
+        "  sensor: x counter: energy differences over the gap between logs",
+        "    period measured   at start",
+        "    window measured   = the period",
+        "    delay  assumed    0",
+        "    tick   documented 1 ns: the header",
+    ]
+    verbose = devices.format_reports([r], verbose=True).splitlines()
+    assert "  also: x instant: instantaneous" in verbose and "    window documented 0" in verbose
+    assert s.provenance == {"period": "measured", "window": "measured", "delay": "assumed", "tick": "documented"}
+    assert r.as_dict()["sensors"][1] == {"mode": "x instant", "semantics": "instantaneous",
+                                         "figures": {"window": {"provenance": "documented", "detail": "0"}}}
+    with pytest.raises(ValueError, match=r"figures: \('lag', 'measured'\)"):
+        SensorSemantics("x", "y", (("lag", "measured", "0"),))
+    with pytest.raises(ValueError, match=r"figures: \('delay', 'guessed'\)"):
+        SensorSemantics("x", "y", (("delay", "guessed", "0"),))
+
+
 def test_json_form():
     r = BackendReport(backend="x", available=False, reason="no driver",
                       components=(Component("libx", False, LOADER_DETAIL),))
@@ -141,8 +168,10 @@ def test_cli_devices_is_short_and_names_the_fix(capsys, no_nvidia_libraries):
     out = capsys.readouterr().out
     lines = out.splitlines()
     reports = devices.list_backends()
-    # Per backend: its status line, one line per device, and the fix when unavailable;
-    # the closing line points at --verbose. Nothing else: no paths tried.
+    # Per backend: its status line, one line per device, the sensor in use
+    # (what a log is, then one line per figure with its provenance) and the
+    # fix when unavailable; the closing line points at --verbose. Nothing
+    # else: no paths tried.
     blocks: list[list[str]] = []
     for line in lines[:-1]:
         if line.startswith("  "):
@@ -151,7 +180,8 @@ def test_cli_devices_is_short_and_names_the_fix(capsys, no_nvidia_libraries):
             blocks.append([line])
     assert [b[0].split(":")[0] for b in blocks] == [r.backend for r in reports]
     for block, r in zip(blocks, reports):
-        assert len(block) == 1 + len(r.devices) + bool(r.fix) <= 2 + len(r.devices), block
+        sensor = 1 + len(r.sensors[0].figures) if r.sensors else 0
+        assert len(block) == 1 + len(r.devices) + sensor + bool(r.fix) <= 2 + len(r.devices) + sensor, block
     assert lines[-1].startswith("(fingrav devices --verbose")
     assert "; tried:" not in out and "cannot open shared object" not in out
     assert cuda not in out and nvml not in out

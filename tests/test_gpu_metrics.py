@@ -5,22 +5,30 @@ definitions (drivers/gpu/drm/amd/include/kgd_pp_interface.h, struct
 gpu_metrics_v1_4 .. v1_8), written here field by field and independently of
 the parser: nothing of the package's layout tables is imported. ctypes lays
 the fields out with the platform C ABI's natural alignment, as the kernel's
-compiler does.
+compiler does. Format 1.9 tables are packed by tests/fakes/fake_amd.py from
+the driver's DECLARE_SMU_METRICS_CLASS and the SMU 13.0.6 field lists, and
+one is committed as tests/fixtures/gpu_metrics_v1_9_smu_13_0_6.bin.
 """
 
 from __future__ import annotations
 
 import ctypes
 import os
+import random
+import struct
 import threading
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
+from fakes import fake_amd
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fingrav_native import _core
+
+FIXTURES = Path(__file__).parent / "fixtures"
 
 u8, u16, u32, u64 = ctypes.c_uint8, ctypes.c_uint16, ctypes.c_uint32, ctypes.c_uint64
 NUM_VCN, NUM_JPEG_ENG, NUM_JPEG_ENG_V1, NUM_XGMI_LINKS = 4, 32, 40, 8
@@ -244,9 +252,11 @@ def test_fixture_struct_has_the_kernel_size(struct, crev, size, name):
 
 
 def test_layout_table_lists_every_supported_layout():
-    assert _core.GPU_METRICS_LAYOUTS == tuple((1, crev, size, name) for _, crev, size, name in LAYOUTS)
+    assert _core.GPU_METRICS_LAYOUTS == tuple((1, crev, size, name) for _, crev, size, name in LAYOUTS) + (
+        (1, 9, 0, "1.9 (attribute-encoded)"),)  # size 0: any, the attributes say
     assert _core.AMD_ENERGY_UNIT_UJ == 15.2587890625 == 1e6 / 65536
     assert _core.AMD_FIRMWARE_TICK_NS == 10
+    assert _core.AMD_DRIVER_CACHE_INTERVAL_NS == 5_000_000  # SMU_GPU_METRICS_CACHE_INTERVAL
 
 
 @pytest.mark.parametrize("struct, crev, size, name", LAYOUTS, ids=IDS)
@@ -272,6 +282,7 @@ def test_parse_every_field(struct, crev, size, name):
     assert d["throttle_status"] == (0x1002 if "throttle_status" in names else None)
     assert d["accumulation_counter"] == (424_242 if "accumulation_counter" in names else None)
     assert d["num_partition"] == (2 if "num_partition" in names else None)
+    assert d["firmware_tick_ns"] == 10 and d["attribute_count"] is None and d["encoding_bytes"] is None
 
 
 @pytest.mark.parametrize("struct, crev, size, name", LAYOUTS, ids=IDS)
@@ -308,7 +319,7 @@ def test_shorter_than_header(data):
         _core.parse_gpu_metrics(data)
 
 
-@pytest.mark.parametrize("frev, crev", [(1, 3), (1, 9), (1, 0), (2, 4), (3, 0), (0, 0)])
+@pytest.mark.parametrize("frev, crev", [(1, 3), (1, 10), (1, 0), (2, 4), (3, 0), (0, 0)])
 def test_unknown_revision_names_revision_and_size(frev, crev):
     data = bytearray(make_table(GpuMetricsV1_4, 4))
     data[2], data[3] = frev, crev
@@ -372,10 +383,185 @@ def test_corrupted_tables_parse_or_raise(layout, pos, junk):
         d = _core.parse_gpu_metrics(bytes(data))
     except _core.GpuMetricsFormatError:
         return
-    # Accepted: then the header still names a known layout of exactly this size.
+    # Accepted: then the header still names a known layout of exactly this
+    # size, or 1.9, whose attributes then account for every byte.
     assert (d["format_revision"], d["content_revision"], d["structure_size"]) in {
         (1, c, s) for _, c, s, _ in LAYOUTS
-    }
+    } | {(1, 9, len(data))}
+    assert d["structure_size"] == len(data)
+
+
+# ---------------------------------------------------------------- format 1.9 (attribute-encoded)
+# Tables packed as the driver packs them (tests/fakes/fake_amd.py): header,
+# int attr_count, then per field AMDGPU_METRICS_ENC_ATTR(unit, type, id, inst)
+# and its value(s). The merged driver writes 8-byte encodings, the helper
+# patch as first posted (v1, v2) wrote 4-byte ones; SMU 13.0.6 moved counters from U32 to U64.
+
+V19_VALUES = {
+    "temperature_hotspot": 71, "temperature_mem": 64, "temperature_vrsoc": 52, "curr_socket_power": 512,
+    "average_gfx_activity": 97, "average_umc_activity": 33, "energy_accumulator": 0x0123_4567_89AB_CDEF,
+    "system_clock_counter": 1_234_567_890_123, "accumulation_counter": 424_242, "gfxclk_lock_status": 0x5A,
+    "firmware_timestamp": 987_654_321_000, "current_gfxclk": [2100, 2090, 2080, 2070], "current_uclk": 1300,
+    "mem_max_bandwidth": 5300, "xgmi_read_data_acc": list(range(8)), "jpeg_busy": [7] * 40,
+}
+V19_KINDS = [(fake_amd.SMU_13_0_6_ROCM, 8), (fake_amd.SMU_13_0_6_V2, 4)]
+V19_IDS = ["rocm-amdgpu-8-byte", "first-posted-4-byte"]
+
+
+def _v19(fields=fake_amd.SMU_13_0_6_ROCM, tag_bytes=8, **values):
+    return fake_amd.build_v19(fields, values, tag_bytes=tag_bytes)
+
+
+def _v19_raw(attrs, tag_bytes=8, count=None):
+    """A 1.9 table from (encoding, value bytes) pairs, for the malformed cases."""
+    body = b"".join(struct.pack("<Q" if tag_bytes == 8 else "<I", e) + v for e, v in attrs)
+    n = len(attrs) if count is None else count
+    return struct.pack("<HBBi", 8 + len(body), 1, 9, n) + body
+
+
+def enc(unit, type_, attr, inst=1):
+    return fake_amd.enc_attr(unit, type_, fake_amd.ATTR[attr] if isinstance(attr, str) else attr, inst)
+
+
+@pytest.mark.parametrize("fields, tag_bytes", V19_KINDS, ids=V19_IDS)
+def test_v19_every_field_read_by_its_encoding(fields, tag_bytes):
+    data = _v19(fields, tag_bytes, **V19_VALUES)
+    d = _core.parse_gpu_metrics(data)
+    assert d["format_revision"] == 1 and d["content_revision"] == 9 and d["structure_size"] == len(data)
+    assert d["layout"] == f"1.9 (attribute-encoded), {tag_bytes}-byte encodings"
+    assert d["encoding_bytes"] == tag_bytes and d["attribute_count"] == len(fields)
+    assert d["temperature_hotspot_c"] == 71 and d["temperature_mem_c"] == 64 and d["temperature_vrsoc_c"] == 52
+    assert d["curr_socket_power_w"] == 512
+    assert d["average_gfx_activity_pct"] == 97 and d["average_umc_activity_pct"] == 33
+    assert d["energy_accumulator"] == 0x0123_4567_89AB_CDEF and d["energy_j"] == 0x0123_4567_89AB_CDEF / 65536
+    assert d["system_clock_counter_ns"] == 1_234_567_890_123
+    assert d["firmware_timestamp"] == 987_654_321_000 and d["firmware_tick_ns"] == 10  # AMDGPU_METRICS_UNIT_TIME_2
+    assert d["accumulation_counter"] == 424_242
+    assert d["gfxclk_lock_status"] == 0x5A
+    assert d["current_gfxclk_mhz"] == [2100, 2090, 2080, 2070]
+    assert d["current_uclk_mhz"] == 1300
+    # Not in SMU 13.0.6's list (num_partition), or gone since 1.6 (throttle_status).
+    assert d["num_partition"] is None and d["throttle_status"] is None
+
+
+def test_v19_committed_fixture():
+    # A binary fixture made once from the kernel's definitions; the builder
+    # must still make the same bytes, so the two cannot drift apart.
+    data = (FIXTURES / "gpu_metrics_v1_9_smu_13_0_6.bin").read_bytes()
+    assert data == fake_amd.build_v19(fake_amd.SMU_13_0_6_ROCM, fake_amd.FIXTURE_VALUES)
+    assert len(data) == 1258 and data[:4] == bytes([0xEA, 0x04, 1, 9])
+    d = _core.parse_gpu_metrics(data)
+    assert d["attribute_count"] == 50 and d["encoding_bytes"] == 8
+    assert d["curr_socket_power_w"] == 162 and d["energy_accumulator"] == 0x0000_01A2_B3C4_D5E6
+    assert d["firmware_timestamp"] == 123_456_789_000 and d["system_clock_counter_ns"] == 987_654_321_012
+    assert d["accumulation_counter"] == 5_000_000_000  # a U64 counter beyond 32 bits, kept whole
+    assert d["current_gfxclk_mhz"] == [132, 133, 131, 132, 134, 132, 133, 131] and d["current_uclk_mhz"] == 900
+
+
+@pytest.mark.parametrize("fields, tag_bytes", V19_KINDS, ids=V19_IDS)
+def test_v19_unset_fields_are_none(fields, tag_bytes):
+    d = _core.parse_gpu_metrics(_v19(fields, tag_bytes))
+    for key in ("temperature_hotspot_c", "curr_socket_power_w", "energy_accumulator", "energy_j",
+                "system_clock_counter_ns", "firmware_timestamp", "accumulation_counter", "current_uclk_mhz"):
+        assert d[key] is None, key
+    assert d["current_gfxclk_mhz"] == []
+
+
+def test_v19_order_is_free_and_unknown_attributes_are_skipped():
+    # Decoded by encoding, not offset: shuffled fields, and attributes this
+    # parser does not know (ids, units, widths of a later driver) anywhere.
+    fields = list(fake_amd.SMU_13_0_6_ROCM)
+    random.Random(3).shuffle(fields)
+    unknown = [("X", 77, t, f"future_{t}", n) for t, n in ((0, 3), (3, 1), (5, 2), (7, 5))]
+    for k, f in enumerate(unknown):
+        fields.insert(5 * k, f)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setitem(fake_amd.ATTR, "X", 1000)  # an id the kernel has not assigned yet
+        data = fake_amd.build_v19(fields, V19_VALUES | {"future_7": [1, 2, 3, 4, 5]})
+    d = _core.parse_gpu_metrics(data)
+    ref = _core.parse_gpu_metrics(_v19(**V19_VALUES))
+    assert d["attribute_count"] == len(fields)
+    assert {k: v for k, v in d.items() if k not in ("attribute_count", "structure_size")} == {
+        k: v for k, v in ref.items() if k not in ("attribute_count", "structure_size")}
+
+
+def test_v19_widths_follow_the_type():
+    # The same fields in other integer types: values read at each type's width.
+    attrs = [(enc(3, 4, "CURR_SOCKET_POWER"), struct.pack("<I", 700)),              # U32 W
+             (enc(0, 4, "ENERGY_ACCUMULATOR"), struct.pack("<I", 123_456)),         # U32 count
+             (enc(4, 6, "FIRMWARE_TIMESTAMP"), struct.pack("<Q", 5_000)),           # U64 in ns (TIME_1)
+             (enc(5, 6, "SYSTEM_CLOCK_COUNTER"), struct.pack("<Q", 77)),            # in 10 ns (TIME_2)
+             (enc(2, 1, "TEMPERATURE_HOTSPOT"), struct.pack("<b", 45)),             # S8
+             (enc(1, 4, "CURRENT_GFXCLK", 10), struct.pack("<10I", *range(2000, 2010)))]  # 10 XCCs, U32
+    d = _core.parse_gpu_metrics(_v19_raw(attrs))
+    assert d["curr_socket_power_w"] == 700 and d["energy_accumulator"] == 123_456
+    assert d["firmware_timestamp"] == 5_000 and d["firmware_tick_ns"] == 1
+    assert d["system_clock_counter_ns"] == 770
+    assert d["temperature_hotspot_c"] == 45
+    assert d["current_gfxclk_mhz"] == list(range(2000, 2008))  # MAX_GFX_CLKS of them kept
+
+
+MALFORMED = [
+    ("count beyond size", lambda: _v19_raw([(enc(0, 6, "ENERGY_ACCUMULATOR"), bytes(8))], count=100),
+     r"attr_count 100 needs at least 800 bytes of encodings but the table has 16"),
+    ("negative count", lambda: _v19_raw([], count=-3), r"attr_count is -3, negative"),
+    ("value cut off", lambda: _v19_raw([(enc(0, 6, "ENERGY_ACCUMULATOR"), bytes(8)),
+                                        (enc(5, 6, "FIRMWARE_TIMESTAMP"), bytes(4))]),
+     r"attribute 1 \(id 32, 1 x U64\) runs 4 bytes past the end of the table"),
+    ("no values", lambda: _v19_raw([(enc(0, 0, 600, 0), b"")]), r"attribute 0 \(id 600\) has no values \(inst 0\)"),
+    ("bytes after the last attribute", lambda: _v19_raw([(enc(0, 6, "ENERGY_ACCUMULATOR"), bytes(12))]),
+     r"1 attributes end at byte 24 but structure_size is 28"),
+    ("unknown type width", lambda: _v19_raw([(enc(0, 9, "ENERGY_ACCUMULATOR"), bytes(8))]),
+     r"has type 9, not one of the 8 types"),
+    ("a field twice", lambda: _v19_raw([(enc(0, 6, "ENERGY_ACCUMULATOR"), bytes(8))] * 2),
+     r"energy_accumulator appears twice: which one holds the value is ambiguous"),
+    ("a scalar with two values", lambda: _v19_raw([(enc(5, 6, "FIRMWARE_TIMESTAMP", 2), bytes(16))]),
+     r"firmware_timestamp has 2 values where the kernel defines one"),
+    ("a time that is no time", lambda: _v19_raw([(enc(3, 6, "FIRMWARE_TIMESTAMP"), bytes(8))]),
+     r"firmware_timestamp has unit 3, not a time unit"),
+    ("energy in another unit", lambda: _v19_raw([(enc(3, 6, "ENERGY_ACCUMULATOR"), bytes(8))]),
+     r"energy_accumulator has unit 3, not the unit-less 2\^-16 J count"),
+    ("power not in watts", lambda: _v19_raw([(enc(0, 2, "CURR_SOCKET_POWER"), bytes(2))]),
+     r"curr_socket_power has unit 0, not watts"),
+    ("negative power", lambda: _v19_raw([(enc(3, 3, "CURR_SOCKET_POWER"), struct.pack("<h", -5))]),
+     r"curr_socket_power is negative \(S16\)"),
+    ("power too large", lambda: _v19_raw([(enc(3, 4, "CURR_SOCKET_POWER"), struct.pack("<I", 70_000))]),
+     r"curr_socket_power = 70000 does not fit 16 bits"),
+    ("ambiguous width",  # 8-byte: two U64; 4-byte: a U64, then a U64[2] encoded in the first value's upper half
+     lambda: _v19_raw([(enc(0, 6, 500), struct.pack("<Q", enc(0, 6, 501, 2) << 32)),
+                       (enc(0, 6, 502), struct.pack("<Q", 9))]),
+     r"consistently with both 8-byte and 4-byte attribute encodings \(2 attributes either way\)"),
+    ("no attr_count", lambda: struct.pack("<HBB", 6, 1, 9) + b"\0\0", r"6 bytes has no room for its attr_count"),
+]
+
+
+@pytest.mark.parametrize("build, pattern", [m[1:] for m in MALFORMED], ids=[m[0] for m in MALFORMED])
+def test_v19_malformed_tables_are_refused(build, pattern):
+    prefix = r"gpu_metrics( 1\.9:|: revision 1\.9 table of) .*"
+    with pytest.raises(_core.GpuMetricsFormatError, match=prefix + pattern) as e:
+        _core.parse_gpu_metrics(build())
+    assert "\n" not in str(e.value)
+
+
+def test_v19_truncated_read_is_refused():
+    data = _v19(**V19_VALUES)
+    with pytest.raises(_core.GpuMetricsFormatError, match=rf"1\.9 header says structure_size {len(data)} but "
+                                                          rf"{len(data) - 1} bytes were read \(truncated\)"):
+        _core.parse_gpu_metrics(data[:-1])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sampled_from(V19_KINDS), st.lists(st.tuples(st.integers(0, 1300), st.integers(0, 255)), min_size=1,
+                                             max_size=4))
+def test_v19_corrupted_tables_parse_or_raise(kind, flips):
+    fields, tag_bytes = kind
+    data = bytearray(_v19(fields, tag_bytes, **V19_VALUES))
+    for pos, byte in flips:
+        data[pos % len(data)] = byte
+    try:
+        d = _core.parse_gpu_metrics(bytes(data))
+    except _core.GpuMetricsFormatError:
+        return
     assert d["structure_size"] == len(data)
 
 
@@ -415,7 +601,11 @@ def test_source_info_energy(mfile):
     info = src.info
     assert info.clock_domain == "amd-pmfw-10ns" and info.tick_ns == 10.0
     assert info.channels == ["total"] and not info.has_sequence
-    assert info.native_period_ns == 1_000_000
+    # Not 1 ms: the period depends on the driver's table cache (5 ms by
+    # default since December 2025), so the source declares it unknown and
+    # the backend measures it.
+    assert info.native_period_ns == 0
+    assert info.window_ns == 5_000_000
     assert src.channel == "energy" and src.clock == "firmware" and src.layout == "1.8"
     assert src.path == mfile.path
     assert src.first_table["energy_accumulator"] == 1_000_000
@@ -586,6 +776,50 @@ def test_energy_channel_under_the_sampler_thread(mfile):
     assert set(samples["source_ts"].tolist()) <= set(written)
     assert np.all(samples["window_ns"] % 1_000_000 == 0)  # whole 100_000-tick steps
     assert stats.duplicates > 0  # the thread polls faster than the tables change
+
+
+@pytest.mark.parametrize("fields, tag_bytes", V19_KINDS, ids=V19_IDS)
+def test_source_on_a_v19_file(tmp_path, fields, tag_bytes):
+    # The energy channel on a 1.9 table: the same derivation, the firmware
+    # clock's tick from the field's unit.
+    p = tmp_path / "gpu_metrics"
+    p.write_bytes(_v19(fields, tag_bytes, energy_accumulator=1_000_000, firmware_timestamp=5_000_000))
+    src = _core.GpuMetricsSource(str(p))
+    assert src.layout == f"1.9 (attribute-encoded), {tag_bytes}-byte encodings"
+    assert src.clock == "firmware" and src.info.clock_domain == "amd-pmfw-10ns" and src.info.tick_ns == 10.0
+    assert len(src.poll()) == 0
+    with open(p, "r+b") as f:
+        f.write(_v19(fields, tag_bytes, energy_accumulator=1_000_000 + 32768, firmware_timestamp=5_100_000))
+    r = src.poll()
+    assert r["total"][0] == expected_watts(32768, 100_000) == 500.0 and r["window_ns"][0] == 1_000_000
+
+
+def test_source_on_a_v19_file_in_ns(tmp_path):
+    # A firmware clock stated in ns (AMDGPU_METRICS_UNIT_TIME_1): 1 ns ticks.
+    def table(e, t):
+        return _v19_raw([(enc(0, 6, "ENERGY_ACCUMULATOR"), struct.pack("<Q", e)),
+                         (enc(4, 6, "FIRMWARE_TIMESTAMP"), struct.pack("<Q", t))])
+    p = tmp_path / "gpu_metrics"
+    p.write_bytes(table(0, 10**9))
+    src = _core.GpuMetricsSource(str(p))
+    assert src.info.clock_domain == "amd-pmfw-1ns" and src.info.tick_ns == 1.0
+    src.poll()
+    with open(p, "r+b") as f:
+        f.write(table(65536, 10**9 + 1_000_000))
+    r = src.poll()
+    assert r["total"][0] == 1000.0 and r["window_ns"][0] == 1_000_000  # 1 J over 1 ms
+
+
+def test_v19_unit_change_while_polling_is_fatal(tmp_path):
+    def table(unit):
+        return _v19_raw([(enc(0, 6, "ENERGY_ACCUMULATOR"), struct.pack("<Q", 0)),
+                         (enc(unit, 6, "FIRMWARE_TIMESTAMP"), struct.pack("<Q", 10**9))])
+    p = tmp_path / "gpu_metrics"
+    p.write_bytes(table(5))
+    src = _core.GpuMetricsSource(str(p))
+    p.write_bytes(table(4))
+    with pytest.raises(RuntimeError, match="fatal.*layout changed"):
+        src.poll()
 
 
 # ---------------------------------------------------------------- hwmon

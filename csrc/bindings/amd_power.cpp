@@ -34,12 +34,16 @@ py::dict gpu_metrics_dict(const amd::GpuMetrics& g) {
   d["energy_j"] = g.energy_accumulator == amd::kNotSupported64 ? py::object(py::none()) : py::float_(g.energy_j());
   d["system_clock_counter_ns"] = u64(g.system_clock_counter);
   d["firmware_timestamp"] = u64(g.firmware_timestamp);
-  d["accumulation_counter"] = u32(g.accumulation_counter);
+  d["firmware_tick_ns"] = g.firmware_tick_ns;
+  d["accumulation_counter"] = u64(g.accumulation_counter);
   d["throttle_status"] = u32(g.throttle_status);
   d["gfxclk_lock_status"] = u32(g.gfxclk_lock_status);
   d["current_gfxclk_mhz"] = g.current_gfxclk_mhz();
   d["current_uclk_mhz"] = u16(g.current_uclk_mhz);
   d["num_partition"] = u16(g.num_partition);
+  // Format 1.9 only (None for the fixed layouts).
+  d["attribute_count"] = g.encoding_bytes ? py::object(py::int_(g.attribute_count)) : py::object(py::none());
+  d["encoding_bytes"] = g.encoding_bytes ? py::object(py::int_(g.encoding_bytes)) : py::object(py::none());
   return d;
 }
 
@@ -50,6 +54,7 @@ void register_amd_power(py::module_& m) {
   py::register_exception<amd::GpuMetricsFormatError>(m, "GpuMetricsFormatError", PyExc_ValueError);
   m.attr("AMD_ENERGY_UNIT_UJ") = amd::kEnergyUnitUj;
   m.attr("AMD_FIRMWARE_TICK_NS") = amd::kFirmwareTickNs;
+  m.attr("AMD_DRIVER_CACHE_INTERVAL_NS") = amd::kDriverCacheIntervalNs;
   py::list layouts;
   for (const auto& l : amd::gpu_metrics_layouts()) {
     layouts.append(py::make_tuple(l.format_revision, l.content_revision, l.structure_size, l.name));
@@ -68,8 +73,9 @@ void register_amd_power(py::module_& m) {
         return gpu_metrics_dict(g);
       },
       py::arg("data"),
-      "Parses one read of an amdgpu gpu_metrics file (formats 1.4-1.8) into a dict; None marks fields the\n"
-      "firmware does not provide. Raises GpuMetricsFormatError for an unknown or inconsistent table.");
+      "Parses one read of an amdgpu gpu_metrics file (formats 1.4-1.9; 1.9 decoded by its attribute\n"
+      "encodings) into a dict; None marks fields the firmware does not provide. Raises GpuMetricsFormatError\n"
+      "for an unknown or inconsistent table.");
 
   auto stats_dict = [](const amd::GpuMetricsStats& s) {
     py::dict d;
@@ -88,7 +94,9 @@ void register_amd_power(py::module_& m) {
       "channel='energy': total power derived from energy-accumulator differences between consecutive tables\n"
       "(FLAG_DERIVED, window = the gap; the first table only seeds the difference). channel='socket': the\n"
       "firmware's integer curr_socket_power. clock='auto' uses firmware_timestamp (10 ns ticks, domain\n"
-      "'amd-pmfw-10ns') when the firmware sets it, else the driver's boottime stamp (domain 'boottime').")
+      "'amd-pmfw-10ns'; a 1.9 table may state 1 ns, 'amd-pmfw-1ns') when the firmware sets it, else the\n"
+      "driver's boottime stamp (domain 'boottime'). info.native_period_ns is 0: the period depends on the\n"
+      "driver's table cache and is measured by the backend.")
       .def(py::init([](const std::string& path, const std::string& channel, const std::string& clock) {
              amd::GpuMetricsChannel ch;
              if (channel == "energy") {

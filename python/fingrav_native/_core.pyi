@@ -530,6 +530,7 @@ class GpuMetricsFormatError(ValueError):
 
 AMD_ENERGY_UNIT_UJ: float
 AMD_FIRMWARE_TICK_NS: int
+AMD_DRIVER_CACHE_INTERVAL_NS: int
 GPU_METRICS_LAYOUTS: tuple[tuple[int, int, int, str], ...]
 
 @type_check_only
@@ -548,12 +549,15 @@ class _GpuMetricsDict(TypedDict):
     energy_j: float | None
     system_clock_counter_ns: int | None
     firmware_timestamp: int | None
+    firmware_tick_ns: int
     accumulation_counter: int | None
     throttle_status: int | None
     gfxclk_lock_status: int | None
     current_gfxclk_mhz: list[int]
     current_uclk_mhz: int | None
     num_partition: int | None
+    attribute_count: int | None
+    encoding_bytes: int | None
 
 @type_check_only
 class _GpuMetricsStatsDict(TypedDict):
@@ -565,7 +569,7 @@ class _GpuMetricsStatsDict(TypedDict):
     long_gaps: int
 
 def parse_gpu_metrics(data: bytes) -> _GpuMetricsDict:
-    """Parse one gpu_metrics read (formats 1.4-1.8); None marks fields the firmware leaves unset."""
+    """Parse one gpu_metrics read (formats 1.4-1.9); None marks fields the firmware leaves unset."""
 
 @final
 class GpuMetricsSource(PowerSource):

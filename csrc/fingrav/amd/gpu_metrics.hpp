@@ -1,13 +1,17 @@
 // AMD power from the amdgpu kernel driver's sysfs files: a parser for the
-// binary `gpu_metrics` table (formats 1.4 to 1.8, the MI200/MI300 family),
+// binary `gpu_metrics` table (formats 1.4 to 1.9, the MI200/MI300 family),
 // a PowerSource over that file, and the hwmon `power1_*` fallback.
 //
-// The layouts are the kernel's `struct gpu_metrics_v1_x`
+// Formats 1.4 to 1.8 are the kernel's fixed `struct gpu_metrics_v1_x`
 // (drivers/gpu/drm/amd/include/kgd_pp_interface.h, Linux 6.x / ROCm amdgpu
-// DKMS), restated in gpu_metrics.cpp with their sizes checked at compile time.
-// The file holds the struct as the driver filled it, in host byte order; the
-// driver first fills the whole table with 0xFF, so a field the firmware does
-// not provide reads as all ones ("not supported", see kNotSupported*).
+// DKMS), restated in gpu_metrics_layouts.hpp with every field's offset checked
+// at compile time. Format 1.9 (SMU 13.0.6 SOCs, MI300 class, since September
+// 2025) is attribute-encoded: a header, an attribute count, then per field its
+// encoding and its value(s); it is decoded by those encodings (see
+// parse_gpu_metrics). The file holds the table as the driver filled it, in
+// host byte order; the driver first fills the whole table with 0xFF, so a
+// field the firmware does not provide reads as all ones ("not supported",
+// see kNotSupported*).
 #pragma once
 
 #include <atomic>
@@ -31,15 +35,26 @@ class GpuMetricsFormatError : public std::runtime_error {
 // One energy-accumulator unit: 2^-16 J (the kernel's "15.259uJ" units).
 inline constexpr double kEnergyUnitJ = 1.0 / 65536.0;
 inline constexpr double kEnergyUnitUj = 15.2587890625;
-// PMFW firmware_timestamp resolution.
+// PMFW firmware_timestamp resolution in formats 1.4 to 1.8 ("PMFW attached
+// timestamp (10ns resolution)", kgd_pp_interface.h). Format 1.9 states the
+// unit in each field's encoding (AMDGPU_METRICS_UNIT_TIME_2: 10 ns).
 inline constexpr std::int64_t kFirmwareTickNs = 10;
+// How long the driver serves one cached gpu_metrics table before it builds a
+// new one: SMU_GPU_METRICS_CACHE_INTERVAL, 5 ms ("The default cache interval
+// is set at 5ms", amd-gfx "drm/amd/pm: Use driver table structure in smuv11",
+// December 2025), checked in jiffies, so a table can live longer (two 4 ms
+// jiffies at HZ=250). Distinct tables are therefore at least this far apart
+// on such drivers, while older ones build a table on every read. Neither
+// figure is the logger period: the backend measures that (amd.py).
+inline constexpr std::int64_t kDriverCacheIntervalNs = 5'000'000;
 
 inline constexpr std::uint16_t kNotSupported16 = 0xFFFF;
 inline constexpr std::uint32_t kNotSupported32 = 0xFFFFFFFFu;
 inline constexpr std::uint64_t kNotSupported64 = ~std::uint64_t{0};
 
-// One known layout: its revision, the size the header must carry, and a name
-// that tells the two incompatible 1.6 layouts apart.
+// One known layout: its revision, the size the header must carry (0: any,
+// for the attribute-encoded 1.9, whose size depends on the SOC's field list),
+// and a name that tells the two incompatible 1.6 layouts apart.
 struct GpuMetricsLayout {
   std::uint8_t format_revision;
   std::uint8_t content_revision;
@@ -56,7 +71,11 @@ struct GpuMetrics {
   std::uint8_t format_revision = 0;
   std::uint8_t content_revision = 0;
   std::uint16_t structure_size = 0;
-  std::string layout;  // GpuMetricsLayout::name
+  std::string layout;  // GpuMetricsLayout::name; for 1.9 also the encoding width
+  // Format 1.9 only: how many attributes the table lists and how wide each
+  // encoding is (4 or 8 bytes: the patch revisions disagree); 0 otherwise.
+  std::uint32_t attribute_count = 0;
+  std::uint8_t encoding_bytes = 0;
 
   std::uint16_t temperature_hotspot_c = kNotSupported16;
   std::uint16_t temperature_mem_c = kNotSupported16;
@@ -66,9 +85,13 @@ struct GpuMetrics {
   std::uint16_t average_umc_activity_pct = kNotSupported16;
   std::uint64_t energy_accumulator = kNotSupported64;  // kEnergyUnitJ units
   std::uint64_t system_clock_counter = kNotSupported64;  // driver's CLOCK_BOOTTIME ns at the read
-  std::uint64_t firmware_timestamp = kNotSupported64;  // PMFW clock, 10 ns ticks
-  // PMFW accumulation cycles (1.6 and later; kNotSupported32 before).
-  std::uint32_t accumulation_counter = kNotSupported32;
+  std::uint64_t firmware_timestamp = kNotSupported64;  // PMFW clock, firmware_tick_ns ticks
+  // Length of one firmware_timestamp tick: 10 ns in 1.4-1.8, the field's
+  // unit in 1.9.
+  std::int64_t firmware_tick_ns = kFirmwareTickNs;
+  // PMFW accumulation cycles (1.6 and later; kNotSupported64 before). 64 bits:
+  // 1.9 tables carry it as U32 or U64 depending on the driver.
+  std::uint64_t accumulation_counter = kNotSupported64;
   std::uint32_t throttle_status = kNotSupported32;  // 1.4, 1.5 and the first 1.6 only
   std::uint32_t gfxclk_lock_status = kNotSupported32;
   std::uint16_t current_gfxclk_raw[8] = {kNotSupported16, kNotSupported16, kNotSupported16, kNotSupported16,
@@ -83,9 +106,13 @@ struct GpuMetrics {
 };
 
 // Parses one gpu_metrics read. Throws GpuMetricsFormatError for a buffer
-// shorter than the header, a revision outside 1.4-1.8, a structure_size that
+// shorter than the header, a revision outside 1.4-1.9, a structure_size that
 // is not one of that revision's layouts, or a byte count that differs from
-// structure_size (the driver writes exactly structure_size bytes).
+// structure_size (the driver writes exactly structure_size bytes). A 1.9 table
+// is also refused when its attribute count runs past its size, a value is
+// truncated, an encoding names a type of unknown width, a field this parser
+// reads appears twice or with the wrong shape or unit, or both encoding
+// widths fit the bytes (ambiguous); attributes it does not read are skipped.
 GpuMetrics parse_gpu_metrics(const std::uint8_t* data, std::size_t size);
 
 // --------------------------------------------------------------- sources
@@ -100,7 +127,7 @@ enum class GpuMetricsChannel : std::uint8_t {
 
 enum class GpuMetricsClock : std::uint8_t {
   kAuto = 0,      // firmware timestamp if the first table carries one, else boottime
-  kFirmware = 1,  // firmware_timestamp, domain "amd-pmfw-10ns"
+  kFirmware = 1,  // firmware_timestamp, domain "amd-pmfw-10ns" (or "amd-pmfw-1ns" for a 1.9 table in ns)
   kBoottime = 2,  // system_clock_counter, domain "boottime"
 };
 
@@ -162,7 +189,7 @@ class GpuMetricsSource final : public PowerSource {
   bool have_prev_ = false;         // a previous distinct table exists
   std::int64_t prev_ts_ = 0;       // its timestamp, source ticks
   std::uint64_t prev_energy_ = 0;  // its energy accumulator
-  std::uint32_t prev_acc_ = 0;     // its accumulation counter (boottime key)
+  std::uint64_t prev_acc_ = 0;     // its accumulation counter (boottime key)
   bool have_last_ = false;         // last_ holds a reading already returned
   Reading last_{};
   int stuck_tables_ = 0;             // tables with new energy under an unchanged timestamp

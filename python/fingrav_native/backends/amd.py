@@ -3,9 +3,14 @@
 Three things make a FinGraV run (paper Section IV-A): a power logger, GPU-side
 markers of each execution, and a map from the GPU's clock to host time.
 
-* power: the firmware's ``gpu_metrics`` table (1 ms logger on MI300X), or
-  hwmon, sampled by the C++ :class:`~fingrav_native.Sampler` thread
-  (:mod:`fingrav_native.backends.amd_sysfs`);
+* power: the firmware's ``gpu_metrics`` table, or hwmon, sampled by the C++
+  :class:`~fingrav_native.Sampler` thread
+  (:mod:`fingrav_native.backends.amd_sysfs`). The firmware refreshes its
+  metrics about every 1 ms on MI300X (paper Section III), but what a reader
+  sees is the driver's: drivers since December 2025 serve one cached table
+  for 5 ms by default, older ones build one per read. So the logger period
+  is measured when the backend starts (:func:`measure_logger_period`), and
+  idle waits and the post-run tail follow the measured value;
 * markers: a probe kernel compiled at run time with hiprtc writes the GPU
   wall clock (``s_memrealtime`` on gfx9) into host-mapped memory before and
   after every execution, on the workload's own stream
@@ -23,6 +28,7 @@ backend is built, and a missing one is reported by name with what to install.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 import warnings
@@ -43,8 +49,9 @@ from fingrav_native.backends.base import (
 )
 from fingrav_native.backends.report import BackendReport, Component, DeviceEntry
 from fingrav_native.backends.workloads import Workload
+from fingrav_native.sensors.semantics import SensorSemantics
 
-__all__ = ["AmdBackend", "report", "AmdKernelSpec"]
+__all__ = ["AmdBackend", "report", "AmdKernelSpec", "measure_logger_period", "power_semantics", "AMD_SENSORS"]
 
 #: A workload (or its name or id on the backend), or a sequence of (kernel, count).
 AmdKernelSpec = Union[Workload, str, int, Sequence[tuple[Union[Workload, str, int], int]]]
@@ -108,6 +115,201 @@ def measure_tick_ns(clock: _core.TimestampSource, *, gap_ns: int = 50_000_000, b
     return (h1 - h0) / (d1 - d0)
 
 
+# ------------------------------------------------------------ what a log is
+# Each power mode the backend can use, what one of its logs is, and where each
+# logger figure comes from. The kernel sources named are
+# drivers/gpu/drm/amd/include/kgd_pp_interface.h (the gpu_metrics fields) and
+# drivers/gpu/drm/amd/pm/amdgpu_pm.c (the hwmon files); the cache interval is
+# SMU_GPU_METRICS_CACHE_INTERVAL (amd-gfx, "drm/amd/pm: Use driver table
+# structure in smuv11", December 2025: "The default cache interval is set at
+# 5ms").
+_PERIOD_GPU_METRICS = ("period", "measured",
+                       "at start, from the gaps between distinct firmware timestamps while the GPU idles (the "
+                       "driver caches the table 5 ms by default, SMU_GPU_METRICS_CACHE_INTERVAL; older drivers "
+                       "not at all)")
+_PERIOD_BOOTTIME = ("period", "measured",
+                    "at start, from the gaps between tables whose accumulators moved while the GPU idles")
+_PERIOD_HWMON = ("period", "measured", "at start, from the gaps between value changes while the GPU idles")
+_WINDOW_ENERGY = ("window", "measured",
+                  "= the period: a log is the exact average over the gap since the previous table, "
+                  "which it carries as its own window")
+_TICK_FIRMWARE = ("tick", "documented",
+                  "10 ns: firmware_timestamp, 'PMFW attached timestamp (10ns resolution)' (kgd_pp_interface.h; "
+                  "a 1.9 table states it in the field's unit, AMDGPU_METRICS_UNIT_TIME_2)")
+_TICK_BOOTTIME = ("tick", "documented", "1 ns: system_clock_counter, 'Driver attached timestamp (in ns)'")
+_TICK_HOST = ("tick", "documented", "1 ns: host CLOCK_MONOTONIC_RAW, read when a new value is first seen")
+_DELAY_FIRMWARE = ("delay", "assumed",
+                   "0: the firmware is taken to stamp a table when it samples the accumulators (undocumented)")
+_DELAY_HWMON = ("delay", "assumed",
+                "0, but a value is stamped at the first poll that sees it, up to one poll late, after an "
+                "undocumented firmware lag")
+
+#: The power modes of the AMD backend, by name: what one log is and where each figure comes from.
+AMD_SENSORS: dict[str, SensorSemantics] = {s.mode: s for s in (
+    SensorSemantics(
+        "gpu_metrics energy",
+        "total power = energy_accumulator difference (2^-16 J) / firmware_timestamp difference between "
+        "consecutive distinct gpu_metrics tables",
+        (_PERIOD_GPU_METRICS, _WINDOW_ENERGY, _DELAY_FIRMWARE, _TICK_FIRMWARE)),
+    SensorSemantics(
+        "gpu_metrics energy (boottime clock)",
+        "total power = energy_accumulator difference (2^-16 J) / system_clock_counter difference between "
+        "consecutive tables whose accumulators moved (this firmware leaves firmware_timestamp unset)",
+        (_PERIOD_BOOTTIME, _WINDOW_ENERGY,
+         ("delay", "assumed", "0: the driver stamps a table when it builds it, an undocumented lag after the "
+                              "firmware sampled it"),
+         _TICK_BOOTTIME)),
+    SensorSemantics(
+        "gpu_metrics socket",
+        "curr_socket_power: the firmware's socket power in integer watts, stamped with firmware_timestamp",
+        (_PERIOD_GPU_METRICS,
+         ("window", "assumed", "0: the kernel documents the field only as 'Power (Watts)', its averaging is "
+                               "undocumented; characterise it (fingrav characterize) before trusting detail "
+                               "finer than the period"),
+         _DELAY_FIRMWARE, _TICK_FIRMWARE)),
+    SensorSemantics(
+        "gpu_metrics socket (boottime clock)",
+        "curr_socket_power: the firmware's socket power in integer watts, stamped with the driver's "
+        "system_clock_counter (this firmware leaves firmware_timestamp unset)",
+        (_PERIOD_BOOTTIME,
+         ("window", "assumed", "0: the kernel documents the field only as 'Power (Watts)', its averaging is "
+                               "undocumented"),
+         ("delay", "assumed", "0: the driver stamps a table when it builds it, an undocumented lag after the "
+                              "firmware sampled it"),
+         _TICK_BOOTTIME)),
+    SensorSemantics(
+        "hwmon power1_average",
+        "'average power used by the SoC in microWatts' (amdgpu_pm.c), stamped with host time",
+        (_PERIOD_HWMON,
+         ("window", "assumed", "0: the averaging window is not documented; characterise it (fingrav "
+                               "characterize) before trusting detail finer than a second"),
+         _DELAY_HWMON, _TICK_HOST)),
+    SensorSemantics(
+        "hwmon power1_input",
+        "'instantaneous power used by the SoC in microWatts' (amdgpu_pm.c), stamped with host time",
+        (_PERIOD_HWMON,
+         ("window", "documented", "0: 'instantaneous power' (amdgpu_pm.c)"),
+         _DELAY_HWMON, _TICK_HOST)),
+)}
+
+#: The mode the backend uses by default (channel='energy' on a firmware that stamps its tables).
+DEFAULT_SENSOR = "gpu_metrics energy"
+
+
+def power_semantics(power: _core.PowerSource) -> SensorSemantics:
+    """What the logs of one AMD power source are, and where each logger figure comes from.
+
+    Parameters
+    ----------
+    power : PowerSource
+        A :class:`~fingrav_native._core.GpuMetricsSource` or
+        :class:`~fingrav_native._core.HwmonPowerSource`.
+
+    Returns
+    -------
+    SensorSemantics
+        One of :data:`AMD_SENSORS`.
+
+    Notes
+    -----
+    The gpu_metrics fields are those of the kernel's
+    ``drivers/gpu/drm/amd/include/kgd_pp_interface.h``; the hwmon files are
+    documented in ``drivers/gpu/drm/amd/pm/amdgpu_pm.c``. A window or delay
+    nobody documented is marked ``assumed``: paper Section VI names the
+    logger as what limits FinGraV, and an averaging sensor taken for an
+    instantaneous one is a silent error.
+    """
+    if isinstance(power, _core.GpuMetricsSource):
+        mode = f"gpu_metrics {power.channel}" + (" (boottime clock)" if power.clock == "boottime" else "")
+        if power.clock == "firmware" and power.info.tick_ns == 1.0:
+            # A 1.9 table whose firmware_timestamp says ns (AMDGPU_METRICS_UNIT_TIME_1), not the 10 ns of 1.4-1.8.
+            sem = AMD_SENSORS[mode]
+            tick = ("tick", "documented",
+                    "1 ns: firmware_timestamp's unit in this 1.9 table (AMDGPU_METRICS_UNIT_TIME_1)")
+            return dataclasses.replace(sem, figures=tuple(tick if f[0] == "tick" else f for f in sem.figures))
+    elif isinstance(power, _core.HwmonPowerSource):
+        mode = "hwmon power1_average" if power.averaged else "hwmon power1_input"
+    else:
+        raise ValueError(f"power={power!r}: must be a GpuMetricsSource or HwmonPowerSource")
+    return AMD_SENSORS[mode]
+
+
+def measure_logger_period(power: _core.PowerSource, *, poll_ns: int = 100_000, min_logs: int = 8,
+                          span_ns: int = 200_000_000, max_span_ns: int = 2_000_000_000) -> tuple[float, np.ndarray]:
+    """Measure a power logger's period from the distinct logs it publishes while the GPU idles.
+
+    Parameters
+    ----------
+    power : PowerSource
+        The logger (a gpu_metrics or hwmon source), not polled by anything else.
+    poll_ns : int
+        Sampler period: how often the file is read.
+    min_logs : int
+        Distinct logs wanted (>= 3); sampling stops once this many are in
+        and ``span_ns`` has passed.
+    span_ns : int
+        Shortest sampling time.
+    max_span_ns : int
+        Longest sampling time, for loggers that change rarely.
+
+    Returns
+    -------
+    period_ns : float
+        The median gap between consecutive distinct log timestamps, in ns.
+    samples : numpy.ndarray
+        The SAMPLE_DTYPE logs seen (the idle baseline's data).
+
+    Raises
+    ------
+    RuntimeError
+        Fewer than three distinct logs in ``max_span_ns``: the period cannot
+        be told.
+
+    Notes
+    -----
+    The period of paper Section IV-A is what limits FinGraV (Section VI), and
+    on AMD it is the driver's, not the firmware's: since December 2025 the
+    amdgpu driver serves one cached gpu_metrics table for
+    SMU_GPU_METRICS_CACHE_INTERVAL (5 ms, counted in jiffies, so longer at
+    a low HZ), older drivers build one per read. So it is measured, as the
+    NVIDIA backend does: the Sampler keeps one log per distinct timestamp
+    (a repeated table is a duplicate), and the median step between them, in
+    the logger's own ticks times ``info.tick_ns``, is the period.
+    """
+    for value, name, low in ((poll_ns, "poll_ns", _core.MIN_PERIOD_NS), (min_logs, "min_logs", 3),
+                             (span_ns, "span_ns", 1_000_000), (max_span_ns, "max_span_ns", 1_000_000)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
+            raise ValueError(f"{name}={value!r}: must be an integer >= {low}")
+    if poll_ns > _core.MAX_PERIOD_NS:
+        raise ValueError(f"poll_ns={poll_ns}: must be <= {_core.MAX_PERIOD_NS}")
+    if max_span_ns < span_ns:
+        raise ValueError(f"max_span_ns={max_span_ns}: must be >= span_ns ({span_ns})")
+    chunks: list[np.ndarray] = []
+    distinct = 0
+    with _core.Sampler(power, period_ns=int(poll_ns)) as sampler:
+        t0 = _core.host_time_ns()
+        deadline = t0 + int(span_ns)
+        while True:
+            _core.wait_until_ns(deadline)
+            chunks.append(sampler.drain())
+            distinct = len(np.unique(np.concatenate([c["source_ts"] for c in chunks])))
+            now = _core.host_time_ns()
+            if distinct >= min_logs or now - t0 >= max_span_ns:
+                break
+            # Rare logs: keep sampling, in steps of span_ns, up to max_span_ns.
+            deadline = min(now + int(span_ns), t0 + int(max_span_ns))
+        elapsed = _core.host_time_ns() - t0
+    chunks.append(drain_all(sampler))
+    samples = np.concatenate(chunks)
+    ts = np.unique(samples["source_ts"].astype(np.int64))
+    if len(ts) < 3:
+        raise RuntimeError(
+            f"{power.info.name}: {len(ts)} distinct log(s) in {elapsed / 1e6:.0f} ms of idle, too few to tell the "
+            "logger period; check that the power file changes (read it twice, a second apart) and that the GPU "
+            "is otherwise idle")
+    return float(np.median(np.diff(ts)) * float(power.info.tick_ns)), samples
+
+
 class AmdBackend(HostRelease, LivePower):
     """One AMD GPU as a FinGraV backend (paper Section IV).
 
@@ -127,7 +329,8 @@ class AmdBackend(HostRelease, LivePower):
         markers read), or ``auto``: KFD when it opens and agrees with the
         probe's clock, else the probe.
     period_ns : int
-        Sampler period (default 100 us: ten polls per 1 ms log).
+        Sampler period (default 100 us: at least ten polls per log, so a
+        host-stamped hwmon value is stamped within 100 us of appearing).
     brackets_per_run : int
         Bracketed clock reads per run (half before, half after).
     idle_tolerance : float
@@ -219,12 +422,24 @@ class AmdBackend(HostRelease, LivePower):
         self._next_run_id = 0
         self._workloads: list[Workload] = []
         p = self._power.info
-        self._logger_period = float(p.native_period_ns or 1_000_000)
+        # The period is the driver's (a cached table, or one per read), so it
+        # is measured on the idle GPU, never assumed; the same logs give the
+        # idle baseline that wait_idle compares against.
+        self._logger_period, idle = measure_logger_period(self._power, poll_ns=self._period_ns)
+        self._baseline_w = float(np.nanmean(idle["total"])) if len(idle) else float("nan")
+        if not np.isfinite(self._baseline_w):
+            raise RuntimeError(f"{p.name}: no power value in the idle logs; the power file reports no data")
+        #: What a log is and where each logger figure comes from (``fingrav devices``, profiles).
+        self.sensor_semantics = power_semantics(self._power)
+        # An energy log averages over the gap since the previous table: the
+        # measured period. Other modes declare their own (0 where undocumented).
+        energy = self.sensor_semantics.mode.startswith("gpu_metrics energy")
+        window = self._logger_period if energy else float(p.window_ns)
         self._caps = Capabilities(
             name="amd",
             device=f"{gpu.name} ({self.arch}, {gpu.pci_address})",
             logger_period_ns=self._logger_period,
-            logger_window_ns=float(p.window_ns),
+            logger_window_ns=window,
             logger_clock=p.clock_domain,
             device_tick_ns=float(tick),
             gpu_markers=True,
@@ -232,8 +447,9 @@ class AmdBackend(HostRelease, LivePower):
             channels=tuple(c for i, c in enumerate(_core.CHANNELS) if p.channel_mask & (1 << i)),
             virtual_time=False,
             logger_tick_ns=float(p.tick_ns),
+            sensor_semantics=f"{self.sensor_semantics.mode}: {self.sensor_semantics.semantics}",
+            provenance=self.sensor_semantics.provenance,
         )
-        self._baseline_w = self._idle_level(50_000_000)
 
     # ------------------------------------------------------------ clocks
     def _choose_clock(self, clock: str, kfd_path: str, rate_khz: int) -> tuple[_core.TimestampSource, dict[str, Any]]:
@@ -314,9 +530,8 @@ class AmdBackend(HostRelease, LivePower):
         with _core.Sampler(self._power, period_ns=self._period_ns) as sampler:
             time.sleep(ns / 1e9)
         s = drain_all(sampler)
-        if len(s) == 0:
-            raise RuntimeError(f"{self._power.info.name}: no power logs in {ns / 1e6:.0f} ms of idle")
-        return float(np.nanmean(s["total"]))
+        # No log in a chunk (NaN) counts as not idle yet: wait_for_idle keeps waiting.
+        return float(np.nanmean(s["total"])) if len(s) else float("nan")
 
     def wait_idle(self) -> int:
         """Sample the idle GPU until its logged power is back near the idle baseline.
@@ -328,10 +543,11 @@ class AmdBackend(HostRelease, LivePower):
 
         Notes
         -----
-        Chunks of 20 logger periods until one's mean power is within
-        ``idle_tolerance`` of the baseline measured at construction (or
-        ``max_idle_ns`` passed). Launches then fall at random phases of the
-        free-running logger, which FinGraV relies on (paper Section IV-A).
+        Chunks of 20 logger periods (the period measured at construction)
+        until one's mean power is within ``idle_tolerance`` of the baseline
+        measured with it (or ``max_idle_ns`` passed). Launches then fall at
+        random phases of the free-running logger, which FinGraV relies on
+        (paper Section IV-A).
         """
         return wait_for_idle(self._idle_level, self._baseline_w, self._idle_tol, self._logger_period,
                              self._max_idle_ns)
@@ -375,7 +591,8 @@ class AmdBackend(HostRelease, LivePower):
         two probe launches on that same stream (so the probe runs exactly
         when the execution starts and ends in the GPU's queue) and two HIP
         events; the sampler polls the logger throughout and for two logger
-        periods after, as logs are published after they are sampled.
+        periods after (the measured period), as logs are published after
+        they are sampled.
         """
         plan = self._plan(kernel, executions)
         n = len(plan)
@@ -479,7 +696,12 @@ def report(sysfs_root: str = "/sys", kfd_path: str = _KFD) -> BackendReport:
     Notes
     -----
     Lists each part FinGraV needs (paper Section IV-A): the power files per
-    GPU, ``/dev/kfd`` for the clock, the HIP runtime and hiprtc for markers.
+    GPU, ``/dev/kfd`` for the clock, the HIP runtime and hiprtc for markers;
+    and the power modes (``sensors``, the one in use first): what a log is
+    and whether each figure is documented, measured (the period, always, at
+    start) or assumed. Without a GPU the mode in use is the default one,
+    ``gpu_metrics energy``; with one, the mode the first GPU's power files
+    open in (each device's ``power`` detail names its own).
     """
     comps: list[Component] = []
     devices: list[DeviceEntry] = []
@@ -528,6 +750,7 @@ def report(sysfs_root: str = "/sys", kfd_path: str = _KFD) -> BackendReport:
         comps.append(Component("hiprtc (marker probe)", False, str(exc)))
         reasons.append("hiprtc cannot compile the marker probe")
 
+    in_use: SensorSemantics | None = None
     for i, g in enumerate(gpus):
         comps.append(Component(f"card{g.card} gpu_metrics", g.gpu_metrics is not None,
                                g.gpu_metrics or "not exposed by the driver", required=False))
@@ -541,6 +764,11 @@ def report(sysfs_root: str = "/sys", kfd_path: str = _KFD) -> BackendReport:
                 details["gfx_target_version"] = g.gfx_target_version
         if g.gpu_metrics is None and g.hwmon_power is None:
             reasons.append(f"card{g.card} has no power file")
+        else:
+            mode = _power_mode_of(g)
+            details["power"] = mode
+            if in_use is None and mode in AMD_SENSORS:
+                in_use = AMD_SENSORS[mode]
         devices.append(DeviceEntry(i, g.name, details))
     if gpus and hip_devices != len(gpus):
         reasons.append(f"HIP sees {hip_devices} device(s), sysfs {len(gpus)}")
@@ -548,5 +776,25 @@ def report(sysfs_root: str = "/sys", kfd_path: str = _KFD) -> BackendReport:
     return BackendReport(
         backend="amd", available=available, devices=tuple(devices), components=tuple(comps),
         reason="; ".join(reasons),
-        verified_on="not verified on AMD hardware (loaders, parsers and hiprtc probe compilation tested without a GPU)",
+        verified_on="not verified on AMD hardware (loaders, parsers and hiprtc probe compilation tested without a "
+                    "GPU; gpu_metrics layouts and the 1.9 encoding checked against the kernel headers only)",
+        sensors=_report_sensors(in_use),
     )
+
+
+def _power_mode_of(gpu: Any) -> str:
+    """The power mode the backend would open on this GPU (default arguments), or why none opens."""
+    try:
+        with warnings.catch_warnings():
+            # A gpu_metrics table of an unknown revision falls back to hwmon
+            # with a warning: the report names the mode instead.
+            warnings.simplefilter("ignore", RuntimeWarning)
+            return power_semantics(_amd_sysfs().power_source(gpu)).mode
+    except (_core.DeviceUnavailableError, _core.GpuMetricsFormatError) as exc:
+        return f"none ({str(exc).splitlines()[0]})"
+
+
+def _report_sensors(in_use: SensorSemantics | None) -> tuple[SensorSemantics, ...]:
+    """Every AMD power mode, the one in use (else the default) first."""
+    first = in_use or AMD_SENSORS[DEFAULT_SENSOR]
+    return (first, *(s for s in AMD_SENSORS.values() if s.mode != first.mode))

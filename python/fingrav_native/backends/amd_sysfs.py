@@ -7,7 +7,9 @@ tests point at a fake tree.
 
 The power logger is the one the FinGraV paper uses on MI300X (a 1 ms
 firmware logger, paper Section III and Section IV-A); ``gpu_metrics`` is its
-public face in the kernel driver.
+public face in the kernel driver, which since December 2025 serves one cached
+table for 5 ms by default: the period a reader sees is the driver's, and the
+backend measures it (:func:`fingrav_native.backends.amd.measure_logger_period`).
 """
 
 from __future__ import annotations
@@ -239,20 +241,28 @@ def read_gpu_metrics(path: str) -> dict[str, Any]:
     dict
         As :func:`fingrav_native._core.parse_gpu_metrics` returns it: socket
         power (W), energy accumulator (raw and J), ``firmware_timestamp``
-        (10 ns ticks), ``system_clock_counter_ns`` (boottime), per-XCC
-        gfxclk; None where the firmware leaves a field unset.
+        (``firmware_tick_ns`` ticks: 10 ns), ``system_clock_counter_ns``
+        (boottime), per-XCC gfxclk; None where the firmware leaves a field
+        unset. Formats 1.4 to 1.8 are the kernel's fixed structs; 1.9 is
+        decoded by its attribute encodings (``attribute_count``,
+        ``encoding_bytes``).
 
     Raises
     ------
     DeviceUnavailableError
         The file is missing or unreadable.
     GpuMetricsFormatError
-        The table is of a revision or size this parser does not know.
+        The table is of a revision or size this parser does not know, or a
+        1.9 table whose attributes are malformed.
 
     Notes
     -----
     The table carries the firmware's own timestamp, which is what lets power
-    logs be placed on the host timeline (paper Section IV-A).
+    logs be placed on the host timeline (paper Section IV-A). The layouts
+    are those of ``drivers/gpu/drm/amd/include/kgd_pp_interface.h``
+    (``struct gpu_metrics_v1_4`` .. ``v1_8``, ``AMDGPU_METRICS_ENC_ATTR``)
+    and, for 1.9, of the driver's ``DECLARE_SMU_METRICS_CLASS``
+    (``drivers/gpu/drm/amd/pm/swsmu/smu_cmn.h``).
     """
     if not isinstance(path, (str, os.PathLike)) or str(path) == "":
         raise ValueError(f"path={path!r}: must name a gpu_metrics file")

@@ -33,6 +33,7 @@ import numpy as np
 
 from fingrav_native import _core
 from fingrav_native.sensors.model import SensorModel
+from fingrav_native.sensors.semantics import FIGURES, PROVENANCES
 
 __all__ = [
     "FIGURES",
@@ -68,10 +69,9 @@ MARKER_RECORD_DTYPE = np.dtype(
 )
 
 
-#: The logger figures whose source a backend records (Capabilities.provenance).
-FIGURES = ("period", "window", "delay", "tick")
-#: Where a figure comes from.
-PROVENANCES = ("documented", "measured", "assumed")
+# FIGURES (the logger figures whose source a backend records) and
+# PROVENANCES (where a figure comes from) live with the sensor semantics that
+# fill Capabilities.provenance; re-exported here.
 
 
 def _ns_words(ns: float) -> str:

@@ -90,6 +90,13 @@ def format_reports(reports: list[BackendReport], verbose: bool = False) -> str:
         for d in r.devices:
             extra = ", ".join(f"{k}={v}" for k, v in d.details.items())
             lines.append(f"  [{d.index}] {d.name}" + (f" ({extra})" if extra else ""))
+        # What a log is and where each figure comes from, for the mode the
+        # backend would use (every mode with --verbose): an assumed window is
+        # a silent error otherwise (DESIGN.md, "Sensors are part of the measurement").
+        for k, sensor in enumerate(r.sensors if verbose else r.sensors[:1]):
+            head, *figures = sensor.lines()
+            lines.append(f"  {'sensor' if k == 0 else 'also'}: {head}")
+            lines.extend(f"  {f}" for f in figures)
         if verbose:
             for c in r.components:
                 mark = "ok " if c.found else ("-- " if not c.required else "NO ")

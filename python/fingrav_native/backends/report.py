@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from fingrav_native.sensors.semantics import SensorSemantics
+
 __all__ = ["Component", "DeviceEntry", "BackendReport"]
 
 
@@ -97,6 +99,9 @@ class BackendReport:
         Why the backend is unavailable (empty when available).
     verified_on : str
         Which hardware this backend has been verified on (README's table).
+    sensors : tuple of SensorSemantics
+        The power modes the backend can log with, the one it would use
+        first; empty when the backend does not say.
     """
 
     backend: str
@@ -105,6 +110,7 @@ class BackendReport:
     components: tuple[Component, ...] = ()
     reason: str = ""
     verified_on: str = ""
+    sensors: tuple[SensorSemantics, ...] = ()
 
     @property
     def fix(self) -> str:
@@ -130,4 +136,5 @@ class BackendReport:
             "devices": [{"index": d.index, "name": d.name, **d.details} for d in self.devices],
             "components": [{"name": c.name, "found": c.found, "detail": c.detail, "required": c.required}
                            for c in self.components],
+            "sensors": [s.as_dict() for s in self.sensors],
         }
