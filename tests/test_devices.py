@@ -141,8 +141,9 @@ def test_cli_devices_is_short_and_names_the_fix(capsys, no_nvidia_libraries):
     out = capsys.readouterr().out
     lines = out.splitlines()
     reports = devices.list_backends()
-    # Per backend: its status line, one line per device, and the fix when unavailable;
-    # the closing line points at --verbose. Nothing else: no paths tried.
+    # Per backend: its status line, one line per device, the fix when unavailable and
+    # one line per power mode (its sensor); the closing line points at --verbose.
+    # Nothing else: no paths tried.
     blocks: list[list[str]] = []
     for line in lines[:-1]:
         if line.startswith("  "):
@@ -151,7 +152,7 @@ def test_cli_devices_is_short_and_names_the_fix(capsys, no_nvidia_libraries):
             blocks.append([line])
     assert [b[0].split(":")[0] for b in blocks] == [r.backend for r in reports]
     for block, r in zip(blocks, reports):
-        assert len(block) == 1 + len(r.devices) + bool(r.fix) <= 2 + len(r.devices), block
+        assert len(block) == 1 + len(r.devices) + bool(r.fix) + len(r.sensors), block
     assert lines[-1].startswith("(fingrav devices --verbose")
     assert "; tried:" not in out and "cannot open shared object" not in out
     assert cuda not in out and nvml not in out
@@ -199,3 +200,20 @@ def test_cli_devices_rejects_unknown_backend(capsys):
         cli.main(["devices", "--backend", "intel"])
     assert exc.value.code == cli.EXIT_USAGE
     assert "invalid choice: 'intel'" in capsys.readouterr().err
+
+
+def test_nvidia_sensor_semantics_are_stated_without_a_gpu(capsys, no_nvidia_libraries):
+    # Issue 19: per mode, what a log is and whether each figure is documented,
+    # measured (at start) or assumed, before any GPU is there to ask.
+    (r,) = devices.list_backends(["nvidia"])
+    assert list(r.sensors) == ["samples", "instant", "average", "energy", "usage"]
+    assert "window 0 (assumed)" in r.sensors["samples"]
+    assert "25 ms on A100/H100 (documented), else 0 (assumed)" in r.sensors["instant"]
+    assert "window 1 s (documented)" in r.sensors["average"]
+    for text in r.sensors.values():
+        assert "Period measured at start" in text and "delay 0 (assumed)" in text
+        assert "tick = %globaltimer step measured at start" in text
+    assert r.as_dict()["sensors"] == r.sensors
+    cli.main(["devices", "--backend", "nvidia"])
+    out = capsys.readouterr().out
+    assert "  sensor usage: nvmlDeviceGetPowerUsage: a 1 s average on Ampere and newer but GA100" in out

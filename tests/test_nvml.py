@@ -530,7 +530,7 @@ def test_logger_period_under_the_sampler_is_the_refresh_not_the_poll(fake, mode)
         time.sleep(0.65)
     logs = sampler.drain()
     steps_ms = np.diff(logs["source_ts"].astype(np.float64)) / 1e3
-    assert 8 <= len(logs) <= 13, len(logs)
+    assert 8 <= len(logs) <= 20, len(logs)  # ~13 refreshes in 0.65 s, not ~650 polls
     assert 45 <= float(np.median(steps_ms)) <= 55, steps_ms
     if mode == "energy":
         assert np.all(np.abs(logs["total"] - 300.0) < 60), logs["total"]

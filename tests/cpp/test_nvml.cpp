@@ -162,7 +162,7 @@ int main() {
       std::vector<Sample> got(1 << 12);
       got.resize(s.drain(got.data(), got.size()));
       // ~8 refreshes, less the baseline (and the energy anchor): far fewer than the ~400 polls.
-      CHECK(got.size() >= 4 && got.size() <= 9);
+      CHECK(got.size() >= 4 && got.size() <= 14);
       std::vector<std::int64_t> steps;
       for (std::size_t i = 1; i < got.size(); ++i) steps.push_back(got[i].source_ts - got[i - 1].source_ts);
       std::nth_element(steps.begin(), steps.begin() + static_cast<std::ptrdiff_t>(steps.size() / 2), steps.end());

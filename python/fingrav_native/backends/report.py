@@ -97,6 +97,11 @@ class BackendReport:
         Why the backend is unavailable (empty when available).
     verified_on : str
         Which hardware this backend has been verified on (README's table).
+    sensors : dict of str to str
+        Per power mode (or channel) the backend offers: what one log is and
+        where each logger figure (period, window, delay, tick) comes from:
+        documented, measured (at start, or by characterisation) or assumed.
+        Without a device: what it would use and what it measures at start.
     """
 
     backend: str
@@ -105,6 +110,7 @@ class BackendReport:
     components: tuple[Component, ...] = ()
     reason: str = ""
     verified_on: str = ""
+    sensors: dict[str, str] = field(default_factory=dict)
 
     @property
     def fix(self) -> str:
@@ -127,6 +133,7 @@ class BackendReport:
             "reason": self.reason,
             "fix": self.fix,
             "verified_on": self.verified_on,
+            "sensors": dict(self.sensors),
             "devices": [{"index": d.index, "name": d.name, **d.details} for d in self.devices],
             "components": [{"name": c.name, "found": c.found, "detail": c.detail, "required": c.required}
                            for c in self.components],
