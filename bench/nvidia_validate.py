@@ -82,7 +82,8 @@ def measure_clock(backend: Any, _core: Any, reads: int) -> dict:
 
     b = backend.read_clocks(reads)
     width = (b[:, 2] - b[:, 0]).astype(np.float64)
-    cmap = fit_clock_map(b, tick_ns=1.0)
+    # The %globaltimer step the backend measured at start is the map's resolution (issue 19, item 6).
+    cmap = fit_clock_map(b, tick_ns=1.0, resolution_ticks=backend.capabilities.device_resolution_ticks)
     return {
         "reads": reads,
         "bracket_width_ns": _pct(width),
@@ -150,8 +151,8 @@ def measure_nvml(_core: Any, torch: Any, nvml_index: int, quick: bool) -> dict:
 
 
 def profile_gemms(_core: Any, backend: Any, sizes: list[int], quick: bool) -> list[dict]:
-    from fingrav_native.method.profile import profile
     from fingrav_native.backends.workloads import torch_gemm
+    from fingrav_native.method.profile import profile
 
     results = []
     for n in sizes:
@@ -195,6 +196,8 @@ def main(argv: list[str] | None = None) -> int:
         "device": {k: (list(v) if isinstance(v, tuple) else v) for k, v in dev.items()},
         "driver_cuda_version": _core.cuda_driver_version(), "libcuda": _core.cuda_library_path(),
         "nvml_index": backend.nvml_index, "torch": torch.__version__,
+        "nvml_driver_version": next((d["driver_version"] for d in _core.nvml_devices()
+                                     if d["index"] == backend.nvml_index), None),
         "capabilities": {k: (list(v) if isinstance(v, tuple) else v) for k, v in vars(caps).items()},
         "marker_gap_ns": _pct(backend.marker_gaps_ns),
     }
@@ -211,8 +214,9 @@ def main(argv: list[str] | None = None) -> int:
     g = result["globaltimer"]
     lines = [
         "## NVIDIA validation", "",
-        f"`{command}` on {dev['name']} (PCI {dev['pci_bus_id']}, driver CUDA {result['driver_cuda_version']}), "
-        f"{result['date']}. Raw: `{out.name}`.", "",
+        f"`{command}` on {dev['name']} (PCI {dev['pci_bus_id']}, driver {result['nvml_driver_version']}, "
+        f"CUDA {result['driver_cuda_version']}), {result['date']}. Raw: `{out.name}`.", "",
+        f"- Power mode `{args.power}`: {caps.sensor_semantics}; {caps.describe_figures()}.",
         f"- %globaltimer read (bracket width): p10 {g['bracket_width_ns'].get('p10', float('nan')):.0f} ns, "
         f"median {g['bracket_width_ns'].get('p50', float('nan')):.0f} ns; update step "
         f"{g['resolution']['min_ns']} ns (median {g['resolution']['median_ns']:.0f}); "

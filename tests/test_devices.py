@@ -9,7 +9,7 @@ import pytest
 from fingrav_native.app import cli
 from fingrav_native.backends import devices
 from fingrav_native.backends.report import BackendReport, Component, DeviceEntry
-from fingrav_native.sensors.semantics import SensorSemantics
+from fingrav_native.sensors.semantics import FIGURES, SensorSemantics
 
 
 def test_sim_is_always_available():
@@ -187,8 +187,11 @@ def test_cli_devices_is_short_and_names_the_fix(capsys, no_nvidia_libraries):
     assert cuda not in out and nvml not in out
     (nv,) = [i for i, line in enumerate(lines) if line.startswith("nvidia: ")]
     assert lines[nv].startswith("nvidia: unavailable (CUDA: could not load the CUDA driver (libcuda)")
-    assert lines[nv + 1].startswith("  fix: Install the NVIDIA driver (it ships libcuda.so.1)")
-    assert "FINGRAV_CUDA_LIBRARY" in lines[nv + 1]
+    # The sensor it would use comes first (what a log is, one line per figure), then the fix.
+    assert lines[nv + 1].startswith("  sensor: nvml samples: driver samples (nvmlDeviceGetSamples)")
+    fix = nv + 2 + len(FIGURES)
+    assert lines[fix].startswith("  fix: Install the NVIDIA driver (it ships libcuda.so.1)")
+    assert "FINGRAV_CUDA_LIBRARY" in lines[fix]
     for r in reports:
         status = next(line for line in lines if line.startswith(f"{r.backend}: "))
         assert status.startswith(f"{r.backend}: {'available' if r.available else 'unavailable'}")
@@ -229,3 +232,23 @@ def test_cli_devices_rejects_unknown_backend(capsys):
         cli.main(["devices", "--backend", "intel"])
     assert exc.value.code == cli.EXIT_USAGE
     assert "invalid choice: 'intel'" in capsys.readouterr().err
+
+
+def test_nvidia_sensor_semantics_are_stated_without_a_gpu(capsys, no_nvidia_libraries):
+    # Issue 19: per mode, what a log is and whether each figure is documented,
+    # measured (at start) or assumed, before any GPU is there to ask.
+    (r,) = devices.list_backends(["nvidia"])
+    modes = {m.mode: m for m in r.sensors}
+    assert list(modes) == ["nvml samples", "nvml instant", "nvml average", "nvml energy", "nvml usage"]
+    assert modes["nvml samples"].provenance == {"period": "measured", "window": "assumed", "delay": "assumed",
+                                                "tick": "measured"}
+    assert modes["nvml instant"].figures[1][2].startswith("25 ms of every 100 ms on A100/H100")
+    assert modes["nvml average"].provenance["window"] == "documented"
+    for m in r.sensors:
+        assert m.figures[0][2].startswith("at start") and m.figures[3][2] == "the %globaltimer step, at start"
+    assert r.as_dict()["sensors"] == [m.as_dict() for m in r.sensors]
+    cli.main(["devices", "--backend", "nvidia", "--verbose"])
+    out = capsys.readouterr().out
+    assert "  also: nvml usage: nvmlDeviceGetPowerUsage: a 1 s average on Ampere and newer but GA100" in out
+    assert "  sensor: nvml samples: " in out
+

@@ -53,6 +53,49 @@ def test_round_trip_is_exact(prof, tmp_path):
     assert repr(back) == repr(prof)
 
 
+def test_nvidia_capabilities_round_trip(prof, tmp_path):
+    # Issue 19: a saved profile says what its logs were and where each figure
+    # came from (here an H100 in usage mode, with a measured 1 us timer step).
+    from fingrav_native.backends.nvidia import nvml_provenance, nvml_semantics, nvml_sensor
+
+    caps = dataclasses.replace(
+        prof.backend, name="nvidia", device="NVIDIA H100 (CUDA 0, PCI 0000:18:00.0)", logger_period_ns=100e6,
+        logger_window_ns=1e9, logger_clock="nvml-host-us", logger_tick_ns=1000.0, device_tick_ns=1.0,
+        sensor=nvml_sensor("usage", 100e6, 1e9, True), sensor_semantics=nvml_semantics("usage", 1e9, True),
+        provenance=nvml_provenance(True), device_resolution_ticks=1000.0)
+    nv = dataclasses.replace(prof, backend=caps)
+    back = load_profile(save_profile(nv, tmp_path / "nv.fgprof"))
+    _assert_same(nv, back)
+    assert back.backend.provenance == {"period": "measured", "window": "documented", "delay": "assumed",
+                                       "tick": "measured"}
+    assert back.backend.describe_figures() == ("period 100 ms (measured), window 1 s (documented), "
+                                               "delay 0 (assumed), tick 1 us (measured)")
+    assert "1 s average" in back.backend.sensor_semantics and back.backend.device_resolution_ticks == 1000.0
+
+
+def test_profile_saved_before_the_timer_step_was_recorded_reads_as_one_tick(prof, tmp_path):
+    path = save_profile(prof, tmp_path / "old.fgprof")
+    # An older file has no device_resolution_ticks: it reads as 1 (every tick).
+    with zipfile.ZipFile(path) as z:
+        meta = json.loads(z.read("fingrav.json"))
+        members = {n: z.read(n) for n in z.namelist()}
+    fields = meta["root"]["fields"]["backend"]["fields"]
+    assert "device_resolution_ticks" in fields
+    del fields["device_resolution_ticks"]
+    members["fingrav.json"] = json.dumps(meta).encode()
+    old = tmp_path / "older.fgprof"
+    with zipfile.ZipFile(old, "w") as z:
+        for n, data in members.items():
+            z.writestr(n, data)
+    assert load_profile(old).backend.device_resolution_ticks == 1.0
+
+
+def test_capabilities_refuse_a_timer_step_below_one_tick(prof):
+    for bad in (0.5, float("nan"), float("inf"), True):
+        with pytest.raises(ValueError, match="device_resolution_ticks="):
+            dataclasses.replace(prof.backend, device_resolution_ticks=bad)
+
+
 def test_file_is_self_describing_and_pickle_free(prof, tmp_path):
     path = save_profile(prof, tmp_path / "p.fgprof")
     with zipfile.ZipFile(path) as zf:

@@ -17,6 +17,7 @@ No NVIDIA GPU is needed. Three kinds of check:
 
 from __future__ import annotations
 
+import dataclasses
 import glob
 import json
 import os
@@ -79,6 +80,17 @@ def _ptxas() -> str:
         _missing("ptxas")
     assert p is not None
     return p
+
+
+@pytest.fixture(scope="module")
+def fake_nvml(tmp_path_factory) -> str:
+    """tests/fakes/fake_nvml.c built here; paired with fake_libcuda's device 0 by fake_nvml_set_identity."""
+    cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
+    assert cc, "no C compiler: the package itself needs one to build"
+    out = tmp_path_factory.mktemp("fakenvml") / "libnvidia-ml-fake.so"
+    subprocess.run([cc, "-std=c99", "-shared", "-fPIC", "-O1", "-pthread", "-o", str(out),
+                    str(REPO / "tests" / "fakes" / "fake_nvml.c")], check=True)
+    return str(out)
 
 
 @pytest.fixture(scope="module")
@@ -485,7 +497,8 @@ def test_validation_bench_stops_with_a_clear_message_without_a_gpu():
 
 
 @pytest.mark.parametrize(("mode", "period", "window", "documented", "kind", "window_out", "source"), [
-    ("instant", 100e6, 0.0, False, "window", 25e6, "documented"),       # Yang et al.: 25 ms of every 100 ms
+    ("instant", 100e6, 25e6, True, "window", 25e6, "documented"),      # A100/H100, Yang et al.: 25 ms of every 100 ms
+    ("instant", 100e6, 0.0, False, "instant", 0.0, "assumed"),         # other GPUs: nothing published
     ("average", 100e6, 1e9, True, "window", 1e9, "documented"),
     ("usage", 100e6, 1e9, True, "window", 1e9, "documented"),          # Ampere and newer, not GA100
     ("usage", 20e6, 0.0, True, "instant", 0.0, "documented"),          # GA100 and older: instantaneous
@@ -500,3 +513,203 @@ def test_each_nvml_mode_declares_its_sensor(mode, period, window, documented, ki
     assert s.period_ns == period
     with pytest.raises(ValueError, match="mode='bogus'"):
         nvml_sensor("bogus", period, window, documented)
+
+
+# ---------------------------------------------------------------- issue 19: what the backend measures and declares
+
+# The fake NVML as fake_libcuda's device 0 (same UUID and PCI bus), with every
+# value refreshed every 50 ms at 300 W, in a GPU of the given compute capability.
+PAIRED = """
+import ctypes, os, warnings
+fake = ctypes.CDLL(os.environ["FINGRAV_NVML_LIBRARY"])
+fake.fake_nvml_set_identity.argtypes = [ctypes.c_uint, ctypes.c_char_p, ctypes.c_uint]
+fake.fake_nvml_set_identity(0, b"GPU-a0a1a2a3-a4a5-a6a7-a8a9-aaabacadaeaf", 0x18)
+fake.fake_nvml_set_refresh.argtypes = [ctypes.c_uint, ctypes.c_ulonglong, ctypes.c_uint]
+fake.fake_nvml_set_refresh(0, 50_000, 300_000)
+fake.fake_nvml_set_arch.argtypes = [ctypes.c_uint, ctypes.c_uint, ctypes.c_int, ctypes.c_int]
+fake.fake_nvml_set_arch(0, ARCH, CC[0], CC[1])
+from fingrav_native.backends.nvidia import NvidiaBackend, UnknownSensorWindowWarning
+def caps_of(be):
+    c = be.capabilities
+    return {"period": c.logger_period_ns, "window": c.logger_window_ns, "provenance": c.provenance,
+            "semantics": c.sensor_semantics, "figures": c.describe_figures(), "resolution": c.device_resolution_ticks,
+            "sensor": None if c.sensor is None else [c.sensor.name, c.sensor.kind, c.sensor.window_ns,
+                                                     c.sensor.period_ns, c.sensor.source],
+            "baseline": be._baseline_w}
+def build(**kw):
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        be = NvidiaBackend(0, max_idle_ns=5_000_000_000, **kw)
+    return be, [str(x.message) for x in w if issubclass(x.category, UnknownSensorWindowWarning)]
+"""
+
+
+def _paired(fake_libcuda: str, fake_nvml: str, code: str, arch: int = 9, cc: tuple[int, int] = (9, 0),
+            step_ns: int = 0) -> dict:
+    env = {"FINGRAV_CUDA_LIBRARY": fake_libcuda, "FINGRAV_NVML_LIBRARY": fake_nvml}
+    if step_ns:
+        env["FAKE_CUDA_TIMER_STEP_NS"] = str(step_ns)
+    prelude = PAIRED.replace("ARCH", str(arch)).replace("CC", repr(cc))
+    return run_py(prelude + textwrap.dedent(code), env)
+
+
+@pytest.mark.slow
+def test_backend_measures_the_globaltimer_step_and_maps_markers_with_it(fake_libcuda):
+    # Issue 19, item 6: the backend assumed a 1 ns %globaltimer step; on GPUs
+    # whose timer moves once a microsecond the clock map's bound missed half a
+    # step. Here the fake timer moves every 1000 ns.
+    out = run_py("""
+        import numpy as np
+        from fingrav_native.backends.nvidia import NvidiaBackend
+        from fingrav_native.backends.workloads import Workload
+        from fingrav_native.method.timeline import fit_device_map
+        be = NvidiaBackend(0, power_source=_core.SyntheticSource(period_ns=1_000_000), max_idle_ns=20_000_000)
+        caps = be.capabilities
+        import time
+        rec = be.execute_run(Workload("sleep", launch=lambda: time.sleep(0.002), stream=lambda: 0), 20, be.new_run_id())
+        # As timeline_of fits it (test_timeline_fits_the_device_map_with_the_timer_step checks that it does).
+        m = fit_device_map(rec.brackets, caps.device_tick_ns, caps.device_resolution_ticks)
+        ticks = rec.markers["begin_ticks"]
+        # The fake timer is host time + 1000 s, moved in whole microseconds: a
+        # read N happened in [N - 1e12, N - 1e12 + 1000) host ns, and to_host(N) is its start.
+        host = np.asarray(m.to_host(ticks), dtype=np.float64)
+        err = np.abs(host - (ticks - 10**12).astype(np.float64))
+        bound = np.asarray(m.error_bound_at(host), dtype=np.float64)
+        print(json.dumps({"resolution": caps.device_resolution_ticks, "provenance": caps.provenance,
+                          "measured": be.timer_resolution, "median_err": float(np.median(err)),
+                          "covered": bool(np.all(err <= bound)), "figures": caps.describe_figures(),
+                          "ticks": (ticks % 1000).tolist()}))
+    """, {"FINGRAV_CUDA_LIBRARY": fake_libcuda, "FAKE_CUDA_TIMER_STEP_NS": "1000"})
+    assert out["measured"]["median_ns"] == 1000 and out["measured"]["frozen"] == 0
+    assert out["resolution"] == 1000.0
+    # Read N is taken at N + half a step: no half-step (500 ns) bias, and the bound covers the truth.
+    assert out["median_err"] < 250 and out["covered"], out
+    assert out["provenance"]["tick"] == "measured" and "tick 1 us (measured)" in out["figures"]
+    assert out["ticks"] == [0] * 20  # the fake timer really moves in whole microseconds
+
+
+def test_timeline_fits_the_device_map_with_the_timer_step():
+    # Issue 19, item 6: the step the backend measured reaches the clock map.
+    from fingrav_native.backends.base import MARKER_RECORD_DTYPE, Capabilities, RunRecord
+    from fingrav_native.clocks.maps import fit_clock_map
+    from fingrav_native.method.timeline import timeline_of
+
+    rng = np.random.default_rng(3)
+    host = np.sort(rng.integers(10**12, 10**12 + 10**9, 64))
+    true = host + 60 + rng.integers(0, 40, 64)  # the timer read, inside a 160 ns bracket
+    dev = (true + 10**12) // 1000 * 1000         # a ns timer that moves once a microsecond
+    brackets = np.stack([host, dev, host + 160], axis=1).astype(np.int64)
+    markers = np.zeros(2, dtype=MARKER_RECORD_DTYPE)
+    markers["begin_ticks"], markers["end_ticks"] = dev[10], dev[20]
+    caps = Capabilities("nvidia", "test", 1e8, 0.0, "device", 1.0, True, 100.0, ("total",), False,
+                        device_resolution_ticks=1000.0)
+    rec = RunRecord(0, 2, np.zeros(0, dtype=_core.SAMPLE_DTYPE), markers, brackets)
+    tl = timeline_of([rec], caps)
+    want = fit_clock_map(brackets, tick_ns=1.0, resolution_ticks=1000.0)
+    naive = fit_clock_map(brackets, tick_ns=1.0)
+    assert tl.device_map.offset_ns == want.offset_ns
+    # A 1 ns step puts every read half a step (500 ns) late; the measured step does not.
+    truth = (dev - 10**12).astype(np.float64)  # to_host(N): the start of [N, N + step)
+    assert np.median(np.abs(np.asarray(want.to_host(dev), dtype=np.float64) - truth)) < 100
+    assert np.median(np.abs(np.asarray(naive.to_host(dev), dtype=np.float64) - truth)) > 300
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["usage", "energy", "instant", "average"])
+def test_backend_logger_period_is_the_drivers_refresh_not_the_poll(fake_libcuda, fake_nvml, mode):
+    # Issue 19, items 3 and 4: NVML refreshes every 50 ms here while the
+    # sampler polls every 1 ms. The period was measured as the poll period
+    # (usage: every poll stamped and kept; energy: 0 W then a spike).
+    out = _paired(fake_libcuda, fake_nvml, f"""
+        be, warned = build(power="{mode}")
+        waited = be.wait_idle()
+        print(json.dumps(dict(caps_of(be), warned=warned, waited=waited)))
+    """)
+    assert 45e6 <= out["period"] <= 55e6, out["period"]
+    assert abs(out["baseline"] - 300.0) < 15, out["baseline"]
+    assert out["warned"] == []  # H100: every one of these windows is published
+    assert out["provenance"] == {"period": "measured", "window": "documented", "delay": "assumed", "tick": "measured"}
+    window, words = {"usage": (1e9, "1 s average"), "average": (1e9, "1 s average"), "energy": (0.0, "energy counter"),
+                     "instant": (25e6, "25 ms average every 100 ms")}[mode]
+    assert out["window"] == window and words in out["semantics"]
+    assert out["sensor"][3] == out["period"] and out["sensor"][4] == "documented"
+    # Idle after the first chunk of 20 periods (the change-only logs are the idle power), plus a random phase.
+    assert out["waited"] <= 21 * out["period"]
+
+
+@pytest.mark.slow
+def test_unknown_window_warns_and_a_characterisation_replaces_it(fake_libcuda, fake_nvml):
+    # Issue 19, item 5: on a GPU for which no window is published (here an
+    # RTX-class GA10x, compute capability 8.6) the instant field's window is
+    # assumed 0: say so, and take a characterisation's figures instead.
+    out = _paired(fake_libcuda, fake_nvml, """
+        from fingrav_native.sensors.model import SensorModel
+        be, warned = build(power="instant")
+        measured = SensorModel("mine", "window", period_ns=1e8, window_ns=2e7, delay_ns=3e6, source="characterised")
+        be2, warned2 = build(power="instant", sensor=measured)
+        bad = attempt(lambda: NvidiaBackend(0, power="instant", sensor="part-time-100ms"))
+        print(json.dumps({"a": dict(caps_of(be), warned=warned), "b": dict(caps_of(be2), warned=warned2), "bad": bad}))
+    """, arch=7, cc=(8, 6))
+    a, b = out["a"], out["b"]
+    assert len(a["warned"]) == 1 and "no averaging window is published for NVML mode 'instant'" in a["warned"][0]
+    assert "characterize(NvidiaBackend(power='instant'))" in a["warned"][0]
+    assert a["window"] == 0 and a["provenance"]["window"] == "assumed" and a["sensor"][4] == "assumed"
+    assert "no window published for this GPU" in a["semantics"]
+    assert b["warned"] == [] and b["window"] == 2e7 and b["sensor"][:3] == ["mine", "window", 2e7]
+    assert b["provenance"] == {"period": "measured", "window": "measured", "delay": "measured", "tick": "measured"}
+    assert "delay 3 ms (measured)" in b["figures"] and "from a characterisation" in b["semantics"]
+    assert out["bad"]["type"] == "ValueError" and "sensor='part-time-100ms'" in out["bad"]["msg"]
+
+
+@pytest.mark.slow
+def test_report_states_each_modes_semantics_for_the_gpu_found(fake_libcuda, fake_nvml):
+    out = _paired(fake_libcuda, fake_nvml, """
+        from fingrav_native.backends.nvidia import report
+        from fingrav_native.backends.devices import format_reports
+        r = report()
+        print(json.dumps({"d": r.as_dict(), "text": format_reports([r])}))
+    """, arch=7, cc=(8, 0))
+    d = out["d"]
+    assert d["available"] and d["devices"][0]["nvml_index"] == 0
+    sensors = d["sensors"]
+    assert list(sensors) == ["samples", "instant", "average", "energy", "usage"]
+    assert "25 ms average every 100 ms on this A100/H100" in sensors["instant"]
+    assert "window 25 ms (documented)" in sensors["instant"]
+    assert "instantaneous on this GPU (GA100 or older" in sensors["usage"]  # A100: nvml.h's exception
+    assert "window 0 (assumed)" in sensors["samples"] and "tick = %globaltimer step measured at start" in sensors["samples"]
+    assert "  sensor usage: nvmlDeviceGetPowerUsage" in out["text"]
+
+
+def test_semantics_and_provenance_of_each_mode_without_a_gpu():
+    from fingrav_native.backends.nvidia import nvml_provenance, nvml_semantics
+    from fingrav_native.sensors.model import SensorModel
+
+    # No GPU: the rule every GPU gets; a GPU: what its source declares.
+    assert "25 ms average every 100 ms on A100/H100" in nvml_semantics("instant")
+    assert "no window published for this GPU" in nvml_semantics("instant", 0.0, False)
+    assert "on this A100/H100" in nvml_semantics("instant", 25e6, True)
+    assert "1 s average on Ampere and newer but GA100" in nvml_semantics("usage")
+    assert "1 s average on this GPU" in nvml_semantics("usage", 1e9, True)
+    assert "instantaneous on this GPU" in nvml_semantics("usage", 0.0, True)
+    assert "architecture unknown" in nvml_semantics("usage", 0.0, False)
+    assert "logged when the value changes" in nvml_semantics("average", 1e9, True)
+    assert "nothing is kept until it moves" in nvml_semantics("energy", 0.0, True)
+    assert "from the newest at start on" in nvml_semantics("samples", 0.0, False)
+    with pytest.raises(ValueError, match="mode='power'"):
+        nvml_semantics("power")
+    assert nvml_provenance(True) == {"period": "measured", "window": "documented", "delay": "assumed",
+                                     "tick": "measured"}
+    assert nvml_provenance(False)["window"] == "assumed" and nvml_provenance(None)["window"] == "assumed"
+    measured = SensorModel("m", "window", period_ns=1e8, window_ns=2e7, source="characterised")
+    assert nvml_provenance(False, measured) == {"period": "measured", "window": "measured", "delay": "measured",
+                                                "tick": "measured"}
+    # A preset given instead keeps its own source: documented, not measured on this GPU.
+    preset = dataclasses.replace(measured, source="documented")
+    assert nvml_provenance(False, preset) == {"period": "measured", "window": "documented", "delay": "documented",
+                                              "tick": "measured"}
+
+
+def test_unknown_window_warning_is_a_user_warning():
+    from fingrav_native.backends.nvidia import UnknownSensorWindowWarning
+
+    assert issubclass(UnknownSensorWindowWarning, UserWarning)

@@ -13,14 +13,14 @@ import gc
 import os
 import shutil
 import subprocess
+import time
 from pathlib import Path
 from typing import Iterator
 
 import numpy as np
 import pytest
 
-from fingrav_native import _core
-from fingrav_native import FLAG_DERIVED, FLAG_SOURCE_GAP, Sampler
+from fingrav_native import FLAG_DERIVED, FLAG_SOURCE_GAP, Sampler, _core
 
 FAKE_SOURCE = Path(__file__).parent / "fakes" / "fake_nvml.c"
 
@@ -75,6 +75,8 @@ class Fake:
             "fake_nvml_overwritten": [u],
             "fake_nvml_set_field": [u, u, ll, ull],
             "fake_nvml_set_usage": [u, u],
+            "fake_nvml_set_identity": [u, ctypes.c_char_p, u],
+            "fake_nvml_set_refresh": [u, ull, u],
             "fake_nvml_fail_next": [i, i, i],
             "fake_nvml_init_calls": [],
             "fake_nvml_shutdown_calls": [],
@@ -229,20 +231,38 @@ def test_samples_mode_declares_clock_and_units(fake):
     assert info.clock_domain == "nvml-host-us" and info.tick_ns == 1000.0
     assert info.channels == ["total"] and not info.has_sequence
     # Nothing in nvml.h says what a power sample averages over.
-    assert info.window_ns == 0 and src.window_documented is False
+    assert info.window_ns == 0 and src.window_documented is False and src.window_reference == ""
     # The period measured from the buffer at construction: 20 ms.
     assert info.native_period_ns == 20_000_000
+    for k in range(5, 10):
+        fake.push(1_000_000 + 20_000 * k, 300_000 + k)
     r = src.poll()
-    np.testing.assert_array_equal(r["source_ts"], 1_000_000 + 20_000 * np.arange(5))
-    np.testing.assert_array_equal(r["total"], watts(300_000 + np.arange(5)))
+    np.testing.assert_array_equal(r["source_ts"], 1_000_000 + 20_000 * np.arange(5, 10))
+    np.testing.assert_array_equal(r["total"], watts(300_000 + np.arange(5, 10)))
     assert np.all(np.isnan(r["compute"])) and np.all(np.isnan(r["memory"]))
     assert np.all(r["flags"] == 0) and np.all(r["window_ns"] == 0)
 
 
+def test_first_fetch_starts_after_the_drivers_history(fake):
+    # Issue 19, item 8: lastSeenTimeStamp 0 returns the driver's whole buffer
+    # (nvml.h, nvmlDeviceGetSamples), here a busy minute before the source
+    # existed; an idle baseline taken from the first poll would include it.
+    for k in range(40):
+        fake.push(1_000_000 + 20_000 * k, 650_000)  # old, busy
+    src = _core.NvmlPowerSource()
+    assert src.info.native_period_ns == 20_000_000  # the history still gives the driver's period
+    assert len(src.poll()) == 0
+    for k in range(40, 50):
+        fake.push(1_000_000 + 20_000 * k, 90_000)  # idle, after the source started
+    r = src.poll()
+    np.testing.assert_array_equal(r["source_ts"], 1_000_000 + 20_000 * np.arange(40, 50))
+    assert np.all(r["total"] == np.float32(90.0))
+
+
 def test_samples_only_new_ones_each_poll_and_not_found_is_empty(fake):
+    src = _core.NvmlPowerSource()
     fake.push(10, 1000)
     fake.push(20, 2000)
-    src = _core.NvmlPowerSource()
     assert list(src.poll()["source_ts"]) == [10, 20]
     calls = fake.samples_calls()
     # No sample newer than the last seen: NVML_ERROR_NOT_FOUND, an empty poll, not an error.
@@ -256,9 +276,11 @@ def test_samples_only_new_ones_each_poll_and_not_found_is_empty(fake):
 
 def test_samples_sorted_oldest_first_whatever_order_nvml_returns(fake):
     fake.set_sample_format(0, 0, 1)  # doubles, newest first
+    fake.push(4, 4000)
+    src = _core.NvmlPowerSource()
     for ts in (5, 6, 7, 8):
         fake.push(ts, ts * 1000)
-    r = _core.NvmlPowerSource().poll()
+    r = src.poll()
     assert list(r["source_ts"]) == [5, 6, 7, 8]
     assert list(r["total"]) == [5.0, 6.0, 7.0, 8.0]
 
@@ -266,10 +288,10 @@ def test_samples_sorted_oldest_first_whatever_order_nvml_returns(fake):
 def test_more_samples_than_one_poll_returns_are_handed_out_over_polls(fake):
     fake.set_sample_capacity(0, 1000)
     n = 300
-    for k in range(n):
-        fake.push(1000 + k, 100_000 + k)
     src = _core.NvmlPowerSource()
     assert src.sample_capacity == 1000
+    for k in range(n):
+        fake.push(1000 + k, 100_000 + k)
     got = []
     while True:
         r = src.poll()
@@ -286,9 +308,9 @@ def test_more_samples_than_one_poll_returns_are_handed_out_over_polls(fake):
 
 def test_a_wrapped_driver_buffer_is_flagged(fake):
     fake.set_sample_capacity(0, 128)  # as small as our fetch buffer
-    fake.push(1, 1000)
     src = _core.NvmlPowerSource()
     assert src.sample_capacity == 128
+    fake.push(1, 1000)
     assert len(src.poll()) == 1
     for k in range(200):  # more than the ring holds: 73 overwritten
         fake.push(2 + k, 1000)
@@ -300,8 +322,8 @@ def test_a_wrapped_driver_buffer_is_flagged(fake):
 
 
 def test_samples_errors_transient_and_fatal(fake):
-    fake.push(1, 1000)
     src = _core.NvmlPowerSource()
+    fake.push(1, 1000)
     fake.fail_next(FN_SAMPLES, UNKNOWN, 1)
     with pytest.raises(RuntimeError, match=r"transient error: nvmlDeviceGetSamples: Unknown Error \(NVML error 999\)"):
         src.poll()
@@ -314,19 +336,62 @@ def test_samples_errors_transient_and_fatal(fake):
 # ---------------------------------------------------------------- field values
 
 
-@pytest.mark.parametrize("mode,field,window", [("instant", FI_INSTANT, 0), ("average", FI_AVERAGE, 1_000_000_000)])
+@pytest.mark.parametrize("mode,field,window", [("instant", FI_INSTANT, 25_000_000), ("average", FI_AVERAGE, 1_000_000_000)])
 def test_field_modes_carry_nvml_timestamps_and_windows(fake, mode, field, window):
     fake.set_field(0, field, 1_700_000_000_000_001, 412_345)
-    src = _core.NvmlPowerSource(0, mode)
+    src = _core.NvmlPowerSource(0, mode)  # the fake is an H100 (compute capability 9.0)
     assert src.info.window_ns == window
-    # "average" is documented as a 1 s average; "instant" has no documented window.
-    assert src.window_documented is (mode == "average")
+    # "average": nvml.h's 1 s average; "instant" on H100: 25 ms of every 100 ms (SC'24).
+    assert src.window_documented is True
+    assert ("nvml.h" if mode == "average" else "SC'24") in src.window_reference
+    # The first value only sets the baseline: when it appeared is unknown.
+    assert len(src.poll()) == 0
+    fake.set_field(0, field, 1_700_000_000_100_001, 412_346)
     r = src.poll()
-    assert len(r) == 1 and r["source_ts"][0] == 1_700_000_000_000_001
-    assert r["total"][0] == np.float32(412.345) and r["window_ns"][0] == window and r["flags"][0] == 0
-    fake.set_field(0, field, 1_700_000_000_000_500, 100_000)
+    assert len(r) == 1 and r["source_ts"][0] == 1_700_000_000_100_001
+    assert r["total"][0] == np.float32(412.346) and r["window_ns"][0] == window and r["flags"][0] == 0
+    fake.set_field(0, field, 1_700_000_000_200_500, 100_000)
     r = src.poll()
-    assert r["source_ts"][0] == 1_700_000_000_000_500 and r["total"][0] == 100.0
+    assert r["source_ts"][0] == 1_700_000_000_200_500 and r["total"][0] == 100.0
+
+
+@pytest.mark.parametrize("cc,window,documented", [
+    ((9, 0), 25_000_000, True),   # H100/H200 (GH100): 25 ms of every 100 ms, Yang et al. SC'24
+    ((8, 0), 25_000_000, True),   # A100 (GA100): the same
+    ((8, 6), 0, False),           # GA10x: nothing published
+    ((10, 0), 0, False),          # Blackwell: nothing published
+    ((-1, -1), 0, False),         # unknown
+])
+def test_instant_window_is_the_published_one_on_a100_and_h100_only(fake, cc, window, documented):
+    # Issue 19, item 5: the window was passed as 0, so the error budget ignored
+    # the 25 ms the instant field averages on A100/H100.
+    fake.set_arch(0, 9 if cc[0] >= 9 else 7, *cc)
+    src = _core.NvmlPowerSource(0, "instant")
+    assert src.info.window_ns == window and src.window_documented is documented
+    assert bool(src.window_reference) is documented
+
+
+@pytest.mark.parametrize("mode,field", [("instant", FI_INSTANT), ("average", FI_AVERAGE)])
+def test_field_value_repeated_under_new_query_timestamps_is_not_a_new_log(fake, mode, field):
+    # Issue 19, item 4: nvml.h calls the field's timestamp the "CPU Timestamp
+    # of this value"; a driver that stamps the query gives a new stamp to the
+    # same cached value on every poll. Deduplicating on the stamp alone kept each.
+    src = _core.NvmlPowerSource(0, mode)
+    fake.set_field(0, field, 1_000_000, 300_000)
+    assert len(src.poll()) == 0
+    for k in range(1, 40):
+        fake.set_field(0, field, 1_000_000 + 1_000 * k, 300_000)  # polled every 1 ms, refreshed every 100 ms
+        assert len(src.poll()) == 0
+    assert src.unchanged_polls == 39
+    fake.set_field(0, field, 1_100_000, 305_000)
+    r = src.poll()
+    assert len(r) == 1 and r["source_ts"][0] == 1_100_000 and r["total"][0] == 305.0
+    # A new value under a stamp that did not advance is kept, stamped when seen.
+    fake.set_field(0, field, 1_100_000, 306_000)
+    before = time.time_ns() // 1000
+    r = src.poll()
+    assert len(r) == 1 and r["total"][0] == 306.0 and int(r["source_ts"][0]) >= before
+    assert src.restamped == 1
 
 
 def test_a_failing_field_value_is_reported_with_its_own_code(fake):
@@ -344,33 +409,64 @@ def test_energy_field_power_is_exact_difference_quotient(fake):
     src = _core.NvmlPowerSource(0, "energy")
     assert src.window_documented is True
     assert len(src.poll()) == 0  # the first read is only a baseline
+    # The first move anchors the baseline (the first value's age is unknown).
+    fake.set_field(0, FI_ENERGY, 5_050_000, 1_010_000)
+    assert len(src.poll()) == 0
     # 30 J over 100 ms = 300 W
-    fake.set_field(0, FI_ENERGY, 5_100_000, 1_030_000)
+    fake.set_field(0, FI_ENERGY, 5_150_000, 1_040_000)
     r = src.poll()
-    assert len(r) == 1 and r["source_ts"][0] == 5_100_000
+    assert len(r) == 1 and r["source_ts"][0] == 5_150_000
     assert r["total"][0] == 300.0 and r["flags"][0] == FLAG_DERIVED and r["window_ns"][0] == 100_000_000
-    assert len(src.poll()) == 0  # same timestamp: nothing new
+    assert len(src.poll()) == 0  # same timestamp, same counter: nothing new
     # 1 mJ over 3 us = 333.33 W
-    fake.set_field(0, FI_ENERGY, 5_100_003, 1_030_001)
+    fake.set_field(0, FI_ENERGY, 5_150_003, 1_040_001)
     r = src.poll()
     assert r["total"][0] == np.float32(1000.0 / 3.0) and r["window_ns"][0] == 3000
     # The counter going back (driver reload) re-baselines instead of a negative power.
     fake.set_field(0, FI_ENERGY, 5_200_000, 10)
     assert len(src.poll()) == 0 and src.energy_resets == 1
-    fake.set_field(0, FI_ENERGY, 5_300_000, 20_010)
+    fake.set_field(0, FI_ENERGY, 5_250_000, 5_010)
+    assert len(src.poll()) == 0  # anchored again
+    fake.set_field(0, FI_ENERGY, 5_350_000, 25_010)
     assert src.poll()["total"][0] == 200.0
 
 
-def test_energy_function_fallback_is_stamped_on_the_host_realtime_clock(fake):
-    import time
+def test_slow_refreshing_energy_counter_gives_no_zero_then_spike(fake):
+    # Issue 19, item 4: the counter refreshes every 50 ms here while it is
+    # polled every 1 ms and its timestamp advances on every poll. Differencing
+    # each poll gave 0 W, 0 W, ..., then 50x the power at the refresh.
+    fake.set_field(0, FI_ENERGY, 0, 1_000)
+    src = _core.NvmlPowerSource(0, "energy")
+    got = []
+    t, energy = 1_000, 1_000
+    for refresh in range(4):
+        for _ in range(49):  # polls between refreshes: the cached counter under a new query stamp
+            t += 1_000
+            fake.set_field(0, FI_ENERGY, t, energy)
+            got.append(src.poll())
+        t += 1_000
+        energy += 15_000  # 15 J per 50 ms = 300 W
+        fake.set_field(0, FI_ENERGY, t, energy)
+        got.append(src.poll())
+    r = np.concatenate(got)
+    # Baseline, first move (anchor), then one exact reading per move.
+    assert len(r) == 3
+    np.testing.assert_array_equal(r["total"], np.float32(300.0))
+    np.testing.assert_array_equal(r["window_ns"], 50_000_000)
+    assert src.unchanged_polls == 4 * 49 - 1 and np.all(r["flags"] == FLAG_DERIVED)  # the first poll: baseline
 
+
+def test_energy_function_fallback_is_stamped_on_the_host_realtime_clock(fake):
     fake.set_supported(0, SUP_ALL & ~SUP_ENERGY_FIELD)
     fake.set_field(0, FI_ENERGY, 0, 1_000)
     src = _core.NvmlPowerSource(0, "energy")
     assert src.device_info["energy_from_field"] is False
-    before = time.time_ns() // 1000
     assert len(src.poll()) == 0
-    fake.set_field(0, FI_ENERGY, 0, 6_000)
+    assert len(src.poll()) == 0  # unmoved: nothing, however late the stamp
+    fake.set_field(0, FI_ENERGY, 0, 2_000)
+    before = time.time_ns() // 1000
+    assert len(src.poll()) == 0  # the first move anchors
+    fake.set_field(0, FI_ENERGY, 0, 7_000)
     time.sleep(0.002)
     r = src.poll()
     after = time.time_ns() // 1000
@@ -398,11 +494,48 @@ def test_energy_function_fallback_is_stamped_on_the_host_realtime_clock(fake):
 )
 def test_usage_window_follows_the_documented_architecture_rule(fake, arch, cc, window, documented):
     fake.set_arch(0, arch, *cc)
-    fake.set_usage(0, 250_500)
+    fake.set_usage(0, 250_000)
     src = _core.NvmlPowerSource(0, "usage")
     assert src.info.window_ns == window and src.window_documented is documented
+    assert len(src.poll()) == 0  # baseline
+    fake.set_usage(0, 250_500)
     r = src.poll()
     assert r["total"][0] == 250.5 and r["window_ns"][0] == window
+
+
+def test_usage_keeps_a_reading_only_when_the_1s_average_changes(fake):
+    # Issue 19, item 3: on Ampere and newer the value is a 1 s average that
+    # the driver refreshes every ~100 ms (nvml.h, nvmlDeviceGetPowerUsage);
+    # stamping and keeping every poll made the logger period the poll period.
+    fake.set_usage(0, 300_000)
+    src = _core.NvmlPowerSource(0, "usage")
+    assert src.info.native_period_ns == 0  # measured from changes, by the backend
+    for _ in range(60):  # the same average, repeated over many polls
+        assert len(src.poll()) == 0
+    assert src.unchanged_polls == 59
+    fake.set_usage(0, 300_250)
+    r = src.poll()
+    assert len(r) == 1 and r["total"][0] == np.float32(300.25) and r["window_ns"][0] == 1_000_000_000
+
+
+@pytest.mark.parametrize("mode", ["usage", "instant", "average", "energy"])
+def test_logger_period_under_the_sampler_is_the_refresh_not_the_poll(fake, mode):
+    # The fake refreshes every value (and the energy counter) every 50 ms,
+    # stamps fields with the query time, and is polled every 1 ms: the logs'
+    # intervals must show the 50 ms refresh (issue 19, items 3 and 4), and the
+    # energy mode 300 W throughout, never 0 W then a spike.
+    fake.set_refresh(0, 50_000, 300_000)
+    src = _core.NvmlPowerSource(0, mode)
+    with Sampler(src, period_ns=1_000_000) as sampler:
+        time.sleep(0.65)
+    logs = sampler.drain()
+    steps_ms = np.diff(logs["source_ts"].astype(np.float64)) / 1e3
+    assert 8 <= len(logs) <= 20, len(logs)  # ~13 refreshes in 0.65 s, not ~650 polls
+    assert 45 <= float(np.median(steps_ms)) <= 55, steps_ms
+    if mode == "energy":
+        assert np.all(np.abs(logs["total"] - 300.0) < 60), logs["total"]
+    else:
+        assert np.all((logs["total"] >= 300.0) & (logs["total"] <= 300.04))
 
 
 # ---------------------------------------------------------------- under the sampler
@@ -410,9 +543,9 @@ def test_usage_window_follows_the_documented_architecture_rule(fake, arch, cc, w
 
 def test_samples_through_the_sampler_thread_arrive_once_in_order(fake, wait_for):
     fake.set_sample_capacity(0, 400)
+    src = _core.NvmlPowerSource()
     for k in range(150):
         fake.push(1_000 + 10 * k, 200_000 + k)
-    src = _core.NvmlPowerSource()
     got = []
     with Sampler(src, period_ns=500_000) as sampler:
         wait_for(lambda: sampler.stats().samples >= 150, "the buffered samples")
@@ -431,8 +564,8 @@ def test_samples_through_the_sampler_thread_arrive_once_in_order(fake, wait_for)
 
 
 def test_sampler_stops_with_the_nvml_error_when_the_gpu_is_lost(fake, wait_for):
-    fake.push(1, 1000)
     src = _core.NvmlPowerSource()
+    fake.push(1, 1000)
     sampler = Sampler(src, period_ns=500_000)
     sampler.start()
     wait_for(lambda: sampler.stats().samples >= 1, "the first sample")
@@ -443,10 +576,10 @@ def test_sampler_stops_with_the_nvml_error_when_the_gpu_is_lost(fake, wait_for):
 
 
 def test_usage_is_stamped_on_the_host_realtime_clock(fake):
-    import time
-
-    fake.set_usage(0, 0)
+    fake.set_usage(0, 1)
     src = _core.NvmlPowerSource(0, "usage")
+    assert len(src.poll()) == 0
+    fake.set_usage(0, 0)
     before = time.time_ns() // 1000
     r = src.poll()
     after = time.time_ns() // 1000

@@ -110,11 +110,13 @@ void register_nvml(py::module_& m) {
 
   py::class_<NvmlPowerSource, PowerSource, std::shared_ptr<NvmlPowerSource>>(
       m, "NvmlPowerSource",
-      "Board power of one NVIDIA GPU through NVML. mode: 'samples' (the driver's buffered power samples),\n"
-      "'instant' / 'average' (field values), 'energy' (power derived from the energy counter, FLAG_DERIVED,\n"
-      "window = interval) or 'usage' (nvmlDeviceGetPowerUsage). Timestamps: host CLOCK_REALTIME in us,\n"
-      "clock domain 'nvml-host-us', tick_ns 1000. Raises DeviceUnavailableError when the device is absent or\n"
-      "does not support the mode (naming the modes it does).")
+      "Board power of one NVIDIA GPU through NVML. mode: 'samples' (the driver's buffered power samples,\n"
+      "from the newest one at construction on), 'instant' / 'average' (field values), 'energy' (power\n"
+      "derived from moves of the energy counter, FLAG_DERIVED, window = interval) or 'usage'\n"
+      "(nvmlDeviceGetPowerUsage). All but 'samples' keep a reading only when the value (counter) changes,\n"
+      "after a first baseline read. Timestamps: host CLOCK_REALTIME in us, clock domain 'nvml-host-us',\n"
+      "tick_ns 1000. Raises DeviceUnavailableError when the device is absent or does not support the mode\n"
+      "(naming the modes it does).")
       .def(py::init([](long long device, const std::string& mode) {
              if (device < 0 || device > std::numeric_limits<unsigned int>::max()) {
                throw std::invalid_argument("device=" + std::to_string(device) + ": must be >= 0");
@@ -128,8 +130,16 @@ void register_nvml(py::module_& m) {
       .def_property_readonly("device", &NvmlPowerSource::device_index)
       .def_property_readonly("library_path", &NvmlPowerSource::library_path)
       .def_property_readonly("window_documented", &NvmlPowerSource::window_documented,
-                             "Whether NVML documents the averaging window declared in info.window_ns\n"
-                             "(False: 0 is declared because nothing is documented).")
+                             "Whether the averaging window declared in info.window_ns is published (nvml.h; for\n"
+                             "the instant field on A100/H100, Yang et al., SC'24). False: 0 is declared because\n"
+                             "nothing is published for this GPU and mode; characterise the sensor.")
+      .def_property_readonly("window_reference", &NvmlPowerSource::window_reference,
+                             "Where the declared window comes from, in words ('' when nowhere).")
+      .def_property_readonly("unchanged_polls", &NvmlPowerSource::unchanged_polls,
+                             "Polls that saw the value (or energy counter) the previous poll saw, so kept nothing\n"
+                             "(instant, average, usage and energy modes keep a reading only when it changes).")
+      .def_property_readonly("restamped", &NvmlPowerSource::restamped,
+                             "Changed values whose NVML timestamp did not advance, stamped when first seen.")
       .def_property_readonly("sample_capacity", &NvmlPowerSource::sample_capacity,
                              "Samples one fetch can return (samples mode; 0 otherwise).")
       .def_property_readonly("possible_overruns", &NvmlPowerSource::possible_overruns,

@@ -649,7 +649,16 @@ class NvmlPowerSource(PowerSource):
     def library_path(self) -> str: ...
     @property
     def window_documented(self) -> bool:
-        """Whether NVML documents the averaging window declared in ``info.window_ns``."""
+        """Whether the averaging window declared in ``info.window_ns`` is published (nvml.h, or SC'24 for A100/H100)."""
+    @property
+    def window_reference(self) -> str:
+        """Where the declared window comes from, in words ('' when nowhere)."""
+    @property
+    def unchanged_polls(self) -> int:
+        """Polls that saw the value (or energy counter) the previous poll saw, so kept nothing."""
+    @property
+    def restamped(self) -> int:
+        """Changed values whose NVML timestamp did not advance, stamped when first seen."""
     @property
     def sample_capacity(self) -> int: ...
     @property

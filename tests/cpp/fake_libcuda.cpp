@@ -11,10 +11,13 @@
 // - cuModuleLoadDataEx checks the PTX names both probe entries and honours
 //   the JIT log options (FAKE_CUDA_JIT_FAIL=1 makes it fail with a log);
 // - a launch of fingrav_stamp "runs" at once: it stores a fake %globaltimer
-//   (CLOCK_MONOTONIC_RAW plus a fixed offset) into slots[i];
-//   fingrav_timer_step stores a 32 ns step n times.
+//   (CLOCK_MONOTONIC_RAW plus a fixed offset, rounded down to the timer's
+//   update step when one is set) into slots[i]; fingrav_timer_step stores
+//   the step n times.
 // FAKE_CUDA_INIT_RESULT sets what cuInit returns (e.g. 34, the stub library);
-// FAKE_CUDA_DEVICES the device count.
+// FAKE_CUDA_DEVICES the device count; FAKE_CUDA_TIMER_STEP_NS the update step
+// of the fake %globaltimer (unset: stamps exact, steps read 32 ns; 1000 models
+// the GPUs whose timer moves once a microsecond).
 #include <time.h>
 
 #include <cstdint>
@@ -180,12 +183,17 @@ API CUresult cuLaunchKernel(void* fn, unsigned gx, unsigned gy, unsigned gz, uns
   if (gx * gy * gz != 1 || bx * by * bz != 1) return 1;
   auto* base = reinterpret_cast<std::uint64_t*>(*static_cast<unsigned long long*>(args[0]));
   const std::uint32_t arg = *static_cast<std::uint32_t*>(args[1]);
+  // Unset: stamps are not rounded and the step reads 32 ns (what the older
+  // tests assume); set: stamps move in steps of that many ns.
+  const long long step = env_int("FAKE_CUDA_TIMER_STEP_NS", 0);
   if (fn == &g_stamp_fn) {
-    __atomic_store_n(base + arg, static_cast<std::uint64_t>(now_ns() + kDeviceClockOffsetNs), __ATOMIC_RELEASE);
+    long long t = now_ns() + kDeviceClockOffsetNs;
+    if (step > 0) t -= t % step;
+    __atomic_store_n(base + arg, static_cast<std::uint64_t>(t), __ATOMIC_RELEASE);
     return 0;
   }
   if (fn == &g_step_fn) {
-    for (std::uint32_t i = 0; i < arg; ++i) base[i] = 32;
+    for (std::uint32_t i = 0; i < arg; ++i) base[i] = static_cast<std::uint64_t>(step > 0 ? step : 32);
     return 0;
   }
   return 400;

@@ -1,11 +1,15 @@
 // NvmlPowerSource against the fake libnvidia-ml (tests/fakes/fake_nvml.c),
-// here so the sample hand-out, the energy derivation and a sampler thread
-// polling while another thread feeds the driver buffer run under TSan and
-// ASan+UBSan too. The Python tests cover the same source in more detail.
+// here so the sample hand-out, the energy derivation, a sampler thread
+// polling while another thread feeds the driver buffer, and a sampler polling
+// sensors that refresh more slowly than it polls run under TSan and ASan+UBSan
+// too. The Python tests cover the same source in more detail.
 #include <dlfcn.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <thread>
 #include <memory>
 #include <string>
 #include <vector>
@@ -30,6 +34,7 @@ struct Fake {
   void (*set_sample_capacity)(unsigned, unsigned) = nullptr;
   void (*set_field)(unsigned, unsigned, long long, unsigned long long) = nullptr;
   void (*set_device_count)(unsigned) = nullptr;
+  void (*set_refresh)(unsigned, unsigned long long, unsigned) = nullptr;
 
   template <typename F>
   void bind(F& f, const char* name) {
@@ -45,6 +50,7 @@ struct Fake {
     bind(set_sample_capacity, "fake_nvml_set_sample_capacity");
     bind(set_field, "fake_nvml_set_field");
     bind(set_device_count, "fake_nvml_set_device_count");
+    bind(set_refresh, "fake_nvml_set_refresh");
   }
   ~Fake() { dlclose(h); }
 };
@@ -60,8 +66,11 @@ int main() {
   {"samples leave oldest first, at most max per poll, each once", [&] {
     fake.reset();
     fake.set_sample_capacity(0, 1000);
-    for (unsigned k = 0; k < 300; ++k) fake.push_sample(0, 100 + k, 50'000 + k);
+    // The driver's history before the source: it gives the period (1 us
+    // here) but is not handed out (issue 19, item 8).
+    for (unsigned k = 0; k < 20; ++k) fake.push_sample(0, 80 + k, 700'000);
     NvmlPowerSource src(0, NvmlMode::kSamples);
+    for (unsigned k = 0; k < 300; ++k) fake.push_sample(0, 100 + k, 50'000 + k);
     CHECK_EQ(src.info().clock_domain, std::string("nvml-host-us"));
     CHECK_EQ(src.info().tick_ns, 1000.0);
     CHECK_EQ(src.info().native_period_ns, 1000);
@@ -88,7 +97,11 @@ int main() {
     NvmlPowerSource src(0, NvmlMode::kEnergy);
     Reading r[4];
     CHECK_EQ(src.poll(r, 4).count, 0u);  // baseline
-    fake.set_field(0, nvml_abi::NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION, 1'250'000, 100'500);  // 100 J in 0.25 s
+    fake.set_field(0, nvml_abi::NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION, 1'050'000, 600);
+    CHECK_EQ(src.poll(r, 4).count, 0u);  // the first move anchors the baseline
+    fake.set_field(0, nvml_abi::NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION, 1'100'000, 600);
+    CHECK_EQ(src.poll(r, 4).count, 0u);  // not moved, whatever the stamp
+    fake.set_field(0, nvml_abi::NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION, 1'300'000, 100'600);  // 100 J in 0.25 s
     const PollResult p = src.poll(r, 4);
     CHECK_EQ(p.count, 1u);
     CHECK_EQ(r[0].power_w[kTotal], 400.0f);
@@ -132,6 +145,34 @@ int main() {
       CHECK_EQ(got[k].power_w[kTotal], watts(1000 + k));
     }
     CHECK_EQ(s.stats().read_errors, 0u);
+  }},
+
+  {"a sampler keeps only the refreshes of a value it polls faster (issue 19, item 3)", [&] {
+    fake.reset();
+    fake.set_refresh(0, 50'000, 300'000);  // every value refreshed every 50 ms
+    for (NvmlMode mode : {NvmlMode::kUsage, NvmlMode::kEnergy}) {
+      auto src = std::make_shared<NvmlPowerSource>(0, mode);
+      SamplerConfig cfg;
+      cfg.period_ns = 1'000'000;
+      cfg.capacity = 1 << 12;
+      Sampler s(src, cfg);
+      s.start();
+      std::this_thread::sleep_for(std::chrono::milliseconds(420));
+      s.stop();
+      std::vector<Sample> got(1 << 12);
+      got.resize(s.drain(got.data(), got.size()));
+      // ~8 refreshes, less the baseline (and the energy anchor): far fewer than the ~400 polls.
+      CHECK(got.size() >= 4 && got.size() <= 14);
+      std::vector<std::int64_t> steps;
+      for (std::size_t i = 1; i < got.size(); ++i) steps.push_back(got[i].source_ts - got[i - 1].source_ts);
+      std::nth_element(steps.begin(), steps.begin() + static_cast<std::ptrdiff_t>(steps.size() / 2), steps.end());
+      const std::int64_t median_us = steps[steps.size() / 2];
+      CHECK(median_us >= 40'000 && median_us <= 60'000);
+      if (mode == NvmlMode::kEnergy) {
+        for (const Sample& x : got) CHECK(std::fabs(x.power_w[kTotal] - 300.0f) < 60.0f);
+      }
+    }
+    fake.set_refresh(0, 0, 0);
   }},
   });
 }

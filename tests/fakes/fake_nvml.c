@@ -6,11 +6,17 @@
  *
  * The types are declared here independently of fingrav's (and of nvml.h, which
  * the build never needs); tests/test_nvml.py checks both against the header.
+ * fake_nvml_set_refresh switches on a driver that refreshes its values every
+ * period while the caller polls faster, stamping fields with the query time
+ * (what issue 19 found the timestamp-only deduplication could not see).
+ *
  * Plain C99 plus pthreads; every entry point takes one mutex, because the
  * sampler thread polls while the test thread pushes samples. */
+#define _POSIX_C_SOURCE 200809L
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #define API __attribute__((visibility("default")))
 
@@ -80,6 +86,12 @@ struct fake_device {
   long long inst_ts, avg_ts, energy_ts;
   unsigned int inst_mw, avg_mw, usage_mw;
   unsigned long long energy_mj;
+  /* identity (fake_nvml_set_identity): "" and 0 mean the defaults */
+  char uuid[96];
+  unsigned int bus;
+  /* time-driven sensors (fake_nvml_set_refresh) */
+  unsigned long long refresh_us, refresh_start;
+  unsigned int refresh_mw;
 };
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
@@ -123,6 +135,33 @@ static nvmlReturn_t injected(int fn) {
     return fail_code[fn];
   }
   return SUCCESS;
+}
+
+static unsigned long long realtime_us(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (unsigned long long)ts.tv_sec * 1000000ull + (unsigned long long)ts.tv_nsec / 1000ull;
+}
+
+/* A driver that refreshes its sensors every refresh_us while the caller may
+ * poll faster: the refresh index now, from when the model was switched on. */
+static unsigned long long refresh_index(const struct fake_device *d) {
+  return realtime_us() / d->refresh_us - d->refresh_start;
+}
+
+/* With the refresh model on: every power value is refresh_mw plus a ripple
+ * that differs at each refresh (a 1 s average moves a little every 100 ms)
+ * and stays the same between refreshes; the energy counter moves by
+ * refresh_mw x refresh_us at each refresh; field timestamps are the time of
+ * the query (the value is cached), the case a timestamp-only deduplication
+ * cannot see. Caller holds mu. */
+static void refresh_locked(struct fake_device *d) {
+  unsigned long long k;
+  if (d->refresh_us == 0) return;
+  k = refresh_index(d);
+  d->inst_mw = d->avg_mw = d->usage_mw = d->refresh_mw + 10u * (unsigned int)(k % 5u);
+  d->energy_mj = (unsigned long long)((double)k * (double)d->refresh_mw * (double)d->refresh_us / 1e6);
+  d->inst_ts = d->avg_ts = d->energy_ts = (long long)realtime_us();
 }
 
 /* Loaded with a default state: one Hopper GPU that supports every mode. */
@@ -218,6 +257,27 @@ API void fake_nvml_set_field(unsigned int dev, unsigned int field, long long ts_
 API void fake_nvml_set_usage(unsigned int dev, unsigned int mw) {
   pthread_mutex_lock(&mu);
   if (dev < MAX_DEVICES) devs[dev].usage_mw = mw;
+  pthread_mutex_unlock(&mu);
+}
+/* What nvmlDeviceGetUUID and nvmlDeviceGetPciInfo_v3 report, so a test can
+ * pair the fake with a fake CUDA driver's device. */
+API void fake_nvml_set_identity(unsigned int dev, const char *uuid, unsigned int bus) {
+  pthread_mutex_lock(&mu);
+  if (dev < MAX_DEVICES) {
+    snprintf(devs[dev].uuid, sizeof devs[dev].uuid, "%s", uuid ? uuid : "");
+    devs[dev].bus = bus;
+  }
+  pthread_mutex_unlock(&mu);
+}
+/* Switches the time-driven sensors on (period_us > 0) or off (0): see
+ * refresh_locked. The energy counter starts at 0. */
+API void fake_nvml_set_refresh(unsigned int dev, unsigned long long period_us, unsigned int mw) {
+  pthread_mutex_lock(&mu);
+  if (dev < MAX_DEVICES) {
+    devs[dev].refresh_us = period_us;
+    devs[dev].refresh_mw = mw;
+    if (period_us > 0) devs[dev].refresh_start = realtime_us() / period_us;
+  }
   pthread_mutex_unlock(&mu);
 }
 /* The next `times` calls of function fn (FN_*) return code. */
@@ -321,7 +381,10 @@ API nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t device, char *name, unsigned int
 API nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char *uuid, unsigned int length) {
   int i = dev_index(device);
   if (i < 0 || uuid == NULL) return INVALID_ARGUMENT;
-  snprintf(uuid, length, "GPU-fa4e0000-0000-0000-0000-00000000000%d", i);
+  pthread_mutex_lock(&mu);
+  if (devs[i].uuid[0]) snprintf(uuid, length, "%s", devs[i].uuid);
+  else snprintf(uuid, length, "GPU-fa4e0000-0000-0000-0000-00000000000%d", i);
+  pthread_mutex_unlock(&mu);
   return SUCCESS;
 }
 
@@ -329,9 +392,11 @@ API nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t device, nvmlPciInfo_t *pci
   int i = dev_index(device);
   if (i < 0 || pci == NULL) return INVALID_ARGUMENT;
   memset(pci, 0, sizeof *pci);
-  snprintf(pci->busIdLegacy, sizeof pci->busIdLegacy, "0000:%02x:00.0", (unsigned)(0x41 + i) & 0xffu);
-  snprintf(pci->busId, sizeof pci->busId, "00000000:%02X:00.0", (unsigned)(0x41 + i) & 0xffu);
-  pci->bus = (unsigned int)(0x41 + i);
+  pthread_mutex_lock(&mu);
+  pci->bus = devs[i].bus ? devs[i].bus : (unsigned int)(0x41 + i);
+  pthread_mutex_unlock(&mu);
+  snprintf(pci->busIdLegacy, sizeof pci->busIdLegacy, "0000:%02x:00.0", pci->bus & 0xffu);
+  snprintf(pci->busId, sizeof pci->busId, "00000000:%02X:00.0", pci->bus & 0xffu);
   return SUCCESS;
 }
 
@@ -416,6 +481,7 @@ API nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t device, int valuesCount, 
   if (dev_index(device) < 0 || values == NULL) return INVALID_ARGUMENT;
   pthread_mutex_lock(&mu);
   d = device;
+  refresh_locked(d);
   r = injected(FN_FIELDS);
   for (k = 0; r == SUCCESS && k < valuesCount; ++k) {
     nvmlFieldValue_t *v = &values[k];
@@ -449,6 +515,7 @@ API nvmlReturn_t nvmlDeviceGetTotalEnergyConsumption(nvmlDevice_t device, unsign
   nvmlReturn_t r;
   if (dev_index(device) < 0 || energy == NULL) return INVALID_ARGUMENT;
   pthread_mutex_lock(&mu);
+  refresh_locked(device);
   if (!(device->supported & SUP_ENERGY_FN)) r = NOT_SUPPORTED;
   else if ((r = injected(FN_ENERGY)) == SUCCESS) *energy = device->energy_mj;
   pthread_mutex_unlock(&mu);
@@ -459,6 +526,7 @@ API nvmlReturn_t nvmlDeviceGetPowerUsage(nvmlDevice_t device, unsigned int *powe
   nvmlReturn_t r;
   if (dev_index(device) < 0 || power == NULL) return INVALID_ARGUMENT;
   pthread_mutex_lock(&mu);
+  refresh_locked(device);
   if (!(device->supported & SUP_USAGE)) r = NOT_SUPPORTED;
   else if ((r = injected(FN_USAGE)) == SUCCESS) *power = device->usage_mw;
   pthread_mutex_unlock(&mu);

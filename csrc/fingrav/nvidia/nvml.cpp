@@ -383,6 +383,7 @@ NvmlPowerSource::NvmlPowerSource(unsigned int device, NvmlMode mode, std::shared
   const bool ampere_or_newer =
       dev_.architecture != NVML_DEVICE_ARCH_UNKNOWN && dev_.architecture >= NVML_DEVICE_ARCH_AMPERE;
   const bool ga100 = dev_.cc_major == 8 && dev_.cc_minor == 0;
+  const bool gh100 = dev_.cc_major == 9 && dev_.cc_minor == 0;  // H100 and H200
   switch (mode) {
     case NvmlMode::kSamples: {
       // nvml.h says nothing about what a power sample averages over: declare
@@ -393,19 +394,26 @@ NvmlPowerSource::NvmlPowerSource(unsigned int device, NvmlMode mode, std::shared
       cap = std::min<std::size_t>(cap, 1u << 16);
       samples_.resize(cap);
       pending_.reserve(cap);
-      // The driver's sampling period, measured from what the buffer holds now.
+      // nvml.h (nvmlDeviceGetSamples): lastSeenTimeStamp 0 fetches "all the
+      // samples maintained by the underlying buffer". That history is the
+      // driver's, from before this source existed (possibly a busy GPU); it
+      // gives the sampling period, but the first poll starts after its newest
+      // sample, or an idle baseline taken now would include old busy power.
       nvmlValueType_t vt = 0;
       unsigned int n = static_cast<unsigned int>(samples_.size());
       if (nvml_->nvmlDeviceGetSamples(handle_, NVML_TOTAL_POWER_SAMPLES, 0, &vt, &n, samples_.data()) ==
               NVML_SUCCESS &&
-          n >= 2) {
+          n >= 1) {
+        n = std::min<unsigned int>(n, static_cast<unsigned int>(samples_.size()));
         std::vector<unsigned long long> ts(n);
         for (unsigned int i = 0; i < n; ++i) ts[i] = samples_[i].timeStamp;
         std::sort(ts.begin(), ts.end());
+        last_seen_us_ = ts.back();
         std::vector<unsigned long long> d;
         for (unsigned int i = 1; i < n; ++i)
           if (ts[i] > ts[i - 1]) d.push_back(ts[i] - ts[i - 1]);
         if (!d.empty()) {
+          // The driver's sampling period, measured from what the buffer holds now.
           std::nth_element(d.begin(), d.begin() + static_cast<std::ptrdiff_t>(d.size() / 2), d.end());
           info_.native_period_ns = static_cast<std::int64_t>(d[d.size() / 2]) * 1000;
         }
@@ -413,18 +421,31 @@ NvmlPowerSource::NvmlPowerSource(unsigned int device, NvmlMode mode, std::shared
       break;
     }
     case NvmlMode::kInstant:
-      // Documented only as "Current GPU power": no averaging window is stated.
-      window_documented_ = false;
+      // nvml.h documents the field only as "Current GPU power". Yang, Adamek
+      // and Armour (SC'24, "Part-time power measurements: nvidia-smi's lack of
+      // attention") measured it on A100 (GA100) and H100 (GH100): a 25 ms
+      // average, refreshed every 100 ms. Nothing is published for other GPUs.
+      if (ga100 || gh100) {
+        info_.window_ns = 25'000'000u;
+        window_documented_ = true;
+        window_reference_ =
+            "Yang, Adamek, Armour (SC'24): on A100/H100 NVML_FI_DEV_POWER_INSTANT averages 25 ms of every 100 ms";
+      } else {
+        window_documented_ = false;
+      }
       break;
     case NvmlMode::kAverage:
       // nvml.h: "GPU power averaged over 1 sec interval".
       info_.window_ns = 1'000'000'000u;
       window_documented_ = true;
+      window_reference_ = "nvml.h NVML_FI_DEV_POWER_AVERAGE: \"GPU power averaged over 1 sec interval\"";
       break;
     case NvmlMode::kEnergy:
       // Each derived reading averages exactly over the interval between two
-      // counter reads; the per-reading window says how long that was.
+      // counter moves; the per-reading window says how long that was.
       window_documented_ = true;
+      window_reference_ = "nvml.h nvmlDeviceGetTotalEnergyConsumption: mJ since the driver was last reloaded; "
+                          "the window is the interval between two moves of the counter";
       break;
     case NvmlMode::kUsage:
       // nvml.h (nvmlDeviceGetPowerUsage): "On Ampere (except GA100) or newer
@@ -436,8 +457,10 @@ NvmlPowerSource::NvmlPowerSource(unsigned int device, NvmlMode mode, std::shared
       } else if (ampere_or_newer && !ga100) {
         info_.window_ns = 1'000'000'000u;
         window_documented_ = true;
+        window_reference_ = "nvml.h nvmlDeviceGetPowerUsage: a 1 s average on Ampere (except GA100) or newer";
       } else {
         window_documented_ = true;  // instantaneous
+        window_reference_ = "nvml.h nvmlDeviceGetPowerUsage: instantaneous on GA100 and older architectures";
       }
       break;
   }
@@ -498,11 +521,41 @@ PollResult NvmlPowerSource::poll_samples(Reading* out, std::size_t max) {
   return {k, PollStatus::kOk};
 }
 
+PollResult NvmlPowerSource::keep_if_changed(Reading* out, std::int64_t ts_us, std::int64_t seen_us, double mw) {
+  if (!have_value_) {
+    // The first value: how long ago it appeared is unknown, so it only sets
+    // the baseline a change is detected against.
+    have_value_ = true;
+    last_mw_ = mw;
+    last_value_us_ = ts_us;
+    return {0, PollStatus::kOk};
+  }
+  if (mw == last_mw_) {
+    // The cached value again (the driver refreshes every ~100 ms; a 1 s
+    // average is the same number until then), whatever its timestamp says:
+    // keeping it would make the poll period look like the logger period.
+    ++unchanged_polls_;
+    return {0, PollStatus::kOk};
+  }
+  if (ts_us <= last_value_us_) {
+    // A new value under a stamp that did not advance: the sampler would drop
+    // it as a duplicate. Stamp it when we first saw it (same clock).
+    ++restamped_;
+    ts_us = std::max<std::int64_t>(seen_us, last_value_us_ + 1);
+  }
+  last_mw_ = mw;
+  last_value_us_ = ts_us;
+  out[0] = total_reading(ts_us, mw / 1000.0, info_.window_ns, 0);
+  return {1, PollStatus::kOk};
+}
+
 PollResult NvmlPowerSource::poll_field(Reading* out, std::size_t max, unsigned int field) {
   if (max == 0) return {0, PollStatus::kOk};
   nvmlFieldValue_t v{};
   v.fieldId = field;
+  const std::int64_t a = realtime_now_us();
   const nvmlReturn_t r = nvml_->nvmlDeviceGetFieldValues(handle_, 1, &v);
+  const std::int64_t b = realtime_now_us();
   if (r != NVML_SUCCESS) return fail("nvmlDeviceGetFieldValues", r);
   if (v.nvmlReturn != NVML_SUCCESS) return fail("nvmlDeviceGetFieldValues (field value)", v.nvmlReturn);
   double mw = 0;
@@ -511,20 +564,24 @@ PollResult NvmlPowerSource::poll_field(Reading* out, std::size_t max, unsigned i
                   ", which is not known";
     return {0, PollStatus::kFatalError};
   }
-  // An unchanged timestamp means an unchanged (cached) value: the sampler
-  // drops it as a duplicate.
-  out[0] = total_reading(v.timestamp, mw / 1000.0, info_.window_ns, 0);
-  return {1, PollStatus::kOk};
+  // nvml.h documents nvmlFieldValue_t::timestamp as the "CPU Timestamp of
+  // this value", not the time the sensor refreshed it: a driver that stamps
+  // the query gives a new timestamp for the same cached value on every poll.
+  // So a reading is kept when the value changes, not when the stamp does.
+  return keep_if_changed(out, v.timestamp, a + (b - a) / 2, mw);
 }
 
 PollResult NvmlPowerSource::poll_energy(Reading* out, std::size_t max) {
   if (max == 0) return {0, PollStatus::kOk};
   unsigned long long mj = 0;
   long long ts_us = 0;
+  std::int64_t seen_us = 0;  // the middle of our call, CLOCK_REALTIME us
   if (dev_.energy_from_field) {
     nvmlFieldValue_t v{};
     v.fieldId = NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION;
+    const std::int64_t a = realtime_now_us();
     const nvmlReturn_t r = nvml_->nvmlDeviceGetFieldValues(handle_, 1, &v);
+    seen_us = a + (realtime_now_us() - a) / 2;
     if (r != NVML_SUCCESS) return fail("nvmlDeviceGetFieldValues", r);
     if (v.nvmlReturn != NVML_SUCCESS) return fail("nvmlDeviceGetFieldValues (energy field)", v.nvmlReturn);
     if (!value_as_u64(v.valueType, v.value, &mj)) {
@@ -538,16 +595,41 @@ PollResult NvmlPowerSource::poll_energy(Reading* out, std::size_t max) {
     const nvmlReturn_t r = nvml_->nvmlDeviceGetTotalEnergyConsumption(handle_, &mj);
     const std::int64_t b = realtime_now_us();
     if (r != NVML_SUCCESS) return fail("nvmlDeviceGetTotalEnergyConsumption", r);
-    ts_us = a + (b - a) / 2;
+    ts_us = seen_us = a + (b - a) / 2;
   }
-  if (!have_energy_ || mj < last_energy_mj_ || ts_us < last_energy_us_) {
-    if (have_energy_) ++energy_resets_;  // counter restarted (driver reload): new baseline
+  if (!have_energy_ || mj < last_energy_mj_) {
+    // nvml.h: the counter runs "since the driver was last reloaded", so going
+    // back means a reload: a new, unanchored baseline.
+    if (have_energy_) ++energy_resets_;
     have_energy_ = true;
+    energy_anchored_ = false;
     last_energy_mj_ = mj;
     last_energy_us_ = ts_us;
     return {0, PollStatus::kOk};
   }
-  if (ts_us == last_energy_us_) return {0, PollStatus::kOk};  // the same read again
+  if (mj == last_energy_mj_) {
+    // The counter has not moved. The driver refreshes it every 10-100 ms (by
+    // GPU) while we may poll every millisecond, and its stamp (ours, or a
+    // field timestamp of the query) advances anyway: differencing now would
+    // give 0 W, then a spike when it moves. Keep nothing until it moves.
+    ++unchanged_polls_;
+    return {0, PollStatus::kOk};
+  }
+  if (ts_us <= last_energy_us_) {
+    // Moved under a stamp that did not advance: stamp it when we first saw
+    // it (same clock), or the difference would have no interval.
+    ++restamped_;
+    ts_us = std::max<std::int64_t>(seen_us, last_energy_us_ + 1);
+  }
+  if (!energy_anchored_) {
+    // The first move: the old baseline's value may have sat in the counter
+    // long before we read it, so its stamp is not when it was reached. From
+    // here on both ends of every difference are moves seen within one poll.
+    energy_anchored_ = true;
+    last_energy_mj_ = mj;
+    last_energy_us_ = ts_us;
+    return {0, PollStatus::kOk};
+  }
   const long long dt_us = ts_us - last_energy_us_;
   const unsigned long long de_mj = mj - last_energy_mj_;
   // mJ / us = 1e3 W.
@@ -565,8 +647,10 @@ PollResult NvmlPowerSource::poll_usage(Reading* out, std::size_t max) {
   const nvmlReturn_t r = nvml_->nvmlDeviceGetPowerUsage(handle_, &mw);
   const std::int64_t b = realtime_now_us();
   if (r != NVML_SUCCESS) return fail("nvmlDeviceGetPowerUsage", r);
-  out[0] = total_reading(a + (b - a) / 2, mw / 1000.0, info_.window_ns, 0);
-  return {1, PollStatus::kOk};
+  // No timestamp from NVML: the middle of the call, and only for a changed
+  // value (a 1 s average repeats over every poll until the driver refreshes).
+  const std::int64_t mid = a + (b - a) / 2;
+  return keep_if_changed(out, mid, mid, static_cast<double>(mw));
 }
 
 }  // namespace fingrav

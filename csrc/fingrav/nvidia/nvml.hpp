@@ -4,13 +4,30 @@
 // and driver; NvmlPowerSource reads any one of them (its "mode"):
 //   samples  nvmlDeviceGetSamples(NVML_TOTAL_POWER_SAMPLES): the driver's
 //            buffer of recent power samples, each with its own timestamp, so
-//            a slow poll loses nothing until the buffer wraps;
-//   instant  field NVML_FI_DEV_POWER_INSTANT with the field's timestamp;
-//   average  field NVML_FI_DEV_POWER_AVERAGE (a 1 s average) with its timestamp;
+//            a slow poll loses nothing until the buffer wraps. nvml.h: "Set
+//            lastSeenTimeStamp to 0 to fetch all the samples maintained by the
+//            underlying buffer"; that history predates the source (it may be
+//            busy), so the source starts from the newest sample it finds;
+//   instant  field NVML_FI_DEV_POWER_INSTANT ("Current GPU power") with the
+//            field's timestamp; on A100/H100 a 25 ms average refreshed every
+//            100 ms (Yang, Adamek, Armour, SC'24), elsewhere no window known;
+//   average  field NVML_FI_DEV_POWER_AVERAGE ("GPU power averaged over 1 sec
+//            interval") with its timestamp;
 //   energy   the total-energy counter (field NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION,
-//            or nvmlDeviceGetTotalEnergyConsumption where the field fails); power
-//            is derived from consecutive differences (kFlagDerived, window = dt);
-//   usage    nvmlDeviceGetPowerUsage, stamped by us (it has no timestamp).
+//            or nvmlDeviceGetTotalEnergyConsumption where the field fails; mJ
+//            "since the driver was last reloaded"); power is the difference
+//            between two moves of the counter (kFlagDerived, window = dt);
+//   usage    nvmlDeviceGetPowerUsage, stamped by us (it has no timestamp); a
+//            1 s average on Ampere and newer except GA100 (nvml.h).
+//
+// Every mode but samples reads a value the driver caches and refreshes more
+// slowly than we may poll (100 ms is typical), and a field's timestamp may be
+// the time of the query rather than of the refresh: a new timestamp does not
+// mean a new value. So those modes keep a reading only when the value (or the
+// energy counter) changes, stamped when it was first seen, and the first
+// value a source reads is only a baseline (when it appeared is unknown). The
+// logger period is then the interval between changes, the sensor's refresh,
+// not the poll period.
 //
 // Every timestamp is NVML's host "CPU timestamp" in microseconds: the header
 // documents nvmlFieldValue_t::timestamp as "microseconds since 1970", i.e. the
@@ -279,9 +296,18 @@ class NvmlPowerSource final : public PowerSource {
   const NvmlDeviceInfo& device_info() const noexcept { return dev_; }
   const std::string& library_path() const noexcept { return nvml_->path(); }
   const Nvml& nvml() const noexcept { return *nvml_; }
-  // Whether NVML's documentation states the averaging window we declare in
-  // info().window_ns (false: we declare 0 because nothing is documented).
+  // Whether the averaging window we declare in info().window_ns is published
+  // (nvml.h, or for the instant field on A100/H100 Yang et al., SC'24); false:
+  // we declare 0 because nothing is published for this GPU and mode.
   bool window_documented() const noexcept { return window_documented_; }
+  // Where the declared window comes from, in words (empty: nowhere).
+  const std::string& window_reference() const noexcept { return window_reference_; }
+  // Value modes (instant, average, usage) and energy: polls that saw the value
+  // (counter) the previous poll saw, so kept nothing.
+  std::uint64_t unchanged_polls() const noexcept { return unchanged_polls_; }
+  // Readings whose NVML timestamp did not advance although the value changed:
+  // stamped with the host's CLOCK_REALTIME when the change was first seen.
+  std::uint64_t restamped() const noexcept { return restamped_; }
   // Samples mode: the sample buffer our fetches use, and how many fetches came
   // back completely full of new samples, i.e. the driver may have overwritten
   // samples nobody saw (the first reading of such a batch carries
@@ -298,6 +324,8 @@ class NvmlPowerSource final : public PowerSource {
   PollResult poll_field(Reading* out, std::size_t max, unsigned int field);
   PollResult poll_energy(Reading* out, std::size_t max);
   PollResult poll_usage(Reading* out, std::size_t max);
+  // Keeps a value reading only when it differs from the last value seen.
+  PollResult keep_if_changed(Reading* out, std::int64_t ts_us, std::int64_t seen_us, double mw);
 
   std::shared_ptr<Nvml> nvml_;
   unsigned int index_;
@@ -306,7 +334,15 @@ class NvmlPowerSource final : public PowerSource {
   NvmlDeviceInfo dev_;
   SourceInfo info_;
   bool window_documented_ = false;
+  std::string window_reference_;
   std::string last_error_;
+  std::uint64_t unchanged_polls_ = 0;
+  std::uint64_t restamped_ = 0;
+
+  // value modes: the last value seen and the stamp it was kept with
+  bool have_value_ = false;
+  double last_mw_ = 0;
+  std::int64_t last_value_us_ = 0;
 
   // samples mode
   std::vector<nvml_abi::nvmlSample_t> samples_;  // fetch buffer
@@ -316,6 +352,9 @@ class NvmlPowerSource final : public PowerSource {
   std::uint64_t possible_overruns_ = 0;
   // energy mode
   bool have_energy_ = false;
+  // Whether the baseline's stamp is when the counter was seen to move to it
+  // (false for the first read after start or a reset: that value may be old).
+  bool energy_anchored_ = false;
   unsigned long long last_energy_mj_ = 0;
   long long last_energy_us_ = 0;
   std::uint64_t energy_resets_ = 0;

@@ -129,7 +129,14 @@ class Capabilities:
         ``"delay"``, ``"tick"``), where it comes from: ``"documented"`` (a
         vendor header or manual), ``"measured"`` (on this device, at start)
         or ``"assumed"`` (neither: characterise the sensor before trusting
-        it). See :data:`PROVENANCES`.
+        it). See :data:`PROVENANCES`. ``"tick"`` is the device clock's
+        update step (``device_tick_ns * device_resolution_ticks``).
+    device_resolution_ticks : float
+        How many device ticks the device clock advances per update (1: every
+        tick). NVIDIA's %globaltimer counts ns but may move once a
+        microsecond (1000); the clock map widens its bound by half a step
+        (:func:`~fingrav_native.clocks.maps.fit_clock_map`,
+        ``resolution_ticks``). 1 in profiles saved before it was recorded.
     """
 
     name: str
@@ -146,8 +153,13 @@ class Capabilities:
     sensor: Optional[SensorModel] = None
     sensor_semantics: str = ""
     provenance: dict[str, str] = field(default_factory=dict)
+    device_resolution_ticks: float = 1.0
 
     def __post_init__(self) -> None:
+        r = self.device_resolution_ticks
+        if isinstance(r, bool) or not (isinstance(r, (int, float)) and np.isfinite(r) and r >= 1):
+            raise ValueError(f"device_resolution_ticks={self.device_resolution_ticks!r}: must be a number >= 1 "
+                             "(device ticks per clock update)")
         bad = {k: v for k, v in self.provenance.items() if k not in FIGURES or v not in PROVENANCES}
         if bad:
             raise ValueError(f"provenance: {bad} is not a map of {FIGURES} to one of {PROVENANCES}")
@@ -170,7 +182,7 @@ class Capabilities:
         """
         values = {"period": self.logger_period_ns, "window": self.logger_window_ns,
                   "delay": self.sensor.delay_ns if self.sensor is not None else 0.0,
-                  "tick": self.logger_tick_ns or self.device_tick_ns}
+                  "tick": self.device_tick_ns * self.device_resolution_ticks}
         parts = [f"{k} {_ns_words(values[k])} ({self.provenance[k]})" for k in FIGURES if k in self.provenance]
         return ", ".join(parts)
 

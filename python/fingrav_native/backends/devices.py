@@ -3,7 +3,9 @@
 ``fingrav devices`` prints :func:`list_backends`. Each backend module reports
 through :class:`~fingrav_native.backends.report.BackendReport`: the libraries
 and device files it looked for (with the path found, or the loader's error
-naming the paths tried and what to install), and the devices it can drive.
+naming the paths tried and what to install), the devices it can drive, and per
+power mode what one log is and whether each figure (period, window, delay,
+tick) is documented, measured or assumed.
 :func:`format_reports` prints one line per backend and device and, for an
 unavailable backend, the one fix; ``verbose=True`` (``fingrav devices
 --verbose``) adds every part and every path tried.
@@ -67,9 +69,11 @@ def format_reports(reports: list[BackendReport], verbose: bool = False) -> str:
     reports : list of BackendReport
     verbose : bool
         False (default): one line per backend with its status (and, when
-        unavailable, why), one line per device, and for an unavailable
-        backend the one fix (:attr:`BackendReport.fix`). True: also every
-        part looked for, with the path that loaded or every path tried.
+        unavailable, why), one line per device, for an unavailable backend
+        the one fix (:attr:`BackendReport.fix`), and one line per power mode
+        saying what its logs are and whether each figure is documented,
+        measured or assumed (:attr:`BackendReport.sensors`). True: also
+        every part looked for, with the path that loaded or every path tried.
 
     Returns
     -------

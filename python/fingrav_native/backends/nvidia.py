@@ -8,10 +8,15 @@ execution on the GPU's own clock (step 4). On NVIDIA GPUs:
 * power: NVML (``_core.NvmlPowerSource``: the driver's sample buffer,
   instant or averaged power, or the energy counter), polled by the C++
   :class:`~fingrav_native.Sampler` thread. NVML stamps its samples with host
-  microseconds, so the logger clock is fitted one-sidedly from the logs;
+  microseconds, so the logger clock is fitted one-sidedly from the logs.
+  Cached values are logged only when they change, so the logger period is
+  the driver's refresh, measured at start; each mode's window is the
+  published one (nvml.h; Yang et al., SC'24 for A100/H100) or, warned,
+  assumed 0 (:func:`nvml_semantics`, :func:`nvml_provenance`);
 * clock: ``%globaltimer`` (ns), read by a tiny PTX probe that the CUDA driver
   JITs (:class:`~fingrav_native._core.GlobaltimerSource`), bracketed between
-  two host clock reads (:func:`~fingrav_native._core.measure_brackets`);
+  two host clock reads (:func:`~fingrav_native._core.measure_brackets`); its
+  update step, measured at start, is the clock map's resolution;
 * markers: the same probe enqueued on the workload's own stream before and
   after each execution (:class:`~fingrav_native._core.CudaMarkerProbe`), so
   its timestamps sit exactly between executions in the GPU's queue; CUDA
@@ -27,6 +32,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+import warnings
 from typing import Any, Optional, Union
 
 import numpy as np
@@ -45,14 +51,32 @@ from fingrav_native.backends.base import (
 from fingrav_native.backends.report import BackendReport, Component, DeviceEntry
 from fingrav_native.backends.workloads import Workload
 from fingrav_native.sensors.model import SensorModel, sensor_preset
+from fingrav_native.sensors.semantics import SensorSemantics
 
-__all__ = ["NvidiaBackend", "report", "NVML_MODES", "match_nvml_device", "nvml_sensor"]
+__all__ = ["NvidiaBackend", "report", "NVML_MODES", "match_nvml_device", "nvml_sensor", "nvml_semantics",
+           "nvml_provenance", "UnknownSensorWindowWarning"]
 
 #: Power modes of the NVML source (``_core.NvmlPowerSource``).
 NVML_MODES = ("samples", "instant", "average", "energy", "usage")
 
 #: NVML modes whose sensor a preset describes (sensors/model.py, from nvml.h and Yang et al., SC'24).
 _MODE_PRESETS = {"instant": "part-time-100ms", "average": "nvidia-average-1s", "energy": "nvidia-energy-counter"}
+
+#: Modes whose source keeps a log only when the value (or counter) changes (issue 19, items 3 and 4).
+_CHANGE_ONLY_MODES = ("instant", "average", "energy", "usage")
+
+#: The published window of the instant field on A100/H100 (Yang, Adamek, Armour, SC'24).
+_PART_TIME_WINDOW_NS = 25e6
+
+
+class UnknownSensorWindowWarning(UserWarning):
+    """An NVIDIA power mode whose averaging window nobody has published or measured for this GPU.
+
+    The window is then taken as 0 (instantaneous), so the error budget and the
+    attribution ignore it; :func:`~fingrav_native.sensors.characterize.characterize`
+    on a backend in the same mode measures it, and ``NvidiaBackend(sensor=...)``
+    takes the result's ``sensor``.
+    """
 
 
 def nvml_sensor(mode: str, period_ns: float, window_ns: float, window_documented: bool) -> SensorModel:
@@ -67,24 +91,30 @@ def nvml_sensor(mode: str, period_ns: float, window_ns: float, window_documented
     window_ns : float
         The window the source declares (``PowerSource.info.window_ns``).
     window_documented : bool
-        Whether nvml.h documents that window.
+        Whether that window is published (``NvmlPowerSource.window_documented``).
 
     Returns
     -------
     SensorModel
-        ``instant``: NVIDIA's "instant" field on A100/H100, a 25 ms average
-        every 100 ms (Yang, Adamek and Armour, SC'24); ``average`` and, on
-        Ampere and newer but GA100, ``usage``: a 1 s average (nvml.h);
-        ``energy``: the mJ counter, differenced into exact windows;
-        ``samples`` and ``usage`` elsewhere: the declared window (0 when
-        undocumented), with ``source="assumed"``; characterise it
-        (``fingrav characterize --backend nvidia``) before trusting a
-        profile. The measured period replaces the preset's. Unverified on
+        ``instant`` with the published 25 ms window (the source declares it on
+        A100/H100 only): a 25 ms average every 100 ms (Yang, Adamek and
+        Armour, SC'24); ``average`` and, on Ampere and newer but GA100,
+        ``usage``: a 1 s average (nvml.h, ``NVML_FI_DEV_POWER_AVERAGE`` and
+        ``nvmlDeviceGetPowerUsage``); ``energy``: the mJ counter
+        (``nvmlDeviceGetTotalEnergyConsumption``), differenced into exact
+        windows; ``samples`` (``nvmlDeviceGetSamples``: nvml.h says nothing of
+        a window), ``instant`` on other GPUs and ``usage`` where the
+        architecture is unknown: the declared window (0) with
+        ``source="assumed"``; characterise it (``fingrav characterize
+        --backend nvidia``) before trusting a profile. The measured period
+        replaces the preset's. Built to nvml.h and the paper, not verified on
         NVIDIA hardware in this repository (see the README).
     """
     if mode not in NVML_MODES:
         raise ValueError(f"mode={mode!r}: must be one of {', '.join(NVML_MODES)}")
     preset = _MODE_PRESETS.get(mode)
+    if mode == "instant" and not (window_documented and window_ns == _PART_TIME_WINDOW_NS):
+        preset = None  # the 25/100 ms figures are published for A100/H100 only
     if mode == "usage" and window_documented and window_ns >= 1e9:
         preset = "nvidia-average-1s"
     if preset is not None:
@@ -100,12 +130,102 @@ def nvml_sensor(mode: str, period_ns: float, window_ns: float, window_documented
                            notes=f"NVML {mode}: declared window")
     return SensorModel(f"nvml-{mode}", "instant", period_ns=period,
                        source="documented" if window_documented else "assumed",
-                       notes=(f"NVML {mode}: nvml.h documents no averaging window; taken as instantaneous until "
-                              "characterised (fingrav characterize --backend nvidia)" if not window_documented
+                       notes=(f"NVML {mode}: no averaging window is published for this GPU; taken as instantaneous "
+                              "until characterised (fingrav characterize --backend nvidia)" if not window_documented
                               else f"NVML {mode}: instantaneous (nvml.h)"))
 
 
-_VERIFIED_ON = "not yet verified on NVIDIA hardware (run bench/nvidia_validate.py on one)"
+def nvml_semantics(mode: str, window_ns: Optional[float] = None, window_documented: Optional[bool] = None) -> str:
+    """What one log of an NVML power mode is, in words (``Capabilities.sensor_semantics``, ``fingrav devices``).
+
+    Parameters
+    ----------
+    mode : str
+        One of :data:`NVML_MODES`.
+    window_ns, window_documented : float and bool, optional
+        What the source declares on this GPU (``info.window_ns``,
+        ``window_documented``); None (no GPU): the rule for every GPU.
+
+    Returns
+    -------
+    str
+
+    Notes
+    -----
+    Sources: nvml.h (NVML API 13) for ``nvmlDeviceGetSamples``,
+    ``NVML_FI_DEV_POWER_INSTANT`` ("Current GPU power"),
+    ``NVML_FI_DEV_POWER_AVERAGE`` ("GPU power averaged over 1 sec
+    interval"), ``nvmlDeviceGetTotalEnergyConsumption`` ("in millijoules
+    (mJ) since the driver was last reloaded") and ``nvmlDeviceGetPowerUsage``
+    ("On Ampere (except GA100) or newer GPUs, the API returns power averaged
+    over 1 sec interval. On GA100 and older architectures, instantaneous
+    power is returned"); Yang, Adamek and Armour (SC'24) for the instant
+    field on A100/H100 (25 ms of every 100 ms).
+    """
+    if mode not in NVML_MODES:
+        raise ValueError(f"mode={mode!r}: must be one of {', '.join(NVML_MODES)}")
+    known = window_documented if window_ns is not None else None
+    kept = "logged when the value changes (period = the driver's refresh)"
+    if mode == "samples":
+        return ("driver samples (nvmlDeviceGetSamples), each stamped by the driver, from the newest at start on; "
+                "no window published, taken as instantaneous")
+    if mode == "instant":
+        if known is None:
+            return (f"NVML_FI_DEV_POWER_INSTANT: a 25 ms average every 100 ms on A100/H100 (SC'24), no window "
+                    f"published elsewhere; {kept}")
+        if known and window_ns == _PART_TIME_WINDOW_NS:
+            return f"NVML_FI_DEV_POWER_INSTANT: a 25 ms average every 100 ms on this A100/H100 (SC'24); {kept}"
+        return f"NVML_FI_DEV_POWER_INSTANT: no window published for this GPU, taken as instantaneous; {kept}"
+    if mode == "average":
+        return f"NVML_FI_DEV_POWER_AVERAGE: a 1 s average (nvml.h); {kept}"
+    if mode == "energy":
+        return ("energy counter (mJ, nvml.h): each log is the exact average power between two moves of the "
+                "counter, window = their interval; nothing is kept until it moves")
+    if known is None:
+        return (f"nvmlDeviceGetPowerUsage: a 1 s average on Ampere and newer but GA100, instantaneous on GA100 and "
+                f"older (nvml.h); {kept}")
+    if window_ns and window_ns >= 1e9:
+        return f"nvmlDeviceGetPowerUsage: a 1 s average on this GPU (Ampere or newer, not GA100; nvml.h); {kept}"
+    if known:
+        return f"nvmlDeviceGetPowerUsage: instantaneous on this GPU (GA100 or older; nvml.h); {kept}"
+    return (f"nvmlDeviceGetPowerUsage: architecture unknown, so 1 s average or instantaneous cannot be told "
+            f"(nvml.h); taken as instantaneous; {kept}")
+
+
+def nvml_provenance(window_documented: Optional[bool], sensor: Optional[SensorModel] = None) -> dict[str, str]:
+    """Where each logger figure of an NVML mode comes from (``Capabilities.provenance``).
+
+    Parameters
+    ----------
+    window_documented : bool or None
+        Whether the source's window is published (None: no GPU to ask).
+    sensor : SensorModel, optional
+        The sensor model used instead of the published one: a
+        characterisation of this GPU (``source="characterised"``) makes the
+        window and delay measured; any other model keeps its own ``source``
+        (a preset: documented).
+
+    Returns
+    -------
+    dict of str to str
+        ``period``: measured (from the driver's sample buffer, or from the
+        intervals between changes while idle, at start); ``window``:
+        documented (nvml.h, SC'24 on A100/H100), measured (characterised)
+        or assumed; ``delay``: nvml.h publishes none, so assumed 0 unless
+        characterised; ``tick``: the %globaltimer step, measured at start.
+        With ``window_documented=None`` a window that depends on the GPU is
+        reported as assumed.
+    """
+    if sensor is not None:
+        given = "measured" if sensor.source == "characterised" else (
+            sensor.source if sensor.source in ("documented", "assumed") else "assumed")
+        return {"period": "measured", "window": given, "delay": given, "tick": "measured"}
+    return {"period": "measured", "window": "documented" if window_documented else "assumed", "delay": "assumed",
+            "tick": "measured"}
+
+
+_VERIFIED_ON = ("not yet verified on NVIDIA hardware: built to nvml.h and cuda.h and tested on fakes "
+                "(run bench/nvidia_validate.py on one)")
 
 
 def _nvml_attr(name: str) -> Any:
@@ -203,6 +323,20 @@ class NvidiaBackend(HostRelease, LivePower):
         Use this source instead of NVML (an external meter, or a test).
     marker_slots : int
         Probe slots allocated up front (two per execution; grown on demand).
+    sensor : SensorModel, optional
+        This GPU's sensor in this mode as a characterisation measured it
+        (:func:`~fingrav_native.sensors.characterize.characterize`,
+        ``source="characterised"``): its window and delay replace the
+        published or assumed ones in :attr:`capabilities` (provenance
+        "measured"), and no :class:`UnknownSensorWindowWarning` is raised.
+
+    Warns
+    -----
+    UnknownSensorWindowWarning
+        When the mode's averaging window is neither published for this GPU
+        (nvml.h; Yang et al., SC'24 for the instant field on A100/H100) nor
+        given by ``sensor``: ``samples`` everywhere, ``instant`` off
+        A100/H100, ``usage`` on an unknown architecture.
 
     Notes
     -----
@@ -210,6 +344,16 @@ class NvidiaBackend(HostRelease, LivePower):
     logs: the sampler on NVML) and 4 (executions with GPU-side markers:
     :meth:`execute_run`) are what a backend does; the rest is the
     orchestrator's (:func:`fingrav_native.method.profile.profile`).
+
+    At start the backend measures what it does not take on trust: the
+    %globaltimer update step (:meth:`measure_timer_resolution`, the method
+    of ``bench/nvidia_validate.py``), which becomes the device clock map's
+    resolution (``Capabilities.device_resolution_ticks``); and, unless the
+    source declares it, the logger period, from the intervals between
+    distinct logs while idle (NVML keeps a log only when the value changes,
+    so this is the driver's refresh, not the poll period).
+    :attr:`capabilities` says per figure whether it was documented,
+    measured or assumed, and what one log is (``sensor_semantics``).
     """
 
     def __init__(
@@ -223,8 +367,11 @@ class NvidiaBackend(HostRelease, LivePower):
         max_idle_ns: int = 5_000_000_000,
         power_source: Optional[_core.PowerSource] = None,
         marker_slots: int = 1 << 16,
+        sensor: Optional[SensorModel] = None,
     ) -> None:
         device = integer_in(device, "device", 0)
+        if sensor is not None and not isinstance(sensor, SensorModel):
+            raise ValueError(f"sensor={sensor!r}: must be a SensorModel (e.g. a characterisation's .sensor)")
         if power_source is None and power not in NVML_MODES:
             raise ValueError(f"power={power!r}: must be one of {', '.join(NVML_MODES)}")
         if power_source is not None and not isinstance(power_source, _core.PowerSource):
@@ -265,6 +412,7 @@ class NvidiaBackend(HostRelease, LivePower):
         # NVML's native period depends on the GPU and mode; an unknown one
         # (0) is measured from the first idle logs below.
         self._logger_period = float(info.native_period_ns) or 0.0
+        period_declared = self._logger_period > 0
         if period_ns is None:
             guess = self._logger_period / 4 if self._logger_period else 1_000_000
             period_ns = int(min(max(guess, _core.MIN_PERIOD_NS), _core.MAX_PERIOD_NS))
@@ -272,23 +420,54 @@ class NvidiaBackend(HostRelease, LivePower):
         self._next_run_id = 0
         self._kernel_ids: dict[str, int] = {}
         self._rng = np.random.default_rng()
+        self._last_w = float("nan")
 
+        # Issue 19, item 6: %globaltimer counts ns but moves in steps (about
+        # 1 us on some GPUs, 32 ns on recent ones); a clock map that assumes
+        # a 1 ns step understates its bound by half a step. Measured here,
+        # inside one kernel, as bench/nvidia_validate.py does.
+        self.timer_resolution = self.measure_timer_resolution(256)
+        resolution_ticks = max(float(self.timer_resolution["median_ns"]), 1.0)  # device tick: 1 ns
         self.marker_gaps_ns = self._measure_marker_gaps()
-        baseline_ns = 200_000_000 if not self._logger_period else int(min(max(50 * self._logger_period, 2e8), 2e9))
-        idle = self._idle_samples(baseline_ns)
-        if not self._logger_period:
-            steps = np.diff(idle["source_ts"]).astype(np.float64) * self._logger_tick_ns
-            steps = steps[steps > 0]
-            if len(steps) == 0:
-                raise RuntimeError(f"{info.name}: fewer than two distinct logs in {baseline_ns / 1e6:.0f} ms of idle; "
-                                   "cannot tell the logger period")
-            self._logger_period = float(np.median(steps))
+        idle = self._idle_for_period(info.name) if not period_declared else self._idle_samples(
+            int(min(max(50 * self._logger_period, 2e8), 2e9)))
+        if len(idle) == 0:
+            raise RuntimeError(f"{info.name}: no power log arrived in the idle baseline; check that the GPU's "
+                               "power readings work (nvidia-smi -q -d POWER) or choose another power mode")
         self._baseline_w = float(np.mean(idle["total"]))
+
+        if self.power_mode == "external":
+            model = sensor
+            window_ns = float(sensor.window_ns) if sensor is not None else float(info.window_ns)
+            semantics = (f"external power source {info.name}: logs as it declares them (period "
+                         f"{'declared' if period_declared else 'measured'}, window {window_ns / 1e6:.4g} ms)")
+            # An external source's figures are its own declaration, taken on trust (or a given sensor's).
+            given = nvml_provenance(False, sensor)
+            provenance = {"period": "documented" if period_declared else "measured", "window": given["window"],
+                          "delay": given["delay"], "tick": "measured"}
+        else:
+            documented = bool(getattr(power_source, "window_documented", False))
+            published = nvml_sensor(power, self._logger_period, float(info.window_ns), documented)
+            model = (dataclasses.replace(sensor, period_ns=self._logger_period)
+                     if sensor is not None else published)
+            window_ns = float(model.window_ns) if sensor is not None else float(info.window_ns)
+            semantics = nvml_semantics(power, float(info.window_ns), documented)
+            if sensor is not None:
+                semantics += (f"; window {sensor.window_ns / 1e6:.4g} ms and delay {sensor.delay_ns / 1e6:.4g} ms "
+                              f"from a characterisation ({sensor.source})")
+            provenance = nvml_provenance(documented, sensor)
+            if provenance["window"] == "assumed":
+                warnings.warn(
+                    f"{info.name}: no averaging window is published for NVML mode '{power}' on "
+                    f"{self.device_info['name']}, so it is taken as 0 (instantaneous) and the error budget "
+                    f"ignores it; measure it with fingrav_native.sensors.characterize.characterize("
+                    f"NvidiaBackend(power={power!r})) and pass its .sensor as NvidiaBackend(sensor=...)",
+                    UnknownSensorWindowWarning, stacklevel=2)
         self._caps = Capabilities(
             name="nvidia",
             device=f"{self.device_info['name']} (CUDA {device}, PCI {self.device_info['pci_bus_id']})",
             logger_period_ns=self._logger_period,
-            logger_window_ns=float(info.window_ns),
+            logger_window_ns=window_ns,
             logger_clock=str(info.clock_domain),
             device_tick_ns=1.0,
             gpu_markers=True,
@@ -300,9 +479,10 @@ class NvidiaBackend(HostRelease, LivePower):
             # NVML stamps in us; the orchestrator fits the logger map in that tick.
             logger_tick_ns=self._logger_tick_ns,
             # What each log is (issue 15): profiles deconvolve averaging sensors.
-            sensor=(nvml_sensor(power, self._logger_period, float(info.window_ns),
-                                bool(getattr(power_source, "window_documented", False)))
-                    if self.power_mode != "external" else None),
+            sensor=model,
+            sensor_semantics=semantics,
+            provenance=provenance,
+            device_resolution_ticks=resolution_ticks,
         )
 
     # ------------------------------------------------------------ protocol
@@ -349,7 +529,11 @@ class NvidiaBackend(HostRelease, LivePower):
         """
         def level(ns: int) -> float:
             s = self._idle_samples(ns)
-            return float(np.mean(s["total"])) if len(s) else float("nan")
+            if len(s):
+                return float(np.mean(s["total"]))
+            # The NVML value modes log only changes: no log means the value
+            # held, at the last one seen. Other sources: nothing is known.
+            return self._last_w if self.power_mode in _CHANGE_ONLY_MODES else float("nan")
 
         waited = wait_for_idle(level, self._baseline_w, self._idle_tol, self._logger_period, self._max_idle_ns)
         extra = int(self._rng.integers(0, max(int(self._logger_period), 1)))
@@ -410,7 +594,7 @@ class NvidiaBackend(HostRelease, LivePower):
             host_sync = _core.host_time_ns()
             # Logs are published after they are sampled: keep polling a little.
             time.sleep(2 * self._logger_period / 1e9)
-        samples = drain_all(sampler)
+        samples = self._seen(drain_all(sampler))
         after = _core.measure_brackets(self._clock, self._brackets_per_run - self._brackets_per_run // 2)
         if int(kernel.stream()) != stream:
             raise RuntimeError(f"{kernel.name}: the workload's stream changed during the run "
@@ -436,7 +620,40 @@ class NvidiaBackend(HostRelease, LivePower):
     def _idle_samples(self, ns: int) -> np.ndarray:
         with _core.Sampler(self._power, period_ns=self._period_ns) as sampler:
             time.sleep(ns / 1e9)
-        return drain_all(sampler)
+        return self._seen(drain_all(sampler))
+
+    def _seen(self, samples: np.ndarray) -> np.ndarray:
+        """Remember the newest logged power (a change-only mode logs nothing while it holds)."""
+        if len(samples):
+            self._last_w = float(samples["total"][-1])
+        return samples
+
+    def _idle_for_period(self, name: str, chunk_ns: int = 200_000_000, changes: int = 8,
+                         longest_ns: int = 10_000_000_000) -> np.ndarray:
+        """Idle logs until ``changes`` intervals between distinct logs are seen; sets the logger period.
+
+        NVML refreshes its values every ~100 ms (1/6 s to 1 s by product) and
+        the source keeps a log only when the value changes (issue 19, item
+        3), so 200 ms of idle may hold one log or none. Chunks of
+        ``chunk_ns`` are sampled until ``changes`` intervals are seen, or
+        ``longest_ns`` has passed with at least one; the period is their
+        median (robust to a refresh that repeated the value).
+        """
+        chunks: list[np.ndarray] = []
+        waited = 0
+        while True:
+            chunks.append(self._idle_samples(chunk_ns))
+            waited += chunk_ns
+            ts = np.unique(np.concatenate(chunks)["source_ts"])
+            steps = np.diff(ts).astype(np.float64) * self._logger_tick_ns
+            steps = steps[steps > 0]
+            if len(steps) >= changes or waited >= longest_ns:
+                break
+        if len(steps) == 0:
+            raise RuntimeError(f"{name}: fewer than two distinct logs in {waited / 1e6:.0f} ms of idle; "
+                               "cannot tell the logger period")
+        self._logger_period = float(np.median(steps))
+        return np.concatenate(chunks)
 
     def _measure_marker_gaps(self, pairs: int = 64) -> np.ndarray:
         """Gaps (ns) between back-to-back probes on one stream: the marker's placement error."""
@@ -475,6 +692,44 @@ class NvidiaBackend(HostRelease, LivePower):
             raise RuntimeError("%globaltimer did not move within 2^24 reads: the timer is frozen on this GPU")
         return {"min_ns": int(moving.min()), "median_ns": float(np.median(moving)), "max_ns": int(moving.max()),
                 "frozen": int(len(steps) - len(moving))}
+
+
+#: Without a GPU: the window each mode would use and where it comes from (nvml.h; SC'24 for instant).
+#: Without a GPU: each mode's window as a rule, with its provenance (a GPU-dependent one is assumed).
+_WINDOW_RULES = {
+    "samples": ("assumed", "0: nvml.h publishes none"),
+    "instant": ("documented", "25 ms of every 100 ms on A100/H100 (SC'24); 0 elsewhere, assumed"),
+    "average": ("documented", "1 s (nvml.h)"),
+    "energy": ("documented", "each log's interval (a counter)"),
+    "usage": ("documented", "1 s from Ampere (except GA100), else 0 (nvml.h); 0 if the architecture is unknown"),
+}
+
+
+def _mode_semantics(mode: str, window_ns: Optional[float], documented: Optional[bool]) -> SensorSemantics:
+    """What the mode's logs are, then each figure with its source (``fingrav devices``)."""
+    if window_ns is None or mode == "energy":
+        window = _WINDOW_RULES[mode]
+    else:
+        window = (nvml_provenance(documented)["window"], f"{window_ns / 1e6:.4g} ms" if window_ns else "0")
+    return SensorSemantics(
+        mode=f"nvml {mode}", semantics=nvml_semantics(mode, window_ns, documented),
+        figures=(("period", "measured", "at start, from the intervals between changes while idle"),
+                 ("window", *window),
+                 ("delay", "assumed", "0: nvml.h publishes none (characterise to measure it)"),
+                 ("tick", "measured", "the %globaltimer step, at start")))
+
+
+def _device_sensors(nvml_index: int, modes: list[str]) -> tuple[SensorSemantics, ...]:
+    """Per supported mode of one NVML device, what its source declares (a source is opened for each)."""
+    out: list[SensorSemantics] = []
+    for mode in modes:
+        try:
+            src = _nvml_attr("NvmlPowerSource")(nvml_index, mode)
+            out.append(_mode_semantics(mode, float(src.info.window_ns), bool(src.window_documented)))
+            del src
+        except RuntimeError as exc:  # the mode failed between the probe and now: say so
+            out.append(SensorSemantics(mode=f"nvml {mode}", semantics=f"could not open: {exc}"))
+    return tuple(out)
 
 
 def report() -> BackendReport:
@@ -537,6 +792,7 @@ def report() -> BackendReport:
             reasons.append(f"NVML: {brief(exc)}")
 
     usable = 0
+    per_device: dict[int, tuple[SensorSemantics, ...]] = {}
     for d in cuda_devs:
         details: dict[str, Any] = {k: d[k] for k in ("pci_bus_id", "uuid", "multiprocessors", "total_memory")}
         details["compute_capability"] = "{}.{}".format(*d["compute_capability"])
@@ -550,11 +806,22 @@ def report() -> BackendReport:
             modes = next((n.get("modes") for n in nvml_devs if int(n["index"]) == idx), None)
             if modes is not None:
                 details["power_modes"] = list(modes)
+                per_device[int(d["index"])] = _device_sensors(idx, [str(m) for m in modes])
             usable += 1
         entries.append(DeviceEntry(int(d["index"]), str(d["name"]), details))
     if cuda_devs and nvml_devs and not usable:
         reasons.append("no CUDA device matched an NVML device")
     available = usable > 0
+    # Issue 19: per mode, what a log is and whether each figure is documented,
+    # measured or assumed; one set when every GPU agrees (the usual node),
+    # else one per device; without a GPU, the rules a GPU would get.
+    sensors: tuple[SensorSemantics, ...]
+    if len(set(per_device.values())) == 1:
+        sensors = next(iter(per_device.values()))
+    elif per_device:
+        sensors = tuple(dataclasses.replace(m, mode=f"{m.mode} on [{i}]") for i, v in per_device.items() for m in v)
+    else:
+        sensors = tuple(_mode_semantics(mode, None, None) for mode in NVML_MODES)
     return BackendReport(
         backend="nvidia",
         available=available,
@@ -562,4 +829,5 @@ def report() -> BackendReport:
         components=tuple(components),
         reason="" if available else "; ".join(reasons) or "no usable NVIDIA GPU",
         verified_on=_VERIFIED_ON,
+        sensors=sensors,
     )

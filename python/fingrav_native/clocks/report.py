@@ -164,14 +164,15 @@ def sync_report(
                 sleep(interval_s)
     brackets = np.concatenate(chunks)
     tick = caps.device_tick_ns
-    linear = fit_clock_map(brackets, tick_ns=tick)
+    step = caps.device_resolution_ticks  # the clock's update step, ticks
+    linear = fit_clock_map(brackets, tick_ns=tick, resolution_ticks=step)
     piecewise: Optional[PiecewiseClockMap] = None
     gap = float("nan")
     span = float(brackets[-1, 0] - brackets[0, 0])
     # A piecewise map needs at least two knots' worth of reads to say anything a line does not.
     segment = max(span / 4, 0.25e9)
     if span >= 2 * segment:
-        piecewise = fit_piecewise_clock_map(brackets, tick_ns=tick, segment_ns=segment)
+        piecewise = fit_piecewise_clock_map(brackets, tick_ns=tick, segment_ns=segment, resolution_ticks=step)
         ticks = brackets[:, 1]
         gap = float(np.max(np.abs(np.asarray(piecewise.to_host(ticks), dtype=np.float64)
                                   - np.asarray(linear.to_host(ticks), dtype=np.float64))))

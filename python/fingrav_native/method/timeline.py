@@ -67,7 +67,8 @@ def timeline_of(records: Sequence[RunRecord], caps: Capabilities) -> Timeline:
     markers = np.concatenate([r.markers for r in records])
     brackets = np.concatenate([r.brackets for r in records])
     tick = caps.device_tick_ns
-    dmap = fit_device_map(brackets, tick)
+    # The clock's update step (e.g. %globaltimer moving once a microsecond) widens the map's bound.
+    dmap = fit_device_map(brackets, tick, caps.device_resolution_ticks)
     # The logs' own tick: PMFW 10 ns, NVML 1 us, host-stamped 1 ns.
     lmap = fit_logger_map(caps, dmap, samples, caps.logger_tick_ns or tick)
     return Timeline(samples, executions_from_markers(markers, dmap, caps.marker_err_ns), dmap, lmap)
@@ -97,17 +98,21 @@ def _segment_ns(brackets: np.ndarray) -> float:
     return max(1e9, 2.5 * float(np.quantile(between, 0.9)))
 
 
-def fit_device_map(brackets: np.ndarray, tick_ns: float) -> ClockMap | PiecewiseClockMap:
+def fit_device_map(brackets: np.ndarray, tick_ns: float,
+                   resolution_ticks: float = 1.0) -> ClockMap | PiecewiseClockMap:
     """The device clock's map onto host time; piecewise over campaigns longer than 2 s (drift).
 
     The pieces are 1 s apart, or further when the runs' bursts of reads are
     (:func:`_segment_ns`; paper Section IV-A syncs once, drift is this
-    package's addition).
+    package's addition). ``resolution_ticks`` is the clock's update step in
+    ticks (``Capabilities.device_resolution_ticks``): a read ``N`` happened
+    somewhere in ``[N, N + step)``, which the bound must cover.
     """
     span = float(brackets[:, 0].max() - brackets[:, 0].min())
     if span > _PIECEWISE_AFTER_NS:
-        return fit_piecewise_clock_map(brackets, tick_ns=tick_ns, segment_ns=_segment_ns(brackets))
-    return fit_clock_map(brackets, tick_ns=tick_ns)
+        return fit_piecewise_clock_map(brackets, tick_ns=tick_ns, segment_ns=_segment_ns(brackets),
+                                       resolution_ticks=resolution_ticks)
+    return fit_clock_map(brackets, tick_ns=tick_ns, resolution_ticks=resolution_ticks)
 
 
 def fit_logger_map(caps: Capabilities, device_map: Any, samples: np.ndarray, tick_ns: float) -> Any:
