@@ -55,14 +55,6 @@ def _elf_symbols(code: bytes) -> tuple[dict, set[str]]:
     return hdr, names
 
 
-def _write(path: Path, data: str | bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if isinstance(data, bytes):
-        path.write_bytes(data)
-    else:
-        path.write_text(data)
-
-
 def _gpu_metrics_v14() -> bytes:
     # gpu_metrics 1.4 (288 bytes; struct gpu_metrics_v1_4 in the kernel's
     # kgd_pp_interface.h): header, socket power at 10, energy at 24,
@@ -79,23 +71,7 @@ def _gpu_metrics_v14() -> bytes:
 def mi300_sysfs(tmp_path: Path) -> Path:
     """A sysfs tree with one MI300X (card0, gpu_metrics, hwmon) and its KFD node."""
     root = tmp_path / "sys"
-    dev = root / "devices" / "pci0000:00" / "0000:c1:00.0"
-    _write(dev / "vendor", "0x1002\n")
-    _write(dev / "device", "0x74a1\n")
-    _write(dev / "uevent", "DRIVER=amdgpu\nPCI_SLOT_NAME=0000:c1:00.0\n")
-    drv = root / "bus" / "pci" / "drivers" / "amdgpu"
-    drv.mkdir(parents=True)
-    os.symlink(drv, dev / "driver")
-    _write(dev / "gpu_metrics", _gpu_metrics_v14())
-    _write(dev / "product_name", "AMD Instinct MI300X\n")
-    _write(dev / "hwmon" / "hwmon3" / "power1_average", "240000000\n")
-    card = root / "class" / "drm" / "card0"
-    card.mkdir(parents=True)
-    os.symlink(dev, card / "device")
-    for n, gpu_id, loc, gfx in ((0, 0, 0, 0), (1, 53281, 0xC1 << 8, 90402)):
-        node = root / "class" / "kfd" / "kfd" / "topology" / "nodes" / str(n)
-        _write(node / "gpu_id", f"{gpu_id}\n")
-        _write(node / "properties", f"simd_count 1216\nlocation_id {loc}\ndomain 0\ngfx_target_version {gfx}\n")
+    fake_amd.make_sysfs(root, _gpu_metrics_v14())
     return root
 
 

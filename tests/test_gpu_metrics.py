@@ -13,7 +13,6 @@ one is committed as tests/fixtures/gpu_metrics_v1_9_smu_13_0_6.bin.
 from __future__ import annotations
 
 import ctypes
-import os
 import random
 import struct
 import threading
@@ -575,13 +574,7 @@ class MetricsFile:
         self.path, self.struct, self.crev = str(path), struct, crev
 
     def write(self, **fields):
-        data = make_table(self.struct, self.crev, **fields)
-        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o644)
-        try:
-            os.pwrite(fd, data, 0)
-            os.ftruncate(fd, len(data))
-        finally:
-            os.close(fd)
+        fake_amd.rewrite_in_place(self.path, make_table(self.struct, self.crev, **fields))
 
 
 def expected_watts(de: int, dt_ticks: int) -> np.float32:

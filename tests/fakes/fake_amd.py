@@ -267,13 +267,7 @@ class CachedGpuMetricsFile:
         return build_v19(self.fields, values, tag_bytes=self.tag_bytes)
 
     def _write(self, k: int) -> None:
-        data = self.table(k)
-        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o644)
-        try:
-            os.pwrite(fd, data, 0)
-            os.ftruncate(fd, len(data))
-        finally:
-            os.close(fd)
+        rewrite_in_place(self.path, self.table(k))
         self.tables += 1
 
     def _run(self) -> None:
@@ -297,6 +291,16 @@ class CachedGpuMetricsFile:
 
 
 # ---------------------------------------------------------------- sysfs and HIP
+
+
+def rewrite_in_place(path: Union[str, Path], data: bytes) -> None:
+    """Rewrite a file in place, as the driver does: a reader holding it open sees the new table."""
+    fd = os.open(str(path), os.O_WRONLY | os.O_CREAT, 0o644)
+    try:
+        os.pwrite(fd, data, 0)
+        os.ftruncate(fd, len(data))
+    finally:
+        os.close(fd)
 
 
 def _write(path: Path, data: Union[str, bytes]) -> None:
