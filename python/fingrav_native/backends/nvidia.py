@@ -705,6 +705,15 @@ _WINDOW_RULES = {
 }
 
 
+#: How each mode's period is measured at start (nvidia.py's backend constructor).
+_PERIOD_HOW = {
+    "samples": "at start, from the intervals between the driver's sample timestamps",
+    "energy": "at start, from the intervals between moves of the counter while idle",
+    **{m: "at start, from the intervals between changes of the value while idle" for m in ("instant", "average",
+                                                                                          "usage")},
+}
+
+
 def _mode_semantics(mode: str, window_ns: Optional[float], documented: Optional[bool]) -> SensorSemantics:
     """What the mode's logs are, then each figure with its source (``fingrav devices``)."""
     if window_ns is None or mode == "energy":
@@ -713,7 +722,7 @@ def _mode_semantics(mode: str, window_ns: Optional[float], documented: Optional[
         window = (nvml_provenance(documented)["window"], f"{window_ns / 1e6:.4g} ms" if window_ns else "0")
     return SensorSemantics(
         mode=f"nvml {mode}", semantics=nvml_semantics(mode, window_ns, documented),
-        figures=(("period", "measured", "at start, from the intervals between changes while idle"),
+        figures=(("period", "measured", _PERIOD_HOW[mode]),
                  ("window", *window),
                  ("delay", "assumed", "0: nvml.h publishes none (characterise to measure it)"),
                  ("tick", "measured", "the %globaltimer step, at start")))
