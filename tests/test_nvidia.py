@@ -667,17 +667,19 @@ def test_report_states_each_modes_semantics_for_the_gpu_found(fake_libcuda, fake
         from fingrav_native.backends.nvidia import report
         from fingrav_native.backends.devices import format_reports
         r = report()
-        print(json.dumps({"d": r.as_dict(), "text": format_reports([r])}))
+        print(json.dumps({"d": r.as_dict(), "text": format_reports([r], verbose=True)}))
     """, arch=7, cc=(8, 0))
     d = out["d"]
     assert d["available"] and d["devices"][0]["nvml_index"] == 0
-    sensors = d["sensors"]
-    assert list(sensors) == ["samples", "instant", "average", "energy", "usage"]
-    assert "25 ms average every 100 ms on this A100/H100" in sensors["instant"]
-    assert "window 25 ms (documented)" in sensors["instant"]
-    assert "instantaneous on this GPU (GA100 or older" in sensors["usage"]  # A100: nvml.h's exception
-    assert "window 0 (assumed)" in sensors["samples"] and "tick = %globaltimer step measured at start" in sensors["samples"]
-    assert "  sensor usage: nvmlDeviceGetPowerUsage" in out["text"]
+    sensors = {s["mode"]: s for s in d["sensors"]}
+    assert list(sensors) == ["nvml samples", "nvml instant", "nvml average", "nvml energy", "nvml usage"]
+    assert "25 ms average every 100 ms on this A100/H100" in sensors["nvml instant"]["semantics"]
+    assert sensors["nvml instant"]["figures"]["window"] == {"provenance": "documented", "detail": "25 ms"}
+    assert "instantaneous on this GPU (GA100 or older" in sensors["nvml usage"]["semantics"]  # A100: nvml.h's exception
+    assert sensors["nvml samples"]["figures"]["window"] == {"provenance": "assumed", "detail": "0"}
+    assert sensors["nvml samples"]["figures"]["tick"] == {"provenance": "measured",
+                                                          "detail": "the %globaltimer step, at start"}
+    assert "  also: nvml usage: nvmlDeviceGetPowerUsage" in out["text"]
 
 
 def test_semantics_and_provenance_of_each_mode_without_a_gpu():
