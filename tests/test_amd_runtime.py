@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import struct
-import threading
 import time
 import types
 from pathlib import Path
@@ -383,25 +382,10 @@ def test_period_of_hwmon_is_measured_from_value_changes(tmp_path):
     # taken as 1 ms before. A value that changes every 20 ms gives about 20 ms.
     path = tmp_path / "power1_average"
     path.write_text("100000000\n")
-    stop = threading.Event()
-
-    def writer() -> None:
-        k = 0
-        while not stop.is_set():
-            time.sleep(0.02)
-            k += 1
-            with open(path, "w") as f:
-                f.write(f"{100_000_000 + k % 2 * 1_000_000}\n")
-
     src = _core.HwmonPowerSource(str(path))
     assert src.info.native_period_ns == 0
-    th = threading.Thread(target=writer)
-    th.start()
-    try:
+    with fake_amd.toggling_hwmon(path, 100_000_000):
         period, _ = amd.measure_logger_period(src, span_ns=250_000_000)
-    finally:
-        stop.set()
-        th.join()
     assert 15e6 < period < 40e6
     assert amd.power_semantics(src).provenance == {"period": "measured", "window": "assumed", "delay": "assumed",
                                                    "tick": "documented"}
@@ -494,22 +478,8 @@ def test_backend_on_hwmon_measures_the_period(tmp_path, monkeypatch):
     gm.unlink()
     hw = root / "devices" / "pci0000:00" / "0000:c1:00.0" / "hwmon" / "hwmon3" / "power1_average"
     fake_amd.install_fake_hip(monkeypatch)
-    stop = threading.Event()
-
-    def writer() -> None:
-        k = 0
-        while not stop.is_set():
-            time.sleep(0.02)
-            k += 1
-            hw.write_text(f"{240_000_000 + k % 2 * 1_000_000}\n")
-
-    th = threading.Thread(target=writer)
-    th.start()
-    try:
+    with fake_amd.toggling_hwmon(hw, 240_000_000):
         backend = amd.AmdBackend(sysfs_root=str(root), clock="hip")
-    finally:
-        stop.set()
-        th.join()
     caps = backend.capabilities
     assert 15e6 < caps.logger_period_ns < 40e6
     assert caps.logger_window_ns == 0.0 and caps.logger_clock == "host-monotonic-raw"

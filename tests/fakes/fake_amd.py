@@ -26,12 +26,13 @@ the package's parser:
 
 from __future__ import annotations
 
+import contextlib
 import os
 import struct
 import threading
 import time
 from pathlib import Path
-from typing import Any, Sequence, Union
+from typing import Any, Iterator, Sequence, Union
 
 import numpy as np
 
@@ -301,6 +302,28 @@ def rewrite_in_place(path: Union[str, Path], data: bytes) -> None:
         os.ftruncate(fd, len(data))
     finally:
         os.close(fd)
+
+
+@contextlib.contextmanager
+def toggling_hwmon(path: Union[str, Path], base_uw: int, every_s: float = 0.02) -> Iterator[None]:
+    """A hwmon power file whose value alternates by 1 W every ``every_s`` (no timestamp: its period is only seen)."""
+    stop = threading.Event()
+
+    def writer() -> None:
+        k = 0
+        while not stop.is_set():
+            time.sleep(every_s)
+            k += 1
+            with open(path, "w") as f:
+                f.write(f"{base_uw + k % 2 * 1_000_000}\n")
+
+    th = threading.Thread(target=writer)
+    th.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        th.join()
 
 
 def _write(path: Path, data: Union[str, bytes]) -> None:

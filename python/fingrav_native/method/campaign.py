@@ -50,7 +50,6 @@ import math
 import os
 import re
 import socket
-import struct
 import sys
 import threading
 import time
@@ -62,6 +61,7 @@ import numpy as np
 
 from fingrav_native._core import SAMPLE_DTYPE
 from fingrav_native.backends.base import MARKER_RECORD_DTYPE, RunRecord
+from fingrav_native.files._safe import ZIP_ERRORS
 
 try:
     import fcntl as _fcntl
@@ -103,6 +103,10 @@ ROLES = ("timing", "probe", "campaign", "top-up")
 STATES = ("running", "interrupted", "complete")
 #: More members than any run file has (three arrays, info, a few meta arrays): a bound on what is parsed.
 _MAX_MEMBERS = 256
+
+
+#: A damaged run file fails as any damaged zip does (ZIP_ERRORS); a flipped name can also miss a lookup.
+_RUN_FILE_ERRORS: tuple[type[BaseException], ...] = (*ZIP_ERRORS, LookupError)
 
 
 class CampaignFormatError(ValueError):
@@ -267,11 +271,9 @@ def _members(path: str) -> dict[str, np.ndarray]:
         raise
     except FileNotFoundError as exc:
         raise CampaignFormatError(f"{path}: run file vanished while being read ({exc})") from exc
-    # A damaged zip fails in many ways: its own errors, bad offsets (OSError,
-    # EOFError, struct sizes), a flipped flag that claims encryption
-    # (RuntimeError) or an unknown method (NotImplementedError).
-    except (OSError, ValueError, EOFError, RuntimeError, NotImplementedError, OverflowError, LookupError,
-            struct.error, zipfile.BadZipFile) as exc:
+    # A damaged zip fails in the many ways the profile reader already lists
+    # (ZIP_ERRORS); a flipped name can also miss a lookup (LookupError).
+    except _RUN_FILE_ERRORS as exc:
         raise CampaignFormatError(f"{path}: not a readable run file ({type(exc).__name__}: {exc})") from exc
 
 
