@@ -57,8 +57,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from fingrav_native.clocks import maps as clocksync
-from fingrav_native.sim.device import SimGPU
+from fingrav_native.clocks import _maps as clocksync
+from fingrav_native.sim import SimGPU
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from results_readme import write_section  # noqa: E402

@@ -43,8 +43,8 @@ from typing import Any, Optional
 
 try:
     from fingrav_native import _core
-    from fingrav_native.insitu.capture import PowerRecorder
-    from fingrav_native.sim.device import SimGPU
+    from fingrav_native.app import PowerRecorder
+    from fingrav_native.sim import SimGPU
 except ImportError as exc:  # pragma: no cover - a usage error, said plainly
     raise SystemExit(f"insitu_overhead: cannot import fingrav_native ({exc}); install it first") from exc
 

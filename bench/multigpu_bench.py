@@ -65,10 +65,11 @@ from typing import Any
 
 import numpy as np
 
-from fingrav_native.backends.base import BackendWrapper
-from fingrav_native.multi.node import merge_ranks, profile_node
-from fingrav_native.method.profile import stitch_logs
-from fingrav_native.sim.node import SimNode
+from fingrav_native.backends import BackendWrapper
+from fingrav_native.multi import merge_ranks
+from fingrav_native.app import profile_node
+from fingrav_native.method import stitch_logs
+from fingrav_native.sim import SimNode
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from results_readme import write_section  # noqa: E402

@@ -78,7 +78,7 @@ def check_environment(device: int) -> tuple[Any, Any, dict]:
 
 
 def measure_clock(backend: Any, _core: Any, reads: int) -> dict:
-    from fingrav_native.clocks.maps import fit_clock_map
+    from fingrav_native.clocks import fit_clock_map
 
     b = backend.read_clocks(reads)
     width = (b[:, 2] - b[:, 0]).astype(np.float64)
@@ -151,8 +151,8 @@ def measure_nvml(_core: Any, torch: Any, nvml_index: int, quick: bool) -> dict:
 
 
 def profile_gemms(_core: Any, backend: Any, sizes: list[int], quick: bool) -> list[dict]:
-    from fingrav_native.backends.workloads import torch_gemm
-    from fingrav_native.method.profile import profile
+    from fingrav_native.backends import torch_gemm
+    from fingrav_native.app import profile
 
     results = []
     for n in sizes:
@@ -186,7 +186,7 @@ def main(argv: list[str] | None = None) -> int:
     command = "python bench/nvidia_validate.py " + " ".join(shlex.quote(a) for a in (argv or sys.argv[1:]))
 
     _core, torch, dev = check_environment(args.device)
-    from fingrav_native.backends.nvidia import NvidiaBackend
+    from fingrav_native.backends import NvidiaBackend
 
     print(f"device {args.device}: {dev['name']} ({dev['pci_bus_id']})", flush=True)
     backend = NvidiaBackend(args.device, power=args.power)

@@ -41,7 +41,8 @@ from typing import Any
 import numpy as np
 
 try:
-    import fingrav_native as fn
+    import fingrav_native
+    import fingrav_native.native as fn
 except ImportError as exc:  # pragma: no cover - a usage error, said plainly
     raise SystemExit(
         f"sampler_bench: cannot import fingrav_native ({exc}); install it first: "
@@ -336,7 +337,7 @@ def machine() -> dict[str, Any]:
         "kernel": platform.release(),
         "python": platform.python_version(),
         "numpy": np.__version__,
-        "fingrav_native": fn.__version__,
+        "fingrav_native": fingrav_native.__version__,
     }
 
 

@@ -41,11 +41,11 @@ from typing import Any
 
 import numpy as np
 
-from fingrav_native.method.align import place_logs
-from fingrav_native.method.stitch import stitch
-from fingrav_native.sensors.deconvolve import deconvolve
-from fingrav_native.sensors.model import SensorModel, sensor_preset
-from fingrav_native.sim.analytic import DURATION_NS, Identity, logged_runs, shape
+from fingrav_native.method import place_logs
+from fingrav_native.method import stitch
+from fingrav_native.method import deconvolve
+from fingrav_native.sensors import SensorModel, sensor_preset
+from fingrav_native.sim._analytic import DURATION_NS, Identity, logged_runs, shape
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from results_readme import write_section  # noqa: E402

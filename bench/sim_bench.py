@@ -52,8 +52,10 @@ from typing import Any, Callable
 
 import numpy as np
 
-import fingrav_native as fn
-from fingrav_native.sim import device as sim
+import fingrav_native
+
+import fingrav_native.native as fn
+from fingrav_native.sim import _device as sim
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from results_readme import write_section  # noqa: E402
@@ -83,7 +85,7 @@ def system_info() -> dict[str, Any]:
         "machine": platform.machine(),
         "cpus_allowed": ncpu,
         "loadavg_1_5_15": [round(x, 2) for x in load],
-        "fingrav_native": fn.__version__,
+        "fingrav_native": fingrav_native.__version__,
         "numpy": np.__version__,
         "git": git_state(),
     }

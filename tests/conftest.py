@@ -93,7 +93,7 @@ def expected_waveform(
     phase = (k % np.uint64(cycle)).astype(np.float64)
     total = base_w + amplitude_w * np.sin(2.0 * np.pi * phase / cycle)
     out = {}
-    for c, name in enumerate(fingrav_native.CHANNELS):
+    for c, name in enumerate(fingrav_native.native.CHANNELS):
         if channel_mask & (1 << c):
             out[name] = (total * CHANNEL_SHARES[c]).astype(np.float32)
         else:

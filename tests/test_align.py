@@ -10,9 +10,10 @@ import pytest
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
-from fingrav_native.method import align
-from fingrav_native.method.align import assign_logs_to_executions, place_logs, select_executions_of_interest
-from fingrav_native.method.records import CHANNELS, EXECUTION_DTYPE, LOI_DTYPE, SAMPLE_DTYPE, make_executions
+from fingrav_native.method import _align as align
+from fingrav_native.method import assign_logs_to_executions, place_logs, select_executions_of_interest
+from fingrav_native._core import CHANNELS, SAMPLE_DTYPE
+from fingrav_native.records import EXECUTION_DTYPE, LOI_DTYPE, make_executions
 
 PROPS = settings(max_examples=100, deadline=None, database=None)
 
@@ -426,7 +427,7 @@ def test_assign_matches_brute_force(case):
 def test_on_simulated_runs():
     """The simulator's logs and executions go through unchanged, placed with
     the simulator's true logger-clock map."""
-    from fingrav_native.sim import device as sim
+    from fingrav_native.sim import _device as sim
 
     gpu = sim.SimGPU(seed=3)
     rng = np.random.default_rng(3)

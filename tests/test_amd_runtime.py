@@ -18,9 +18,9 @@ import pytest
 from fakes import fake_amd
 
 from fingrav_native import _core
-from fingrav_native.backends import amd, devices
-from fingrav_native.backends.workloads import Workload
-from fingrav_native.sim.device import SimGPU
+from fingrav_native.backends import _amd as amd, _devices as devices
+from fingrav_native.backends import Workload
+from fingrav_native.sim import SimGPU
 
 # ---------------------------------------------------------------- helpers
 
@@ -525,7 +525,7 @@ def test_report_states_hwmon_when_only_hwmon_is_there(tmp_path):
 
 
 def test_hipblas_workload_arguments_are_checked_first():
-    from fingrav_native.backends import workloads
+    from fingrav_native.backends import _workloads as workloads
 
     with pytest.raises(ValueError, match="m="):
         workloads.hipblas_gemm(0, 4, 4)
@@ -538,7 +538,7 @@ def test_hipblas_workload_arguments_are_checked_first():
 
 
 def test_hipblas_workload_without_hip_python_says_what_to_install():
-    from fingrav_native.backends import workloads
+    from fingrav_native.backends import _workloads as workloads
 
     try:
         import hip  # noqa: F401
@@ -550,7 +550,7 @@ def test_hipblas_workload_without_hip_python_says_what_to_install():
 
 
 def test_torch_collective_arguments_are_checked_first():
-    from fingrav_native.backends import workloads
+    from fingrav_native.backends import _workloads as workloads
 
     with pytest.raises(ValueError, match="op="):
         workloads.torch_collective("broadcast", 1024)

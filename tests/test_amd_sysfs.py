@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from fingrav_native import _core
-from fingrav_native.backends.amd_sysfs import AmdGpu, find_amd_gpus, power_source, read_gpu_metrics
+from fingrav_native.backends import AmdGpu, find_amd_gpus, power_source, read_gpu_metrics
 
 
 def _v14_table(energy: int = 1000, ts: int = 5_000_000) -> bytes:

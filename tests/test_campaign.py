@@ -9,16 +9,10 @@ import numpy as np
 import pytest
 
 import fingrav_native as fn
-from fingrav_native.backends.sim import SimBackend
-from fingrav_native.method.campaign import (
-    CampaignFormatError,
-    CampaignMismatchError,
-    load_campaign_runs,
-    read_manifest,
-    write_run,
-)
-from fingrav_native.files.profiles import load_profile
-from fingrav_native.method.progress import CampaignProgress, ProgressReporter
+from fingrav_native.backends import SimBackend
+from fingrav_native.files import CampaignFormatError, CampaignMismatchError, load_campaign_runs, read_manifest, write_run
+from fingrav_native.files import load_profile
+from fingrav_native.app import CampaignProgress, ProgressReporter
 
 KERNEL = "cb-4k-gemm"
 # Small enough to be quick, large enough to need a top-up sometimes.
@@ -249,7 +243,7 @@ def test_progress_counts_replayed_runs(tmp_path):
 
 
 def test_a_wrapped_backend_sees_every_device_call_and_resumes_through_the_wrapper(tmp_path):
-    from fingrav_native.backends.base import BackendWrapper
+    from fingrav_native.backends import BackendWrapper
 
     class Tally(BackendWrapper):
         def __init__(self, inner):

@@ -25,19 +25,10 @@ import numpy as np
 import pytest
 
 import fingrav_native as fn
-from fingrav_native.app import cli
-from fingrav_native.backends.sim import SimBackend
-from fingrav_native.method.campaign import (
-    CampaignFormatError,
-    CampaignLockedError,
-    CampaignMismatchError,
-    StoredRun,
-    load_campaign_runs,
-    lock_campaign,
-    read_manifest,
-    run_files,
-)
-from fingrav_native.method.profile import _open_campaign
+from fingrav_native.app import _cli as cli
+from fingrav_native.backends import SimBackend
+from fingrav_native.files import CampaignFormatError, CampaignLockedError, CampaignMismatchError, StoredRun, load_campaign_runs, lock_campaign, read_manifest, run_files
+from fingrav_native.app._profile import _open_campaign
 
 KERNEL = "cb-4k-gemm"
 SETTINGS = dict(mode="both", runs=40, executions=16, seed=0)
@@ -423,7 +414,7 @@ def test_the_lock_is_released_when_profile_fails(tmp_path):
 
 HOLDER = """
 import os, sys
-from fingrav_native.method.campaign import lock_campaign
+from fingrav_native.files._campaign import lock_campaign
 with lock_campaign(sys.argv[1]):
     if sys.argv[2] == "fork":
         # The lock outlives its taker in a child that inherited it.

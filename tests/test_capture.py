@@ -20,22 +20,14 @@ import numpy as np
 import pytest
 
 from fingrav_native import _core
-from fingrav_native.backends.sim import LiveSimBackend
-from fingrav_native.insitu import capture as cap
-from fingrav_native.insitu.capture import (
-    CAPTURE_FORMAT,
-    CAPTURE_VERSION,
-    CaptureFormatError,
-    ClockStepWarning,
-    PowerCapture,
-    PowerRecorder,
-    fit_epoch_map,
-    load_capture,
-    record_torch,
-)
-from fingrav_native.method.records import SAMPLE_DTYPE
-from fingrav_native.sensors.model import sensor_preset
-from fingrav_native.sim.device import SimGPU
+from fingrav_native.backends import LiveSimBackend
+from fingrav_native.app import _recorder as cap
+from fingrav_native.files import CAPTURE_FORMAT, CAPTURE_VERSION, CaptureFormatError, PowerCapture, load_capture
+from fingrav_native.clocks import ClockStepWarning, fit_epoch_map
+from fingrav_native.app import PowerRecorder, record_torch
+from fingrav_native._core import SAMPLE_DTYPE
+from fingrav_native.sensors import sensor_preset
+from fingrav_native.sim import SimGPU
 
 M0 = 21_156_703_160_344                # a CLOCK_MONOTONIC_RAW time (~6 hours of uptime)
 E0 = 1_795_448_360_714_669_054         # the Unix-epoch time then: a float64 resolves only 256 ns here
@@ -524,7 +516,7 @@ def test_module_imports_torch_only_when_asked():
     import subprocess
     import sys
 
-    code = "import sys, fingrav_native.insitu.capture; print('torch' in sys.modules)"
+    code = "import sys, fingrav_native.app._recorder; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
     assert cap.record_torch is record_torch

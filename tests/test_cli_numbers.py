@@ -27,9 +27,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fingrav_native.app import cli
-from fingrav_native.app import demo as demo_module
-from fingrav_native.method.align import NoLogsInExecutionsError
+from fingrav_native.app import _cli as cli
+from fingrav_native.app import _demo as demo_module
+from fingrav_native.method import NoLogsInExecutionsError
 
 SUBPROCESS_TIMEOUT_S = 300  # bounds a hang only
 README = Path(__file__).resolve().parents[1] / "README.md"

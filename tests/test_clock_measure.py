@@ -7,8 +7,8 @@ import time
 import numpy as np
 import pytest
 
-import fingrav_native as fn
-from fingrav_native.sim import device as sim
+import fingrav_native.native as fn
+from fingrav_native.sim import _device as sim
 
 
 @pytest.fixture

@@ -17,9 +17,9 @@ import numpy as np
 import pytest
 
 from fingrav_native import _core
-from fingrav_native.backends.base import execution_plan
-from fingrav_native.backends.sim import SimBackend
-from fingrav_native.sim.node import SimNode
+from fingrav_native.backends import execution_plan
+from fingrav_native.backends import SimBackend
+from fingrav_native.sim import SimNode
 
 LIMIT = _core.SIM_MAX_PENDING_EXECUTIONS
 

@@ -10,10 +10,10 @@ import sys
 import numpy as np
 import pytest
 
-from fingrav_native.app import cli
-from fingrav_native.app.demo import run_demo
-from fingrav_native.files.profiles import load_profile
-from fingrav_native.method.results import InterleavedProfile, Profile
+from fingrav_native.app import _cli as cli
+from fingrav_native.app._demo import run_demo
+from fingrav_native.files import load_profile
+from fingrav_native.method import InterleavedProfile, Profile
 
 SUBPROCESS_TIMEOUT_S = 120  # bounds a hang only
 EXPECTED_FILES = {

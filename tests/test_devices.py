@@ -6,10 +6,10 @@ import json
 
 import pytest
 
-from fingrav_native.app import cli
-from fingrav_native.backends import devices
-from fingrav_native.backends.report import BackendReport, Component, DeviceEntry
-from fingrav_native.sensors.semantics import FIGURES, SensorSemantics
+from fingrav_native.app import _cli as cli
+from fingrav_native.backends import _devices as devices
+from fingrav_native.backends import BackendReport, Component, DeviceEntry
+from fingrav_native.sensors import FIGURES, SensorSemantics
 
 
 def test_sim_is_always_available():

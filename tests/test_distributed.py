@@ -29,18 +29,10 @@ import pytest
 from conftest import free_port, torch_or_skip
 
 import fingrav_native
-from fingrav_native.multi import alignment as distributed
-from fingrav_native.multi.alignment import (
-    HostAlignment,
-    MonotonicRawClock,
-    SkewedClock,
-    align_ranks,
-    exchange_brackets,
-    fit_host_alignment,
-    gather_to_root,
-    host_identity,
-    shares_host_clock_with_root,
-)
+from fingrav_native.app import _distributed as app_distributed
+from fingrav_native.clocks import _host as distributed
+from fingrav_native.clocks import HostAlignment, MonotonicRawClock, SkewedClock, fit_host_alignment
+from fingrav_native.app import align_ranks, exchange_brackets, gather_to_root, host_identity, shares_host_clock_with_root
 
 # Per-rank clocks of the spawned tests: offsets from 3 ms to 2.5 s, skews of
 # tens of ppm either way (relative skews up to 85 ppm, within the 100 ppm
@@ -115,9 +107,9 @@ def test_skewed_clock_rejects_bad_arguments(kwargs, name):
 
 def test_monotonic_raw_clock_is_the_core_clock():
     c = MonotonicRawClock()
-    a = fingrav_native.host_time_ns()
+    a = fingrav_native.native.host_time_ns()
     b = c.now_ns()
-    assert isinstance(b, int) and a <= b <= fingrav_native.host_time_ns()
+    assert isinstance(b, int) and a <= b <= fingrav_native.native.host_time_ns()
     assert isinstance(c, distributed.HostClock)
 
 
@@ -348,10 +340,10 @@ def test_host_identity_describes_this_boot():
     assert me.hostname == socket.gethostname()
     if Path("/proc/sys/kernel/random/boot_id").exists():
         assert len(me.boot_id) == 36 and me.same_clock_as(host_identity())
-    other_boot = distributed.HostIdentity(me.hostname, "0" * 36, me.timens_offsets)
+    other_boot = app_distributed.HostIdentity(me.hostname, "0" * 36, me.timens_offsets)
     assert not me.same_clock_as(other_boot)
     # Without a boot id nothing is assumed shared.
-    blind = distributed.HostIdentity(me.hostname, "", "")
+    blind = app_distributed.HostIdentity(me.hostname, "", "")
     assert not blind.same_clock_as(blind)
 
 
@@ -405,7 +397,7 @@ def _worker(rank: int, world: int, port: int, out_dir: str) -> None:
         # Real clocks on one machine: shared; identity unless distrusted.
         res["real_trusted"] = align_ranks(n=32).as_dict()
         al4 = align_ranks(n=32, trust_shared_clock=False)
-        res["real_measured"] = {"alignment": al4.as_dict(), "probes": [fingrav_native.host_time_ns()]}
+        res["real_measured"] = {"alignment": al4.as_dict(), "probes": [fingrav_native.native.host_time_ns()]}
 
         gathered = gather_to_root(al.as_dict())
         res["gathered_ranks"] = None if gathered is None else [g["rank"] for g in gathered]

@@ -30,14 +30,17 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fingrav_native import SimBackend, profile
+from fingrav_native.backends import SimBackend
+from fingrav_native import profile
 from fingrav_native.files import _safe
-from fingrav_native.files.profiles import ProfileFormatError, export_parquet, load_profile, save_profile
-from fingrav_native.insitu.capture import CaptureFormatError, PowerCapture, load_capture
-from fingrav_native.insitu.kineto import KernelTrace, TraceFormatError, read_kineto_trace, write_kineto_trace
-from fingrav_native.insitu.rocprof import read_rocprof_kernel_trace
-from fingrav_native.method.records import EXECUTION_DTYPE, EXECUTION_DTYPE_V1, LOI_DTYPE, SAMPLE_DTYPE
-from fingrav_native.sensors.model import SENSOR_PRESETS
+from fingrav_native.files import ProfileFormatError, export_parquet, load_profile, save_profile
+from fingrav_native.files import CaptureFormatError, PowerCapture, load_capture
+from fingrav_native.insitu import KernelTrace, TraceFormatError
+from fingrav_native.files import read_kineto_trace, write_kineto_trace
+from fingrav_native.files import read_rocprof_kernel_trace
+from fingrav_native.records import EXECUTION_DTYPE, EXECUTION_DTYPE_V1, LOI_DTYPE
+from fingrav_native._core import SAMPLE_DTYPE
+from fingrav_native.sensors import SENSOR_PRESETS
 
 EPOCH = 1_763_900_000_123_456_789
 TREES = settings(max_examples=40, deadline=None, database=None, derandomize=True,
@@ -713,7 +716,7 @@ def test_trace_files_that_are_not_files_bombs_or_deep_are_named(tmp_path, monkey
     bomb = tmp_path / "bomb.json.gz"
     with gzip.open(bomb, "wb") as f:
         f.write(b" " * (4 << 20))
-    monkeypatch.setattr("fingrav_native.insitu.kineto.MAX_TRACE_BYTES", 1 << 20)
+    monkeypatch.setattr("fingrav_native.files._kineto.MAX_TRACE_BYTES", 1 << 20)
     with pytest.raises(TraceFormatError, match=r"bomb\.json\.gz': expands past 1048576 bytes"):
         read_kineto_trace(bomb)
     deep = tmp_path / "deep.json"
@@ -756,7 +759,7 @@ def test_malformed_rocprof_rows_are_named(tmp_path, row, message):
 
 def test_every_annotation_in_the_class_table_is_one_the_loader_checks():
     """A field of a new kind (a set, a Literal) would otherwise meet no check; the table is walked here."""
-    from fingrav_native.files.profiles import _CLASSES
+    from fingrav_native.files._profiles import _CLASSES
 
     def supported(tp: Any) -> bool:
         origin = typing.get_origin(tp)

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fingrav_native.method import golden
-from fingrav_native.method.golden import select_golden_runs
+from fingrav_native.method import _golden as golden
+from fingrav_native.method import select_golden_runs
 
 PROPS = settings(max_examples=150, deadline=None, database=None)
 

@@ -7,7 +7,7 @@ import time
 import numpy as np
 import pytest
 
-from fingrav_native import HostClockInfo, host_time_ns, measure_host_clock
+from fingrav_native.native import HostClockInfo, host_time_ns, measure_host_clock
 
 
 def test_host_time_is_monotonic():

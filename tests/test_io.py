@@ -11,8 +11,10 @@ import zipfile
 import numpy as np
 import pytest
 
-from fingrav_native import SimBackend, profile, profile_interleaved
-from fingrav_native.files.profiles import FORMAT_VERSION, ProfileFormatError, load_profile, save_profile
+from fingrav_native.backends import SimBackend
+from fingrav_native import profile
+from fingrav_native.app import profile_interleaved
+from fingrav_native.files import FORMAT_VERSION, ProfileFormatError, load_profile, save_profile
 
 
 @pytest.fixture(scope="module")
@@ -56,7 +58,7 @@ def test_round_trip_is_exact(prof, tmp_path):
 def test_nvidia_capabilities_round_trip(prof, tmp_path):
     # Issue 19: a saved profile says what its logs were and where each figure
     # came from (here an H100 in usage mode, with a measured 1 us timer step).
-    from fingrav_native.backends.nvidia import nvml_provenance, nvml_semantics, nvml_sensor
+    from fingrav_native.backends import nvml_provenance, nvml_semantics, nvml_sensor
 
     caps = dataclasses.replace(
         prof.backend, name="nvidia", device="NVIDIA H100 (CUDA 0, PCI 0000:18:00.0)", logger_period_ns=100e6,
@@ -184,7 +186,7 @@ def test_save_rejects_non_profiles(tmp_path):
 def test_parquet_export(prof, tmp_path):
     import pyarrow.parquet as pq
 
-    from fingrav_native.files.profiles import export_parquet
+    from fingrav_native.files import export_parquet
 
     paths = export_parquet(prof, tmp_path / "pq")
     names = sorted(p.rsplit("/", 1)[1] for p in paths)
@@ -203,7 +205,7 @@ def test_parquet_export(prof, tmp_path):
 
 
 def test_parquet_without_pyarrow_says_what_to_install(prof, tmp_path, monkeypatch):
-    from fingrav_native.files.profiles import export_parquet
+    from fingrav_native.files import export_parquet
 
     monkeypatch.setitem(sys.modules, "pyarrow", None)
     with pytest.raises(ImportError, match="pip install pyarrow"):

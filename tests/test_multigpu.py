@@ -21,15 +21,16 @@ import pytest
 from conftest import free_port, torch_or_skip
 
 import fingrav_native as fn
-from fingrav_native.method.agreement import LocalAgreement, ThreadAgreement
-from fingrav_native.backends.sim import SimBackend
-from fingrav_native.multi.alignment import HostAlignment
-from fingrav_native.files.profiles import load_profile, save_profile
-from fingrav_native.multi.results import NodeProfile
-from fingrav_native.multi.node import check_steady_states, merge_ranks, profile_node
-from fingrav_native.sim.node import SimNode
-from fingrav_native.method.steady import PowerMeasurement
-from fingrav_native.files.trace import export_trace, node_trace_events
+from fingrav_native.method import LocalAgreement, ThreadAgreement
+from fingrav_native.backends import SimBackend
+from fingrav_native.clocks import HostAlignment
+from fingrav_native.files import load_profile, save_profile
+from fingrav_native.multi import NodeProfile
+from fingrav_native.multi import check_steady_states, merge_ranks
+from fingrav_native.app import profile_node
+from fingrav_native.sim import SimNode
+from fingrav_native.method import PowerMeasurement
+from fingrav_native.files import export_trace, node_trace_events
 
 MB = 2 ** 20
 CAMPAIGN = dict(mode="both", runs=40, top_up=False)
@@ -220,8 +221,8 @@ def _worker(rank: int, world: int, port: int, out_dir: str) -> None:
     import torch
     import torch.distributed as dist
 
-    from fingrav_native.multi.alignment import SkewedClock
-    from fingrav_native.multi.node import profile_distributed
+    from fingrav_native.clocks import SkewedClock
+    from fingrav_native.app import profile_distributed
 
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
@@ -229,7 +230,7 @@ def _worker(rank: int, world: int, port: int, out_dir: str) -> None:
     try:
         # One anchor for every replica: the root's monotonic time minus the node's start.
         start = SimNode(devices=world, seed=11).now()
-        anchor = torch.tensor([fn.host_time_ns() - start], dtype=torch.int64)
+        anchor = torch.tensor([fingrav_native.native.host_time_ns() - start], dtype=torch.int64)
         dist.broadcast(anchor, src=0)
         node = _replica(world, int(anchor.item()))
         kernel = node.collective("allreduce", 64 * MB)

@@ -33,8 +33,9 @@ import numpy as np
 import pytest
 
 from fingrav_native import _core
-from fingrav_native.backends.nvidia import NVML_MODES, NvidiaBackend, match_nvml_device, report
-from fingrav_native.backends.workloads import Workload
+from fingrav_native.backends import NVML_MODES, NvidiaBackend, match_nvml_device
+from fingrav_native.backends._nvidia import report
+from fingrav_native.backends import Workload
 
 REPO = Path(__file__).resolve().parents[1]
 FAKE_SRC = REPO / "tests" / "cpp" / "fake_libcuda.cpp"
@@ -276,9 +277,9 @@ def test_fake_driver_devices_clock_probe_and_events(fake_libcuda):
 def test_backend_run_on_the_fake_driver_with_an_external_power_source(fake_libcuda):
     out = run_py("""
         import numpy as np
-        from fingrav_native.backends.nvidia import NvidiaBackend
-        from fingrav_native.backends.workloads import Workload
-        from fingrav_native.backends.base import Backend, MARKER_RECORD_DTYPE
+        from fingrav_native.backends import NvidiaBackend
+        from fingrav_native.backends import Workload
+        from fingrav_native.backends._base import Backend, MARKER_RECORD_DTYPE
         launches = []
         w = Workload("noop", launch=lambda: launches.append(_core.host_time_ns()), stream=lambda: 0,
                      meta={"what": "test"})
@@ -327,7 +328,7 @@ def test_backend_run_on_the_fake_driver_with_an_external_power_source(fake_libcu
 @pytest.mark.slow
 def test_backend_needs_nvml_when_no_power_source_is_given(fake_libcuda):
     out = run_py("""
-        from fingrav_native.backends.nvidia import NvidiaBackend
+        from fingrav_native.backends import NvidiaBackend
         print(json.dumps(attempt(lambda: NvidiaBackend(0, power="instant"))))
     """, {"FINGRAV_CUDA_LIBRARY": fake_libcuda, "FINGRAV_NVML_LIBRARY": "/nonexistent/libnvidia-ml.so.1"})
     assert not out["ok"]
@@ -340,7 +341,7 @@ def test_backend_needs_nvml_when_no_power_source_is_given(fake_libcuda):
 @pytest.mark.slow
 def test_report_on_the_fake_driver_lists_its_devices(fake_libcuda):
     out = run_py("""
-        from fingrav_native.backends.nvidia import report
+        from fingrav_native.backends._nvidia import report
         print(json.dumps(report().as_dict()))
     """, {"FINGRAV_CUDA_LIBRARY": fake_libcuda, "FAKE_CUDA_DEVICES": "2",
           "FINGRAV_NVML_LIBRARY": "/nonexistent/libnvidia-ml.so.1"})
@@ -401,7 +402,7 @@ def test_workload_validation():
 @pytest.mark.optional
 def test_torch_gemm_without_a_gpu_is_a_clear_error():
     torch = pytest.importorskip("torch", reason="PyTorch is not installed in the test environment")
-    from fingrav_native.backends.workloads import torch_gemm
+    from fingrav_native.backends import torch_gemm
 
     if torch.cuda.is_available():
         pytest.skip("a GPU is present")
@@ -506,7 +507,7 @@ def test_validation_bench_stops_with_a_clear_message_without_a_gpu():
     ("samples", 20e6, 0.0, False, "instant", 0.0, "assumed"),          # nvml.h says nothing: characterise
 ])
 def test_each_nvml_mode_declares_its_sensor(mode, period, window, documented, kind, window_out, source):
-    from fingrav_native.backends.nvidia import nvml_sensor
+    from fingrav_native.backends import nvml_sensor
 
     s = nvml_sensor(mode, period, window, documented)
     assert (s.kind, s.window_ns, s.source) == (kind, window_out, source)
@@ -528,7 +529,7 @@ fake.fake_nvml_set_refresh.argtypes = [ctypes.c_uint, ctypes.c_ulonglong, ctypes
 fake.fake_nvml_set_refresh(0, 50_000, 300_000)
 fake.fake_nvml_set_arch.argtypes = [ctypes.c_uint, ctypes.c_uint, ctypes.c_int, ctypes.c_int]
 fake.fake_nvml_set_arch(0, ARCH, CC[0], CC[1])
-from fingrav_native.backends.nvidia import NvidiaBackend, UnknownSensorWindowWarning
+from fingrav_native.backends import NvidiaBackend, UnknownSensorWindowWarning
 def caps_of(be):
     c = be.capabilities
     return {"period": c.logger_period_ns, "window": c.logger_window_ns, "provenance": c.provenance,
@@ -560,9 +561,9 @@ def test_backend_measures_the_globaltimer_step_and_maps_markers_with_it(fake_lib
     # step. Here the fake timer moves every 1000 ns.
     out = run_py("""
         import numpy as np
-        from fingrav_native.backends.nvidia import NvidiaBackend
-        from fingrav_native.backends.workloads import Workload
-        from fingrav_native.method.timeline import fit_device_map
+        from fingrav_native.backends import NvidiaBackend
+        from fingrav_native.backends import Workload
+        from fingrav_native.method._timeline import fit_device_map
         be = NvidiaBackend(0, power_source=_core.SyntheticSource(period_ns=1_000_000), max_idle_ns=20_000_000)
         caps = be.capabilities
         import time
@@ -590,9 +591,10 @@ def test_backend_measures_the_globaltimer_step_and_maps_markers_with_it(fake_lib
 
 def test_timeline_fits_the_device_map_with_the_timer_step():
     # Issue 19, item 6: the step the backend measured reaches the clock map.
-    from fingrav_native.backends.base import MARKER_RECORD_DTYPE, Capabilities, RunRecord
-    from fingrav_native.clocks.maps import fit_clock_map
-    from fingrav_native.method.timeline import timeline_of
+    from fingrav_native.backends import MARKER_RECORD_DTYPE
+    from fingrav_native.records import Capabilities, RunRecord
+    from fingrav_native.clocks import fit_clock_map
+    from fingrav_native.method import timeline_of
 
     rng = np.random.default_rng(3)
     host = np.sort(rng.integers(10**12, 10**12 + 10**9, 64))
@@ -643,7 +645,7 @@ def test_unknown_window_warns_and_a_characterisation_replaces_it(fake_libcuda, f
     # RTX-class GA10x, compute capability 8.6) the instant field's window is
     # assumed 0: say so, and take a characterisation's figures instead.
     out = _paired(fake_libcuda, fake_nvml, """
-        from fingrav_native.sensors.model import SensorModel
+        from fingrav_native.sensors import SensorModel
         be, warned = build(power="instant")
         measured = SensorModel("mine", "window", period_ns=1e8, window_ns=2e7, delay_ns=3e6, source="characterised")
         be2, warned2 = build(power="instant", sensor=measured)
@@ -664,8 +666,8 @@ def test_unknown_window_warns_and_a_characterisation_replaces_it(fake_libcuda, f
 @pytest.mark.slow
 def test_report_states_each_modes_semantics_for_the_gpu_found(fake_libcuda, fake_nvml):
     out = _paired(fake_libcuda, fake_nvml, """
-        from fingrav_native.backends.nvidia import report
-        from fingrav_native.backends.devices import format_reports
+        from fingrav_native.backends._nvidia import report
+        from fingrav_native.backends import format_reports
         r = report()
         print(json.dumps({"d": r.as_dict(), "text": format_reports([r], verbose=True)}))
     """, arch=7, cc=(8, 0))
@@ -683,8 +685,8 @@ def test_report_states_each_modes_semantics_for_the_gpu_found(fake_libcuda, fake
 
 
 def test_semantics_and_provenance_of_each_mode_without_a_gpu():
-    from fingrav_native.backends.nvidia import nvml_provenance, nvml_semantics
-    from fingrav_native.sensors.model import SensorModel
+    from fingrav_native.backends import nvml_provenance, nvml_semantics
+    from fingrav_native.sensors import SensorModel
 
     # No GPU: the rule every GPU gets; a GPU: what its source declares.
     assert "25 ms average every 100 ms on A100/H100" in nvml_semantics("instant")
@@ -712,6 +714,6 @@ def test_semantics_and_provenance_of_each_mode_without_a_gpu():
 
 
 def test_unknown_window_warning_is_a_user_warning():
-    from fingrav_native.backends.nvidia import UnknownSensorWindowWarning
+    from fingrav_native.backends import UnknownSensorWindowWarning
 
     assert issubclass(UnknownSensorWindowWarning, UserWarning)

@@ -13,9 +13,10 @@ import pytest
 import sys
 
 import fingrav_native  # noqa: F401  (the package re-exports profile(), which hides the module name)
-from fingrav_native.backends.sim import SimBackend
-from fingrav_native.method.profile import profile, profile_interleaved, stitch_logs
-from fingrav_native.method.records import LOI_DTYPE
+from fingrav_native.backends import SimBackend
+from fingrav_native.app import profile, profile_interleaved
+from fingrav_native.method import stitch_logs
+from fingrav_native.records import LOI_DTYPE
 
 
 @pytest.fixture(scope="module")
@@ -111,7 +112,7 @@ def test_bad_arguments_are_named(kwargs: dict, name: str) -> None:
 
 
 def test_stitch_logs_refuses_bad_input() -> None:
-    from fingrav_native.method.records import make_executions
+    from fingrav_native.records import make_executions
 
     ex = make_executions([0, 1], [0, 0], [0, 0], [0.0, 1e7], [1e5, 1e7 + 1e5])
     logs = np.zeros(2, dtype=[("source_ts", "<i8"), ("total", "<f4")])
@@ -132,8 +133,8 @@ def test_stitch_logs_refuses_bad_input() -> None:
         stitch_logs(logs, ex[:0], Identity(), execution_of_interest=0, margin=0.05)
 
 
-@pytest.mark.parametrize("name", ["fingrav_native.method.profile", "fingrav_native.method.steady",
-                                  "fingrav_native.sim.device"])
+@pytest.mark.parametrize("name", ["fingrav_native.method._pipeline", "fingrav_native.method._steady",
+                                  "fingrav_native.sim._device"])
 def test_docstring_examples_run(name: str) -> None:
     importlib.import_module(name)
     failed, attempted = doctest.testmod(sys.modules[name], raise_on_error=False, verbose=False)[:2]
@@ -144,7 +145,7 @@ def test_docstring_examples_run(name: str) -> None:
 def test_profile_runs_the_same_on_the_real_time_device() -> None:
     # The live path: a real sampler thread, live bracketed clock reads, real
     # latencies; the simulator still knows the truth.
-    from fingrav_native.backends.sim import LiveSimBackend
+    from fingrav_native.backends import LiveSimBackend
 
     backend = LiveSimBackend(seed=3)
     p = profile("cb-8k-gemm", backend, mode="sse", runs=10, top_up=False)

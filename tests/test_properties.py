@@ -8,7 +8,8 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fingrav_native import CHANNELS, SAMPLE_DTYPE, Sampler, SyntheticSource
+from fingrav_native.native import CHANNELS, Sampler, SyntheticSource
+from fingrav_native import SAMPLE_DTYPE
 
 from conftest import CHANNEL_SHARES, wait_until
 

@@ -16,16 +16,8 @@ import time
 import numpy as np
 import pytest
 
-from fingrav_native import (
-    CHANNELS,
-    FLAG_SOURCE_GAP,
-    MAX_CAPACITY,
-    MIN_CAPACITY,
-    SAMPLE_DTYPE,
-    Sampler,
-    SamplerError,
-    SyntheticSource,
-)
+from fingrav_native.native import CHANNELS, FLAG_SOURCE_GAP, MAX_CAPACITY, MIN_CAPACITY, Sampler, SyntheticSource
+from fingrav_native import SAMPLE_DTYPE, SamplerError
 
 STATS_FIELDS = (
     "polls",
@@ -701,7 +693,7 @@ def test_synthetic_source_negative_unsigned_argument_is_named(arg):
 
 
 def test_direct_poll_returns_readings():
-    from fingrav_native import READING_DTYPE
+    from fingrav_native.native import READING_DTYPE
 
     src = SyntheticSource(period_ns=1_000_000_000, depth=4, ts_offset=7, window_ns=3)
     assert src.appear_host_ns(0) == -1  # the clock starts at the first poll

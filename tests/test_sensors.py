@@ -7,10 +7,10 @@ import math
 import numpy as np
 import pytest
 
-from fingrav_native.sensors.counter import counter_to_logs
-from fingrav_native.sim.analytic import DURATION_NS, Identity, logged_runs, shape
-from fingrav_native.sensors.deconvolve import deconvolve, needs_deconvolution, runs_needed
-from fingrav_native.sensors.model import SENSOR_PRESETS, SensorModel, sensor_preset
+from fingrav_native.sensors import counter_to_logs
+from fingrav_native.sim._analytic import DURATION_NS, Identity, logged_runs, shape
+from fingrav_native.method import deconvolve, needs_deconvolution, runs_needed
+from fingrav_native.sensors import SENSOR_PRESETS, SensorModel, sensor_preset
 
 # ---------------------------------------------------------------- the model
 
@@ -122,7 +122,7 @@ def test_a_1ms_average_recovers_a_mid_kernel_dip():
 def test_placing_the_same_windowed_logs_at_one_instant_smears_the_dip():
     # The old attribution (window centre, value unchanged) against the truth:
     # what the deconvolution is for.
-    from fingrav_native.method.align import place_logs
+    from fingrav_native.method import place_logs
 
     sensor = sensor_preset("amd-1ms-average")
     samples, ex = logged_runs(400, sensor, seed=1)
@@ -189,13 +189,8 @@ def test_when_to_deconvolve_and_how_many_runs():
 
 # ---------------------------------------------------------------- characterisation
 
-from fingrav_native.sensors.characterize import (  # noqa: E402
-    Characterisation,
-    counter_resolution,
-    estimate_period,
-    fit_step_response,
-    load_characterisation,
-)
+from fingrav_native.sensors import Characterisation, counter_resolution, estimate_period, fit_step_response
+from fingrav_native.files import load_characterisation
 
 
 @pytest.mark.parametrize(("shape_name", "length", "delay"), [("boxcar", 1e6, 1e5), ("first_order", 3e5, 2e5),
@@ -243,8 +238,9 @@ def test_counter_quantum_and_file_round_trip(tmp_path):
 
 # ---------------------------------------------------------------- through stitch_logs
 
-from fingrav_native import load_profile, save_profile, stitch_logs  # noqa: E402
-from fingrav_native.method.profile import SensorResolutionWarning  # noqa: E402
+from fingrav_native.files import load_profile, save_profile
+from fingrav_native import stitch_logs
+from fingrav_native.method import SensorResolutionWarning
 
 
 @pytest.mark.slow
@@ -274,7 +270,7 @@ def test_stitch_logs_deconvolves_declared_windows_and_keeps_the_instant_path():
 def test_a_deconvolved_profile_round_trips_through_a_file(tmp_path):
     import dataclasses
 
-    from fingrav_native.method.results import Profile
+    from fingrav_native.method import Profile
 
     samples, ex = logged_runs(120, sensor_preset("amd-1ms-average"), seed=8)
     with pytest.warns(SensorResolutionWarning):
@@ -311,7 +307,7 @@ def test_what_the_sensor_cannot_resolve_is_said():
 ], ids=["boxcar", "first_order"])
 def test_a_known_load_pattern_gives_back_the_sensor(model):
     # Heavy pulses of 0.4-2 ms on a light background that switches sharply, logged at random times.
-    from fingrav_native.sensors.characterize import fit_load_response
+    from fingrav_native.sensors import fit_load_response
 
     rng = np.random.default_rng(9)
     starts = np.cumsum(rng.uniform(6e6, 9e6, 60))
@@ -337,8 +333,8 @@ SHARP_GPU = {"f_park": 1.0, "f_min": 1.0, "r_fast_k_per_w": 0.0, "r_slow_k_per_w
 @pytest.mark.parametrize("window_ns", [500_000.0, 1_000_000.0])
 @pytest.mark.slow
 def test_characterize_recovers_the_simulated_sensor(window_ns):
-    from fingrav_native import SimBackend
-    from fingrav_native.sensors.characterize import characterize
+    from fingrav_native.backends import SimBackend
+    from fingrav_native.app import characterize
 
     backend = SimBackend(seed=1, logger_window_ns=window_ns, **SHARP_GPU)
     c = characterize(backend, kernel="cb-8k-gemm", half_period_ns=3e6)
@@ -349,8 +345,8 @@ def test_characterize_recovers_the_simulated_sensor(window_ns):
 
 
 def test_fingrav_characterize_writes_a_sensor_file_profiles_can_use(tmp_path, capsys):
-    from fingrav_native.app import cli
-    from fingrav_native.sensors.characterize import load_characterisation
+    from fingrav_native.app import _cli as cli
+    from fingrav_native.files import load_characterisation
 
     out = tmp_path / "sensor.json"
     assert cli.main(["characterize", "--runs", "6", "--cycles", "2", "--out", str(out)]) == 0

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import fingrav_native as fn
-from fingrav_native.sim import device as sim
+from fingrav_native.sim import _device as sim
 
 
 def test_same_seed_same_campaign_and_different_seed_differs() -> None:

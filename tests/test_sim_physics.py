@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fingrav_native.sim import device as sim
+from fingrav_native.sim import _device as sim
 
 IDLE_NS = 100_000_000  # 100 ms: the device settles to idle before a run
 

@@ -13,10 +13,11 @@ import warnings
 import numpy as np
 import pytest
 
-from fingrav_native.backends.sim import SimBackend
-from fingrav_native.method.profile import SensorResolutionWarning, profile
-from fingrav_native.sensors.model import SENSOR_PRESETS
-from fingrav_native.sim.device import SimGPU, sensor_params
+from fingrav_native.backends import SimBackend
+from fingrav_native.method import SensorResolutionWarning
+from fingrav_native.app import profile
+from fingrav_native.sensors import SENSOR_PRESETS
+from fingrav_native.sim import SimGPU, sensor_params
 
 
 @pytest.mark.parametrize("name", sorted(SENSOR_PRESETS))

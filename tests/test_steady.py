@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fingrav_native.method.steady import SSE_INDEX, PowerMeasurement, find_ssp_executions
+from fingrav_native.method import SSE_INDEX, PowerMeasurement, find_ssp_executions
 
 
 def curve(ssp: int, low: float = 80.0, high: float = 100.0, noise: float = 0.0):

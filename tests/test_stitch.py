@@ -11,17 +11,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fingrav_native.method.records import LOI_DTYPE, make_executions
-from fingrav_native.method.stitch import (
-    StitchedChannel,
-    _t_quantiles,
-    energy_per_execution,
-    stitch,
-    whole_run_view,
-)
+from fingrav_native.records import LOI_DTYPE, make_executions
+from fingrav_native.method import StitchedChannel, energy_per_execution, stitch, whole_run_view
+from fingrav_native.method._stitch import _t_quantiles
 
 # The module, not the function of the same name the package may export.
-stitch_module = importlib.import_module("fingrav_native.method.stitch")
+stitch_module = importlib.import_module("fingrav_native.method._stitch")
 
 PROPS = settings(max_examples=60, deadline=None, database=None)
 

@@ -7,9 +7,10 @@ import json
 import numpy as np
 import pytest
 
-from fingrav_native import SimBackend, profile
-from fingrav_native.files.profiles import load_profile, save_profile
-from fingrav_native.files.trace import export_trace, trace_events
+from fingrav_native.backends import SimBackend
+from fingrav_native import profile
+from fingrav_native.files import load_profile, save_profile
+from fingrav_native.files import export_trace, trace_events
 
 
 @pytest.fixture(scope="module")

@@ -2,219 +2,89 @@
 
 An implementation of the FinGraV methodology (Singhania et al., "Methodology
 for Fine-Grain GPU Power Visibility and Insights", ISPASS 2025) with a
-low-overhead C++ core: a sampler thread that polls a power source into a
-lock-free ring, an event log for execution markers, and (in the Python layer)
-the steps that turn many noisy runs into one profile.
+low-overhead C++ core. The names here are the public API, grouped by job:
 
-The subpackages follow the data flow (docs/ARCHITECTURE.md): ``backends``
-(devices) and ``sim`` (the simulated device) produce runs, ``clocks`` maps
-their timestamps onto host time, ``method`` turns runs into a profile,
-``multi`` merges the ranks of a node, ``files`` saves and exports, ``app`` is
-the ``fingrav`` command. This namespace re-exports the public API.
+Acquire (drive a device over time)
+    :func:`open_device` (``"sim"``, ``"nvidia:0"``, ``"amd:0:socket"``, ...),
+    :func:`profile` (a campaign: many runs of one kernel, paper Section IV-B),
+    :func:`record` (power logs beside a running application).
+Analyse (pure functions of what was measured)
+    :func:`stitch_logs` (steps 5-8 on logs brought from anywhere),
+    :func:`profile_trace` (per-kernel power inside an application, from its
+    profiler trace), :func:`characterize` (a sensor's period, window, delay).
+Save and load
+    :func:`save`, :func:`load` (every result and recording, one guarded
+    reader), :func:`export_trace` (Perfetto / Chrome trace).
+Result and value types
+    :class:`Recording`, :class:`Profile`, :class:`ExecutionProfile`,
+    :class:`InterleavedProfile`, :class:`NodeProfile`, :class:`TraceProfile`,
+    :class:`KernelTrace`, :class:`Characterisation`, :class:`SensorModel`,
+    :class:`Capabilities`; :func:`sensor_preset`, :func:`make_executions` and
+    the array layouts ``EXECUTION_DTYPE`` and ``SAMPLE_DTYPE``.
+Errors and warnings
+    Every one the entry points above raise.
+
+The pieces are in subpackages, each a public face over private modules:
+``records`` (array layouts, the recording), ``sensors`` (sensor models and
+their characterisation), ``clocks`` (clock maps), ``method`` (the paper's
+steps), ``insitu`` (application traces), ``multi`` (node profiles),
+``backends`` (devices), ``sim`` (the simulated device), ``files`` (formats),
+``app`` (drivers and the ``fingrav`` command); ``native`` holds the C++ core's
+objects and constants for experts.
 """
 
 from __future__ import annotations
 
-# The old flat module paths ``fingrav_native.profile`` and ``fingrav_native.stitch``
-# (forwarding modules now) share their names with public functions: import
-# them first, so a later ``import fingrav_native.profile`` finds them loaded
-# and does not rebind the package attribute from the function to the module.
-from fingrav_native import profile as _old_profile_module  # noqa: F401  isort: skip
-from fingrav_native import stitch as _old_stitch_module  # noqa: F401  isort: skip
 from fingrav_native._core import (
-    CHANNELS,
-    FLAG_DERIVED,
-    FLAG_SOURCE_GAP,
-    MARKER_DTYPE,
-    MARKER_HAS_DEVICE_TS,
-    MAX_CAPACITY,
-    MAX_PERIOD_NS,
-    MIN_CAPACITY,
-    MIN_PERIOD_NS,
-    READING_DTYPE,
     SAMPLE_DTYPE,
-    ClockSyncRecorder,
-    ClockSyncStats,
     DeviceUnavailableError,
-    EventLog,
-    HostClockInfo,
     LibraryNotFoundError,
-    MarkerKind,
-    PowerSource,
-    Sampler,
     SamplerError,
-    SamplerStats,
-    SourceInfo,
     SymbolNotFoundError,
-    SyntheticSource,
-    TimestampSource,
-    host_time_ns,
-    measure_brackets,
-    measure_host_clock,
 )
 from fingrav_native._version import __version__
-from fingrav_native.backends.amd import AmdBackend
-from fingrav_native.backends.base import Backend, Capabilities, RunRecord
-from fingrav_native.backends.nvidia import NvidiaBackend
-from fingrav_native.backends.sim import SimBackend
-from fingrav_native.backends.workloads import Workload
-from fingrav_native.clocks.maps import (
-    ClockMap,
-    PiecewiseClockMap,
-    ReadLatency,
-    fit_clock_map,
-    fit_one_sided_clock_map,
-    fit_piecewise_clock_map,
-    summarize_read_latency,
-)
-from fingrav_native.files.profiles import ProfileFormatError, load_profile, save_profile
-from fingrav_native.files.trace import export_trace
-from fingrav_native.insitu.align import LogAlignment, align_logs_to_trace
-from fingrav_native.insitu.capture import (
-    CaptureFormatError,
-    ClockStepWarning,
-    EpochMap,
-    PowerCapture,
-    PowerRecorder,
-    fit_epoch_map,
-    load_capture,
-    record_torch,
-)
-from fingrav_native.insitu.kineto import read_kineto_trace
-from fingrav_native.insitu.profile import profile_trace
-from fingrav_native.insitu.results import IterationSummary, TraceProfile
-from fingrav_native.method.align import (
-    LogAssignment,
-    NoLogsInExecutionsError,
-    assign_logs_to_executions,
-    place_logs,
-    select_executions_of_interest,
-)
-from fingrav_native.method.golden import GoldenSelection, select_golden_runs
-from fingrav_native.method.guidance import Guidance, GuidanceRow, lookup_guidance, target_loi_count
-from fingrav_native.method.profile import profile, profile_interleaved, stitch_logs
-from fingrav_native.method.records import EXECUTION_DTYPE, LOI_DTYPE, make_executions, validate_executions
-from fingrav_native.method.results import ErrorBudget, ExecutionProfile, InterleavedProfile, Profile
-from fingrav_native.method.steady import (
-    SSE_EXECUTIONS,
-    SSE_INDEX,
-    PowerMeasurement,
-    SspSearch,
-    SspStep,
-    find_ssp_executions,
-)
-from fingrav_native.method.stitch import (
-    EnergyEstimate,
-    StitchedChannel,
-    StitchedProfile,
-    WholeRunView,
-    energy_per_execution,
-    stitch,
-    whole_run_view,
-)
-from fingrav_native.multi.node import merge_ranks, profile_distributed, profile_node
-from fingrav_native.multi.results import NodeProfile
+from fingrav_native.app._characterize import characterize
+from fingrav_native.app._open import open_device
+from fingrav_native.app._profile import profile
+from fingrav_native.app._recorder import record
+from fingrav_native.app._trace import profile_trace
+from fingrav_native.backends._nvidia import UnknownSensorWindowWarning
+from fingrav_native.clocks._epoch import ClockStepWarning
+from fingrav_native.files._campaign import CampaignFormatError, CampaignLockedError, CampaignMismatchError
+from fingrav_native.files._capture import CaptureFormatError
+from fingrav_native.files._io import load, save
+from fingrav_native.files._profiles import ProfileFormatError
+from fingrav_native.files._trace import export_trace
+from fingrav_native.insitu._results import TraceProfile
+from fingrav_native.insitu._trace import KernelTrace, TraceFormatError
+from fingrav_native.method._align import NoLogsInExecutionsError
+from fingrav_native.method._phase import PhaseSteeringWarning
+from fingrav_native.method._pipeline import SensorResolutionWarning, stitch_logs
+from fingrav_native.method._results import ExecutionProfile, InterleavedProfile, Profile
+from fingrav_native.multi._results import NodeProfile
+from fingrav_native.records._layouts import EXECUTION_DTYPE, make_executions
+from fingrav_native.records._recording import Capabilities, Recording
+from fingrav_native.sensors._characterize import Characterisation
+from fingrav_native.sensors._model import SensorModel, sensor_preset
 
-__all__ = [
-    "NodeProfile",
-    "merge_ranks",
-    "profile_distributed",
-    "profile_node",
-    "export_trace",
-    "ProfileFormatError",
-    "load_profile",
-    "save_profile",
-    "Workload",
-    "AmdBackend",
-    "NvidiaBackend",
-    "Backend",
-    "Capabilities",
-    "EXECUTION_DTYPE",
-    "ErrorBudget",
-    "ExecutionProfile",
-    "InterleavedProfile",
-    "LOI_DTYPE",
-    "PowerMeasurement",
-    "Profile",
-    "RunRecord",
-    "SSE_EXECUTIONS",
-    "SSE_INDEX",
-    "SimBackend",
-    "SspSearch",
-    "SspStep",
-    "find_ssp_executions",
-    "make_executions",
-    "profile",
-    "profile_interleaved",
-    "stitch_logs",
-    "profile_trace",
-    "IterationSummary",
-    "TraceProfile",
-    "read_kineto_trace",
-    "LogAlignment",
-    "align_logs_to_trace",
-    "PowerRecorder",
-    "PowerCapture",
-    "load_capture",
-    "record_torch",
-    "EpochMap",
-    "fit_epoch_map",
-    "ClockStepWarning",
-    "CaptureFormatError",
-    "validate_executions",
-    "CHANNELS",
-    "ClockSyncRecorder",
-    "ClockSyncStats",
-    "TimestampSource",
-    "measure_brackets",
-    "FLAG_DERIVED",
-    "FLAG_SOURCE_GAP",
-    "MARKER_DTYPE",
-    "MARKER_HAS_DEVICE_TS",
-    "MAX_CAPACITY",
-    "MAX_PERIOD_NS",
-    "MIN_CAPACITY",
-    "MIN_PERIOD_NS",
-    "READING_DTYPE",
-    "SAMPLE_DTYPE",
-    "EventLog",
-    "HostClockInfo",
-    "MarkerKind",
-    "PowerSource",
-    "Sampler",
-    "SamplerError",
-    "LibraryNotFoundError",
-    "SymbolNotFoundError",
-    "DeviceUnavailableError",
-    "SamplerStats",
-    "SourceInfo",
-    "SyntheticSource",
-    "__version__",
-    "host_time_ns",
-    "measure_host_clock",
-    "ClockMap",
-    "PiecewiseClockMap",
-    "ReadLatency",
-    "fit_clock_map",
-    "fit_one_sided_clock_map",
-    "fit_piecewise_clock_map",
-    "summarize_read_latency",
-    "Guidance",
-    "GuidanceRow",
-    "lookup_guidance",
-    "target_loi_count",
-    "GoldenSelection",
-    "select_golden_runs",
-    "LogAssignment",
-    "NoLogsInExecutionsError",
-    "assign_logs_to_executions",
-    "place_logs",
-    "select_executions_of_interest",
-    "EnergyEstimate",
-    "StitchedChannel",
-    "StitchedProfile",
-    "WholeRunView",
-    "energy_per_execution",
-    "stitch",
-    "whole_run_view",
-]
+#: The public names, by job (the module docstring lists them the same way).
+_BY_JOB = {
+    "acquire": ["open_device", "profile", "record"],
+    "analyse": ["stitch_logs", "profile_trace", "characterize"],
+    "files": ["save", "load", "export_trace"],
+    "types": ["Recording", "Profile", "ExecutionProfile", "InterleavedProfile", "NodeProfile", "TraceProfile",
+              "KernelTrace", "Characterisation", "SensorModel", "Capabilities", "sensor_preset", "make_executions",
+              "EXECUTION_DTYPE", "SAMPLE_DTYPE"],
+    "errors": ["ProfileFormatError", "CaptureFormatError", "TraceFormatError", "CampaignFormatError",
+               "CampaignMismatchError", "CampaignLockedError", "NoLogsInExecutionsError", "LibraryNotFoundError",
+               "SymbolNotFoundError", "DeviceUnavailableError", "SamplerError"],
+    "warnings": ["SensorResolutionWarning", "PhaseSteeringWarning", "ClockStepWarning", "UnknownSensorWindowWarning"],
+}
+
+__all__ = ["__version__", *(name for names in _BY_JOB.values() for name in names)]
+
+
+def __dir__() -> list[str]:
+    # What tab completion offers: the public names and the subpackages, not the import machinery.
+    return sorted([*__all__, "app", "backends", "clocks", "files", "insitu", "method", "multi", "native", "records",
+                   "sensors", "sim"])

@@ -1,5 +1,5 @@
 """``python -m fingrav_native`` is the ``fingrav`` command."""
 
-from fingrav_native.app.cli import main
+from fingrav_native.app._cli import main
 
 raise SystemExit(main())

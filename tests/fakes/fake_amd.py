@@ -401,7 +401,7 @@ _CLOCK: dict[str, Any] = {}
 def _fake_clock() -> Any:
     """One simulated GPU wall clock (10 ns ticks) shared by the probe and the bracket reads."""
     if "source" not in _CLOCK:
-        from fingrav_native.sim.device import SimGPU
+        from fingrav_native.sim import SimGPU
 
         _CLOCK["gpu"] = SimGPU(seed=7, realtime=True, device_tick_ns=10.0, device_skew_ppm=0.0)
         _CLOCK["source"] = _CLOCK["gpu"].timestamp_source()

@@ -1,7 +1,82 @@
-"""Devices: the backend protocol (``base``) beside its implementations (``sim``, ``amd``, ``nvidia``).
+"""Devices: the backend protocol beside its implementations (simulated, AMD, NVIDIA).
 
-``base`` never imports an implementation (as ml-energy/zeus keeps
-``device/gpu/common.py``); ``report`` holds what each backend says it found,
-``devices`` gathers the reports, ``workloads`` builds PyTorch / hip-python
-kernels for the hardware backends, ``amd_sysfs`` finds AMD devices in sysfs.
+The protocol never imports an implementation (as ml-energy/zeus keeps
+``device/gpu/common.py``); each backend reports what it found, and the workloads build
+PyTorch / hip-python kernels for the hardware backends.
 """
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from fingrav_native.backends._report import BackendReport, Component, DeviceEntry
+    from fingrav_native.backends._base import Backend, BackendWrapper, HostRelease, KernelSpec, LivePower, MARKER_RECORD_DTYPE, drain_all, execution_plan, marker_records, wait_for_idle
+    from fingrav_native.backends._workloads import Workload, cupy_workload, resolve_workload, torch_gemm, torch_gemv, torch_workload
+    from fingrav_native.backends._sim import LiveSimBackend, SimBackend, sim_markers
+    from fingrav_native.backends._amd_sysfs import AMD_VENDOR_ID, AmdGpu, find_amd_gpus, power_source, read_gpu_metrics
+    from fingrav_native.backends._amd import AMD_SENSORS, AmdBackend, AmdKernelSpec, measure_logger_period, power_semantics
+    from fingrav_native.backends._nvidia import NVML_MODES, NvidiaBackend, UnknownSensorWindowWarning, match_nvml_device, nvml_provenance, nvml_semantics, nvml_sensor
+    from fingrav_native.backends._devices import BACKENDS, format_reports, list_backends
+
+# Each public name -> the private module that defines it. Loaded on first use (PEP 562, as scipy
+# and scikit-image do), so importing one module of this package never imports the rest of it.
+_WHERE = {
+    "AMD_SENSORS": "_amd",
+    "AMD_VENDOR_ID": "_amd_sysfs",
+    "AmdBackend": "_amd",
+    "AmdGpu": "_amd_sysfs",
+    "AmdKernelSpec": "_amd",
+    "BACKENDS": "_devices",
+    "Backend": "_base",
+    "BackendReport": "_report",
+    "BackendWrapper": "_base",
+    "Component": "_report",
+    "DeviceEntry": "_report",
+    "HostRelease": "_base",
+    "KernelSpec": "_base",
+    "LivePower": "_base",
+    "LiveSimBackend": "_sim",
+    "MARKER_RECORD_DTYPE": "_base",
+    "NVML_MODES": "_nvidia",
+    "NvidiaBackend": "_nvidia",
+    "SimBackend": "_sim",
+    "UnknownSensorWindowWarning": "_nvidia",
+    "Workload": "_workloads",
+    "cupy_workload": "_workloads",
+    "drain_all": "_base",
+    "execution_plan": "_base",
+    "find_amd_gpus": "_amd_sysfs",
+    "format_reports": "_devices",
+    "list_backends": "_devices",
+    "marker_records": "_base",
+    "match_nvml_device": "_nvidia",
+    "measure_logger_period": "_amd",
+    "nvml_provenance": "_nvidia",
+    "nvml_semantics": "_nvidia",
+    "nvml_sensor": "_nvidia",
+    "power_semantics": "_amd",
+    "power_source": "_amd_sysfs",
+    "read_gpu_metrics": "_amd_sysfs",
+    "resolve_workload": "_workloads",
+    "sim_markers": "_sim",
+    "torch_gemm": "_workloads",
+    "torch_gemv": "_workloads",
+    "torch_workload": "_workloads",
+    "wait_for_idle": "_base",
+}
+
+__all__ = sorted(_WHERE)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _WHERE:
+        value = getattr(importlib.import_module(f"{__name__}.{_WHERE[name]}"), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return list(__all__)

@@ -1,5 +1,58 @@
-"""Clock domains: CPU-GPU clock maps fitted from bracketed reads (``maps``) and the sync report (``report``).
+"""Clock domains: maps between a device's, a logger's and the host's clocks.
 
-Paper Section IV-A ("High-resolution CPU-GPU sync"), extended with drift
-(offset and skew, piecewise over long campaigns) and an error bound.
+Paper Section IV-A ("High-resolution CPU-GPU sync"), extended with drift (offset and
+skew, piecewise over long campaigns) and an error bound; the epoch map (host monotonic
+clock onto CLOCK_REALTIME, with its steps) and the host alignment between the ranks of
+a node are fits of the same kind.
 """
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from fingrav_native.clocks._maps import ClockMap, MAX_SKEW_PPM, MIN_BRACKETS, MIN_ONE_SIDED, PiecewiseClockMap, ReadLatency, fit_clock_map, fit_one_sided_clock_map, fit_piecewise_clock_map, host_ns_exact, host_relative, summarize_read_latency
+    from fingrav_native.clocks._epoch import ClockStep, ClockStepWarning, EpochMap, fit_epoch_map
+    from fingrav_native.clocks._host import DEFAULT_PRIOR_SKEW_PPM, HostAlignment, HostClock, MonotonicRawClock, SkewedClock, fit_host_alignment
+
+# Each public name -> the private module that defines it. Loaded on first use (PEP 562, as scipy
+# and scikit-image do), so importing one module of this package never imports the rest of it.
+_WHERE = {
+    "ClockMap": "_maps",
+    "ClockStep": "_epoch",
+    "ClockStepWarning": "_epoch",
+    "DEFAULT_PRIOR_SKEW_PPM": "_host",
+    "EpochMap": "_epoch",
+    "HostAlignment": "_host",
+    "HostClock": "_host",
+    "MAX_SKEW_PPM": "_maps",
+    "MIN_BRACKETS": "_maps",
+    "MIN_ONE_SIDED": "_maps",
+    "MonotonicRawClock": "_host",
+    "PiecewiseClockMap": "_maps",
+    "ReadLatency": "_maps",
+    "SkewedClock": "_host",
+    "fit_clock_map": "_maps",
+    "fit_epoch_map": "_epoch",
+    "fit_host_alignment": "_host",
+    "fit_one_sided_clock_map": "_maps",
+    "fit_piecewise_clock_map": "_maps",
+    "host_ns_exact": "_maps",
+    "host_relative": "_maps",
+    "summarize_read_latency": "_maps",
+}
+
+__all__ = sorted(_WHERE)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _WHERE:
+        value = getattr(importlib.import_module(f"{__name__}.{_WHERE[name]}"), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return list(__all__)

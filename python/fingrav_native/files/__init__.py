@@ -1,1 +1,76 @@
-"""Files: versioned profile files (``profiles``; no pickle) and Perfetto / Chrome traces (``trace``)."""
+"""Files: one guarded reader and the file formats the package writes and reads.
+
+Versioned profile files (no pickle, checked field by field on load), power captures,
+sensor characterisations, campaign folders (run files, manifest, lock), the readers of
+application traces (torch.profiler / Kineto JSON, rocprofv3 CSV) and the Perfetto /
+Chrome trace export. Every loader goes through the guards of ``_safe`` (size caps,
+regular files only, JSON depth, .npy headers).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from fingrav_native.files._trace import export_trace, insitu_trace_events, node_trace_events, trace_events
+    from fingrav_native.files._profiles import FORMAT_NAME, FORMAT_VERSION, ProfileFormatError, export_parquet, load_profile, save_profile
+    from fingrav_native.files._kineto import read_kineto_trace, write_kineto_trace
+    from fingrav_native.files._rocprof import read_rocprof_kernel_trace
+    from fingrav_native.files._capture import CAPTURE_FORMAT, CAPTURE_VERSION, CaptureFormatError, PowerCapture, REALTIME_CLOCK_DOMAINS, load_capture
+    from fingrav_native.files._campaign import CAMPAIGN_FILE, CAMPAIGN_FORMAT, CampaignFormatError, CampaignLockedError, CampaignMismatchError, LOCK_FILE, PROFILE_FILE, StoredRun, campaign_contents, load_campaign_runs, lock_campaign, read_manifest, run_files, write_manifest, write_run
+    from fingrav_native.files._characterisation import load_characterisation
+
+# Each public name -> the private module that defines it. Loaded on first use (PEP 562, as scipy
+# and scikit-image do), so importing one module of this package never imports the rest of it.
+_WHERE = {
+    "CAMPAIGN_FILE": "_campaign",
+    "CAMPAIGN_FORMAT": "_campaign",
+    "CAPTURE_FORMAT": "_capture",
+    "CAPTURE_VERSION": "_capture",
+    "CampaignFormatError": "_campaign",
+    "CampaignLockedError": "_campaign",
+    "CampaignMismatchError": "_campaign",
+    "CaptureFormatError": "_capture",
+    "FORMAT_NAME": "_profiles",
+    "FORMAT_VERSION": "_profiles",
+    "LOCK_FILE": "_campaign",
+    "PROFILE_FILE": "_campaign",
+    "PowerCapture": "_capture",
+    "ProfileFormatError": "_profiles",
+    "REALTIME_CLOCK_DOMAINS": "_capture",
+    "StoredRun": "_campaign",
+    "campaign_contents": "_campaign",
+    "export_parquet": "_profiles",
+    "export_trace": "_trace",
+    "insitu_trace_events": "_trace",
+    "load_campaign_runs": "_campaign",
+    "load_capture": "_capture",
+    "load_characterisation": "_characterisation",
+    "load_profile": "_profiles",
+    "lock_campaign": "_campaign",
+    "node_trace_events": "_trace",
+    "read_kineto_trace": "_kineto",
+    "read_manifest": "_campaign",
+    "read_rocprof_kernel_trace": "_rocprof",
+    "run_files": "_campaign",
+    "save_profile": "_profiles",
+    "trace_events": "_trace",
+    "write_kineto_trace": "_kineto",
+    "write_manifest": "_campaign",
+    "write_run": "_campaign",
+}
+
+__all__ = sorted(_WHERE)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _WHERE:
+        value = getattr(importlib.import_module(f"{__name__}.{_WHERE[name]}"), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return list(__all__)

@@ -1,1 +1,47 @@
-"""In-situ profiling: per-kernel power and energy inside a running application, from its profiler trace."""
+"""In-situ profiling: per-kernel power and energy inside a running application, from its profiler trace.
+
+:class:`KernelTrace` holds an application's kernel executions on the host clock;
+:func:`profile_trace` attributes power logs to them.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from fingrav_native.insitu._align import LogAlignment, align_logs_to_trace
+    from fingrav_native.insitu._results import ITERATION_DTYPE, IterationSummary, KERNEL_TABLE_DTYPE, TRACE_LOG_DTYPE, TraceProfile
+    from fingrav_native.insitu._trace import KERNEL_SIGNATURE_DTYPE, KernelTrace, STEP_DTYPE, TraceFormatError
+    from fingrav_native.insitu._profile import profile_trace
+
+# Each public name -> the private module that defines it. Loaded on first use (PEP 562, as scipy
+# and scikit-image do), so importing one module of this package never imports the rest of it.
+_WHERE = {
+    "ITERATION_DTYPE": "_results",
+    "IterationSummary": "_results",
+    "KERNEL_SIGNATURE_DTYPE": "_trace",
+    "KERNEL_TABLE_DTYPE": "_results",
+    "KernelTrace": "_trace",
+    "LogAlignment": "_align",
+    "STEP_DTYPE": "_trace",
+    "TRACE_LOG_DTYPE": "_results",
+    "TraceFormatError": "_trace",
+    "TraceProfile": "_results",
+    "align_logs_to_trace": "_align",
+    "profile_trace": "_profile",
+}
+
+__all__ = sorted(_WHERE)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _WHERE:
+        value = getattr(importlib.import_module(f"{__name__}.{_WHERE[name]}"), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return list(__all__)

@@ -1,14 +1,107 @@
-"""The FinGraV method (paper Section IV-B): from runs to a profile.
+"""The FinGraV method (paper Section IV-B): pure steps from executions and logs to a profile.
 
-``guidance`` (Table I) -> runs -> ``golden`` (execution-time binning) ->
-``align`` (LOI/TOI through the clock map) -> ``stitch``; ``steady`` finds the
-SSE and SSP executions; ``results`` holds the frozen result types;
-``profile`` orchestrates the eight steps on any backend, with ``campaign``
-(folders on disk, resume), ``progress`` and ``agreement`` (decisions shared by
-the ranks of a collective). ``records`` defines the array layouts every step
-consumes.
-
-This package's ``__init__`` imports nothing, so any module of the package can
-import any lower one without a circle; the public names are re-exported by
-:mod:`fingrav_native`.
+Table I guidance, golden runs by execution-time binning (step 5), LOIs and TOIs through
+the clock map (step 6), the SSE and SSP executions (step 3), the stitched profile and
+energy (steps 7-8), the deconvolution of averaging sensors and the joint fit over an
+application's timeline, phase steering, and the frozen result types. Nothing here talks
+to a device or a folder; :func:`stitch_logs` runs steps 5-8 on logs brought from anywhere.
 """
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from fingrav_native.method._guidance import Guidance, GuidanceRow, TABLE_I, lookup_guidance, target_loi_count
+    from fingrav_native.method._golden import GoldenSelection, select_golden_runs
+    from fingrav_native.method._steady import PowerMeasurement, SSE_EXECUTIONS, SSE_INDEX, SspSearch, SspStep, find_ssp_executions
+    from fingrav_native.method._align import LogAssignment, NoLogsInExecutionsError, assign_logs_to_executions, place_logs, select_executions_of_interest
+    from fingrav_native.method._stitch import EnergyEstimate, StitchedChannel, StitchedProfile, WholeRunView, energy_per_execution, stitch, whole_run_view
+    from fingrav_native.method._agreement import Agreement, LocalAgreement, ThreadAgreement
+    from fingrav_native.method._timeline import Timeline, executions_from_markers, fit_device_map, fit_logger_map, nominal_durations, timeline_of
+    from fingrav_native.method._deconvolve import Deconvolution, DeconvolvedChannel, as_stitched, curve_precision_inverse, curve_scale, curve_variance, deconvolve, design_rows, needs_deconvolution, runs_needed
+    from fingrav_native.method._fit_timeline import GAP_EDGES_NS, TimelineFit, fit_timeline
+    from fingrav_native.method._phase import PHASES, PhaseSteerer, PhaseSteeringWarning, SamplePrediction, predict_sample_instants
+    from fingrav_native.method._results import CampaignTimeline, ErrorBudget, ExecutionProfile, InterleavedProfile, LOG_DTYPE, Profile
+    from fingrav_native.method._pipeline import ATTRIBUTIONS, SensorResolutionWarning, stitch_logs
+
+# Each public name -> the private module that defines it. Loaded on first use (PEP 562, as scipy
+# and scikit-image do), so importing one module of this package never imports the rest of it.
+_WHERE = {
+    "ATTRIBUTIONS": "_pipeline",
+    "Agreement": "_agreement",
+    "CampaignTimeline": "_results",
+    "Deconvolution": "_deconvolve",
+    "DeconvolvedChannel": "_deconvolve",
+    "EnergyEstimate": "_stitch",
+    "ErrorBudget": "_results",
+    "ExecutionProfile": "_results",
+    "GAP_EDGES_NS": "_fit_timeline",
+    "GoldenSelection": "_golden",
+    "Guidance": "_guidance",
+    "GuidanceRow": "_guidance",
+    "InterleavedProfile": "_results",
+    "LOG_DTYPE": "_results",
+    "LocalAgreement": "_agreement",
+    "LogAssignment": "_align",
+    "NoLogsInExecutionsError": "_align",
+    "PHASES": "_phase",
+    "PhaseSteerer": "_phase",
+    "PhaseSteeringWarning": "_phase",
+    "PowerMeasurement": "_steady",
+    "Profile": "_results",
+    "SSE_EXECUTIONS": "_steady",
+    "SSE_INDEX": "_steady",
+    "SamplePrediction": "_phase",
+    "SensorResolutionWarning": "_pipeline",
+    "SspSearch": "_steady",
+    "SspStep": "_steady",
+    "StitchedChannel": "_stitch",
+    "StitchedProfile": "_stitch",
+    "TABLE_I": "_guidance",
+    "ThreadAgreement": "_agreement",
+    "Timeline": "_timeline",
+    "TimelineFit": "_fit_timeline",
+    "WholeRunView": "_stitch",
+    "as_stitched": "_deconvolve",
+    "assign_logs_to_executions": "_align",
+    "curve_precision_inverse": "_deconvolve",
+    "curve_scale": "_deconvolve",
+    "curve_variance": "_deconvolve",
+    "deconvolve": "_deconvolve",
+    "design_rows": "_deconvolve",
+    "energy_per_execution": "_stitch",
+    "executions_from_markers": "_timeline",
+    "find_ssp_executions": "_steady",
+    "fit_device_map": "_timeline",
+    "fit_logger_map": "_timeline",
+    "fit_timeline": "_fit_timeline",
+    "lookup_guidance": "_guidance",
+    "needs_deconvolution": "_deconvolve",
+    "nominal_durations": "_timeline",
+    "place_logs": "_align",
+    "predict_sample_instants": "_phase",
+    "runs_needed": "_deconvolve",
+    "select_executions_of_interest": "_align",
+    "select_golden_runs": "_golden",
+    "stitch": "_stitch",
+    "stitch_logs": "_pipeline",
+    "target_loi_count": "_guidance",
+    "timeline_of": "_timeline",
+    "whole_run_view": "_stitch",
+}
+
+__all__ = sorted(_WHERE)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _WHERE:
+        value = getattr(importlib.import_module(f"{__name__}.{_WHERE[name]}"), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return list(__all__)

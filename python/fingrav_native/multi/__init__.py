@@ -1,6 +1,39 @@
-"""Many GPUs (paper Section V-D): host-clock alignment between ranks and merged node profiles.
+"""Many GPUs (paper Section V-D): merged node profiles.
 
-``alignment`` places every rank's host clock on the root's (bracketed
-exchanges over ``torch.distributed``); ``results`` holds the node profile
-types; ``node`` drives one campaign per rank and merges them.
+:func:`merge_ranks` puts every rank's profile on the root's host clock;
+:class:`NodeProfile` holds the result.
 """
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from fingrav_native.multi._results import CHANNELS, NodeProfile, NodeView, SteadyCheck
+    from fingrav_native.multi._merge import check_steady_states, merge_ranks
+
+# Each public name -> the private module that defines it. Loaded on first use (PEP 562, as scipy
+# and scikit-image do), so importing one module of this package never imports the rest of it.
+_WHERE = {
+    "CHANNELS": "_results",
+    "NodeProfile": "_results",
+    "NodeView": "_results",
+    "SteadyCheck": "_results",
+    "check_steady_states": "_merge",
+    "merge_ranks": "_merge",
+}
+
+__all__ = sorted(_WHERE)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _WHERE:
+        value = getattr(importlib.import_module(f"{__name__}.{_WHERE[name]}"), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return list(__all__)

@@ -1,10 +1,54 @@
-"""Sensors are part of the measurement: models (``model``), energy counters (``counter``), deconvolution (``deconvolve``).
+"""Sensors are part of the measurement: what a log is, and how to find out.
 
-A log of a real sensor averages a window, passes a filter or differences an
-energy counter; ``model`` says which, ``counter`` turns counter reads into
-logs with exact windows, and ``deconvolve`` recovers an execution's curve
-from such logs instead of pretending each is an instant (DESIGN.md,
-"Sensors are part of the measurement"). ``semantics`` records, per power
-mode, what a log is and whether each figure is documented, measured or
-assumed.
+:class:`SensorModel` and the vendors' presets say what window, filter or counter a log
+stands for; ``semantics`` records, per power mode, whether each figure is documented,
+measured or assumed; the counter helpers turn energy-counter reads into logs with exact
+windows; the characterisation fits (period, step and load response) measure a sensor
+from logs taken under a known load.
 """
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from fingrav_native.sensors._semantics import FIGURES, PROVENANCES, SensorSemantics
+    from fingrav_native.sensors._model import SENSOR_PRESETS, SensorModel, sensor_preset
+    from fingrav_native.sensors._counter import COUNTER_LOG_DTYPE, CounterLogs, counter_to_logs
+    from fingrav_native.sensors._characterize import Characterisation, PeriodEstimate, StepFit, counter_resolution, estimate_period, fit_load_response, fit_step_response
+
+# Each public name -> the private module that defines it. Loaded on first use (PEP 562, as scipy
+# and scikit-image do), so importing one module of this package never imports the rest of it.
+_WHERE = {
+    "COUNTER_LOG_DTYPE": "_counter",
+    "Characterisation": "_characterize",
+    "CounterLogs": "_counter",
+    "FIGURES": "_semantics",
+    "PROVENANCES": "_semantics",
+    "PeriodEstimate": "_characterize",
+    "SENSOR_PRESETS": "_model",
+    "SensorModel": "_model",
+    "SensorSemantics": "_semantics",
+    "StepFit": "_characterize",
+    "counter_resolution": "_characterize",
+    "counter_to_logs": "_counter",
+    "estimate_period": "_characterize",
+    "fit_load_response": "_characterize",
+    "fit_step_response": "_characterize",
+    "sensor_preset": "_model",
+}
+
+__all__ = sorted(_WHERE)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _WHERE:
+        value = getattr(importlib.import_module(f"{__name__}.{_WHERE[name]}"), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return list(__all__)

@@ -1,33 +1,50 @@
-"""The simulated device: one GPU in virtual or real time (``device``) and a multi-GPU node (``node``).
+"""The simulated device: one GPU in virtual or real time, a multi-GPU node, an analytic curve.
 
-It knows the ground truth of everything it simulates, so every method is
-scored against it (DESIGN.md, "The simulated device"). The names of
-``device`` are re-exported here, as ``fingrav_native.sim`` offered them
-before the package had subpackages.
+It knows the ground truth of everything it simulates, so every method is scored against it.
 """
 
-from fingrav_native.sim.device import (
-    EXEC_DTYPE,
-    FIRMWARE_DTYPE,
-    KERNEL_PRESETS,
-    LOG_DTYPE,
-    Parameter,
-    RunResult,
-    SimGPU,
-    kernel_presets,
-    parameters,
-    steady_state_index,
-)
+from __future__ import annotations
 
-__all__ = [
-    "EXEC_DTYPE",
-    "FIRMWARE_DTYPE",
-    "LOG_DTYPE",
-    "KERNEL_PRESETS",
-    "Parameter",
-    "RunResult",
-    "SimGPU",
-    "kernel_presets",
-    "parameters",
-    "steady_state_index",
-]
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from fingrav_native.sim._device import EXEC_DTYPE, FIRMWARE_DTYPE, KERNEL_PRESETS, LOG_DTYPE, Parameter, RunResult, SimGPU, kernel_presets, parameters, sensor_params, steady_state_index
+    from fingrav_native.sim._node import COLLECTIVE_KINDS, COLLECTIVE_TRUTH_DTYPE, CollectiveTime, FabricParams, SimNode, SimRankBackend, collective_time
+
+# Each public name -> the private module that defines it. Loaded on first use (PEP 562, as scipy
+# and scikit-image do), so importing one module of this package never imports the rest of it.
+_WHERE = {
+    "COLLECTIVE_KINDS": "_node",
+    "COLLECTIVE_TRUTH_DTYPE": "_node",
+    "CollectiveTime": "_node",
+    "EXEC_DTYPE": "_device",
+    "FIRMWARE_DTYPE": "_device",
+    "FabricParams": "_node",
+    "KERNEL_PRESETS": "_device",
+    "LOG_DTYPE": "_device",
+    "Parameter": "_device",
+    "RunResult": "_device",
+    "SimGPU": "_device",
+    "SimNode": "_node",
+    "SimRankBackend": "_node",
+    "collective_time": "_node",
+    "kernel_presets": "_device",
+    "parameters": "_device",
+    "sensor_params": "_device",
+    "steady_state_index": "_device",
+}
+
+__all__ = sorted(_WHERE)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _WHERE:
+        value = getattr(importlib.import_module(f"{__name__}.{_WHERE[name]}"), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return list(__all__)

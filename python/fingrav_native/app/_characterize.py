@@ -1,0 +1,112 @@
+"""Split from sensors.characterize."""
+
+from __future__ import annotations
+import math
+from typing import Any, Optional
+import numpy as np
+from fingrav_native._checks import integer_in, positive_number
+from fingrav_native.backends._base import Backend
+from fingrav_native.method._timeline import nominal_durations, timeline_of
+from fingrav_native.sensors._model import SensorModel
+from fingrav_native.sensors._characterize import Characterisation, estimate_period, fit_load_response
+
+
+def characterize(
+    backend: Backend,
+    kernel: Any = "cb-8k-gemm",
+    light: Any = "mb-2k-gemv",
+    *,
+    runs: int = 40,
+    cycles: int = 4,
+    half_period_ns: Optional[float] = None,
+    prior: Optional[SensorModel] = None,
+    channel: str = "total",
+) -> Characterisation:
+    """Measure a backend's power sensor with a load square wave: period, window and shape, delay, rise time.
+
+    Parameters
+    ----------
+    backend : Backend
+        The device (the simulator or a GPU).
+    kernel, light : str, int or Workload
+        A heavy kernel (default the simulator's CB-8K GEMM; on a GPU a large
+        GEMM) and a light one (a small GEMV): the square wave's two levels.
+        Both stay on the GPU, so every edge is logged inside a run and its
+        time is known from the kernels' GPU-side markers.
+    runs : int
+        Runs; each puts its edges at a random phase against the sensor.
+    cycles : int
+        Heavy-light cycles per run.
+    half_period_ns : float, optional
+        Length of each level; default ``max(5 ms, 2 periods, 4 x (window +
+        delay + 5 tau))`` of the prior, so the response settles in each.
+    prior : SensorModel, optional
+        What is believed of the sensor (default: the backend's declared
+        capabilities); it only sizes the wave and the fit's first view.
+    channel : str
+        The power channel to fit.
+
+    Returns
+    -------
+    Characterisation
+        A SensorModel with ``source="characterised"`` that profiles can use
+        (``stitch_logs(sensor=...)``), fitted by :func:`fit_load_response`
+        to every log against the heavy executions' known times.
+
+    Notes
+    -----
+    Yang, Adamek and Armour (SC'24) drove square waves of load to find how
+    NVIDIA's sensor averages; here the same, read as equivalent-time
+    sampling:
+
+    1. Time both kernels (5 executions each) to size the levels.
+    2. Each run: ``cycles`` x (``kernel`` for half a period, ``light`` for
+       half a period), back to back; wait for idle between runs.
+    3. Place every log and execution on the host timeline through the runs'
+       own clock maps (:func:`~fingrav_native.method.timeline.timeline_of`).
+    4. Period from the logs' distinct timestamps; the sensor from every
+       log against the heavy executions' times (:func:`fit_load_response`).
+    """
+    n_runs = integer_in(runs, "runs", 2, 100_000)
+    n_cyc = integer_in(cycles, "cycles", 1, 1_000)
+    caps = backend.capabilities
+    if prior is None:
+        prior = SensorModel("declared", "window" if caps.logger_window_ns > 0 else "instant",
+                            period_ns=caps.logger_period_ns, window_ns=caps.logger_window_ns, source="assumed")
+    reach = prior.window_ns + prior.delay_ns + 5.0 * prior.tau_ns
+    half = (positive_number(half_period_ns, "half_period_ns") if half_period_ns is not None
+            else max(5e6, 2.0 * prior.period_ns, 4.0 * reach))
+    counts = []
+    for k in (kernel, light):
+        backend.wait_idle()
+        rec = backend.execute_run(k, 5, backend.new_run_id())
+        counts.append(max(1, int(math.ceil(half / float(np.median(nominal_durations(rec.markers,
+                                                                                       caps.device_tick_ns)))))))
+    plan: list[tuple[Any, int]] = [(kernel, counts[0]), (light, counts[1])] * n_cyc
+    total = sum(c for _, c in plan)
+    records = []
+    for _ in range(n_runs):
+        backend.wait_idle()
+        records.append(backend.execute_run(plan, total, backend.new_run_id()))
+    tl = timeline_of(records, caps)
+    if channel not in (tl.samples.dtype.names or ()):
+        raise ValueError(f"channel={channel!r}: the logs have no such field")
+    t = np.asarray(tl.logger_map.to_host(tl.samples["source_ts"]), dtype=np.float64)
+    v = tl.samples[channel].astype(np.float64)
+    period = estimate_period(t)
+    ex = tl.executions
+    heavy_id = int(np.sort(ex, order=["run", "index"])["kernel_id"][0])
+    heavy = ex[ex["kernel_id"] == heavy_id]
+    if len(heavy) == len(ex):
+        raise ValueError("kernel, light: give two different kernels (the square wave's two levels)")
+    step = fit_load_response(t, v, np.column_stack([heavy["start_ns"], heavy["end_ns"]]),
+                             scale_ns=max(reach, prior.period_ns / 4.0, 50_000.0))
+    windowed = step.shape == "first_order" or step.window_ns > 0.02 * period.period_ns
+    sensor = SensorModel(
+        name=f"{caps.name} characterised", kind="window" if windowed else "instant", period_ns=period.period_ns,
+        window_ns=step.window_ns if (step.shape == "boxcar" and windowed) else 0.0,
+        shape=step.shape, tau_ns=step.tau_ns, delay_ns=max(step.delay_ns, 0.0), source="characterised",
+        notes=(f"{n_runs} runs of {n_cyc} heavy/light cycles of {half / 1e6:.1f} ms ({kernel} / {light}) "
+               f"on {caps.device}"))
+    return Characterisation(sensor=sensor, period=period, step=step, quantum=0.0, device=caps.device,
+                            notes=sensor.notes)

@@ -1,0 +1,216 @@
+"""One way to open a device: :func:`open_device` (campaigns, the CLI) and the recorder's sources.
+
+A device is named by one string everywhere, as zeus's ``get_gpus`` and
+pyvisa's ``open_resource`` do: ``"sim"`` (the simulated GPU in virtual time),
+``"sim-live"`` (in real time), ``"nvidia:N"`` or ``"nvidia:N:MODE"`` (CUDA
+device N, an NVML power mode), ``"amd:N"`` or ``"amd:N:CHANNEL"`` (HIP device
+N, ``energy`` or ``socket``). :func:`parse_device` reads such a string;
+:func:`open_device` builds the backend a campaign drives; the recorder opens
+only the power source of the same device (:func:`resolve_device`).
+"""
+
+from __future__ import annotations
+import re
+from dataclasses import dataclass
+from typing import Any, Callable, Optional
+from fingrav_native import _core
+from fingrav_native.backends import _amd_sysfs as amd_sysfs
+from fingrav_native.backends._base import LivePower
+from fingrav_native.backends._nvidia import NVML_MODES, match_nvml_device, nvml_sensor
+from fingrav_native.backends._amd import AmdBackend
+from fingrav_native.backends._nvidia import NvidiaBackend
+from fingrav_native.backends._sim import LiveSimBackend, SimBackend
+from fingrav_native.sensors._model import SensorModel
+from fingrav_native.sim._device import SimGPU
+
+
+@dataclass(frozen=True)
+class _Resolved:
+    source: _core.PowerSource
+    sensor: Optional[SensorModel]
+    # Builds the sensor once the period is measured (NVML reports none for some modes).
+    sensor_for_period: Optional[Callable[[float], SensorModel]]
+    description: str
+
+
+_DEVICE_RE = re.compile(r"^(nvidia|amd):(\d+)(?::([a-z_]+))?$")
+_SIM_RE = re.compile(r"^(sim|sim-live)(?::(\d+))?$")
+
+#: What a device string may name, for error messages.
+DEVICE_FORMS = ("'sim' or 'sim:SEED' (simulated, virtual time), 'sim-live' (simulated, real time), "
+                "'nvidia:N' or 'nvidia:N:MODE' (CUDA device N, an NVML power mode), "
+                "'amd:N' or 'amd:N:CHANNEL' (HIP device N; 'energy' or 'socket')")
+
+
+@dataclass(frozen=True)
+class DeviceSpec:
+    """A parsed device string: ``vendor`` ("sim", "sim-live", "nvidia", "amd"), ``index`` and ``mode``."""
+
+    vendor: str
+    index: int
+    mode: Optional[str]
+
+
+def parse_device(device: str) -> DeviceSpec:
+    """Read a device string (``"sim"``, ``"nvidia:0"``, ``"amd:1:socket"``, ...).
+
+    Parameters
+    ----------
+    device : str
+        One of the forms in :data:`DEVICE_FORMS`. For ``sim`` the number is
+        the simulator's seed; for hardware it is the device's index in the
+        vendor runtime's order (CUDA_VISIBLE_DEVICES, HIP's).
+
+    Returns
+    -------
+    DeviceSpec
+
+    Raises
+    ------
+    ValueError
+        When the string has none of those forms (the message lists them).
+    """
+    if not isinstance(device, str):
+        raise ValueError(f"device={device!r}: a device string must be a str; one of {DEVICE_FORMS}")
+    s = device.strip().lower()
+    m = _SIM_RE.match(s)
+    if m is not None:
+        return DeviceSpec(m.group(1), int(m.group(2) or 0), None)
+    m = _DEVICE_RE.match(s)
+    if m is None:
+        raise ValueError(f"device={device!r}: unknown device string; expected {DEVICE_FORMS}")
+    return DeviceSpec(m.group(1), int(m.group(2)), m.group(3))
+
+
+def open_device(device: Any = "sim", *, seed: Optional[int] = None, **options: Any) -> Any:
+    """Open a device for a campaign: the one resolver the CLI, :func:`profile` and the recorder share.
+
+    Parameters
+    ----------
+    device : str or Backend
+        A device string (:func:`parse_device`: ``"sim"``, ``"sim-live"``,
+        ``"nvidia:0"``, ``"nvidia:0:instant"``, ``"amd:0"``,
+        ``"amd:0:socket"``), or a backend already made, returned as it is.
+    seed : int, optional
+        The simulator's seed (``"sim"`` and ``"sim-live"`` only; default the
+        string's number, else 0).
+    **options
+        Passed to the backend's constructor (``period_ns``, ``sensor``, ...).
+
+    Returns
+    -------
+    Backend
+        :class:`~fingrav_native.backends.SimBackend`,
+        :class:`~fingrav_native.backends.LiveSimBackend`,
+        :class:`~fingrav_native.backends.NvidiaBackend` or
+        :class:`~fingrav_native.backends.AmdBackend`.
+
+    Raises
+    ------
+    ValueError
+        An unknown device string or a negative seed.
+    LibraryNotFoundError, DeviceUnavailableError
+        The vendor library or the device is missing (the message names which
+        and how to get it).
+    """
+    if not isinstance(device, str):
+        if all(hasattr(device, a) for a in ("capabilities", "execute_run", "wait_idle")):
+            return device
+        raise ValueError(f"device={device!r}: must be a backend or a device string; one of {DEVICE_FORMS}")
+    spec = parse_device(device)
+    if spec.vendor in ("sim", "sim-live"):
+        s = spec.index if seed is None else seed
+        if isinstance(s, bool) or not isinstance(s, int) or s < 0:
+            raise ValueError(f"seed={seed!r}: must be an int >= 0")
+        cls = SimBackend if spec.vendor == "sim" else LiveSimBackend
+        return cls(seed=s, **options)
+    if seed is not None:
+        raise ValueError(f"seed={seed!r}: only a simulated device takes a seed (device={device!r})")
+    if spec.vendor == "nvidia":
+        if spec.mode is not None:
+            if spec.mode not in NVML_MODES:
+                raise ValueError(f"device={device!r}: unknown NVML mode {spec.mode!r}; one of {', '.join(NVML_MODES)}")
+            options.setdefault("power", spec.mode)
+        return NvidiaBackend(device=spec.index, **options)
+    if spec.mode is not None:
+        if spec.mode not in ("energy", "socket"):
+            raise ValueError(f"device={device!r}: unknown channel {spec.mode!r}; 'energy' or 'socket'")
+        options.setdefault("channel", spec.mode)
+    return AmdBackend(device=spec.index, **options)
+
+
+def _nvml_device(index: int, mode: str) -> _Resolved:
+    """NVML power for CUDA device ``index`` (as torch numbers it), as NvidiaBackend opens it."""
+    if mode not in NVML_MODES:
+        raise ValueError(f"device='nvidia:{index}:{mode}': unknown NVML mode {mode!r}; one of {', '.join(NVML_MODES)}")
+    for name in ("cuda_devices", "nvml_devices", "NvmlPowerSource"):
+        if not hasattr(_core, name):
+            raise RuntimeError(f"device='nvidia:{index}': this build of fingrav_native has no NVML support "
+                               f"(_core.{name} is missing); rebuild from a source tree that includes it")
+    # CUDA's numbering (CUDA_VISIBLE_DEVICES, what torch calls cuda:N) is
+    # matched to NVML's by UUID: NVML numbers every GPU in PCI order.
+    cuda = _core.cuda_devices()
+    if index >= len(cuda):
+        raise _core.DeviceUnavailableError(f"device='nvidia:{index}': the CUDA driver sees {len(cuda)} device(s) "
+                                           "(indices follow CUDA_VISIBLE_DEVICES)")
+    nvml_index = match_nvml_device(dict(cuda[index]), [dict(d) for d in _core.nvml_devices()])
+    source = _core.NvmlPowerSource(nvml_index, mode)
+    info = source.info
+    documented = bool(source.window_documented)
+
+    def sensor(period_ns: float) -> SensorModel:
+        return nvml_sensor(mode, period_ns, float(info.window_ns), documented)
+
+    return _Resolved(source, None, sensor,
+                     f"{cuda[index]['name']} (CUDA {index}, NVML {nvml_index}, PCI {cuda[index]['pci_bus_id']}, "
+                     f"NVML {mode})")
+
+
+def _amd_device(index: int, mode: Optional[str]) -> _Resolved:
+    """``gpu_metrics`` (else hwmon) power of AMD GPU ``index`` in HIP's order, as AmdBackend opens it."""
+    if mode is not None and mode not in ("energy", "socket"):
+        raise ValueError(f"device='amd:{index}:{mode}': unknown channel {mode!r}; 'energy' or 'socket'")
+    # HIP (and torch on ROCm) numbers GPUs in KFD topology order, as AmdBackend does.
+    gpus = sorted((g for g in amd_sysfs.find_amd_gpus() if g.kfd_node is not None), key=lambda g: int(g.kfd_node or 0))
+    if not gpus:
+        raise _core.DeviceUnavailableError(
+            f"device='amd:{index}': no AMD GPU bound to amdgpu with a KFD node under /sys; load the amdgpu "
+            "driver (ROCm) on a machine with an AMD GPU")
+    if index >= len(gpus):
+        raise _core.DeviceUnavailableError(f"device='amd:{index}': this machine has {len(gpus)} AMD GPU(s)")
+    gpu = gpus[index]
+    source = amd_sysfs.power_source(gpu, channel=mode or "energy")
+    # AmdBackend declares no sensor model either: characterise it before deconvolving.
+    return _Resolved(source, None, None, f"{gpu.name} (HIP {index}, {gpu.pci_address})")
+
+
+def resolve_device(device: Any) -> _Resolved:
+    if isinstance(device, _core.PowerSource):
+        return _Resolved(device, None, None, f"{device.info.name} ({device.info.clock_domain})")
+    if isinstance(device, SimGPU):
+        if not device.realtime:
+            raise ValueError("device: a virtual-time SimGPU cannot be recorded live (its clock does not follow "
+                             "the host's); create it with SimGPU(realtime=True)")
+        # depth 8: a drain stall of up to 8 logger periods loses no log.
+        return _Resolved(device.power_source(depth=8), device.sensor, None,
+                         f"SimGPU (real time, seed {int(device.params['seed'])})")
+    if isinstance(device, LivePower):  # LiveSimBackend, NvidiaBackend, AmdBackend
+        caps = getattr(device, "capabilities")
+        return _Resolved(device.power_source, caps.sensor, None, str(caps.device))
+    if isinstance(device, SimBackend):
+        raise ValueError("device: a virtual-time SimBackend cannot be recorded live; use LiveSimBackend "
+                         "or SimGPU(realtime=True)")
+    if isinstance(device, str):
+        spec = parse_device(device)
+        if spec.vendor in ("sim", "sim-live"):
+            raise ValueError(f"device={device!r}: the recorder reads a live power source; pass "
+                             "SimGPU(realtime=True) or LiveSimBackend() for the simulator")
+        vendor, index, mode = spec.vendor, spec.index, spec.mode
+        try:
+            return _nvml_device(index, mode or "samples") if vendor == "nvidia" else _amd_device(index, mode)
+        except (_core.LibraryNotFoundError, _core.DeviceUnavailableError) as exc:
+            # Same type, with which device string led here; the loader's text
+            # already names the library paths tried and what to install.
+            raise type(exc)(f"device={device!r}: {exc}") from exc
+    raise ValueError(f"device={device!r}: must be a PowerSource, a real-time SimGPU, a LiveSimBackend, "
+                     "NvidiaBackend or AmdBackend, or a string 'nvidia:N' / 'amd:N'")

@@ -1,0 +1,805 @@
+"""The FinGraV orchestrator: the paper's eight steps on any backend.
+
+:func:`profile` runs Section IV-B end to end against a
+:class:`~fingrav_native.backends.base.Backend` (the simulated GPU by default) and
+returns a :class:`Profile`. :func:`stitch_logs` runs steps 5-8 on arrays a
+user brings (bring-your-own-logs). :func:`profile_interleaved` profiles a
+kernel preceded by other kernels (Section V-C3).
+"""
+
+from __future__ import annotations
+import contextlib
+import dataclasses
+import math
+import os
+import time
+import warnings
+from typing import Any, Callable, Optional, Sequence, Union
+import numpy as np
+from fingrav_native._version import __version__
+from fingrav_native.backends._base import Backend, KernelSpec
+from fingrav_native.records._recording import Capabilities, RunRecord
+from fingrav_native.app._open import open_device
+from fingrav_native.files._profiles import save_profile
+from fingrav_native.method._agreement import Agreement, LocalAgreement
+from fingrav_native.method._align import place_logs
+from fingrav_native.files._campaign import CAMPAIGN_FILE, PROFILE_FILE, RUNS_DIR, CampaignFormatError, CampaignMismatchError, StoredRun, campaign_contents, load_campaign_runs, lock_campaign, read_manifest, write_manifest, write_run
+from fingrav_native.method._guidance import Guidance, lookup_guidance, target_loi_count
+from fingrav_native.method._phase import PHASES, PhaseSteerer, PhaseSteeringWarning, make_steerer
+from fingrav_native.app._progress import CampaignProgress, ProgressLike, ProgressReporter, as_reporter
+from fingrav_native.records._layouts import LOI_DTYPE
+from fingrav_native.method._results import CampaignTimeline, InterleavedProfile, Profile
+from fingrav_native.method._steady import SSE_EXECUTIONS, SSE_INDEX, PowerMeasurement, SspSearch, find_ssp_executions
+from fingrav_native.method._stitch import whole_run_view
+from fingrav_native.method._timeline import Timeline, nominal_durations, timeline_of
+from fingrav_native.method._deconvolve import deconvolve, needs_deconvolution
+from fingrav_native.sensors._model import SensorModel, sensor_preset
+from fingrav_native.method._pipeline import ATTRIBUTIONS, PlacedRuns, SensorResolutionWarning, build_execution_profile, error_budget, finish_deconvolved, finish_profile, log_records, place_runs, stratified_mean
+
+
+def _kernel_label(backend: Backend, kernel: Any) -> str:
+    if isinstance(kernel, (str, int)):
+        return backend.kernel_name(kernel)
+    if isinstance(kernel, (list, tuple)):
+        return "+".join(f"{_kernel_label(backend, k)}x{int(n)}" for k, n in kernel)
+    return str(kernel)
+
+
+class _Campaign:
+    """Runs, records and (optionally) streams them to disk as they complete.
+
+    With ``out_dir`` every completed run is written at once
+    (:mod:`fingrav_native.method.campaign`), so an interrupted campaign keeps them;
+    with ``replay`` those runs are handed back, in order, to the same
+    requests before any new run is executed (``profile(resume=True)``).
+    """
+
+    def __init__(self, backend: Backend, out_dir: Optional[str], *, kernel: str = "",
+                 replay: Sequence[StoredRun] = (), reporter: Optional[ProgressReporter] = None) -> None:
+        self.backend = backend
+        self.caps = backend.capabilities
+        self.records: list[RunRecord] = []
+        self.next_run = 0
+        self.out_dir = out_dir
+        self.kernel = kernel
+        self._replay = list(replay)
+        self.replayed = 0
+        self._live_started = False
+        #: Phase steering of the campaign's runs (None: random phase, the paper's protocol).
+        self.steerer: Optional[PhaseSteerer] = None
+        self.reporter = reporter or ProgressReporter()
+        # Progress state, kept up to date by the orchestrator.
+        self.phase = "timing"
+        self.planned: Optional[int] = None
+        self.lois = 0
+        self.loi_target = 0
+        self._t0 = time.monotonic()
+        self._phase_t0 = self._t0
+        self._phase_live = 0
+        if out_dir is not None:
+            os.makedirs(out_dir, exist_ok=True)
+
+    @property
+    def on_disk(self) -> int:
+        """Runs of the folder so far: what campaign.json records (never fewer than were replayed)."""
+        # A replay stopped early (settings differ) must not lower the count a
+        # later resume checks the folder against.
+        return max(self.next_run, len(self._replay))
+
+    def set_phase(self, phase: str, planned: Optional[int] = None) -> None:
+        self.phase, self.planned = phase, planned
+        self._phase_t0, self._phase_live = time.monotonic(), 0
+        self.report()
+
+    def report(self) -> None:
+        now = time.monotonic()
+        eta = None
+        if self.planned is not None and self._phase_live:
+            # Replayed runs cost nothing: the rate is that of runs executed in this phase.
+            eta = (now - self._phase_t0) / self._phase_live * max(0, self.planned - self.next_run)
+        self.reporter.update(CampaignProgress(
+            kernel=self.kernel, phase=self.phase, runs_done=self.next_run, runs_planned=self.planned,
+            lois=self.lois, loi_target=self.loi_target, elapsed_s=now - self._t0, eta_s=eta,
+            replayed=self.replayed))
+
+    def _go_live(self) -> None:
+        """Before the first new run after a replay: one timeline with the runs on disk, fresh run ids."""
+        self._live_started = True
+        if not self.replayed:
+            return
+        done = [r.record for r in self._replay[:self.replayed]]
+        last = max(int(r.brackets[:, 2].max()) for r in done if len(r.brackets))
+        now = int(self.backend.read_clocks(1)[0, 0])
+        if now <= last:
+            advance = getattr(self.backend, "advance_to", None)
+            if advance is None:
+                raise RuntimeError(
+                    f"cannot resume: the host clock ({now} ns) is behind the interrupted campaign's last run "
+                    f"({last} ns), as after a reboot; the runs on disk and new ones would not share a "
+                    "timeline. Start a new campaign folder.")
+            # A simulated device restarts at its own time zero: let it sit idle
+            # (as the real one did while the campaign was stopped) until after
+            # the last run on disk.
+            advance(last + 1_000_000_000)
+        top = max(r.run for r in done)
+        while self.backend.new_run_id() < top:
+            pass
+
+    def run(self, kernel: KernelSpec, executions: int, keep: bool = True, role: str = "campaign") -> RunRecord:
+        label = _kernel_label(self.backend, kernel)
+        # Only the runs that are profiled are steered (not timing or SSP-search probes).
+        steer = self.steerer if role in ("campaign", "top-up") else None
+        if self.replayed < len(self._replay):
+            stored = self._replay[self.replayed]
+            if (stored.role, stored.kernel, stored.record.executions) != (role, label, executions):
+                raise CampaignMismatchError(
+                    f"run {stored.seq} on disk ({stored.path}) is a {stored.role!r} run of "
+                    f"{stored.record.executions} executions of {stored.kernel!r}, but the resumed campaign asks "
+                    f"for a {role!r} run of {executions} executions of {label!r}: the settings or the device "
+                    "differ from the interrupted campaign's; resume with the same ones or start a new folder")
+            self.replayed += 1
+            rec = stored.record
+        else:
+            if not self._live_started:
+                self._go_live()
+            self.backend.wait_idle()
+            if steer is not None and steer.active:
+                # Equivalent-time sampling: release the launch so that a
+                # sensor sample lands where the coverage is thinnest. A
+                # target already past returns the host time at once: that is
+                # how the campaign reads "now" (no other device call).
+                wait_until = self.backend.wait_until  # type: ignore[attr-defined]
+                release = steer.plan(float(wait_until(0)))
+                if release is not None:
+                    arm = getattr(self.backend, "release_at", None)
+                    if callable(arm):
+                        # The run sets itself up, then launches at the release.
+                        arm(release)
+                        steer.released(release)
+                    else:
+                        steer.released(wait_until(release))
+            # Run ids come from the backend, so campaigns sharing a device (an
+            # interleaved scenario after its reference) never reuse one.
+            rec = self.backend.execute_run(kernel, executions, self.backend.new_run_id())
+            if self.out_dir is not None:
+                # One file per completed run: an interrupted campaign keeps them.
+                write_run(self.out_dir, self.next_run, role, label, rec)
+            self._phase_live += 1
+        if steer is not None:
+            steer.observe(rec)
+        self.next_run += 1
+        if keep:
+            self.records.append(rec)
+        self.report()
+        return rec
+
+    def timeline(self, records: Sequence[RunRecord]) -> Timeline:
+        """Steps 5-6's inputs for ``records``: their logs and executions on host time."""
+        return timeline_of(records, self.caps)
+
+
+class _PooledProbe:
+    """Power of execution n-1, measured in a shared pool of long runs.
+
+    An execution's power cannot depend on how many executions follow it
+    (the device is causal), so the power of the last execution of an n-run
+    equals that of execution n-1 of any longer run. Each long run therefore
+    answers every probe up to its length at once: the pool grows only when
+    the search asks for a count beyond the longest runs so far, and a probe
+    also pools the executions around n-1 (+- n/8), so one run contributes
+    several LOIs. Together this makes the SSP search roughly an order of
+    magnitude cheaper than fresh runs per probe, for the same estimate.
+    """
+
+    def __init__(self, camp: "_Campaign", kernel: KernelSpec, duration_ns: float, target_lois: int,
+                 say: Callable[[str], None], agree: Optional[Agreement] = None,
+                 sensor: Optional[SensorModel] = None, deconvolve_probes: bool = False) -> None:
+        self.agree = agree or LocalAgreement()
+        self.sensor = sensor
+        # A log that averages a window much longer than the execution says
+        # little about execution n-1 alone: its point attribution would read
+        # the average of the window (tens of executions either side, and
+        # idle), so the search would chase the window, not the execution.
+        # Such probes take the deconvolved mean of execution n-1 instead.
+        self.deconvolve_probes = deconvolve_probes and sensor is not None
+        self.camp = camp
+        self.kernel = kernel
+        self.duration = duration_ns
+        self.target = target_lois
+        self.say = say
+        self.records: list[RunRecord] = []
+        self._lois = np.zeros(0, dtype=LOI_DTYPE)
+        self._length: dict[int, int] = {}
+        self._lois_for = -1  # pool size the placed LOIs belong to
+
+    def _window(self, n: int) -> tuple[int, int]:
+        w = (n - 1) // 8
+        return max(0, n - 1 - w), n - 1 + w
+
+    def __call__(self, n: int) -> PowerMeasurement:
+        lo, hi = self._window(n)
+        per_run = (hi - lo + 1) * min(1.0, self.duration / self.camp.caps.logger_period_ns)
+        need = int(min(2000, max(8, math.ceil(self.target / per_run))))
+        usable = sum(1 for r in self.records if r.executions > hi)
+        if usable < need:
+            length = max(hi + 1, 2 * n)
+            for _ in range(need - usable):
+                self.records.append(self.camp.run(self.kernel, length, keep=False, role="probe"))
+            usable = need
+        # Every execution of every pooled run, placed once per pool; each
+        # probe (bisection probes add no runs) only selects from it.
+        if self._lois_for != len(self.records):
+            tl = self.camp.timeline(self.records)
+            self._lois = place_logs(tl.samples, tl.executions, tl.logger_map)
+            self._length = {r.run: r.executions for r in self.records}
+            self._lois_for = len(self.records)
+        runs_long_enough = np.array([run for run, length in self._length.items() if length > hi])
+        if self.deconvolve_probes and self.sensor is not None:
+            tl = self.camp.timeline(self.records)
+            try:
+                dec = deconvolve(tl.samples, tl.executions, tl.logger_map, self.sensor, execution_of_interest=n - 1,
+                                 runs=runs_long_enough, bins=8, bootstrap=0, channels=("total",))
+            except ValueError:
+                dec = None
+            if dec is not None:
+                ch = dec.channels[0]
+                mean = float(np.mean(ch.curve))
+                se = float(np.sqrt(np.mean(ch.sd ** 2)) / math.sqrt(len(ch.curve))) if np.isfinite(ch.sd).all() \
+                    else float(ch.residual_w) / math.sqrt(max(1, dec.n_logs))
+                m = self.agree.measurement(PowerMeasurement(mean, se, int(dec.n_logs)))
+                self.say(f"  SSP search: execution {n} -> {m.mean_w:.1f} +- {m.stderr_w:.1f} W "
+                         f"(deconvolved from {dec.n_logs} logs of {usable} runs)")
+                return m
+        lois = self._lois[(self._lois["execution"] >= lo) & (self._lois["execution"] <= hi)
+                          & np.isin(self._lois["run"], runs_long_enough)]
+        m = self.agree.measurement(stratified_mean(lois["toi_frac"], lois["total"]))
+        self.say(f"  SSP search: execution {n} -> {m.mean_w:.1f} +- {m.stderr_w:.1f} W "
+                 f"({m.count} LOIs in executions {lo + 1}-{hi + 1} of {usable} runs)")
+        return m
+
+
+def _versions() -> dict[str, Any]:
+    return {"fingrav_native": __version__, "profile_format": 1, "numpy": np.__version__}
+
+
+def profile(
+    kernel: KernelSpec,
+    backend: Union[Backend, str, None] = None,
+    *,
+    mode: str = "both",
+    runs: Optional[int] = None,
+    margin: Optional[float] = None,
+    executions: Optional[int] = None,
+    ssp_tolerance: float = 0.02,
+    max_executions: int = 512,
+    top_up: bool = True,
+    max_top_up_runs: Optional[int] = None,
+    smoother: Optional[str] = "local",
+    span: float | str = "auto",
+    x: str = "time",
+    timing_executions: int = 5,
+    probe_lois: int = 120,
+    out_dir: Optional[str] = None,
+    resume: bool = False,
+    seed: int = 0,
+    progress: ProgressLike = None,
+    agreement: Optional[Agreement] = None,
+    sensor: Union[SensorModel, str, None] = None,
+    attribution: str = "auto",
+    phase: str = "auto",
+) -> Profile:
+    """Profile one kernel with FinGraV: guidance, runs, golden runs, LOIs, stitching.
+
+    Parameters
+    ----------
+    kernel : str or int
+        The kernel, as the backend names it (a simulator preset such as
+        ``"cb-4k-gemm"``).
+    backend : Backend or str, optional
+        Where to run: a backend, or a device string that
+        :func:`~fingrav_native.open_device` opens (``"sim"``, ``"nvidia:0"``,
+        ``"amd:0:socket"``); default: the simulated GPU in virtual time,
+        ``SimBackend(seed=seed)``.
+    mode : {"sse", "ssp", "both"}
+        Which execution(s) of interest to profile (Section IV-A). ``"both"``
+        profiles SSE and SSP from the same SSP-length runs (an SSP run also
+        contains the SSE execution).
+    runs : int, optional
+        Runs in the campaign; default from the guidance (Table I).
+    margin : float, optional
+        Golden-run binning margin in (0, 1); default from the guidance.
+    executions : int, optional
+        Executions per run, skipping the SSP search (mode "ssp"/"both").
+    ssp_tolerance : float
+        Relative power change treated as steady in the SSP search.
+    max_executions : int
+        Upper bound of the SSP search.
+    top_up : bool
+        Step 7: add runs while the LOIs fall short of the guidance density.
+    max_top_up_runs : int, optional
+        Cap on the top-up runs (default: as many as the campaign had).
+    smoother : {"local", "poly4", None}
+        Smooth fit of the stitched profile (local smoother by default; the
+        paper's degree-4 regression as ``"poly4"``).
+    span : float or "auto"
+        Share of the LOIs each local fit uses, or ``"auto"`` (default): the
+        window generalised cross-validation picks per channel, at least
+        6 LOIs or a quarter of them
+        (:func:`~fingrav_native.method.stitch.stitch`). A fixed
+        small span with the ~40 LOIs Table I asks for follows single noisy
+        LOIs; the stitched profile's ``fit_low``/``fit_high`` band says
+        which features the LOIs support.
+    x : {"time", "fraction"}
+        Stitch on absolute time of interest or fraction of the execution.
+    timing_executions : int
+        Executions timed in step 1.
+    probe_lois : int
+        LOIs each probe of the SSP search aims for (more: a steadier search,
+        more runs).
+    out_dir : str, optional
+        Campaign folder: ``campaign.json``, every completed run as it
+        finishes (``runs/run_NNNNNN.npz``, see
+        :mod:`fingrav_native.method.campaign`) and, at the end, the profile
+        (``profile.fgprof``). A campaign interrupted by Ctrl-C keeps its
+        completed runs there. A folder that already holds a campaign is
+        refused unless ``resume`` is set. The folder is locked
+        (:func:`~fingrav_native.method.campaign.lock_campaign`) before
+        anything is written in it, so no other process can write there
+        meanwhile.
+    resume : bool
+        Continue the campaign in ``out_dir``: its runs are replayed from
+        disk (the same requests get the same runs, so every decision comes
+        out the same) and the campaign goes on on the device from where it
+        stopped. The settings must be those of the interrupted campaign. A
+        folder without a campaign starts one; one that holds runs or a
+        profile but no ``campaign.json``, or fewer runs than its
+        ``campaign.json`` records, is refused (nothing is written).
+    seed : int
+        Seed of the default backend.
+    progress : None, bool, callable or ProgressReporter
+        ``True``: a status line on stderr when it is a terminal (runs done,
+        LOIs against the target, ETA; silent otherwise); a callable gets
+        each line of text (``print``); a
+        :class:`~fingrav_native.method.progress.ProgressReporter` also gets a
+        :class:`~fingrav_native.method.progress.CampaignProgress` after every run.
+    agreement : Agreement, optional
+        For several ranks profiling one collective together (Section V-D):
+        every decision that sets which runs happen (the guidance row, each
+        SSP-search probe, the top-ups) is taken once for all ranks through
+        it, so every rank runs the same runs (a rank that ran a different
+        count would leave the others waiting in the collective). See
+        :mod:`fingrav_native.multi.node`. Default: this process decides alone.
+    sensor : SensorModel or str, optional
+        What each log measures (a :data:`~fingrav_native.sensors.model.SENSOR_PRESETS`
+        name, or a characterisation's model); default the backend's
+        ``capabilities.sensor``. Recorded in the profile (its ``backend``).
+    attribution : {"auto", "instant", "deconvolve"}
+        As for :func:`stitch_logs`: ``"auto"`` deconvolves every execution of
+        interest whose logs average over more than half the resolution asked
+        for (DESIGN.md, "Sensors are part of the measurement"; Yang et al.,
+        SC'24), and the SSP search's probes take the deconvolved mean of
+        execution n-1 when the sensor's window is longer than the execution.
+    phase : {"auto", "steered", "random"}
+        When each campaign run is launched. ``"random"``: the paper's
+        protocol (Section IV-A), logs land at whatever phase the free-running
+        logger gives. ``"steered"`` and ``"auto"`` (default): sequential
+        equivalent-time sampling (:mod:`fingrav_native.method.phase`), the
+        launch released so that a sensor sample (or window edge) lands in the
+        least-covered bin of the execution; when ``runs`` is not given the
+        campaign ends once every bin holds what random phase would give it on
+        average. Where prediction fails (no stable sensor period, jitter of
+        more than a quarter of the execution, a backend without
+        ``wait_until``) the campaign goes on at random phase and says why;
+        ``"steered"`` also raises a
+        :class:`~fingrav_native.method.phase.PhaseSteeringWarning`. What was
+        done is in ``settings["phase"]``.
+
+    Returns
+    -------
+    Profile
+
+    Raises
+    ------
+    ValueError
+        Bad arguments (named), or a campaign that yields no LOI.
+    CampaignMismatchError
+        ``resume`` with settings, kernel or backend other than those of the
+        campaign on disk.
+    CampaignFormatError
+        A damaged ``campaign.json`` or run file, runs missing from the
+        folder, or runs without ``campaign.json`` (names the file).
+    CampaignLockedError
+        Another process holds ``out_dir`` (names it).
+
+    Notes
+    -----
+    The paper's eight steps (Section IV-B), with this package's additions:
+
+    1. Time the kernel: one run of ``timing_executions`` executions; the
+       median of all but the first (warm-up) sets the Table I row
+       (:func:`~fingrav_native.method.guidance.lookup_guidance`).
+    2. Instrumentation is the backend's: GPU-side begin/end markers per
+       execution, bracketed clock reads around every run, the sampler
+       started around each run; the device returns to idle between runs,
+       measured from the logs (``Backend.wait_idle``).
+    3. SSE: four executions per run, the fourth is of interest. SSP: the
+       binary search on executions per run
+       (:func:`~fingrav_native.method.steady.find_ssp_executions`). A probe of n
+       executions measures execution n-1 (and its neighbours, +-n/8) in a
+       shared pool of long runs, with enough runs for about ``probe_lois``
+       LOIs, averaged per stratum of progress through the execution (an
+       execution's power does not depend on what follows it, so one long
+       run serves every shorter probe).
+    4. Execute the runs (each streamed to ``out_dir`` as it completes).
+    5. Fit the clock maps over the whole campaign (piecewise when it is
+       long: drift), place the markers on host time, and keep the golden
+       runs (:func:`~fingrav_native.method.golden.select_golden_runs`).
+    6. Place the logs: LOIs and TOIs with their uncertainty
+       (:func:`~fingrav_native.method.align.place_logs`).
+    7. Top up with more runs while the LOIs are fewer than the guidance
+       density asks, up to ``max_top_up_runs``.
+    8. Stitch (:func:`~fingrav_native.method.stitch.stitch`), integrate energy per
+       execution, and build the whole-run view.
+    """
+    if mode not in ("sse", "ssp", "both"):
+        raise ValueError(f"mode={mode!r}: must be 'sse', 'ssp' or 'both'")
+    if runs is not None and (not isinstance(runs, int) or runs < 2):
+        raise ValueError(f"runs={runs!r}: must be an integer >= 2")
+    if margin is not None and not 0 < margin < 1:
+        raise ValueError(f"margin={margin}: must be in (0, 1)")
+    if executions is not None and (not isinstance(executions, int) or executions < SSE_EXECUTIONS):
+        raise ValueError(f"executions={executions!r}: must be an integer >= {SSE_EXECUTIONS}")
+    if not isinstance(timing_executions, int) or timing_executions < 2:
+        raise ValueError(f"timing_executions={timing_executions!r}: must be an integer >= 2")
+    if x not in ("time", "fraction"):
+        raise ValueError(f"x={x!r}: must be 'time' or 'fraction'")
+    if resume and out_dir is None:
+        raise ValueError("resume=True: needs out_dir, the folder of the campaign to continue")
+    if attribution not in ATTRIBUTIONS:
+        raise ValueError(f"attribution={attribution!r}: must be one of {ATTRIBUTIONS}")
+    if phase not in PHASES:
+        raise ValueError(f"phase={phase!r}: must be one of {PHASES}")
+    if sensor is not None and not isinstance(sensor, (str, SensorModel)):
+        raise ValueError(f"sensor: must be a SensorModel or a preset name, got {type(sensor).__name__}")
+    # Every driver opens its device through the one resolver (a string, or a backend as it is).
+    backend = open_device("sim", seed=seed) if backend is None else open_device(backend)
+    caps = backend.capabilities
+    model = sensor_preset(sensor) if isinstance(sensor, str) else sensor
+    if model is None:
+        model = caps.sensor
+    elif model != caps.sensor:
+        # The profile records what the logs were taken as.
+        caps = dataclasses.replace(caps, sensor=model)
+    reporter = as_reporter(progress)
+    say = reporter.line
+    name = _kernel_label(backend, kernel)
+    requested = {
+        "mode": mode, "runs": runs, "margin": margin, "executions": executions, "ssp_tolerance": ssp_tolerance,
+        "max_executions": max_executions, "top_up": top_up, "max_top_up_runs": max_top_up_runs,
+        "smoother": smoother, "span": span, "x": x, "timing_executions": timing_executions,
+        "probe_lois": probe_lois, "seed": seed, "phase": phase,
+    }
+    # The folder is ours alone from before its manifest is read until the
+    # profile is saved: another process can neither interleave runs nor
+    # overwrite them.
+    with lock_campaign(out_dir) if out_dir is not None else contextlib.nullcontext():
+        replay = _open_campaign(out_dir, resume, name, caps, requested)
+        camp = _Campaign(backend, out_dir, kernel=name, replay=replay, reporter=reporter)
+        if replay:
+            say(f"{name}: resuming, {len(replay)} runs on disk")
+        try:
+            result = _run_profile(camp, kernel, name, agreement or LocalAgreement(), mode=mode, runs=runs,
+                                  margin=margin, executions=executions,
+                                  ssp_tolerance=ssp_tolerance, max_executions=max_executions, top_up=top_up,
+                                  max_top_up_runs=max_top_up_runs, smoother=smoother, span=span, x=x,
+                                  timing_executions=timing_executions, probe_lois=probe_lois, seed=seed,
+                                  sensor=model, attribution=attribution, phase=phase)
+        except BaseException as exc:
+            # Ctrl-C (KeyboardInterrupt) included: the runs on disk stay, and the
+            # manifest says how far the campaign got.
+            if out_dir is not None:
+                _write_state(out_dir, name, caps, requested, "interrupted", camp.on_disk, error=repr(exc))
+            raise
+        finally:
+            reporter.close()
+        if result.backend != caps:
+            result = dataclasses.replace(result, backend=caps)
+        if out_dir is not None:
+            save_profile(result, os.path.join(out_dir, PROFILE_FILE))
+            _write_state(out_dir, name, caps, requested, "complete", camp.on_disk)
+    return result
+
+
+def _write_state(out_dir: str, name: str, caps: Capabilities, requested: dict[str, Any], state: str, runs: int,
+                 error: Optional[str] = None) -> None:
+    import dataclasses
+
+    manifest = {"kernel": name, "backend": dataclasses.asdict(caps), "settings": requested, "state": state,
+                "runs": runs, "versions": _versions()}
+    if error is not None:
+        manifest["error"] = error
+    write_manifest(out_dir, manifest)
+
+
+def _open_campaign(out_dir: Optional[str], resume: bool, name: str, caps: Capabilities,
+                   requested: dict[str, Any]) -> list[StoredRun]:
+    """Check ``out_dir`` against the request; the runs to replay (empty for a new campaign)."""
+    if out_dir is None:
+        return []
+    manifest = read_manifest(out_dir)
+    if manifest is None:
+        held = campaign_contents(out_dir)
+        if held:
+            # Runs without their manifest cannot be checked against this
+            # request; starting afresh would overwrite them from run 0.
+            raise CampaignFormatError(
+                f"{os.path.join(out_dir, CAMPAIGN_FILE)}: missing, but the folder holds {' and '.join(held)}; "
+                "nothing was written: restore campaign.json to resume, or profile into another folder "
+                "(the runs here are left as they are)")
+        _write_state(out_dir, name, caps, requested, "running", 0)
+        return []
+    if not resume:
+        raise ValueError(
+            f"out_dir={out_dir!r}: already holds a campaign ({manifest.get('kernel')!r}, "
+            f"{manifest.get('state')}); pass resume=True (fingrav profile --resume) to continue it, "
+            "or choose another folder")
+    if manifest.get("kernel") != name:
+        raise CampaignMismatchError(f"kernel: the campaign in {out_dir!r} profiles {manifest.get('kernel')!r}, "
+                                    f"not {name!r}")
+    on_disk = manifest.get("backend", {})
+    for key in ("name", "device"):
+        if on_disk.get(key) != getattr(caps, key):
+            raise CampaignMismatchError(f"backend: the campaign in {out_dir!r} ran on {key} "
+                                        f"{on_disk.get(key)!r}, this backend is {getattr(caps, key)!r}")
+    settings = manifest.get("settings", {})
+    for key, value in requested.items():
+        if settings.get(key) != value:
+            raise CampaignMismatchError(f"{key}={value!r}: the campaign in {out_dir!r} was started with "
+                                        f"{key}={settings.get(key)!r}; resume with the same settings")
+    replay = load_campaign_runs(out_dir)
+    if len(replay) < manifest["runs"]:
+        # Replaying fewer runs than were made would start the campaign over
+        # and rewrite the missing ones: the measurements are gone, not redone.
+        raise CampaignFormatError(
+            f"{os.path.join(out_dir, RUNS_DIR)}: {len(replay)} run files, but {CAMPAIGN_FILE} records "
+            f"{manifest['runs']} completed runs; nothing was written: restore the missing runs to resume, "
+            "or profile into another folder")
+    _write_state(out_dir, name, caps, requested, "running", len(replay))
+    return replay
+
+
+def _shortest(placed: dict[str, PlacedRuns], guidance: Guidance) -> tuple[int, int]:
+    """(LOIs, target) of the execution of interest furthest from its target: the progress figure."""
+    counts = [(len(pl.lois), target_loi_count(guidance, pl.duration_ns)) for pl in placed.values()]
+    return max(counts, key=lambda c: c[1] - c[0])
+
+
+def _count_lois(camp: _Campaign, labels: Sequence[tuple[str, int]], margin: float, guidance: Guidance) -> None:
+    """Count the LOIs of the golden runs so far into the campaign's progress state."""
+    try:
+        tl = camp.timeline(camp.records)
+        placed = {label: place_runs(tl.samples, tl.executions, tl.logger_map, execution_index=idx, margin=margin)
+                  for label, idx in labels}
+    except ValueError:
+        # Too few runs yet for a clock map or a golden bin: nothing to count.
+        return
+    camp.lois, camp.loi_target = _shortest(placed, guidance)
+
+
+def _run_profile(camp: _Campaign, kernel: KernelSpec, name: str, agree: Agreement, *, mode: str, runs: Optional[int],
+                 margin: Optional[float], executions: Optional[int], ssp_tolerance: float, max_executions: int,
+                 top_up: bool, max_top_up_runs: Optional[int], smoother: Optional[str], span: float | str, x: str,
+                 timing_executions: int, probe_lois: int, seed: int, sensor: Optional[SensorModel] = None,
+                 attribution: str = "auto", phase: str = "random") -> Profile:
+    caps = camp.caps
+    say = camp.reporter.line
+
+    # Step 1: time the kernel.
+    camp.set_phase("timing")
+    timing = camp.run(kernel, timing_executions, keep=False, role="timing")
+    durations = nominal_durations(timing.markers, caps.device_tick_ns)
+    # Ranks of a collective see slightly different durations (arrival skew):
+    # one guidance row for all, from the longest.
+    guidance = lookup_guidance(agree.max(float(np.median(durations[1:]))))
+    n_runs = runs if runs is not None else guidance.runs
+    bin_margin = margin if margin is not None else guidance.margin
+    camp.loi_target = target_loi_count(guidance, guidance.exec_time_ns)
+    say(f"{name}: {guidance.exec_time_ns / 1e3:.1f} us per execution -> {n_runs} runs, margin {bin_margin:.0%}")
+
+    # Step 3: executions per run.
+    search: Optional[SspSearch] = None
+    if mode == "sse":
+        n_exec = SSE_EXECUTIONS
+    elif executions is not None:
+        n_exec = executions
+    else:
+        camp.set_phase("ssp-search")
+        reach = 0.0 if sensor is None else max(sensor.window_ns, sensor.tau_ns,
+                                               sensor.period_ns if sensor.kind == "counter" else 0.0)
+        deconv_probes = attribution == "deconvolve" or (attribution == "auto" and reach > guidance.exec_time_ns)
+        measure = _PooledProbe(camp, kernel, guidance.exec_time_ns, probe_lois, say, agree, sensor=sensor,
+                               deconvolve_probes=deconv_probes)
+        search = find_ssp_executions(measure, tolerance=ssp_tolerance, max_executions=max_executions)
+        n_exec = max(SSE_EXECUTIONS, search.executions)
+
+    labels: list[tuple[str, int]] = []
+    if mode in ("sse", "both"):
+        labels.append(("sse", SSE_INDEX))
+    if mode in ("ssp", "both"):
+        labels.append(("ssp", n_exec - 1))
+
+    # Step 4: the campaign, at random phase (the paper) or steered (equivalent-time sampling).
+    period = sensor.period_ns if sensor is not None else caps.logger_period_ns
+    n_bins = max(1, math.ceil(guidance.exec_time_ns / guidance.loi_interval_ns))
+    # A steered campaign is complete when every bin holds as many samples as
+    # random phase would place in it on average over the planned runs.
+    per_bin = max(1, math.ceil(n_runs * min(1.0, guidance.exec_time_ns / period) / n_bins))
+    # Logs that will be deconvolved are steered by the information they add to the deconvolution.
+    design = sensor is not None and sensor.averages and attribution != "instant"
+    steer = make_steerer(caps, sensor, camp.backend, labels, guidance.exec_time_ns, guidance.loi_interval_ns,
+                         per_bin, seed, phase, say, design=design)
+    if steer is not None and steer.active and getattr(agree, "size", 1) > 1:
+        # The ranks of a collective launch together; a release chosen per
+        # rank would skew their arrival (and so the collective's time).
+        steer.active = False
+        steer.note = "the ranks of a collective launch together: one rank's steering would skew their arrival"
+        say(f"  phase: random ({steer.note})")
+    camp.steerer = steer
+    if steer is not None and steer.active:
+        say(f"  phase: steered ({'by the deconvolution design, ' if design else ''}"
+            f"{n_bins} bins of {steer.bin_ns / 1e3:.1f} us, {per_bin} per bin)")
+    camp.set_phase("runs", camp.next_run + n_runs)
+    step = max(1, n_runs // 10)
+    for i in range(n_runs):
+        camp.run(kernel, n_exec)
+        if runs is None and steer is not None and steer.active and steer.complete:
+            # Every bin has its samples: the guidance's run count was sized
+            # for random phase, which needs more runs for the same cover.
+            say(f"  phase: every bin covered after {i + 1} of {n_runs} runs")
+            n_runs = i + 1
+            break
+        # The last count is the placement below (step 5), not a second one here.
+        if (i + 1) % step == 0 and i + 1 < n_runs:
+            _count_lois(camp, labels, bin_margin, guidance)
+            say(f"  runs {i + 1}/{n_runs}, LOIs {camp.lois}/{camp.loi_target}")
+    if steer is not None and not steer.active and steer.note:
+        say(f"  phase: random from run {steer.summary()['steered_runs']} on: {steer.note}")
+        if phase == "steered":
+            warnings.warn(f"phase='steered': fell back to random phase: {steer.note}", PhaseSteeringWarning,
+                          stacklevel=3)
+
+    top_cap = max_top_up_runs if max_top_up_runs is not None else n_runs
+    top_ups = 0
+    while True:
+        tl = camp.timeline(camp.records)
+        samples, ex, dmap, lmap = tl.samples, tl.executions, tl.device_map, tl.logger_map
+        placed = {label: place_runs(samples, ex, lmap, execution_index=idx, margin=bin_margin) for label, idx in labels}
+        # Step 7: top up while the LOIs fall short of the guidance.
+        targets = {label: target_loi_count(guidance, pl.duration_ns) for label, pl in placed.items()}
+        short = int(agree.max(max(targets[label] - len(pl.lois) for label, pl in placed.items())))
+        fewest = min(len(pl.lois) for pl in placed.values())
+        camp.lois, camp.loi_target = _shortest(placed, guidance)
+        if top_ups == 0:
+            say(f"  runs {n_runs}/{n_runs}, LOIs {camp.lois}/{camp.loi_target}")
+        if not top_up or short <= 0 or top_ups >= top_cap:
+            break
+        per_run = max(fewest / max(1, len(camp.records)), 0.5 / max(1, len(camp.records)))
+        # The rank that needs the most runs sets the count for all.
+        more = int(agree.max(min(top_cap - top_ups, max(1, math.ceil(short / per_run)))))
+        say(f"  top-up: {short} LOIs short, {more} more runs")
+        camp.set_phase("top-up", camp.next_run + more)
+        for _ in range(more):
+            camp.run(kernel, n_exec, role="top-up")
+        top_ups += more
+    profiles = {}
+    for label, idx in labels:
+        pl = placed[label]
+        use_deconv = attribution == "deconvolve" or (
+            attribution == "auto" and needs_deconvolution(samples, sensor, pl.duration_ns, guidance.loi_interval_ns))
+        if use_deconv:
+            try:
+                profiles[label] = finish_deconvolved(label, pl, samples, ex, lmap, sensor, execution_index=idx,
+                                                      executions_per_run=n_exec, guidance=guidance, x=x,
+                                                      kernel_id=None, top_up_runs=top_ups)
+                continue
+            except ValueError as exc:
+                # Too few logs for the deconvolution (a 25 ms window every
+                # 100 ms over a sub-millisecond kernel needs ~10^5 runs):
+                # say so, with the count it needs, and keep the point
+                # attribution so the campaign still yields its profile.
+                if attribution == "deconvolve":
+                    raise
+                warnings.warn(f"{label}: cannot deconvolve ({exc}); the profile attributes each log to one "
+                              "instant and is smeared by the sensor's window", SensorResolutionWarning, stacklevel=2)
+        if label not in profiles:
+            profiles[label] = finish_profile(label, pl, execution_index=idx, executions_per_run=n_exec, guidance=guidance,
+                                      smoother=smoother, x=x, top_up_runs=top_ups, span=span)
+    camp.set_phase("done", camp.next_run)
+
+    golden_runs = np.unique(np.concatenate([p.golden.run_ids for p in profiles.values()]))
+    wr = whole_run_view(lmap.to_host(samples["source_ts"]), samples["total"], ex, runs=golden_runs)
+    budget = error_budget([p.lois for p in profiles.values()], ex, lmap, caps)
+    settings = {
+        "phase": steer.summary() if steer is not None else {"requested": phase, "used": "random"},
+        "runs": n_runs, "margin": bin_margin, "executions_per_run": n_exec, "ssp_tolerance": ssp_tolerance,
+        "max_executions": max_executions, "top_up": top_up, "max_top_up_runs": top_cap, "smoother": smoother,
+        "span": span,
+        "x": x, "timing_executions": timing_executions, "seed": seed,
+    }
+    if camp.replayed:
+        settings["resumed_runs"] = camp.replayed
+    clock = {"device": dmap.as_dict(), "logger": lmap.as_dict() if lmap is not dmap else "device"}
+    return Profile(
+        kernel=name, backend=caps, mode=mode, guidance=guidance, settings=settings, profiles=profiles,
+        ssp_search=search, whole_run=wr, clock=clock, error_budget=budget, runs=camp.next_run,
+        versions=_versions(),
+        timeline=CampaignTimeline(executions=ex, logs=log_records(samples, lmap), golden_runs=golden_runs),
+    )
+
+
+def profile_interleaved(
+    kernel: str,
+    preceded_by: Sequence[tuple[str, int]],
+    backend: Union[Backend, str, None] = None,
+    *,
+    runs: Optional[int] = None,
+    margin: Optional[float] = None,
+    reference: Optional[Profile] = None,
+    smoother: Optional[str] = "local",
+    seed: int = 0,
+    progress: ProgressLike = None,
+) -> InterleavedProfile:
+    """Profile ``kernel`` run once right after ``preceded_by``, against its own SSP.
+
+    Parameters
+    ----------
+    kernel : str
+        The kernel of interest.
+    preceded_by : sequence of (kernel, executions)
+        What runs before it in each run, e.g. ``[("mb-4k-gemv", 40)]`` (the
+        paper's MB->2K case).
+    backend : Backend or str, optional
+        A backend or a device string (:func:`~fingrav_native.open_device`);
+        default: the simulated GPU (``SimBackend(seed=seed)``).
+    runs, margin
+        As for :func:`profile` (defaults from the kernel's guidance).
+    reference : Profile, optional
+        The kernel's own SSP profile; profiled here when not given.
+
+    Returns
+    -------
+    InterleavedProfile
+
+    Notes
+    -----
+    1. Profile the kernel's own SSP (unless given).
+    2. Run ``preceded_by`` then one execution of the kernel, as one run, as
+       many times as the guidance says; the execution of interest is that
+       last one.
+    3. Golden runs, LOIs and stitching as in :func:`profile`; compare the
+       mean total power with the SSP's.
+    """
+    plan = [(str(k), int(n)) for k, n in preceded_by]
+    if not plan:
+        raise ValueError("preceded_by: at least one (kernel, executions) is needed")
+    if any(n < 1 for _, n in plan):
+        raise ValueError("preceded_by: every count must be >= 1")
+    backend = open_device("sim", seed=seed) if backend is None else open_device(backend)
+    if reference is None:
+        reference = profile(kernel, backend, mode="ssp", margin=margin, progress=progress)
+    camp = _Campaign(backend, None, reporter=as_reporter(progress))
+    guidance = reference.guidance
+    n_runs = runs if runs is not None else guidance.runs
+    bin_margin = margin if margin is not None else guidance.margin
+    seq = [*plan, (kernel, 1)]
+    total = sum(n for _, n in seq)
+    for _ in range(n_runs):
+        camp.run(seq, total)
+    tl = camp.timeline(camp.records)
+    label = "->".join(k for k, _ in plan) + "->" + kernel
+    scenario = build_execution_profile(
+        label, tl.samples, tl.executions, tl.logger_map, execution_index=total - 1, executions_per_run=total,
+        margin=bin_margin, guidance=guidance, smoother=smoother, x="time")
+    ref = reference.profiles["ssp"]
+    ratio = float(np.mean(scenario.lois["total"]) / np.mean(ref.lois["total"]))
+    return InterleavedProfile(scenario, reference, tuple(plan), ratio)

@@ -1,0 +1,502 @@
+"""Live recording of a GPU's power beside a running application: :func:`record`, :class:`PowerRecorder`, :func:`record_torch`."""
+
+from __future__ import annotations
+import math
+import os
+import socket
+import sys
+import tempfile
+import threading
+import time
+import warnings
+from typing import Any, Callable, Literal, Optional, Sequence, Union
+import numpy as np
+from fingrav_native import _core
+from fingrav_native._checks import integer_in, positive_number
+from fingrav_native._version import __version__
+from fingrav_native.clocks._maps import MIN_BRACKETS
+from fingrav_native.clocks._epoch import HOST_CLOCK
+from fingrav_native._core import SAMPLE_DTYPE
+from fingrav_native.app._open import resolve_device
+from fingrav_native.files._capture import HOST_CLOCK_DOMAINS, PowerCapture, REALTIME_CLOCK_DOMAINS, source_dict
+
+
+
+
+# The most irrational fraction: polls at (4 + it) per logger period sweep
+# the logs' phase evenly (a low-discrepancy sequence) instead of locking to it.
+_GOLDEN_FRACTION = (math.sqrt(5.0) - 1.0) / 2.0
+
+
+def _default_period_ns(info: _core.SourceInfo) -> int:
+    """The poll period a recorder uses by default (see PowerRecorder's Notes: never a whole fraction of the logger's)."""
+    if info.clock_domain in REALTIME_CLOCK_DOMAINS or info.clock_domain in HOST_CLOCK_DOMAINS:
+        return 1_000_000  # stamped with a host clock: nothing to fit, the poll only has to keep up
+    native = int(info.native_period_ns)
+    period = native / (4.0 + _GOLDEN_FRACTION) if native > 0 else 1e6 * _GOLDEN_FRACTION
+    return int(min(max(round(period), _core.MIN_PERIOD_NS), 1_000_000))
+
+
+def _measured_period_ns(samples: np.ndarray, tick_ns: float) -> float:
+    """The logger's period from the logs' own timestamps (median step between distinct logs); 0 if unknown."""
+    if len(samples) < 3:
+        return 0.0
+    steps = np.diff(np.unique(np.asarray(samples["source_ts"], dtype=np.int64))).astype(np.float64) * tick_ns
+    return float(np.median(steps)) if steps.size else 0.0
+
+
+class PowerRecorder:
+    """Record a GPU's power live while an application runs, with what maps it onto the trace's clock.
+
+    A context manager. Inside the ``with`` block a native
+    :class:`~fingrav_native.Sampler` thread polls the device's power source
+    into a lock-free ring, and one Python thread wakes every
+    ``brackets_every_s`` to drain the ring (so a capture of hours never
+    overflows it) and take a burst of epoch brackets (so the map onto the
+    trace's CLOCK_REALTIME follows NTP's drift). On exit the capture is
+    built (:attr:`capture`) and, given a ``path``, saved. An exception in
+    the ``with`` block still stops both threads and saves what was recorded
+    (the block's exception is the one raised); a failure of the sampler
+    (``SamplerError``) or of the drain thread is raised on exit; a capture
+    that cannot be written raises too, and :attr:`capture` still holds it.
+
+    Parameters
+    ----------
+    device : PowerSource, SimGPU, LiveSimBackend, NvidiaBackend, AmdBackend or str
+        What to record: a power source; a real-time
+        :class:`~fingrav_native.sim.device.SimGPU` (its logger, sensor model
+        included); a hardware or live-sim backend (its power source and
+        ``capabilities.sensor``); or ``"nvidia:N"`` (NVML power of CUDA
+        device N as torch numbers it; ``"nvidia:N:MODE"`` picks an NVML mode
+        such as ``instant``) or ``"amd:N"`` (``gpu_metrics``, else hwmon, of
+        HIP device N; ``"amd:N:socket"`` for socket power).
+    path : str or path-like, optional
+        Where the capture is saved on exit.
+    period_ns : int, optional
+        Sampler poll period in ``[MIN_PERIOD_NS, MAX_PERIOD_NS]``. Default
+        (None): 1 ms for sources stamped with a host clock (NVML, hwmon);
+        for a logger with its own clock, its period divided by 4.618 (a
+        golden-ratio dither, 216.5 us for a 1 ms logger; see Notes), or
+        0.618 ms when the period is unknown.
+    brackets_every_s : float
+        How often the Python thread drains and takes epoch brackets, s
+        (default 0.5; 0.01 to 60).
+    brackets_per_read : int
+        Epoch brackets per burst (default 8; at least 8 are taken at the
+        start and at the end, so any capture can be fitted).
+    capacity : int, optional
+        Sampler ring slots (a power of two). Default: 8 times what one
+        interval can bring, at least 65536, so the drain thread may stall
+        for seconds (a main thread holding the GIL) without a drop.
+
+    Raises
+    ------
+    ValueError
+        Naming the argument: a period, interval, burst or capacity out of
+        range; an unknown device string; a virtual-time SimGPU.
+    LibraryNotFoundError, DeviceUnavailableError
+        ``"nvidia:N"`` / ``"amd:N"`` without the driver or the device; the
+        message says which library or device and how to get it.
+
+    Notes
+    -----
+    In-situ profiling is the paper's Section IV-A protocol run by the
+    application itself: each execution is one run at a random phase
+    against the logger. The recorder takes no part in the application's
+    timing: its threads sleep between polls and drains (see
+    ``bench/insitu_overhead.py`` for the cost).
+
+    Why the default poll period is not a round number: a logger with its
+    own clock is mapped onto host time from when each log was first seen
+    (a one-sided fit: the lower envelope of read delays). Polling at the
+    logger's own period, or a whole fraction of it, locks the polls to the
+    logs' phase, so every log is seen the same (unknown) delay late: on
+    the simulated 1 ms logger, 1 ms polls placed every log ~660 us late and
+    100 us polls ~64 us late, where 216.5 us polls (4.618 per log, an
+    irrational ratio, so the phase sweeps every offset) found the envelope
+    within ~5 us of the logger's publication delay.
+
+    Examples
+    --------
+    >>> from fingrav_native.sim import SimGPU
+    >>> gpu = SimGPU(realtime=True, seed=1)
+    >>> with PowerRecorder(gpu) as rec:
+    ...     _ = gpu.run("cb-4k-gemm", 20)
+    >>> len(rec.capture) > 0
+    True
+    """
+
+    def __init__(
+        self,
+        device: Any,
+        path: Optional[Union[str, os.PathLike[str]]] = None,
+        *,
+        period_ns: Optional[int] = None,
+        brackets_every_s: float = 0.5,
+        brackets_per_read: int = 8,
+        capacity: Optional[int] = None,
+    ) -> None:
+        if period_ns is not None:
+            period_ns = integer_in(period_ns, "period_ns", _core.MIN_PERIOD_NS, _core.MAX_PERIOD_NS)
+        self._every_s = positive_number(brackets_every_s, "brackets_every_s", upper=60.0)
+        if self._every_s < 0.01:
+            raise ValueError(f"brackets_every_s={brackets_every_s!r}: must be >= 0.01 (each wake-up costs CPU)")
+        self._per_read = integer_in(brackets_per_read, "brackets_per_read", 1, 4096)
+        if path is not None and not isinstance(path, (str, os.PathLike)):
+            raise ValueError(f"path={path!r}: must be a file path or None")
+        if path is not None and not os.path.isdir(os.path.dirname(os.path.abspath(os.fspath(path)))):
+            # Found now, not when a long recording ends and cannot be written.
+            raise ValueError(f"path={os.fspath(path)!r}: its folder does not exist")
+        if capacity is not None:
+            capacity = integer_in(capacity, "capacity", _core.MIN_CAPACITY, 1 << 26)
+            if capacity & (capacity - 1):
+                raise ValueError(f"capacity={capacity}: must be a power of two >= {_core.MIN_CAPACITY}")
+        self._path = None if path is None else os.fspath(path)
+        self._resolved = resolve_device(device)
+        info = self._resolved.source.info
+        self._period_ns = period_ns if period_ns is not None else _default_period_ns(info)
+        if capacity is None:
+            fastest = min(self._period_ns, int(info.native_period_ns) or self._period_ns)
+            need = 8 * self._every_s * 1e9 / fastest
+            capacity = max(1 << 16, 1 << int(math.ceil(math.log2(max(need, 1.0)))))
+        self._capacity = int(capacity)
+        self._state = "new"
+        self._sampler: Optional[_core.Sampler] = None
+        self._thread: Optional[threading.Thread] = None
+        self._stop = threading.Event()
+        self._chunks: list[np.ndarray] = []
+        self._brackets: list[np.ndarray] = []
+        self._error: Optional[BaseException] = None
+        self._drains = 0
+        self._thread_cpu_ns = 0
+        self._capture: Optional[PowerCapture] = None
+        self._trace_path: Optional[str] = None
+
+    # ------------------------------------------------------------------ state
+    @property
+    def path(self) -> Optional[str]:
+        """Where the capture is saved on exit (None: not saved)."""
+        return self._path
+
+    @property
+    def period_ns(self) -> int:
+        """The sampler's poll period, ns."""
+        return self._period_ns
+
+    @property
+    def capacity(self) -> int:
+        """The sampler ring's slots."""
+        return self._capacity
+
+    @property
+    def source(self) -> _core.PowerSource:
+        """The power source being recorded."""
+        return self._resolved.source
+
+    @property
+    def capture(self) -> PowerCapture:
+        """The capture, once the ``with`` block has ended."""
+        if self._capture is None:
+            raise RuntimeError("PowerRecorder.capture: there is no capture yet; it exists after the with block "
+                               "ends (and not when the recording failed)")
+        return self._capture
+
+    @property
+    def trace_path(self) -> Optional[str]:
+        """The Chrome trace written by :meth:`attach`, if any."""
+        return self._trace_path
+
+    # ------------------------------------------------------------------ recording
+    def _burst(self, n: int) -> None:
+        self._brackets.append(_core.read_epoch_brackets(n))
+
+    def _loop(self) -> None:
+        cpu0 = time.thread_time_ns()
+        try:
+            assert self._sampler is not None
+            # wait() returns True when stop is set: the main thread then takes
+            # the final drain and brackets itself, after the sampler stopped.
+            while not self._stop.wait(self._every_s):
+                # A sampler whose thread failed refuses a drain once empty; the
+                # failure itself is reported on exit (SamplerError).
+                if self._sampler.available:
+                    self._chunks.append(self._sampler.drain())
+                self._burst(self._per_read)
+                self._drains += 1
+        except BaseException as exc:  # surfaced on exit, never lost with the thread
+            self._error = exc
+        finally:
+            self._thread_cpu_ns = time.thread_time_ns() - cpu0
+
+    def __enter__(self) -> PowerRecorder:
+        if self._state != "new":
+            raise RuntimeError("PowerRecorder: a recorder records once; create a new one")
+        source = self._resolved.source
+        if source.in_use:
+            raise ValueError(f"device: its power source {source.info.name!r} is already polled by another Sampler "
+                             "(a backend's run in progress?)")
+        self._sampler = _core.Sampler(source, period_ns=self._period_ns, capacity=self._capacity)
+        # Brackets first, so the epoch map covers the first sample.
+        self._burst(max(self._per_read, MIN_BRACKETS))
+        self._sampler.start()
+        self._state = "recording"
+        self._thread = threading.Thread(target=self._loop, name="fingrav-power-recorder", daemon=True)
+        try:
+            self._thread.start()
+        except BaseException:
+            self._sampler.stop()
+            self._state = "failed"
+            raise
+        return self
+
+    def __exit__(self, exc_type: Optional[type[BaseException]], exc: Optional[BaseException],
+                 tb: Any) -> Literal[False]:
+        if self._state != "recording":
+            return False
+        assert self._sampler is not None and self._thread is not None
+        self._stop.set()
+        self._thread.join()
+        sampler_error: Optional[BaseException] = None
+        try:
+            self._sampler.stop()
+        except _core.SamplerError as err:
+            sampler_error = err
+        # After the stop nothing more enters the ring: this drain takes the rest
+        # (a stopped sampler refuses a drain with nothing left, hence the check).
+        if self._sampler.available:
+            self._chunks.append(self._sampler.drain())
+        self._burst(max(self._per_read, MIN_BRACKETS))
+        self._state = "done"
+        # The sampler's own failure first: a drain thread error may only follow from it.
+        failure: Optional[BaseException] = sampler_error
+        if failure is None and self._error is not None:
+            failure = RuntimeError(f"PowerRecorder: the drain thread failed: {self._error!r}")
+            failure.__cause__ = self._error
+        if failure is not None:
+            self._state = "failed"
+            if exc_type is None:
+                raise failure
+            return False  # the with block's own exception goes first
+        try:
+            self._capture = self._build()
+            if self._path is not None:
+                self._capture.save(self._path)
+        except Exception as err:
+            if exc_type is None:
+                raise
+            # The block already failed; its exception is the one to see.
+            warnings.warn(f"PowerRecorder: the capture could not be saved after the with block raised: {err!r}",
+                          RuntimeWarning, stacklevel=2)
+        return False
+
+    def _build(self) -> PowerCapture:
+        assert self._sampler is not None
+        samples = np.concatenate(self._chunks) if self._chunks else np.empty(0, dtype=SAMPLE_DTYPE)
+        stats: dict[str, Any] = dict(self._sampler.stats().as_dict())
+        if len(samples) != stats["drained"]:
+            raise RuntimeError(f"PowerRecorder: kept {len(samples)} samples but the sampler drained "
+                               f"{stats['drained']}; a sample was lost between ring and capture")
+        brackets = np.concatenate(self._brackets).astype(np.int64, copy=False)
+        stats.update(drain_thread_cpu_ns=int(self._thread_cpu_ns), drains=int(self._drains),
+                     epoch_bracket_reads=int(brackets.shape[0]), capacity=self._capacity,
+                     brackets_every_s=self._every_s)
+        if stats["drops"]:
+            warnings.warn(f"PowerRecorder: {stats['drops']} sample(s) were dropped because the ring "
+                          f"(capacity={self._capacity}) was full; pass a larger capacity or a shorter "
+                          "brackets_every_s", RuntimeWarning, stacklevel=3)
+        source = source_dict(self._resolved.source)
+        sensor = self._resolved.sensor
+        if sensor is None and self._resolved.sensor_for_period is not None:
+            period = float(source["native_period_ns"]) or _measured_period_ns(samples, float(source["tick_ns"]))
+            sensor = self._resolved.sensor_for_period(period)
+        meta: dict[str, Any] = {
+            "device": self._resolved.description,
+            "hostname": socket.gethostname(),
+            "pid": os.getpid(),
+            # From the epoch brackets themselves: the realtime of the first and
+            # last reads, which enclose every sample's read.
+            "started_epoch_ns": int(brackets[0, 1]),
+            "stopped_epoch_ns": int(brackets[-1, 1]),
+            "fingrav_native_version": __version__,
+            "python": sys.version.split()[0],
+            "host_clock": HOST_CLOCK,
+        }
+        if self._trace_path is not None:
+            meta["trace"] = os.path.basename(self._trace_path)
+        return PowerCapture(samples=samples, epoch_brackets=brackets, source=source, sensor=sensor,
+                            period_ns=self._period_ns, stats=stats, meta=meta)
+
+    # ------------------------------------------------------------------ traces
+    def attach(self, prof: Any, path: Optional[Union[str, os.PathLike[str]]] = None) -> str:
+        """Export a finished torch.profiler run's Chrome trace next to the capture; return its path.
+
+        Parameters
+        ----------
+        prof : torch.profiler.profile
+            A profiler whose ``with`` block has ended.
+        path : str or path-like, optional
+            Where to write the trace (``.json`` or gzipped ``.json.gz``).
+            Default: the capture's path with ``.trace.json.gz`` for its
+            extension.
+
+        Returns
+        -------
+        str
+
+        Raises
+        ------
+        ValueError
+            ``prof`` has no ``export_chrome_trace``; no ``path`` and a
+            recorder without one.
+
+        Notes
+        -----
+        The trace stamps kernels on CLOCK_REALTIME (Kineto's
+        ``baseTimeNanoseconds`` plus ``ts``), which the capture's
+        :meth:`PowerCapture.logger_map` maps the power logs onto. Written to
+        a temporary name and renamed, like the capture. Attached before the
+        ``with`` block ends, the capture's ``meta["trace"]`` names it.
+        """
+        if not callable(getattr(prof, "export_chrome_trace", None)):
+            raise ValueError(f"prof={prof!r}: must be a finished torch.profiler.profile (no export_chrome_trace)")
+        if path is None:
+            if self._path is None:
+                raise ValueError("path: this recorder saves no capture to put the trace next to; pass path=")
+            stem = self._path[:-4] if self._path.endswith(".npz") else self._path
+            path = stem + ".trace.json.gz"
+        if not isinstance(path, (str, os.PathLike)):
+            raise ValueError(f"path={path!r}: must be a file path")
+        path = os.fspath(path)
+        folder = os.path.dirname(os.path.abspath(path))
+        # torch gzips when the name ends in .gz: keep the suffix on the temporary name.
+        suffix = ".json.gz" if path.endswith(".gz") else ".json"
+        fd, tmp = tempfile.mkstemp(prefix=".fingrav-trace-", suffix=suffix, dir=folder)
+        os.close(fd)
+        try:
+            prof.export_chrome_trace(tmp)
+            os.replace(tmp, path)
+        except BaseException:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+            raise
+        self._trace_path = path
+        return path
+
+
+def record(device: Any, path: Optional[Union[str, os.PathLike[str]]] = None, **options: Any) -> PowerRecorder:
+    """Record a device's power while an application runs: a context manager giving a capture.
+
+    ``with record("nvidia:0", "power.npz") as rec: ...`` samples the device's
+    power sensor on a native thread and brackets the host clocks, so the logs
+    land on the application's profiler trace (``profile_trace``).
+
+    Parameters
+    ----------
+    device : str, backend, SimGPU or PowerSource
+        What to record (a device string as :func:`open_device` reads it:
+        ``"nvidia:0"``, ``"nvidia:0:instant"``, ``"amd:0"``; or a
+        ``SimGPU(realtime=True)``, a ``LiveSimBackend``, a hardware backend).
+    path : str or path-like, optional
+        Where the capture is written when the block ends.
+    **options
+        ``period_ns``, ``brackets_every_s``, ``brackets_per_read``, ``capacity``
+        (:class:`PowerRecorder`).
+
+    Returns
+    -------
+    PowerRecorder
+        Not started: enter it with ``with``.
+    """
+    return PowerRecorder(device, path, **options)
+
+
+def record_torch(
+    step: Callable[[], Any],
+    steps: int,
+    device: Any,
+    out_dir: Union[str, os.PathLike[str]],
+    *,
+    warmup_steps: int = 1,
+    period_ns: Optional[int] = None,
+    activities: Optional[Sequence[Any]] = None,
+    tail_s: Optional[float] = None,
+) -> tuple[str, str]:
+    """Run a training step under torch.profiler while recording power: the in-situ inputs in one call.
+
+    Parameters
+    ----------
+    step : callable
+        One step of the application (forward, backward, optimiser), no
+        arguments.
+    steps : int
+        Profiled steps (>= 1); ``prof.step()`` follows each.
+    device
+        What :class:`PowerRecorder` records (``"nvidia:0"``, a backend, ...).
+    out_dir : str or path-like
+        Folder for ``trace.json.gz`` and ``power.npz`` (created if missing).
+    warmup_steps : int
+        Steps run first, recorded for power but outside the profiler, so
+        one-off costs (allocation, autotuning, lazy init) stay out of the
+        trace (default 1).
+    period_ns : int, optional
+        Sampler poll period (default: :class:`PowerRecorder`'s).
+    activities : sequence of torch.profiler.ProfilerActivity, optional
+        Default CPU and CUDA.
+    tail_s : float, optional
+        Power kept recording after the last step, s, so the logs of its
+        last kernels arrive (a window or publication delay). Default: two
+        logger periods plus the logger's window, at least 10 ms, at most 3 s.
+
+    Returns
+    -------
+    (str, str)
+        The trace's path and the capture's path.
+
+    Notes
+    -----
+    The paper's Section IV-A protocol in situ: each kernel execution in
+    the steps is one run at a random phase against the logger, and
+    :func:`fingrav_native.insitu.profile.profile_trace` turns the pair into
+    per-kernel profiles. torch is imported here, not with the package.
+    """
+    import torch
+
+    steps = integer_in(steps, "steps", 1)
+    warmup_steps = integer_in(warmup_steps, "warmup_steps", 0)
+    if not callable(step):
+        raise ValueError(f"step={step!r}: must be a callable taking no arguments")
+    if not isinstance(out_dir, (str, os.PathLike)):
+        raise ValueError(f"out_dir={out_dir!r}: must be a folder path")
+    if tail_s is not None:
+        tail_s = positive_number(tail_s, "tail_s", upper=60.0, allow_zero=True)
+    acts = list(activities) if activities is not None else [torch.profiler.ProfilerActivity.CPU,
+                                                          torch.profiler.ProfilerActivity.CUDA]
+    if not acts:
+        raise ValueError("activities: at least one ProfilerActivity is needed")
+    out = os.fspath(out_dir)
+    os.makedirs(out, exist_ok=True)
+    power_path = os.path.join(out, "power.npz")
+    trace_path = os.path.join(out, "trace.json.gz")
+    cuda = torch.profiler.ProfilerActivity.CUDA in acts and torch.cuda.is_available()
+
+    def sync() -> None:
+        # Kernels are asynchronous: wait so the profiler and the logs see them finish.
+        if cuda:
+            torch.cuda.synchronize()
+
+    with PowerRecorder(device, power_path, period_ns=period_ns) as rec:
+        info = rec.source.info
+        if tail_s is None:
+            period = float(info.native_period_ns) or float(rec.period_ns)
+            tail_s = min(3.0, max(0.01, (2 * period + float(info.window_ns)) / 1e9))
+        for _ in range(warmup_steps):
+            step()
+        sync()
+        with torch.profiler.profile(activities=acts) as prof:
+            for _ in range(steps):
+                step()
+                prof.step()
+            sync()
+        rec.attach(prof, trace_path)
+        time.sleep(tail_s)
+    return trace_path, power_path

@@ -1,0 +1,293 @@
+"""The backend protocol: what the FinGraV orchestrator needs from a device, and helpers every backend shares.
+
+The orchestrator (:func:`fingrav_native.method.profile.profile`) runs the paper's
+eight steps (Section IV-B) against this small interface, so it cannot tell a
+simulated GPU from a real one except through declared capabilities:
+
+* ``execute_run`` launches one run (a kernel, or a sequence of kernels, back
+  to back) and returns its :class:`RunRecord`: the raw power logs seen while
+  it ran (SAMPLE_DTYPE, timestamps in the logger's clock), GPU-side begin/end
+  markers of every execution in device-clock ticks, and bracketed clock reads
+  taken around it;
+* ``wait_idle`` lets the device return to idle between runs, measured from
+  the power logs rather than a fixed sleep;
+* ``capabilities`` says what the logger and markers are (period, averaging
+  window, which clock stamps the logs);
+* optionally, ``wait_until(host_ns) -> int`` releases the next launch at a
+  chosen host time and returns the host time reached (a target already past
+  returns at once: ``wait_until(0)`` reads the time). Phase-steered
+  campaigns (:mod:`fingrav_native.method.phase`) need it, and fall back to
+  random phase, saying so, on a backend without it.
+
+Markers stay in device ticks until the whole campaign's clock reads are
+fitted (:mod:`fingrav_native.clocks.maps`), so a drifting clock is mapped by the
+map fitted around each run, not by one offset taken at the start.
+"""
+
+from __future__ import annotations
+from typing import Any, Callable, Optional, Protocol, Sequence, Union, runtime_checkable
+import numpy as np
+from fingrav_native import _core
+from fingrav_native.records._recording import Capabilities, RunRecord
+
+
+#: A kernel, or a sequence of (kernel, executions) run back to back.
+KernelSpec = Union[str, int, Sequence[tuple[Union[str, int], int]]]
+
+
+#: GPU-side markers of one execution, in device-clock ticks.
+MARKER_RECORD_DTYPE = np.dtype(
+    [
+        ("run", "<i4"),
+        ("index", "<i4"),
+        ("kernel_id", "<i4"),
+        ("begin_ticks", "<i8"),
+        ("end_ticks", "<i8"),
+        ("host_launch_ns", "<i8"),  # host time of the launch call (host-side marker)
+        ("host_sync_ns", "<i8"),    # host time completion was seen (last of a launch), else -1
+    ]
+)
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """The interface the orchestrator drives (see the module docstring)."""
+
+    @property
+    def capabilities(self) -> Capabilities: ...
+
+    def kernel_name(self, kernel: str | int) -> str: ...
+
+    def new_run_id(self) -> int: ...
+
+    def wait_idle(self) -> int: ...
+
+    def execute_run(self, kernel: KernelSpec, executions: int, run: int) -> RunRecord: ...
+
+    def read_clocks(self, n: int) -> np.ndarray: ...
+
+
+class BackendWrapper:
+    """A backend that delegates every call to another: subclass to record, lock or time its calls.
+
+    The four calls that drive the device go through :meth:`_around`, so a
+    wrapper that treats them alike (a lock shared by the ranks of a node, a
+    timer of the simulator's cost) overrides one method; one that needs a
+    call's result (keeping each run's clock reads) overrides that call.
+    Anything else (``advance_to``, ``gpu``, ...) is the wrapped backend's own.
+
+    Parameters
+    ----------
+    inner : Backend
+        The backend wrapped.
+    """
+
+    def __init__(self, inner: Backend) -> None:
+        self.inner = inner
+
+    def _around(self, call: Callable[..., Any], *args: Any) -> Any:
+        """Run one of the four device calls; the default just calls it."""
+        return call(*args)
+
+    @property
+    def capabilities(self) -> Capabilities:
+        """The wrapped backend's capabilities."""
+        return self.inner.capabilities
+
+    def kernel_name(self, kernel: str | int) -> str:
+        """The wrapped backend's name of ``kernel``."""
+        return self.inner.kernel_name(kernel)
+
+    def new_run_id(self) -> int:
+        """A run id from the wrapped backend."""
+        return int(self._around(self.inner.new_run_id))
+
+    def wait_idle(self) -> int:
+        """The wrapped backend's wait for idle."""
+        return int(self._around(self.inner.wait_idle))
+
+    def read_clocks(self, n: int) -> np.ndarray:
+        """The wrapped backend's bracketed clock reads."""
+        return np.asarray(self._around(self.inner.read_clocks, n))
+
+    def execute_run(self, kernel: KernelSpec, executions: int, run: int) -> RunRecord:
+        """One run on the wrapped backend."""
+        rec: RunRecord = self._around(self.inner.execute_run, kernel, executions, run)
+        return rec
+
+    def __getattr__(self, name: str) -> Any:
+        # Only reached for what this class does not define.
+        if name == "inner":  # not set yet (copy/unpickle): no recursion
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+
+class HostRelease:
+    """Phase-steered launches on the host clock: the release that hardware (and live) backends share.
+
+    A backend that mixes this in offers ``wait_until`` (the campaign reads
+    the time with ``wait_until(0)``) and ``release_at``: the next
+    ``execute_run`` does its own setup (sampler started, clock reads taken),
+    then calls :meth:`_released` right before its first launch, which sleeps
+    then spins (:func:`fingrav_native._core.wait_until_ns`, GIL released)
+    until the armed host time. The setup's jitter stays out of the launch
+    time (equivalent-time sampling, :mod:`fingrav_native.method.phase`).
+    """
+
+    _release_ns: Optional[float] = None
+
+    def wait_until(self, host_ns: float) -> int:
+        """Wait until host time (CLOCK_MONOTONIC_RAW ns) ``host_ns``; return the host time at wake-up."""
+        return int(_core.wait_until_ns(int(np.ceil(float(host_ns)))))
+
+    def release_at(self, host_ns: float) -> None:
+        """Arm the next ``execute_run`` to release its first launch at host time ``host_ns``."""
+        self._release_ns = float(host_ns)
+
+    def _released(self) -> Optional[float]:
+        """Inside ``execute_run``, right before the first launch: wait for an armed release.
+
+        Returns
+        -------
+        float or None
+            How late the release was (ns; the setup outlasted the steerer's
+            lead), or None when none was armed.
+        """
+        release, self._release_ns = self._release_ns, None
+        if release is None:
+            return None
+        return float(self.wait_until(release) - release)
+
+
+class LivePower:
+    """A backend whose runs poll a live power source (``self._power``) lends it out, read-only.
+
+    For recording power while an application runs
+    (:class:`~fingrav_native.insitu.capture.PowerRecorder`): a second
+    Sampler may poll it while no run is in progress; its logs are stamped in
+    the clock the backend's ``capabilities`` name (``logger_clock``).
+    """
+
+    _power: _core.PowerSource
+
+    @property
+    def power_source(self) -> _core.PowerSource:
+        """The power source each run's Sampler polls."""
+        return self._power
+
+
+def wait_for_idle(idle_level: Callable[[int], float], baseline_w: float, tolerance: float,
+                  logger_period_ns: float, max_idle_ns: int) -> int:
+    """Wait in chunks of 20 logger periods until one chunk's mean power is back near idle.
+
+    Parameters
+    ----------
+    idle_level : callable
+        ``idle_level(ns)`` lets ``ns`` pass and returns the mean logged total
+        power over it (NaN when no log arrived, which counts as not idle).
+    baseline_w : float
+        Idle power measured when the backend was made.
+    tolerance : float
+        Relative excess over ``baseline_w`` that still counts as idle.
+    logger_period_ns : float
+        The logger's period.
+    max_idle_ns : int
+        Longest wait; a device still warm after it is used anyway.
+
+    Returns
+    -------
+    int
+        Nanoseconds waited.
+
+    Notes
+    -----
+    Paper Section IV-B: every run starts from idle, so that runs share one
+    power history and their logs can be stitched. Every backend waits this way.
+    """
+    chunk = int(20 * logger_period_ns)
+    waited = 0
+    while waited < max_idle_ns:
+        level = idle_level(chunk)
+        waited += chunk
+        if level <= baseline_w * (1 + tolerance):  # NaN compares False: keep waiting
+            break
+    return waited
+
+
+def drain_all(sampler: "_core.Sampler") -> np.ndarray:
+    """Everything a stopped sampler kept (an empty SAMPLE_DTYPE array when it kept nothing)."""
+    return sampler.drain()
+
+
+def marker_records(run: int, kernel_id: "int | Sequence[int]", ticks: np.ndarray, host_launch_ns: np.ndarray,
+                   host_sync_ns: int) -> np.ndarray:
+    """MARKER_RECORD_DTYPE rows from a probe's slots, as the hardware backends write them.
+
+    Parameters
+    ----------
+    run : int
+        Run id.
+    kernel_id : int or sequence of int
+        Kernel id of every execution (or one for all).
+    ticks : numpy.ndarray
+        Device-clock slots: begin of execution i at ``2 i``, its end at ``2 i + 1``.
+    host_launch_ns : numpy.ndarray
+        Host time of each execution's launch call.
+    host_sync_ns : int
+        Host time the run's completion was seen (recorded on the last execution).
+
+    Returns
+    -------
+    numpy.ndarray
+
+    Notes
+    -----
+    Paper Section IV-B step 2: GPU-side start and end of every execution.
+    """
+    n = len(host_launch_ns)
+    markers = np.zeros(n, dtype=MARKER_RECORD_DTYPE)
+    markers["run"] = run
+    markers["index"] = np.arange(n)
+    markers["kernel_id"] = kernel_id
+    markers["begin_ticks"] = ticks[0:2 * n:2]
+    markers["end_ticks"] = ticks[1:2 * n:2]
+    markers["host_launch_ns"] = host_launch_ns
+    markers["host_sync_ns"] = -1
+    if n:
+        markers["host_sync_ns"][-1] = host_sync_ns
+    return markers
+
+
+def execution_plan(kernel: KernelSpec, executions: int, *, limit: int | None = None,
+                   device: str = "the device") -> list[tuple[str | int, int]]:
+    """A run's kernels as (kernel, executions) pairs, checked against the run's total.
+
+    Parameters
+    ----------
+    kernel : KernelSpec
+        One kernel, or a sequence of (kernel, executions) run back to back.
+    executions : int
+        Executions in the run (Section IV-B step 3); for a sequence, its total.
+    limit : int, optional
+        Most executions one run may have on this device (the simulator's is
+        ``_core.SIM_MAX_PENDING_EXECUTIONS``): a larger run is refused here,
+        by the argument's name, before anything is allocated or launched.
+    device : str
+        What the limit belongs to, for the message.
+
+    Returns
+    -------
+    list of (str or int, int)
+    """
+    if isinstance(executions, bool) or not isinstance(executions, (int, np.integer)) or executions < 1:
+        raise ValueError(f"executions={executions!r}: must be an integer >= 1")
+    if limit is not None and executions > limit:
+        raise ValueError(f"executions={executions}: at most {limit} per run on {device} "
+                         "(each execution is queued, simulated and recorded); run fewer")
+    if isinstance(kernel, (str, int, np.integer)):
+        return [(kernel, int(executions))]
+    plan = [(k, int(c)) for k, c in kernel]
+    total = sum(c for _, c in plan)
+    if total != executions:
+        raise ValueError(f"executions={executions}: the sequence has {total} executions in all")
+    return plan

@@ -1,0 +1,632 @@
+"""A campaign folder: every completed run on disk as it finishes, so Ctrl-C loses at most one.
+
+Layout of a folder written by ``profile(..., out_dir=DIR)`` (and ``fingrav
+profile --out DIR``)::
+
+    DIR/campaign.json          what is being profiled, how, and the state
+    DIR/campaign.lock          who holds the folder (see below)
+    DIR/runs/run_000000.npz    one file per completed run, in campaign order
+    DIR/runs/run_000001.npz
+    ...
+    DIR/profile.fgprof         the profile, once the campaign is complete
+
+A run file holds the run's raw arrays (``samples``, ``markers``,
+``brackets``, and any array the backend put in the run's ``meta``) and an
+``info`` JSON string (its place in the campaign, its role in the paper's
+steps, the kernel, the executions). Arrays are plain ``.npy`` members read
+with ``allow_pickle=False``. A file is written under a temporary name and
+renamed when complete, so an interrupted write never leaves a truncated run
+behind; a leftover temporary file is ignored.
+
+Resuming replays the runs on disk in order: the orchestrator makes the same
+decisions from the same data (golden runs, the SSP search, top-ups are all
+deterministic functions of the runs), so it asks for the same runs again and
+gets them from disk until the folder is exhausted, then continues on the
+device. A request that does not match the next run on disk means the
+settings changed; that is an error, never a silent mix.
+
+No measured run is ever overwritten:
+
+* One process at a time: :func:`lock_campaign` takes an exclusive
+  ``flock`` on ``campaign.lock`` before anything in the folder is written,
+  and a second process (starting or resuming) is refused with the holder's
+  pid, host and start time. The kernel drops the lock when its holder exits
+  or dies, so a stale lock never blocks.
+* A folder that holds runs or a profile but no ``campaign.json`` is refused
+  (the runs cannot be checked against the request); so is a resume whose
+  ``runs/`` holds fewer runs than ``campaign.json`` records.
+* Every run file and ``campaign.json`` is checked field by field on reading
+  (types, shapes, dtypes, the zip members' CRC-32); anything else is a
+  :class:`CampaignFormatError` naming the file and the field.
+"""
+
+from __future__ import annotations
+import contextlib
+import datetime
+import io
+import json
+import math
+import os
+import re
+import socket
+import sys
+import threading
+import time
+import zipfile
+from dataclasses import dataclass
+from typing import Any, Iterator, Optional
+import numpy as np
+from fingrav_native._core import SAMPLE_DTYPE
+from fingrav_native.backends._base import MARKER_RECORD_DTYPE
+from fingrav_native.records._recording import RunRecord
+from fingrav_native.files._safe import ZIP_ERRORS
+
+
+try:
+    import fcntl as _fcntl
+except ImportError:  # pragma: no cover - Windows: lock_campaign says what is missing
+    _fcntl = None  # type: ignore[assignment]
+
+
+CAMPAIGN_FILE = "campaign.json"
+
+
+CAMPAIGN_FORMAT = "fingrav-campaign"
+
+
+#: Version of the folder layout; readers refuse newer ones.
+CAMPAIGN_VERSION = 1
+
+
+RUNS_DIR = "runs"
+
+
+#: The lock file: its flock says the folder is in use, its text by whom.
+LOCK_FILE = "campaign.lock"
+
+
+#: Name of the finished profile inside a campaign folder.
+PROFILE_FILE = "profile.fgprof"
+
+
+_RUN_NAME = re.compile(r"^run_(\d{6,})\.npz$")
+
+
+_META_PREFIX = "meta__"
+
+
+#: Roles a run can have (Section IV-B): step 1, the SSP search, step 4, step 7.
+ROLES = ("timing", "probe", "campaign", "top-up")
+
+
+#: States campaign.json records.
+STATES = ("running", "interrupted", "complete")
+
+
+#: More members than any run file has (three arrays, info, a few meta arrays): a bound on what is parsed.
+_MAX_MEMBERS = 256
+
+
+#: A damaged run file fails as any damaged zip does (ZIP_ERRORS); a flipped name can also miss a lookup.
+_RUN_FILE_ERRORS: tuple[type[BaseException], ...] = (*ZIP_ERRORS, LookupError)
+
+
+class CampaignFormatError(ValueError):
+    """A campaign folder or run file that cannot be read (names the file and why)."""
+
+
+class CampaignMismatchError(ValueError):
+    """A resumed campaign asks for runs that differ from those on disk."""
+
+
+class CampaignLockedError(RuntimeError):
+    """Another process (or thread) holds the campaign folder; the message names it."""
+
+
+@dataclass(frozen=True)
+class StoredRun:
+    """One run read back from a campaign folder.
+
+    Attributes
+    ----------
+    seq : int
+        Position in the campaign (0 = the first run executed).
+    role : str
+        ``"timing"`` (step 1), ``"probe"`` (SSP search, step 3),
+        ``"campaign"`` (step 4) or ``"top-up"`` (step 7).
+    kernel : str
+        The kernel, as the backend names it.
+    record : RunRecord
+        The raw run.
+    path : str
+        The file it came from.
+    """
+
+    seq: int
+    role: str
+    kernel: str
+    record: RunRecord
+    path: str
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, np.generic):
+        return value.item()
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    # Handles, streams, library objects: their description is what is worth keeping.
+    return repr(value)
+
+
+def write_run(out_dir: str, seq: int, role: str, kernel: str, record: RunRecord) -> str:
+    """Write one completed run atomically; return its path.
+
+    Parameters
+    ----------
+    out_dir : str
+        The campaign folder (``runs/`` is created inside it).
+    seq : int
+        Position of the run in the campaign.
+    role : str
+        Which of the paper's steps it served (Section IV-B): ``"timing"``,
+        ``"probe"``, ``"campaign"`` or ``"top-up"``.
+    kernel : str
+        Kernel name.
+    record : RunRecord
+        The run.
+
+    Returns
+    -------
+    str
+        The file written.
+    """
+    runs = os.path.join(out_dir, RUNS_DIR)
+    os.makedirs(runs, exist_ok=True)
+    path = os.path.join(runs, f"run_{seq:06d}.npz")
+    arrays: dict[str, Any] = {"samples": record.samples, "markers": record.markers, "brackets": record.brackets}
+    meta_scalars: dict[str, Any] = {}
+    for key, value in record.meta.items():
+        if isinstance(value, np.ndarray) and value.dtype != object:
+            arrays[_META_PREFIX + key] = value
+        else:
+            meta_scalars[key] = _jsonable(value)
+    info = {"seq": int(seq), "role": role, "kernel": kernel, "run": int(record.run),
+            "executions": int(record.executions), "idle_wait_ns": int(record.idle_wait_ns),
+            "meta": meta_scalars}
+    tmp = path + ".tmp"
+    # Written whole under another name, then renamed: Ctrl-C or a crash
+    # leaves either the complete file or none. (No fsync: a run every few
+    # ms on the simulator would wait on the disk; power loss is out of scope.)
+    with open(tmp, "wb") as f:
+        arrays["info"] = np.array(json.dumps(info))
+        np.savez(f, **arrays)
+    os.replace(tmp, path)
+    return path
+
+
+def _short(value: Any) -> str:
+    """``repr`` of a value found in a file, cut short: a message stays one line."""
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _is_int(value: Any) -> bool:
+    # JSON true/false are bools, which Python counts as ints: not a count.
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _npy(path: str, name: str, data: bytes) -> np.ndarray:
+    """One ``.npy`` member, parsed from its verified bytes (no pickles, no allocation beyond its size)."""
+    buf = io.BytesIO(data)
+    try:
+        version = np.lib.format.read_magic(buf)
+        if version == (1, 0):
+            shape, fortran, dtype = np.lib.format.read_array_header_1_0(buf)
+        elif version in ((2, 0), (3, 0)):
+            shape, fortran, dtype = np.lib.format.read_array_header_2_0(buf)
+        else:
+            raise ValueError(f"npy format version {version}")
+    except (ValueError, SyntaxError, TypeError, OverflowError, EOFError, RecursionError, MemoryError) as exc:
+        raise CampaignFormatError(f"{path}: member {name!r} is not a readable array ({exc})") from exc
+    if any(int(n) < 0 for n in shape):
+        raise CampaignFormatError(f"{path}: member {name!r} declares a negative shape {shape}")
+    if dtype.hasobject:
+        raise CampaignFormatError(f"{path}: member {name!r} holds Python objects (pickles are never loaded)")
+    # The declared shape must account for exactly the bytes present: an
+    # absurd shape is refused here, before anything is allocated for it.
+    count = math.prod(int(n) for n in shape)
+    if count * dtype.itemsize != len(data) - buf.tell():
+        raise CampaignFormatError(f"{path}: member {name!r} declares shape {shape} of {dtype}, which does not "
+                                  f"match its {len(data) - buf.tell()} bytes of data")
+    try:
+        flat = np.frombuffer(data, dtype=dtype, count=count, offset=buf.tell())
+        arr = flat.reshape(shape[::-1]).T if fortran else flat.reshape(shape)
+    except ValueError as exc:  # a zero-sized dtype, say
+        raise CampaignFormatError(f"{path}: member {name!r} is not a readable array ({exc})") from exc
+    return arr.copy(order="K")  # writable and independent of the file's bytes, as np.load gives them
+
+
+def _members(path: str) -> dict[str, np.ndarray]:
+    """The arrays of a run file, every member's CRC-32 checked before it is parsed."""
+    try:
+        with open(path, "rb") as fh, zipfile.ZipFile(fh) as zf:
+            infos = zf.infolist()
+            if len(infos) > _MAX_MEMBERS:
+                raise CampaignFormatError(f"{path}: {len(infos)} members, more than a run file has")
+            arrays: dict[str, np.ndarray] = {}
+            for info in infos:
+                name = info.filename
+                if not name.endswith(".npy") or name[:-4] in arrays:
+                    raise CampaignFormatError(f"{path}: unexpected member {name!r}")
+                # np.savez stores members uncompressed: nothing expands beyond the file's own size.
+                if info.compress_type != zipfile.ZIP_STORED or info.file_size != info.compress_size:
+                    raise CampaignFormatError(f"{path}: member {name!r} is compressed; run files store "
+                                              "their arrays as they are")
+                # ZipFile.read checks the sizes, the local header and the CRC-32.
+                arrays[name[:-4]] = _npy(path, name, zf.read(info))
+            return arrays
+    except CampaignFormatError:
+        raise
+    except FileNotFoundError as exc:
+        raise CampaignFormatError(f"{path}: run file vanished while being read ({exc})") from exc
+    # A damaged zip fails in the many ways the profile reader already lists
+    # (ZIP_ERRORS); a flipped name can also miss a lookup (LookupError).
+    except _RUN_FILE_ERRORS as exc:
+        raise CampaignFormatError(f"{path}: not a readable run file ({type(exc).__name__}: {exc})") from exc
+
+
+def _array(path: str, arrays: dict[str, np.ndarray], name: str, dtype: np.dtype[Any], ndim: int) -> np.ndarray:
+    """Member ``name``: present, of ``ndim`` dimensions, of ``dtype`` (or one it converts to without loss)."""
+    if name not in arrays:
+        raise CampaignFormatError(f"{path}: run file lacks {name!r}")
+    arr = arrays[name]
+    if arr.ndim != ndim:
+        raise CampaignFormatError(f"{path}: {name!r} has {arr.ndim} dimensions, not {ndim}")
+    if arr.dtype == dtype:
+        return arr
+    # A file from a release whose layout differed only in field widths
+    # converts exactly; anything else (fields missing, renamed, narrowed) is refused.
+    same_fields = arr.dtype.names == dtype.names
+    if same_fields and dtype.names is not None and arr.dtype.names is not None:
+        lossless = all(np.can_cast(arr.dtype.fields[f][0], dtype.fields[f][0], "safe")  # type: ignore[index]
+                       for f in dtype.names)
+    else:
+        lossless = same_fields and np.can_cast(arr.dtype, dtype, "safe")
+    if not lossless:
+        raise CampaignFormatError(f"{path}: {name!r} is of dtype {arr.dtype}, not {dtype}")
+    return arr.astype(dtype)
+
+
+def _read_run(path: str) -> StoredRun:
+    arrays = _members(path)
+    info_arr = arrays.pop("info", None)
+    if info_arr is None or info_arr.ndim != 0 or info_arr.dtype.kind != "U":
+        raise CampaignFormatError(f"{path}: run file lacks its 'info' text")
+    try:
+        info = json.loads(str(info_arr))
+    except (ValueError, RecursionError) as exc:
+        raise CampaignFormatError(f"{path}: 'info' is not readable JSON ({exc})") from exc
+    if not isinstance(info, dict):
+        raise CampaignFormatError(f"{path}: 'info' must be a JSON object, not {_short(info)}")
+
+    def field(key: str, ok: bool, what: str) -> None:
+        if not ok:
+            got = "missing" if key not in info else f"not {_short(info[key])}"
+            raise CampaignFormatError(f"{path}: info field {key!r} must be {what} ({got})")
+
+    for key in ("seq", "run", "executions", "idle_wait_ns"):
+        field(key, _is_int(info.get(key)), "an integer")
+    field("executions", info["executions"] >= 1, "at least 1")
+    field("seq", info["seq"] >= 0, "non-negative")
+    m = _RUN_NAME.match(os.path.basename(path))
+    if m is not None:
+        field("seq", info["seq"] == int(m.group(1)), f"{int(m.group(1))}, the file's own number")
+    field("role", info.get("role") in ROLES, f"one of {', '.join(ROLES)}")
+    field("kernel", isinstance(info.get("kernel"), str), "a string")
+    field("meta", isinstance(info.get("meta"), dict), "an object")
+    samples = _array(path, arrays, "samples", SAMPLE_DTYPE, 1)
+    markers = _array(path, arrays, "markers", MARKER_RECORD_DTYPE, 1)
+    brackets = _array(path, arrays, "brackets", np.dtype(np.int64), 2)
+    if len(markers) != info["executions"]:
+        # Every backend records one marker row per execution: fewer means the run was altered.
+        raise CampaignFormatError(f"{path}: 'markers' has {len(markers)} rows for {info['executions']} "
+                                  "executions (one per execution)")
+    if brackets.shape[1] != 3:
+        raise CampaignFormatError(f"{path}: 'brackets' has shape {brackets.shape}, not (n, 3)")
+    meta = dict(info["meta"])
+    extra = {k: v for k, v in arrays.items() if k not in ("samples", "markers", "brackets")}
+    for key, value in extra.items():
+        if not key.startswith(_META_PREFIX):
+            raise CampaignFormatError(f"{path}: unexpected member {key!r}")
+        meta[key[len(_META_PREFIX):]] = value
+    record = RunRecord(run=info["run"], executions=info["executions"], samples=samples, markers=markers,
+                       brackets=brackets, idle_wait_ns=info["idle_wait_ns"], meta=meta)
+    return StoredRun(info["seq"], info["role"], info["kernel"], record, path)
+
+
+def run_files(out_dir: str) -> list[str]:
+    """The run files of a campaign folder, in campaign order (names only: nothing is read).
+
+    Parameters
+    ----------
+    out_dir : str
+        A campaign folder.
+
+    Returns
+    -------
+    list of str
+        Paths of ``runs/run_NNNNNN.npz``; leftover temporary files are not runs.
+    """
+    runs = os.path.join(out_dir, RUNS_DIR)
+    try:
+        names = os.listdir(runs)
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    found = []
+    for name in names:
+        m = _RUN_NAME.match(name)
+        if m:
+            found.append((int(m.group(1)), os.path.join(runs, name)))
+    return [p for _, p in sorted(found)]
+
+
+def campaign_contents(out_dir: str) -> list[str]:
+    """What of a campaign a folder holds, in words (empty when it holds none).
+
+    Parameters
+    ----------
+    out_dir : str
+        A folder.
+
+    Returns
+    -------
+    list of str
+        ``"campaign.json"``, ``"N run files in runs/"``, ``"profile.fgprof"``
+        for those present; the lock file alone is no campaign.
+    """
+    held = [name for name in (CAMPAIGN_FILE, PROFILE_FILE) if os.path.exists(os.path.join(out_dir, name))]
+    n = len(run_files(out_dir))
+    if n:
+        held.insert(1 if CAMPAIGN_FILE in held else 0, f"{n} run file{'s' if n != 1 else ''} in {RUNS_DIR}/")
+    return held
+
+
+def load_campaign_runs(out_dir: str) -> list[StoredRun]:
+    """Every completed run of a campaign folder, in campaign order.
+
+    Parameters
+    ----------
+    out_dir : str
+        A folder written by ``profile(..., out_dir=...)``.
+
+    Returns
+    -------
+    list of StoredRun
+
+    Raises
+    ------
+    CampaignFormatError
+        A run file that cannot be read (damaged, or a field missing or of
+        the wrong type, shape or dtype: the message names the file and the
+        field), or a gap in the sequence (a run missing in the middle: the
+        replay would not be the same campaign).
+    """
+    runs = [_read_run(p) for p in run_files(out_dir)]
+    for i, r in enumerate(runs):
+        if r.seq != i:
+            raise CampaignFormatError(
+                f"{r.path}: run {r.seq} where run {i} was expected: the folder misses a run, "
+                "so it cannot be replayed; start a new campaign folder")
+    return runs
+
+
+def write_manifest(out_dir: str, manifest: dict[str, Any]) -> str:
+    """Write ``campaign.json`` atomically (format and version added); return its path."""
+    os.makedirs(out_dir, exist_ok=True)
+    path = os.path.join(out_dir, CAMPAIGN_FILE)
+    body = {"format": CAMPAIGN_FORMAT, "version": CAMPAIGN_VERSION, **_jsonable(manifest)}
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(body, f, indent=1)
+    os.replace(tmp, path)
+    return path
+
+
+def read_manifest(out_dir: str) -> Optional[dict[str, Any]]:
+    """``campaign.json`` of a folder, or None when the folder has none.
+
+    Parameters
+    ----------
+    out_dir : str
+        A campaign folder.
+
+    Returns
+    -------
+    dict or None
+        The manifest, every field checked: ``kernel`` (str), ``backend``
+        (object with ``name`` and ``device`` strings), ``settings`` (object),
+        ``state`` (one of :data:`STATES`), ``runs`` (integer >= 0).
+
+    Raises
+    ------
+    CampaignFormatError
+        Not JSON, not a campaign manifest, written by a newer version, or a
+        field missing or of the wrong type (the message names the file and
+        the field).
+    """
+    path = os.path.join(out_dir, CAMPAIGN_FILE)
+    if not os.path.lexists(path):
+        return None
+    try:
+        with open(path) as f:
+            body = json.load(f)
+    except (OSError, ValueError, RecursionError) as exc:
+        raise CampaignFormatError(f"{path}: not readable JSON ({exc})") from exc
+    if not isinstance(body, dict) or body.get("format") != CAMPAIGN_FORMAT:
+        raise CampaignFormatError(f"{path}: not a fingrav campaign manifest")
+
+    def field(key: str, ok: bool, what: str, where: dict[str, Any] = body, prefix: str = "") -> None:
+        if not ok:
+            got = "missing" if key not in where else f"not {_short(where[key])}"
+            raise CampaignFormatError(f"{path}: field {prefix + key!r} must be {what} ({got}); the manifest is "
+                                      "damaged: restore it, or profile into another folder")
+
+    field("version", _is_int(body.get("version", 0)), "an integer")
+    if body.get("version", 0) > CAMPAIGN_VERSION:
+        raise CampaignFormatError(
+            f"{path}: campaign format version {body['version']} is newer than this fingrav-native reads "
+            f"({CAMPAIGN_VERSION}); upgrade fingrav-native")
+    field("kernel", isinstance(body.get("kernel"), str), "a string")
+    field("backend", isinstance(body.get("backend"), dict), "an object")
+    for key in ("name", "device"):
+        field(key, isinstance(body["backend"].get(key), str), "a string", body["backend"], "backend.")
+    field("settings", isinstance(body.get("settings"), dict), "an object")
+    field("state", body.get("state") in STATES, f"one of {', '.join(STATES)}")
+    field("runs", _is_int(body.get("runs")) and body["runs"] >= 0, "an integer >= 0")
+    if "error" in body:
+        field("error", isinstance(body["error"], str), "a string")
+    return body
+
+
+def _describe_holder(fd: int) -> str:
+    """Who holds the lock, from the text its holder wrote into the lock file."""
+    text = b""
+    # The holder writes its details just after taking the lock: a refusal
+    # that lands in between waits a moment for them.
+    for _ in range(20):
+        text = os.pread(fd, 4096, 0)
+        if text:
+            break
+        time.sleep(0.01)
+    try:
+        who = json.loads(text)
+        pid, host, since = int(who["pid"]), str(who["host"]), str(who["since"])
+    except (ValueError, KeyError, TypeError, RecursionError):
+        return "another process (it has not said which)"
+    described = f"pid {pid} on {host} since {since}"
+    command = str(who.get("command") or "")
+    if command:
+        described += f" ({command if len(command) <= 80 else command[:77] + '...'})"
+    if host == socket.gethostname() and pid != os.getpid():
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            # The lock outlives its taker only through a child that inherited
+            # it: that child still writes, so it is still refused.
+            described += f"; pid {pid} has exited, but a process it started still holds the lock"
+        except PermissionError:
+            pass  # alive, another user's
+    elif pid == os.getpid():
+        described += ", another thread of this process"
+    return described
+
+
+# Locks this process holds: (folder, thread) -> the pid that took it. Taking
+# one again in the same thread (the CLI around profile()) nests; another
+# thread is refused as another process would be.
+_held: dict[tuple[str, int], int] = {}
+
+
+_held_guard = threading.Lock()
+
+
+def _command_line() -> str:
+    """This process's command, as typed: names the holder in a refusal."""
+    argv = list(sys.argv) or ["python"]
+    if os.path.basename(argv[0]) == "__main__.py":
+        # python -m PACKAGE: sys.argv[0] is the package's __main__.py.
+        argv[0] = f"python -m {os.path.basename(os.path.dirname(argv[0]))}"
+    else:
+        argv[0] = os.path.basename(argv[0])
+    return " ".join(argv)[:200]
+
+
+def _acquire(out_dir: str) -> int:
+    assert _fcntl is not None
+    path = os.path.join(out_dir, LOCK_FILE)
+    # Opened without truncating: a refused process writes nothing, not even here.
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+    try:
+        _fcntl.flock(fd, _fcntl.LOCK_EX | _fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = _describe_holder(fd)
+        os.close(fd)
+        raise CampaignLockedError(f"{out_dir}: in use by {holder}; wait for it to finish (or stop it), "
+                                  "then run again") from None
+    except OSError as exc:
+        os.close(fd)
+        raise CampaignLockedError(f"{path}: cannot be locked ({exc.strerror}); campaign folders need a file "
+                                  "system with flock (a local disk)") from exc
+    since = datetime.datetime.now().astimezone().isoformat(timespec="seconds")
+    who = {"pid": os.getpid(), "host": socket.gethostname(), "since": since, "command": _command_line()}
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, json.dumps(who).encode(), 0)
+    return fd
+
+
+@contextlib.contextmanager
+def lock_campaign(out_dir: str) -> Iterator[None]:
+    """Hold a campaign folder exclusively while the block runs.
+
+    Taken before anything in the folder is written (``profile(out_dir=...)``
+    and ``fingrav profile`` do). The lock is an ``flock`` on
+    ``DIR/campaign.lock``, which also records the holder's pid, host, start
+    time and command for the message of whoever is refused. The kernel
+    releases it when the holder exits or dies, so a lock left by a killed
+    process never blocks. Nested use in one thread is allowed.
+
+    Parameters
+    ----------
+    out_dir : str
+        The campaign folder; created if missing.
+
+    Yields
+    ------
+    None
+
+    Raises
+    ------
+    CampaignLockedError
+        Another process, or another thread of this one, holds the folder;
+        the message names the holder.
+    ValueError
+        ``out_dir`` is a file.
+    RuntimeError
+        No ``fcntl`` module (Windows): campaign folders need a POSIX system.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> with lock_campaign(tempfile.mkdtemp()):
+    ...     pass
+    """
+    if _fcntl is None:  # pragma: no cover - Windows
+        raise RuntimeError(f"{out_dir}: campaign folders are locked with fcntl.flock, which this platform lacks; "
+                           "profile into a campaign folder on Linux or macOS")
+    if os.path.exists(out_dir) and not os.path.isdir(out_dir):
+        raise ValueError(f"out_dir={out_dir!r}: is a file, not a folder; give a folder for the campaign")
+    os.makedirs(out_dir, exist_ok=True)
+    key = (os.path.realpath(out_dir), threading.get_ident())
+    with _held_guard:
+        # After a fork the child inherits this table but not the right to write: it takes its own lock.
+        nested = _held.get(key) == os.getpid()
+    if nested:
+        yield
+        return
+    fd = _acquire(out_dir)
+    with _held_guard:
+        _held[key] = os.getpid()
+    try:
+        yield
+    finally:
+        with _held_guard:
+            del _held[key]
+        try:
+            # No stale holder text for the next one to read.
+            os.ftruncate(fd, 0)
+        finally:
+            os.close(fd)  # releases the flock

@@ -1,0 +1,455 @@
+"""Per-kernel power and energy inside a running application: FinGraV over its profiler trace.
+
+A training or inference loop is FinGraV's protocol for free (paper Section
+IV-A): every execution of a kernel is a run, at a random phase against the
+free-running power logger, thousands of times. :func:`profile_trace` groups
+the executions of an application's trace by signature (name, grid, block),
+keeps the golden executions of each (execution-time binning, Section IV-B
+step 5), leaves out the warm-up (the SSP idea applied to a loop: the first
+iterations, while power still climbs), and stitches each signature's logs of
+interest into a profile with its energy per execution.
+"""
+
+from __future__ import annotations
+import dataclasses
+import math
+import os
+from typing import Any, Optional, Union
+import numpy as np
+from scipy import stats
+from fingrav_native.clocks._maps import host_relative
+from fingrav_native.insitu._align import LogAlignment, align_logs_to_trace
+from fingrav_native.insitu._trace import KernelTrace
+from fingrav_native.insitu._results import ITERATION_DTYPE, KERNEL_TABLE_DTYPE, TRACE_LOG_DTYPE, IterationSummary, TraceProfile
+from fingrav_native.method._align import place_logs
+from fingrav_native.method._pipeline import stitch_logs
+from fingrav_native.records._layouts import validate_executions
+from fingrav_native.method._results import ExecutionProfile
+from fingrav_native.method._deconvolve import Deconvolution, DeconvolvedChannel, as_stitched, needs_deconvolution
+from fingrav_native.sensors._model import SensorModel, sensor_preset
+from fingrav_native.method._fit_timeline import fit_timeline
+
+
+class _Shifted:
+    """A clock map onto the trace's clock, shifted to the trace's origin (keeps float64 times small).
+
+    The shift is taken exactly (:func:`~fingrav_native.clocks.maps.host_relative`),
+    so no epoch time passes through a float64 (256 ns steps at 1.8e18 ns).
+    """
+
+    def __init__(self, inner: Any, origin_ns: int) -> None:
+        self.inner, self.origin = inner, int(origin_ns)
+        self.shift_ns, self.shift_err_ns = 0.0, 0.0  # the logs' measured offset (insitu.align)
+
+    def to_host(self, ticks: Any) -> np.ndarray:
+        return host_relative(self.inner, ticks, self.origin, "logger_map") + self.shift_ns
+
+    def error_bound_at(self, host_ns: Any) -> np.ndarray:
+        h = np.asarray(host_ns, dtype=np.float64) - self.shift_ns + float(self.origin)
+        return np.asarray(self.inner.error_bound_at(h), dtype=np.float64) + self.shift_err_ns
+
+
+#: Logs that reach back more than half of this (a window, a filter) are deconvolved: the table's
+#: kernels last tens of microseconds, and a point placement smears them by the log's reach.
+_RESOLUTION_NS = 10_000.0
+
+
+def _one_sided(logger_map: Any) -> bool:
+    """Whether a clock map was fitted one-sidedly (a logger's own clock, seen only when published)."""
+    inner = getattr(logger_map, "logger", None)
+    return "one-sided" in (getattr(logger_map, "method", None), getattr(inner, "method", None))
+
+
+def _warmup(samples: np.ndarray, ex: np.ndarray, logger_map: Any, tolerance: float) -> int:
+    """Executions (in start order) before power is steady across iterations.
+
+    The logs of interest of the signature's executions, in ten chunks of
+    consecutive executions: warm-up lasts until the first chunk whose mean
+    power is within ``tolerance`` (or two standard errors) of the mean of the
+    last half of the executions (paper Section IV-A's steady-state power,
+    found here along the loop instead of by a search).
+    """
+    try:
+        lois = place_logs(samples, ex, logger_map)
+    except ValueError:
+        return 0
+    if len(lois) < 20:
+        return 0
+    # Each log of interest's execution, by its rank in start order (no per-log Python loop).
+    by_run = np.argsort(ex["run"], kind="stable")
+    rank_in_start = np.empty(len(ex), dtype=np.int64)
+    rank_in_start[np.argsort(ex["start_ns"], kind="stable")] = np.arange(len(ex))
+    pos = rank_in_start[by_run[np.searchsorted(ex["run"][by_run], lois["run"])]]
+    values = np.asarray(lois["total"], dtype=np.float64)
+    late = values[pos >= len(ex) // 2]
+    if len(late) < 5:
+        return 0
+    ref, se_ref = float(np.mean(late)), float(np.std(late, ddof=1) / math.sqrt(len(late)))
+    edges = np.linspace(0, len(ex), 11).astype(int)
+    for c in range(10):
+        sel = (pos >= edges[c]) & (pos < edges[c + 1])
+        if sel.sum() < 3:
+            continue
+        m = float(np.mean(values[sel]))
+        se = float(np.std(values[sel], ddof=1) / math.sqrt(sel.sum()))
+        if abs(m - ref) <= max(tolerance * abs(ref), 2 * math.hypot(se, se_ref)):
+            return int(edges[c])
+    return 0
+
+
+def _log_times(samples: np.ndarray, t: np.ndarray, sensor: Optional[SensorModel]) -> np.ndarray:
+    """Each log's time ``t`` on the trace's timeline moved to the middle of what it measures (window, delay)."""
+    if sensor is None:
+        return t
+    if sensor.shape == "first_order":
+        back: Any = sensor.delay_ns + sensor.tau_ns  # the filter's mean age
+    else:
+        # A counter's or sampler's own per-log window where it gives one, else the model's.
+        w = np.asarray(samples["window_ns"], dtype=np.float64) if "window_ns" in (samples.dtype.names or ()) \
+            else np.zeros(len(samples))
+        back = sensor.delay_ns + 0.5 * np.where(w > 0, w, sensor.window_ns)
+    return np.asarray(t - back, dtype=np.float64)
+
+
+def _iterations(kt: KernelTrace, table: np.ndarray, sig_rows: np.ndarray, first_steady: int, t_logs: np.ndarray,
+                power: np.ndarray, seed: int) -> tuple[np.ndarray, Optional[IterationSummary]]:
+    """Per-iteration rows and the summary (energy per iteration, the part between kernels)."""
+    it = kt.iteration()
+    steps = kt.steps
+    if len(steps) == 0 or not np.any(it >= 0):
+        return np.zeros(0, dtype=ITERATION_DTYPE), None
+    ex = kt.executions
+    n = len(steps)
+    start = np.full(n, np.iinfo(np.int64).max, dtype=np.int64)
+    last_end = np.full(n, np.iinfo(np.int64).min, dtype=np.int64)
+    mine = it >= 0
+    np.minimum.at(start, it[mine], ex["start_ns"][mine].astype(np.int64))
+    np.maximum.at(last_end, it[mine], ex["end_ns"][mine].astype(np.int64))
+    has = start != np.iinfo(np.int64).max
+    rows = np.zeros(int(has.sum()), dtype=ITERATION_DTYPE)
+    idx = np.flatnonzero(has)
+    rows["step"] = steps["step"][idx]
+    rows["start_ns"] = start[idx]
+    # An iteration lasts until the next one's first kernel: its gaps and pauses are its own.
+    rows["end_ns"] = np.append(start[idx][1:], last_end[idx][-1])
+    pos = np.full(n, -1, dtype=np.int64)
+    pos[idx] = np.arange(len(idx))
+    r = pos[it[mine]]
+    rows["kernels"] = np.bincount(r, minlength=len(rows))
+    rows["busy_ns"] = np.bincount(r, weights=(ex["end_ns"] - ex["start_ns"])[mine], minlength=len(rows)).astype(np.int64)
+    e_sig = np.full(len(kt.signatures), np.nan)
+    e_sig[sig_rows] = table["energy_j"]
+    rows["kernel_energy_j"] = np.bincount(r, weights=e_sig[ex["kernel_id"][mine]], minlength=len(rows))
+    rows["steady"] = rows["step"] >= first_steady
+    # Logs into iterations by the middle of what they measure.
+    k = np.searchsorted(rows["start_ns"], t_logs, side="right") - 1
+    ok = (k >= 0) & (t_logs < rows["end_ns"][np.clip(k, 0, None)])
+    cnt = np.bincount(k[ok], minlength=len(rows))
+    tot = np.bincount(k[ok], weights=power[ok], minlength=len(rows))
+    rows["logs"] = cnt
+    dur = (rows["end_ns"] - rows["start_ns"]).astype(np.float64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        rows["energy_j"] = np.where(cnt > 0, tot / np.maximum(cnt, 1) * dur * 1e-9, np.nan)
+    use = rows["steady"] & np.isfinite(rows["kernel_energy_j"])
+    if use.sum() < 10 or cnt[use].sum() < 10:
+        return rows, None
+    s_, c_, d_ = tot[use], cnt[use].astype(np.float64), dur[use]
+
+    def per_iteration(s: np.ndarray, c: np.ndarray, d: np.ndarray, axis: int = -1) -> np.ndarray:
+        # The ratio estimator: mean power of all logs (a time average) x mean duration.
+        return np.asarray(np.sum(s, axis=axis) / np.sum(c, axis=axis) * np.mean(d, axis=axis) * 1e-9)
+
+    e = float(per_iteration(s_, c_, d_))
+    boot = stats.bootstrap((s_, c_, d_), per_iteration, paired=True, vectorized=True, n_resamples=999,
+                           confidence_level=0.95, method="percentile", random_state=np.random.default_rng(seed))
+    half = 0.5 * float(boot.confidence_interval.high - boot.confidence_interval.low)
+    ke = float(np.mean(rows["kernel_energy_j"][use]))
+    return rows, IterationSummary(iterations=int(use.sum()), duration_ns=float(np.mean(d_)), energy_j=e,
+                                  energy_half_width_j=half, kernel_energy_j=ke, between_kernels_j=e - ke,
+                                  between_share=(e - ke) / e if e > 0 else math.nan)
+
+
+def _joint(samples: np.ndarray, t: np.ndarray, kt: KernelTrace, model: SensorModel, on_device: np.ndarray,
+           kept_ids: list[np.ndarray], profiles: list[ExecutionProfile], rows: list[tuple[Any, ...]],
+           bins: int) -> list[ExecutionProfile]:
+    """Windowed logs over the loop's timeline: every signature's curve and energy at once (fit_timeline).
+
+    Rewrites ``rows`` (power, energy, interval) in place and returns the profiles with the fitted curves.
+    """
+    ex = kt.executions
+    dev = np.flatnonzero(on_device)
+    dev = dev[np.argsort(ex["start_ns"][dev], kind="stable")]
+    cls = np.full(len(ex), -1, dtype=np.int64)
+    for c, keep in enumerate(kept_ids):
+        cls[keep] = c
+    channels = [c for c in ("total", "compute", "io", "memory")
+                if c in (samples.dtype.names or ()) and np.all(np.isfinite(samples[c]))]
+    wins = samples["window_ns"] if "window_ns" in (samples.dtype.names or ()) else None
+    fit = fit_timeline(model, t, {c: samples[c] for c in channels}, ex["start_ns"][dev], ex["end_ns"][dev], cls[dev],
+                       [bins] * len(kept_ids), windows_ns=wins,
+                       durations_ns=[ep.duration_ns for ep in profiles])
+    out = []
+    edges = np.linspace(0.0, 1.0, bins + 1)
+    gap_after = {ch: [g[np.isfinite(g)][-1] if np.isfinite(g).any() else math.nan for g in fit.gap_w[ch]]
+                 for ch in channels}
+    z = 0.5 * (1 + fit.confidence)
+    for c, ep in enumerate(profiles):
+        chans = tuple(DeconvolvedChannel(
+            name=ch, curve=fit.curves[ch][c], low=fit.curves[ch][c] - _z(z) * fit.sd[ch][c],
+            high=fit.curves[ch][c] + _z(z) * fit.sd[ch][c], sd=fit.sd[ch][c], lam=fit.lam, edf=math.nan,
+            residual_w=fit.residual_w[ch], energy_j=float(fit.energy_j[ch][c]),
+            energy_half_width_j=float(fit.energy_half_width_j[ch][c]),
+            # The power long after this kernel (the last gap step it was seen in): the nearest to idle.
+            idle_w=float(gap_after[ch][c]),
+            levels_w={f"gap after it, step {i + 1}": float(v) for i, v in enumerate(fit.gap_w[ch][c])})
+            for ch in channels)
+        warnings_: list[str] = []
+        if fit.edge_logs[c] < 20 * bins:
+            warnings_.append(f"{int(fit.edge_logs[c])} logs have a window edge inside this kernel's executions; "
+                             f"its {bins}-bin shape rests on the smoothing (its energy does not)")
+        dec = Deconvolution(
+            bin_edges=edges, duration_ns=float(ep.duration_ns), channels=chans, resolution_ns=math.nan,
+            resolution_ns_per_bin=np.full(bins, math.nan), n_logs=fit.n_logs, logs_per_bin=fit.logs_per_bin[c],
+            n_runs=int(len(kept_ids[c])), run_ids=np.asarray(kt.executions["run"][kept_ids[c]]),
+            edge_logs=int(fit.edge_logs[c]), dropped_logs=fit.dropped_logs, confidence=fit.confidence,
+            confidence_note="cluster-robust normal interval (logs with overlapping windows share a cluster)",
+            assumptions=TIMELINE_ASSUMPTIONS, warnings=tuple(warnings_), sensor=model)
+        stitched, energy = as_stitched(dec, uncert_ns_median=ep.stitched.uncert_ns_median,
+                                       uncert_ns_max=ep.stitched.uncert_ns_max)
+        out.append(dataclasses.replace(ep, stitched=stitched, energy=energy, deconvolution=dec))
+        e = energy["total"]
+        r = list(rows[c])
+        r[7] = float(e.energy_j / (ep.duration_ns * 1e-9)) if ep.duration_ns > 0 else math.nan
+        r[8], r[9] = float(e.energy_j), float(e.uncertainty_j)
+        rows[c] = tuple(r)
+    return out
+
+
+def _z(p: float) -> float:
+    return float(stats.norm.ppf(p))
+
+
+#: What the in-situ deconvolution assumes (listed in each profile's deconvolution).
+TIMELINE_ASSUMPTIONS = (
+    "executions of one signature past the warm-up share one curve over execution progress",
+    "between kernels the power depends only on the time since the last kernel ended",
+    "the sensor model (window, shape, delay, gain, offset) is right",
+)
+
+
+def profile_trace(
+    trace: Union[str, os.PathLike[str], KernelTrace],
+    samples: Any,
+    logger_map: Any = None,
+    *,
+    margin: float = 0.02,
+    min_executions: int = 20,
+    warmup_tolerance: float = 0.02,
+    sensor: Union[SensorModel, str, None] = None,
+    attribution: str = "auto",
+    device: Optional[int] = None,
+    bins: int = 8,
+    align: Union[bool, str] = "auto",
+) -> TraceProfile:
+    """Per-kernel power and energy of a running application, from its profiler trace and power logs.
+
+    Parameters
+    ----------
+    trace : str, path or KernelTrace
+        A torch.profiler (Kineto) Chrome trace (``.json`` or ``.json.gz``,
+        :func:`~fingrav_native.insitu.kineto.read_kineto_trace`), a
+        rocprofv3 ``kernel_trace.csv``
+        (:func:`~fingrav_native.insitu.rocprof.read_rocprof_kernel_trace`),
+        or the executions already read (an EXECUTION_DTYPE array with a
+        name per execution: :meth:`KernelTrace.from_executions`).
+    samples : numpy.ndarray or PowerCapture
+        Power logs taken while the application ran (SAMPLE_DTYPE-compatible:
+        ``source_ts`` in the logger's clock, one field per channel), or a
+        :class:`~fingrav_native.insitu.capture.PowerCapture` (its logs, its
+        clock map onto the epoch clock and its sensor).
+    logger_map : clock map, optional
+        ``to_host`` maps ``source_ts`` onto the trace's clock (Unix-epoch ns
+        for Kineto), ``error_bound_at`` its error there. Required with an
+        array of samples; a capture brings its own. A map with
+        ``to_host_relative`` keeps epoch times exact (int64); any other
+        passes them through a float64 once (about 0.1 us of rounding, below
+        the trace's microsecond timestamps).
+    margin : float
+        Golden-execution bin margin (paper Table I: 2 % for kernels of
+        200 us to 1 ms).
+    min_executions : int
+        Signatures with fewer executions are listed in ``skipped``.
+    warmup_tolerance : float
+        Relative power difference from the loop's steady state below which
+        executions count as past the warm-up.
+    sensor : SensorModel or str, optional
+        What each log measures (a capture's own model by default; None:
+        instantaneous logs).
+    attribution : {"auto", "instant", "deconvolve"}
+        ``"auto"``: logs that average over more than a few microseconds are
+        deconvolved over the whole timeline
+        (:func:`~fingrav_native.sensors.timeline.fit_timeline`: every
+        signature's curve and the gaps' power at once, since a window in a
+        loop covers several kernels); ``"instant"``: each log is placed at
+        one instant (paper step 6).
+    device : int, optional
+        The trace's device the power logs belong to; needed when the trace
+        holds kernels of several devices.
+    bins : int
+        Curve bins per signature when deconvolving.
+    align : {"auto", True, False}
+        Measure the logs' offset against the trace's kernels
+        (:func:`~fingrav_native.insitu.align.align_logs_to_trace`,
+        instantaneous logs; reported in ``TraceProfile.alignment``) and
+        correct it: ``"auto"`` when the logger's clock map is one-sided (it
+        lands on each log's publication, tens of microseconds late), True
+        always, False never (not even measured). The power's own lag
+        behind activity is fitted beside the offset (a first-order response,
+        profiled out), so it is not taken for one; a map from bracketed
+        reads is trusted and ``"auto"`` only reports the offset there.
+
+    Returns
+    -------
+    TraceProfile
+        The kernel table, a profile per signature, and per-iteration energy
+        when the trace marks iterations (``prof.step()``).
+
+    Raises
+    ------
+    ValueError
+        Bad arguments (named); a trace without kernels
+        (:class:`~fingrav_native.insitu.kineto.TraceFormatError`); no
+        signature that could be profiled.
+
+    Notes
+    -----
+    Paper Section IV-A/B on an application's own executions: each execution
+    is a run of one (``execution_of_interest=0``); golden executions by
+    execution-time binning (step 5), logs of interest through the clock map
+    (step 6), stitching and energy (step 8). Executions that overlap another
+    kernel on the same device are left out and counted, not mis-attributed.
+    The energy per iteration is a ratio estimator (mean power of the logs
+    over the steady iterations x their mean duration) with a bootstrap
+    interval over iterations (Efron and Tibshirani 1993, via
+    :func:`scipy.stats.bootstrap`).
+    """
+    if not 0 < margin < 1:
+        raise ValueError(f"margin={margin!r}: must be in (0, 1)")
+    if not isinstance(min_executions, int) or min_executions < 2:
+        raise ValueError(f"min_executions={min_executions!r}: must be an integer >= 2")
+    if not 0 < warmup_tolerance < 1:
+        raise ValueError(f"warmup_tolerance={warmup_tolerance!r}: must be in (0, 1)")
+    capture_clock: Optional[str] = None
+    if not isinstance(samples, np.ndarray) and hasattr(samples, "logger_map") and hasattr(samples, "samples"):
+        capture = samples
+        samples = capture.samples
+        if logger_map is None:
+            logger_map = capture.logger_map()
+            capture_clock = "unix-epoch"
+        sensor = capture.sensor if sensor is None else sensor
+    if not isinstance(samples, np.ndarray) or samples.dtype.names is None or "source_ts" not in samples.dtype.names:
+        raise ValueError("samples: expected a structured array with source_ts and power fields, or a PowerCapture")
+    if logger_map is None:
+        raise ValueError("logger_map: required with an array of samples (a PowerCapture brings its own)")
+    if align not in ("auto", True, False):
+        raise ValueError(f"align={align!r}: must be 'auto', True or False")
+    if attribution not in ("auto", "instant", "deconvolve"):
+        raise ValueError(f"attribution={attribution!r}: must be 'auto', 'instant' or 'deconvolve'")
+    if not isinstance(bins, int) or not 2 <= bins <= 64:
+        raise ValueError(f"bins={bins!r}: must be an integer in [2, 64]")
+    model = sensor_preset(sensor) if isinstance(sensor, str) else sensor
+    if not isinstance(trace, KernelTrace):
+        raise ValueError(f"trace: must be a KernelTrace here, not {type(trace).__name__}; read a file with "
+                         "fingrav_native.files.read_trace, or call fingrav_native.profile_trace, which reads paths")
+    kt = trace
+    if capture_clock is not None and kt.clock != capture_clock:
+        raise ValueError(f"trace: its kernels are on the {kt.clock} clock ({kt.source}); the capture maps its logs "
+                         f"onto the {capture_clock} clock. Pass logger_map= mapping the logs onto the trace's clock "
+                         "(a capture does not bracket the host's monotonic clock yet)")
+    validate_executions(kt.executions, "trace", exclusive=False)
+    devices = np.unique(kt.device)
+    if device is None:
+        if len(devices) > 1:
+            raise ValueError(f"device: the trace holds kernels of devices {devices.tolist()}; say which one the "
+                             "power logs belong to (device=...; one capture per GPU)")
+        device = int(devices[0])
+    elif int(device) not in devices.tolist():
+        raise ValueError(f"device={device!r}: the trace holds kernels of devices {devices.tolist()}")
+    on_device = kt.device == int(device)
+    joint = model is not None and model.averages and attribution != "instant" and (
+        attribution == "deconvolve" or needs_deconvolution(samples, model, 1.0, _RESOLUTION_NS))
+    lmap = _Shifted(logger_map, kt.origin_ns)
+    t_logs = lmap.to_host(samples["source_ts"])  # once: the profiles below map through lmap themselves
+    conc = kt.concurrent()
+    it_of = kt.iteration()
+    alignment: Optional[LogAlignment] = None
+    if align is not False and not joint and (model is None or not model.averages):
+        dev = np.flatnonzero(on_device & ~conc)
+        dev = dev[np.argsort(kt.executions["start_ns"][dev], kind="stable")]
+        try:
+            alignment = align_logs_to_trace(t_logs, samples["total"],
+                                            kt.executions["start_ns"][dev], kt.executions["end_ns"][dev],
+                                            kt.executions["kernel_id"][dev])
+        except ValueError:
+            alignment = None  # too few logs over the kernels: the profiles below say so themselves
+        if alignment is not None and not alignment.at_edge and (align is True or _one_sided(logger_map)):
+            lmap.shift_ns, lmap.shift_err_ns = alignment.offset_ns, alignment.half_width_ns
+            t_logs = t_logs + lmap.shift_ns
+    rows: list[tuple[Any, ...]] = []
+    profiles: list[ExecutionProfile] = []
+    sig_ids: list[int] = []
+    kept_ids: list[np.ndarray] = []
+    skipped: dict[str, str] = {}
+    first_steady = np.iinfo(np.int64).min
+    for sig in kt.signatures:
+        label = f"{sig['name']} grid={tuple(int(g) for g in sig['grid'])} block={tuple(int(b) for b in sig['block'])}"
+        mine = (kt.executions["kernel_id"] == sig["id"]) & on_device
+        if not mine.any():
+            continue
+        keep = np.flatnonzero(mine & ~conc)
+        keep = keep[np.argsort(kt.executions["start_ns"][keep], kind="stable")]
+        ex = kt.executions[keep]
+        if len(ex) < min_executions:
+            skipped[label] = f"{len(ex)} executions (of {int(mine.sum())}) without a concurrent kernel, " \
+                             f"fewer than min_executions={min_executions}"
+            continue
+        warm = _warmup(samples, ex, lmap, warmup_tolerance)
+        kept = ex[warm:]
+        try:
+            # A window in a loop covers other kernels: the joint fit below replaces the attribution.
+            ep = stitch_logs(samples, kept, lmap, execution_of_interest=0, margin=margin, label=label,
+                             sensor=None if joint else model, attribution="instant" if joint else attribution)
+        except ValueError as exc:
+            skipped[label] = str(exc)
+            continue
+        if warm and len(kt.steps):
+            first_steady = max(first_steady, int(kt.steps["step"][max(int(it_of[keep[warm]]), 0)]))
+        e = ep.energy["total"]
+        rows.append((str(sig["name"]), sig["grid"], sig["block"], int(mine.sum()), int(ep.golden.count), warm,
+                     float(ep.duration_ns), float(e.energy_j / (ep.duration_ns * 1e-9)) if ep.duration_ns > 0
+                     else math.nan, float(e.energy_j), float(e.uncertainty_j), 0.0))
+        profiles.append(ep)
+        sig_ids.append(int(sig["id"]))
+        kept_ids.append(keep[warm:])
+    if rows and joint:
+        assert model is not None
+        profiles = _joint(samples, t_logs, kt, model, on_device, kept_ids, profiles, rows, bins)
+    if not rows:
+        raise ValueError(f"trace: no kernel signature could be profiled ({skipped})")
+    table = np.array(rows, dtype=KERNEL_TABLE_DTYPE)
+    total = table["count"] * table["energy_j"]
+    table["share"] = total / total.sum() if total.sum() > 0 else np.nan
+    order = np.argsort(-total, kind="stable")
+    sig_rows = np.array(sig_ids, dtype=np.int64)
+    t_logs = _log_times(samples, t_logs, model)
+    iters, summary = _iterations(kt, table, sig_rows, first_steady, t_logs,
+                                 np.asarray(samples["total"], dtype=np.float64), seed=len(samples))
+    logs = np.zeros(len(samples), dtype=TRACE_LOG_DTYPE)
+    logs["t_ns"] = t_logs
+    for ch in ("total", "compute", "io", "memory"):
+        logs[ch] = samples[ch] if ch in (samples.dtype.names or ()) else np.nan
+    return TraceProfile(kernels=table[order], profiles=tuple(profiles[i] for i in order), trace=kt,
+                        concurrent=int(conc.sum()), skipped=skipped, iterations=iters, summary=summary,
+                        signature_rows=sig_rows[order], logs=logs, alignment=alignment,
+                        alignment_applied=lmap.shift_ns != 0.0,
+                        sensor=model.name if model is not None else "instantaneous logs (no sensor model given)")

@@ -1,0 +1,169 @@
+"""Result types of in-situ profiling: what :func:`~fingrav_native.insitu.profile.profile_trace` returns.
+
+They sit below the orchestrator and the file layer (as
+:mod:`fingrav_native.method.results` does for campaigns), so the Perfetto
+writer and the plots can use them without importing the method.
+"""
+
+from __future__ import annotations
+from dataclasses import dataclass
+from typing import Optional
+import numpy as np
+from fingrav_native.insitu._align import LogAlignment
+from fingrav_native.insitu._trace import KernelTrace
+from fingrav_native.method._results import ExecutionProfile
+
+
+#: One row per kernel signature, in descending order of total energy.
+KERNEL_TABLE_DTYPE = np.dtype([
+    ("name", "U256"),
+    ("grid", "<i8", (3,)),
+    ("block", "<i8", (3,)),
+    ("count", "<i8"),              # executions in the trace
+    ("golden", "<i8"),             # golden executions the profile used
+    ("warmup", "<i8"),             # executions left out as warm-up
+    ("duration_ns", "<f8"),        # median of the golden executions
+    ("power_w", "<f8"),            # mean power over an execution
+    ("energy_j", "<f8"),           # per execution
+    ("energy_half_width_j", "<f8"),  # 95 % interval half-width
+    ("share", "<f8"),              # of all kernels' energy (count x energy_j)
+])
+
+
+#: One iteration of the loop (``ProfilerStep#N``) on the GPU's timeline.
+ITERATION_DTYPE = np.dtype([
+    ("step", "<i8"),
+    ("start_ns", "<i8"),          # first kernel it launched starts (relative to the trace's origin)
+    ("end_ns", "<i8"),            # the next iteration's first kernel starts (the last: its last kernel ends)
+    ("kernels", "<i8"),           # executions it launched
+    ("busy_ns", "<i8"),           # time with a kernel running
+    ("logs", "<i8"),              # power logs attributed to it (by the middle of what each log measures)
+    ("energy_j", "<f8"),          # mean of its logs x its duration (NaN without a log; noisy alone)
+    ("kernel_energy_j", "<f8"),   # its executions x their signature's energy per execution
+    ("steady", "?"),              # past every signature's warm-up
+])
+
+
+#: The power logs on the trace's timeline (what the Perfetto export draws as counter tracks).
+TRACE_LOG_DTYPE = np.dtype([
+    ("t_ns", "<f8"),       # middle of what the log measures, relative to the trace's origin
+    ("total", "<f4"),
+    ("compute", "<f4"),
+    ("io", "<f4"),
+    ("memory", "<f4"),
+])
+
+
+@dataclass(frozen=True)
+class IterationSummary:
+    """Energy per iteration of the loop, and the part spent between kernels.
+
+    Attributes
+    ----------
+    iterations : int
+        Steady iterations used.
+    duration_ns : float
+        Their mean duration on the GPU's timeline.
+    energy_j, energy_half_width_j : float
+        Energy per iteration: the mean power of every log over the steady
+        iterations (each log is a sample of power at a random phase, so the
+        mean is the time average) times the mean duration; a 95 % bootstrap
+        interval over iterations.
+    kernel_energy_j : float
+        Mean energy of the kernels an iteration runs (the table's energies).
+    between_kernels_j : float
+        ``energy_j - kernel_energy_j``: idle and launch gaps, the host's
+        work, data loading.
+    between_share : float
+        Of ``energy_j``.
+    """
+
+    iterations: int
+    duration_ns: float
+    energy_j: float
+    energy_half_width_j: float
+    kernel_energy_j: float
+    between_kernels_j: float
+    between_share: float
+
+    def __str__(self) -> str:
+        return (f"{self.iterations} steady iterations of {self.duration_ns / 1e6:.3f} ms: "
+                f"{1e3 * self.energy_j:.2f} +- {1e3 * self.energy_half_width_j:.2f} mJ each, "
+                f"{1e3 * self.kernel_energy_j:.2f} mJ in kernels, {1e3 * self.between_kernels_j:.2f} mJ "
+                f"({100 * self.between_share:.1f} %) between them")
+
+
+@dataclass(frozen=True)
+class TraceProfile:
+    """Every kernel signature of a trace, profiled.
+
+    Attributes
+    ----------
+    kernels : numpy.ndarray
+        KERNEL_TABLE_DTYPE, descending total energy (``count * energy_j``).
+    profiles : tuple of ExecutionProfile
+        ``profiles[i]`` belongs to ``kernels[i]``.
+    trace : KernelTrace
+        The executions read.
+    concurrent : int
+        Executions left out because another kernel ran beside them on the
+        same device (their power cannot be told apart).
+    skipped : dict
+        Signatures not profiled and why (too few executions or logs).
+    iterations : numpy.ndarray
+        ITERATION_DTYPE, one row per ``ProfilerStep#N`` of the trace (empty
+        when the loop did not call ``prof.step()``).
+    summary : IterationSummary or None
+        Energy per iteration and between kernels; None without iterations.
+    signature_rows : numpy.ndarray
+        Per row of :attr:`kernels`, the signature id in ``trace.signatures``.
+    logs : numpy.ndarray
+        TRACE_LOG_DTYPE: every power log on the trace's timeline.
+    sensor : str
+        What the logs measure, in words (for the export's metadata).
+    alignment : LogAlignment or None
+        The logs' offset against the kernels as measured (instantaneous
+        logs); None when not measured.
+    alignment_applied : bool
+        Whether the logs were moved by it.
+    """
+
+    kernels: np.ndarray
+    profiles: tuple[ExecutionProfile, ...]
+    trace: KernelTrace
+    concurrent: int
+    skipped: dict[str, str]
+    iterations: np.ndarray
+    summary: Optional[IterationSummary]
+    signature_rows: np.ndarray
+    logs: np.ndarray
+    sensor: str
+    alignment: Optional[LogAlignment] = None
+    alignment_applied: bool = False
+
+    def profile(self, i: int) -> ExecutionProfile:
+        """The stitched profile of row ``i`` of :attr:`kernels`."""
+        return self.profiles[int(i)]
+
+    def __str__(self) -> str:
+        lines = [f"{'kernel':40s} {'grid':>14s} {'count':>7s} {'golden':>7s} {'us':>9s} {'W':>7s} "
+                 f"{'mJ/exec':>16s} {'share':>6s}"]
+        for r in self.kernels:
+            grid = "x".join(str(int(g)) for g in r["grid"])
+            lines.append(f"{r['name'][:40]:40s} {grid:>14s} {r['count']:7d} {r['golden']:7d} "
+                         f"{r['duration_ns'] / 1e3:9.1f} {r['power_w']:7.1f} "
+                         f"{1e3 * r['energy_j']:8.3f} +-{1e3 * r['energy_half_width_j']:6.3f} {100 * r['share']:5.1f}%")
+        if self.alignment is not None:
+            a = self.alignment
+            lines.append(f"logs placed {a.offset_ns / 1e3:+.1f} us (95 % {a.low_ns / 1e3:+.1f} to {a.high_ns / 1e3:+.1f}; "
+                         f"power lag {a.lag_ns / 1e3:.0f} us) from their clock map, measured against the kernels: "
+                         + ("applied" if self.alignment_applied else
+                            "at the search edge, not applied" if a.at_edge else
+                            "not applied (the map comes from bracketed reads, not a one-sided fit)"))
+        lines.append(str(self.summary) if self.summary is not None else
+                     "no iterations: the trace has no ProfilerStep#N (call prof.step() once per iteration)")
+        if self.concurrent:
+            lines.append(f"{self.concurrent} executions overlapped another kernel on their device: left out")
+        for label, why in self.skipped.items():
+            lines.append(f"not profiled: {label}: {why}")
+        return "\n".join(lines)

@@ -1,0 +1,282 @@
+"""Split from insitu.kineto."""
+
+from __future__ import annotations
+from dataclasses import dataclass
+from typing import Any
+import numpy as np
+from fingrav_native.records._layouts import EXECUTION_DTYPE, validate_executions
+from decimal import Decimal, DecimalException, InvalidOperation
+from fingrav_native.files._safe import short_repr
+
+
+# Times in us whose ns do not fit int64 (2**63 ns) are not times.
+MAX_US = Decimal(2**63) / 1000
+
+
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+
+
+
+#: One kernel signature: launches of one kernel with one grid and block shape.
+KERNEL_SIGNATURE_DTYPE = np.dtype([
+    ("id", "<i4"),
+    ("name", "U256"),
+    ("grid", "<i8", (3,)),
+    ("block", "<i8", (3,)),
+])
+
+
+#: One iteration of the application as the profiler marked it (``ProfilerStep#N``), on the CPU.
+STEP_DTYPE = np.dtype([
+    ("step", "<i8"),       # N of ProfilerStep#N
+    ("start_ns", "<i8"),   # relative to the trace's origin_ns
+    ("end_ns", "<i8"),
+])
+
+
+#: Kineto's categories of runtime calls that launch kernels (CUDA and ROCm builds).
+RUNTIME_CATS = ("cuda_runtime", "cuda_driver", "hip_runtime", "runtime")
+
+
+#: A launch time the trace does not give.
+NO_LAUNCH = np.iinfo(np.int64).min
+
+
+class TraceFormatError(ValueError):
+    """The file is not a Chrome trace with GPU kernel events (the message says what is missing)."""
+
+
+@dataclass(frozen=True)
+class KernelTrace:
+    """GPU kernel executions read from an application's trace.
+
+    Attributes
+    ----------
+    executions : numpy.ndarray
+        EXECUTION_DTYPE, one row per kernel execution, in start order: times
+        in ns relative to ``origin_ns`` on the trace's clock; ``run`` is the
+        execution's own id (each execution is a run of one, as in a training
+        loop every iteration is a run), ``index`` 0, ``kernel_id`` the
+        signature id.
+    signatures : numpy.ndarray
+        KERNEL_SIGNATURE_DTYPE, indexed by ``kernel_id``.
+    device, stream, correlation : numpy.ndarray
+        Per execution (int64; -1 where the trace does not say).
+    origin_ns : int
+        Trace-clock time (ns) of zero in ``executions``.
+    clock : str
+        The trace's clock (``"unix-epoch"`` for Kineto).
+    source : str
+        Where the trace came from.
+    launch_ns : numpy.ndarray
+        Per execution, the CPU time (relative to ``origin_ns``) of the runtime
+        call that launched it, matched by correlation id; :data:`NO_LAUNCH`
+        where the trace has none.
+    steps : numpy.ndarray
+        STEP_DTYPE: the ``ProfilerStep#N`` annotations (``prof.step()`` in the
+        loop), in order; empty when the loop did not call it.
+    """
+
+    executions: np.ndarray
+    signatures: np.ndarray
+    device: np.ndarray
+    stream: np.ndarray
+    correlation: np.ndarray
+    origin_ns: int
+    clock: str
+    source: str
+    launch_ns: np.ndarray
+    steps: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.executions)
+
+    @classmethod
+    def from_rows(cls, start_ns: Any, end_ns: Any, names: Any, grid: Any, block: Any, *, clock: str, source: str,
+                  device: Any = None, stream: Any = None, correlation: Any = None, launch_ns: Any = None,
+                  steps: Any = None, err_ns: Any = 1000.0) -> KernelTrace:
+        """A trace from one row per kernel execution on the trace's clock (every reader builds it here).
+
+        Parameters
+        ----------
+        start_ns, end_ns : array_like of int
+            Per execution, on ``clock`` (int64 ns, any order).
+        names : sequence of str
+        grid, block : sequences of three integers
+            Per execution; with the name they make the signature.
+        clock, source : str
+        device, stream, correlation : array_like of int, optional
+            Per execution (default 0, 0 and -1).
+        launch_ns : array_like of int, optional
+            Per execution, its launch on ``clock``, or :data:`NO_LAUNCH`.
+        steps : sequence of (step, start_ns, end_ns), optional
+            Iterations on ``clock``.
+        err_ns : float or array_like
+            Placement error of each start and end.
+
+        Returns
+        -------
+        KernelTrace
+            Executions in start order, relative to the first start
+            (``origin_ns``); times stay int64 until that subtraction.
+        """
+        start = np.asarray(start_ns, dtype=np.int64)
+        end = np.asarray(end_ns, dtype=np.int64)
+        n = len(start)
+
+        def per(v: Any, what: str, default: int) -> np.ndarray:
+            out = np.full(n, default, dtype=np.int64) if v is None else np.asarray(v, dtype=np.int64)
+            if out.shape != (n,):
+                raise ValueError(f"{what}: {out.shape} values for {n} executions")
+            return out
+
+        if end.shape != (n,) or len(names) != n or len(grid) != n or len(block) != n:
+            raise ValueError(f"end_ns, names, grid, block: one per execution ({n})")
+        order = np.argsort(start, kind="stable")
+        origin = int(start[order[0]])
+        sig_of: dict[tuple[str, tuple[int, ...], tuple[int, ...]], int] = {}
+        kid = np.array([sig_of.setdefault((str(names[i]), tuple(grid[i]), tuple(block[i])), len(sig_of))
+                        for i in order], dtype=np.int32)
+        sigs = np.zeros(len(sig_of), dtype=KERNEL_SIGNATURE_DTYPE)
+        for (name, g, b), k in sig_of.items():
+            sigs[k] = (k, name[:256], g, b)
+        ex = np.zeros(n, dtype=EXECUTION_DTYPE)
+        ex["run"] = np.arange(n)  # each execution is a run of one
+        ex["kernel_id"] = kid
+        ex["start_ns"] = start[order] - origin  # int64 - int: exact
+        ex["end_ns"] = end[order] - origin
+        err = np.broadcast_to(np.asarray(err_ns, dtype=np.float64), (n,))
+        ex["start_err_ns"] = err[order]
+        ex["end_err_ns"] = err[order]
+        launch = per(launch_ns, "launch_ns", NO_LAUNCH)[order]
+        launch = np.where(launch != NO_LAUNCH, launch - origin, NO_LAUNCH)
+        st = sorted(steps or (), key=lambda x: (x[1], x[0]))  # by start: iteration() searches them
+        return cls(executions=ex, signatures=sigs, device=per(device, "device", 0)[order],
+                   stream=per(stream, "stream", 0)[order], correlation=per(correlation, "correlation", -1)[order],
+                   origin_ns=origin, clock=str(clock), source=str(source), launch_ns=launch,
+                   steps=np.array([(k, a - origin, b - origin) for k, a, b in st], dtype=STEP_DTYPE))
+
+    @classmethod
+    def from_executions(cls, executions: np.ndarray, names: Any, *, grid: Any = None, block: Any = None,
+                        device: Any = None, stream: Any = None, origin_ns: int = 0,
+                        clock: str = "host") -> KernelTrace:
+        """Executions you already have (EXECUTION_DTYPE, any clock) as a trace, one name per execution.
+
+        Parameters
+        ----------
+        executions : numpy.ndarray
+            EXECUTION_DTYPE records; ``start_ns``/``end_ns`` relative to
+            ``origin_ns`` on ``clock``.
+        names : sequence of str
+            Per execution, its kernel's name.
+        grid, block : sequences of up to three integers, optional
+            Per execution (default unknown: -1); with the name they make the signature.
+        device, stream : sequences of int, optional
+            Per execution (default 0 and 0).
+        origin_ns : int
+            Clock time of zero in ``executions``.
+        clock : str
+            The clock's name (the power logs' map must end on it).
+
+        Returns
+        -------
+        KernelTrace
+
+        Raises
+        ------
+        ValueError
+            Lengths that do not match, named.
+        """
+        executions = validate_executions(executions, exclusive=False)
+        n = len(executions)
+        if len(names) != n:
+            raise ValueError(f"names: {len(names)} names for {n} executions")
+
+        def dims(v: Any, what: str) -> list[tuple[int, int, int]]:
+            if v is None:
+                return [(-1, -1, -1)] * n
+            if len(v) != n:
+                raise ValueError(f"{what}: {len(v)} values for {n} executions")
+            return [launch_dims(list(x), what, i) for i, x in enumerate(v)]
+
+        base = int(origin_ns)
+        start = base + executions["start_ns"]
+        end = base + executions["end_ns"]
+        kt = cls.from_rows(start, end, names, dims(grid, "grid"), dims(block, "block"), clock=clock,
+                           source="executions", device=device, stream=stream, err_ns=0.0)
+        # The executions' own placement errors, in the trace's (start) order.
+        order = np.argsort(start, kind="stable")
+        kt.executions["start_err_ns"] = executions["start_err_ns"][order]
+        kt.executions["end_err_ns"] = executions["end_err_ns"][order]
+        return kt
+
+    def iteration(self) -> np.ndarray:
+        """Per execution, the index into :attr:`steps` of the iteration that launched it (-1: none).
+
+        A kernel belongs to the step during which the CPU launched it (the
+        GPU runs it later, often in the next step's CPU time); without a
+        launch record, to the step its start falls in.
+        """
+        out = np.full(len(self.executions), -1, dtype=np.int64)
+        if len(self.steps) == 0:
+            return out
+        t = np.where(self.launch_ns != NO_LAUNCH, self.launch_ns, self.executions["start_ns"].astype(np.int64))
+        k = np.searchsorted(self.steps["start_ns"], t, side="right") - 1
+        ok = (k >= 0) & (t < self.steps["end_ns"][np.clip(k, 0, None)])
+        out[ok] = k[ok]
+        return out
+
+    def concurrent(self) -> np.ndarray:
+        """Executions that overlap another on the same device (their power cannot be told apart)."""
+        out = np.zeros(len(self.executions), dtype=bool)
+        for dev in np.unique(self.device):
+            idx = np.flatnonzero(self.device == dev)
+            idx = idx[np.argsort(self.executions["start_ns"][idx], kind="stable")]
+            s, e = self.executions["start_ns"][idx], self.executions["end_ns"][idx]
+            running_end = np.maximum.accumulate(e)
+            overlap = s[1:] < running_end[:-1]
+            out[idx[1:][overlap]] = True
+            # The execution it overlaps is just as ambiguous.
+            prev = np.searchsorted(running_end[:-1], s[1:][overlap], side="right")
+            out[idx[prev]] = True
+        return out
+
+
+def launch_dims(value: Any, what: str, i: int, where: str = "trace") -> tuple[int, int, int]:
+    if value is None:
+        return (-1, -1, -1)
+    if isinstance(value, (list, tuple)) and 1 <= len(value) <= 3:
+        ints = [json_int64(x) for x in value]
+        v = [x for x in ints if x is not None] + [1] * (3 - len(value))
+        if len(v) == 3:
+            return (v[0], v[1], v[2])
+    raise TraceFormatError(f"{where}: kernel event {i} has args.{what}={short_repr(value)}; "
+                           "expected up to three integers")
+
+
+def json_int64(value: Any) -> int | None:
+    """A JSON integer (int, or an integral Decimal) that fits int64, else None."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, Decimal):
+        if not value.is_finite() or abs(value) > INT64_MAX or value != value.to_integral_value():
+            return None
+        value = int(value)
+    if isinstance(value, int) and INT64_MIN <= value <= INT64_MAX:
+        return value
+    return None
+
+
+def us_to_ns(value: Any, what: str, i: int, where: str = "trace") -> int:
+    """Microseconds (a JSON number, parsed as Decimal, or an integer) to exact int64 ns."""
+    if isinstance(value, bool) or not isinstance(value, (int, Decimal)):
+        raise TraceFormatError(f"{where}: kernel event {i} has {what}={short_repr(value)}; expected microseconds")
+    try:
+        d = Decimal(value)
+        # Checked before any arithmetic: 1e999999999 us would overflow the context or build a huge int.
+        if not d.is_finite() or abs(d) >= MAX_US:
+            raise InvalidOperation
+        return int((d * 1000).to_integral_value())
+    except (DecimalException, ValueError):
+        raise TraceFormatError(f"{where}: kernel event {i} has {what}={short_repr(value)}; expected microseconds "
+                               "that fit int64 ns") from None

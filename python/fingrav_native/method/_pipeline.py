@@ -1,0 +1,318 @@
+"""Split from method.profile."""
+
+from __future__ import annotations
+import math
+import warnings
+from dataclasses import dataclass
+from typing import Any, Optional, Sequence, Union
+import numpy as np
+from fingrav_native._checks import integer_in, positive_number
+from fingrav_native.records._recording import Capabilities
+from fingrav_native.method._align import NoLogsInExecutionsError, place_logs, select_executions_of_interest
+from fingrav_native.method._golden import GoldenSelection, select_golden_runs
+from fingrav_native.method._guidance import Guidance, lookup_guidance, target_loi_count
+from fingrav_native.records._layouts import LOI_DTYPE, validate_executions, validate_samples
+from fingrav_native.method._results import LOG_DTYPE, ErrorBudget, ExecutionProfile
+from fingrav_native.method._steady import PowerMeasurement
+from fingrav_native.method._stitch import EnergyEstimate, StitchedProfile, energy_per_execution, stitch
+from fingrav_native.method._deconvolve import Deconvolution, as_stitched, deconvolve, needs_deconvolution
+from fingrav_native.sensors._model import SensorModel, sensor_preset
+
+
+#: How logs are attributed to the execution of interest (stitch_logs, profile).
+ATTRIBUTIONS = ("auto", "instant", "deconvolve")
+
+
+class SensorResolutionWarning(UserWarning):
+    """The sensor cannot resolve what was asked (window much longer than the kernel, too few window edges)."""
+
+
+def log_records(samples: np.ndarray, logger_map: Any) -> np.ndarray:
+    logs = np.zeros(len(samples), dtype=LOG_DTYPE)
+    logs["host_ns"] = logger_map.to_host(samples["source_ts"])
+    logs["window_ns"] = samples["window_ns"]
+    for ch in ("total", "compute", "io", "memory"):
+        logs[ch] = samples[ch]
+    return logs
+
+
+def stratified_mean(toi_frac: np.ndarray, values: np.ndarray, strata: int = 8) -> PowerMeasurement:
+    # Power varies within an execution (ramps, a last partial wave), and LOIs
+    # land at random times of interest: averaging per stratum of the
+    # execution's progress and then across strata removes that shape from
+    # the estimate's variance, so probes of the SSP search compare levels,
+    # not where their few logs happened to land.
+    v = np.asarray(values, dtype=np.float64)
+    n = len(v)
+    if n < 2:
+        return PowerMeasurement(float(v.mean()) if n else float("nan"), float("inf"), n)
+    k = int(min(strata, max(1, n // 4)))
+    bins = np.clip((np.asarray(toi_frac) * k).astype(int), 0, k - 1)
+    means, vars_ = [], []
+    for b in range(k):
+        vb = v[bins == b]
+        if len(vb) == 0:
+            continue
+        means.append(vb.mean())
+        vars_.append(vb.var(ddof=1) / len(vb) if len(vb) > 1 else v.var(ddof=1))
+    m = len(means)
+    return PowerMeasurement(float(np.mean(means)), float(math.sqrt(np.sum(vars_)) / m), n)
+
+
+@dataclass(frozen=True)
+class PlacedRuns:
+    golden: GoldenSelection
+    lois: np.ndarray
+    duration_ns: float
+
+
+def place_runs(
+    samples: np.ndarray,
+    executions: np.ndarray,
+    logger_map: Any,
+    *,
+    execution_index: int,
+    margin: float,
+    kernel_id: Optional[int] = None,
+) -> PlacedRuns:
+    """Steps 5 and 6: golden runs by the duration of each run's execution of interest, then LOIs."""
+    mask = select_executions_of_interest(executions, execution_of_interest=execution_index, kernel_id=kernel_id)
+    eoi = executions[mask]
+    durations = eoi["end_ns"] - eoi["start_ns"]
+    golden = select_golden_runs(durations, margin, runs=eoi["run"])
+    try:
+        lois = place_logs(samples, executions, logger_map, execution_of_interest=execution_index,
+                          kernel_id=kernel_id, runs=golden.run_ids)
+    except NoLogsInExecutionsError:
+        # Short kernels: a few runs may hold no log at all in the execution
+        # of interest. That is a shortfall for step 7, not an error yet.
+        lois = np.zeros(0, dtype=LOI_DTYPE)
+    return PlacedRuns(golden, lois, float(np.median(durations[golden.mask])))
+
+
+def finish_profile(
+    label: str,
+    placed: PlacedRuns,
+    *,
+    execution_index: int,
+    executions_per_run: int,
+    guidance: Guidance,
+    smoother: Optional[str],
+    x: str,
+    top_up_runs: int,
+    span: float | str = "auto",
+) -> ExecutionProfile:
+    """Step 8: stitch, and integrate energy per execution."""
+    if len(placed.lois) == 0:
+        raise NoLogsInExecutionsError(
+            f"{label}: no power log landed in execution {execution_index} of any golden run "
+            f"({placed.golden.count} runs); run more runs (runs=...) or allow top-up runs")
+    stitched = stitch(placed.lois, x=x, bin_width=guidance.loi_interval_ns if x == "time" else None,
+                      smoother=smoother, span=span)
+    energy = {c.name: energy_per_execution(c, placed.duration_ns) for c in stitched.channels
+              if np.isfinite(c.mean).any()}
+    return _execution_profile(label, placed, stitched, energy, placed.duration_ns, execution_index=execution_index,
+                              executions_per_run=executions_per_run, guidance=guidance, top_up_runs=top_up_runs)
+
+
+def _execution_profile(label: str, placed: PlacedRuns, stitched: StitchedProfile, energy: dict[str, EnergyEstimate],
+                       duration_ns: float, *, execution_index: int, executions_per_run: int, guidance: Guidance,
+                       top_up_runs: int, deconvolution: Optional[Deconvolution] = None) -> ExecutionProfile:
+    """The result of steps 5-8 for one execution of interest, however its curve was made."""
+    return ExecutionProfile(
+        label=label,
+        execution_index=int(execution_index),
+        executions_per_run=int(executions_per_run),
+        golden=placed.golden,
+        lois=placed.lois,
+        stitched=stitched,
+        duration_ns=duration_ns,
+        energy=energy,
+        loi_target=target_loi_count(guidance, placed.duration_ns),
+        top_up_runs=top_up_runs,
+        deconvolution=deconvolution,
+    )
+
+
+def build_execution_profile(
+    label: str,
+    samples: np.ndarray,
+    executions: np.ndarray,
+    logger_map: Any,
+    *,
+    execution_index: int,
+    executions_per_run: int,
+    margin: float,
+    guidance: Guidance,
+    smoother: Optional[str],
+    x: str,
+    kernel_id: Optional[int] = None,
+    top_up_runs: int = 0,
+    span: float | str = "auto",
+    sensor: Optional[SensorModel] = None,
+    attribution: str = "auto",
+) -> ExecutionProfile:
+    placed = place_runs(samples, executions, logger_map, execution_index=execution_index, margin=margin,
+                    kernel_id=kernel_id)
+    use_deconv = attribution == "deconvolve" or (
+        attribution == "auto" and needs_deconvolution(samples, sensor, placed.duration_ns, guidance.loi_interval_ns))
+    if not use_deconv:
+        return finish_profile(label, placed, execution_index=execution_index, executions_per_run=executions_per_run,
+                       guidance=guidance, smoother=smoother, x=x, top_up_runs=top_up_runs, span=span)
+    return finish_deconvolved(label, placed, samples, executions, logger_map, sensor,
+                               execution_index=execution_index, executions_per_run=executions_per_run,
+                               guidance=guidance, x=x, kernel_id=kernel_id, top_up_runs=top_up_runs)
+
+
+def finish_deconvolved(
+    label: str,
+    placed: PlacedRuns,
+    samples: np.ndarray,
+    executions: np.ndarray,
+    logger_map: Any,
+    sensor: Optional[SensorModel],
+    *,
+    execution_index: int,
+    executions_per_run: int,
+    guidance: Guidance,
+    x: str,
+    kernel_id: Optional[int],
+    top_up_runs: int,
+) -> ExecutionProfile:
+    """Step 8 for windowed logs: the curve by deconvolution across the golden runs (sensors.deconvolve)."""
+    if sensor is None:
+        # The logs declare their windows; a boxcar sensor of the widest is the model for any that do not.
+        widest = float(np.max(samples["window_ns"])) if len(samples) else 0.0
+        period = float(np.median(np.diff(np.unique(samples["source_ts"])))) if len(samples) > 2 else widest
+        sensor = SensorModel("declared windows", "window", period_ns=max(period, 1.0), window_ns=widest,
+                             source="assumed", notes="boxcar windows as each log declares (window_ns)")
+    if placed.golden.run_ids is None:  # place_runs always passes run ids; a guard for mypy and for the reader
+        raise ValueError(f"{label}: the golden selection carries no run ids to deconvolve")
+    bins = max(8, min(200, int(round(placed.duration_ns / guidance.loi_interval_ns))))
+    dec = deconvolve(samples, executions, logger_map, sensor, execution_of_interest=execution_index,
+                     runs=placed.golden.run_ids, kernel_id=kernel_id, bins=bins,
+                     resolution_ns=guidance.loi_interval_ns)
+    unc = placed.lois["uncert_ns"] if len(placed.lois) else np.zeros(1)
+    stitched, energy = as_stitched(dec, x=x, uncert_ns_median=float(np.median(unc)), uncert_ns_max=float(np.max(unc)))
+    for w in dec.warnings:
+        warnings.warn(f"{label}: {w}", SensorResolutionWarning, stacklevel=3)
+    return _execution_profile(label, placed, stitched, energy, dec.duration_ns, execution_index=execution_index,
+                              executions_per_run=executions_per_run, guidance=guidance, top_up_runs=top_up_runs,
+                              deconvolution=dec)
+
+
+def error_budget(lois_list: Sequence[np.ndarray], executions: np.ndarray, logger_map: Any,
+            caps: Capabilities) -> ErrorBudget:
+    lois = np.concatenate(lois_list) if lois_list else np.zeros(0, dtype=LOI_DTYPE)
+    if len(lois) == 0:
+        return ErrorBudget(float("nan"), float("nan"), caps.logger_window_ns / 2, float("nan"))
+    clock = float(np.median(logger_map.error_bound_at(lois["host_ns"])))
+    marker = float(np.median(executions["start_err_ns"]))
+    return ErrorBudget(clock, marker, caps.logger_window_ns / 2, float(np.median(lois["uncert_ns"])))
+
+
+def stitch_logs(
+    samples: np.ndarray,
+    executions: np.ndarray,
+    logger_map: Any,
+    *,
+    execution_of_interest: int,
+    margin: float,
+    kernel_id: Optional[int] = None,
+    smoother: Optional[str] = "local",
+    x: str = "time",
+    label: str = "custom",
+    sensor: Union[SensorModel, str, None] = None,
+    attribution: str = "auto",
+) -> ExecutionProfile:
+    """Steps 5-8 of FinGraV on your own arrays (bring-your-own-logs).
+
+    Parameters
+    ----------
+    samples : numpy.ndarray
+        Power logs with ``source_ts`` in the logger's clock and one field per
+        channel (SAMPLE_DTYPE or compatible).
+    executions : numpy.ndarray
+        EXECUTION_DTYPE records on the host timeline (see
+        :func:`~fingrav_native.method.records.make_executions`).
+    logger_map : clock map
+        Maps ``source_ts`` to host time (``to_host``, ``error_bound_at``):
+        e.g. :func:`~fingrav_native.clocks.maps.fit_clock_map` of your
+        bracketed reads.
+    execution_of_interest : int
+        Execution index within each run (3 for SSE; -1 for each run's last).
+    margin : float
+        Golden-run binning margin in (0, 1) (Table I: 0.05 or 0.02).
+    kernel_id : int, optional
+        Only executions of this kernel.
+    smoother, x
+        As for :func:`profile`.
+    label : str
+        Name of the profile.
+    sensor : SensorModel or str, optional
+        What each log measures (a :data:`~fingrav_native.sensors.model.SENSOR_PRESETS`
+        name or a model, e.g. from a characterisation). Default: what the
+        logs declare (a ``window_ns`` field: boxcar windows; none:
+        instantaneous).
+    attribution : {"auto", "instant", "deconvolve"}
+        ``"instant"``: the paper's step 6, each log placed at one time of
+        interest (its window's part inside the execution) with its value
+        unchanged. ``"deconvolve"``: the curve recovered across golden runs
+        from what each window covers
+        (:func:`~fingrav_native.sensors.deconvolve.deconvolve`). ``"auto"``
+        (default): deconvolve when a window (or filter) exceeds half the
+        profile's resolution (Table I's LOI interval).
+
+    Returns
+    -------
+    ExecutionProfile
+        With ``deconvolution`` set when the curve was deconvolved; a
+        :class:`SensorResolutionWarning` says when the logs cannot resolve
+        the resolution asked for.
+
+    Notes
+    -----
+    1. Golden runs: bin the durations of each run's execution of interest
+       (Section IV-B step 5).
+    2. Place the logs of the golden runs (LOI/TOI, step 6).
+    3. Stitch the LOIs per channel (step 8) and integrate energy per
+       execution over the golden bin's median duration.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from fingrav_native.records import make_executions
+    >>> class Identity:  # logs already stamped in host ns
+    ...     def to_host(self, t): return np.asarray(t, dtype=float)
+    ...     def error_bound_at(self, t): return np.full(np.shape(t), 100.0)
+    >>> rng = np.random.default_rng(0)
+    >>> starts = np.arange(50) * 1e7
+    >>> ex = make_executions(np.arange(50), np.zeros(50, int), np.zeros(50, int), starts, starts + 1e5)
+    >>> logs = np.zeros(50, dtype=[("source_ts", "<i8"), ("total", "<f4")])
+    >>> logs["source_ts"] = starts + rng.uniform(0, 1e5, 50)
+    >>> logs["total"] = 300.0
+    >>> p = stitch_logs(logs, ex, Identity(), execution_of_interest=0, margin=0.05)
+    >>> len(p.lois)
+    50
+    """
+    samples = validate_samples(samples, require_total=True)
+    executions = validate_executions(executions)
+    margin = positive_number(margin, "margin")
+    if not margin < 1:
+        raise ValueError(f"margin={margin}: must be in (0, 1)")
+    execution_of_interest = integer_in(execution_of_interest, "execution_of_interest", -1)
+    if kernel_id is not None:
+        kernel_id = integer_in(kernel_id, "kernel_id", -2**31, 2**31 - 1)
+    if not isinstance(label, str):
+        raise ValueError(f"label={label!r}: must be a str")
+    if attribution not in ATTRIBUTIONS:
+        raise ValueError(f"attribution={attribution!r}: must be one of {ATTRIBUTIONS}")
+    model = sensor_preset(sensor) if isinstance(sensor, str) else sensor
+    if model is not None and not isinstance(model, SensorModel):
+        raise ValueError(f"sensor: must be a SensorModel or a preset name, got {type(sensor).__name__}")
+    durations = executions["end_ns"] - executions["start_ns"]
+    guidance = lookup_guidance(float(np.median(durations)))
+    return build_execution_profile(
+        label, samples, executions, logger_map, execution_index=execution_of_interest,
+        executions_per_run=int(executions["index"].max()) + 1, margin=margin, guidance=guidance,
+        smoother=smoother, x=x, kernel_id=kernel_id, sensor=model, attribution=attribution)

@@ -1,0 +1,128 @@
+"""Runs on the host timeline: clock maps fitted on their own reads, executions and logs placed through them.
+
+Paper Section IV-A (CPU-GPU sync): markers stay in device ticks and logs in
+the logger's clock until the whole set of runs' bracketed reads is fitted,
+so drift is mapped by the reads around each run, not one offset.
+"""
+
+from __future__ import annotations
+from dataclasses import dataclass
+from typing import Any, Sequence
+import numpy as np
+from fingrav_native.records._recording import Capabilities, RunRecord
+from fingrav_native.clocks._maps import ClockMap, PiecewiseClockMap, fit_clock_map, fit_one_sided_clock_map, fit_piecewise_clock_map, host_ns_exact
+from fingrav_native.records._layouts import EXECUTION_DTYPE
+
+
+#: Campaigns longer than this (host ns) get a piecewise clock map.
+_PIECEWISE_AFTER_NS = 2e9
+
+
+@dataclass(frozen=True)
+class Timeline:
+    """A set of runs placed on the host timeline through clock maps fitted on their own reads.
+
+    Attributes
+    ----------
+    samples : numpy.ndarray
+        The runs' power logs (SAMPLE_DTYPE, logger clock).
+    executions : numpy.ndarray
+        EXECUTION_DTYPE on host time.
+    device_map, logger_map : clock maps
+        Device ticks and logger timestamps onto host ns.
+    """
+
+    samples: np.ndarray
+    executions: np.ndarray
+    device_map: Any
+    logger_map: Any
+
+
+def timeline_of(records: Sequence[RunRecord], caps: Capabilities) -> Timeline:
+    """Steps 5-6's inputs for ``records``: their logs and executions on host time.
+
+    Parameters
+    ----------
+    records : sequence of RunRecord
+    caps : Capabilities
+        The backend's (device tick, logger clock and tick, marker error).
+
+    Returns
+    -------
+    Timeline
+    """
+    samples = np.concatenate([r.samples for r in records])
+    markers = np.concatenate([r.markers for r in records])
+    brackets = np.concatenate([r.brackets for r in records])
+    tick = caps.device_tick_ns
+    # The clock's update step (e.g. %globaltimer moving once a microsecond) widens the map's bound.
+    dmap = fit_device_map(brackets, tick, caps.device_resolution_ticks)
+    # The logs' own tick: PMFW 10 ns, NVML 1 us, host-stamped 1 ns.
+    lmap = fit_logger_map(caps, dmap, samples, caps.logger_tick_ns or tick)
+    return Timeline(samples, executions_from_markers(markers, dmap, caps.marker_err_ns), dmap, lmap)
+
+
+def nominal_durations(markers: np.ndarray, tick_ns: float) -> np.ndarray:
+    """Execution durations (ns) from GPU-side markers at the nominal tick (timing runs, step 1)."""
+    return np.asarray(markers["end_ticks"] - markers["begin_ticks"], dtype=np.float64) * tick_ns
+
+
+def _segment_ns(brackets: np.ndarray) -> float:
+    """Knot spacing of the piecewise map: 1 s, or longer when the bursts of reads are further apart.
+
+    Reads come in bursts around each run. A piece needs reads spread over
+    half its spacing on both sides of its knot, so when runs are seconds
+    apart (a sensor with a 100 ms period needs long idle between runs to
+    show idle again) the spacing must exceed the gap between bursts: 2.5x
+    the typical (90th percentile) gap, so even the end pieces, which see
+    one side only, hold two bursts. Skew wanders over tens of seconds (a
+    crystal's temperature), so pieces of a few seconds still follow it.
+    """
+    hb = np.sort(brackets[:, 0].astype(np.float64))
+    gaps = np.diff(hb)
+    between = gaps[gaps > 1e6]  # gaps between bursts, not within one
+    if len(between) == 0:
+        return 1e9
+    return max(1e9, 2.5 * float(np.quantile(between, 0.9)))
+
+
+def fit_device_map(brackets: np.ndarray, tick_ns: float,
+                   resolution_ticks: float = 1.0) -> ClockMap | PiecewiseClockMap:
+    """The device clock's map onto host time; piecewise over campaigns longer than 2 s (drift).
+
+    The pieces are 1 s apart, or further when the runs' bursts of reads are
+    (:func:`_segment_ns`; paper Section IV-A syncs once, drift is this
+    package's addition). ``resolution_ticks`` is the clock's update step in
+    ticks (``Capabilities.device_resolution_ticks``): a read ``N`` happened
+    somewhere in ``[N, N + step)``, which the bound must cover.
+    """
+    span = float(brackets[:, 0].max() - brackets[:, 0].min())
+    if span > _PIECEWISE_AFTER_NS:
+        return fit_piecewise_clock_map(brackets, tick_ns=tick_ns, segment_ns=_segment_ns(brackets),
+                                       resolution_ticks=resolution_ticks)
+    return fit_clock_map(brackets, tick_ns=tick_ns, resolution_ticks=resolution_ticks)
+
+
+def fit_logger_map(caps: Capabilities, device_map: Any, samples: np.ndarray, tick_ns: float) -> Any:
+    """The logger clock's map: the device map, or fitted one-sidedly when the logger has its own clock."""
+    if caps.logger_clock == "device":
+        return device_map
+    # The logger has its own clock: fit it one-sidedly from the logs
+    # themselves (a log precedes the read that saw it).
+    return fit_one_sided_clock_map(samples["host_ns"], samples["source_ts"], tick_ns=tick_ns)
+
+
+def executions_from_markers(markers: np.ndarray, device_map: Any, marker_err_ns: float) -> np.ndarray:
+    """GPU-side markers as EXECUTION_DTYPE on host time, with each end's error bound."""
+    ex = np.zeros(len(markers), dtype=EXECUTION_DTYPE)
+    ex["run"] = markers["run"]
+    ex["index"] = markers["index"]
+    ex["kernel_id"] = markers["kernel_id"]
+    # Integer ns from integer ticks: the map is evaluated relative to its anchor, exactly.
+    ex["start_ns"] = host_ns_exact(device_map, markers["begin_ticks"])
+    ex["end_ns"] = host_ns_exact(device_map, markers["end_ticks"])
+    # Markers bracket the kernel from outside by up to marker_err_ns; the
+    # device map adds its own bound.
+    ex["start_err_ns"] = marker_err_ns + device_map.error_bound_at(ex["start_ns"])
+    ex["end_err_ns"] = marker_err_ns + device_map.error_bound_at(ex["end_ns"])
+    return ex

@@ -1,0 +1,47 @@
+"""What was measured: the array layouts every step consumes and the recording a device produces.
+
+Lowest layer of the analysis (docs/ARCHITECTURE.md): nothing here talks to a device
+or a folder. ``EXECUTION_DTYPE`` and ``LOI_DTYPE`` are the layouts of executions and of
+logs of interest; :class:`Capabilities` says what a device and its power logger are;
+:class:`RunRecord` is one run as a device returned it.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from fingrav_native.records._layouts import EXECUTION_DTYPE, EXECUTION_DTYPE_V1, LOI_DTYPE, make_executions, validate_executions, validate_samples
+    from fingrav_native.records._layouts import CHANNELS, SAMPLE_DTYPE
+    from fingrav_native.records._recording import Capabilities, Recording, RunRecord
+
+# Each public name -> the private module that defines it. Loaded on first use (PEP 562, as scipy
+# and scikit-image do), so importing one module of this package never imports the rest of it.
+_WHERE = {
+    "CHANNELS": "_layouts",
+    "Capabilities": "_recording",
+    "Recording": "_recording",
+    "SAMPLE_DTYPE": "_layouts",
+    "EXECUTION_DTYPE": "_layouts",
+    "EXECUTION_DTYPE_V1": "_layouts",
+    "LOI_DTYPE": "_layouts",
+    "RunRecord": "_recording",
+    "make_executions": "_layouts",
+    "validate_executions": "_layouts",
+    "validate_samples": "_layouts",
+}
+
+__all__ = sorted(_WHERE)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _WHERE:
+        value = getattr(importlib.import_module(f"{__name__}.{_WHERE[name]}"), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return list(__all__)

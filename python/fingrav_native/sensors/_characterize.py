@@ -1,0 +1,419 @@
+"""Characterise a power sensor from what it reports: period, window and its shape, delay, rise time, quantum.
+
+Documentation of power sensors is thin and sometimes wrong; Yang, Adamek and
+Armour (SC'24) measured NVIDIA's by driving square waves and steps of GPU
+load and watching the reported power. The same here, as equivalent-time
+sampling: many runs each switch the GPU from idle to a long busy block and
+back, at random phase against the sensor; every log is placed on the host
+timeline relative to the switching edges (through the calibrated clock maps,
+DESIGN.md), so the pooled logs trace the sensor's step response at a
+resolution far finer than its period. The response is fitted as
+
+* a boxcar window ``W`` after a delay ``d``: a linear ramp from ``d`` to ``d + W``;
+* a first-order filter of time constant ``tau`` after ``d``: ``1 - exp(-(u - d) / tau)``;
+
+and the shape with the smaller residual (penalised by its parameters) wins.
+The update period comes from the distinct timestamps of the logs; a
+counter's resolution from the smallest step of its value.
+"""
+
+from __future__ import annotations
+import json
+import math
+import os
+from dataclasses import dataclass
+from typing import Any, Optional, Union
+import numpy as np
+import numpy.typing as npt
+import scipy.optimize
+from fingrav_native._checks import positive_number
+from fingrav_native.sensors._model import SensorModel
+
+
+@dataclass(frozen=True)
+class PeriodEstimate:
+    """A sensor's update period from its distinct timestamps.
+
+    Attributes
+    ----------
+    period_ns : float
+        The period (median interval between updates, missed updates removed).
+    uncertainty_ns : float
+        Standard error of the period.
+    jitter_ns : float
+        Robust spread (1.4826 MAD) of the intervals around their multiples of the period.
+    missed : int
+        Intervals spanning more than one period (updates the reader missed).
+    updates : int
+        Distinct timestamps used.
+    """
+
+    period_ns: float
+    uncertainty_ns: float
+    jitter_ns: float
+    missed: int
+    updates: int
+
+
+def estimate_period(timestamps_ns: npt.ArrayLike) -> PeriodEstimate:
+    """The update period of a sensor from the timestamps of its logs.
+
+    Parameters
+    ----------
+    timestamps_ns : array_like
+        Log timestamps (host ns, or the logger's clock scaled to ns); repeats
+        of one update (a reader polling faster than the sensor) are merged.
+
+    Returns
+    -------
+    PeriodEstimate
+
+    Raises
+    ------
+    ValueError
+        Fewer than 3 distinct timestamps.
+
+    Notes
+    -----
+    1. Distinct timestamps, sorted; intervals between them.
+    2. A first period: the median interval; an interval of ``m`` periods
+       (missed updates) is divided by ``m = round(interval / period)``.
+    3. The period: the median of the divided intervals, refined once; its
+       standard error from the robust spread over ``sqrt(n)``.
+    """
+    t = np.unique(np.asarray(timestamps_ns, dtype=np.float64))
+    t = t[np.isfinite(t)]
+    if len(t) < 3:
+        raise ValueError(f"timestamps_ns: need at least 3 distinct timestamps, got {len(t)}")
+    d = np.diff(t)
+    p = float(np.median(d))
+    for _ in range(2):
+        m = np.maximum(np.round(d / p), 1.0)
+        p = float(np.median(d / m))
+    m = np.maximum(np.round(d / p), 1.0)
+    resid = d - m * p
+    jitter = 1.4826 * float(np.median(np.abs(resid - np.median(resid))))
+    unc = (jitter / math.sqrt(float(np.sum(m)))) if len(d) else math.nan
+    return PeriodEstimate(p, unc, jitter, int(np.sum(m > 1)), len(t))
+
+
+@dataclass(frozen=True)
+class StepFit:
+    """The sensor's step response, fitted.
+
+    Attributes
+    ----------
+    shape : str
+        ``"boxcar"`` or ``"first_order"``: the better fit.
+    delay_ns, delay_err_ns : float
+        Reporting delay and its standard error.
+    window_ns, window_err_ns : float
+        Boxcar window (0 for a filter) and its standard error.
+    tau_ns, tau_err_ns : float
+        Filter time constant (0 for a boxcar) and its standard error.
+    rise_ns : float
+        10-90 % rise time of the fitted response.
+    low_w, high_w : float
+        Power before and after the step.
+    residual_w : float
+        RMS residual of the chosen fit.
+    other_residual_w : float
+        RMS residual of the other shape (how clearly the shape was told apart).
+    logs : int
+        Logs fitted.
+    """
+
+    shape: str
+    delay_ns: float
+    delay_err_ns: float
+    window_ns: float
+    window_err_ns: float
+    tau_ns: float
+    tau_err_ns: float
+    rise_ns: float
+    low_w: float
+    high_w: float
+    residual_w: float
+    other_residual_w: float
+    logs: int
+
+
+def _boxcar(u: np.ndarray, d: float, w: float) -> np.ndarray:
+    return np.clip((u - d) / max(w, 1.0), 0.0, 1.0)
+
+
+def _filter(u: np.ndarray, d: float, tau: float) -> np.ndarray:
+    return np.where(u > d, -np.expm1(-(u - d) / max(tau, 1.0)), 0.0)
+
+
+def fit_step_response(offset_ns: npt.ArrayLike, values: npt.ArrayLike, *,
+                      scale_ns: Optional[float] = None) -> StepFit:
+    """Fit a sensor's response to a sharp power step, pooled over many steps.
+
+    Parameters
+    ----------
+    offset_ns : array_like
+        Each log's host time minus the step's (a busy block's first
+        execution start, or its last execution's end for a falling step),
+        after the clock maps.
+    values : array_like
+        The logged power.
+    scale_ns : float, optional
+        A first guess of the response's length (default: a tenth of the
+        offsets' span); the fit widens its view until the response fits in it.
+
+    Returns
+    -------
+    StepFit
+
+    Notes
+    -----
+    A GPU's power jumps within tens of microseconds when a kernel starts or
+    stops (dynamic power follows activity) and drifts slowly after (clocks,
+    temperature). Near the step the drift is a line, so the model is
+    ``low + slope * u + jump * S(u - delay)`` with ``S`` the sensor's step
+    response (a ramp of length ``W``, or ``1 - exp(-u / tau)``), fitted to
+    the logs within a few response lengths of the step by
+    ``scipy.optimize.least_squares`` (soft L1 loss, robust to a stray log);
+    standard errors from the Jacobian. The shape with the smaller residual
+    sum wins (both have five parameters). What remains confounded: a GPU
+    whose own power rises over a time comparable to the window shows up as
+    window (its rise time is reported, not subtracted).
+    """
+    u_all = np.asarray(offset_ns, dtype=np.float64)
+    y_all = np.asarray(values, dtype=np.float64)
+    ok = np.isfinite(u_all) & np.isfinite(y_all)
+    u_all, y_all = u_all[ok], y_all[ok]
+    if len(u_all) < 8:
+        raise ValueError(f"offset_ns, values: need at least 8 finite logs around the steps, got {len(u_all)}")
+    span = float(u_all.max() - u_all.min())
+    scale = positive_number(scale_ns, "scale_ns") if scale_ns is not None else max(span / 10.0, 1.0)
+    fits: dict[str, tuple[np.ndarray, np.ndarray, float, int]] = {}
+    for _ in range(6):
+        view = (u_all > -2.0 * scale) & (u_all < 4.0 * scale)
+        u, y = u_all[view], y_all[view]
+        if len(u) < 8:
+            raise ValueError(f"offset_ns: fewer than 8 logs within {scale / 1e6:.3g} ms of the steps")
+        before = u < 0
+        lo0 = float(np.median(y[before])) if before.any() else float(y.min())
+        after = u > 2.0 * scale
+        hi0 = float(np.median(y[after])) if after.any() else float(y.max())
+        fits = {}
+        for name, f in (("boxcar", _boxcar), ("first_order", _filter)):
+            def resid(p: np.ndarray, f: Any = f) -> np.ndarray:
+                return np.asarray(p[0] + p[1] * u + p[2] * f(u, p[3], p[4]) - y)
+            best = None
+            for d0 in (0.0, 0.25 * scale):
+                for l0 in (0.1 * scale, 0.5 * scale, scale):
+                    r = scipy.optimize.least_squares(
+                        resid, np.array([lo0, 0.0, hi0 - lo0, d0, l0]), loss="soft_l1",
+                        f_scale=max(float(np.std(y)) * 0.05, 1e-6), x_scale="jac",
+                        bounds=([-np.inf, -np.inf, -np.inf, -scale, 1.0], [np.inf, np.inf, np.inf, scale, 3 * scale]))
+                    if best is None or r.cost < best.cost:
+                        best = r
+            assert best is not None
+            rss = float(np.sum(resid(best.x) ** 2))
+            dof = max(len(u) - 5, 1)
+            try:
+                jac = np.asarray(best.jac, dtype=np.float64)  # dense under the default jac="2-point"
+                err = np.sqrt(np.clip(np.diag(np.linalg.inv(jac.T @ jac) * rss / dof), 0.0, None))
+            except np.linalg.LinAlgError:
+                err = np.full(5, np.nan)
+            fits[name] = (best.x, err, rss, len(u))
+        shape = min(fits, key=lambda k: fits[k][2])
+        reach = float(fits[shape][0][3] + (fits[shape][0][4] if shape == "boxcar" else 3 * fits[shape][0][4]))
+        if reach < 1.5 * scale:
+            break
+        scale *= 2.0  # the response did not fit in the view: widen it
+    shape = min(fits, key=lambda k: fits[k][2])
+    other = "first_order" if shape == "boxcar" else "boxcar"
+    x, err, rss, n = fits[shape]
+    length = float(x[4])
+    rise = 0.8 * length if shape == "boxcar" else length * math.log(9.0)
+    return StepFit(
+        shape=shape, delay_ns=float(x[3]), delay_err_ns=float(err[3]),
+        window_ns=length if shape == "boxcar" else 0.0, window_err_ns=float(err[4]) if shape == "boxcar" else 0.0,
+        tau_ns=length if shape == "first_order" else 0.0, tau_err_ns=float(err[4]) if shape == "first_order" else 0.0,
+        rise_ns=rise, low_w=float(x[0]), high_w=float(x[0] + x[2]), residual_w=math.sqrt(rss / n),
+        other_residual_w=math.sqrt(fits[other][2] / fits[other][3]), logs=n)
+
+
+def fit_load_response(t_ns: npt.ArrayLike, values: npt.ArrayLike, busy_ns: npt.ArrayLike, *,
+                      scale_ns: float) -> StepFit:
+    """Fit a sensor to logs of a known load pattern: heavy intervals on a light background.
+
+    Parameters
+    ----------
+    t_ns : array_like
+        The logs' host times.
+    values : array_like
+        The logged power.
+    busy_ns : array_like, shape (n, 2)
+        Host-time [start, end] of every heavy execution (from GPU-side markers).
+    scale_ns : float
+        A first guess of the sensor's response length.
+
+    Returns
+    -------
+    StepFit
+        ``low_w`` is the light level, ``high_w`` light plus the heavy
+        kernel's excess.
+
+    Notes
+    -----
+    The GPU's power is modelled as ``light + slope * t + excess * [heavy
+    running]`` (dynamic power follows activity within tens of microseconds;
+    slow drift is the slope); a log is that seen through the candidate sensor:
+    ``light + slope * t + excess * sum_i w(t; s_i, e_i)`` with ``w`` from
+    :meth:`SensorModel.interval_weights`. For each shape, the nonlinear
+    parameters (delay, window or time constant) are found by variable
+    projection (the linear ones solved exactly at each trial) with
+    ``scipy.optimize.least_squares`` from several starts; standard errors
+    from the Jacobian of the full problem at the optimum.
+    """
+    t = np.asarray(t_ns, dtype=np.float64)
+    y = np.asarray(values, dtype=np.float64)
+    iv = np.asarray(busy_ns, dtype=np.float64).reshape(-1, 2)
+    ok = np.isfinite(t) & np.isfinite(y)
+    t, y = t[ok], y[ok]
+    if len(t) < 8 or len(iv) == 0:
+        raise ValueError(f"t_ns, values, busy_ns: need at least 8 logs and one heavy interval, got {len(t)}, {len(iv)}")
+    sc = positive_number(scale_ns, "scale_ns")
+    t0 = float(np.median(t))
+    # Only intervals that can reach a log matter: index them by time for speed.
+    order = np.argsort(iv[:, 0])
+    iv = iv[order]
+
+    def load(model: SensorModel) -> np.ndarray:
+        reach = float(model.memory_ns()) + model.delay_ns
+        lo = np.searchsorted(iv[:, 1], t - reach - 1.0)
+        hi = np.searchsorted(iv[:, 0], t - model.delay_ns + 1.0, side="right")
+        out = np.zeros(len(t))
+        width = int(np.max(hi - lo)) if len(t) else 0
+        for k in range(max(width, 0)):
+            j = lo + k
+            m = j < hi
+            if not m.any():
+                break
+            out[m] += model.interval_weights(t[m], iv[j[m], 0], iv[j[m], 1])
+        return out
+
+    def model_of(shape: str, d: float, length: float) -> SensorModel:
+        if shape == "boxcar":
+            return SensorModel("fit", "window", period_ns=1.0, window_ns=max(length, 1.0), delay_ns=max(d, 0.0))
+        return SensorModel("fit", "window", period_ns=1.0, shape="first_order", tau_ns=max(length, 1.0),
+                           delay_ns=max(d, 0.0))
+
+    def design(shape: str, d: float, length: float) -> np.ndarray:
+        return np.column_stack([np.ones(len(t)), (t - t0) * 1e-9, load(model_of(shape, d, length))])
+
+    fits: dict[str, tuple[np.ndarray, np.ndarray, float]] = {}
+    for shape in ("boxcar", "first_order"):
+        def proj(p: np.ndarray, shape: str = shape) -> np.ndarray:
+            X = design(shape, p[0], p[1])
+            coef, *_ = np.linalg.lstsq(X, y, rcond=None)
+            return np.asarray(X @ coef - y)
+        best = None
+        for d0 in (0.0, 0.3 * sc):
+            for l0 in (0.2 * sc, sc, 4.0 * sc):
+                r = scipy.optimize.least_squares(proj, np.array([d0, l0]), bounds=([0.0, 1.0], [20 * sc, 40 * sc]),
+                                                 x_scale=np.array([sc, sc]), diff_step=np.array([1e-3, 1e-3]))
+                if best is None or r.cost < best.cost:
+                    best = r
+        assert best is not None
+        d, length = float(best.x[0]), float(best.x[1])
+        X = design(shape, d, length)
+        coef, *_ = np.linalg.lstsq(X, y, rcond=None)
+
+        def full(p: np.ndarray, shape: str = shape) -> np.ndarray:
+            return np.asarray(design(shape, p[3], p[4]) @ p[:3] - y)
+        p_hat = np.concatenate([coef, [d, length]])
+        rss = float(np.sum(full(p_hat) ** 2))
+        try:
+            eps = np.maximum(np.abs(p_hat) * 1e-4, 1e-3)
+            J = np.column_stack([(full(p_hat + e) - full(p_hat - e)) / (2 * e[i])
+                                 for i, e in enumerate(np.diag(eps))])
+            err = np.sqrt(np.clip(np.diag(np.linalg.inv(J.T @ J) * rss / max(len(t) - 5, 1)), 0.0, None))
+        except np.linalg.LinAlgError:
+            err = np.full(5, np.nan)
+        fits[shape] = (p_hat, err, rss)
+    shape = min(fits, key=lambda k: fits[k][2])
+    other = "first_order" if shape == "boxcar" else "boxcar"
+    p_hat, err, rss = fits[shape]
+    length = float(p_hat[4])
+    return StepFit(
+        shape=shape, delay_ns=float(p_hat[3]), delay_err_ns=float(err[3]),
+        window_ns=length if shape == "boxcar" else 0.0, window_err_ns=float(err[4]) if shape == "boxcar" else 0.0,
+        tau_ns=length if shape == "first_order" else 0.0, tau_err_ns=float(err[4]) if shape == "first_order" else 0.0,
+        rise_ns=0.8 * length if shape == "boxcar" else length * math.log(9.0), low_w=float(p_hat[0]),
+        high_w=float(p_hat[0] + p_hat[2]), residual_w=math.sqrt(rss / len(t)),
+        other_residual_w=math.sqrt(fits[other][2] / len(t)), logs=len(t))
+
+
+def counter_resolution(energy_j: npt.ArrayLike) -> float:
+    """The smallest step of an energy counter (its quantum), from its reads.
+
+    Parameters
+    ----------
+    energy_j : array_like
+        Counter reads (J), in time order.
+
+    Returns
+    -------
+    float
+        The greatest step that divides every observed step (to 1e-3 of
+        it), found from the smallest nonzero step; NaN with no step.
+    """
+    e = np.asarray(energy_j, dtype=np.float64)
+    steps = np.abs(np.diff(e))
+    steps = steps[steps > 0]
+    if not len(steps):
+        return math.nan
+    q = float(steps.min())
+    # Every step is a whole number of quanta: refine q to the largest divisor that fits them all.
+    for div in range(1, 65):
+        cand = q / div
+        k = steps / cand
+        if np.all(np.abs(k - np.round(k)) < 1e-3 * np.maximum(k, 1.0)):
+            return cand
+    return q
+
+
+@dataclass(frozen=True)
+class Characterisation:
+    """A characterised sensor: the model profiles use, and the measurements behind it.
+
+    Attributes
+    ----------
+    sensor : SensorModel
+        The model (``source="characterised"``).
+    period : PeriodEstimate
+    step : StepFit or None
+        None for an energy counter (its windows are exact).
+    quantum : float
+        Counter resolution (J), or the power quantum (W); 0 when not observed.
+    device : str
+        The device characterised, in words.
+    notes : str
+        How it was measured.
+    """
+
+    sensor: SensorModel
+    period: PeriodEstimate
+    step: Optional[StepFit]
+    quantum: float
+    device: str
+    notes: str
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready form (the characterisation file)."""
+        return {"format": "fingrav-sensor", "version": 1, "sensor": self.sensor.as_dict(),
+                "period": vars(self.period), "step": None if self.step is None else vars(self.step),
+                "quantum": self.quantum, "device": self.device, "notes": self.notes}
+
+    def save(self, path: Union[str, "os.PathLike[str]"]) -> str:
+        """Write the characterisation as JSON; returns the path."""
+        p = os.fspath(path)
+        with open(p, "w", encoding="utf-8") as f:
+            json.dump(self.as_dict(), f, indent=2, allow_nan=True)
+        return p
