@@ -563,7 +563,7 @@ def test_backend_measures_the_globaltimer_step_and_maps_markers_with_it(fake_lib
         import numpy as np
         from fingrav_native.backends import NvidiaBackend
         from fingrav_native.backends import Workload
-        from fingrav_native.method._timeline import fit_device_map
+        from fingrav_native.clocks._runs import fit_device_map
         be = NvidiaBackend(0, power_source=_core.SyntheticSource(period_ns=1_000_000), max_idle_ns=20_000_000)
         caps = be.capabilities
         import time
@@ -594,7 +594,7 @@ def test_timeline_fits_the_device_map_with_the_timer_step():
     from fingrav_native.backends import MARKER_RECORD_DTYPE
     from fingrav_native.records import Capabilities, RunRecord
     from fingrav_native.clocks import fit_clock_map
-    from fingrav_native.method import timeline_of
+    from fingrav_native.clocks import timeline_of
 
     rng = np.random.default_rng(3)
     host = np.sort(rng.integers(10**12, 10**12 + 10**9, 64))

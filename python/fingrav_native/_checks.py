@@ -140,3 +140,17 @@ def float_ns_to_int(values: np.ndarray, name: str, fix: str) -> np.ndarray:
         raise ValueError(f"{name}: float64 times of magnitude {np.abs(values).max():.3g} ns (beyond 2**53) have "
                          f"already lost up to 256 ns; {fix}")
     return np.asarray(np.rint(values), dtype=np.int64)
+
+
+def short_repr(value: Any, limit: int = 80) -> str:
+    """``repr`` of a scalar, cut at ``limit``; a container by its type and size (never walked)."""
+    if value is None or isinstance(value, (bool, int, float, str, bytes)) or type(value).__name__ == "Decimal":
+        if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 200:
+            return f"an integer of {value.bit_length()} bits"
+        text = repr(value)
+        return text if len(text) <= limit else text[: limit - 3] + "..."
+    try:
+        n = len(value)
+    except TypeError:
+        return f"a {type(value).__name__}"
+    return f"a {type(value).__name__} of {n} items"

@@ -6,7 +6,7 @@ from typing import Any, Optional
 import numpy as np
 from fingrav_native._checks import integer_in, positive_number
 from fingrav_native.backends._base import Backend
-from fingrav_native.method._timeline import nominal_durations, timeline_of
+from fingrav_native.clocks._runs import nominal_durations, timeline_of
 from fingrav_native.sensors._model import SensorModel
 from fingrav_native.sensors._characterize import Characterisation, estimate_period, fit_load_response
 

@@ -31,7 +31,7 @@ from fingrav_native.records._layouts import LOI_DTYPE
 from fingrav_native.method._results import CampaignTimeline, InterleavedProfile, Profile
 from fingrav_native.method._steady import SSE_EXECUTIONS, SSE_INDEX, PowerMeasurement, SspSearch, find_ssp_executions
 from fingrav_native.method._stitch import whole_run_view
-from fingrav_native.method._timeline import Timeline, nominal_durations, timeline_of
+from fingrav_native.clocks._runs import Timeline, nominal_durations, timeline_of
 from fingrav_native.method._deconvolve import deconvolve, needs_deconvolution
 from fingrav_native.sensors._model import SensorModel, sensor_preset
 from fingrav_native.method._pipeline import ATTRIBUTIONS, PlacedRuns, SensorResolutionWarning, build_execution_profile, error_budget, finish_deconvolved, finish_profile, log_records, place_runs, stratified_mean

@@ -12,9 +12,10 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from fingrav_native.clocks._maps import ClockMap, MAX_SKEW_PPM, MIN_BRACKETS, MIN_ONE_SIDED, PiecewiseClockMap, ReadLatency, fit_clock_map, fit_one_sided_clock_map, fit_piecewise_clock_map, host_ns_exact, host_relative, summarize_read_latency
     from fingrav_native.clocks._epoch import ClockStep, ClockStepWarning, EpochMap, fit_epoch_map
     from fingrav_native.clocks._host import DEFAULT_PRIOR_SKEW_PPM, HostAlignment, HostClock, MonotonicRawClock, SkewedClock, fit_host_alignment
+    from fingrav_native.clocks._maps import ClockMap, MAX_SKEW_PPM, MIN_BRACKETS, MIN_ONE_SIDED, PiecewiseClockMap, ReadLatency, fit_clock_map, fit_one_sided_clock_map, fit_piecewise_clock_map, host_ns_exact, host_relative, summarize_read_latency
+    from fingrav_native.clocks._runs import Timeline, executions_from_markers, fit_device_map, fit_logger_map, nominal_durations, timeline_of
 
 # Each public name -> the private module that defines it. Loaded on first use (PEP 562, as scipy
 # and scikit-image do), so importing one module of this package never imports the rest of it.
@@ -33,14 +34,20 @@ _WHERE = {
     "PiecewiseClockMap": "_maps",
     "ReadLatency": "_maps",
     "SkewedClock": "_host",
+    "Timeline": "_runs",
+    "executions_from_markers": "_runs",
     "fit_clock_map": "_maps",
+    "fit_device_map": "_runs",
     "fit_epoch_map": "_epoch",
     "fit_host_alignment": "_host",
+    "fit_logger_map": "_runs",
     "fit_one_sided_clock_map": "_maps",
     "fit_piecewise_clock_map": "_maps",
     "host_ns_exact": "_maps",
     "host_relative": "_maps",
+    "nominal_durations": "_runs",
     "summarize_read_latency": "_maps",
+    "timeline_of": "_runs",
 }
 
 __all__ = sorted(_WHERE)

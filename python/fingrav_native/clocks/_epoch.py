@@ -10,7 +10,7 @@ import numpy as np
 import numpy.typing as npt
 from fingrav_native._checks import number_array, positive_number, readonly
 from fingrav_native.clocks._maps import MIN_BRACKETS, ClockMap, PiecewiseClockMap, fit_clock_map
-from fingrav_native.method._timeline import fit_device_map
+from fingrav_native.clocks._runs import fit_device_map
 
 
 # Captures whose brackets span less than this fit an offset only: a rate

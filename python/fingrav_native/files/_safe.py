@@ -45,6 +45,8 @@ import zipfile
 import zlib
 from typing import Any, Callable, Optional
 
+from fingrav_native._checks import short_repr
+
 import numpy as np
 
 __all__ = [
@@ -111,18 +113,6 @@ def file_problem(path: str) -> Optional[str]:
     return None
 
 
-def short_repr(value: Any, limit: int = 80) -> str:
-    """``repr`` of a scalar, cut at ``limit``; a container by its type and size (never walked)."""
-    if value is None or isinstance(value, (bool, int, float, str, bytes)) or type(value).__name__ == "Decimal":
-        if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 200:
-            return f"an integer of {value.bit_length()} bits"
-        text = repr(value)
-        return text if len(text) <= limit else text[: limit - 3] + "..."
-    try:
-        n = len(value)
-    except TypeError:
-        return f"a {type(value).__name__}"
-    return f"a {type(value).__name__} of {n} items"
 
 
 def _children(node: Any) -> Any:

@@ -27,7 +27,7 @@ from fingrav_native.records._layouts import validate_executions
 from fingrav_native.method._results import ExecutionProfile
 from fingrav_native.method._deconvolve import Deconvolution, DeconvolvedChannel, as_stitched, needs_deconvolution
 from fingrav_native.sensors._model import SensorModel, sensor_preset
-from fingrav_native.method._fit_timeline import fit_timeline
+from fingrav_native.method._joint import fit_timeline
 
 
 class _Shifted:

@@ -6,7 +6,7 @@ from typing import Any
 import numpy as np
 from fingrav_native.records._layouts import EXECUTION_DTYPE, validate_executions
 from decimal import Decimal, DecimalException, InvalidOperation
-from fingrav_native.files._safe import short_repr
+from fingrav_native._checks import short_repr
 
 
 # Times in us whose ns do not fit int64 (2**63 ns) are not times.

@@ -13,18 +13,17 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from fingrav_native.method._guidance import Guidance, GuidanceRow, TABLE_I, lookup_guidance, target_loi_count
-    from fingrav_native.method._golden import GoldenSelection, select_golden_runs
-    from fingrav_native.method._steady import PowerMeasurement, SSE_EXECUTIONS, SSE_INDEX, SspSearch, SspStep, find_ssp_executions
-    from fingrav_native.method._align import LogAssignment, NoLogsInExecutionsError, assign_logs_to_executions, place_logs, select_executions_of_interest
-    from fingrav_native.method._stitch import EnergyEstimate, StitchedChannel, StitchedProfile, WholeRunView, energy_per_execution, stitch, whole_run_view
     from fingrav_native.method._agreement import Agreement, LocalAgreement, ThreadAgreement
-    from fingrav_native.method._timeline import Timeline, executions_from_markers, fit_device_map, fit_logger_map, nominal_durations, timeline_of
+    from fingrav_native.method._align import LogAssignment, NoLogsInExecutionsError, assign_logs_to_executions, place_logs, select_executions_of_interest
     from fingrav_native.method._deconvolve import Deconvolution, DeconvolvedChannel, as_stitched, curve_precision_inverse, curve_scale, curve_variance, deconvolve, design_rows, needs_deconvolution, runs_needed
-    from fingrav_native.method._fit_timeline import GAP_EDGES_NS, TimelineFit, fit_timeline
+    from fingrav_native.method._golden import GoldenSelection, select_golden_runs
+    from fingrav_native.method._guidance import Guidance, GuidanceRow, TABLE_I, lookup_guidance, target_loi_count
+    from fingrav_native.method._joint import GAP_EDGES_NS, TimelineFit, fit_timeline
     from fingrav_native.method._phase import PHASES, PhaseSteerer, PhaseSteeringWarning, SamplePrediction, predict_sample_instants
-    from fingrav_native.method._results import CampaignTimeline, ErrorBudget, ExecutionProfile, InterleavedProfile, LOG_DTYPE, Profile
     from fingrav_native.method._pipeline import ATTRIBUTIONS, SensorResolutionWarning, stitch_logs
+    from fingrav_native.method._results import CampaignTimeline, ErrorBudget, ExecutionProfile, InterleavedProfile, LOG_DTYPE, Profile
+    from fingrav_native.method._steady import PowerMeasurement, SSE_EXECUTIONS, SSE_INDEX, SspSearch, SspStep, find_ssp_executions
+    from fingrav_native.method._stitch import EnergyEstimate, StitchedChannel, StitchedProfile, WholeRunView, energy_per_execution, stitch, whole_run_view
 
 # Each public name -> the private module that defines it. Loaded on first use (PEP 562, as scipy
 # and scikit-image do), so importing one module of this package never imports the rest of it.
@@ -37,7 +36,7 @@ _WHERE = {
     "EnergyEstimate": "_stitch",
     "ErrorBudget": "_results",
     "ExecutionProfile": "_results",
-    "GAP_EDGES_NS": "_fit_timeline",
+    "GAP_EDGES_NS": "_joint",
     "GoldenSelection": "_golden",
     "Guidance": "_guidance",
     "GuidanceRow": "_guidance",
@@ -61,8 +60,7 @@ _WHERE = {
     "StitchedProfile": "_stitch",
     "TABLE_I": "_guidance",
     "ThreadAgreement": "_agreement",
-    "Timeline": "_timeline",
-    "TimelineFit": "_fit_timeline",
+    "TimelineFit": "_joint",
     "WholeRunView": "_stitch",
     "as_stitched": "_deconvolve",
     "assign_logs_to_executions": "_align",
@@ -72,14 +70,10 @@ _WHERE = {
     "deconvolve": "_deconvolve",
     "design_rows": "_deconvolve",
     "energy_per_execution": "_stitch",
-    "executions_from_markers": "_timeline",
     "find_ssp_executions": "_steady",
-    "fit_device_map": "_timeline",
-    "fit_logger_map": "_timeline",
-    "fit_timeline": "_fit_timeline",
+    "fit_timeline": "_joint",
     "lookup_guidance": "_guidance",
     "needs_deconvolution": "_deconvolve",
-    "nominal_durations": "_timeline",
     "place_logs": "_align",
     "predict_sample_instants": "_phase",
     "runs_needed": "_deconvolve",
@@ -88,7 +82,6 @@ _WHERE = {
     "stitch": "_stitch",
     "stitch_logs": "_pipeline",
     "target_loi_count": "_guidance",
-    "timeline_of": "_timeline",
     "whole_run_view": "_stitch",
 }
 

@@ -12,8 +12,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from fingrav_native.records._layouts import EXECUTION_DTYPE, EXECUTION_DTYPE_V1, LOI_DTYPE, make_executions, validate_executions, validate_samples
-    from fingrav_native.records._layouts import CHANNELS, SAMPLE_DTYPE
+    from fingrav_native.records._layouts import CHANNELS, EXECUTION_DTYPE, EXECUTION_DTYPE_V1, LOI_DTYPE, SAMPLE_DTYPE, make_executions, validate_executions, validate_samples
     from fingrav_native.records._recording import Capabilities, Recording, RunRecord
 
 # Each public name -> the private module that defines it. Loaded on first use (PEP 562, as scipy
@@ -21,12 +20,12 @@ if TYPE_CHECKING:
 _WHERE = {
     "CHANNELS": "_layouts",
     "Capabilities": "_recording",
-    "Recording": "_recording",
-    "SAMPLE_DTYPE": "_layouts",
     "EXECUTION_DTYPE": "_layouts",
     "EXECUTION_DTYPE_V1": "_layouts",
     "LOI_DTYPE": "_layouts",
+    "Recording": "_recording",
     "RunRecord": "_recording",
+    "SAMPLE_DTYPE": "_layouts",
     "make_executions": "_layouts",
     "validate_executions": "_layouts",
     "validate_samples": "_layouts",
