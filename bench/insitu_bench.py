@@ -37,8 +37,8 @@ from typing import Any
 import numpy as np
 
 from fingrav_native import profile_trace
-from fingrav_native.files import load_capture
 from fingrav_native.app import simulate_training_loop
+from fingrav_native.files import load_capture
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from results_readme import write_section  # noqa: E402

@@ -40,14 +40,12 @@ from datetime import datetime, timezone
 
 import numpy as np
 
-from fingrav_native.sim import _device as sim
-from fingrav_native.method import place_logs
-from fingrav_native.backends import SimBackend
-from fingrav_native.method import select_golden_runs
-from fingrav_native.app._profile import _Campaign
 from fingrav_native.app import profile, profile_interleaved
+from fingrav_native.app._profile import _Campaign
+from fingrav_native.backends import SimBackend
+from fingrav_native.method import place_logs, select_golden_runs, stitch
 from fingrav_native.records import make_executions
-from fingrav_native.method import stitch
+from fingrav_native.sim import _device as sim
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from results_readme import write_section  # noqa: E402

@@ -65,10 +65,10 @@ from typing import Any
 
 import numpy as np
 
-from fingrav_native.backends import BackendWrapper
-from fingrav_native.multi import merge_ranks
 from fingrav_native.app import profile_node
+from fingrav_native.backends import BackendWrapper
 from fingrav_native.method import stitch_logs
+from fingrav_native.multi import merge_ranks
 from fingrav_native.sim import SimNode
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))

@@ -151,8 +151,8 @@ def measure_nvml(_core: Any, torch: Any, nvml_index: int, quick: bool) -> dict:
 
 
 def profile_gemms(_core: Any, backend: Any, sizes: list[int], quick: bool) -> list[dict]:
-    from fingrav_native.backends import torch_gemm
     from fingrav_native.app import profile
+    from fingrav_native.backends import torch_gemm
 
     results = []
     for n in sizes:

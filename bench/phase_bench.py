@@ -43,9 +43,9 @@ from typing import Any
 import numpy as np
 
 from fingrav_native import _core
+from fingrav_native.app import profile
 from fingrav_native.backends import SimBackend
 from fingrav_native.method import SensorResolutionWarning
-from fingrav_native.app import profile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from results_readme import write_section  # noqa: E402

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import platform
 import sys
@@ -41,9 +40,7 @@ from typing import Any
 
 import numpy as np
 
-from fingrav_native.method import place_logs
-from fingrav_native.method import stitch
-from fingrav_native.method import deconvolve
+from fingrav_native.method import deconvolve, place_logs, stitch
 from fingrav_native.sensors import SensorModel, sensor_preset
 from fingrav_native.sim._analytic import DURATION_NS, Identity, logged_runs, shape
 

@@ -53,7 +53,6 @@ from typing import Any, Callable
 import numpy as np
 
 import fingrav_native
-
 import fingrav_native.native as fn
 from fingrav_native.sim import _device as sim
 

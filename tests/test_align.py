@@ -10,9 +10,9 @@ import pytest
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
+from fingrav_native._core import CHANNELS, SAMPLE_DTYPE
 from fingrav_native.method import _align as align
 from fingrav_native.method import assign_logs_to_executions, place_logs, select_executions_of_interest
-from fingrav_native._core import CHANNELS, SAMPLE_DTYPE
 from fingrav_native.records import EXECUTION_DTYPE, LOI_DTYPE, make_executions
 
 PROPS = settings(max_examples=100, deadline=None, database=None)

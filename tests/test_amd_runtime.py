@@ -15,11 +15,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from fakes import fake_amd
 
+from fakes import fake_amd
 from fingrav_native import _core
-from fingrav_native.backends import _amd as amd, _devices as devices
 from fingrav_native.backends import Workload
+from fingrav_native.backends import _amd as amd
+from fingrav_native.backends import _devices as devices
 from fingrav_native.sim import SimGPU
 
 # ---------------------------------------------------------------- helpers

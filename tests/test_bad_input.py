@@ -20,9 +20,14 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from fingrav_native.clocks import fit_clock_map, host_relative
-from fingrav_native.method import place_logs
-from fingrav_native.method import stitch_logs
-from fingrav_native.records import EXECUTION_DTYPE, EXECUTION_DTYPE_V1, make_executions, validate_executions, validate_samples
+from fingrav_native.method import place_logs, stitch_logs
+from fingrav_native.records import (
+    EXECUTION_DTYPE,
+    EXECUTION_DTYPE_V1,
+    make_executions,
+    validate_executions,
+    validate_samples,
+)
 
 FAST = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

@@ -9,10 +9,16 @@ import numpy as np
 import pytest
 
 import fingrav_native as fn
-from fingrav_native.backends import SimBackend
-from fingrav_native.files import CampaignFormatError, CampaignMismatchError, load_campaign_runs, read_manifest, write_run
-from fingrav_native.files import load_profile
 from fingrav_native.app import CampaignProgress, ProgressReporter
+from fingrav_native.backends import SimBackend
+from fingrav_native.files import (
+    CampaignFormatError,
+    CampaignMismatchError,
+    load_campaign_runs,
+    load_profile,
+    read_manifest,
+    write_run,
+)
 
 KERNEL = "cb-4k-gemm"
 # Small enough to be quick, large enough to need a top-up sometimes.

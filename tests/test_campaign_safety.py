@@ -26,9 +26,18 @@ import pytest
 
 import fingrav_native as fn
 from fingrav_native.app import _cli as cli
-from fingrav_native.backends import SimBackend
-from fingrav_native.files import CampaignFormatError, CampaignLockedError, CampaignMismatchError, StoredRun, load_campaign_runs, lock_campaign, read_manifest, run_files
 from fingrav_native.app._profile import _open_campaign
+from fingrav_native.backends import SimBackend
+from fingrav_native.files import (
+    CampaignFormatError,
+    CampaignLockedError,
+    CampaignMismatchError,
+    StoredRun,
+    load_campaign_runs,
+    lock_campaign,
+    read_manifest,
+    run_files,
+)
 
 KERNEL = "cb-4k-gemm"
 SETTINGS = dict(mode="both", runs=40, executions=16, seed=0)

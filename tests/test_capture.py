@@ -20,12 +20,12 @@ import numpy as np
 import pytest
 
 from fingrav_native import _core
-from fingrav_native.backends import LiveSimBackend
-from fingrav_native.app import _recorder as cap
-from fingrav_native.files import CAPTURE_FORMAT, CAPTURE_VERSION, CaptureFormatError, PowerCapture, load_capture
-from fingrav_native.clocks import ClockStepWarning, fit_epoch_map
-from fingrav_native.app import PowerRecorder, record_torch
 from fingrav_native._core import SAMPLE_DTYPE
+from fingrav_native.app import PowerRecorder, record_torch
+from fingrav_native.app import _recorder as cap
+from fingrav_native.backends import LiveSimBackend
+from fingrav_native.clocks import ClockStepWarning, fit_epoch_map
+from fingrav_native.files import CAPTURE_FORMAT, CAPTURE_VERSION, CaptureFormatError, PowerCapture, load_capture
 from fingrav_native.sensors import sensor_preset
 from fingrav_native.sim import SimGPU
 

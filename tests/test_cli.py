@@ -8,8 +8,8 @@ import sys
 import numpy as np
 import pytest
 
-from fingrav_native.app import _cli as cli
 from fingrav_native import SAMPLE_DTYPE
+from fingrav_native.app import _cli as cli
 from fingrav_native.app._demo import run_sim_demo, run_synthetic_demo
 
 SUBPROCESS_TIMEOUT_S = 120  # bounds a hang only
@@ -144,8 +144,8 @@ def test_python_dash_m_bad_args_exit_2():
 
 @pytest.fixture(scope="module")
 def saved_profile(tmp_path_factory):
-    from fingrav_native.backends import SimBackend
     from fingrav_native import profile
+    from fingrav_native.backends import SimBackend
     from fingrav_native.files import save_profile
 
     path = tmp_path_factory.mktemp("prof") / "cb4k.fgprof"

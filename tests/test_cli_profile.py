@@ -12,10 +12,9 @@ import time
 
 import pytest
 
-from fingrav_native.app import _cli as cli
-from fingrav_native.files import load_campaign_runs, read_manifest
-from fingrav_native.files import load_profile
 from fingrav_native.app import CampaignProgress, TerminalProgress, as_reporter
+from fingrav_native.app import _cli as cli
+from fingrav_native.files import load_campaign_runs, load_profile, read_manifest
 
 SUBPROCESS_TIMEOUT_S = 300  # bounds a hang only
 

@@ -17,8 +17,7 @@ import numpy as np
 import pytest
 
 from fingrav_native import _core
-from fingrav_native.backends import execution_plan
-from fingrav_native.backends import SimBackend
+from fingrav_native.backends import SimBackend, execution_plan
 from fingrav_native.sim import SimNode
 
 LIMIT = _core.SIM_MAX_PENDING_EXECUTIONS

@@ -7,8 +7,8 @@ import json
 import pytest
 
 from fingrav_native.app import _cli as cli
-from fingrav_native.backends import _devices as devices
 from fingrav_native.backends import BackendReport, Component, DeviceEntry
+from fingrav_native.backends import _devices as devices
 from fingrav_native.sensors import FIGURES, SensorSemantics
 
 

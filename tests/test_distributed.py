@@ -26,13 +26,19 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import free_port, torch_or_skip
 
 import fingrav_native
+from conftest import free_port, torch_or_skip
 from fingrav_native.app import _distributed as app_distributed
-from fingrav_native.clocks import _host as distributed
+from fingrav_native.app import (
+    align_ranks,
+    exchange_brackets,
+    gather_to_root,
+    host_identity,
+    shares_host_clock_with_root,
+)
 from fingrav_native.clocks import HostAlignment, MonotonicRawClock, SkewedClock, fit_host_alignment
-from fingrav_native.app import align_ranks, exchange_brackets, gather_to_root, host_identity, shares_host_clock_with_root
+from fingrav_native.clocks import _host as distributed
 
 # Per-rank clocks of the spawned tests: offsets from 3 ms to 2.5 s, skews of
 # tens of ppm either way (relative skews up to 85 ppm, within the 100 ppm

@@ -9,8 +9,8 @@ import gc
 import numpy as np
 import pytest
 
-from fingrav_native.native import MARKER_DTYPE, MARKER_HAS_DEVICE_TS, EventLog, MarkerKind, host_time_ns
 from fingrav_native._core import MAX_MARKERS
+from fingrav_native.native import MARKER_DTYPE, MARKER_HAS_DEVICE_TS, EventLog, MarkerKind, host_time_ns
 
 
 def test_marker_kind_is_an_int_enum():

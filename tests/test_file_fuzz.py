@@ -30,16 +30,24 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fingrav_native.backends import SimBackend
 from fingrav_native import profile
-from fingrav_native.files import _safe
-from fingrav_native.files import ProfileFormatError, export_parquet, load_profile, save_profile
-from fingrav_native.files import CaptureFormatError, PowerCapture, load_capture
-from fingrav_native.insitu import KernelTrace, TraceFormatError
-from fingrav_native.files import read_kineto_trace, write_kineto_trace
-from fingrav_native.files import read_rocprof_kernel_trace
-from fingrav_native.records import EXECUTION_DTYPE, EXECUTION_DTYPE_V1, LOI_DTYPE
 from fingrav_native._core import SAMPLE_DTYPE
+from fingrav_native.backends import SimBackend
+from fingrav_native.files import (
+    CaptureFormatError,
+    PowerCapture,
+    ProfileFormatError,
+    _safe,
+    export_parquet,
+    load_capture,
+    load_profile,
+    read_kineto_trace,
+    read_rocprof_kernel_trace,
+    save_profile,
+    write_kineto_trace,
+)
+from fingrav_native.insitu import KernelTrace, TraceFormatError
+from fingrav_native.records import EXECUTION_DTYPE, EXECUTION_DTYPE_V1, LOI_DTYPE
 from fingrav_native.sensors import SENSOR_PRESETS
 
 EPOCH = 1_763_900_000_123_456_789

@@ -21,10 +21,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from fakes import fake_amd
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from fakes import fake_amd
 from fingrav_native import _core
 
 FIXTURES = Path(__file__).parent / "fixtures"

@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fingrav_native.method import _guidance as guidance
 from fingrav_native.method import TABLE_I, Guidance, lookup_guidance, target_loi_count
+from fingrav_native.method import _guidance as guidance
 
 US = 1_000.0
 MS = 1_000_000.0

@@ -17,18 +17,20 @@ import numpy as np
 import pytest
 
 from fingrav_native import profile_trace
-from fingrav_native.app import _cli as cli
-from fingrav_native.files import insitu_trace_events
-from fingrav_native.insitu import align_logs_to_trace
-from fingrav_native.files import load_capture
-from fingrav_native.insitu import KernelTrace, TraceFormatError
-from fingrav_native.files import read_kineto_trace, write_kineto_trace
-from fingrav_native.files import read_rocprof_kernel_trace
-from fingrav_native.records import EXECUTION_DTYPE
 from fingrav_native._core import SAMPLE_DTYPE
-from fingrav_native.sensors import SensorModel
-from fingrav_native.method import fit_timeline
+from fingrav_native.app import _cli as cli
 from fingrav_native.app import simulate_training_loop
+from fingrav_native.files import (
+    insitu_trace_events,
+    load_capture,
+    read_kineto_trace,
+    read_rocprof_kernel_trace,
+    write_kineto_trace,
+)
+from fingrav_native.insitu import KernelTrace, TraceFormatError, align_logs_to_trace
+from fingrav_native.method import fit_timeline
+from fingrav_native.records import EXECUTION_DTYPE
+from fingrav_native.sensors import SensorModel
 
 EPOCH = 1_763_900_000_123_456_789  # a Unix-epoch time in ns: a float64 resolves only 256 ns here
 

@@ -11,9 +11,9 @@ import zipfile
 import numpy as np
 import pytest
 
-from fingrav_native.backends import SimBackend
 from fingrav_native import profile
 from fingrav_native.app import profile_interleaved
+from fingrav_native.backends import SimBackend
 from fingrav_native.files import FORMAT_VERSION, ProfileFormatError, load_profile, save_profile
 
 

@@ -18,19 +18,17 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import free_port, torch_or_skip
 
 import fingrav_native as fn
-from fingrav_native.method import LocalAgreement, ThreadAgreement
+import fingrav_native.native
+from conftest import free_port, torch_or_skip
+from fingrav_native.app import profile_node
 from fingrav_native.backends import SimBackend
 from fingrav_native.clocks import HostAlignment
-from fingrav_native.files import load_profile, save_profile
-from fingrav_native.multi import NodeProfile
-from fingrav_native.multi import check_steady_states, merge_ranks
-from fingrav_native.app import profile_node
+from fingrav_native.files import export_trace, load_profile, node_trace_events, save_profile
+from fingrav_native.method import LocalAgreement, PowerMeasurement, ThreadAgreement
+from fingrav_native.multi import NodeProfile, check_steady_states, merge_ranks
 from fingrav_native.sim import SimNode
-from fingrav_native.method import PowerMeasurement
-from fingrav_native.files import export_trace, node_trace_events
 
 MB = 2 ** 20
 CAMPAIGN = dict(mode="both", runs=40, top_up=False)
@@ -221,8 +219,8 @@ def _worker(rank: int, world: int, port: int, out_dir: str) -> None:
     import torch
     import torch.distributed as dist
 
-    from fingrav_native.clocks import SkewedClock
     from fingrav_native.app import profile_distributed
+    from fingrav_native.clocks import SkewedClock
 
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,

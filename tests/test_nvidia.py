@@ -33,9 +33,8 @@ import numpy as np
 import pytest
 
 from fingrav_native import _core
-from fingrav_native.backends import NVML_MODES, NvidiaBackend, match_nvml_device
+from fingrav_native.backends import NVML_MODES, NvidiaBackend, Workload, match_nvml_device
 from fingrav_native.backends._nvidia import report
-from fingrav_native.backends import Workload
 
 REPO = Path(__file__).resolve().parents[1]
 FAKE_SRC = REPO / "tests" / "cpp" / "fake_libcuda.cpp"
@@ -592,9 +591,8 @@ def test_backend_measures_the_globaltimer_step_and_maps_markers_with_it(fake_lib
 def test_timeline_fits_the_device_map_with_the_timer_step():
     # Issue 19, item 6: the step the backend measured reaches the clock map.
     from fingrav_native.backends import MARKER_RECORD_DTYPE
+    from fingrav_native.clocks import fit_clock_map, timeline_of
     from fingrav_native.records import Capabilities, RunRecord
-    from fingrav_native.clocks import fit_clock_map
-    from fingrav_native.clocks import timeline_of
 
     rng = np.random.default_rng(3)
     host = np.sort(rng.integers(10**12, 10**12 + 10**9, 64))

@@ -20,8 +20,8 @@ from typing import Iterator
 import numpy as np
 import pytest
 
-from fingrav_native.native import FLAG_DERIVED, FLAG_SOURCE_GAP, Sampler
 from fingrav_native import _core
+from fingrav_native.native import FLAG_DERIVED, FLAG_SOURCE_GAP, Sampler
 
 FAKE_SOURCE = Path(__file__).parent / "fakes" / "fake_nvml.c"
 

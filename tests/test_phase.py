@@ -14,12 +14,10 @@ import pytest
 import scipy.stats
 
 from fingrav_native import _core
-from fingrav_native.backends import BackendWrapper
-from fingrav_native.backends import LiveSimBackend, SimBackend
-from fingrav_native.files import load_profile, save_profile
-from fingrav_native.method import PhaseSteeringWarning, predict_sample_instants
-from fingrav_native.method import SensorResolutionWarning
 from fingrav_native.app import profile
+from fingrav_native.backends import BackendWrapper, LiveSimBackend, SimBackend
+from fingrav_native.files import load_profile, save_profile
+from fingrav_native.method import PhaseSteeringWarning, SensorResolutionWarning, predict_sample_instants
 
 
 def test_the_sample_grid_is_recovered_across_gaps_with_jitter_and_outliers() -> None:
@@ -195,8 +193,8 @@ def test_the_design_criterion_rewards_edges_inside_executions() -> None:
     # A-optimal design on deconvolve's own rows: a window whose edge falls
     # inside an execution tells the curve more than one that spans whole
     # executions (the sinc zero), and more logs never add variance.
-    from fingrav_native.records import make_executions
     from fingrav_native.method import curve_scale, curve_variance, design_rows
+    from fingrav_native.records import make_executions
     from fingrav_native.sensors import sensor_preset
 
     sensor = sensor_preset("amd-1ms-average")

@@ -10,11 +10,11 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
+from fingrav_native import profile
 from fingrav_native.app import _plot as plot
+from fingrav_native.app import profile_interleaved
 from fingrav_native.backends import SimBackend
 from fingrav_native.clocks import fit_clock_map
-from fingrav_native import profile
-from fingrav_native.app import profile_interleaved
 
 
 @pytest.fixture(scope="module")

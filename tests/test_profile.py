@@ -6,15 +6,14 @@ import doctest
 import importlib
 import json
 import os
+import sys
 
 import numpy as np
 import pytest
 
-import sys
-
 import fingrav_native  # noqa: F401  (the package re-exports profile(), which hides the module name)
-from fingrav_native.backends import SimBackend
 from fingrav_native.app import profile, profile_interleaved
+from fingrav_native.backends import SimBackend
 from fingrav_native.method import stitch_logs
 from fingrav_native.records import LOI_DTYPE
 

@@ -8,10 +8,9 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fingrav_native.native import CHANNELS, Sampler, SyntheticSource
-from fingrav_native import SAMPLE_DTYPE
-
 from conftest import CHANNEL_SHARES, wait_until
+from fingrav_native import SAMPLE_DTYPE
+from fingrav_native.native import CHANNELS, Sampler, SyntheticSource
 
 # Live threads make example run times vary: no deadline, no example database
 # (nothing to replay: the property holds for every interleaving).

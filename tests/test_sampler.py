@@ -10,14 +10,13 @@ from __future__ import annotations
 import ctypes
 import gc
 import os
-
 import time
 
 import numpy as np
 import pytest
 
-from fingrav_native.native import CHANNELS, FLAG_SOURCE_GAP, MAX_CAPACITY, MIN_CAPACITY, Sampler, SyntheticSource
 from fingrav_native import SAMPLE_DTYPE, SamplerError
+from fingrav_native.native import CHANNELS, FLAG_SOURCE_GAP, MAX_CAPACITY, MIN_CAPACITY, Sampler, SyntheticSource
 
 STATS_FIELDS = (
     "polls",
@@ -213,7 +212,7 @@ def test_drain_hands_over_the_cpp_buffer_without_a_copy(wait_for):
     src = SyntheticSource(period_ns=1_000_000, depth=128)
     sampler = Sampler(src, period_ns=200_000)
     with sampler:
-        wait_for(lambda: sampler.available >= 4, "4 buffered samples")
+        wait_for(lambda: sampler.available >= 4, "4 buffered samples")  # noqa: F821 (the name is deleted below, after the lambda ran)
         arr = sampler.drain()
     assert len(arr) >= 4
     # numpy does not own the data: a capsule owning the C++ buffer does, and

@@ -7,10 +7,9 @@ import math
 import numpy as np
 import pytest
 
-from fingrav_native.sensors import counter_to_logs
-from fingrav_native.sim._analytic import DURATION_NS, Identity, logged_runs, shape
 from fingrav_native.method import deconvolve, needs_deconvolution, runs_needed
-from fingrav_native.sensors import SENSOR_PRESETS, SensorModel, sensor_preset
+from fingrav_native.sensors import SENSOR_PRESETS, SensorModel, counter_to_logs, sensor_preset
+from fingrav_native.sim._analytic import DURATION_NS, Identity, logged_runs, shape
 
 # ---------------------------------------------------------------- the model
 
@@ -189,8 +188,8 @@ def test_when_to_deconvolve_and_how_many_runs():
 
 # ---------------------------------------------------------------- characterisation
 
-from fingrav_native.sensors import Characterisation, counter_resolution, estimate_period, fit_step_response
 from fingrav_native.files import load_characterisation
+from fingrav_native.sensors import Characterisation, counter_resolution, estimate_period, fit_step_response
 
 
 @pytest.mark.parametrize(("shape_name", "length", "delay"), [("boxcar", 1e6, 1e5), ("first_order", 3e5, 2e5),
@@ -238,8 +237,8 @@ def test_counter_quantum_and_file_round_trip(tmp_path):
 
 # ---------------------------------------------------------------- through stitch_logs
 
-from fingrav_native.files import load_profile, save_profile
 from fingrav_native import stitch_logs
+from fingrav_native.files import load_profile, save_profile
 from fingrav_native.method import SensorResolutionWarning
 
 
@@ -333,8 +332,8 @@ SHARP_GPU = {"f_park": 1.0, "f_min": 1.0, "r_fast_k_per_w": 0.0, "r_slow_k_per_w
 @pytest.mark.parametrize("window_ns", [500_000.0, 1_000_000.0])
 @pytest.mark.slow
 def test_characterize_recovers_the_simulated_sensor(window_ns):
-    from fingrav_native.backends import SimBackend
     from fingrav_native.app import characterize
+    from fingrav_native.backends import SimBackend
 
     backend = SimBackend(seed=1, logger_window_ns=window_ns, **SHARP_GPU)
     c = characterize(backend, kernel="cb-8k-gemm", half_period_ns=3e6)

@@ -19,8 +19,8 @@ import time
 import numpy as np
 import pytest
 
-from fingrav_native.sim import _device as sim
 from fingrav_native.native import CHANNELS, FLAG_SOURCE_GAP, Sampler
+from fingrav_native.sim import _device as sim
 
 # Only ends a hang; the workloads below take tens of milliseconds.
 HANG_TIMEOUT_S = 20.0

@@ -13,9 +13,9 @@ import warnings
 import numpy as np
 import pytest
 
+from fingrav_native.app import profile
 from fingrav_native.backends import SimBackend
 from fingrav_native.method import SensorResolutionWarning
-from fingrav_native.app import profile
 from fingrav_native.sensors import SENSOR_PRESETS
 from fingrav_native.sim import SimGPU, sensor_params
 

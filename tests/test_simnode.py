@@ -10,9 +10,9 @@ import pytest
 
 import fingrav_native as fn
 from fingrav_native.backends import Backend
-from fingrav_native.sim import _node as simnode
 from fingrav_native.clocks import fit_clock_map
 from fingrav_native.sim import COLLECTIVE_TRUTH_DTYPE, FabricParams, SimNode, collective_time
+from fingrav_native.sim import _node as simnode
 
 MB512 = 512 << 20
 KB64 = 64 << 10

@@ -11,9 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fingrav_native.records import LOI_DTYPE, make_executions
 from fingrav_native.method import StitchedChannel, energy_per_execution, stitch, whole_run_view
 from fingrav_native.method._stitch import _t_quantiles
+from fingrav_native.records import LOI_DTYPE, make_executions
 
 # The module, not the function of the same name the package may export.
 stitch_module = importlib.import_module("fingrav_native.method._stitch")

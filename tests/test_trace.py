@@ -7,10 +7,9 @@ import json
 import numpy as np
 import pytest
 
-from fingrav_native.backends import SimBackend
 from fingrav_native import profile
-from fingrav_native.files import load_profile, save_profile
-from fingrav_native.files import export_trace, trace_events
+from fingrav_native.backends import SimBackend
+from fingrav_native.files import export_trace, load_profile, save_profile, trace_events
 
 
 @pytest.fixture(scope="module")

@@ -67,21 +67,27 @@ from fingrav_native.records._recording import Capabilities, Recording
 from fingrav_native.sensors._characterize import Characterisation
 from fingrav_native.sensors._model import SensorModel, sensor_preset
 
-#: The public names, by job (the module docstring lists them the same way).
-_BY_JOB = {
-    "acquire": ["open_device", "profile", "record"],
-    "analyse": ["stitch_logs", "profile_trace", "characterize"],
-    "files": ["save", "load", "export_trace"],
-    "types": ["Recording", "Profile", "ExecutionProfile", "InterleavedProfile", "NodeProfile", "TraceProfile",
-              "KernelTrace", "Characterisation", "SensorModel", "Capabilities", "sensor_preset", "make_executions",
-              "EXECUTION_DTYPE", "SAMPLE_DTYPE"],
-    "errors": ["ProfileFormatError", "CaptureFormatError", "TraceFormatError", "CampaignFormatError",
-               "CampaignMismatchError", "CampaignLockedError", "NoLogsInExecutionsError", "LibraryNotFoundError",
-               "SymbolNotFoundError", "DeviceUnavailableError", "SamplerError"],
-    "warnings": ["SensorResolutionWarning", "PhaseSteeringWarning", "ClockStepWarning", "UnknownSensorWindowWarning"],
-}
-
-__all__ = ["__version__", *(name for names in _BY_JOB.values() for name in names)]
+#: The public names, by job (the module docstring lists them the same way; tests/test_public_api.py
+#: checks that the two agree and that nothing else is public).
+__all__ = [
+    "__version__",
+    # acquire
+    "open_device", "profile", "record",
+    # analyse
+    "stitch_logs", "profile_trace", "characterize",
+    # save and load
+    "save", "load", "export_trace",
+    # result and value types
+    "Recording", "Profile", "ExecutionProfile", "InterleavedProfile", "NodeProfile", "TraceProfile",
+    "KernelTrace", "Characterisation", "SensorModel", "Capabilities", "sensor_preset", "make_executions",
+    "EXECUTION_DTYPE", "SAMPLE_DTYPE",
+    # errors
+    "ProfileFormatError", "CaptureFormatError", "TraceFormatError", "CampaignFormatError",
+    "CampaignMismatchError", "CampaignLockedError", "NoLogsInExecutionsError", "LibraryNotFoundError",
+    "SymbolNotFoundError", "DeviceUnavailableError", "SamplerError",
+    # warnings
+    "SensorResolutionWarning", "PhaseSteeringWarning", "ClockStepWarning", "UnknownSensorWindowWarning",
+]
 
 
 def __dir__() -> list[str]:

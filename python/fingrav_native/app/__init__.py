@@ -13,14 +13,40 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from fingrav_native.app._characterize import characterize
+    from fingrav_native.app._distributed import (
+        DEFAULT_EXCHANGES,
+        DEFAULT_WARMUP,
+        HostIdentity,
+        TorchAgreement,
+        align_ranks,
+        exchange_brackets,
+        gather_to_root,
+        host_identity,
+        shares_host_clock_with_root,
+    )
+    from fingrav_native.app._loop import LOOP_KERNELS, LoopKernel, SimTrainingLoop, simulate_training_loop
     from fingrav_native.app._node import profile_distributed, profile_node
-    from fingrav_native.app._progress import CampaignProgress, LineProgress, ProgressReporter, TerminalProgress, as_reporter
+    from fingrav_native.app._plot import (
+        figure_kernels_by_component,
+        figure_trace_profiles,
+        plot_interleaved,
+        plot_kernel,
+        plot_kernel_energy,
+        plot_kernels,
+        plot_ssp_search,
+        plot_sync_error,
+        plot_whole_run,
+    )
+    from fingrav_native.app._profile import profile, profile_interleaved
+    from fingrav_native.app._progress import (
+        CampaignProgress,
+        LineProgress,
+        ProgressReporter,
+        TerminalProgress,
+        as_reporter,
+    )
     from fingrav_native.app._recorder import PowerRecorder, record_torch
     from fingrav_native.app._sync import SyncReport, sync_report
-    from fingrav_native.app._distributed import DEFAULT_EXCHANGES, DEFAULT_WARMUP, HostIdentity, TorchAgreement, align_ranks, exchange_brackets, gather_to_root, host_identity, shares_host_clock_with_root
-    from fingrav_native.app._loop import LOOP_KERNELS, LoopKernel, SimTrainingLoop, simulate_training_loop
-    from fingrav_native.app._profile import profile, profile_interleaved
-    from fingrav_native.app._plot import figure_kernels_by_component, figure_trace_profiles, plot_interleaved, plot_kernel, plot_kernel_energy, plot_kernels, plot_ssp_search, plot_sync_error, plot_whole_run
 
 # Each public name -> the private module that defines it. Loaded on first use (PEP 562, as scipy
 # and scikit-image do), so importing one module of this package never imports the rest of it.

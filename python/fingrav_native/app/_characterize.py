@@ -1,14 +1,17 @@
 """Split from sensors.characterize."""
 
 from __future__ import annotations
+
 import math
 from typing import Any, Optional
+
 import numpy as np
+
 from fingrav_native._checks import integer_in, positive_number
 from fingrav_native.backends._base import Backend
 from fingrav_native.clocks._runs import nominal_durations, timeline_of
-from fingrav_native.sensors._model import SensorModel
 from fingrav_native.sensors._characterize import Characterisation, estimate_period, fit_load_response
+from fingrav_native.sensors._model import SensorModel
 
 
 def characterize(

@@ -1,6 +1,7 @@
 """The ``fingrav`` command line."""
 
 from __future__ import annotations
+
 import argparse
 import dataclasses
 import functools
@@ -8,30 +9,37 @@ import math
 import re
 import sys
 from typing import Any, Callable, Sequence, cast
+
 import numpy as np
+
 from fingrav_native.app import _plot as fplot
+from fingrav_native.app._characterize import characterize
 from fingrav_native.app._demo import DemoInterrupted, run_demo, run_sim_demo, run_synthetic_demo
+from fingrav_native.app._open import open_device
 from fingrav_native.app._plot import plot_sync_error
+from fingrav_native.app._profile import profile
+from fingrav_native.app._progress import ProgressReporter, TerminalProgress
+from fingrav_native.app._sync import sync_report
+from fingrav_native.app._trace import profile_trace
 from fingrav_native.backends._base import Backend
 from fingrav_native.backends._devices import format_reports, list_backends
 from fingrav_native.backends._workloads import resolve_workload, torch_gemm, torch_gemv
-from fingrav_native.app._sync import sync_report
+from fingrav_native.files._campaign import (
+    PROFILE_FILE,
+    CampaignFormatError,
+    CampaignMismatchError,
+    campaign_contents,
+    lock_campaign,
+    run_files,
+)
+from fingrav_native.files._capture import CaptureFormatError, load_capture
 from fingrav_native.files._profiles import ProfileFormatError, export_parquet, load_profile
 from fingrav_native.files._trace import export_trace
-from fingrav_native.files._capture import CaptureFormatError, load_capture
 from fingrav_native.insitu._trace import TraceFormatError
-from fingrav_native.app._trace import profile_trace
 from fingrav_native.method._align import NoLogsInExecutionsError
-from fingrav_native.files._campaign import CampaignFormatError, CampaignMismatchError, campaign_contents, lock_campaign, run_files
 from fingrav_native.method._phase import PHASES
-from fingrav_native.files._campaign import PROFILE_FILE
-from fingrav_native.app._profile import profile
-from fingrav_native.app._open import open_device
-from fingrav_native.app._progress import ProgressReporter, TerminalProgress
 from fingrav_native.method._results import InterleavedProfile, Profile
-from fingrav_native.app._characterize import characterize
 from fingrav_native.sim._device import kernel_presets
-
 
 EXIT_OK = 0
 

@@ -1,22 +1,24 @@
 """Live sampling demos: a simulated GPU running GEMMs (default), or the synthetic test source."""
 
 from __future__ import annotations
+
 import os
 import time
 from typing import Any, Callable
+
 import numpy as np
+
 from fingrav_native._core import Sampler, SyntheticSource
 from fingrav_native.app import _plot as fplot
+from fingrav_native.app._profile import profile, profile_interleaved
 from fingrav_native.backends._base import Backend, BackendWrapper, KernelSpec
-from fingrav_native.records._recording import RunRecord
 from fingrav_native.backends._sim import SimBackend
 from fingrav_native.clocks._maps import fit_clock_map, fit_piecewise_clock_map
 from fingrav_native.files._profiles import save_profile
 from fingrav_native.files._trace import export_trace
-from fingrav_native.app._profile import profile, profile_interleaved
 from fingrav_native.method._results import ExecutionProfile, Profile
+from fingrav_native.records._recording import RunRecord
 from fingrav_native.sim._device import SimGPU
-
 
 #: The sequence the simulated-GPU demo runs: the paper's heavy and light
 #: GEMMs and a memory-bound GEMV (Section V-A), each as one run. cb-4k-gemm's

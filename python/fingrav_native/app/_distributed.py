@@ -1,18 +1,28 @@
 """Split from multi.alignment."""
 
 from __future__ import annotations
+
 import socket
 import sys
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Optional, Union
+
 import numpy as np
 import numpy.typing as npt
+
 from fingrav_native._checks import integer_in, positive_number
+from fingrav_native.clocks._host import (
+    DEFAULT_PRIOR_SKEW_PPM,
+    MAX_EXCHANGES,
+    HostAlignment,
+    HostClock,
+    check_host_clock,
+    fit_host_alignment,
+    is_system_clock,
+)
 from fingrav_native.clocks._maps import MIN_BRACKETS
 from fingrav_native.method._agreement import Agreement
-from fingrav_native.clocks._host import DEFAULT_PRIOR_SKEW_PPM, HostAlignment, HostClock, MAX_EXCHANGES, check_host_clock, fit_host_alignment, is_system_clock
-
 
 #: Timed exchanges per non-root rank: enough tight round trips to reach the
 #: asymmetry floor on a loaded machine; each costs one round trip (tens of us).

@@ -21,16 +21,18 @@ executions and slow runs.
 """
 
 from __future__ import annotations
+
 import os
 from dataclasses import dataclass, field
 from typing import Any, Sequence, Union
+
 import numpy as np
+
+from fingrav_native._core import SAMPLE_DTYPE
 from fingrav_native.files._capture import PowerCapture
 from fingrav_native.files._kineto import write_kineto_trace
-from fingrav_native._core import SAMPLE_DTYPE
 from fingrav_native.sensors._model import SensorModel
 from fingrav_native.sim._device import SimGPU
-
 
 #: An epoch time (ns) for the simulator's host zero: late 2025, where a float64 resolves only 256 ns.
 SIM_EPOCH_NS = 1_763_900_000_123_456_789

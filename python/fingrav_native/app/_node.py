@@ -1,20 +1,23 @@
 """Split from multi.node."""
 
 from __future__ import annotations
+
 import dataclasses
 import os
 import threading
 from typing import Any, Callable, Optional, Sequence, Union
+
 import numpy as np
+
+from fingrav_native.app._distributed import TorchAgreement, align_ranks, exchange_brackets, gather_to_root
+from fingrav_native.app._profile import profile
 from fingrav_native.backends._base import Backend, BackendWrapper, KernelSpec
+from fingrav_native.clocks._host import HostAlignment, fit_host_alignment
 from fingrav_native.files._profiles import save_profile
 from fingrav_native.method._agreement import ThreadAgreement
-from fingrav_native.app._profile import profile
 from fingrav_native.method._results import Profile
-from fingrav_native.clocks._host import HostAlignment, fit_host_alignment
-from fingrav_native.app._distributed import TorchAgreement, align_ranks, exchange_brackets, gather_to_root
-from fingrav_native.multi._results import NodeProfile
 from fingrav_native.multi._merge import merge_ranks
+from fingrav_native.multi._results import NodeProfile
 
 
 class _Serialized(BackendWrapper):

@@ -10,15 +10,16 @@ only the power source of the same device (:func:`resolve_device`).
 """
 
 from __future__ import annotations
+
 import re
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
+
 from fingrav_native import _core
 from fingrav_native.backends import _amd_sysfs as amd_sysfs
-from fingrav_native.backends._base import LivePower
-from fingrav_native.backends._nvidia import NVML_MODES, match_nvml_device, nvml_sensor
 from fingrav_native.backends._amd import AmdBackend
-from fingrav_native.backends._nvidia import NvidiaBackend
+from fingrav_native.backends._base import LivePower
+from fingrav_native.backends._nvidia import NVML_MODES, NvidiaBackend, match_nvml_device, nvml_sensor
 from fingrav_native.backends._sim import LiveSimBackend, SimBackend
 from fingrav_native.sensors._model import SensorModel
 from fingrav_native.sim._device import SimGPU

@@ -8,13 +8,15 @@ printed in grey keeps its meaning.
 """
 
 from __future__ import annotations
+
 from typing import Any, Mapping, Optional, Sequence
+
 import numpy as np
+
 from fingrav_native.insitu._results import TraceProfile
 from fingrav_native.method._results import ExecutionProfile, InterleavedProfile, Profile
 from fingrav_native.method._steady import SspSearch
 from fingrav_native.method._stitch import StitchedChannel
-
 
 # Channel -> (line style, marker, colour): distinct in colour and in grey.
 _STYLE = {

@@ -8,6 +8,7 @@ kernel preceded by other kernels (Section V-C3).
 """
 
 from __future__ import annotations
+
 import contextlib
 import dataclasses
 import math
@@ -15,26 +16,52 @@ import os
 import time
 import warnings
 from typing import Any, Callable, Optional, Sequence, Union
+
 import numpy as np
+
 from fingrav_native._version import __version__
-from fingrav_native.backends._base import Backend, KernelSpec
-from fingrav_native.records._recording import Capabilities, RunRecord
 from fingrav_native.app._open import open_device
+from fingrav_native.app._progress import CampaignProgress, ProgressLike, ProgressReporter, as_reporter
+from fingrav_native.backends._base import Backend, KernelSpec
+from fingrav_native.clocks._runs import Timeline, nominal_durations, timeline_of
+from fingrav_native.files._campaign import (
+    CAMPAIGN_FILE,
+    PROFILE_FILE,
+    RUNS_DIR,
+    CampaignFormatError,
+    CampaignMismatchError,
+    StoredRun,
+    campaign_contents,
+    load_campaign_runs,
+    lock_campaign,
+    read_manifest,
+    write_manifest,
+    write_run,
+)
 from fingrav_native.files._profiles import save_profile
 from fingrav_native.method._agreement import Agreement, LocalAgreement
 from fingrav_native.method._align import place_logs
-from fingrav_native.files._campaign import CAMPAIGN_FILE, PROFILE_FILE, RUNS_DIR, CampaignFormatError, CampaignMismatchError, StoredRun, campaign_contents, load_campaign_runs, lock_campaign, read_manifest, write_manifest, write_run
+from fingrav_native.method._deconvolve import deconvolve, needs_deconvolution
 from fingrav_native.method._guidance import Guidance, lookup_guidance, target_loi_count
 from fingrav_native.method._phase import PHASES, PhaseSteerer, PhaseSteeringWarning, make_steerer
-from fingrav_native.app._progress import CampaignProgress, ProgressLike, ProgressReporter, as_reporter
-from fingrav_native.records._layouts import LOI_DTYPE
+from fingrav_native.method._pipeline import (
+    ATTRIBUTIONS,
+    PlacedRuns,
+    SensorResolutionWarning,
+    build_execution_profile,
+    error_budget,
+    finish_deconvolved,
+    finish_profile,
+    log_records,
+    place_runs,
+    stratified_mean,
+)
 from fingrav_native.method._results import CampaignTimeline, InterleavedProfile, Profile
 from fingrav_native.method._steady import SSE_EXECUTIONS, SSE_INDEX, PowerMeasurement, SspSearch, find_ssp_executions
 from fingrav_native.method._stitch import whole_run_view
-from fingrav_native.clocks._runs import Timeline, nominal_durations, timeline_of
-from fingrav_native.method._deconvolve import deconvolve, needs_deconvolution
+from fingrav_native.records._layouts import LOI_DTYPE
+from fingrav_native.records._recording import Capabilities, RunRecord
 from fingrav_native.sensors._model import SensorModel, sensor_preset
-from fingrav_native.method._pipeline import ATTRIBUTIONS, PlacedRuns, SensorResolutionWarning, build_execution_profile, error_budget, finish_deconvolved, finish_profile, log_records, place_runs, stratified_mean
 
 
 def _kernel_label(backend: Backend, kernel: Any) -> str:

@@ -11,6 +11,7 @@ file, a pipe, CI), so scripted use stays quiet.
 """
 
 from __future__ import annotations
+
 import sys
 import time
 from dataclasses import dataclass

@@ -1,6 +1,7 @@
 """Live recording of a GPU's power beside a running application: :func:`record`, :class:`PowerRecorder`, :func:`record_torch`."""
 
 from __future__ import annotations
+
 import math
 import os
 import socket
@@ -10,18 +11,17 @@ import threading
 import time
 import warnings
 from typing import Any, Callable, Literal, Optional, Sequence, Union
+
 import numpy as np
+
 from fingrav_native import _core
 from fingrav_native._checks import integer_in, positive_number
-from fingrav_native._version import __version__
-from fingrav_native.clocks._maps import MIN_BRACKETS
-from fingrav_native.clocks._epoch import HOST_CLOCK
 from fingrav_native._core import SAMPLE_DTYPE
+from fingrav_native._version import __version__
 from fingrav_native.app._open import resolve_device
-from fingrav_native.files._capture import HOST_CLOCK_DOMAINS, PowerCapture, REALTIME_CLOCK_DOMAINS, source_dict
-
-
-
+from fingrav_native.clocks._epoch import HOST_CLOCK
+from fingrav_native.clocks._maps import MIN_BRACKETS
+from fingrav_native.files._capture import HOST_CLOCK_DOMAINS, REALTIME_CLOCK_DOMAINS, PowerCapture, source_dict
 
 # The most irrational fraction: polls at (4 + it) per logger period sweep
 # the logs' phase evenly (a low-discrepancy sequence) instead of locking to it.

@@ -11,13 +11,23 @@ often the reported bound covers it.
 """
 
 from __future__ import annotations
+
 import math
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
+
 import numpy as np
+
 from fingrav_native.backends._base import Backend
-from fingrav_native.clocks._maps import ClockMap, PiecewiseClockMap, ReadLatency, fit_clock_map, fit_piecewise_clock_map, summarize_read_latency
+from fingrav_native.clocks._maps import (
+    ClockMap,
+    PiecewiseClockMap,
+    ReadLatency,
+    fit_clock_map,
+    fit_piecewise_clock_map,
+    summarize_read_latency,
+)
 
 
 @dataclass(frozen=True)

@@ -11,14 +11,46 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from fingrav_native.backends._report import BackendReport, Component, DeviceEntry
-    from fingrav_native.backends._base import Backend, BackendWrapper, HostRelease, KernelSpec, LivePower, MARKER_RECORD_DTYPE, drain_all, execution_plan, marker_records, wait_for_idle
-    from fingrav_native.backends._workloads import Workload, cupy_workload, resolve_workload, torch_gemm, torch_gemv, torch_workload
-    from fingrav_native.backends._sim import LiveSimBackend, SimBackend, sim_markers
+    from fingrav_native.backends._amd import (
+        AMD_SENSORS,
+        AmdBackend,
+        AmdKernelSpec,
+        measure_logger_period,
+        power_semantics,
+    )
     from fingrav_native.backends._amd_sysfs import AMD_VENDOR_ID, AmdGpu, find_amd_gpus, power_source, read_gpu_metrics
-    from fingrav_native.backends._amd import AMD_SENSORS, AmdBackend, AmdKernelSpec, measure_logger_period, power_semantics
-    from fingrav_native.backends._nvidia import NVML_MODES, NvidiaBackend, UnknownSensorWindowWarning, match_nvml_device, nvml_provenance, nvml_semantics, nvml_sensor
+    from fingrav_native.backends._base import (
+        MARKER_RECORD_DTYPE,
+        Backend,
+        BackendWrapper,
+        HostRelease,
+        KernelSpec,
+        LivePower,
+        drain_all,
+        execution_plan,
+        marker_records,
+        wait_for_idle,
+    )
     from fingrav_native.backends._devices import BACKENDS, format_reports, list_backends
+    from fingrav_native.backends._nvidia import (
+        NVML_MODES,
+        NvidiaBackend,
+        UnknownSensorWindowWarning,
+        match_nvml_device,
+        nvml_provenance,
+        nvml_semantics,
+        nvml_sensor,
+    )
+    from fingrav_native.backends._report import BackendReport, Component, DeviceEntry
+    from fingrav_native.backends._sim import LiveSimBackend, SimBackend, sim_markers
+    from fingrav_native.backends._workloads import (
+        Workload,
+        cupy_workload,
+        resolve_workload,
+        torch_gemm,
+        torch_gemv,
+        torch_workload,
+    )
 
 # Each public name -> the private module that defines it. Loaded on first use (PEP 562, as scipy
 # and scikit-image do), so importing one module of this package never imports the rest of it.

@@ -27,20 +27,22 @@ backend is built, and a missing one is reported by name with what to install.
 """
 
 from __future__ import annotations
+
 import dataclasses
 import os
 import time
 import warnings
 from typing import Any, Sequence, Union
+
 import numpy as np
+
 from fingrav_native import _core
 from fingrav_native.backends import _amd_sysfs as amd_sysfs
-from fingrav_native.records._recording import Capabilities, RunRecord
 from fingrav_native.backends._base import HostRelease, LivePower, drain_all, marker_records, wait_for_idle
 from fingrav_native.backends._report import BackendReport, Component, DeviceEntry
 from fingrav_native.backends._workloads import Workload
+from fingrav_native.records._recording import Capabilities, RunRecord
 from fingrav_native.sensors._semantics import SensorSemantics
-
 
 #: A workload (or its name or id on the backend), or a sequence of (kernel, count).
 AmdKernelSpec = Union[Workload, str, int, Sequence[tuple[Union[Workload, str, int], int]]]

@@ -13,14 +13,15 @@ backend measures it (:func:`fingrav_native.backends.amd.measure_logger_period`).
 """
 
 from __future__ import annotations
+
 import os
 import re
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from fingrav_native import _core
 
+from fingrav_native import _core
 
 AMD_VENDOR_ID = 0x1002
 

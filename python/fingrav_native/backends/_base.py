@@ -25,11 +25,13 @@ map fitted around each run, not by one offset taken at the start.
 """
 
 from __future__ import annotations
+
 from typing import Any, Callable, Optional, Protocol, Sequence, Union, runtime_checkable
+
 import numpy as np
+
 from fingrav_native import _core
 from fingrav_native.records._recording import Capabilities, RunRecord
-
 
 #: A kernel, or a sequence of (kernel, executions) run back to back.
 KernelSpec = Union[str, int, Sequence[tuple[Union[str, int], int]]]

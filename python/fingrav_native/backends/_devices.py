@@ -12,10 +12,13 @@ unavailable backend, the one fix; ``verbose=True`` (``fingrav devices
 """
 
 from __future__ import annotations
-from typing import Callable, Optional
-from fingrav_native.backends import _amd as amd, _nvidia as nvidia, _sim as sim
-from fingrav_native.backends._report import BackendReport
 
+from typing import Callable, Optional
+
+from fingrav_native.backends import _amd as amd
+from fingrav_native.backends import _nvidia as nvidia
+from fingrav_native.backends import _sim as sim
+from fingrav_native.backends._report import BackendReport
 
 #: Backend name -> its ``report()``.
 BACKENDS: dict[str, Callable[[], BackendReport]] = {

@@ -29,20 +29,22 @@ saying why. :func:`report` says what was found, for ``fingrav devices``.
 """
 
 from __future__ import annotations
+
 import dataclasses
 import time
 import warnings
 from typing import Any, Optional, Union
+
 import numpy as np
+
 from fingrav_native import _core
 from fingrav_native._checks import integer_in
-from fingrav_native.records._recording import Capabilities, RunRecord
 from fingrav_native.backends._base import HostRelease, LivePower, drain_all, marker_records, wait_for_idle
 from fingrav_native.backends._report import BackendReport, Component, DeviceEntry
 from fingrav_native.backends._workloads import Workload
+from fingrav_native.records._recording import Capabilities, RunRecord
 from fingrav_native.sensors._model import SensorModel, sensor_preset
 from fingrav_native.sensors._semantics import SensorSemantics
-
 
 #: Power modes of the NVML source (``_core.NvmlPowerSource``).
 NVML_MODES = ("samples", "instant", "average", "energy", "usage")

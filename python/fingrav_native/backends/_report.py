@@ -7,8 +7,10 @@ says why is the answer.
 """
 
 from __future__ import annotations
+
 from dataclasses import dataclass, field
 from typing import Any
+
 from fingrav_native.sensors._semantics import SensorSemantics
 
 

@@ -7,14 +7,25 @@ declared capabilities.
 """
 
 from __future__ import annotations
+
 import abc
 import math
 from typing import Any
+
 import numpy as np
+
 from fingrav_native import _core
-from fingrav_native.backends._base import MARKER_RECORD_DTYPE, HostRelease, KernelSpec, LivePower, drain_all, execution_plan, wait_for_idle
-from fingrav_native.records._recording import Capabilities, RunRecord
+from fingrav_native.backends._base import (
+    MARKER_RECORD_DTYPE,
+    HostRelease,
+    KernelSpec,
+    LivePower,
+    drain_all,
+    execution_plan,
+    wait_for_idle,
+)
 from fingrav_native.backends._report import BackendReport, Component, DeviceEntry
+from fingrav_native.records._recording import Capabilities, RunRecord
 from fingrav_native.sim._device import SimGPU
 
 

@@ -15,9 +15,11 @@ is missing; on a machine without a GPU they raise
 """
 
 from __future__ import annotations
+
 import importlib
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
+
 from fingrav_native._checks import integer_in
 from fingrav_native._core import DeviceUnavailableError
 

@@ -13,14 +13,43 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from fingrav_native.clocks._epoch import ClockStep, ClockStepWarning, EpochMap, fit_epoch_map
-    from fingrav_native.clocks._host import DEFAULT_PRIOR_SKEW_PPM, HostAlignment, HostClock, MonotonicRawClock, SkewedClock, fit_host_alignment
-    from fingrav_native.clocks._maps import ClockMap, MAX_SKEW_PPM, MIN_BRACKETS, MIN_ONE_SIDED, PiecewiseClockMap, ReadLatency, fit_clock_map, fit_one_sided_clock_map, fit_piecewise_clock_map, host_ns_exact, host_relative, summarize_read_latency
-    from fingrav_native.clocks._runs import Timeline, executions_from_markers, fit_device_map, fit_logger_map, nominal_durations, timeline_of
+    from fingrav_native.clocks._host import (
+        DEFAULT_PRIOR_SKEW_PPM,
+        HostAlignment,
+        HostClock,
+        MonotonicRawClock,
+        SkewedClock,
+        fit_host_alignment,
+    )
+    from fingrav_native.clocks._maps import (
+        MAX_SKEW_PPM,
+        MIN_BRACKETS,
+        MIN_ONE_SIDED,
+        ClockMap,
+        ClockMapLike,
+        PiecewiseClockMap,
+        ReadLatency,
+        fit_clock_map,
+        fit_one_sided_clock_map,
+        fit_piecewise_clock_map,
+        host_ns_exact,
+        host_relative,
+        summarize_read_latency,
+    )
+    from fingrav_native.clocks._runs import (
+        Timeline,
+        executions_from_markers,
+        fit_device_map,
+        fit_logger_map,
+        nominal_durations,
+        timeline_of,
+    )
 
 # Each public name -> the private module that defines it. Loaded on first use (PEP 562, as scipy
 # and scikit-image do), so importing one module of this package never imports the rest of it.
 _WHERE = {
     "ClockMap": "_maps",
+    "ClockMapLike": "_maps",
     "ClockStep": "_epoch",
     "ClockStepWarning": "_epoch",
     "DEFAULT_PRIOR_SKEW_PPM": "_host",

@@ -1,17 +1,19 @@
 """Split from insitu.capture."""
 
 from __future__ import annotations
+
 import dataclasses
 import math
 import warnings
 from dataclasses import dataclass
 from typing import Any, Optional, Sequence, Union
+
 import numpy as np
 import numpy.typing as npt
+
 from fingrav_native._checks import number_array, positive_number, readonly
 from fingrav_native.clocks._maps import MIN_BRACKETS, ClockMap, PiecewiseClockMap, fit_clock_map
 from fingrav_native.clocks._runs import fit_device_map
-
 
 # Captures whose brackets span less than this fit an offset only: a rate
 # fitted over a few ms of ~100 ns brackets would be mostly noise.

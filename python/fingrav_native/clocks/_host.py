@@ -51,16 +51,18 @@ True
 """
 
 from __future__ import annotations
+
 import math
 import warnings
 from dataclasses import dataclass, fields, replace
 from typing import Any, Optional, Protocol, runtime_checkable
+
 import numpy as np
 import numpy.typing as npt
+
 from fingrav_native import _core
 from fingrav_native._checks import integer_in, positive_number, relative_to
 from fingrav_native.clocks._maps import MAX_SKEW_PPM, MIN_BRACKETS, ClockMap, fit_clock_map
-
 
 #: Assumed bound on the rate difference of two hosts' raw clocks when the
 #: exchanges span too short a time to fit it: crystals are specified to tens

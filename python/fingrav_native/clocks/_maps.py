@@ -48,13 +48,15 @@ True
 """
 
 from __future__ import annotations
+
 import math
 from dataclasses import asdict, dataclass
-from typing import Any, Union
+from typing import Any, Protocol, Union, runtime_checkable
+
 import numpy as np
 import numpy.typing as npt
-from fingrav_native._checks import FLOAT_EXACT_NS, float_ns_to_int, integer_in, positive_number, relative_to
 
+from fingrav_native._checks import FLOAT_EXACT_NS, float_ns_to_int, integer_in, positive_number, relative_to
 
 #: Fewest brackets a map is fitted from: a robust line needs a handful of
 #: points beyond the two that define it.
@@ -96,6 +98,25 @@ class ReadLatency:
     p99_ns: float
     max_ns: float
     mean_ns: float
+
+
+
+
+@runtime_checkable
+class ClockMapLike(Protocol):
+    """What every analysis needs of a clock map: a device's (or logger's) ticks onto host ns, and the error there.
+
+    :class:`ClockMap`, :class:`PiecewiseClockMap`, the epoch map of a capture
+    and a user's own map all qualify. A map may also offer
+    ``to_host_relative(ticks, origin_ns)`` or ``to_host_ns(ticks)`` to keep
+    epoch-scale times exact (:func:`host_relative` uses them when present).
+    """
+
+    def to_host(self, device_ticks: Any) -> Any:
+        """Host-clock ns (float) of the given ticks."""
+
+    def error_bound_at(self, host_ns: Any) -> Any:
+        """The map's error bound (ns) at the given host times."""
 
 
 @dataclass(frozen=True)

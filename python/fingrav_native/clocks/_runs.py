@@ -6,13 +6,22 @@ so drift is mapped by the reads around each run, not one offset.
 """
 
 from __future__ import annotations
+
 from dataclasses import dataclass
 from typing import Any, Sequence
-import numpy as np
-from fingrav_native.records._recording import Capabilities, RunRecord
-from fingrav_native.clocks._maps import ClockMap, PiecewiseClockMap, fit_clock_map, fit_one_sided_clock_map, fit_piecewise_clock_map, host_ns_exact
-from fingrav_native.records._layouts import EXECUTION_DTYPE
 
+import numpy as np
+
+from fingrav_native.clocks._maps import (
+    ClockMap,
+    PiecewiseClockMap,
+    fit_clock_map,
+    fit_one_sided_clock_map,
+    fit_piecewise_clock_map,
+    host_ns_exact,
+)
+from fingrav_native.records._layouts import EXECUTION_DTYPE
+from fingrav_native.records._recording import Capabilities, RunRecord
 
 #: Campaigns longer than this (host ns) get a piecewise clock map.
 _PIECEWISE_AFTER_NS = 2e9

@@ -13,13 +13,43 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from fingrav_native.files._trace import export_trace, insitu_trace_events, node_trace_events, trace_events
-    from fingrav_native.files._profiles import FORMAT_NAME, FORMAT_VERSION, ProfileFormatError, export_parquet, load_profile, save_profile
-    from fingrav_native.files._kineto import read_kineto_trace, write_kineto_trace
-    from fingrav_native.files._rocprof import read_rocprof_kernel_trace
-    from fingrav_native.files._capture import CAPTURE_FORMAT, CAPTURE_VERSION, CaptureFormatError, PowerCapture, REALTIME_CLOCK_DOMAINS, load_capture
-    from fingrav_native.files._campaign import CAMPAIGN_FILE, CAMPAIGN_FORMAT, CampaignFormatError, CampaignLockedError, CampaignMismatchError, LOCK_FILE, PROFILE_FILE, StoredRun, campaign_contents, load_campaign_runs, lock_campaign, read_manifest, run_files, write_manifest, write_run
+    from fingrav_native.files._campaign import (
+        CAMPAIGN_FILE,
+        CAMPAIGN_FORMAT,
+        LOCK_FILE,
+        PROFILE_FILE,
+        CampaignFormatError,
+        CampaignLockedError,
+        CampaignMismatchError,
+        StoredRun,
+        campaign_contents,
+        load_campaign_runs,
+        lock_campaign,
+        read_manifest,
+        run_files,
+        write_manifest,
+        write_run,
+    )
+    from fingrav_native.files._capture import (
+        CAPTURE_FORMAT,
+        CAPTURE_VERSION,
+        REALTIME_CLOCK_DOMAINS,
+        CaptureFormatError,
+        PowerCapture,
+        load_capture,
+    )
     from fingrav_native.files._characterisation import load_characterisation
+    from fingrav_native.files._kineto import read_kineto_trace, write_kineto_trace
+    from fingrav_native.files._profiles import (
+        FORMAT_NAME,
+        FORMAT_VERSION,
+        ProfileFormatError,
+        export_parquet,
+        load_profile,
+        save_profile,
+    )
+    from fingrav_native.files._rocprof import read_rocprof_kernel_trace
+    from fingrav_native.files._trace import export_trace, insitu_trace_events, node_trace_events, trace_events
 
 # Each public name -> the private module that defines it. Loaded on first use (PEP 562, as scipy
 # and scikit-image do), so importing one module of this package never imports the rest of it.

@@ -41,6 +41,7 @@ No measured run is ever overwritten:
 """
 
 from __future__ import annotations
+
 import contextlib
 import datetime
 import io
@@ -55,12 +56,13 @@ import time
 import zipfile
 from dataclasses import dataclass
 from typing import Any, Iterator, Optional
+
 import numpy as np
+
 from fingrav_native._core import SAMPLE_DTYPE
 from fingrav_native.backends._base import MARKER_RECORD_DTYPE
-from fingrav_native.records._recording import RunRecord
 from fingrav_native.files._safe import ZIP_ERRORS
-
+from fingrav_native.records._recording import RunRecord
 
 try:
     import fcntl as _fcntl

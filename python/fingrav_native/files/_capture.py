@@ -42,6 +42,7 @@ Names
 """
 
 from __future__ import annotations
+
 import dataclasses
 import json
 import math
@@ -49,10 +50,20 @@ import os
 import tempfile
 from dataclasses import dataclass
 from typing import Any, Optional, Union
+
 import numpy as np
+
 from fingrav_native import _core
 from fingrav_native._checks import integer_in, readonly
+from fingrav_native._core import SAMPLE_DTYPE
 from fingrav_native._version import __version__
+from fingrav_native.clocks._epoch import (
+    EpochMap,
+    compose_logger_map,
+    fit_epoch_map,
+    identity_logger_map,
+    realtime_stamped_map,
+)
 from fingrav_native.clocks._maps import fit_one_sided_clock_map
 from fingrav_native.files._safe import (
     MAX_JSON_BYTES,
@@ -64,10 +75,7 @@ from fingrav_native.files._safe import (
     read_npy,
     short_repr,
 )
-from fingrav_native._core import SAMPLE_DTYPE
 from fingrav_native.sensors._model import SensorModel
-from fingrav_native.clocks._epoch import identity_logger_map, EpochMap, compose_logger_map, fit_epoch_map, realtime_stamped_map
-
 
 #: The ``format`` a capture file's header names.
 CAPTURE_FORMAT = "fingrav-power-capture"

@@ -1,11 +1,13 @@
 """Sensor characterisation files: read through the package's guarded reader (``files/_safe.py``)."""
 
 from __future__ import annotations
+
 import os
 from typing import Union
+
 from fingrav_native.files._safe import MAX_JSON_BYTES, loads_json, read_file
-from fingrav_native.sensors._model import SensorModel
 from fingrav_native.sensors._characterize import Characterisation, PeriodEstimate, StepFit
+from fingrav_native.sensors._model import SensorModel
 
 
 def load_characterisation(path: Union[str, "os.PathLike[str]"]) -> Characterisation:

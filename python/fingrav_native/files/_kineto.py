@@ -14,16 +14,28 @@ ever holds an epoch time (at 1.8e18 ns a float64 resolves only 256 ns).
 """
 
 from __future__ import annotations
+
 import gzip
 import json
 import os
 import uuid
 from decimal import Decimal
 from typing import Any, Union
-import numpy as np
-from fingrav_native.files._safe import loads_json, read_file, short_repr
-from fingrav_native.insitu._trace import INT64_MAX, INT64_MIN, KernelTrace, NO_LAUNCH, RUNTIME_CATS, TraceFormatError, json_int64, launch_dims, us_to_ns
 
+import numpy as np
+
+from fingrav_native.files._safe import loads_json, read_file, short_repr
+from fingrav_native.insitu._trace import (
+    INT64_MAX,
+    INT64_MIN,
+    NO_LAUNCH,
+    RUNTIME_CATS,
+    KernelTrace,
+    TraceFormatError,
+    json_int64,
+    launch_dims,
+    us_to_ns,
+)
 
 #: Most bytes a trace's JSON may have (after gunzip): torch.profiler traces of long runs reach a few
 #: hundred MB; past 4 GiB the parse would need tens of GiB of memory, and a gzip bomb stops here.

@@ -28,6 +28,7 @@ what they are: :mod:`fingrav_native.files._safe`.
 """
 
 from __future__ import annotations
+
 import dataclasses
 import functools
 import importlib
@@ -40,9 +41,10 @@ import types
 import typing
 import zipfile
 from typing import Any, Callable, Sequence, Union
+
 import numpy as np
+
 from fingrav_native._version import __version__
-from fingrav_native.records._recording import Capabilities
 from fingrav_native.files._safe import (
     MAX_JSON_BYTES,
     MAX_JSON_DEPTH,
@@ -56,16 +58,23 @@ from fingrav_native.files._safe import (
     read_npy,
     short_repr,
 )
+from fingrav_native.method._deconvolve import Deconvolution, DeconvolvedChannel
 from fingrav_native.method._golden import GoldenSelection
 from fingrav_native.method._guidance import Guidance, GuidanceRow
-from fingrav_native.records._layouts import LOI_DTYPE, validate_executions
-from fingrav_native.method._results import LOG_DTYPE, CampaignTimeline, ErrorBudget, ExecutionProfile, InterleavedProfile, Profile
+from fingrav_native.method._results import (
+    LOG_DTYPE,
+    CampaignTimeline,
+    ErrorBudget,
+    ExecutionProfile,
+    InterleavedProfile,
+    Profile,
+)
 from fingrav_native.method._steady import PowerMeasurement, SspSearch, SspStep
 from fingrav_native.method._stitch import EnergyEstimate, StitchedChannel, StitchedProfile, WholeRunView
 from fingrav_native.multi._results import NodeProfile, NodeView, SteadyCheck
-from fingrav_native.method._deconvolve import Deconvolution, DeconvolvedChannel
+from fingrav_native.records._layouts import LOI_DTYPE, validate_executions
+from fingrav_native.records._recording import Capabilities
 from fingrav_native.sensors._model import SensorModel
-
 
 FORMAT_NAME = "fingrav-profile"
 

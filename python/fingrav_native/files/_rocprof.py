@@ -23,13 +23,14 @@ layout follows ROCprofiler-SDK's documentation and published examples.
 """
 
 from __future__ import annotations
+
 import csv
 import os
 from typing import Union
-from fingrav_native.files._safe import file_problem, short_repr
-from fingrav_native.files._kineto import read_kineto_trace
-from fingrav_native.insitu._trace import KernelTrace, TraceFormatError
 
+from fingrav_native.files._kineto import read_kineto_trace
+from fingrav_native.files._safe import file_problem, short_repr
+from fingrav_native.insitu._trace import KernelTrace, TraceFormatError
 
 _REQUIRED = ("Kernel_Name", "Start_Timestamp", "End_Timestamp")
 

@@ -45,9 +45,9 @@ import zipfile
 import zlib
 from typing import Any, Callable, Optional
 
-from fingrav_native._checks import short_repr
-
 import numpy as np
+
+from fingrav_native._checks import short_repr
 
 __all__ = [
     "DEFLATE_MAX_RATIO",

@@ -11,16 +11,18 @@ with other host-clock traces.
 """
 
 from __future__ import annotations
+
 import gzip
 import json
 import math
 import os
 from typing import Any, Union
+
 import numpy as np
+
 from fingrav_native.insitu._results import TraceProfile
 from fingrav_native.method._results import InterleavedProfile, Profile
 from fingrav_native.multi._results import NodeProfile
-
 
 _PID = 1
 

@@ -11,9 +11,15 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from fingrav_native.insitu._align import LogAlignment, align_logs_to_trace
-    from fingrav_native.insitu._results import ITERATION_DTYPE, IterationSummary, KERNEL_TABLE_DTYPE, TRACE_LOG_DTYPE, TraceProfile
-    from fingrav_native.insitu._trace import KERNEL_SIGNATURE_DTYPE, KernelTrace, STEP_DTYPE, TraceFormatError
     from fingrav_native.insitu._profile import profile_trace
+    from fingrav_native.insitu._results import (
+        ITERATION_DTYPE,
+        KERNEL_TABLE_DTYPE,
+        TRACE_LOG_DTYPE,
+        IterationSummary,
+        TraceProfile,
+    )
+    from fingrav_native.insitu._trace import KERNEL_SIGNATURE_DTYPE, STEP_DTYPE, KernelTrace, TraceFormatError
 
 # Each public name -> the private module that defines it. Loaded on first use (PEP 562, as scipy
 # and scikit-image do), so importing one module of this package never imports the rest of it.

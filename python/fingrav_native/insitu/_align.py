@@ -21,9 +21,11 @@ signal), with the application's own kernels as the signal.
 """
 
 from __future__ import annotations
+
 import math
 from dataclasses import dataclass
 from typing import Sequence
+
 import numpy as np
 import numpy.typing as npt
 from scipy import stats

@@ -11,23 +11,32 @@ interest into a profile with its energy per execution.
 """
 
 from __future__ import annotations
+
 import dataclasses
 import math
 import os
 from typing import Any, Optional, Union
+
 import numpy as np
 from scipy import stats
+
 from fingrav_native.clocks._maps import host_relative
 from fingrav_native.insitu._align import LogAlignment, align_logs_to_trace
+from fingrav_native.insitu._results import (
+    ITERATION_DTYPE,
+    KERNEL_TABLE_DTYPE,
+    TRACE_LOG_DTYPE,
+    IterationSummary,
+    TraceProfile,
+)
 from fingrav_native.insitu._trace import KernelTrace
-from fingrav_native.insitu._results import ITERATION_DTYPE, KERNEL_TABLE_DTYPE, TRACE_LOG_DTYPE, IterationSummary, TraceProfile
 from fingrav_native.method._align import place_logs
-from fingrav_native.method._pipeline import stitch_logs
-from fingrav_native.records._layouts import validate_executions
-from fingrav_native.method._results import ExecutionProfile
 from fingrav_native.method._deconvolve import Deconvolution, DeconvolvedChannel, as_stitched, needs_deconvolution
-from fingrav_native.sensors._model import SensorModel, sensor_preset
 from fingrav_native.method._joint import fit_timeline
+from fingrav_native.method._pipeline import stitch_logs
+from fingrav_native.method._results import ExecutionProfile
+from fingrav_native.records._layouts import validate_executions
+from fingrav_native.sensors._model import SensorModel, sensor_preset
 
 
 class _Shifted:

@@ -6,13 +6,15 @@ writer and the plots can use them without importing the method.
 """
 
 from __future__ import annotations
+
 from dataclasses import dataclass
 from typing import Optional
+
 import numpy as np
+
 from fingrav_native.insitu._align import LogAlignment
 from fingrav_native.insitu._trace import KernelTrace
 from fingrav_native.method._results import ExecutionProfile
-
 
 #: One row per kernel signature, in descending order of total energy.
 KERNEL_TABLE_DTYPE = np.dtype([

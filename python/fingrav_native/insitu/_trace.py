@@ -1,13 +1,15 @@
 """Split from insitu.kineto."""
 
 from __future__ import annotations
-from dataclasses import dataclass
-from typing import Any
-import numpy as np
-from fingrav_native.records._layouts import EXECUTION_DTYPE, validate_executions
-from decimal import Decimal, DecimalException, InvalidOperation
-from fingrav_native._checks import short_repr
 
+from dataclasses import dataclass
+from decimal import Decimal, DecimalException, InvalidOperation
+from typing import Any
+
+import numpy as np
+
+from fingrav_native._checks import short_repr
+from fingrav_native.records._layouts import EXECUTION_DTYPE, validate_executions
 
 # Times in us whose ns do not fit int64 (2**63 ns) are not times.
 MAX_US = Decimal(2**63) / 1000

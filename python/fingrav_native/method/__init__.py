@@ -14,16 +14,61 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from fingrav_native.method._agreement import Agreement, LocalAgreement, ThreadAgreement
-    from fingrav_native.method._align import LogAssignment, NoLogsInExecutionsError, assign_logs_to_executions, place_logs, select_executions_of_interest
-    from fingrav_native.method._deconvolve import Deconvolution, DeconvolvedChannel, as_stitched, curve_precision_inverse, curve_scale, curve_variance, deconvolve, design_rows, needs_deconvolution, runs_needed
+    from fingrav_native.method._align import (
+        LogAssignment,
+        NoLogsInExecutionsError,
+        assign_logs_to_executions,
+        place_logs,
+        select_executions_of_interest,
+    )
+    from fingrav_native.method._deconvolve import (
+        Deconvolution,
+        DeconvolvedChannel,
+        as_stitched,
+        curve_precision_inverse,
+        curve_scale,
+        curve_variance,
+        deconvolve,
+        design_rows,
+        needs_deconvolution,
+        runs_needed,
+    )
     from fingrav_native.method._golden import GoldenSelection, select_golden_runs
-    from fingrav_native.method._guidance import Guidance, GuidanceRow, TABLE_I, lookup_guidance, target_loi_count
+    from fingrav_native.method._guidance import TABLE_I, Guidance, GuidanceRow, lookup_guidance, target_loi_count
     from fingrav_native.method._joint import GAP_EDGES_NS, TimelineFit, fit_timeline
-    from fingrav_native.method._phase import PHASES, PhaseSteerer, PhaseSteeringWarning, SamplePrediction, predict_sample_instants
+    from fingrav_native.method._phase import (
+        PHASES,
+        PhaseSteerer,
+        PhaseSteeringWarning,
+        SamplePrediction,
+        predict_sample_instants,
+    )
     from fingrav_native.method._pipeline import ATTRIBUTIONS, SensorResolutionWarning, stitch_logs
-    from fingrav_native.method._results import CampaignTimeline, ErrorBudget, ExecutionProfile, InterleavedProfile, LOG_DTYPE, Profile
-    from fingrav_native.method._steady import PowerMeasurement, SSE_EXECUTIONS, SSE_INDEX, SspSearch, SspStep, find_ssp_executions
-    from fingrav_native.method._stitch import EnergyEstimate, StitchedChannel, StitchedProfile, WholeRunView, energy_per_execution, stitch, whole_run_view
+    from fingrav_native.method._results import (
+        LOG_DTYPE,
+        CampaignTimeline,
+        ErrorBudget,
+        ExecutionProfile,
+        InterleavedProfile,
+        Profile,
+    )
+    from fingrav_native.method._steady import (
+        SSE_EXECUTIONS,
+        SSE_INDEX,
+        PowerMeasurement,
+        SspSearch,
+        SspStep,
+        find_ssp_executions,
+    )
+    from fingrav_native.method._stitch import (
+        EnergyEstimate,
+        StitchedChannel,
+        StitchedProfile,
+        WholeRunView,
+        energy_per_execution,
+        stitch,
+        whole_run_view,
+    )
 
 # Each public name -> the private module that defines it. Loaded on first use (PEP 562, as scipy
 # and scikit-image do), so importing one module of this package never imports the rest of it.

@@ -16,10 +16,12 @@ each rank's own measurements, so the ranks must agree on them:
 """
 
 from __future__ import annotations
+
 import abc
 import math
 import threading
 from typing import Optional
+
 from fingrav_native.method._steady import PowerMeasurement
 
 

@@ -42,14 +42,17 @@ Examples
 """
 
 from __future__ import annotations
+
 import math
 from dataclasses import dataclass
 from typing import Any, Optional
+
 import numpy as np
 import numpy.typing as npt
+
 from fingrav_native._checks import readonly as _readonly
-from fingrav_native.clocks._maps import host_relative
 from fingrav_native._core import CHANNELS
+from fingrav_native.clocks._maps import host_relative
 from fingrav_native.records._layouts import LOI_DTYPE, validate_executions, validate_samples
 
 

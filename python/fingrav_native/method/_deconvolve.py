@@ -40,19 +40,21 @@ Assumptions (stated in every result's ``assumptions``):
 """
 
 from __future__ import annotations
+
 import math
 from dataclasses import dataclass
 from typing import Any, Optional, Sequence
+
 import numpy as np
 import numpy.typing as npt
 import scipy.linalg
-from fingrav_native._checks import integer_in, positive_number
-from fingrav_native.clocks._maps import host_relative
-from fingrav_native._core import CHANNELS
-from fingrav_native.records._layouts import validate_executions, validate_samples
-from fingrav_native.method._stitch import EnergyEstimate, StitchedChannel, StitchedProfile
-from fingrav_native.sensors._model import SensorModel
 
+from fingrav_native._checks import integer_in, positive_number
+from fingrav_native._core import CHANNELS
+from fingrav_native.clocks._maps import host_relative
+from fingrav_native.method._stitch import EnergyEstimate, StitchedChannel, StitchedProfile
+from fingrav_native.records._layouts import validate_executions, validate_samples
+from fingrav_native.sensors._model import SensorModel
 
 #: Tail bins after a run's last execution, in multiples of the execution of interest's duration:
 #: geometric (cooling is exponential-like: fast first, slow later), smoothed like the curve, the

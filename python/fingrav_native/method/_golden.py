@@ -14,11 +14,14 @@ Examples
 """
 
 from __future__ import annotations
+
 import math
 from dataclasses import dataclass
 from typing import Optional
+
 import numpy as np
 import numpy.typing as npt
+
 from fingrav_native._checks import readonly as _readonly
 
 

@@ -15,12 +15,14 @@ Examples
 """
 
 from __future__ import annotations
+
 import math
 from dataclasses import dataclass
+
 import numpy as np
 import numpy.typing as npt
-from fingrav_native._checks import positive_number
 
+from fingrav_native._checks import positive_number
 
 _US = 1_000.0
 

@@ -24,14 +24,16 @@ windows overlap, because a sliding average's errors are correlated.
 """
 
 from __future__ import annotations
+
 import math
 from dataclasses import dataclass
 from typing import Optional, Sequence
+
 import numpy as np
 import numpy.typing as npt
 from scipy import sparse, stats
-from fingrav_native.sensors._model import SensorModel
 
+from fingrav_native.sensors._model import SensorModel
 
 #: Gap power steps by time since the last kernel ended (ns): launch gaps, host gaps, pauses.
 GAP_EDGES_NS = (0.0, 10_000.0, 40_000.0, 150_000.0, 500_000.0, 2_000_000.0, math.inf)

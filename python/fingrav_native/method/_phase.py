@@ -35,16 +35,18 @@ of the paper. A run whose sample missed its target is used where it landed.
 """
 
 from __future__ import annotations
+
 import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Sequence
+
 import numpy as np
 import scipy.stats
-from fingrav_native.records._recording import Capabilities, RunRecord
+
 from fingrav_native.clocks._runs import timeline_of
 from fingrav_native.method._deconvolve import curve_precision_inverse, curve_variance, design_rows
+from fingrav_native.records._recording import Capabilities, RunRecord
 from fingrav_native.sensors._model import SensorModel
-
 
 #: ``profile(phase=...)``: "auto" steers where the sensor is predictable, "steered" also (and warns when
 #: it must fall back), "random" is the paper's protocol.

@@ -1,23 +1,25 @@
 """Split from method.profile."""
 
 from __future__ import annotations
+
 import math
 import warnings
 from dataclasses import dataclass
 from typing import Any, Optional, Sequence, Union
+
 import numpy as np
+
 from fingrav_native._checks import integer_in, positive_number
-from fingrav_native.records._recording import Capabilities
 from fingrav_native.method._align import NoLogsInExecutionsError, place_logs, select_executions_of_interest
+from fingrav_native.method._deconvolve import Deconvolution, as_stitched, deconvolve, needs_deconvolution
 from fingrav_native.method._golden import GoldenSelection, select_golden_runs
 from fingrav_native.method._guidance import Guidance, lookup_guidance, target_loi_count
-from fingrav_native.records._layouts import LOI_DTYPE, validate_executions, validate_samples
 from fingrav_native.method._results import LOG_DTYPE, ErrorBudget, ExecutionProfile
 from fingrav_native.method._steady import PowerMeasurement
 from fingrav_native.method._stitch import EnergyEstimate, StitchedProfile, energy_per_execution, stitch
-from fingrav_native.method._deconvolve import Deconvolution, as_stitched, deconvolve, needs_deconvolution
+from fingrav_native.records._layouts import LOI_DTYPE, validate_executions, validate_samples
+from fingrav_native.records._recording import Capabilities
 from fingrav_native.sensors._model import SensorModel, sensor_preset
-
 
 #: How logs are attributed to the execution of interest (stitch_logs, profile).
 ATTRIBUTIONS = ("auto", "instant", "deconvolve")

@@ -6,15 +6,18 @@ without importing the other. Each is a frozen dataclass (STYLE.md).
 """
 
 from __future__ import annotations
+
 from dataclasses import dataclass, field
 from typing import Any, Optional
+
 import numpy as np
-from fingrav_native.records._recording import Capabilities
+
+from fingrav_native.method._deconvolve import Deconvolution
 from fingrav_native.method._golden import GoldenSelection
 from fingrav_native.method._guidance import Guidance
 from fingrav_native.method._steady import SspSearch
 from fingrav_native.method._stitch import EnergyEstimate, StitchedProfile, WholeRunView
-from fingrav_native.method._deconvolve import Deconvolution
+from fingrav_native.records._recording import Capabilities
 
 
 @dataclass(frozen=True)

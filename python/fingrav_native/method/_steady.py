@@ -8,10 +8,10 @@ binary search on the number of executions per run (Section IV-B step 3).
 """
 
 from __future__ import annotations
+
 import math
 from dataclasses import dataclass
 from typing import Callable
-
 
 #: Executions per run for the SSE profile: three warm-up executions, then the SSE one.
 SSE_EXECUTIONS = 4

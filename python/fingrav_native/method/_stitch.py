@@ -22,22 +22,24 @@ Examples
 """
 
 from __future__ import annotations
+
 import math
 from dataclasses import dataclass, field
 from typing import Callable, Iterator, Optional, Sequence
+
 import numpy as np
 import numpy.typing as npt
 import scipy.linalg
 import scipy.optimize
 import scipy.special
 import scipy.stats
+
 from fingrav_native._checks import positive_number
 from fingrav_native._checks import readonly as _readonly
+from fingrav_native._core import CHANNELS
 from fingrav_native.method._align import assign_logs_to_executions
 from fingrav_native.method._guidance import lookup_guidance
-from fingrav_native._core import CHANNELS
 from fingrav_native.records._layouts import validate_executions
-
 
 _SMOOTHERS = ("local", "poly4", None)
 

@@ -10,8 +10,8 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from fingrav_native.multi._results import CHANNELS, NodeProfile, NodeView, SteadyCheck
     from fingrav_native.multi._merge import check_steady_states, merge_ranks
+    from fingrav_native.multi._results import CHANNELS, NodeProfile, NodeView, SteadyCheck
 
 # Each public name -> the private module that defines it. Loaded on first use (PEP 562, as scipy
 # and scikit-image do), so importing one module of this package never imports the rest of it.

@@ -23,12 +23,15 @@ torchrun starts them, over ``torch.distributed``).
 """
 
 from __future__ import annotations
+
 import math
 from typing import Optional, Sequence
+
 import numpy as np
 import numpy.typing as npt
-from fingrav_native.method._results import CampaignTimeline, ExecutionProfile, Profile
+
 from fingrav_native.clocks._host import HostAlignment
+from fingrav_native.method._results import CampaignTimeline, ExecutionProfile, Profile
 from fingrav_native.multi._results import CHANNELS, NodeProfile, NodeView, SteadyCheck
 
 

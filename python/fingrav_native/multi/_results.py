@@ -6,13 +6,15 @@ importing the drivers.
 """
 
 from __future__ import annotations
+
 import math
 from dataclasses import dataclass
 from typing import Any, Optional
-import numpy as np
-from fingrav_native.method._results import CampaignTimeline, Profile
-from fingrav_native.clocks._host import HostAlignment
 
+import numpy as np
+
+from fingrav_native.clocks._host import HostAlignment
+from fingrav_native.method._results import CampaignTimeline, Profile
 
 CHANNELS = ("total", "compute", "io", "memory")
 

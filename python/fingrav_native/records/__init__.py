@@ -12,7 +12,16 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from fingrav_native.records._layouts import CHANNELS, EXECUTION_DTYPE, EXECUTION_DTYPE_V1, LOI_DTYPE, SAMPLE_DTYPE, make_executions, validate_executions, validate_samples
+    from fingrav_native.records._layouts import (
+        CHANNELS,
+        EXECUTION_DTYPE,
+        EXECUTION_DTYPE_V1,
+        LOI_DTYPE,
+        SAMPLE_DTYPE,
+        make_executions,
+        validate_executions,
+        validate_samples,
+    )
     from fingrav_native.records._recording import Capabilities, Recording, RunRecord
 
 # Each public name -> the private module that defines it. Loaded on first use (PEP 562, as scipy

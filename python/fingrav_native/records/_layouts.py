@@ -19,12 +19,15 @@ with ``to_host(ticks)`` and ``error_bound_at(host_ns)`` (see
 """
 
 from __future__ import annotations
+
 from typing import Any
+
 import numpy as np
 import numpy.typing as npt
-from fingrav_native._checks import FLOAT_EXACT_NS, float_ns_to_int
-from fingrav_native._core import CHANNELS, SAMPLE_DTYPE
 
+from fingrav_native._checks import FLOAT_EXACT_NS, float_ns_to_int
+from fingrav_native._core import CHANNELS as CHANNELS  # re-exported: the layouts the steps consume
+from fingrav_native._core import SAMPLE_DTYPE as SAMPLE_DTYPE
 
 #: One execution of a kernel, on the host timeline (CLOCK_MONOTONIC_RAW ns, or
 #: the Unix epoch for traces that use it). Times are exact int64 ns: a float64

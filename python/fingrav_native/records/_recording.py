@@ -1,9 +1,12 @@
 """What was measured: a device's capabilities, one campaign run as returned, and the :class:`Recording` value."""
 
 from __future__ import annotations
+
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional
+
 import numpy as np
+
 from fingrav_native.sensors._model import SensorModel
 from fingrav_native.sensors._semantics import FIGURES, PROVENANCES
 

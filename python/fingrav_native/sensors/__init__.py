@@ -13,10 +13,18 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from fingrav_native.sensors._semantics import FIGURES, PROVENANCES, SensorSemantics
-    from fingrav_native.sensors._model import SENSOR_PRESETS, SensorModel, sensor_preset
+    from fingrav_native.sensors._characterize import (
+        Characterisation,
+        PeriodEstimate,
+        StepFit,
+        counter_resolution,
+        estimate_period,
+        fit_load_response,
+        fit_step_response,
+    )
     from fingrav_native.sensors._counter import COUNTER_LOG_DTYPE, CounterLogs, counter_to_logs
-    from fingrav_native.sensors._characterize import Characterisation, PeriodEstimate, StepFit, counter_resolution, estimate_period, fit_load_response, fit_step_response
+    from fingrav_native.sensors._model import SENSOR_PRESETS, SensorModel, sensor_preset
+    from fingrav_native.sensors._semantics import FIGURES, PROVENANCES, SensorSemantics
 
 # Each public name -> the private module that defines it. Loaded on first use (PEP 562, as scipy
 # and scikit-image do), so importing one module of this package never imports the rest of it.

@@ -18,14 +18,17 @@ counter's resolution from the smallest step of its value.
 """
 
 from __future__ import annotations
+
 import json
 import math
 import os
 from dataclasses import dataclass
 from typing import Any, Optional, Union
+
 import numpy as np
 import numpy.typing as npt
 import scipy.optimize
+
 from fingrav_native._checks import positive_number
 from fingrav_native.sensors._model import SensorModel
 

@@ -20,12 +20,14 @@ quantum, ``quantum / dt`` watts; the largest is reported.
 """
 
 from __future__ import annotations
+
 from dataclasses import dataclass
 from typing import Optional
+
 import numpy as np
 import numpy.typing as npt
-from fingrav_native._checks import positive_number
 
+from fingrav_native._checks import positive_number
 
 #: Windowed logs made from counter reads: the window ends at ``source_ts``.
 COUNTER_LOG_DTYPE = np.dtype([("source_ts", "<i8"), ("window_ns", "<u4"), ("total", "<f4"),

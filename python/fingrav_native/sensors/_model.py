@@ -24,13 +24,15 @@ uses: the share of a log's value that comes from the power in an interval.
 """
 
 from __future__ import annotations
+
 import math
 from dataclasses import dataclass, replace
 from typing import Any, Optional
+
 import numpy as np
 import numpy.typing as npt
-from fingrav_native._checks import positive_number
 
+from fingrav_native._checks import positive_number
 
 #: Response weight below which a first-order filter's tail is cut (the support's start).
 _FILTER_TAIL = 1e-4

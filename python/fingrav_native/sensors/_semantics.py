@@ -11,9 +11,9 @@ and ``fingrav devices`` say the same thing.
 """
 
 from __future__ import annotations
+
 from dataclasses import dataclass
 from typing import Any
-
 
 #: The logger figures whose source a backend records (Capabilities.provenance).
 FIGURES = ("period", "window", "delay", "tick")

@@ -9,8 +9,28 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from fingrav_native.sim._device import EXEC_DTYPE, FIRMWARE_DTYPE, KERNEL_PRESETS, LOG_DTYPE, Parameter, RunResult, SimGPU, kernel_presets, parameters, sensor_params, steady_state_index
-    from fingrav_native.sim._node import COLLECTIVE_KINDS, COLLECTIVE_TRUTH_DTYPE, CollectiveTime, FabricParams, SimNode, SimRankBackend, collective_time
+    from fingrav_native.sim._device import (
+        EXEC_DTYPE,
+        FIRMWARE_DTYPE,
+        KERNEL_PRESETS,
+        LOG_DTYPE,
+        Parameter,
+        RunResult,
+        SimGPU,
+        kernel_presets,
+        parameters,
+        sensor_params,
+        steady_state_index,
+    )
+    from fingrav_native.sim._node import (
+        COLLECTIVE_KINDS,
+        COLLECTIVE_TRUTH_DTYPE,
+        CollectiveTime,
+        FabricParams,
+        SimNode,
+        SimRankBackend,
+        collective_time,
+    )
 
 # Each public name -> the private module that defines it. Loaded on first use (PEP 562, as scipy
 # and scikit-image do), so importing one module of this package never imports the rest of it.

@@ -15,11 +15,13 @@ its window (a cumulative integral on a 0.5 us grid), plus noise.
 """
 
 from __future__ import annotations
+
 from typing import Any
+
 import numpy as np
+
 from fingrav_native.records._layouts import make_executions
 from fingrav_native.sensors._model import SensorModel
-
 
 DURATION_NS = 366_000.0  # cb-4k-gemm's SSP execution (issue 15's figures)
 

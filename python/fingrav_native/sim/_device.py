@@ -71,12 +71,14 @@ True
 """
 
 from __future__ import annotations
+
 from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
+
 import numpy as np
+
 from fingrav_native import _core
 from fingrav_native.sensors._model import SensorModel, sensor_preset
-
 
 EXEC_DTYPE = _core.EXEC_DTYPE
 

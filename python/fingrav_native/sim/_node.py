@@ -104,17 +104,19 @@ True
 """
 
 from __future__ import annotations
+
 import math
 from dataclasses import dataclass
 from typing import Any, Optional, Sequence
+
 import numpy as np
+
 from fingrav_native import _core
 from fingrav_native._checks import integer_in
-from fingrav_native.records._recording import Capabilities, RunRecord
 from fingrav_native.backends._base import KernelSpec, execution_plan, wait_for_idle
 from fingrav_native.backends._sim import sim_markers
+from fingrav_native.records._recording import Capabilities, RunRecord
 from fingrav_native.sim._device import RunResult, SimGPU, kernel_presets, parameters
-
 
 #: Collectives the fabric model knows (ring algorithm).
 COLLECTIVE_KINDS: tuple[str, ...] = ("allreduce", "allgather", "reducescatter")
