@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, cast
 
 from fingrav_native import _core
 from fingrav_native.backends import _amd_sysfs as amd_sysfs
 from fingrav_native.backends._amd import AmdBackend
-from fingrav_native.backends._base import LivePower
+from fingrav_native.backends._base import Backend, LivePower
 from fingrav_native.backends._nvidia import NVML_MODES, NvidiaBackend, match_nvml_device, nvml_sensor
 from fingrav_native.backends._sim import LiveSimBackend, SimBackend
 from fingrav_native.sensors._model import SensorModel
@@ -83,7 +83,7 @@ def parse_device(device: str) -> DeviceSpec:
     return DeviceSpec(m.group(1), int(m.group(2)), m.group(3))
 
 
-def open_device(device: Any = "sim", *, seed: Optional[int] = None, **options: Any) -> Any:
+def open_device(device: Any = "sim", *, seed: Optional[int] = None, **options: Any) -> Backend:
     """Open a device for a campaign: the one resolver the CLI, :func:`profile` and the recorder share.
 
     Parameters
@@ -116,7 +116,7 @@ def open_device(device: Any = "sim", *, seed: Optional[int] = None, **options: A
     """
     if not isinstance(device, str):
         if all(hasattr(device, a) for a in ("capabilities", "execute_run", "wait_idle")):
-            return device
+            return cast(Backend, device)
         raise ValueError(f"device={device!r}: must be a backend or a device string; one of {DEVICE_FORMS}")
     spec = parse_device(device)
     if spec.vendor in ("sim", "sim-live"):
@@ -132,12 +132,13 @@ def open_device(device: Any = "sim", *, seed: Optional[int] = None, **options: A
             if spec.mode not in NVML_MODES:
                 raise ValueError(f"device={device!r}: unknown NVML mode {spec.mode!r}; one of {', '.join(NVML_MODES)}")
             options.setdefault("power", spec.mode)
-        return NvidiaBackend(device=spec.index, **options)
+        # The hardware backends take their own kernel type (a Workload): Backend in every other respect.
+        return cast(Backend, NvidiaBackend(device=spec.index, **options))
     if spec.mode is not None:
         if spec.mode not in ("energy", "socket"):
             raise ValueError(f"device={device!r}: unknown channel {spec.mode!r}; 'energy' or 'socket'")
         options.setdefault("channel", spec.mode)
-    return AmdBackend(device=spec.index, **options)
+    return cast(Backend, AmdBackend(device=spec.index, **options))
 
 
 def _nvml_device(index: int, mode: str) -> _Resolved:
