@@ -1,14 +1,15 @@
-"""The package's architecture, checked (issue 14; docs/ARCHITECTURE.md).
+"""The package's architecture, checked against docs/ARCHITECTURE.md.
 
-* no import circle between the package's modules, counting imports hidden
-  inside functions (they run too, later), so no module needs a lazy import
-  to break one;
+* every module of the package sits in exactly one layer of the document's
+  layer table, and no import (module level or inside a function) runs from a
+  layer up to a higher one;
+* the analysis layers (records, sensors, clocks, method, insitu, multi)
+  import nothing of backends/, sim/, files/ or app/;
+* no import circle between the package's modules;
 * no module takes another module's private name;
-* the layering docs/ARCHITECTURE.md describes: the backend protocol imports
-  no backend, the method never imports the drivers of many GPUs or the app,
-  the file layer imports result types only, nothing imports the app;
-* the public API of 0.1 is still exported, and every old flat module path
-  forwards to the new one with a DeprecationWarning.
+* implementation modules are private (``_x.py``) behind the subpackage faces;
+* no function has more than 80 lines of code (its docstring not counted)
+  outside the short allowance below, and the document's table says the same.
 """
 
 from __future__ import annotations
@@ -16,8 +17,7 @@ from __future__ import annotations
 import ast
 import functools
 import graphlib
-import importlib
-import warnings
+import re
 from pathlib import Path
 
 import pytest
@@ -25,64 +25,17 @@ import pytest
 import fingrav_native
 
 PACKAGE_DIR = Path(fingrav_native.__file__).resolve().parent
+REPO = PACKAGE_DIR.parents[1]
+ARCHITECTURE = REPO / "docs" / "ARCHITECTURE.md"
 PKG = "fingrav_native"
+ANALYSIS = ("records", "sensors", "clocks", "method", "insitu", "multi")
+ABOVE_ANALYSIS = ("backends", "sim", "files", "app")
+SUBPACKAGES = ANALYSIS + ABOVE_ANALYSIS
 
-#: fingrav_native.__all__ of release 0.1, before the subpackages.
-PUBLIC_API_0_1 = [
-    'AmdBackend', 'Backend', 'CHANNELS', 'Capabilities', 'ClockMap', 'ClockSyncRecorder', 'ClockSyncStats',
-    'DeviceUnavailableError', 'EXECUTION_DTYPE', 'EnergyEstimate', 'ErrorBudget', 'EventLog', 'ExecutionProfile',
-    'FLAG_DERIVED', 'FLAG_SOURCE_GAP', 'GoldenSelection', 'Guidance', 'GuidanceRow', 'HostClockInfo',
-    'InterleavedProfile', 'LOI_DTYPE', 'LibraryNotFoundError', 'LogAssignment', 'MARKER_DTYPE',
-    'MARKER_HAS_DEVICE_TS', 'MAX_PERIOD_NS', 'MIN_CAPACITY', 'MIN_PERIOD_NS', 'MarkerKind',
-    'NoLogsInExecutionsError', 'NodeProfile', 'NvidiaBackend', 'PiecewiseClockMap', 'PowerMeasurement',
-    'PowerSource', 'Profile', 'ProfileFormatError', 'READING_DTYPE', 'ReadLatency', 'RunRecord', 'SAMPLE_DTYPE',
-    'SSE_EXECUTIONS', 'SSE_INDEX', 'Sampler', 'SamplerError', 'SamplerStats', 'SimBackend', 'SourceInfo',
-    'SspSearch', 'SspStep', 'StitchedChannel', 'StitchedProfile', 'SymbolNotFoundError', 'SyntheticSource',
-    'TimestampSource', 'WholeRunView', 'Workload', '__version__', 'assign_logs_to_executions',
-    'energy_per_execution', 'export_trace', 'find_ssp_executions', 'fit_clock_map', 'fit_one_sided_clock_map',
-    'fit_piecewise_clock_map', 'host_time_ns', 'load_profile', 'lookup_guidance', 'make_executions',
-    'measure_brackets', 'measure_host_clock', 'merge_ranks', 'place_logs', 'profile', 'profile_distributed',
-    'profile_interleaved', 'profile_node', 'save_profile', 'select_executions_of_interest', 'select_golden_runs',
-    'stitch', 'stitch_logs', 'summarize_read_latency', 'target_loi_count', 'validate_executions',
-    'whole_run_view',
-]
-
-#: Old flat module -> (where a sample of its names lives now, names to check).
-FORWARDED = {
-    "agreement": ("fingrav_native.method.agreement", ["Agreement", "LocalAgreement"]),
-    "align": ("fingrav_native.method.align", ["place_logs"]),
-    "amd": ("fingrav_native.backends.amd", ["AmdBackend", "report"]),
-    "amd_sysfs": ("fingrav_native.backends.amd_sysfs", ["find_amd_gpus"]),
-    "backend": ("fingrav_native.backends.base", ["Backend", "Capabilities", "BackendWrapper"]),
-    "campaign": ("fingrav_native.method.campaign", ["load_campaign_runs"]),
-    "cli": ("fingrav_native.app.cli", ["main"]),
-    "clocksync": ("fingrav_native.clocks.maps", ["fit_clock_map", "ClockMap"]),
-    "demo": ("fingrav_native.app.demo", ["run_demo"]),
-    "devices": ("fingrav_native.backends.devices", ["list_backends", "format_reports"]),
-    "distributed": ("fingrav_native.multi.alignment", ["HostAlignment", "fit_host_alignment"]),
-    "golden": ("fingrav_native.method.golden", ["select_golden_runs"]),
-    "guidance": ("fingrav_native.method.guidance", ["lookup_guidance"]),
-    "io": ("fingrav_native.files.profiles", ["save_profile", "load_profile"]),
-    "multigpu": ("fingrav_native.multi.node", ["merge_ranks", "profile_node"]),
-    "nvidia": ("fingrav_native.backends.nvidia", ["NvidiaBackend"]),
-    "plot": ("fingrav_native.app.plot", ["plot_kernel", "plot_whole_run"]),
-    "profile": ("fingrav_native.method.profile", ["profile", "stitch_logs"]),
-    "progress": ("fingrav_native.method.progress", ["ProgressReporter"]),
-    "records": ("fingrav_native.method.records", ["EXECUTION_DTYPE", "make_executions"]),
-    "simnode": ("fingrav_native.sim.node", ["SimNode"]),
-    "steady": ("fingrav_native.method.steady", ["find_ssp_executions"]),
-    "stitch": ("fingrav_native.method.stitch", ["stitch", "energy_per_execution"]),
-    "syncreport": ("fingrav_native.clocks.report", ["sync_report"]),
-    "trace": ("fingrav_native.files.trace", ["export_trace"]),
-    "workloads": ("fingrav_native.backends.workloads", ["Workload", "torch_gemm"]),
-}
-#: Names that moved to a sibling module when an old module was split.
-SPLIT = {
-    ("profile", "Profile"): "fingrav_native.method.results",
-    ("backend", "SimBackend"): "fingrav_native.backends.sim",
-    ("multigpu", "NodeProfile"): "fingrav_native.multi.results",
-    ("devices", "BackendReport"): "fingrav_native.backends.report",
-}
+#: Functions allowed more than 80 lines of code, with the reason. Keep it short: cut a function
+#: along its seams instead of adding it here.
+LONG_FUNCTIONS: dict[str, str] = {}
+MAX_FUNCTION_LINES = 80
 
 
 def _module_name(path: Path) -> str:
@@ -93,6 +46,7 @@ def _module_name(path: Path) -> str:
     return ".".join(parts)
 
 
+@functools.lru_cache(maxsize=None)
 def _modules() -> dict[str, Path]:
     mods = {_module_name(p): p for p in PACKAGE_DIR.rglob("*.py")}
     # The compiled extension (_core) is a module too; its stub stands for it and imports nothing of ours.
@@ -101,18 +55,9 @@ def _modules() -> dict[str, Path]:
     return mods
 
 
-def _is_forwarder(path: Path) -> bool:
-    return "forward(__name__" in path.read_text()
-
-
-def _imports(path: Path, modules: dict[str, Path]) -> set[tuple[str, str]]:
-    """(module, name) pairs this file imports from the package, wherever the import statement is."""
-    return set(_parsed_imports(path))
-
-
 @functools.lru_cache(maxsize=None)
 def _parsed_imports(path: Path) -> frozenset[tuple[str, str]]:
-    # Each file is parsed once per session: every test here reads the same files.
+    """(module, name) pairs this file imports from the package, wherever the import statement is."""
     me = _module_name(path)
     is_pkg = path.name == "__init__.py"
     out: set[tuple[str, str]] = set()
@@ -135,27 +80,79 @@ def _parsed_imports(path: Path) -> frozenset[tuple[str, str]]:
     return frozenset(out)
 
 
-def _graph() -> dict[str, set[str]]:
+@functools.lru_cache(maxsize=None)
+def _graph() -> dict[str, frozenset[str]]:
     modules = _modules()
-    graph: dict[str, set[str]] = {}
+    graph: dict[str, frozenset[str]] = {}
     for name, path in modules.items():
         deps: set[str] = set()
-        for src, imported in _imports(path, modules):
+        for src, imported in _parsed_imports(path):
             sub = f"{src}.{imported}" if imported else ""
-            # An edge means "needs that module fully executed": a name taken from a
-            # module needs the module; a submodule taken from a package needs the
-            # submodule only (the package's __init__ may still be running, which
-            # is how every package __init__ imports its own submodules).
+            # A name taken from a module needs the module; a submodule taken from a
+            # package needs the submodule only.
             deps.add(sub if sub in modules else src)
         deps.discard(name)
-        graph[name] = deps
+        graph[name] = frozenset(deps)
     return graph
 
 
+@functools.lru_cache(maxsize=None)
+def _layer_table() -> dict[str, int]:
+    """Module (without the package prefix) -> layer number, read from the document's layer table."""
+    table: dict[str, int] = {}
+    text = ARCHITECTURE.read_text()
+    section = text.split("## Layers", 1)[1].split("\n## ", 1)[0]
+    for line in section.splitlines():
+        m = re.match(r"^\|\s*(\d+)\s*\|[^|]*\|([^|]*)\|", line)
+        if not m:
+            continue
+        for item in re.findall(r"`([^`]+)`", m.group(2)):
+            assert item not in table, f"{item} is listed twice in the layer table"
+            table[item] = int(m.group(1))
+    return table
+
+
+def _layer_of(module: str) -> int:
+    rel = module[len(PKG) + 1:] if module != PKG else PKG
+    return _layer_table()[rel]
+
+
+def test_every_module_is_in_the_layer_table_and_nothing_else():
+    table = _layer_table()
+    mods = {m[len(PKG) + 1:] if m != PKG else PKG for m in _modules()}
+    assert sorted(mods - set(table)) == [], "modules missing from docs/ARCHITECTURE.md's layer table"
+    assert sorted(set(table) - mods) == [], "the layer table names modules that do not exist"
+
+
+def test_no_import_runs_back_up_a_layer():
+    offenders = []
+    for name, deps in _graph().items():
+        for d in deps:
+            if d in _modules() and _layer_of(d) > _layer_of(name):
+                offenders.append(f"{name} (layer {_layer_of(name)}) imports {d} (layer {_layer_of(d)})")
+    assert not offenders, "\n".join(sorted(offenders))
+
+
+def test_the_upward_check_catches_an_upward_import():
+    # The check is only as good as its ability to fail: a record importing the app must be caught.
+    assert _layer_of(f"{PKG}.records._layouts") < _layer_of(f"{PKG}.app._profile")
+
+
+def test_the_analysis_layers_import_no_device_file_or_driver():
+    offenders = []
+    for name, deps in _graph().items():
+        parts = name.split(".")
+        if len(parts) < 3 or parts[1] not in ANALYSIS:
+            continue
+        for d in deps:
+            dparts = d.split(".")
+            if len(dparts) >= 2 and dparts[1] in ABOVE_ANALYSIS:
+                offenders.append(f"{name} imports {d}")
+    assert not offenders, offenders
+
+
 def test_the_package_has_no_import_circle_not_even_inside_functions():
-    graph = _graph()
-    # The top-level namespace imports every public module; an edge back to it
-    # from a module below would be a circle, so it is counted like any other.
+    graph = {k: set(v) for k, v in _graph().items()}
     try:
         list(graphlib.TopologicalSorter(graph).static_order())
     except graphlib.CycleError as exc:
@@ -163,8 +160,8 @@ def test_the_package_has_no_import_circle_not_even_inside_functions():
 
 
 def test_the_circle_check_catches_a_circle():
-    graph = _graph()
-    graph["fingrav_native.method.records"].add("fingrav_native.method.profile")
+    graph = {k: set(v) for k, v in _graph().items()}
+    graph[f"{PKG}.records._layouts"].add(f"{PKG}.app._profile")
     with pytest.raises(graphlib.CycleError):
         list(graphlib.TopologicalSorter(graph).static_order())
 
@@ -173,90 +170,47 @@ def test_no_module_takes_another_modules_private_name():
     modules = _modules()
     offenders = []
     for name, path in modules.items():
-        for src, imported in _imports(path, modules):
+        for src, imported in _parsed_imports(path):
             private = imported.startswith("_") and not imported.startswith("__")
             if private and f"{src}.{imported}" not in modules and src != name:
                 offenders.append(f"{name} imports {imported} from {src}")
     assert not offenders, offenders
 
 
-def _under(module: str, prefix: str) -> bool:
-    """``module`` is ``prefix`` or inside it (a prefix ending in "." means inside only)."""
-    if prefix.endswith("."):
-        return module.startswith(prefix)
-    return module == prefix or module.startswith(prefix + ".")
-
-
-@pytest.mark.parametrize(("module", "must_not_import"), [
-    # zeus's device/gpu/common.py never imports its vendors (STYLE.md).
-    ("fingrav_native.backends.base", ("fingrav_native.backends.sim", "fingrav_native.backends.amd",
-                                      "fingrav_native.backends.nvidia", "fingrav_native.sim")),
-    ("fingrav_native.backends.report", ("fingrav_native.backends.",)),
-    # Result types sit below the orchestrators and the file layer.
-    ("fingrav_native.method.results", ("fingrav_native.method.profile", "fingrav_native.files", "fingrav_native.multi")),
-    ("fingrav_native.multi.results", ("fingrav_native.multi.node", "fingrav_native.files")),
-    ("fingrav_native.files.profiles", ("fingrav_native.method.profile", "fingrav_native.multi.node")),
-    ("fingrav_native.files.trace", ("fingrav_native.method.profile", "fingrav_native.multi.node")),
-])
-def test_layering(module, must_not_import):
-    graph = _graph()
-    # Transitively: what the module pulls in when imported.
-    seen, todo = set(), [module]
-    while todo:
-        m = todo.pop()
-        for d in graph.get(m, ()):
-            if d not in seen:
-                seen.add(d)
-                todo.append(d)
-    bad = sorted(d for d in seen for prefix in must_not_import if _under(d, prefix))
-    assert not bad, f"{module} pulls in {bad}"
-
-
-def test_nothing_below_the_app_imports_it():
-    graph = _graph()
-    modules = _modules()
-    for name, deps in graph.items():
-        if name.startswith("fingrav_native.app") or name in ("fingrav_native.__main__",):
-            continue
-        if _is_forwarder(modules[name]):
-            continue
-        assert not [d for d in deps if d.startswith("fingrav_native.app")], name
-
-
-def test_the_public_api_of_0_1_is_still_exported():
-    missing = [n for n in PUBLIC_API_0_1 if n not in fingrav_native.__all__ or not hasattr(fingrav_native, n)]
-    assert not missing
-    assert callable(fingrav_native.profile) and callable(fingrav_native.stitch)
-
-
-@pytest.mark.parametrize("old", sorted(FORWARDED))
-def test_old_module_paths_forward_with_a_deprecation_warning(old):
-    new, names = FORWARDED[old]
-    fwd = importlib.import_module(f"{PKG}.{old}")
-    target = importlib.import_module(new)
-    for name in names:
-        with pytest.warns(DeprecationWarning, match=rf"{PKG}\.{old} is deprecated.*import {name} from {new}"):
-            got = getattr(fwd, name)
-        assert got is getattr(target, name)
-    for (o, name), where in SPLIT.items():
-        if o == old:
-            with pytest.warns(DeprecationWarning, match=where):
-                assert getattr(fwd, name) is getattr(importlib.import_module(where), name)
-    with pytest.raises(AttributeError, match="no attribute 'no_such_name'"):
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            fwd.no_such_name  # noqa: B018
-    assert set(names) <= set(dir(fwd))
-
-
-def test_importing_an_old_path_keeps_the_functions_of_the_same_name():
-    import fingrav_native.profile  # noqa: F401
-    import fingrav_native.stitch  # noqa: F401
-
-    assert callable(fingrav_native.profile) and callable(fingrav_native.stitch)
-
-
-def test_every_old_flat_module_is_a_forwarder_and_nothing_else_is_flat():
+def test_implementation_modules_are_private_behind_their_faces():
+    public = []
+    for name in _modules():
+        parts = name.split(".")
+        if len(parts) == 3 and parts[1] in SUBPACKAGES and not parts[2].startswith("_"):
+            public.append(name)
+    assert not public, f"implementation modules must be private (_x.py): {public}"
     flat = sorted(p.stem for p in PACKAGE_DIR.glob("*.py") if not p.name.startswith("_"))
-    assert flat == sorted(FORWARDED)
-    assert all(_is_forwarder(PACKAGE_DIR / f"{m}.py") for m in flat)
+    assert flat == ["native"], flat
+
+
+def _functions() -> list[tuple[str, int]]:
+    out = []
+    for name, path in _modules().items():
+        if path.suffix != ".py":
+            continue
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                lines = node.end_lineno - node.lineno + 1
+                first = node.body[0]
+                if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) \
+                        and isinstance(first.value.value, str):
+                    lines -= first.end_lineno - first.lineno + 1
+                out.append((f"{name}.{node.name}", lines))
+    return out
+
+
+def test_no_function_is_longer_than_80_lines_of_code():
+    long = sorted(f"{n} ({k} lines)" for n, k in _functions() if k > MAX_FUNCTION_LINES and n not in LONG_FUNCTIONS)
+    assert not long, long
+    stale = sorted(n for n in LONG_FUNCTIONS if n not in {f for f, k in _functions() if k > MAX_FUNCTION_LINES})
+    assert not stale, f"allowances no longer needed: {stale}"
+
+
+def test_the_document_states_the_length_bound():
+    assert f"{MAX_FUNCTION_LINES} lines" in ARCHITECTURE.read_text()
