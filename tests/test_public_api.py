@@ -1,0 +1,129 @@
+"""The public API, checked (scipy's test_public_api is the model).
+
+A public module is one no part of whose dotted path starts with an
+underscore. The list below is the whole public surface: a new public-looking
+module fails here until it is either made private (``_x.py``) or added on
+purpose. The top level holds the curated names, grouped by job in the package
+docstring; each subpackage face lists exactly the names it loads.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import pkgutil
+import warnings
+
+import pytest
+
+import fingrav_native
+
+PUBLIC_MODULES = [
+    "fingrav_native",
+    "fingrav_native.app",
+    "fingrav_native.backends",
+    "fingrav_native.clocks",
+    "fingrav_native.files",
+    "fingrav_native.insitu",
+    "fingrav_native.method",
+    "fingrav_native.multi",
+    "fingrav_native.native",
+    "fingrav_native.records",
+    "fingrav_native.sensors",
+    "fingrav_native.sim",
+]
+FACES = [m for m in PUBLIC_MODULES if m not in ("fingrav_native", "fingrav_native.native")]
+
+#: The top level: about 25 names by job, plus every error and warning the entry points raise.
+TOP_LEVEL = {
+    "__version__",
+    "open_device", "profile", "record",
+    "stitch_logs", "profile_trace", "characterize",
+    "save", "load", "export_trace",
+    "Recording", "Profile", "ExecutionProfile", "InterleavedProfile", "NodeProfile", "TraceProfile",
+    "KernelTrace", "Characterisation", "SensorModel", "Capabilities", "sensor_preset", "make_executions",
+    "EXECUTION_DTYPE", "SAMPLE_DTYPE",
+    "ProfileFormatError", "CaptureFormatError", "TraceFormatError", "CampaignFormatError",
+    "CampaignMismatchError", "CampaignLockedError", "NoLogsInExecutionsError", "LibraryNotFoundError",
+    "SymbolNotFoundError", "DeviceUnavailableError", "SamplerError",
+    "SensorResolutionWarning", "PhaseSteeringWarning", "ClockStepWarning", "UnknownSensorWindowWarning",
+}
+
+
+def _is_public(name: str) -> bool:
+    return not any(part.startswith("_") for part in name.split("."))
+
+
+def test_the_public_modules_are_exactly_the_listed_ones():
+    found = ["fingrav_native"]
+    for info in pkgutil.walk_packages(fingrav_native.__path__, "fingrav_native."):
+        if _is_public(info.name):
+            found.append(info.name)
+    assert sorted(found) == sorted(PUBLIC_MODULES), (
+        "a public-looking module appeared (or one went): make it private (_x.py) behind its "
+        "subpackage's face, or add it to PUBLIC_MODULES on purpose")
+
+
+def test_every_public_module_imports_without_warnings():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for name in PUBLIC_MODULES:
+            importlib.import_module(name)
+
+
+def test_the_top_level_is_the_curated_list():
+    assert set(fingrav_native.__all__) == TOP_LEVEL
+    assert len(fingrav_native.__all__) == len(set(fingrav_native.__all__))
+    for name in fingrav_native.__all__:
+        assert getattr(fingrav_native, name) is not None, name
+    # About 25 names for the jobs; the rest are the errors and warnings the entry points raise.
+    jobs = [n for n in TOP_LEVEL if not n.endswith(("Error", "Warning")) and n != "__version__"]
+    assert 20 <= len(jobs) <= 30
+
+
+def test_the_top_level_docstring_names_every_public_name():
+    doc = fingrav_native.__doc__ or ""
+    missing = [n for n in fingrav_native.__all__
+               if n != "__version__" and not n.endswith(("Error", "Warning")) and n not in doc]
+    assert not missing, f"the package docstring does not group {missing}"
+
+
+def test_dir_shows_the_public_names_and_subpackages_only():
+    shown = set(dir(fingrav_native))
+    assert set(fingrav_native.__all__) <= shown
+    assert not [n for n in shown if n.startswith("_") and n != "__version__"]
+
+
+@pytest.mark.parametrize("face", FACES)
+def test_each_face_lists_exactly_what_it_loads(face):
+    mod = importlib.import_module(face)
+    assert mod.__all__ == sorted(mod.__all__)
+    assert sorted(dir(mod)) == sorted(mod.__all__)
+    for name in mod.__all__:
+        value = getattr(mod, name)
+        home = getattr(value, "__module__", None)
+        if inspect.isclass(value) or inspect.isfunction(value):
+            # Defined behind this face (or re-exported from the compiled core).
+            assert home is not None and (home.startswith(face + "._") or home == "fingrav_native._core"), \
+                f"{face}.{name} is defined in {home}"
+    with pytest.raises(AttributeError, match="no attribute 'no_such_name'"):
+        getattr(mod, "no_such_name")
+
+
+def test_a_name_in_two_faces_is_the_same_object():
+    seen: dict[str, object] = {}
+    for face in FACES:
+        mod = importlib.import_module(face)
+        for name in mod.__all__:
+            value = getattr(mod, name)
+            if name in seen and inspect.isclass(value):
+                assert seen[name] is value, name
+            seen.setdefault(name, value)
+
+
+def test_the_top_level_objects_are_those_of_the_faces():
+    import fingrav_native.app as app
+    import fingrav_native.method as method
+
+    assert fingrav_native.profile is app.profile
+    assert fingrav_native.stitch_logs is method.stitch_logs
