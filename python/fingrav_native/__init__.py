@@ -35,6 +35,9 @@ objects and constants for experts.
 
 from __future__ import annotations
 
+import importlib
+from typing import Any
+
 from fingrav_native._core import (
     SAMPLE_DTYPE,
     DeviceUnavailableError,
@@ -90,7 +93,17 @@ __all__ = [
 ]
 
 
+#: The subpackages, reachable as attributes (``fingrav_native.method``) after ``import fingrav_native``.
+_SUBPACKAGES = ("app", "backends", "clocks", "files", "insitu", "method", "multi", "native", "records", "sensors", "sim")
+
+
+def __getattr__(name: str) -> Any:
+    # A subpackage is imported on first use (PEP 562), so ``fg.sim.SimGPU`` works after ``import fingrav_native``.
+    if name in _SUBPACKAGES:
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def __dir__() -> list[str]:
     # What tab completion offers: the public names and the subpackages, not the import machinery.
-    return sorted([*__all__, "app", "backends", "clocks", "files", "insitu", "method", "multi", "native", "records",
-                   "sensors", "sim"])
+    return sorted([*__all__, *_SUBPACKAGES])

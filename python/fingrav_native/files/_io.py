@@ -70,10 +70,14 @@ def save_recording(recording: Recording, path: PathLike) -> str:
         raise ValueError(f"recording: must be a Recording, got {type(recording).__name__}")
     p = _path(path)
     domains = sorted(recording.clocks)
+    # Arrays in the provenance (a simulator's truth per execution, say) travel as members of their own,
+    # exact in dtype and value; the rest is JSON.
+    array_keys = sorted(k for k, v in recording.provenance.items() if isinstance(v, np.ndarray))
+    prov = {k: v for k, v in recording.provenance.items() if k not in array_keys}
     header = {"format": RECORDING_FORMAT, "version": RECORDING_VERSION, "clock_domains": domains,
               "has_executions": recording.executions is not None, "has_markers": recording.markers is not None,
               "sensor": None if recording.sensor is None else recording.sensor.as_dict(),
-              "source": recording.source, "provenance": recording.provenance}
+              "source": recording.source, "provenance": prov, "array_provenance": array_keys}
     try:
         text = json.dumps(header, allow_nan=False)
     except (TypeError, ValueError) as exc:
@@ -85,6 +89,10 @@ def save_recording(recording: Recording, path: PathLike) -> str:
         arrays["markers"] = np.ascontiguousarray(recording.markers)
     for i, d in enumerate(domains):
         arrays[f"clock{i}"] = np.ascontiguousarray(recording.clocks[d])
+    for i, k in enumerate(array_keys):
+        if recording.provenance[k].dtype.hasobject:
+            raise ValueError(f"recording: provenance[{k!r}] holds Python objects; only plain arrays are saved")
+        arrays[f"prov{i}"] = np.ascontiguousarray(recording.provenance[k])
     folder = os.path.dirname(os.path.abspath(p))
     if not os.path.isdir(folder):
         raise ValueError(f"path={p!r}: its folder does not exist")
@@ -135,13 +143,19 @@ def load_recording(path: PathLike) -> Recording:
         domains = header.get("clock_domains")
         if not isinstance(domains, list) or not all(isinstance(d, str) for d in domains):
             raise bad("header.clock_domains: must be a list of names")
+        array_keys = header.get("array_provenance", [])
+        prov = header.get("provenance") or {}
+        if not isinstance(array_keys, list) or not all(isinstance(k, str) for k in array_keys) \
+                or not isinstance(prov, dict):
+            raise bad("header.provenance / header.array_provenance: must be an object and a list of names")
         try:
             sensor = None if header.get("sensor") is None else SensorModel.from_dict(header["sensor"])
             return Recording(samples=member("samples"),
                              executions=member("executions") if header.get("has_executions") else None,
                              markers=member("markers") if header.get("has_markers") else None,
                              clocks={d: member(f"clock{i}") for i, d in enumerate(domains)},
-                             sensor=sensor, source=header.get("source") or {}, provenance=header.get("provenance") or {})
+                             sensor=sensor, source=header.get("source") or {},
+                             provenance={**prov, **{k: member(f"prov{i}") for i, k in enumerate(array_keys)}})
         except (ValueError, TypeError, KeyError) as exc:
             raise bad(f"malformed recording: {exc}") from None
 
