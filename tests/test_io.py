@@ -124,6 +124,7 @@ def test_interleaved_round_trip(tmp_path):
 
 def test_truncated_file(prof, tmp_path):
     path = save_profile(prof, tmp_path / "p.fgprof")
+    assert path == str(tmp_path / "p.fgprof")
     data = (tmp_path / "p.fgprof").read_bytes()
     for cut in (10, len(data) // 2, len(data) - 30):
         bad = tmp_path / f"cut{cut}.fgprof"

@@ -100,6 +100,7 @@ def test_a_recording_with_what_json_cannot_hold_is_refused_before_writing(tmp_pa
 def test_a_damaged_recording_is_refused_by_name(tmp_path):
     _, rec = _run()
     path = fg.save(fg.Recording.from_run(rec), tmp_path / "r.npz")
+    assert path == str(tmp_path / "r.npz")
     data = (tmp_path / "r.npz").read_bytes()
     (tmp_path / "cut.npz").write_bytes(data[: len(data) // 2])
     with pytest.raises(ValueError, match="cut.npz"):

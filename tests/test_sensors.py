@@ -7,8 +7,19 @@ import math
 import numpy as np
 import pytest
 
-from fingrav_native.method import deconvolve, needs_deconvolution, runs_needed
-from fingrav_native.sensors import SENSOR_PRESETS, SensorModel, counter_to_logs, sensor_preset
+from fingrav_native import stitch_logs
+from fingrav_native.files import load_characterisation, load_profile, save_profile
+from fingrav_native.method import SensorResolutionWarning, deconvolve, needs_deconvolution, runs_needed
+from fingrav_native.sensors import (
+    SENSOR_PRESETS,
+    Characterisation,
+    SensorModel,
+    counter_resolution,
+    counter_to_logs,
+    estimate_period,
+    fit_step_response,
+    sensor_preset,
+)
 from fingrav_native.sim._analytic import DURATION_NS, Identity, logged_runs, shape
 
 # ---------------------------------------------------------------- the model
@@ -188,8 +199,6 @@ def test_when_to_deconvolve_and_how_many_runs():
 
 # ---------------------------------------------------------------- characterisation
 
-from fingrav_native.files import load_characterisation
-from fingrav_native.sensors import Characterisation, counter_resolution, estimate_period, fit_step_response
 
 
 @pytest.mark.parametrize(("shape_name", "length", "delay"), [("boxcar", 1e6, 1e5), ("first_order", 3e5, 2e5),
@@ -237,9 +246,6 @@ def test_counter_quantum_and_file_round_trip(tmp_path):
 
 # ---------------------------------------------------------------- through stitch_logs
 
-from fingrav_native import stitch_logs
-from fingrav_native.files import load_profile, save_profile
-from fingrav_native.method import SensorResolutionWarning
 
 
 @pytest.mark.slow
