@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Clock-sync benchmark (issue 4): event placement error on host time, against baselines and the floor.
+"""Clock-sync benchmark: event placement error on host time, against baselines and the floor.
 
 One simulated campaign (``SimGPU`` in virtual time, ground truth known) of
 ``--minutes`` (default 10) with 2 us reads (300 ns mean jitter), 0.2 % of
@@ -57,8 +57,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from fingrav_native.clocks import _maps as clocksync
-from fingrav_native.sim import SimGPU
+import fingrav_native as fg
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from results_readme import write_section  # noqa: E402
@@ -99,7 +98,7 @@ def run_campaign(
     params: dict[str, float], *, minutes: float, seed: int, start_reads: int, burst: int, burst_ms: float
 ) -> dict[str, Any]:
     """Record every method's reads during one virtual campaign."""
-    gpu = SimGPU(seed=seed, **params)  # type: ignore[arg-type]  # params are all floats
+    gpu = fg.sim.SimGPU(seed=seed, **params)  # type: ignore[arg-type]  # params are all floats
     t0 = gpu.now()
     start = gpu.read_clocks(start_reads)
     duration = int(minutes * 60e9)
@@ -159,10 +158,10 @@ def build_methods(c: dict[str, Any]) -> tuple[dict[str, Callable[[np.ndarray], n
     maps["two_point"] = two_point_map(pairs[:, 1], pairs[:, 2].astype(np.float64))
     maps["two_point_mid"] = two_point_map(pairs[:, 1], 0.5 * (pairs[:, 0] + pairs[:, 2]).astype(np.float64))
     t = time.perf_counter()
-    single = clocksync.fit_clock_map(bursts, tick_ns=TICK_NS)
+    single = fg.clocks.fit_clock_map(bursts, tick_ns=TICK_NS)
     t_single = time.perf_counter() - t
     t = time.perf_counter()
-    pw = clocksync.fit_piecewise_clock_map(bursts, tick_ns=TICK_NS)
+    pw = fg.clocks.fit_piecewise_clock_map(bursts, tick_ns=TICK_NS)
     t_pw = time.perf_counter() - t
     maps["ours_single"] = single.to_host
     maps["ours"] = pw.to_host
@@ -347,7 +346,7 @@ def readme_section(res: dict[str, Any], argv: list[str]) -> str:
         f"{b['coverage'] * 100:.2f} % of events (the bound includes half the best round trip, "
         "since the asymmetry cannot be seen; the true error sits near the floor).",
         "",
-        "Targets (issue 4):",
+        "Targets:",
         "",
     ]
     for tk in t.values():
@@ -424,7 +423,7 @@ def main(argv: list[str] | None = None) -> int:
     sim_s = time.perf_counter() - wall0
     ev = evaluate(c, events=args.events, seed=args.seed)
     floor = abs(params["read_asymmetry"] - 0.5) * params["read_rtt_ns"]
-    lat = clocksync.summarize_read_latency(c["bursts"])
+    lat = fg.clocks.summarize_read_latency(c["bursts"])
     pw = ev["info"]["piecewise"]
     main_res = {
         "floor_ns": floor,

@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
-"""In-situ profiling (issue 17): per-kernel energy error against the simulator's truth as iterations grow.
+"""In-situ profiling: per-kernel energy error against the simulator's truth as iterations grow.
 
-A training loop on the simulated GPU (``fingrav_native.sim.loop``: one GEMM
+A training loop on the simulated GPU (``fg.app.simulate_training_loop``: one GEMM
 name with two grids, a GEMV, host gaps, a data-loading pause every 50
 iterations, a cold start, the simulator's slow runs and outliers) is written
 as a torch.profiler trace plus the power capture a recorder would save, the
-logger stamping in its own firmware clock. ``profile_trace`` reads both; each
+logger stamping in its own firmware clock. ``fg.profile_trace`` reads both; each
 signature's energy per execution is compared with the mean true energy of the
 golden executions it used. Rows: sensor presets x iterations, seeds 1-3;
 the figure is the worst signature's error and each signature's.
@@ -36,9 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from fingrav_native import profile_trace
-from fingrav_native.app import simulate_training_loop
-from fingrav_native.files import load_capture
+import fingrav_native as fg
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from results_readme import write_section  # noqa: E402
@@ -51,13 +49,13 @@ LADDER = {True: (300, 1000), False: (300, 1000, 3000, 6000)}
 
 def one(sensor: str, iterations: int, seed: int) -> dict[str, Any]:
     """One loop, recorded and profiled: each signature's error against the truth."""
-    loop = simulate_training_loop(iterations, seed=seed, sensor=sensor)
+    loop = fg.app.simulate_training_loop(iterations, seed=seed, sensor=sensor)
     with tempfile.TemporaryDirectory() as d:
         trace, capture = loop.save(d)
         t0 = time.perf_counter()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # resolution warnings are part of what is measured
-            tp = profile_trace(trace, load_capture(capture), min_executions=50)
+            tp = fg.profile_trace(trace, fg.load(capture), min_executions=50)
         wall = time.perf_counter() - t0
     sig = {}
     for row, ep in zip(tp.kernels, tp.profiles):
@@ -108,10 +106,10 @@ def figure(rows: list[dict[str, Any]], path: str) -> None:
 def readme(out: dict[str, Any]) -> str:
     rows = out["rows"]
     lines = ["## In situ", "",
-             "`python bench/insitu_bench.py` (issue 17): a simulated training loop (gemm 128 = cb-4k-gemm, gemm 32 = "
+             "`python bench/insitu_bench.py`: a simulated training loop (gemm 128 = cb-4k-gemm, gemm 32 = "
              "cb-2k-gemm, gemv 64 = mb-4k-gemv; 7 kernels an iteration, host gaps, a 3 ms data-loading pause every 50 "
              "iterations, a cold start) written as a torch.profiler trace plus a power capture whose logger stamps in "
-             "its own clock; `profile_trace` per signature, against the mean true energy of the golden executions. "
+             "its own clock; `fg.profile_trace` per signature, against the mean true energy of the golden executions. "
              f"Seeds {out['meta']['seeds']}; each cell: mean |error| over seeds (worst seed in brackets).", "",
              "| sensor | iterations | " + " | ".join(out["signatures"]) + " | profile s |",
              "| --- | --- | " + " | ".join("---" for _ in out["signatures"]) + " | --- |"]
@@ -126,12 +124,12 @@ def readme(out: dict[str, Any]) -> str:
                 cells.append(f"{np.mean(e):.2f} % ({max(e):.2f})" if e else "-")
             lines.append(f"| {sensor} | {it} | " + " | ".join(cells) +
                          f" | {np.mean([r['profile_s'] for r in mine]):.1f} |")
-    lines += ["", "Reading the rows: with the instantaneous logger every signature is within the issue's 3 % from a "
+    lines += ["", "Reading the rows: with the instantaneous logger every signature is within the 3 % target from a "
               "thousand iterations on (the 37 us GEMV needs them: at 300 iterations it has a few hundred logs). The "
               "logs' offset against the kernels is measured and applied because the firmware clock's one-sided fit "
               "lands on each log's publication (about -26 us found against a true -23.6 us; the power's own lag "
               "behind activity is fitted beside it). The 1 ms averaging sensor is deconvolved over the whole timeline "
-              "(`sensors/timeline.py`): the 440 us GEMM comes out 5-6 % low and the 75 us GEMM within 5 %, but the "
+              "(`fg.method.fit_timeline`): the 440 us GEMM comes out 5-6 % low and the 75 us GEMM within 5 %, but the "
               "37 us GEMV stays 20-30 % high at any length: the simulated power of a kernel depends on what ran "
               "before it (a 15 us lag, dies that heat within a millisecond), and a 1 ms window cannot tell that "
               "context from the kernel itself. Read those rows as what the sensor cannot resolve.", ""]

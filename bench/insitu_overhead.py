@@ -1,7 +1,7 @@
-"""What live power capture costs an application (issue 17): the PowerRecorder's CPU and the slowdown it causes.
+"""What live power capture costs an application: the PowerRecorder's CPU and the slowdown it causes.
 
 In-situ profiling records power beside a running training loop
-(``fingrav_native.insitu.capture.PowerRecorder``: a C++ Sampler thread
+(``fg.record``, a ``fg.app.PowerRecorder``: a C++ Sampler thread
 polling the power source, one Python thread draining it and taking epoch
 brackets every ``brackets_every_s``). The paper's Section IV-A protocol needs
 the application undisturbed: each kernel execution is one run at a random
@@ -42,14 +42,13 @@ from pathlib import Path
 from typing import Any, Optional
 
 try:
-    from fingrav_native import _core
-    from fingrav_native.app import PowerRecorder
-    from fingrav_native.sim import SimGPU
+    import fingrav_native as fg
+    import fingrav_native.native  # fg.native: the C++ core's sources and period limits
 except ImportError as exc:  # pragma: no cover - a usage error, said plainly
     raise SystemExit(f"insitu_overhead: cannot import fingrav_native ({exc}); install it first") from exc
 
 REPO = Path(__file__).resolve().parents[1]
-#: The recorder's CPU over the sleep floor's, at most (issue 17).
+#: The recorder's CPU over the sleep floor's, at most: a recorder must not cost much more than waking up.
 TARGET_CPU_RATIO = 1.3
 #: How many times each loop condition runs (alternating with the other).
 LOOP_REPS = 15
@@ -65,12 +64,12 @@ def find_sleep_floor(explicit: Optional[str] = None) -> Optional[str]:
     return next((p for p in found if os.access(p, os.X_OK) and os.path.isfile(p)), None)
 
 
-def make_source(kind: str) -> _core.PowerSource:
+def make_source(kind: str) -> fg.native.PowerSource:
     """A fresh power source with a 1 ms logger (a source is polled by one sampler at a time)."""
     if kind == "synthetic":
-        return _core.SyntheticSource(period_ns=1_000_000)
+        return fg.native.SyntheticSource(period_ns=1_000_000)
     if kind == "sim":
-        return SimGPU(realtime=True, seed=0).power_source(depth=8)
+        return fg.sim.SimGPU(realtime=True, seed=0).power_source(depth=8)
     raise ValueError(f"source={kind!r}: must be 'synthetic' or 'sim'")
 
 
@@ -78,7 +77,7 @@ def recorder_cpu(seconds: float, period_ns: int, source: str) -> dict[str, Any]:
     """CPU of a recorder left running for ``seconds`` while this thread sleeps."""
     proc0 = time.process_time_ns()
     main0 = time.thread_time_ns()
-    with PowerRecorder(make_source(source), period_ns=period_ns) as rec:
+    with fg.record(make_source(source), period_ns=period_ns) as rec:
         time.sleep(seconds)
     proc = time.process_time_ns() - proc0 - (time.thread_time_ns() - main0)
     st = rec.capture.stats
@@ -153,7 +152,7 @@ def loop_slowdown(seconds: float, period_ns: int, source: str) -> dict[str, Any]
         # Alternate which condition goes first, so a drift in machine load falls on both.
         for recording in ((False, True) if rep % 2 == 0 else (True, False)):
             if recording:
-                with PowerRecorder(make_source(source), period_ns=period_ns):
+                with fg.record(make_source(source), period_ns=period_ns):
                     with_rec.append(cpu_loop(rounds))
             else:
                 without.append(cpu_loop(rounds))
@@ -189,8 +188,8 @@ def run_overhead(seconds: float, period_ns: int, *, source: str = "synthetic",
     """
     if not seconds > 0:
         raise ValueError(f"seconds={seconds!r}: must be > 0")
-    if not _core.MIN_PERIOD_NS <= period_ns <= _core.MAX_PERIOD_NS:
-        raise ValueError(f"period_ns={period_ns!r}: must be in [{_core.MIN_PERIOD_NS}, {_core.MAX_PERIOD_NS}]")
+    if not fg.native.MIN_PERIOD_NS <= period_ns <= fg.native.MAX_PERIOD_NS:
+        raise ValueError(f"period_ns={period_ns!r}: must be in [{fg.native.MIN_PERIOD_NS}, {fg.native.MAX_PERIOD_NS}]")
     exe = find_sleep_floor(sleep_floor)
     # Floor and recorder back to back, twice in alternating order: medians.
     recs, floors = [], []

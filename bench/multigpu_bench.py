@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
-"""Many GPUs (issue 8): merge and stitch cost against the number of ranks, alignment error against the truth.
+"""Many GPUs: merge and stitch cost against the number of ranks, alignment error against the truth.
 
-Every figure comes from a simulated node (``SimNode``, virtual time, one
+Every figure comes from a simulated node (``fg.sim.SimNode``, virtual time, one
 host clock per rank with its own offset and skew) profiled end to end with
-``profile_node`` (one thread per rank, decisions agreed between them, host
+``fg.app.profile_node`` (one thread per rank, decisions agreed between them, host
 clocks aligned by bracketed exchanges before and after the campaign):
 
 1. **Cost**, for R in {2, 4, 8, 16, 32, 64} ranks, of a modest campaign so
@@ -15,10 +15,10 @@ clocks aligned by bracketed exchanges before and after the campaign):
      clock exchanges (simulating R devices; not the method's cost);
    * *method, in the campaign*: the rest of ``profile_node``'s wall time
      (every rank's steps 1-8, fits, agreement between threads, the merge);
-   * *merge*: ``merge_ranks(profiles, alignments)`` alone, given the R
+   * *merge*: ``fg.multi.merge_ranks(profiles, alignments)`` alone, given the R
      per-rank profiles (best of ``--reps``);
    * *stitch*: steps 5-8 on one rank's records, re-run with
-     ``stitch_logs`` on that rank's campaign timeline (its logs on its own
+     ``fg.stitch_logs`` on that rank's campaign timeline (its logs on its own
      host clock, identity logger map), best of ``--reps`` per rank, median
      over ranks.
 
@@ -65,11 +65,7 @@ from typing import Any
 
 import numpy as np
 
-from fingrav_native.app import profile_node
-from fingrav_native.backends import BackendWrapper
-from fingrav_native.method import stitch_logs
-from fingrav_native.multi import merge_ranks
-from fingrav_native.sim import SimNode
+import fingrav_native as fg
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from results_readme import write_section  # noqa: E402
@@ -85,7 +81,7 @@ SSE_INDEX = 3
 # --------------------------------------------------------------------------- timing the simulator
 
 
-class TimedBackend(BackendWrapper):
+class TimedBackend(fg.backends.BackendWrapper):
     """A rank backend whose device calls add their wall time to a shared counter (the simulator's cost).
 
     ``profile_node`` serialises virtual-time backends behind one lock and
@@ -122,8 +118,8 @@ class Identity:
 
 
 def campaign(devices: int, nbytes: int, *, seed: int, runs: int, top_up: bool = False,
-             max_top_up_runs: int | None = None) -> tuple[SimNode, Any, dict]:
-    node = SimNode(devices=devices, seed=seed)
+             max_top_up_runs: int | None = None) -> tuple[fg.sim.SimNode, Any, dict]:
+    node = fg.sim.SimNode(devices=devices, seed=seed)
     kernel = node.collective("allreduce", nbytes)
     sim = {"s": 0.0}
     t = time.perf_counter()
@@ -138,8 +134,8 @@ def campaign(devices: int, nbytes: int, *, seed: int, runs: int, top_up: bool = 
             sim["s"] += time.perf_counter() - t0
 
     t = time.perf_counter()
-    prof = profile_node(kernel, backends, exchange=exchange, mode="sse", runs=runs, top_up=top_up,
-                        max_top_up_runs=max_top_up_runs)
+    prof = fg.app.profile_node(kernel, backends, exchange=exchange, mode="sse", runs=runs, top_up=top_up,
+                               max_top_up_runs=max_top_up_runs)
     wall = time.perf_counter() - t
     return node, prof, {"campaign_s": wall, "simulator_s": sim["s"], "method_in_campaign_s": wall - sim["s"]}
 
@@ -166,8 +162,8 @@ def stitch_rank(p: Any) -> tuple[Any, int]:
     margin = p.settings["margin"]
 
     def go() -> Any:
-        return stitch_logs(samples, tl.executions, lmap, execution_of_interest=SSE_INDEX, margin=margin,
-                           smoother=p.settings["smoother"], x=p.settings["x"], label="sse")
+        return fg.stitch_logs(samples, tl.executions, lmap, execution_of_interest=SSE_INDEX, margin=margin,
+                              smoother=p.settings["smoother"], x=p.settings["x"], label="sse")
 
     return go, len(p.profiles["sse"].lois)
 
@@ -177,7 +173,7 @@ def q(a: np.ndarray) -> dict[str, float]:
     return {"median_ns": float(np.median(a)), "p99_ns": float(np.percentile(a, 99)), "max_ns": float(a.max())}
 
 
-def alignment_errors(node: SimNode, prof: Any) -> dict[str, Any]:
+def alignment_errors(node: fg.sim.SimNode, prof: Any) -> dict[str, Any]:
     """Every rank's collective executions on the root's clock against the truth."""
     truth = node.collective_truth()
     errs, bounds, a_errs, a_bounds = [], [], [], []
@@ -227,7 +223,7 @@ def measure(devices: int, nbytes: int, args: argparse.Namespace, *, runs: int, t
     node, prof, cost = campaign(devices, nbytes, seed=args.seed, runs=runs, top_up=top_up,
                                 max_top_up_runs=max_top_up_runs)
     als = [prof.alignment(r) for r in range(devices)]
-    merge_s, _ = best_of(args.reps, lambda: merge_ranks(prof.ranks, als))
+    merge_s, _ = best_of(args.reps, lambda: fg.multi.merge_ranks(prof.ranks, als))
     stitch = []
     same = True
     for p in prof.ranks:
@@ -452,7 +448,8 @@ def notes(res: dict[str, Any]) -> list[str]:
             f"Merge cost follows the campaign's length, not only the ranks: the 64 KB campaign ({lat['runs']} runs) merges "
             f"in {c['merge_s'] / lat['ranks'] * 1e3:.0f} ms per rank, {c['merge_s'] / lat['ranks'] / c['stitch_per_rank_s']:.1f}x "
             "one rank's stitch; a profile of `merge_ranks` puts nearly all of it in `HostAlignment.error_bound_ns` "
-            "(`_causal_bound`, called on every execution start/end and LOI). Left as is; a candidate for vectorising.")
+            "(the causal bound, computed for every execution start/end and LOI). Left as is; a candidate for "
+            "vectorising.")
     al_max = max(s["accuracy"]["alignment_only"]["max_ns"] for s in sw)
     al_b = min(s["accuracy"]["alignment_bound_ns"]["median_over_ranks"] for s in sw)
     out.append(f"The alignment alone is off by at most {fmt_ns(al_max)} against a bound of ~{fmt_ns(al_b)}: the rest of "

@@ -14,7 +14,7 @@ bench/results/README.md:
    behaviour: the step response to a GEMM burst (time for the logged power
    to cross 10% and 90% of the idle-to-busy step, on the logger's own clock
    mapped to host time by the lower envelope), compared across modes;
-4. end to end: fingrav_native.profile on a PyTorch fp16 GEMM at two sizes
+4. end to end: ``fg.profile`` on a PyTorch fp16 GEMM at two sizes
    (default 8192 and 2048, the paper's CB-8K and CB-2K).
 
 Needs an NVIDIA GPU, the driver (libcuda, libnvidia-ml) and a CUDA build of
@@ -54,7 +54,12 @@ def _pct(a: np.ndarray, qs: tuple[float, ...] = (0, 10, 50, 90, 99, 100)) -> dic
 
 
 def check_environment(device: int) -> tuple[Any, Any, dict]:
-    """The modules needed, or a clear exit naming what is missing."""
+    """The modules needed, or a clear exit naming what is missing.
+
+    Returns the compiled core for its CUDA and NVML entry points (``cuda_devices``, ``nvml_devices``,
+    ``NvmlPowerSource``, the driver's version and path): no public face exports them, and this check
+    must read the driver below the backend. Everything else goes through ``fg``.
+    """
     try:
         from fingrav_native import _core
     except ImportError as exc:
@@ -77,13 +82,14 @@ def check_environment(device: int) -> tuple[Any, Any, dict]:
     return _core, torch, devs[device]
 
 
-def measure_clock(backend: Any, _core: Any, reads: int) -> dict:
-    from fingrav_native.clocks import fit_clock_map
+def measure_clock(backend: Any, reads: int) -> dict:
+    import fingrav_native as fg
 
     b = backend.read_clocks(reads)
     width = (b[:, 2] - b[:, 0]).astype(np.float64)
-    # The %globaltimer step the backend measured at start is the map's resolution (issue 19, item 6).
-    cmap = fit_clock_map(b, tick_ns=1.0, resolution_ticks=backend.capabilities.device_resolution_ticks)
+    # The %globaltimer step the backend measured at start is the map's resolution: a timer that moves
+    # once a microsecond cannot place a read to better than that, however tight the bracket.
+    cmap = fg.clocks.fit_clock_map(b, tick_ns=1.0, resolution_ticks=backend.capabilities.device_resolution_ticks)
     return {
         "reads": reads,
         "bracket_width_ns": _pct(width),
@@ -99,11 +105,12 @@ def _gemm_burst(torch: Any, n: int, seconds: float) -> tuple[int, int]:
     b = torch.randn(n, n, device="cuda", dtype=torch.float16)
     c = torch.empty(n, n, device="cuda", dtype=torch.float16)
     torch.cuda.synchronize()
-    from fingrav_native import _core
+    import fingrav_native as fg
+    import fingrav_native.native  # fg.native.host_time_ns
 
-    t0 = _core.host_time_ns()
+    t0 = fg.native.host_time_ns()
     launches = 0
-    while _core.host_time_ns() - t0 < seconds * 1e9:
+    while fg.native.host_time_ns() - t0 < seconds * 1e9:
         for _ in range(8):
             torch.matmul(a, b, out=c)
         launches += 8
@@ -112,6 +119,9 @@ def _gemm_burst(torch: Any, n: int, seconds: float) -> tuple[int, int]:
 
 
 def measure_nvml(_core: Any, torch: Any, nvml_index: int, quick: bool) -> dict:
+    import fingrav_native as fg
+    import fingrav_native.native  # fg.native: the sampler and its limits
+
     out: dict = {}
     idle_s, burst_s = (0.5, 1.0) if quick else (1.5, 3.0)
     for mode in ("samples", "instant", "average", "energy", "usage"):
@@ -121,12 +131,12 @@ def measure_nvml(_core: Any, torch: Any, nvml_index: int, quick: bool) -> dict:
             out[mode] = {"error": f"{type(exc).__name__}: {exc}"}
             continue
         info = src.info
-        period_poll = int(min(max(_core.MIN_PERIOD_NS, 250_000), _core.MAX_PERIOD_NS))
-        with _core.Sampler(src, period_ns=period_poll) as sampler:
+        period_poll = int(min(max(fg.native.MIN_PERIOD_NS, 250_000), fg.native.MAX_PERIOD_NS))
+        with fg.native.Sampler(src, period_ns=period_poll) as sampler:
             time.sleep(idle_s)
             t0, launches = _gemm_burst(torch, 8192, burst_s)
             time.sleep(idle_s)
-        s = sampler.drain() if sampler.available else np.zeros(0, dtype=_core.SAMPLE_DTYPE)
+        s = sampler.drain() if sampler.available else np.zeros(0, dtype=fg.native.SAMPLE_DTYPE)
         res: dict = {"logs": int(len(s)), "native_period_ns": int(info.native_period_ns),
                      "window_ns": int(info.window_ns), "clock_domain": info.clock_domain, "launches": launches}
         if len(s) >= 4:
@@ -150,15 +160,14 @@ def measure_nvml(_core: Any, torch: Any, nvml_index: int, quick: bool) -> dict:
     return out
 
 
-def profile_gemms(_core: Any, backend: Any, sizes: list[int], quick: bool) -> list[dict]:
-    from fingrav_native.app import profile
-    from fingrav_native.backends import torch_gemm
+def profile_gemms(backend: Any, sizes: list[int], quick: bool) -> list[dict]:
+    import fingrav_native as fg
 
     results = []
     for n in sizes:
-        w = torch_gemm(n, n, n, dtype="float16", device=backend.device)
+        w = fg.backends.torch_gemm(n, n, n, dtype="float16", device=backend.device)
         t = time.time()
-        p = profile(w, backend, runs=20 if quick else None, progress=lambda m: print("  " + m, flush=True))
+        p = fg.profile(w, backend, runs=20 if quick else None, progress=lambda m: print("  " + m, flush=True))
         eb = p.error_budget
         results.append({
             "workload": w.name, "seconds": round(time.time() - t, 1), "runs": p.runs, "mode": p.mode,
@@ -186,10 +195,10 @@ def main(argv: list[str] | None = None) -> int:
     command = "python bench/nvidia_validate.py " + " ".join(shlex.quote(a) for a in (argv or sys.argv[1:]))
 
     _core, torch, dev = check_environment(args.device)
-    from fingrav_native.backends import NvidiaBackend
+    import fingrav_native as fg
 
     print(f"device {args.device}: {dev['name']} ({dev['pci_bus_id']})", flush=True)
-    backend = NvidiaBackend(args.device, power=args.power)
+    backend = fg.open_device(f"nvidia:{args.device}:{args.power}")
     caps = backend.capabilities
     result: dict = {
         "command": command, "date": time.strftime("%Y-%m-%d %H:%M:%S %z"), "host": platform.node(),
@@ -202,11 +211,11 @@ def main(argv: list[str] | None = None) -> int:
         "marker_gap_ns": _pct(backend.marker_gaps_ns),
     }
     print("clock ...", flush=True)
-    result["globaltimer"] = measure_clock(backend, _core, args.reads)
+    result["globaltimer"] = measure_clock(backend, args.reads)
     print("nvml modes ...", flush=True)
     result["nvml"] = measure_nvml(_core, torch, backend.nvml_index, args.quick)
     print("profiles ...", flush=True)
-    result["profiles"] = profile_gemms(_core, backend, args.sizes, args.quick)
+    result["profiles"] = profile_gemms(backend, args.sizes, args.quick)
 
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)

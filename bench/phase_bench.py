@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
-"""Random against steered launch phase (issue 16): runs needed for the same accuracy, on the sim's sensors.
+"""Random against steered launch phase: runs needed for the same accuracy, on the sim's sensors.
 
 For each sensor preset, cb-4k-gemm's SSP profile (64 executions per run, the
 last is the execution of interest; the SSP search is skipped so that both
-protocols profile the same execution) is measured with ``profile(phase=
+protocols profile the same execution) is measured with ``fg.profile(phase=
 "random")`` (the paper's protocol, Section IV-A) and ``phase="steered"``
-(sequential equivalent-time sampling, :mod:`fingrav_native.method.phase`) at
+(sequential equivalent-time sampling, ``fg.method.PhaseSteerer``) at
 a ladder of run counts and several seeds, and scored against the simulator's
 truth (RMSE of the stitched or deconvolved curve, % of the true mean).
 
@@ -18,8 +18,10 @@ campaigns at the largest rung (virtual time: the simulator's compute, not
 the device's; a real device adds the waits, listed as ``*_device_s``, the
 virtual seconds the campaign spanned).
 
-Also measured here: how precisely the C++ release (``_core.wait_until_ns``)
-hits a host-time target on this machine (the live path's precision).
+Also measured here: how precisely the C++ release (``wait_until`` of
+``fg.backends.HostRelease``, the sleep-then-spin every live backend releases
+its launches with) hits a host-time target on this machine (the live path's
+precision).
 
 Run:  python bench/phase_bench.py                    (full: ~5-10 minutes on 2 cores)
       python bench/phase_bench.py --quick --json F   (under two minutes; writes only F)
@@ -42,10 +44,8 @@ from typing import Any
 
 import numpy as np
 
-from fingrav_native import _core
-from fingrav_native.app import profile
-from fingrav_native.backends import SimBackend
-from fingrav_native.method import SensorResolutionWarning
+import fingrav_native as fg
+import fingrav_native.native  # fg.native.host_time_ns
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from results_readme import write_section  # noqa: E402
@@ -64,7 +64,7 @@ LADDERS = {
 }
 
 
-def score(p: Any, backend: SimBackend) -> dict[str, float]:
+def score(p: Any, backend: fg.backends.SimBackend) -> dict[str, float]:
     """SSP profile against the sim's truth: RMSE and bias (fractions of the true mean), edges inside."""
     ep = p.profiles["ssp"]
     ch = next(c for c in ep.stitched.channels if c.name == "total")
@@ -99,14 +99,14 @@ def score(p: Any, backend: SimBackend) -> dict[str, float]:
 
 
 def campaign(sensor: str, phase: str, runs: int, seed: int) -> dict[str, Any]:
-    b = SimBackend(seed=seed, sensor=sensor)
+    b = fg.backends.SimBackend(seed=seed, sensor=sensor)
     t0 = time.perf_counter()
     v0 = b.gpu.now()
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", SensorResolutionWarning)
+        warnings.simplefilter("ignore", fg.SensorResolutionWarning)
         try:
-            p = profile(KERNEL, b, mode="ssp", runs=runs, executions=EXECUTIONS, top_up=False, phase=phase,
-                        seed=seed)
+            p = fg.profile(KERNEL, b, mode="ssp", runs=runs, executions=EXECUTIONS, top_up=False, phase=phase,
+                           seed=seed)
         except ValueError as exc:  # too few logs in the execution to profile at all
             return {"rmse": float("nan"), "bias": float("nan"), "error": str(exc)[:200],
                     "wall_s": time.perf_counter() - t0, "device_s": (b.gpu.now() - v0) / 1e9}
@@ -168,12 +168,13 @@ def sensor_row(sensor: str, ladder: tuple[int, ...], seeds: tuple[int, ...]) -> 
 
 
 def release_precision(trials: int = 400) -> dict[str, float]:
-    """How late ``_core.wait_until_ns`` wakes past a target 0.3-3 ms ahead, on this host (the live release)."""
+    """How late ``HostRelease.wait_until`` wakes past a target 0.3-3 ms ahead, on this host (the live release)."""
     rng = np.random.default_rng(0)
+    release = fg.backends.HostRelease()
     late = []
     for _ in range(trials):
-        target = _core.host_time_ns() + int(rng.integers(300_000, 3_000_000))
-        late.append(_core.wait_until_ns(target) - target)
+        target = fg.native.host_time_ns() + int(rng.integers(300_000, 3_000_000))
+        late.append(release.wait_until(target) - target)
     a = np.asarray(late, dtype=np.float64)
     return {"trials": trials, "median_ns": float(np.median(a)), "p90_ns": float(np.percentile(a, 90)),
             "p99_ns": float(np.percentile(a, 99)), "max_ns": float(a.max()),
@@ -212,8 +213,8 @@ def coverage_figure(path: str, sensor: str = "instant-1ms", runs: int = 80) -> N
 
     fig, ax = plt.subplots(figsize=(7, 3.5))
     for phase in ("random", "steered"):
-        p = profile(KERNEL, SimBackend(seed=1, sensor=sensor), mode="ssp", runs=runs, executions=EXECUTIONS,
-                    top_up=False, phase=phase)
+        p = fg.profile(KERNEL, fg.backends.SimBackend(seed=1, sensor=sensor), mode="ssp", runs=runs,
+                       executions=EXECUTIONS, top_up=False, phase=phase)
         lois = p.profiles["ssp"].lois
         ax.hist(np.asarray(lois["toi_ns"]) / 1e3, bins=34, histtype="step", lw=1.5,
                 label=f"{phase}: {len(lois)} LOIs")
@@ -229,9 +230,10 @@ def coverage_figure(path: str, sensor: str = "instant-1ms", runs: int = 80) -> N
 def readme(out: dict[str, Any]) -> str:
     rel = out["release"]
     lines = ["## Phase steering", "",
-             "`python bench/phase_bench.py` (issue 16): cb-4k-gemm's SSP profile (64 executions per run, the last "
+             "`python bench/phase_bench.py`: cb-4k-gemm's SSP profile (64 executions per run, the last "
              "is the execution of interest) at random phase (the paper) and steered (equivalent-time sampling, "
-             f"`method/phase.py`), {len(out['meta']['seeds'])} seeds per point, scored against the simulator's truth. "
+             f"`fg.method.PhaseSteerer`), {len(out['meta']['seeds'])} seeds per point, scored against the "
+             "simulator's truth. "
              "`random_runs` is the largest rung; `steered_runs` is where steering reaches the RMSE random phase has "
              "there. Wall time is the simulator's compute for the largest rung; device seconds are the virtual "
              "time the campaign spanned (what a real GPU would take).", "",
@@ -255,11 +257,12 @@ def readme(out: dict[str, Any]) -> str:
               "about 100 us, from the first execution's clock ramp, so aims are distributions, not bins). "
               "`amd-1ms-average` on this kernel is the sinc-zero case (the 1 ms window spans 2.98 executions of "
               "335 us, so windows inside the run carry no shape): steering uses quasi-random phases there, and the "
-              "two protocols are within their seeds' spread; neither resolves the shape (`SensorResolutionWarning`). "
+              "two protocols are within their seeds' spread; neither resolves the shape (`fg.SensorResolutionWarning`). "
               "`part-time-100ms`: random phase reaches the execution in under 1 % of runs and its profile is "
               "meaningless at any rung; steered runs aim a window edge into the execution in about half the runs, "
               "but 25 ms windows over a 335 us kernel stay coarse (the profile says so).",
-              "", f"Release precision of `_core.wait_until_ns` on this host ({out['meta']['machine']}, "
+              "", "Release precision of the live release (`HostRelease.wait_until`, C++ sleep-then-spin) on this "
+              f"host ({out['meta']['machine']}, "
               f"{rel['trials']} targets 0.3-3 ms ahead): median {rel['median_ns']:.0f} ns late, p99 "
               f"{rel['p99_ns'] / 1e3:.1f} us, max {rel['max_ns'] / 1e3:.1f} us; {100 * rel['within_10us']:.1f} % "
               "within 10 us. Not measured on a GPU host (none was lent to this task).", "",

@@ -1,4 +1,4 @@
-// Ring throughput (issue 2): fingrav::SpscRing against boost::lockfree::spsc_queue
+// Ring throughput: fingrav::SpscRing against boost::lockfree::spsc_queue
 // and a std::mutex + std::deque queue, one producer thread and one consumer
 // thread, all in this binary and this run. Absolute items/s depend on the
 // machine and on whatever else it runs, so the figures that matter are the
@@ -487,7 +487,7 @@ int main(int argc, char** argv) {
     if ((reps + 1) % 10 == 0) std::fprintf(stderr, "ring_bench: %d repetitions\n", reps + 1);
   }
 
-  // Issue 2's targets, judged on the headline medians.
+  // The targets (>= 1.5x Boost, >= 10x the mutex queue), judged on the headline medians.
   constexpr double kTargetVsBoost = 1.5;
   constexpr double kTargetVsMutex = 10.0;
   // Fewer clean trials than this in any queue of a row and the headline for

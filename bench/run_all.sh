@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds and runs the benchmarks of issue 2 and rewrites bench/results/:
+# Builds and runs the core benchmarks (ring throughput, sampler overhead) and rewrites bench/results/:
 # ring.json, sampler.json and their section of README.md (generated from both;
 # the README is shared with the other benchmarks, whose sections are kept).
 #

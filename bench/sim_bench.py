@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Benchmark of the simulated device (issue 3).
+"""Benchmark of the simulated device.
 
 Two parts, both against baselines measured in the same process:
 
@@ -10,12 +10,12 @@ Two parts, both against baselines measured in the same process:
     users call; each run also returns its executions and observed samples)
     and through the bare core calls (``SimDevice.launch/synchronize/advance``),
     with the exact truth trace recorded (``record_truth=1``, the default) and
-    not. The issue's target: a 200-run CB-4K GEMM campaign in well under a
-    second of wall time.
+    not. The target: a 200-run CB-4K GEMM campaign in well under a second of
+    wall time, so that simulated campaigns cost tests and benchmarks little.
 
 (b) Real-time overhead. A ``SimGPU(realtime=True)`` runs a GEMM workload on
     the main thread (``sequence`` + a short ``idle``) for ``--seconds`` while
-    a ``fingrav_native.Sampler`` polls, at 1 kHz and at 10 kHz, either the
+    a ``fg.native.Sampler`` polls, at 1 kHz and at 10 kHz, either the
     device's logger (``gpu.power_source(depth)``: each poll advances the
     device to now, so the sampler thread pays for the simulation it drives)
     or a ``SyntheticSource`` (the cheap baseline: a table look-up per poll),
@@ -52,9 +52,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-import fingrav_native
-import fingrav_native.native as fn
-from fingrav_native.sim import _device as sim
+import fingrav_native as fg
+import fingrav_native.native  # fg.native: the C++ core's Sampler, sources and constants
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from results_readme import write_section  # noqa: E402
@@ -84,7 +83,7 @@ def system_info() -> dict[str, Any]:
         "machine": platform.machine(),
         "cpus_allowed": ncpu,
         "loadavg_1_5_15": [round(x, 2) for x in load],
-        "fingrav_native": fingrav_native.__version__,
+        "fingrav_native": fg.__version__,
         "numpy": np.__version__,
         "git": git_state(),
     }
@@ -113,9 +112,9 @@ def median(xs: list[float]) -> float:
 # ----------------------------------------------------------------- (a) virtual
 
 
-def campaign_wrapper(kernel: str, runs: int, execs: int, gap_ns: int, record_truth: int, seed: int) -> tuple[float, sim.SimGPU]:
+def campaign_wrapper(kernel: str, runs: int, execs: int, gap_ns: int, record_truth: int, seed: int) -> tuple[float, fg.sim.SimGPU]:
     """A campaign through the user-facing wrapper; returns (wall s, gpu)."""
-    gpu = sim.SimGPU(seed=seed, record_truth=record_truth)
+    gpu = fg.sim.SimGPU(seed=seed, record_truth=record_truth)
     t0 = time.perf_counter()
     for _ in range(runs):
         gpu.run(kernel, executions=execs)
@@ -123,9 +122,9 @@ def campaign_wrapper(kernel: str, runs: int, execs: int, gap_ns: int, record_tru
     return time.perf_counter() - t0, gpu
 
 
-def campaign_core(kernel: str, runs: int, execs: int, gap_ns: int, record_truth: int, seed: int) -> tuple[float, sim.SimGPU]:
+def campaign_core(kernel: str, runs: int, execs: int, gap_ns: int, record_truth: int, seed: int) -> tuple[float, fg.sim.SimGPU]:
     """The same campaign through the bare core calls (no per-run record copies)."""
-    gpu = sim.SimGPU(seed=seed, record_truth=record_truth)
+    gpu = fg.sim.SimGPU(seed=seed, record_truth=record_truth)
     dev = gpu.device
     kid = gpu.kernel_id(kernel)
     t0 = time.perf_counter()
@@ -146,7 +145,7 @@ def bench_virtual(runs: int, execs: int, gap_ms: float, repeats: int, seed: int)
         "note": "wall times are per campaign; best and median of `repeats`; a fresh device each time",
         "cases": [],
     }
-    modes: dict[str, Callable[..., tuple[float, sim.SimGPU]]] = {"wrapper": campaign_wrapper, "core": campaign_core}
+    modes: dict[str, Callable[..., tuple[float, fg.sim.SimGPU]]] = {"wrapper": campaign_wrapper, "core": campaign_core}
     # Warm up imports, allocators and caches once.
     campaign_core("cb-4k-gemm", 5, execs, gap_ns, 1, seed)
     for kernel in CAMPAIGN_KERNELS:
@@ -211,6 +210,54 @@ def bench_virtual(runs: int, execs: int, gap_ms: float, repeats: int, seed: int)
 # ----------------------------------------------------------------- (b) real time
 
 
+def _check_values(samples: np.ndarray, logs: np.ndarray, sseq: np.ndarray, lseq: np.ndarray) -> tuple[list[str], np.ndarray]:
+    """Each sample against the log of the same seq: values, source_ts, window_ns, not seen before published."""
+    problems = []
+    idx = np.searchsorted(lseq, sseq)
+    found = (idx < len(lseq)) & (lseq[np.minimum(idx, len(lseq) - 1)] == sseq)
+    if not found.all():
+        problems.append(f"{int((~found).sum())} samples have a source_seq absent from gpu.logs()")
+    L = logs[idx[found]]
+    S = samples[found]
+    for c in fg.native.CHANNELS:
+        if not np.array_equal(L[c], S[c]):
+            problems.append(f"channel {c}: values differ from gpu.logs()")
+    if not np.array_equal(L["logger_ticks"], S["source_ts"]):
+        problems.append("source_ts differs from the log's logger_ticks")
+    if not np.array_equal(L["window_ns"], S["window_ns"]):
+        problems.append("window_ns differs from the log's")
+    margin = S["host_ns"] - L["publish_ns"]
+    if (margin < 0).any():
+        problems.append(f"{int((margin < 0).sum())} samples seen before their publish_ns")
+    return problems, margin
+
+
+def _check_gaps(samples: np.ndarray, logs: np.ndarray, sseq: np.ndarray, lseq: np.ndarray, depth: int,
+                source_missed: int) -> tuple[list[str], np.ndarray, int]:
+    """Each source_seq gap must be a sampler stall the sampler reported; returns (problems, gaps, logs missed)."""
+    problems = []
+    host = samples["host_ns"]
+    d = np.diff(sseq)
+    gaps = np.nonzero(d > 1)[0]
+    flagged = (samples["flags"] & fg.native.FLAG_SOURCE_GAP) != 0
+    if not np.array_equal(np.nonzero(flagged)[0], gaps + 1):
+        problems.append("FLAG_SOURCE_GAP is not set exactly on the first sample after each gap")
+    missed = int((d[gaps] - 1).sum())
+    if missed != source_missed:
+        problems.append(f"gaps skip {missed} logs but SamplerStats.source_missed={source_missed}")
+    unexplained = 0
+    for i in gaps:
+        group = int((host == host[i + 1]).sum())  # readings the poll after the gap returned
+        first_missed = int(sseq[i] + 1)
+        j = np.searchsorted(lseq, first_missed)
+        published_after_prev_poll = j < len(lseq) and logs["publish_ns"][j] > samples["host_poll_begin_ns"][i]
+        if group != depth or not published_after_prev_poll:
+            unexplained += 1
+    if unexplained:
+        problems.append(f"{unexplained} source_seq gaps not explained by a sampler stall longer than depth={depth} periods")
+    return problems, gaps, missed
+
+
 def verify_realtime(samples: np.ndarray, logs: np.ndarray, depth: int, source_missed: int) -> dict[str, Any]:
     """End-to-end checks of what a Sampler drained from gpu.power_source(depth).
 
@@ -230,46 +277,16 @@ def verify_realtime(samples: np.ndarray, logs: np.ndarray, depth: int, source_mi
     problems = []
     sseq = samples["source_seq"].astype(np.int64)
     host = samples["host_ns"]
-    d = np.diff(sseq)
-    if (d < 1).any():
+    if (np.diff(sseq) < 1).any():
         problems.append("source_seq not increasing")
     if not (np.diff(samples["seq"].astype(np.int64)) == 1).all():
         problems.append("sampler seq not contiguous (ring overrun)")
     lseq = logs["seq"].astype(np.int64)
-    idx = np.searchsorted(lseq, sseq)
-    found = (idx < len(lseq)) & (lseq[np.minimum(idx, len(lseq) - 1)] == sseq)
-    if not found.all():
-        problems.append(f"{int((~found).sum())} samples have a source_seq absent from gpu.logs()")
-    L = logs[idx[found]]
-    S = samples[found]
-    for c in fn.CHANNELS:
-        if not np.array_equal(L[c], S[c]):
-            problems.append(f"channel {c}: values differ from gpu.logs()")
-    if not np.array_equal(L["logger_ticks"], S["source_ts"]):
-        problems.append("source_ts differs from the log's logger_ticks")
-    if not np.array_equal(L["window_ns"], S["window_ns"]):
-        problems.append("window_ns differs from the log's")
-    margin = S["host_ns"] - L["publish_ns"]
-    if (margin < 0).any():
-        problems.append(f"{int((margin < 0).sum())} samples seen before their publish_ns")
+    found_problems, margin = _check_values(samples, logs, sseq, lseq)
+    problems += found_problems
     # Gaps: each must be a stall the sampler reported.
-    gaps = np.nonzero(d > 1)[0]
-    flagged = (samples["flags"] & fn.FLAG_SOURCE_GAP) != 0
-    if not np.array_equal(np.nonzero(flagged)[0], gaps + 1):
-        problems.append("FLAG_SOURCE_GAP is not set exactly on the first sample after each gap")
-    missed = int((d[gaps] - 1).sum())
-    if missed != source_missed:
-        problems.append(f"gaps skip {missed} logs but SamplerStats.source_missed={source_missed}")
-    unexplained = 0
-    for i in gaps:
-        group = int((host == host[i + 1]).sum())  # readings the poll after the gap returned
-        first_missed = int(sseq[i] + 1)
-        j = np.searchsorted(lseq, first_missed)
-        published_after_prev_poll = j < len(lseq) and logs["publish_ns"][j] > samples["host_poll_begin_ns"][i]
-        if group != depth or not published_after_prev_poll:
-            unexplained += 1
-    if unexplained:
-        problems.append(f"{unexplained} source_seq gaps not explained by a sampler stall longer than depth={depth} periods")
+    gap_problems, gaps, missed = _check_gaps(samples, logs, sseq, lseq, depth, source_missed)
+    problems += gap_problems
     # Completeness: every log published in the sampler's window was seen, or
     # lies in a stall gap.
     last_poll = int(host.max())
@@ -295,17 +312,17 @@ def verify_realtime(samples: np.ndarray, logs: np.ndarray, depth: int, source_mi
 
 def realtime_phase(source_kind: str, rate_hz: int, seconds: float, depth: int, seed: int, kernel: str, execs: int, gap_ms: float) -> dict[str, Any]:
     """One phase: the GEMM workload on the main thread, a sampler on `source_kind`."""
-    gpu = sim.SimGPU(seed=seed, realtime=True)
+    gpu = fg.sim.SimGPU(seed=seed, realtime=True)
     period = int(round(1e9 / rate_hz))
     sampler = None
     if source_kind == "sim":
         src: Any = gpu.power_source(depth=depth)
     elif source_kind == "synthetic":
-        src = fn.SyntheticSource(period_ns=1_000_000, depth=depth)
+        src = fg.native.SyntheticSource(period_ns=1_000_000, depth=depth)
     else:
         src = None
     if src is not None:
-        sampler = fn.Sampler(src, period_ns=period, capacity=1 << 16)
+        sampler = fg.native.Sampler(src, period_ns=period, capacity=1 << 16)
     chunks = []
     if sampler is not None:
         sampler.start()
@@ -350,7 +367,7 @@ def realtime_phase(source_kind: str, rate_hz: int, seconds: float, depth: int, s
             }
         )
         if source_kind == "sim":
-            samples = np.concatenate(chunks) if chunks else np.empty(0, dtype=fn.SAMPLE_DTYPE)
+            samples = np.concatenate(chunks) if chunks else np.empty(0, dtype=fg.native.SAMPLE_DTYPE)
             res["verify"] = verify_realtime(samples, gpu.logs(), depth, d["source_missed"])
     return res
 

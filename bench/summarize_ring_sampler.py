@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from results_readme import write_section  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
-SECTION = "## Ring throughput and sampler overhead (issue 2)"
+SECTION = "## Ring throughput and sampler overhead"
 NOTES = HERE / "ring_sampler_notes.md"
 
 
@@ -134,7 +134,7 @@ def sampler_section(d: dict[str, Any]) -> list[str]:
             )
     lines += [
         "",
-        "Ratios C++ / Python (below 1: the C++ sampler is cheaper or tighter) and the issue's targets for the "
+        "Ratios C++ / Python (below 1: the C++ sampler is cheaper or tighter) and the targets for the "
         "C++ sampler:",
         "",
         "| rate | source | CPU ratio | jitter p50 ratio | jitter p99 ratio | targets |",
