@@ -123,7 +123,7 @@ def test_dropping_running_samplers_neither_hangs_nor_crashes():
     script = textwrap.dedent(
         """
         import gc
-        import fingrav_native as f
+        import fingrav_native.native as f
 
         def wait(pred):
             import time

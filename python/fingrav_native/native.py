@@ -1,51 +1,180 @@
-"""The C++ core for experts: the sampler, the event log, power sources, clock reads and their constants.
+"""The C++ core for experts and tool builders: every object and constant of the compiled extension.
 
-Everything here is the compiled extension's (``fingrav_native._core``, typed by
-``_core.pyi``): :class:`Sampler` polls a :class:`PowerSource` into a lock-free
-ring of ``SAMPLE_DTYPE`` records, :class:`EventLog` records execution markers
-(``MARKER_DTYPE``), :func:`measure_brackets` and :class:`ClockSyncRecorder`
-read a device clock between two host reads, :func:`host_time_ns` is the host
-clock every sample is stamped on (CLOCK_MONOTONIC_RAW).
+The pieces, each usable on its own (typed by ``_core.pyi``):
+
+Sampling
+    :class:`Sampler` polls a :class:`PowerSource` on a native thread into a
+    lock-free ring of ``SAMPLE_DTYPE`` records (``CHANNELS``, ``FLAG_*``,
+    ``MIN_``/``MAX_PERIOD_NS``, ``MIN_``/``MAX_CAPACITY``); :class:`SyntheticSource`
+    is a deterministic source for tests; :class:`SamplerStats` counts polls, drops, misses.
+Power sources
+    AMD: :class:`GpuMetricsSource` (``gpu_metrics``, ``parse_gpu_metrics``,
+    ``GPU_METRICS_LAYOUTS``), :class:`HwmonPowerSource`; NVIDIA:
+    :class:`NvmlPowerSource` (``NVML_MODES``, ``nvml_devices``); the
+    simulator's :class:`SimPowerSource` and :class:`SimDevice`.
+Clocks
+    :func:`host_time_ns` (CLOCK_MONOTONIC_RAW, what every sample is stamped
+    on), :func:`measure_host_clock`, :func:`wait_until_ns`; bracketed reads of a
+    device clock: :func:`measure_brackets`, :class:`ClockSyncRecorder`,
+    :class:`TimestampSource` (:class:`KfdClockSource`, :class:`GlobaltimerSource`,
+    :class:`HipTimestampSource`, :class:`SimTimestampSource`); the epoch clock:
+    :func:`read_epoch_brackets`.
+Markers
+    :class:`EventLog` (``MARKER_DTYPE``, :class:`MarkerKind`), GPU-side probes and
+    event timers for CUDA and HIP (:class:`CudaMarkerProbe`, :class:`HipMarkerProbe`,
+    :class:`CudaEventTimer`, :class:`HipEventTimer`, ``hiprtc_compile_probe``).
+Vendor libraries
+    ``cuda_devices``, ``cuda_driver_version``, ``cuda_library_path``,
+    ``nvml_library_path``, ``hip_runtime_info``; a missing one raises
+    :class:`LibraryNotFoundError` naming it and how to install it.
 """
 
 from __future__ import annotations
 
 from fingrav_native._core import (
+    AMD_DRIVER_CACHE_INTERVAL_NS,
+    AMD_ENERGY_UNIT_UJ,
+    AMD_FIRMWARE_TICK_NS,
     CHANNELS,
+    CUDA_PROBE_UNWRITTEN,
+    EXEC_DTYPE,
+    FIRMWARE_DTYPE,
     FLAG_DERIVED,
     FLAG_SOURCE_GAP,
+    GPU_METRICS_LAYOUTS,
+    HIP_PROBE_KERNEL,
+    HIP_PROBE_SOURCE,
+    HIP_WALL_CLOCK_RATE_ATTRIBUTE,
+    LOG_DTYPE,
     MARKER_DTYPE,
     MARKER_HAS_DEVICE_TS,
     MAX_CAPACITY,
+    MAX_MARKERS,
     MAX_PERIOD_NS,
     MIN_CAPACITY,
     MIN_PERIOD_NS,
+    NVML_MODES,
     READING_DTYPE,
     SAMPLE_DTYPE,
+    SIM_MAX_PENDING_EXECUTIONS,
     ClockSyncRecorder,
     ClockSyncStats,
+    CudaEventTimer,
+    CudaMarkerProbe,
     DeviceUnavailableError,
     EventLog,
+    GlobaltimerSource,
+    GpuMetricsFormatError,
+    GpuMetricsSource,
+    HipEventTimer,
+    HipMarkerProbe,
+    HipTimestampSource,
     HostClockInfo,
+    HwmonPowerSource,
+    KfdClockSource,
     LibraryNotFoundError,
     MarkerKind,
+    NvmlPowerSource,
     PowerSource,
     Sampler,
     SamplerError,
     SamplerStats,
+    SimDevice,
+    SimPowerSource,
+    SimTimestampSource,
     SourceInfo,
     SymbolNotFoundError,
     SyntheticSource,
     TimestampSource,
+    cuda_devices,
+    cuda_driver_version,
+    cuda_library_path,
+    cuda_probe_ptx,
+    gfx_arch_from_target_version,
+    hip_runtime_info,
+    hiprtc_compile_probe,
     host_time_ns,
     measure_brackets,
     measure_host_clock,
+    nvml_devices,
+    nvml_library_path,
+    parse_gpu_metrics,
+    read_epoch_brackets,
+    sim_kernel_presets,
+    sim_parameters,
+    wait_until_ns,
 )
 
 __all__ = [
-    "CHANNELS", "FLAG_DERIVED", "FLAG_SOURCE_GAP", "MARKER_DTYPE", "MARKER_HAS_DEVICE_TS", "MAX_CAPACITY",
-    "MAX_PERIOD_NS", "MIN_CAPACITY", "MIN_PERIOD_NS", "READING_DTYPE", "SAMPLE_DTYPE", "ClockSyncRecorder",
-    "ClockSyncStats", "DeviceUnavailableError", "EventLog", "HostClockInfo", "LibraryNotFoundError", "MarkerKind",
-    "PowerSource", "Sampler", "SamplerError", "SamplerStats", "SourceInfo", "SymbolNotFoundError", "SyntheticSource",
-    "TimestampSource", "host_time_ns", "measure_brackets", "measure_host_clock",
+    "AMD_DRIVER_CACHE_INTERVAL_NS",
+    "AMD_ENERGY_UNIT_UJ",
+    "AMD_FIRMWARE_TICK_NS",
+    "CHANNELS",
+    "CUDA_PROBE_UNWRITTEN",
+    "ClockSyncRecorder",
+    "ClockSyncStats",
+    "CudaEventTimer",
+    "CudaMarkerProbe",
+    "DeviceUnavailableError",
+    "EXEC_DTYPE",
+    "EventLog",
+    "FIRMWARE_DTYPE",
+    "FLAG_DERIVED",
+    "FLAG_SOURCE_GAP",
+    "GPU_METRICS_LAYOUTS",
+    "GlobaltimerSource",
+    "GpuMetricsFormatError",
+    "GpuMetricsSource",
+    "HIP_PROBE_KERNEL",
+    "HIP_PROBE_SOURCE",
+    "HIP_WALL_CLOCK_RATE_ATTRIBUTE",
+    "HipEventTimer",
+    "HipMarkerProbe",
+    "HipTimestampSource",
+    "HostClockInfo",
+    "HwmonPowerSource",
+    "KfdClockSource",
+    "LOG_DTYPE",
+    "LibraryNotFoundError",
+    "MARKER_DTYPE",
+    "MARKER_HAS_DEVICE_TS",
+    "MAX_CAPACITY",
+    "MAX_MARKERS",
+    "MAX_PERIOD_NS",
+    "MIN_CAPACITY",
+    "MIN_PERIOD_NS",
+    "MarkerKind",
+    "NVML_MODES",
+    "NvmlPowerSource",
+    "PowerSource",
+    "READING_DTYPE",
+    "SAMPLE_DTYPE",
+    "SIM_MAX_PENDING_EXECUTIONS",
+    "Sampler",
+    "SamplerError",
+    "SamplerStats",
+    "SimDevice",
+    "SimPowerSource",
+    "SimTimestampSource",
+    "SourceInfo",
+    "SymbolNotFoundError",
+    "SyntheticSource",
+    "TimestampSource",
+    "cuda_devices",
+    "cuda_driver_version",
+    "cuda_library_path",
+    "cuda_probe_ptx",
+    "gfx_arch_from_target_version",
+    "hip_runtime_info",
+    "hiprtc_compile_probe",
+    "host_time_ns",
+    "measure_brackets",
+    "measure_host_clock",
+    "nvml_devices",
+    "nvml_library_path",
+    "parse_gpu_metrics",
+    "read_epoch_brackets",
+    "sim_kernel_presets",
+    "sim_parameters",
+    "wait_until_ns",
 ]
