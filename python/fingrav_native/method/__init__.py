@@ -60,15 +60,9 @@ if TYPE_CHECKING:
         SspStep,
         find_ssp_executions,
     )
-    from fingrav_native.method._stitch import (
-        EnergyEstimate,
-        StitchedChannel,
-        StitchedProfile,
-        WholeRunView,
-        energy_per_execution,
-        stitch,
-        whole_run_view,
-    )
+    from fingrav_native.method._stitch import stitch
+    from fingrav_native.method._stitched import EnergyEstimate, StitchedChannel, StitchedProfile, energy_per_execution
+    from fingrav_native.method._whole_run import WholeRunView, whole_run_view
 
 # Each public name -> the private module that defines it. Loaded on first use (PEP 562, as scipy
 # and scikit-image do), so importing one module of this package never imports the rest of it.
@@ -78,7 +72,7 @@ _WHERE = {
     "CampaignTimeline": "_results",
     "Deconvolution": "_deconvolve",
     "DeconvolvedChannel": "_deconvolve",
-    "EnergyEstimate": "_stitch",
+    "EnergyEstimate": "_stitched",
     "ErrorBudget": "_results",
     "ExecutionProfile": "_results",
     "GAP_EDGES_NS": "_joint",
@@ -101,12 +95,12 @@ _WHERE = {
     "SensorResolutionWarning": "_pipeline",
     "SspSearch": "_steady",
     "SspStep": "_steady",
-    "StitchedChannel": "_stitch",
-    "StitchedProfile": "_stitch",
+    "StitchedChannel": "_stitched",
+    "StitchedProfile": "_stitched",
     "TABLE_I": "_guidance",
     "ThreadAgreement": "_agreement",
     "TimelineFit": "_joint",
-    "WholeRunView": "_stitch",
+    "WholeRunView": "_whole_run",
     "as_stitched": "_deconvolve",
     "assign_logs_to_executions": "_align",
     "curve_precision_inverse": "_deconvolve",
@@ -114,7 +108,7 @@ _WHERE = {
     "curve_variance": "_deconvolve",
     "deconvolve": "_deconvolve",
     "design_rows": "_deconvolve",
-    "energy_per_execution": "_stitch",
+    "energy_per_execution": "_stitched",
     "find_ssp_executions": "_steady",
     "fit_timeline": "_joint",
     "lookup_guidance": "_guidance",
@@ -127,7 +121,7 @@ _WHERE = {
     "stitch": "_stitch",
     "stitch_logs": "_pipeline",
     "target_loi_count": "_guidance",
-    "whole_run_view": "_stitch",
+    "whole_run_view": "_whole_run",
 }
 
 __all__ = sorted(_WHERE)

@@ -52,7 +52,7 @@ import scipy.linalg
 from fingrav_native._checks import integer_in, positive_number
 from fingrav_native._core import CHANNELS
 from fingrav_native.clocks._maps import host_relative
-from fingrav_native.method._stitch import EnergyEstimate, StitchedChannel, StitchedProfile
+from fingrav_native.method._stitched import EnergyEstimate, StitchedChannel, StitchedProfile
 from fingrav_native.records._layouts import validate_executions, validate_samples
 from fingrav_native.sensors._model import SensorModel
 

@@ -16,7 +16,8 @@ from fingrav_native.method._golden import GoldenSelection, select_golden_runs
 from fingrav_native.method._guidance import Guidance, lookup_guidance, target_loi_count
 from fingrav_native.method._results import LOG_DTYPE, ErrorBudget, ExecutionProfile
 from fingrav_native.method._steady import PowerMeasurement
-from fingrav_native.method._stitch import EnergyEstimate, StitchedProfile, energy_per_execution, stitch
+from fingrav_native.method._stitch import stitch
+from fingrav_native.method._stitched import EnergyEstimate, StitchedProfile, energy_per_execution
 from fingrav_native.records._layouts import LOI_DTYPE, validate_executions, validate_samples
 from fingrav_native.records._recording import Capabilities
 from fingrav_native.sensors._model import SensorModel, sensor_preset

@@ -16,7 +16,8 @@ from fingrav_native.method._deconvolve import Deconvolution
 from fingrav_native.method._golden import GoldenSelection
 from fingrav_native.method._guidance import Guidance
 from fingrav_native.method._steady import SspSearch
-from fingrav_native.method._stitch import EnergyEstimate, StitchedProfile, WholeRunView
+from fingrav_native.method._stitched import EnergyEstimate, StitchedProfile
+from fingrav_native.method._whole_run import WholeRunView
 from fingrav_native.records._recording import Capabilities
 
 
