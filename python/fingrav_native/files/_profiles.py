@@ -58,7 +58,7 @@ from fingrav_native.files._safe import (
     read_npy,
     short_repr,
 )
-from fingrav_native.method._deconvolve import Deconvolution, DeconvolvedChannel
+from fingrav_native.method._deconvolved import Deconvolution, DeconvolvedChannel
 from fingrav_native.method._golden import GoldenSelection
 from fingrav_native.method._guidance import Guidance, GuidanceRow
 from fingrav_native.method._results import (

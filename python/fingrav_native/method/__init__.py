@@ -21,18 +21,9 @@ if TYPE_CHECKING:
         place_logs,
         select_executions_of_interest,
     )
-    from fingrav_native.method._deconvolve import (
-        Deconvolution,
-        DeconvolvedChannel,
-        as_stitched,
-        curve_precision_inverse,
-        curve_scale,
-        curve_variance,
-        deconvolve,
-        design_rows,
-        needs_deconvolution,
-        runs_needed,
-    )
+    from fingrav_native.method._deconvolve import deconvolve, needs_deconvolution, runs_needed
+    from fingrav_native.method._deconvolved import Deconvolution, DeconvolvedChannel, as_stitched
+    from fingrav_native.method._forward_model import curve_precision_inverse, curve_scale, curve_variance, design_rows
     from fingrav_native.method._golden import GoldenSelection, select_golden_runs
     from fingrav_native.method._guidance import TABLE_I, Guidance, GuidanceRow, lookup_guidance, target_loi_count
     from fingrav_native.method._joint import GAP_EDGES_NS, TimelineFit, fit_timeline
@@ -70,8 +61,8 @@ _WHERE = {
     "ATTRIBUTIONS": "_pipeline",
     "Agreement": "_agreement",
     "CampaignTimeline": "_results",
-    "Deconvolution": "_deconvolve",
-    "DeconvolvedChannel": "_deconvolve",
+    "Deconvolution": "_deconvolved",
+    "DeconvolvedChannel": "_deconvolved",
     "EnergyEstimate": "_stitched",
     "ErrorBudget": "_results",
     "ExecutionProfile": "_results",
@@ -101,13 +92,13 @@ _WHERE = {
     "ThreadAgreement": "_agreement",
     "TimelineFit": "_joint",
     "WholeRunView": "_whole_run",
-    "as_stitched": "_deconvolve",
+    "as_stitched": "_deconvolved",
     "assign_logs_to_executions": "_align",
-    "curve_precision_inverse": "_deconvolve",
-    "curve_scale": "_deconvolve",
-    "curve_variance": "_deconvolve",
+    "curve_precision_inverse": "_forward_model",
+    "curve_scale": "_forward_model",
+    "curve_variance": "_forward_model",
     "deconvolve": "_deconvolve",
-    "design_rows": "_deconvolve",
+    "design_rows": "_forward_model",
     "energy_per_execution": "_stitched",
     "find_ssp_executions": "_steady",
     "fit_timeline": "_joint",

@@ -44,7 +44,7 @@ import numpy as np
 import scipy.stats
 
 from fingrav_native.clocks._runs import timeline_of
-from fingrav_native.method._deconvolve import curve_precision_inverse, curve_variance, design_rows
+from fingrav_native.method._forward_model import curve_precision_inverse, curve_variance, design_rows
 from fingrav_native.records._recording import Capabilities, RunRecord
 from fingrav_native.sensors._model import SensorModel
 

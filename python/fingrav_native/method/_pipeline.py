@@ -11,7 +11,8 @@ import numpy as np
 
 from fingrav_native._checks import integer_in, positive_number
 from fingrav_native.method._align import NoLogsInExecutionsError, place_logs, select_executions_of_interest
-from fingrav_native.method._deconvolve import Deconvolution, as_stitched, deconvolve, needs_deconvolution
+from fingrav_native.method._deconvolve import deconvolve, needs_deconvolution
+from fingrav_native.method._deconvolved import Deconvolution, as_stitched
 from fingrav_native.method._golden import GoldenSelection, select_golden_runs
 from fingrav_native.method._guidance import Guidance, lookup_guidance, target_loi_count
 from fingrav_native.method._results import LOG_DTYPE, ErrorBudget, ExecutionProfile

@@ -12,7 +12,7 @@ from typing import Any, Optional
 
 import numpy as np
 
-from fingrav_native.method._deconvolve import Deconvolution
+from fingrav_native.method._deconvolved import Deconvolution
 from fingrav_native.method._golden import GoldenSelection
 from fingrav_native.method._guidance import Guidance
 from fingrav_native.method._steady import SspSearch
