@@ -52,7 +52,7 @@ import numpy.typing as npt
 
 from fingrav_native._checks import readonly as _readonly
 from fingrav_native._core import CHANNELS
-from fingrav_native.clocks._maps import host_relative
+from fingrav_native.clocks._maps import ClockMapLike, host_relative
 from fingrav_native.records._layouts import LOI_DTYPE, validate_executions, validate_samples
 
 
@@ -194,7 +194,7 @@ def _as_host_array(values: Any, n: int, what: str, name: str = "logger_map") -> 
     return arr
 
 
-def _check_place_args(logger_map: Any, min_overlap: float) -> float:
+def _check_place_args(logger_map: ClockMapLike, min_overlap: float) -> float:
     """The share of a window that must lie inside an execution, once the clock map is known to be one."""
     for method in ("to_host", "error_bound_at"):
         if not callable(getattr(logger_map, method, None)):
@@ -318,7 +318,7 @@ def _loi_records(samples: np.ndarray, sel: np.ndarray, li: np.ndarray, ei: np.nd
 def place_logs(
     samples: np.ndarray,
     executions: np.ndarray,
-    logger_map: Any,
+    logger_map: ClockMapLike,
     *,
     execution_of_interest: Optional[int] = None,
     kernel_id: Optional[int] = None,

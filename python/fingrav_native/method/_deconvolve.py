@@ -44,7 +44,7 @@ from __future__ import annotations
 import logging
 import math
 from dataclasses import dataclass
-from typing import Any, Optional, Sequence
+from typing import Optional, Sequence
 
 import numpy as np
 import numpy.typing as npt
@@ -52,7 +52,7 @@ import scipy.linalg
 
 from fingrav_native._checks import integer_in, positive_number
 from fingrav_native._core import CHANNELS
-from fingrav_native.clocks._maps import host_relative
+from fingrav_native.clocks._maps import ClockMapLike, host_relative
 from fingrav_native.method._deconvolved import Deconvolution, DeconvolvedChannel
 from fingrav_native.method._forward_model import TAIL_EDGES, penalty, run_rows, warm_bins
 from fingrav_native.records._layouts import validate_executions, validate_samples
@@ -311,7 +311,7 @@ class _Logs:
     ok: np.ndarray  # finite time and values
 
 
-def _logs_on_host(samples: np.ndarray, logger_map: Any, origin: int, sensor: SensorModel,
+def _logs_on_host(samples: np.ndarray, logger_map: ClockMapLike, origin: int, sensor: SensorModel,
                   chans: Sequence[str]) -> _Logs:
     """Map every log onto host time, with its window, its calibrated values and what its response reaches."""
     t_all = host_relative(logger_map, samples["source_ts"], origin, "logger_map")
@@ -605,7 +605,7 @@ def _warnings(results: Sequence[DeconvolvedChannel], sensor: SensorModel, lay: _
 def deconvolve(
     samples: np.ndarray,
     executions: np.ndarray,
-    logger_map: Any,
+    logger_map: ClockMapLike,
     sensor: SensorModel,
     *,
     execution_of_interest: int,

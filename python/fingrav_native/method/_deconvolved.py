@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from fingrav_native.method._stitched import EnergyEstimate, StitchedChannel, StitchedProfile
+from fingrav_native.method._stitched import EnergyEstimate, StitchedChannel, StitchedProfile, XAxis
 from fingrav_native.sensors._model import SensorModel
 
 
@@ -136,7 +136,7 @@ class Deconvolution:
 
 
 
-def as_stitched(dec: Deconvolution, *, x: str = "time", uncert_ns_median: float = math.nan,
+def as_stitched(dec: Deconvolution, *, x: XAxis = "time", uncert_ns_median: float = math.nan,
                 uncert_ns_max: float = math.nan) -> tuple[StitchedProfile, dict[str, EnergyEstimate]]:
     """A deconvolution as the stitched profile and energies every consumer of a profile reads.
 

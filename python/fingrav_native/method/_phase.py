@@ -39,7 +39,7 @@ from __future__ import annotations
 import logging
 import math
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, Literal, Optional, Sequence
 
 import numpy as np
 import scipy.stats
@@ -51,9 +51,14 @@ from fingrav_native.sensors._model import SensorModel
 
 _log = logging.getLogger(__name__)
 
+
 #: ``profile(phase=...)``: "auto" steers where the sensor is predictable, "steered" also (and warns when
 #: it must fall back), "random" is the paper's protocol.
-PHASES = ("auto", "steered", "random")
+Phase = Literal["auto", "steered", "random"]
+
+
+#: The phases ``profile(phase=...)`` takes, for validation and choices.
+PHASES: tuple[Phase, ...] = ("auto", "steered", "random")
 
 
 #: Runs whose logs the prediction is fitted on (recent ones: drift is followed, cost stays bounded).
@@ -204,7 +209,7 @@ class _Aim:
 
     label: str
     toi_ns: float
-    edge: str  # "end" / "start" (the window edge aimed), "stratified" or "design"
+    edge: Literal["end", "start", "stratified", "design"]  # the window edge aimed, or how the phase was chosen
     launch_ns: float
 
 
@@ -267,7 +272,7 @@ class PhaseSteerer:
     bin_ns: float
     target_per_bin: int = 1
     seed: int = 0
-    requested: str = "auto"
+    requested: Literal["auto", "steered"] = "auto"
     design: bool = False
     active: bool = True
     note: str = ""
@@ -393,7 +398,7 @@ class PhaseSteerer:
         overlap = max(0.0, d - min(shift, p - shift))
         return min(1.0, (2 * d - overlap) / p)
 
-    def _rate(self, kind: str) -> Optional[float]:
+    def _rate(self, kind: Literal["steered", "random"]) -> Optional[float]:
         runs, inside = self._landed[kind]
         return inside / runs if runs else None
 
@@ -471,7 +476,8 @@ class PhaseSteerer:
         # outside the run's executions (where the other side is idle, the
         # edge's information is not cancelled by the executions it also
         # covers), alternating when both or neither do.
-        edge, shift = "end", self._delay_ns
+        edge: Literal["end", "start"] = "end"
+        shift = self._delay_ns
         w = float(self._window_ns())
         if w > 0:
             span = self._run_span.get(label)
@@ -737,8 +743,11 @@ def make_steerer(caps: Capabilities, sensor: Optional[SensorModel], backend: Any
 
     ``design``: the logs will be deconvolved (an averaging sensor), so the
     phases are chosen by the information they add to the deconvolution
-    (:class:`PhaseSteerer`).
+    (:class:`PhaseSteerer`). ``requested`` is a :data:`Phase`; typed ``str`` because the campaign
+    driver passes its own option through, so it is checked here.
     """
+    if requested not in PHASES:
+        raise ValueError(f"phase={requested!r}: must be one of {PHASES}")
     if requested == "random":
         return None
     if not callable(getattr(backend, "wait_until", None)):

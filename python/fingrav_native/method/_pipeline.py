@@ -5,11 +5,12 @@ from __future__ import annotations
 import math
 import warnings
 from dataclasses import dataclass
-from typing import Any, Optional, Sequence, Union
+from typing import Literal, Optional, Sequence, Union, cast
 
 import numpy as np
 
 from fingrav_native._checks import integer_in, positive_number
+from fingrav_native.clocks._maps import ClockMapLike
 from fingrav_native.method._align import NoLogsInExecutionsError, place_logs, select_executions_of_interest
 from fingrav_native.method._deconvolve import deconvolve, needs_deconvolution
 from fingrav_native.method._deconvolved import Deconvolution, as_stitched
@@ -18,20 +19,25 @@ from fingrav_native.method._guidance import Guidance, lookup_guidance, target_lo
 from fingrav_native.method._results import LOG_DTYPE, ErrorBudget, ExecutionProfile
 from fingrav_native.method._steady import PowerMeasurement
 from fingrav_native.method._stitch import stitch
-from fingrav_native.method._stitched import EnergyEstimate, StitchedProfile, energy_per_execution
+from fingrav_native.method._stitched import EnergyEstimate, Smoother, Span, StitchedProfile, XAxis, energy_per_execution
 from fingrav_native.records._layouts import LOI_DTYPE, validate_executions, validate_samples
 from fingrav_native.records._recording import Capabilities
 from fingrav_native.sensors._model import SensorModel, sensor_preset
 
-#: How logs are attributed to the execution of interest (stitch_logs, profile).
-ATTRIBUTIONS = ("auto", "instant", "deconvolve")
+#: How logs are attributed to the execution of interest: each at one instant (the paper's step 6),
+#: deconvolved from what each window covers, or "auto" (deconvolve windows wider than the resolution).
+Attribution = Literal["auto", "instant", "deconvolve"]
+
+
+#: The attributions stitch_logs and profile take, for validation and choices.
+ATTRIBUTIONS: tuple[Attribution, ...] = ("auto", "instant", "deconvolve")
 
 
 class SensorResolutionWarning(UserWarning):
     """The sensor cannot resolve what was asked (window much longer than the kernel, too few window edges)."""
 
 
-def log_records(samples: np.ndarray, logger_map: Any) -> np.ndarray:
+def log_records(samples: np.ndarray, logger_map: ClockMapLike) -> np.ndarray:
     logs = np.zeros(len(samples), dtype=LOG_DTYPE)
     logs["host_ns"] = logger_map.to_host(samples["source_ts"])
     logs["window_ns"] = samples["window_ns"]
@@ -73,7 +79,7 @@ class PlacedRuns:
 def place_runs(
     samples: np.ndarray,
     executions: np.ndarray,
-    logger_map: Any,
+    logger_map: ClockMapLike,
     *,
     execution_index: int,
     margin: float,
@@ -106,13 +112,17 @@ def finish_profile(
     top_up_runs: int,
     span: float | str = "auto",
 ) -> ExecutionProfile:
-    """Step 8: stitch, and integrate energy per execution."""
+    """Step 8: stitch, and integrate energy per execution.
+
+    ``smoother``, ``x`` and ``span`` are :func:`stitch`'s options, typed ``str`` because the campaign
+    driver passes its own options through; :func:`stitch` checks them.
+    """
     if len(placed.lois) == 0:
         raise NoLogsInExecutionsError(
             f"{label}: no power log landed in execution {execution_index} of any golden run "
             f"({placed.golden.count} runs); run more runs (runs=...) or allow top-up runs")
-    stitched = stitch(placed.lois, x=x, bin_width=guidance.loi_interval_ns if x == "time" else None,
-                      smoother=smoother, span=span)
+    stitched = stitch(placed.lois, x=cast(XAxis, x), bin_width=guidance.loi_interval_ns if x == "time" else None,
+                      smoother=cast(Optional[Smoother], smoother), span=cast(Span, span))
     energy = {c.name: energy_per_execution(c, placed.duration_ns) for c in stitched.channels
               if np.isfinite(c.mean).any()}
     return _execution_profile(label, placed, stitched, energy, placed.duration_ns, execution_index=execution_index,
@@ -142,19 +152,19 @@ def build_execution_profile(
     label: str,
     samples: np.ndarray,
     executions: np.ndarray,
-    logger_map: Any,
+    logger_map: ClockMapLike,
     *,
     execution_index: int,
     executions_per_run: int,
     margin: float,
     guidance: Guidance,
     smoother: Optional[str],
-    x: str,
+    x: XAxis,
     kernel_id: Optional[int] = None,
     top_up_runs: int = 0,
-    span: float | str = "auto",
+    span: Span = "auto",
     sensor: Optional[SensorModel] = None,
-    attribution: str = "auto",
+    attribution: Attribution = "auto",
 ) -> ExecutionProfile:
     placed = place_runs(samples, executions, logger_map, execution_index=execution_index, margin=margin,
                     kernel_id=kernel_id)
@@ -173,7 +183,7 @@ def finish_deconvolved(
     placed: PlacedRuns,
     samples: np.ndarray,
     executions: np.ndarray,
-    logger_map: Any,
+    logger_map: ClockMapLike,
     sensor: Optional[SensorModel],
     *,
     execution_index: int,
@@ -183,7 +193,11 @@ def finish_deconvolved(
     kernel_id: Optional[int],
     top_up_runs: int,
 ) -> ExecutionProfile:
-    """Step 8 for windowed logs: the curve by deconvolution across the golden runs (sensors.deconvolve)."""
+    """Step 8 for windowed logs: the curve by deconvolution across the golden runs (:func:`deconvolve`).
+
+    ``x`` is typed ``str`` because the campaign driver passes its own option through;
+    :func:`as_stitched` checks it.
+    """
     if sensor is None:
         # The logs declare their windows; a boxcar sensor of the widest is the model for any that do not.
         widest = float(np.max(samples["window_ns"])) if len(samples) else 0.0
@@ -197,7 +211,7 @@ def finish_deconvolved(
                      runs=placed.golden.run_ids, kernel_id=kernel_id, bins=bins,
                      resolution_ns=guidance.loi_interval_ns)
     unc = placed.lois["uncert_ns"] if len(placed.lois) else np.zeros(1)
-    stitched, energy = as_stitched(dec, x=x, uncert_ns_median=float(np.median(unc)), uncert_ns_max=float(np.max(unc)))
+    stitched, energy = as_stitched(dec, x=cast(XAxis, x), uncert_ns_median=float(np.median(unc)), uncert_ns_max=float(np.max(unc)))
     for w in dec.warnings:
         warnings.warn(f"{label}: {w}", SensorResolutionWarning, stacklevel=3)
     return _execution_profile(label, placed, stitched, energy, dec.duration_ns, execution_index=execution_index,
@@ -205,7 +219,7 @@ def finish_deconvolved(
                               deconvolution=dec)
 
 
-def error_budget(lois_list: Sequence[np.ndarray], executions: np.ndarray, logger_map: Any,
+def error_budget(lois_list: Sequence[np.ndarray], executions: np.ndarray, logger_map: ClockMapLike,
             caps: Capabilities) -> ErrorBudget:
     lois = np.concatenate(lois_list) if lois_list else np.zeros(0, dtype=LOI_DTYPE)
     if len(lois) == 0:
@@ -218,16 +232,16 @@ def error_budget(lois_list: Sequence[np.ndarray], executions: np.ndarray, logger
 def stitch_logs(
     samples: np.ndarray,
     executions: np.ndarray,
-    logger_map: Any,
+    logger_map: ClockMapLike,
     *,
     execution_of_interest: int,
     margin: float,
     kernel_id: Optional[int] = None,
-    smoother: Optional[str] = "local",
-    x: str = "time",
+    smoother: Optional[Smoother] = "local",
+    x: XAxis = "time",
     label: str = "custom",
     sensor: Union[SensorModel, str, None] = None,
-    attribution: str = "auto",
+    attribution: str = "auto",  # an Attribution; str for drivers that pass their own option (checked below)
 ) -> ExecutionProfile:
     """Steps 5-8 of FinGraV on your own arrays (bring-your-own-logs).
 

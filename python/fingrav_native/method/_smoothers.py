@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Callable, Optional, Sequence
+from typing import Callable, Literal, Optional, Sequence, Union
 
 import numpy as np
 import scipy.linalg
@@ -317,7 +317,7 @@ def _nan_band(grid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return np.full(grid.size, np.nan), np.full(grid.size, np.nan)
 
 
-def local_fit(x: np.ndarray, y: np.ndarray, w: np.ndarray, grid: np.ndarray, span: float | str,
+def local_fit(x: np.ndarray, y: np.ndarray, w: np.ndarray, grid: np.ndarray, span: Union[float, Literal["auto"]],
                confidence: float, window: Optional[int] = None) -> SmoothFit:
     """The local linear fit on the grid, its span (given, or chosen by GCV) and its simultaneous band."""
     # By position, ties by value: subsamples then do not depend on the input order.

@@ -39,7 +39,7 @@ from fingrav_native.method._guidance import lookup_guidance
 # MIN_WINDOW is re-exported: it is the floor of stitch's span="auto" (its docstring names it).
 from fingrav_native.method._smoothers import MIN_WINDOW as MIN_WINDOW
 from fingrav_native.method._smoothers import SmoothFit, auto_windows, local_fit, poly_fit
-from fingrav_native.method._stitched import StitchedChannel, StitchedProfile
+from fingrav_native.method._stitched import Smoother, Span, StitchedChannel, StitchedProfile, XAxis
 
 _SMOOTHERS = ("local", "poly4", None)
 
@@ -53,7 +53,7 @@ def _t_quantiles(p: float, df: np.ndarray) -> np.ndarray:
     return out
 
 
-def _check_lois(lois: np.ndarray, x: str, weighted: bool) -> str:
+def _check_lois(lois: np.ndarray, x: XAxis, weighted: bool) -> str:
     """The LOIs' position field, once they are checked to be LOI records that have it."""
     if not isinstance(lois, np.ndarray) or lois.dtype.names is None or lois.ndim != 1:
         raise ValueError("lois: must be a 1-D structured array of LOI_DTYPE records")
@@ -81,15 +81,15 @@ def _check_channels(lois: np.ndarray, channels: Sequence[str]) -> None:
         raise ValueError(f"channels: names repeat: {list(channels)}")
 
 
-def _check_options(smoother: Optional[str], confidence: float, span: float | str,
-                   grid_points: int) -> tuple[float, float | str]:
+def _check_options(smoother: Optional[Smoother], confidence: float, span: Span,
+                   grid_points: int) -> tuple[float, Span]:
     """The confidence level and the span, once the smoother, span and grid are checked."""
     if smoother not in _SMOOTHERS:
         raise ValueError(f"smoother: must be 'local', 'poly4' or None, got {smoother!r}")
     conf = positive_number(confidence, "confidence")
     if conf >= 1:
         raise ValueError(f"confidence: must be in (0, 1), got {conf!r}")
-    sp: float | str
+    sp: Span
     if isinstance(span, str):
         if span != "auto":
             raise ValueError(f"span: must be a share of the LOIs in (0, 1] or 'auto', got {span!r}")
@@ -128,7 +128,7 @@ class _Axis:
         return len(self.centres)
 
 
-def _axis(x: str, bin_width: Optional[float], pos: np.ndarray, duration: np.ndarray, median_duration: float,
+def _axis(x: XAxis, bin_width: Optional[float], pos: np.ndarray, duration: np.ndarray, median_duration: float,
           grid_points: int) -> _Axis:
     """Bins of ``bin_width`` from 0 over the longest execution (or [0, 1]); Table I's LOI interval by default."""
     if x == "time":
@@ -154,7 +154,7 @@ def _axis(x: str, bin_width: Optional[float], pos: np.ndarray, duration: np.ndar
     return _Axis(width, x_unit, edges, centres, bin_idx, grid)
 
 
-def _fit_weights(lois: np.ndarray, x: str, duration: np.ndarray, weighted: bool) -> np.ndarray:
+def _fit_weights(lois: np.ndarray, x: XAxis, duration: np.ndarray, weighted: bool) -> np.ndarray:
     """Each LOI's weight in the fit: ``1 / uncertainty**2`` of its position when weighted, else 1."""
     if not weighted:
         return np.ones(len(lois))
@@ -183,8 +183,8 @@ def _bin_stats(v: np.ndarray, b: np.ndarray, n_bins: int,
     return count, mean, sd, half
 
 
-def _stitch_channel(lois: np.ndarray, name: str, x: str, axis: _Axis, pos: np.ndarray, fit_w: np.ndarray,
-                    smoother: Optional[str], sp: float | str, conf: float, window: Optional[int]) -> StitchedChannel:
+def _stitch_channel(lois: np.ndarray, name: str, x: XAxis, axis: _Axis, pos: np.ndarray, fit_w: np.ndarray,
+                    smoother: Optional[Smoother], sp: Span, conf: float, window: Optional[int]) -> StitchedChannel:
     """One channel's bins and fit, over the LOIs with a finite value in it (a source may lack the channel)."""
     v_all = lois[name].astype(np.float64)
     ok = np.isfinite(v_all)
@@ -220,12 +220,12 @@ def _stitch_channel(lois: np.ndarray, name: str, x: str, axis: _Axis, pos: np.nd
 def stitch(
     lois: np.ndarray,
     *,
-    x: str = "time",
+    x: XAxis = "time",
     bin_width: Optional[float] = None,
     channels: Sequence[str] = CHANNELS,
-    smoother: Optional[str] = "local",
+    smoother: Optional[Smoother] = "local",
     confidence: float = 0.95,
-    span: float | str = "auto",
+    span: Span = "auto",
     weighted: bool = False,
     grid_points: int = 201,
 ) -> StitchedProfile:

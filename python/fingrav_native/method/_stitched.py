@@ -12,13 +12,24 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Iterator, Optional
+from typing import Iterator, Literal, Optional, Union
 
 import numpy as np
 import scipy.stats
 
 from fingrav_native._checks import positive_number
 from fingrav_native._checks import readonly as _readonly
+
+#: Where a profile places an LOI: ns from its execution's start, or a fraction of the execution's duration.
+XAxis = Literal["time", "fraction"]
+
+
+#: The smooth fits :func:`~fingrav_native.method.stitch` makes (None: bins only).
+Smoother = Literal["local", "poly4"]
+
+
+#: The share of the LOIs in each local fit, or "auto" (chosen by generalised cross-validation).
+Span = Union[float, Literal["auto"]]
 
 
 @dataclass(frozen=True)
