@@ -5,13 +5,13 @@ run of other length, than the others, they would wait for it in the
 collective forever. FinGraV's campaign decisions (the guidance row from the
 measured duration, each probe of the SSP search, the top-up runs) depend on
 each rank's own measurements, so the ranks must agree on them:
-:func:`~fingrav_native.method.profile.profile` passes every such number through an
+:func:`~fingrav_native.profile` passes every such number through an
 :class:`Agreement`, which returns the same value on every rank.
 
 * :class:`LocalAgreement`: one rank, nothing to agree (the default).
 * :class:`ThreadAgreement`: ranks as threads of one process (one process
   driving several local GPUs).
-* ``TorchAgreement`` (:mod:`fingrav_native.multi.node`): ranks as processes of
+* ``TorchAgreement`` (:mod:`fingrav_native.app._distributed`): ranks as processes of
   a ``torch.distributed`` job (torchrun, mpirun).
 """
 

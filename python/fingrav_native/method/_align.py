@@ -9,8 +9,8 @@ an LOI, and its position inside that execution its TOI (paper Section IV-A,
 Error budget of a TOI
 ---------------------
 ``toi_ns`` is a difference of two host times, the log's and the execution
-start's, so its uncertainty (``uncert_ns``, a half-width) collects, as
-DESIGN.md's error budget lists them:
+start's, so its uncertainty (``uncert_ns``, a half-width) collects three
+terms, one per source of timing error between the logger and the kernel:
 
 1. the clock map's error bound at the log, ``logger_map.error_bound_at``;
 2. the execution start's localisation, ``start_err_ns`` of the execution;
@@ -23,7 +23,8 @@ added, not combined in quadrature: the sum bounds the TOI error whenever
 each term bounds its own.
 
 A clock map is any object with ``to_host(ticks) -> float64 ns`` and
-``error_bound_at(host_ns) -> float64 ns`` (see :mod:`fingrav_native.clocks.maps`).
+``error_bound_at(host_ns) -> float64 ns`` (``ClockMapLike``; the maps of
+:mod:`fingrav_native.clocks` are such objects).
 
 Examples
 --------
@@ -132,7 +133,7 @@ def select_executions_of_interest(
 
     Notes
     -----
-    1. Validate ``executions`` (:func:`~fingrav_native.method.records.validate_executions`).
+    1. Validate ``executions`` (:func:`~fingrav_native.records.validate_executions`).
     2. Keep executions whose index equals ``execution_of_interest``; for a
        negative value, whose index equals the run's largest index + 1 +
        ``execution_of_interest`` (per run, vectorised with ``np.maximum.at``).

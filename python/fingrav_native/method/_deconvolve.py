@@ -10,7 +10,7 @@ average is an instant smears the profile and biases its mean (a window
 ending after the execution averages in the cooling GPU).
 
 Here every log is what it is, a linear functional of the power over its
-window (:meth:`~fingrav_native.sensors.model.SensorModel.interval_weights`),
+window (:meth:`~fingrav_native.sensors.SensorModel.interval_weights`),
 and the curve of the execution of interest is solved for across all golden
 runs at once: regularised least squares with nuisance terms for what else
 the windows cover, the smoothing chosen from the data by generalised
@@ -36,7 +36,7 @@ Assumptions (stated in every result's ``assumptions``):
    execution ended, shared by all golden runs, reaching the idle level that
    also precedes every run.
 5. The sensor model (window, shape, delay, gain, offset) is right; a
-   characterisation (:mod:`fingrav_native.sensors.characterize`) measures it.
+   characterisation (:func:`fingrav_native.characterize`) measures it.
 """
 
 from __future__ import annotations
@@ -628,7 +628,7 @@ def deconvolve(
         Power logs: ``source_ts`` in the logger's clock, one field per
         channel, and optionally ``window_ns`` (each log's own boxcar window;
         energy-counter logs from
-        :func:`~fingrav_native.sensors.counter.counter_to_logs` carry it).
+        :func:`~fingrav_native.sensors.counter_to_logs` carry it).
     executions : numpy.ndarray
         EXECUTION_DTYPE records on the host timeline.
     logger_map : clock map

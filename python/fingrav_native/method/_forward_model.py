@@ -1,7 +1,7 @@
 """The forward model of windowed logs: how each log weighs each unknown of an execution's power.
 
 A log that averages a window (or passes a filter) is a linear functional of
-the power over what its response covers (:meth:`~fingrav_native.sensors.model.SensorModel.interval_weights`).
+the power over what its response covers (:meth:`~fingrav_native.sensors.SensorModel.interval_weights`).
 The unknowns tile a run: the curve of the execution of interest over its
 progress, a level per execution index, each warm-up execution's own coarser
 curve, and the cooling tail after the run down to the idle level that also
@@ -35,7 +35,7 @@ def warm_bins(K: int) -> int:
 
 
 def run_rows(sensor: SensorModel, t: np.ndarray, win: np.ndarray, ex: np.ndarray, k: int, frac_edges: np.ndarray,
-              n_max: int, tail_edges_ns: np.ndarray, warm: int = 0) -> np.ndarray:
+             n_max: int, tail_edges_ns: np.ndarray, warm: int = 0) -> np.ndarray:
     """Design rows of one run's logs.
 
     Columns: [curve (K), level per execution index (n_max), own curve of each
@@ -51,7 +51,7 @@ def run_rows(sensor: SensorModel, t: np.ndarray, win: np.ndarray, ex: np.ndarray
     warm_edges = np.linspace(0.0, 1.0, Kw + 1)
     for i in range(len(ex)):
         s, e = float(starts[i]), float(ends[i])
-        # Assumption 3: a launch gap belongs to the end of the execution before it.
+        # Assumption 3 (of the deconvolution): a launch gap belongs to the end of the execution before it.
         e_ext = float(starts[i + 1]) if i + 1 < len(ex) else e
         idx = int(ex["index"][i])
         if ex["kernel_id"][i] == kid and i != k and idx < warm:
@@ -92,7 +92,7 @@ def penalty(K: int, P: int, T: int, n_max: int = 0, warm: int = 0) -> np.ndarray
 def design_rows(sensor: SensorModel, stamps_ns: npt.ArrayLike, windows_ns: npt.ArrayLike, run_executions: np.ndarray,
                 execution_of_interest: int, bins: int, n_max: int, duration_ns: float,
                 warmup: Optional[int] = None) -> np.ndarray:
-    """The rows :func:`deconvolve` builds for one run's logs: how each log weighs each unknown.
+    """The rows :func:`~fingrav_native.method.deconvolve` builds for one run's logs: how each log weighs each unknown.
 
     Parameters
     ----------
@@ -111,20 +111,20 @@ def design_rows(sensor: SensorModel, stamps_ns: npt.ArrayLike, windows_ns: npt.A
     duration_ns : float
         The execution of interest's duration (scales the cooling-tail bins).
     warmup : int, optional
-        As for :func:`deconvolve`.
+        As for :func:`~fingrav_native.method.deconvolve`.
 
     Returns
     -------
     numpy.ndarray
         ``(logs, bins + n_max + warm-up bins + tail bins)``: curve bins, a
         level per execution index, each warm-up execution's own curve, the
-        cooling tail and the idle level (assumptions 1-4 of the module
-        docstring).
+        cooling tail and the idle level (assumptions 1-4 of
+        :func:`~fingrav_native.method.deconvolve`).
 
     Notes
     -----
     The design of the sequential experiment of
-    :mod:`fingrav_native.method.phase`: a launch phase is chosen by the
+    :class:`~fingrav_native.method.PhaseSteerer`: a launch phase is chosen by the
     information these rows would add (Backus and Gilbert 1968 for the
     resolution view; A-optimal design, Kiefer 1959).
     """
@@ -156,7 +156,7 @@ def curve_precision_inverse(G: np.ndarray, bins: int, n_max: int, lam_rel: float
     n_max : int
         Level columns (as given to :func:`design_rows`).
     lam_rel : float
-        Smoothing, relative to the data's scale as :func:`deconvolve` sets
+        Smoothing, relative to the data's scale as :func:`~fingrav_native.method.deconvolve` sets
         it (its GCV grid spans 1e-8 to 1e4).
     scale : float, optional
         The data's scale the smoothing is relative to; default from ``G``

@@ -1,6 +1,6 @@
 """Windowed logs over a timeline of many kernels: every kernel's curve and the gaps' power, fitted jointly.
 
-:func:`~fingrav_native.sensors.deconvolve.deconvolve` recovers one kernel's
+:func:`~fingrav_native.method.deconvolve` recovers one kernel's
 curve from runs that hold only that kernel (a controlled campaign). In a
 running application a 1 ms window covers several kernels of different
 signatures and the gaps between them, so a log is a mixture: attributing it
@@ -459,7 +459,7 @@ def fit_timeline(
     Notes
     -----
     Section IV-B step 8 of the paper, for logs that are window averages
-    (the sensor issue's forward model, Yang et al. SC'24) over an
+    (the forward model of averaging sensors, Yang et al. SC'24) over an
     application's mixed timeline instead of one kernel's runs.
     """
     t, s, e, cls, K = _check_timeline(t_ns, starts_ns, ends_ns, classes, bins, confidence)

@@ -534,7 +534,7 @@ class PhaseSteerer:
         When random phase puts a window edge in the execution in a good
         share of runs, the deconvolution's information is spread over every
         phase, and a model-based design would concentrate the runs where the
-        model (assumptions 1-4 of :mod:`fingrav_native.sensors.deconvolve`)
+        model (assumptions 1-4 of :func:`~fingrav_native.method.deconvolve`)
         says, amplifying its errors (measured: 17 % against 13 % RMSE at
         160 runs for cb-4k-gemm with a 1 ms average). A low-discrepancy
         sequence of phases keeps random phase's design, without its clumps

@@ -1,7 +1,14 @@
-"""Split from method.profile."""
+"""Steps 5-8 of FinGraV on logs and executions brought from anywhere: golden runs, LOIs, curve, energy.
+
+:func:`stitch_logs` is the public entry; the campaign driver
+(:func:`fingrav_native.profile`) calls the same steps one by one
+(:func:`place_runs`, then :func:`finish_profile` for logs placed at an
+instant or :func:`finish_deconvolved` for logs that average windows).
+"""
 
 from __future__ import annotations
 
+import logging
 import math
 import warnings
 from dataclasses import dataclass
@@ -24,6 +31,9 @@ from fingrav_native.records._layouts import LOI_DTYPE, validate_executions, vali
 from fingrav_native.records._recording import Capabilities
 from fingrav_native.sensors._model import SensorModel, sensor_preset
 
+_log = logging.getLogger(__name__)
+
+
 #: How logs are attributed to the execution of interest: each at one instant (the paper's step 6),
 #: deconvolved from what each window covers, or "auto" (deconvolve windows wider than the resolution).
 Attribution = Literal["auto", "instant", "deconvolve"]
@@ -38,6 +48,7 @@ class SensorResolutionWarning(UserWarning):
 
 
 def log_records(samples: np.ndarray, logger_map: ClockMapLike) -> np.ndarray:
+    """Every power log on host time as LOG_DTYPE records (what trace export shows)."""
     logs = np.zeros(len(samples), dtype=LOG_DTYPE)
     logs["host_ns"] = logger_map.to_host(samples["source_ts"])
     logs["window_ns"] = samples["window_ns"]
@@ -47,6 +58,7 @@ def log_records(samples: np.ndarray, logger_map: ClockMapLike) -> np.ndarray:
 
 
 def stratified_mean(toi_frac: np.ndarray, values: np.ndarray, strata: int = 8) -> PowerMeasurement:
+    """Mean power of LOIs over an execution, stratified by its progress, with its standard error."""
     # Power varies within an execution (ramps, a last partial wave), and LOIs
     # land at random times of interest: averaging per stratum of the
     # execution's progress and then across strata removes that shape from
@@ -71,6 +83,8 @@ def stratified_mean(toi_frac: np.ndarray, values: np.ndarray, strata: int = 8) -
 
 @dataclass(frozen=True)
 class PlacedRuns:
+    """Steps 5 and 6 for one execution of interest: the golden runs, their LOIs and the median duration."""
+
     golden: GoldenSelection
     lois: np.ndarray
     duration_ns: float
@@ -93,9 +107,10 @@ def place_runs(
     try:
         lois = place_logs(samples, executions, logger_map, execution_of_interest=execution_index,
                           kernel_id=kernel_id, runs=golden.run_ids)
-    except NoLogsInExecutionsError:
+    except NoLogsInExecutionsError as exc:
         # Short kernels: a few runs may hold no log at all in the execution
         # of interest. That is a shortfall for step 7, not an error yet.
+        _log.debug("execution %d: no LOI in the %d golden runs yet (%s)", execution_index, golden.count, exc)
         lois = np.zeros(0, dtype=LOI_DTYPE)
     return PlacedRuns(golden, lois, float(np.median(durations[golden.mask])))
 
@@ -166,6 +181,12 @@ def build_execution_profile(
     sensor: Optional[SensorModel] = None,
     attribution: Attribution = "auto",
 ) -> ExecutionProfile:
+    """Steps 5-8 for one execution of interest: its logs placed at an instant, or deconvolved.
+
+    Deconvolved with ``attribution="deconvolve"``, or with ``"auto"`` when a
+    log's window (or filter) exceeds half the resolution asked for
+    (:func:`needs_deconvolution`).
+    """
     placed = place_runs(samples, executions, logger_map, execution_index=execution_index, margin=margin,
                     kernel_id=kernel_id)
     use_deconv = attribution == "deconvolve" or (
@@ -211,7 +232,8 @@ def finish_deconvolved(
                      runs=placed.golden.run_ids, kernel_id=kernel_id, bins=bins,
                      resolution_ns=guidance.loi_interval_ns)
     unc = placed.lois["uncert_ns"] if len(placed.lois) else np.zeros(1)
-    stitched, energy = as_stitched(dec, x=cast(XAxis, x), uncert_ns_median=float(np.median(unc)), uncert_ns_max=float(np.max(unc)))
+    stitched, energy = as_stitched(dec, x=cast(XAxis, x), uncert_ns_median=float(np.median(unc)),
+                                   uncert_ns_max=float(np.max(unc)))
     for w in dec.warnings:
         warnings.warn(f"{label}: {w}", SensorResolutionWarning, stacklevel=3)
     return _execution_profile(label, placed, stitched, energy, dec.duration_ns, execution_index=execution_index,
@@ -221,6 +243,7 @@ def finish_deconvolved(
 
 def error_budget(lois_list: Sequence[np.ndarray], executions: np.ndarray, logger_map: ClockMapLike,
             caps: Capabilities) -> ErrorBudget:
+    """The timing error budget: medians over the LOIs of each bound :func:`place_logs` adds, and of their sum."""
     lois = np.concatenate(lois_list) if lois_list else np.zeros(0, dtype=LOI_DTYPE)
     if len(lois) == 0:
         return ErrorBudget(float("nan"), float("nan"), caps.logger_window_ns / 2, float("nan"))
@@ -252,10 +275,10 @@ def stitch_logs(
         channel (SAMPLE_DTYPE or compatible).
     executions : numpy.ndarray
         EXECUTION_DTYPE records on the host timeline (see
-        :func:`~fingrav_native.method.records.make_executions`).
+        :func:`~fingrav_native.records.make_executions`).
     logger_map : clock map
         Maps ``source_ts`` to host time (``to_host``, ``error_bound_at``):
-        e.g. :func:`~fingrav_native.clocks.maps.fit_clock_map` of your
+        e.g. :func:`~fingrav_native.clocks.fit_clock_map` of your
         bracketed reads.
     execution_of_interest : int
         Execution index within each run (3 for SSE; -1 for each run's last).
@@ -268,7 +291,7 @@ def stitch_logs(
     label : str
         Name of the profile.
     sensor : SensorModel or str, optional
-        What each log measures (a :data:`~fingrav_native.sensors.model.SENSOR_PRESETS`
+        What each log measures (a :data:`~fingrav_native.sensors.SENSOR_PRESETS`
         name or a model, e.g. from a characterisation). Default: what the
         logs declare (a ``window_ns`` field: boxcar windows; none:
         instantaneous).
@@ -277,7 +300,7 @@ def stitch_logs(
         interest (its window's part inside the execution) with its value
         unchanged. ``"deconvolve"``: the curve recovered across golden runs
         from what each window covers
-        (:func:`~fingrav_native.sensors.deconvolve.deconvolve`). ``"auto"``
+        (:func:`~fingrav_native.method.deconvolve`). ``"auto"``
         (default): deconvolve when a window (or filter) exceeds half the
         profile's resolution (Table I's LOI interval).
 

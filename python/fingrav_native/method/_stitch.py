@@ -234,7 +234,7 @@ def stitch(
     Parameters
     ----------
     lois : numpy.ndarray
-        LOI_DTYPE records (from :func:`~fingrav_native.method.align.place_logs`),
+        LOI_DTYPE records (from :func:`~fingrav_native.method.place_logs`),
         normally of the golden runs' executions of interest.
     x : {"time", "fraction"}
         Position of an LOI: its TOI in ns (``toi_ns``) or as a fraction of

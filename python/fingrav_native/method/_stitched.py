@@ -204,7 +204,7 @@ def energy_per_execution(stitched_channel: StitchedChannel, duration_ns: float) 
     Parameters
     ----------
     stitched_channel : StitchedChannel
-        One channel of :func:`stitch`'s result (watts).
+        One channel of :func:`~fingrav_native.method.stitch`'s result (watts).
     duration_ns : float
         The execution's duration (ns), e.g. the golden bin's centre.
 

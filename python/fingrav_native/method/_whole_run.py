@@ -132,7 +132,7 @@ def _runs_of(executions: np.ndarray, r: np.ndarray) -> _Runs:
 
 
 def _logs_in_runs(h: np.ndarray, rs: _Runs, pad: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The logs within each run's span +- ``pad`` (binary searches on the sorted times): index, run, time since start."""
+    """The logs within each run's span +- ``pad`` (binary searches): their index, run and time since run start."""
     order = np.argsort(h, kind="stable")
     hs = h[order]
     i0 = np.searchsorted(hs, rs.start - pad, side="left")
@@ -216,7 +216,7 @@ def whole_run_view(
        pad_ns]`` (binary searches on the sorted log times, per run) and
        place them at ``host_ns - start``.
     2. Mark the execution each log fell in
-       (:func:`~fingrav_native.method.align.assign_logs_to_executions`), -1 for
+       (:func:`~fingrav_native.method.assign_logs_to_executions`), -1 for
        gaps.
     3. Per execution index, take the median across runs of its start and
        end since run start: the boundaries.
