@@ -16,7 +16,7 @@ import numpy as np
 from fingrav_native.insitu._results import TraceProfile
 from fingrav_native.method._results import ExecutionProfile, InterleavedProfile, Profile
 from fingrav_native.method._steady import SspSearch
-from fingrav_native.method._stitch import StitchedChannel
+from fingrav_native.method._stitched import StitchedChannel
 
 # Channel -> (line style, marker, colour): distinct in colour and in grey.
 _STYLE = {

@@ -58,7 +58,7 @@ from fingrav_native.method._pipeline import (
 )
 from fingrav_native.method._results import CampaignTimeline, InterleavedProfile, Profile
 from fingrav_native.method._steady import SSE_EXECUTIONS, SSE_INDEX, PowerMeasurement, SspSearch, find_ssp_executions
-from fingrav_native.method._stitch import whole_run_view
+from fingrav_native.method._whole_run import whole_run_view
 from fingrav_native.records._layouts import LOI_DTYPE
 from fingrav_native.records._recording import Capabilities, RunRecord
 from fingrav_native.sensors._model import SensorModel, sensor_preset

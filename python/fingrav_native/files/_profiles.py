@@ -58,7 +58,7 @@ from fingrav_native.files._safe import (
     read_npy,
     short_repr,
 )
-from fingrav_native.method._deconvolve import Deconvolution, DeconvolvedChannel
+from fingrav_native.method._deconvolved import Deconvolution, DeconvolvedChannel
 from fingrav_native.method._golden import GoldenSelection
 from fingrav_native.method._guidance import Guidance, GuidanceRow
 from fingrav_native.method._results import (
@@ -70,7 +70,8 @@ from fingrav_native.method._results import (
     Profile,
 )
 from fingrav_native.method._steady import PowerMeasurement, SspSearch, SspStep
-from fingrav_native.method._stitch import EnergyEstimate, StitchedChannel, StitchedProfile, WholeRunView
+from fingrav_native.method._stitched import EnergyEstimate, StitchedChannel, StitchedProfile
+from fingrav_native.method._whole_run import WholeRunView
 from fingrav_native.multi._results import NodeProfile, NodeView, SteadyCheck
 from fingrav_native.records._layouts import LOI_DTYPE, validate_executions
 from fingrav_native.records._recording import Capabilities

@@ -31,7 +31,8 @@ from fingrav_native.insitu._results import (
 )
 from fingrav_native.insitu._trace import KernelTrace
 from fingrav_native.method._align import place_logs
-from fingrav_native.method._deconvolve import Deconvolution, DeconvolvedChannel, as_stitched, needs_deconvolution
+from fingrav_native.method._deconvolve import needs_deconvolution
+from fingrav_native.method._deconvolved import Deconvolution, DeconvolvedChannel, as_stitched
 from fingrav_native.method._joint import fit_timeline
 from fingrav_native.method._pipeline import stitch_logs
 from fingrav_native.method._results import ExecutionProfile

@@ -21,18 +21,9 @@ if TYPE_CHECKING:
         place_logs,
         select_executions_of_interest,
     )
-    from fingrav_native.method._deconvolve import (
-        Deconvolution,
-        DeconvolvedChannel,
-        as_stitched,
-        curve_precision_inverse,
-        curve_scale,
-        curve_variance,
-        deconvolve,
-        design_rows,
-        needs_deconvolution,
-        runs_needed,
-    )
+    from fingrav_native.method._deconvolve import deconvolve, needs_deconvolution, runs_needed
+    from fingrav_native.method._deconvolved import Deconvolution, DeconvolvedChannel, as_stitched
+    from fingrav_native.method._forward_model import curve_precision_inverse, curve_scale, curve_variance, design_rows
     from fingrav_native.method._golden import GoldenSelection, select_golden_runs
     from fingrav_native.method._guidance import TABLE_I, Guidance, GuidanceRow, lookup_guidance, target_loi_count
     from fingrav_native.method._joint import GAP_EDGES_NS, TimelineFit, fit_timeline
@@ -60,15 +51,9 @@ if TYPE_CHECKING:
         SspStep,
         find_ssp_executions,
     )
-    from fingrav_native.method._stitch import (
-        EnergyEstimate,
-        StitchedChannel,
-        StitchedProfile,
-        WholeRunView,
-        energy_per_execution,
-        stitch,
-        whole_run_view,
-    )
+    from fingrav_native.method._stitch import stitch
+    from fingrav_native.method._stitched import EnergyEstimate, StitchedChannel, StitchedProfile, energy_per_execution
+    from fingrav_native.method._whole_run import WholeRunView, whole_run_view
 
 # Each public name -> the private module that defines it. Loaded on first use (PEP 562, as scipy
 # and scikit-image do), so importing one module of this package never imports the rest of it.
@@ -76,9 +61,9 @@ _WHERE = {
     "ATTRIBUTIONS": "_pipeline",
     "Agreement": "_agreement",
     "CampaignTimeline": "_results",
-    "Deconvolution": "_deconvolve",
-    "DeconvolvedChannel": "_deconvolve",
-    "EnergyEstimate": "_stitch",
+    "Deconvolution": "_deconvolved",
+    "DeconvolvedChannel": "_deconvolved",
+    "EnergyEstimate": "_stitched",
     "ErrorBudget": "_results",
     "ExecutionProfile": "_results",
     "GAP_EDGES_NS": "_joint",
@@ -101,20 +86,20 @@ _WHERE = {
     "SensorResolutionWarning": "_pipeline",
     "SspSearch": "_steady",
     "SspStep": "_steady",
-    "StitchedChannel": "_stitch",
-    "StitchedProfile": "_stitch",
+    "StitchedChannel": "_stitched",
+    "StitchedProfile": "_stitched",
     "TABLE_I": "_guidance",
     "ThreadAgreement": "_agreement",
     "TimelineFit": "_joint",
-    "WholeRunView": "_stitch",
-    "as_stitched": "_deconvolve",
+    "WholeRunView": "_whole_run",
+    "as_stitched": "_deconvolved",
     "assign_logs_to_executions": "_align",
-    "curve_precision_inverse": "_deconvolve",
-    "curve_scale": "_deconvolve",
-    "curve_variance": "_deconvolve",
+    "curve_precision_inverse": "_forward_model",
+    "curve_scale": "_forward_model",
+    "curve_variance": "_forward_model",
     "deconvolve": "_deconvolve",
-    "design_rows": "_deconvolve",
-    "energy_per_execution": "_stitch",
+    "design_rows": "_forward_model",
+    "energy_per_execution": "_stitched",
     "find_ssp_executions": "_steady",
     "fit_timeline": "_joint",
     "lookup_guidance": "_guidance",
@@ -127,7 +112,7 @@ _WHERE = {
     "stitch": "_stitch",
     "stitch_logs": "_pipeline",
     "target_loi_count": "_guidance",
-    "whole_run_view": "_stitch",
+    "whole_run_view": "_whole_run",
 }
 
 __all__ = sorted(_WHERE)

@@ -5,13 +5,13 @@ run of other length, than the others, they would wait for it in the
 collective forever. FinGraV's campaign decisions (the guidance row from the
 measured duration, each probe of the SSP search, the top-up runs) depend on
 each rank's own measurements, so the ranks must agree on them:
-:func:`~fingrav_native.method.profile.profile` passes every such number through an
+:func:`~fingrav_native.profile` passes every such number through an
 :class:`Agreement`, which returns the same value on every rank.
 
 * :class:`LocalAgreement`: one rank, nothing to agree (the default).
 * :class:`ThreadAgreement`: ranks as threads of one process (one process
   driving several local GPUs).
-* ``TorchAgreement`` (:mod:`fingrav_native.multi.node`): ranks as processes of
+* ``TorchAgreement`` (:mod:`fingrav_native.app._distributed`): ranks as processes of
   a ``torch.distributed`` job (torchrun, mpirun).
 """
 
@@ -20,9 +20,12 @@ from __future__ import annotations
 import abc
 import math
 import threading
-from typing import Optional
+from typing import Literal, Optional
 
 from fingrav_native.method._steady import PowerMeasurement
+
+# What a collective reduction does with the ranks' values.
+_Op = Literal["max", "sum"]
 
 
 class Agreement(abc.ABC):
@@ -36,7 +39,7 @@ class Agreement(abc.ABC):
     size: int = 1
 
     @abc.abstractmethod
-    def _reduce(self, value: float, op: str) -> float:
+    def _reduce(self, value: float, op: _Op) -> float:
         """``op`` ("max" or "sum") of every rank's ``value``, the same on every rank."""
 
     def max(self, value: float) -> float:
@@ -67,7 +70,7 @@ class LocalAgreement(Agreement):
 
     size = 1
 
-    def _reduce(self, value: float, op: str) -> float:
+    def _reduce(self, value: float, op: _Op) -> float:
         return value
 
 
@@ -120,7 +123,7 @@ class ThreadAgreement(Agreement):
         """Release the other ranks (they raise ``BrokenBarrierError``): call when this rank fails."""
         self._g.barrier.abort()
 
-    def _reduce(self, value: float, op: str) -> float:
+    def _reduce(self, value: float, op: _Op) -> float:
         g = self._g
         g.values[self.rank] = value
         g.barrier.wait()

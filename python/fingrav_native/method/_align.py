@@ -9,8 +9,8 @@ an LOI, and its position inside that execution its TOI (paper Section IV-A,
 Error budget of a TOI
 ---------------------
 ``toi_ns`` is a difference of two host times, the log's and the execution
-start's, so its uncertainty (``uncert_ns``, a half-width) collects, as
-DESIGN.md's error budget lists them:
+start's, so its uncertainty (``uncert_ns``, a half-width) collects three
+terms, one per source of timing error between the logger and the kernel:
 
 1. the clock map's error bound at the log, ``logger_map.error_bound_at``;
 2. the execution start's localisation, ``start_err_ns`` of the execution;
@@ -23,7 +23,8 @@ added, not combined in quadrature: the sum bounds the TOI error whenever
 each term bounds its own.
 
 A clock map is any object with ``to_host(ticks) -> float64 ns`` and
-``error_bound_at(host_ns) -> float64 ns`` (see :mod:`fingrav_native.clocks.maps`).
+``error_bound_at(host_ns) -> float64 ns`` (``ClockMapLike``; the maps of
+:mod:`fingrav_native.clocks` are such objects).
 
 Examples
 --------
@@ -52,7 +53,7 @@ import numpy.typing as npt
 
 from fingrav_native._checks import readonly as _readonly
 from fingrav_native._core import CHANNELS
-from fingrav_native.clocks._maps import host_relative
+from fingrav_native.clocks._maps import ClockMapLike, host_relative
 from fingrav_native.records._layouts import LOI_DTYPE, validate_executions, validate_samples
 
 
@@ -132,7 +133,7 @@ def select_executions_of_interest(
 
     Notes
     -----
-    1. Validate ``executions`` (:func:`~fingrav_native.method.records.validate_executions`).
+    1. Validate ``executions`` (:func:`~fingrav_native.records.validate_executions`).
     2. Keep executions whose index equals ``execution_of_interest``; for a
        negative value, whose index equals the run's largest index + 1 +
        ``execution_of_interest`` (per run, vectorised with ``np.maximum.at``).
@@ -194,10 +195,131 @@ def _as_host_array(values: Any, n: int, what: str, name: str = "logger_map") -> 
     return arr
 
 
+def _check_place_args(logger_map: ClockMapLike, min_overlap: float) -> float:
+    """The share of a window that must lie inside an execution, once the clock map is known to be one."""
+    for method in ("to_host", "error_bound_at"):
+        if not callable(getattr(logger_map, method, None)):
+            raise TypeError(f"logger_map: must have a {method}() method (a clock map), got {type(logger_map).__name__}")
+    try:
+        mo = float(min_overlap)
+    except (TypeError, ValueError):
+        raise ValueError(f"min_overlap: must be a share in [0, 1], got {min_overlap!r}") from None
+    if not (0.0 <= mo <= 1.0):
+        raise ValueError(f"min_overlap: must be a share in [0, 1], got {mo!r}")
+    return mo
+
+
+def _windows(samples: np.ndarray) -> np.ndarray:
+    """Each log's averaging window (ns, 0 = instantaneous; no ``window_ns`` field: all 0)."""
+    win_field = _field(samples, "window_ns")
+    window = np.zeros(len(samples)) if win_field is None else win_field.astype(np.float64)
+    if not np.all(np.isfinite(window)) or np.any(window < 0):
+        raise ValueError("samples: window_ns must be finite and >= 0")
+    return window
+
+
+@dataclass(frozen=True)
+class _Selected:
+    """The executions of interest by run and start, their starts and ends relative to an integer origin."""
+
+    ex: np.ndarray
+    origin: int
+    start: np.ndarray
+    end: np.ndarray
+
+
+def _selected(executions: np.ndarray, execution_of_interest: Optional[int], kernel_id: Optional[int],
+              runs: Optional[npt.ArrayLike]) -> _Selected:
+    """The executions of interest, sorted by run then start (their ends are then sorted too: they do not overlap)."""
+    mask = select_executions_of_interest(
+        executions, execution_of_interest=execution_of_interest, kernel_id=kernel_id, runs=runs
+    )
+    sel = executions[mask]
+    order = np.lexsort((sel["start_ns"], sel["run"]))
+    sel = sel[order]
+    # All arithmetic relative to an exact integer origin: host times can be
+    # Unix-epoch ns (1.8e18), where a float64 resolves only 256 ns.
+    origin = int(sel["start_ns"].min())
+    s_all = (sel["start_ns"] - origin).astype(np.float64)
+    e_all = (sel["end_ns"] - origin).astype(np.float64)
+    return _Selected(sel, origin, s_all, e_all)
+
+
+def _overlapping_pairs(t: np.ndarray, b: np.ndarray, windowed: np.ndarray, w_max: float,
+                       sel: _Selected) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """Per run, the (log, execution) pairs that overlap, found with two binary searches per log.
+
+    An instantaneous log overlaps the executions with ``start <= t <= end``;
+    a windowed one those with ``start < t`` and ``end > t - window``.
+    """
+    log_order = np.argsort(t, kind="stable")
+    t_sorted = t[log_order]
+    run_breaks = np.flatnonzero(np.diff(sel.ex["run"])) + 1
+    first = np.concatenate(([0], run_breaks))
+    last = np.concatenate((run_breaks, [len(sel.ex)]))
+    pair_logs: list[np.ndarray] = []
+    pair_execs: list[np.ndarray] = []
+    for r0, r1 in zip(first.tolist(), last.tolist()):
+        s, e = sel.start[r0:r1], sel.end[r0:r1]
+        # Candidates: logs whose span can reach the run's span [s[0], e[-1]].
+        c0 = int(np.searchsorted(t_sorted, s[0], side="left"))
+        c1 = int(np.searchsorted(t_sorted, e[-1] + w_max, side="right"))
+        if c1 <= c0:
+            continue
+        cand = log_order[c0:c1]
+        tc, bc, wc = t[cand], b[cand], windowed[cand]
+        lo = np.where(wc, np.searchsorted(e, bc, side="right"), np.searchsorted(e, tc, side="left"))
+        hi = np.where(wc, np.searchsorted(s, tc, side="left"), np.searchsorted(s, tc, side="right"))
+        cnt = np.clip(hi - lo, 0, None)
+        total = int(cnt.sum())
+        if total == 0:
+            continue
+        offsets = np.arange(total) - np.repeat(np.cumsum(cnt) - cnt, cnt)
+        pair_logs.append(np.repeat(cand, cnt))
+        pair_execs.append(np.repeat(lo, cnt) + offsets + r0)
+    return pair_logs, pair_execs
+
+
+def _no_overlap(n: int, sel: _Selected, t: np.ndarray, b: np.ndarray, extra: str = "") -> NoLogsInExecutionsError:
+    """The error for logs that miss every execution of interest, with both time ranges (a wrong clock map shows)."""
+    n_runs = np.unique(sel.ex["run"]).size
+    origin = sel.origin
+    return NoLogsInExecutionsError(
+        f"samples: no log overlaps an execution of interest{extra}: the {n} logs, mapped to host time "
+        f"through logger_map, span [{origin + round(b.min())}, {origin + round(t.max())}] ns; the {len(sel.ex)} "
+        f"execution(s) of interest in {n_runs} run(s) span [{origin + round(sel.start.min())}, "
+        f"{origin + round(sel.end.max())}] ns "
+        "(a clock map for another logger or session would do this)"
+    )
+
+
+def _loi_records(samples: np.ndarray, sel: np.ndarray, li: np.ndarray, ei: np.ndarray, host_tl: np.ndarray,
+                 wl: np.ndarray, toi: np.ndarray, duration: np.ndarray, uncert: np.ndarray,
+                 overlap: np.ndarray) -> np.ndarray:
+    """LOI_DTYPE records of the (log, execution) pairs, sorted by run, execution and host time."""
+    out = np.zeros(li.size, dtype=LOI_DTYPE)
+    out["run"] = sel["run"][ei]
+    out["execution"] = sel["index"][ei]
+    out["kernel_id"] = sel["kernel_id"][ei]
+    seq = _field(samples, "seq")
+    out["seq"] = li if seq is None else seq[li]
+    out["host_ns"] = host_tl
+    out["window_ns"] = wl
+    out["toi_ns"] = toi
+    out["toi_frac"] = toi / duration
+    out["duration_ns"] = duration
+    out["uncert_ns"] = uncert
+    out["overlap"] = overlap
+    for c in CHANNELS:
+        col = _field(samples, c)
+        out[c] = math.nan if col is None else col[li]
+    return out[np.lexsort((out["host_ns"], out["execution"], out["run"]))]
+
+
 def place_logs(
     samples: np.ndarray,
     executions: np.ndarray,
-    logger_map: Any,
+    logger_map: ClockMapLike,
     *,
     execution_of_interest: Optional[int] = None,
     kernel_id: Optional[int] = None,
@@ -293,86 +415,28 @@ def place_logs(
     >>> float(loi["toi_ns"][0]), float(loi["overlap"][0]), float(loi["uncert_ns"][0])
     (8500.0, 0.75, 1500.0)
     """
-    # ---- validate
     samples = validate_samples(samples)
     executions = validate_executions(executions)
-    for method in ("to_host", "error_bound_at"):
-        if not callable(getattr(logger_map, method, None)):
-            raise TypeError(f"logger_map: must have a {method}() method (a clock map), got {type(logger_map).__name__}")
-    try:
-        mo = float(min_overlap)
-    except (TypeError, ValueError):
-        raise ValueError(f"min_overlap: must be a share in [0, 1], got {min_overlap!r}") from None
-    if not (0.0 <= mo <= 1.0):
-        raise ValueError(f"min_overlap: must be a share in [0, 1], got {mo!r}")
+    mo = _check_place_args(logger_map, min_overlap)
     n = len(samples)
-    win_field = _field(samples, "window_ns")
-    window = np.zeros(n) if win_field is None else win_field.astype(np.float64)
-    if not np.all(np.isfinite(window)) or np.any(window < 0):
-        raise ValueError("samples: window_ns must be finite and >= 0")
-    mask = select_executions_of_interest(
-        executions, execution_of_interest=execution_of_interest, kernel_id=kernel_id, runs=runs
-    )
-    sel = executions[mask]
-    order = np.lexsort((sel["start_ns"], sel["run"]))
-    sel = sel[order]
-    # All arithmetic relative to an exact integer origin: host times can be
-    # Unix-epoch ns (1.8e18), where a float64 resolves only 256 ns.
-    origin = int(sel["start_ns"].min())
-    s_all = (sel["start_ns"] - origin).astype(np.float64)
-    e_all = (sel["end_ns"] - origin).astype(np.float64)
+    window = _windows(samples)
+    sel = _selected(executions, execution_of_interest, kernel_id, runs)
 
     # ---- step 1: logs on the host timeline (relative to the origin)
-    t = _as_host_array(host_relative(logger_map, samples["source_ts"], origin, "logger_map"), n, "to_host()")
+    t = _as_host_array(host_relative(logger_map, samples["source_ts"], sel.origin, "logger_map"), n, "to_host()")
     b = t - window
     windowed = window > 0
-    log_order = np.argsort(t, kind="stable")
-    t_sorted = t[log_order]
-    w_max = float(window.max())
 
     # ---- step 3: per run, the (log, execution) pairs that overlap
-    run_breaks = np.flatnonzero(np.diff(sel["run"])) + 1
-    first = np.concatenate(([0], run_breaks))
-    last = np.concatenate((run_breaks, [len(sel)]))
-    pair_logs: list[np.ndarray] = []
-    pair_execs: list[np.ndarray] = []
-    for r0, r1 in zip(first.tolist(), last.tolist()):
-        s, e = s_all[r0:r1], e_all[r0:r1]
-        # Candidates: logs whose span can reach the run's span [s[0], e[-1]].
-        c0 = int(np.searchsorted(t_sorted, s[0], side="left"))
-        c1 = int(np.searchsorted(t_sorted, e[-1] + w_max, side="right"))
-        if c1 <= c0:
-            continue
-        cand = log_order[c0:c1]
-        tc, bc, wc = t[cand], b[cand], windowed[cand]
-        lo = np.where(wc, np.searchsorted(e, bc, side="right"), np.searchsorted(e, tc, side="left"))
-        hi = np.where(wc, np.searchsorted(s, tc, side="left"), np.searchsorted(s, tc, side="right"))
-        cnt = np.clip(hi - lo, 0, None)
-        total = int(cnt.sum())
-        if total == 0:
-            continue
-        offsets = np.arange(total) - np.repeat(np.cumsum(cnt) - cnt, cnt)
-        pair_logs.append(np.repeat(cand, cnt))
-        pair_execs.append(np.repeat(lo, cnt) + offsets + r0)
-
-    def _no_overlap(extra: str = "") -> NoLogsInExecutionsError:
-        n_runs = np.unique(sel["run"]).size
-        return NoLogsInExecutionsError(
-            f"samples: no log overlaps an execution of interest{extra}: the {n} logs, mapped to host time "
-            f"through logger_map, span [{origin + round(b.min())}, {origin + round(t.max())}] ns; the {len(sel)} "
-            f"execution(s) of interest in {n_runs} run(s) span [{origin + round(s_all.min())}, "
-            f"{origin + round(e_all.max())}] ns "
-            "(a clock map for another logger or session would do this)"
-        )
-
+    pair_logs, pair_execs = _overlapping_pairs(t, b, windowed, float(window.max()), sel)
     if not pair_logs:
-        raise _no_overlap()
+        raise _no_overlap(n, sel, t, b)
     li = np.concatenate(pair_logs)
     ei = np.concatenate(pair_execs)
 
     # ---- step 4: TOI and overlap
     tl, bl, wl, isw = t[li], b[li], window[li], windowed[li]
-    st, en = s_all[ei], e_all[ei]
+    st, en = sel.start[ei], sel.end[ei]
     ov_lo = np.where(isw, np.maximum(bl, st), tl)
     ov_hi = np.where(isw, np.minimum(tl, en), tl)
     span = ov_hi - ov_lo
@@ -383,34 +447,17 @@ def place_logs(
             a[keep] for a in (li, ei, tl, wl, st, en, ov_lo, ov_hi, span, overlap)
         )
         if li.size == 0:
-            raise _no_overlap(f" with at least {mo:g} of its window inside (min_overlap)")
+            raise _no_overlap(n, sel, t, b, f" with at least {mo:g} of its window inside (min_overlap)")
     toi = 0.5 * (ov_lo + ov_hi) - st
     duration = en - st
 
     # ---- step 5: uncertainty (bounds add)
-    host_tl = np.rint(tl).astype(np.int64) + np.int64(origin)
+    host_tl = np.rint(tl).astype(np.int64) + np.int64(sel.origin)
     clock_err = _as_host_array(logger_map.error_bound_at(host_tl), tl.size, "error_bound_at()")
     if np.any(clock_err < 0):
         raise ValueError("logger_map: error_bound_at() returned negative bounds")
-    uncert = clock_err + sel["start_err_ns"][ei].astype(np.float64) + 0.5 * span
-
-    out = np.zeros(li.size, dtype=LOI_DTYPE)
-    out["run"] = sel["run"][ei]
-    out["execution"] = sel["index"][ei]
-    out["kernel_id"] = sel["kernel_id"][ei]
-    seq = _field(samples, "seq")
-    out["seq"] = li if seq is None else seq[li]
-    out["host_ns"] = host_tl
-    out["window_ns"] = wl
-    out["toi_ns"] = toi
-    out["toi_frac"] = toi / duration
-    out["duration_ns"] = duration
-    out["uncert_ns"] = uncert
-    out["overlap"] = overlap
-    for c in CHANNELS:
-        col = _field(samples, c)
-        out[c] = math.nan if col is None else col[li]
-    return out[np.lexsort((out["host_ns"], out["execution"], out["run"]))]
+    uncert = clock_err + sel.ex["start_err_ns"][ei].astype(np.float64) + 0.5 * span
+    return _loi_records(samples, sel.ex, li, ei, host_tl, wl, toi, duration, uncert, overlap)
 
 
 def assign_logs_to_executions(samples_host_ns: npt.ArrayLike, executions: np.ndarray) -> LogAssignment:

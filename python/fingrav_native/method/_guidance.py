@@ -80,7 +80,7 @@ class Guidance:
     loi_interval_ns : float
         One LOI per this much execution time (ns); the stitching bin width.
     margin : float
-        Binning margin for :func:`~fingrav_native.method.golden.select_golden_runs`.
+        Binning margin for :func:`~fingrav_native.method.select_golden_runs`.
     row : GuidanceRow
         The Table I row the numbers come from.
     extrapolated : bool

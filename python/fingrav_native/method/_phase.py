@@ -36,21 +36,29 @@ of the paper. A run whose sample missed its target is used where it landed.
 
 from __future__ import annotations
 
+import logging
 import math
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, Literal, Optional, Sequence
 
 import numpy as np
 import scipy.stats
 
-from fingrav_native.clocks._runs import timeline_of
-from fingrav_native.method._deconvolve import curve_precision_inverse, curve_variance, design_rows
+from fingrav_native.clocks._runs import Timeline, timeline_of
+from fingrav_native.method._forward_model import curve_precision_inverse, curve_variance, design_rows
 from fingrav_native.records._recording import Capabilities, RunRecord
 from fingrav_native.sensors._model import SensorModel
 
+_log = logging.getLogger(__name__)
+
+
 #: ``profile(phase=...)``: "auto" steers where the sensor is predictable, "steered" also (and warns when
 #: it must fall back), "random" is the paper's protocol.
-PHASES = ("auto", "steered", "random")
+Phase = Literal["auto", "steered", "random"]
+
+
+#: The phases ``profile(phase=...)`` takes, for validation and choices.
+PHASES: tuple[Phase, ...] = ("auto", "steered", "random")
 
 
 #: Runs whose logs the prediction is fitted on (recent ones: drift is followed, cost stays bounded).
@@ -201,7 +209,7 @@ class _Aim:
 
     label: str
     toi_ns: float
-    edge: str  # "end" / "start" (the window edge aimed), "stratified" or "design"
+    edge: Literal["end", "start", "stratified", "design"]  # the window edge aimed, or how the phase was chosen
     launch_ns: float
 
 
@@ -264,7 +272,7 @@ class PhaseSteerer:
     bin_ns: float
     target_per_bin: int = 1
     seed: int = 0
-    requested: str = "auto"
+    requested: Literal["auto", "steered"] = "auto"
     design: bool = False
     active: bool = True
     note: str = ""
@@ -390,11 +398,14 @@ class PhaseSteerer:
         overlap = max(0.0, d - min(shift, p - shift))
         return min(1.0, (2 * d - overlap) / p)
 
-    def _rate(self, kind: str) -> Optional[float]:
+    def _rate(self, kind: Literal["steered", "random"]) -> Optional[float]:
         runs, inside = self._landed[kind]
         return inside / runs if runs else None
 
     def _stop(self, reason: str) -> None:
+        """Go on at random phase from the next run; ``note`` says why (the campaign reports it)."""
+        if self.active:
+            _log.info("phase steering stops: %s", reason)
         self.active = False
         self.note = reason
 
@@ -465,7 +476,8 @@ class PhaseSteerer:
         # outside the run's executions (where the other side is idle, the
         # edge's information is not cancelled by the executions it also
         # covers), alternating when both or neither do.
-        edge, shift = "end", self._delay_ns
+        edge: Literal["end", "start"] = "end"
+        shift = self._delay_ns
         w = float(self._window_ns())
         if w > 0:
             span = self._run_span.get(label)
@@ -522,7 +534,7 @@ class PhaseSteerer:
         When random phase puts a window edge in the execution in a good
         share of runs, the deconvolution's information is spread over every
         phase, and a model-based design would concentrate the runs where the
-        model (assumptions 1-4 of :mod:`fingrav_native.sensors.deconvolve`)
+        model (assumptions 1-4 of :func:`~fingrav_native.method.deconvolve`)
         says, amplifying its errors (measured: 17 % against 13 % RMSE at
         160 runs for cb-4k-gemm with a 1 ms average). A low-discrepancy
         sequence of phases keeps random phase's design, without its clumps
@@ -592,16 +604,45 @@ class PhaseSteerer:
         self._records.append(record)
         del self._records[:-_HISTORY_RUNS]
         aim, self._pending = self._pending, None
+        self._note_late_release(record, aim)
+        fitted = self._refit_grid(record)
+        if fitted is None:
+            return
+        tl, samples = fitted
+        ex = tl.executions[tl.executions["run"] == record.run]
+        if len(ex) == 0:
+            return
+        run_host = np.asarray(tl.logger_map.to_host(samples["source_ts"]), dtype=np.float64) - self._delay_ns
+        w = np.asarray(self._window_ns(samples["window_ns"]), dtype=np.float64)
+        edges = {"end": run_host, "start": run_host - w}
+        release = float(record.brackets[0, 0]) if len(record.brackets) else float(ex["start_ns"].min())
+        landed = self._count_coverage(ex, edges, w, aim, release)
+        if self.design and self.sensor is not None:
+            self._add_information(tl, samples, ex, w, aim, release)
+        tally = self._landed["steered" if aim is not None else "random"]
+        tally[0] += 1
+        tally[1] += int(landed)
+        if aim is not None:
+            self._judge(aim, ex, edges)
+
+    def _note_late_release(self, record: RunRecord, aim: Optional[_Aim]) -> None:
+        """A steered launch released late, off its aim: the setup outlasted the lead, so the lead grows."""
         late = record.meta.get("release_late_ns") if isinstance(record.meta, dict) else None
         if aim is not None and late is not None and float(late) > min(self.bin_ns, 10_000.0):
-            # The setup outlasted the lead: the launch went late, off its aim.
             self._late += 1
             self._lead_ns = min(2 * self._lead_ns, max(10 * self._period_ns, 50_000_000.0))
+
+    def _refit_grid(self, record: RunRecord) -> Optional[tuple[Timeline, np.ndarray]]:
+        """Refit the sensor's sample grid on the recent runs: their timeline and this run's logs, or None.
+
+        Steering stops where the clock maps or the grid cannot be fitted, or
+        the samples jitter by more than a quarter of the execution.
+        """
         try:
             tl = timeline_of(self._records, self.caps)
         except (ValueError, np.linalg.LinAlgError) as exc:
             self._stop(f"the clock maps of the recent runs could not be fitted ({exc})")
-            return
+            return None
         # timeline_of keeps the records' order: this run's logs are the last ones.
         samples = tl.samples[len(tl.samples) - len(record.samples):]
         host = np.asarray(tl.logger_map.to_host(tl.samples["source_ts"]), dtype=np.float64) - self._delay_ns
@@ -610,18 +651,19 @@ class PhaseSteerer:
         except ValueError as exc:
             if len(self._records) >= 4:
                 self._stop(f"the sensor's sample instants could not be fitted ({exc})")
-            return
+            return None
         if self.prediction.jitter_ns > self.duration_ns / 4:
             self._stop(f"the sensor's samples jitter by {self.prediction.jitter_ns / 1e3:.1f} us about their "
                        f"{self.prediction.period_ns / 1e6:.3f} ms grid, more than a quarter of the "
                        f"{self.duration_ns / 1e3:.1f} us execution")
-        ex = tl.executions[tl.executions["run"] == record.run]
-        if len(ex) == 0:
-            return
-        run_host = np.asarray(tl.logger_map.to_host(samples["source_ts"]), dtype=np.float64) - self._delay_ns
-        w = np.asarray(self._window_ns(samples["window_ns"]), dtype=np.float64)
-        edges = {"end": run_host, "start": run_host - w}
-        release = float(record.brackets[0, 0]) if len(record.brackets) else float(ex["start_ns"].min())
+        return tl, samples
+
+    def _count_coverage(self, ex: np.ndarray, edges: dict[str, np.ndarray], w: np.ndarray, aim: Optional[_Aim],
+                        release: float) -> bool:
+        """Count the window edges that landed in each execution of interest, and measure the launch offsets.
+
+        Returns whether any edge landed inside one.
+        """
         landed = False
         for label, cov in self._coverage.items():
             e = ex[ex["index"] == cov.index]
@@ -640,55 +682,59 @@ class PhaseSteerer:
                 self._offsets[label].append(start - aim.launch_ns)
             else:
                 self._random_offsets[label].append(start - release)
-        if self.design and self.sensor is not None:
-            self._n_max = max(self._n_max, int(ex["index"].max()) + 1, *(int(i) + 1 for _, i in self.labels))
-            rel = ex.copy()
-            # Executions hold int64 ns: the origin to the nearest ns (the templates are only a design's layout).
-            origin = int(round(aim.launch_ns if aim is not None else release))
-            rel["start_ns"] -= origin
-            rel["end_ns"] -= origin
-            self._templates.append(rel)
-            del self._templates[:-self._DESIGN_TEMPLATES]
-            stamps = np.asarray(tl.logger_map.to_host(samples["source_ts"]), dtype=np.float64)
-            for label, index in self.labels:
-                if not np.any(ex["index"] == (index if index >= 0 else int(ex["index"].max()) + 1 + index)):
-                    continue
-                try:
-                    A = self._design_rows(label, stamps, w if self.sensor.kind != "counter" else
-                                          self._window_of_logs(), ex)
-                except ValueError:
-                    continue
-                G = self._info.get(label)
-                if G is None or G.shape[0] != A.shape[1]:
-                    G = np.zeros((A.shape[1], A.shape[1]))  # (a longer run widens the level columns: restart)
-                self._info[label] = G + A.T @ A
-                self._design_logs[label] = self._design_logs.get(label, 0) + int(np.any(A != 0, axis=1).sum())
-        tally = self._landed["steered" if aim is not None else "random"]
-        tally[0] += 1
-        tally[1] += int(landed)
-        if aim is not None:
-            self._steered += 1
-            mode = aim.edge if aim.edge in ("stratified", "design") else "coverage"
-            self._modes[mode] = self._modes.get(mode, 0) + 1
-            e = ex[ex["index"] == self._coverage[aim.label].index]
-            if len(e) and aim.edge in edges:
-                # Where the aimed edge landed: the edge nearest the target.
-                pos = edges[aim.edge] - float(e["start_ns"][0])
-                if len(pos):
-                    err = float(pos[np.argmin(np.abs(pos - aim.toi_ns))] - aim.toi_ns)
-                    self._aim_errors.append(err)
-                    self._hits += int(abs(err) <= self.bin_ns / 2)
-            runs, n_inside = self._landed["steered"]
-            if not self.design and runs >= _JUDGE_AFTER and n_inside / runs <= self._random_rate:
-                # Steering is judged by what it is for: more runs with a sample
-                # inside the execution than random phase gives.
-                spread = float(scipy.stats.median_abs_deviation(np.asarray(self._aim_errors), scale="normal")) \
-                    if len(self._aim_errors) > 2 else float("nan")
-                self._stop(f"after {runs} steered runs, {n_inside / runs:.0%} had a sample inside the execution, no "
-                           f"more than random phase gives ({self._random_rate:.0%}): steered samples land "
-                           f"{spread / 1e3:.0f} us (robust SD) from their targets (launch jitter, or an unstable "
-                           "sensor period)")
+        return landed
 
+    def _add_information(self, tl: Timeline, samples: np.ndarray, ex: np.ndarray, w: np.ndarray,
+                         aim: Optional[_Aim], release: float) -> None:
+        """Design mode: keep the run's executions as a template, and add its logs' rows to each label's information."""
+        assert self.sensor is not None
+        self._n_max = max(self._n_max, int(ex["index"].max()) + 1, *(int(i) + 1 for _, i in self.labels))
+        rel = ex.copy()
+        # Executions hold int64 ns: the origin to the nearest ns (the templates are only a design's layout).
+        origin = int(round(aim.launch_ns if aim is not None else release))
+        rel["start_ns"] -= origin
+        rel["end_ns"] -= origin
+        self._templates.append(rel)
+        del self._templates[:-self._DESIGN_TEMPLATES]
+        stamps = np.asarray(tl.logger_map.to_host(samples["source_ts"]), dtype=np.float64)
+        for label, index in self.labels:
+            if not np.any(ex["index"] == (index if index >= 0 else int(ex["index"].max()) + 1 + index)):
+                continue
+            try:
+                A = self._design_rows(label, stamps, w if self.sensor.kind != "counter" else
+                                      self._window_of_logs(), ex)
+            except ValueError as exc:
+                _log.debug("phase design: run %s adds nothing to %s (%s)", int(ex["run"][0]), label, exc)
+                continue
+            G = self._info.get(label)
+            if G is None or G.shape[0] != A.shape[1]:
+                G = np.zeros((A.shape[1], A.shape[1]))  # (a longer run widens the level columns: restart)
+            self._info[label] = G + A.T @ A
+            self._design_logs[label] = self._design_logs.get(label, 0) + int(np.any(A != 0, axis=1).sum())
+
+    def _judge(self, aim: _Aim, ex: np.ndarray, edges: dict[str, np.ndarray]) -> None:
+        """A steered run: where its aimed edge landed, and whether steering still beats random phase."""
+        self._steered += 1
+        mode = aim.edge if aim.edge in ("stratified", "design") else "coverage"
+        self._modes[mode] = self._modes.get(mode, 0) + 1
+        e = ex[ex["index"] == self._coverage[aim.label].index]
+        if len(e) and aim.edge in edges:
+            # Where the aimed edge landed: the edge nearest the target.
+            pos = edges[aim.edge] - float(e["start_ns"][0])
+            if len(pos):
+                err = float(pos[np.argmin(np.abs(pos - aim.toi_ns))] - aim.toi_ns)
+                self._aim_errors.append(err)
+                self._hits += int(abs(err) <= self.bin_ns / 2)
+        runs, n_inside = self._landed["steered"]
+        if not self.design and runs >= _JUDGE_AFTER and n_inside / runs <= self._random_rate:
+            # Steering is judged by what it is for: more runs with a sample
+            # inside the execution than random phase gives.
+            spread = float(scipy.stats.median_abs_deviation(np.asarray(self._aim_errors), scale="normal")) \
+                if len(self._aim_errors) > 2 else float("nan")
+            self._stop(f"after {runs} steered runs, {n_inside / runs:.0%} had a sample inside the execution, no "
+                       f"more than random phase gives ({self._random_rate:.0%}): steered samples land "
+                       f"{spread / 1e3:.0f} us (robust SD) from their targets (launch jitter, or an unstable "
+                       "sensor period)")
 
 def make_steerer(caps: Capabilities, sensor: Optional[SensorModel], backend: Any, labels: Sequence[tuple[str, int]],
                  duration_ns: float, bin_ns: float, target_per_bin: int, seed: int, requested: str,
@@ -697,8 +743,11 @@ def make_steerer(caps: Capabilities, sensor: Optional[SensorModel], backend: Any
 
     ``design``: the logs will be deconvolved (an averaging sensor), so the
     phases are chosen by the information they add to the deconvolution
-    (:class:`PhaseSteerer`).
+    (:class:`PhaseSteerer`). ``requested`` is a :data:`Phase`; typed ``str`` because the campaign
+    driver passes its own option through, so it is checked here.
     """
+    if requested not in PHASES:
+        raise ValueError(f"phase={requested!r}: must be one of {PHASES}")
     if requested == "random":
         return None
     if not callable(getattr(backend, "wait_until", None)):

@@ -1,35 +1,54 @@
-"""Split from method.profile."""
+"""Steps 5-8 of FinGraV on logs and executions brought from anywhere: golden runs, LOIs, curve, energy.
+
+:func:`stitch_logs` is the public entry; the campaign driver
+(:func:`fingrav_native.profile`) calls the same steps one by one
+(:func:`place_runs`, then :func:`finish_profile` for logs placed at an
+instant or :func:`finish_deconvolved` for logs that average windows).
+"""
 
 from __future__ import annotations
 
+import logging
 import math
 import warnings
 from dataclasses import dataclass
-from typing import Any, Optional, Sequence, Union
+from typing import Literal, Optional, Sequence, Union, cast
 
 import numpy as np
 
 from fingrav_native._checks import integer_in, positive_number
+from fingrav_native.clocks._maps import ClockMapLike
 from fingrav_native.method._align import NoLogsInExecutionsError, place_logs, select_executions_of_interest
-from fingrav_native.method._deconvolve import Deconvolution, as_stitched, deconvolve, needs_deconvolution
+from fingrav_native.method._deconvolve import deconvolve, needs_deconvolution
+from fingrav_native.method._deconvolved import Deconvolution, as_stitched
 from fingrav_native.method._golden import GoldenSelection, select_golden_runs
 from fingrav_native.method._guidance import Guidance, lookup_guidance, target_loi_count
 from fingrav_native.method._results import LOG_DTYPE, ErrorBudget, ExecutionProfile
 from fingrav_native.method._steady import PowerMeasurement
-from fingrav_native.method._stitch import EnergyEstimate, StitchedProfile, energy_per_execution, stitch
+from fingrav_native.method._stitch import stitch
+from fingrav_native.method._stitched import EnergyEstimate, Smoother, Span, StitchedProfile, XAxis, energy_per_execution
 from fingrav_native.records._layouts import LOI_DTYPE, validate_executions, validate_samples
 from fingrav_native.records._recording import Capabilities
 from fingrav_native.sensors._model import SensorModel, sensor_preset
 
-#: How logs are attributed to the execution of interest (stitch_logs, profile).
-ATTRIBUTIONS = ("auto", "instant", "deconvolve")
+_log = logging.getLogger(__name__)
+
+
+#: How logs are attributed to the execution of interest: each at one instant (the paper's step 6),
+#: deconvolved from what each window covers, or "auto" (deconvolve windows wider than the resolution).
+Attribution = Literal["auto", "instant", "deconvolve"]
+
+
+#: The attributions stitch_logs and profile take, for validation and choices.
+ATTRIBUTIONS: tuple[Attribution, ...] = ("auto", "instant", "deconvolve")
 
 
 class SensorResolutionWarning(UserWarning):
     """The sensor cannot resolve what was asked (window much longer than the kernel, too few window edges)."""
 
 
-def log_records(samples: np.ndarray, logger_map: Any) -> np.ndarray:
+def log_records(samples: np.ndarray, logger_map: ClockMapLike) -> np.ndarray:
+    """Every power log on host time as LOG_DTYPE records (what trace export shows)."""
     logs = np.zeros(len(samples), dtype=LOG_DTYPE)
     logs["host_ns"] = logger_map.to_host(samples["source_ts"])
     logs["window_ns"] = samples["window_ns"]
@@ -39,6 +58,7 @@ def log_records(samples: np.ndarray, logger_map: Any) -> np.ndarray:
 
 
 def stratified_mean(toi_frac: np.ndarray, values: np.ndarray, strata: int = 8) -> PowerMeasurement:
+    """Mean power of LOIs over an execution, stratified by its progress, with its standard error."""
     # Power varies within an execution (ramps, a last partial wave), and LOIs
     # land at random times of interest: averaging per stratum of the
     # execution's progress and then across strata removes that shape from
@@ -63,6 +83,8 @@ def stratified_mean(toi_frac: np.ndarray, values: np.ndarray, strata: int = 8) -
 
 @dataclass(frozen=True)
 class PlacedRuns:
+    """Steps 5 and 6 for one execution of interest: the golden runs, their LOIs and the median duration."""
+
     golden: GoldenSelection
     lois: np.ndarray
     duration_ns: float
@@ -71,7 +93,7 @@ class PlacedRuns:
 def place_runs(
     samples: np.ndarray,
     executions: np.ndarray,
-    logger_map: Any,
+    logger_map: ClockMapLike,
     *,
     execution_index: int,
     margin: float,
@@ -85,9 +107,10 @@ def place_runs(
     try:
         lois = place_logs(samples, executions, logger_map, execution_of_interest=execution_index,
                           kernel_id=kernel_id, runs=golden.run_ids)
-    except NoLogsInExecutionsError:
+    except NoLogsInExecutionsError as exc:
         # Short kernels: a few runs may hold no log at all in the execution
         # of interest. That is a shortfall for step 7, not an error yet.
+        _log.debug("execution %d: no LOI in the %d golden runs yet (%s)", execution_index, golden.count, exc)
         lois = np.zeros(0, dtype=LOI_DTYPE)
     return PlacedRuns(golden, lois, float(np.median(durations[golden.mask])))
 
@@ -104,13 +127,17 @@ def finish_profile(
     top_up_runs: int,
     span: float | str = "auto",
 ) -> ExecutionProfile:
-    """Step 8: stitch, and integrate energy per execution."""
+    """Step 8: stitch, and integrate energy per execution.
+
+    ``smoother``, ``x`` and ``span`` are :func:`stitch`'s options, typed ``str`` because the campaign
+    driver passes its own options through; :func:`stitch` checks them.
+    """
     if len(placed.lois) == 0:
         raise NoLogsInExecutionsError(
             f"{label}: no power log landed in execution {execution_index} of any golden run "
             f"({placed.golden.count} runs); run more runs (runs=...) or allow top-up runs")
-    stitched = stitch(placed.lois, x=x, bin_width=guidance.loi_interval_ns if x == "time" else None,
-                      smoother=smoother, span=span)
+    stitched = stitch(placed.lois, x=cast(XAxis, x), bin_width=guidance.loi_interval_ns if x == "time" else None,
+                      smoother=cast(Optional[Smoother], smoother), span=cast(Span, span))
     energy = {c.name: energy_per_execution(c, placed.duration_ns) for c in stitched.channels
               if np.isfinite(c.mean).any()}
     return _execution_profile(label, placed, stitched, energy, placed.duration_ns, execution_index=execution_index,
@@ -140,20 +167,26 @@ def build_execution_profile(
     label: str,
     samples: np.ndarray,
     executions: np.ndarray,
-    logger_map: Any,
+    logger_map: ClockMapLike,
     *,
     execution_index: int,
     executions_per_run: int,
     margin: float,
     guidance: Guidance,
     smoother: Optional[str],
-    x: str,
+    x: XAxis,
     kernel_id: Optional[int] = None,
     top_up_runs: int = 0,
-    span: float | str = "auto",
+    span: Span = "auto",
     sensor: Optional[SensorModel] = None,
-    attribution: str = "auto",
+    attribution: Attribution = "auto",
 ) -> ExecutionProfile:
+    """Steps 5-8 for one execution of interest: its logs placed at an instant, or deconvolved.
+
+    Deconvolved with ``attribution="deconvolve"``, or with ``"auto"`` when a
+    log's window (or filter) exceeds half the resolution asked for
+    (:func:`needs_deconvolution`).
+    """
     placed = place_runs(samples, executions, logger_map, execution_index=execution_index, margin=margin,
                     kernel_id=kernel_id)
     use_deconv = attribution == "deconvolve" or (
@@ -171,7 +204,7 @@ def finish_deconvolved(
     placed: PlacedRuns,
     samples: np.ndarray,
     executions: np.ndarray,
-    logger_map: Any,
+    logger_map: ClockMapLike,
     sensor: Optional[SensorModel],
     *,
     execution_index: int,
@@ -181,7 +214,11 @@ def finish_deconvolved(
     kernel_id: Optional[int],
     top_up_runs: int,
 ) -> ExecutionProfile:
-    """Step 8 for windowed logs: the curve by deconvolution across the golden runs (sensors.deconvolve)."""
+    """Step 8 for windowed logs: the curve by deconvolution across the golden runs (:func:`deconvolve`).
+
+    ``x`` is typed ``str`` because the campaign driver passes its own option through;
+    :func:`as_stitched` checks it.
+    """
     if sensor is None:
         # The logs declare their windows; a boxcar sensor of the widest is the model for any that do not.
         widest = float(np.max(samples["window_ns"])) if len(samples) else 0.0
@@ -195,7 +232,8 @@ def finish_deconvolved(
                      runs=placed.golden.run_ids, kernel_id=kernel_id, bins=bins,
                      resolution_ns=guidance.loi_interval_ns)
     unc = placed.lois["uncert_ns"] if len(placed.lois) else np.zeros(1)
-    stitched, energy = as_stitched(dec, x=x, uncert_ns_median=float(np.median(unc)), uncert_ns_max=float(np.max(unc)))
+    stitched, energy = as_stitched(dec, x=cast(XAxis, x), uncert_ns_median=float(np.median(unc)),
+                                   uncert_ns_max=float(np.max(unc)))
     for w in dec.warnings:
         warnings.warn(f"{label}: {w}", SensorResolutionWarning, stacklevel=3)
     return _execution_profile(label, placed, stitched, energy, dec.duration_ns, execution_index=execution_index,
@@ -203,8 +241,9 @@ def finish_deconvolved(
                               deconvolution=dec)
 
 
-def error_budget(lois_list: Sequence[np.ndarray], executions: np.ndarray, logger_map: Any,
+def error_budget(lois_list: Sequence[np.ndarray], executions: np.ndarray, logger_map: ClockMapLike,
             caps: Capabilities) -> ErrorBudget:
+    """The timing error budget: medians over the LOIs of each bound :func:`place_logs` adds, and of their sum."""
     lois = np.concatenate(lois_list) if lois_list else np.zeros(0, dtype=LOI_DTYPE)
     if len(lois) == 0:
         return ErrorBudget(float("nan"), float("nan"), caps.logger_window_ns / 2, float("nan"))
@@ -216,16 +255,16 @@ def error_budget(lois_list: Sequence[np.ndarray], executions: np.ndarray, logger
 def stitch_logs(
     samples: np.ndarray,
     executions: np.ndarray,
-    logger_map: Any,
+    logger_map: ClockMapLike,
     *,
     execution_of_interest: int,
     margin: float,
     kernel_id: Optional[int] = None,
-    smoother: Optional[str] = "local",
-    x: str = "time",
+    smoother: Optional[Smoother] = "local",
+    x: XAxis = "time",
     label: str = "custom",
     sensor: Union[SensorModel, str, None] = None,
-    attribution: str = "auto",
+    attribution: str = "auto",  # an Attribution; str for drivers that pass their own option (checked below)
 ) -> ExecutionProfile:
     """Steps 5-8 of FinGraV on your own arrays (bring-your-own-logs).
 
@@ -236,10 +275,10 @@ def stitch_logs(
         channel (SAMPLE_DTYPE or compatible).
     executions : numpy.ndarray
         EXECUTION_DTYPE records on the host timeline (see
-        :func:`~fingrav_native.method.records.make_executions`).
+        :func:`~fingrav_native.records.make_executions`).
     logger_map : clock map
         Maps ``source_ts`` to host time (``to_host``, ``error_bound_at``):
-        e.g. :func:`~fingrav_native.clocks.maps.fit_clock_map` of your
+        e.g. :func:`~fingrav_native.clocks.fit_clock_map` of your
         bracketed reads.
     execution_of_interest : int
         Execution index within each run (3 for SSE; -1 for each run's last).
@@ -252,7 +291,7 @@ def stitch_logs(
     label : str
         Name of the profile.
     sensor : SensorModel or str, optional
-        What each log measures (a :data:`~fingrav_native.sensors.model.SENSOR_PRESETS`
+        What each log measures (a :data:`~fingrav_native.sensors.SENSOR_PRESETS`
         name or a model, e.g. from a characterisation). Default: what the
         logs declare (a ``window_ns`` field: boxcar windows; none:
         instantaneous).
@@ -261,7 +300,7 @@ def stitch_logs(
         interest (its window's part inside the execution) with its value
         unchanged. ``"deconvolve"``: the curve recovered across golden runs
         from what each window covers
-        (:func:`~fingrav_native.sensors.deconvolve.deconvolve`). ``"auto"``
+        (:func:`~fingrav_native.method.deconvolve`). ``"auto"``
         (default): deconvolve when a window (or filter) exceeds half the
         profile's resolution (Table I's LOI interval).
 

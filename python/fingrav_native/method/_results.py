@@ -1,8 +1,9 @@
-"""Result types of a FinGraV campaign: what :func:`~fingrav_native.method.profile.profile` returns.
+"""Result types of a FinGraV campaign: what :func:`~fingrav_native.profile` returns.
 
-They sit below both the orchestrator (:mod:`fingrav_native.method.profile`)
+They sit below both the orchestrator (:func:`fingrav_native.profile`)
 and the file layer (:mod:`fingrav_native.files`), so either can use them
-without importing the other. Each is a frozen dataclass (STYLE.md).
+without importing the other. Each is a frozen dataclass: once made, a result
+does not change under whoever holds it (a plot, a file writer, another rank).
 """
 
 from __future__ import annotations
@@ -12,17 +13,18 @@ from typing import Any, Optional
 
 import numpy as np
 
-from fingrav_native.method._deconvolve import Deconvolution
+from fingrav_native.method._deconvolved import Deconvolution
 from fingrav_native.method._golden import GoldenSelection
 from fingrav_native.method._guidance import Guidance
 from fingrav_native.method._steady import SspSearch
-from fingrav_native.method._stitch import EnergyEstimate, StitchedProfile, WholeRunView
+from fingrav_native.method._stitched import EnergyEstimate, StitchedProfile
+from fingrav_native.method._whole_run import WholeRunView
 from fingrav_native.records._recording import Capabilities
 
 
 @dataclass(frozen=True)
 class ErrorBudget:
-    """How far a LOI's time of interest can be off, and why (DESIGN.md, error budget).
+    """How far a LOI's time of interest can be off, and why: the bounds :func:`~fingrav_native.method.place_logs` adds.
 
     All figures are half-widths in ns, medians over the profile's LOIs.
 

@@ -58,6 +58,77 @@ def _same(a: PowerMeasurement, b: PowerMeasurement, tolerance: float, sigmas: fl
     return abs(a.mean_w - b.mean_w) <= allowed
 
 
+def _check_search(measure: Callable[[int], PowerMeasurement], start: int, tolerance: float, max_executions: int,
+                  sigmas: float) -> None:
+    """Refuse bad search arguments, by name."""
+    if not callable(measure):
+        raise ValueError("measure: must be callable as measure(executions) -> PowerMeasurement")
+    if not isinstance(start, int) or start < 1:
+        raise ValueError(f"start={start!r}: must be an integer >= 1")
+    if not 0 < tolerance < 1:
+        raise ValueError(f"tolerance={tolerance}: must be in (0, 1)")
+    if not isinstance(max_executions, int) or max_executions < 2 * start:
+        raise ValueError(f"max_executions={max_executions!r}: must be an integer >= 2 * start ({2 * start})")
+    if not sigmas >= 0:
+        raise ValueError(f"sigmas={sigmas}: must be >= 0")
+
+
+class _Probes:
+    """``measure`` called once per count (each call costs runs on the device), its answers checked."""
+
+    def __init__(self, measure: Callable[[int], PowerMeasurement]) -> None:
+        self._measure = measure
+        self._cache: dict[int, PowerMeasurement] = {}
+
+    def __call__(self, n: int) -> PowerMeasurement:
+        if n not in self._cache:
+            m = self._measure(n)
+            if not isinstance(m, PowerMeasurement) or not math.isfinite(m.mean_w):
+                raise ValueError(f"measure({n}): returned {m!r}, not a PowerMeasurement with a finite mean")
+            self._cache[n] = m
+        return self._cache[n]
+
+
+def _double(probe: _Probes, start: int, max_executions: int, tolerance: float, sigmas: float, need: int,
+            trace: list[SspStep]) -> tuple[list[int], int, int]:
+    """The doubling phase: counts probed, the index of the first count of the matching run, and its matches.
+
+    Stops once ``need`` consecutive doublings match, or at ``max_executions``.
+    """
+    counts = [start]
+    matches = 0
+    k = 0  # counts[k] is the candidate: the first of the matching run
+    while counts[-1] * 2 <= max_executions:
+        n_next = counts[-1] * 2
+        m_next = probe(n_next)
+        same = _same(probe(counts[-1]), m_next, tolerance, sigmas)
+        trace.append(SspStep(n_next, m_next, "double", counts[-1], same))
+        counts.append(n_next)
+        if same:
+            matches += 1
+            if matches == need:
+                break
+        else:
+            matches = 0
+            k = len(counts) - 1
+    return counts, k, matches
+
+
+def _bisect(probe: _Probes, lo: int, hi: int, level: PowerMeasurement, reference: int, tolerance: float,
+            sigmas: float, trace: list[SspStep]) -> int:
+    """The bisection phase: the smallest count in (lo, hi] whose power matches the steady level."""
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        m = probe(mid)
+        steady = _same(m, level, tolerance, sigmas)
+        trace.append(SspStep(mid, m, "bisect", reference, steady))
+        if steady:
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
 def find_ssp_executions(
     measure: Callable[[int], PowerMeasurement],
     *,
@@ -133,61 +204,17 @@ def find_ssp_executions(
     >>> find_ssp_executions(plateau.__getitem__).executions
     12
     """
-    if not callable(measure):
-        raise ValueError("measure: must be callable as measure(executions) -> PowerMeasurement")
-    if not isinstance(start, int) or start < 1:
-        raise ValueError(f"start={start!r}: must be an integer >= 1")
-    if not 0 < tolerance < 1:
-        raise ValueError(f"tolerance={tolerance}: must be in (0, 1)")
-    if not isinstance(max_executions, int) or max_executions < 2 * start:
-        raise ValueError(f"max_executions={max_executions!r}: must be an integer >= 2 * start ({2 * start})")
-    if not sigmas >= 0:
-        raise ValueError(f"sigmas={sigmas}: must be >= 0")
-
-    cache: dict[int, PowerMeasurement] = {}
-
-    def probe(n: int) -> PowerMeasurement:
-        if n not in cache:
-            m = measure(n)
-            if not isinstance(m, PowerMeasurement) or not math.isfinite(m.mean_w):
-                raise ValueError(f"measure({n}): returned {m!r}, not a PowerMeasurement with a finite mean")
-            cache[n] = m
-        return cache[n]
-
-    counts = [start]
+    _check_search(measure, start, tolerance, max_executions, sigmas)
+    probe = _Probes(measure)
     trace: list[SspStep] = [SspStep(start, probe(start), "start", start, False)]
     need = 2 if confirm else 1  # consecutive matching doublings that make a level
-    matches = 0
-    k = 0  # counts[k] is the candidate: the first of the matching run
-    while counts[-1] * 2 <= max_executions:
-        n_next = counts[-1] * 2
-        m_next = probe(n_next)
-        same = _same(probe(counts[-1]), m_next, tolerance, sigmas)
-        trace.append(SspStep(n_next, m_next, "double", counts[-1], same))
-        counts.append(n_next)
-        if same:
-            matches += 1
-            if matches == need:
-                break
-        else:
-            matches = 0
-            k = len(counts) - 1
+    counts, k, matches = _double(probe, start, max_executions, tolerance, sigmas, need, trace)
     if matches < need:
         last = counts[-1]
         return SspSearch(last, probe(last).mean_w, tuple(trace), False)
     level = probe(counts[-1])
-    hi = counts[k]
     if k == 0:
         # Steady from the first count probed.
         return SspSearch(start, level.mean_w, tuple(trace), True)
-    lo = counts[k - 1]
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        m = probe(mid)
-        steady = _same(m, level, tolerance, sigmas)
-        trace.append(SspStep(mid, m, "bisect", counts[-1], steady))
-        if steady:
-            hi = mid
-        else:
-            lo = mid
+    hi = _bisect(probe, counts[k - 1], counts[k], level, counts[-1], tolerance, sigmas, trace)
     return SspSearch(hi, level.mean_w, tuple(trace), True)
