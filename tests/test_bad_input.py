@@ -187,6 +187,25 @@ def test_stitch_logs_baseline_is_valid():
     assert p.energy["total"].energy_j > 0
 
 
+@pytest.mark.parametrize(("duration_ns", "table_margin"), [(100_000, 0.05), (500_000, 0.02)])
+def test_stitch_logs_without_a_margin_takes_table_is(duration_ns, table_margin):
+    # One margin policy: no margin means the paper's Table I for the executions' duration, exactly
+    # as if that margin were given (5 % for 50-200 us, 2 % for 200 us-1 ms).
+    n = 60
+    starts = np.arange(n, dtype=np.int64) * 10_000_000
+    rng = np.random.default_rng(1)
+    ends = starts + duration_ns + rng.integers(-duration_ns // 40, duration_ns // 40, n)
+    ex = make_executions(np.arange(n), np.zeros(n, int), np.zeros(n, int), starts, ends)
+    logs = np.zeros(n, dtype=[("source_ts", "<i8"), ("total", "<f4")])
+    logs["source_ts"] = starts + rng.integers(0, duration_ns, n)
+    logs["total"] = 300.0 + rng.normal(0, 5, n)
+    default = stitch_logs(logs, ex, Identity(), execution_of_interest=0)
+    given = stitch_logs(logs, ex, Identity(), execution_of_interest=0, margin=table_margin)
+    np.testing.assert_array_equal(default.golden.run_ids, given.golden.run_ids)
+    other = stitch_logs(logs, ex, Identity(), execution_of_interest=0, margin=0.005)
+    assert len(other.golden.run_ids) < len(default.golden.run_ids)  # the margin really is used
+
+
 @FAST
 @given(channel=st.sampled_from(["total", "compute"]),
        value=st.sampled_from([math.nan, math.inf, -math.inf, -19.6, -1e-3]),
@@ -222,8 +241,8 @@ def test_stitch_logs_refuses_bad_arguments_by_name(arg, value):
         return  # a valid id (no execution of it: refused below) or "all kernels"
     if arg == "sensor" and value is None or arg == "label" and isinstance(value, str):
         return
-    if arg == "margin" and value == 0.5:
-        return
+    if arg == "margin" and (value == 0.5 or value is None):
+        return  # valid: a margin in (0, 1), or None for Table I's
     with pytest.raises(ValueError) as info:
         stitch_logs(logs, ex, Identity(), **kwargs)
     assert arg in str(info.value) or "executions" in str(info.value), str(info.value)
