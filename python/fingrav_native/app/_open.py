@@ -19,7 +19,8 @@ from fingrav_native import _core
 from fingrav_native.backends import _amd_sysfs as amd_sysfs
 from fingrav_native.backends._amd import AmdBackend
 from fingrav_native.backends._base import Backend, LivePower
-from fingrav_native.backends._nvidia import NVML_MODES, NvidiaBackend, match_nvml_device, nvml_sensor
+from fingrav_native.backends._nvidia import NvidiaBackend, match_nvml_device
+from fingrav_native.backends._nvidia_sensors import NVML_MODES, nvml_sensor
 from fingrav_native.backends._sim import LiveSimBackend, SimBackend
 from fingrav_native.sensors._model import SensorModel
 from fingrav_native.sim._device import SimGPU

@@ -32,11 +32,10 @@ if TYPE_CHECKING:
         wait_for_idle,
     )
     from fingrav_native.backends._devices import BACKENDS, format_reports, list_backends
-    from fingrav_native.backends._nvidia import (
+    from fingrav_native.backends._nvidia import NvidiaBackend, UnknownSensorWindowWarning, match_nvml_device
+    from fingrav_native.backends._nvidia_sensors import (
         NVML_MODES,
-        NvidiaBackend,
-        UnknownSensorWindowWarning,
-        match_nvml_device,
+        NvmlMode,
         nvml_provenance,
         nvml_semantics,
         nvml_sensor,
@@ -71,8 +70,9 @@ _WHERE = {
     "LivePower": "_base",
     "LiveSimBackend": "_sim",
     "MARKER_RECORD_DTYPE": "_base",
-    "NVML_MODES": "_nvidia",
+    "NVML_MODES": "_nvidia_sensors",
     "NvidiaBackend": "_nvidia",
+    "NvmlMode": "_nvidia_sensors",
     "SimBackend": "_sim",
     "UnknownSensorWindowWarning": "_nvidia",
     "Workload": "_workloads",
@@ -85,9 +85,9 @@ _WHERE = {
     "marker_records": "_base",
     "match_nvml_device": "_nvidia",
     "measure_logger_period": "_amd",
-    "nvml_provenance": "_nvidia",
-    "nvml_semantics": "_nvidia",
-    "nvml_sensor": "_nvidia",
+    "nvml_provenance": "_nvidia_sensors",
+    "nvml_semantics": "_nvidia_sensors",
+    "nvml_sensor": "_nvidia_sensors",
     "power_semantics": "_amd",
     "power_source": "_amd_sysfs",
     "read_gpu_metrics": "_amd_sysfs",
