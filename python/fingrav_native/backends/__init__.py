@@ -11,14 +11,17 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from fingrav_native.backends._amd import (
-        AMD_SENSORS,
-        AmdBackend,
-        AmdKernelSpec,
-        measure_logger_period,
-        power_semantics,
+    from fingrav_native.backends._amd import AmdBackend, AmdClock, AmdKernelSpec, measure_logger_period
+    from fingrav_native.backends._amd_sensors import AMD_SENSORS, power_semantics
+    from fingrav_native.backends._amd_sysfs import (
+        AMD_VENDOR_ID,
+        AmdChannel,
+        AmdGpu,
+        AmdPrefer,
+        find_amd_gpus,
+        power_source,
+        read_gpu_metrics,
     )
-    from fingrav_native.backends._amd_sysfs import AMD_VENDOR_ID, AmdGpu, find_amd_gpus, power_source, read_gpu_metrics
     from fingrav_native.backends._base import (
         MARKER_RECORD_DTYPE,
         Backend,
@@ -54,11 +57,14 @@ if TYPE_CHECKING:
 # Each public name -> the private module that defines it. Loaded on first use (PEP 562, as scipy
 # and scikit-image do), so importing one module of this package never imports the rest of it.
 _WHERE = {
-    "AMD_SENSORS": "_amd",
+    "AMD_SENSORS": "_amd_sensors",
     "AMD_VENDOR_ID": "_amd_sysfs",
     "AmdBackend": "_amd",
+    "AmdChannel": "_amd_sysfs",
+    "AmdClock": "_amd",
     "AmdGpu": "_amd_sysfs",
     "AmdKernelSpec": "_amd",
+    "AmdPrefer": "_amd_sysfs",
     "BACKENDS": "_devices",
     "Backend": "_base",
     "BackendReport": "_report",
@@ -88,7 +94,7 @@ _WHERE = {
     "nvml_provenance": "_nvidia_sensors",
     "nvml_semantics": "_nvidia_sensors",
     "nvml_sensor": "_nvidia_sensors",
-    "power_semantics": "_amd",
+    "power_semantics": "_amd_sensors",
     "power_source": "_amd_sysfs",
     "read_gpu_metrics": "_amd_sysfs",
     "resolve_workload": "_workloads",

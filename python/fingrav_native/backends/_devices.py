@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Callable, Optional
 
-from fingrav_native.backends import _amd as amd
+from fingrav_native.backends import _amd_report as amd
 from fingrav_native.backends import _nvidia_report as nvidia
 from fingrav_native.backends import _sim as sim
 from fingrav_native.backends._report import BackendReport
