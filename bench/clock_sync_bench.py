@@ -57,7 +57,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from fingrav_native.clocks import _maps as clocksync
+from fingrav_native import clocks as clocksync
 from fingrav_native.sim import SimGPU
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))

@@ -1,7 +1,7 @@
 """What this machine can profile: every backend, what was found, and why not.
 
 ``fingrav devices`` prints :func:`list_backends`. Each backend module reports
-through :class:`~fingrav_native.backends.report.BackendReport`: the libraries
+through :class:`~fingrav_native.backends.BackendReport`: the libraries
 and device files it looked for (with the path found, or the loader's error
 naming the paths tried and what to install), the devices it can drive, and per
 power mode what one log is and whether each figure (period, window, delay,

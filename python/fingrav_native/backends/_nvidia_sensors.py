@@ -35,7 +35,7 @@ _PART_TIME_WINDOW_NS = 25e6
 
 
 def nvml_sensor(mode: NvmlMode, period_ns: float, window_ns: float, window_documented: bool) -> SensorModel:
-    """What an NVML power mode's logs are, as a :class:`~fingrav_native.sensors.model.SensorModel`.
+    """What an NVML power mode's logs are, as a :class:`~fingrav_native.sensors.SensorModel`.
 
     Parameters
     ----------

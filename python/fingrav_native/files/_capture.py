@@ -18,7 +18,7 @@ slews nor steps. The two clocks differ by an offset (the boot time) and a
 raw clock runs at the crystal's own rate. So during a capture this module
 takes bursts of bracketed reads (``_core.read_epoch_brackets``: a realtime
 read between two raw reads) and fits the map afterwards with the clock-sync
-fits of :mod:`fingrav_native.clocks.maps` (offset, skew, piecewise over long
+fits of :mod:`fingrav_native.clocks` (offset, skew, piecewise over long
 captures, error bounds), the paper's Section IV-A CPU-GPU sync applied to the
 two host clocks.
 
@@ -64,7 +64,7 @@ from fingrav_native.clocks._epoch import (
     identity_logger_map,
     realtime_stamped_map,
 )
-from fingrav_native.clocks._maps import fit_one_sided_clock_map
+from fingrav_native.clocks._onesided import fit_one_sided_clock_map
 from fingrav_native.files._safe import (
     MAX_JSON_BYTES,
     check_archive,
@@ -219,8 +219,8 @@ class PowerCapture:
         * the host clock (``"host-monotonic-raw"``): the epoch map;
         * any other (a GPU or firmware clock): fitted one-sidedly from the
           samples (a log precedes the read that saw it;
-          :func:`~fingrav_native.clocks.maps.fit_one_sided_clock_map`, as
-          :func:`fingrav_native.method.timeline.fit_logger_map` does for
+          :func:`~fingrav_native.clocks.fit_one_sided_clock_map`, as
+          :func:`fingrav_native.clocks.fit_logger_map` does for
           campaign runs), then composed with the epoch map. The minimum
           publication delay biases that fit late and is not in the bound.
         """

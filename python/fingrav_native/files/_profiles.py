@@ -3,7 +3,7 @@
 A profile file is a zip archive (``.fgprof`` by convention) holding
 
 * ``fingrav.json``: the format name and version, the package versions, and the
-  whole :class:`~fingrav_native.method.results.Profile` as a JSON tree. Dataclasses
+  whole :class:`~fingrav_native.method.Profile` as a JSON tree. Dataclasses
   are ``{"__class__": name, "fields": {...}}`` with ``name`` one of a fixed
   list of this package's result types (never an import path, so loading a
   file can never run code); arrays are ``{"__array__": key}``; tuples are
@@ -738,7 +738,7 @@ def load_profile(path: PathLike) -> Union[Profile, InterleavedProfile, NodeProfi
     so a damaged or edited file is refused here rather than plotted or
     exported wrong. Records in the layouts before int64 times load as
     today's: executions through
-    :func:`~fingrav_native.method.records.validate_executions` (exact), LOIs
+    :func:`~fingrav_native.records.validate_executions` (exact), LOIs
     and logs field by field (float64 ns rounded to the ns, as the writer
     now rounds). The limits (8 GiB expanded, 200 times the file's size past
     256 MiB, 64 MiB of JSON nested at most 64 deep) are

@@ -15,7 +15,7 @@ step also runs on logs a user brings from elsewhere (DESIGN.md, "Data flow"):
 
 The clock maps that turn device or logger ticks into host time are objects
 with ``to_host(ticks)`` and ``error_bound_at(host_ns)`` (see
-:mod:`fingrav_native.clocks.maps`).
+:mod:`fingrav_native.clocks`).
 """
 
 from __future__ import annotations

@@ -72,7 +72,7 @@ class Capabilities:
         How many device ticks the device clock advances per update (1: every
         tick). NVIDIA's %globaltimer counts ns but may move once a
         microsecond (1000); the clock map widens its bound by half a step
-        (:func:`~fingrav_native.clocks.maps.fit_clock_map`,
+        (:func:`~fingrav_native.clocks.fit_clock_map`,
         ``resolution_ticks``). 1 in profiles saved before it was recorded.
     """
 

@@ -54,7 +54,7 @@ class SensorModel:
     boxcar of length ``window_ns`` (``window``, ``shape="boxcar"``); or
     ``exp(-u / tau_ns) / tau_ns`` (``shape="first_order"``). A ``counter``
     reports energy; differences of consecutive reads become boxcar logs whose
-    window is the interval between them (:func:`~fingrav_native.sensors.counter.counter_to_logs`).
+    window is the interval between them (:func:`~fingrav_native.sensors.counter_to_logs`).
 
     Attributes
     ----------

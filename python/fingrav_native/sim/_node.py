@@ -35,7 +35,7 @@ What it models
   host-to-host ping-pong a real torch.distributed clock exchange performs,
   with latency, jitter, asymmetry and outliers.
 * **Backends**: :meth:`SimNode.backend` gives a
-  :class:`~fingrav_native.backends.base.Backend` per rank, whose records are
+  :class:`~fingrav_native.backends.Backend` per rank, whose records are
   stamped with that rank's host clock, so
   :func:`fingrav_native.method.profile.profile` runs on any rank unchanged.
 
@@ -676,7 +676,7 @@ class SimNode:
         -------
         numpy.ndarray
             ``(n, 3)`` int64 rows ``(t1, t2, t3)``: the bracket rows
-            :func:`~fingrav_native.clocks.maps.fit_clock_map` takes with
+            :func:`~fingrav_native.clocks.fit_clock_map` takes with
             ``tick_ns=1.0``; its map then sends ``peer``-clock ns to
             ``rank``-clock ns (``to_host``) and back (``to_device``).
 
@@ -1276,7 +1276,7 @@ def _plan_key(kernel: KernelSpec) -> Any:
 
 
 class SimRankBackend:
-    """One rank of a :class:`SimNode` as a :class:`~fingrav_native.backends.base.Backend`.
+    """One rank of a :class:`SimNode` as a :class:`~fingrav_native.backends.Backend`.
 
     Records are stamped in the rank's host clock (samples' ``host_ns``,
     brackets' host columns, markers' host launch/sync), device-clock ticks
