@@ -128,7 +128,7 @@ def _hwmon_power(device: Path) -> str | None:
         return None
     # amdgpu exposes power1_average (firmware-averaged) on most GPUs and
     # power1_input (instantaneous) on newer ones; the average is preferred
-    # wherever it exists, as the fallback the issue names first.
+    # wherever it exists (the file most GPUs have), power1_input only where it is missing.
     for filename in ("power1_average", "power1_input"):
         for _, entry in entries:
             candidate = hwmon / entry / filename

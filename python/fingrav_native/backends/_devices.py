@@ -96,7 +96,7 @@ def format_reports(reports: list[BackendReport], verbose: bool = False) -> str:
             lines.append(f"  [{d.index}] {d.name}" + (f" ({extra})" if extra else ""))
         # What a log is and where each figure comes from, for the mode the
         # backend would use (every mode with --verbose): an assumed window is
-        # a silent error otherwise (DESIGN.md, "Sensors are part of the measurement").
+        # a silent error otherwise: an averaging log taken for an instantaneous one misplaces power.
         for k, sensor in enumerate(r.sensors if verbose else r.sensors[:1]):
             head, *figures = sensor.lines()
             lines.append(f"  {'sensor' if k == 0 else 'also'}: {head}")

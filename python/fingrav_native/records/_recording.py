@@ -51,9 +51,9 @@ class Capabilities:
         Length of one tick of the logs' timestamps (``Sample.source_ts``);
         0 means the device tick (loggers stamped by the device clock).
     sensor : SensorModel, optional
-        What each log measures (window, filter, delay, counter; DESIGN.md,
-        "Sensors are part of the measurement"), as far as the backend knows
-        it; a characterisation can replace it. ``profile`` attributes by
+        What each log measures (window, filter, delay, counter: an
+        averaging log placed as an instantaneous one is misplaced), as far
+        as the backend knows it; a characterisation can replace it. ``profile`` attributes by
         deconvolution when it averages over more than the resolution asked
         for. None (profiles saved before sensors were modelled): the logs'
         own ``window_ns`` fields say.
@@ -114,8 +114,7 @@ class Capabilities:
         -----
         Paper Section VI names the logger's period as what limits the
         method; a window or delay nobody measured is the silent error an
-        averaging sensor brings (DESIGN.md, "Sensors are part of the
-        measurement").
+        averaging sensor brings.
         """
         values = {"period": self.logger_period_ns, "window": self.logger_window_ns,
                   "delay": self.sensor.delay_ns if self.sensor is not None else 0.0,

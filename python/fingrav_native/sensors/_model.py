@@ -1,8 +1,8 @@
 """What a power log measures: the sensor model, one object used wherever logs are placed.
 
-A power sensor is part of the measurement (DESIGN.md, "Sensors are part of
-the measurement"). The paper's logger reports instantaneous power every 1 ms
-(Section IV-A); the loggers users have do not:
+A power sensor is part of the measurement: a log that averages or lags is
+placed wrong unless what it averages is known. The paper's logger reports
+instantaneous power every 1 ms (Section IV-A); the loggers users have do not:
 
 * NVIDIA ``nvmlDeviceGetPowerUsage`` is a 1 s average on Ampere and newer
   (except GA100); the "instant" field (``NVML_FI_DEV_POWER_INSTANT``) on
