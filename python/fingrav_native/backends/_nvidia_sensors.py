@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Literal, Optional
 
-from fingrav_native.sensors._model import SensorModel, sensor_preset
+from fingrav_native.sensors._model import SensorModel, SensorPresetName, sensor_preset
 from fingrav_native.sensors._semantics import SensorSemantics
 
 #: A power mode of the NVML source (``_core.NvmlPowerSource``).
@@ -21,8 +21,9 @@ NvmlMode = Literal["samples", "instant", "average", "energy", "usage"]
 NVML_MODES: tuple[NvmlMode, ...] = ("samples", "instant", "average", "energy", "usage")
 
 
-#: NVML modes whose sensor a preset describes (sensors/model.py, from nvml.h and Yang et al., SC'24).
-_MODE_PRESETS = {"instant": "part-time-100ms", "average": "nvidia-average-1s", "energy": "nvidia-energy-counter"}
+#: NVML modes whose sensor a preset describes (sensors/_model.py, from nvml.h and Yang et al., SC'24).
+_MODE_PRESETS: dict[str, SensorPresetName] = {
+    "instant": "part-time-100ms", "average": "nvidia-average-1s", "energy": "nvidia-energy-counter"}
 
 
 #: Modes whose source keeps a log only when the value (or counter) changes: NVML refreshes a

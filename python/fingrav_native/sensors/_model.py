@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import Any, Optional
+from typing import Any, Literal, Optional
 
 import numpy as np
 import numpy.typing as npt
@@ -212,6 +212,11 @@ class SensorModel:
         return cls(**d)
 
 
+#: The name of a sensor preset (:data:`SENSOR_PRESETS`).
+SensorPresetName = Literal["instant-1ms", "amd-1ms-average", "amd-energy-accumulator", "part-time-100ms",
+                           "nvidia-average-1s", "nvidia-energy-counter"]
+
+
 #: The sensors users meet, with their documented figures (see the module docstring).
 SENSOR_PRESETS: dict[str, SensorModel] = {
     m.name: m for m in (
@@ -241,7 +246,8 @@ def sensor_preset(name: str) -> SensorModel:
     ----------
     name : str
         ``"instant-1ms"``, ``"amd-1ms-average"``, ``"amd-energy-accumulator"``,
-        ``"part-time-100ms"``, ``"nvidia-average-1s"`` or ``"nvidia-energy-counter"``.
+        ``"part-time-100ms"``, ``"nvidia-average-1s"`` or ``"nvidia-energy-counter"``
+        (:data:`SensorPresetName`); a name given by a user, so checked here.
 
     Returns
     -------
