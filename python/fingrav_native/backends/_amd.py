@@ -5,7 +5,7 @@ markers of each execution, and a map from the GPU's clock to host time.
 
 * power: the firmware's ``gpu_metrics`` table, or hwmon, sampled by the C++
   :class:`~fingrav_native.Sampler` thread
-  (:mod:`fingrav_native.backends.amd_sysfs`). The firmware refreshes its
+  (:func:`~fingrav_native.backends.power_source`). The firmware refreshes its
   metrics about every 1 ms on MI300X (paper Section III), but what a reader
   sees is the driver's: drivers since December 2025 serve one cached table
   for 5 ms by default, older ones build one per read. So the logger period
