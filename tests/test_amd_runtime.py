@@ -20,6 +20,8 @@ from fakes import fake_amd
 from fingrav_native import _core
 from fingrav_native.backends import Workload
 from fingrav_native.backends import _amd as amd
+from fingrav_native.backends import _amd_report as amd_report
+from fingrav_native.backends import _amd_sensors as amd_sensors
 from fingrav_native.backends import _devices as devices
 from fingrav_native.sim import SimGPU
 
@@ -284,7 +286,7 @@ def test_backend_device_index_beyond_the_gpus(mi300_sysfs):
 
 
 def test_report_on_this_machine(tmp_path):
-    r = amd.report(sysfs_root=str(tmp_path), kfd_path=str(tmp_path / "kfd"))
+    r = amd_report.report(sysfs_root=str(tmp_path), kfd_path=str(tmp_path / "kfd"))
     assert r.backend == "amd" and not r.available and r.devices == ()
     names = {c.name: c for c in r.components}
     assert not names[str(tmp_path / "kfd")].found and "amdgpu" in names[str(tmp_path / "kfd")].detail
@@ -300,7 +302,7 @@ def test_report_on_this_machine(tmp_path):
 def test_report_with_a_fake_mi300(mi300_sysfs, tmp_path):
     kfd = tmp_path / "kfd"
     kfd.write_bytes(b"")
-    r = amd.report(sysfs_root=str(mi300_sysfs), kfd_path=str(kfd))
+    r = amd_report.report(sysfs_root=str(mi300_sysfs), kfd_path=str(kfd))
     assert [d.name for d in r.devices] == ["AMD Instinct MI300X"]
     d = r.devices[0]
     assert d.details["arch"] == "gfx942" and d.details["kfd_gpu_id"] == 53281
@@ -388,7 +390,7 @@ def test_period_of_hwmon_is_measured_from_value_changes(tmp_path):
     with fake_amd.toggling_hwmon(path, 100_000_000):
         period, _ = amd.measure_logger_period(src, span_ns=250_000_000)
     assert 15e6 < period < 40e6
-    assert amd.power_semantics(src).provenance == {"period": "measured", "window": "assumed", "delay": "assumed",
+    assert amd_sensors.power_semantics(src).provenance == {"period": "measured", "window": "assumed", "delay": "assumed",
                                                    "tick": "documented"}
 
 
@@ -408,25 +410,25 @@ def test_power_semantics_names_each_mode(tmp_path):
     path = tmp_path / "gpu_metrics"
     path.write_bytes(fake_amd.build_v19(fake_amd.SMU_13_0_6_ROCM, {"energy_accumulator": 1, "firmware_timestamp": 2,
                                                                  "curr_socket_power": 90}))
-    energy = amd.power_semantics(_core.GpuMetricsSource(str(path)))
+    energy = amd_sensors.power_semantics(_core.GpuMetricsSource(str(path)))
     assert energy.mode == "gpu_metrics energy" and energy.provenance["window"] == "measured"
-    socket = amd.power_semantics(_core.GpuMetricsSource(str(path), channel="socket"))
+    socket = amd_sensors.power_semantics(_core.GpuMetricsSource(str(path), channel="socket"))
     assert socket.mode == "gpu_metrics socket" and socket.provenance["window"] == "assumed"
-    boot = amd.power_semantics(_core.GpuMetricsSource(str(path), clock="boottime"))
+    boot = amd_sensors.power_semantics(_core.GpuMetricsSource(str(path), clock="boottime"))
     assert boot.mode == "gpu_metrics energy (boottime clock)" and "1 ns" in dict(
         (f, d) for f, _, d in boot.figures)["tick"]
     ns = tmp_path / "gpu_metrics_ns"  # a 1.9 table whose firmware clock is in ns
     ns.write_bytes(struct.pack("<HBBiQQQQ", 40, 1, 9, 2, fake_amd.enc_attr(0, 6, 7, 1), 1,
                                fake_amd.enc_attr(fake_amd.UNIT_TIME_1, 6, 32, 1), 2))
-    tick = dict((f, d) for f, _, d in amd.power_semantics(_core.GpuMetricsSource(str(ns))).figures)["tick"]
+    tick = dict((f, d) for f, _, d in amd_sensors.power_semantics(_core.GpuMetricsSource(str(ns))).figures)["tick"]
     assert tick.startswith("1 ns: firmware_timestamp's unit in this 1.9 table")
     inp = tmp_path / "power1_input"
     inp.write_text("5\n")
-    assert amd.power_semantics(_core.HwmonPowerSource(str(inp))).provenance["window"] == "documented"
+    assert amd_sensors.power_semantics(_core.HwmonPowerSource(str(inp))).provenance["window"] == "documented"
     with pytest.raises(ValueError, match="power="):
-        amd.power_semantics(SimGPU(seed=1, realtime=True).power_source())
+        amd_sensors.power_semantics(SimGPU(seed=1, realtime=True).power_source())
     # Every mode states all four figures.
-    for sem in amd.AMD_SENSORS.values():
+    for sem in amd_sensors.AMD_SENSORS.values():
         assert [f for f, _, _ in sem.figures] == ["period", "window", "delay", "tick"]
         assert sem.provenance["period"] == "measured"
 
@@ -459,7 +461,7 @@ def test_backend_measures_the_period_and_follows_it(fake_mi300, monkeypatch):
     assert caps.sensor_semantics.startswith("gpu_metrics energy: total power = energy_accumulator difference")
     assert caps.describe_figures() == ("period 5 ms (measured), window 5 ms (measured), delay 0 (assumed), "
                                        "tick 10 ns (documented)")
-    assert backend.sensor_semantics is amd.AMD_SENSORS["gpu_metrics energy"]
+    assert backend.sensor_semantics is amd_sensors.AMD_SENSORS["gpu_metrics energy"]
     # Idle waits in chunks of 20 measured periods.
     slept.clear()
     backend.wait_idle()
@@ -489,10 +491,10 @@ def test_backend_on_hwmon_measures_the_period(tmp_path, monkeypatch):
 
 
 def test_report_states_the_sensor_it_would_use_without_a_gpu(tmp_path):
-    r = amd.report(sysfs_root=str(tmp_path), kfd_path=str(tmp_path / "kfd"))
+    r = amd_report.report(sysfs_root=str(tmp_path), kfd_path=str(tmp_path / "kfd"))
     assert not r.available
     assert r.sensors[0].mode == "gpu_metrics energy"
-    assert {s.mode for s in r.sensors} == set(amd.AMD_SENSORS)
+    assert {s.mode for s in r.sensors} == set(amd_sensors.AMD_SENSORS)
     text = devices.format_reports([r])
     assert "  sensor: gpu_metrics energy: total power = energy_accumulator difference" in text
     assert "    period measured   at start, from the gaps between distinct firmware timestamps" in text
@@ -507,7 +509,7 @@ def test_report_states_the_sensor_it_would_use_without_a_gpu(tmp_path):
 
 
 def test_report_states_the_sensor_of_the_gpu_found(fake_mi300, tmp_path):
-    r = amd.report(sysfs_root=str(fake_mi300), kfd_path=str(tmp_path / "kfd"))
+    r = amd_report.report(sysfs_root=str(fake_mi300), kfd_path=str(tmp_path / "kfd"))
     assert r.devices[0].details["power"] == "gpu_metrics energy"
     assert r.sensors[0].mode == "gpu_metrics energy"
 
@@ -516,7 +518,7 @@ def test_report_states_hwmon_when_only_hwmon_is_there(tmp_path):
     root = tmp_path / "sys"
     gm = fake_amd.make_sysfs(root, b"")
     gm.unlink()
-    r = amd.report(sysfs_root=str(root), kfd_path=str(tmp_path / "kfd"))
+    r = amd_report.report(sysfs_root=str(root), kfd_path=str(tmp_path / "kfd"))
     assert r.devices[0].details["power"] == "hwmon power1_average"
     assert r.sensors[0].mode == "hwmon power1_average"
     assert "window assumed    0: the averaging window is not documented" in devices.format_reports([r])

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 import fingrav_native
 import fingrav_native.native as fn
-from fingrav_native.clocks import _maps as cs
+from fingrav_native import clocks as cs
 from fingrav_native.sim import SimGPU
 
 TICK_NS = 10.0

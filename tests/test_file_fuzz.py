@@ -767,7 +767,7 @@ def test_malformed_rocprof_rows_are_named(tmp_path, row, message):
 
 def test_every_annotation_in_the_class_table_is_one_the_loader_checks():
     """A field of a new kind (a set, a Literal) would otherwise meet no check; the table is walked here."""
-    from fingrav_native.files._profiles import _CLASSES
+    from fingrav_native.files._profile_schema import CLASSES as _CLASSES
 
     def supported(tp: Any) -> bool:
         origin = typing.get_origin(tp)

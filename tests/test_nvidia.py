@@ -34,7 +34,7 @@ import pytest
 
 from fingrav_native import _core
 from fingrav_native.backends import NVML_MODES, NvidiaBackend, Workload, match_nvml_device
-from fingrav_native.backends._nvidia import report
+from fingrav_native.backends._nvidia_report import report
 
 REPO = Path(__file__).resolve().parents[1]
 FAKE_SRC = REPO / "tests" / "cpp" / "fake_libcuda.cpp"
@@ -340,7 +340,7 @@ def test_backend_needs_nvml_when_no_power_source_is_given(fake_libcuda):
 @pytest.mark.slow
 def test_report_on_the_fake_driver_lists_its_devices(fake_libcuda):
     out = run_py("""
-        from fingrav_native.backends._nvidia import report
+        from fingrav_native.backends._nvidia_report import report
         print(json.dumps(report().as_dict()))
     """, {"FINGRAV_CUDA_LIBRARY": fake_libcuda, "FAKE_CUDA_DEVICES": "2",
           "FINGRAV_NVML_LIBRARY": "/nonexistent/libnvidia-ml.so.1"})
@@ -664,7 +664,7 @@ def test_unknown_window_warns_and_a_characterisation_replaces_it(fake_libcuda, f
 @pytest.mark.slow
 def test_report_states_each_modes_semantics_for_the_gpu_found(fake_libcuda, fake_nvml):
     out = _paired(fake_libcuda, fake_nvml, """
-        from fingrav_native.backends._nvidia import report
+        from fingrav_native.backends._nvidia_report import report
         from fingrav_native.backends import format_reports
         r = report()
         print(json.dumps({"d": r.as_dict(), "text": format_reports([r], verbose=True)}))

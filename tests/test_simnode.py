@@ -12,6 +12,7 @@ import fingrav_native as fn
 from fingrav_native.backends import Backend
 from fingrav_native.clocks import fit_clock_map
 from fingrav_native.sim import COLLECTIVE_TRUTH_DTYPE, FabricParams, SimNode, collective_time
+from fingrav_native.sim import _fabric as fabric
 from fingrav_native.sim import _node as simnode
 
 MB512 = 512 << 20
@@ -327,6 +328,7 @@ def test_ssp_and_sse_coincide_for_a_collective() -> None:
 
 def test_doctests() -> None:
     assert doctest.testmod(simnode).failed == 0
+    assert doctest.testmod(fabric).failed == 0  # collective_time's example
 
 
 def test_one_run_on_64_devices_is_cheap() -> None:

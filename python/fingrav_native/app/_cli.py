@@ -33,7 +33,8 @@ from fingrav_native.files._campaign import (
     run_files,
 )
 from fingrav_native.files._capture import CaptureFormatError, load_capture
-from fingrav_native.files._profiles import ProfileFormatError, export_parquet, load_profile
+from fingrav_native.files._parquet import export_parquet
+from fingrav_native.files._profiles import ProfileFormatError, load_profile
 from fingrav_native.files._trace import export_trace
 from fingrav_native.insitu._trace import TraceFormatError
 from fingrav_native.method._align import NoLogsInExecutionsError

@@ -13,7 +13,8 @@ from fingrav_native.app import _plot as fplot
 from fingrav_native.app._profile import profile, profile_interleaved
 from fingrav_native.backends._base import Backend, BackendWrapper, KernelSpec
 from fingrav_native.backends._sim import SimBackend
-from fingrav_native.clocks._maps import fit_clock_map, fit_piecewise_clock_map
+from fingrav_native.clocks._piecewise import fit_piecewise_clock_map
+from fingrav_native.clocks._twosided import fit_clock_map
 from fingrav_native.files._profiles import save_profile
 from fingrav_native.files._trace import export_trace
 from fingrav_native.method._results import ExecutionProfile, Profile

@@ -18,8 +18,10 @@ from typing import Any, Callable, Optional, cast
 from fingrav_native import _core
 from fingrav_native.backends import _amd_sysfs as amd_sysfs
 from fingrav_native.backends._amd import AmdBackend
+from fingrav_native.backends._amd_sysfs import AmdChannel
 from fingrav_native.backends._base import Backend, LivePower
-from fingrav_native.backends._nvidia import NVML_MODES, NvidiaBackend, match_nvml_device, nvml_sensor
+from fingrav_native.backends._nvidia import NvidiaBackend, match_nvml_device
+from fingrav_native.backends._nvidia_sensors import NVML_MODES, nvml_sensor
 from fingrav_native.backends._sim import LiveSimBackend, SimBackend
 from fingrav_native.sensors._model import SensorModel
 from fingrav_native.sim._device import SimGPU
@@ -181,7 +183,7 @@ def _amd_device(index: int, mode: Optional[str]) -> _Resolved:
     if index >= len(gpus):
         raise _core.DeviceUnavailableError(f"device='amd:{index}': this machine has {len(gpus)} AMD GPU(s)")
     gpu = gpus[index]
-    source = amd_sysfs.power_source(gpu, channel=mode or "energy")
+    source = amd_sysfs.power_source(gpu, channel=cast(AmdChannel, mode or "energy"))  # checked above
     # AmdBackend declares no sensor model either: characterise it before deconvolving.
     return _Resolved(source, None, None, f"{gpu.name} (HIP {index}, {gpu.pci_address})")
 

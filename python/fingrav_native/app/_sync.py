@@ -20,14 +20,10 @@ from typing import Any, Callable, Optional
 import numpy as np
 
 from fingrav_native.backends._base import Backend
-from fingrav_native.clocks._maps import (
-    ClockMap,
-    PiecewiseClockMap,
-    ReadLatency,
-    fit_clock_map,
-    fit_piecewise_clock_map,
-    summarize_read_latency,
-)
+from fingrav_native.clocks._latency import ReadLatency, summarize_read_latency
+from fingrav_native.clocks._maps import ClockMap, PiecewiseClockMap
+from fingrav_native.clocks._piecewise import fit_piecewise_clock_map
+from fingrav_native.clocks._twosided import fit_clock_map
 
 
 @dataclass(frozen=True)

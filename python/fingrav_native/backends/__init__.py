@@ -11,14 +11,17 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from fingrav_native.backends._amd import (
-        AMD_SENSORS,
-        AmdBackend,
-        AmdKernelSpec,
-        measure_logger_period,
-        power_semantics,
+    from fingrav_native.backends._amd import AmdBackend, AmdClock, AmdKernelSpec, measure_logger_period
+    from fingrav_native.backends._amd_sensors import AMD_SENSORS, power_semantics
+    from fingrav_native.backends._amd_sysfs import (
+        AMD_VENDOR_ID,
+        AmdChannel,
+        AmdGpu,
+        AmdPrefer,
+        find_amd_gpus,
+        power_source,
+        read_gpu_metrics,
     )
-    from fingrav_native.backends._amd_sysfs import AMD_VENDOR_ID, AmdGpu, find_amd_gpus, power_source, read_gpu_metrics
     from fingrav_native.backends._base import (
         MARKER_RECORD_DTYPE,
         Backend,
@@ -32,11 +35,10 @@ if TYPE_CHECKING:
         wait_for_idle,
     )
     from fingrav_native.backends._devices import BACKENDS, format_reports, list_backends
-    from fingrav_native.backends._nvidia import (
+    from fingrav_native.backends._nvidia import NvidiaBackend, UnknownSensorWindowWarning, match_nvml_device
+    from fingrav_native.backends._nvidia_sensors import (
         NVML_MODES,
-        NvidiaBackend,
-        UnknownSensorWindowWarning,
-        match_nvml_device,
+        NvmlMode,
         nvml_provenance,
         nvml_semantics,
         nvml_sensor,
@@ -55,11 +57,14 @@ if TYPE_CHECKING:
 # Each public name -> the private module that defines it. Loaded on first use (PEP 562, as scipy
 # and scikit-image do), so importing one module of this package never imports the rest of it.
 _WHERE = {
-    "AMD_SENSORS": "_amd",
+    "AMD_SENSORS": "_amd_sensors",
     "AMD_VENDOR_ID": "_amd_sysfs",
     "AmdBackend": "_amd",
+    "AmdChannel": "_amd_sysfs",
+    "AmdClock": "_amd",
     "AmdGpu": "_amd_sysfs",
     "AmdKernelSpec": "_amd",
+    "AmdPrefer": "_amd_sysfs",
     "BACKENDS": "_devices",
     "Backend": "_base",
     "BackendReport": "_report",
@@ -71,8 +76,9 @@ _WHERE = {
     "LivePower": "_base",
     "LiveSimBackend": "_sim",
     "MARKER_RECORD_DTYPE": "_base",
-    "NVML_MODES": "_nvidia",
+    "NVML_MODES": "_nvidia_sensors",
     "NvidiaBackend": "_nvidia",
+    "NvmlMode": "_nvidia_sensors",
     "SimBackend": "_sim",
     "UnknownSensorWindowWarning": "_nvidia",
     "Workload": "_workloads",
@@ -85,10 +91,10 @@ _WHERE = {
     "marker_records": "_base",
     "match_nvml_device": "_nvidia",
     "measure_logger_period": "_amd",
-    "nvml_provenance": "_nvidia",
-    "nvml_semantics": "_nvidia",
-    "nvml_sensor": "_nvidia",
-    "power_semantics": "_amd",
+    "nvml_provenance": "_nvidia_sensors",
+    "nvml_semantics": "_nvidia_sensors",
+    "nvml_sensor": "_nvidia_sensors",
+    "power_semantics": "_amd_sensors",
     "power_source": "_amd_sysfs",
     "read_gpu_metrics": "_amd_sysfs",
     "resolve_workload": "_workloads",

@@ -5,7 +5,7 @@ markers of each execution, and a map from the GPU's clock to host time.
 
 * power: the firmware's ``gpu_metrics`` table, or hwmon, sampled by the C++
   :class:`~fingrav_native.Sampler` thread
-  (:mod:`fingrav_native.backends.amd_sysfs`). The firmware refreshes its
+  (:func:`~fingrav_native.backends.power_source`). The firmware refreshes its
   metrics about every 1 ms on MI300X (paper Section III), but what a reader
   sees is the driver's: drivers since December 2025 serve one cached table
   for 5 ms by default, older ones build one per read. So the logger period
@@ -28,41 +28,42 @@ backend is built, and a missing one is reported by name with what to install.
 
 from __future__ import annotations
 
-import dataclasses
+import logging
 import os
 import time
 import warnings
-from typing import Any, Sequence, Union
+from typing import Any, Literal, Sequence, Union
 
 import numpy as np
 
 from fingrav_native import _core
 from fingrav_native.backends import _amd_sysfs as amd_sysfs
+from fingrav_native.backends._amd_sensors import power_semantics
+from fingrav_native.backends._amd_sysfs import AmdChannel, AmdPrefer
 from fingrav_native.backends._base import HostRelease, LivePower, drain_all, marker_records, wait_for_idle
-from fingrav_native.backends._report import BackendReport, Component, DeviceEntry
 from fingrav_native.backends._workloads import Workload
 from fingrav_native.records._recording import Capabilities, RunRecord
-from fingrav_native.sensors._semantics import SensorSemantics
+
+logger = logging.getLogger(__name__)
 
 #: A workload (or its name or id on the backend), or a sequence of (kernel, count).
 AmdKernelSpec = Union[Workload, str, int, Sequence[tuple[Union[Workload, str, int], int]]]
 
 
-_KFD = "/dev/kfd"
+#: Device clock for bracketed reads: KFD's ioctl, the marker probe's clock, or KFD when it agrees with the probe.
+AmdClock = Literal["auto", "kfd", "hip"]
+
+
+#: The KFD device node (the clock-counter ioctl).
+KFD_PATH = "/dev/kfd"
 
 
 _VISIBILITY_VARS = ("HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES", "GPU_DEVICE_ORDINAL")
 
 
-def _amd_sysfs() -> Any:
-    # amd_sysfs holds the power side (gpu_metrics / hwmon discovery); imported
-    # lazily so this module's clocks and markers do not depend on it.
-    return amd_sysfs
-
-
-def _gpus_in_hip_order(sysfs_root: str) -> list[Any]:
+def gpus_in_hip_order(sysfs_root: str) -> list[Any]:
     """AMD GPUs in KFD topology node order: the order ROCr (and so HIP) enumerates them."""
-    gpus = [g for g in _amd_sysfs().find_amd_gpus(sysfs_root) if g.kfd_node is not None]
+    gpus = [g for g in amd_sysfs.find_amd_gpus(sysfs_root) if g.kfd_node is not None]
     return sorted(gpus, key=lambda g: g.kfd_node)
 
 
@@ -107,143 +108,6 @@ def measure_tick_ns(clock: _core.TimestampSource, *, gap_ns: int = 50_000_000, b
     if d1 <= d0:
         raise RuntimeError(f"{clock.name}: the device clock did not advance ({d0} then {d1})")
     return (h1 - h0) / (d1 - d0)
-
-
-# ------------------------------------------------------------ what a log is
-# Each power mode the backend can use, what one of its logs is, and where each
-# logger figure comes from. The kernel sources named are
-# drivers/gpu/drm/amd/include/kgd_pp_interface.h (the gpu_metrics fields) and
-# drivers/gpu/drm/amd/pm/amdgpu_pm.c (the hwmon files); the cache interval is
-# SMU_GPU_METRICS_CACHE_INTERVAL (amd-gfx, "drm/amd/pm: Use driver table
-# structure in smuv11", December 2025: "The default cache interval is set at
-# 5ms").
-_PERIOD_GPU_METRICS = ("period", "measured",
-                       "at start, from the gaps between distinct firmware timestamps while the GPU idles (the "
-                       "driver caches the table 5 ms by default, SMU_GPU_METRICS_CACHE_INTERVAL; older drivers "
-                       "not at all)")
-
-
-_PERIOD_BOOTTIME = ("period", "measured",
-                    "at start, from the gaps between tables whose accumulators moved while the GPU idles")
-
-
-_PERIOD_HWMON = ("period", "measured", "at start, from the gaps between value changes while the GPU idles")
-
-
-_WINDOW_ENERGY = ("window", "measured",
-                  "= the period: a log is the exact average over the gap since the previous table, "
-                  "which it carries as its own window")
-
-
-_TICK_FIRMWARE = ("tick", "documented",
-                  "10 ns: firmware_timestamp, 'PMFW attached timestamp (10ns resolution)' (kgd_pp_interface.h; "
-                  "a 1.9 table states it in the field's unit, AMDGPU_METRICS_UNIT_TIME_2)")
-
-
-_TICK_BOOTTIME = ("tick", "documented", "1 ns: system_clock_counter, 'Driver attached timestamp (in ns)'")
-
-
-_TICK_HOST = ("tick", "documented", "1 ns: host CLOCK_MONOTONIC_RAW, read when a new value is first seen")
-
-
-_DELAY_FIRMWARE = ("delay", "assumed",
-                   "0: the firmware is taken to stamp a table when it samples the accumulators (undocumented)")
-
-
-_DELAY_HWMON = ("delay", "assumed",
-                "0, but a value is stamped at the first poll that sees it, up to one poll late, after an "
-                "undocumented firmware lag")
-
-
-#: The power modes of the AMD backend, by name: what one log is and where each figure comes from.
-AMD_SENSORS: dict[str, SensorSemantics] = {s.mode: s for s in (
-    SensorSemantics(
-        "gpu_metrics energy",
-        "total power = energy_accumulator difference (2^-16 J) / firmware_timestamp difference between "
-        "consecutive distinct gpu_metrics tables",
-        (_PERIOD_GPU_METRICS, _WINDOW_ENERGY, _DELAY_FIRMWARE, _TICK_FIRMWARE)),
-    SensorSemantics(
-        "gpu_metrics energy (boottime clock)",
-        "total power = energy_accumulator difference (2^-16 J) / system_clock_counter difference between "
-        "consecutive tables whose accumulators moved (this firmware leaves firmware_timestamp unset)",
-        (_PERIOD_BOOTTIME, _WINDOW_ENERGY,
-         ("delay", "assumed", "0: the driver stamps a table when it builds it, an undocumented lag after the "
-                              "firmware sampled it"),
-         _TICK_BOOTTIME)),
-    SensorSemantics(
-        "gpu_metrics socket",
-        "curr_socket_power: the firmware's socket power in integer watts, stamped with firmware_timestamp",
-        (_PERIOD_GPU_METRICS,
-         ("window", "assumed", "0: the kernel documents the field only as 'Power (Watts)', its averaging is "
-                               "undocumented; characterise it (fingrav characterize) before trusting detail "
-                               "finer than the period"),
-         _DELAY_FIRMWARE, _TICK_FIRMWARE)),
-    SensorSemantics(
-        "gpu_metrics socket (boottime clock)",
-        "curr_socket_power: the firmware's socket power in integer watts, stamped with the driver's "
-        "system_clock_counter (this firmware leaves firmware_timestamp unset)",
-        (_PERIOD_BOOTTIME,
-         ("window", "assumed", "0: the kernel documents the field only as 'Power (Watts)', its averaging is "
-                               "undocumented"),
-         ("delay", "assumed", "0: the driver stamps a table when it builds it, an undocumented lag after the "
-                              "firmware sampled it"),
-         _TICK_BOOTTIME)),
-    SensorSemantics(
-        "hwmon power1_average",
-        "'average power used by the SoC in microWatts' (amdgpu_pm.c), stamped with host time",
-        (_PERIOD_HWMON,
-         ("window", "assumed", "0: the averaging window is not documented; characterise it (fingrav "
-                               "characterize) before trusting detail finer than a second"),
-         _DELAY_HWMON, _TICK_HOST)),
-    SensorSemantics(
-        "hwmon power1_input",
-        "'instantaneous power used by the SoC in microWatts' (amdgpu_pm.c), stamped with host time",
-        (_PERIOD_HWMON,
-         ("window", "documented", "0: 'instantaneous power' (amdgpu_pm.c)"),
-         _DELAY_HWMON, _TICK_HOST)),
-)}
-
-
-#: The mode the backend uses by default (channel='energy' on a firmware that stamps its tables).
-DEFAULT_SENSOR = "gpu_metrics energy"
-
-
-def power_semantics(power: _core.PowerSource) -> SensorSemantics:
-    """What the logs of one AMD power source are, and where each logger figure comes from.
-
-    Parameters
-    ----------
-    power : PowerSource
-        A :class:`~fingrav_native._core.GpuMetricsSource` or
-        :class:`~fingrav_native._core.HwmonPowerSource`.
-
-    Returns
-    -------
-    SensorSemantics
-        One of :data:`AMD_SENSORS`.
-
-    Notes
-    -----
-    The gpu_metrics fields are those of the kernel's
-    ``drivers/gpu/drm/amd/include/kgd_pp_interface.h``; the hwmon files are
-    documented in ``drivers/gpu/drm/amd/pm/amdgpu_pm.c``. A window or delay
-    nobody documented is marked ``assumed``: paper Section VI names the
-    logger as what limits FinGraV, and an averaging sensor taken for an
-    instantaneous one is a silent error.
-    """
-    if isinstance(power, _core.GpuMetricsSource):
-        mode = f"gpu_metrics {power.channel}" + (" (boottime clock)" if power.clock == "boottime" else "")
-        if power.clock == "firmware" and power.info.tick_ns == 1.0:
-            # A 1.9 table whose firmware_timestamp says ns (AMDGPU_METRICS_UNIT_TIME_1), not the 10 ns of 1.4-1.8.
-            sem = AMD_SENSORS[mode]
-            tick = ("tick", "documented",
-                    "1 ns: firmware_timestamp's unit in this 1.9 table (AMDGPU_METRICS_UNIT_TIME_1)")
-            return dataclasses.replace(sem, figures=tuple(tick if f[0] == "tick" else f for f in sem.figures))
-    elif isinstance(power, _core.HwmonPowerSource):
-        mode = "hwmon power1_average" if power.averaged else "hwmon power1_input"
-    else:
-        raise ValueError(f"power={power!r}: must be a GpuMetricsSource or HwmonPowerSource")
-    return AMD_SENSORS[mode]
 
 
 def measure_logger_period(power: _core.PowerSource, *, poll_ns: int = 100_000, min_logs: int = 8,
@@ -322,6 +186,52 @@ def measure_logger_period(power: _core.PowerSource, *, poll_ns: int = 100_000, m
     return float(np.median(np.diff(ts)) * float(power.info.tick_ns)), samples
 
 
+def _check_arguments(device: int, clock: str, period_ns: int, brackets_per_run: int, idle_tolerance: float,
+                     max_idle_ns: int, marker_err_ns: float) -> None:
+    """The backend's arguments, checked before anything is opened."""
+    if isinstance(device, bool) or not isinstance(device, int) or device < 0:
+        raise ValueError(f"device={device!r}: must be an integer >= 0")
+    if clock not in ("auto", "kfd", "hip"):
+        raise ValueError(f"clock={clock!r}: must be 'auto', 'kfd' or 'hip'")
+    if not _core.MIN_PERIOD_NS <= period_ns <= _core.MAX_PERIOD_NS:
+        raise ValueError(f"period_ns={period_ns}: must be in [{_core.MIN_PERIOD_NS}, {_core.MAX_PERIOD_NS}]")
+    if brackets_per_run < 2:
+        raise ValueError(f"brackets_per_run={brackets_per_run}: must be >= 2")
+    if not 0 < idle_tolerance < 1:
+        raise ValueError(f"idle_tolerance={idle_tolerance}: must be in (0, 1)")
+    if max_idle_ns <= 0:
+        raise ValueError(f"max_idle_ns={max_idle_ns}: must be > 0")
+    if not marker_err_ns >= 0:
+        raise ValueError(f"marker_err_ns={marker_err_ns}: must be >= 0")
+
+
+def _pick_gpu(gpus: list[Any], device: int, sysfs_root: str) -> Any:
+    """GPU ``device`` of those found, or why there is none with what a backend needs."""
+    if not gpus:
+        raise _core.DeviceUnavailableError(
+            f"no AMD GPU with a KFD node under {sysfs_root}: looked for {sysfs_root}/class/drm/card*/device "
+            f"with vendor 0x1002 bound to amdgpu, matched to {sysfs_root}/class/kfd/kfd/topology/nodes/*; "
+            "load the amdgpu driver on a machine with an AMD GPU")
+    if device >= len(gpus):
+        raise _core.DeviceUnavailableError(f"device={device}: this machine has {len(gpus)} AMD GPU(s)")
+    gpu = gpus[device]
+    if gpu.gfx_target_version is None or gpu.kfd_gpu_id is None:
+        raise _core.DeviceUnavailableError(
+            f"card{gpu.card} ({gpu.pci_address}): its KFD node lacks gfx_target_version or gpu_id")
+    return gpu
+
+
+def _check_hip_sees(n_gpus: int) -> None:
+    """HIP must see every GPU sysfs has, or device indices cannot be matched between the two."""
+    narrowed = [v for v in _VISIBILITY_VARS if os.environ.get(v)]
+    info = _core.hip_runtime_info()
+    if info["device_count"] != n_gpus:
+        raise _core.DeviceUnavailableError(
+            f"HIP ({info['library_path']}) sees {info['device_count']} device(s) but sysfs has {n_gpus} "
+            f"AMD GPU(s){' (' + ', '.join(narrowed) + ' set)' if narrowed else ''}; "
+            f"{info['init_error'] or 'device indices cannot be matched'}. Unset the visibility variables.")
+
+
 class AmdBackend(HostRelease, LivePower):
     """One AMD GPU as a FinGraV backend (paper Section IV).
 
@@ -371,56 +281,25 @@ class AmdBackend(HostRelease, LivePower):
         self,
         device: int = 0,
         *,
-        channel: str = "energy",
-        prefer: str = "gpu_metrics",
-        clock: str = "auto",
+        channel: AmdChannel = "energy",
+        prefer: AmdPrefer = "gpu_metrics",
+        clock: AmdClock = "auto",
         period_ns: int = 100_000,
         brackets_per_run: int = 16,
         idle_tolerance: float = 0.01,
         max_idle_ns: int = 2_000_000_000,
         marker_err_ns: float = 5_000.0,
         sysfs_root: str = "/sys",
-        kfd_path: str = _KFD,
+        kfd_path: str = KFD_PATH,
     ) -> None:
-        if isinstance(device, bool) or not isinstance(device, int) or device < 0:
-            raise ValueError(f"device={device!r}: must be an integer >= 0")
-        if clock not in ("auto", "kfd", "hip"):
-            raise ValueError(f"clock={clock!r}: must be 'auto', 'kfd' or 'hip'")
-        if not _core.MIN_PERIOD_NS <= period_ns <= _core.MAX_PERIOD_NS:
-            raise ValueError(f"period_ns={period_ns}: must be in [{_core.MIN_PERIOD_NS}, {_core.MAX_PERIOD_NS}]")
-        if brackets_per_run < 2:
-            raise ValueError(f"brackets_per_run={brackets_per_run}: must be >= 2")
-        if not 0 < idle_tolerance < 1:
-            raise ValueError(f"idle_tolerance={idle_tolerance}: must be in (0, 1)")
-        if max_idle_ns <= 0:
-            raise ValueError(f"max_idle_ns={max_idle_ns}: must be > 0")
-        if not marker_err_ns >= 0:
-            raise ValueError(f"marker_err_ns={marker_err_ns}: must be >= 0")
-
-        gpus = _gpus_in_hip_order(sysfs_root)
-        if not gpus:
-            raise _core.DeviceUnavailableError(
-                f"no AMD GPU with a KFD node under {sysfs_root}: looked for {sysfs_root}/class/drm/card*/device "
-                f"with vendor 0x1002 bound to amdgpu, matched to {sysfs_root}/class/kfd/kfd/topology/nodes/*; "
-                "load the amdgpu driver on a machine with an AMD GPU")
-        if device >= len(gpus):
-            raise _core.DeviceUnavailableError(f"device={device}: this machine has {len(gpus)} AMD GPU(s)")
-        gpu = gpus[device]
-        if gpu.gfx_target_version is None or gpu.kfd_gpu_id is None:
-            raise _core.DeviceUnavailableError(
-                f"card{gpu.card} ({gpu.pci_address}): its KFD node lacks gfx_target_version or gpu_id")
-        self.gpu = gpu
+        _check_arguments(device, clock, period_ns, brackets_per_run, idle_tolerance, max_idle_ns, marker_err_ns)
+        gpus = gpus_in_hip_order(sysfs_root)
+        self.gpu = _pick_gpu(gpus, device, sysfs_root)
         self.device = device
-        self.arch = _core.gfx_arch_from_target_version(gpu.gfx_target_version)
-        narrowed = [v for v in _VISIBILITY_VARS if os.environ.get(v)]
+        self.arch = _core.gfx_arch_from_target_version(self.gpu.gfx_target_version)
 
-        self._power = _amd_sysfs().power_source(gpu, prefer=prefer, channel=channel)
-        info = _core.hip_runtime_info()
-        if info["device_count"] != len(gpus):
-            raise _core.DeviceUnavailableError(
-                f"HIP ({info['library_path']}) sees {info['device_count']} device(s) but sysfs has {len(gpus)} "
-                f"AMD GPU(s){' (' + ', '.join(narrowed) + ' set)' if narrowed else ''}; "
-                f"{info['init_error'] or 'device indices cannot be matched'}. Unset the visibility variables.")
+        self._power = amd_sysfs.power_source(self.gpu, prefer=prefer, channel=channel)
+        _check_hip_sees(len(gpus))
         self._probe = _core.HipMarkerProbe(device, 64, arch=self.arch)
         self._events = _core.HipEventTimer(device, 64)
         rate_khz = self._probe.wall_clock_rate_khz
@@ -443,19 +322,24 @@ class AmdBackend(HostRelease, LivePower):
             raise RuntimeError(f"{p.name}: no power value in the idle logs; the power file reports no data")
         #: What a log is and where each logger figure comes from (``fingrav devices``, profiles).
         self.sensor_semantics = power_semantics(self._power)
+        self._caps = self._capabilities(float(tick), float(marker_err_ns))
+
+    def _capabilities(self, tick: float, marker_err_ns: float) -> Capabilities:
+        """The logger, clock and markers as measured at start."""
+        p = self._power.info
         # An energy log averages over the gap since the previous table: the
         # measured period. Other modes declare their own (0 where undocumented).
         energy = self.sensor_semantics.mode.startswith("gpu_metrics energy")
         window = self._logger_period if energy else float(p.window_ns)
-        self._caps = Capabilities(
+        return Capabilities(
             name="amd",
-            device=f"{gpu.name} ({self.arch}, {gpu.pci_address})",
+            device=f"{self.gpu.name} ({self.arch}, {self.gpu.pci_address})",
             logger_period_ns=self._logger_period,
             logger_window_ns=window,
             logger_clock=p.clock_domain,
-            device_tick_ns=float(tick),
+            device_tick_ns=tick,
             gpu_markers=True,
-            marker_err_ns=float(marker_err_ns),
+            marker_err_ns=marker_err_ns,
             channels=tuple(c for i, c in enumerate(_core.CHANNELS) if p.channel_mask & (1 << i)),
             virtual_time=False,
             logger_tick_ns=float(p.tick_ns),
@@ -464,7 +348,7 @@ class AmdBackend(HostRelease, LivePower):
         )
 
     # ------------------------------------------------------------ clocks
-    def _choose_clock(self, clock: str, kfd_path: str, rate_khz: int) -> tuple[_core.TimestampSource, dict[str, Any]]:
+    def _choose_clock(self, clock: AmdClock, kfd_path: str, rate_khz: int) -> tuple[_core.TimestampSource, dict[str, Any]]:
         tick = 1e6 / rate_khz if rate_khz > 0 else 10.0
         if clock == "hip":
             return _core.HipTimestampSource(self.device, arch=self.arch), {"source": "hip"}
@@ -473,6 +357,7 @@ class AmdBackend(HostRelease, LivePower):
         except _core.DeviceUnavailableError as exc:
             if clock == "kfd":
                 raise
+            logger.debug("KFD clock unavailable (%s); brackets read the probe's clock", exc)
             return _core.HipTimestampSource(self.device, arch=self.arch), {"source": "hip", "kfd_error": str(exc)}
         hip = _core.HipTimestampSource(self.device, arch=self.arch)
         check = compare_clocks(kfd, hip)
@@ -689,124 +574,3 @@ def compare_clocks(kfd: _core.TimestampSource, hip: _core.TimestampSource, *, re
     half = 0.5 * float(np.min(a[:, 2] - a[:, 0])) + 0.5 * float(np.min(b[:, 2] - b[:, 0]))
     tol = half + 1_000.0
     return {"offset_ns": float(offset), "tolerance_ns": float(tol), "same_counter": bool(abs(offset) <= tol)}
-
-
-def report(sysfs_root: str = "/sys", kfd_path: str = _KFD) -> BackendReport:
-    """What the AMD backend finds on this machine, and why anything is missing.
-
-    Parameters
-    ----------
-    sysfs_root : str
-        Where sysfs is mounted.
-    kfd_path : str
-        The KFD device node.
-
-    Returns
-    -------
-    BackendReport
-
-    Notes
-    -----
-    Lists each part FinGraV needs (paper Section IV-A): the power files per
-    GPU, ``/dev/kfd`` for the clock, the HIP runtime and hiprtc for markers;
-    and the power modes (``sensors``, the one in use first): what a log is
-    and whether each figure is documented, measured (the period, always, at
-    start) or assumed. Without a GPU the mode in use is the default one,
-    ``gpu_metrics energy``; with one, the mode the first GPU's power files
-    open in (each device's ``power`` detail names its own).
-    """
-    comps: list[Component] = []
-    devices: list[DeviceEntry] = []
-    reasons: list[str] = []
-
-    gpus: list[Any] = []
-    try:
-        gpus = _gpus_in_hip_order(sysfs_root)
-        comps.append(Component("amdgpu GPUs in sysfs", bool(gpus),
-                               f"{len(gpus)} under {sysfs_root}/class/drm" if gpus else
-                               f"no AMD GPU bound to amdgpu with a KFD node under {sysfs_root}"))
-    except ImportError as exc:
-        comps.append(Component("fingrav_native.backends.amd_sysfs", False, f"not importable: {exc}"))
-    if not gpus:
-        reasons.append("no AMD GPU found")
-
-    if os.path.exists(kfd_path):
-        ok = os.access(kfd_path, os.R_OK | os.W_OK)
-        comps.append(Component(kfd_path, ok, "present, read/write" if ok else
-                               "present but not writable by this user: join the 'render' group"))
-    else:
-        comps.append(Component(kfd_path, False, "absent: the amdgpu driver (KFD) is not loaded or there is no AMD GPU"))
-
-    hip_devices = 0
-    try:
-        info = _core.hip_runtime_info()
-        hip_devices = int(info["device_count"])
-        detail = f"{info['library_path']} (HIP {info['runtime_version']}), {hip_devices} device(s)"
-        if info["init_error"]:
-            detail += f"; {info['init_error']}"
-        comps.append(Component("HIP runtime (libamdhip64)", True, detail))
-    except _core.LibraryNotFoundError as exc:
-        comps.append(Component("HIP runtime (libamdhip64)", False, str(exc)))
-        reasons.append("the HIP runtime is not installed")
-
-    # gfx90a, not the device's own target: every hiprtc since ROCm 4.3 knows
-    # it, while ROCm 5.2's hiprtc corrupts its heap and aborts the process
-    # when asked for a target newer than itself (gfx942, gfx1100), and a
-    # report must never crash. The backend compiles for the device's target
-    # only after HIP has shown it supports that device.
-    arch = "gfx90a"
-    try:
-        code = _core.hiprtc_compile_probe(arch)
-        comps.append(Component("hiprtc (marker probe)", True, f"compiled the probe for {arch} ({len(code)} bytes)"))
-    except (_core.LibraryNotFoundError, _core.SymbolNotFoundError, RuntimeError) as exc:
-        comps.append(Component("hiprtc (marker probe)", False, str(exc)))
-        reasons.append("hiprtc cannot compile the marker probe")
-
-    in_use: SensorSemantics | None = None
-    for i, g in enumerate(gpus):
-        comps.append(Component(f"card{g.card} gpu_metrics", g.gpu_metrics is not None,
-                               g.gpu_metrics or "not exposed by the driver", required=False))
-        comps.append(Component(f"card{g.card} hwmon power", g.hwmon_power is not None,
-                               g.hwmon_power or "no power1_average / power1_input", required=False))
-        details: dict[str, Any] = {"pci": g.pci_address, "kfd_gpu_id": g.kfd_gpu_id}
-        if g.gfx_target_version:
-            try:
-                details["arch"] = _core.gfx_arch_from_target_version(g.gfx_target_version)
-            except ValueError:
-                details["gfx_target_version"] = g.gfx_target_version
-        if g.gpu_metrics is None and g.hwmon_power is None:
-            reasons.append(f"card{g.card} has no power file")
-        else:
-            mode = _power_mode_of(g)
-            details["power"] = mode
-            if in_use is None and mode in AMD_SENSORS:
-                in_use = AMD_SENSORS[mode]
-        devices.append(DeviceEntry(i, g.name, details))
-    if gpus and hip_devices != len(gpus):
-        reasons.append(f"HIP sees {hip_devices} device(s), sysfs {len(gpus)}")
-    available = bool(devices) and not reasons
-    return BackendReport(
-        backend="amd", available=available, devices=tuple(devices), components=tuple(comps),
-        reason="; ".join(reasons),
-        verified_on="not verified on AMD hardware (loaders, parsers and hiprtc probe compilation tested without a "
-                    "GPU; gpu_metrics layouts and the 1.9 encoding checked against the kernel headers only)",
-        sensors=_report_sensors(in_use),
-    )
-
-
-def _power_mode_of(gpu: Any) -> str:
-    """The power mode the backend would open on this GPU (default arguments), or why none opens."""
-    try:
-        with warnings.catch_warnings():
-            # A gpu_metrics table of an unknown revision falls back to hwmon
-            # with a warning: the report names the mode instead.
-            warnings.simplefilter("ignore", RuntimeWarning)
-            return power_semantics(_amd_sysfs().power_source(gpu)).mode
-    except (_core.DeviceUnavailableError, _core.GpuMetricsFormatError) as exc:
-        return f"none ({str(exc).splitlines()[0]})"
-
-
-def _report_sensors(in_use: SensorSemantics | None) -> tuple[SensorSemantics, ...]:
-    """Every AMD power mode, the one in use (else the default) first."""
-    first = in_use or AMD_SENSORS[DEFAULT_SENSOR]
-    return (first, *(s for s in AMD_SENSORS.values() if s.mode != first.mode))

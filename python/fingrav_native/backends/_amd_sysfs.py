@@ -9,21 +9,32 @@ The power logger is the one the FinGraV paper uses on MI300X (a 1 ms
 firmware logger, paper Section III and Section IV-A); ``gpu_metrics`` is its
 public face in the kernel driver, which since December 2025 serves one cached
 table for 5 ms by default: the period a reader sees is the driver's, and the
-backend measures it (:func:`fingrav_native.backends.amd.measure_logger_period`).
+backend measures it (:func:`fingrav_native.backends.measure_logger_period`).
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from fingrav_native import _core
 
+logger = logging.getLogger(__name__)
+
 AMD_VENDOR_ID = 0x1002
+
+
+#: Which power file to try first.
+AmdPrefer = Literal["gpu_metrics", "hwmon"]
+
+
+#: A gpu_metrics power channel: derived from the energy accumulator, or the firmware's socket power.
+AmdChannel = Literal["energy", "socket"]
 
 
 _CARD_RE = re.compile(r"^card(\d+)$")
@@ -117,7 +128,7 @@ def _hwmon_power(device: Path) -> str | None:
         return None
     # amdgpu exposes power1_average (firmware-averaged) on most GPUs and
     # power1_input (instantaneous) on newer ones; the average is preferred
-    # wherever it exists, as the fallback the issue names first.
+    # wherever it exists (the file most GPUs have), power1_input only where it is missing.
     for filename in ("power1_average", "power1_input"):
         for _, entry in entries:
             candidate = hwmon / entry / filename
@@ -197,12 +208,15 @@ def find_amd_gpus(sysfs_root: str = "/sys") -> list[AmdGpu]:
         try:
             driver = os.path.basename(os.readlink(device / "driver"))
         except OSError:
-            continue  # not bound to any driver
+            logger.debug("%s: an AMD device bound to no driver, skipped", entry)
+            continue
         if driver != "amdgpu":
+            logger.debug("%s: an AMD device bound to %s, not amdgpu, skipped", entry, driver)
             continue
         pci = _pci_address(device)
         device_id = _read_int(device / "device", 16)
         if pci is None or device_id is None:
+            logger.debug("%s: no readable PCI address or device id, skipped", entry)
             continue
         gm = device / "gpu_metrics"
         kfd_node = kfd_gpu_id = gfx = None
@@ -282,7 +296,7 @@ def read_gpu_metrics(path: str) -> dict[str, Any]:
     return dict(_core.parse_gpu_metrics(data))
 
 
-def power_source(gpu: AmdGpu, prefer: str = "gpu_metrics", channel: str = "energy") -> _core.PowerSource:
+def power_source(gpu: AmdGpu, prefer: AmdPrefer = "gpu_metrics", channel: AmdChannel = "energy") -> _core.PowerSource:
     """Open the power source for one GPU.
 
     Parameters

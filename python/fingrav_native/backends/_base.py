@@ -20,7 +20,7 @@ simulated GPU from a real one except through declared capabilities:
   random phase, saying so, on a backend without it.
 
 Markers stay in device ticks until the whole campaign's clock reads are
-fitted (:mod:`fingrav_native.clocks.maps`), so a drifting clock is mapped by the
+fitted (:mod:`fingrav_native.clocks`), so a drifting clock is mapped by the
 map fitted around each run, not by one offset taken at the start.
 """
 

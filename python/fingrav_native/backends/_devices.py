@@ -1,7 +1,7 @@
 """What this machine can profile: every backend, what was found, and why not.
 
 ``fingrav devices`` prints :func:`list_backends`. Each backend module reports
-through :class:`~fingrav_native.backends.report.BackendReport`: the libraries
+through :class:`~fingrav_native.backends.BackendReport`: the libraries
 and device files it looked for (with the path found, or the loader's error
 naming the paths tried and what to install), the devices it can drive, and per
 power mode what one log is and whether each figure (period, window, delay,
@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from typing import Callable, Optional
 
-from fingrav_native.backends import _amd as amd
-from fingrav_native.backends import _nvidia as nvidia
+from fingrav_native.backends import _amd_report as amd
+from fingrav_native.backends import _nvidia_report as nvidia
 from fingrav_native.backends import _sim as sim
 from fingrav_native.backends._report import BackendReport
 
@@ -96,7 +96,7 @@ def format_reports(reports: list[BackendReport], verbose: bool = False) -> str:
             lines.append(f"  [{d.index}] {d.name}" + (f" ({extra})" if extra else ""))
         # What a log is and where each figure comes from, for the mode the
         # backend would use (every mode with --verbose): an assumed window is
-        # a silent error otherwise (DESIGN.md, "Sensors are part of the measurement").
+        # a silent error otherwise: an averaging log taken for an instantaneous one misplaces power.
         for k, sensor in enumerate(r.sensors if verbose else r.sensors[:1]):
             head, *figures = sensor.lines()
             lines.append(f"  {'sensor' if k == 0 else 'also'}: {head}")

@@ -12,7 +12,8 @@ execution on the GPU's own clock (step 4). On NVIDIA GPUs:
   Cached values are logged only when they change, so the logger period is
   the driver's refresh, measured at start; each mode's window is the
   published one (nvml.h; Yang et al., SC'24 for A100/H100) or, warned,
-  assumed 0 (:func:`nvml_semantics`, :func:`nvml_provenance`);
+  assumed 0 (:func:`~fingrav_native.backends.nvml_semantics`,
+  :func:`~fingrav_native.backends.nvml_provenance`);
 * clock: ``%globaltimer`` (ns), read by a tiny PTX probe that the CUDA driver
   JITs (:class:`~fingrav_native._core.GlobaltimerSource`), bracketed between
   two host clock reads (:func:`~fingrav_native._core.measure_brackets`); its
@@ -25,7 +26,8 @@ execution on the GPU's own clock (step 4). On NVIDIA GPUs:
 Every vendor library is opened at run time: on a machine without the driver
 the backend raises :class:`~fingrav_native.LibraryNotFoundError` naming the
 paths tried, and without a GPU :class:`~fingrav_native.DeviceUnavailableError`
-saying why. :func:`report` says what was found, for ``fingrav devices``.
+saying why. ``report()`` (in the report module beside this one) says what
+was found, for ``fingrav devices``.
 """
 
 from __future__ import annotations
@@ -40,26 +42,20 @@ import numpy as np
 from fingrav_native import _core
 from fingrav_native._checks import integer_in
 from fingrav_native.backends._base import HostRelease, LivePower, drain_all, marker_records, wait_for_idle
-from fingrav_native.backends._report import BackendReport, Component, DeviceEntry
+from fingrav_native.backends._nvidia_sensors import (
+    CHANGE_ONLY_MODES,
+    NVML_MODES,
+    NvmlMode,
+    nvml_provenance,
+    nvml_semantics,
+    nvml_sensor,
+)
 from fingrav_native.backends._workloads import Workload
 from fingrav_native.records._recording import Capabilities, RunRecord
-from fingrav_native.sensors._model import SensorModel, sensor_preset
-from fingrav_native.sensors._semantics import SensorSemantics
+from fingrav_native.sensors._model import SensorModel
 
-#: Power modes of the NVML source (``_core.NvmlPowerSource``).
-NVML_MODES = ("samples", "instant", "average", "energy", "usage")
-
-
-#: NVML modes whose sensor a preset describes (sensors/model.py, from nvml.h and Yang et al., SC'24).
-_MODE_PRESETS = {"instant": "part-time-100ms", "average": "nvidia-average-1s", "energy": "nvidia-energy-counter"}
-
-
-#: Modes whose source keeps a log only when the value (or counter) changes (issue 19, items 3 and 4).
-_CHANGE_ONLY_MODES = ("instant", "average", "energy", "usage")
-
-
-#: The published window of the instant field on A100/H100 (Yang, Adamek, Armour, SC'24).
-_PART_TIME_WINDOW_NS = 25e6
+#: What the constructor's sensor figures are: the model, the window, the semantics in words, the provenance.
+_Figures = tuple[Optional[SensorModel], float, str, dict[str, str]]
 
 
 class UnknownSensorWindowWarning(UserWarning):
@@ -72,156 +68,7 @@ class UnknownSensorWindowWarning(UserWarning):
     """
 
 
-def nvml_sensor(mode: str, period_ns: float, window_ns: float, window_documented: bool) -> SensorModel:
-    """What an NVML power mode's logs are, as a :class:`~fingrav_native.sensors.model.SensorModel`.
-
-    Parameters
-    ----------
-    mode : str
-        One of :data:`NVML_MODES`.
-    period_ns : float
-        The update period measured on this GPU (0: unknown, the preset's).
-    window_ns : float
-        The window the source declares (``PowerSource.info.window_ns``).
-    window_documented : bool
-        Whether that window is published (``NvmlPowerSource.window_documented``).
-
-    Returns
-    -------
-    SensorModel
-        ``instant`` with the published 25 ms window (the source declares it on
-        A100/H100 only): a 25 ms average every 100 ms (Yang, Adamek and
-        Armour, SC'24); ``average`` and, on Ampere and newer but GA100,
-        ``usage``: a 1 s average (nvml.h, ``NVML_FI_DEV_POWER_AVERAGE`` and
-        ``nvmlDeviceGetPowerUsage``); ``energy``: the mJ counter
-        (``nvmlDeviceGetTotalEnergyConsumption``), differenced into exact
-        windows; ``samples`` (``nvmlDeviceGetSamples``: nvml.h says nothing of
-        a window), ``instant`` on other GPUs and ``usage`` where the
-        architecture is unknown: the declared window (0) with
-        ``source="assumed"``; characterise it (``fingrav characterize
-        --backend nvidia``) before trusting a profile. The measured period
-        replaces the preset's. Built to nvml.h and the paper, not verified on
-        NVIDIA hardware in this repository (see the README).
-    """
-    if mode not in NVML_MODES:
-        raise ValueError(f"mode={mode!r}: must be one of {', '.join(NVML_MODES)}")
-    preset = _MODE_PRESETS.get(mode)
-    if mode == "instant" and not (window_documented and window_ns == _PART_TIME_WINDOW_NS):
-        preset = None  # the 25/100 ms figures are published for A100/H100 only
-    if mode == "usage" and window_documented and window_ns >= 1e9:
-        preset = "nvidia-average-1s"
-    if preset is not None:
-        base = sensor_preset(preset)
-        if period_ns > 0:
-            return dataclasses.replace(base, period_ns=float(period_ns),
-                                       notes=f"{base.notes}; period {period_ns / 1e6:.3g} ms measured on this GPU")
-        return base
-    period = float(period_ns) if period_ns > 0 else 1e6
-    if window_ns > 0:
-        return SensorModel(f"nvml-{mode}", "window", period_ns=period, window_ns=float(window_ns),
-                           source="documented" if window_documented else "assumed",
-                           notes=f"NVML {mode}: declared window")
-    return SensorModel(f"nvml-{mode}", "instant", period_ns=period,
-                       source="documented" if window_documented else "assumed",
-                       notes=(f"NVML {mode}: no averaging window is published for this GPU; taken as instantaneous "
-                              "until characterised (fingrav characterize --backend nvidia)" if not window_documented
-                              else f"NVML {mode}: instantaneous (nvml.h)"))
-
-
-def nvml_semantics(mode: str, window_ns: Optional[float] = None, window_documented: Optional[bool] = None) -> str:
-    """What one log of an NVML power mode is, in words (``Capabilities.sensor_semantics``, ``fingrav devices``).
-
-    Parameters
-    ----------
-    mode : str
-        One of :data:`NVML_MODES`.
-    window_ns, window_documented : float and bool, optional
-        What the source declares on this GPU (``info.window_ns``,
-        ``window_documented``); None (no GPU): the rule for every GPU.
-
-    Returns
-    -------
-    str
-
-    Notes
-    -----
-    Sources: nvml.h (NVML API 13) for ``nvmlDeviceGetSamples``,
-    ``NVML_FI_DEV_POWER_INSTANT`` ("Current GPU power"),
-    ``NVML_FI_DEV_POWER_AVERAGE`` ("GPU power averaged over 1 sec
-    interval"), ``nvmlDeviceGetTotalEnergyConsumption`` ("in millijoules
-    (mJ) since the driver was last reloaded") and ``nvmlDeviceGetPowerUsage``
-    ("On Ampere (except GA100) or newer GPUs, the API returns power averaged
-    over 1 sec interval. On GA100 and older architectures, instantaneous
-    power is returned"); Yang, Adamek and Armour (SC'24) for the instant
-    field on A100/H100 (25 ms of every 100 ms).
-    """
-    if mode not in NVML_MODES:
-        raise ValueError(f"mode={mode!r}: must be one of {', '.join(NVML_MODES)}")
-    known = window_documented if window_ns is not None else None
-    kept = "logged when the value changes (period = the driver's refresh)"
-    if mode == "samples":
-        return ("driver samples (nvmlDeviceGetSamples), each stamped by the driver, from the newest at start on; "
-                "no window published, taken as instantaneous")
-    if mode == "instant":
-        if known is None:
-            return (f"NVML_FI_DEV_POWER_INSTANT: a 25 ms average every 100 ms on A100/H100 (SC'24), no window "
-                    f"published elsewhere; {kept}")
-        if known and window_ns == _PART_TIME_WINDOW_NS:
-            return f"NVML_FI_DEV_POWER_INSTANT: a 25 ms average every 100 ms on this A100/H100 (SC'24); {kept}"
-        return f"NVML_FI_DEV_POWER_INSTANT: no window published for this GPU, taken as instantaneous; {kept}"
-    if mode == "average":
-        return f"NVML_FI_DEV_POWER_AVERAGE: a 1 s average (nvml.h); {kept}"
-    if mode == "energy":
-        return ("energy counter (mJ, nvml.h): each log is the exact average power between two moves of the "
-                "counter, window = their interval; nothing is kept until it moves")
-    if known is None:
-        return (f"nvmlDeviceGetPowerUsage: a 1 s average on Ampere and newer but GA100, instantaneous on GA100 and "
-                f"older (nvml.h); {kept}")
-    if window_ns and window_ns >= 1e9:
-        return f"nvmlDeviceGetPowerUsage: a 1 s average on this GPU (Ampere or newer, not GA100; nvml.h); {kept}"
-    if known:
-        return f"nvmlDeviceGetPowerUsage: instantaneous on this GPU (GA100 or older; nvml.h); {kept}"
-    return (f"nvmlDeviceGetPowerUsage: architecture unknown, so 1 s average or instantaneous cannot be told "
-            f"(nvml.h); taken as instantaneous; {kept}")
-
-
-def nvml_provenance(window_documented: Optional[bool], sensor: Optional[SensorModel] = None) -> dict[str, str]:
-    """Where each logger figure of an NVML mode comes from (``Capabilities.provenance``).
-
-    Parameters
-    ----------
-    window_documented : bool or None
-        Whether the source's window is published (None: no GPU to ask).
-    sensor : SensorModel, optional
-        The sensor model used instead of the published one: a
-        characterisation of this GPU (``source="characterised"``) makes the
-        window and delay measured; any other model keeps its own ``source``
-        (a preset: documented).
-
-    Returns
-    -------
-    dict of str to str
-        ``period``: measured (from the driver's sample buffer, or from the
-        intervals between changes while idle, at start); ``window``:
-        documented (nvml.h, SC'24 on A100/H100), measured (characterised)
-        or assumed; ``delay``: nvml.h publishes none, so assumed 0 unless
-        characterised; ``tick``: the %globaltimer step, measured at start.
-        With ``window_documented=None`` a window that depends on the GPU is
-        reported as assumed.
-    """
-    if sensor is not None:
-        given = "measured" if sensor.source == "characterised" else (
-            sensor.source if sensor.source in ("documented", "assumed") else "assumed")
-        return {"period": "measured", "window": given, "delay": given, "tick": "measured"}
-    return {"period": "measured", "window": "documented" if window_documented else "assumed", "delay": "assumed",
-            "tick": "measured"}
-
-
-_VERIFIED_ON = ("not yet verified on NVIDIA hardware: built to nvml.h and cuda.h and tested on fakes "
-                "(run bench/nvidia_validate.py on one)")
-
-
-def _nvml_attr(name: str) -> Any:
+def nvml_attr(name: str) -> Any:
     """An NVML binding of _core, or a clear error when this build has none."""
     fn = getattr(_core, name, None)
     if fn is None:
@@ -298,7 +145,7 @@ class NvidiaBackend(HostRelease, LivePower):
     device : int
         CUDA device index (as PyTorch and CuPy number it, after
         ``CUDA_VISIBLE_DEVICES``).
-    power : str
+    power : {"samples", "instant", "average", "energy", "usage"}
         NVML mode: ``"samples"`` (the driver's power sample buffer),
         ``"instant"``, ``"average"``, ``"energy"`` (derived from the energy
         counter) or ``"usage"``. Ignored when ``power_source`` is given.
@@ -353,7 +200,7 @@ class NvidiaBackend(HostRelease, LivePower):
         self,
         device: int = 0,
         *,
-        power: str = "samples",
+        power: NvmlMode = "samples",
         period_ns: Optional[int] = None,
         brackets_per_run: int = 16,
         idle_tolerance: float = 0.01,
@@ -379,28 +226,9 @@ class NvidiaBackend(HostRelease, LivePower):
             period_ns = integer_in(period_ns, "period_ns", _core.MIN_PERIOD_NS, _core.MAX_PERIOD_NS)
 
         # The CUDA side first: it says whether there is a GPU at all.
-        devices = _core.cuda_devices()
-        if device >= len(devices):
-            raise _core.DeviceUnavailableError(
-                f"device={device}: the CUDA driver sees {len(devices)} device(s) "
-                "(indices follow CUDA_VISIBLE_DEVICES)")
-        self.device_info: dict[str, Any] = dict(devices[device])
-        self.device = device
-        self._clock = _core.GlobaltimerSource(device)
-        self._probe = _core.CudaMarkerProbe(device, marker_slots)
-        self._events = _core.CudaEventTimer(device, 2)
-
-        if power_source is None:
-            nvml_index = match_nvml_device(self.device_info, _nvml_attr("nvml_devices")())
-            power_source = _nvml_attr("NvmlPowerSource")(nvml_index, power)
-            self.nvml_index: Optional[int] = nvml_index
-            self.power_mode = power
-        else:
-            self.nvml_index = None
-            self.power_mode = "external"
-        assert power_source is not None
-        self._power = power_source
-        info = power_source.info
+        self._open_cuda(device, marker_slots)
+        self._power = self._open_power(power, power_source)
+        info = self._power.info
         self._logger_tick_ns = float(info.tick_ns)
         # NVML's native period depends on the GPU and mode; an unknown one
         # (0) is measured from the first idle logs below.
@@ -415,47 +243,11 @@ class NvidiaBackend(HostRelease, LivePower):
         self._rng = np.random.default_rng()
         self._last_w = float("nan")
 
-        # Issue 19, item 6: %globaltimer counts ns but moves in steps (about
-        # 1 us on some GPUs, 32 ns on recent ones); a clock map that assumes
-        # a 1 ns step understates its bound by half a step. Measured here,
-        # inside one kernel, as bench/nvidia_validate.py does.
-        self.timer_resolution = self.measure_timer_resolution(256)
-        resolution_ticks = max(float(self.timer_resolution["median_ns"]), 1.0)  # device tick: 1 ns
-        self.marker_gaps_ns = self._measure_marker_gaps()
-        idle = self._idle_for_period(info.name) if not period_declared else self._idle_samples(
-            int(min(max(50 * self._logger_period, 2e8), 2e9)))
-        if len(idle) == 0:
-            raise RuntimeError(f"{info.name}: no power log arrived in the idle baseline; check that the GPU's "
-                               "power readings work (nvidia-smi -q -d POWER) or choose another power mode")
-        self._baseline_w = float(np.mean(idle["total"]))
-
+        resolution_ticks = self._measure_at_start(info.name, period_declared)
         if self.power_mode == "external":
-            model = sensor
-            window_ns = float(sensor.window_ns) if sensor is not None else float(info.window_ns)
-            semantics = (f"external power source {info.name}: logs as it declares them (period "
-                         f"{'declared' if period_declared else 'measured'}, window {window_ns / 1e6:.4g} ms)")
-            # An external source's figures are its own declaration, taken on trust (or a given sensor's).
-            given = nvml_provenance(False, sensor)
-            provenance = {"period": "documented" if period_declared else "measured", "window": given["window"],
-                          "delay": given["delay"], "tick": "measured"}
+            model, window_ns, semantics, provenance = self._external_figures(info, period_declared, sensor)
         else:
-            documented = bool(getattr(power_source, "window_documented", False))
-            published = nvml_sensor(power, self._logger_period, float(info.window_ns), documented)
-            model = (dataclasses.replace(sensor, period_ns=self._logger_period)
-                     if sensor is not None else published)
-            window_ns = float(model.window_ns) if sensor is not None else float(info.window_ns)
-            semantics = nvml_semantics(power, float(info.window_ns), documented)
-            if sensor is not None:
-                semantics += (f"; window {sensor.window_ns / 1e6:.4g} ms and delay {sensor.delay_ns / 1e6:.4g} ms "
-                              f"from a characterisation ({sensor.source})")
-            provenance = nvml_provenance(documented, sensor)
-            if provenance["window"] == "assumed":
-                warnings.warn(
-                    f"{info.name}: no averaging window is published for NVML mode '{power}' on "
-                    f"{self.device_info['name']}, so it is taken as 0 (instantaneous) and the error budget "
-                    f"ignores it; measure it with fingrav_native.sensors.characterize.characterize("
-                    f"NvidiaBackend(power={power!r})) and pass its .sensor as NvidiaBackend(sensor=...)",
-                    UnknownSensorWindowWarning, stacklevel=2)
+            model, window_ns, semantics, provenance = self._nvml_figures(power, info, sensor)
         self._caps = Capabilities(
             name="nvidia",
             device=f"{self.device_info['name']} (CUDA {device}, PCI {self.device_info['pci_bus_id']})",
@@ -471,12 +263,92 @@ class NvidiaBackend(HostRelease, LivePower):
             virtual_time=False,
             # NVML stamps in us; the orchestrator fits the logger map in that tick.
             logger_tick_ns=self._logger_tick_ns,
-            # What each log is (issue 15): profiles deconvolve averaging sensors.
+            # What each log is: profiles deconvolve averaging sensors with it.
             sensor=model,
             sensor_semantics=semantics,
             provenance=provenance,
             device_resolution_ticks=resolution_ticks,
         )
+
+    # ------------------------------------------------------------ construction
+
+    def _open_cuda(self, device: int, marker_slots: int) -> None:
+        """The CUDA device: its properties, %globaltimer clock, marker probe and events."""
+        devices = _core.cuda_devices()
+        if device >= len(devices):
+            raise _core.DeviceUnavailableError(
+                f"device={device}: the CUDA driver sees {len(devices)} device(s) "
+                "(indices follow CUDA_VISIBLE_DEVICES)")
+        self.device_info: dict[str, Any] = dict(devices[device])
+        self.device = device
+        self._clock = _core.GlobaltimerSource(device)
+        self._probe = _core.CudaMarkerProbe(device, marker_slots)
+        self._events = _core.CudaEventTimer(device, 2)
+
+    def _open_power(self, power: NvmlMode, power_source: Optional[_core.PowerSource]) -> _core.PowerSource:
+        """The NVML source of this GPU in mode ``power``, unless a source is given; sets the power mode."""
+        if power_source is None:
+            nvml_index = match_nvml_device(self.device_info, nvml_attr("nvml_devices")())
+            power_source = nvml_attr("NvmlPowerSource")(nvml_index, power)
+            self.nvml_index: Optional[int] = nvml_index
+            self.power_mode: str = power
+        else:
+            self.nvml_index = None
+            self.power_mode = "external"
+        assert power_source is not None
+        return power_source
+
+    def _measure_at_start(self, name: str, period_declared: bool) -> float:
+        """Timer step, marker gaps, logger period (unless declared) and idle baseline; the resolution in ticks.
+
+        %globaltimer counts ns but moves in steps (about 1 us on some GPUs,
+        32 ns on recent ones); a clock map that assumed a 1 ns step would
+        understate its bound by half a step. So the step is measured here,
+        inside one kernel, as bench/nvidia_validate.py does.
+        """
+        self.timer_resolution = self.measure_timer_resolution(256)
+        resolution_ticks = max(float(self.timer_resolution["median_ns"]), 1.0)  # device tick: 1 ns
+        self.marker_gaps_ns = self._measure_marker_gaps()
+        idle = self._idle_for_period(name) if not period_declared else self._idle_samples(
+            int(min(max(50 * self._logger_period, 2e8), 2e9)))
+        if len(idle) == 0:
+            raise RuntimeError(f"{name}: no power log arrived in the idle baseline; check that the GPU's "
+                               "power readings work (nvidia-smi -q -d POWER) or choose another power mode")
+        self._baseline_w = float(np.mean(idle["total"]))
+        return resolution_ticks
+
+    @staticmethod
+    def _external_figures(info: Any, period_declared: bool, sensor: Optional[SensorModel]) -> _Figures:
+        """An external source's figures: its own declaration, taken on trust (or a given sensor's)."""
+        window_ns = float(sensor.window_ns) if sensor is not None else float(info.window_ns)
+        semantics = (f"external power source {info.name}: logs as it declares them (period "
+                     f"{'declared' if period_declared else 'measured'}, window {window_ns / 1e6:.4g} ms)")
+        given = nvml_provenance(False, sensor)
+        provenance = {"period": "documented" if period_declared else "measured", "window": given["window"],
+                      "delay": given["delay"], "tick": "measured"}
+        return sensor, window_ns, semantics, provenance
+
+    def _nvml_figures(self, power: NvmlMode, info: Any, sensor: Optional[SensorModel]) -> _Figures:
+        """An NVML mode's figures: published, assumed (with a warning) or a characterisation's."""
+        documented = bool(getattr(self._power, "window_documented", False))
+        published = nvml_sensor(power, self._logger_period, float(info.window_ns), documented)
+        model = (dataclasses.replace(sensor, period_ns=self._logger_period)
+                 if sensor is not None else published)
+        window_ns = float(model.window_ns) if sensor is not None else float(info.window_ns)
+        semantics = nvml_semantics(power, float(info.window_ns), documented)
+        if sensor is not None:
+            semantics += (f"; window {sensor.window_ns / 1e6:.4g} ms and delay {sensor.delay_ns / 1e6:.4g} ms "
+                          f"from a characterisation ({sensor.source})")
+        provenance = nvml_provenance(documented, sensor)
+        if provenance["window"] == "assumed":
+            # stacklevel 3: the warning names the line that built the backend, not this helper.
+            warnings.warn(
+                f"{info.name}: no averaging window is published for NVML mode '{power}' on "
+                f"{self.device_info['name']}, so it is taken as 0 (instantaneous) and the error budget "
+                f"ignores it; measure it with fingrav_native.sensors.characterize.characterize("
+                f"NvidiaBackend(power={power!r})) and pass its .sensor as NvidiaBackend(sensor=...)",
+                UnknownSensorWindowWarning, stacklevel=3)
+        return model, window_ns, semantics, provenance
 
     # ------------------------------------------------------------ protocol
 
@@ -526,7 +398,7 @@ class NvidiaBackend(HostRelease, LivePower):
                 return float(np.mean(s["total"]))
             # The NVML value modes log only changes: no log means the value
             # held, at the last one seen. Other sources: nothing is known.
-            return self._last_w if self.power_mode in _CHANGE_ONLY_MODES else float("nan")
+            return self._last_w if self.power_mode in CHANGE_ONLY_MODES else float("nan")
 
         waited = wait_for_idle(level, self._baseline_w, self._idle_tol, self._logger_period, self._max_idle_ns)
         extra = int(self._rng.integers(0, max(int(self._logger_period), 1)))
@@ -626,8 +498,8 @@ class NvidiaBackend(HostRelease, LivePower):
         """Idle logs until ``changes`` intervals between distinct logs are seen; sets the logger period.
 
         NVML refreshes its values every ~100 ms (1/6 s to 1 s by product) and
-        the source keeps a log only when the value changes (issue 19, item
-        3), so 200 ms of idle may hold one log or none. Chunks of
+        the source keeps a log only when the value changes (a repeat is no
+        new log), so 200 ms of idle may hold one log or none. Chunks of
         ``chunk_ns`` are sampled until ``changes`` intervals are seen, or
         ``longest_ns`` has passed with at least one; the period is their
         median (robust to a refresh that repeated the value).
@@ -685,151 +557,3 @@ class NvidiaBackend(HostRelease, LivePower):
             raise RuntimeError("%globaltimer did not move within 2^24 reads: the timer is frozen on this GPU")
         return {"min_ns": int(moving.min()), "median_ns": float(np.median(moving)), "max_ns": int(moving.max()),
                 "frozen": int(len(steps) - len(moving))}
-
-
-#: Without a GPU: the window each mode would use and where it comes from (nvml.h; SC'24 for instant).
-#: Without a GPU: each mode's window as a rule, with its provenance (a GPU-dependent one is assumed).
-_WINDOW_RULES = {
-    "samples": ("assumed", "0: nvml.h publishes none"),
-    "instant": ("documented", "25 ms of every 100 ms on A100/H100 (SC'24); 0 elsewhere, assumed"),
-    "average": ("documented", "1 s (nvml.h)"),
-    "energy": ("documented", "each log's interval (a counter)"),
-    "usage": ("documented", "1 s from Ampere (except GA100), else 0 (nvml.h); 0 if the architecture is unknown"),
-}
-
-
-#: How each mode's period is measured at start (nvidia.py's backend constructor).
-_PERIOD_HOW = {
-    "samples": "at start, from the intervals between the driver's sample timestamps",
-    "energy": "at start, from the intervals between moves of the counter while idle",
-    **{m: "at start, from the intervals between changes of the value while idle" for m in ("instant", "average",
-                                                                                          "usage")},
-}
-
-
-def _mode_semantics(mode: str, window_ns: Optional[float], documented: Optional[bool]) -> SensorSemantics:
-    """What the mode's logs are, then each figure with its source (``fingrav devices``)."""
-    if window_ns is None or mode == "energy":
-        window = _WINDOW_RULES[mode]
-    else:
-        window = (nvml_provenance(documented)["window"], f"{window_ns / 1e6:.4g} ms" if window_ns else "0")
-    return SensorSemantics(
-        mode=f"nvml {mode}", semantics=nvml_semantics(mode, window_ns, documented),
-        figures=(("period", "measured", _PERIOD_HOW[mode]),
-                 ("window", *window),
-                 ("delay", "assumed", "0: nvml.h publishes none (characterise to measure it)"),
-                 ("tick", "measured", "the %globaltimer step, at start")))
-
-
-def _device_sensors(nvml_index: int, modes: list[str]) -> tuple[SensorSemantics, ...]:
-    """Per supported mode of one NVML device, what its source declares (a source is opened for each)."""
-    out: list[SensorSemantics] = []
-    for mode in modes:
-        try:
-            src = _nvml_attr("NvmlPowerSource")(nvml_index, mode)
-            out.append(_mode_semantics(mode, float(src.info.window_ns), bool(src.window_documented)))
-            del src
-        except RuntimeError as exc:  # the mode failed between the probe and now: say so
-            out.append(SensorSemantics(mode=f"nvml {mode}", semantics=f"could not open: {exc}"))
-    return tuple(out)
-
-
-def report() -> BackendReport:
-    """What the NVIDIA backend finds on this machine (``fingrav devices``).
-
-    Returns
-    -------
-    BackendReport
-        Components: the CUDA driver library, its devices, NVML and its
-        devices, each with the path found or the reason it is missing.
-
-    Notes
-    -----
-    Never raises for a missing GPU or library: the report says why (paper
-    Section IV-B needs power logs and GPU-side timestamps; both must be here).
-    """
-    components: list[Component] = []
-    entries: list[DeviceEntry] = []
-    reasons: list[str] = []
-
-    def brief(exc: Exception) -> str:
-        # The reason line keeps the first line; the component keeps the paths tried.
-        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        return first[: -len("; tried:")] if first.endswith("; tried:") else first
-
-    cuda_devs: list[dict[str, Any]] = []
-    try:
-        components.append(Component("CUDA driver (libcuda)", True, _core.cuda_library_path()))
-        try:
-            cuda_devs = [dict(d) for d in _core.cuda_devices()]
-            version = _core.cuda_driver_version()
-            components.append(Component("CUDA devices", bool(cuda_devs),
-                                        f"{len(cuda_devs)} device(s), driver CUDA {version // 1000}.{version % 1000 // 10}"))
-            if not cuda_devs:
-                reasons.append("the CUDA driver sees no device")
-        except RuntimeError as exc:
-            components.append(Component("CUDA devices", False, str(exc)))
-            reasons.append(f"CUDA: {exc}")
-    except RuntimeError as exc:
-        components.append(Component("CUDA driver (libcuda)", False, str(exc)))
-        reasons.append(f"CUDA: {brief(exc)}")
-
-    nvml_devs: list[dict[str, Any]] = []
-    nvml_path = getattr(_core, "nvml_library_path", None)
-    if nvml_path is None:
-        components.append(Component("NVML (libnvidia-ml)", False,
-                                    "this build of fingrav_native has no NVML support"))
-        reasons.append("no NVML support in this build")
-    else:
-        try:
-            components.append(Component("NVML (libnvidia-ml)", True, str(nvml_path())))
-            try:
-                nvml_devs = list(_nvml_attr("nvml_devices")())
-                components.append(Component("NVML devices", bool(nvml_devs), f"{len(nvml_devs)} device(s)"))
-            except RuntimeError as exc:
-                components.append(Component("NVML devices", False, str(exc)))
-                reasons.append(f"NVML: {exc}")
-        except RuntimeError as exc:
-            components.append(Component("NVML (libnvidia-ml)", False, str(exc)))
-            reasons.append(f"NVML: {brief(exc)}")
-
-    usable = 0
-    per_device: dict[int, tuple[SensorSemantics, ...]] = {}
-    for d in cuda_devs:
-        details: dict[str, Any] = {k: d[k] for k in ("pci_bus_id", "uuid", "multiprocessors", "total_memory")}
-        details["compute_capability"] = "{}.{}".format(*d["compute_capability"])
-        try:
-            idx = match_nvml_device(d, nvml_devs) if nvml_devs else None
-        except RuntimeError as exc:
-            idx = None
-            details["nvml"] = str(exc)
-        if idx is not None:
-            details["nvml_index"] = idx
-            modes = next((n.get("modes") for n in nvml_devs if int(n["index"]) == idx), None)
-            if modes is not None:
-                details["power_modes"] = list(modes)
-                per_device[int(d["index"])] = _device_sensors(idx, [str(m) for m in modes])
-            usable += 1
-        entries.append(DeviceEntry(int(d["index"]), str(d["name"]), details))
-    if cuda_devs and nvml_devs and not usable:
-        reasons.append("no CUDA device matched an NVML device")
-    available = usable > 0
-    # Issue 19: per mode, what a log is and whether each figure is documented,
-    # measured or assumed; one set when every GPU agrees (the usual node),
-    # else one per device; without a GPU, the rules a GPU would get.
-    sensors: tuple[SensorSemantics, ...]
-    if len(set(per_device.values())) == 1:
-        sensors = next(iter(per_device.values()))
-    elif per_device:
-        sensors = tuple(dataclasses.replace(m, mode=f"{m.mode} on [{i}]") for i, v in per_device.items() for m in v)
-    else:
-        sensors = tuple(_mode_semantics(mode, None, None) for mode in NVML_MODES)
-    return BackendReport(
-        backend="nvidia",
-        available=available,
-        devices=tuple(entries),
-        components=tuple(components),
-        reason="" if available else "; ".join(reasons) or "no usable NVIDIA GPU",
-        verified_on=_VERIFIED_ON,
-        sensors=sensors,
-    )

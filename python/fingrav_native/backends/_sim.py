@@ -1,7 +1,7 @@
 """The simulated GPU as a backend: in virtual time (:class:`SimBackend`) and in real time (:class:`LiveSimBackend`).
 
 Both drive :class:`fingrav_native.sim.SimGPU` through the same
-:class:`~fingrav_native.backends.base.Backend` protocol a hardware backend
+:class:`~fingrav_native.backends.Backend` protocol a hardware backend
 implements, so the orchestrator cannot tell them from a real GPU except by
 declared capabilities.
 """
@@ -160,7 +160,7 @@ class SimBackend(_SimCommon):
     **params : float
         Simulator parameters (see :func:`fingrav_native.sim.parameters`),
         or ``sensor=`` a preset name or SensorModel
-        (:func:`fingrav_native.sim.device.sensor_params`): the simulated
+        (:func:`fingrav_native.sim.sensor_params`): the simulated
         sensor, reported as ``capabilities.sensor``; the idle baseline, the
         idle wait and the idle after each run scale with its response.
     """

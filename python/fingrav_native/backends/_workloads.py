@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Literal, Optional
 
 from fingrav_native._checks import integer_in
 from fingrav_native._core import DeviceUnavailableError
@@ -252,6 +252,10 @@ def resolve_workload(spec: str) -> Workload:
 _HIP_PYTHON_INSTALL = "install hip-python matching your ROCm, e.g. pip install hip-python (https://rocm.docs.amd.com/projects/hip-python)"
 
 
+#: Element types of the hipBLAS workloads (single and double precision).
+HipblasDtype = Literal["float32", "float64"]
+
+
 _HIPBLAS_TYPES = {"float32": ("S", 4), "float64": ("D", 8)}
 
 
@@ -263,7 +267,7 @@ def _hip_check(result: Any, what: str) -> Any:
     return values[0] if len(values) == 1 else tuple(values)
 
 
-def _hip_python_setup(device: int, dtype: str) -> tuple[Any, Any, str, int]:
+def _hip_python_setup(device: int, dtype: HipblasDtype) -> tuple[Any, Any, str, int]:
     if dtype not in _HIPBLAS_TYPES:
         raise ValueError(f"dtype={dtype!r}: must be one of {sorted(_HIPBLAS_TYPES)}")
     if isinstance(device, bool) or not isinstance(device, int) or device < 0:
@@ -286,7 +290,7 @@ def _hip_upload(hip: Any, array: Any) -> Any:
     return ptr
 
 
-def _hipblas_session(hip: Any, hipblas: Any, dtype: str) -> tuple[Any, Any, Any, Any]:
+def _hipblas_session(hip: Any, hipblas: Any, dtype: HipblasDtype) -> tuple[Any, Any, Any, Any]:
     """A private stream, a hipBLAS handle bound to it, and alpha = 1, beta = 0 of ``dtype``."""
     import ctypes
 
@@ -297,7 +301,8 @@ def _hipblas_session(hip: Any, hipblas: Any, dtype: str) -> tuple[Any, Any, Any,
     return stream, handle, scalar(1.0), scalar(0.0)
 
 
-def hipblas_gemm(m: int, n: int, k: int, *, dtype: str = "float32", device: int = 0, seed: int = 0) -> Workload:
+def hipblas_gemm(m: int, n: int, k: int, *, dtype: HipblasDtype = "float32", device: int = 0,
+                 seed: int = 0) -> Workload:
     """A hipBLAS GEMM ``C = A @ B`` through hip-python, the paper's compute-bound case.
 
     Parameters
@@ -353,7 +358,7 @@ def hipblas_gemm(m: int, n: int, k: int, *, dtype: str = "float32", device: int 
     )
 
 
-def hipblas_gemv(m: int, k: int, *, dtype: str = "float32", device: int = 0, seed: int = 0) -> Workload:
+def hipblas_gemv(m: int, k: int, *, dtype: HipblasDtype = "float32", device: int = 0, seed: int = 0) -> Workload:
     """A hipBLAS GEMV ``y = A @ x`` (``m x k``) through hip-python, the paper's memory-bound case.
 
     Parameters
@@ -405,10 +410,14 @@ def hipblas_gemv(m: int, k: int, *, dtype: str = "float32", device: int = 0, see
     )
 
 
+#: The torch.distributed collectives a workload can run.
+TorchCollective = Literal["all_reduce", "all_gather"]
+
+
 _COLLECTIVES = ("all_reduce", "all_gather")
 
 
-def torch_collective(op: str, nbytes: int, group: Any = None, *, dtype: str = "float16") -> Workload:
+def torch_collective(op: TorchCollective, nbytes: int, group: Any = None, *, dtype: str = "float16") -> Workload:
     """An all-reduce or all-gather through ``torch.distributed`` (RCCL on ROCm, NCCL on CUDA).
 
     Parameters

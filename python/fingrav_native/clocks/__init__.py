@@ -21,6 +21,7 @@ if TYPE_CHECKING:
         SkewedClock,
         fit_host_alignment,
     )
+    from fingrav_native.clocks._latency import ReadLatency, summarize_read_latency
     from fingrav_native.clocks._maps import (
         MAX_SKEW_PPM,
         MIN_BRACKETS,
@@ -28,14 +29,11 @@ if TYPE_CHECKING:
         ClockMap,
         ClockMapLike,
         PiecewiseClockMap,
-        ReadLatency,
-        fit_clock_map,
-        fit_one_sided_clock_map,
-        fit_piecewise_clock_map,
         host_ns_exact,
         host_relative,
-        summarize_read_latency,
     )
+    from fingrav_native.clocks._onesided import fit_one_sided_clock_map
+    from fingrav_native.clocks._piecewise import fit_piecewise_clock_map
     from fingrav_native.clocks._runs import (
         Timeline,
         executions_from_markers,
@@ -44,6 +42,7 @@ if TYPE_CHECKING:
         nominal_durations,
         timeline_of,
     )
+    from fingrav_native.clocks._twosided import OffsetMethod, fit_clock_map
 
 # Each public name -> the private module that defines it. Loaded on first use (PEP 562, as scipy
 # and scikit-image do), so importing one module of this package never imports the rest of it.
@@ -60,22 +59,23 @@ _WHERE = {
     "MIN_BRACKETS": "_maps",
     "MIN_ONE_SIDED": "_maps",
     "MonotonicRawClock": "_host",
+    "OffsetMethod": "_twosided",
     "PiecewiseClockMap": "_maps",
-    "ReadLatency": "_maps",
+    "ReadLatency": "_latency",
     "SkewedClock": "_host",
     "Timeline": "_runs",
     "executions_from_markers": "_runs",
-    "fit_clock_map": "_maps",
+    "fit_clock_map": "_twosided",
     "fit_device_map": "_runs",
     "fit_epoch_map": "_epoch",
     "fit_host_alignment": "_host",
     "fit_logger_map": "_runs",
-    "fit_one_sided_clock_map": "_maps",
-    "fit_piecewise_clock_map": "_maps",
+    "fit_one_sided_clock_map": "_onesided",
+    "fit_piecewise_clock_map": "_piecewise",
     "host_ns_exact": "_maps",
     "host_relative": "_maps",
     "nominal_durations": "_runs",
-    "summarize_read_latency": "_maps",
+    "summarize_read_latency": "_latency",
     "timeline_of": "_runs",
 }
 

@@ -1,4 +1,8 @@
-"""Split from insitu.capture."""
+"""The epoch map: the host clock (CLOCK_MONOTONIC_RAW) onto the Unix epoch (CLOCK_REALTIME), with its steps.
+
+An application's tracer stamps on CLOCK_REALTIME and the sampler on the host clock; the epoch
+map, fitted on bracketed reads of the two as the device clock maps are, joins them.
+"""
 
 from __future__ import annotations
 
@@ -12,8 +16,9 @@ import numpy as np
 import numpy.typing as npt
 
 from fingrav_native._checks import number_array, positive_number, readonly
-from fingrav_native.clocks._maps import MIN_BRACKETS, ClockMap, PiecewiseClockMap, fit_clock_map
+from fingrav_native.clocks._maps import MIN_BRACKETS, ClockMap, ClockMapLike, PiecewiseClockMap
 from fingrav_native.clocks._runs import fit_device_map
+from fingrav_native.clocks._twosided import fit_clock_map
 
 # Captures whose brackets span less than this fit an offset only: a rate
 # fitted over a few ms of ~100 ns brackets would be mostly noise.
@@ -36,6 +41,10 @@ _RATE_TOLERANCE = 50e-6
 
 
 ArrayLike = Union[npt.ArrayLike, int, float]
+
+
+#: A realtime -> host-clock fit of one step-free stretch.
+_Fit = Union[ClockMap, PiecewiseClockMap]
 
 
 class ClockStepWarning(UserWarning):
@@ -81,7 +90,8 @@ class _Segment:
     y: np.ndarray
     yf: np.ndarray
     slope: np.ndarray
-    fit: Any  # the realtime -> host-clock fit (ClockMap or PiecewiseClockMap), None for realtime-stamped ticks
+    # The realtime -> host-clock fit (ClockMap or PiecewiseClockMap), None for realtime-stamped ticks.
+    fit: Optional[ClockMapLike]
     mono_lo: int  # host-time span of the segment's brackets
     mono_hi: int
     epoch_offset: int  # epoch minus host time at the segment's centre (to turn an epoch time into host time)
@@ -209,7 +219,7 @@ class EpochMap:
         return len(self._segments)
 
     @property
-    def fits(self) -> tuple[Any, ...]:
+    def fits(self) -> tuple[Optional[ClockMapLike], ...]:
         """The realtime -> host-clock fits behind each segment (ClockMap or PiecewiseClockMap)."""
         return tuple(s.fit for s in self._segments)
 
@@ -285,9 +295,9 @@ class EpochMap:
         The sum of the bounds of the fits the map chains: the epoch fit's
         (asymmetry of the brackets, residual jitter, drift uncertainty
         growing away from the brackets, see
-        :meth:`fingrav_native.clocks.maps.ClockMap.error_bound_at`), the
+        :meth:`fingrav_native.clocks.ClockMap.error_bound_at`), the
         logger fit's for a logger map (its one-sided bias is not in it: see
-        :func:`~fingrav_native.clocks.maps.fit_one_sided_clock_map`), and
+        :func:`~fingrav_native.clocks.fit_one_sided_clock_map`), and
         the step size inside a CLOCK_REALTIME step's gap. For a source that
         stamps with CLOCK_REALTIME already (NVML), one tick (the stamp's
         truncation).
@@ -309,6 +319,7 @@ class EpochMap:
             lo = -math.inf if k == 0 else float(segs[k - 1].mono_hi)
             hi = math.inf if k == len(segs) - 1 else float(segs[k + 1].mono_lo)
             inside[k] = (mono >= lo) & (mono <= hi)
+            assert seg.fit is not None  # only realtime-stamped maps have none, and they have a constant bound
             b = np.asarray(seg.fit.error_bound_at(mono), dtype=np.float64) + seg.chord_err_ns
             if self.logger is not None:
                 b = b + np.asarray(self.logger.error_bound_at(mono), dtype=np.float64)
@@ -384,7 +395,7 @@ def _find_steps(arr: np.ndarray, threshold_ns: float) -> tuple[list[tuple[int, i
     return merged, rate
 
 
-def _curve_points(fit: Any, realtime: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _curve_points(fit: _Fit, realtime: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Points on a realtime -> host fit as (integer host ns, realtime's fractional correction there)."""
     if isinstance(fit, ClockMap):
         # Exact: the line's own integer references and small float terms.
@@ -396,7 +407,7 @@ def _curve_points(fit: Any, realtime: np.ndarray) -> tuple[np.ndarray, np.ndarra
     return np.asarray(fit.to_host_ns(realtime), dtype=np.int64), np.zeros(realtime.shape)
 
 
-def _fit_segment(seg: np.ndarray) -> tuple[Any, float]:
+def _fit_segment(seg: np.ndarray) -> tuple[_Fit, float]:
     """The realtime -> host-clock fit of one step-free run of brackets, and its chord error."""
     n = seg.shape[0]
     span = int(seg[-1, 0] - seg[0, 0])
@@ -448,11 +459,11 @@ def fit_epoch_map(brackets: npt.ArrayLike, *, step_threshold_ns: float = 20_000.
 
     1. Sort by host time; find steps (see below) and split there.
     2. On each side, fit realtime -> host clock with the bracketed fits of
-       :mod:`fingrav_native.clocks.maps` (realtime in the device clock's
+       :mod:`fingrav_native.clocks` (realtime in the device clock's
        role, 1 ns ticks: the realtime read happened inside its host
        bracket, which is what those fits model). Reads spanning 2 s or more
        get a piecewise fit that follows a changing NTP slew
-       (:func:`fingrav_native.method.timeline.fit_device_map`); under 50 ms,
+       (:func:`fingrav_native.clocks.fit_device_map`); under 50 ms,
        an offset only, the rate bound by NTP's 500 ppm.
     3. Invert without inverting: points of the fitted curve, taken at
        integer realtimes, are exactly points of the host -> epoch map with
@@ -470,106 +481,46 @@ def fit_epoch_map(brackets: npt.ArrayLike, *, step_threshold_ns: float = 20_000.
     that gap the bound includes the step's size.
     """
     threshold = positive_number(step_threshold_ns, "step_threshold_ns")
-    arr = _int_brackets(brackets, "brackets")
+    arr = _sorted_epoch_brackets(brackets)
     n = arr.shape[0]
-    if n < 3:
-        raise ValueError(f"brackets: {n} epoch brackets given; at least 3 are needed")
-    bad = np.flatnonzero(arr[:, 2] < arr[:, 0])
-    if bad.size:
-        i = int(bad[0])
-        raise ValueError(f"brackets: mono_raw_after < mono_raw_before in row {i} "
-                         f"({int(arr[i, 2])} < {int(arr[i, 0])}); columns must be "
-                         "(mono_raw_before_ns, realtime_ns, mono_raw_after_ns)")
-    arr = arr[np.argsort(arr[:, 0], kind="stable")]
     gaps, rate = _find_steps(arr, threshold)
 
     # Step 1: runs of brackets between steps.
-    runs: list[np.ndarray] = []
-    steps: list[ClockStep] = []
-    start = 0
-    d = arr[:, 1] - arr[:, 0]
-    for lo, hi in gaps:
-        runs.append(arr[start:lo + 1])
-        dt = float(arr[hi, 0] - arr[lo, 0])
-        size = float(d[hi] - d[lo]) - rate * dt
-        steps.append(ClockStep(int(arr[lo, 2]), int(arr[hi, 0]), size, hi - lo - 1))
-        start = hi
-    runs.append(arr[start:])
+    runs, steps = _split_at_steps(arr, gaps, rate)
     short = [k for k, r in enumerate(runs) if r.shape[0] < 3]
     if len(short) == len(runs):
         raise ValueError(f"brackets: CLOCK_REALTIME stepped {len(steps)} time(s) and no stretch between steps "
                          "holds 3 brackets to fit; record brackets more often (brackets_per_read)")
 
     # Step 2: a fit per run.
-    segs: list[_Segment] = []
-    residual_worst = 0.0
-    spreads: list[float] = []
-    fits = []
+    fits: list[tuple[int, np.ndarray, _Fit, float]] = []
     for k, run in enumerate(runs):
         if run.shape[0] < 3:
             continue  # too few reads to fit: the neighbours cover its time, with the step in their bound
         fit, chord_err = _fit_segment(run)
         fits.append((k, run, fit, chord_err))
 
-    # Step 3: knots. A line needs its two ends; a piecewise fit, chords every 50 ms.
+    # Step 3: knots, and how far the tight reads sit from them.
+    segs: list[_Segment] = []
+    residual_worst = 0.0
+    spreads: list[float] = []
     for idx, (k, run, fit, chord_err) in enumerate(fits):
-        r0, r1 = int(run[:, 1].min()), int(run[:, 1].max())
-        if isinstance(fit, PiecewiseClockMap):
-            count = max(2, int(math.ceil((r1 - r0) / _KNOT_SPACING_NS)) + 1)
-            realtime = r0 + np.rint(np.linspace(0.0, float(r1 - r0), count)).astype(np.int64)
-        else:
-            realtime = np.array([r0, max(r1, r0 + 1_000_000)], dtype=np.int64)
-        realtime = np.unique(realtime)
-        x, yf = _curve_points(fit, realtime)
-        y = realtime
-        keep = np.concatenate([[True], np.diff(x) > 0])  # strictly increasing host knots
-        x, y, yf = x[keep], y[keep], yf[keep]
-        if x.size < 2:
-            x = np.array([x[0], x[0] + 1_000_000_000], dtype=np.int64)
-            y = np.array([y[0], y[0] + 1_000_000_000], dtype=np.int64)
-            yf = np.array([yf[0], yf[0]])
-        mono_lo, mono_hi = int(run[0, 0]), int(run[-1, 2])
-        centre = (mono_lo + mono_hi) // 2
         # Which steps border this segment (runs too short to fit merge into the gap).
         before = sum(s.size_ns for s in steps[fits[idx - 1][0]:k]) if idx > 0 else 0.0
         after = sum(s.size_ns for s in steps[k:fits[idx + 1][0]]) if idx + 1 < len(fits) else 0.0
-        seg = _Segment(x=readonly(x), y=readonly(y), yf=readonly(yf), slope=readonly(_chords(x, y, yf)),
-                       fit=fit, mono_lo=mono_lo, mono_hi=mono_hi, epoch_offset=0,
-                       step_before_ns=float(before), step_after_ns=float(after), chord_err_ns=chord_err)
-        # The segment's offset at its centre (exact integers), for turning epoch times back into host time.
-        at_centre = _eval_segment(seg, np.array([centre], dtype=np.int64), np.zeros(1), int(y[0]))[0]
-        offset = int(y[0]) + int(np.rint(at_centre)) - centre
-        seg = dataclasses.replace(seg, epoch_offset=offset)
+        seg = _segment_of(run, fit, chord_err, float(before), float(after))
         segs.append(seg)
-        # Residuals of the tight reads: realtime minus the map at the bracket's midpoint.
-        w = run[:, 2] - run[:, 0]
-        tight = w <= max(2 * int(w.min()), int(w.min()) + 1000)
-        mid = run[tight, 0] + w[tight] // 2
-        r0i = int(run[0, 1])
-        res = (run[tight, 1] - np.int64(r0i)).astype(np.float64) - _eval_segment(
-            seg, mid, 0.5 * (w[tight] % 2).astype(np.float64), r0i)
-        spreads.append(float(np.ptp(res)) if res.size else 0.0)
-        residual_worst = max(residual_worst, float(np.max(np.abs(res) - 0.5 * w[tight])) if res.size else 0.0)
+        spread, worst = _segment_residuals(seg, run)
+        spreads.append(spread)
+        residual_worst = max(residual_worst, worst)
 
     bounds = np.array([0.5 * (segs[i].mono_hi + segs[i + 1].mono_lo) for i in range(len(segs) - 1)])
     bounds_i = np.floor(bounds).astype(np.int64) if bounds.size else np.zeros(0, dtype=np.int64)
     first = segs[0]
     total_span = float(first.x[-1] - first.x[0])
     drift = ((float(first.y[-1] - first.y[0]) + float(first.yf[-1] - first.yf[0])) / total_span - 1.0) * 1e6
-    if steps:
-        unused = sum(s.unused_brackets for s in steps) + sum(runs[k].shape[0] for k in short)
-        where = "; ".join(f"{s.size_ns / 1e3:+.3f} us between host times {s.before_mono_ns} and {s.after_mono_ns} ns"
-                          for s in steps)
-        warnings.warn(
-            f"CLOCK_REALTIME stepped during the capture ({where}): the epoch map is fitted on each side "
-            f"separately, so times map to the realtime a tracer read at that moment; {unused} bracket(s) "
-            "inside the gaps were not used, and times there carry the step in their error bound",
-            ClockStepWarning, stacklevel=2)
-    elif residual_worst > threshold:
-        warnings.warn(
-            f"CLOCK_REALTIME wandered {residual_worst / 1e3:.3f} us from a smooth fit of its offset "
-            f"(step_threshold_ns={threshold:g}): a small step or a fast NTP slew; the map's error is that large "
-            "near it", ClockStepWarning, stacklevel=2)
+    unused = sum(s.unused_brackets for s in steps) + sum(runs[k].shape[0] for k in short)
+    _warn_of_steps(steps, unused, residual_worst, threshold)
     return EpochMap(
         clock_domain=HOST_CLOCK,
         tick_ns=1.0,
@@ -581,6 +532,101 @@ def fit_epoch_map(brackets: npt.ArrayLike, *, step_threshold_ns: float = 20_000.
         n_brackets=n,
         steps=tuple(steps),
     )
+
+
+def _sorted_epoch_brackets(brackets: npt.ArrayLike) -> np.ndarray:
+    """Epoch brackets checked (at least 3, no negative width) and sorted by host time."""
+    arr = _int_brackets(brackets, "brackets")
+    n = arr.shape[0]
+    if n < 3:
+        raise ValueError(f"brackets: {n} epoch brackets given; at least 3 are needed")
+    bad = np.flatnonzero(arr[:, 2] < arr[:, 0])
+    if bad.size:
+        i = int(bad[0])
+        raise ValueError(f"brackets: mono_raw_after < mono_raw_before in row {i} "
+                         f"({int(arr[i, 2])} < {int(arr[i, 0])}); columns must be "
+                         "(mono_raw_before_ns, realtime_ns, mono_raw_after_ns)")
+    return arr[np.argsort(arr[:, 0], kind="stable")]
+
+
+def _split_at_steps(arr: np.ndarray, gaps: list[tuple[int, int]],
+                    rate: float) -> tuple[list[np.ndarray], list[ClockStep]]:
+    """Step 1: the runs of brackets between steps, and each step (its size net of the drift ``rate``)."""
+    runs: list[np.ndarray] = []
+    steps: list[ClockStep] = []
+    start = 0
+    d = arr[:, 1] - arr[:, 0]
+    for lo, hi in gaps:
+        runs.append(arr[start:lo + 1])
+        dt = float(arr[hi, 0] - arr[lo, 0])
+        size = float(d[hi] - d[lo]) - rate * dt
+        steps.append(ClockStep(int(arr[lo, 2]), int(arr[hi, 0]), size, hi - lo - 1))
+        start = hi
+    runs.append(arr[start:])
+    return runs, steps
+
+
+def _segment_of(run: np.ndarray, fit: _Fit, chord_err: float, step_before_ns: float,
+                step_after_ns: float) -> _Segment:
+    """Step 3 for one run: its fit as chords through integer knots, with the epoch offset at its centre.
+
+    A line needs its two ends; a piecewise fit, chords every 50 ms.
+    """
+    r0, r1 = int(run[:, 1].min()), int(run[:, 1].max())
+    if isinstance(fit, PiecewiseClockMap):
+        count = max(2, int(math.ceil((r1 - r0) / _KNOT_SPACING_NS)) + 1)
+        realtime = r0 + np.rint(np.linspace(0.0, float(r1 - r0), count)).astype(np.int64)
+    else:
+        realtime = np.array([r0, max(r1, r0 + 1_000_000)], dtype=np.int64)
+    realtime = np.unique(realtime)
+    x, yf = _curve_points(fit, realtime)
+    y = realtime
+    keep = np.concatenate([[True], np.diff(x) > 0])  # strictly increasing host knots
+    x, y, yf = x[keep], y[keep], yf[keep]
+    if x.size < 2:
+        x = np.array([x[0], x[0] + 1_000_000_000], dtype=np.int64)
+        y = np.array([y[0], y[0] + 1_000_000_000], dtype=np.int64)
+        yf = np.array([yf[0], yf[0]])
+    mono_lo, mono_hi = int(run[0, 0]), int(run[-1, 2])
+    centre = (mono_lo + mono_hi) // 2
+    seg = _Segment(x=readonly(x), y=readonly(y), yf=readonly(yf), slope=readonly(_chords(x, y, yf)),
+                   fit=fit, mono_lo=mono_lo, mono_hi=mono_hi, epoch_offset=0,
+                   step_before_ns=step_before_ns, step_after_ns=step_after_ns, chord_err_ns=chord_err)
+    # The segment's offset at its centre (exact integers), for turning epoch times back into host time.
+    at_centre = _eval_segment(seg, np.array([centre], dtype=np.int64), np.zeros(1), int(y[0]))[0]
+    offset = int(y[0]) + int(np.rint(at_centre)) - centre
+    return dataclasses.replace(seg, epoch_offset=offset)
+
+
+def _segment_residuals(seg: _Segment, run: np.ndarray) -> tuple[float, float]:
+    """Spread of the tight reads' residuals (realtime minus the map mid-bracket), and the worst beyond a half width."""
+    w = run[:, 2] - run[:, 0]
+    tight = w <= max(2 * int(w.min()), int(w.min()) + 1000)
+    mid = run[tight, 0] + w[tight] // 2
+    r0i = int(run[0, 1])
+    res = (run[tight, 1] - np.int64(r0i)).astype(np.float64) - _eval_segment(
+        seg, mid, 0.5 * (w[tight] % 2).astype(np.float64), r0i)
+    spread = float(np.ptp(res)) if res.size else 0.0
+    worst = float(np.max(np.abs(res) - 0.5 * w[tight])) if res.size else 0.0
+    return spread, worst
+
+
+def _warn_of_steps(steps: list[ClockStep], unused: int, residual_worst: float, threshold: float) -> None:
+    """ClockStepWarning when CLOCK_REALTIME stepped, or wandered beyond the threshold from a smooth fit."""
+    # stacklevel 3: the warning names the caller of fit_epoch_map, not this helper.
+    if steps:
+        where = "; ".join(f"{s.size_ns / 1e3:+.3f} us between host times {s.before_mono_ns} and {s.after_mono_ns} ns"
+                          for s in steps)
+        warnings.warn(
+            f"CLOCK_REALTIME stepped during the capture ({where}): the epoch map is fitted on each side "
+            f"separately, so times map to the realtime a tracer read at that moment; {unused} bracket(s) "
+            "inside the gaps were not used, and times there carry the step in their error bound",
+            ClockStepWarning, stacklevel=3)
+    elif residual_worst > threshold:
+        warnings.warn(
+            f"CLOCK_REALTIME wandered {residual_worst / 1e3:.3f} us from a smooth fit of its offset "
+            f"(step_threshold_ns={threshold:g}): a small step or a fast NTP slew; the map's error is that large "
+            "near it", ClockStepWarning, stacklevel=3)
 
 
 def identity_logger_map(ticks: np.ndarray, tick_ns: float) -> ClockMap:

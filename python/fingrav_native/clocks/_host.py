@@ -10,7 +10,7 @@ collective (the paper's Section V-D all-gather and all-reduce) on one
 timeline, this module measures each rank's host clock against the root's
 with bracketed ping-pong exchanges over the ``torch.distributed`` process
 group and fits the same clock map as the CPU-GPU sync of Section IV-A
-(:func:`fingrav_native.clocks.maps.fit_clock_map`), where the root's clock
+(:func:`fingrav_native.clocks.fit_clock_map`), where the root's clock
 plays the device's part.
 
 Pieces
@@ -62,7 +62,8 @@ import numpy.typing as npt
 
 from fingrav_native import _core
 from fingrav_native._checks import integer_in, positive_number, relative_to
-from fingrav_native.clocks._maps import MAX_SKEW_PPM, MIN_BRACKETS, ClockMap, fit_clock_map
+from fingrav_native.clocks._maps import MAX_SKEW_PPM, MIN_BRACKETS, ClockMap
+from fingrav_native.clocks._twosided import fit_clock_map
 
 #: Assumed bound on the rate difference of two hosts' raw clocks when the
 #: exchanges span too short a time to fit it: crystals are specified to tens
@@ -595,7 +596,7 @@ def fit_host_alignment(
         Assumed bound on the rate difference of two hosts' raw clocks when
         it is not fitted (default 100 ppm).
     wander_ppm_per_s, coverage, max_skew_ppm
-        As for :func:`fingrav_native.clocks.maps.fit_clock_map`.
+        As for :func:`fingrav_native.clocks.fit_clock_map`.
     hostname : str
         Recorded with the alignment.
 
@@ -608,7 +609,7 @@ def fit_host_alignment(
     ValueError
         Naming the argument: a negative rank or root, brackets on the root,
         brackets missing on another rank, brackets that
-        :func:`~fingrav_native.clocks.maps.fit_clock_map` rejects (shape,
+        :func:`~fingrav_native.clocks.fit_clock_map` rejects (shape,
         fewer than 8 rows, ``t3 < t1``, a root clock going backwards), a
         fitted skew beyond ``max_skew_ppm``, or an invalid option.
 
@@ -629,7 +630,7 @@ def fit_host_alignment(
        exact identity (the map fitted on any exchanges is kept as a
        self-check, warned about when it disagrees).
     2. Fit ``rank_ns = a + b * root_ns`` with
-       :func:`~fingrav_native.clocks.maps.fit_clock_map` (``tick_ns=1``) on
+       :func:`~fingrav_native.clocks.fit_clock_map` (``tick_ns=1``) on
        the tight round trips, within 1.5x the best *of their burst* (bursts
        are more than 50 ms apart: one made on a busier machine keeps its
        reads), robust line through the midpoints, offset centred in the
@@ -681,6 +682,17 @@ def fit_host_alignment(
     # The selection is made; the fitter keeps every read given (a huge factor).
     opts: dict[str, Any] = dict(tick_ns=1.0, coverage=coverage, wander_ppm_per_s=wander_ppm_per_s,
                                 min_reads=MIN_BRACKETS, select_factor=1e12)
+    measured, skew_fitted = _rank_map(arr, fit_skew, prior_skew_ppm, max_skew_ppm, opts)
+    if shares_host_clock and trust_shared_clock:
+        return _trusted_identity(rank, root, measured, hostname)
+    return HostAlignment(rank=rank, root=root, map=measured, shares_host_clock=bool(shares_host_clock),
+                         measured=measured, skew_fitted=skew_fitted, anchors=_anchors(arr),
+                         gaps_ns=gaps, hostname=str(hostname))
+
+
+def _rank_map(arr: np.ndarray, fit_skew: Optional[bool], prior_skew_ppm: float, max_skew_ppm: float,
+              opts: dict[str, Any]) -> tuple[ClockMap, bool]:
+    """Steps 2-3: the offset-only fit, or the skew's where asked or tighter than the prior; whether it is the skew's."""
     fixed = fit_clock_map(arr, fit_skew=False, prior_skew_ppm=prior_skew_ppm, max_skew_ppm=max_skew_ppm, **opts)
     measured = fixed
     if fit_skew is not False:
@@ -708,19 +720,21 @@ def fit_host_alignment(
                     "clocks that run at the same nominal rate?"
                 )
             measured = free
-    if shares_host_clock and trust_shared_clock:
-        out = HostAlignment.identity(rank, root, shares_host_clock=True, measured=measured, hostname=hostname)
-        if out.shared_clock_consistent is False:
-            hc = measured.host_center_ns
-            warnings.warn(
-                f"rank {rank}: the host clock is detected as shared with root {root}, but the exchanges "
-                f"measured an offset of {hc - measured.to_device(hc):.0f} ns beyond their bound "
-                f"{measured.error_bound_at(hc):.0f} ns; the identity is used as asked "
-                "(pass trust_shared_clock=False to use the measured map)",
-                RuntimeWarning,
-                stacklevel=2,
-            )
-        return out
-    return HostAlignment(rank=rank, root=root, map=measured, shares_host_clock=bool(shares_host_clock),
-                         measured=measured, skew_fitted=measured is not fixed, anchors=_anchors(arr),
-                         gaps_ns=gaps, hostname=str(hostname))
+    return measured, measured is not fixed
+
+
+def _trusted_identity(rank: int, root: int, measured: ClockMap, hostname: str) -> HostAlignment:
+    """Step 1 on a trusted shared clock: the identity, the measured map kept as a self-check (warned if it disagrees)."""
+    out = HostAlignment.identity(rank, root, shares_host_clock=True, measured=measured, hostname=hostname)
+    if out.shared_clock_consistent is False:
+        hc = measured.host_center_ns
+        # stacklevel 3: the warning names the caller of fit_host_alignment, not this helper.
+        warnings.warn(
+            f"rank {rank}: the host clock is detected as shared with root {root}, but the exchanges "
+            f"measured an offset of {hc - measured.to_device(hc):.0f} ns beyond their bound "
+            f"{measured.error_bound_at(hc):.0f} ns; the identity is used as asked "
+            "(pass trust_shared_clock=False to use the measured map)",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+    return out

@@ -8,23 +8,23 @@ so drift is mapped by the reads around each run, not one offset.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Sequence, TypeVar, Union
 
 import numpy as np
 
-from fingrav_native.clocks._maps import (
-    ClockMap,
-    PiecewiseClockMap,
-    fit_clock_map,
-    fit_one_sided_clock_map,
-    fit_piecewise_clock_map,
-    host_ns_exact,
-)
+from fingrav_native.clocks._maps import ClockMap, ClockMapLike, PiecewiseClockMap, host_ns_exact
+from fingrav_native.clocks._onesided import fit_one_sided_clock_map
+from fingrav_native.clocks._piecewise import fit_piecewise_clock_map
+from fingrav_native.clocks._twosided import fit_clock_map
 from fingrav_native.records._layouts import EXECUTION_DTYPE
 from fingrav_native.records._recording import Capabilities, RunRecord
 
 #: Campaigns longer than this (host ns) get a piecewise clock map.
 _PIECEWISE_AFTER_NS = 2e9
+
+
+#: A device map of any kind: the logger map is that map itself when the logger reads the device clock.
+_Map = TypeVar("_Map", bound=ClockMapLike)
 
 
 @dataclass(frozen=True)
@@ -37,14 +37,14 @@ class Timeline:
         The runs' power logs (SAMPLE_DTYPE, logger clock).
     executions : numpy.ndarray
         EXECUTION_DTYPE on host time.
-    device_map, logger_map : clock maps
+    device_map, logger_map : ClockMap or PiecewiseClockMap
         Device ticks and logger timestamps onto host ns.
     """
 
     samples: np.ndarray
     executions: np.ndarray
-    device_map: Any
-    logger_map: Any
+    device_map: Union[ClockMap, PiecewiseClockMap]
+    logger_map: Union[ClockMap, PiecewiseClockMap]
 
 
 def timeline_of(records: Sequence[RunRecord], caps: Capabilities) -> Timeline:
@@ -112,7 +112,7 @@ def fit_device_map(brackets: np.ndarray, tick_ns: float,
     return fit_clock_map(brackets, tick_ns=tick_ns, resolution_ticks=resolution_ticks)
 
 
-def fit_logger_map(caps: Capabilities, device_map: Any, samples: np.ndarray, tick_ns: float) -> Any:
+def fit_logger_map(caps: Capabilities, device_map: _Map, samples: np.ndarray, tick_ns: float) -> Union[_Map, ClockMap]:
     """The logger clock's map: the device map, or fitted one-sidedly when the logger has its own clock."""
     if caps.logger_clock == "device":
         return device_map
@@ -121,7 +121,7 @@ def fit_logger_map(caps: Capabilities, device_map: Any, samples: np.ndarray, tic
     return fit_one_sided_clock_map(samples["host_ns"], samples["source_ts"], tick_ns=tick_ns)
 
 
-def executions_from_markers(markers: np.ndarray, device_map: Any, marker_err_ns: float) -> np.ndarray:
+def executions_from_markers(markers: np.ndarray, device_map: ClockMapLike, marker_err_ns: float) -> np.ndarray:
     """GPU-side markers as EXECUTION_DTYPE on host time, with each end's error bound."""
     ex = np.zeros(len(markers), dtype=EXECUTION_DTYPE)
     ex["run"] = markers["run"]

@@ -40,11 +40,11 @@ if TYPE_CHECKING:
     )
     from fingrav_native.files._characterisation import load_characterisation
     from fingrav_native.files._kineto import read_kineto_trace, write_kineto_trace
+    from fingrav_native.files._parquet import export_parquet
     from fingrav_native.files._profiles import (
         FORMAT_NAME,
         FORMAT_VERSION,
         ProfileFormatError,
-        export_parquet,
         load_profile,
         save_profile,
     )
@@ -71,7 +71,7 @@ _WHERE = {
     "REALTIME_CLOCK_DOMAINS": "_capture",
     "StoredRun": "_campaign",
     "campaign_contents": "_campaign",
-    "export_parquet": "_profiles",
+    "export_parquet": "_parquet",
     "export_trace": "_trace",
     "insitu_trace_events": "_trace",
     "load_campaign_runs": "_campaign",

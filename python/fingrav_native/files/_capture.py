@@ -1,6 +1,6 @@
 """Live power capture beside a running application, on the application trace's clock.
 
-In-situ profiling (issue 17) follows the paper's Section IV-A protocol in an
+In-situ profiling follows the paper's Section IV-A protocol in an
 application's own loop: every execution of a kernel in, say, a training step
 is one run at a random phase against the power logger, so many steps give
 many phases, and the method's golden-run selection and stitching
@@ -18,7 +18,7 @@ slews nor steps. The two clocks differ by an offset (the boot time) and a
 raw clock runs at the crystal's own rate. So during a capture this module
 takes bursts of bracketed reads (``_core.read_epoch_brackets``: a realtime
 read between two raw reads) and fits the map afterwards with the clock-sync
-fits of :mod:`fingrav_native.clocks.maps` (offset, skew, piecewise over long
+fits of :mod:`fingrav_native.clocks` (offset, skew, piecewise over long
 captures, error bounds), the paper's Section IV-A CPU-GPU sync applied to the
 two host clocks.
 
@@ -49,7 +49,7 @@ import math
 import os
 import tempfile
 from dataclasses import dataclass
-from typing import Any, Optional, Union
+from typing import Any, Callable, Optional, Union
 
 import numpy as np
 
@@ -64,7 +64,7 @@ from fingrav_native.clocks._epoch import (
     identity_logger_map,
     realtime_stamped_map,
 )
-from fingrav_native.clocks._maps import fit_one_sided_clock_map
+from fingrav_native.clocks._onesided import fit_one_sided_clock_map
 from fingrav_native.files._safe import (
     MAX_JSON_BYTES,
     check_archive,
@@ -99,16 +99,11 @@ class CaptureFormatError(ValueError):
     """A file is not a readable power capture (foreign, newer, truncated); the message names the path."""
 
 
-
-
-
-
-
-
 _SOURCE_KEYS = ("name", "clock_domain", "tick_ns", "native_period_ns", "window_ns", "channels")
 
 
 def source_dict(source: _core.PowerSource) -> dict[str, Any]:
+    """What a capture records of its power source: its info as plain values (the header's ``source``)."""
     info = source.info
     return {"name": str(info.name), "clock_domain": str(info.clock_domain), "tick_ns": float(info.tick_ns),
             "native_period_ns": int(info.native_period_ns), "window_ns": int(info.window_ns),
@@ -219,8 +214,8 @@ class PowerCapture:
         * the host clock (``"host-monotonic-raw"``): the epoch map;
         * any other (a GPU or firmware clock): fitted one-sidedly from the
           samples (a log precedes the read that saw it;
-          :func:`~fingrav_native.clocks.maps.fit_one_sided_clock_map`, as
-          :func:`fingrav_native.method.timeline.fit_logger_map` does for
+          :func:`~fingrav_native.clocks.fit_one_sided_clock_map`, as
+          :func:`fingrav_native.clocks.fit_logger_map` does for
           campaign runs), then composed with the epoch map. The minimum
           publication delay biases that fit late and is not in the bound.
         """
@@ -365,6 +360,24 @@ def load_capture(path: Union[str, os.PathLike[str]]) -> PowerCapture:
     problem = file_problem(path)
     if problem is not None:
         raise bad(f"{problem}; a power capture is an .npz file")
+    arrays = _read_arrays(path, bad)
+    header = _read_header(arrays["header"], bad)
+    _check_contents(header, arrays, bad)
+    sensor = _sensor_of(header, bad)
+    try:
+        return PowerCapture(samples=arrays["samples"], epoch_brackets=arrays["epoch_brackets"],
+                            source=header["source"], sensor=sensor, period_ns=header["period_ns"],
+                            stats=header["stats"], meta=header["meta"])
+    except (ValueError, TypeError) as exc:
+        raise bad(str(exc)) from exc
+
+
+#: Makes the loader's error for a fault (the message names the file).
+_Bad = Callable[[str], CaptureFormatError]
+
+
+def _read_arrays(path: str, bad: _Bad) -> dict[str, np.ndarray]:
+    """The ``header``, ``samples`` and ``epoch_brackets`` members present, through the loaders' guards."""
     zf = open_zip(path, lambda what: bad(f"not a readable {CAPTURE_FORMAT} file (.npz): {what}"))
     with zf:
         budget = check_archive(zf, os.path.getsize(path), bad, max_members=64)
@@ -377,7 +390,11 @@ def load_capture(path: Union[str, os.PathLike[str]]) -> PowerCapture:
                 # The header is a few kB of JSON; only the arrays may be large.
                 data = read_member(zf, f"{key}.npy", bad, budget, limit=MAX_JSON_BYTES if key == "header" else None)
                 arrays[key] = read_npy(data, bad, f"the array {key!r}")
-    header_text = arrays["header"]
+    return arrays
+
+
+def _read_header(header_text: np.ndarray, bad: _Bad) -> dict[str, Any]:
+    """The header's JSON object, of this format and a version this reader reads."""
     if header_text.ndim != 0 or header_text.dtype.kind != "U":
         raise bad(f"the header is not a string (dtype {header_text.dtype}, shape {header_text.shape})")
     header = loads_json(str(header_text[()]), bad, "the header")
@@ -392,6 +409,11 @@ def load_capture(path: Union[str, os.PathLike[str]]) -> PowerCapture:
     if version > CAPTURE_VERSION:
         raise bad(f"format version {version} is newer than this fingrav_native ({__version__}) reads "
                   f"(up to {CAPTURE_VERSION}); upgrade fingrav_native")
+    return header
+
+
+def _check_contents(header: dict[str, Any], arrays: dict[str, np.ndarray], bad: _Bad) -> None:
+    """Both arrays and every header field present; the source and the dict fields well formed."""
     for key in ("samples", "epoch_brackets"):
         if key not in arrays:
             raise bad(f"the array {key!r} is missing")
@@ -404,20 +426,18 @@ def load_capture(path: Union[str, os.PathLike[str]]) -> PowerCapture:
     for key in ("stats", "meta"):
         if not isinstance(header[key], dict):
             raise bad(f"{key}: expected an object, got {short_repr(header[key])}")
-    sensor = None
-    if header.get("sensor") is not None:
-        if not isinstance(header["sensor"], dict):
-            raise bad(f"sensor: expected an object, got {type(header['sensor']).__name__}")
-        problem = _check_sensor_fields(header["sensor"])
-        if problem is not None:
-            raise bad(problem)
-        try:
-            sensor = SensorModel.from_dict(header["sensor"])
-        except (TypeError, ValueError, KeyError) as exc:
-            raise bad(f"sensor: {exc}") from exc
+
+
+def _sensor_of(header: dict[str, Any], bad: _Bad) -> Optional[SensorModel]:
+    """The header's sensor model, None when it has none."""
+    if header.get("sensor") is None:
+        return None
+    if not isinstance(header["sensor"], dict):
+        raise bad(f"sensor: expected an object, got {type(header['sensor']).__name__}")
+    problem = _check_sensor_fields(header["sensor"])
+    if problem is not None:
+        raise bad(problem)
     try:
-        return PowerCapture(samples=arrays["samples"], epoch_brackets=arrays["epoch_brackets"],
-                            source=header["source"], sensor=sensor, period_ns=header["period_ns"],
-                            stats=header["stats"], meta=header["meta"])
-    except (ValueError, TypeError) as exc:
-        raise bad(str(exc)) from exc
+        return SensorModel.from_dict(header["sensor"])
+    except (TypeError, ValueError, KeyError) as exc:
+        raise bad(f"sensor: {exc}") from exc

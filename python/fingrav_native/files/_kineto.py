@@ -42,9 +42,8 @@ from fingrav_native.insitu._trace import (
 MAX_TRACE_BYTES = 4 << 30
 
 
-
-
 def _load(path: Union[str, os.PathLike[str]]) -> Any:
+    """The trace's JSON document, read within :data:`MAX_TRACE_BYTES`, its numbers as Decimal."""
     p = os.fspath(path)
 
     def bad(what: str) -> TraceFormatError:
@@ -60,12 +59,6 @@ def _load(path: Union[str, os.PathLike[str]]) -> Any:
     # is not walked (a trace has millions of nodes): nothing here recurses into what it does not read,
     # and what it reads must be a number, a string or a short list.
     return loads_json(text, bad, "the file", parse_float=Decimal, parse_constant=float, depth=None)
-
-
-
-
-
-
 
 
 def read_kineto_trace(trace: Union[str, os.PathLike[str]]) -> KernelTrace:
@@ -110,18 +103,8 @@ def read_kineto_trace(trace: Union[str, os.PathLike[str]]) -> KernelTrace:
         doc = {"traceEvents": doc}
     if not isinstance(doc, dict) or not isinstance(doc.get("traceEvents"), list):
         raise TraceFormatError(f"{where}: no traceEvents list (not a Chrome trace)")
-    base = doc.get("baseTimeNanoseconds", 0)
-    if isinstance(base, str) and base.isascii() and base.isdigit() and len(base) <= 19:
-        base = int(base)
-    if isinstance(base, bool) or not isinstance(base, int) or not 0 <= base <= INT64_MAX:
-        raise TraceFormatError(f"{where}: baseTimeNanoseconds={short_repr(base)}; expected an integer of ns "
-                               "that fits int64")
-    base_ns = base
-
-    def on_clock(t: int) -> bool:
-        return INT64_MIN <= base_ns + t <= INT64_MAX
-
-    rows: list[tuple[int, int, str, tuple[int, int, int], tuple[int, int, int], int, int, int]] = []
+    base_ns = _base_time_ns(doc, where)
+    rows: list[_Row] = []
     launches: dict[int, int] = {}
     steps: list[tuple[int, int, int]] = []
     for i, ev in enumerate(doc["traceEvents"]):
@@ -131,49 +114,9 @@ def read_kineto_trace(trace: Union[str, os.PathLike[str]]) -> KernelTrace:
         cat = cat_value.lower() if isinstance(cat_value, str) else ""
         name = name_value if isinstance(name_value, str) else ""
         if cat in RUNTIME_CATS or (cat == "user_annotation" and name.startswith("ProfilerStep#")):
-            # Iterations and launches are optional context: a malformed one is left out, not fatal.
-            try:
-                ts, d = us_to_ns(ev.get("ts"), "ts", i, where), us_to_ns(ev.get("dur", 0), "dur", i, where)
-            except TraceFormatError:
-                continue
-            if not (on_clock(ts) and on_clock(ts + max(d, 0))):
-                continue
-            if cat == "user_annotation":
-                n = name[len("ProfilerStep#"):]
-                if n.isascii() and n.isdigit() and len(n) <= 18:
-                    steps.append((int(n), ts, ts + max(d, 0)))
-            else:
-                a = ev.get("args")
-                c = json_int64(a.get("correlation")) if isinstance(a, dict) else None
-                if c is not None:
-                    launches.setdefault(c, ts)
-            continue
-        if cat != "kernel":
-            continue
-        if not isinstance(name_value, str):
-            raise TraceFormatError(f"{where}: kernel event {i} has name={short_repr(name_value)}; expected a string")
-        raw_args = ev.get("args")
-        args: dict[str, Any] = raw_args if isinstance(raw_args, dict) else {}
-        start = us_to_ns(ev.get("ts"), "ts", i, where)
-        dur = us_to_ns(ev.get("dur"), "dur", i, where)
-        if dur < 0:
-            raise TraceFormatError(f"{where}: kernel event {i} has dur={short_repr(ev.get('dur'))} < 0")
-        if not (on_clock(start) and on_clock(start + dur)):
-            raise TraceFormatError(f"{where}: kernel event {i}: ts + dur + baseTimeNanoseconds does not fit "
-                                   "int64 ns")
-
-        def num(key: str) -> int:
-            v = args.get(key, -1)
-            if isinstance(v, bool) or not isinstance(v, (int, Decimal)):
-                return -1  # absent or not a number: the trace does not say
-            got = json_int64(v)
-            if got is None:
-                raise TraceFormatError(f"{where}: kernel event {i} has args.{key}={short_repr(v)}; "
-                                       "expected an integer that fits int64")
-            return got
-
-        rows.append((start, dur, name, launch_dims(args.get("grid"), "grid", i, where),
-                     launch_dims(args.get("block"), "block", i, where), num("device"), num("stream"), num("correlation")))
+            _context_event(ev, i, cat, name, base_ns, where, launches, steps)
+        elif cat == "kernel":
+            rows.append(_kernel_row(ev, i, name_value, base_ns, where))
     if not rows:
         raise TraceFormatError(f"{where}: no GPU kernel events (cat 'kernel'); was the "
                                "profiler run with ProfilerActivity.CUDA?")
@@ -190,6 +133,77 @@ def read_kineto_trace(trace: Union[str, os.PathLike[str]]) -> KernelTrace:
     except (ValueError, OverflowError) as exc:
         # The records themselves are inconsistent (what make_executions refuses): the file is at fault.
         raise TraceFormatError(f"{where}: {exc}") from None
+
+
+#: One kernel event: start and duration (ns from the base time), name, grid, block, device, stream, correlation.
+_Row = tuple[int, int, str, tuple[int, int, int], tuple[int, int, int], int, int, int]
+
+
+def _base_time_ns(doc: dict[str, Any], where: str) -> int:
+    """``baseTimeNanoseconds`` (0 when absent), an integer or a string of digits that fits int64."""
+    base = doc.get("baseTimeNanoseconds", 0)
+    if isinstance(base, str) and base.isascii() and base.isdigit() and len(base) <= 19:
+        base = int(base)
+    if isinstance(base, bool) or not isinstance(base, int) or not 0 <= base <= INT64_MAX:
+        raise TraceFormatError(f"{where}: baseTimeNanoseconds={short_repr(base)}; expected an integer of ns "
+                               "that fits int64")
+    return base
+
+
+def _on_clock(base_ns: int, t: int) -> bool:
+    """Whether ``t`` ns after the base time is an int64 epoch time."""
+    return INT64_MIN <= base_ns + t <= INT64_MAX
+
+
+def _context_event(ev: dict[str, Any], i: int, cat: str, name: str, base_ns: int, where: str,
+                   launches: dict[int, int], steps: list[tuple[int, int, int]]) -> None:
+    """A runtime call (a launch, by correlation id) or a ``ProfilerStep#N`` iteration, kept in ``launches``/``steps``.
+
+    Iterations and launches are optional context: a malformed one is left out, not fatal.
+    """
+    try:
+        ts, d = us_to_ns(ev.get("ts"), "ts", i, where), us_to_ns(ev.get("dur", 0), "dur", i, where)
+    except TraceFormatError:
+        return
+    if not (_on_clock(base_ns, ts) and _on_clock(base_ns, ts + max(d, 0))):
+        return
+    if cat == "user_annotation":
+        n = name[len("ProfilerStep#"):]
+        if n.isascii() and n.isdigit() and len(n) <= 18:
+            steps.append((int(n), ts, ts + max(d, 0)))
+    else:
+        a = ev.get("args")
+        c = json_int64(a.get("correlation")) if isinstance(a, dict) else None
+        if c is not None:
+            launches.setdefault(c, ts)
+
+
+def _kernel_row(ev: dict[str, Any], i: int, name_value: Any, base_ns: int, where: str) -> _Row:
+    """One kernel event checked: its times fit int64 ns, its name is a string, its launch dimensions parse."""
+    if not isinstance(name_value, str):
+        raise TraceFormatError(f"{where}: kernel event {i} has name={short_repr(name_value)}; expected a string")
+    raw_args = ev.get("args")
+    args: dict[str, Any] = raw_args if isinstance(raw_args, dict) else {}
+    start = us_to_ns(ev.get("ts"), "ts", i, where)
+    dur = us_to_ns(ev.get("dur"), "dur", i, where)
+    if dur < 0:
+        raise TraceFormatError(f"{where}: kernel event {i} has dur={short_repr(ev.get('dur'))} < 0")
+    if not (_on_clock(base_ns, start) and _on_clock(base_ns, start + dur)):
+        raise TraceFormatError(f"{where}: kernel event {i}: ts + dur + baseTimeNanoseconds does not fit "
+                               "int64 ns")
+
+    def num(key: str) -> int:
+        v = args.get(key, -1)
+        if isinstance(v, bool) or not isinstance(v, (int, Decimal)):
+            return -1  # absent or not a number: the trace does not say
+        got = json_int64(v)
+        if got is None:
+            raise TraceFormatError(f"{where}: kernel event {i} has args.{key}={short_repr(v)}; "
+                                   "expected an integer that fits int64")
+        return got
+
+    return (start, dur, name_value, launch_dims(args.get("grid"), "grid", i, where),
+            launch_dims(args.get("block"), "block", i, where), num("device"), num("stream"), num("correlation"))
 
 
 def write_kineto_trace(path: Union[str, os.PathLike[str]], names: Any, grid: Any, block: Any, start_ns: Any,

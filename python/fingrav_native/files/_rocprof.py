@@ -39,6 +39,7 @@ _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
 
 def _int(row: dict[str, str], key: str, i: int, where: str, default: int | None = -1) -> int:
+    """Cell ``key`` of row ``i`` as an int64 (plain decimal digits), or ``default`` when empty (None: required)."""
     v = row.get(key)
     if v is None or v == "":
         if default is None:
@@ -60,6 +61,28 @@ def _int(row: dict[str, str], key: str, i: int, where: str, default: int | None 
         raise TraceFormatError(f"{where}: row {i} has {key}={short_repr(row.get(key))}; "
                                "expected an integer that fits int64") from None
     return out
+
+
+#: One dispatch: start and end (ns), kernel name, grid, block, agent, stream (or queue), correlation id.
+_Row = tuple[int, int, str, tuple[int, ...], tuple[int, ...], int, int, int]
+
+
+def _dispatch(row: dict[str, str], i: int, where: str) -> _Row:
+    """One KERNEL_DISPATCH row checked: its times ordered, its name present, every integer within int64."""
+    start = _int(row, "Start_Timestamp", i, where, default=None)
+    end = _int(row, "End_Timestamp", i, where, default=None)
+    if start < 0 or end < start:
+        raise TraceFormatError(f"{where}: row {i} has Start_Timestamp={start}, End_Timestamp={end}")
+    name = row.get("Kernel_Name")
+    if not isinstance(name, str):
+        raise TraceFormatError(f"{where}: row {i} has no Kernel_Name (a short row?)")
+    grid = tuple(_int(row, f"Grid_Size_{a}", i, where) for a in "XYZ")
+    block = tuple(_int(row, f"Workgroup_Size_{a}", i, where) for a in "XYZ")
+    stream = _int(row, "Stream_Id", i, where)
+    if stream <= 0:  # absent, or 0 (the null stream) in files that also give queues
+        stream = _int(row, "Queue_Id", i, where)
+    return (start, end, name, grid, block, _int(row, "Agent_Id", i, where), stream,
+            _int(row, "Correlation_Id", i, where))
 
 
 def read_rocprof_kernel_trace(trace: Union[str, os.PathLike[str]]) -> KernelTrace:
@@ -111,24 +134,8 @@ def read_rocprof_kernel_trace(trace: Union[str, os.PathLike[str]]) -> KernelTrac
             if missing:
                 raise TraceFormatError(f"{where}: no column {missing[0]!r}; not a rocprofv3 kernel trace "
                                        f"(columns: {[short_repr(c, 40) for c in fields[:8]]})")
-            rows = []
-            for i, row in enumerate(reader):
-                if row.get("Kind", "KERNEL_DISPATCH") not in ("KERNEL_DISPATCH", None):
-                    continue
-                start = _int(row, "Start_Timestamp", i, where, default=None)
-                end = _int(row, "End_Timestamp", i, where, default=None)
-                if start < 0 or end < start:
-                    raise TraceFormatError(f"{where}: row {i} has Start_Timestamp={start}, End_Timestamp={end}")
-                name = row.get("Kernel_Name")
-                if not isinstance(name, str):
-                    raise TraceFormatError(f"{where}: row {i} has no Kernel_Name (a short row?)")
-                grid = tuple(_int(row, f"Grid_Size_{a}", i, where) for a in "XYZ")
-                block = tuple(_int(row, f"Workgroup_Size_{a}", i, where) for a in "XYZ")
-                stream = _int(row, "Stream_Id", i, where)
-                if stream <= 0:  # absent, or 0 (the null stream) in files that also give queues
-                    stream = _int(row, "Queue_Id", i, where)
-                rows.append((start, end, name, grid, block, _int(row, "Agent_Id", i, where), stream,
-                             _int(row, "Correlation_Id", i, where)))
+            rows = [_dispatch(row, i, where) for i, row in enumerate(reader)
+                    if row.get("Kind", "KERNEL_DISPATCH") in ("KERNEL_DISPATCH", None)]
     except OSError as exc:
         raise TraceFormatError(f"{where}: cannot read it ({exc})") from exc
     except (csv.Error, UnicodeDecodeError) as exc:

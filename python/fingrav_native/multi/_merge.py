@@ -6,7 +6,7 @@ as each GPU sees it, and, for collectives, SSE and SSP coincide. Here:
 
 * every rank profiles its own GPU with :func:`~fingrav_native.profile`
   (its own sampler, clock sync and markers), the campaign decisions taken
-  once for all ranks through an :class:`~fingrav_native.method.agreement.Agreement`
+  once for all ranks through an :class:`~fingrav_native.method.Agreement`
   so that every rank runs the same runs;
 * each rank's host clock is placed on the root's
   (:mod:`fingrav_native.multi.alignment`, bracketed exchanges before and after

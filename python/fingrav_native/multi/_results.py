@@ -93,7 +93,7 @@ class NodeProfile:
     ranks : tuple of Profile
         Each rank's own profile, on its own host clock, as it made it.
     alignments : tuple of dict
-        Each rank's :class:`~fingrav_native.multi.alignment.HostAlignment`
+        Each rank's :class:`~fingrav_native.clocks.HostAlignment`
         (``as_dict()``; see :meth:`alignment`).
     shares_host_clock : tuple of bool
         Whether each rank reads the root's very clock (same host and boot).

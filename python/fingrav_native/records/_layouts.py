@@ -1,7 +1,7 @@
 """The plain arrays every FinGraV step consumes and produces.
 
 Everything the analysis layer works on is a numpy structured array, so each
-step also runs on logs a user brings from elsewhere (DESIGN.md, "Data flow"):
+step also runs on logs a user brings from elsewhere (docs/ARCHITECTURE.md, the data flow):
 
 * ``samples`` — power logs, SAMPLE_DTYPE (from the C++ sampler, the
   simulator, or a user): ``source_ts`` in the logger's own clock, ``host_ns``
@@ -15,7 +15,7 @@ step also runs on logs a user brings from elsewhere (DESIGN.md, "Data flow"):
 
 The clock maps that turn device or logger ticks into host time are objects
 with ``to_host(ticks)`` and ``error_bound_at(host_ns)`` (see
-:mod:`fingrav_native.clocks.maps`).
+:mod:`fingrav_native.clocks`).
 """
 
 from __future__ import annotations

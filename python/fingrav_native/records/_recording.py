@@ -51,9 +51,9 @@ class Capabilities:
         Length of one tick of the logs' timestamps (``Sample.source_ts``);
         0 means the device tick (loggers stamped by the device clock).
     sensor : SensorModel, optional
-        What each log measures (window, filter, delay, counter; DESIGN.md,
-        "Sensors are part of the measurement"), as far as the backend knows
-        it; a characterisation can replace it. ``profile`` attributes by
+        What each log measures (window, filter, delay, counter: an
+        averaging log placed as an instantaneous one is misplaced), as far
+        as the backend knows it; a characterisation can replace it. ``profile`` attributes by
         deconvolution when it averages over more than the resolution asked
         for. None (profiles saved before sensors were modelled): the logs'
         own ``window_ns`` fields say.
@@ -72,7 +72,7 @@ class Capabilities:
         How many device ticks the device clock advances per update (1: every
         tick). NVIDIA's %globaltimer counts ns but may move once a
         microsecond (1000); the clock map widens its bound by half a step
-        (:func:`~fingrav_native.clocks.maps.fit_clock_map`,
+        (:func:`~fingrav_native.clocks.fit_clock_map`,
         ``resolution_ticks``). 1 in profiles saved before it was recorded.
     """
 
@@ -114,8 +114,7 @@ class Capabilities:
         -----
         Paper Section VI names the logger's period as what limits the
         method; a window or delay nobody measured is the silent error an
-        averaging sensor brings (DESIGN.md, "Sensors are part of the
-        measurement").
+        averaging sensor brings.
         """
         values = {"period": self.logger_period_ns, "window": self.logger_window_ns,
                   "delay": self.sensor.delay_ns if self.sensor is not None else 0.0,

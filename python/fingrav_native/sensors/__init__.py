@@ -23,7 +23,7 @@ if TYPE_CHECKING:
         fit_step_response,
     )
     from fingrav_native.sensors._counter import COUNTER_LOG_DTYPE, CounterLogs, counter_to_logs
-    from fingrav_native.sensors._model import SENSOR_PRESETS, SensorModel, sensor_preset
+    from fingrav_native.sensors._model import SENSOR_PRESETS, SensorModel, SensorPresetName, sensor_preset
     from fingrav_native.sensors._semantics import FIGURES, PROVENANCES, SensorSemantics
 
 # Each public name -> the private module that defines it. Loaded on first use (PEP 562, as scipy
@@ -37,6 +37,7 @@ _WHERE = {
     "PeriodEstimate": "_characterize",
     "SENSOR_PRESETS": "_model",
     "SensorModel": "_model",
+    "SensorPresetName": "_model",
     "SensorSemantics": "_semantics",
     "StepFit": "_characterize",
     "counter_resolution": "_characterize",

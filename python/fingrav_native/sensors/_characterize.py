@@ -6,8 +6,8 @@ load and watching the reported power. The same here, as equivalent-time
 sampling: many runs each switch the GPU from idle to a long busy block and
 back, at random phase against the sensor; every log is placed on the host
 timeline relative to the switching edges (through the calibrated clock maps,
-DESIGN.md), so the pooled logs trace the sensor's step response at a
-resolution far finer than its period. The response is fitted as
+whose bounds say how far a log may be misplaced), so the pooled logs trace
+the sensor's step response at a resolution far finer than its period. The response is fitted as
 
 * a boxcar window ``W`` after a delay ``d``: a linear ramp from ``d`` to ``d + W``;
 * a first-order filter of time constant ``tau`` after ``d``: ``1 - exp(-(u - d) / tau)``;
@@ -23,7 +23,7 @@ import json
 import math
 import os
 from dataclasses import dataclass
-from typing import Any, Optional, Union
+from typing import Any, Literal, Optional, Union
 
 import numpy as np
 import numpy.typing as npt
@@ -282,12 +282,41 @@ def fit_load_response(t_ns: npt.ArrayLike, values: npt.ArrayLike, busy_ns: npt.A
     if len(t) < 8 or len(iv) == 0:
         raise ValueError(f"t_ns, values, busy_ns: need at least 8 logs and one heavy interval, got {len(t)}, {len(iv)}")
     sc = positive_number(scale_ns, "scale_ns")
-    t0 = float(np.median(t))
     # Only intervals that can reach a log matter: index them by time for speed.
     order = np.argsort(iv[:, 0])
-    iv = iv[order]
+    problem = _LoadResponse(t, y, iv[order], float(np.median(t)))
+    fits = {shape: problem.fit(shape, sc) for shape in _SHAPES}
+    shape = min(fits, key=lambda k: fits[k][2])
+    other: _Shape = "first_order" if shape == "boxcar" else "boxcar"
+    p_hat, err, rss = fits[shape]
+    length = float(p_hat[4])
+    return StepFit(
+        shape=shape, delay_ns=float(p_hat[3]), delay_err_ns=float(err[3]),
+        window_ns=length if shape == "boxcar" else 0.0, window_err_ns=float(err[4]) if shape == "boxcar" else 0.0,
+        tau_ns=length if shape == "first_order" else 0.0, tau_err_ns=float(err[4]) if shape == "first_order" else 0.0,
+        rise_ns=0.8 * length if shape == "boxcar" else length * math.log(9.0), low_w=float(p_hat[0]),
+        high_w=float(p_hat[0] + p_hat[2]), residual_w=math.sqrt(rss / len(t)),
+        other_residual_w=math.sqrt(fits[other][2] / len(t)), logs=len(t))
 
-    def load(model: SensorModel) -> np.ndarray:
+
+#: The response shapes a load response is fitted with: a boxcar window, a first-order filter.
+_Shape = Literal["boxcar", "first_order"]
+_SHAPES: tuple[_Shape, ...] = ("boxcar", "first_order")
+
+
+class _LoadResponse:
+    """Logs ``y`` at host times ``t`` of a load pattern (heavy intervals ``iv``, sorted), fitted shape by shape.
+
+    The GPU's power is ``light + slope * (t - t0) + excess * [heavy running]``, seen through the
+    candidate sensor; the linear parameters are solved exactly at each trial of the nonlinear ones.
+    """
+
+    def __init__(self, t: np.ndarray, y: np.ndarray, iv: np.ndarray, t0: float) -> None:
+        self.t, self.y, self.iv, self.t0 = t, y, iv, t0
+
+    def load(self, model: SensorModel) -> np.ndarray:
+        """The heavy intervals seen through ``model`` at every log (each log's weight of heavy time)."""
+        t, iv = self.t, self.iv
         reach = float(model.memory_ns()) + model.delay_ns
         lo = np.searchsorted(iv[:, 1], t - reach - 1.0)
         hi = np.searchsorted(iv[:, 0], t - model.delay_ns + 1.0, side="right")
@@ -301,19 +330,17 @@ def fit_load_response(t_ns: npt.ArrayLike, values: npt.ArrayLike, busy_ns: npt.A
             out[m] += model.interval_weights(t[m], iv[j[m], 0], iv[j[m], 1])
         return out
 
-    def model_of(shape: str, d: float, length: float) -> SensorModel:
-        if shape == "boxcar":
-            return SensorModel("fit", "window", period_ns=1.0, window_ns=max(length, 1.0), delay_ns=max(d, 0.0))
-        return SensorModel("fit", "window", period_ns=1.0, shape="first_order", tau_ns=max(length, 1.0),
-                           delay_ns=max(d, 0.0))
+    def design(self, shape: _Shape, d: float, length: float) -> np.ndarray:
+        """The linear model's columns: the light level, the drift, the heavy load through the sensor."""
+        t = self.t
+        return np.column_stack([np.ones(len(t)), (t - self.t0) * 1e-9, self.load(_model_of(shape, d, length))])
 
-    def design(shape: str, d: float, length: float) -> np.ndarray:
-        return np.column_stack([np.ones(len(t)), (t - t0) * 1e-9, load(model_of(shape, d, length))])
+    def fit(self, shape: _Shape, sc: float) -> tuple[np.ndarray, np.ndarray, float]:
+        """Delay and length by variable projection from several starts; all five parameters, their errors, the RSS."""
+        y = self.y
 
-    fits: dict[str, tuple[np.ndarray, np.ndarray, float]] = {}
-    for shape in ("boxcar", "first_order"):
-        def proj(p: np.ndarray, shape: str = shape) -> np.ndarray:
-            X = design(shape, p[0], p[1])
+        def proj(p: np.ndarray) -> np.ndarray:
+            X = self.design(shape, p[0], p[1])
             coef, *_ = np.linalg.lstsq(X, y, rcond=None)
             return np.asarray(X @ coef - y)
         best = None
@@ -325,32 +352,35 @@ def fit_load_response(t_ns: npt.ArrayLike, values: npt.ArrayLike, busy_ns: npt.A
                     best = r
         assert best is not None
         d, length = float(best.x[0]), float(best.x[1])
-        X = design(shape, d, length)
+        X = self.design(shape, d, length)
         coef, *_ = np.linalg.lstsq(X, y, rcond=None)
-
-        def full(p: np.ndarray, shape: str = shape) -> np.ndarray:
-            return np.asarray(design(shape, p[3], p[4]) @ p[:3] - y)
         p_hat = np.concatenate([coef, [d, length]])
+        err, rss = self._errors(shape, p_hat)
+        return p_hat, err, rss
+
+    def _errors(self, shape: _Shape, p_hat: np.ndarray) -> tuple[np.ndarray, float]:
+        """Standard errors from the Jacobian of the full five-parameter problem at the optimum, and its RSS."""
+        y = self.y
+
+        def full(p: np.ndarray) -> np.ndarray:
+            return np.asarray(self.design(shape, p[3], p[4]) @ p[:3] - y)
         rss = float(np.sum(full(p_hat) ** 2))
         try:
             eps = np.maximum(np.abs(p_hat) * 1e-4, 1e-3)
             J = np.column_stack([(full(p_hat + e) - full(p_hat - e)) / (2 * e[i])
                                  for i, e in enumerate(np.diag(eps))])
-            err = np.sqrt(np.clip(np.diag(np.linalg.inv(J.T @ J) * rss / max(len(t) - 5, 1)), 0.0, None))
+            err = np.sqrt(np.clip(np.diag(np.linalg.inv(J.T @ J) * rss / max(len(self.t) - 5, 1)), 0.0, None))
         except np.linalg.LinAlgError:
             err = np.full(5, np.nan)
-        fits[shape] = (p_hat, err, rss)
-    shape = min(fits, key=lambda k: fits[k][2])
-    other = "first_order" if shape == "boxcar" else "boxcar"
-    p_hat, err, rss = fits[shape]
-    length = float(p_hat[4])
-    return StepFit(
-        shape=shape, delay_ns=float(p_hat[3]), delay_err_ns=float(err[3]),
-        window_ns=length if shape == "boxcar" else 0.0, window_err_ns=float(err[4]) if shape == "boxcar" else 0.0,
-        tau_ns=length if shape == "first_order" else 0.0, tau_err_ns=float(err[4]) if shape == "first_order" else 0.0,
-        rise_ns=0.8 * length if shape == "boxcar" else length * math.log(9.0), low_w=float(p_hat[0]),
-        high_w=float(p_hat[0] + p_hat[2]), residual_w=math.sqrt(rss / len(t)),
-        other_residual_w=math.sqrt(fits[other][2] / len(t)), logs=len(t))
+        return err, rss
+
+
+def _model_of(shape: _Shape, d: float, length: float) -> SensorModel:
+    """The candidate sensor: a boxcar window or a first-order filter of that length, after delay ``d``."""
+    if shape == "boxcar":
+        return SensorModel("fit", "window", period_ns=1.0, window_ns=max(length, 1.0), delay_ns=max(d, 0.0))
+    return SensorModel("fit", "window", period_ns=1.0, shape="first_order", tau_ns=max(length, 1.0),
+                       delay_ns=max(d, 0.0))
 
 
 def counter_resolution(energy_j: npt.ArrayLike) -> float:

@@ -1,8 +1,8 @@
 """Energy counters as windowed logs with exact windows.
 
 Differencing an energy counter gives the exact average power over the
-interval between two reads: a windowed log whose both ends are known
-(DESIGN.md, "Sensors are part of the measurement"). AMD MI300's
+interval between two reads: a windowed log whose both ends are known, so
+it is placed exactly once the window is known. AMD MI300's
 ``energy_accumulator`` counts 2^-16 J steps about every 1 ms, stamped with the
 firmware clock; NVIDIA's ``nvmlDeviceGetTotalEnergyConsumption`` counts mJ
 and refreshes every 10-100 ms. Three things go wrong if the reads are

@@ -1,8 +1,8 @@
 """What a power log measures: the sensor model, one object used wherever logs are placed.
 
-A power sensor is part of the measurement (DESIGN.md, "Sensors are part of
-the measurement"). The paper's logger reports instantaneous power every 1 ms
-(Section IV-A); the loggers users have do not:
+A power sensor is part of the measurement: a log that averages or lags is
+placed wrong unless what it averages is known. The paper's logger reports
+instantaneous power every 1 ms (Section IV-A); the loggers users have do not:
 
 * NVIDIA ``nvmlDeviceGetPowerUsage`` is a 1 s average on Ampere and newer
   (except GA100); the "instant" field (``NVML_FI_DEV_POWER_INSTANT``) on
@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import Any, Optional
+from typing import Any, Literal, Optional
 
 import numpy as np
 import numpy.typing as npt
@@ -54,7 +54,7 @@ class SensorModel:
     boxcar of length ``window_ns`` (``window``, ``shape="boxcar"``); or
     ``exp(-u / tau_ns) / tau_ns`` (``shape="first_order"``). A ``counter``
     reports energy; differences of consecutive reads become boxcar logs whose
-    window is the interval between them (:func:`~fingrav_native.sensors.counter.counter_to_logs`).
+    window is the interval between them (:func:`~fingrav_native.sensors.counter_to_logs`).
 
     Attributes
     ----------
@@ -212,6 +212,11 @@ class SensorModel:
         return cls(**d)
 
 
+#: The name of a sensor preset (:data:`SENSOR_PRESETS`).
+SensorPresetName = Literal["instant-1ms", "amd-1ms-average", "amd-energy-accumulator", "part-time-100ms",
+                           "nvidia-average-1s", "nvidia-energy-counter"]
+
+
 #: The sensors users meet, with their documented figures (see the module docstring).
 SENSOR_PRESETS: dict[str, SensorModel] = {
     m.name: m for m in (
@@ -241,7 +246,8 @@ def sensor_preset(name: str) -> SensorModel:
     ----------
     name : str
         ``"instant-1ms"``, ``"amd-1ms-average"``, ``"amd-energy-accumulator"``,
-        ``"part-time-100ms"``, ``"nvidia-average-1s"`` or ``"nvidia-energy-counter"``.
+        ``"part-time-100ms"``, ``"nvidia-average-1s"`` or ``"nvidia-energy-counter"``
+        (:data:`SensorPresetName`); a name given by a user, so checked here.
 
     Returns
     -------

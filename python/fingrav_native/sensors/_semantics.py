@@ -1,11 +1,12 @@
 """What a power logger's logs are, and where each of its figures comes from.
 
-A sensor is part of the measurement (DESIGN.md, "Sensors are part of the
-measurement"): a backend states, for the power mode it uses, what one log is
-and whether its period, averaging window, reporting delay and timestamp tick
-are documented by the vendor, measured on the device, or assumed. The same
+A sensor is part of the measurement (an averaging or late log taken for an
+instantaneous one is a silent error): a backend states, for the power mode
+it uses, what one log is and whether its period, averaging window, reporting
+delay and timestamp tick are documented by the vendor, measured on the
+device, or assumed. The same
 :class:`SensorSemantics` fills ``Capabilities.sensor_semantics`` and
-``Capabilities.provenance`` (:mod:`fingrav_native.backends.base`) and the
+``Capabilities.provenance`` (:mod:`fingrav_native.records`) and the
 ``sensors`` of a backend's report (``fingrav devices``), so a saved profile
 and ``fingrav devices`` say the same thing.
 """
@@ -42,7 +43,7 @@ class SensorSemantics:
     -----
     The same record fills a backend's ``Capabilities.sensor_semantics`` and
     ``Capabilities.provenance``, so ``fingrav devices`` and a saved profile
-    say the same thing (DESIGN.md, "Sensors are part of the measurement").
+    say the same thing.
     """
 
     mode: str

@@ -22,33 +22,35 @@ if TYPE_CHECKING:
         sensor_params,
         steady_state_index,
     )
-    from fingrav_native.sim._node import (
+    from fingrav_native.sim._fabric import (
         COLLECTIVE_KINDS,
         COLLECTIVE_TRUTH_DTYPE,
+        CollectiveKind,
         CollectiveTime,
         FabricParams,
-        SimNode,
-        SimRankBackend,
         collective_time,
     )
+    from fingrav_native.sim._node import SimNode
+    from fingrav_native.sim._rank import SimRankBackend
 
 # Each public name -> the private module that defines it. Loaded on first use (PEP 562, as scipy
 # and scikit-image do), so importing one module of this package never imports the rest of it.
 _WHERE = {
-    "COLLECTIVE_KINDS": "_node",
-    "COLLECTIVE_TRUTH_DTYPE": "_node",
-    "CollectiveTime": "_node",
+    "COLLECTIVE_KINDS": "_fabric",
+    "COLLECTIVE_TRUTH_DTYPE": "_fabric",
+    "CollectiveKind": "_fabric",
+    "CollectiveTime": "_fabric",
     "EXEC_DTYPE": "_device",
     "FIRMWARE_DTYPE": "_device",
-    "FabricParams": "_node",
+    "FabricParams": "_fabric",
     "KERNEL_PRESETS": "_device",
     "LOG_DTYPE": "_device",
     "Parameter": "_device",
     "RunResult": "_device",
     "SimGPU": "_device",
     "SimNode": "_node",
-    "SimRankBackend": "_node",
-    "collective_time": "_node",
+    "SimRankBackend": "_rank",
+    "collective_time": "_fabric",
     "kernel_presets": "_device",
     "parameters": "_device",
     "sensor_params": "_device",

@@ -23,7 +23,7 @@ import numpy as np
 from fingrav_native.records._layouts import make_executions
 from fingrav_native.sensors._model import SensorModel
 
-DURATION_NS = 366_000.0  # cb-4k-gemm's SSP execution (issue 15's figures)
+DURATION_NS = 366_000.0  # cb-4k-gemm's SSP execution, so the sensor study matches the simulated kernel
 
 
 def shape(f: np.ndarray, dip: float = 0.25) -> np.ndarray:

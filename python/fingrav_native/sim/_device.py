@@ -22,7 +22,7 @@ What it models (the physics lives in the C++ core, ``csrc/fingrav/sim``):
   lagging power average exceeds the cap;
 * a power logger with a period, its own clock if asked, and a publication
   delay, that can be any of the real sensors (``sensor=``, a preset of
-  :data:`~fingrav_native.sensors.model.SENSOR_PRESETS`): instantaneous, a
+  :data:`~fingrav_native.sensors.SENSOR_PRESETS`): instantaneous, a
   boxcar window (longer than the period too: a sliding average), a
   first-order filter, a reporting delay, gain/offset, noise and a quantum,
   or an energy counter whose consecutive reads are exact window averages;
@@ -163,7 +163,7 @@ def sensor_params(sensor: SensorModel | str) -> dict[str, float]:
     ----------
     sensor : SensorModel or str
         A sensor, or the name of one of
-        :data:`~fingrav_native.sensors.model.SENSOR_PRESETS`.
+        :data:`~fingrav_native.sensors.SENSOR_PRESETS`.
 
     Returns
     -------
@@ -242,7 +242,7 @@ class SimGPU:
         Sampler can poll :meth:`power_source` live.
     sensor : SensorModel or str, optional
         The power sensor the logger simulates: a
-        :data:`~fingrav_native.sensors.model.SENSOR_PRESETS` name
+        :data:`~fingrav_native.sensors.SENSOR_PRESETS` name
         (``"amd-1ms-average"``, ``"part-time-100ms"``, ...) or a model; its
         logger parameters come from :func:`sensor_params`. Default: the
         paper's instantaneous 1 ms logger (or whatever ``logger_*``

@@ -10,13 +10,8 @@ clocks, merged afterwards) can be developed and scored without a GPU.
 
 What it models
 --------------
-* **Fabric** (:class:`FabricParams`): an alpha-beta ring model. A
-  collective of ``S`` bytes on ``n`` devices takes ``setup + steps x
-  link_latency + volume(n) x S / B``; all-reduce moves ``2(n-1)/n`` of the
-  buffer per device in ``2(n-1)`` steps, all-gather and reduce-scatter
-  ``(n-1)/n`` in ``n-1`` steps; ``B`` is ``min(links, n-1)`` peer links
-  used at once (one ring per link, as RCCL does on a fully connected
-  node) x per-link bandwidth x an efficiency.
+* **Fabric** (:class:`~fingrav_native.sim.FabricParams`): an alpha-beta
+  ring model (:func:`~fingrav_native.sim.collective_time`).
 * **Collective executions**: a rank *arrives* at a collective when its
   previous work is done (plus a launch gap and a per-rank arrival jitter;
   the first execution of a run after its host's launch, itself skewed
@@ -26,8 +21,7 @@ What it models
   non-idle spin), so each rank sees a different execution time for the
   same collective, as real ranks do.
 * **Power shape**: IO-die and HBM heavy ring steps when bandwidth-bound,
-  handshake-dominated (low compute, modest IO) when latency-bound, as the
-  preset collectives of the single device (``csrc/fingrav/sim/kernels.cpp``).
+  handshake-dominated when latency-bound.
 * **Host clocks**: rank ``r`` reads ``host_r(true) = true (1 + skew_r 1e-6)
   + offset_r``, with deliberately different offsets (milliseconds to
   seconds) and skews (tens of ppm); each device also has its own clock
@@ -35,24 +29,17 @@ What it models
   host-to-host ping-pong a real torch.distributed clock exchange performs,
   with latency, jitter, asymmetry and outliers.
 * **Backends**: :meth:`SimNode.backend` gives a
-  :class:`~fingrav_native.backends.base.Backend` per rank, whose records are
+  :class:`~fingrav_native.backends.Backend` per rank, whose records are
   stamped with that rank's host clock, so
   :func:`fingrav_native.method.profile.profile` runs on any rank unchanged.
 
 How the lockstep is kept
 ------------------------
 Every public operation leaves all devices at the same true time. A
-collective execution on device ``r`` is two kernels launched at exact
-times: a *spin* of ``W_r`` ns from its arrival, then the *transfer* of
-``D`` ns, identical on every device; the devices' launch path is therefore
-made exact (``launch_latency_ns=1``, ``launch_jitter_ns=0`` on each
-device) and the node models the host launch latency itself. Kernel
-durations are exact only as integer ns, so ``W_r`` is quantised (10 ns
-below 10 us, three significant digits above) by moving the arrival a
-little later, and ``D`` per run factor (steps of 0.1%): the spin and
-transfer kernels registered on each device stay bounded in number
-(cached per device). The two records are merged into one execution per
-rank, with the collective's own kernel id.
+collective execution on device ``r`` is a spin from its arrival, then a
+transfer identical on every device, both launched at exact times; the two
+records are merged into one execution per rank, with the collective's own
+kernel id (the run engine beside this module says how).
 
 Replicated simulation
 ---------------------
@@ -106,7 +93,6 @@ True
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Any, Optional, Sequence
 
 import numpy as np
@@ -115,320 +101,22 @@ from fingrav_native import _core
 from fingrav_native._checks import integer_in
 from fingrav_native.backends._base import KernelSpec, execution_plan, wait_for_idle
 from fingrav_native.backends._sim import sim_markers
-from fingrav_native.records._recording import Capabilities, RunRecord
+from fingrav_native.records._recording import RunRecord
 from fingrav_native.sim._device import RunResult, SimGPU, kernel_presets, parameters
-
-#: Collectives the fabric model knows (ring algorithm).
-COLLECTIVE_KINDS: tuple[str, ...] = ("allreduce", "allgather", "reducescatter")
-
-
-#: One row per (collective execution, rank): where it really started and ended.
-COLLECTIVE_TRUTH_DTYPE = np.dtype([
-    ("run", "<i4"),
-    ("index", "<i4"),            # execution index within the run
-    ("kernel_id", "<i4"),        # node kernel id of the collective
-    ("rank", "<i4"),
-    ("start_true_ns", "<i8"),    # the rank arrived: its execution began (spin)
-    ("transfer_true_ns", "<i8"), # the data exchange began, on every rank
-    ("end_true_ns", "<i8"),      # the execution ended (same on every rank, within a few ns)
-    ("start_host_ns", "<i8"),    # start, in this rank's host clock
-    ("end_host_ns", "<i8"),      # end, in this rank's host clock
-])
-
-
-# Busy-wait of a rank that arrived early: a few workgroups poll a flag
-# in peer-visible memory: compute barely busy, some IO-die traffic.
-_SPIN_SHAPE = ((1.0, 0.03, 0.10, 0.04),)
-
-
-# Collective activity levels at the two extremes of the bandwidth share u
-# (latency-bound u~0, bandwidth-bound u~1), from the single-device presets
-# (kernels.cpp): all-reduce also reduces, so its compute is higher.
-_ACTIVITY = {
-    "allreduce": ((0.07, 0.24, 0.10), (0.16, 0.84, 0.76)),
-    "allgather": ((0.05, 0.22, 0.08), (0.07, 0.86, 0.71)),
-    "reducescatter": ((0.07, 0.23, 0.09), (0.16, 0.82, 0.73)),
-}
-
-
-# Sub-execution time resolution: a kernel lasts an integer number of ns.
-_MIN_KERNEL_NS = 1000  # the device's shortest kernel (validate_kernel)
-
-
-@dataclass(frozen=True)
-class FabricParams:
-    """The node's fabric, collective variation and host-to-host messages.
-
-    Figures are plausible for an 8-GPU MI300X node, not measured: AMD's
-    public MI300X data sheet gives 7 Infinity Fabric (xGMI) peer links per
-    GPU at 128 GB/s bidirectional (64 GB/s each way); RCCL reaches roughly
-    80% of that on large messages; per-step and setup latencies are chosen
-    so the 8-GPU durations land on the single-device presets (Section V-D:
-    64 KB all-reduce ~38 us, 512 MB ~2.5 ms).
-
-    Attributes
-    ----------
-    links : int
-        Peer links per device.
-    link_bandwidth_gbs : float
-        Per-link bandwidth, GB/s each direction.
-    link_efficiency : float
-        Achievable share of the peak on large messages, in (0, 1].
-    link_latency_ns : float
-        Latency of one ring step (hop plus step synchronisation), ns.
-    setup_latency_ns : float
-        Fixed cost of one collective (kernel setup, proxy handshakes), ns.
-    algorithm : str
-        ``"ring"`` (the only one modelled).
-    handshake_ns : float
-        Barrier after the last rank arrives, before data moves, ns (>= 1 us:
-        every rank spins at least this long).
-    gap_ns : float
-        Device gap between back-to-back kernels, ns (jittered +-20%).
-    arrival_jitter_ns : float
-        Mean exponential extra delay of each rank's arrival at each
-        execution (per-execution skew between ranks), ns.
-    launch_skew_ns : float
-        Mean exponential delay of each rank's host launch of a run (the
-        ranks' processes do not launch together), ns.
-    exec_cv : float
-        Execution-to-execution variation of a collective, as a share of its
-        duration (spent in the handshake, on every rank).
-    run_cv, slow_mode_prob, slow_mode_min, slow_mode_max : float
-        Run-to-run variation of the transfer (buffer placement), as for the
-        single-device kernels.
-    outlier_prob, outlier_factor : float
-        Rare slow executions (a straggling handshake), at most this factor.
-    cold_factor : float
-        First execution of a run from idle is this much slower.
-    msg_latency_ns : float
-        One-way host-to-host message latency of a clock exchange, ns
-        (a torch.distributed-style exchange between processes).
-    msg_jitter_ns : float
-        Mean exponential excess per leg, ns.
-    msg_asymmetry : float
-        Share of the minimum round trip spent on the way out (0.5 =
-        symmetric); invisible to any bracket fit, it sets the error floor.
-    msg_outlier_prob, msg_outlier_ns : float
-        Rare delayed messages (scheduling) and their mean extra delay, ns.
-    """
-
-    links: int = 7
-    link_bandwidth_gbs: float = 64.0
-    link_efficiency: float = 0.8
-    link_latency_ns: float = 2000.0
-    setup_latency_ns: float = 10_000.0
-    algorithm: str = "ring"
-    handshake_ns: float = 1500.0
-    gap_ns: float = 4000.0
-    arrival_jitter_ns: float = 1500.0
-    launch_skew_ns: float = 20_000.0
-    exec_cv: float = 0.003
-    run_cv: float = 0.004
-    slow_mode_prob: float = 0.2
-    slow_mode_min: float = 1.03
-    slow_mode_max: float = 1.09
-    outlier_prob: float = 0.004
-    outlier_factor: float = 1.3
-    cold_factor: float = 0.10
-    msg_latency_ns: float = 10_000.0
-    msg_jitter_ns: float = 2000.0
-    msg_asymmetry: float = 0.55
-    msg_outlier_prob: float = 0.01
-    msg_outlier_ns: float = 200_000.0
-
-    def __post_init__(self) -> None:
-        def need(ok: bool, name: str, what: str) -> None:
-            if not ok:
-                raise ValueError(f"{name}={getattr(self, name)!r}: {what}")
-
-        need(isinstance(self.links, (int, np.integer)) and not isinstance(self.links, bool) and self.links >= 1,
-             "links", "must be an integer >= 1")
-        need(self.algorithm == "ring", "algorithm", "only 'ring' is modelled")
-        for name in ("link_bandwidth_gbs",):
-            need(math.isfinite(getattr(self, name)) and getattr(self, name) > 0, name, "must be > 0")
-        need(0 < self.link_efficiency <= 1, "link_efficiency", "must be in (0, 1]")
-        for name in ("link_latency_ns", "setup_latency_ns", "gap_ns", "arrival_jitter_ns", "launch_skew_ns",
-                     "msg_jitter_ns", "msg_outlier_ns"):
-            v = getattr(self, name)
-            need(math.isfinite(v) and v >= 0, name, "must be a finite number >= 0")
-        need(math.isfinite(self.handshake_ns) and self.handshake_ns >= _MIN_KERNEL_NS, "handshake_ns",
-             f"must be >= {_MIN_KERNEL_NS} (the device's shortest kernel)")
-        need(math.isfinite(self.msg_latency_ns) and self.msg_latency_ns > 0, "msg_latency_ns", "must be > 0")
-        need(self.setup_latency_ns >= _MIN_KERNEL_NS, "setup_latency_ns",
-             f"must be >= {_MIN_KERNEL_NS}: a collective is at least one kernel")
-        for name in ("exec_cv", "run_cv"):
-            need(0 <= getattr(self, name) < 0.5, name, "must be in [0, 0.5)")
-        for name in ("slow_mode_prob", "outlier_prob", "msg_outlier_prob"):
-            need(0 <= getattr(self, name) <= 1, name, "must be in [0, 1]")
-        need(1 <= self.slow_mode_min <= self.slow_mode_max <= 3, "slow_mode_min",
-             "need 1 <= slow_mode_min <= slow_mode_max <= 3")
-        need(1 <= self.outlier_factor <= 10, "outlier_factor", "must be in [1, 10]")
-        need(0 <= self.cold_factor <= 10, "cold_factor", "must be in [0, 10]")
-        need(0 <= self.msg_asymmetry <= 1, "msg_asymmetry", "must be in [0, 1]")
-
-
-@dataclass(frozen=True)
-class CollectiveTime:
-    """The fabric model's time for one collective (alpha-beta, ring).
-
-    Attributes
-    ----------
-    kind : str
-        ``allreduce``, ``allgather`` or ``reducescatter``.
-    nbytes : int
-        Buffer size (the full result for all-gather, the reduced buffer for
-        all-reduce, the input for reduce-scatter).
-    devices : int
-        Ranks taking part.
-    steps : int
-        Ring steps.
-    bytes_per_device : float
-        Bytes each device sends (and receives).
-    bandwidth_bytes_per_ns : float
-        Effective per-device bandwidth (links used x link bandwidth x efficiency).
-    latency_ns, bandwidth_ns, total_ns : float
-        Latency term (setup + steps x link latency), bandwidth term, and their sum.
-    """
-
-    kind: str
-    nbytes: int
-    devices: int
-    steps: int
-    bytes_per_device: float
-    bandwidth_bytes_per_ns: float
-    latency_ns: float
-    bandwidth_ns: float
-    total_ns: float
-
-    @property
-    def bandwidth_share(self) -> float:
-        """Share of the time spent moving bytes (0: latency-bound, 1: bandwidth-bound)."""
-        return self.bandwidth_ns / self.total_ns
-
-
-def collective_time(kind: str, nbytes: int, devices: int, fabric: FabricParams | None = None) -> CollectiveTime:
-    """The duration of one collective on ``devices`` ranks under the fabric model.
-
-    Parameters
-    ----------
-    kind : {"allreduce", "allgather", "reducescatter"}
-        The collective.
-    nbytes : int
-        Buffer size, bytes (>= 0).
-    devices : int
-        Ranks (>= 1).
-    fabric : FabricParams, optional
-        The fabric; default :class:`FabricParams()`.
-
-    Returns
-    -------
-    CollectiveTime
-
-    Raises
-    ------
-    ValueError
-        Unknown ``kind``, negative ``nbytes`` or ``devices < 1``.
-
-    Notes
-    -----
-    Paper Section V-D profiles these collectives on an 8-GPU node; the
-    model here (alpha-beta, ring) gives their plausible durations:
-
-    1. Ring all-reduce is a reduce-scatter then an all-gather: ``2(n-1)``
-       steps, each device sending ``2(n-1)/n`` of the buffer; all-gather
-       and reduce-scatter: ``n-1`` steps and ``(n-1)/n``.
-    2. Each device drives ``min(links, n-1)`` peer links at once (one ring
-       per link), so the effective bandwidth is that many links x link
-       bandwidth x efficiency. Beyond ``links + 1`` devices the per-device
-       injection bandwidth stays that of ``links`` links (an idealised
-       scale-out fabric, for virtual-time scaling studies).
-    3. Time = setup + steps x link latency + bytes per device / bandwidth.
-
-    Examples
-    --------
-    >>> t = collective_time("allreduce", 512 << 20, 8)
-    >>> round(t.total_ns / 1e6, 2), t.bandwidth_share > 0.9
-    (2.66, True)
-    """
-    fabric = fabric if fabric is not None else FabricParams()
-    if kind not in COLLECTIVE_KINDS:
-        raise ValueError(f"kind={kind!r}: unknown collective; known: {', '.join(COLLECTIVE_KINDS)}")
-    if isinstance(nbytes, bool) or not isinstance(nbytes, (int, np.integer)) or nbytes < 0:
-        raise ValueError(f"nbytes={nbytes!r}: must be an integer >= 0")
-    if isinstance(devices, bool) or not isinstance(devices, (int, np.integer)) or devices < 1:
-        raise ValueError(f"devices={devices!r}: must be an integer >= 1")
-    n = int(devices)
-    if kind == "allreduce":
-        steps, volume = 2 * (n - 1), 2.0 * (n - 1) / n
-    else:
-        steps, volume = n - 1, (n - 1) / n
-    links_used = max(1, min(fabric.links, n - 1))
-    bw = links_used * fabric.link_bandwidth_gbs * fabric.link_efficiency  # GB/s == bytes/ns
-    per_device = volume * int(nbytes)
-    lat = fabric.setup_latency_ns + steps * fabric.link_latency_ns
-    bwt = per_device / bw
-    return CollectiveTime(kind, int(nbytes), n, steps, per_device, bw, lat, bwt, lat + bwt)
-
-
-def _size_label(nbytes: int) -> str:
-    for unit, size in (("g", 1 << 30), ("m", 1 << 20), ("k", 1 << 10)):
-        if nbytes >= size and nbytes % size == 0:
-            return f"{nbytes // size}{unit}"
-    return f"{nbytes}b"
-
-
-def _transfer_shape(kind: str, t: CollectiveTime) -> list[tuple[float, float, float, float]]:
-    """Activity shape of the data exchange, as kernels.cpp's collective_shape, blended by bandwidth share."""
-    u = t.bandwidth_share
-    lo, hi = _ACTIVITY[kind]
-    c, io, m = (a + (b - a) * u for a, b in zip(lo, hi))
-    if u < 0.5 or t.steps == 0:
-        # Latency-bound: handshakes around a short transfer.
-        return [(0.35, c * 0.6, io * 0.5, m * 0.4), (0.75, c, io, m), (1.0, c * 0.5, io * 0.4, m * 0.3)]
-    # Bandwidth-bound: ring steps with a short synchronisation dip between
-    # them; at most 16 drawn (a 64-rank ring's 126 dips would be finer than
-    # any logger sees, and each segment costs the device an event).
-    steps = min(t.steps, 16)
-    shape = []
-    for i in range(steps):
-        a, b = i / steps, (i + 1) / steps
-        shape.append((a + 0.93 * (b - a), c, io, m))
-        shape.append((b, c * 0.4, io * 0.45, m * 0.5))
-    shape[-1] = (1.0,) + shape[-1][1:]
-    return shape
-
-
-def _quantize_wait(w: np.ndarray) -> np.ndarray:
-    """Round waits down to 10 ns below 10 us, three significant digits above (bounded kernel count)."""
-    w = np.asarray(w, dtype=np.int64)
-    digits = np.floor(np.log10(np.maximum(w, 1).astype(np.float64))).astype(np.int64)
-    q = 10 ** np.maximum(1, digits - 2)
-    out: np.ndarray = np.maximum(_MIN_KERNEL_NS, w - w % q)
-    return out
-
-
-@dataclass(frozen=True)
-class _Collective:
-    """A registered collective: its model time and, per device, its kernel ids."""
-
-    name: str
-    kind: str
-    nbytes: int
-    node_id: int
-    time: CollectiveTime
-    shape: tuple[tuple[float, float, float, float], ...]
-
-
-@dataclass
-class _NodeRun:
-    """What one node-level run produced (true time), before any rank's clock is applied."""
-
-    run: int
-    plan: list[tuple[int, int]]
-    executions: list[np.ndarray]  # per device, merged EXEC_DTYPE records (node kernel ids)
-    launch_ns: np.ndarray  # per device, host launch call (true ns)
-    sync_ns: np.ndarray    # per device, host saw completion (true ns)
+from fingrav_native.sim._fabric import (
+    COLLECTIVE_TRUTH_DTYPE,
+    MIN_KERNEL_NS,
+    SPIN_SHAPE,
+    Collective,
+    CollectiveKind,
+    CollectiveTime,
+    FabricParams,
+    collective_time,
+    size_label,
+    transfer_shape,
+)
+from fingrav_native.sim._lockstep import EXACT, LockstepRun, NodeRun, merge_records
+from fingrav_native.sim._rank import SimRankBackend
 
 
 class SimNode:
@@ -538,7 +226,7 @@ class SimNode:
             self._name_to_id[k["name"]] = node_id
             for r in range(n):
                 self._set_dev_map(r, node_id, node_id)
-        self._collectives: dict[str, _Collective] = {}
+        self._collectives: dict[str, Collective] = {}
         self._spin: list[dict[int, int]] = [{} for _ in range(n)]
         self._xfer: list[dict[tuple[int, int], int]] = [{} for _ in range(n)]
         self._next_run = 0
@@ -676,7 +364,7 @@ class SimNode:
         -------
         numpy.ndarray
             ``(n, 3)`` int64 rows ``(t1, t2, t3)``: the bracket rows
-            :func:`~fingrav_native.clocks.maps.fit_clock_map` takes with
+            :func:`~fingrav_native.clocks.fit_clock_map` takes with
             ``tick_ns=1.0``; its map then sends ``peer``-clock ns to
             ``rank``-clock ns (``to_host``) and back (``to_device``).
 
@@ -756,7 +444,7 @@ class SimNode:
             self._set_dev_map(r, did, node_id)
         return node_id
 
-    def collective(self, kind: str, nbytes: int) -> str:
+    def collective(self, kind: CollectiveKind, nbytes: int) -> str:
         """Register (once) a collective of ``kind`` on ``nbytes`` across all devices; return its kernel name.
 
         Parameters
@@ -784,17 +472,17 @@ class SimNode:
         bandwidth-bound, a low handshake-dominated shape when latency-bound.
         """
         t = collective_time(kind, nbytes, self.devices, self.fabric)
-        name = f"{kind}-{_size_label(int(nbytes))}-x{self.devices}"
+        name = f"{kind}-{size_label(int(nbytes))}-x{self.devices}"
         if name in self._collectives:
             return name
-        shape = tuple(_transfer_shape(kind, t))
+        shape = tuple(transfer_shape(kind, t))
         f = self.fabric
         # The collective itself as a device kernel (with the fabric's
         # variation), so a single SimGPU can also run it; the node never
         # launches it directly but reports its executions under its id.
         node_id = len(self._names)
         for r, g in enumerate(self.gpus):
-            did = g.add_kernel(name, duration_ns=max(float(_MIN_KERNEL_NS), t.total_ns), freq_sensitivity=0.0,
+            did = g.add_kernel(name, duration_ns=max(float(MIN_KERNEL_NS), t.total_ns), freq_sensitivity=0.0,
                                shape=shape, exec_cv=f.exec_cv, run_cv=f.run_cv, outlier_prob=f.outlier_prob,
                                outlier_factor=f.outlier_factor, cold_factor=f.cold_factor,
                                launch_gap_ns=f.gap_ns, slow_mode_prob=f.slow_mode_prob,
@@ -803,7 +491,7 @@ class SimNode:
         self._names.append(name)
         self._nominal.append(t.total_ns)
         self._name_to_id[name] = node_id
-        self._collectives[name] = _Collective(name, kind, int(nbytes), node_id, t, shape)
+        self._collectives[name] = Collective(name, kind, int(nbytes), node_id, t, shape)
         return name
 
     def collective_info(self, kernel: str) -> CollectiveTime:
@@ -816,17 +504,17 @@ class SimNode:
         kid = self._spin[r].get(w)
         if kid is None:
             kid = self.gpus[r].add_kernel(f"~spin-{w}", duration_ns=float(w), freq_sensitivity=0.0,
-                                          shape=_SPIN_SHAPE, **_EXACT)
+                                          shape=SPIN_SHAPE, **EXACT)
             self._spin[r][w] = kid
             self._set_dev_map(r, kid, -1)
         return kid
 
-    def _transfer_kernel(self, r: int, c: _Collective, d: int) -> int:
+    def _transfer_kernel(self, r: int, c: Collective, d: int) -> int:
         key = (c.node_id, d)
         kid = self._xfer[r].get(key)
         if kid is None:
             kid = self.gpus[r].add_kernel(f"~{c.name}-{d}", duration_ns=float(d), freq_sensitivity=0.0,
-                                          shape=c.shape, **_EXACT)
+                                          shape=c.shape, **EXACT)
             self._xfer[r][key] = kid
             self._set_dev_map(r, kid, -1)
         return kid
@@ -881,8 +569,44 @@ class SimNode:
                               device="a simulated device")
         return [(self.kernel_id(k), c) for k, c in plan]
 
-    def _simulate(self, kernel_or_plan: KernelSpec, executions: int, run: Optional[int]) -> _NodeRun:
+    def _simulate(self, kernel_or_plan: KernelSpec, executions: int, run: Optional[int]) -> NodeRun:
         plan = self._resolve_plan(kernel_or_plan, executions)
+        run = self._claim_run(run)
+        n = self.devices
+        rng = self._rng
+        t0 = self.now()
+        # Each rank's host launches the run at its own moment; the launch
+        # call then takes the (node-modelled) launch latency to reach the GPU.
+        skew = np.ceil(rng.exponential(self.fabric.launch_skew_ns, size=n)) if self.fabric.launch_skew_ns > 0 \
+            else np.zeros(n)
+        launch = t0 + skew.astype(np.int64)
+        lat = self._launch_latency + (rng.exponential(self._launch_jitter, size=n) if self._launch_jitter > 0
+                                      else np.zeros(n))
+        ready = (launch + np.ceil(lat)).astype(np.int64)  # earliest start of the next item per device
+        step = LockstepRun(self.gpus, self.fabric, rng, run, t0, ready, self._spin_kernel, self._transfer_kernel)
+        for node_id, count in plan:
+            coll = self._collectives.get(self._names[node_id])
+            if coll is None:
+                step.ordinary([self._dev_id[r][node_id] for r in range(n)], node_id, count)
+            else:
+                step.collective(coll, count)
+        # Let every device finish; each rank's host sees completion a sync latency later.
+        per_dev = step.finish()
+        ends = np.array([ex["end_ns"][-1] for ex in per_dev], dtype=np.int64)
+        sync_lat = self._sync_latency + (rng.exponential(self._sync_jitter, size=n) if self._sync_jitter > 0
+                                         else np.zeros(n))
+        sync = ends + np.ceil(sync_lat).astype(np.int64)
+        top = int(max(sync.max(), step.dev_t.max()))
+        for r in range(n):
+            self.gpus[r].device.advance(top - self.gpus[r].now())
+        merged = [merge_records(per_dev[r], step.layout, self._nominal, run, int(launch[r]), int(sync[r]))
+                  for r in range(n)]
+        if step.truth_rows:
+            self._keep_truth(np.concatenate(step.truth_rows), step.layout, merged)
+        return NodeRun(run, plan, merged, launch, sync)
+
+    def _claim_run(self, run: Optional[int]) -> int:
+        """The run id (default: the next unused one), checked unused and marked used."""
         if run is None:
             run = self._next_run
         run = integer_in(run, "run", 0)
@@ -892,234 +616,18 @@ class SimNode:
             raise ValueError(f"run={run}: must fit in int32")
         self._used_runs.add(run)
         self._next_run = max(self._next_run, run + 1)
-        n = self.devices
-        rng = self._rng
-        t0 = self.now()
-        first_count = [g.device.execution_count() for g in self.gpus]
-        # Each rank's host launches the run at its own moment; the launch
-        # call then takes the (node-modelled) launch latency to reach the GPU.
-        skew = np.ceil(rng.exponential(self.fabric.launch_skew_ns, size=n)) if self.fabric.launch_skew_ns > 0 \
-            else np.zeros(n)
-        launch = t0 + skew.astype(np.int64)
-        lat = self._launch_latency + (rng.exponential(self._launch_jitter, size=n) if self._launch_jitter > 0
-                                      else np.zeros(n))
-        ready = (launch + np.ceil(lat)).astype(np.int64)  # earliest start of the next item per device
-        dev_t = np.full(n, t0, dtype=np.int64)             # each device's current time
-        pending = np.zeros(n, dtype=bool)                   # ordinary work queued, end not known
-        launched = np.zeros(n, dtype=np.int64)              # device records this run will produce
-        last_end = np.full(n, -1, dtype=np.int64)           # known end of the last collective
-        batch_first = np.asarray(first_count)              # first record of the pending ordinary batch
-        layout: list[tuple[str, int, int]] = []             # (kind, node id, count) in order
-        truth_rows: list[np.ndarray] = []
-        exec_base = 0
-        for node_id, count in plan:
-            name = self._names[node_id]
-            coll = self._collectives.get(name)
-            if coll is None:
-                if not pending.any():
-                    batch_first = np.asarray(first_count) + launched
-                for r in range(n):
-                    g = self.gpus[r].device
-                    if not pending[r] and last_end[r] < 0:
-                        # First work of the run on this device: start when its launch arrives.
-                        at = max(int(ready[r]) - 1, int(dev_t[r]))
-                        g.advance(at - int(dev_t[r]))
-                        dev_t[r] = at
-                    g.launch(self._dev_id[r][node_id], count, run)
-                pending[:] = True
-                launched += count
-                layout.append(("ordinary", node_id, count))
-            else:
-                if pending.any():
-                    ready = self._finish_pending(pending, dev_t, np.asarray(first_count) + launched, batch_first,
-                                                 gap=True)
-                    pending[:] = False
-                elif (last_end >= 0).any():
-                    ready = last_end + self._gaps(n)
-                rows, end = self._collective_item(coll, count, run, ready, dev_t, exec_base)
-                truth_rows.append(rows)
-                last_end = np.full(n, end, dtype=np.int64)
-                launched += 2 * count
-                layout.append(("collective", node_id, count))
-            exec_base += count
-        # Let every device finish; each rank's host sees completion a sync latency later.
-        if pending.any():
-            self._finish_pending(pending, dev_t, np.asarray(first_count) + launched, batch_first, gap=False)
-        else:
-            for r in range(n):
-                g = self.gpus[r].device
-                g.advance(max(0, int(last_end[r]) + 1 - int(dev_t[r])))
-                dev_t[r] = max(int(dev_t[r]), int(last_end[r]) + 1)
-        per_dev = []
-        ends = np.zeros(n, dtype=np.int64)
-        for r in range(n):
-            ex = self.gpus[r].device.executions(first_count[r])
-            ex = ex[ex["run"] == run]
-            if len(ex) != launched[r]:  # pragma: no cover - an internal invariant
-                raise RuntimeError(f"device {r}: {len(ex)} records for {launched[r]} launched executions")
-            per_dev.append(ex)
-            ends[r] = ex["end_ns"][-1]
-        sync_lat = self._sync_latency + (rng.exponential(self._sync_jitter, size=n) if self._sync_jitter > 0
-                                         else np.zeros(n))
-        sync = ends + np.ceil(sync_lat).astype(np.int64)
-        top = int(max(sync.max(), dev_t.max()))
-        for r in range(n):
-            self.gpus[r].device.advance(top - self.gpus[r].now())
-        merged = [self._merge(per_dev[r], layout, r, run, int(launch[r]), int(sync[r])) for r in range(n)]
-        if truth_rows:
-            rows = np.concatenate(truth_rows)
-            # The rank's execution really ends when its transfer record ends.
-            coll_mask = np.concatenate([np.full(c, k == "collective") for k, _, c in layout])
-            for r in range(n):
-                sel = rows["rank"] == r
-                rows["end_true_ns"][sel] = merged[r]["end_ns"][coll_mask]
-                rows["start_host_ns"][sel] = self._stamp(r, rows["start_true_ns"][sel])
-                rows["end_host_ns"][sel] = self._stamp(r, rows["end_true_ns"][sel])
-            self._truth.append(rows)
-        return _NodeRun(run, plan, merged, launch, sync)
+        return run
 
-    def _gaps(self, n: int) -> np.ndarray:
-        """Per-device delay from the end of one kernel to the arrival at the next collective."""
-        f = self.fabric
-        g = f.gap_ns * np.maximum(0.5, 1.0 + 0.2 * self._rng.standard_normal(n))
-        if f.arrival_jitter_ns > 0:
-            g = g + self._rng.exponential(f.arrival_jitter_ns, size=n)
-        # At least 2 ns: the previous kernel may end a ns or two late (integer
-        # rounding of its segments), and the next must not start before it.
-        return np.maximum(2, np.ceil(g)).astype(np.int64)
-
-    def _finish_pending(self, pending: np.ndarray, dev_t: np.ndarray, want_count: np.ndarray,
-                        batch_first: np.ndarray, gap: bool) -> np.ndarray:
-        """Advance devices with ordinary work queued until it is done; return when each may start next.
-
-        The end of an ordinary kernel is known only once simulated. Step
-        towards an estimate from the executions already finished (90% of
-        the last one's duration per remaining execution: clocks only slow
-        kernels down further), then in 1 us steps when a collective follows,
-        so that it arrives close to when the device is really free.
-        """
-        n = self.devices
-        gaps = self._gaps(n) if gap else np.zeros(n, dtype=np.int64)
-        ready = np.zeros(n, dtype=np.int64)
-        for r in range(n):
-            g = self.gpus[r].device
-            want = int(want_count[r])
-            step = 1000
-            while True:
-                cnt = g.execution_count()
-                if cnt >= want:
-                    break
-                target = int(dev_t[r]) + step
-                if cnt > batch_first[r]:
-                    last = g.executions(cnt - 1)[0]
-                    est = int(last["end_ns"] + 0.9 * (want - cnt) * (last["end_ns"] - last["start_ns"]))
-                    target = max(target, est)
-                g.advance(target - int(dev_t[r]))
-                dev_t[r] = target
-                if not gap:
-                    step = min(2 * step, 64_000)
-            end = int(g.executions(want - 1)[0]["end_ns"])
-            ready[r] = max(end + int(gaps[r]), int(dev_t[r]) + 1)
-        return ready
-
-    def _collective_item(self, c: _Collective, count: int, run: int, ready: np.ndarray, dev_t: np.ndarray,
-                         exec_base: int) -> tuple[np.ndarray, int]:
-        """Launch ``count`` executions of a collective on every device; return truth rows and the last end."""
-        n = self.devices
-        f = self.fabric
-        rng = self._rng
-        # Run-to-run mode of the transfer (buffer placement), in steps of 0.1%
-        # so the transfer kernels cached per device stay few.
-        if rng.random() < f.slow_mode_prob:
-            factor = rng.uniform(f.slow_mode_min, f.slow_mode_max)
-        else:
-            factor = max(0.5, 1.0 + rng.normal(0.0, f.run_cv)) if f.run_cv > 0 else 1.0
-        factor = round(factor, 3)
-        d_warm = max(_MIN_KERNEL_NS, int(round(c.time.total_ns * factor)))
-        d_cold = max(_MIN_KERNEL_NS, int(round(c.time.total_ns * factor * (1.0 + f.cold_factor))))
-        rows = np.zeros(count * n, dtype=COLLECTIVE_TRUTH_DTYPE)
-        ranks = np.arange(n, dtype=np.int32)
-        arrive_raw = ready.astype(np.int64)
-        end = 0
-        for i in range(count):
-            # Handshake after the last arrival: its base, the execution-level
-            # variation and rare stragglers, the same for every rank.
-            h = f.handshake_ns * (1.0 + rng.exponential(0.3))
-            if f.exec_cv > 0:
-                h += d_warm * f.exec_cv * abs(rng.standard_normal())
-            if rng.random() < f.outlier_prob:
-                h += d_warm * rng.uniform(0.3 * (f.outlier_factor - 1.0), f.outlier_factor - 1.0)
-            s = int(math.ceil(arrive_raw.max() + h))
-            # Each rank spins from its arrival to s, in whole quantised ns (arriving a little later).
-            w = _quantize_wait(s - arrive_raw)
-            arrive = s - w
-            d = d_cold if i == 0 else d_warm
-            for r in range(n):
-                g = self.gpus[r].device
-                at = int(arrive[r]) - 1
-                if at < dev_t[r]:  # pragma: no cover - an internal invariant
-                    raise RuntimeError(f"device {r}: arrival {arrive[r]} before the device's time {dev_t[r]}")
-                g.advance(at - int(dev_t[r]))
-                dev_t[r] = at
-                g.launch(self._spin_kernel(r, int(w[r])), 1, run)
-                g.launch(self._transfer_kernel(r, c, d), 1, run)
-            end = s + d
-            blk = rows[i * n:(i + 1) * n]
-            blk["run"] = run
-            blk["index"] = exec_base + i
-            blk["kernel_id"] = c.node_id
-            blk["rank"] = ranks
-            blk["start_true_ns"] = arrive
-            blk["transfer_true_ns"] = s
-            blk["end_true_ns"] = end
-            if i + 1 < count:
-                arrive_raw = end + self._gaps(n)
-        # Rows by rank, then execution: what per-rank selection expects.
-        order = np.lexsort((rows["index"], rows["rank"]))
-        return rows[order], end
-
-    def _merge(self, ex: np.ndarray, layout: list[tuple[str, int, int]], r: int, run: int, launch_ns: int, sync_ns: int) -> np.ndarray:
-        """One record per execution: a collective's spin and transfer merged, node kernel ids, host path."""
-        total = sum(c for _, _, c in layout)
-        out = np.zeros(total, dtype=ex.dtype)
-        pos = 0
-        src = 0
-        for kind, node_id, count in layout:
-            dst = slice(pos, pos + count)
-            if kind == "ordinary":
-                part = ex[src:src + count]
-                out[dst] = part
-                out["kernel_id"][dst] = node_id
-                src += count
-            else:
-                spin = ex[src:src + 2 * count:2]
-                xfer = ex[src + 1:src + 2 * count:2]
-                src += 2 * count
-                o = out[dst]
-                o["run"] = run
-                o["kernel_id"] = node_id
-                o["warm_index"] = np.arange(count)
-                o["start_ns"] = spin["start_ns"]
-                o["end_ns"] = xfer["end_ns"]
-                o["begin_marker_ticks"] = spin["begin_marker_ticks"]
-                o["end_marker_ticks"] = xfer["end_marker_ticks"]
-                o["energy_j"] = spin["energy_j"] + xfer["energy_j"]
-                ds = (spin["end_ns"] - spin["start_ns"]).astype(np.float64)
-                dx = (xfer["end_ns"] - xfer["start_ns"]).astype(np.float64)
-                dt = (o["end_ns"] - o["start_ns"]).astype(np.float64)
-                for ch in ("mean_total_w", "mean_compute_w", "mean_io_w", "mean_memory_w", "mean_freq"):
-                    # Time-weighted over both pieces (the gap between them is 0-1 ns).
-                    o[ch] = (spin[ch] * ds + xfer[ch] * dx) / np.maximum(dt, 1.0)
-                o["duration_factor"] = dt / self._nominal[node_id]
-                out[dst] = o
-            pos += count
-        out["index"] = np.arange(total)
-        # The host enqueues the whole run with one launch call and sees its end once.
-        out["host_launch_ns"] = launch_ns
-        out["host_sync_ns"] = -1
-        if total:
-            out["host_sync_ns"][-1] = sync_ns
-        return out
+    def _keep_truth(self, rows: np.ndarray, layout: list[tuple[str, int, int]], merged: list[np.ndarray]) -> None:
+        """Store a run's collective truth rows, each rank's end and host stamps filled in."""
+        # The rank's execution really ends when its transfer record ends.
+        coll_mask = np.concatenate([np.full(c, k == "collective") for k, _, c in layout])
+        for r in range(self.devices):
+            sel = rows["rank"] == r
+            rows["end_true_ns"][sel] = merged[r]["end_ns"][coll_mask]
+            rows["start_host_ns"][sel] = self._stamp(r, rows["start_true_ns"][sel])
+            rows["end_host_ns"][sel] = self._stamp(r, rows["end_true_ns"][sel])
+        self._truth.append(rows)
 
     # ------------------------------------------------------------------ truth
     def truth_power(self, rank: int, host_ns: Any) -> np.ndarray:
@@ -1167,6 +675,18 @@ class SimNode:
     def node_backends(self, **options: Any) -> list["SimRankBackend"]:
         """Every rank's backend, by rank."""
         return [self.backend(r, **options) for r in range(self.devices)]
+
+    def _next_backend_run_id(self, k: int) -> int:
+        """The run id of every rank's ``k``-th ``new_run_id``: allocated from the node's counter on first ask."""
+        ids = self._backend_ids
+        if k == len(ids):
+            ids.append(self._next_run)
+            self._next_run += 1
+        return ids[k]
+
+    def _replaying(self, rank: int) -> bool:
+        """Whether runs other ranks already drove wait for this rank's backend."""
+        return bool(self._pending[rank])
 
     def _idle_levels(self, ns: int) -> np.ndarray:
         """Mean logged total power of every device over ``ns`` of idle (NaN where no log arrived)."""
@@ -1234,7 +754,7 @@ class SimNode:
         assert mine is not None
         return mine
 
-    def _rank_record(self, r: int, nr: _NodeRun, before: np.ndarray, after: np.ndarray, begin: int,
+    def _rank_record(self, r: int, nr: NodeRun, before: np.ndarray, after: np.ndarray, begin: int,
                      end: int) -> RunRecord:
         """The run as rank r's process saw it: host columns in its clock, device ticks untouched."""
         g = self.gpus[r]
@@ -1264,119 +784,8 @@ class SimNode:
             },
         )
 
-
-# Kernels the node places exactly: no variation of their own, no launch gap.
-_EXACT = dict(exec_cv=0.0, run_cv=0.0, outlier_prob=0.0, cold_factor=0.0, launch_gap_ns=0.0, slow_mode_prob=0.0)
-
-
 def _plan_key(kernel: KernelSpec) -> Any:
+    """A run's kernel (or plan) as a comparable key: every rank must ask for the same run."""
     if isinstance(kernel, (str, int, np.integer)):
         return kernel if isinstance(kernel, str) else int(kernel)
     return tuple((k if isinstance(k, str) else int(k), int(c)) for k, c in kernel)
-
-
-class SimRankBackend:
-    """One rank of a :class:`SimNode` as a :class:`~fingrav_native.backends.base.Backend`.
-
-    Records are stamped in the rank's host clock (samples' ``host_ns``,
-    brackets' host columns, markers' host launch/sync), device-clock ticks
-    untouched; ``meta`` carries the truth (execution start/end in this
-    rank's host clock and in true ns, energy). Kernel ids are node ids (the
-    same on every rank). Get one from :meth:`SimNode.backend`.
-
-    Notes
-    -----
-    ``execute_run`` drives the whole node through the run the first time
-    any rank asks for it; the other ranks' records wait until they ask for
-    the same run id (see the module docstring, "Replicated simulation").
-    ``wait_idle`` waits for every device to be idle when this rank is the
-    first to reach the next run, and returns 0 when replaying runs other
-    ranks already drove.
-    """
-
-    def __init__(self, node: SimNode, rank: int, brackets_per_run: int, idle_tolerance: float,
-                 max_idle_ns: int) -> None:
-        self.node = node
-        self.rank = rank
-        self.gpu = node.gpus[rank]
-        self._brackets_per_run = brackets_per_run
-        self._idle_tol = idle_tolerance
-        self._max_idle_ns = max_idle_ns
-        self._next_run_id = 0
-        p = self.gpu.params
-        self._logger_period = float(p["logger_period_ns"])
-        own = bool(p["logger_own_clock"])
-        self._caps = Capabilities(
-            name="sim-node",
-            device=f"simulated MI300X-class GPU, rank {rank} of {node.devices} (virtual time)",
-            logger_period_ns=self._logger_period,
-            logger_window_ns=float(p["logger_window_ns"]),
-            logger_clock="sim-logger" if own else "device",
-            device_tick_ns=float(p["device_tick_ns"]),
-            gpu_markers=True,
-            marker_err_ns=float(p["marker_offset_ns"]) + 3 * float(p["marker_jitter_ns"]),
-            channels=tuple(_core.CHANNELS),
-            virtual_time=True,
-            logger_tick_ns=float(p["logger_tick_ns"]) if own else float(p["device_tick_ns"]),
-            sensor_semantics="simulated logger: its parameters",
-            provenance={"period": "documented", "window": "documented", "delay": "documented", "tick": "documented"},
-        )
-
-    @property
-    def capabilities(self) -> Capabilities:
-        """The rank's simulated logger, clocks and markers."""
-        return self._caps
-
-    def kernel_name(self, kernel: str | int) -> str:
-        """The name of a kernel given by name or node id."""
-        return self.node.kernel_names()[self.node.kernel_id(kernel)]
-
-    def new_run_id(self) -> int:
-        """The next run id of this rank: the k-th call on every rank returns the same id.
-
-        The id is allocated from the node's run counter the first time any
-        rank asks (so it never clashes with :meth:`SimNode.run`'s ids), as
-        separate processes of one campaign would agree on it.
-        """
-        k = self._next_run_id
-        self._next_run_id += 1
-        ids = self.node._backend_ids
-        if k == len(ids):
-            ids.append(self.node._next_run)
-            self.node._next_run += 1
-        return ids[k]
-
-    def wait_idle(self) -> int:
-        """Let every device return to idle (see the class notes); ns waited."""
-        if self.node._pending[self.rank]:
-            return 0
-        return self.node._wait_idle_all(self._idle_tol, self._max_idle_ns)
-
-    def read_clocks(self, n: int) -> np.ndarray:
-        """``n`` bracketed reads of this rank's device clock, host columns in the rank's clock."""
-        n = integer_in(n, "n", 1)
-        br = self.node._read_all(n)[self.rank].astype(np.int64)
-        br[:, 0] = self.node._stamp(self.rank, br[:, 0])
-        br[:, 2] = self.node._stamp(self.rank, br[:, 2])
-        return br
-
-    def execute_run(self, kernel: KernelSpec, executions: int, run: int) -> RunRecord:
-        """One run (the same on every rank); this rank's raw record.
-
-        Parameters
-        ----------
-        kernel : str or sequence of (str, int)
-            A kernel name (e.g. from :meth:`SimNode.collective`) or a sequence.
-        executions : int
-            Executions in the run.
-        run : int
-            Run id.
-
-        Raises
-        ------
-        ValueError
-            Bad arguments, or a run id already simulated for another kernel.
-        """
-        if isinstance(kernel, (int, np.integer)) and not isinstance(kernel, bool):
-            kernel = self.kernel_name(kernel)
-        return self.node._backend_run(self.rank, kernel, executions, integer_in(run, "run", 0))

@@ -1,0 +1,177 @@
+"""What every clock fit shares: argument checks, the checks of bracketed reads, and the robust line.
+
+Bracketed reads (``(n, 3)`` rows ``(host_before_ns, device_ticks, host_after_ns)``) are checked
+once, here, for every fit that takes them (:func:`~fingrav_native.clocks.fit_clock_map`,
+:func:`~fingrav_native.clocks.fit_piecewise_clock_map`, the read-latency summary); the
+robust line (Tukey's resistant start, then trimmed least squares) is the two-sided fit's.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import numpy.typing as npt
+
+from fingrav_native._checks import positive_number
+
+# 1.4826 * MAD estimates a Gaussian sigma robustly.
+_MAD_TO_SIGMA = 1.482602218505602
+
+
+def int_array(values: npt.ArrayLike, name: str) -> np.ndarray:
+    arr = np.asarray(values)
+    if arr.dtype == object or not np.issubdtype(arr.dtype, np.integer):
+        raise ValueError(
+            f"{name}: must be an integer array (int64 ns and ticks, exact); got dtype {arr.dtype}"
+        )
+    if np.issubdtype(arr.dtype, np.unsignedinteger) and arr.size and int(arr.max()) >= 2**63:
+        raise ValueError(f"{name}: values must be below 2**63 (got {int(arr.max())})")
+    return arr.astype(np.int64, copy=False)
+
+
+def check_brackets(brackets: npt.ArrayLike, min_reads: int) -> np.ndarray:
+    """Validate ``(n, 3)`` brackets and return them as int64, sorted by host_before."""
+    arr = int_array(brackets, "brackets")
+    if arr.ndim != 2 or arr.shape[1] != 3:
+        raise ValueError(
+            f"brackets: expected shape (n, 3) of (host_before_ns, device_ticks, host_after_ns); got {arr.shape}"
+        )
+    n = arr.shape[0]
+    if n < min_reads:
+        raise ValueError(f"brackets: {n} reads given; at least min_reads={min_reads} are needed")
+    rtt = arr[:, 2] - arr[:, 0]
+    bad = np.flatnonzero(rtt < 0)
+    if bad.size:
+        i = int(bad[0])
+        raise ValueError(
+            f"brackets: host_after < host_before in row {i} ({int(arr[i, 2])} < {int(arr[i, 0])}); "
+            "columns must be (host_before_ns, device_ticks, host_after_ns)"
+        )
+    order = np.argsort(arr[:, 0], kind="stable")
+    arr = arr[order]
+    # Causality, not hb order: brackets may overlap (reads from two threads),
+    # but a read that began after another ended cannot see an older value.
+    by_end = np.argsort(arr[:, 2], kind="stable")
+    ends = arr[by_end, 2]
+    prefix_max = np.maximum.accumulate(arr[by_end, 1])
+    done = np.searchsorted(ends, arr[:, 0], side="right")  # reads ended by each start
+    has = done > 0
+    seen = np.where(has, prefix_max[np.maximum(done - 1, 0)], np.iinfo(np.int64).min)
+    bad = np.flatnonzero(arr[:, 1] < seen)
+    if bad.size:
+        j = int(bad[0])
+        i = int(by_end[int(np.argmax(prefix_max[: done[j]] == seen[j]))])
+        raise ValueError(
+            f"brackets: device values are not monotonic in host time: the read starting at "
+            f"{int(arr[j, 0])} saw {int(arr[j, 1])}, less than {int(arr[i, 1])} seen by a read that "
+            f"ended at {int(arr[i, 2])}; a counter wrap or reset, or reads of two different clocks?"
+        )
+    if arr[-1, 1] == arr[0, 1]:
+        raise ValueError(
+            f"brackets: the device value never changes ({int(arr[0, 1])} in all {n} reads): "
+            "the source is stuck or not a clock"
+        )
+    return arr
+
+
+def check_common(
+    tick_ns: float, coverage: float, wander_ppm_per_s: float, max_skew_ppm: float, resolution_ticks: float
+) -> None:
+    # Each check names the argument; a non-number is refused as such (not a TypeError from math).
+    positive_number(tick_ns, "tick_ns")
+    positive_number(coverage, "coverage")
+    positive_number(wander_ppm_per_s, "wander_ppm_per_s", allow_zero=True)
+    if isinstance(max_skew_ppm, (bool, np.bool_)) or not isinstance(max_skew_ppm, (int, float, np.integer,
+                                                                                  np.floating)):
+        raise ValueError(f"max_skew_ppm={max_skew_ppm!r}: must be a number > 0 (inf: no sanity bound)")
+    if not (max_skew_ppm > 0):
+        raise ValueError(f"max_skew_ppm={max_skew_ppm!r}: must be > 0")
+    positive_number(resolution_ticks, "resolution_ticks")
+
+
+def check_resolution(resolution_ticks: float, arr: np.ndarray) -> None:
+    # A quantum as long as everything the reads saw leaves nothing to fit.
+    seen = float(arr[:, 1].max() - arr[:, 1].min())
+    if resolution_ticks >= seen:
+        raise ValueError(f"resolution_ticks={resolution_ticks!r}: not below the {seen:.0f} ticks the brackets span; "
+                         "it is the device clock's step (1 for a plain counter)")
+
+
+def check_skew(ns_per_tick: float, tick_ns: float, max_skew_ppm: float, span_ns: float, what: str) -> None:
+    skew = (tick_ns / ns_per_tick - 1.0) * 1e6 if ns_per_tick > 0 else math.inf
+    if not (abs(skew) <= max_skew_ppm):
+        raise ValueError(
+            f"{what}: fitted skew {skew:.6g} ppm is beyond the +-{max_skew_ppm:g} ppm sanity bound "
+            f"(max_skew_ppm): fitted tick {ns_per_tick:.9g} ns vs tick_ns={tick_ns:g}. Is tick_ns right? "
+            f"Reads spanning {span_ns / 1e3:.4g} us may be too short to fit a skew: pass fit_skew=False."
+        )
+
+
+def mad_sigma(r: np.ndarray) -> float:
+    med = float(np.median(r))
+    return _MAD_TO_SIGMA * float(np.median(np.abs(r - med)))
+
+
+def ls_line(x: np.ndarray, y: np.ndarray, slope: float | None) -> tuple[float, float, float, float]:
+    """Least squares ``y = a + b x`` (b fixed if ``slope`` is given): a, b, mean x, Sxx."""
+    xm = float(np.mean(x))
+    ym = float(np.mean(y))
+    sxx = float(np.sum((x - xm) ** 2))
+    if slope is None:
+        b = float(np.sum((x - xm) * (y - ym)) / sxx)
+    else:
+        b = float(slope)
+    return ym - b * xm, b, xm, sxx
+
+
+def robust_line(
+    x: np.ndarray, y: np.ndarray, slope: float | None, trim: float, max_iter: int = 20
+) -> tuple[float, float, np.ndarray, float, float]:
+    """Iteratively trimmed least squares from a resistant start.
+
+    Returns a, b, the kept mask, the robust sigma of the kept residuals, and
+    the standard error of b (0 when the slope is fixed).
+    """
+    n = x.size
+    if slope is None:
+        # Tukey's resistant line: medians of the outer thirds, immune to a
+        # minority of gross outliers, then trimmed least squares from there.
+        order = np.argsort(x, kind="stable")
+        t = max(1, n // 3)
+        lo, hi = order[:t], order[-t:]
+        dx = float(np.median(x[hi]) - np.median(x[lo]))
+        b = float((np.median(y[hi]) - np.median(y[lo])) / dx) if dx > 0 else 0.0
+    else:
+        b = float(slope)
+    a = float(np.median(y - b * x))
+    keep = np.ones(n, dtype=bool)
+    sigma = 0.0
+    for _ in range(max_iter):
+        r = y - (a + b * x)
+        sigma = mad_sigma(r[keep])
+        # A floor so exact data (sigma = 0) does not trim float round-off.
+        limit = trim * max(sigma, 1e-3)
+        new_keep = np.abs(r) <= limit
+        if new_keep.sum() < max(3, n // 2):
+            # Never trim away the majority: keep the closest half.
+            new_keep = np.abs(r) <= np.partition(np.abs(r), n // 2)[n // 2]
+        kx, ky = x[new_keep], y[new_keep]
+        if slope is None and float(np.ptp(kx)) == 0.0:
+            break
+        a, b, _xm, _sxx = ls_line(kx, ky, slope)
+        if np.array_equal(new_keep, keep):
+            break
+        keep = new_keep
+    r = y - (a + b * x)
+    sigma = mad_sigma(r[keep])
+    se_b = 0.0
+    if slope is None:
+        kx = x[keep]
+        m = int(keep.sum())
+        sxx = float(np.sum((kx - kx.mean()) ** 2))
+        s = float(np.sqrt(np.sum(r[keep] ** 2) / max(m - 2, 1)))
+        # Use the larger of the classical and the robust scale: trimming
+        # makes the classical one optimistic.
+        se_b = max(s, sigma) / math.sqrt(sxx) if sxx > 0 else math.inf
+    return a, b, keep, sigma, se_b

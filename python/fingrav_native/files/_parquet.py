@@ -1,0 +1,109 @@
+"""A profile's tables as Parquet files (LOIs, curves, the campaign on host time), for pandas, Polars or Spark."""
+
+from __future__ import annotations
+
+import importlib
+import os
+from typing import Any, Union
+
+import numpy as np
+
+from fingrav_native.files._profiles import FORMAT_VERSION, PathLike
+from fingrav_native.method._results import InterleavedProfile, Profile
+
+
+def _table_columns(arr: np.ndarray) -> dict[str, np.ndarray]:
+    return {name: np.ascontiguousarray(arr[name]) for name in arr.dtype.names or ()}
+
+
+def export_parquet(profile: Union[Profile, InterleavedProfile], directory: PathLike) -> list[str]:
+    """Write a profile's tables as Parquet files (needs pyarrow).
+
+    Parameters
+    ----------
+    profile : Profile or InterleavedProfile
+    directory : str or os.PathLike
+        Created if missing. Files: ``lois_<label>.parquet`` (one row per log
+        of interest), ``curve_<label>.parquet`` (binned means, intervals and
+        the fit's grid, per channel), ``executions.parquet`` and
+        ``logs.parquet`` (the campaign on host time).
+
+    Returns
+    -------
+    list of str
+        Paths written.
+
+    Raises
+    ------
+    ValueError
+        ``profile`` is not a Profile or InterleavedProfile; ``directory`` is
+        not a path, is an existing file, or cannot be created because a file
+        is in the way.
+    ImportError
+        pyarrow is not installed.
+
+    Notes
+    -----
+    The tables are paper Section IV-B's step 6 (LOIs) and step 8 (stitched
+    profile) outputs, for analysis in pandas, Polars or Spark.
+    """
+    try:
+        # Through importlib: pyarrow ships no type information, and it is optional.
+        pa = importlib.import_module("pyarrow")
+        pq = importlib.import_module("pyarrow.parquet")
+    except ImportError as exc:
+        raise ImportError("Parquet export needs pyarrow: pip install pyarrow") from exc
+    if isinstance(profile, InterleavedProfile):
+        profiles = dict(profile.reference.profiles, interleaved=profile.scenario)
+        timeline = profile.reference.timeline
+        kernel = profile.reference.kernel
+    elif isinstance(profile, Profile):
+        profiles, timeline, kernel = profile.profiles, profile.timeline, profile.kernel
+    else:
+        raise ValueError(f"profile: expected a Profile or InterleavedProfile, got {type(profile).__name__}")
+    if not isinstance(directory, (str, os.PathLike)):
+        raise ValueError(f"directory={directory!r}: must be a folder path")
+    out = os.fspath(directory)
+    if os.path.exists(out) and not os.path.isdir(out):
+        raise ValueError(f"directory={out!r}: is an existing file, not a folder; give a folder for the Parquet files")
+    try:
+        os.makedirs(out, exist_ok=True)
+    except (FileExistsError, NotADirectoryError) as exc:
+        # A file where a parent folder should be.
+        raise ValueError(f"directory={out!r}: cannot be created, a file is in the way ({exc.strerror})") from None
+    meta = {b"fingrav.kernel": kernel.encode(), b"fingrav.format_version": str(FORMAT_VERSION).encode()}
+    written: list[str] = []
+
+    def put(name: str, cols: dict[str, Any]) -> None:
+        table = pa.table(cols).replace_schema_metadata(meta)
+        path = os.path.join(out, f"{name}.parquet")
+        pq.write_table(table, path)
+        written.append(path)
+
+    for label, ep in profiles.items():
+        put(f"lois_{label}", _table_columns(ep.lois))
+        columns = ("channel", "kind", "x", "mean", "sd", "ci_low", "ci_high", "count")
+        rows: dict[str, list[Any]] = {k: [] for k in columns}
+        for ch in ep.stitched.channels:
+            n = len(ch.bin_centres)
+            rows["channel"] += [ch.name] * n
+            rows["kind"] += ["bin"] * n
+            rows["x"] += list(map(float, ch.bin_centres))
+            rows["mean"] += list(map(float, ch.mean))
+            rows["sd"] += list(map(float, ch.sd))
+            rows["ci_low"] += list(map(float, ch.ci_low))
+            rows["ci_high"] += list(map(float, ch.ci_high))
+            rows["count"] += list(map(int, ch.count))
+            m = len(ch.fit_x)
+            rows["channel"] += [ch.name] * m
+            rows["kind"] += ["fit"] * m
+            rows["x"] += list(map(float, ch.fit_x))
+            rows["mean"] += list(map(float, ch.fit_y))
+            for k in ("sd", "ci_low", "ci_high"):
+                rows[k] += [float("nan")] * m
+            rows["count"] += [0] * m
+        put(f"curve_{label}", rows)
+    if timeline is not None:
+        put("executions", _table_columns(timeline.executions))
+        put("logs", _table_columns(timeline.logs))
+    return written
