@@ -237,3 +237,20 @@ def test_record_returns_a_recorder_that_checks_its_folder_first(tmp_path):
         fg.record(SimGPU(realtime=True), tmp_path / "no" / "such" / "capture.npz")
     rec = fg.record(SimGPU(realtime=True), os.fspath(tmp_path / "c.npz"), period_ns=1_000_000)
     assert isinstance(rec, fg.app.PowerRecorder)
+
+
+@pytest.mark.slow
+def test_a_trace_profile_round_trips_through_save_and_load(tmp_path):
+    from fingrav_native.app import simulate_training_loop
+
+    trace, power = simulate_training_loop(400, seed=1).save(str(tmp_path / "run"))
+    tp = fg.profile_trace(trace, fg.load(power))
+    back = fg.load(fg.save(tp, tmp_path / "tp.fgprof"))
+    assert isinstance(back, fg.TraceProfile)
+    for field in ("kernels", "iterations", "signature_rows", "logs"):
+        a, b = getattr(tp, field), getattr(back, field)
+        assert a.dtype == b.dtype and np.array_equal(a, b), field
+    assert back.trace.executions.tobytes() == tp.trace.executions.tobytes()
+    assert (back.skipped, back.alignment, back.sensor, back.summary) == (tp.skipped, tp.alignment, tp.sensor,
+                                                                          tp.summary)
+    assert [p.label for p in back.profiles] == [p.label for p in tp.profiles]

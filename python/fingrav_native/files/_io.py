@@ -29,6 +29,7 @@ from fingrav_native.files._safe import (
     read_member,
     read_npy,
 )
+from fingrav_native.insitu._results import TraceProfile
 from fingrav_native.method._results import InterleavedProfile, Profile
 from fingrav_native.multi._results import NodeProfile
 from fingrav_native.records._recording import Recording
@@ -165,7 +166,7 @@ def save(obj: Any, path: PathLike) -> str:
 
     Parameters
     ----------
-    obj : Profile, InterleavedProfile, NodeProfile, Recording, PowerCapture or Characterisation
+    obj : Profile, InterleavedProfile, NodeProfile, TraceProfile, Recording, PowerCapture or Characterisation
     path : str or path-like
 
     Returns
@@ -176,18 +177,16 @@ def save(obj: Any, path: PathLike) -> str:
     Raises
     ------
     ValueError
-        ``obj`` is of a type the package does not save (a TraceProfile is
-        exported with :func:`fingrav_native.export_trace`).
+        ``obj`` is of a type the package does not save.
     """
-    if isinstance(obj, (Profile, InterleavedProfile, NodeProfile)):
+    if isinstance(obj, (Profile, InterleavedProfile, NodeProfile, TraceProfile)):
         return save_profile(obj, path)
     if isinstance(obj, Recording):
         return save_recording(obj, path)
     if isinstance(obj, (PowerCapture, Characterisation)):
         return obj.save(_path(path))
     raise ValueError(f"obj: cannot save a {type(obj).__name__}; save takes a Profile, InterleavedProfile, "
-                     "NodeProfile, Recording, PowerCapture or Characterisation (export a TraceProfile with "
-                     "export_trace)")
+                     "NodeProfile, TraceProfile, Recording, PowerCapture or Characterisation")
 
 
 def load(path: PathLike) -> Any:
@@ -195,7 +194,7 @@ def load(path: PathLike) -> Any:
 
     Returns
     -------
-    Profile, InterleavedProfile, NodeProfile, Recording, PowerCapture or Characterisation
+    Profile, InterleavedProfile, NodeProfile, TraceProfile, Recording, PowerCapture or Characterisation
 
     Raises
     ------

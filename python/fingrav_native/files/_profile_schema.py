@@ -12,6 +12,9 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from fingrav_native.files._safe import short_repr
+from fingrav_native.insitu._align import LogAlignment
+from fingrav_native.insitu._results import IterationSummary, TraceProfile
+from fingrav_native.insitu._trace import KernelTrace
 from fingrav_native.method._deconvolved import Deconvolution, DeconvolvedChannel
 from fingrav_native.method._golden import GoldenSelection
 from fingrav_native.method._guidance import Guidance, GuidanceRow
@@ -37,12 +40,12 @@ CLASSES: dict[str, type] = {
     for c in (Profile, CampaignTimeline, ExecutionProfile, InterleavedProfile, ErrorBudget, Capabilities, Guidance, GuidanceRow,
               GoldenSelection, StitchedProfile, StitchedChannel, EnergyEstimate, WholeRunView, SspSearch, SspStep,
               PowerMeasurement, NodeProfile, NodeView, SteadyCheck, Deconvolution, DeconvolvedChannel,
-              SensorModel)
+              SensorModel, TraceProfile, KernelTrace, LogAlignment, IterationSummary)
 }
 
 
 #: The result types a file's root may be.
-PROFILE_TYPES = (Profile, InterleavedProfile, NodeProfile)
+PROFILE_TYPES = (Profile, InterleavedProfile, NodeProfile, TraceProfile)
 
 
 _MODES = ("sse", "ssp", "both")

@@ -51,6 +51,7 @@ from fingrav_native.files._safe import (
     read_member,
     short_repr,
 )
+from fingrav_native.insitu._results import TraceProfile
 from fingrav_native.method._results import InterleavedProfile, Profile
 from fingrav_native.multi._results import NodeProfile
 
@@ -71,7 +72,7 @@ class ProfileFormatError(ValueError):
     """A file is not a readable fingrav profile (truncated, foreign, newer format)."""
 
 
-def save_profile(profile: Union[Profile, InterleavedProfile, NodeProfile], path: PathLike) -> str:
+def save_profile(profile: Union[Profile, InterleavedProfile, NodeProfile, TraceProfile], path: PathLike) -> str:
     """Write a profile to a versioned, pickle-free file.
 
     Parameters
@@ -103,9 +104,9 @@ def save_profile(profile: Union[Profile, InterleavedProfile, NodeProfile], path:
     budget with the curves (paper Section IV-B steps 5-8 outputs), so a saved
     profile can be re-plotted or re-exported without the device.
     """
-    if not isinstance(profile, (Profile, InterleavedProfile, NodeProfile)):
-        raise ValueError(
-            f"profile: expected a Profile, InterleavedProfile or NodeProfile, got {type(profile).__name__}")
+    if not isinstance(profile, PROFILE_TYPES):
+        raise ValueError(f"profile: expected a Profile, InterleavedProfile, NodeProfile or TraceProfile, "
+                         f"got {type(profile).__name__}")
     if not isinstance(path, (str, os.PathLike)):
         raise ValueError(f"path={path!r}: must be a file path")
     if os.path.isdir(path):
@@ -149,7 +150,7 @@ def _field_path(meta: Any, keys: Sequence[Any]) -> str:
     return out
 
 
-def load_profile(path: PathLike) -> Union[Profile, InterleavedProfile, NodeProfile]:
+def load_profile(path: PathLike) -> Union[Profile, InterleavedProfile, NodeProfile, TraceProfile]:
     """Read a profile written by :func:`save_profile`.
 
     Parameters
