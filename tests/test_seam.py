@@ -254,3 +254,26 @@ def test_a_trace_profile_round_trips_through_save_and_load(tmp_path):
     assert (back.skipped, back.alignment, back.sensor, back.summary) == (tp.skipped, tp.alignment, tp.sensor,
                                                                           tp.summary)
     assert [p.label for p in back.profiles] == [p.label for p in tp.profiles]
+
+
+def test_every_container_of_a_measurement_is_a_recording(tmp_path):
+    # RunRecord, a stored campaign run, a Timeline, a capture and a campaign's timeline each
+    # give the one Recording type, with their arrays intact.
+    from fingrav_native.clocks import timeline_of
+    from fingrav_native.files import load_campaign_runs
+
+    backend, rec = _run(6)
+    assert np.array_equal(rec.to_recording().markers, rec.markers)
+    tl = timeline_of([rec], backend.capabilities)
+    r = tl.to_recording(backend.capabilities.sensor)
+    assert np.array_equal(r.executions, tl.executions) and np.array_equal(r.samples, tl.samples)
+
+    prof = fg.profile("cb-4k-gemm", "sim:6", mode="sse", runs=20, out_dir=str(tmp_path / "c"))
+    stored = load_campaign_runs(str(tmp_path / "c"))
+    rs = stored[0].to_recording()
+    assert rs.provenance["role"] == stored[0].role and rs.provenance["file"] == stored[0].path
+    assert np.array_equal(rs.samples, stored[0].record.samples)
+    ct = prof.timeline.to_recording()
+    assert np.array_equal(ct.executions, prof.timeline.executions)
+    np.testing.assert_array_equal(ct.samples["total"], prof.timeline.logs["total"])
+    assert np.all(np.abs(ct.samples["source_ts"] - prof.timeline.logs["host_ns"]) <= 0.5)

@@ -8,7 +8,7 @@ so drift is mapped by the reads around each run, not one offset.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence, TypeVar, Union
+from typing import Optional, Sequence, TypeVar, Union
 
 import numpy as np
 
@@ -17,7 +17,8 @@ from fingrav_native.clocks._onesided import fit_one_sided_clock_map
 from fingrav_native.clocks._piecewise import fit_piecewise_clock_map
 from fingrav_native.clocks._twosided import fit_clock_map
 from fingrav_native.records._layouts import EXECUTION_DTYPE
-from fingrav_native.records._recording import Capabilities, RunRecord
+from fingrav_native.records._recording import Capabilities, Recording, RunRecord
+from fingrav_native.sensors._model import SensorModel
 
 #: Campaigns longer than this (host ns) get a piecewise clock map.
 _PIECEWISE_AFTER_NS = 2e9
@@ -45,6 +46,12 @@ class Timeline:
     executions: np.ndarray
     device_map: Union[ClockMap, PiecewiseClockMap]
     logger_map: Union[ClockMap, PiecewiseClockMap]
+
+    def to_recording(self, sensor: Optional[SensorModel] = None) -> Recording:
+        """The runs as one :class:`Recording`: their logs and their executions already on host time."""
+        return Recording(samples=self.samples, executions=self.executions, sensor=sensor,
+                         provenance={"device_map": repr(self.device_map), "logger_map": repr(self.logger_map)})
+
 
 
 def timeline_of(records: Sequence[RunRecord], caps: Capabilities) -> Timeline:

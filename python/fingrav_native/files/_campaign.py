@@ -62,7 +62,7 @@ import numpy as np
 from fingrav_native._core import SAMPLE_DTYPE
 from fingrav_native.backends._base import MARKER_RECORD_DTYPE
 from fingrav_native.files._safe import ZIP_ERRORS
-from fingrav_native.records._recording import RunRecord
+from fingrav_native.records._recording import Capabilities, Recording, RunRecord
 
 try:
     import fcntl as _fcntl
@@ -149,6 +149,11 @@ class StoredRun:
     kernel: str
     record: RunRecord
     path: str
+
+    def to_recording(self, caps: Optional[Capabilities] = None) -> Recording:
+        """This stored run as a :class:`Recording`, its role, kernel, position and file in the provenance."""
+        return Recording.from_run(self.record, caps, role=self.role, kernel=self.kernel, seq=self.seq, file=self.path)
+
 
 
 def _jsonable(value: Any) -> Any:

@@ -75,6 +75,7 @@ from fingrav_native.files._safe import (
     read_npy,
     short_repr,
 )
+from fingrav_native.records._recording import Recording
 from fingrav_native.sensors._model import SensorModel
 
 #: The ``format`` a capture file's header names.
@@ -279,6 +280,11 @@ class PowerCapture:
                 os.unlink(tmp)
             raise
         return path
+
+    def to_recording(self) -> Recording:
+        """This capture as a :class:`Recording` (logs, CLOCK_REALTIME brackets, source, sensor, stats)."""
+        return Recording.from_capture(self)
+
 
 
 def _check_source(source: Any) -> Optional[str]:

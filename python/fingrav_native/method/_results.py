@@ -19,7 +19,7 @@ from fingrav_native.method._guidance import Guidance
 from fingrav_native.method._steady import SspSearch
 from fingrav_native.method._stitched import EnergyEstimate, StitchedProfile
 from fingrav_native.method._whole_run import WholeRunView
-from fingrav_native.records._recording import Capabilities
+from fingrav_native.records._recording import Capabilities, Recording
 
 
 @dataclass(frozen=True)
@@ -74,6 +74,22 @@ class CampaignTimeline:
     executions: np.ndarray
     logs: np.ndarray
     golden_runs: np.ndarray
+
+    def to_recording(self) -> Recording:
+        """The campaign's placed logs and executions as a :class:`Recording` on the host clock.
+
+        The logs are already on host time, so each log's ``source_ts`` is its
+        host time rounded to the nanosecond and the clock domain says so.
+        """
+        samples = np.zeros(len(self.logs), dtype=[("source_ts", "<i8"), ("host_ns", "<f8"), ("window_ns", "<f8"),
+                                                  ("total", "<f4"), ("compute", "<f4"), ("io", "<f4"),
+                                                  ("memory", "<f4")])
+        samples["source_ts"] = np.rint(self.logs["host_ns"]).astype(np.int64)
+        for name in ("host_ns", "window_ns", "total", "compute", "io", "memory"):
+            samples[name] = self.logs[name]
+        return Recording(samples=samples, executions=self.executions, source={"clock_domain": "host (placed)"},
+                         provenance={"golden_runs": np.asarray(self.golden_runs)})
+
 
 
 @dataclass(frozen=True)

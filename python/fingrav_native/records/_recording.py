@@ -151,6 +151,11 @@ class RunRecord:
     idle_wait_ns: int = 0
     meta: dict[str, Any] = field(default_factory=dict)
 
+    def to_recording(self, caps: Optional["Capabilities"] = None, **provenance: Any) -> "Recording":
+        """This run as a :class:`Recording` (its logs, markers and device-clock brackets)."""
+        return Recording.from_run(self, caps, **provenance)
+
+
 
 def _readonly_copy(a: Any, name: str, dtype: Any = None) -> np.ndarray:
     arr = np.array(a, dtype=dtype, copy=True)
