@@ -344,7 +344,7 @@ class _Settings:
 
 @dataclasses.dataclass
 class _Plan:
-    """What the campaign settles on as it goes: the Table I row, runs, bin margin, executions per run and of interest."""
+    """What the campaign settles on as it goes: Table I row, runs, bin margin, executions per run and of interest."""
 
     guidance: Guidance
     runs: int
