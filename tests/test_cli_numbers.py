@@ -28,6 +28,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fingrav_native.app import _cli as cli
+from fingrav_native.app import _cli_profile as cli_profile
 from fingrav_native.app import _demo as demo_module
 from fingrav_native.method import NoLogsInExecutionsError
 
@@ -214,7 +215,7 @@ def test_a_campaign_that_gave_no_logs_exits_1(tmp_path, monkeypatch, capsys):
     def no_logs(*args: object, **kwargs: object) -> None:
         raise NoLogsInExecutionsError("samples: no log overlaps an execution of interest")
 
-    monkeypatch.setattr(cli, "profile", no_logs)
+    monkeypatch.setattr(cli_profile, "profile", no_logs)
     argv = ["profile", "cb-4k-gemm", "--runs", "2", "--executions", "4", "--out", str(tmp_path / "c"), "--quiet"]
     assert cli.main(argv) == cli.EXIT_FAILURE == 1
     assert "fingrav profile: samples: no log overlaps" in capsys.readouterr().err

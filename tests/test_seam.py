@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import fingrav_native as fg
-from fingrav_native.app import _cli as cli
+from fingrav_native.app import _cli_common as cli_common
 from fingrav_native.app import _open
 from fingrav_native.backends import LiveSimBackend, SimBackend
 from fingrav_native.files import load_characterisation
@@ -219,9 +219,9 @@ def test_profile_cli_and_recorder_share_the_resolver(monkeypatch):
     # profile() and the CLI go through open_device.
     import fingrav_native.app._profile as app_profile
     monkeypatch.setattr(app_profile, "open_device", spy)
-    monkeypatch.setattr(cli, "open_device", spy)
+    monkeypatch.setattr(cli_common, "open_device", spy)
     fg.app.profile("cb-4k-gemm", "sim:1", mode="sse", runs=20)
-    cli._make_backend("sim", 0, 3)
+    cli_common.make_backend("sim", 0, 3)
     assert seen == ["sim:1", "sim"]
     # The recorder reads the same strings, refusing the simulator's (it needs a live source).
     with pytest.raises(ValueError, match="live power source"):

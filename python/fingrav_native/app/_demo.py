@@ -17,7 +17,7 @@ from fingrav_native.clocks._piecewise import fit_piecewise_clock_map
 from fingrav_native.clocks._twosided import fit_clock_map
 from fingrav_native.files._profiles import save_profile
 from fingrav_native.files._trace import export_trace
-from fingrav_native.method._results import ExecutionProfile, Profile
+from fingrav_native.method._results import ExecutionProfile, InterleavedProfile, Profile
 from fingrav_native.records._recording import RunRecord
 from fingrav_native.sim._device import SimGPU
 
@@ -330,34 +330,13 @@ def run_demo(out_dir: str = "fingrav-demo", *, seed: int = 0,
     import matplotlib
 
     matplotlib.use("Agg")  # files only; the demo must run on a machine without a display
-    import matplotlib.pyplot as plt
+    # Loaded before the folder is made and the clock starts: a broken matplotlib fails before any work.
+    import matplotlib.pyplot  # noqa: F401
 
     t0 = time.perf_counter()
     seed = int(seed)
     created = _missing_folders(out_dir)
-    files: dict[str, str] = {}
-
-    def write(name: str, writer: Callable[[str], object]) -> None:
-        # Under a temporary name, then renamed: a file cut short (Ctrl-C, a
-        # full disk) never passes for a whole one, nor replaces an earlier
-        # demo's whole one.
-        target = os.path.join(out_dir, name)
-        tmp = os.path.join(out_dir, f".{name}.partial-{os.getpid()}")
-        try:
-            writer(tmp)
-            os.replace(tmp, target)
-            files[name] = target
-        finally:
-            if os.path.lexists(tmp):
-                os.remove(tmp)
-
-    def draw(name: str, make: Callable[[], Any]) -> None:
-        fig = make()
-        try:
-            write(name, lambda p: fig.savefig(p, dpi=120, format=os.path.splitext(name)[1][1:]))
-        finally:
-            plt.close(fig)
-
+    folder = _DemoFolder(out_dir)
     try:
         os.makedirs(out_dir, exist_ok=True)  # first, so an unwritable --out fails before seconds of work
         backend = _BracketRecorder(SimBackend(seed=seed))
@@ -365,69 +344,118 @@ def run_demo(out_dir: str = "fingrav-demo", *, seed: int = 0,
         il_kernel, il_before = DEMO_INTERLEAVED
         # Its own device: the interleaved case must not inherit CB-4K's heat.
         il = profile_interleaved(il_kernel, list(il_before), SimBackend(seed=seed), seed=seed)
-
-        write(f"{DEMO_KERNEL}.fgprof", lambda p: save_profile(prof, p))
-        il_stem = "_then_".join([k for k, _ in il_before] + [il_kernel])
-        write(f"{il_stem}.fgprof", lambda p: save_profile(il, p))
-        write(f"{DEMO_KERNEL}.trace.json", lambda p: export_trace(prof, p))
-
-        sse, ssp = prof.profiles["sse"], prof.profiles["ssp"]
-        search = prof.ssp_search
-        draw("overview.png", lambda: figure_overview(prof))
-        draw("whole_run.png", lambda: fplot.plot_whole_run(prof).figure)
-        draw("sse_vs_ssp.png", lambda: fplot.figure_kernels_by_component(
-            [(f"SSE (execution {sse.execution_index})", sse), (f"SSP (execution {ssp.execution_index})", ssp)],
-            x="time"))
-        draw("interleaved.png", lambda: fplot.plot_interleaved(il).figure)
-        if search is not None:
-            draw("ssp_search.png", lambda: fplot.plot_ssp_search(search).figure)
-        brackets = np.concatenate(backend.brackets)
-        tick = prof.backend.device_tick_ns
-        # Fitted as the profile fits its device map (piecewise past 2 s of
-        # campaign), over every run's reads, so the band is the clock-map term
-        # of the error budget.
-        span_ns = float(brackets[:, 0].max() - brackets[:, 0].min())
-        cmap = (fit_piecewise_clock_map(brackets, tick_ns=tick) if span_ns > 2e9
-                else fit_clock_map(brackets, tick_ns=tick))
-        draw("sync_error.png", lambda: fplot.plot_sync_error(brackets, cmap).figure)
-
+        _write_demo_files(folder, prof, il, backend.brackets)
         # The summary is inside too: Ctrl-C while it is printed still says what was written.
         seconds = time.perf_counter() - t0
-        b = prof.error_budget
-        p_sse, u_sse = _mean_power(sse)
-        p_ssp, u_ssp = _mean_power(ssp)
-        lines = [
-            f"fingrav demo: {DEMO_KERNEL} on a simulated MI300X-class GPU (virtual time, seed {seed}), "
-            f"{seconds:.1f} s",
-            f"  {prof.runs} runs in all; the SSP search settled on {ssp.executions_per_run} executions per run, "
-            f"so the SSP execution is index {ssp.execution_index} (SSE: index {sse.execution_index})",
-            f"  {'':<4}{'execution':>10}{'duration':>10}{'golden runs':>13}{'LOIs/target':>13}"
-            f"{'mean power':>14}{'energy/execution':>22}",
-        ]
-        for label, ep, p, u in (("SSE", sse, p_sse, u_sse), ("SSP", ssp, p_ssp, u_ssp)):
-            lines.append(f"  {label:<4}{ep.execution_index:>10}{f'{ep.duration_ns / 1e3:.0f} us':>10}"
-                         f"{f'{ep.golden.count}/{ep.golden.total}':>13}{f'{len(ep.lois)}/{ep.loi_target}':>13}"
-                         f"{f'{p:.0f} +- {u:.0f} W':>14}{_energy(ep):>22}")
-        lines += [
-            f"  SSP / SSE mean power: {p_ssp / p_sse:.2f} (one kernel, two power levels: which execution you profile matters)",
-            "  (+- : 95% confidence half-widths; golden runs: runs in the most populated execution-time bin)",
-            f"  interleaved {' + '.join(f'{n} x {k}' for k, n in il_before)} -> 1 x {il_kernel}: "
-            f"{il.power_ratio:.3f} x its isolated SSP power (paper Fig. 9, MB->2K)",
-            f"  error budget (half-widths, us): clock map {b.clock_map_ns / 1e3:.2f} + kernel start "
-            f"{b.marker_ns / 1e3:.2f} + logger window {b.logger_window_ns / 1e3:.2f} -> per log {b.total_ns / 1e3:.2f}",
-            f"    a log's time inside the execution is known to +-{b.total_ns / 1e3:.2f} us; "
-            f"features narrower than ~{2 * b.total_ns / 1e3:.1f} us are not resolved",
-            f"  wrote {len(files)} files to {out_dir}/: "
-            + ", ".join(os.path.basename(p) for p in files.values()),
-            f"  next: fingrav plot {files[f'{DEMO_KERNEL}.fgprof']} --out figs/ ; "
-            f"open {files[f'{DEMO_KERNEL}.trace.json']} at https://ui.perfetto.dev",
-        ]
+        lines = _summary_lines(prof, il, seed, seconds, folder)
         for line in lines:
             out(line)
     except KeyboardInterrupt:
         # Whole files stay; a folder the demo made and left empty goes.
-        raise DemoInterrupted(out_dir, dict(files), not files and _remove_empty(created)) from None
-    return {"profile": prof, "interleaved": il, "files": files, "summary": lines, "seconds": seconds}
+        raise DemoInterrupted(out_dir, dict(folder.files), not folder.files and _remove_empty(created)) from None
+    return {"profile": prof, "interleaved": il, "files": folder.files, "summary": lines, "seconds": seconds}
+
+
+class _DemoFolder:
+    """The demo's folder: each file written whole or not at all; ``files`` holds those completed, in order."""
+
+    def __init__(self, out_dir: str) -> None:
+        self.out_dir = out_dir
+        self.files: dict[str, str] = {}
+
+    def write(self, name: str, writer: Callable[[str], object]) -> None:
+        """Write ``name`` with ``writer(path)``."""
+        # Under a temporary name, then renamed: a file cut short (Ctrl-C, a
+        # full disk) never passes for a whole one, nor replaces an earlier
+        # demo's whole one.
+        target = os.path.join(self.out_dir, name)
+        tmp = os.path.join(self.out_dir, f".{name}.partial-{os.getpid()}")
+        try:
+            writer(tmp)
+            os.replace(tmp, target)
+            self.files[name] = target
+        finally:
+            if os.path.lexists(tmp):
+                os.remove(tmp)
+
+    def draw(self, name: str, make: Callable[[], Any]) -> None:
+        """Save the figure ``make()`` draws as ``name`` (its extension is the format), then close it."""
+        import matplotlib.pyplot as plt
+
+        fig = make()
+        try:
+            self.write(name, lambda p: fig.savefig(p, dpi=120, format=os.path.splitext(name)[1][1:]))
+        finally:
+            plt.close(fig)
+
+
+def _write_demo_files(folder: _DemoFolder, prof: Profile, il: InterleavedProfile,
+                      brackets_per_run: list[np.ndarray]) -> None:
+    """The demo's profiles, trace and figures, in the order the summary lists them."""
+    il_kernel, il_before = DEMO_INTERLEAVED
+    folder.write(f"{DEMO_KERNEL}.fgprof", lambda p: save_profile(prof, p))
+    il_stem = "_then_".join([k for k, _ in il_before] + [il_kernel])
+    folder.write(f"{il_stem}.fgprof", lambda p: save_profile(il, p))
+    folder.write(f"{DEMO_KERNEL}.trace.json", lambda p: export_trace(prof, p))
+
+    sse, ssp = prof.profiles["sse"], prof.profiles["ssp"]
+    search = prof.ssp_search
+    folder.draw("overview.png", lambda: figure_overview(prof))
+    folder.draw("whole_run.png", lambda: fplot.plot_whole_run(prof).figure)
+    folder.draw("sse_vs_ssp.png", lambda: fplot.figure_kernels_by_component(
+        [(f"SSE (execution {sse.execution_index})", sse), (f"SSP (execution {ssp.execution_index})", ssp)],
+        x="time"))
+    folder.draw("interleaved.png", lambda: fplot.plot_interleaved(il).figure)
+    if search is not None:
+        folder.draw("ssp_search.png", lambda: fplot.plot_ssp_search(search).figure)
+    brackets = np.concatenate(brackets_per_run)
+    tick = prof.backend.device_tick_ns
+    # Fitted as the profile fits its device map (piecewise past 2 s of
+    # campaign), over every run's reads, so the band is the clock-map term
+    # of the error budget.
+    span_ns = float(brackets[:, 0].max() - brackets[:, 0].min())
+    cmap = (fit_piecewise_clock_map(brackets, tick_ns=tick) if span_ns > 2e9
+            else fit_clock_map(brackets, tick_ns=tick))
+    folder.draw("sync_error.png", lambda: fplot.plot_sync_error(brackets, cmap).figure)
+
+
+def _summary_lines(prof: Profile, il: InterleavedProfile, seed: int, seconds: float,
+                   folder: _DemoFolder) -> list[str]:
+    """What the demo prints: the two executions of interest, the interleaved case, the error budget, the files."""
+    il_kernel, il_before = DEMO_INTERLEAVED
+    sse, ssp = prof.profiles["sse"], prof.profiles["ssp"]
+    files, out_dir = folder.files, folder.out_dir
+    b = prof.error_budget
+    p_sse, u_sse = _mean_power(sse)
+    p_ssp, u_ssp = _mean_power(ssp)
+    lines = [
+        f"fingrav demo: {DEMO_KERNEL} on a simulated MI300X-class GPU (virtual time, seed {seed}), "
+        f"{seconds:.1f} s",
+        f"  {prof.runs} runs in all; the SSP search settled on {ssp.executions_per_run} executions per run, "
+        f"so the SSP execution is index {ssp.execution_index} (SSE: index {sse.execution_index})",
+        f"  {'':<4}{'execution':>10}{'duration':>10}{'golden runs':>13}{'LOIs/target':>13}"
+        f"{'mean power':>14}{'energy/execution':>22}",
+    ]
+    for label, ep, p, u in (("SSE", sse, p_sse, u_sse), ("SSP", ssp, p_ssp, u_ssp)):
+        lines.append(f"  {label:<4}{ep.execution_index:>10}{f'{ep.duration_ns / 1e3:.0f} us':>10}"
+                     f"{f'{ep.golden.count}/{ep.golden.total}':>13}{f'{len(ep.lois)}/{ep.loi_target}':>13}"
+                     f"{f'{p:.0f} +- {u:.0f} W':>14}{_energy(ep):>22}")
+    lines += [
+        f"  SSP / SSE mean power: {p_ssp / p_sse:.2f} (one kernel, two power levels: which execution you profile "
+        "matters)",
+        "  (+- : 95% confidence half-widths; golden runs: runs in the most populated execution-time bin)",
+        f"  interleaved {' + '.join(f'{n} x {k}' for k, n in il_before)} -> 1 x {il_kernel}: "
+        f"{il.power_ratio:.3f} x its isolated SSP power (paper Fig. 9, MB->2K)",
+        f"  error budget (half-widths, us): clock map {b.clock_map_ns / 1e3:.2f} + kernel start "
+        f"{b.marker_ns / 1e3:.2f} + logger window {b.logger_window_ns / 1e3:.2f} -> per log {b.total_ns / 1e3:.2f}",
+        f"    a log's time inside the execution is known to +-{b.total_ns / 1e3:.2f} us; "
+        f"features narrower than ~{2 * b.total_ns / 1e3:.1f} us are not resolved",
+        f"  wrote {len(files)} files to {out_dir}/: "
+        + ", ".join(os.path.basename(p) for p in files.values()),
+        f"  next: fingrav plot {files[f'{DEMO_KERNEL}.fgprof']} --out figs/ ; "
+        f"open {files[f'{DEMO_KERNEL}.trace.json']} at https://ui.perfetto.dev",
+    ]
+    return lines
 
 
 def figure_overview(prof: Profile) -> object:

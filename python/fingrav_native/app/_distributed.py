@@ -467,6 +467,11 @@ class TorchAgreement(Agreement):
         self._group = _exchange_group(self._dist, group)
         self.size = int(self._dist.get_world_size(self._group))
 
+    @property
+    def rank(self) -> int:
+        """This process's rank in the group."""
+        return int(self._dist.get_rank(self._group))
+
     def _reduce(self, value: float, op: str) -> float:
         import torch
 

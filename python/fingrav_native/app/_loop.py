@@ -1,6 +1,6 @@
 """A training loop on the simulated GPU, seen as a user sees a real one: a profiler trace and a power capture.
 
-In-situ profiling (issue 17) reads an application's own executions: every
+In-situ profiling reads an application's own executions: every
 iteration of a training loop is one of FinGraV's runs, at a random phase
 against the free-running power logger (paper Section IV-A). This module
 runs such a loop on :class:`~fingrav_native.sim.device.SimGPU` and writes

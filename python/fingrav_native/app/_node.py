@@ -1,4 +1,8 @@
-"""Split from multi.node."""
+"""The node drivers: one kernel profiled on several GPUs together (paper Section V-D).
+
+:func:`profile_node` runs every local GPU from one process, a thread each;
+:func:`profile_distributed` runs on every rank of a ``torch.distributed`` job.
+"""
 
 from __future__ import annotations
 
@@ -84,16 +88,7 @@ def profile_node(
     rank to launch); virtual-time ones are stepped one call at a time.
     """
     bks = list(backends)
-    if not bks:
-        raise ValueError("backends: at least one is needed")
-    if kernels is not None:
-        if kernel is not None or len(kernels) != len(bks):
-            raise ValueError(f"kernels: give either kernel or one kernel per backend ({len(bks)})")
-        per_rank = list(kernels)
-    elif kernel is None:
-        raise ValueError("kernel: give the kernel (or kernels=, one per backend)")
-    else:
-        per_rank = [kernel] * len(bks)
+    per_rank = _kernels_per_rank(kernel, kernels, len(bks))
     for bad in ("agreement", "progress", "backend"):
         if bad in options:
             raise ValueError(f"{bad}: set by profile_node for each rank")
@@ -103,6 +98,32 @@ def profile_node(
     if any(b.capabilities.virtual_time for b in bks):
         lock = threading.Lock()
         bks = [_Serialized(b, lock) for b in bks]
+    results = _profile_ranks(per_rank, bks, out_dir, options)
+    if exchange is not None:
+        alignments = [HostAlignment.identity(0, shares_host_clock=True)] + [
+            fit_host_alignment(np.concatenate([before[r], exchange(r, exchanges)]), rank=r)
+            for r in range(1, len(bks))]
+    elif alignments is None:
+        alignments = [HostAlignment.identity(r) for r in range(len(bks))]
+    return merge_ranks(results, alignments)
+
+
+def _kernels_per_rank(kernel: Optional[KernelSpec], kernels: Optional[Sequence[Any]], ranks: int) -> list[Any]:
+    """What each of ``ranks`` GPUs runs: ``kernel`` on every one, or one of ``kernels`` each."""
+    if not ranks:
+        raise ValueError("backends: at least one is needed")
+    if kernels is not None:
+        if kernel is not None or len(kernels) != ranks:
+            raise ValueError(f"kernels: give either kernel or one kernel per backend ({ranks})")
+        return list(kernels)
+    if kernel is None:
+        raise ValueError("kernel: give the kernel (or kernels=, one per backend)")
+    return [kernel] * ranks
+
+
+def _profile_ranks(per_rank: Sequence[Any], bks: Sequence[Backend], out_dir: Optional[str],
+                   options: dict[str, Any]) -> list[Profile]:
+    """Every rank's profile, one thread each, decisions agreed between them; the first real failure raised."""
     agreements = ThreadAgreement.group(len(bks))
     results: list[Any] = [None] * len(bks)
 
@@ -124,13 +145,7 @@ def profile_node(
         # The first real failure, not the BrokenBarrierError it caused on the other ranks.
         first = next(((r, x) for r, x in failures if not isinstance(x, threading.BrokenBarrierError)), failures[0])
         raise RuntimeError(f"rank {first[0]} failed: {first[1]!r}") from first[1]
-    if exchange is not None:
-        alignments = [HostAlignment.identity(0, shares_host_clock=True)] + [
-            fit_host_alignment(np.concatenate([before[r], exchange(r, exchanges)]), rank=r)
-            for r in range(1, len(bks))]
-    elif alignments is None:
-        alignments = [HostAlignment.identity(r) for r in range(len(bks))]
-    return merge_ranks(results, alignments)
+    return results
 
 
 def profile_distributed(
@@ -189,7 +204,7 @@ def profile_distributed(
         if bad in options:
             raise ValueError(f"{bad}: set by profile_distributed")
     agreement = TorchAgreement(group)
-    rank = agreement._dist.get_rank(agreement._group)
+    rank = agreement.rank
     before = exchange_brackets(group, clock, n=exchanges, root=root)
     prof = profile(kernel, backend, agreement=agreement,
                    out_dir=None if out_dir is None else os.path.join(out_dir, f"rank_{rank}"), **options)

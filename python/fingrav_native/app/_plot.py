@@ -9,14 +9,20 @@ printed in grey keeps its meaning.
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any, Literal, Mapping, Optional, Sequence
 
 import numpy as np
 
+from fingrav_native.clocks._maps import ClockMapLike
 from fingrav_native.insitu._results import TraceProfile
 from fingrav_native.method._results import ExecutionProfile, InterleavedProfile, Profile
 from fingrav_native.method._steady import SspSearch
 from fingrav_native.method._stitched import StitchedChannel
+
+#: A power channel a figure draws.
+Channel = Literal["total", "compute", "io", "memory"]
+#: What a kernel's profile is drawn over: fraction of the execution, or time in it.
+PlotX = Literal["fraction", "time"]
 
 # Channel -> (line style, marker, colour): distinct in colour and in grey.
 _STYLE = {
@@ -103,7 +109,7 @@ def plot_whole_run(profile: Profile, ax: Any = None, *, max_runs: Optional[int] 
 
 
 def plot_kernel(ep: ExecutionProfile, ax: Any = None, *,
-                channels: Sequence[str] = ("total", "compute", "io", "memory"), bands: bool = True) -> Any:
+                channels: Sequence[Channel] = ("total", "compute", "io", "memory"), bands: bool = True) -> Any:
     """One execution's stitched profile per component, with confidence bands.
 
     Parameters
@@ -111,7 +117,7 @@ def plot_kernel(ep: ExecutionProfile, ax: Any = None, *,
     ep : ExecutionProfile
         ``profile.profiles["sse"]`` or ``["ssp"]``.
     ax : matplotlib Axes, optional
-    channels : sequence of str
+    channels : sequence of {"total", "compute", "io", "memory"}
         Channels to draw (those the logger lacks are skipped).
     bands : bool
         Shade the smooth fit's simultaneous confidence band (each bin's
@@ -190,14 +196,14 @@ def _as_mapping(profiles: Any) -> Mapping[str, ExecutionProfile]:
     return out
 
 
-def plot_kernels(profiles: Any, channel: str = "total", ax: Any = None, *, x: str = "fraction") -> Any:
+def plot_kernels(profiles: Any, channel: Channel = "total", ax: Any = None, *, x: PlotX = "fraction") -> Any:
     """Several kernels' stitched profiles of one component, side by side on one axis.
 
     Parameters
     ----------
     profiles : mapping or sequence of (name, Profile or ExecutionProfile)
         A Profile contributes its SSP profile (else its only one).
-    channel : str
+    channel : {"total", "compute", "io", "memory"}
         Component to show.
     ax : matplotlib Axes, optional
     x : {"fraction", "time"}
@@ -241,14 +247,15 @@ def plot_kernels(profiles: Any, channel: str = "total", ax: Any = None, *, x: st
     return ax
 
 
-def figure_kernels_by_component(profiles: Any, *, channels: Sequence[str] = ("total", "compute", "io", "memory"),
-                                x: str = "fraction") -> Any:
+def figure_kernels_by_component(profiles: Any, *,
+                                channels: Sequence[Channel] = ("total", "compute", "io", "memory"),
+                                x: PlotX = "fraction") -> Any:
     """A figure with one panel per component, kernels side by side in each.
 
     Parameters
     ----------
     profiles : mapping or sequence of (name, Profile or ExecutionProfile)
-    channels : sequence of str
+    channels : sequence of {"total", "compute", "io", "memory"}
     x : {"fraction", "time"}
 
     Returns
@@ -276,7 +283,7 @@ def figure_kernels_by_component(profiles: Any, *, channels: Sequence[str] = ("to
     return fig
 
 
-def plot_interleaved(il: InterleavedProfile, ax: Any = None, *, channel: str = "total") -> Any:
+def plot_interleaved(il: InterleavedProfile, ax: Any = None, *, channel: Channel = "total") -> Any:
     """A kernel run after other kernels against its own steady-state profile.
 
     Parameters
@@ -284,7 +291,7 @@ def plot_interleaved(il: InterleavedProfile, ax: Any = None, *, channel: str = "
     il : InterleavedProfile
         From :func:`~fingrav_native.profile_interleaved`.
     ax : matplotlib Axes, optional
-    channel : str
+    channel : {"total", "compute", "io", "memory"}
 
     Returns
     -------
@@ -347,7 +354,7 @@ def plot_ssp_search(search: SspSearch, ax: Any = None) -> Any:
     return ax
 
 
-def plot_sync_error(brackets: np.ndarray, clock_map: Any, ax: Any = None, *, tick_ns: float = 1.0,
+def plot_sync_error(brackets: np.ndarray, clock_map: ClockMapLike, ax: Any = None, *, tick_ns: float = 1.0,
                     max_brackets: int = 1500) -> Any:
     """How far each bracketed read lies from a fitted clock map, with the map's error bound.
 
@@ -355,7 +362,7 @@ def plot_sync_error(brackets: np.ndarray, clock_map: Any, ax: Any = None, *, tic
     ----------
     brackets : numpy.ndarray
         (n, 3) int64 bracketed reads ``(host_before, device_ticks, host_after)``.
-    clock_map : ClockMap or PiecewiseClockMap
+    clock_map : ClockMap, PiecewiseClockMap or any ClockMapLike
         The fitted map.
     ax : matplotlib Axes, optional
     tick_ns : float
@@ -456,8 +463,8 @@ def plot_kernel_energy(tp: TraceProfile, ax: Any = None, *, top: int = 12) -> An
     return ax
 
 
-def figure_trace_profiles(tp: TraceProfile, *, top: int = 4, channels: Sequence[str] = ("total", "compute", "io",
-                                                                                         "memory")) -> Any:
+def figure_trace_profiles(tp: TraceProfile, *, top: int = 4,
+                          channels: Sequence[Channel] = ("total", "compute", "io", "memory")) -> Any:
     """The stitched profiles of an application's top kernels, one panel each.
 
     Parameters
@@ -465,7 +472,7 @@ def figure_trace_profiles(tp: TraceProfile, *, top: int = 4, channels: Sequence[
     tp : TraceProfile
     top : int
         Panels (the table's first rows).
-    channels : sequence of str
+    channels : sequence of {"total", "compute", "io", "memory"}
 
     Returns
     -------

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import logging
 import math
 import os
 import time
 import warnings
-from typing import Any, Callable, Optional, Sequence, Union
+from typing import Any, Callable, Literal, Optional, Sequence, Union
 
 import numpy as np
 
@@ -56,12 +57,29 @@ from fingrav_native.method._pipeline import (
     place_runs,
     stratified_mean,
 )
-from fingrav_native.method._results import CampaignTimeline, InterleavedProfile, Profile
+from fingrav_native.method._results import CampaignTimeline, ExecutionProfile, InterleavedProfile, Profile
 from fingrav_native.method._steady import SSE_EXECUTIONS, SSE_INDEX, PowerMeasurement, SspSearch, find_ssp_executions
 from fingrav_native.method._whole_run import whole_run_view
 from fingrav_native.records._layouts import LOI_DTYPE
 from fingrav_native.records._recording import Capabilities, RunRecord
 from fingrav_native.sensors._model import SensorModel, sensor_preset
+
+_log = logging.getLogger(__name__)
+
+#: Which execution(s) of interest a campaign profiles (Section IV-A).
+Mode = Literal["sse", "ssp", "both"]
+#: How a log is attributed to the execution (the values of ``method._pipeline.ATTRIBUTIONS``).
+Attribution = Literal["auto", "instant", "deconvolve"]
+#: When each campaign run is launched (the values of ``method._phase.PHASES``).
+Phase = Literal["auto", "steered", "random"]
+#: What a run is for, as its file records it (a resume replays it only to the same request).
+RunRole = Literal["timing", "probe", "campaign", "top-up"]
+#: Where a campaign is, as its progress reports it.
+CampaignPhase = Literal["timing", "ssp-search", "runs", "top-up", "done"]
+#: The stitched profile's smooth fit.
+Smoother = Literal["local", "poly4"]
+#: What the stitched profile is laid out on: time of interest or fraction of the execution.
+StitchX = Literal["time", "fraction"]
 
 
 def _kernel_label(backend: Backend, kernel: Any) -> str:
@@ -113,7 +131,7 @@ class _Campaign:
         # later resume checks the folder against.
         return max(self.next_run, len(self._replay))
 
-    def set_phase(self, phase: str, planned: Optional[int] = None) -> None:
+    def set_phase(self, phase: CampaignPhase, planned: Optional[int] = None) -> None:
         self.phase, self.planned = phase, planned
         self._phase_t0, self._phase_live = time.monotonic(), 0
         self.report()
@@ -152,7 +170,7 @@ class _Campaign:
         while self.backend.new_run_id() < top:
             pass
 
-    def run(self, kernel: KernelSpec, executions: int, keep: bool = True, role: str = "campaign") -> RunRecord:
+    def run(self, kernel: KernelSpec, executions: int, keep: bool = True, role: RunRole = "campaign") -> RunRecord:
         label = _kernel_label(self.backend, kernel)
         # Only the runs that are profiled are steered (not timing or SSP-search probes).
         steer = self.steerer if role in ("campaign", "top-up") else None
@@ -266,7 +284,9 @@ class _PooledProbe:
             try:
                 dec = deconvolve(tl.samples, tl.executions, tl.logger_map, self.sensor, execution_of_interest=n - 1,
                                  runs=runs_long_enough, bins=8, bootstrap=0, channels=("total",))
-            except ValueError:
+            except ValueError as exc:
+                # Too few logs around execution n-1 yet: this probe falls back to the point attribution below.
+                _log.debug("SSP search: execution %d not deconvolved (%s); point attribution instead", n, exc)
                 dec = None
             if dec is not None:
                 ch = dec.channels[0]
@@ -289,11 +309,56 @@ def _versions() -> dict[str, Any]:
     return {"fingrav_native": __version__, "profile_format": 1, "numpy": np.__version__}
 
 
+@dataclasses.dataclass(frozen=True)
+class _Settings:
+    """What :func:`profile` was asked for, handed as one value to each phase of the campaign."""
+
+    mode: Mode
+    runs: Optional[int]
+    margin: Optional[float]
+    executions: Optional[int]
+    ssp_tolerance: float
+    max_executions: int
+    top_up: bool
+    max_top_up_runs: Optional[int]
+    smoother: Optional[Smoother]
+    span: Union[float, Literal["auto"]]
+    x: StitchX
+    timing_executions: int
+    probe_lois: int
+    seed: int
+    phase: Phase
+    sensor: Optional[SensorModel] = None
+    attribution: Attribution = "auto"
+
+    def requested(self) -> dict[str, Any]:
+        """The settings ``campaign.json`` records, which a resume must repeat (the sensor and attribution are not)."""
+        return {
+            "mode": self.mode, "runs": self.runs, "margin": self.margin, "executions": self.executions,
+            "ssp_tolerance": self.ssp_tolerance, "max_executions": self.max_executions, "top_up": self.top_up,
+            "max_top_up_runs": self.max_top_up_runs, "smoother": self.smoother, "span": self.span, "x": self.x,
+            "timing_executions": self.timing_executions, "probe_lois": self.probe_lois, "seed": self.seed,
+            "phase": self.phase,
+        }
+
+
+@dataclasses.dataclass
+class _Plan:
+    """What the campaign settles on as it goes: Table I row, runs, bin margin, executions per run and of interest."""
+
+    guidance: Guidance
+    runs: int
+    margin: float
+    executions: int = 0
+    search: Optional[SspSearch] = None
+    labels: list[tuple[str, int]] = dataclasses.field(default_factory=list)
+
+
 def profile(
     kernel: KernelSpec,
     backend: Union[Backend, str, None] = None,
     *,
-    mode: str = "both",
+    mode: Mode = "both",
     runs: Optional[int] = None,
     margin: Optional[float] = None,
     executions: Optional[int] = None,
@@ -301,9 +366,9 @@ def profile(
     max_executions: int = 512,
     top_up: bool = True,
     max_top_up_runs: Optional[int] = None,
-    smoother: Optional[str] = "local",
-    span: float | str = "auto",
-    x: str = "time",
+    smoother: Optional[Smoother] = "local",
+    span: Union[float, Literal["auto"]] = "auto",
+    x: StitchX = "time",
     timing_executions: int = 5,
     probe_lois: int = 120,
     out_dir: Optional[str] = None,
@@ -312,8 +377,8 @@ def profile(
     progress: ProgressLike = None,
     agreement: Optional[Agreement] = None,
     sensor: Union[SensorModel, str, None] = None,
-    attribution: str = "auto",
-    phase: str = "auto",
+    attribution: Attribution = "auto",
+    phase: Phase = "auto",
 ) -> Profile:
     """Profile one kernel with FinGraV: guidance, runs, golden runs, LOIs, stitching.
 
@@ -403,8 +468,9 @@ def profile(
     attribution : {"auto", "instant", "deconvolve"}
         As for :func:`stitch_logs`: ``"auto"`` deconvolves every execution of
         interest whose logs average over more than half the resolution asked
-        for (DESIGN.md, "Sensors are part of the measurement"; Yang et al.,
-        SC'24), and the SSP search's probes take the deconvolved mean of
+        for (a log that averages over a window longer than the features
+        asked for smears them: the sensor is part of the measurement; Yang
+        et al., SC'24), and the SSP search's probes take the deconvolved mean of
         execution n-1 when the sensor's window is longer than the execution.
     phase : {"auto", "steered", "random"}
         When each campaign run is launched. ``"random"``: the paper's
@@ -468,44 +534,18 @@ def profile(
     8. Stitch (:func:`~fingrav_native.method.stitch.stitch`), integrate energy per
        execution, and build the whole-run view.
     """
-    if mode not in ("sse", "ssp", "both"):
-        raise ValueError(f"mode={mode!r}: must be 'sse', 'ssp' or 'both'")
-    if runs is not None and (not isinstance(runs, int) or runs < 2):
-        raise ValueError(f"runs={runs!r}: must be an integer >= 2")
-    if margin is not None and not 0 < margin < 1:
-        raise ValueError(f"margin={margin}: must be in (0, 1)")
-    if executions is not None and (not isinstance(executions, int) or executions < SSE_EXECUTIONS):
-        raise ValueError(f"executions={executions!r}: must be an integer >= {SSE_EXECUTIONS}")
-    if not isinstance(timing_executions, int) or timing_executions < 2:
-        raise ValueError(f"timing_executions={timing_executions!r}: must be an integer >= 2")
-    if x not in ("time", "fraction"):
-        raise ValueError(f"x={x!r}: must be 'time' or 'fraction'")
-    if resume and out_dir is None:
-        raise ValueError("resume=True: needs out_dir, the folder of the campaign to continue")
-    if attribution not in ATTRIBUTIONS:
-        raise ValueError(f"attribution={attribution!r}: must be one of {ATTRIBUTIONS}")
-    if phase not in PHASES:
-        raise ValueError(f"phase={phase!r}: must be one of {PHASES}")
-    if sensor is not None and not isinstance(sensor, (str, SensorModel)):
-        raise ValueError(f"sensor: must be a SensorModel or a preset name, got {type(sensor).__name__}")
+    _check_what_to_run(mode, runs, margin, executions, timing_executions)
+    _check_how_to_run(x, resume, out_dir, attribution, phase, sensor)
     # Every driver opens its device through the one resolver (a string, or a backend as it is).
     backend = open_device("sim", seed=seed) if backend is None else open_device(backend)
-    caps = backend.capabilities
-    model = sensor_preset(sensor) if isinstance(sensor, str) else sensor
-    if model is None:
-        model = caps.sensor
-    elif model != caps.sensor:
-        # The profile records what the logs were taken as.
-        caps = dataclasses.replace(caps, sensor=model)
+    model, caps = _sensor_of(backend.capabilities, sensor)
+    settings = _Settings(mode=mode, runs=runs, margin=margin, executions=executions, ssp_tolerance=ssp_tolerance,
+                         max_executions=max_executions, top_up=top_up, max_top_up_runs=max_top_up_runs,
+                         smoother=smoother, span=span, x=x, timing_executions=timing_executions,
+                         probe_lois=probe_lois, seed=seed, phase=phase, sensor=model, attribution=attribution)
     reporter = as_reporter(progress)
-    say = reporter.line
     name = _kernel_label(backend, kernel)
-    requested = {
-        "mode": mode, "runs": runs, "margin": margin, "executions": executions, "ssp_tolerance": ssp_tolerance,
-        "max_executions": max_executions, "top_up": top_up, "max_top_up_runs": max_top_up_runs,
-        "smoother": smoother, "span": span, "x": x, "timing_executions": timing_executions,
-        "probe_lois": probe_lois, "seed": seed, "phase": phase,
-    }
+    requested = settings.requested()
     # The folder is ours alone from before its manifest is read until the
     # profile is saved: another process can neither interleave runs nor
     # overwrite them.
@@ -513,14 +553,9 @@ def profile(
         replay = _open_campaign(out_dir, resume, name, caps, requested)
         camp = _Campaign(backend, out_dir, kernel=name, replay=replay, reporter=reporter)
         if replay:
-            say(f"{name}: resuming, {len(replay)} runs on disk")
+            reporter.line(f"{name}: resuming, {len(replay)} runs on disk")
         try:
-            result = _run_profile(camp, kernel, name, agreement or LocalAgreement(), mode=mode, runs=runs,
-                                  margin=margin, executions=executions,
-                                  ssp_tolerance=ssp_tolerance, max_executions=max_executions, top_up=top_up,
-                                  max_top_up_runs=max_top_up_runs, smoother=smoother, span=span, x=x,
-                                  timing_executions=timing_executions, probe_lois=probe_lois, seed=seed,
-                                  sensor=model, attribution=attribution, phase=phase)
+            result = _run_profile(camp, kernel, name, agreement or LocalAgreement(), settings)
         except BaseException as exc:
             # Ctrl-C (KeyboardInterrupt) included: the runs on disk stay, and the
             # manifest says how far the campaign got.
@@ -537,10 +572,50 @@ def profile(
     return result
 
 
+def _check_what_to_run(mode: str, runs: Optional[int], margin: Optional[float], executions: Optional[int],
+                       timing_executions: int) -> None:
+    """:func:`profile`'s execution(s) of interest and campaign size, each named when it is wrong."""
+    if mode not in ("sse", "ssp", "both"):
+        raise ValueError(f"mode={mode!r}: must be 'sse', 'ssp' or 'both'")
+    if runs is not None and (not isinstance(runs, int) or runs < 2):
+        raise ValueError(f"runs={runs!r}: must be an integer >= 2")
+    if margin is not None and not 0 < margin < 1:
+        raise ValueError(f"margin={margin}: must be in (0, 1)")
+    if executions is not None and (not isinstance(executions, int) or executions < SSE_EXECUTIONS):
+        raise ValueError(f"executions={executions!r}: must be an integer >= {SSE_EXECUTIONS}")
+    if not isinstance(timing_executions, int) or timing_executions < 2:
+        raise ValueError(f"timing_executions={timing_executions!r}: must be an integer >= 2")
+
+
+def _check_how_to_run(x: str, resume: bool, out_dir: Optional[str], attribution: str, phase: str,
+                      sensor: object) -> None:
+    """:func:`profile`'s stitching axis, folder, attribution, phase and sensor, each named when it is wrong."""
+    if x not in ("time", "fraction"):
+        raise ValueError(f"x={x!r}: must be 'time' or 'fraction'")
+    if resume and out_dir is None:
+        raise ValueError("resume=True: needs out_dir, the folder of the campaign to continue")
+    if attribution not in ATTRIBUTIONS:
+        raise ValueError(f"attribution={attribution!r}: must be one of {ATTRIBUTIONS}")
+    if phase not in PHASES:
+        raise ValueError(f"phase={phase!r}: must be one of {PHASES}")
+    if sensor is not None and not isinstance(sensor, (str, SensorModel)):
+        raise ValueError(f"sensor: must be a SensorModel or a preset name, got {type(sensor).__name__}")
+
+
+def _sensor_of(caps: Capabilities, sensor: Union[SensorModel, str, None]) -> tuple[Optional[SensorModel],
+                                                                                  Capabilities]:
+    """The model the logs are taken as (``sensor``, else the backend's), and the capabilities the profile records."""
+    model = sensor_preset(sensor) if isinstance(sensor, str) else sensor
+    if model is None:
+        return caps.sensor, caps
+    if model != caps.sensor:
+        # The profile records what the logs were taken as.
+        return model, dataclasses.replace(caps, sensor=model)
+    return model, caps
+
+
 def _write_state(out_dir: str, name: str, caps: Capabilities, requested: dict[str, Any], state: str, runs: int,
                  error: Optional[str] = None) -> None:
-    import dataclasses
-
     manifest = {"kernel": name, "backend": dataclasses.asdict(caps), "settings": requested, "state": state,
                 "runs": runs, "versions": _versions()}
     if error is not None:
@@ -607,159 +682,206 @@ def _count_lois(camp: _Campaign, labels: Sequence[tuple[str, int]], margin: floa
         tl = camp.timeline(camp.records)
         placed = {label: place_runs(tl.samples, tl.executions, tl.logger_map, execution_index=idx, margin=margin)
                   for label, idx in labels}
-    except ValueError:
+    except ValueError as exc:
         # Too few runs yet for a clock map or a golden bin: nothing to count.
+        _log.debug("LOIs not counted after %d runs: %s", len(camp.records), exc)
         return
     camp.lois, camp.loi_target = _shortest(placed, guidance)
 
 
-def _run_profile(camp: _Campaign, kernel: KernelSpec, name: str, agree: Agreement, *, mode: str, runs: Optional[int],
-                 margin: Optional[float], executions: Optional[int], ssp_tolerance: float, max_executions: int,
-                 top_up: bool, max_top_up_runs: Optional[int], smoother: Optional[str], span: float | str, x: str,
-                 timing_executions: int, probe_lois: int, seed: int, sensor: Optional[SensorModel] = None,
-                 attribution: str = "auto", phase: str = "random") -> Profile:
-    caps = camp.caps
-    say = camp.reporter.line
+def _run_profile(camp: _Campaign, kernel: KernelSpec, name: str, agree: Agreement, settings: _Settings) -> Profile:
+    """The paper's eight steps on ``camp`` (step 2, the instrumentation, is the backend's)."""
+    plan = _time_kernel(camp, kernel, name, agree, settings)
+    plan.executions, plan.search = _executions_per_run(camp, kernel, agree, plan.guidance, settings)
+    if settings.mode in ("sse", "both"):
+        plan.labels.append(("sse", SSE_INDEX))
+    if settings.mode in ("ssp", "both"):
+        plan.labels.append(("ssp", plan.executions - 1))
+    camp.steerer = _steerer(camp, agree, plan, settings)
+    _run_campaign(camp, kernel, plan, settings)
+    tl, placed, top_ups, top_cap = _place_and_top_up(camp, kernel, agree, plan, settings)
+    profiles = _finish_profiles(tl, placed, plan, top_ups, settings)
+    camp.set_phase("done", camp.next_run)
+    return _package(camp, name, tl, plan, profiles, top_cap, settings)
 
-    # Step 1: time the kernel.
+
+def _time_kernel(camp: _Campaign, kernel: KernelSpec, name: str, agree: Agreement, settings: _Settings) -> _Plan:
+    """Step 1: time the kernel; its Table I row sets the runs and the bin margin not given."""
     camp.set_phase("timing")
-    timing = camp.run(kernel, timing_executions, keep=False, role="timing")
-    durations = nominal_durations(timing.markers, caps.device_tick_ns)
+    timing = camp.run(kernel, settings.timing_executions, keep=False, role="timing")
+    durations = nominal_durations(timing.markers, camp.caps.device_tick_ns)
     # Ranks of a collective see slightly different durations (arrival skew):
     # one guidance row for all, from the longest.
     guidance = lookup_guidance(agree.max(float(np.median(durations[1:]))))
-    n_runs = runs if runs is not None else guidance.runs
-    bin_margin = margin if margin is not None else guidance.margin
+    plan = _Plan(guidance, runs=settings.runs if settings.runs is not None else guidance.runs,
+                 margin=settings.margin if settings.margin is not None else guidance.margin)
     camp.loi_target = target_loi_count(guidance, guidance.exec_time_ns)
-    say(f"{name}: {guidance.exec_time_ns / 1e3:.1f} us per execution -> {n_runs} runs, margin {bin_margin:.0%}")
+    camp.reporter.line(f"{name}: {guidance.exec_time_ns / 1e3:.1f} us per execution -> {plan.runs} runs, "
+                       f"margin {plan.margin:.0%}")
+    return plan
 
-    # Step 3: executions per run.
-    search: Optional[SspSearch] = None
-    if mode == "sse":
-        n_exec = SSE_EXECUTIONS
-    elif executions is not None:
-        n_exec = executions
-    else:
-        camp.set_phase("ssp-search")
-        reach = 0.0 if sensor is None else max(sensor.window_ns, sensor.tau_ns,
-                                               sensor.period_ns if sensor.kind == "counter" else 0.0)
-        deconv_probes = attribution == "deconvolve" or (attribution == "auto" and reach > guidance.exec_time_ns)
-        measure = _PooledProbe(camp, kernel, guidance.exec_time_ns, probe_lois, say, agree, sensor=sensor,
-                               deconvolve_probes=deconv_probes)
-        search = find_ssp_executions(measure, tolerance=ssp_tolerance, max_executions=max_executions)
-        n_exec = max(SSE_EXECUTIONS, search.executions)
 
-    labels: list[tuple[str, int]] = []
-    if mode in ("sse", "both"):
-        labels.append(("sse", SSE_INDEX))
-    if mode in ("ssp", "both"):
-        labels.append(("ssp", n_exec - 1))
+def _executions_per_run(camp: _Campaign, kernel: KernelSpec, agree: Agreement, guidance: Guidance,
+                        settings: _Settings) -> tuple[int, Optional[SspSearch]]:
+    """Step 3: executions per run: SSE's four, the number given, or the SSP search's."""
+    if settings.mode == "sse":
+        return SSE_EXECUTIONS, None
+    if settings.executions is not None:
+        return settings.executions, None
+    camp.set_phase("ssp-search")
+    sensor, attribution = settings.sensor, settings.attribution
+    reach = 0.0 if sensor is None else max(sensor.window_ns, sensor.tau_ns,
+                                           sensor.period_ns if sensor.kind == "counter" else 0.0)
+    deconv_probes = attribution == "deconvolve" or (attribution == "auto" and reach > guidance.exec_time_ns)
+    measure = _PooledProbe(camp, kernel, guidance.exec_time_ns, settings.probe_lois, camp.reporter.line, agree,
+                           sensor=sensor, deconvolve_probes=deconv_probes)
+    search = find_ssp_executions(measure, tolerance=settings.ssp_tolerance, max_executions=settings.max_executions)
+    return max(SSE_EXECUTIONS, search.executions), search
 
-    # Step 4: the campaign, at random phase (the paper) or steered (equivalent-time sampling).
-    period = sensor.period_ns if sensor is not None else caps.logger_period_ns
+
+def _steerer(camp: _Campaign, agree: Agreement, plan: _Plan, settings: _Settings) -> Optional[PhaseSteerer]:
+    """Step 4's launch phase: a steerer (equivalent-time sampling), or None for random phase (the paper)."""
+    sensor, guidance, say = settings.sensor, plan.guidance, camp.reporter.line
+    period = sensor.period_ns if sensor is not None else camp.caps.logger_period_ns
     n_bins = max(1, math.ceil(guidance.exec_time_ns / guidance.loi_interval_ns))
     # A steered campaign is complete when every bin holds as many samples as
     # random phase would place in it on average over the planned runs.
-    per_bin = max(1, math.ceil(n_runs * min(1.0, guidance.exec_time_ns / period) / n_bins))
+    per_bin = max(1, math.ceil(plan.runs * min(1.0, guidance.exec_time_ns / period) / n_bins))
     # Logs that will be deconvolved are steered by the information they add to the deconvolution.
-    design = sensor is not None and sensor.averages and attribution != "instant"
-    steer = make_steerer(caps, sensor, camp.backend, labels, guidance.exec_time_ns, guidance.loi_interval_ns,
-                         per_bin, seed, phase, say, design=design)
+    design = sensor is not None and sensor.averages and settings.attribution != "instant"
+    steer = make_steerer(camp.caps, sensor, camp.backend, plan.labels, guidance.exec_time_ns,
+                         guidance.loi_interval_ns, per_bin, settings.seed, settings.phase, say, design=design)
     if steer is not None and steer.active and getattr(agree, "size", 1) > 1:
         # The ranks of a collective launch together; a release chosen per
         # rank would skew their arrival (and so the collective's time).
         steer.active = False
         steer.note = "the ranks of a collective launch together: one rank's steering would skew their arrival"
         say(f"  phase: random ({steer.note})")
-    camp.steerer = steer
     if steer is not None and steer.active:
         say(f"  phase: steered ({'by the deconvolution design, ' if design else ''}"
             f"{n_bins} bins of {steer.bin_ns / 1e3:.1f} us, {per_bin} per bin)")
+    return steer
+
+
+def _run_campaign(camp: _Campaign, kernel: KernelSpec, plan: _Plan, settings: _Settings) -> None:
+    """Step 4: the campaign's runs; a steered one ends early once every bin is covered (``plan.runs`` says when)."""
+    steer, say, n_runs = camp.steerer, camp.reporter.line, plan.runs
     camp.set_phase("runs", camp.next_run + n_runs)
     step = max(1, n_runs // 10)
     for i in range(n_runs):
-        camp.run(kernel, n_exec)
-        if runs is None and steer is not None and steer.active and steer.complete:
+        camp.run(kernel, plan.executions)
+        if settings.runs is None and steer is not None and steer.active and steer.complete:
             # Every bin has its samples: the guidance's run count was sized
             # for random phase, which needs more runs for the same cover.
             say(f"  phase: every bin covered after {i + 1} of {n_runs} runs")
-            n_runs = i + 1
+            plan.runs = i + 1
             break
         # The last count is the placement below (step 5), not a second one here.
         if (i + 1) % step == 0 and i + 1 < n_runs:
-            _count_lois(camp, labels, bin_margin, guidance)
+            _count_lois(camp, plan.labels, plan.margin, plan.guidance)
             say(f"  runs {i + 1}/{n_runs}, LOIs {camp.lois}/{camp.loi_target}")
     if steer is not None and not steer.active and steer.note:
         say(f"  phase: random from run {steer.summary()['steered_runs']} on: {steer.note}")
-        if phase == "steered":
+        if settings.phase == "steered":
+            # Level 4: the caller of profile() (through _run_profile).
             warnings.warn(f"phase='steered': fell back to random phase: {steer.note}", PhaseSteeringWarning,
-                          stacklevel=3)
+                          stacklevel=4)
 
-    top_cap = max_top_up_runs if max_top_up_runs is not None else n_runs
+
+def _place_and_top_up(camp: _Campaign, kernel: KernelSpec, agree: Agreement, plan: _Plan,
+                      settings: _Settings) -> tuple[Timeline, dict[str, PlacedRuns], int, int]:
+    """Steps 5-7: clock maps, golden runs and LOIs; top-up runs while the LOIs fall short of the guidance.
+
+    Returns the campaign's timeline, each execution of interest's placed
+    runs, the top-up runs made and the cap they were held to.
+    """
+    say, guidance = camp.reporter.line, plan.guidance
+    top_cap = settings.max_top_up_runs if settings.max_top_up_runs is not None else plan.runs
     top_ups = 0
     while True:
         tl = camp.timeline(camp.records)
-        samples, ex, dmap, lmap = tl.samples, tl.executions, tl.device_map, tl.logger_map
-        placed = {label: place_runs(samples, ex, lmap, execution_index=idx, margin=bin_margin) for label, idx in labels}
+        placed = {label: place_runs(tl.samples, tl.executions, tl.logger_map, execution_index=idx,
+                                    margin=plan.margin) for label, idx in plan.labels}
         # Step 7: top up while the LOIs fall short of the guidance.
         targets = {label: target_loi_count(guidance, pl.duration_ns) for label, pl in placed.items()}
         short = int(agree.max(max(targets[label] - len(pl.lois) for label, pl in placed.items())))
         fewest = min(len(pl.lois) for pl in placed.values())
         camp.lois, camp.loi_target = _shortest(placed, guidance)
         if top_ups == 0:
-            say(f"  runs {n_runs}/{n_runs}, LOIs {camp.lois}/{camp.loi_target}")
-        if not top_up or short <= 0 or top_ups >= top_cap:
-            break
+            say(f"  runs {plan.runs}/{plan.runs}, LOIs {camp.lois}/{camp.loi_target}")
+        if not settings.top_up or short <= 0 or top_ups >= top_cap:
+            return tl, placed, top_ups, top_cap
         per_run = max(fewest / max(1, len(camp.records)), 0.5 / max(1, len(camp.records)))
         # The rank that needs the most runs sets the count for all.
         more = int(agree.max(min(top_cap - top_ups, max(1, math.ceil(short / per_run)))))
         say(f"  top-up: {short} LOIs short, {more} more runs")
         camp.set_phase("top-up", camp.next_run + more)
         for _ in range(more):
-            camp.run(kernel, n_exec, role="top-up")
+            camp.run(kernel, plan.executions, role="top-up")
         top_ups += more
-    profiles = {}
-    for label, idx in labels:
-        pl = placed[label]
-        use_deconv = attribution == "deconvolve" or (
-            attribution == "auto" and needs_deconvolution(samples, sensor, pl.duration_ns, guidance.loi_interval_ns))
-        if use_deconv:
-            try:
-                profiles[label] = finish_deconvolved(label, pl, samples, ex, lmap, sensor, execution_index=idx,
-                                                      executions_per_run=n_exec, guidance=guidance, x=x,
-                                                      kernel_id=None, top_up_runs=top_ups)
-                continue
-            except ValueError as exc:
-                # Too few logs for the deconvolution (a 25 ms window every
-                # 100 ms over a sub-millisecond kernel needs ~10^5 runs):
-                # say so, with the count it needs, and keep the point
-                # attribution so the campaign still yields its profile.
-                if attribution == "deconvolve":
-                    raise
-                warnings.warn(f"{label}: cannot deconvolve ({exc}); the profile attributes each log to one "
-                              "instant and is smeared by the sensor's window", SensorResolutionWarning, stacklevel=2)
-        if label not in profiles:
-            profiles[label] = finish_profile(label, pl, execution_index=idx, executions_per_run=n_exec, guidance=guidance,
-                                      smoother=smoother, x=x, top_up_runs=top_ups, span=span)
-    camp.set_phase("done", camp.next_run)
 
+
+def _finish_profiles(tl: Timeline, placed: dict[str, PlacedRuns], plan: _Plan, top_ups: int,
+                     settings: _Settings) -> dict[str, ExecutionProfile]:
+    """Step 8: each execution of interest stitched, or deconvolved where the sensor averages over too long."""
+    profiles = {}
+    for label, idx in plan.labels:
+        pl = placed[label]
+        use_deconv = settings.attribution == "deconvolve" or (
+            settings.attribution == "auto"
+            and needs_deconvolution(tl.samples, settings.sensor, pl.duration_ns, plan.guidance.loi_interval_ns))
+        ep = _deconvolved(label, idx, pl, tl, plan, top_ups, settings) if use_deconv else None
+        if ep is None:
+            ep = finish_profile(label, pl, execution_index=idx, executions_per_run=plan.executions,
+                                guidance=plan.guidance, smoother=settings.smoother, x=settings.x,
+                                top_up_runs=top_ups, span=settings.span)
+        profiles[label] = ep
+    return profiles
+
+
+def _deconvolved(label: str, idx: int, pl: PlacedRuns, tl: Timeline, plan: _Plan, top_ups: int,
+                 settings: _Settings) -> Optional[ExecutionProfile]:
+    """The deconvolved profile of one execution of interest; None (and a warning) where the logs are too few."""
+    try:
+        return finish_deconvolved(label, pl, tl.samples, tl.executions, tl.logger_map, settings.sensor,
+                                  execution_index=idx, executions_per_run=plan.executions, guidance=plan.guidance,
+                                  x=settings.x, kernel_id=None, top_up_runs=top_ups)
+    except ValueError as exc:
+        # Too few logs for the deconvolution (a 25 ms window every
+        # 100 ms over a sub-millisecond kernel needs ~10^5 runs):
+        # say so, with the count it needs, and keep the point
+        # attribution so the campaign still yields its profile.
+        if settings.attribution == "deconvolve":
+            raise
+        # Level 4: profile() itself (through _run_profile and _finish_profiles), where it always pointed.
+        warnings.warn(f"{label}: cannot deconvolve ({exc}); the profile attributes each log to one "
+                      "instant and is smeared by the sensor's window", SensorResolutionWarning, stacklevel=4)
+        return None
+
+
+def _package(camp: _Campaign, name: str, tl: Timeline, plan: _Plan, profiles: dict[str, ExecutionProfile],
+             top_cap: int, settings: _Settings) -> Profile:
+    """The :class:`Profile`: whole-run view, error budget, settings as run, clock maps and the campaign's timeline."""
+    samples, ex, dmap, lmap = tl.samples, tl.executions, tl.device_map, tl.logger_map
     golden_runs = np.unique(np.concatenate([p.golden.run_ids for p in profiles.values()]))
     wr = whole_run_view(lmap.to_host(samples["source_ts"]), samples["total"], ex, runs=golden_runs)
-    budget = error_budget([p.lois for p in profiles.values()], ex, lmap, caps)
-    settings = {
-        "phase": steer.summary() if steer is not None else {"requested": phase, "used": "random"},
-        "runs": n_runs, "margin": bin_margin, "executions_per_run": n_exec, "ssp_tolerance": ssp_tolerance,
-        "max_executions": max_executions, "top_up": top_up, "max_top_up_runs": top_cap, "smoother": smoother,
-        "span": span,
-        "x": x, "timing_executions": timing_executions, "seed": seed,
+    budget = error_budget([p.lois for p in profiles.values()], ex, lmap, camp.caps)
+    steer = camp.steerer
+    run_settings = {
+        "phase": steer.summary() if steer is not None else {"requested": settings.phase, "used": "random"},
+        "runs": plan.runs, "margin": plan.margin, "executions_per_run": plan.executions,
+        "ssp_tolerance": settings.ssp_tolerance, "max_executions": settings.max_executions,
+        "top_up": settings.top_up, "max_top_up_runs": top_cap, "smoother": settings.smoother,
+        "span": settings.span, "x": settings.x, "timing_executions": settings.timing_executions,
+        "seed": settings.seed,
     }
     if camp.replayed:
-        settings["resumed_runs"] = camp.replayed
+        run_settings["resumed_runs"] = camp.replayed
     clock = {"device": dmap.as_dict(), "logger": lmap.as_dict() if lmap is not dmap else "device"}
     return Profile(
-        kernel=name, backend=caps, mode=mode, guidance=guidance, settings=settings, profiles=profiles,
-        ssp_search=search, whole_run=wr, clock=clock, error_budget=budget, runs=camp.next_run,
-        versions=_versions(),
+        kernel=name, backend=camp.caps, mode=settings.mode, guidance=plan.guidance, settings=run_settings,
+        profiles=profiles, ssp_search=plan.search, whole_run=wr, clock=clock, error_budget=budget,
+        runs=camp.next_run, versions=_versions(),
         timeline=CampaignTimeline(executions=ex, logs=log_records(samples, lmap), golden_runs=golden_runs),
     )
 
@@ -772,7 +894,7 @@ def profile_interleaved(
     runs: Optional[int] = None,
     margin: Optional[float] = None,
     reference: Optional[Profile] = None,
-    smoother: Optional[str] = "local",
+    smoother: Optional[Smoother] = "local",
     seed: int = 0,
     progress: ProgressLike = None,
 ) -> InterleavedProfile:

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import os
-from typing import Any, Union
+from typing import Any, Optional, Union
 
+from fingrav_native.clocks._maps import ClockMapLike
 from fingrav_native.files._rocprof import read_trace
 from fingrav_native.insitu._profile import profile_trace as _attribute
 from fingrav_native.insitu._results import TraceProfile
@@ -13,8 +14,8 @@ from fingrav_native.insitu._trace import KernelTrace
 __all__ = ["profile_trace"]
 
 
-def profile_trace(trace: Union[str, "os.PathLike[str]", KernelTrace], samples: Any, logger_map: Any = None,
-                  **options: Any) -> TraceProfile:
+def profile_trace(trace: Union[str, "os.PathLike[str]", KernelTrace], samples: Any,
+                  logger_map: Optional[ClockMapLike] = None, **options: Any) -> TraceProfile:
     """Per-kernel power and energy of a running application, from its profiler trace file and power logs.
 
     The same as :func:`fingrav_native.insitu.profile_trace` (whose parameters

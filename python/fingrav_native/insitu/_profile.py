@@ -13,14 +13,15 @@ interest into a profile with its energy per execution.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import math
 import os
-from typing import Any, Optional, Union
+from typing import Any, Literal, Optional, Union
 
 import numpy as np
 from scipy import stats
 
-from fingrav_native.clocks._maps import host_relative
+from fingrav_native.clocks._maps import ClockMapLike, host_relative
 from fingrav_native.insitu._align import LogAlignment, align_logs_to_trace
 from fingrav_native.insitu._results import (
     ITERATION_DTYPE,
@@ -39,6 +40,11 @@ from fingrav_native.method._results import ExecutionProfile
 from fingrav_native.records._layouts import validate_executions
 from fingrav_native.sensors._model import SensorModel, sensor_preset
 
+_log = logging.getLogger(__name__)
+
+#: How a log is attributed to the kernels (the values of ``method._pipeline.ATTRIBUTIONS``).
+Attribution = Literal["auto", "instant", "deconvolve"]
+
 
 class _Shifted:
     """A clock map onto the trace's clock, shifted to the trace's origin (keeps float64 times small).
@@ -47,7 +53,7 @@ class _Shifted:
     so no epoch time passes through a float64 (256 ns steps at 1.8e18 ns).
     """
 
-    def __init__(self, inner: Any, origin_ns: int) -> None:
+    def __init__(self, inner: ClockMapLike, origin_ns: int) -> None:
         self.inner, self.origin = inner, int(origin_ns)
         self.shift_ns, self.shift_err_ns = 0.0, 0.0  # the logs' measured offset (insitu.align)
 
@@ -64,13 +70,13 @@ class _Shifted:
 _RESOLUTION_NS = 10_000.0
 
 
-def _one_sided(logger_map: Any) -> bool:
+def _one_sided(logger_map: ClockMapLike) -> bool:
     """Whether a clock map was fitted one-sidedly (a logger's own clock, seen only when published)."""
     inner = getattr(logger_map, "logger", None)
     return "one-sided" in (getattr(logger_map, "method", None), getattr(inner, "method", None))
 
 
-def _warmup(samples: np.ndarray, ex: np.ndarray, logger_map: Any, tolerance: float) -> int:
+def _warmup(samples: np.ndarray, ex: np.ndarray, logger_map: ClockMapLike, tolerance: float) -> int:
     """Executions (in start order) before power is steady across iterations.
 
     The logs of interest of the signature's executions, in ten chunks of
@@ -81,7 +87,8 @@ def _warmup(samples: np.ndarray, ex: np.ndarray, logger_map: Any, tolerance: flo
     """
     try:
         lois = place_logs(samples, ex, logger_map)
-    except ValueError:
+    except ValueError as exc:
+        _log.debug("warm-up not measured, none assumed: %s", exc)
         return 0
     if len(lois) < 20:
         return 0
@@ -250,16 +257,16 @@ TIMELINE_ASSUMPTIONS = (
 def profile_trace(
     trace: Union[str, os.PathLike[str], KernelTrace],
     samples: Any,
-    logger_map: Any = None,
+    logger_map: Optional[ClockMapLike] = None,
     *,
     margin: float = 0.02,
     min_executions: int = 20,
     warmup_tolerance: float = 0.02,
     sensor: Union[SensorModel, str, None] = None,
-    attribution: str = "auto",
+    attribution: Attribution = "auto",
     device: Optional[int] = None,
     bins: int = 8,
-    align: Union[bool, str] = "auto",
+    align: Union[bool, Literal["auto"]] = "auto",
 ) -> TraceProfile:
     """Per-kernel power and energy of a running application, from its profiler trace and power logs.
 
@@ -343,20 +350,68 @@ def profile_trace(
     interval over iterations (Efron and Tibshirani 1993, via
     :func:`scipy.stats.bootstrap`).
     """
+    _check_options(margin, min_executions, warmup_tolerance)
+    samples, logger_map, sensor, capture_clock = _from_capture(samples, logger_map, sensor)
+    _check_logs(samples, logger_map, align, attribution, bins)
+    assert logger_map is not None  # _check_logs refused a missing one
+    model = sensor_preset(sensor) if isinstance(sensor, str) else sensor
+    kt = _checked_trace(trace, capture_clock)
+    on_device = kt.device == _device_of(kt, device)
+    joint = model is not None and model.averages and attribution != "instant" and (
+        attribution == "deconvolve" or needs_deconvolution(samples, model, 1.0, _RESOLUTION_NS))
+    lmap = _Shifted(logger_map, kt.origin_ns)
+    t_logs = lmap.to_host(samples["source_ts"])  # once: the profiles below map through lmap themselves
+    conc = kt.concurrent()
+    alignment: Optional[LogAlignment] = None
+    if align is not False and not joint and (model is None or not model.averages):
+        alignment = _measured_offset(kt, samples, t_logs, on_device & ~conc)
+        if alignment is not None and not alignment.at_edge and (align is True or _one_sided(logger_map)):
+            lmap.shift_ns, lmap.shift_err_ns = alignment.offset_ns, alignment.half_width_ns
+            t_logs = t_logs + lmap.shift_ns
+    # A window in a loop covers other kernels: the joint fit below replaces the attribution.
+    found, it_of = _Signatures(), kt.iteration()
+    for sig in kt.signatures:
+        _profile_signature(found, kt, sig, samples, lmap, on_device, conc, it_of, margin=margin,
+                           min_executions=min_executions, warmup_tolerance=warmup_tolerance,
+                           sensor=None if joint else model, attribution="instant" if joint else attribution)
+    if found.rows and joint:
+        assert model is not None
+        found.profiles = _joint(samples, t_logs, kt, model, on_device, found.kept_ids, found.profiles, found.rows,
+                                bins)
+    if not found.rows:
+        raise ValueError(f"trace: no kernel signature could be profiled ({found.skipped})")
+    return _trace_profile(kt, samples, t_logs, model, found, conc, alignment, lmap)
+
+
+def _check_options(margin: float, min_executions: int, warmup_tolerance: float) -> None:
+    """:func:`profile_trace`'s numbers, each named when it is wrong."""
     if not 0 < margin < 1:
         raise ValueError(f"margin={margin!r}: must be in (0, 1)")
     if not isinstance(min_executions, int) or min_executions < 2:
         raise ValueError(f"min_executions={min_executions!r}: must be an integer >= 2")
     if not 0 < warmup_tolerance < 1:
         raise ValueError(f"warmup_tolerance={warmup_tolerance!r}: must be in (0, 1)")
+
+
+def _from_capture(samples: Any, logger_map: Optional[ClockMapLike], sensor: Union[SensorModel, str, None]) -> tuple[
+        Any, Optional[ClockMapLike], Union[SensorModel, str, None], Optional[str]]:
+    """A PowerCapture's logs, clock map (unless given), sensor (unless given) and the clock it maps onto.
+
+    Plain samples pass through, with no capture clock.
+    """
+    if isinstance(samples, np.ndarray) or not (hasattr(samples, "logger_map") and hasattr(samples, "samples")):
+        return samples, logger_map, sensor, None
+    capture = samples
     capture_clock: Optional[str] = None
-    if not isinstance(samples, np.ndarray) and hasattr(samples, "logger_map") and hasattr(samples, "samples"):
-        capture = samples
-        samples = capture.samples
-        if logger_map is None:
-            logger_map = capture.logger_map()
-            capture_clock = "unix-epoch"
-        sensor = capture.sensor if sensor is None else sensor
+    if logger_map is None:
+        logger_map = capture.logger_map()
+        capture_clock = "unix-epoch"
+    return capture.samples, logger_map, capture.sensor if sensor is None else sensor, capture_clock
+
+
+def _check_logs(samples: Any, logger_map: Optional[ClockMapLike], align: object, attribution: str,
+                bins: int) -> None:
+    """The logs, their clock map and how they are to be attributed, each named when it is wrong."""
     if not isinstance(samples, np.ndarray) or samples.dtype.names is None or "source_ts" not in samples.dtype.names:
         raise ValueError("samples: expected a structured array with source_ts and power fields, or a PowerCapture")
     if logger_map is None:
@@ -367,99 +422,113 @@ def profile_trace(
         raise ValueError(f"attribution={attribution!r}: must be 'auto', 'instant' or 'deconvolve'")
     if not isinstance(bins, int) or not 2 <= bins <= 64:
         raise ValueError(f"bins={bins!r}: must be an integer in [2, 64]")
-    model = sensor_preset(sensor) if isinstance(sensor, str) else sensor
+
+
+def _checked_trace(trace: object, capture_clock: Optional[str]) -> KernelTrace:
+    """``trace`` as a KernelTrace whose executions are valid and on the capture's clock."""
     if not isinstance(trace, KernelTrace):
         raise ValueError(f"trace: must be a KernelTrace here, not {type(trace).__name__}; read a file with "
                          "fingrav_native.files.read_trace, or call fingrav_native.profile_trace, which reads paths")
-    kt = trace
-    if capture_clock is not None and kt.clock != capture_clock:
-        raise ValueError(f"trace: its kernels are on the {kt.clock} clock ({kt.source}); the capture maps its logs "
-                         f"onto the {capture_clock} clock. Pass logger_map= mapping the logs onto the trace's clock "
-                         "(a capture does not bracket the host's monotonic clock yet)")
-    validate_executions(kt.executions, "trace", exclusive=False)
+    if capture_clock is not None and trace.clock != capture_clock:
+        raise ValueError(f"trace: its kernels are on the {trace.clock} clock ({trace.source}); the capture maps its "
+                         f"logs onto the {capture_clock} clock. Pass logger_map= mapping the logs onto the trace's "
+                         "clock (a capture does not bracket the host's monotonic clock yet)")
+    validate_executions(trace.executions, "trace", exclusive=False)
+    return trace
+
+
+def _device_of(kt: KernelTrace, device: Optional[int]) -> int:
+    """The trace's device the power logs belong to: ``device``, or the trace's only one."""
     devices = np.unique(kt.device)
     if device is None:
         if len(devices) > 1:
             raise ValueError(f"device: the trace holds kernels of devices {devices.tolist()}; say which one the "
                              "power logs belong to (device=...; one capture per GPU)")
-        device = int(devices[0])
-    elif int(device) not in devices.tolist():
+        return int(devices[0])
+    if int(device) not in devices.tolist():
         raise ValueError(f"device={device!r}: the trace holds kernels of devices {devices.tolist()}")
-    on_device = kt.device == int(device)
-    joint = model is not None and model.averages and attribution != "instant" and (
-        attribution == "deconvolve" or needs_deconvolution(samples, model, 1.0, _RESOLUTION_NS))
-    lmap = _Shifted(logger_map, kt.origin_ns)
-    t_logs = lmap.to_host(samples["source_ts"])  # once: the profiles below map through lmap themselves
-    conc = kt.concurrent()
-    it_of = kt.iteration()
-    alignment: Optional[LogAlignment] = None
-    if align is not False and not joint and (model is None or not model.averages):
-        dev = np.flatnonzero(on_device & ~conc)
-        dev = dev[np.argsort(kt.executions["start_ns"][dev], kind="stable")]
-        try:
-            alignment = align_logs_to_trace(t_logs, samples["total"],
-                                            kt.executions["start_ns"][dev], kt.executions["end_ns"][dev],
-                                            kt.executions["kernel_id"][dev])
-        except ValueError:
-            alignment = None  # too few logs over the kernels: the profiles below say so themselves
-        if alignment is not None and not alignment.at_edge and (align is True or _one_sided(logger_map)):
-            lmap.shift_ns, lmap.shift_err_ns = alignment.offset_ns, alignment.half_width_ns
-            t_logs = t_logs + lmap.shift_ns
-    rows: list[tuple[Any, ...]] = []
-    profiles: list[ExecutionProfile] = []
-    sig_ids: list[int] = []
-    kept_ids: list[np.ndarray] = []
-    skipped: dict[str, str] = {}
-    first_steady = np.iinfo(np.int64).min
-    for sig in kt.signatures:
-        label = f"{sig['name']} grid={tuple(int(g) for g in sig['grid'])} block={tuple(int(b) for b in sig['block'])}"
-        mine = (kt.executions["kernel_id"] == sig["id"]) & on_device
-        if not mine.any():
-            continue
-        keep = np.flatnonzero(mine & ~conc)
-        keep = keep[np.argsort(kt.executions["start_ns"][keep], kind="stable")]
-        ex = kt.executions[keep]
-        if len(ex) < min_executions:
-            skipped[label] = f"{len(ex)} executions (of {int(mine.sum())}) without a concurrent kernel, " \
-                             f"fewer than min_executions={min_executions}"
-            continue
-        warm = _warmup(samples, ex, lmap, warmup_tolerance)
-        kept = ex[warm:]
-        try:
-            # A window in a loop covers other kernels: the joint fit below replaces the attribution.
-            ep = stitch_logs(samples, kept, lmap, execution_of_interest=0, margin=margin, label=label,
-                             sensor=None if joint else model, attribution="instant" if joint else attribution)
-        except ValueError as exc:
-            skipped[label] = str(exc)
-            continue
-        if warm and len(kt.steps):
-            first_steady = max(first_steady, int(kt.steps["step"][max(int(it_of[keep[warm]]), 0)]))
-        e = ep.energy["total"]
-        rows.append((str(sig["name"]), sig["grid"], sig["block"], int(mine.sum()), int(ep.golden.count), warm,
-                     float(ep.duration_ns), float(e.energy_j / (ep.duration_ns * 1e-9)) if ep.duration_ns > 0
-                     else math.nan, float(e.energy_j), float(e.uncertainty_j), 0.0))
-        profiles.append(ep)
-        sig_ids.append(int(sig["id"]))
-        kept_ids.append(keep[warm:])
-    if rows and joint:
-        assert model is not None
-        profiles = _joint(samples, t_logs, kt, model, on_device, kept_ids, profiles, rows, bins)
-    if not rows:
-        raise ValueError(f"trace: no kernel signature could be profiled ({skipped})")
-    table = np.array(rows, dtype=KERNEL_TABLE_DTYPE)
+    return int(device)
+
+
+def _measured_offset(kt: KernelTrace, samples: np.ndarray, t_logs: np.ndarray,
+                     alone: np.ndarray) -> Optional[LogAlignment]:
+    """The logs' offset against the device's kernels that ran ``alone``; None where too few logs fall on them."""
+    dev = np.flatnonzero(alone)
+    dev = dev[np.argsort(kt.executions["start_ns"][dev], kind="stable")]
+    try:
+        return align_logs_to_trace(t_logs, samples["total"], kt.executions["start_ns"][dev],
+                                   kt.executions["end_ns"][dev], kt.executions["kernel_id"][dev])
+    except ValueError as exc:
+        # The profiles below say so themselves where it matters.
+        _log.debug("log offset not measured: %s", exc)
+        return None
+
+
+@dataclasses.dataclass
+class _Signatures:
+    """The kernel signatures profiled so far (a table row, a profile, the executions kept) and those skipped."""
+
+    rows: list[tuple[Any, ...]] = dataclasses.field(default_factory=list)
+    profiles: list[ExecutionProfile] = dataclasses.field(default_factory=list)
+    sig_ids: list[int] = dataclasses.field(default_factory=list)
+    kept_ids: list[np.ndarray] = dataclasses.field(default_factory=list)
+    skipped: dict[str, str] = dataclasses.field(default_factory=dict)
+    #: The first step past every signature's warm-up.
+    first_steady: int = np.iinfo(np.int64).min
+
+
+def _profile_signature(found: _Signatures, kt: KernelTrace, sig: Any, samples: np.ndarray, lmap: _Shifted,
+                       on_device: np.ndarray, conc: np.ndarray, it_of: np.ndarray, *, margin: float,
+                       min_executions: int, warmup_tolerance: float, sensor: Optional[SensorModel],
+                       attribution: str) -> None:
+    """Profile one signature's executions past the warm-up into ``found`` (or say there why it was skipped)."""
+    label = f"{sig['name']} grid={tuple(int(g) for g in sig['grid'])} block={tuple(int(b) for b in sig['block'])}"
+    mine = (kt.executions["kernel_id"] == sig["id"]) & on_device
+    if not mine.any():
+        return
+    keep = np.flatnonzero(mine & ~conc)
+    keep = keep[np.argsort(kt.executions["start_ns"][keep], kind="stable")]
+    ex = kt.executions[keep]
+    if len(ex) < min_executions:
+        found.skipped[label] = f"{len(ex)} executions (of {int(mine.sum())}) without a concurrent kernel, " \
+                               f"fewer than min_executions={min_executions}"
+        return
+    warm = _warmup(samples, ex, lmap, warmup_tolerance)
+    try:
+        ep = stitch_logs(samples, ex[warm:], lmap, execution_of_interest=0, margin=margin, label=label,
+                         sensor=sensor, attribution=attribution)
+    except ValueError as exc:
+        found.skipped[label] = str(exc)
+        return
+    if warm and len(kt.steps):
+        found.first_steady = max(found.first_steady, int(kt.steps["step"][max(int(it_of[keep[warm]]), 0)]))
+    e = ep.energy["total"]
+    found.rows.append((str(sig["name"]), sig["grid"], sig["block"], int(mine.sum()), int(ep.golden.count), warm,
+                       float(ep.duration_ns), float(e.energy_j / (ep.duration_ns * 1e-9)) if ep.duration_ns > 0
+                       else math.nan, float(e.energy_j), float(e.uncertainty_j), 0.0))
+    found.profiles.append(ep)
+    found.sig_ids.append(int(sig["id"]))
+    found.kept_ids.append(keep[warm:])
+
+
+def _trace_profile(kt: KernelTrace, samples: np.ndarray, t_logs: np.ndarray, model: Optional[SensorModel],
+                   found: _Signatures, conc: np.ndarray, alignment: Optional[LogAlignment],
+                   lmap: _Shifted) -> TraceProfile:
+    """The TraceProfile: the kernel table by energy share, per-iteration energy, and the logs on the timeline."""
+    table = np.array(found.rows, dtype=KERNEL_TABLE_DTYPE)
     total = table["count"] * table["energy_j"]
     table["share"] = total / total.sum() if total.sum() > 0 else np.nan
     order = np.argsort(-total, kind="stable")
-    sig_rows = np.array(sig_ids, dtype=np.int64)
+    sig_rows = np.array(found.sig_ids, dtype=np.int64)
     t_logs = _log_times(samples, t_logs, model)
-    iters, summary = _iterations(kt, table, sig_rows, first_steady, t_logs,
+    iters, summary = _iterations(kt, table, sig_rows, found.first_steady, t_logs,
                                  np.asarray(samples["total"], dtype=np.float64), seed=len(samples))
     logs = np.zeros(len(samples), dtype=TRACE_LOG_DTYPE)
     logs["t_ns"] = t_logs
     for ch in ("total", "compute", "io", "memory"):
         logs[ch] = samples[ch] if ch in (samples.dtype.names or ()) else np.nan
-    return TraceProfile(kernels=table[order], profiles=tuple(profiles[i] for i in order), trace=kt,
-                        concurrent=int(conc.sum()), skipped=skipped, iterations=iters, summary=summary,
+    return TraceProfile(kernels=table[order], profiles=tuple(found.profiles[i] for i in order), trace=kt,
+                        concurrent=int(conc.sum()), skipped=found.skipped, iterations=iters, summary=summary,
                         signature_rows=sig_rows[order], logs=logs, alignment=alignment,
                         alignment_applied=lmap.shift_ns != 0.0,
                         sensor=model.name if model is not None else "instantaneous logs (no sensor model given)")

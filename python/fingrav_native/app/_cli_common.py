@@ -1,0 +1,143 @@
+"""What every ``fingrav`` command shares: exit codes, Ctrl-C handling, the backend and kernel it names."""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import re
+import sys
+from typing import Any, Callable
+
+from fingrav_native.app._open import open_device
+from fingrav_native.backends._base import Backend
+from fingrav_native.backends._workloads import resolve_workload, torch_gemm, torch_gemv
+from fingrav_native.sim._device import kernel_presets
+
+#: The command did what it was asked.
+EXIT_OK = 0
+
+
+#: The command failed (a device, a library, a file), the usage was fine.
+EXIT_FAILURE = 1
+
+
+#: Bad usage: an option out of range, an unknown kernel, options that do not go together.
+EXIT_USAGE = 2
+
+
+#: Interrupted by Ctrl-C (128 + SIGINT, as shells report it).
+EXIT_INTERRUPTED = 130
+
+
+class SigintOnce:
+    """Ctrl-C raises KeyboardInterrupt once; further ones are ignored while the command winds down.
+
+    Without this a second Ctrl-C during the first one's clean-up (the
+    manifest written, the message printed) gives a second traceback. With
+    ``keep_ignoring`` (``fingrav`` run as the program) SIGINT stays ignored
+    after an interrupt until the process exits; otherwise the handler found
+    is put back.
+    """
+
+    def __init__(self, keep_ignoring: bool) -> None:
+        self.keep_ignoring = keep_ignoring
+        self.installed = False
+        self.fired = False
+        self.previous: Any = None
+
+    def __enter__(self) -> "SigintOnce":
+        import signal
+        import threading
+
+        # Only Python's own handler is replaced: an embedding program's, or
+        # SIGINT ignored (nohup, background jobs), is left as it is.
+        if (threading.current_thread() is threading.main_thread()
+                and signal.getsignal(signal.SIGINT) is signal.default_int_handler):
+            self.previous = signal.signal(signal.SIGINT, self._handle)
+            self.installed = True
+        return self
+
+    def _handle(self, signum: int, frame: object) -> None:
+        self.ignore()
+        raise KeyboardInterrupt
+
+    def ignore(self) -> None:
+        """From now on Ctrl-C does nothing (the command is ending)."""
+        import signal
+
+        self.fired = True
+        if self.installed:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+    def __exit__(self, *exc: object) -> None:
+        import signal
+
+        if self.installed and not (self.fired and self.keep_ignoring):
+            signal.signal(signal.SIGINT, self.previous)
+
+
+#: A command: the parsed arguments in, the exit code out.
+Command = Callable[[argparse.Namespace], int]
+
+
+def interruptible(command: str) -> Callable[[Command], Command]:
+    """Ctrl-C ends ``fingrav COMMAND`` with exit code 130 and one line instead of a traceback.
+
+    Only where the command owns SIGINT (Python's own handler was in place):
+    called inside another command (``profile --plots`` draws with ``plot_command``)
+    or a program with its own handler, the KeyboardInterrupt goes on up.
+    """
+    def wrap(fn: Command) -> Command:
+        @functools.wraps(fn)
+        def run(args: argparse.Namespace) -> int:
+            with SigintOnce(keep_ignoring=False) as sigint:
+                try:
+                    return fn(args)
+                except KeyboardInterrupt:
+                    if not sigint.installed:
+                        raise
+                    sigint.ignore()
+                    print(f"fingrav {command}: interrupted; the files it named are whole, one it was writing "
+                          "may be cut short", file=sys.stderr)
+                    return EXIT_INTERRUPTED
+        return run
+    return wrap
+
+
+#: What ``--backend`` takes.
+BACKENDS = ("sim", "sim-live", "amd", "nvidia")
+
+
+def make_backend(name: str, device: int, seed: int) -> Backend:
+    """The backend ``--backend NAME --device N --seed S`` names, opened."""
+    if device < 0:
+        raise ValueError(f"--device={device}: must be >= 0")
+    if seed < 0:
+        raise ValueError(f"--seed={seed}: must be >= 0")
+    # One resolver for every driver (open_device): the CLI's --backend/--device/--seed are its string.
+    if name in ("sim", "sim-live"):
+        return open_device(name, seed=seed)
+    return open_device(f"{name}:{device}")
+
+
+_HW_PRESET = re.compile(r"^(cb|mb)-(\d+)k-(gemm|gemv)$")
+
+
+def resolve_kernel(backend_name: str, spec: str) -> object:
+    """A kernel for the backend from the command line's KERNEL (a preset name or module:function)."""
+    if ":" in spec:
+        if backend_name.startswith("sim"):
+            raise ValueError(f"kernel={spec!r}: a module:function workload runs on amd or nvidia; "
+                             "the simulator runs its presets (fingrav_native.sim.kernel_presets())")
+        return resolve_workload(spec)
+    if backend_name.startswith("sim"):
+        names = [k["name"] for k in kernel_presets()]
+        if spec not in names:
+            raise ValueError(f"kernel={spec!r}: not a simulator preset; choose one of {', '.join(names)}")
+        return spec
+    m = _HW_PRESET.match(spec)
+    if m is None:
+        raise ValueError(f"kernel={spec!r}: on {backend_name} give module:function, or a GEMM/GEMV preset "
+                         "such as cb-4k-gemm or mb-8k-gemv")
+    n = int(m.group(2)) * 1024
+    return torch_gemm(n, n, n) if m.group(3) == "gemm" else torch_gemv(n, n)

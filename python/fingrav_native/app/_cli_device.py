@@ -1,0 +1,90 @@
+"""The ``fingrav`` commands that measure a device: ``sync``, ``characterize``, ``devices``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from fingrav_native.app._characterize import characterize
+from fingrav_native.app._cli_common import EXIT_FAILURE, EXIT_OK, interruptible, make_backend, resolve_kernel
+from fingrav_native.app._cli_ranges import CHARACTERIZE_MAX_RUN_MS, SYNC_MAX_READS
+from fingrav_native.app._plot import plot_sync_error
+from fingrav_native.app._sync import sync_report
+from fingrav_native.backends._devices import format_reports, list_backends
+
+
+@interruptible("sync")
+def sync_command(args: argparse.Namespace) -> int:
+    """``fingrav sync``: the clock-sync report, as text or JSON, and the figure asked for."""
+    # Each option is in range (parse time); together they must not ask for
+    # more reads than memory holds. sync_report takes this many bursts.
+    bursts = max(2, int(args.seconds / (args.interval_ms / 1e3)) + 1)
+    if bursts * args.burst > SYNC_MAX_READS:
+        raise ValueError(f"--seconds={args.seconds:g}, --interval-ms={args.interval_ms:g}, --burst={args.burst}: "
+                         f"{bursts:,} bursts of {args.burst} reads is more than {SYNC_MAX_READS:,}; take fewer "
+                         "seconds, a longer interval or smaller bursts")
+    backend = make_backend(args.backend, args.device, args.seed)
+    report = sync_report(backend, seconds=args.seconds, burst=args.burst, interval_s=args.interval_ms / 1e3)
+    if args.json:
+        print(json.dumps(report.as_dict(), indent=1))
+    else:
+        print(report.format())
+    if args.plot:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        ax = plot_sync_error(report.brackets, report.piecewise or report.linear)
+        ax.figure.savefig(args.plot, dpi=120)
+        plt.close(ax.figure)
+        print(args.plot)
+    return EXIT_OK
+
+
+@interruptible("characterize")
+def characterize_command(args: argparse.Namespace) -> int:
+    """``fingrav characterize``: the sensor fitted, printed, and written where asked."""
+    # Each option is in range (parse time); together they bound one run's length.
+    if args.half_period_ms is not None and 2 * args.cycles * args.half_period_ms > CHARACTERIZE_MAX_RUN_MS:
+        raise ValueError(f"--cycles={args.cycles}, --half-period-ms={args.half_period_ms:g}: runs of "
+                         f"{2 * args.cycles * args.half_period_ms / 60_000:.1f} minutes (2 x cycles x half period) "
+                         f"are longer than the {CHARACTERIZE_MAX_RUN_MS // 60_000} allowed; take fewer cycles or "
+                         "a shorter half period")
+    backend = make_backend(args.backend, args.device, args.seed)
+    kernel = resolve_kernel(args.backend, args.kernel)
+    light = resolve_kernel(args.backend, args.light)
+    # The hardware backends take a Workload where the protocol says KernelSpec; the runtime contract is the same.
+    c = characterize(backend, kernel, light, runs=args.runs, cycles=args.cycles,
+                     half_period_ns=None if args.half_period_ms is None else args.half_period_ms * 1e6)
+    if args.out:
+        c.save(args.out)
+    if args.json:
+        print(json.dumps(c.as_dict(), indent=2))
+        return EXIT_OK
+    s, st = c.sensor, c.step
+    print(f"sensor of {c.device}: {s.kind}, period {s.period_ns / 1e3:.1f} us "
+          f"(+-{c.period.uncertainty_ns / 1e3:.2f}, jitter {c.period.jitter_ns / 1e3:.1f} us)")
+    if st is not None:
+        length = (f"boxcar window {st.window_ns / 1e3:.1f} +- {st.window_err_ns / 1e3:.1f} us" if st.shape == "boxcar"
+                  else f"first-order filter, tau {st.tau_ns / 1e3:.1f} +- {st.tau_err_ns / 1e3:.1f} us")
+        print(f"  {length}; delay {st.delay_ns / 1e3:.1f} +- {st.delay_err_ns / 1e3:.1f} us; "
+              f"10-90 % rise {st.rise_ns / 1e3:.1f} us")
+        print(f"  fit residual {st.residual_w:.1f} W over {st.logs} logs (the other shape: {st.other_residual_w:.1f} W)")
+    if args.out:
+        print(f"  written to {args.out}")
+    return EXIT_OK
+
+
+@interruptible("devices")
+def devices_command(args: argparse.Namespace) -> int:
+    """``fingrav devices``: each backend's report; exit code 0 where the hardware asked about is there."""
+    reports = list_backends(args.backend)
+    if args.json:
+        print(json.dumps([r.as_dict() for r in reports], indent=2))
+    else:
+        print(format_reports(reports, verbose=args.verbose))
+    if args.backend:
+        return EXIT_OK if all(r.available for r in reports) else EXIT_FAILURE
+    # Without --backend the question a script asks is "is there real hardware here?"
+    return EXIT_OK if any(r.available for r in reports if r.backend != "sim") else EXIT_FAILURE

@@ -1,0 +1,158 @@
+"""The ``fingrav`` commands that draw, export and attribute saved files: ``plot``, ``export``, ``trace``."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import os
+from typing import Any
+
+import numpy as np
+
+from fingrav_native.app import _plot as fplot
+from fingrav_native.app._cli_common import EXIT_OK, interruptible
+from fingrav_native.app._trace import profile_trace
+from fingrav_native.files._capture import load_capture
+from fingrav_native.files._parquet import export_parquet
+from fingrav_native.files._profiles import load_profile
+from fingrav_native.files._trace import export_trace
+from fingrav_native.method._results import InterleavedProfile, Profile
+
+
+def _load(path: str) -> object:
+    """A saved profile (a Profile or an InterleavedProfile)."""
+    return load_profile(path)
+
+
+def _figure_stem(path: str) -> str:
+    """What a profile's figures are named after: its file, or for a campaign's profile.fgprof its folder."""
+    stem = os.path.splitext(os.path.basename(path))[0]
+    if stem == "profile":
+        # A campaign folder's profile.fgprof: name its figures after the folder.
+        stem = os.path.basename(os.path.dirname(os.path.abspath(path))) or stem
+    return stem
+
+
+@interruptible("plot")
+def plot_command(args: argparse.Namespace) -> int:
+    """``fingrav plot``: every figure of each profile, and with several kernels one side by side."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    paths = [args.profile] if isinstance(args.profile, str) else list(args.profile)
+    os.makedirs(args.out, exist_ok=True)
+    figures = []
+    kernels = []  # (name, ExecutionProfile) of every profile, for the side-by-side figure
+    for path in paths:
+        prof = _load(path)
+        stem = _figure_stem(path)
+        if isinstance(prof, InterleavedProfile):
+            figures.append((stem, "interleaved", fplot.plot_interleaved(prof).figure))
+            prof = prof.reference
+        assert isinstance(prof, Profile)
+        if prof.whole_run is not None:
+            figures.append((stem, "whole_run", fplot.plot_whole_run(prof).figure))
+        for label, ep in prof.profiles.items():
+            figures.append((stem, f"kernel_{label}", fplot.plot_kernel(ep).figure))
+            kernels.append((f"{prof.kernel} {label.upper()}" if len(paths) > 1 else label.upper(), ep))
+        if prof.ssp_search is not None:
+            figures.append((stem, "ssp_search", fplot.plot_ssp_search(prof.ssp_search).figure))
+    if len(kernels) > 1:
+        # Paper Figures 8 and 10: kernels (or SSE vs SSP) side by side, one panel per component.
+        stem = _figure_stem(paths[0]) if len(paths) == 1 else "kernels"
+        figures.append((stem, "by_component", fplot.figure_kernels_by_component(kernels)))
+    for stem, name, fig in figures:
+        path = os.path.join(args.out, f"{stem}_{name}.{args.format}")
+        fig.savefig(path, dpi=args.dpi)
+        plt.close(fig)
+        print(path)
+    return EXIT_OK
+
+
+def _summary(prof: object) -> dict[str, Any]:
+    """``fingrav export --summary``: the error budget, settings and per-profile figures."""
+    extra: dict[str, Any] = {}
+    if isinstance(prof, InterleavedProfile):
+        extra = {"preceded_by": [list(x) for x in prof.preceded_by], "power_ratio": prof.power_ratio}
+        prof = prof.reference
+    assert isinstance(prof, Profile)
+    out = {
+        "kernel": prof.kernel, "mode": prof.mode, "runs": prof.runs, "backend": dataclasses.asdict(prof.backend),
+        "settings": prof.settings, "error_budget_ns": dataclasses.asdict(prof.error_budget),
+        "clock": prof.clock, "versions": prof.versions, **extra,
+        "profiles": {
+            label: {"execution_index": ep.execution_index, "executions_per_run": ep.executions_per_run,
+                    "golden_runs": ep.golden.count, "runs": ep.golden.total, "lois": int(len(ep.lois)),
+                    "loi_target": ep.loi_target, "duration_ns": ep.duration_ns,
+                    "energy_j": {k: e.energy_j for k, e in ep.energy.items()},
+                    "energy_uncertainty_j": {k: e.uncertainty_j for k, e in ep.energy.items()}}
+            for label, ep in prof.profiles.items()},
+    }
+    return out
+
+
+@interruptible("export")
+def export_command(args: argparse.Namespace) -> int:
+    """``fingrav export``: the trace, Parquet tables and/or JSON summary asked for."""
+    if not (args.trace or args.parquet or args.summary):
+        raise ValueError("nothing to export: give --trace, --parquet and/or --summary")
+    prof = _load(args.profile)
+    if args.trace:
+        print(export_trace(prof, args.trace))  # type: ignore[arg-type]
+    if args.parquet:
+        for p in export_parquet(prof, args.parquet):  # type: ignore[arg-type]
+            print(p)
+    if args.summary:
+        def clean(v: object) -> object:
+            if isinstance(v, float) and not math.isfinite(v):
+                return None
+            if isinstance(v, dict):
+                return {k: clean(x) for k, x in v.items()}
+            if isinstance(v, (list, tuple)):
+                return [clean(x) for x in v]
+            return v
+
+        with open(args.summary, "w") as f:
+            json.dump(clean(_summary(prof)), f, indent=1, allow_nan=False)
+        print(args.summary)
+    return EXIT_OK
+
+
+@interruptible("trace")
+def trace_command(args: argparse.Namespace) -> int:
+    """``fingrav trace``: the in-situ profile printed; its Perfetto trace, figures and kernel table written."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    tp = profile_trace(args.trace, load_capture(args.power), min_executions=args.min_executions, sensor=args.sensor)
+    print(tp)
+    os.makedirs(args.out, exist_ok=True)
+    written = [export_trace(tp, os.path.join(args.out, "power_trace.json.gz"))]
+    fig = fplot.plot_kernel_energy(tp).figure
+    for name, f in (("energy_by_kernel", fig), ("top_kernels", fplot.figure_trace_profiles(tp, top=args.top))):
+        path = os.path.join(args.out, f"{name}.{args.format}")
+        f.savefig(path, dpi=120)
+        plt.close(f)
+        written.append(path)
+    rows = [{"name": str(r["name"]), "grid": r["grid"].tolist(), "block": r["block"].tolist(),
+             **{k: (r[k].item() if np.isfinite(r[k]) else None) if r[k].dtype.kind == "f" else int(r[k])
+                for k in ("count", "golden", "warmup", "duration_ns", "power_w", "energy_j",
+                          "energy_half_width_j", "share")}}
+            for r in tp.kernels]
+    doc = {"trace": os.path.abspath(args.trace), "power": os.path.abspath(args.power), "sensor": tp.sensor,
+           "kernels": rows, "concurrent": tp.concurrent, "skipped": tp.skipped,
+           "iterations": None if tp.summary is None else dataclasses.asdict(tp.summary)}
+    path = os.path.join(args.out, "kernels.json")
+    with open(path, "w") as f:
+        json.dump(doc, f, indent=1)
+    written.append(path)
+    for p in written:
+        print(p)
+    print("open power_trace.json.gz in https://ui.perfetto.dev")
+    return EXIT_OK

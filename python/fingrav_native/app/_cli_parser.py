@@ -1,0 +1,305 @@
+"""The argument parser of ``fingrav``: one builder per command."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any, cast
+
+from fingrav_native.app._cli_common import BACKENDS
+from fingrav_native.app._cli_ranges import (
+    CHARACTERIZE_MAX_RUN_MS,
+    CYCLES,
+    DEMO_SECONDS,
+    DEVICE,
+    DPI,
+    EXECUTIONS,
+    HALF_PERIOD_MS,
+    MARGIN,
+    MIN_EXECUTIONS,
+    RUNS,
+    SAMPLER_PERIOD_US,
+    SEED,
+    SOURCE_PERIOD_US,
+    SYNC_BURST,
+    SYNC_INTERVAL_MS,
+    SYNC_MAX_READS,
+    SYNC_SECONDS,
+    TOP,
+    FloatRange,
+    IntRange,
+)
+from fingrav_native.method._phase import PHASES
+
+
+class _StoreOne(argparse.Action):
+    """argparse's plain store, except that an option never ends up holding an empty list.
+
+    Python 3.11's argparse drops a ``--`` given as an option's value
+    (``--runs=--``) and stores ``[]`` without calling ``type=``: a range
+    check never ran and a later comparison raised TypeError.
+    """
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        if self.nargs is None and isinstance(values, list):
+            must = f"; must be {self.type}" if isinstance(self.type, (IntRange, FloatRange)) else ""
+            parser.error(f"argument {option_string or self.dest}: expected one value{must}")
+        setattr(namespace, self.dest, values)
+
+
+class _Parser(argparse.ArgumentParser):
+    """The parser of ``fingrav`` and (through ``add_subparsers``) of each command: stores with :class:`_StoreOne`."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.register("action", None, _StoreOne)
+        self.register("action", "store", _StoreOne)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Build the argument parser for ``fingrav`` and its subcommands."""
+    parser = _Parser(
+        prog="fingrav",
+        description="Fine-grain GPU power profiles of sub-millisecond kernels (FinGraV).",
+        epilog="examples:\n  fingrav demo\n  fingrav demo --live --source synthetic --seconds 1 --period-us 100",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    # Each command's parser is a _Parser too (add_subparsers makes its own class); the builders take any.
+    sub = cast("argparse._SubParsersAction[argparse.ArgumentParser]",
+               parser.add_subparsers(dest="command", metavar="COMMAND"))
+    _add_demo_parser(sub)
+    _add_devices_parser(sub)
+    _add_plot_parser(sub)
+    _add_export_parser(sub)
+    _add_profile_parser(sub)
+    _add_sync_parser(sub)
+    _add_characterize_parser(sub)
+    _add_trace_parser(sub)
+    return parser
+
+
+def _add_demo_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    """``fingrav demo``: the profiling demo, or the live sampling demos with ``--live``."""
+    demo = sub.add_parser(
+        "demo",
+        help="profile the paper's CB-4K GEMM (SSE, SSP) and MB->2K on the simulated GPU; write files and figures",
+        description=(
+            "Profile CB-4K GEMM (its SSE and SSP executions) and the paper's interleaved MB->2K case "
+            "on the simulated MI300X-class GPU in virtual time (deterministic, a few seconds), write "
+            "the profiles (.fgprof), a Perfetto trace and PNG figures into --out, and print a short "
+            "summary with the timing error budget. --live instead polls a simulated GPU running in "
+            "real time (or, with --source synthetic, the synthetic test source) with the C++ sampler."
+        ),
+        epilog="examples:\n  fingrav demo\n  fingrav demo --out demo-figs --seed 3\n"
+               "  fingrav demo --live --seed 3 --period-us 100\n"
+               "  fingrav demo --live --source synthetic --seconds 2 --period-us 100",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    demo.add_argument("--out", default="fingrav-demo", metavar="DIR",
+                      help="folder for the demo's files (default ./fingrav-demo)")
+    demo.add_argument("--seed", type=SEED, default=0, help=f"seed of the simulated GPU, {SEED} (default 0)")
+    demo.add_argument("--live", action="store_true",
+                      help="the live sampling demo instead (real time; writes no files)")
+    demo.add_argument("--source", choices=("sim", "synthetic"), default=None,
+                      help="--live only: what to sample (default sim)")
+    demo.add_argument("--seconds", type=DEMO_SECONDS, default=None,
+                      help=f"--live --source synthetic only: how long to sample, {DEMO_SECONDS} (default 1)")
+    demo.add_argument("--period-us", type=SAMPLER_PERIOD_US, default=None,
+                      help=f"--live only: sampler period, {SAMPLER_PERIOD_US} (default 250)")
+    demo.add_argument("--source-period-us", type=SOURCE_PERIOD_US, default=None,
+                      help=f"--live --source synthetic only: how often it produces a reading, {SOURCE_PERIOD_US} "
+                           "(default 1000)")
+
+
+def _add_devices_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    """``fingrav devices``: what each backend found, and why any is unavailable."""
+    devices = sub.add_parser(
+        "devices",
+        help="list every backend, what was found, and why any is unavailable",
+        description=(
+            "Report each backend (sim, amd, nvidia): whether it can profile here, the devices it "
+            "found, and for an unavailable one why and the one fix (what to install or set). "
+            "--verbose adds every library and device file looked for, with the path that loaded or "
+            "every path tried. Exit code 0 when at least one hardware backend (or, with "
+            "--backend, every named one) is available, 1 otherwise; the simulator is always available."
+        ),
+        epilog="examples:\n  fingrav devices\n  fingrav devices --verbose --backend nvidia\n  fingrav devices --json",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    devices.add_argument("--json", action="store_true", help="print the reports as JSON (always in full)")
+    devices.add_argument("-v", "--verbose", action="store_true",
+                         help="also list every library and device file looked for and every path tried")
+    devices.add_argument("--backend", action="append", choices=("sim", "amd", "nvidia"),
+                         help="report only this backend (repeatable)")
+
+
+def _add_plot_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    """``fingrav plot``: a saved profile's figures."""
+    plot = sub.add_parser(
+        "plot",
+        help="draw a saved profile's figures (whole run, kernel per component, SSP search)",
+        description="Write PNG figures of a profile saved by save_profile / fingrav profile.",
+        epilog="examples:\n  fingrav plot cb-4k.fgprof --out figs/\n  fingrav plot cb-4k.fgprof --out figs/ --format pdf\n  fingrav plot cb-8k.fgprof cb-4k.fgprof cb-2k.fgprof --out figs/   # Figure 8: side by side",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    plot.add_argument("profile", nargs="+",
+                      help="saved profile(s) (.fgprof); with several, also their kernels side by side per component")
+    plot.add_argument("--out", default=".", help="folder for the figures (default: current folder)")
+    plot.add_argument("--format", choices=("png", "pdf", "svg"), default="png", help="image format (default png)")
+    plot.add_argument("--dpi", type=DPI, default=120, help=f"resolution of raster images, {DPI} (default 120)")
+
+
+def _add_export_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    """``fingrav export``: a saved profile as a trace, Parquet tables or a JSON summary."""
+    export = sub.add_parser(
+        "export",
+        help="export a saved profile as a Perfetto trace, Parquet tables or a JSON summary",
+        description=("Export a saved profile: --trace writes trace-event JSON for ui.perfetto.dev or "
+                     "chrome://tracing; --parquet writes LOI, curve and timeline tables (needs pyarrow); "
+                     "--summary writes the error budget, settings and per-profile figures as JSON."),
+        epilog=("examples:\n  fingrav export cb-4k.fgprof --trace cb-4k.trace.json\n"
+                "  fingrav export cb-4k.fgprof --parquet tables/ --summary summary.json"),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    export.add_argument("profile", help="a saved profile (.fgprof)")
+    export.add_argument("--trace", metavar="FILE", help="write a trace-event JSON file")
+    export.add_argument("--parquet", metavar="DIR", help="write Parquet tables into DIR")
+    export.add_argument("--summary", metavar="FILE", help="write a JSON summary")
+
+
+def _add_trace_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    """``fingrav trace``: per-kernel power of an application from its profiler trace and a capture."""
+    trace = sub.add_parser(
+        "trace",
+        help="per-kernel power and energy of an application from its torch.profiler trace and a power capture",
+        description=(
+            "In-situ FinGraV: read a torch.profiler (Kineto) trace and the power logs a PowerRecorder "
+            "captured while it ran, profile every kernel signature (name, grid, block) over its own "
+            "executions, print the top-kernels table and the energy per iteration, and write a Perfetto "
+            "trace with power counter tracks over the kernel slices, figures, and the table as JSON."
+        ),
+        epilog=("examples:\n  fingrav trace trace.json.gz --power power.npz --out insitu/\n"
+                "  fingrav trace trace.json.gz --power power.npz --top 6 --format pdf"),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    trace.add_argument("trace", help="a torch.profiler Chrome trace (.json or .json.gz)")
+    trace.add_argument("--power", required=True, metavar="CAPTURE",
+                       help="the power capture recorded beside it (PowerRecorder's .npz)")
+    trace.add_argument("--out", default="fingrav-trace", metavar="DIR",
+                       help="folder for the Perfetto trace, figures and table (default ./fingrav-trace)")
+    trace.add_argument("--top", type=TOP, default=4,
+                       help=f"kernels whose stitched profiles are drawn, {TOP} (default 4)")
+    trace.add_argument("--format", choices=("png", "pdf", "svg"), default="png", help="image format (default png)")
+    trace.add_argument("--min-executions", type=MIN_EXECUTIONS, default=20,
+                       help=f"signatures with fewer executions are listed as not profiled, {MIN_EXECUTIONS} "
+                            "(default 20)")
+    trace.add_argument("--sensor", default=None, metavar="PRESET",
+                       help="what each log measures, if not the capture's own sensor model (a preset name)")
+
+
+def _add_profile_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    """``fingrav profile``: a kernel profiled into a campaign folder, or ``--resume`` of one."""
+    prof = sub.add_parser(
+        "profile",
+        help="profile a kernel (the paper's eight steps) into a campaign folder; Ctrl-C keeps the runs",
+        description=(
+            "Profile one kernel with FinGraV: time it, pick runs and margin from the paper's Table I, find "
+            "the steady-state-power execution by binary search, run the campaign, keep the golden runs, "
+            "place and stitch the power logs. Every completed run is written to OUT/runs/ as it finishes, "
+            "so Ctrl-C (exit code 130) loses at most the run under way; --resume OUT continues the campaign "
+            "with the settings it was started with. The profile is saved as OUT/profile.fgprof.\n\n"
+            "KERNEL is a simulator preset (cb-{8k,4k,2k}-gemm, mb-{8k,4k,2k}-gemv, allgather-64k, ...; see "
+            "fingrav_native.sim.kernel_presets()) or, for amd/nvidia, 'module:function' naming a function "
+            "that returns a fingrav_native.backends.workloads.Workload; on amd/nvidia the GEMM/GEMV presets run as "
+            "PyTorch fp16 GEMMs/GEMVs of that size."),
+        epilog=("examples:\n  fingrav profile cb-4k-gemm --out cb4k/\n"
+                "  fingrav profile mb-2k-gemv --mode sse --runs 400 --margin 0.02 --out gemv/ --plots --trace\n"
+                "  fingrav profile mymodels.layers:attention_workload --backend nvidia --device 1 --out attn/\n"
+                "  fingrav profile --resume cb4k/\n\n"
+                "exit codes: 0 done, 1 the campaign failed (device, library, no logs, folder in use or damaged), "
+                "2 bad usage (a number out of range, an unknown kernel, other settings on --resume), "
+                "130 interrupted (resume with --resume)"),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    prof.add_argument("kernel", nargs="?", help="a preset name or module:function (not needed with --resume)")
+    prof.add_argument("--backend", choices=BACKENDS, default=None,
+                      help="where to run (default sim: the simulated GPU in virtual time)")
+    prof.add_argument("--device", type=DEVICE, default=None, help=f"GPU index for amd/nvidia, {DEVICE} (default 0)")
+    prof.add_argument("--mode", choices=("sse", "ssp", "both"), default=None,
+                      help="execution(s) of interest (default both)")
+    prof.add_argument("--runs", type=RUNS, default=None,
+                      help=f"runs in the campaign, {RUNS} (default: Table I guidance)")
+    prof.add_argument("--margin", type=MARGIN, default=None,
+                      help=f"golden-run bin margin, {MARGIN} (default: Table I guidance)")
+    prof.add_argument("--executions", type=EXECUTIONS, default=None,
+                      help=f"executions per run, {EXECUTIONS}, skipping the SSP search (default: found by the search)")
+    prof.add_argument("--seed", type=SEED, default=None, help=f"seed of the simulated device, {SEED} (default 0)")
+    prof.add_argument("--phase", choices=PHASES, default=None,
+                      help="launch phase of the campaign runs: steered (equivalent-time sampling), random (the "
+                           "paper's protocol), or auto (default: steered where the sensor is predictable)")
+    prof.add_argument("--out", metavar="DIR", help="campaign folder (default: ./fingrav-<kernel>)")
+    prof.add_argument("--resume", metavar="DIR",
+                      help="continue the interrupted campaign in DIR with the settings it was started with")
+    prof.add_argument("--plots", action="store_true", help="also write the figures into the folder")
+    prof.add_argument("--trace", action="store_true", help="also write a Perfetto trace (profile.trace.json)")
+    prof.add_argument("--quiet", action="store_true", help="no progress (progress is shown only on a terminal)")
+
+
+def _add_device_arguments(parser: argparse.ArgumentParser, what: str) -> None:
+    """--backend (default sim), --device and --seed, as `sync` and `characterize` take them."""
+    parser.add_argument("--backend", choices=BACKENDS, default="sim", help=f"which {what} (default sim)")
+    parser.add_argument("--device", type=DEVICE, default=0, help=f"GPU index for amd/nvidia, {DEVICE} (default 0)")
+    parser.add_argument("--seed", type=SEED, default=0, help=f"seed of the simulated device, {SEED} (default 0)")
+
+
+def _add_sync_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    """``fingrav sync``: the clock-sync report of a backend."""
+    sync = sub.add_parser(
+        "sync",
+        help="clock-sync report: read latency, floor, skew, drift and error bound of a backend's clock map",
+        description=(
+            "Take bursts of bracketed device-clock reads (host before, device, host after) for a while and "
+            "report the read latency, the floor no calibration removes (half the best round trip), the "
+            "fitted skew, the error bound of the map at the end, and how far a drift-following piecewise "
+            "map departs from a single line. On the simulator the true error is reported as well."),
+        epilog=("examples:\n  fingrav sync\n  fingrav sync --backend nvidia --seconds 10 --json\n"
+                "  fingrav sync --backend amd --device 1 --plot sync.png"),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    _add_device_arguments(sync, "clock")
+    sync.add_argument("--seconds", type=SYNC_SECONDS, default=2.0,
+                      help=f"how long to take reads, {SYNC_SECONDS} (default 2)")
+    sync.add_argument("--burst", type=SYNC_BURST, default=32, help=f"reads per burst, {SYNC_BURST} (default 32)")
+    sync.add_argument("--interval-ms", type=SYNC_INTERVAL_MS, default=100.0,
+                      help=f"time between bursts, {SYNC_INTERVAL_MS} (default 100); at most "
+                           f"{SYNC_MAX_READS:,} reads in all")
+    sync.add_argument("--json", action="store_true", help="print the report as JSON")
+    sync.add_argument("--plot", metavar="FILE", help="also draw each read's distance from the map (PNG/PDF/SVG)")
+
+
+def _add_characterize_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    """``fingrav characterize``: a backend's power sensor measured with a load square wave."""
+    ch = sub.add_parser(
+        "characterize",
+        help="measure a backend's power sensor (period, window or filter, delay) with a load square wave",
+        description=(
+            "Run a heavy and a light kernel in alternation (a square wave of load, as Yang et al., SC'24) "
+            "over many runs at random phase against the sensor, place every log on the host timeline, "
+            "and fit the sensor: update period, boxcar window or first-order filter, delay. The result "
+            "is a sensor file that profiles use (stitch_logs(sensor=load_characterisation(FILE).sensor)). "
+            "The GPU's own power must follow the load faster than the sensor averages; where it does "
+            "not (clock ramps, heating), the fitted window includes the GPU's response."),
+        epilog=("examples:\n  fingrav characterize --out sim-sensor.json\n"
+                "  fingrav characterize --backend nvidia --kernel cb-8k-gemm --light mb-2k-gemv --out h100.json"),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    _add_device_arguments(ch, "device")
+    ch.add_argument("--kernel", default="cb-8k-gemm", help="the heavy kernel (default cb-8k-gemm)")
+    ch.add_argument("--light", default="mb-2k-gemv", help="the light kernel (default mb-2k-gemv)")
+    ch.add_argument("--runs", type=RUNS, default=40, help=f"runs, {RUNS} (default 40)")
+    ch.add_argument("--cycles", type=CYCLES, default=4, help=f"heavy/light cycles per run, {CYCLES} (default 4)")
+    ch.add_argument("--half-period-ms", type=HALF_PERIOD_MS, default=None,
+                    help=f"length of each level, {HALF_PERIOD_MS}, a run at most "
+                         f"{CHARACTERIZE_MAX_RUN_MS // 60_000} minutes (default: from the declared sensor)")
+    ch.add_argument("--out", metavar="FILE", help="write the characterisation (JSON) here")
+    ch.add_argument("--json", action="store_true", help="print the characterisation as JSON")
