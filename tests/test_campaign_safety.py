@@ -26,7 +26,7 @@ import pytest
 
 import fingrav_native as fn
 from fingrav_native.app import _cli as cli
-from fingrav_native.app._profile import _open_campaign
+from fingrav_native.app._campaign import open_campaign
 from fingrav_native.backends import SimBackend
 from fingrav_native.files import (
     CampaignFormatError,
@@ -668,7 +668,7 @@ def test_fuzzed_campaign_json_is_refused_or_replays_exactly(campaign_dir, tmp_pa
         with open(path, "wb") as f:
             f.write(bad)
         try:
-            replay = _open_campaign(out, True, KERNEL, caps, manifest["settings"])
+            replay = open_campaign(out, True, KERNEL, caps, manifest["settings"])
         except (CampaignFormatError, CampaignMismatchError) as exc:
             refused += 1
             assert "\n" not in str(exc), case

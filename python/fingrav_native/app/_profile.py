@@ -14,35 +14,30 @@ import dataclasses
 import logging
 import math
 import os
-import time
 import warnings
-from typing import Any, Callable, Literal, Optional, Sequence, Union
+from typing import Any, Literal, Optional, Sequence, Union
 
 import numpy as np
 
-from fingrav_native._version import __version__
+from fingrav_native.app._campaign import (
+    Campaign,
+    PooledProbe,
+    kernel_label,
+    open_campaign,
+    package_versions,
+    write_state,
+)
 from fingrav_native.app._open import open_device
-from fingrav_native.app._progress import CampaignProgress, ProgressLike, ProgressReporter, as_reporter
+from fingrav_native.app._progress import ProgressLike, as_reporter
 from fingrav_native.backends._base import Backend, KernelSpec
-from fingrav_native.clocks._runs import Timeline, nominal_durations, timeline_of
+from fingrav_native.clocks._runs import Timeline, nominal_durations
 from fingrav_native.files._campaign import (
-    CAMPAIGN_FILE,
     PROFILE_FILE,
-    RUNS_DIR,
-    CampaignFormatError,
-    CampaignMismatchError,
-    StoredRun,
-    campaign_contents,
-    load_campaign_runs,
     lock_campaign,
-    read_manifest,
-    write_manifest,
-    write_run,
 )
 from fingrav_native.files._profiles import save_profile
 from fingrav_native.method._agreement import Agreement, LocalAgreement
-from fingrav_native.method._align import place_logs
-from fingrav_native.method._deconvolve import deconvolve, needs_deconvolution
+from fingrav_native.method._deconvolve import needs_deconvolution
 from fingrav_native.method._guidance import Guidance, lookup_guidance, target_loi_count
 from fingrav_native.method._phase import PHASES, PhaseSteerer, PhaseSteeringWarning, make_steerer
 from fingrav_native.method._pipeline import (
@@ -55,13 +50,11 @@ from fingrav_native.method._pipeline import (
     finish_profile,
     log_records,
     place_runs,
-    stratified_mean,
 )
 from fingrav_native.method._results import CampaignTimeline, ExecutionProfile, InterleavedProfile, Profile
-from fingrav_native.method._steady import SSE_EXECUTIONS, SSE_INDEX, PowerMeasurement, SspSearch, find_ssp_executions
+from fingrav_native.method._steady import SSE_EXECUTIONS, SSE_INDEX, SspSearch, find_ssp_executions
 from fingrav_native.method._whole_run import whole_run_view
-from fingrav_native.records._layouts import LOI_DTYPE
-from fingrav_native.records._recording import Capabilities, RunRecord
+from fingrav_native.records._recording import Capabilities
 from fingrav_native.sensors._model import SensorModel, sensor_preset
 
 _log = logging.getLogger(__name__)
@@ -72,241 +65,18 @@ Mode = Literal["sse", "ssp", "both"]
 Attribution = Literal["auto", "instant", "deconvolve"]
 #: When each campaign run is launched (the values of ``method._phase.PHASES``).
 Phase = Literal["auto", "steered", "random"]
-#: What a run is for, as its file records it (a resume replays it only to the same request).
-RunRole = Literal["timing", "probe", "campaign", "top-up"]
-#: Where a campaign is, as its progress reports it.
-CampaignPhase = Literal["timing", "ssp-search", "runs", "top-up", "done"]
 #: The stitched profile's smooth fit.
 Smoother = Literal["local", "poly4"]
 #: What the stitched profile is laid out on: time of interest or fraction of the execution.
 StitchX = Literal["time", "fraction"]
 
 
-def _kernel_label(backend: Backend, kernel: Any) -> str:
-    if isinstance(kernel, (str, int)):
-        return backend.kernel_name(kernel)
-    if isinstance(kernel, (list, tuple)):
-        return "+".join(f"{_kernel_label(backend, k)}x{int(n)}" for k, n in kernel)
-    return str(kernel)
 
 
-class _Campaign:
-    """Runs, records and (optionally) streams them to disk as they complete.
-
-    With ``out_dir`` every completed run is written at once
-    (:mod:`fingrav_native.method.campaign`), so an interrupted campaign keeps them;
-    with ``replay`` those runs are handed back, in order, to the same
-    requests before any new run is executed (``profile(resume=True)``).
-    """
-
-    def __init__(self, backend: Backend, out_dir: Optional[str], *, kernel: str = "",
-                 replay: Sequence[StoredRun] = (), reporter: Optional[ProgressReporter] = None) -> None:
-        self.backend = backend
-        self.caps = backend.capabilities
-        self.records: list[RunRecord] = []
-        self.next_run = 0
-        self.out_dir = out_dir
-        self.kernel = kernel
-        self._replay = list(replay)
-        self.replayed = 0
-        self._live_started = False
-        #: Phase steering of the campaign's runs (None: random phase, the paper's protocol).
-        self.steerer: Optional[PhaseSteerer] = None
-        self.reporter = reporter or ProgressReporter()
-        # Progress state, kept up to date by the orchestrator.
-        self.phase = "timing"
-        self.planned: Optional[int] = None
-        self.lois = 0
-        self.loi_target = 0
-        self._t0 = time.monotonic()
-        self._phase_t0 = self._t0
-        self._phase_live = 0
-        if out_dir is not None:
-            os.makedirs(out_dir, exist_ok=True)
-
-    @property
-    def on_disk(self) -> int:
-        """Runs of the folder so far: what campaign.json records (never fewer than were replayed)."""
-        # A replay stopped early (settings differ) must not lower the count a
-        # later resume checks the folder against.
-        return max(self.next_run, len(self._replay))
-
-    def set_phase(self, phase: CampaignPhase, planned: Optional[int] = None) -> None:
-        self.phase, self.planned = phase, planned
-        self._phase_t0, self._phase_live = time.monotonic(), 0
-        self.report()
-
-    def report(self) -> None:
-        now = time.monotonic()
-        eta = None
-        if self.planned is not None and self._phase_live:
-            # Replayed runs cost nothing: the rate is that of runs executed in this phase.
-            eta = (now - self._phase_t0) / self._phase_live * max(0, self.planned - self.next_run)
-        self.reporter.update(CampaignProgress(
-            kernel=self.kernel, phase=self.phase, runs_done=self.next_run, runs_planned=self.planned,
-            lois=self.lois, loi_target=self.loi_target, elapsed_s=now - self._t0, eta_s=eta,
-            replayed=self.replayed))
-
-    def _go_live(self) -> None:
-        """Before the first new run after a replay: one timeline with the runs on disk, fresh run ids."""
-        self._live_started = True
-        if not self.replayed:
-            return
-        done = [r.record for r in self._replay[:self.replayed]]
-        last = max(int(r.brackets[:, 2].max()) for r in done if len(r.brackets))
-        now = int(self.backend.read_clocks(1)[0, 0])
-        if now <= last:
-            advance = getattr(self.backend, "advance_to", None)
-            if advance is None:
-                raise RuntimeError(
-                    f"cannot resume: the host clock ({now} ns) is behind the interrupted campaign's last run "
-                    f"({last} ns), as after a reboot; the runs on disk and new ones would not share a "
-                    "timeline. Start a new campaign folder.")
-            # A simulated device restarts at its own time zero: let it sit idle
-            # (as the real one did while the campaign was stopped) until after
-            # the last run on disk.
-            advance(last + 1_000_000_000)
-        top = max(r.run for r in done)
-        while self.backend.new_run_id() < top:
-            pass
-
-    def run(self, kernel: KernelSpec, executions: int, keep: bool = True, role: RunRole = "campaign") -> RunRecord:
-        label = _kernel_label(self.backend, kernel)
-        # Only the runs that are profiled are steered (not timing or SSP-search probes).
-        steer = self.steerer if role in ("campaign", "top-up") else None
-        if self.replayed < len(self._replay):
-            stored = self._replay[self.replayed]
-            if (stored.role, stored.kernel, stored.record.executions) != (role, label, executions):
-                raise CampaignMismatchError(
-                    f"run {stored.seq} on disk ({stored.path}) is a {stored.role!r} run of "
-                    f"{stored.record.executions} executions of {stored.kernel!r}, but the resumed campaign asks "
-                    f"for a {role!r} run of {executions} executions of {label!r}: the settings or the device "
-                    "differ from the interrupted campaign's; resume with the same ones or start a new folder")
-            self.replayed += 1
-            rec = stored.record
-        else:
-            if not self._live_started:
-                self._go_live()
-            self.backend.wait_idle()
-            if steer is not None and steer.active:
-                # Equivalent-time sampling: release the launch so that a
-                # sensor sample lands where the coverage is thinnest. A
-                # target already past returns the host time at once: that is
-                # how the campaign reads "now" (no other device call).
-                wait_until = self.backend.wait_until  # type: ignore[attr-defined]
-                release = steer.plan(float(wait_until(0)))
-                if release is not None:
-                    arm = getattr(self.backend, "release_at", None)
-                    if callable(arm):
-                        # The run sets itself up, then launches at the release.
-                        arm(release)
-                        steer.released(release)
-                    else:
-                        steer.released(wait_until(release))
-            # Run ids come from the backend, so campaigns sharing a device (an
-            # interleaved scenario after its reference) never reuse one.
-            rec = self.backend.execute_run(kernel, executions, self.backend.new_run_id())
-            if self.out_dir is not None:
-                # One file per completed run: an interrupted campaign keeps them.
-                write_run(self.out_dir, self.next_run, role, label, rec)
-            self._phase_live += 1
-        if steer is not None:
-            steer.observe(rec)
-        self.next_run += 1
-        if keep:
-            self.records.append(rec)
-        self.report()
-        return rec
-
-    def timeline(self, records: Sequence[RunRecord]) -> Timeline:
-        """Steps 5-6's inputs for ``records``: their logs and executions on host time."""
-        return timeline_of(records, self.caps)
 
 
-class _PooledProbe:
-    """Power of execution n-1, measured in a shared pool of long runs.
-
-    An execution's power cannot depend on how many executions follow it
-    (the device is causal), so the power of the last execution of an n-run
-    equals that of execution n-1 of any longer run. Each long run therefore
-    answers every probe up to its length at once: the pool grows only when
-    the search asks for a count beyond the longest runs so far, and a probe
-    also pools the executions around n-1 (+- n/8), so one run contributes
-    several LOIs. Together this makes the SSP search roughly an order of
-    magnitude cheaper than fresh runs per probe, for the same estimate.
-    """
-
-    def __init__(self, camp: "_Campaign", kernel: KernelSpec, duration_ns: float, target_lois: int,
-                 say: Callable[[str], None], agree: Optional[Agreement] = None,
-                 sensor: Optional[SensorModel] = None, deconvolve_probes: bool = False) -> None:
-        self.agree = agree or LocalAgreement()
-        self.sensor = sensor
-        # A log that averages a window much longer than the execution says
-        # little about execution n-1 alone: its point attribution would read
-        # the average of the window (tens of executions either side, and
-        # idle), so the search would chase the window, not the execution.
-        # Such probes take the deconvolved mean of execution n-1 instead.
-        self.deconvolve_probes = deconvolve_probes and sensor is not None
-        self.camp = camp
-        self.kernel = kernel
-        self.duration = duration_ns
-        self.target = target_lois
-        self.say = say
-        self.records: list[RunRecord] = []
-        self._lois = np.zeros(0, dtype=LOI_DTYPE)
-        self._length: dict[int, int] = {}
-        self._lois_for = -1  # pool size the placed LOIs belong to
-
-    def _window(self, n: int) -> tuple[int, int]:
-        w = (n - 1) // 8
-        return max(0, n - 1 - w), n - 1 + w
-
-    def __call__(self, n: int) -> PowerMeasurement:
-        lo, hi = self._window(n)
-        per_run = (hi - lo + 1) * min(1.0, self.duration / self.camp.caps.logger_period_ns)
-        need = int(min(2000, max(8, math.ceil(self.target / per_run))))
-        usable = sum(1 for r in self.records if r.executions > hi)
-        if usable < need:
-            length = max(hi + 1, 2 * n)
-            for _ in range(need - usable):
-                self.records.append(self.camp.run(self.kernel, length, keep=False, role="probe"))
-            usable = need
-        # Every execution of every pooled run, placed once per pool; each
-        # probe (bisection probes add no runs) only selects from it.
-        if self._lois_for != len(self.records):
-            tl = self.camp.timeline(self.records)
-            self._lois = place_logs(tl.samples, tl.executions, tl.logger_map)
-            self._length = {r.run: r.executions for r in self.records}
-            self._lois_for = len(self.records)
-        runs_long_enough = np.array([run for run, length in self._length.items() if length > hi])
-        if self.deconvolve_probes and self.sensor is not None:
-            tl = self.camp.timeline(self.records)
-            try:
-                dec = deconvolve(tl.samples, tl.executions, tl.logger_map, self.sensor, execution_of_interest=n - 1,
-                                 runs=runs_long_enough, bins=8, bootstrap=0, channels=("total",))
-            except ValueError as exc:
-                # Too few logs around execution n-1 yet: this probe falls back to the point attribution below.
-                _log.debug("SSP search: execution %d not deconvolved (%s); point attribution instead", n, exc)
-                dec = None
-            if dec is not None:
-                ch = dec.channels[0]
-                mean = float(np.mean(ch.curve))
-                se = float(np.sqrt(np.mean(ch.sd ** 2)) / math.sqrt(len(ch.curve))) if np.isfinite(ch.sd).all() \
-                    else float(ch.residual_w) / math.sqrt(max(1, dec.n_logs))
-                m = self.agree.measurement(PowerMeasurement(mean, se, int(dec.n_logs)))
-                self.say(f"  SSP search: execution {n} -> {m.mean_w:.1f} +- {m.stderr_w:.1f} W "
-                         f"(deconvolved from {dec.n_logs} logs of {usable} runs)")
-                return m
-        lois = self._lois[(self._lois["execution"] >= lo) & (self._lois["execution"] <= hi)
-                          & np.isin(self._lois["run"], runs_long_enough)]
-        m = self.agree.measurement(stratified_mean(lois["toi_frac"], lois["total"]))
-        self.say(f"  SSP search: execution {n} -> {m.mean_w:.1f} +- {m.stderr_w:.1f} W "
-                 f"({m.count} LOIs in executions {lo + 1}-{hi + 1} of {usable} runs)")
-        return m
 
 
-def _versions() -> dict[str, Any]:
-    return {"fingrav_native": __version__, "profile_format": 1, "numpy": np.__version__}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -544,14 +314,14 @@ def profile(
                          smoother=smoother, span=span, x=x, timing_executions=timing_executions,
                          probe_lois=probe_lois, seed=seed, phase=phase, sensor=model, attribution=attribution)
     reporter = as_reporter(progress)
-    name = _kernel_label(backend, kernel)
+    name = kernel_label(backend, kernel)
     requested = settings.requested()
     # The folder is ours alone from before its manifest is read until the
     # profile is saved: another process can neither interleave runs nor
     # overwrite them.
     with lock_campaign(out_dir) if out_dir is not None else contextlib.nullcontext():
-        replay = _open_campaign(out_dir, resume, name, caps, requested)
-        camp = _Campaign(backend, out_dir, kernel=name, replay=replay, reporter=reporter)
+        replay = open_campaign(out_dir, resume, name, caps, requested)
+        camp = Campaign(backend, out_dir, kernel=name, replay=replay, reporter=reporter)
         if replay:
             reporter.line(f"{name}: resuming, {len(replay)} runs on disk")
         try:
@@ -560,7 +330,7 @@ def profile(
             # Ctrl-C (KeyboardInterrupt) included: the runs on disk stay, and the
             # manifest says how far the campaign got.
             if out_dir is not None:
-                _write_state(out_dir, name, caps, requested, "interrupted", camp.on_disk, error=repr(exc))
+                write_state(out_dir, name, caps, requested, "interrupted", camp.on_disk, error=repr(exc))
             raise
         finally:
             reporter.close()
@@ -568,7 +338,7 @@ def profile(
             result = dataclasses.replace(result, backend=caps)
         if out_dir is not None:
             save_profile(result, os.path.join(out_dir, PROFILE_FILE))
-            _write_state(out_dir, name, caps, requested, "complete", camp.on_disk)
+            write_state(out_dir, name, caps, requested, "complete", camp.on_disk)
     return result
 
 
@@ -614,60 +384,8 @@ def _sensor_of(caps: Capabilities, sensor: Union[SensorModel, str, None]) -> tup
     return model, caps
 
 
-def _write_state(out_dir: str, name: str, caps: Capabilities, requested: dict[str, Any], state: str, runs: int,
-                 error: Optional[str] = None) -> None:
-    manifest = {"kernel": name, "backend": dataclasses.asdict(caps), "settings": requested, "state": state,
-                "runs": runs, "versions": _versions()}
-    if error is not None:
-        manifest["error"] = error
-    write_manifest(out_dir, manifest)
 
 
-def _open_campaign(out_dir: Optional[str], resume: bool, name: str, caps: Capabilities,
-                   requested: dict[str, Any]) -> list[StoredRun]:
-    """Check ``out_dir`` against the request; the runs to replay (empty for a new campaign)."""
-    if out_dir is None:
-        return []
-    manifest = read_manifest(out_dir)
-    if manifest is None:
-        held = campaign_contents(out_dir)
-        if held:
-            # Runs without their manifest cannot be checked against this
-            # request; starting afresh would overwrite them from run 0.
-            raise CampaignFormatError(
-                f"{os.path.join(out_dir, CAMPAIGN_FILE)}: missing, but the folder holds {' and '.join(held)}; "
-                "nothing was written: restore campaign.json to resume, or profile into another folder "
-                "(the runs here are left as they are)")
-        _write_state(out_dir, name, caps, requested, "running", 0)
-        return []
-    if not resume:
-        raise ValueError(
-            f"out_dir={out_dir!r}: already holds a campaign ({manifest.get('kernel')!r}, "
-            f"{manifest.get('state')}); pass resume=True (fingrav profile --resume) to continue it, "
-            "or choose another folder")
-    if manifest.get("kernel") != name:
-        raise CampaignMismatchError(f"kernel: the campaign in {out_dir!r} profiles {manifest.get('kernel')!r}, "
-                                    f"not {name!r}")
-    on_disk = manifest.get("backend", {})
-    for key in ("name", "device"):
-        if on_disk.get(key) != getattr(caps, key):
-            raise CampaignMismatchError(f"backend: the campaign in {out_dir!r} ran on {key} "
-                                        f"{on_disk.get(key)!r}, this backend is {getattr(caps, key)!r}")
-    settings = manifest.get("settings", {})
-    for key, value in requested.items():
-        if settings.get(key) != value:
-            raise CampaignMismatchError(f"{key}={value!r}: the campaign in {out_dir!r} was started with "
-                                        f"{key}={settings.get(key)!r}; resume with the same settings")
-    replay = load_campaign_runs(out_dir)
-    if len(replay) < manifest["runs"]:
-        # Replaying fewer runs than were made would start the campaign over
-        # and rewrite the missing ones: the measurements are gone, not redone.
-        raise CampaignFormatError(
-            f"{os.path.join(out_dir, RUNS_DIR)}: {len(replay)} run files, but {CAMPAIGN_FILE} records "
-            f"{manifest['runs']} completed runs; nothing was written: restore the missing runs to resume, "
-            "or profile into another folder")
-    _write_state(out_dir, name, caps, requested, "running", len(replay))
-    return replay
 
 
 def _shortest(placed: dict[str, PlacedRuns], guidance: Guidance) -> tuple[int, int]:
@@ -676,7 +394,7 @@ def _shortest(placed: dict[str, PlacedRuns], guidance: Guidance) -> tuple[int, i
     return max(counts, key=lambda c: c[1] - c[0])
 
 
-def _count_lois(camp: _Campaign, labels: Sequence[tuple[str, int]], margin: float, guidance: Guidance) -> None:
+def _count_lois(camp: Campaign, labels: Sequence[tuple[str, int]], margin: float, guidance: Guidance) -> None:
     """Count the LOIs of the golden runs so far into the campaign's progress state."""
     try:
         tl = camp.timeline(camp.records)
@@ -689,7 +407,7 @@ def _count_lois(camp: _Campaign, labels: Sequence[tuple[str, int]], margin: floa
     camp.lois, camp.loi_target = _shortest(placed, guidance)
 
 
-def _run_profile(camp: _Campaign, kernel: KernelSpec, name: str, agree: Agreement, settings: _Settings) -> Profile:
+def _run_profile(camp: Campaign, kernel: KernelSpec, name: str, agree: Agreement, settings: _Settings) -> Profile:
     """The paper's eight steps on ``camp`` (step 2, the instrumentation, is the backend's)."""
     plan = _time_kernel(camp, kernel, name, agree, settings)
     plan.executions, plan.search = _executions_per_run(camp, kernel, agree, plan.guidance, settings)
@@ -705,7 +423,7 @@ def _run_profile(camp: _Campaign, kernel: KernelSpec, name: str, agree: Agreemen
     return _package(camp, name, tl, plan, profiles, top_cap, settings)
 
 
-def _time_kernel(camp: _Campaign, kernel: KernelSpec, name: str, agree: Agreement, settings: _Settings) -> _Plan:
+def _time_kernel(camp: Campaign, kernel: KernelSpec, name: str, agree: Agreement, settings: _Settings) -> _Plan:
     """Step 1: time the kernel; its Table I row sets the runs and the bin margin not given."""
     camp.set_phase("timing")
     timing = camp.run(kernel, settings.timing_executions, keep=False, role="timing")
@@ -721,7 +439,7 @@ def _time_kernel(camp: _Campaign, kernel: KernelSpec, name: str, agree: Agreemen
     return plan
 
 
-def _executions_per_run(camp: _Campaign, kernel: KernelSpec, agree: Agreement, guidance: Guidance,
+def _executions_per_run(camp: Campaign, kernel: KernelSpec, agree: Agreement, guidance: Guidance,
                         settings: _Settings) -> tuple[int, Optional[SspSearch]]:
     """Step 3: executions per run: SSE's four, the number given, or the SSP search's."""
     if settings.mode == "sse":
@@ -733,13 +451,13 @@ def _executions_per_run(camp: _Campaign, kernel: KernelSpec, agree: Agreement, g
     reach = 0.0 if sensor is None else max(sensor.window_ns, sensor.tau_ns,
                                            sensor.period_ns if sensor.kind == "counter" else 0.0)
     deconv_probes = attribution == "deconvolve" or (attribution == "auto" and reach > guidance.exec_time_ns)
-    measure = _PooledProbe(camp, kernel, guidance.exec_time_ns, settings.probe_lois, camp.reporter.line, agree,
+    measure = PooledProbe(camp, kernel, guidance.exec_time_ns, settings.probe_lois, camp.reporter.line, agree,
                            sensor=sensor, deconvolve_probes=deconv_probes)
     search = find_ssp_executions(measure, tolerance=settings.ssp_tolerance, max_executions=settings.max_executions)
     return max(SSE_EXECUTIONS, search.executions), search
 
 
-def _steerer(camp: _Campaign, agree: Agreement, plan: _Plan, settings: _Settings) -> Optional[PhaseSteerer]:
+def _steerer(camp: Campaign, agree: Agreement, plan: _Plan, settings: _Settings) -> Optional[PhaseSteerer]:
     """Step 4's launch phase: a steerer (equivalent-time sampling), or None for random phase (the paper)."""
     sensor, guidance, say = settings.sensor, plan.guidance, camp.reporter.line
     period = sensor.period_ns if sensor is not None else camp.caps.logger_period_ns
@@ -763,7 +481,7 @@ def _steerer(camp: _Campaign, agree: Agreement, plan: _Plan, settings: _Settings
     return steer
 
 
-def _run_campaign(camp: _Campaign, kernel: KernelSpec, plan: _Plan, settings: _Settings) -> None:
+def _run_campaign(camp: Campaign, kernel: KernelSpec, plan: _Plan, settings: _Settings) -> None:
     """Step 4: the campaign's runs; a steered one ends early once every bin is covered (``plan.runs`` says when)."""
     steer, say, n_runs = camp.steerer, camp.reporter.line, plan.runs
     camp.set_phase("runs", camp.next_run + n_runs)
@@ -788,7 +506,7 @@ def _run_campaign(camp: _Campaign, kernel: KernelSpec, plan: _Plan, settings: _S
                           stacklevel=4)
 
 
-def _place_and_top_up(camp: _Campaign, kernel: KernelSpec, agree: Agreement, plan: _Plan,
+def _place_and_top_up(camp: Campaign, kernel: KernelSpec, agree: Agreement, plan: _Plan,
                       settings: _Settings) -> tuple[Timeline, dict[str, PlacedRuns], int, int]:
     """Steps 5-7: clock maps, golden runs and LOIs; top-up runs while the LOIs fall short of the guidance.
 
@@ -859,7 +577,7 @@ def _deconvolved(label: str, idx: int, pl: PlacedRuns, tl: Timeline, plan: _Plan
         return None
 
 
-def _package(camp: _Campaign, name: str, tl: Timeline, plan: _Plan, profiles: dict[str, ExecutionProfile],
+def _package(camp: Campaign, name: str, tl: Timeline, plan: _Plan, profiles: dict[str, ExecutionProfile],
              top_cap: int, settings: _Settings) -> Profile:
     """The :class:`Profile`: whole-run view, error budget, settings as run, clock maps and the campaign's timeline."""
     samples, ex, dmap, lmap = tl.samples, tl.executions, tl.device_map, tl.logger_map
@@ -881,7 +599,7 @@ def _package(camp: _Campaign, name: str, tl: Timeline, plan: _Plan, profiles: di
     return Profile(
         kernel=name, backend=camp.caps, mode=settings.mode, guidance=plan.guidance, settings=run_settings,
         profiles=profiles, ssp_search=plan.search, whole_run=wr, clock=clock, error_budget=budget,
-        runs=camp.next_run, versions=_versions(),
+        runs=camp.next_run, versions=package_versions(),
         timeline=CampaignTimeline(executions=ex, logs=log_records(samples, lmap), golden_runs=golden_runs),
     )
 
@@ -936,7 +654,7 @@ def profile_interleaved(
     backend = open_device("sim", seed=seed) if backend is None else open_device(backend)
     if reference is None:
         reference = profile(kernel, backend, mode="ssp", margin=margin, progress=progress)
-    camp = _Campaign(backend, None, reporter=as_reporter(progress))
+    camp = Campaign(backend, None, reporter=as_reporter(progress))
     guidance = reference.guidance
     n_runs = runs if runs is not None else guidance.runs
     bin_margin = margin if margin is not None else guidance.margin
