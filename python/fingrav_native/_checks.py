@@ -1,7 +1,7 @@
 """Argument checks and small array helpers shared by every subpackage (one copy of each).
 
 Every check raises ``ValueError`` whose message starts with the argument's
-name and the value given (STYLE.md: validate, then compute; the error names
+name and the value given (validate, then compute; the error names
 the argument), and returns the value converted to the type the caller uses.
 """
 

@@ -67,7 +67,7 @@ int main() {
     fake.reset();
     fake.set_sample_capacity(0, 1000);
     // The driver's history before the source: it gives the period (1 us
-    // here) but is not handed out (issue 19, item 8).
+    // here) but is not handed out.
     for (unsigned k = 0; k < 20; ++k) fake.push_sample(0, 80 + k, 700'000);
     NvmlPowerSource src(0, NvmlMode::kSamples);
     for (unsigned k = 0; k < 300; ++k) fake.push_sample(0, 100 + k, 50'000 + k);
@@ -147,7 +147,7 @@ int main() {
     CHECK_EQ(s.stats().read_errors, 0u);
   }},
 
-  {"a sampler keeps only the refreshes of a value it polls faster (issue 19, item 3)", [&] {
+  {"a sampler keeps only the refreshes of a value it polls faster", [&] {
     fake.reset();
     fake.set_refresh(0, 50'000, 300'000);  // every value refreshed every 50 ms
     for (NvmlMode mode : {NvmlMode::kUsage, NvmlMode::kEnergy}) {

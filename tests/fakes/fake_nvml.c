@@ -8,7 +8,7 @@
  * the build never needs); tests/test_nvml.py checks both against the header.
  * fake_nvml_set_refresh switches on a driver that refreshes its values every
  * period while the caller polls faster, stamping fields with the query time
- * (what issue 19 found the timestamp-only deduplication could not see).
+ * (what a timestamp-only deduplication could not see).
  *
  * Plain C99 plus pthreads; every entry point takes one mutex, because the
  * sampler thread polls while the test thread pushes samples. */

@@ -26,8 +26,8 @@
 //   executions from idle.
 //   A power logger samples instantaneous (or window-averaged) power every
 //   period, stamped in its own clock, and publishes after a short delay.
-//   It can be any of the real sensors (DESIGN.md, "Sensors are part of the
-//   measurement"): a boxcar window longer than its period (a sliding
+//   It can be any of the real sensors (a sensor is part of the
+//   measurement): a boxcar window longer than its period (a sliding
 //   average, NVIDIA's 1 s power), a first-order filter, a reporting delay,
 //   gain/offset, noise and a value quantum, or an energy counter whose
 //   consecutive reads are exact window averages (AMD energy_accumulator).

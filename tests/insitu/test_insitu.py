@@ -1,4 +1,4 @@
-"""In-situ profiling from an application's profiler trace (issue 17): the Kineto reader, profile_trace, the
+"""In-situ profiling from an application's profiler trace: the Kineto reader, profile_trace, the
 timeline deconvolution, the logs' alignment, the Perfetto export and `fingrav trace`.
 
 A training loop on the simulated GPU is written out as a torch.profiler

@@ -36,7 +36,7 @@ from fingrav_native import _core
 from fingrav_native.backends import NVML_MODES, NvidiaBackend, Workload, match_nvml_device
 from fingrav_native.backends._nvidia_report import report
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 FAKE_SRC = REPO / "tests" / "cpp" / "fake_libcuda.cpp"
 IN_CI = bool(os.environ.get("CI"))
 
@@ -515,7 +515,7 @@ def test_each_nvml_mode_declares_its_sensor(mode, period, window, documented, ki
         nvml_sensor("bogus", period, window, documented)
 
 
-# ---------------------------------------------------------------- issue 19: what the backend measures and declares
+# ---------------------------------------------------------------- what the backend measures and declares
 
 # The fake NVML as fake_libcuda's device 0 (same UUID and PCI bus), with every
 # value refreshed every 50 ms at 300 W, in a GPU of the given compute capability.

@@ -1,8 +1,8 @@
-"""The simulated device expresses the real sensors, and profile() runs end to end on each (issue 15, item 5).
+"""The simulated device expresses the real sensors, and profile() runs end to end on each.
 
-DESIGN.md, "Sensors are part of the measurement": the sim's logger takes the
+Sensors are part of the measurement: the sim's logger takes the
 presets of :data:`fingrav_native.sensors.model.SENSOR_PRESETS`; the
-criterion (issue 15, "Done when") compares a 1 ms averaging sensor's SSP
+criterion compares a 1 ms averaging sensor's SSP
 profile with the instantaneous logger's at the same runs.
 """
 

@@ -1,4 +1,4 @@
-"""Clock-sync fitting (issue 4): offset, skew, error bounds, piecewise and one-sided maps.
+"""Clock-sync fitting: offset, skew, error bounds, piecewise and one-sided maps.
 
 Synthetic brackets are generated here with a known clock (offset, skew),
 read latency with jitter, outliers and an asymmetric split, so every fit is

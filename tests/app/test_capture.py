@@ -1,4 +1,4 @@
-"""Live power capture for in-situ profiling (issue 17, parts 2 and 3): epoch brackets, EpochMap, PowerRecorder.
+"""Live power capture for in-situ profiling: epoch brackets, EpochMap, PowerRecorder.
 
 The map from the host clock (CLOCK_MONOTONIC_RAW) onto the Unix epoch
 (CLOCK_REALTIME, what torch.profiler stamps kernels with) is checked on

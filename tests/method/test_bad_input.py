@@ -1,10 +1,10 @@
-"""Generated bad input for the analysis entry points: only documented errors, naming the argument (issue 18).
+"""Generated bad input for the analysis entry points: only documented errors, naming the argument.
 
 Every public function that takes arrays a user brings (make_executions,
 validate_executions, stitch_logs, place_logs, fit_clock_map) is fed
 hypothesis-generated bad values; the only exception allowed out is
 ValueError (its subclasses included) whose message names the argument, and a
-result is allowed only when the input was in fact valid. Before issue 18,
+result is allowed only when the input was in fact valid. Before these tests,
 fractional run ids were truncated, 2**32 wrapped to 0, NaN power gave a
 profile without energy and negative power a negative energy.
 """

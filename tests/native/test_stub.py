@@ -30,9 +30,9 @@ import pytest
 
 import fingrav_native._core as core
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 STUB = REPO / "python" / "fingrav_native" / "_core.pyi"
-ALLOWLIST = Path(__file__).resolve().parent / "stubtest_allowlist.txt"
+ALLOWLIST = Path(__file__).resolve().parents[1] / "stubtest_allowlist.txt"
 
 POS_ONLY, POS_OR_KW, KW_ONLY = "positional-only", "positional-or-keyword", "keyword-only"
 NO_DEFAULT = object()

@@ -1,4 +1,4 @@
-"""Sizes the compiled core refuses by name before allocating (issue 18).
+"""Sizes the compiled core refuses by name before allocating.
 
 An absurd size used to end in ``std::bad_alloc`` (a MemoryError naming
 nothing), in the OOM killer, or in pybind11's "incompatible function

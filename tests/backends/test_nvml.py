@@ -23,7 +23,7 @@ import pytest
 from fingrav_native import _core
 from fingrav_native.native import FLAG_DERIVED, FLAG_SOURCE_GAP, Sampler
 
-FAKE_SOURCE = Path(__file__).parent / "fakes" / "fake_nvml.c"
+FAKE_SOURCE = Path(__file__).resolve().parents[1] / "fakes" / "fake_nvml.c"
 
 # fake_nvml_set_supported bits and fake_nvml_fail_next function ids (fake_nvml.c).
 SUP_SAMPLES, SUP_INSTANT, SUP_AVERAGE, SUP_ENERGY_FIELD, SUP_ENERGY_FN, SUP_USAGE = 1, 2, 4, 8, 16, 32
@@ -523,7 +523,7 @@ def test_usage_keeps_a_reading_only_when_the_1s_average_changes(fake):
 def test_logger_period_under_the_sampler_is_the_refresh_not_the_poll(fake, mode):
     # The fake refreshes every value (and the energy counter) every 50 ms,
     # stamps fields with the query time, and is polled every 1 ms: the logs'
-    # intervals must show the 50 ms refresh (issue 19, items 3 and 4), and the
+    # intervals must show the 50 ms refresh, and the
     # energy mode 300 W throughout, never 0 W then a spike.
     fake.set_refresh(0, 50_000, 300_000)
     src = _core.NvmlPowerSource(0, mode)

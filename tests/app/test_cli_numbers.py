@@ -1,4 +1,4 @@
-"""Every numeric option of `fingrav` refuses bad numbers at parse time, and Ctrl-C in `fingrav demo` (issue 18).
+"""Every numeric option of `fingrav` refuses bad numbers at parse time, and Ctrl-C in `fingrav demo`.
 
 Property-based (hypothesis): for each numeric option of each command, bad
 values (NaN, infinities, out of range, huge, floats for integers, text)
@@ -33,7 +33,7 @@ from fingrav_native.app import _demo as demo_module
 from fingrav_native.method import NoLogsInExecutionsError
 
 SUBPROCESS_TIMEOUT_S = 300  # bounds a hang only
-README = Path(__file__).resolve().parents[1] / "README.md"
+README = Path(__file__).resolve().parents[2] / "README.md"
 
 # Parsing only, so examples are fast; no database: nothing worth replaying.
 NUMBERS = settings(max_examples=20, deadline=None, database=None,

@@ -1,4 +1,4 @@
-"""Campaign folders never lose a measured run (issue 18).
+"""Campaign folders never lose a measured run.
 
 A folder is locked while a process writes it; runs without their manifest,
 a manifest without its runs, and damaged files are refused, naming the file

@@ -1,4 +1,4 @@
-"""Phase-steered launches (issue 16): the sample-grid fit, steering against random phase, the fallbacks.
+"""Phase-steered launches: the sample-grid fit, steering against random phase, the fallbacks.
 
 Equivalent-time sampling (method/phase.py): each run's launch is released so
 that a sensor sample lands where the profile needs one. Scored on the
@@ -110,7 +110,7 @@ def test_an_unguided_steered_campaign_stops_when_every_bin_is_covered() -> None:
 
 
 class _NoRelease(BackendWrapper):
-    """A backend that cannot delay a launch (a third-party backend from before issue 16)."""
+    """A backend that cannot delay a launch (a third-party backend without release_at)."""
 
     def __getattr__(self, name: str) -> object:
         if name == "wait_until":
@@ -221,7 +221,7 @@ def test_the_phase_bench_quick_json_has_its_schema(tmp_path: object) -> None:
     import sys
 
     out = os.path.join(str(tmp_path), "phase.json")
-    bench = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench", "phase_bench.py")
+    bench = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "bench", "phase_bench.py")
     subprocess.run([sys.executable, bench, "--quick", "--sensors", "instant-1ms", "--json", out], check=True,
                    capture_output=True, timeout=300)
     with open(out) as f:

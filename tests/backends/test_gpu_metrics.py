@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 from fakes import fake_amd
 from fingrav_native import _core
 
-FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
 u8, u16, u32, u64 = ctypes.c_uint8, ctypes.c_uint16, ctypes.c_uint32, ctypes.c_uint64
 NUM_VCN, NUM_JPEG_ENG, NUM_JPEG_ENG_V1, NUM_XGMI_LINKS = 4, 32, 40, 8

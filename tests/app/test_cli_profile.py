@@ -1,4 +1,4 @@
-"""`fingrav profile` (Ctrl-C, --resume), `fingrav sync`, and the terminal progress line (issue 7)."""
+"""`fingrav profile` (Ctrl-C, --resume), `fingrav sync`, and the terminal progress line."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ def test_profile_writes_the_campaign_folder(tmp_path, capsys):
     stdout = capsys.readouterr().out
     assert stdout.startswith("Profile('cb-4k-gemm' on sim: both")
     assert "error budget (median per LOI, +-): clock map" in stdout
-    # The sensor line says what a log is and where each figure comes from (issue 19).
+    # The sensor line says what a log is and where each figure comes from.
     assert "  sensor: simulated instant-1ms sensor (instant)" in stdout
     assert "period 1 ms (documented), window 0 (documented), delay 0 (documented)" in stdout
     prof = load_profile(str(out / "profile.fgprof"))

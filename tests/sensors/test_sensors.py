@@ -1,4 +1,4 @@
-"""Sensor models, energy counters and window-aware deconvolution (issue 15), scored against a known truth."""
+"""Sensor models, energy counters and window-aware deconvolution, scored against a known truth."""
 
 from __future__ import annotations
 

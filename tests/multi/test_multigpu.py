@@ -1,4 +1,4 @@
-"""Many GPUs: per-rank profiles of collectives merged on one timeline (issue 8).
+"""Many GPUs: per-rank profiles of collectives merged on one timeline.
 
 Scored against the simulated node's truth: every collective execution ends
 at the same true time on every device, so after merging, each rank's end,

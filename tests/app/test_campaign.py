@@ -1,4 +1,4 @@
-"""Campaign folders: runs on disk as they complete, Ctrl-C, resume (issue 7)."""
+"""Campaign folders: runs on disk as they complete, Ctrl-C, resume."""
 
 from __future__ import annotations
 

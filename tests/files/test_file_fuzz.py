@@ -1,4 +1,4 @@
-"""Every public file loader refuses a bad file with its documented error, naming the file (issue 18).
+"""Every public file loader refuses a bad file with its documented error, naming the file.
 
 Random bit flips and truncations of a saved profile, a power capture and
 application traces must either load the very same thing (a flip in a byte
