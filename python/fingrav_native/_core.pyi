@@ -79,7 +79,7 @@ def read_epoch_brackets(n: SupportsIndex) -> npt.NDArray[np.int64]:
     its ``CLOCK_MONOTONIC_RAW`` bracket. Fitting many of them gives the
     offset and drift from host time onto the epoch clock that
     torch.profiler (Kineto) stamps its events with
-    (:class:`fingrav_native.insitu.capture.EpochMap`). Kept as int64
+    (:class:`fingrav_native.clocks.EpochMap`). Kept as int64
     because a float64 at 1.8e18 ns resolves only 256 ns. Raises
     ``ValueError`` naming ``n`` unless ``1 <= n <= 2**24``; the GIL is
     released while reading.

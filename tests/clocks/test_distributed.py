@@ -1,4 +1,4 @@
-"""Host-clock alignment between ranks (fingrav_native.multi.alignment).
+"""Host-clock alignment between ranks (fingrav_native.clocks).
 
 Two layers:
 

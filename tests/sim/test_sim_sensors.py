@@ -1,7 +1,7 @@
 """The simulated device expresses the real sensors, and profile() runs end to end on each.
 
 Sensors are part of the measurement: the sim's logger takes the
-presets of :data:`fingrav_native.sensors.model.SENSOR_PRESETS`; the
+presets of :data:`fingrav_native.sensors.SENSOR_PRESETS`; the
 criterion compares a 1 ms averaging sensor's SSP
 profile with the instantaneous logger's at the same runs.
 """

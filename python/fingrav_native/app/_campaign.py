@@ -67,7 +67,7 @@ class Campaign:
     """Runs, records and (optionally) streams them to disk as they complete.
 
     With ``out_dir`` every completed run is written at once
-    (:mod:`fingrav_native.method.campaign`), so an interrupted campaign keeps them;
+    (:mod:`fingrav_native.files`), so an interrupted campaign keeps them;
     with ``replay`` those runs are handed back, in order, to the same
     requests before any new run is executed (``profile(resume=True)``).
     """

@@ -66,7 +66,7 @@ def characterize(
     2. Each run: ``cycles`` x (``kernel`` for half a period, ``light`` for
        half a period), back to back; wait for idle between runs.
     3. Place every log and execution on the host timeline through the runs'
-       own clock maps (:func:`~fingrav_native.method.timeline.timeline_of`).
+       own clock maps (:func:`~fingrav_native.method._timeline.timeline_of`).
     4. Period from the logs' distinct timestamps; the sensor from every
        log against the heavy executions' times (:func:`fit_load_response`).
     """

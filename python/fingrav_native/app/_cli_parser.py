@@ -210,7 +210,7 @@ def _add_profile_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser
             "with the settings it was started with. The profile is saved as OUT/profile.fgprof.\n\n"
             "KERNEL is a simulator preset (cb-{8k,4k,2k}-gemm, mb-{8k,4k,2k}-gemv, allgather-64k, ...; see "
             "fingrav_native.sim.kernel_presets()) or, for amd/nvidia, 'module:function' naming a function "
-            "that returns a fingrav_native.backends.workloads.Workload; on amd/nvidia the GEMM/GEMV presets run as "
+            "that returns a fingrav_native.backends.Workload; on amd/nvidia the GEMM/GEMV presets run as "
             "PyTorch fp16 GEMMs/GEMVs of that size."),
         epilog=("examples:\n  fingrav profile cb-4k-gemm --out cb4k/\n"
                 "  fingrav profile mb-2k-gemv --mode sse --runs 400 --margin 0.02 --out gemv/ --plots --trace\n"

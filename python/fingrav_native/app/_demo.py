@@ -294,8 +294,8 @@ def run_demo(out_dir: str = "fingrav-demo", *, seed: int = 0,
     Returns
     -------
     dict
-        ``profile`` (the CB-4K :class:`~fingrav_native.method.results.Profile`),
-        ``interleaved`` (the :class:`~fingrav_native.method.profile.InterleavedProfile`),
+        ``profile`` (the CB-4K :class:`~fingrav_native.method.Profile`),
+        ``interleaved`` (the :class:`~fingrav_native.app.InterleavedProfile`),
         ``files`` (name -> path of every file written, in the order written),
         ``summary`` (the printed lines) and ``seconds`` (wall time).
 
@@ -313,10 +313,10 @@ def run_demo(out_dir: str = "fingrav-demo", *, seed: int = 0,
     What it writes into ``out_dir``:
 
     - ``cb-4k-gemm.fgprof`` and ``mb-4k-gemv_then_cb-2k-gemm.fgprof``
-      (:func:`~fingrav_native.files.profiles.save_profile`; reload with ``load_profile``
+      (:func:`~fingrav_native.files.save_profile`; reload with ``load_profile``
       or draw with ``fingrav plot``);
     - ``cb-4k-gemm.trace.json``, the campaign as a Perfetto trace
-      (:func:`~fingrav_native.files.trace.export_trace`);
+      (:func:`~fingrav_native.files.export_trace`);
     - figures: ``overview.png`` (whole run, SSE and SSP per component:
       paper Figures 4-7), ``whole_run.png``, ``sse_vs_ssp.png`` (per
       component, Figure 8 style), ``interleaved.png`` (Figure 9),

@@ -86,7 +86,7 @@ def _torch_distributed() -> Any:
     try:
         import torch.distributed as dist
     except ImportError as exc:
-        raise ImportError(f"fingrav_native.multi.alignment needs PyTorch for process groups: {_INSTALL_HINT}") from exc
+        raise ImportError(f"fingrav_native.clocks needs PyTorch for process groups: {_INSTALL_HINT}") from exc
     if not dist.is_available():
         raise ImportError(f"this PyTorch build has no torch.distributed; install one that has: {_INSTALL_HINT}")
     if not dist.is_initialized():
@@ -423,7 +423,7 @@ def gather_to_root(obj: Any, group: Any = None, root: int = 0) -> Optional[list[
     obj : picklable
         This rank's contribution (e.g. ``HostAlignment.as_dict()`` and its
         event log). Pickle is only the transport between processes of one
-        job; files are written by :mod:`fingrav_native.files.profiles`, never pickled.
+        job; files are written by :mod:`fingrav_native.files`, never pickled.
     group : torch.distributed.ProcessGroup, optional
         As for :func:`exchange_brackets` (a gloo group is used under NCCL,
         whose object collectives would stage through GPU memory).
@@ -459,7 +459,7 @@ class TorchAgreement(Agreement):
     ----------
     group : torch.distributed.ProcessGroup, optional
         Default: the world. Under NCCL a gloo group over the same ranks is
-        used (host numbers; see :mod:`fingrav_native.multi.alignment`).
+        used (host numbers; see :mod:`fingrav_native.clocks`).
     """
 
     def __init__(self, group: Any = None) -> None:

@@ -3,7 +3,7 @@
 In-situ profiling reads an application's own executions: every
 iteration of a training loop is one of FinGraV's runs, at a random phase
 against the free-running power logger (paper Section IV-A). This module
-runs such a loop on :class:`~fingrav_native.sim.device.SimGPU` and writes
+runs such a loop on :class:`~fingrav_native.sim.SimGPU` and writes
 what a real session leaves behind: a torch.profiler (Kineto) Chrome trace on
 the Unix-epoch clock (kernels, their launches, ``ProfilerStep#N``
 iterations) and the power logs stamped in the logger's own clock, with the
@@ -126,7 +126,7 @@ class SimTrainingLoop:
                                   launch_ns=launch, steps=self.to_epoch(self.iterations))
 
     def capture(self) -> PowerCapture:
-        """The power logs as a :class:`~fingrav_native.insitu.capture.PowerRecorder` would have saved them.
+        """The power logs as a :class:`~fingrav_native.app.PowerRecorder` would have saved them.
 
         The logs are stamped in the logger's own clock (``source_ts``), seen
         by the sampler at host (monotonic) times; the epoch brackets tie the

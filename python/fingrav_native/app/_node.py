@@ -66,7 +66,7 @@ def profile_node(
         t3)`` of that rank's host clock with the root's (a simulated node's
         ``SimNode.exchange_brackets``); called for every rank but the root
         before and after the campaign, fitted together
-        (:func:`~fingrav_native.multi.alignment.fit_host_alignment`), so the
+        (:func:`~fingrav_native.clocks.fit_host_alignment`), so the
         alignment's skew spans the campaign and its bound covers it.
     exchanges : int
         Exchanges per rank before and after.
@@ -83,7 +83,7 @@ def profile_node(
     Notes
     -----
     Section V-D. Decisions are agreed between the threads
-    (:class:`~fingrav_native.method.agreement.ThreadAgreement`), so every GPU runs
+    (:class:`~fingrav_native.method.ThreadAgreement`), so every GPU runs
     the same runs. Real devices run concurrently (a collective needs every
     rank to launch); virtual-time ones are stepped one call at a time.
     """
@@ -168,7 +168,7 @@ def profile_distributed(
     ----------
     kernel : kernel
         This rank's workload (for a collective: its part, e.g.
-        :func:`~fingrav_native.backends.workloads.torch_collective`).
+        :func:`~fingrav_native.backends._workloads.torch_collective`).
     backend : Backend
         This rank's GPU.
     group : torch.distributed.ProcessGroup, optional
@@ -186,7 +186,7 @@ def profile_distributed(
         (a post-processing step can :func:`merge_ranks` them); the root also
         writes ``out_dir/node.fgprof``.
     trust_shared_clock : bool
-        As for :func:`~fingrav_native.multi.alignment.align_ranks`.
+        As for :func:`~fingrav_native.app.align_ranks`.
     **options
         Passed to :func:`~fingrav_native.profile`.
 

@@ -1,7 +1,7 @@
 """The FinGraV orchestrator: the paper's eight steps on any backend.
 
 :func:`profile` runs Section IV-B end to end against a
-:class:`~fingrav_native.backends.base.Backend` (the simulated GPU by default) and
+:class:`~fingrav_native.backends.Backend` (the simulated GPU by default) and
 returns a :class:`Profile`. :func:`stitch_logs` runs steps 5-8 on arrays a
 user brings (bring-your-own-logs). :func:`profile_interleaved` profiles a
 kernel preceded by other kernels (Section V-C3).
@@ -187,7 +187,7 @@ def profile(
         Share of the LOIs each local fit uses, or ``"auto"`` (default): the
         window generalised cross-validation picks per channel, at least
         6 LOIs or a quarter of them
-        (:func:`~fingrav_native.method.stitch.stitch`). A fixed
+        (:func:`~fingrav_native.method.stitch`). A fixed
         small span with the ~40 LOIs Table I asks for follows single noisy
         LOIs; the stitched profile's ``fit_low``/``fit_high`` band says
         which features the LOIs support.
@@ -201,11 +201,11 @@ def profile(
     out_dir : str, optional
         Campaign folder: ``campaign.json``, every completed run as it
         finishes (``runs/run_NNNNNN.npz``, see
-        :mod:`fingrav_native.method.campaign`) and, at the end, the profile
+        :mod:`fingrav_native.files`) and, at the end, the profile
         (``profile.fgprof``). A campaign interrupted by Ctrl-C keeps its
         completed runs there. A folder that already holds a campaign is
         refused unless ``resume`` is set. The folder is locked
-        (:func:`~fingrav_native.method.campaign.lock_campaign`) before
+        (:func:`~fingrav_native.files.lock_campaign`) before
         anything is written in it, so no other process can write there
         meanwhile.
     resume : bool
@@ -222,17 +222,17 @@ def profile(
         ``True``: a status line on stderr when it is a terminal (runs done,
         LOIs against the target, ETA; silent otherwise); a callable gets
         each line of text (``print``); a
-        :class:`~fingrav_native.method.progress.ProgressReporter` also gets a
-        :class:`~fingrav_native.method.progress.CampaignProgress` after every run.
+        :class:`~fingrav_native.app.ProgressReporter` also gets a
+        :class:`~fingrav_native.app.CampaignProgress` after every run.
     agreement : Agreement, optional
         For several ranks profiling one collective together (Section V-D):
         every decision that sets which runs happen (the guidance row, each
         SSP-search probe, the top-ups) is taken once for all ranks through
         it, so every rank runs the same runs (a rank that ran a different
         count would leave the others waiting in the collective). See
-        :mod:`fingrav_native.multi.node`. Default: this process decides alone.
+        :mod:`fingrav_native.multi`. Default: this process decides alone.
     sensor : SensorModel or str, optional
-        What each log measures (a :data:`~fingrav_native.sensors.model.SENSOR_PRESETS`
+        What each log measures (a :data:`~fingrav_native.sensors.SENSOR_PRESETS`
         name, or a characterisation's model); default the backend's
         ``capabilities.sensor``. Recorded in the profile (its ``backend``).
     attribution : {"auto", "instant", "deconvolve"}
@@ -246,7 +246,7 @@ def profile(
         When each campaign run is launched. ``"random"``: the paper's
         protocol (Section IV-A), logs land at whatever phase the free-running
         logger gives. ``"steered"`` and ``"auto"`` (default): sequential
-        equivalent-time sampling (:mod:`fingrav_native.method.phase`), the
+        equivalent-time sampling (:mod:`fingrav_native.method`), the
         launch released so that a sensor sample (or window edge) lands in the
         least-covered bin of the execution; when ``runs`` is not given the
         campaign ends once every bin holds what random phase would give it on
@@ -254,7 +254,7 @@ def profile(
         more than a quarter of the execution, a backend without
         ``wait_until``) the campaign goes on at random phase and says why;
         ``"steered"`` also raises a
-        :class:`~fingrav_native.method.phase.PhaseSteeringWarning`. What was
+        :class:`~fingrav_native.method.PhaseSteeringWarning`. What was
         done is in ``settings["phase"]``.
 
     Returns
@@ -280,14 +280,14 @@ def profile(
 
     1. Time the kernel: one run of ``timing_executions`` executions; the
        median of all but the first (warm-up) sets the Table I row
-       (:func:`~fingrav_native.method.guidance.lookup_guidance`).
+       (:func:`~fingrav_native.method.lookup_guidance`).
     2. Instrumentation is the backend's: GPU-side begin/end markers per
        execution, bracketed clock reads around every run, the sampler
        started around each run; the device returns to idle between runs,
        measured from the logs (``Backend.wait_idle``).
     3. SSE: four executions per run, the fourth is of interest. SSP: the
        binary search on executions per run
-       (:func:`~fingrav_native.method.steady.find_ssp_executions`). A probe of n
+       (:func:`~fingrav_native.method.find_ssp_executions`). A probe of n
        executions measures execution n-1 (and its neighbours, +-n/8) in a
        shared pool of long runs, with enough runs for about ``probe_lois``
        LOIs, averaged per stratum of progress through the execution (an
@@ -296,12 +296,12 @@ def profile(
     4. Execute the runs (each streamed to ``out_dir`` as it completes).
     5. Fit the clock maps over the whole campaign (piecewise when it is
        long: drift), place the markers on host time, and keep the golden
-       runs (:func:`~fingrav_native.method.golden.select_golden_runs`).
+       runs (:func:`~fingrav_native.method.select_golden_runs`).
     6. Place the logs: LOIs and TOIs with their uncertainty
-       (:func:`~fingrav_native.method.align.place_logs`).
+       (:func:`~fingrav_native.method.place_logs`).
     7. Top up with more runs while the LOIs are fewer than the guidance
        density asks, up to ``max_top_up_runs``.
-    8. Stitch (:func:`~fingrav_native.method.stitch.stitch`), integrate energy per
+    8. Stitch (:func:`~fingrav_native.method.stitch`), integrate energy per
        execution, and build the whole-run view.
     """
     _check_what_to_run(mode, runs, margin, executions, timing_executions)

@@ -2,7 +2,7 @@
 
 A campaign of a few hundred runs on real hardware takes minutes (each run
 waits for the device to return to idle, paper Section IV-B step 2), so the
-user wants to see it advance. :func:`~fingrav_native.method.profile.profile`
+user wants to see it advance. :func:`~fingrav_native.app.profile`
 reports to a :class:`ProgressReporter`: free-form lines (the SSP search's
 probes, top-ups) and structured :class:`CampaignProgress` updates after
 every run. :class:`TerminalProgress` draws them as one status line on a
@@ -82,7 +82,7 @@ def _clock(seconds: float) -> str:
 
 
 class ProgressReporter:
-    """What :func:`~fingrav_native.method.profile.profile` reports to; the base class ignores everything.
+    """What :func:`~fingrav_native.app.profile` reports to; the base class ignores everything.
 
     Subclass and override :meth:`line` and/or :meth:`update`.
     """

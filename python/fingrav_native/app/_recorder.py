@@ -64,7 +64,7 @@ class PowerRecorder:
     ----------
     device : PowerSource, SimGPU, LiveSimBackend, NvidiaBackend, AmdBackend or str
         What to record: a power source; a real-time
-        :class:`~fingrav_native.sim.device.SimGPU` (its logger, sensor model
+        :class:`~fingrav_native.sim.SimGPU` (its logger, sensor model
         included); a hardware or live-sim backend (its power source and
         ``capabilities.sensor``); or ``"nvidia:N"`` (NVML power of CUDA
         device N as torch numbers it; ``"nvidia:N:MODE"`` picks an NVML mode
@@ -456,7 +456,7 @@ def record_torch(
     -----
     The paper's Section IV-A protocol in situ: each kernel execution in
     the steps is one run at a random phase against the logger, and
-    :func:`fingrav_native.insitu.profile.profile_trace` turns the pair into
+    :func:`fingrav_native.insitu.profile_trace` turns the pair into
     per-kernel profiles. torch is imported here, not with the package.
     """
     import torch

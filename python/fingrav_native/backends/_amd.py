@@ -391,7 +391,7 @@ class AmdBackend(HostRelease, LivePower):
     def add_workload(self, workload: Workload) -> int:
         """Register a workload; returns its kernel id (its name works as well)."""
         if not isinstance(workload, Workload):
-            raise ValueError(f"workload={workload!r}: must be a Workload (see fingrav_native.backends.workloads)")
+            raise ValueError(f"workload={workload!r}: must be a Workload (see fingrav_native.backends)")
         for i, w in enumerate(self._workloads):
             if w is workload:
                 return i

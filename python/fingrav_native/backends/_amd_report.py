@@ -49,7 +49,7 @@ def report(sysfs_root: str = "/sys", kfd_path: str = KFD_PATH) -> BackendReport:
                                f"{len(gpus)} under {sysfs_root}/class/drm" if gpus else
                                f"no AMD GPU bound to amdgpu with a KFD node under {sysfs_root}"))
     except ImportError as exc:
-        comps.append(Component("fingrav_native.backends.amd_sysfs", False, f"not importable: {exc}"))
+        comps.append(Component("fingrav_native.backends", False, f"not importable: {exc}"))
     if not gpus:
         reasons.append("no AMD GPU found")
 

@@ -1,6 +1,6 @@
 """The backend protocol: what the FinGraV orchestrator needs from a device, and helpers every backend shares.
 
-The orchestrator (:func:`fingrav_native.method.profile.profile`) runs the paper's
+The orchestrator (:func:`fingrav_native.app.profile`) runs the paper's
 eight steps (Section IV-B) against this small interface, so it cannot tell a
 simulated GPU from a real one except through declared capabilities:
 
@@ -16,7 +16,7 @@ simulated GPU from a real one except through declared capabilities:
 * optionally, ``wait_until(host_ns) -> int`` releases the next launch at a
   chosen host time and returns the host time reached (a target already past
   returns at once: ``wait_until(0)`` reads the time). Phase-steered
-  campaigns (:mod:`fingrav_native.method.phase`) need it, and fall back to
+  campaigns (:mod:`fingrav_native.method`) need it, and fall back to
   random phase, saying so, on a backend without it.
 
 Markers stay in device ticks until the whole campaign's clock reads are
@@ -133,7 +133,7 @@ class HostRelease:
     then calls :meth:`_released` right before its first launch, which sleeps
     then spins (:func:`fingrav_native._core.wait_until_ns`, GIL released)
     until the armed host time. The setup's jitter stays out of the launch
-    time (equivalent-time sampling, :mod:`fingrav_native.method.phase`).
+    time (equivalent-time sampling, :mod:`fingrav_native.method`).
     """
 
     _release_ns: Optional[float] = None
@@ -165,7 +165,7 @@ class LivePower:
     """A backend whose runs poll a live power source (``self._power``) lends it out, read-only.
 
     For recording power while an application runs
-    (:class:`~fingrav_native.insitu.capture.PowerRecorder`): a second
+    (:class:`~fingrav_native.app.PowerRecorder`): a second
     Sampler may poll it while no run is in progress; its logs are stamped in
     the clock the backend's ``capabilities`` name (``logger_clock``).
     """

@@ -62,7 +62,7 @@ class UnknownSensorWindowWarning(UserWarning):
     """An NVIDIA power mode whose averaging window nobody has published or measured for this GPU.
 
     The window is then taken as 0 (instantaneous), so the error budget and the
-    attribution ignore it; :func:`~fingrav_native.sensors.characterize.characterize`
+    attribution ignore it; :func:`~fingrav_native.app.characterize`
     on a backend in the same mode measures it, and ``NvidiaBackend(sensor=...)``
     takes the result's ``sensor``.
     """
@@ -165,7 +165,7 @@ class NvidiaBackend(HostRelease, LivePower):
         Probe slots allocated up front (two per execution; grown on demand).
     sensor : SensorModel, optional
         This GPU's sensor in this mode as a characterisation measured it
-        (:func:`~fingrav_native.sensors.characterize.characterize`,
+        (:func:`~fingrav_native.app.characterize`,
         ``source="characterised"``): its window and delay replace the
         published or assumed ones in :attr:`capabilities` (provenance
         "measured"), and no :class:`UnknownSensorWindowWarning` is raised.
@@ -183,7 +183,7 @@ class NvidiaBackend(HostRelease, LivePower):
     Paper Section IV-B: steps 1 (clock sync: :meth:`read_clocks`), 2 (power
     logs: the sampler on NVML) and 4 (executions with GPU-side markers:
     :meth:`execute_run`) are what a backend does; the rest is the
-    orchestrator's (:func:`fingrav_native.method.profile.profile`).
+    orchestrator's (:func:`fingrav_native.app.profile`).
 
     At start the backend measures what it does not take on trust: the
     %globaltimer update step (:meth:`measure_timer_resolution`, the method
@@ -345,7 +345,7 @@ class NvidiaBackend(HostRelease, LivePower):
             warnings.warn(
                 f"{info.name}: no averaging window is published for NVML mode '{power}' on "
                 f"{self.device_info['name']}, so it is taken as 0 (instantaneous) and the error budget "
-                f"ignores it; measure it with fingrav_native.sensors.characterize.characterize("
+                f"ignores it; measure it with fingrav_native.app.characterize("
                 f"NvidiaBackend(power={power!r})) and pass its .sensor as NvidiaBackend(sensor=...)",
                 UnknownSensorWindowWarning, stacklevel=3)
         return model, window_ns, semantics, provenance
@@ -364,7 +364,7 @@ class NvidiaBackend(HostRelease, LivePower):
         if isinstance(kernel, str):
             return kernel
         raise ValueError(f"kernel={kernel!r}: the NVIDIA backend runs Workload objects "
-                         "(see fingrav_native.backends.workloads)")
+                         "(see fingrav_native.backends)")
 
     def new_run_id(self) -> int:
         """A run id never used by this backend before."""
@@ -411,7 +411,7 @@ class NvidiaBackend(HostRelease, LivePower):
         Parameters
         ----------
         kernel : Workload
-            What one execution is (:mod:`fingrav_native.backends.workloads`).
+            What one execution is (:mod:`fingrav_native.backends`).
         executions : int
             Executions in the run, back to back on the workload's stream.
         run : int
@@ -433,7 +433,7 @@ class NvidiaBackend(HostRelease, LivePower):
         """
         if not isinstance(kernel, Workload):
             raise ValueError(f"kernel={kernel!r}: the NVIDIA backend runs Workload objects "
-                             "(see fingrav_native.backends.workloads)")
+                             "(see fingrav_native.backends)")
         executions = integer_in(executions, "executions", 1, (1 << 27) - 1)
         run = integer_in(run, "run", 0, 2**31 - 1)
         if self._probe.size < 2 * executions:

@@ -1,7 +1,7 @@
 """What a backend reports about this machine: the libraries, device files and devices it found.
 
 Every backend module (sim, amd, nvidia) has a ``report()`` that returns a
-:class:`BackendReport`; :mod:`fingrav_native.backends.devices` gathers them
+:class:`BackendReport`; :mod:`fingrav_native.backends` gathers them
 for ``fingrav devices``. Nothing here raises for a missing GPU: a report that
 says why is the answer.
 """

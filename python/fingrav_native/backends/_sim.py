@@ -231,7 +231,7 @@ class SimBackend(_SimCommon):
     def wait_until(self, host_ns: float) -> int:
         """Idle the device until host time ``host_ns``; return the host time reached.
 
-        The launch of a phase-steered run (:mod:`fingrav_native.method.phase`)
+        The launch of a phase-steered run (:mod:`fingrav_native.method`)
         is released here. In virtual time the release is exact; the launch
         path after it (clock reads, launch overhead) keeps its simulated
         jitter, which the steerer measures.

@@ -80,7 +80,7 @@ def save_profile(profile: Union[Profile, InterleavedProfile, NodeProfile, TraceP
     profile : Profile, InterleavedProfile or NodeProfile
         A result of :func:`~fingrav_native.profile`,
         :func:`~fingrav_native.profile_interleaved` or the multi-GPU
-        drivers (:mod:`fingrav_native.multi.node`).
+        drivers (:mod:`fingrav_native.multi`).
     path : str or os.PathLike
         Where to write; the file is written to a temporary name beside it and
         renamed, so a crash never leaves a half-written profile under ``path``.

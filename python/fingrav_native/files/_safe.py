@@ -28,7 +28,7 @@ Limits, and why:
   that understates a member's size cannot get past the caps.
 
 Application traces (a plain or gzipped JSON text, not an archive) have their
-own cap, :data:`fingrav_native.insitu.kineto.MAX_TRACE_BYTES`.
+own cap, :data:`fingrav_native.files._kineto.MAX_TRACE_BYTES`.
 """
 
 from __future__ import annotations

@@ -89,7 +89,7 @@ def node_trace_events(node: NodeProfile) -> dict[str, Any]:
     Parameters
     ----------
     node : NodeProfile
-        From :mod:`fingrav_native.multi.node`.
+        From :mod:`fingrav_native.multi`.
 
     Returns
     -------

@@ -49,7 +49,7 @@ Attribution = Literal["auto", "instant", "deconvolve"]
 class _Shifted:
     """A clock map onto the trace's clock, shifted to the trace's origin (keeps float64 times small).
 
-    The shift is taken exactly (:func:`~fingrav_native.clocks.maps.host_relative`),
+    The shift is taken exactly (:func:`~fingrav_native.clocks.host_relative`),
     so no epoch time passes through a float64 (256 ns steps at 1.8e18 ns).
     """
 
@@ -274,15 +274,15 @@ def profile_trace(
     ----------
     trace : str, path or KernelTrace
         A torch.profiler (Kineto) Chrome trace (``.json`` or ``.json.gz``,
-        :func:`~fingrav_native.insitu.kineto.read_kineto_trace`), a
+        :func:`~fingrav_native.files.read_kineto_trace`), a
         rocprofv3 ``kernel_trace.csv``
-        (:func:`~fingrav_native.insitu.rocprof.read_rocprof_kernel_trace`),
+        (:func:`~fingrav_native.files.read_rocprof_kernel_trace`),
         or the executions already read (an EXECUTION_DTYPE array with a
         name per execution: :meth:`KernelTrace.from_executions`).
     samples : numpy.ndarray or PowerCapture
         Power logs taken while the application ran (SAMPLE_DTYPE-compatible:
         ``source_ts`` in the logger's clock, one field per channel), or a
-        :class:`~fingrav_native.insitu.capture.PowerCapture` (its logs, its
+        :class:`~fingrav_native.files.PowerCapture` (its logs, its
         clock map onto the epoch clock and its sensor).
     logger_map : clock map, optional
         ``to_host`` maps ``source_ts`` onto the trace's clock (Unix-epoch ns
@@ -305,7 +305,7 @@ def profile_trace(
     attribution : {"auto", "instant", "deconvolve"}
         ``"auto"``: logs that average over more than a few microseconds are
         deconvolved over the whole timeline
-        (:func:`~fingrav_native.sensors.timeline.fit_timeline`: every
+        (:func:`~fingrav_native.method.fit_timeline`: every
         signature's curve and the gaps' power at once, since a window in a
         loop covers several kernels); ``"instant"``: each log is placed at
         one instant (paper step 6).
@@ -316,7 +316,7 @@ def profile_trace(
         Curve bins per signature when deconvolving.
     align : {"auto", True, False}
         Measure the logs' offset against the trace's kernels
-        (:func:`~fingrav_native.insitu.align.align_logs_to_trace`,
+        (:func:`~fingrav_native.insitu.align_logs_to_trace`,
         instantaneous logs; reported in ``TraceProfile.alignment``) and
         correct it: ``"auto"`` when the logger's clock map is one-sided (it
         lands on each log's publication, tens of microseconds late), True
@@ -335,7 +335,7 @@ def profile_trace(
     ------
     ValueError
         Bad arguments (named); a trace without kernels
-        (:class:`~fingrav_native.insitu.kineto.TraceFormatError`); no
+        (:class:`~fingrav_native.insitu.TraceFormatError`); no
         signature that could be profiled.
 
     Notes

@@ -1,7 +1,7 @@
-"""Result types of in-situ profiling: what :func:`~fingrav_native.insitu.profile.profile_trace` returns.
+"""Result types of in-situ profiling: what :func:`~fingrav_native.insitu.profile_trace` returns.
 
 They sit below the orchestrator and the file layer (as
-:mod:`fingrav_native.method.results` does for campaigns), so the Perfetto
+:mod:`fingrav_native.method` does for campaigns), so the Perfetto
 writer and the plots can use them without importing the method.
 """
 

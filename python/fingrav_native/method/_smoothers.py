@@ -1,6 +1,6 @@
 """The smoothers of step 8: a local linear fit or a polynomial through the LOIs, each with a simultaneous band.
 
-:func:`~fingrav_native.method.stitch` bins the LOIs and fits a smooth curve
+:func:`~fingrav_native.method` bins the LOIs and fits a smooth curve
 through them; the curve comes from here. ``"local"`` is LOWESS without
 robustness iterations (a tricube-weighted line per grid point, its window
 chosen by generalised cross-validation); ``"poly4"`` is the paper's degree-4

@@ -1,6 +1,6 @@
 """The stitched profile of step 8 and the energy per execution integrated from it.
 
-:func:`~fingrav_native.method.stitch` returns a :class:`StitchedProfile`,
+:func:`~fingrav_native.method` returns a :class:`StitchedProfile`,
 one :class:`StitchedChannel` per power channel (binned means with their
 intervals, and a smooth fit with its band); the deconvolution of windowed
 logs returns the same types, so every consumer of a profile reads one shape.
@@ -24,7 +24,7 @@ from fingrav_native._checks import readonly as _readonly
 XAxis = Literal["time", "fraction"]
 
 
-#: The smooth fits :func:`~fingrav_native.method.stitch` makes (None: bins only).
+#: The smooth fits :func:`~fingrav_native.method` makes (None: bins only).
 Smoother = Literal["local", "poly4"]
 
 
@@ -204,7 +204,7 @@ def energy_per_execution(stitched_channel: StitchedChannel, duration_ns: float) 
     Parameters
     ----------
     stitched_channel : StitchedChannel
-        One channel of :func:`~fingrav_native.method.stitch`'s result (watts).
+        One channel of :func:`~fingrav_native.method`'s result (watts).
     duration_ns : float
         The execution's duration (ns), e.g. the golden bin's centre.
 

@@ -9,7 +9,7 @@ as each GPU sees it, and, for collectives, SSE and SSP coincide. Here:
   once for all ranks through an :class:`~fingrav_native.method.Agreement`
   so that every rank runs the same runs;
 * each rank's host clock is placed on the root's
-  (:mod:`fingrav_native.multi.alignment`, bracketed exchanges before and after
+  (:mod:`fingrav_native.clocks`, bracketed exchanges before and after
   the campaign) with an error bound, or taken as the root's when they share
   a clock (same host, same boot);
 * :func:`merge_ranks` puts every rank's executions, logs and LOIs on the

@@ -1,6 +1,6 @@
 """Result types of a many-GPU campaign: the merged node profile and its parts.
 
-Below both the drivers (:mod:`fingrav_native.multi.node`) and the file layer
+Below both the drivers (:mod:`fingrav_native.multi`) and the file layer
 (:mod:`fingrav_native.files`), so a node profile is saved and loaded without
 importing the drivers.
 """

@@ -81,7 +81,7 @@ class SensorModel:
         when finer than the noise.
     source : str
         Where the figures come from: ``"documented"``, ``"characterised"``
-        (:func:`~fingrav_native.sensors.characterize.characterize`) or
+        (:func:`~fingrav_native.app.characterize`) or
         ``"assumed"``.
     notes : str
         The reference or the caveat.

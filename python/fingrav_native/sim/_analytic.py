@@ -1,8 +1,8 @@
 """A known power curve seen through a known sensor model, in closed form: ground truth for attribution.
 
-The event-driven simulator (:mod:`fingrav_native.sim.device`) is the ground
+The event-driven simulator (:mod:`fingrav_native.sim`) is the ground
 truth for the whole method; this is a smaller one for the attribution step
-alone (:mod:`fingrav_native.sensors.deconvolve`), where the truth must be a
+alone (:mod:`fingrav_native.method`), where the truth must be a
 formula: the tests and ``bench/sensor_bench.py`` score a deconvolved curve
 against it at any window-to-kernel ratio.
 

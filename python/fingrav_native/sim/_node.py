@@ -31,7 +31,7 @@ What it models
 * **Backends**: :meth:`SimNode.backend` gives a
   :class:`~fingrav_native.backends.Backend` per rank, whose records are
   stamped with that rank's host clock, so
-  :func:`fingrav_native.method.profile.profile` runs on any rank unchanged.
+  :func:`fingrav_native.app.profile` runs on any rank unchanged.
 
 How the lockstep is kept
 ------------------------
