@@ -223,7 +223,7 @@ def test_profile_cli_and_recorder_share_the_resolver(monkeypatch):
     fg.app.profile("cb-4k-gemm", "sim:1", mode="sse", runs=20)
     cli_common.make_backend("sim", 0, 3)
     assert seen == ["sim:1", "sim"]
-    # The recorder reads the same strings, refusing the simulator's (it needs a live source).
+    # The recorder reads the same strings, refusing the virtual-time simulator (it needs a live source).
     with pytest.raises(ValueError, match="live power source"):
         fg.record("sim")
     with pytest.raises(ValueError, match="unknown device string"):
@@ -277,3 +277,21 @@ def test_every_container_of_a_measurement_is_a_recording(tmp_path):
     assert np.array_equal(ct.executions, prof.timeline.executions)
     np.testing.assert_array_equal(ct.samples["total"], prof.timeline.logs["total"])
     assert np.all(np.abs(ct.samples["source_ts"] - prof.timeline.logs["host_ns"]) <= 0.5)
+
+
+def test_every_driver_opens_device_strings():
+    # characterize, the node driver and the recorder read the same strings as profile and the CLI.
+    with pytest.raises(ValueError, match="unknown device string"):
+        fg.characterize("gpu:0")
+    with pytest.raises(ValueError, match="unknown device string"):
+        fg.app.profile_node("cb-4k-gemm", ["sim:1", "gpu:0"])
+    rec = fg.record("sim-live", period_ns=1_000_000)
+    assert isinstance(rec, fg.app.PowerRecorder)
+    with pytest.raises(ValueError, match="virtual time"):
+        fg.record("sim")
+
+
+@pytest.mark.slow
+def test_characterize_takes_a_device_string():
+    c = fg.characterize("sim:2", runs=3, cycles=2)
+    assert c.period.period_ns > 0 and c.sensor is not None

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import math
-from typing import Any, Optional
+from typing import Any, Optional, Union
 
 import numpy as np
 
 from fingrav_native._checks import integer_in, positive_number
+from fingrav_native.app._open import open_device
 from fingrav_native.backends._base import Backend
 from fingrav_native.clocks._runs import nominal_durations, timeline_of
 from fingrav_native.sensors._characterize import Characterisation, estimate_period, fit_load_response
@@ -15,7 +16,7 @@ from fingrav_native.sensors._model import SensorModel
 
 
 def characterize(
-    backend: Backend,
+    backend: Union[Backend, str],
     kernel: Any = "cb-8k-gemm",
     light: Any = "mb-2k-gemv",
     *,
@@ -29,8 +30,9 @@ def characterize(
 
     Parameters
     ----------
-    backend : Backend
-        The device (the simulator or a GPU).
+    backend : Backend or str
+        The device (the simulator or a GPU): a backend, or a device string
+        :func:`~fingrav_native.open_device` opens (``"sim"``, ``"nvidia:0"``).
     kernel, light : str, int or Workload
         A heavy kernel (default the simulator's CB-8K GEMM; on a GPU a large
         GEMM) and a light one (a small GEMV): the square wave's two levels.
@@ -72,6 +74,8 @@ def characterize(
     """
     n_runs = integer_in(runs, "runs", 2, 100_000)
     n_cyc = integer_in(cycles, "cycles", 1, 1_000)
+    # Like every driver, a device string ("sim", "nvidia:0") is opened through the one resolver.
+    backend = open_device(backend)
     caps = backend.capabilities
     if prior is None:
         prior = SensorModel("declared", "window" if caps.logger_window_ns > 0 else "instant",

@@ -14,6 +14,7 @@ from typing import Any, Callable, Optional, Sequence, Union
 import numpy as np
 
 from fingrav_native.app._distributed import TorchAgreement, align_ranks, exchange_brackets, gather_to_root
+from fingrav_native.app._open import open_device
 from fingrav_native.app._profile import profile
 from fingrav_native.backends._base import Backend, BackendWrapper, KernelSpec
 from fingrav_native.clocks._host import HostAlignment, fit_host_alignment
@@ -38,7 +39,7 @@ class _Serialized(BackendWrapper):
 
 def profile_node(
     kernel: Optional[KernelSpec],
-    backends: Sequence[Backend],
+    backends: Sequence[Union[Backend, str]],
     *,
     kernels: Optional[Sequence[Any]] = None,
     alignments: Optional[Sequence[HostAlignment]] = None,
@@ -53,7 +54,7 @@ def profile_node(
     ----------
     kernel : kernel
         What every GPU runs (a simulator preset or node collective name).
-    backends : sequence of Backend
+    backends : sequence of Backend or device strings
         One per GPU, rank order.
     kernels : sequence, optional
         One kernel per rank instead of ``kernel`` (real GPUs: one workload
@@ -87,7 +88,8 @@ def profile_node(
     the same runs. Real devices run concurrently (a collective needs every
     rank to launch); virtual-time ones are stepped one call at a time.
     """
-    bks = list(backends)
+    # Device strings ("sim:3", "nvidia:1") are opened through the one resolver, as every driver does.
+    bks = [open_device(b) for b in backends]
     per_rank = _kernels_per_rank(kernel, kernels, len(bks))
     for bad in ("agreement", "progress", "backend"):
         if bad in options:
@@ -150,7 +152,7 @@ def _profile_ranks(per_rank: Sequence[Any], bks: Sequence[Backend], out_dir: Opt
 
 def profile_distributed(
     kernel: KernelSpec,
-    backend: Backend,
+    backend: Union[Backend, str],
     group: Any = None,
     *,
     clock: Any = None,
@@ -200,6 +202,7 @@ def profile_distributed(
     before and after the campaign bracket it, so the alignment's skew comes
     from the campaign's whole span and its bound covers it.
     """
+    backend = open_device(backend)  # a device string too, through the one resolver
     for bad in ("agreement", "backend"):
         if bad in options:
             raise ValueError(f"{bad}: set by profile_distributed")

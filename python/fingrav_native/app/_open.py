@@ -206,9 +206,12 @@ def resolve_device(device: Any) -> _Resolved:
                          "or SimGPU(realtime=True)")
     if isinstance(device, str):
         spec = parse_device(device)
-        if spec.vendor in ("sim", "sim-live"):
-            raise ValueError(f"device={device!r}: the recorder reads a live power source; pass "
-                             "SimGPU(realtime=True) or LiveSimBackend() for the simulator")
+        if spec.vendor == "sim-live":
+            # The simulator in real time: its live power source, as for a LiveSimBackend passed in.
+            return resolve_device(open_device(device))
+        if spec.vendor == "sim":
+            raise ValueError(f"device={device!r}: the recorder reads a live power source and the simulator in "
+                             "virtual time has none; use 'sim-live', SimGPU(realtime=True) or LiveSimBackend()")
         vendor, index, mode = spec.vendor, spec.index, spec.mode
         try:
             return _nvml_device(index, mode or "samples") if vendor == "nvidia" else _amd_device(index, mode)
