@@ -8,8 +8,9 @@ a node are fits of the same kind.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from fingrav_native._lazy import attach
 
 if TYPE_CHECKING:
     from fingrav_native.clocks._epoch import ClockStep, ClockStepWarning, EpochMap, fit_epoch_map
@@ -79,16 +80,4 @@ _WHERE = {
     "timeline_of": "_runs",
 }
 
-__all__ = sorted(_WHERE)
-
-
-def __getattr__(name: str) -> Any:
-    if name in _WHERE:
-        value = getattr(importlib.import_module(f"{__name__}.{_WHERE[name]}"), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return list(__all__)
+__getattr__, __dir__, __all__ = attach(__name__, _WHERE)

@@ -47,7 +47,6 @@ import dataclasses
 import json
 import math
 import os
-import tempfile
 from dataclasses import dataclass
 from typing import Any, Callable, Optional, Union
 
@@ -73,6 +72,7 @@ from fingrav_native.files._safe import (
     open_zip,
     read_member,
     read_npy,
+    save_npz_atomically,
     short_repr,
 )
 from fingrav_native.records._recording import Recording
@@ -266,20 +266,9 @@ class PowerCapture:
             raise ValueError(f"path={path!r}: must be a file path")
         path = os.fspath(path)
         header = json.dumps(self._header())
-        folder = os.path.dirname(os.path.abspath(path))
-        fd, tmp = tempfile.mkstemp(prefix=".fingrav-capture-", suffix=".npz.tmp", dir=folder)
-        try:
-            with os.fdopen(fd, "wb") as f:
-                np.savez(f, samples=np.ascontiguousarray(self.samples),
-                         epoch_brackets=np.ascontiguousarray(self.epoch_brackets), header=np.array(header))
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
-        return path
+        return save_npz_atomically(path, {"samples": np.ascontiguousarray(self.samples),
+                                          "epoch_brackets": np.ascontiguousarray(self.epoch_brackets),
+                                          "header": np.array(header)}, "capture")
 
     def to_recording(self) -> Recording:
         """This capture as a :class:`Recording` (logs, CLOCK_REALTIME brackets, source, sensor, stats)."""

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from typing import Any, Union
 
 import numpy as np
@@ -28,6 +27,7 @@ from fingrav_native.files._safe import (
     open_zip,
     read_member,
     read_npy,
+    save_npz_atomically,
 )
 from fingrav_native.insitu._results import TraceProfile
 from fingrav_native.method._results import InterleavedProfile, Profile
@@ -94,21 +94,9 @@ def save_recording(recording: Recording, path: PathLike) -> str:
         if recording.provenance[k].dtype.hasobject:
             raise ValueError(f"recording: provenance[{k!r}] holds Python objects; only plain arrays are saved")
         arrays[f"prov{i}"] = np.ascontiguousarray(recording.provenance[k])
-    folder = os.path.dirname(os.path.abspath(p))
-    if not os.path.isdir(folder):
+    if not os.path.isdir(os.path.dirname(os.path.abspath(p))):
         raise ValueError(f"path={p!r}: its folder does not exist")
-    fd, tmp = tempfile.mkstemp(prefix=".fingrav-recording-", suffix=".npz.tmp", dir=folder)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            np.savez(f, **arrays)  # type: ignore[arg-type]
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, p)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    return p
+    return save_npz_atomically(p, arrays, "recording")
 
 
 def load_recording(path: PathLike) -> Recording:

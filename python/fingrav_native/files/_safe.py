@@ -40,6 +40,7 @@ import math
 import os
 import stat
 import struct
+import tempfile
 import tokenize
 import zipfile
 import zlib
@@ -384,3 +385,26 @@ def read_npy(data: bytes, bad: Bad, what: str, *, max_elements: int = 1 << 40) -
         return np.lib.format.read_array(f, allow_pickle=False)
     except (ValueError, TypeError, EOFError, OSError, MemoryError) as exc:
         raise bad(f"{what}: unreadable: {exc}") from None
+
+
+def save_npz_atomically(path: str, arrays: dict[str, np.ndarray], kind: str) -> str:
+    """Write ``arrays`` as an ``.npz`` at ``path`` so a crash never leaves half a file under that name.
+
+    The archive goes to a temporary file in the same folder, is flushed to
+    disk, then renamed over ``path`` (``os.replace`` is atomic on one file
+    system); on any failure the temporary file is removed. ``kind`` names the
+    file in the temporary's name (``.fingrav-capture-...``).
+    """
+    folder = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix=f".fingrav-{kind}-", suffix=".npz.tmp", dir=folder)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            np.savez(f, **arrays)  # type: ignore[arg-type]
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return path

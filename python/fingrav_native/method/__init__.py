@@ -9,8 +9,9 @@ to a device or a folder; :func:`stitch_logs` runs steps 5-8 on logs brought from
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from fingrav_native._lazy import attach
 
 if TYPE_CHECKING:
     from fingrav_native.method._agreement import Agreement, LocalAgreement, ThreadAgreement
@@ -115,16 +116,4 @@ _WHERE = {
     "whole_run_view": "_whole_run",
 }
 
-__all__ = sorted(_WHERE)
-
-
-def __getattr__(name: str) -> Any:
-    if name in _WHERE:
-        value = getattr(importlib.import_module(f"{__name__}.{_WHERE[name]}"), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return list(__all__)
+__getattr__, __dir__, __all__ = attach(__name__, _WHERE)

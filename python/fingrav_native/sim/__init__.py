@@ -5,8 +5,9 @@ It knows the ground truth of everything it simulates, so every method is scored 
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from fingrav_native._lazy import attach
 
 if TYPE_CHECKING:
     from fingrav_native.sim._device import (
@@ -57,16 +58,4 @@ _WHERE = {
     "steady_state_index": "_device",
 }
 
-__all__ = sorted(_WHERE)
-
-
-def __getattr__(name: str) -> Any:
-    if name in _WHERE:
-        value = getattr(importlib.import_module(f"{__name__}.{_WHERE[name]}"), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return list(__all__)
+__getattr__, __dir__, __all__ = attach(__name__, _WHERE)
