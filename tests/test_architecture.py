@@ -25,7 +25,8 @@ import pytest
 import fingrav_native
 
 PACKAGE_DIR = Path(fingrav_native.__file__).resolve().parent
-REPO = PACKAGE_DIR.parents[1]
+# The repository holding this test (the package may be installed elsewhere, as CI installs it).
+REPO = Path(__file__).resolve().parents[1]
 ARCHITECTURE = REPO / "docs" / "ARCHITECTURE.md"
 PKG = "fingrav_native"
 ANALYSIS = ("records", "sensors", "clocks", "method", "insitu", "multi")
