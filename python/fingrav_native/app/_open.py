@@ -21,7 +21,7 @@ from fingrav_native.backends._amd import AmdBackend
 from fingrav_native.backends._amd_sysfs import AmdChannel
 from fingrav_native.backends._base import Backend, LivePower
 from fingrav_native.backends._nvidia import NvidiaBackend, match_nvml_device
-from fingrav_native.backends._nvidia_sensors import NVML_MODES, nvml_sensor
+from fingrav_native.backends._nvidia_sensors import NVML_MODES, NvmlMode, nvml_sensor
 from fingrav_native.backends._sim import LiveSimBackend, SimBackend
 from fingrav_native.sensors._model import SensorModel
 from fingrav_native.sim._device import SimGPU
@@ -82,7 +82,13 @@ def parse_device(device: str) -> DeviceSpec:
     m = _DEVICE_RE.match(s)
     if m is None:
         raise ValueError(f"device={device!r}: unknown device string; expected {DEVICE_FORMS}")
-    return DeviceSpec(m.group(1), int(m.group(2)), m.group(3))
+    vendor, mode = m.group(1), m.group(3)
+    # The mode is checked here, once, for every driver that reads a device string.
+    if vendor == "nvidia" and mode is not None and mode not in NVML_MODES:
+        raise ValueError(f"device={device!r}: unknown NVML mode {mode!r}; one of {', '.join(NVML_MODES)}")
+    if vendor == "amd" and mode is not None and mode not in ("energy", "socket"):
+        raise ValueError(f"device={device!r}: unknown channel {mode!r}; 'energy' or 'socket'")
+    return DeviceSpec(vendor, int(m.group(2)), mode)
 
 
 def open_device(device: Any = "sim", *, seed: Optional[int] = None, **options: Any) -> Backend:
@@ -131,22 +137,17 @@ def open_device(device: Any = "sim", *, seed: Optional[int] = None, **options: A
         raise ValueError(f"seed={seed!r}: only a simulated device takes a seed (device={device!r})")
     if spec.vendor == "nvidia":
         if spec.mode is not None:
-            if spec.mode not in NVML_MODES:
-                raise ValueError(f"device={device!r}: unknown NVML mode {spec.mode!r}; one of {', '.join(NVML_MODES)}")
             options.setdefault("power", spec.mode)
         # The hardware backends take their own kernel type (a Workload): Backend in every other respect.
         return cast(Backend, NvidiaBackend(device=spec.index, **options))
     if spec.mode is not None:
-        if spec.mode not in ("energy", "socket"):
-            raise ValueError(f"device={device!r}: unknown channel {spec.mode!r}; 'energy' or 'socket'")
         options.setdefault("channel", spec.mode)
     return cast(Backend, AmdBackend(device=spec.index, **options))
 
 
 def _nvml_device(index: int, mode: str) -> _Resolved:
     """NVML power for CUDA device ``index`` (as torch numbers it), as NvidiaBackend opens it."""
-    if mode not in NVML_MODES:
-        raise ValueError(f"device='nvidia:{index}:{mode}': unknown NVML mode {mode!r}; one of {', '.join(NVML_MODES)}")
+    # ``mode`` was checked by parse_device, the only way here.
     for name in ("cuda_devices", "nvml_devices", "NvmlPowerSource"):
         if not hasattr(_core, name):
             raise RuntimeError(f"device='nvidia:{index}': this build of fingrav_native has no NVML support "
@@ -163,7 +164,7 @@ def _nvml_device(index: int, mode: str) -> _Resolved:
     documented = bool(source.window_documented)
 
     def sensor(period_ns: float) -> SensorModel:
-        return nvml_sensor(mode, period_ns, float(info.window_ns), documented)
+        return nvml_sensor(cast(NvmlMode, mode), period_ns, float(info.window_ns), documented)
 
     return _Resolved(source, None, sensor,
                      f"{cuda[index]['name']} (CUDA {index}, NVML {nvml_index}, PCI {cuda[index]['pci_bus_id']}, "
@@ -172,8 +173,6 @@ def _nvml_device(index: int, mode: str) -> _Resolved:
 
 def _amd_device(index: int, mode: Optional[str]) -> _Resolved:
     """``gpu_metrics`` (else hwmon) power of AMD GPU ``index`` in HIP's order, as AmdBackend opens it."""
-    if mode is not None and mode not in ("energy", "socket"):
-        raise ValueError(f"device='amd:{index}:{mode}': unknown channel {mode!r}; 'energy' or 'socket'")
     # HIP (and torch on ROCm) numbers GPUs in KFD topology order, as AmdBackend does.
     gpus = sorted((g for g in amd_sysfs.find_amd_gpus() if g.kfd_node is not None), key=lambda g: int(g.kfd_node or 0))
     if not gpus:

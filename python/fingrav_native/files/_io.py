@@ -16,11 +16,10 @@ from typing import Any, Union
 
 import numpy as np
 
-from fingrav_native.files._capture import CaptureFormatError, PowerCapture, load_capture
+from fingrav_native.files._capture import PowerCapture, load_capture
 from fingrav_native.files._characterisation import load_characterisation
 from fingrav_native.files._profiles import ProfileFormatError, load_profile, save_profile
 from fingrav_native.files._safe import (
-    MAX_JSON_BYTES,
     check_archive,
     file_problem,
     loads_json,
@@ -198,7 +197,7 @@ def load(path: PathLike) -> Any:
     if problem is not None:
         raise ValueError(f"path={p!r}: {problem}")
     with open(p, "rb") as f:
-        head = f.read(4)
+        head = f.read(64)
     if head.startswith(b"PK"):
         def bad(msg: str) -> ProfileFormatError:
             return ProfileFormatError(f"{p}: {msg}")
@@ -214,9 +213,4 @@ def load(path: PathLike) -> Any:
         raise ValueError(f"path={p!r}: a zip archive of no fingrav format (no fingrav.json or header.npy member)")
     if head.lstrip()[:1] == b"{":
         return load_characterisation(p)
-    raise ValueError(f"path={p!r}: not a file of fingrav-native (neither a zip archive nor a JSON document); "
-                     f"{MAX_JSON_BYTES} bytes at most for JSON")
-
-
-# Errors every loader here may raise, for callers that catch "not a readable file" in one clause.
-LOAD_ERRORS = (ValueError, ProfileFormatError, CaptureFormatError, RecordingFormatError)
+    raise ValueError(f"path={p!r}: not a file of fingrav-native (neither a zip archive nor a JSON document)")

@@ -157,7 +157,8 @@ class RunRecord:
 
 
 
-def _readonly_copy(a: Any, name: str, dtype: Any = None) -> np.ndarray:
+def _readonly_copy(a: Any, dtype: Any = None) -> np.ndarray:
+    # A copy, so the recording never changes when the caller's array does; read-only, so it cannot be changed.
     arr = np.array(a, dtype=dtype, copy=True)
     arr.setflags(write=False)
     return arr
@@ -211,14 +212,14 @@ class Recording:
         samples = np.asarray(self.samples)
         if samples.dtype.names is None or "source_ts" not in samples.dtype.names or samples.ndim != 1:
             raise ValueError("samples: must be a 1-d structured array with a 'source_ts' field (SAMPLE_DTYPE)")
-        object.__setattr__(self, "samples", _readonly_copy(samples, "samples"))
+        object.__setattr__(self, "samples", _readonly_copy(samples))
         for name in ("executions", "markers"):
             value = getattr(self, name)
             if value is not None:
                 arr = np.asarray(value)
                 if arr.dtype.names is None or arr.ndim != 1:
                     raise ValueError(f"{name}: must be a 1-d structured array or None")
-                object.__setattr__(self, name, _readonly_copy(arr, name))
+                object.__setattr__(self, name, _readonly_copy(arr))
         if not isinstance(self.clocks, Mapping):
             raise ValueError(f"clocks: must be a mapping of clock domain to (n, 3) reads, got {type(self.clocks).__name__}")
         clocks: dict[str, np.ndarray] = {}
@@ -229,7 +230,7 @@ class Recording:
             if arr.ndim != 2 or arr.shape[1] != 3 or arr.dtype.kind not in "iu":
                 raise ValueError(f"clocks[{domain!r}]: must be (n, 3) integer reads (host before, the domain's "
                                  f"read, host after), got shape {arr.shape} of {arr.dtype}")
-            clocks[domain] = _readonly_copy(arr, domain, np.int64)
+            clocks[domain] = _readonly_copy(arr, np.int64)
         object.__setattr__(self, "clocks", clocks)
         if self.sensor is not None and not isinstance(self.sensor, SensorModel):
             raise ValueError(f"sensor: must be a SensorModel or None, got {type(self.sensor).__name__}")
