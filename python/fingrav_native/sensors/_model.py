@@ -73,7 +73,9 @@ class SensorModel:
         Time constant of a first-order filter.
     delay_ns : float
         Reporting delay: a value stamped ``t`` describes the window ending at
-        ``t - delay_ns``.
+        ``t - delay_ns``. Negative when the logger stamps a value before its
+        window ends (a timestamp taken when the averaging starts, or a clock
+        map that lands early).
     gain, offset_w : float
         Calibration: reported = offset + gain * true.
     quantum : float
@@ -108,7 +110,9 @@ class SensorModel:
         positive_number(self.period_ns, "period_ns")
         positive_number(self.window_ns, "window_ns", allow_zero=True)
         positive_number(self.tau_ns, "tau_ns", allow_zero=True)
-        positive_number(self.delay_ns, "delay_ns", allow_zero=True)
+        if not math.isfinite(self.delay_ns):
+            raise ValueError(f"delay_ns={self.delay_ns!r}: must be finite (negative: the logger stamps before its "
+                             "window ends)")
         positive_number(self.gain, "gain")
         positive_number(self.quantum, "quantum", allow_zero=True)
         if not math.isfinite(self.offset_w):
