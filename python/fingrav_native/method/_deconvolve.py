@@ -12,26 +12,30 @@ ending after the execution averages in the cooling GPU).
 Here every log is what it is, a linear functional of the power over its
 window (:meth:`~fingrav_native.sensors.SensorModel.interval_weights`),
 and the curve of the execution of interest is solved for across all golden
-runs at once: regularised least squares with nuisance terms for what else
-the windows cover, the smoothing chosen from the data by generalised
-cross-validation (Golub, Heath and Wahba, Technometrics 1979), confidence
-bands from a bootstrap over runs, and the effective resolution read off the
-resolution (averaging) kernel (Backus and Gilbert, 1968). This is the
-equivalent-time sampling of sampling oscilloscopes applied to windowed
-samples: each run places the window's edges at a different phase of the
-execution, and the edges are where the shape information is.
+runs at once by the attribution engine (:mod:`fingrav_native.method._engine`,
+the same the in-situ path uses): the campaign's timeline cut into tiles
+(:mod:`fingrav_native.method._campaign_model`), power bounded below, the
+smoothing and the model (gaps at their own level or held at the end of the
+execution before them; warm-up curves) chosen by cross-validation over
+blocks of runs, intervals from a bootstrap over runs that repeats that
+choice, the curve's bins limited by the window edges that fall inside the
+executions, and the effective resolution read off the resolution kernel
+(Backus and Gilbert, 1968). This is the equivalent-time sampling of sampling
+oscilloscopes applied to windowed samples: each run places the window's
+edges at a different phase of the execution, and the edges are where the
+shape information is.
 
-Assumptions (stated in every result's ``assumptions``):
+Assumptions (stated in every result's ``assumptions``; the model check
+tests the gap level, the timing, the window and drift on the residuals):
 
 1. Executions of the same kernel in a run share one power curve over their
    execution progress, up to a constant level per execution index (warm-up
    executions draw less or more, the shape is the kernel's).
    1b. Warm-up executions (before the fourth, the paper's SSE execution,
-   Section IV-A) each draw their own curve: clocks and power limits are
-   still settling, and the shape differs, not only the level.
+   Section IV-A) each draw their own curve where the data prefer it.
 2. Executions of other kernels draw a constant level per execution index.
-3. A launch gap between back-to-back executions draws the power of the end
-   of the execution before it (gaps are microseconds).
+3. A launch gap between executions draws a level of its own, or (where the
+   data prefer it) the power of the end of the execution before it.
 4. After the run the GPU cools along one curve of time since the last
    execution ended, shared by all golden runs, reaching the idle level that
    also precedes every run.
@@ -41,38 +45,30 @@ Assumptions (stated in every result's ``assumptions``):
 
 from __future__ import annotations
 
-import logging
 import math
 from dataclasses import dataclass
 from typing import Optional, Sequence
 
 import numpy as np
 import numpy.typing as npt
-import scipy.linalg
 
 from fingrav_native._checks import integer_in, positive_number
 from fingrav_native._core import CHANNELS
 from fingrav_native.clocks._maps import ClockMapLike, host_relative
+from fingrav_native.method._campaign_model import CampaignRuns, campaign_designs, campaign_runs
 from fingrav_native.method._deconvolved import Deconvolution, DeconvolvedChannel
-from fingrav_native.method._forward_model import TAIL_EDGES, penalty, run_rows, warm_bins
+from fingrav_native.method._engine import IDENTIFIABLE_SHARE, Solution, attribute, resolution, response_span
+from fingrav_native.method._engine_check import ModelCheck, check_model
 from fingrav_native.records._layouts import validate_executions, validate_samples
 from fingrav_native.sensors._model import SensorModel
 
-_log = logging.getLogger(__name__)
-
-#: GCV grid of the smoothing parameter, relative to the data's scale.
-_LAMBDAS = np.logspace(-8, 4, 49)
-
-
-#: At most this many bootstrap blocks of runs (memory: blocks x parameters^2).
-_MAX_BLOCKS = 256
-
+#: Window edges wanted per curve bin: the curve gets at most its edges over this many bins.
+EDGES_PER_BIN = 10
 
 #: What every deconvolution assumes (the module docstring explains each); stated in each result.
 ASSUMPTIONS = (
     "executions of the kernel in a run share one curve over execution progress, up to a level per execution index",
     "executions of other kernels draw a constant level per execution index",
-    "launch gaps draw the power of the end of the execution before them",
     "after a run the GPU cools along one curve of time since its last execution, down to the idle level",
     "the sensor model (window, shape, delay, gain, offset) is right",
 )
@@ -146,17 +142,6 @@ def runs_needed(sensor: SensorModel, duration_ns: float, bins: int, edges_per_bi
     return int(math.ceil(k * m / per_run))
 
 
-@dataclass
-class _Normal:
-    """Normal equations of one block of runs: G = A'A, B = A'Y (one column per channel), yy, n."""
-
-    G: np.ndarray
-    B: np.ndarray
-    yy: np.ndarray
-    n: int
-    touch: np.ndarray  # logs whose response reaches each column
-
-
 def _runs_layout(executions: np.ndarray, runs: np.ndarray, eoi_index: int, kernel_id: Optional[int]
                  ) -> tuple[dict[int, np.ndarray], dict[int, int], int]:
     """Each golden run's executions sorted by index, the index of its execution of interest, max executions."""
@@ -182,66 +167,6 @@ def _runs_layout(executions: np.ndarray, runs: np.ndarray, eoi_index: int, kerne
     return by_run, eoi, n_max
 
 
-def _solve(G: np.ndarray, B: np.ndarray, R: np.ndarray, lam: float, ridge: float) -> np.ndarray:
-    """The penalised least-squares solution ``(G + lam R + ridge I)^-1 B``."""
-    M = G + lam * R + ridge * np.eye(len(G))
-    return np.asarray(scipy.linalg.solve(M, B, assume_a="pos"))
-
-
-@dataclass(frozen=True)
-class _Fit:
-    """One model's fit: its active columns, matrices, the GCV-chosen solution per channel and its GCV score."""
-
-    active: np.ndarray
-    Ga: np.ndarray
-    Ra: np.ndarray
-    B: np.ndarray
-    yy: np.ndarray
-    scale: float
-    ridge: float
-    x_hat: np.ndarray
-    lam_used: np.ndarray
-    edf_used: np.ndarray
-    gcv: float
-
-
-def _fit(blocks: Sequence[_Normal], K: int, n_max: int, T: int, warm: int, n: int, lam: Optional[float]) -> _Fit:
-    """Solve one model's normal equations, the smoothing per channel by GCV (Golub, Heath and Wahba 1979).
-
-    Raises ValueError when the logs are fewer than the model's unknowns beyond the curve.
-    """
-    P = K + n_max + warm * warm_bins(K) + T
-    G = sum((b.G for b in blocks), np.zeros((P, P)))
-    B = sum((b.B for b in blocks), np.zeros((P, blocks[0].B.shape[1])))
-    yy = sum((b.yy for b in blocks), np.zeros(blocks[0].B.shape[1]))
-    active = np.diag(G) > 1e-12 * max(float(np.max(np.diag(G))), 1e-300)
-    active[:K] = True  # the curve is always solved for (smoothness carries uncovered bins)
-    if n <= int(active.sum()) - K + 2:
-        raise ValueError(f"{n} logs for {int(active.sum())} parameters")
-    Ga, Ra = G[np.ix_(active, active)], penalty(K, P, T, n_max, warm)[np.ix_(active, active)]
-    scale = float(np.trace(Ga[:K, :K])) / max(float(np.trace(Ra)), 1e-300)
-    ridge = 1e-10 * float(np.trace(Ga)) / len(Ga)
-    chans = B.shape[1]
-    x_hat = np.zeros((int(active.sum()), chans))
-    lam_used = np.zeros(chans)
-    edf_used = np.zeros(chans)
-    gcvs = np.zeros(chans)
-    for c in range(chans):
-        b_c = B[active, c]
-        best: tuple[float, float, np.ndarray, float] = (math.inf, 0.0, np.zeros(0), 0.0)
-        for rel in ([float(lam)] if lam is not None else list(_LAMBDAS)):
-            M = Ga + rel * scale * Ra + ridge * np.eye(len(Ga))
-            cf = scipy.linalg.cho_factor(M)
-            x = scipy.linalg.cho_solve(cf, b_c)
-            edf = float(np.trace(scipy.linalg.cho_solve(cf, Ga)))
-            rss = max(float(yy[c] - 2 * x @ b_c + x @ Ga @ x), 0.0)
-            gcv = n * rss / max(n - edf, 1e-9) ** 2
-            if gcv < best[0]:
-                best = (gcv, rel, x, edf)
-        gcvs[c], lam_used[c], x_hat[:, c], edf_used[c] = best
-    return _Fit(active, Ga, Ra, B, yy, scale, ridge, x_hat, lam_used, edf_used, float(np.mean(gcvs)))
-
-
 def _check_args(samples: np.ndarray, sensor: SensorModel, bins: int, bootstrap: int, confidence: float,
                 lam: Optional[float], channels: Sequence[str]) -> tuple[int, int, float, list[str]]:
     """Curve bins, bootstrap resamples, the confidence level and the channels to recover (those with a value)."""
@@ -265,38 +190,33 @@ def _check_args(samples: np.ndarray, sensor: SensorModel, bins: int, bootstrap: 
 
 @dataclass(frozen=True)
 class _Layout:
-    """The golden runs' executions and the model's shape: curve bins, level columns, tail, warm-up choices."""
+    """The golden runs' executions and the model's shape: level columns, duration, warm-up choices."""
 
     by_run: dict[int, np.ndarray]  # each golden run's executions, sorted by index
     eoi: dict[int, int]  # the row of its execution of interest
     n_max: int  # level columns: more than the largest execution index
-    K: int
     dur: float  # median duration of the execution of interest
-    frac_edges: np.ndarray
-    tail: np.ndarray  # cooling-tail bin edges after a run (ns)
     warms: list[int]  # warm-up models to fit: executions before this index draw their own curve
-    n_par: dict[int, int]  # unknowns of each warm-up model
+    kernel: int  # the kernel of interest
 
 
 def _layout(executions: np.ndarray, runs: npt.ArrayLike, execution_of_interest: int, kernel_id: Optional[int],
-            K: int, warmup: Optional[int]) -> _Layout:
-    """The golden runs holding the execution of interest, and the unknowns of each model to fit."""
+            warmup: Optional[int]) -> _Layout:
+    """The golden runs holding the execution of interest, and the warm-up models to fit."""
     run_ids = np.unique(np.asarray(runs, dtype=np.int64))
     by_run, eoi, n_max = _runs_layout(executions, run_ids, int(execution_of_interest), kernel_id)
     if not by_run:
         raise ValueError(f"runs: no golden run holds execution {execution_of_interest}"
                          + (f" of kernel {kernel_id}" if kernel_id is not None else ""))
     dur = float(np.median([by_run[r]["end_ns"][eoi[r]] - by_run[r]["start_ns"][eoi[r]] for r in by_run]))
-    frac_edges = np.linspace(0.0, 1.0, K + 1)
-    tail = np.asarray(TAIL_EDGES) * dur
     eoi_idx = min(int(by_run[r]["index"][eoi[r]]) for r in by_run)
     # Shared warm-up (assumption 1) or own curves (1b): given, or both fitted
-    # and the one generalised cross-validation prefers kept.
+    # and the one cross-validation prefers kept.
     warms = ([integer_in(warmup, "warmup", 0, max(0, eoi_idx))] if warmup is not None
              else sorted({0, min(3, eoi_idx)}))
-    Kw = warm_bins(K)
-    n_par = {w: K + n_max + w * Kw + len(tail) for w in warms}
-    return _Layout(by_run, eoi, n_max, K, dur, frac_edges, tail, warms, n_par)
+    first = next(iter(by_run))
+    kernel = int(by_run[first]["kernel_id"][eoi[first]])
+    return _Layout(by_run, eoi, n_max, dur, warms, kernel)
 
 
 @dataclass(frozen=True)
@@ -330,197 +250,98 @@ def _logs_on_host(samples: np.ndarray, logger_map: ClockMapLike, origin: int, se
     return _Logs(t_all, win_all, y_all, reach_lo, reach_hi, ok)
 
 
-def _owners(executions: np.ndarray, logs: _Logs, horizon: float,
-            by_run: dict[int, np.ndarray]) -> tuple[np.ndarray, np.ndarray, int]:
-    """Each log's run, the logs to use (a golden run's, not mixing two runs) and how many were dropped as mixed.
-
-    A log belongs to the run whose span (or cooling tail) its response
-    overlaps: the last run that started before its response ended.
-    """
-    # Each run's span in one pass (a mask per run would be quadratic in runs).
-    by_id = np.argsort(executions["run"], kind="stable")
-    run_sorted = executions["run"][by_id]
-    run_heads = np.flatnonzero(np.concatenate([[True], run_sorted[1:] != run_sorted[:-1]]))
-    all_runs = run_sorted[run_heads]
-    span_lo = np.minimum.reduceat(executions["start_ns"][by_id], run_heads)
-    span_hi = np.maximum.reduceat(executions["end_ns"][by_id], run_heads)
-    order = np.argsort(span_lo)
-    all_runs, span_lo, span_hi = all_runs[order], span_lo[order], span_hi[order]
-    pos = np.searchsorted(span_lo, logs.reach_hi, side="right") - 1
-    owner = np.where(pos >= 0, all_runs[np.clip(pos, 0, None)], -1)
-    prev_end = np.where(pos >= 1, span_hi[np.clip(pos - 1, 0, None)], -np.inf)
-    in_tail = logs.reach_lo <= np.where(pos >= 0, span_hi[np.clip(pos, 0, None)] + horizon, -np.inf)
-    # A response that also reaches the previous run's executions mixes two runs: dropped, counted.
-    mixed = logs.reach_lo < prev_end
-    golden = np.isin(owner, np.fromiter(by_run, dtype=np.int64))
-    use = logs.ok & golden & in_tail & ~mixed
-    dropped = int(np.sum(logs.ok & golden & in_tail & mixed))
-    return owner, use, dropped
+def _edge_logs(cr: CampaignRuns, lo: np.ndarray, hi: np.ndarray, two: bool) -> int:
+    """Logs with a window edge inside a golden execution of the kernel: they carry the shape (assumption 1)."""
+    mine = cr.golden & cr.same
+    s, e = cr.s[mine], cr.e[mine]
+    n = 0
+    for x in ((lo, hi) if two else (hi,)):
+        j = np.searchsorted(s, x, side="right") - 1
+        n += int(np.sum((j >= 0) & (x < e[np.clip(j, 0, None)])))
+    return n
 
 
-@dataclass(frozen=True)
-class _Accumulated:
-    """Normal equations per warm-up model and block of runs, with the runs and logs behind them."""
-
-    blocks_of: dict[int, list[_Normal]]
-    used_runs: list[int]
-    n_blocks: int
-    edge_logs: int  # logs with a window edge inside an execution of the kernel
-    n: int  # logs used
+def _absolute_levels(lay: _Layout) -> np.ndarray:
+    """Per execution index, whether its level is another kernel's power (absolute) rather than an offset."""
+    out = np.zeros(lay.n_max, dtype=bool)
+    for r, ex in lay.by_run.items():
+        other = ex["kernel_id"] != lay.kernel
+        out[ex["index"][other]] = True
+    return out
 
 
-def _edge_logs(sensor: SensorModel, t: np.ndarray, win: np.ndarray, ex: np.ndarray, k: int) -> int:
-    """Logs of one run with a window edge inside an execution of the kernel: they carry the shape (assumption 1)."""
-    same = ex["kernel_id"] == ex["kernel_id"][k]
-    s, e = ex["start_ns"][same][None, :], ex["end_ns"][same][None, :]
-    end = (t - sensor.delay_ns)[:, None]
-    begin = end - (win[:, None] if sensor.shape == "boxcar" else np.inf)
-    return int(np.sum(np.any(((end > s) & (end < e)) | ((begin > s) & (begin < e)), axis=1)))
+def _blocks_by_run(cr: CampaignRuns, hi: np.ndarray) -> np.ndarray:
+    """Per log, the run its response ends in or after (the bootstrap's and cross-validation's unit)."""
+    first = np.flatnonzero(np.concatenate([[True], cr.run[1:] != cr.run[:-1]]))
+    j = np.searchsorted(cr.s[first], hi, side="right") - 1
+    return np.asarray(cr.run[first][np.clip(j, 0, None)], dtype=np.int64)
 
 
-def _accumulate(sensor: SensorModel, lay: _Layout, logs: _Logs, owner: np.ndarray, use: np.ndarray,
-                n_chans: int) -> _Accumulated:
-    """Accumulate ``A'A`` and ``A'y`` run by run (memory bounded by the unknowns, not the logs), in blocks of runs.
-
-    The blocks (at most ``_MAX_BLOCKS``) are what the bootstrap resamples.
-    """
-    used_runs = sorted(set(int(r) for r in owner[use]))
-    n_blocks = min(_MAX_BLOCKS, max(1, len(used_runs)))
-    block_of = {r: i % n_blocks for i, r in enumerate(used_runs)}
-    blocks_of = {wm: [_Normal(np.zeros((P, P)), np.zeros((P, n_chans)), np.zeros(n_chans), 0,
-                              np.zeros(P, np.int64)) for _ in range(n_blocks)] for wm, P in lay.n_par.items()}
-    edge_logs = 0
-    idx_use = np.flatnonzero(use)
-    run_of = owner[idx_use]
-    sort = np.argsort(run_of, kind="stable")
-    idx_use, run_of = idx_use[sort], run_of[sort]
-    cuts = np.flatnonzero(np.diff(run_of)) + 1
-    for li in np.split(idx_use, cuts) if len(idx_use) else []:
-        r = int(owner[li[0]])
-        ex, k = lay.by_run[r], lay.eoi[r]
-        for wm, model_blocks in blocks_of.items():
-            A = run_rows(sensor, logs.t[li], logs.win[li], ex, k, lay.frac_edges, lay.n_max, lay.tail, wm)
-            b = model_blocks[block_of[r]]
-            b.G += A.T @ A
-            b.B += A.T @ logs.y[li]
-            b.yy += np.sum(logs.y[li] ** 2, axis=0)
-            b.n += len(li)
-            b.touch += np.count_nonzero(A > 0, axis=0)
-        edge_logs += _edge_logs(sensor, logs.t[li], logs.win[li], ex, k)
-    n = sum(b.n for b in next(iter(blocks_of.values())))
-    return _Accumulated(blocks_of, used_runs, n_blocks, edge_logs, n)
-
-
-def _fit_models(acc: _Accumulated, lay: _Layout, lam: Optional[float], sensor: SensorModel) -> tuple[int, _Fit]:
-    """Fit every warm-up model and keep the one GCV prefers: its warm-up count and its fit."""
-    K, n = lay.K, acc.n
-    fits: dict[int, _Fit] = {}
-    for wm in lay.warms:
-        try:
-            fits[wm] = _fit(acc.blocks_of[wm], K, lay.n_max, len(lay.tail), wm, n, lam)
-        except ValueError as exc:
-            if wm == lay.warms[0]:
-                raise ValueError(
-                    f"samples: {n} logs cannot determine the curve's {K} bins and what else the windows cover; "
-                    f"with this sensor about {runs_needed(sensor, lay.dur, K)} runs would give {K} bins 20 window "
-                    "edges each") from None
-            _log.debug("deconvolve: the model with %d warm-up curves cannot be fitted (%s); left out", wm, exc)
-    warm = min(fits, key=lambda wm: fits[wm].gcv)
-    return warm, fits[warm]
-
-
-def _resolution(fit: _Fit, K: int, dur: float) -> tuple[np.ndarray, float]:
-    """Resolution (ns) per bin and its median, from the resolution kernel's rows (Backus and Gilbert 1968).
-
-    The design is the same for every channel; the first channel's smoothing is used.
-    """
-    M0 = fit.Ga + fit.lam_used[0] * fit.scale * fit.Ra + fit.ridge * np.eye(len(fit.Ga))
-    R_full = scipy.linalg.solve(M0, fit.Ga, assume_a="pos")
-    Rk = R_full[:K, :K]
-    row_sum = Rk.sum(axis=1)
-    # What of the other executions' levels, the tail and the idle leaks into each bin's estimate.
-    leakage = np.abs(R_full[:K, K:]).sum(axis=1)
-    eq_width = row_sum ** 2 / np.maximum(np.sum(Rk ** 2, axis=1), 1e-300)
-    # A bin whose estimate the data set less than half of (the rest is the smoothness
-    # prior's interpolation from elsewhere), or that mixes in the nuisance levels several
-    # times over (windows that never separate the execution of interest from its neighbours), is not
-    # resolved at all: the whole execution. (Leakage near 1 is normal where windows straddle
-    # the execution of interest and its neighbour; tens mean the levels are not separated.)
-    res_bins = np.where((row_sum >= 0.5) & (leakage <= 5.0), np.clip(eq_width, 1.0, float(K)), float(K))
-    res_ns_bin = res_bins * dur / K
-    return res_ns_bin, float(np.median(res_ns_bin))
-
-
-def _bootstrap(fit: _Fit, blocks: Sequence[_Normal], n_boot: int, seed: int, K: int,
-               dur: float) -> tuple[np.ndarray, np.ndarray]:
-    """Curves and energies re-solved on blocks of runs resampled with replacement, at the chosen smoothing.
-
-    ``(resamples, K, channels)`` and ``(resamples, channels)``; NaN where a
-    resample's system could not be solved.
-    """
-    n_blocks, chans = len(blocks), fit.B.shape[1]
-    rng = np.random.default_rng(seed)
-    boot = np.full((n_boot, K, chans), np.nan)
-    boot_e = np.full((n_boot, chans), np.nan)
-    Gs = np.stack([b.G[np.ix_(fit.active, fit.active)] for b in blocks])
-    Bs = np.stack([b.B[fit.active] for b in blocks])
-    failed = 0
-    for i in range(n_boot):
-        weights = rng.multinomial(n_blocks, np.full(n_blocks, 1.0 / n_blocks)).astype(np.float64)
-        Gb = np.tensordot(weights, Gs, axes=1)
-        Bb = np.tensordot(weights, Bs, axes=1)
-        for c in range(chans):
-            try:
-                xb = _solve(Gb, Bb[:, c], fit.Ra, fit.lam_used[c] * fit.scale, fit.ridge)
-            except (np.linalg.LinAlgError, ValueError):
-                failed += 1
-                continue
-            boot[i, :, c] = xb[:K]
-            boot_e[i, c] = float(np.mean(xb[:K])) * dur * 1e-9
-    if failed:
-        _log.debug("deconvolve: %d of %d bootstrap solves failed and are left out of the band", failed, n_boot * chans)
-    return boot, boot_e
-
-
-def _column_names(K: int, n_max: int, warm: int) -> list[str]:
-    """Names of the model's columns: curve bins, execution levels, warm-up curves, tail bins (the last: idle)."""
-    tail_names = [f"tail_{a:.3g}-{b:.3g}x" for a, b in zip(TAIL_EDGES, (*TAIL_EDGES[1:], math.inf))]
-    return ([f"curve_{j}" for j in range(K)] + [f"execution_{i}" for i in range(n_max)]
-            + [f"warmup_{i}_bin_{j}" for i in range(warm) for j in range(warm_bins(K))] + tail_names)
-
-
-def _band(bc: np.ndarray, be_all: np.ndarray, alpha: float,
-          K: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
-    """One channel's percentile band, standard deviation and energy half-width from its bootstrap resamples."""
-    with np.errstate(all="ignore"):
-        good = np.all(np.isfinite(bc), axis=1)
-        low = np.quantile(bc[good], alpha, axis=0) if good.sum() >= 2 else np.full(K, np.nan)
-        high = np.quantile(bc[good], 1 - alpha, axis=0) if good.sum() >= 2 else np.full(K, np.nan)
-        sd = np.std(bc[good], axis=0, ddof=1) if good.sum() >= 2 else np.full(K, np.nan)
-        be = be_all[good]
-        e_half = (0.5 * float(np.quantile(be, 1 - alpha) - np.quantile(be, alpha)) if len(be) >= 2
-                  else math.nan)
-    return low, high, sd, e_half
-
-
-def _channel_results(fit: _Fit, chans: Sequence[str], boot: np.ndarray, boot_e: np.ndarray, conf: float,
-                     lay: _Layout, warm: int, n: int) -> list[DeconvolvedChannel]:
+def _channel_results(sol: Solution, design_names: list[str], chans: Sequence[str], conf: float, K: int,
+                     dur: float) -> list[DeconvolvedChannel]:
     """Each channel's curve with its band, residual, energy and the nuisance levels, by name."""
-    K, x_hat = lay.K, fit.x_hat
-    alpha = 0.5 * (1.0 - conf)
-    col_names = _column_names(K, lay.n_max, warm)
-    active_names = [nm for nm, a in zip(col_names, fit.active) if a]
-    results: list[DeconvolvedChannel] = []
+    low, high, sd = sol.interval("curve", conf)
+    e_lo, e_hi, _ = sol.interval("energy", conf)
+    reach = np.diff(sol.rows.A.tocsc().indptr)
+    out = []
     for c, name in enumerate(chans):
-        curve = x_hat[:K, c]
-        low, high, sd, e_half = _band(boot[:, :, c], boot_e[:, c], alpha, K)
-        rss = max(float(fit.yy[c] - 2 * x_hat[:, c] @ fit.B[fit.active, c] + x_hat[:, c] @ fit.Ga @ x_hat[:, c]), 0.0)
-        levels = {nm: float(v) for nm, v in zip(active_names[K:], x_hat[K:, c])}
-        results.append(DeconvolvedChannel(
-            name=name, curve=curve, low=low, high=high, sd=sd, lam=float(fit.lam_used[c]),
-            edf=float(fit.edf_used[c]), residual_w=math.sqrt(rss / n), energy_j=float(np.mean(curve)) * lay.dur * 1e-9,
-            energy_half_width_j=e_half, idle_w=levels.get(col_names[-1], math.nan), levels_w=levels))
-    return results
+        curve = sol.values["curve"][:, c]
+        levels = {nm: float(v) for nm, v, r in zip(design_names[K:], sol.values["levels"][:, c], reach[K:]) if r}
+        idle = [v for nm, v in levels.items() if nm.endswith("-infx")]
+        out.append(DeconvolvedChannel(
+            name=name, curve=curve, low=low[:, c], high=high[:, c], sd=sd[:, c], lam=sol.lam, edf=math.nan,
+            residual_w=float(np.sqrt(np.mean(sol.residual[:, c] ** 2))), energy_j=float(sol.values["energy"][0, c]),
+            energy_half_width_j=0.5 * float(e_hi[0, c] - e_lo[0, c]), idle_w=idle[0] if idle else math.nan,
+            levels_w=levels))
+    return out
+
+
+def _noise_warnings(results: Sequence[DeconvolvedChannel], conf: float, check: ModelCheck) -> list[str]:
+    """Channels whose level or curve the bootstrap finds uncertain by more than 5 %, with the likely reason."""
+    out: list[str] = []
+    why = ("; the model check names an assumption that fails (above)" if check.failed
+           else "; the residuals show no failed assumption: the sensor's noise over too few window edges")
+    noisy = [c for c in results if np.isfinite(c.energy_half_width_j) and c.energy_j > 0
+             and c.energy_half_width_j > 0.05 * c.energy_j]
+    if noisy:
+        first = noisy[0]
+        out.append(f"the {first.name} power's level is uncertain by "
+                   f"+-{100 * first.energy_half_width_j / first.energy_j:.0f} % (bootstrap over runs){why}")
+    for ch in results:
+        half = 0.5 * (ch.high - ch.low)
+        level = float(np.mean(np.abs(ch.curve)))
+        if np.isfinite(half).any() and level > 0 and float(np.nanmedian(half)) > 0.05 * level:
+            out.append(f"the {ch.name} curve is noisy at its bins: the {100 * conf:.0f} % band is "
+                       f"+-{100 * float(np.nanmedian(half)) / level:.0f} % of its level (median over bins); read "
+                       f"features wider than a few bins{why}")
+            break
+    return out
+
+
+def _warnings(results: Sequence[DeconvolvedChannel], sensor: SensorModel, lay: _Layout, sol: Solution,
+              check: ModelCheck, K: int, asked: int, edge_logs: int, win_used: np.ndarray, res_ns: float,
+              resolution_ns: Optional[float], conf: float) -> list[str]:
+    """What the data could not support, and the assumptions the residuals reject."""
+    dur = lay.dur
+    used_runs = sorted(lay.by_run)
+    out: list[str] = list(check.failed)
+    if K < asked:
+        out.append(f"the curve has {K} bins, not the {asked} asked: the logs hold {edge_logs} window edges inside "
+                   f"the kernel's executions, about {EDGES_PER_BIN} per bin; more runs give more")
+    if sol.info_share.size and sol.info_share[0] < IDENTIFIABLE_SHARE:
+        out.append(f"the energy per execution is not determined by the logs (they supply "
+                   f"{100 * float(sol.info_share[0]):.0f} % of its precision, the prior the rest): every window "
+                   "covers the execution of interest in the same mix with its neighbours")
+    if resolution_ns is not None and res_ns > 1.5 * positive_number(resolution_ns, "resolution_ns"):
+        out.append(_resolution_warning(res_ns, float(resolution_ns), edge_logs, len(used_runs), K, sensor, dur))
+    period = _whole_period_warning(sensor, lay, used_runs, win_used)
+    if period is not None:
+        out.append(period)
+    out += _noise_warnings(results, conf, check)
+    if sol.n_boot == 0:
+        out.append(f"{sol.n_blocks} blocks of runs: too few for cross-validation and a bootstrap (smoothing by GCV, "
+                   "no band); run more runs")
+    return out
 
 
 def _resolution_warning(res_ns: float, asked: float, edge_logs: int, runs: int, K: int, sensor: SensorModel,
@@ -561,47 +382,6 @@ def _whole_period_warning(sensor: SensorModel, lay: _Layout, used_runs: Sequence
     return None
 
 
-def _noise_warnings(results: Sequence[DeconvolvedChannel], sensor: SensorModel, dur: float, K: int,
-                    conf: float) -> list[str]:
-    """Channels whose level or curve the bootstrap finds uncertain by more than 5 % (the first of each kind)."""
-    out: list[str] = []
-    noisy = [c for c in results if np.isfinite(c.energy_half_width_j) and c.energy_j > 0
-             and c.energy_half_width_j > 0.05 * c.energy_j]
-    if noisy:
-        first = noisy[0]
-        out.append(f"the {first.name} power's level is uncertain by "
-                   f"+-{100 * first.energy_half_width_j / first.energy_j:.0f} % "
-                   f"(bootstrap over runs): the windows do not separate the execution of interest from what else "
-                   f"they cover; about {runs_needed(sensor, dur, K)} runs would give 20 window edges per bin")
-    for ch in results:
-        half = 0.5 * (ch.high - ch.low)
-        level = float(np.mean(np.abs(ch.curve)))
-        if np.isfinite(half).any() and level > 0 and float(np.nanmedian(half)) > 0.05 * level:
-            out.append(f"the {ch.name} curve is noisy at its bins: the {100 * conf:.0f} % band is "
-                       f"+-{100 * float(np.nanmedian(half)) / level:.0f} % of its level (median over bins); read "
-                       f"features wider than a few bins, or run more runs")
-            break
-    return out
-
-
-def _warnings(results: Sequence[DeconvolvedChannel], sensor: SensorModel, lay: _Layout, acc: _Accumulated,
-              win_used: np.ndarray, res_ns: float, resolution_ns: Optional[float], conf: float) -> list[str]:
-    """What the data could not support: resolution coarser than asked, a window hiding the shape, noise, few edges."""
-    K, dur, edge_logs = lay.K, lay.dur, acc.edge_logs
-    out: list[str] = []
-    if resolution_ns is not None and res_ns > 1.5 * positive_number(resolution_ns, "resolution_ns"):
-        out.append(_resolution_warning(res_ns, float(resolution_ns), edge_logs, len(acc.used_runs), K, sensor, dur))
-    period = _whole_period_warning(sensor, lay, acc.used_runs, win_used)
-    if period is not None:
-        out.append(period)
-    out += _noise_warnings(results, sensor, dur, K, conf)
-    if edge_logs < 2 * K:
-        out.append(f"only {edge_logs} logs have a window edge inside an execution of the kernel for {K} bins: "
-                   f"the curve's shape is mostly the smoothness prior; about "
-                   f"{runs_needed(sensor, dur, K)} runs would give 20 edges per bin")
-    return out
-
-
 def deconvolve(
     samples: np.ndarray,
     executions: np.ndarray,
@@ -619,6 +399,7 @@ def deconvolve(
     resolution_ns: Optional[float] = None,
     seed: int = 0,
     warmup: Optional[int] = None,
+    floor_w: float = 0.0,
 ) -> Deconvolution:
     """Recover the power curve of an execution of interest from logs that average windows.
 
@@ -638,16 +419,19 @@ def deconvolve(
     execution_of_interest : int
         Execution index within each run (3 for SSE; -1 for the last).
     runs : array_like of int
-        The golden runs (Section IV-B step 5); only their logs are used.
+        The golden runs (Section IV-B step 5); executions of other runs are
+        excluded (a log whose response reaches one is left out).
     kernel_id : int, optional
         The kernel of interest (when runs interleave kernels).
     bins : int
-        Bins of the recovered curve over execution progress.
+        Bins of the recovered curve over execution progress, at most: fewer
+        where the logs hold fewer than :data:`EDGES_PER_BIN` window edges per
+        bin inside the kernel's executions.
     channels : sequence of str
         Channels to recover (those with finite values).
     lam : float, optional
         Smoothing parameter (relative to the data's scale); default chosen
-        by generalised cross-validation.
+        by cross-validation over blocks of runs.
     bootstrap : int
         Bootstrap resamples of the runs for the band (0: none, band NaN).
     confidence : float
@@ -661,11 +445,10 @@ def deconvolve(
         Executions before this index are warm-up: each draws its own
         (coarser) curve instead of the shared one (assumption 1b). Default:
         0 or ``min(3, execution_of_interest)`` (the paper's SSE definition,
-        Section IV-A: execution time settles after the first three
-        executions; on the simulator their power curves also differ in
-        shape, by 20-140 W RMS for cb-8k-gemm, against a few W later),
-        whichever generalised cross-validation prefers; the choice is in
-        the result's ``assumptions``.
+        Section IV-A), whichever cross-validation prefers; the choice is in
+        the result's ``model``.
+    floor_w : float
+        Lower bound of every power (W, after the sensor's calibration).
 
     Returns
     -------
@@ -680,20 +463,21 @@ def deconvolve(
     Notes
     -----
     1. Map every log onto host time; its value is ``offset + gain * sum_j
-       w_j x_j`` over the intervals its response covers (curve bins of each
-       execution of the kernel, levels of other executions, cooling tail,
-       idle), the weights from the sensor model.
-    2. Accumulate the normal equations ``A'A``, ``A'y`` run by run (memory
-       bounded by the parameters, not the logs), in at most 256 blocks of
-       runs for the bootstrap.
+       w_j x_j`` over the tiles its response covers (curve bins of each
+       execution of the kernel, levels of other executions, the launch gaps,
+       cooling tail, idle), the weights from the sensor model.
+    2. Accumulate the normal equations per run (memory bounded by the
+       unknowns, not the logs), in at most 64 blocks of runs.
     3. Minimise ``|y - A x|^2 + lam |D c|^2`` (``D``: second differences of
-       the curve ``c``), ``lam`` by GCV: ``n RSS / (n - tr H)^2``.
-    4. Band: resample the blocks of runs with replacement, re-solve at the
-       chosen ``lam``, take percentiles; energy likewise.
+       the curve ``c``) subject to power >= ``floor_w``, the model and
+       ``lam`` by 5-fold cross-validation over blocks of runs.
+    4. Band: resample the blocks with replacement, choose again, re-solve,
+       take percentiles; energy likewise.
     5. Resolution: rows of ``(A'A + lam D'D)^-1 A'A`` over the curve are
        the averaging kernels; their equivalent width ``(sum r)^2 / sum r^2``
        bins is the resolution (the whole execution where the data set less
        than half of a bin's estimate).
+    6. Model check on the residuals (gap level, timing, window, drift).
     """
     executions = validate_executions(executions)
     samples = validate_samples(samples)
@@ -702,26 +486,42 @@ def deconvolve(
     executions = executions.copy()
     executions["start_ns"] -= origin
     executions["end_ns"] -= origin
-    K, n_boot, conf, chans = _check_args(samples, sensor, bins, bootstrap, confidence, lam, channels)
-    lay = _layout(executions, runs, execution_of_interest, kernel_id, K, warmup)
+    asked, n_boot, conf, chans = _check_args(samples, sensor, bins, bootstrap, confidence, lam, channels)
+    if not math.isfinite(floor_w):
+        raise ValueError(f"floor_w={floor_w!r}: must be finite")
+    lay = _layout(executions, runs, execution_of_interest, kernel_id, warmup)
     logs = _logs_on_host(samples, logger_map, origin, sensor, chans)
-    owner, use, dropped = _owners(executions, logs, float(lay.tail[-1]), lay.by_run)
-    acc = _accumulate(sensor, lay, logs, owner, use, len(chans))
-    if acc.n == 0:
-        raise ValueError("samples: no log's response reaches a golden run's execution of interest")
-    warm, fit = _fit_models(acc, lay, lam, sensor)
-    blocks = acc.blocks_of[warm]
-    res_ns_bin, res_ns = _resolution(fit, K, lay.dur)
-    boot, boot_e = _bootstrap(fit, blocks, n_boot, seed, K, lay.dur)
-    results = _channel_results(fit, chans, boot, boot_e, conf, lay, warm, acc.n)
-    warnings = _warnings(results, sensor, lay, acc, logs.win[use], res_ns, resolution_ns, conf)
+    cr = campaign_runs(executions, np.fromiter(lay.by_run, dtype=np.int64), lay.eoi, lay.by_run, lay.kernel)
+    lo, hi = response_span(sensor, logs.t, logs.win)
+    ok = logs.ok & np.isfinite(lo)
+    two = sensor.shape == "boxcar" and sensor.kind != "instant"
+    edge_logs = _edge_logs(cr, lo[ok], hi[ok], two)
+    K = int(max(1, min(asked, edge_logs // EDGES_PER_BIN)))
+    designs = campaign_designs(cr, K=K, n_max=lay.n_max, warms=lay.warms, dur=lay.dur,
+                               lo=float(np.min(lo[ok], initial=cr.s[0])), hi=float(np.max(hi[ok], initial=cr.e[-1])),
+                               floor_w=floor_w, absolute_levels=_absolute_levels(lay))
+    y = np.where(ok[:, None], logs.y, np.nan)
+    try:
+        sol = attribute(designs, sensor, logs.t, logs.win, y, _blocks_by_run(cr, hi), lam=lam, bootstrap=n_boot,
+                        seed=seed)
+    except ValueError as exc:
+        raise ValueError(f"samples: no log's response reaches a golden run's execution of interest, or too few "
+                         f"({exc})") from None
+    design = designs[sol.design]
+    check = check_model(design, sensor, logs.t, logs.win, sol)
+    res_ns_bin, res_ns = resolution(sol, np.arange(K), lay.dur)
+    results = _channel_results(sol, design.names, chans, conf, K, lay.dur)
+    warnings = _warnings(results, sensor, lay, sol, check, K, asked, edge_logs, logs.win[sol.rows.used], res_ns,
+                         resolution_ns, conf)
+    used_runs = np.unique(_blocks_by_run(cr, hi[sol.rows.used]))
     return Deconvolution(
-        bin_edges=lay.frac_edges, duration_ns=lay.dur, channels=tuple(results), resolution_ns=res_ns,
-        resolution_ns_per_bin=res_ns_bin, n_logs=int(acc.n),
-        logs_per_bin=sum((b.touch for b in blocks), np.zeros(lay.n_par[warm], np.int64))[:K],
-        n_runs=len(acc.used_runs), run_ids=np.asarray(acc.used_runs, dtype=np.int64), edge_logs=int(acc.edge_logs),
-        dropped_logs=dropped, confidence=conf,
-        confidence_note=f"bootstrap over {acc.n_blocks} blocks of runs, {n_boot} resamples, percentile band",
-        assumptions=ASSUMPTIONS + ((f"the first {warm} executions (warm-up, before the SSE execution) each draw their "
-                                    "own curve",) if warm else ()),
-        warnings=tuple(warnings), sensor=sensor)
+        bin_edges=np.linspace(0.0, 1.0, K + 1), duration_ns=lay.dur, channels=tuple(results), resolution_ns=res_ns,
+        resolution_ns_per_bin=res_ns_bin, n_logs=len(sol.rows.used),
+        logs_per_bin=np.diff(sol.rows.A.tocsc().indptr)[:K].astype(np.int64),
+        n_runs=len(np.intersect1d(used_runs, list(lay.by_run))),
+        run_ids=np.intersect1d(used_runs, list(lay.by_run)).astype(np.int64), edge_logs=int(edge_logs),
+        dropped_logs=int(ok.sum() - len(sol.rows.used)), confidence=conf,
+        confidence_note=(f"bootstrap over {sol.n_blocks} blocks of runs, {sol.n_boot} resamples, each choosing the "
+                         "model and smoothing again; percentile band"),
+        assumptions=ASSUMPTIONS + (design.name,), warnings=tuple(warnings), sensor=sensor, model=design.name,
+        check=check, bins_asked=asked, info_share=float(sol.info_share[0]) if sol.info_share.size else math.nan)

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Optional
 
 import numpy as np
 import numpy.typing as npt
 
+from fingrav_native.method._engine_check import ModelCheck
 from fingrav_native.method._stitched import EnergyEstimate, StitchedChannel, StitchedProfile, XAxis
 from fingrav_native.sensors._model import SensorModel
 
@@ -98,8 +100,19 @@ class Deconvolution:
     assumptions : tuple of str
     warnings : tuple of str
         What the data could not support (resolution coarser than asked, too
-        few edges), empty when none.
+        few edges, an energy the logs do not determine) and the assumptions
+        the model check rejects, empty when none.
     sensor : SensorModel
+    model : str
+        The model cross-validation chose (gaps, warm-up), in words.
+    check : ModelCheck or None
+        What the residuals say about the assumptions.
+    bins_asked : int
+        The bins asked for (the curve has fewer where the logs hold too few
+        window edges).
+    info_share : float
+        The share of the energy's precision the logs supply (below 0.1: the
+        energy is not determined by them).
     """
 
     bin_edges: npt.NDArray[np.float64]
@@ -118,6 +131,10 @@ class Deconvolution:
     assumptions: tuple[str, ...]
     warnings: tuple[str, ...]
     sensor: SensorModel
+    model: str = ""
+    check: Optional[ModelCheck] = None
+    bins_asked: int = 0
+    info_share: float = math.nan
 
     def channel(self, name: str) -> DeconvolvedChannel:
         """The channel called ``name``."""

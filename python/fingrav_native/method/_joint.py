@@ -11,16 +11,21 @@ into unknowns:
 
 * each kernel class (a signature) draws one curve over execution progress,
   ``bins`` steps of power, shared by its executions;
-* the gaps between kernels draw a power that depends on the kernel before
-  them and the time since it ended (the device's power falls back towards
-  idle from that kernel's level), in steps of :data:`GAP_EDGES_NS`; a
-  launch gap (shorter than the first step) draws the power of the end of
-  the kernel before it.
+* the gaps between kernels draw their own power: a launch gap (shorter than
+  the first step of :data:`GAP_EDGES_NS`) one level shared by all (compute
+  units idle, clocks up: power falls within microseconds on real GPUs), or
+  the end of the kernel before it where the data prefer that; longer gaps
+  (host gaps, pauses, idle) a level per step of time since the last kernel
+  ended, per kind of kernel before them (the power relaxes towards idle
+  from that kernel's level).
 
-The least-squares fit carries a second-difference penalty on each curve
-(chosen by generalised cross-validation; Craven and Wahba 1979); the
-intervals are cluster-robust (Liang and Zeger 1986) over runs of logs whose
-windows overlap, because a sliding average's errors are correlated.
+The attribution engine (:mod:`fingrav_native.method._engine`, the same the
+campaign's :func:`~fingrav_native.method.deconvolve` uses) solves it: power
+bounded below, the smoothing and the model (a launch gap's own level or the
+kernel's end; a slow drift or none) chosen by cross-validation over blocks of
+the record, intervals from a bootstrap over blocks that repeats that choice,
+each curve's bins limited by the window edges that fall in its executions,
+the energies the logs cannot separate named, and a model check.
 """
 
 from __future__ import annotations
@@ -31,12 +36,28 @@ from typing import Optional, Sequence
 
 import numpy as np
 import numpy.typing as npt
-from scipy import sparse, stats
 
+from fingrav_native.method._engine import (
+    IDENTIFIABLE_SHARE,
+    TILE_EXECUTION,
+    TILE_GAP,
+    TILE_IDLE,
+    Design,
+    Solution,
+    Tiling,
+    attribute,
+    response_span,
+)
+from fingrav_native.method._engine_check import ModelCheck, check_model
 from fingrav_native.sensors._model import SensorModel
 
 #: Gap power steps by time since the last kernel ended (ns): launch gaps, host gaps, pauses.
 GAP_EDGES_NS = (0.0, 10_000.0, 40_000.0, 150_000.0, 500_000.0, 2_000_000.0, math.inf)
+
+
+
+#: Window edges wanted per curve bin: a class gets at most its edges over this many bins (at least one).
+EDGES_PER_BIN = 10
 
 
 @dataclass(frozen=True)
@@ -46,17 +67,27 @@ class TimelineFit:
     Attributes
     ----------
     bins : numpy.ndarray
-        Curve bins per class.
+        Curve bins per class: as asked, or fewer where the logs hold fewer
+        than ten window edges per bin in its executions (one bin: the level
+        alone).
+    bins_asked : numpy.ndarray
+        The bins asked for.
     curves, sd : dict of str to list of numpy.ndarray
-        Per channel, per class: power per bin (W) and its standard error.
+        Per channel, per class: power per bin (W) and its bootstrap standard
+        deviation.
     energy_j, energy_half_width_j : dict of str to numpy.ndarray
         Per channel, per class: energy per execution (curve x the class's
-        duration) and the half-width of its interval at ``confidence``.
+        duration) and the half-width of its percentile interval at
+        ``confidence``; NaN where the logs do not determine it
+        (``identifiable``).
+    energy_low_j, energy_high_j : dict of str to numpy.ndarray
+        The interval's ends.
     gap_w : dict of str to numpy.ndarray
-        Per channel, ``(classes + 1, steps)``: the power in gaps longer than
-        a launch gap after a kernel of each class (the last row: after an
-        excluded one), per step of :data:`GAP_EDGES_NS` (NaN where no log saw
-        such a gap).
+        Per channel, ``(classes + 1, steps)``: the power in gaps after a
+        kernel of each class (the last row: after an excluded one), per step
+        of :data:`GAP_EDGES_NS` (the first step: the shared launch-gap level,
+        or the kernel's end where the model holds the gap at it; NaN where no
+        log saw such a gap).
     durations_ns : numpy.ndarray
         The duration each class's energy is taken over.
     n_logs : int
@@ -74,6 +105,22 @@ class TimelineFit:
     residual_w : dict of str to float
         RMS residual per channel.
     confidence : float
+    model : str
+        The model cross-validation chose, in words.
+    info_share : numpy.ndarray
+        Per class, the share of its energy's precision the logs supply.
+    identifiable : numpy.ndarray
+        Per class, whether the logs determine its energy (``info_share`` at
+        least 0.1).
+    confounded : list of list of int
+        Groups of classes whose energies the logs cannot tell apart (every
+        window covers them in the same mix).
+    check : ModelCheck
+        What the residuals say about the assumptions.
+    warnings : tuple of str
+        What the logs cannot resolve, and the assumptions the residuals reject.
+    n_boot : int
+        Bootstrap resamples behind the intervals (0: none, too few blocks).
     """
 
     bins: np.ndarray
@@ -90,51 +137,16 @@ class TimelineFit:
     lam: float
     residual_w: dict[str, float]
     confidence: float
-
-
-def _tiles(starts: np.ndarray, ends: np.ndarray, cls: np.ndarray, offsets: np.ndarray, bins: np.ndarray,
-           gap_col0: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The timeline as sorted, non-overlapping tiles (start, end, column; -1 = excluded).
-
-    Executions tile into their class's curve bins (``cls``: -1 excluded); gaps into the steps of
-    the class of the execution before them.
-    """
-    n = len(starts)
-    n_cls = len(bins)
-    K = np.where(cls >= 0, bins[np.maximum(cls, 0)], 1)  # per execution
-    reps = np.repeat(np.arange(n), K)
-    k = np.arange(int(K.sum())) - np.repeat(np.cumsum(K) - K, K)
-    d = (ends - starts)[reps]
-    a = starts[reps] + d * k / K[reps]
-    b = starts[reps] + d * (k + 1) / K[reps]
-    col = np.where(cls[reps] >= 0, offsets[np.maximum(cls[reps], 0)] + k, -1)
-    # Gaps between consecutive executions, stepped by time since the last one ended.
-    g0, g1 = ends[:-1], starts[1:]
-    ok = g1 > g0
-    edges = np.asarray(GAP_EDGES_NS)
-    ga, gb, gc = [], [], []
-    # A launch gap (shorter than the first step) draws the power of the end of the execution before
-    # it: the power follows activity with a lag of microseconds, and a separate unknown there is
-    # collinear with the kernels around it (it took 1.5 kW in a fit of a simulated loop).
-    before = np.where(cls[:-1] >= 0, offsets[np.maximum(cls[:-1], 0)] + K[:-1] - 1, -1)
-    launch = (g1 - g0) < edges[1]
-    ga.append(g0[ok & launch])
-    gb.append(g1[ok & launch])
-    gc.append(before[ok & launch])
-    # Longer gaps: the power falls back from the level of the kernel before (a set of steps per class).
-    prev = np.where(cls[:-1] >= 0, cls[:-1], n_cls)
-    for m in range(len(edges) - 1):
-        lo = g0 + edges[m]
-        hi = np.minimum(g1, g0 + edges[m + 1])
-        sel = ok & ~launch & (hi > lo)
-        ga.append(lo[sel])
-        gb.append(hi[sel])
-        gc.append(gap_col0 + prev[sel] * (len(edges) - 1) + m)
-    a = np.concatenate([a, *ga])
-    b = np.concatenate([b, *gb])
-    col = np.concatenate([col, *gc])
-    order = np.argsort(a, kind="stable")
-    return a[order], b[order], col[order]
+    energy_low_j: dict[str, np.ndarray]
+    energy_high_j: dict[str, np.ndarray]
+    bins_asked: np.ndarray
+    model: str
+    info_share: np.ndarray
+    identifiable: np.ndarray
+    confounded: list[list[int]]
+    check: ModelCheck
+    warnings: tuple[str, ...]
+    n_boot: int
 
 
 def _check_timeline(t_ns: npt.ArrayLike, starts_ns: npt.ArrayLike, ends_ns: npt.ArrayLike, classes: npt.ArrayLike,
@@ -174,68 +186,6 @@ def _calibrated(sensor: SensorModel, values: dict[str, npt.ArrayLike], t: np.nda
     return ys
 
 
-def _response_matrix(sensor: SensorModel, t: np.ndarray, w: np.ndarray,
-                     tiles: tuple[np.ndarray, np.ndarray, np.ndarray], n_col: int
-                     ) -> tuple[sparse.csr_matrix, np.ndarray, np.ndarray, np.ndarray]:
-    """The weight of each usable log on each tile's column (sparse), the usable logs, and every log's response.
-
-    A log is usable when its response ``[lo, hi]`` lies inside the timeline
-    and reaches no excluded tile; the tiles it reaches are a contiguous run
-    of the sorted tiles.
-    """
-    a, b, col = tiles
-    hi = t - sensor.delay_ns
-    lo = hi - np.asarray(sensor.memory_ns(w), dtype=np.float64)
-    inside = (lo >= a[0]) & (hi <= b[-1])
-    j0 = np.searchsorted(b, lo, side="right")
-    j1 = np.searchsorted(a, hi, side="left")
-    cnt = np.where(inside, np.maximum(j1 - j0, 0), 0)
-    rows = np.repeat(np.arange(len(t)), cnt)
-    tile = np.repeat(j0, cnt) + (np.arange(int(cnt.sum())) - np.repeat(np.cumsum(cnt) - cnt, cnt))
-    wt = sensor.interval_weights(t[rows], a[tile], b[tile], window_ns=w[rows])
-    bad = np.zeros(len(t), dtype=bool)
-    bad[rows[(col[tile] < 0) & (wt > 0)]] = True
-    use = inside & ~bad & (cnt > 0)
-    keep = use[rows] & (wt > 0)
-    rows, tile, wt = rows[keep], tile[keep], wt[keep]
-    idx = np.flatnonzero(use)
-    new_row = np.full(len(t), -1)
-    new_row[idx] = np.arange(len(idx))
-    A = sparse.csr_matrix((wt, (new_row[rows], col[tile])), shape=(len(idx), n_col))
-    return A, idx, lo, hi
-
-
-def _with_drift(A: sparse.csr_matrix, lo: np.ndarray, hi: np.ndarray,
-                drift_ns: float) -> tuple[sparse.csr_matrix, np.ndarray]:
-    """``A`` with the columns of a slow drift shared by everything, and the drift's mean over the logs per column.
-
-    The package heating over seconds (and leakage with it): piecewise
-    linear in time, centred over the logs so the curves are the average
-    level. ``A`` unchanged with ``drift_ns`` 0 or logs spanning under three knots.
-    """
-    if not drift_ns > 0:
-        return A, np.zeros(0)
-    mid = 0.5 * (lo + hi)
-    nk = int(min(max(2, math.ceil((mid.max() - mid.min()) / drift_ns) + 1), 200))
-    if nk < 3:
-        return A, np.zeros(0)
-    # Hat functions, two per log (sparse); the first is dropped because the hats sum to one,
-    # like the curves and gaps do: the drift is zero at the first knot, and its mean over the
-    # logs is added back to every level below (an exact reparametrisation).
-    n = len(mid)
-    step = (mid.max() - mid.min()) / (nk - 1)
-    u = (mid - mid.min()) / step
-    j = np.minimum(np.floor(u).astype(np.int64), nk - 2)
-    f = u - j
-    r_ = np.concatenate([np.arange(n), np.arange(n)])
-    c_ = np.concatenate([j, j + 1])
-    v_ = np.concatenate([1.0 - f, f])
-    keep_h = c_ > 0
-    B = sparse.csr_matrix((v_[keep_h], (r_[keep_h], c_[keep_h] - 1)), shape=(n, nk - 1))
-    drift_mean = np.asarray(B.mean(axis=0)).ravel()
-    return sparse.hstack([A, B], format="csr"), drift_mean
-
-
 def _edge_logs(s: np.ndarray, e: np.ndarray, cls: np.ndarray, lo: np.ndarray, n_cls: int) -> np.ndarray:
     """Per class, the logs whose window edge falls inside one of its executions: the shape's information."""
     edge_ex = np.searchsorted(s, lo, side="right") - 1
@@ -243,81 +193,6 @@ def _edge_logs(s: np.ndarray, e: np.ndarray, cls: np.ndarray, lo: np.ndarray, n_
     edge_cls = cls[np.clip(edge_ex, 0, None)][in_ex]
     return np.bincount(edge_cls[edge_cls >= 0], minlength=n_cls)
 
-
-def _curve_penalty(K: np.ndarray, offsets: np.ndarray, n_col: int) -> np.ndarray:
-    """Second differences of each class's curve (classes of fewer than 3 bins: none)."""
-    P = np.zeros((n_col, n_col))
-    for c in range(len(K)):
-        if K[c] >= 3:
-            D = np.diff(np.eye(int(K[c])), 2, axis=0)
-            o = int(offsets[c])
-            P[o:o + K[c], o:o + K[c]] += D.T @ D
-    return P
-
-
-def _continuity(n_cls: int, gap_col0: int, n_steps: int, n_col: int) -> np.ndarray:
-    """First differences along each class's gap steps: the power after a kernel relaxes, it does not jump.
-
-    Without it, the first step after a kernel is nearly collinear with the
-    kernel and took 2.5 kW on a simulated loop. (Tying it to the kernel's
-    last bin as well biased an exact piecewise-constant timeline by 2.5 %:
-    a kernel's end can be a step.)
-    """
-    Pc = np.zeros((n_col, n_col))
-    for c in range(n_cls + 1):
-        chain = [gap_col0 + c * n_steps + m for m in range(n_steps)]
-        for u, v in zip(chain[:-1], chain[1:]):
-            Pc[u, u] += 1.0
-            Pc[v, v] += 1.0
-            Pc[u, v] -= 1.0
-            Pc[v, u] -= 1.0
-    return Pc
-
-
-def _ridge(G: np.ndarray, Pc: np.ndarray, reach: np.ndarray, continuity: float) -> np.ndarray:
-    """The fixed part of the regulariser: a tiny ridge, the gaps' continuity, and a pin on columns no log reaches."""
-    n_col = len(G)
-    scale = np.trace(G) / n_col
-    ridge = 1e-9 * scale * np.eye(n_col) + continuity * scale * Pc
-    ridge[np.diag_indices(n_col)] += np.where(reach == 0, scale, 0.0)
-    return np.asarray(ridge)
-
-
-def _smoothing(A: sparse.csr_matrix, G: np.ndarray, P: np.ndarray, ridge: np.ndarray, aty: np.ndarray,
-               y: np.ndarray) -> tuple[float, float]:
-    """The curves' smoothing, chosen by GCV on the total channel: absolute, and relative to the data's scale."""
-    n, n_col = A.shape
-    scale = np.trace(G) / n_col
-    best = (math.inf, 0.0)
-    if not P.any():
-        return 0.0, best[1]
-    p_scale = scale / max(np.trace(P) / n_col, 1e-300)
-    for lam in np.logspace(-6, 1, 15):
-        M = G + lam * p_scale * P + ridge
-        x = np.linalg.solve(M, aty)
-        rss = float(np.sum((A @ x - y) ** 2))
-        edf = float(np.trace(np.linalg.solve(M, G)))
-        gcv = n * rss / max(n - edf, 1.0) ** 2
-        if gcv < best[0]:
-            best = (gcv, lam)
-    return best[1] * p_scale, best[1]
-
-
-def _clusters(lo: np.ndarray, hi: np.ndarray, cluster_windows: float) -> tuple[sparse.csr_matrix, int]:
-    """Blocks of consecutive logs spanning at least ``cluster_windows`` responses, as a (clusters x logs) sum.
-
-    A sliding average's errors are shared by overlapping windows, and a
-    kernel's departures from its shared curve (a slow run, a thermal swing)
-    by every log over them: an interval that treats logs as independent
-    was 3x too narrow on a simulated loop.
-    """
-    n = len(lo)
-    mid_u = 0.5 * (lo + hi)
-    span = max(float(np.median(hi - lo)), float(np.median(np.diff(mid_u))) if n > 1 else 1.0)
-    cluster = np.floor((mid_u - mid_u[0]) / (cluster_windows * span)).astype(np.int64)
-    cluster = np.unique(cluster, return_inverse=True)[1]
-    n_cl = int(cluster.max()) + 1
-    return sparse.csr_matrix((np.ones(n), (cluster, np.arange(n))), shape=(n_cl, n)), n_cl
 
 
 def _durations(cls: np.ndarray, s: np.ndarray, e: np.ndarray, n_cls: int,
@@ -335,62 +210,174 @@ def _durations(cls: np.ndarray, s: np.ndarray, e: np.ndarray, n_cls: int,
     return durations
 
 
-def _level_maps(n_model: int, n_col: int, drift_mean: np.ndarray, offsets: np.ndarray, K: np.ndarray,
-                cls: np.ndarray, durations: np.ndarray) -> tuple[np.ndarray, list[np.ndarray], np.ndarray]:
-    """Linear maps from the unknowns to the curves and gaps at the drift's mean level, each class's curve, its energy.
-
-    A class with every execution excluded has NaN maps.
-    """
-    n_cls = len(K)
-    level = np.zeros((n_model, n_col))
-    level[:, :n_model] = np.eye(n_model)
-    level[:, n_model:] = drift_mean[None, :]
-    counts = np.bincount(cls[cls >= 0], minlength=n_cls)
-    L = [level[offsets[c]:offsets[c] + K[c]] if counts[c] else np.full((int(K[c]), n_col), np.nan)
-         for c in range(n_cls)]
-    H = np.stack([durations[c] * 1e-9 / K[c] * L[c].sum(axis=0) for c in range(n_cls)])
-    return level, L, H
-
 
 @dataclass(frozen=True)
-class _Solved:
-    """The fitted system every channel shares: design, inverse, clusters and the maps to curves and energies."""
+class _Columns:
+    """Where each unknown sits: curve offsets per class, the launch-gap level, the gap steps, the count."""
 
-    A: sparse.csr_matrix
-    G: np.ndarray
-    Minv: np.ndarray
-    edf: float
-    C: sparse.csr_matrix  # clusters x logs
-    n_cl: int
-    level: np.ndarray
-    L: list[np.ndarray]
-    H: np.ndarray
-    z: float  # normal quantile of the intervals
-    reach: np.ndarray
-    gap_col0: int
-    n_model: int
-    n_steps: int
+    offsets: np.ndarray
+    K: np.ndarray
+    launch: int
+    gap0: int  # first step column (after a class, steps 1..)
+    n_steps: int  # steps of GAP_EDGES_NS (the first is the launch gap)
+    n_col: int
+
+    def step(self, prev: np.ndarray, m: int) -> np.ndarray:
+        """The column of gap step ``m`` >= 1 after a kernel of class ``prev`` (the excluded row: n_cls)."""
+        return self.gap0 + prev * (self.n_steps - 1) + (m - 1)
 
 
-def _channel_estimates(sol: _Solved, y: np.ndarray, aty: np.ndarray
-                       ) -> tuple[list[np.ndarray], list[np.ndarray], np.ndarray, np.ndarray, np.ndarray, float]:
-    """One channel's curves and their SDs, energies and half-widths, gap powers and RMS residual."""
-    n, n_col = sol.A.shape
-    x = sol.Minv @ aty
-    r = y - sol.A @ x
-    # Cluster-robust covariance (sandwich), with a small-sample factor.
-    S = np.asarray((sol.C @ sol.A.multiply(r[:, None])).toarray()) if sol.n_cl else np.zeros((0, n_col))
-    meat = S.T @ S * (sol.n_cl / max(sol.n_cl - 1, 1)) * (n / max(n - sol.edf, 1.0))
-    cov = sol.Minv @ meat @ sol.Minv
-    energy = sol.H @ x
-    curves = [Lc @ x for Lc in sol.L]
-    sds = [np.sqrt(np.clip(np.einsum("ij,jk,ik->i", Lc, cov, Lc), 0.0, None)) for Lc in sol.L]
-    x = sol.level @ x
-    half = sol.z * np.sqrt(np.clip(np.einsum("ij,jk,ik->i", sol.H, cov, sol.H), 0.0, None))
-    g = x[sol.gap_col0:sol.n_model].copy()
-    g[sol.reach[sol.gap_col0:sol.n_model] == 0] = np.nan
-    gap = g.reshape(len(sol.L) + 1, sol.n_steps)
-    return curves, sds, energy, half, gap, float(np.sqrt(np.mean(r ** 2)))
+def _columns(K: np.ndarray) -> _Columns:
+    offsets = np.concatenate([[0], np.cumsum(K)[:-1]]).astype(np.int64)
+    n_steps = len(GAP_EDGES_NS) - 1
+    launch = int(K.sum())
+    return _Columns(offsets, K, launch, launch + 1, n_steps, launch + 1 + (len(K) + 1) * (n_steps - 1))
+
+
+def _exec_tiles(s: np.ndarray, e: np.ndarray, cls: np.ndarray, cols: _Columns) -> tuple[np.ndarray, ...]:
+    """Executions cut into their class's curve bins (an excluded execution: one tile of column -1)."""
+    K = np.where(cls >= 0, cols.K[np.maximum(cls, 0)], 1)
+    reps = np.repeat(np.arange(len(s)), K)
+    k = np.arange(int(K.sum())) - np.repeat(np.cumsum(K) - K, K)
+    d = (e - s)[reps]
+    a = s[reps] + d * k / K[reps]
+    b = s[reps] + d * (k + 1) / K[reps]
+    col = np.where(cls[reps] >= 0, cols.offsets[np.maximum(cls[reps], 0)] + k, -1)
+    return a, b, col, np.full(len(a), TILE_EXECUTION)
+
+
+def _gap_tiles(s: np.ndarray, e: np.ndarray, cls: np.ndarray, cols: _Columns, hi: float,
+               hold: bool) -> tuple[np.ndarray, ...]:
+    """Gaps after each execution (to the next start, or ``hi`` after the last), stepped by time since it ended."""
+    n_cls = len(cols.K)
+    g0 = e
+    g1 = np.append(np.maximum(s[1:], e[:-1]), max(hi, float(e[-1])))
+    prev = np.where(cls >= 0, cls, n_cls)
+    last_bin = np.where(cls >= 0, cols.offsets[np.maximum(cls, 0)] + cols.K[np.maximum(cls, 0)] - 1, -1)
+    edges = np.asarray(GAP_EDGES_NS)
+    out_a, out_b, out_c, out_k = [], [], [], []
+    for m in range(cols.n_steps):
+        lo = g0 + edges[m]
+        up = np.minimum(g1, g0 + edges[m + 1])
+        sel = up > lo
+        if m == 0:
+            # A launch gap: its own shared level, or (the other model) the end of the kernel before it.
+            c = last_bin[sel] if hold else np.full(int(sel.sum()), cols.launch)
+        else:
+            c = cols.step(prev[sel], m)
+        out_a.append(lo[sel])
+        out_b.append(up[sel])
+        out_c.append(c)
+        out_k.append(np.full(int(sel.sum()), TILE_IDLE if m == cols.n_steps - 1 else TILE_GAP))
+    return tuple(np.concatenate(x) for x in (out_a, out_b, out_c, out_k))
+
+
+def _tiling(s: np.ndarray, e: np.ndarray, cls: np.ndarray, cols: _Columns, lo: float, hi: float,
+            hold: bool) -> Tiling:
+    """The timeline from ``lo`` to ``hi`` as contiguous tiles: idle before, executions, gaps (own or held)."""
+    n_cls = len(cols.K)
+    parts = [_exec_tiles(s, e, cls, cols), _gap_tiles(s, e, cls, cols, hi, hold)]
+    if lo < s[0]:
+        # Before the first kernel: the longest step after "none" (the idle level).
+        parts.append((np.array([lo]), np.array([float(s[0])]), cols.step(np.array([n_cls]), cols.n_steps - 1),
+                      np.array([TILE_IDLE])))
+    a, b, col, kind = (np.concatenate([p[i] for p in parts]) for i in range(4))
+    order = np.lexsort((b, a))
+    return Tiling(a[order], b[order], col[order].astype(np.int64), np.full(len(a), -1, dtype=np.int64),
+                  kind[order])
+
+
+def _penalties(cols: _Columns, continuity: float) -> tuple[np.ndarray, np.ndarray]:
+    """Second differences of each curve (smoothing, chosen by cross-validation) and the gaps' continuity (fixed).
+
+    Without continuity a long-gap step seen by few logs is nearly collinear
+    with the kernel before it and took 2.5 kW on a simulated loop.
+    """
+    P = cols.n_col
+    R = np.zeros((P, P))
+    for c in range(len(cols.K)):
+        k = int(cols.K[c])
+        if k >= 3:
+            D = np.diff(np.eye(k), 2, axis=0)
+            o = int(cols.offsets[c])
+            R[o:o + k, o:o + k] += D.T @ D
+    F = np.zeros((P, P))
+    for c in range(len(cols.K) + 1):
+        chain = [int(cols.step(np.array([c]), m)[0]) for m in range(1, cols.n_steps)]
+        for u, v in zip(chain[:-1], chain[1:]):
+            F[u, u] += continuity
+            F[v, v] += continuity
+            F[u, v] -= continuity
+            F[v, u] -= continuity
+    return R, F
+
+
+def _maps(cols: _Columns, counts: np.ndarray, durations: np.ndarray) -> dict[str, np.ndarray]:
+    """What is reported: each class's energy, the curves (all classes' bins), the gaps' columns."""
+    P = cols.n_col
+    n_cls = len(cols.K)
+    H = np.zeros((n_cls, P))
+    curves = np.zeros((int(cols.K.sum()), P))
+    for c in range(n_cls):
+        o, k = int(cols.offsets[c]), int(cols.K[c])
+        # A class with no execution modelled has zero maps here and NaN results (_timeline_fit).
+        H[c, o:o + k] = durations[c] * 1e-9 / k if counts[c] and math.isfinite(durations[c]) else 0.0
+        curves[o:o + k, o:o + k] = np.eye(k) if counts[c] else 0.0
+    gaps = np.eye(P)[cols.launch:]
+    return {"energy": H, "curves": curves, "gaps": gaps}
+
+
+def _class_bins(asked: np.ndarray, edges: np.ndarray) -> np.ndarray:
+    """Bins per class: as asked, but no more than the window edges in its executions support (at least one)."""
+    return np.maximum(1, np.minimum(asked, edges // EDGES_PER_BIN)).astype(np.int64)
+
+
+def _designs(s: np.ndarray, e: np.ndarray, cls: np.ndarray, K: np.ndarray, lo: float, hi: float,
+             durations: np.ndarray, continuity: float, drift_ns: float, floor_w: float) -> list[Design]:
+    """The two candidate models: launch gaps at their own level, or at the end of the kernel before them."""
+    cols = _columns(K)
+    R, F = _penalties(cols, continuity)
+    counts = np.bincount(cls[cls >= 0], minlength=len(K))
+    maps = _maps(cols, counts, durations)
+    names = ([f"class_{c}_bin_{j}" for c in range(len(K)) for j in range(int(K[c]))] + ["launch_gap"]
+             + [f"gap_after_{c}_step_{m}" for c in range(len(K) + 1) for m in range(1, cols.n_steps)])
+    lower = np.full(cols.n_col, float(floor_w))
+    out = []
+    for hold, what in ((False, "launch gaps at their own level"),
+                       (True, "launch gaps at the power of the end of the kernel before them")):
+        out.append(Design(what, _tiling(s, e, cls, cols, lo, hi, hold), names, lower, R, F, maps, "energy",
+                          drift_ns))
+    return out
+
+
+def _edges_per_class(lo: np.ndarray, hi: np.ndarray, s: np.ndarray, e: np.ndarray, cls: np.ndarray, n_cls: int,
+                     two: bool) -> np.ndarray:
+    """Per class, the logs with a window edge inside one of its executions: the shape's information."""
+    out = _edge_logs(s, e, cls, hi, n_cls)
+    if two:
+        out = out + _edge_logs(s, e, cls, lo, n_cls)
+    return np.asarray(out)
+
+
+def _per_class(values: np.ndarray, K: np.ndarray) -> list[np.ndarray]:
+    """A map over all classes' bins cut into one array per class."""
+    return np.split(values, np.cumsum(K)[:-1])
+
+
+def _fit_warnings(K: np.ndarray, asked: np.ndarray, edges: np.ndarray, share: np.ndarray, groups: list[list[int]],
+                  check: ModelCheck) -> list[str]:
+    """What the logs cannot resolve (bins, energies) and the assumptions the residuals reject."""
+    out = []
+    fewer = np.flatnonzero(K < asked)
+    if len(fewer):
+        out.append("curves coarser than asked: the logs hold " + ", ".join(
+            f"{int(edges[c])} window edges in class {c}'s executions ({int(K[c])} bins)" for c in fewer[:5])
+            + f"; a bin needs about {EDGES_PER_BIN}")
+    for g in groups:
+        out.append(f"classes {g} are confounded: every window covers them in about the same mix, so the logs "
+                   f"determine only a sum of their energies (the logs supply {100 * float(np.max(share[g])):.0f} % "
+                   "of the precision at most); their energies are not reported; read the energy per iteration")
+    return out + list(check.failed)
 
 
 def fit_timeline(
@@ -406,8 +393,10 @@ def fit_timeline(
     durations_ns: Optional[npt.ArrayLike] = None,
     confidence: float = 0.95,
     drift_ns: float = 100_000_000.0,
-    cluster_windows: float = 20.0,
     continuity: float = 1e-2,
+    bootstrap: int = 100,
+    seed: int = 0,
+    floor_w: float = 0.0,
 ) -> TimelineFit:
     """Fit every kernel class's curve and the gaps' power to windowed logs over a mixed timeline.
 
@@ -418,7 +407,7 @@ def fit_timeline(
     t_ns : array_like
         The logs' stamps on the timeline (ns, the executions' clock).
     values : dict of str to array_like
-        Per channel, the logged power (W).
+        Per channel, the logged power (W); a ``"total"`` channel is needed.
     starts_ns, ends_ns : array_like
         The executions on one device, in start order, not overlapping.
     classes : array_like of int
@@ -426,26 +415,29 @@ def fit_timeline(
         whose power is not modelled (a warm-up, a concurrent kernel): logs
         that reach it are left out.
     bins : sequence of int
-        Curve bins per class (>= 1).
+        Curve bins asked per class (>= 1); fewer where the logs hold fewer
+        than :data:`EDGES_PER_BIN` window edges per bin in its executions.
     windows_ns : array_like, optional
         Per-log boxcar windows (a counter's intervals); default the model's.
     durations_ns : array_like, optional
         Per class, the duration its energy is taken over (default the
         median of its executions).
     confidence : float
-        Of the energy intervals.
+        Of the intervals.
     drift_ns : float
         Knot spacing of a slow drift shared by every kernel and gap
-        (piecewise linear, centred: the curves are the level averaged over
-        the logs); 0 leaves it out.
+        (piecewise linear); cross-validation decides whether the record
+        needs it; 0 leaves it out.
     continuity : float
         Weight (relative to the data's scale) of the prior that the power
-        after a kernel follows on from its last bin and relaxes step by
-        step (fixed, not chosen by cross-validation: the directions it
-        steadies barely change the fit, so GCV cannot see them).
-    cluster_windows : float
-        The intervals treat blocks of logs spanning this many responses as
-        independent clusters (errors within a block may be correlated).
+        after a kernel relaxes step by step (fixed: the directions it
+        steadies barely change the fit, so cross-validation cannot see them).
+    bootstrap : int
+        Resamples of blocks of the record for the intervals.
+    seed : int
+        Of the bootstrap.
+    floor_w : float
+        Lower bound of every power (W, after the sensor's calibration).
 
     Returns
     -------
@@ -460,50 +452,70 @@ def fit_timeline(
     -----
     Section IV-B step 8 of the paper, for logs that are window averages
     (the forward model of averaging sensors, Yang et al. SC'24) over an
-    application's mixed timeline instead of one kernel's runs.
+    application's mixed timeline instead of one kernel's runs; solved by
+    the attribution engine (:mod:`fingrav_native.method._engine`).
     """
-    t, s, e, cls, K = _check_timeline(t_ns, starts_ns, ends_ns, classes, bins, confidence)
+    t, s, e, cls, asked = _check_timeline(t_ns, starts_ns, ends_ns, classes, bins, confidence)
     ys = _calibrated(sensor, values, t)
     w = np.broadcast_to(np.asarray(sensor.window_ns if windows_ns is None else windows_ns, dtype=np.float64),
                         t.shape)
     w = np.where(w > 0, w, sensor.window_ns)
-    n_cls = len(K)
-    # Every class draws one curve. (Splitting a class by the kernel before it, since power follows
-    # activity with a lag, was tried on the simulated loop: it did not lower the residual and widened
-    # the errors.)
-    offsets = np.concatenate([[0], np.cumsum(K)[:-1]]).astype(np.int64)
-    gap_col0 = int(K.sum())
-    n_steps = len(GAP_EDGES_NS) - 1  # gap steps (a launch gap is its kernel's)
-    n_model = gap_col0 + (n_cls + 1) * n_steps  # curves and gaps; a drift's columns follow
-    A, idx, lo, hi = _response_matrix(sensor, t, w, _tiles(s, e, cls, offsets, K, gap_col0), n_model)
-    A, drift_mean = _with_drift(A, lo[idx], hi[idx], drift_ns)
-    n_col = A.shape[1]
-    if len(idx) < n_col + 5:
-        raise ValueError(f"t_ns: {len(idx)} usable logs for {n_col} unknowns; record longer")
-    edge_logs = _edge_logs(s, e, cls, lo[idx], n_cls)
-    reach = np.diff(A.tocsc().indptr)  # logs that reach each column (stored entries have weight > 0)
-    # Columns no log reaches (a gap length that never occurs) are pinned by the ridge and reported NaN.
-    G = (A.T @ A).toarray()
-    P = _curve_penalty(K, offsets, n_col)
-    ridge = _ridge(G, _continuity(n_cls, gap_col0, n_steps, n_col), reach, continuity)
-    Aty = {ch: A.T @ y[idx] for ch, y in ys.items()}
-    lam_abs, lam_rel = _smoothing(A, G, P, ridge, Aty["total"], ys["total"][idx])
-    Minv = np.linalg.inv(G + lam_abs * P + ridge)
-    C, n_cl = _clusters(lo[idx], hi[idx], cluster_windows)
+    if not math.isfinite(floor_w):
+        raise ValueError(f"floor_w={floor_w!r}: must be finite")
+    n_cls = len(asked)
+    lo_all, hi_all = response_span(sensor, t, w)
+    two = sensor.shape == "boxcar" and sensor.kind != "instant"
+    edges = _edges_per_class(lo_all, hi_all, s, e, cls, n_cls, two)
+    K = _class_bins(asked, edges)
     durations = _durations(cls, s, e, n_cls, durations_ns)
-    level, L, H = _level_maps(n_model, n_col, drift_mean, offsets, K, cls, durations)
-    sol = _Solved(A, G, Minv, float(np.trace(Minv @ G)), C, n_cl, level, L, H,
-                  float(stats.norm.ppf(0.5 + confidence / 2)), reach, gap_col0, n_model, n_steps)
-    curves: dict[str, list[np.ndarray]] = {}
-    sds: dict[str, list[np.ndarray]] = {}
-    energy: dict[str, np.ndarray] = {}
-    half: dict[str, np.ndarray] = {}
-    gap: dict[str, np.ndarray] = {}
-    resid: dict[str, float] = {}
-    for ch, y in ys.items():
-        curves[ch], sds[ch], energy[ch], half[ch], gap[ch], resid[ch] = _channel_estimates(sol, y[idx], Aty[ch])
+    finite = np.isfinite(lo_all)
+    designs = _designs(s, e, cls, K, float(np.min(lo_all[finite], initial=s[0])),
+                       float(np.max(hi_all[finite], initial=e[-1])), durations, continuity, drift_ns, floor_w)
+    chans = ["total"] + [c for c in ys if c != "total"]
+    y = np.stack([ys[c] for c in chans], axis=1)
+    sol = attribute(designs, sensor, t, w, y, bootstrap=bootstrap, seed=seed)
+    check = check_model(designs[sol.design], sensor, t, w, sol)
+    return _timeline_fit(sol, chans, K, asked, edges, durations, confidence, check, len(t),
+                         np.bincount(cls[cls >= 0], minlength=n_cls))
+
+
+def _timeline_fit(sol: Solution, chans: list[str], K: np.ndarray, asked: np.ndarray, edges: np.ndarray,
+                  durations: np.ndarray, confidence: float, check: ModelCheck, n_all: int,
+                  counts: np.ndarray) -> TimelineFit:
+    """The engine's solution as a TimelineFit: per channel, per class."""
+    ident = (sol.info_share >= IDENTIFIABLE_SHARE) & (counts > 0)
+    curves, sds, energy, half, low, high, gap, resid = {}, {}, {}, {}, {}, {}, {}, {}
+    e_lo, e_hi, _ = sol.interval("energy", confidence)
+    c_lo, c_hi, c_sd = sol.interval("curves", confidence)
+    reach = np.diff(sol.rows.A.tocsc().indptr)
+    n_steps = len(GAP_EDGES_NS) - 1
+    n_cls = len(K)
+    for i, ch in enumerate(chans):
+        curves[ch] = [cv if counts[c] else np.full(len(cv), np.nan)
+                      for c, cv in enumerate(_per_class(sol.values["curves"][:, i], K))]
+        sds[ch] = _per_class(c_sd[:, i], K)
+        en = np.where(ident, sol.values["energy"][:, i], np.nan)
+        energy[ch] = en
+        low[ch] = np.where(ident, e_lo[:, i], np.nan)
+        high[ch] = np.where(ident, e_hi[:, i], np.nan)
+        half[ch] = 0.5 * (high[ch] - low[ch])
+        g = sol.values["gaps"][:, i].copy()
+        g[reach[int(K.sum()):len(g) + int(K.sum())] == 0] = np.nan
+        # Rows: after each class (and after an excluded one); the first step is the shared launch level.
+        rows = np.full((n_cls + 1, n_steps), np.nan)
+        rows[:, 0] = g[0]
+        rows[:, 1:] = g[1:].reshape(n_cls + 1, n_steps - 1)
+        gap[ch] = rows
+        resid[ch] = float(np.sqrt(np.mean(sol.residual[:, i] ** 2)))
+    offs = np.concatenate([[0], np.cumsum(K)[:-1]])
+    warnings_ = _fit_warnings(K, asked, edges, sol.info_share, sol.confounded, check)
+    if sol.n_boot == 0:
+        warnings_.append(f"the record holds {sol.n_blocks} blocks of ten windows: too few for cross-validation and "
+                         "an interval (smoothing chosen by GCV, no intervals); record longer")
     return TimelineFit(
-        bins=K, curves=curves, sd=sds, energy_j=energy, energy_half_width_j=half, gap_w=gap,
-        durations_ns=durations, n_logs=len(idx), dropped_logs=int(len(t) - len(idx)),
-        logs_per_bin=[reach[offsets[c]:offsets[c] + K[c]] for c in range(n_cls)], edge_logs=edge_logs,
-        lam=float(lam_rel), residual_w=resid, confidence=confidence)
+        bins=K, curves=curves, sd=sds, energy_j=energy, energy_half_width_j=half, gap_w=gap, durations_ns=durations,
+        n_logs=len(sol.rows.used), dropped_logs=int(n_all - len(sol.rows.used)),
+        logs_per_bin=[reach[offs[c]:offs[c] + K[c]] for c in range(n_cls)], edge_logs=edges, lam=sol.lam,
+        residual_w=resid, confidence=confidence, energy_low_j=low, energy_high_j=high, bins_asked=asked,
+        model=sol.model, info_share=sol.info_share, identifiable=ident, confounded=sol.confounded, check=check,
+        warnings=tuple(warnings_), n_boot=sol.n_boot)

@@ -1,0 +1,698 @@
+"""The one attribution engine: windowed logs over a tiled host timeline, solved within what they can tell.
+
+Every averaging sensor's log is a linear functional of the power over what
+its response covers (:meth:`~fingrav_native.sensors.SensorModel.interval_weights`:
+a boxcar window, a first-order response, with delay, gain and offset). The
+campaign path (:func:`~fingrav_native.method.deconvolve`, one kernel's
+runs) and the in-situ path (:func:`~fingrav_native.method.fit_timeline`,
+an application's mixed timeline) differ only in how they cut the timeline
+into *tiles* and which unknown (a *column*) each tile draws: a bin of an
+execution's curve, a level, a gap's power by time since the last kernel
+ended, the idle baseline. Everything after that is here, shared:
+
+1. **Design.** Each log's row: the weight of every tile its response covers
+   (sparse); a log that reaches an excluded tile (a warm-up, a concurrent
+   kernel, an outlier run) is left out and counted.
+2. **Normal equations per block** of runs or iterations (memory bounded by
+   the unknowns, not the logs); the blocks are the units of cross-validation
+   and of the bootstrap.
+3. **Model and smoothing choice by cross-validation over blocks** (K-fold,
+   the folds interleaved along the record): each candidate model (the gaps'
+   own level or the end of the execution before them; warm-up curves; a slow
+   drift or none) at each smoothing, scored by the squared error it predicts
+   for the blocks it did not see. A criterion that survives model misfit,
+   unlike GCV, which treats patterned residuals as noise to fit (Arlot and
+   Celisse, Statistics Surveys 2010; Golub, Heath and Wahba 1979 for GCV).
+4. **Bounded solve.** Power columns are bounded below (0 W, or a stated
+   floor): :func:`scipy.optimize.lsq_linear` on the Cholesky factor of the
+   penalised normal equations (an exact reduction of the least-squares
+   problem), run only when the unconstrained solution leaves the bounds.
+5. **Bootstrap over blocks** that repeats the model and smoothing choice in
+   every resample (a reduced grid around each model's choice), so the
+   percentile intervals carry that uncertainty too (Efron and Tibshirani
+   1993, ch. 8 for blocks of dependent data).
+6. **Identifiability.** For every reported energy, the share of its
+   precision that comes from the logs rather than from the prior; below a
+   tenth the energy is not determined by the logs, and the quantities it is
+   confounded with are named (the data-only covariance).
+7. **Model check** (:mod:`fingrav_native.method._engine_check`): residuals
+   grouped by where each window's edges fall, their correlation along the
+   record, and the timing and window-length misfits, each naming the
+   assumption it tests.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass, field
+from typing import Optional, Sequence
+
+import numpy as np
+import scipy.linalg
+from scipy import optimize, sparse
+
+from fingrav_native.sensors._model import SensorModel
+
+_log = logging.getLogger(__name__)
+
+#: Kinds of tile, for grouping residuals by where a window's edges fall.
+TILE_EXECUTION, TILE_GAP, TILE_IDLE = 0, 1, 2
+
+#: The smoothing grid, relative to the data's scale over the penalty's.
+LAMBDAS = np.logspace(-7.0, 3.0, 21)
+
+#: A drift variant's columns are held at zero by this ridge (relative to the data's scale): "no drift".
+_NO_DRIFT = 1e6
+
+#: Most blocks kept (memory: blocks x unknowns^2 per design).
+MAX_BLOCKS = 64
+
+#: An energy is determined by the logs when they supply at least this share of its precision.
+IDENTIFIABLE_SHARE = 0.1
+
+
+@dataclass(frozen=True)
+class Tiling:
+    """The host timeline cut into contiguous tiles, each drawing the power of one or two columns.
+
+    Attributes
+    ----------
+    a, b : numpy.ndarray
+        Tile starts and ends (ns, on the logs' timeline), sorted, each tile
+        ending where the next starts.
+    col : numpy.ndarray
+        The column each tile draws; -1: excluded (a log whose response
+        reaches it is left out).
+    col2 : numpy.ndarray
+        A second column added to the first (a level offset), -1 for none.
+    kind : numpy.ndarray
+        :data:`TILE_EXECUTION`, :data:`TILE_GAP` or :data:`TILE_IDLE`.
+    """
+
+    a: np.ndarray
+    b: np.ndarray
+    col: np.ndarray
+    col2: np.ndarray
+    kind: np.ndarray
+
+
+@dataclass(frozen=True)
+class Design:
+    """One candidate model of what the windows cover: its tiling, its unknowns' bounds and prior, what is reported.
+
+    Attributes
+    ----------
+    name : str
+        What this model assumes, in words (reported with the choice).
+    tiling : Tiling
+    names : list of str
+        Each column's name.
+    lower : numpy.ndarray
+        Lower bound per column (0 for a power; ``-inf`` for an offset).
+    smooth : numpy.ndarray
+        The penalty scaled by the chosen smoothing (second differences of
+        each curve).
+    fixed : numpy.ndarray
+        A fixed prior on differences of columns (rows summing to zero: the
+        continuity of the gaps' steps), relative to the data's scale; zeros
+        for none.
+    maps : dict of str to numpy.ndarray
+        Linear maps from the columns to what is reported (``(rows, columns)``):
+        curves, energies.
+    energies : str
+        The key of ``maps`` whose rows are energies (checked for identifiability).
+    drift_ns : float
+        Knot spacing of a slow drift shared by every column (0: none); the
+        engine adds its columns and a variant without it.
+    """
+
+    name: str
+    tiling: Tiling
+    names: list[str]
+    lower: np.ndarray
+    smooth: np.ndarray
+    fixed: np.ndarray
+    maps: dict[str, np.ndarray]
+    energies: str
+    drift_ns: float = 0.0
+
+    @property
+    def n_col(self) -> int:
+        return len(self.names)
+
+
+@dataclass(frozen=True)
+class Rows:
+    """A design's rows for the logs it can use: the sparse matrix, which logs, their responses and blocks."""
+
+    A: sparse.csr_matrix
+    used: np.ndarray  # indices of the logs used
+    lo: np.ndarray  # each used log's response [lo, hi]
+    hi: np.ndarray
+    drift_mean: np.ndarray  # the drift columns' mean over the logs (added back to every level)
+    n_model: int  # columns before the drift's
+
+
+def response_span(sensor: SensorModel, t: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Where each log's response lies on the timeline: ``[lo, hi]`` (ns)."""
+    hi = t - sensor.delay_ns
+    return hi - np.asarray(sensor.memory_ns(w), dtype=np.float64), hi
+
+
+def _tile_rows(sensor: SensorModel, t: np.ndarray, w: np.ndarray, til: Tiling,
+               ok: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Every (log, tile, weight) a usable log's response covers, and which logs are usable."""
+    a, b, col = til.a, til.b, til.col
+    lo, hi = response_span(sensor, t, w)
+    inside = ok & (lo >= a[0]) & (hi <= b[-1])
+    j0 = np.searchsorted(b, lo, side="right")
+    j1 = np.searchsorted(a, hi, side="left")
+    cnt = np.where(inside, np.maximum(j1 - j0, 0), 0)
+    rows = np.repeat(np.arange(len(t)), cnt)
+    tile = np.repeat(j0, cnt) + (np.arange(int(cnt.sum())) - np.repeat(np.cumsum(cnt) - cnt, cnt))
+    wt = sensor.interval_weights(t[rows], a[tile], b[tile], window_ns=w[rows])
+    bad = np.zeros(len(t), dtype=bool)
+    bad[rows[(col[tile] < 0) & (wt > 0)]] = True
+    use = inside & ~bad & (cnt > 0)
+    keep = use[rows] & (wt > 0)
+    return rows[keep], tile[keep], wt[keep], use
+
+
+def _drift_columns(mid: np.ndarray, drift_ns: float) -> Optional[sparse.csr_matrix]:
+    """Hat functions of a piecewise-linear drift at each log's response midpoint, the first hat dropped.
+
+    The columns of every tiling sum to one over a log's response (the tiles
+    partition it), so a constant drift is already there; dropping the first
+    hat makes the drift zero at the first knot (an exact reparametrisation).
+    None when the logs span fewer than three knots: too short to tell a drift
+    from the signal.
+    """
+    if not drift_ns > 0 or len(mid) < 2:
+        return None
+    nk = int(min(max(2, math.ceil((mid.max() - mid.min()) / drift_ns) + 1), 200))
+    if nk < 3:
+        return None
+    n = len(mid)
+    step = (mid.max() - mid.min()) / (nk - 1)
+    u = (mid - mid.min()) / step
+    j = np.minimum(np.floor(u).astype(np.int64), nk - 2)
+    f = u - j
+    r_ = np.concatenate([np.arange(n), np.arange(n)])
+    c_ = np.concatenate([j, j + 1])
+    v_ = np.concatenate([1.0 - f, f])
+    keep = c_ > 0
+    return sparse.csr_matrix((v_[keep], (r_[keep], c_[keep] - 1)), shape=(n, nk - 1))
+
+
+def design_rows(design: Design, sensor: SensorModel, t: np.ndarray, w: np.ndarray, ok: np.ndarray) -> Rows:
+    """The rows of the logs a design can use (sparse), with the drift's columns when the record is long enough.
+
+    Parameters
+    ----------
+    design : Design
+    sensor : SensorModel
+        The response (window or filter, delay); gain and offset are undone on
+        the values, not here.
+    t, w : numpy.ndarray
+        Each log's stamp on the timeline and its boxcar window (ns).
+    ok : numpy.ndarray
+        Logs with finite stamps and values.
+
+    Returns
+    -------
+    Rows
+    """
+    til = design.tiling
+    rows, tile, wt, use = _tile_rows(sensor, t, w, til, ok)
+    used = np.flatnonzero(use)
+    new_row = np.full(len(t), -1)
+    new_row[used] = np.arange(len(used))
+    r = new_row[rows]
+    c2 = til.col2[tile]
+    has2 = c2 >= 0
+    P = design.n_col
+    A = sparse.csr_matrix((np.concatenate([wt, wt[has2]]), (np.concatenate([r, r[has2]]),
+                                                            np.concatenate([til.col[tile], c2[has2]]))),
+                          shape=(len(used), P))
+    lo, hi = response_span(sensor, t[used], w[used])
+    D = _drift_columns(0.5 * (lo + hi), design.drift_ns)
+    if D is None:
+        return Rows(A, used, lo, hi, np.zeros(0), P)
+    return Rows(sparse.hstack([A, D], format="csr"), used, lo, hi, np.asarray(D.mean(axis=0)).ravel(), P)
+
+
+def time_blocks(lo: np.ndarray, hi: np.ndarray, windows: float = 10.0, max_blocks: int = MAX_BLOCKS) -> np.ndarray:
+    """Blocks of consecutive logs spanning at least ``windows`` responses (at most ``max_blocks``): per log, its block.
+
+    A sliding average's errors are shared by overlapping windows, and a
+    kernel's departures from its shared curve by every log over it: blocks
+    long against a response are nearly independent, which cross-validation
+    and the bootstrap need (the moving-block idea, Kuensch 1989).
+    """
+    mid = 0.5 * (lo + hi)
+    if len(mid) == 0:
+        return np.zeros(0, dtype=np.int64)
+    order = np.argsort(mid, kind="stable")
+    span = max(float(np.median(hi - lo)), float(np.median(np.diff(mid[order]))) if len(mid) > 1 else 1.0, 1.0)
+    length = max(windows * span, (float(mid.max() - mid.min()) + 1.0) / max_blocks)
+    blk = np.floor((mid - mid.min()) / length).astype(np.int64)
+    return np.asarray(np.unique(blk, return_inverse=True)[1], dtype=np.int64).ravel()
+
+
+@dataclass
+class _Stats:
+    """One design's normal equations per block: ``G`` (blocks, P, P), ``B`` (blocks, P, channels), ``yy``, counts."""
+
+    G: np.ndarray
+    B: np.ndarray
+    yy: np.ndarray
+    n: np.ndarray
+    reach: np.ndarray  # logs whose response reaches each column
+
+
+def _block_stats(A: sparse.csr_matrix, y: np.ndarray, blocks: np.ndarray, n_blocks: int) -> _Stats:
+    """Normal equations of each block of logs."""
+    P = A.shape[1]
+    C = y.shape[1]
+    G = np.zeros((n_blocks, P, P))
+    B = np.zeros((n_blocks, P, C))
+    yy = np.zeros((n_blocks, C))
+    n = np.bincount(blocks, minlength=n_blocks)
+    order = np.argsort(blocks, kind="stable")
+    cuts = np.searchsorted(blocks[order], np.arange(n_blocks + 1))
+    for k in range(n_blocks):
+        idx = order[cuts[k]:cuts[k + 1]]
+        if len(idx) == 0:
+            continue
+        Ak = A[idx]
+        G[k] = (Ak.T @ Ak).toarray()
+        B[k] = Ak.T @ y[idx]
+        yy[k] = np.sum(y[idx] ** 2, axis=0)
+    reach = np.diff(A.tocsc().indptr)
+    return _Stats(G, B, yy, n, reach)
+
+
+@dataclass(frozen=True)
+class _Variant:
+    """A design with or without its drift: the penalties the solve adds, and the scale they are relative to."""
+
+    design: int
+    drift: bool
+    name: str
+    R: np.ndarray  # the smoothing penalty, already relative (multiplied by lam)
+    F: np.ndarray  # everything fixed: prior, pins, ridge, the drift's zeroing
+    lower: np.ndarray
+
+
+def _without(F: np.ndarray, gone: np.ndarray) -> np.ndarray:
+    """A difference prior (rows summing to zero) with the columns no log reaches taken out of its chains.
+
+    Such a column is pinned at zero; left in a chain it would pull its
+    reached neighbours towards zero.
+    """
+    if not gone.any():
+        return F
+    out = F.copy()
+    out[gone, :] = 0.0
+    out[:, gone] = 0.0
+    out[np.diag_indices(len(out))] -= out.sum(axis=1)
+    return out
+
+
+def _variants(designs: Sequence[Design], rows: Sequence[Rows], stats: Sequence[_Stats]) -> list[_Variant]:
+    """Each design's penalties at the data's scale, twice where it has a drift (with it, and held at zero)."""
+    out = []
+    for i, (d, r, st) in enumerate(zip(designs, rows, stats)):
+        Gt = st.G.sum(axis=0)
+        P = Gt.shape[0]
+        # The scale of the model's own columns (a drift's columns must not change the priors' weight).
+        scale = max(float(np.trace(Gt[:d.n_col, :d.n_col])) / d.n_col, 1e-300)
+        R = np.zeros((P, P))
+        R[:d.n_col, :d.n_col] = d.smooth
+        R *= scale / max(float(np.trace(R)) / d.n_col, 1e-300) if R.any() else 0.0
+        F = np.zeros((P, P))
+        F[:d.n_col, :d.n_col] = scale * _without(d.fixed, st.reach[:d.n_col] == 0)
+        F[np.diag_indices(P)] += 1e-9 * scale + np.where(st.reach == 0, scale, 0.0)
+        lower = np.concatenate([d.lower, np.full(P - d.n_col, -np.inf)])
+        out.append(_Variant(i, P > d.n_col, d.name + (", with a slow drift" if P > d.n_col else ""), R, F, lower))
+        if P > d.n_col:
+            F0 = F.copy()
+            F0[np.arange(d.n_col, P), np.arange(d.n_col, P)] += _NO_DRIFT * scale
+            out.append(_Variant(i, False, d.name, R, F0, lower))
+    return out
+
+
+def _cv_scores(v: _Variant, st: _Stats, weights: np.ndarray, folds: np.ndarray, n_folds: int, lams: np.ndarray,
+               ch: int = 0) -> np.ndarray:
+    """K-fold cross-validated squared error of channel ``ch`` at each smoothing (unconstrained solves)."""
+    Gw = np.tensordot(weights, st.G, axes=1)
+    Bw = np.tensordot(weights, st.B[:, :, ch], axes=1)
+    scores = np.zeros(len(lams))
+    for f in range(n_folds):
+        wf = np.where(folds == f, weights, 0.0)
+        if not wf.any():
+            continue
+        Gf = np.tensordot(wf, st.G, axes=1)
+        Bf = np.tensordot(wf, st.B[:, :, ch], axes=1)
+        yyf = float(wf @ st.yy[:, ch])
+        for i, lam in enumerate(lams):
+            try:
+                x = scipy.linalg.cho_solve(scipy.linalg.cho_factor(Gw - Gf + lam * v.R + v.F), Bw - Bf)
+            except (np.linalg.LinAlgError, ValueError):
+                scores[i] = math.inf
+                continue
+            scores[i] += max(yyf - 2.0 * float(x @ Bf) + float(x @ Gf @ x), 0.0)
+    return scores
+
+
+def _gcv_scores(v: _Variant, st: _Stats, lams: np.ndarray, ch: int = 0) -> np.ndarray:
+    """Generalised cross-validation (the fallback with fewer than three blocks; Craven and Wahba 1979)."""
+    G = st.G.sum(axis=0)
+    b = st.B[:, :, ch].sum(axis=0)
+    yy = float(st.yy[:, ch].sum())
+    n = float(st.n.sum())
+    out = np.full(len(lams), math.inf)
+    for i, lam in enumerate(lams):
+        try:
+            cf = scipy.linalg.cho_factor(G + lam * v.R + v.F)
+        except (np.linalg.LinAlgError, ValueError):
+            continue
+        x = scipy.linalg.cho_solve(cf, b)
+        edf = float(np.trace(scipy.linalg.cho_solve(cf, G)))
+        rss = max(yy - 2.0 * float(x @ b) + float(x @ G @ x), 0.0)
+        out[i] = n * rss / max(n - edf, 1.0) ** 2
+    return out
+
+
+def solve(G: np.ndarray, b: np.ndarray, M: np.ndarray, lower: np.ndarray) -> np.ndarray:
+    """``argmin x'Mx - 2b'x`` subject to ``x >= lower`` (``M = G + penalties``).
+
+    The unconstrained solution where it keeps the bounds (then it is the
+    bounded one: the problem is convex); else :func:`scipy.optimize.lsq_linear`
+    on ``|L'x - L^-1 b|^2`` with ``M = L L'``, the same objective up to a
+    constant.
+    """
+    cf = scipy.linalg.cho_factor(M, lower=True)
+    x = scipy.linalg.cho_solve(cf, b)
+    tol = 1e-9 * max(float(np.max(np.abs(x))), 1.0)
+    if np.all(x >= lower - tol):
+        return np.asarray(x)
+    L = np.tril(cf[0])
+    rhs = scipy.linalg.solve_triangular(L, b, lower=True)
+    res = optimize.lsq_linear(L.T, rhs, bounds=(lower, np.full(len(b), np.inf)), method="bvls")
+    return np.asarray(res.x)
+
+
+@dataclass(frozen=True)
+class _Choice:
+    variant: int
+    lam: float
+    score: float
+
+
+def _choose(variants: Sequence[_Variant], stats: Sequence[_Stats], weights: np.ndarray, folds: np.ndarray,
+            n_folds: int, grids: Sequence[np.ndarray], fixed_lam: Optional[float]) -> tuple[_Choice, np.ndarray]:
+    """The variant and smoothing with the least cross-validated error (GCV with too few blocks); all scores."""
+    best = _Choice(0, float(grids[0][0]), math.inf)
+    table = np.full((len(variants), max(len(g) for g in grids)), math.inf)
+    for i, v in enumerate(variants):
+        lams = np.array([fixed_lam]) if fixed_lam is not None else grids[i]
+        sc = (_cv_scores(v, stats[v.design], weights, folds, n_folds, lams) if n_folds >= 2
+              else _gcv_scores(v, stats[v.design], lams))
+        table[i, :len(sc)] = sc
+        j = int(np.argmin(sc))
+        if sc[j] < best.score:
+            best = _Choice(i, float(lams[j]), float(sc[j]))
+    return best, table
+
+
+@dataclass(frozen=True)
+class Solution:
+    """What the engine found: the model and smoothing chosen, the unknowns, the reported maps with intervals.
+
+    Attributes
+    ----------
+    design : int
+        The chosen design (index into the candidates given).
+    model : str
+        The chosen variant, in words.
+    lam : float
+        The chosen smoothing (relative to the data's scale).
+    cv_scores : dict of str to float
+        Each variant's best cross-validated squared error (GCV with fewer
+        than three blocks).
+    x : numpy.ndarray
+        ``(columns, channels)``: the unknowns (drift columns last).
+    values : dict of str to numpy.ndarray
+        Each map's value, ``(rows, channels)``, at the drift's mean level.
+    draws : dict of str to numpy.ndarray
+        Bootstrap draws of each map, ``(resamples, rows, channels)``; NaN
+        where a resample failed.
+    rows : Rows
+        The chosen design's rows (which logs were used).
+    G, M : numpy.ndarray
+        Its normal matrix and penalised normal matrix at the choice.
+    residual : numpy.ndarray
+        ``(used logs, channels)``.
+    info_share : numpy.ndarray
+        Per energy row: the share of its precision that the logs supply (1:
+        all; below :data:`IDENTIFIABLE_SHARE`: not determined by them).
+    confounded : list of list of int
+        Groups of energy rows the logs cannot tell apart.
+    n_blocks, n_folds, n_boot : int
+    blocks : numpy.ndarray
+        Per used log, its block.
+    """
+
+    design: int
+    model: str
+    lam: float
+    cv_scores: dict[str, float]
+    x: np.ndarray
+    values: dict[str, np.ndarray]
+    draws: dict[str, np.ndarray]
+    rows: Rows
+    G: np.ndarray
+    M: np.ndarray
+    residual: np.ndarray
+    info_share: np.ndarray
+    confounded: list[list[int]]
+    n_blocks: int
+    n_folds: int
+    n_boot: int
+    blocks: np.ndarray
+    lower: np.ndarray = field(repr=False, default_factory=lambda: np.zeros(0))
+
+    def interval(self, name: str, confidence: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Percentile band ``(low, high)`` and standard deviation of a map's rows, per channel (NaN: no bootstrap)."""
+        d = self.draws[name]
+        alpha = 0.5 * (1.0 - confidence)
+        shape = self.values[name].shape
+        good = np.all(np.isfinite(d), axis=(1, 2)) if len(d) else np.zeros(0, dtype=bool)
+        if good.sum() < 2:
+            nan = np.full(shape, np.nan)
+            return nan, nan.copy(), nan.copy()
+        d = d[good]
+        return (np.quantile(d, alpha, axis=0), np.quantile(d, 1.0 - alpha, axis=0), np.std(d, axis=0, ddof=1))
+
+
+def _full_map(design: Design, rows: Rows, key: str) -> np.ndarray:
+    """A map over every column, the drift's columns at their mean over the logs (the reported level)."""
+    m = design.maps[key]
+    P = rows.A.shape[1]
+    full = np.zeros((m.shape[0], P))
+    full[:, :design.n_col] = m
+    if P > design.n_col:
+        # A curve or level is at the drift's mean: each row's weight on the columns times the drift's mean.
+        full[:, design.n_col:] = m.sum(axis=1)[:, None] * rows.drift_mean[None, :]
+    return full
+
+
+def _identifiability(G: np.ndarray, M: np.ndarray, H: np.ndarray) -> tuple[np.ndarray, list[list[int]]]:
+    """Per energy row: the share of its precision from the logs, and the groups of rows the logs confound.
+
+    The posterior variance ``h'M^-1h`` against the data-only variance
+    ``h'G^+h`` (infinite where ``h`` leaves ``G``'s range): their ratio is
+    the share of the precision the logs supply. Rows not determined are
+    grouped by the data-only correlation of their estimates (|r| > 0.9, or
+    both outside the range): every window covers them in the same mix.
+    """
+    if H.shape[0] == 0:
+        return np.zeros(0), []
+    d = np.sqrt(np.maximum(np.diag(G), 1e-300))
+    Gs = G / d[:, None] / d[None, :]
+    ev, U = np.linalg.eigh(Gs)
+    keep = ev > 1e-9 * max(float(ev.max()), 1e-300)
+    Hs = H / d[None, :]
+    null = Hs @ U[:, ~keep]
+    in_range = np.sum(null ** 2, axis=1) <= 1e-8 * np.maximum(np.sum(Hs ** 2, axis=1), 1e-300)
+    proj = Hs @ U[:, keep]
+    cov_data = (proj / ev[keep][None, :]) @ proj.T
+    post = np.einsum("ij,ij->i", H, np.linalg.solve(M, H.T).T)
+    var_data = np.where(in_range, np.diag(cov_data), np.inf)
+    share = np.where(var_data > 0, post / var_data, 1.0)
+    bad = np.flatnonzero(share < IDENTIFIABLE_SHARE)
+    groups: list[list[int]] = []
+    seen: set[int] = set()
+    for i in bad:
+        if i in seen:
+            continue
+        grp = [int(i)]
+        for j in bad:
+            if j == i or j in seen:
+                continue
+            both_out = not in_range[i] and not in_range[j]
+            c = cov_data[i, j] / math.sqrt(max(cov_data[i, i] * cov_data[j, j], 1e-300))
+            if both_out or abs(c) > 0.9:
+                grp.append(int(j))
+        seen.update(grp)
+        groups.append(grp)
+    return np.clip(share, 0.0, 1.0), groups
+
+
+def _grids(choice_lams: Sequence[float], span: int = 2) -> list[np.ndarray]:
+    """Per variant, the smoothing grid around its own choice (the bootstrap's reduced search)."""
+    out = []
+    for lam in choice_lams:
+        j = int(np.argmin(np.abs(np.log(LAMBDAS) - math.log(max(lam, 1e-300)))))
+        out.append(LAMBDAS[max(0, j - span):j + span + 1:span])
+    return out
+
+
+def _bootstrap(designs: Sequence[Design], variants: Sequence[_Variant], stats: Sequence[_Stats],
+               rows: Sequence[Rows], folds: np.ndarray, n_folds: int, lam_by_variant: Sequence[float],
+               fixed_lam: Optional[float], n_boot: int, seed: int) -> dict[str, np.ndarray]:
+    """Maps re-estimated on blocks resampled with replacement, choosing model and smoothing again each time."""
+    n_blocks = len(stats[0].n)
+    C = stats[0].B.shape[2]
+    keys = list(designs[0].maps)
+    draws = {k: np.full((n_boot, designs[0].maps[k].shape[0], C), np.nan) for k in keys}
+    rng = np.random.default_rng(seed)
+    grids = _grids(lam_by_variant)
+    failed = 0
+    for i in range(n_boot):
+        wts = rng.multinomial(n_blocks, np.full(n_blocks, 1.0 / n_blocks)).astype(np.float64)
+        try:
+            ch, _ = _choose(variants, stats, wts, folds, n_folds, grids, fixed_lam)
+            v = variants[ch.variant]
+            st, d = stats[v.design], designs[v.design]
+            G = np.tensordot(wts, st.G, axes=1)
+            M = G + ch.lam * v.R + v.F
+            for c in range(C):
+                x = solve(G, np.tensordot(wts, st.B[:, :, c], axes=1), M, v.lower)
+                for k in keys:
+                    draws[k][i, :, c] = _full_map(d, rows[v.design], k) @ x
+        except (np.linalg.LinAlgError, ValueError):
+            failed += 1
+    if failed:
+        _log.debug("attribution bootstrap: %d of %d resamples failed and are left out", failed, n_boot)
+    return draws
+
+
+def attribute(designs: Sequence[Design], sensor: SensorModel, t: np.ndarray, w: np.ndarray, y: np.ndarray,
+              block_of: Optional[np.ndarray] = None, *, lam: Optional[float] = None, bootstrap: int = 100,
+              seed: int = 0, n_folds: int = 5) -> Solution:
+    """Solve for every candidate design, keep the one cross-validation prefers, and bootstrap what it reports.
+
+    Parameters
+    ----------
+    designs : sequence of Design
+        The candidate models (all with the same map keys and row counts).
+    sensor : SensorModel
+        The response; ``y`` must already have the gain and offset undone.
+    t, w : numpy.ndarray
+        Logs' stamps on the tiles' timeline and their windows (ns).
+    y : numpy.ndarray
+        ``(logs, channels)`` calibrated values; NaN rows are left out.
+    block_of : numpy.ndarray, optional
+        Per log, its block (a run, an iteration); default: blocks of
+        consecutive logs spanning ten responses (:func:`time_blocks`).
+    lam : float, optional
+        A fixed smoothing instead of the cross-validated one.
+    bootstrap : int
+        Resamples of the blocks (0: no intervals).
+    seed : int
+    n_folds : int
+        Cross-validation folds over blocks (GCV when fewer than 3 blocks).
+
+    Returns
+    -------
+    Solution
+
+    Raises
+    ------
+    ValueError
+        When no log's response lies within the tiles, or fewer logs than
+        columns they reach.
+    """
+    ok = np.isfinite(t) & np.all(np.isfinite(y), axis=1)
+    rows = [design_rows(d, sensor, t, w, ok) for d in designs]
+    # Every candidate is scored on the same logs and folds: those all of them can use.
+    common = np.zeros(len(t), dtype=bool)
+    common[rows[0].used] = True
+    for r in rows[1:]:
+        mask = np.zeros(len(t), dtype=bool)
+        mask[r.used] = True
+        common &= mask
+    if any(len(r.used) != int(common.sum()) for r in rows):
+        rows = [design_rows(d, sensor, t, w, common) for d in designs]
+    if any(len(r.used) == 0 for r in rows):
+        raise ValueError("samples: no log's response lies within the executions' timeline and its gaps")
+    blocks_all = (time_blocks(*response_span(sensor, t, w)) if block_of is None
+                  else np.unique(np.asarray(block_of), return_inverse=True)[1].ravel())
+    # Blocks renumbered over the logs used; neighbours merged down to MAX_BLOCKS.
+    blocks = np.unique(blocks_all[rows[0].used], return_inverse=True)[1].ravel()
+    n_blocks = int(blocks.max()) + 1
+    if n_blocks > MAX_BLOCKS:
+        blocks = blocks * MAX_BLOCKS // n_blocks
+        n_blocks = MAX_BLOCKS
+    stats = [_block_stats(r.A, y[r.used], blocks, n_blocks) for r in rows]
+    reached = int(np.count_nonzero(stats[0].reach))
+    if len(rows[0].used) < min(reached, designs[0].n_col) + 3:
+        raise ValueError(f"samples: {len(rows[0].used)} usable logs for {reached} unknowns they reach")
+    variants = _variants(designs, rows, stats)
+    folds_n = min(n_folds, n_blocks) if n_blocks >= 3 else 0
+    folds = np.arange(n_blocks) % max(folds_n, 1)
+    ones = np.ones(n_blocks)
+    choice, table = _choose(variants, stats, ones, folds, folds_n, [LAMBDAS] * len(variants), lam)
+    lams = [float((LAMBDAS if lam is None else np.array([lam]))[int(np.argmin(row[:len(LAMBDAS)]))])
+            if np.isfinite(row).any() else float(LAMBDAS[0]) for row in table]
+    v = variants[choice.variant]
+    d, st, r = designs[v.design], stats[v.design], rows[v.design]
+    G = st.G.sum(axis=0)
+    M = G + choice.lam * v.R + v.F
+    C = y.shape[1]
+    x = np.stack([solve(G, st.B[:, :, c].sum(axis=0), M, v.lower) for c in range(C)], axis=1)
+    values = {k: _full_map(d, r, k) @ x for k in d.maps}
+    n_boot = bootstrap if n_blocks >= 3 else 0
+    draws = _bootstrap(designs, variants, stats, rows, folds, folds_n, lams, lam, n_boot, seed) if n_boot else \
+        {k: np.zeros((0,) + values[k].shape) for k in d.maps}
+    share, groups = _identifiability(G, M, _full_map(d, r, d.energies))
+    resid = y[r.used] - r.A @ x
+    return Solution(
+        design=v.design, model=v.name, lam=choice.lam,
+        cv_scores={vv.name: float(np.min(row)) for vv, row in zip(variants, table)}, x=x, values=values,
+        draws=draws, rows=r, G=G, M=M, residual=np.asarray(resid), info_share=share, confounded=groups,
+        n_blocks=n_blocks, n_folds=folds_n, n_boot=n_boot, blocks=blocks, lower=v.lower)
+
+
+def resolution(sol: Solution, curve_cols: np.ndarray, dur_ns: float) -> tuple[np.ndarray, float]:
+    """Resolution (ns) per curve bin and its median, from the resolution kernel (Backus and Gilbert 1968).
+
+    Rows of ``M^-1 G`` over the curve's columns are the averaging kernels;
+    their equivalent width ``(sum r)^2 / sum r^2`` is the resolution in
+    bins. A bin the data set less than half of (the rest is the prior), or
+    whose estimate mixes in the other columns several times over, is not
+    resolved at all: the whole execution.
+    """
+    K = len(curve_cols)
+    R_full = scipy.linalg.solve(sol.M, sol.G, assume_a="pos")
+    Rk = R_full[np.ix_(curve_cols, curve_cols)]
+    row_sum = Rk.sum(axis=1)
+    others = np.setdiff1d(np.arange(len(sol.G)), curve_cols)
+    leakage = np.abs(R_full[np.ix_(curve_cols, others)]).sum(axis=1)
+    eq_width = row_sum ** 2 / np.maximum(np.sum(Rk ** 2, axis=1), 1e-300)
+    res_bins = np.where((row_sum >= 0.5) & (leakage <= 5.0), np.clip(eq_width, 1.0, float(K)), float(K))
+    res_ns = res_bins * dur_ns / K
+    return res_ns, float(np.median(res_ns))
