@@ -226,3 +226,81 @@ def test_the_breaks_keep_the_runs_and_move_only_what_they_break():
     assert broken.truth.energy_j.mean() == pytest.approx(broken.truth.curve(f).mean() * dur * 1e-9, rel=2e-3)
     polled = simulate_runs(4, SensorModel("i", "instant", period_ns=1e6), seed=5, poll_ns=1e5)
     assert np.diff(polled.samples["source_ts"]).min() >= 99_999
+
+
+# ---------------------------------------------------------------- the training loop
+
+
+@pytest.fixture(scope="module")
+def loop():
+    from fingrav_native.sim._analytic_loop import logged_loop
+
+    return logged_loop(SensorModel("i", "instant", period_ns=37_000.0), seed=4, iterations=300)
+
+
+def test_the_loops_energies_add_up_to_an_independent_integral(loop):
+    per_iteration = float((loop.counts * loop.energy_j).sum()) + loop.gap_energy_j + loop.pause_energy_j
+    assert per_iteration == pytest.approx(loop.iteration_energy_j, rel=1e-9)
+    sc = loop.schedule
+    a = sc.starts[sc.iteration == loop.warmup_iterations][0]
+    step = 100.0  # finer than the loop's grid, and midpoints of it: the integral of the formula itself
+    t = np.arange(a, sc.record_end_ns, step) + step / 2
+    energy = float(loop.power(t).sum()) * step * 1e-9
+    assert energy == pytest.approx(loop.iteration_energy_j * (loop.iterations - loop.warmup_iterations), rel=1e-3)
+    assert loop.gap_energy_j > 0 and loop.pause_energy_j > 0.03  # 300 us relaxing toward 120 W
+    assert loop.max_power_w == 750.0 and loop.power(t).max() < 750.0
+
+
+def test_the_loop_is_deterministic_per_seed_and_one_schedule_whatever_the_sensor():
+    from fingrav_native.sim._analytic_loop import logged_loop
+
+    a = logged_loop(sensor_preset("amd-1ms-average"), seed=2, iterations=60)
+    b = logged_loop(sensor_preset("amd-1ms-average"), seed=2, iterations=60)
+    c = logged_loop(sensor_preset("amd-energy-accumulator"), seed=2, iterations=60, poll_ns=2.5e5)
+    d = logged_loop(sensor_preset("amd-1ms-average"), seed=3, iterations=60)
+    assert a.samples.tobytes() == b.samples.tobytes() and a.executions.tobytes() == b.executions.tobytes()
+    assert a.executions.tobytes() == c.executions.tobytes()
+    assert a.executions.tobytes() != d.executions.tobytes()
+    # The polled counter's logs tile the record and carry its energy (to a quantum and the noise).
+    cum = c.samples["total"].astype(float) * c.samples["window_ns"] * 1e-9
+    t0, t1 = float(c.samples["source_ts"][0] - c.samples["window_ns"][0]), float(c.samples["source_ts"][-1])
+    tt = np.arange(t0, t1, 100.0) + 50.0
+    assert cum.sum() == pytest.approx(float(c.power(tt).sum()) * 100e-9, rel=2e-3)
+
+
+def test_instant_logs_inside_each_signature_recover_its_energy(loop):
+    ex = loop.executions
+    steady = loop.schedule.iteration >= loop.warmup_iterations
+    ts = loop.samples["source_ts"]
+    k = np.searchsorted(ex["start_ns"], ts, side="right") - 1
+    inside = (k >= 0) & (ts < ex["end_ns"][np.clip(k, 0, None)]) & steady[np.clip(k, 0, None)]
+    for sig in range(len(loop.names)):
+        mine = inside & (ex["kernel_id"][np.clip(k, 0, None)] == sig)
+        dur = np.mean((ex["end_ns"] - ex["start_ns"])[steady & (ex["kernel_id"] == sig)]) * 1e-9
+        assert mine.sum() >= 100
+        assert float(loop.samples["total"][mine].mean()) * dur == pytest.approx(loop.energy_j[sig], rel=0.03)
+
+
+def test_the_loops_trace_warm_up_gaps_and_curves(loop):
+    tr = loop.trace
+    assert len(tr) == len(loop.executions) == 7 * loop.iterations
+    np.testing.assert_array_equal(tr.executions["kernel_id"], loop.executions["kernel_id"])
+    assert tuple(tr.signatures["name"]) == loop.names and len(tr.steps) == loop.iterations
+    np.testing.assert_array_equal(tr.iteration(), loop.schedule.iteration)
+    durations = [np.median((loop.executions["end_ns"] - loop.executions["start_ns"])[loop.executions["kernel_id"] == s])
+                 for s in range(5)]
+    assert len(set(np.round(np.array(durations), -3))) == 5  # distinct durations
+    # The warm-up: the first iteration runs ~4 % cooler than steady.
+    sc = loop.schedule
+    first = (sc.iteration == 0) & (sc.sig == 0)
+    assert sc.level[first].max() == pytest.approx(0.96, abs=0.002) and sc.level[~first].max() == pytest.approx(1.0)
+    # A launch gap draws less than the end of the execution before it.
+    k = np.flatnonzero(~sc.pause_after & (sc.iteration == 100))[0]
+    gap = np.linspace(sc.ends[k], sc.starts[k + 1], 200)[1:-1]
+    assert loop.power(gap).mean() < loop.power([sc.ends[k] - 1.0])[0] - 50
+    # The steady curve is what the steady executions draw, on average.
+    f = np.array([0.1, 0.6, 0.9])
+    k = np.flatnonzero((sc.sig == 2) & (sc.iteration >= loop.warmup_iterations))
+    direct = np.mean([loop.power(sc.starts[i] + f * (sc.ends[i] - sc.starts[i])) for i in k], axis=0)
+    np.testing.assert_allclose(loop.curve(2, f), direct, rtol=1e-9)
+    assert loop.curve(2, 0.6)[0] < 0.8 * loop.curve(2, 0.9)[0]  # the attention kernel's dip

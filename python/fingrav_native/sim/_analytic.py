@@ -81,8 +81,8 @@ def _first_order_at(t_grid: np.ndarray, p_grid: np.ndarray, tau_ns: float, e: np
     return np.asarray(y[k] * w + p_grid[k] * (1.0 - w), dtype=np.float64)
 
 
-def _cumulative_j(t_grid: np.ndarray, p_grid: np.ndarray) -> np.ndarray:
-    # Energy (W ns) from the grid's start, exact for the power held from each grid point to the next.
+def cumulative_energy(t_grid: np.ndarray, p_grid: np.ndarray) -> np.ndarray:
+    """Energy (W ns) from the grid's start at each grid point, exact for power held from each point to the next."""
     return np.concatenate([[0.0], np.cumsum(p_grid[:-1] * np.diff(t_grid))])
 
 
@@ -117,7 +117,7 @@ def _counter_reads(t_grid: np.ndarray, p_grid: np.ndarray, sensor: SensorModel, 
     # Energy (J) the counter holds at each update: gain times the exact integral, plus the
     # offset's energy, plus the integral of a white sensing noise (a random walk whose step
     # over an interval averages to noise_w W), truncated to whole quanta as a counter counts.
-    cum = np.interp(e, t_grid, _cumulative_j(t_grid, p_grid))
+    cum = np.interp(e, t_grid, cumulative_energy(t_grid, p_grid))
     dt = np.diff(np.concatenate([[e[0]], e])) if len(e) else e
     walk = np.cumsum(rng.normal(0.0, noise_w, len(e)) * dt)
     energy = (sensor.gain * cum + sensor.offset_w * (e - t_grid[0]) + walk) * 1e-9
@@ -228,7 +228,7 @@ def _power_values(t_grid: np.ndarray, p_grid: np.ndarray, sensor: SensorModel,
     if sensor.shape == "first_order":
         return _first_order_at(t_grid, p_grid, sensor.tau_ns, e), np.zeros(len(e))
     if window > 0:
-        cum = _cumulative_j(t_grid, p_grid)
+        cum = cumulative_energy(t_grid, p_grid)
         return (np.interp(e, t_grid, cum) - np.interp(e - window, t_grid, cum)) / window, np.full(len(e), window)
     return np.interp(e, t_grid, p_grid), np.full(len(e), window)
 
@@ -450,7 +450,7 @@ def simulate_runs(n_runs: int, sensor: SensorModel, *, seed: int = 0, executions
         lo, hi = s[0] - window - 2e6, ends[r, -1] + 20e6
         grid = np.arange(lo - window - 1e3, hi + 1e3, 500.0)
         p = _run_power(grid, s, ends[r], levels, dips[r], idle_w, float(taus[r]), gap_w, gap_tau_ns, drift_w_per_s)
-        cum = _cumulative_j(grid, p)
+        cum = cumulative_energy(grid, p)
         energy[r] = float(np.diff(np.interp([s[-1], ends[r, -1]], grid, cum))[0]) * 1e-9
         logs.append(observe(grid, p, sensor, rng=rng, start_ns=lo, stop_ns=hi, noise_w=noise_w, poll_ns=poll_ns,
                             poll_phase_ns=poll_phase, jitter_ns=1_000.0))
