@@ -226,6 +226,9 @@ def test_the_breaks_keep_the_runs_and_move_only_what_they_break():
     assert broken.truth.energy_j.mean() == pytest.approx(broken.truth.curve(f).mean() * dur * 1e-9, rel=2e-3)
     polled = simulate_runs(4, SensorModel("i", "instant", period_ns=1e6), seed=5, poll_ns=1e5)
     assert np.diff(polled.samples["source_ts"]).min() >= 99_999
+    # Any sensor through logged_runs: a counter's logs are windows of about its period.
+    counted, _ = logged_runs(2, sensor_preset("amd-energy-accumulator"), seed=5, gap_w=150.0)
+    assert np.median(counted["window_ns"]) == pytest.approx(1e6, rel=0.01)
 
 
 # ---------------------------------------------------------------- the training loop

@@ -333,8 +333,9 @@ class Identity:
 
 def logged_runs(n_runs: int, sensor: SensorModel, *, seed: int = 0, executions: int = 15, dip: float = 0.25,
                 noise_w: float = 2.0, idle_w: float = 100.0, tau_ns: float = 2e6, gap_ns: float = 3_000.0,
-                duration_jitter: float = 0.004, duration_ns: float = DURATION_NS,
-                **breaks: Any) -> tuple[np.ndarray, np.ndarray]:
+                duration_jitter: float = 0.004, duration_ns: float = DURATION_NS, gap_w: Optional[float] = None,
+                gap_tau_ns: float = GAP_TAU_NS, shape_jitter: float = 0.0, drift_w_per_s: float = 0.0,
+                cool_tau_jitter: float = 0.0, poll_ns: Optional[float] = None) -> tuple[np.ndarray, np.ndarray]:
     """Executions and a sensor's logs of ``n_runs`` runs of a kernel whose power curve is :func:`shape`.
 
     Parameters
@@ -359,10 +360,9 @@ def logged_runs(n_runs: int, sensor: SensorModel, *, seed: int = 0, executions: 
         Relative spread of execution times.
     duration_ns : float
         Execution time of the kernel.
-    **breaks
-        The assumption-breaking options of :func:`simulate_runs`
-        (``gap_w``, ``gap_tau_ns``, ``shape_jitter``, ``drift_w_per_s``,
-        ``cool_tau_jitter``, ``poll_ns``).
+    gap_w, gap_tau_ns, shape_jitter, drift_w_per_s, cool_tau_jitter, poll_ns
+        Options that break the attribution method's assumptions, each off
+        by default (:func:`simulate_runs`).
 
     Returns
     -------
@@ -381,7 +381,8 @@ def logged_runs(n_runs: int, sensor: SensorModel, *, seed: int = 0, executions: 
     """
     out = simulate_runs(n_runs, sensor, seed=seed, executions=executions, dip=dip, noise_w=noise_w, idle_w=idle_w,
                         tau_ns=tau_ns, gap_ns=gap_ns, duration_jitter=duration_jitter, duration_ns=duration_ns,
-                        **breaks)
+                        gap_w=gap_w, gap_tau_ns=gap_tau_ns, shape_jitter=shape_jitter, drift_w_per_s=drift_w_per_s,
+                        cool_tau_jitter=cool_tau_jitter, poll_ns=poll_ns)
     return out.samples, out.executions
 
 
