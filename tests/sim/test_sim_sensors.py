@@ -144,3 +144,24 @@ def test_profile_runs_end_to_end_on_every_preset(name: str) -> None:
     assert np.isfinite(ep.stitched.channels[0].mean).any()
     if SENSOR_PRESETS[name].averages:
         assert any(issubclass(w.category, SensorResolutionWarning) for w in caught)
+
+
+def test_a_cached_poller_reads_the_latest_published_log_stamped_at_its_own_time() -> None:
+    gpu = SimGPU(seed=5, cached_poll_ns=300_000.0)
+    run = gpu.run("cb-4k-gemm", 30)
+    logs = gpu.logs()
+    s = run.samples
+    assert len(s) >= 30 and (np.diff(s["host_ns"]) == 300_000).all()
+    assert (s["host_ns"] >= run.host_begin_ns).all() and (s["host_ns"] <= run.host_end_ns).all()
+    by_seq = {int(q): i for i, q in enumerate(logs["seq"])}
+    for row in s:
+        log = logs[by_seq[int(row["source_seq"])]]
+        assert row["total"] == log["total"] and log["publish_ns"] <= row["host_ns"]
+        # The latest one: the next log was not yet published, so the lag is about a logger period at most.
+        nxt = by_seq.get(int(row["source_seq"]) + 1)
+        assert nxt is None or logs["publish_ns"][nxt] > row["host_ns"]
+        assert row["host_ns"] - log["publish_ns"] < 1.2 * gpu.params["logger_period_ns"]  # its period wanders
+    assert (np.diff(s["source_seq"].astype(np.int64)) == 0).sum() >= len(s) // 2  # repeats kept
+    np.testing.assert_array_equal(s["source_ts"], gpu.logger_ticks_at(s["host_ns"]))
+    with pytest.raises(ValueError, match="cached_poll_ns"):
+        SimGPU(seed=5, realtime=True, cached_poll_ns=1e5)

@@ -247,6 +247,11 @@ class SimGPU:
         logger parameters come from :func:`sensor_params`. Default: the
         paper's instantaneous 1 ms logger (or whatever ``logger_*``
         parameters say).
+    cached_poll_ns : float, optional
+        Virtual time only: a host tool polls the logger's cached value every
+        ``cached_poll_ns`` instead of draining each log once; :meth:`run`,
+        :meth:`sequence` and :meth:`samples` return
+        :meth:`polled_samples` (SimBackend and SimNode still drain).
     **params : float
         Overrides of any parameter listed by :func:`parameters`, e.g.
         ``cap_w=700`` or ``logger_window_ns=1e6``.
@@ -259,9 +264,12 @@ class SimGPU:
     """
 
     def __init__(self, *, seed: int = 0, realtime: bool = False, sensor: SensorModel | str | None = None,
-                 **params: float) -> None:
+                 cached_poll_ns: float | None = None, **params: float) -> None:
         if not isinstance(seed, (int, np.integer)) or seed < 0:
             raise ValueError(f"seed={seed!r}: must be a non-negative integer")
+        if cached_poll_ns is not None and (realtime or not cached_poll_ns >= 1.0):
+            raise ValueError(f"cached_poll_ns={cached_poll_ns!r}: a poll period >= 1 ns, in virtual time only")
+        self._cached_poll_ns = cached_poll_ns
         merged = dict(params)
         if sensor is not None:
             sp = sensor_params(sensor)
@@ -401,6 +409,8 @@ class SimGPU:
         begin, end, ex = self._launch_and_wait(items, run)
         if self.realtime:
             samples = np.empty(0, dtype=_core.SAMPLE_DTYPE)
+        elif self._cached_poll_ns is not None:
+            samples = self.polled_samples(self._cached_poll_ns, begin_ns=begin, end_ns=end)
         else:
             # A log observed at or after `begin` was published at most one
             # poll period earlier.
@@ -444,8 +454,67 @@ class SimGPU:
         return self._dev.logs()
 
     def samples(self) -> np.ndarray:
-        """The logs as a sampler polling every ``poll_period_ns`` drained them (SAMPLE_DTYPE)."""
+        """The logs as a sampler polling every ``poll_period_ns`` drained them (SAMPLE_DTYPE).
+
+        With ``cached_poll_ns``, as a cached-value poller saw them (:meth:`polled_samples`).
+        """
+        if self._cached_poll_ns is not None:
+            return self.polled_samples(self._cached_poll_ns)
         return self._dev.observed_samples()
+
+    def polled_samples(self, poll_ns: float, *, phase_ns: float = 0.0, begin_ns: int | None = None,
+                       end_ns: int | None = None) -> np.ndarray:
+        """The logs as a host tool polling the logger's cached value saw them (SAMPLE_DTYPE).
+
+        Parameters
+        ----------
+        poll_ns : float
+            Poll period: polls at ``phase_ns + k * poll_ns`` host ns.
+        phase_ns : float
+            Phase of the polls on the host timeline.
+        begin_ns, end_ns : int, optional
+            Host window of the polls (default: the logs' publication span).
+
+        Returns
+        -------
+        numpy.ndarray
+            SAMPLE_DTYPE, one row per poll that found a log: the latest log
+            published at or before the poll, stamped with the poll
+            (``host_ns`` and ``host_poll_begin_ns`` the poll's host time,
+            ``source_ts`` the logger clock's ticks at the poll); ``source_seq``
+            is the log's sequence number (repeats show a re-read value), ``seq``
+            the poll's.
+
+        Notes
+        -----
+        ``nvidia-smi``, NVML's power queries and ``amd-smi`` return the
+        firmware's latest value, not a queue of logs: a change is seen up to
+        one logger period late, at the poll's own time, and a poll faster than
+        the logger repeats values (kept, as such pollers produce them). The
+        drained view (:meth:`samples`) keeps each log's own timestamp instead.
+        """
+        if not poll_ns >= 1.0:
+            raise ValueError(f"poll_ns={poll_ns!r}: must be >= 1 ns")
+        logs = self.logs()
+        logs = logs[np.argsort(logs["publish_ns"], kind="stable")]
+        out = np.zeros(0, dtype=_core.SAMPLE_DTYPE)
+        if len(logs) == 0:
+            return out
+        lo = float(logs["publish_ns"][0] if begin_ns is None else begin_ns)
+        hi = float(logs["publish_ns"][-1] if end_ns is None else end_ns)
+        k0 = np.ceil((lo - phase_ns) / poll_ns)
+        polls = np.round(phase_ns + poll_ns * np.arange(k0, np.floor((hi - phase_ns) / poll_ns) + 1)).astype(np.int64)
+        idx = np.searchsorted(logs["publish_ns"], polls, side="right") - 1
+        polls, got = polls[idx >= 0], logs[idx[idx >= 0]]
+        out = np.zeros(len(polls), dtype=_core.SAMPLE_DTYPE)
+        out["host_ns"] = polls
+        out["host_poll_begin_ns"] = polls
+        out["source_ts"] = self.logger_ticks_at(polls)
+        out["source_seq"] = got["seq"]
+        out["seq"] = np.arange(len(polls))
+        for name in ("total", "compute", "io", "memory", "window_ns"):
+            out[name] = got[name]
+        return out
 
     def firmware(self) -> np.ndarray:
         """Every firmware loop decision (FIRMWARE_DTYPE): power seen, clock chosen, temperature."""

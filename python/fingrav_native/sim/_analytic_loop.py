@@ -1,0 +1,326 @@
+"""An in-situ training loop in closed form: kernels of several signatures, gaps, pauses, warm-up, drift.
+
+In situ (``insitu``, ``method._joint``) the profiler sees a loop, not a
+campaign: every iteration launches the same few kernels back to back with
+launch gaps of a few microseconds, then the host pauses (data loading, the
+optimiser's CPU work) and the GPU relaxes toward idle. This device builds such
+a loop on a fine grid whose power is a formula, logs it through any
+:class:`~fingrav_native.sensors.SensorModel` with
+:func:`~fingrav_native.sim._analytic.observe`, and keeps the truth: each
+signature's energy per execution and curve, and each iteration's energy with
+its gaps and pause. None of the attribution method's conveniences hold:
+gaps and pauses draw their own power, the first iterations run cooler (a
+warm-up a profiler must leave out), and power may drift.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from typing import Optional
+
+import numpy as np
+import numpy.typing as npt
+
+from fingrav_native.insitu._trace import STEP_DTYPE, KernelTrace
+from fingrav_native.records._layouts import make_executions
+from fingrav_native.sensors._model import SensorModel
+from fingrav_native.sim._analytic import GAP_TAU_NS, cumulative_energy, observe, relax
+
+#: Per signature (its id is its index, in order of first launch in an iteration): name, duration
+#: (ns), base and ramp power (W at progress 0 and added by its end), dip depth, dip position and
+#: width, and the share missing at launch (power rises over the first ~3 % as work fills the CUs).
+SIGNATURES = (
+    ("gemm_bf16_4096x4096", 400_000.0, 430.0, 120.0, 0.0, 0.5, 0.1, 0.20),      # compute-bound, heats up
+    ("elementwise_add_f32", 60_000.0, 280.0, 30.0, 0.0, 0.5, 0.1, 0.0),          # memory-bound, flat
+    ("attention_fwd_h128", 150_000.0, 480.0, 60.0, 0.30, 0.6, 0.08, 0.10),       # a softmax dip
+    ("gemv_fp16_4096", 40_000.0, 330.0, -20.0, 0.10, 0.3, 0.1, 0.0),             # bandwidth-bound
+    ("layernorm_small", 25_000.0, 230.0, 20.0, 0.0, 0.5, 0.1, 0.0),              # too short to fill the GPU
+)
+
+#: The signatures one iteration launches, in order (some twice: a forward and a backward GEMM).
+SEQUENCE = (0, 1, 2, 3, 0, 4, 1)
+
+
+def kernel_curve(sig: int, f: npt.ArrayLike) -> np.ndarray:
+    """Steady power (W) of signature ``sig`` over execution progress ``f`` in [0, 1].
+
+    Parameters
+    ----------
+    sig : int
+        Index into :data:`SIGNATURES`.
+    f : array_like
+        Progress through the execution.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``(base + ramp f)(1 - dip exp(-(f - at)^2 / 2 width^2))(1 - lead exp(-f / 0.03))``.
+    """
+    _, _, base, ramp, dip, at, width, lead = SIGNATURES[sig]
+    f = np.asarray(f, dtype=np.float64)
+    out: np.ndarray = ((base + ramp * f) * (1.0 - dip * np.exp(-0.5 * ((f - at) / width) ** 2))
+                       * (1.0 - lead * np.exp(-f / 0.03)))
+    return out
+
+
+@dataclass(frozen=True)
+class LoopSchedule:
+    """When every execution ran and what power the loop drew: the truth as a function of time.
+
+    Attributes
+    ----------
+    starts, ends : numpy.ndarray
+        Per execution, host ns (float).
+    sig : numpy.ndarray
+        Per execution, its signature id.
+    iteration : numpy.ndarray
+        Per execution, its iteration.
+    level : numpy.ndarray
+        Per execution, its power relative to steady (below 1 in the warm-up).
+    pause_after : numpy.ndarray
+        Per execution, whether the host pauses after it (the iteration's last kernel).
+    record_end_ns : float
+        End of the last pause.
+    idle_w, gap_w, gap_tau_ns, pause_tau_ns, drift_w_per_s, max_power_w : float
+        How gaps, pauses and drift draw power; the board limit power is held under.
+    """
+
+    starts: np.ndarray
+    ends: np.ndarray
+    sig: np.ndarray
+    iteration: np.ndarray
+    level: np.ndarray
+    pause_after: np.ndarray
+    record_end_ns: float
+    idle_w: float
+    gap_w: float
+    gap_tau_ns: float
+    pause_tau_ns: float
+    drift_w_per_s: float
+    max_power_w: float
+
+    def power(self, t_ns: npt.ArrayLike) -> np.ndarray:
+        """True power (W) at host times.
+
+        Notes
+        -----
+        Before the first launch the GPU idles. An execution draws
+        ``level * kernel_curve(sig, f)``; after it the compute units go idle
+        and power relaxes from its end value toward ``gap_w`` with
+        ``gap_tau_ns`` (launch gaps), or toward ``idle_w`` with
+        ``pause_tau_ns`` (the host's pause: clocks and voltage fall too), until
+        the next launch. Drift adds ``drift_w_per_s`` per second of host time;
+        the board limit caps the sum (the firmware's power cap).
+        """
+        t = np.asarray(t_ns, dtype=np.float64)
+        k = np.searchsorted(self.starts, t, side="right") - 1
+        kk = np.clip(k, 0, None)
+        p = np.full(t.shape, self.idle_w)
+        inside = (k >= 0) & (t < self.ends[kk])
+        after = (k >= 0) & ~inside
+        dur = self.ends - self.starts
+        for s in range(len(SIGNATURES)):
+            m = inside & (self.sig[kk] == s)
+            p[m] = self.level[kk[m]] * kernel_curve(s, (t[m] - self.starts[kk[m]]) / dur[kk[m]])
+        end_w = self.level * np.array([float(kernel_curve(s, 1.0)) for s in range(len(SIGNATURES))])[self.sig]
+        ka = kk[after]
+        since = t[after] - self.ends[ka]
+        pause = self.pause_after[ka]
+        p[after] = np.where(pause, relax(since, end_w[ka], self.idle_w, self.pause_tau_ns),
+                            relax(since, end_w[ka], self.gap_w, self.gap_tau_ns))
+        if self.drift_w_per_s:
+            p = p + self.drift_w_per_s * 1e-9 * t
+        return np.asarray(np.minimum(p, self.max_power_w), dtype=np.float64)
+
+
+@dataclass(frozen=True)
+class LoggedLoop:
+    """A training loop's logs, its kernel trace and its true energies (:func:`logged_loop`).
+
+    Attributes
+    ----------
+    samples : numpy.ndarray
+        ANALYTIC_LOG_DTYPE logs (host ns, from 0 at the record's start).
+    executions : numpy.ndarray
+        EXECUTION_DTYPE: ``run`` the execution's number, ``index`` 0,
+        ``kernel_id`` the signature id, host ns.
+    names : tuple of str
+        Kernel name per signature id.
+    trace : KernelTrace
+        The executions as a profiler trace (times relative to its
+        ``origin_ns``, the first launch), each iteration a step.
+    energy_j : numpy.ndarray
+        Per signature, the mean true energy (J) per execution over the
+        steady iterations.
+    iteration_energy_j, gap_energy_j, pause_energy_j : float
+        Mean true energy per steady iteration: in all, in its launch gaps,
+        in its host pause.
+    counts : numpy.ndarray
+        Per signature, executions per iteration.
+    iterations, warmup_iterations : int
+        Iterations in the record; the first ``warmup_iterations`` run cooler.
+    max_power_w : float
+        The board limit.
+    schedule : LoopSchedule
+        The whole truth, as a function of time.
+    """
+
+    samples: np.ndarray
+    executions: np.ndarray
+    names: tuple[str, ...]
+    trace: KernelTrace
+    energy_j: np.ndarray
+    iteration_energy_j: float
+    gap_energy_j: float
+    pause_energy_j: float
+    counts: np.ndarray
+    iterations: int
+    warmup_iterations: int
+    max_power_w: float
+    schedule: LoopSchedule
+
+    def power(self, t_ns: npt.ArrayLike) -> np.ndarray:
+        """True power (W) at host times (:meth:`LoopSchedule.power`)."""
+        return self.schedule.power(t_ns)
+
+    def curve(self, sig: int, f: npt.ArrayLike) -> np.ndarray:
+        """Mean true power (W) of signature ``sig`` over progress ``f``, across its steady executions."""
+        sc = self.schedule
+        f = np.atleast_1d(np.asarray(f, dtype=np.float64))
+        k = np.flatnonzero((sc.sig == sig) & (sc.iteration >= self.warmup_iterations))
+        t = sc.starts[k, None] + f[None, :] * (sc.ends[k] - sc.starts[k])[:, None]
+        p = sc.level[k, None] * kernel_curve(sig, f)[None, :] + sc.drift_w_per_s * 1e-9 * t
+        return np.asarray(np.minimum(p, sc.max_power_w).mean(axis=0), dtype=np.float64)
+
+
+def _schedule(rng: np.random.Generator, iterations: int, *, duration_jitter: float, pause_ns: float,
+              pause_jitter: float, warmup: float, warmup_iterations: int, lead_ns: float,
+              gap_range_ns: tuple[float, float]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray,
+                                                          np.ndarray, float]:
+    # Launch times: each kernel's duration jittered, a launch gap after each, the host's pause
+    # after the last of an iteration; warm-up levels rise to 1 with a time constant of a fifth of
+    # the warm-up, so what is left at its end (e^-5 of it) is below 0.1 % of steady.
+    per = len(SEQUENCE)
+    n = iterations * per
+    sig = np.tile(np.array(SEQUENCE), iterations)
+    dur = np.array([SIGNATURES[s][1] for s in SEQUENCE])[np.tile(np.arange(per), iterations)]
+    dur = dur * (1.0 + duration_jitter * rng.standard_normal(n))
+    gap = rng.uniform(gap_range_ns[0], gap_range_ns[1], n)
+    pause_after = np.tile(np.arange(per) == per - 1, iterations)
+    gap[pause_after] = pause_ns * np.exp(pause_jitter * rng.standard_normal(iterations))
+    starts = lead_ns + np.concatenate([[0.0], np.cumsum(dur + gap)[:-1]])
+    it = np.repeat(np.arange(iterations), per)
+    level = 1.0 - warmup * np.exp(-it / max(warmup_iterations / 5.0, 1e-9))
+    return starts, starts + dur, sig, it, level, pause_after, float(starts[-1] + dur[-1] + gap[-1])
+
+
+def _energies(sc: LoopSchedule, cum_at: np.ndarray, warmup_iterations: int, iterations: int,
+              ) -> tuple[np.ndarray, float, float, float]:
+    # Per-signature energy per execution, and per-iteration energy in all, in gaps and in pauses,
+    # each a mean over the steady iterations; cum_at(t) is the grid's exact cumulative energy (J).
+    def between(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        return np.asarray(np.interp(b, cum_at[0], cum_at[1]) - np.interp(a, cum_at[0], cum_at[1]))
+
+    steady = sc.iteration >= warmup_iterations
+    e_ex = between(sc.starts, sc.ends)
+    energy = np.array([e_ex[steady & (sc.sig == s)].mean() for s in range(len(SIGNATURES))])
+    nxt = np.append(sc.starts[1:], sc.record_end_ns)
+    e_after = between(sc.ends, nxt)
+    n_steady = iterations - warmup_iterations
+    gap = float(e_after[steady & ~sc.pause_after].sum()) / n_steady
+    pause = float(e_after[steady & sc.pause_after].sum()) / n_steady
+    first = sc.starts[sc.iteration == warmup_iterations][0]
+    total = float(between(np.array([first]), np.array([sc.record_end_ns]))[0]) / n_steady
+    return energy, total, gap, pause
+
+
+def logged_loop(sensor: SensorModel, *, seed: int = 0, iterations: int = 1024, noise_w: float = 2.0,
+                poll_ns: Optional[float] = None, gap_w: float = 180.0, gap_tau_ns: float = GAP_TAU_NS,
+                pause_ns: float = 300_000.0, pause_tau_ns: float = 50_000.0, idle_w: float = 120.0,
+                drift_w_per_s: float = 0.0, warmup: float = 0.04, warmup_fraction: float = 0.05,
+                duration_jitter: float = 0.005, pause_jitter: float = 0.1, max_power_w: float = 750.0,
+                grid_ns: float = 500.0) -> LoggedLoop:
+    """A training loop of several kernels, logged by ``sensor``, with its truth.
+
+    Parameters
+    ----------
+    sensor : SensorModel
+        Any sensor (:func:`~fingrav_native.sim._analytic.observe`).
+    seed : int
+        Draws the schedule; the sensor's phases and noise draw from their
+        own stream, so one seed gives one loop whatever the sensor.
+    iterations : int
+        Iterations; the default gives about 1.5 s of loop (1.47 ms each).
+    noise_w : float
+        Gaussian noise of each log (W).
+    poll_ns : float, optional
+        A host tool polls the sensor's cached value.
+    gap_w, gap_tau_ns : float
+        Launch gaps (2-8 us) relax toward ``gap_w`` with ``gap_tau_ns``:
+        compute units idle within microseconds, clocks stay up.
+    pause_ns, pause_tau_ns, idle_w : float
+        The host's pause per iteration (jittered by ``pause_jitter``,
+        log-normal), during which power relaxes toward ``idle_w`` with
+        ``pause_tau_ns`` (clocks and voltage come down too).
+    drift_w_per_s : float
+        A linear drift of all power over host time.
+    warmup, warmup_fraction : float
+        The first iteration runs ``warmup`` below steady power and the
+        deficit decays over the first ``warmup_fraction`` of iterations
+        (leakage grows as the dies heat): a profiler must leave it out.
+    duration_jitter : float
+        Relative spread of execution times.
+    max_power_w : float
+        The board limit; power above it is capped.
+    grid_ns : float
+        Step of the power grid (sampled at each step's midpoint, so gaps'
+        fast exponentials integrate to within 1e-5 of their closed form).
+
+    Returns
+    -------
+    LoggedLoop
+
+    Notes
+    -----
+    Each iteration launches :data:`SEQUENCE` (seven kernels of the five
+    :data:`SIGNATURES`: 400, 60, 150, 40 and 25 us, 230-560 W on a 750 W
+    board). The truth's energies integrate the very grid the sensor saw.
+    """
+    if iterations < 2:
+        raise ValueError(f"iterations={iterations!r}: at least 2")
+    rng = np.random.default_rng(seed)
+    n_warm = min(int(math.ceil(warmup_fraction * iterations)), iterations - 1)
+    starts, ends, sig, it, level, pause_after, end = _schedule(
+        rng, iterations, duration_jitter=duration_jitter, pause_ns=pause_ns, pause_jitter=pause_jitter, warmup=warmup,
+        warmup_iterations=n_warm, lead_ns=2e6, gap_range_ns=(2_000.0, 8_000.0))
+    sc = LoopSchedule(starts, ends, sig, it, level, pause_after, record_end_ns=float(end), idle_w=idle_w, gap_w=gap_w,
+                      gap_tau_ns=gap_tau_ns, pause_tau_ns=pause_tau_ns, drift_w_per_s=drift_w_per_s,
+                      max_power_w=max_power_w)
+    # The grid reaches back a window (a boxcar's memory) and past either delay, idle before the loop.
+    reach = sensor.window_ns + abs(sensor.delay_ns) + 20 * grid_ns
+    t = np.arange(-reach, sc.record_end_ns + reach, grid_ns)
+    p = sc.power(t + grid_ns / 2)
+    cum = cumulative_energy(t, p) * 1e-9
+    energy, total, gap, pause = _energies(sc, np.vstack([t, cum]), n_warm, iterations)
+    samples = observe(t, p, sensor, rng=np.random.default_rng([seed, 2]), start_ns=0.0, stop_ns=sc.record_end_ns,
+                      noise_w=noise_w, poll_ns=poll_ns)
+    ex = make_executions(np.arange(len(sc.sig)), np.zeros(len(sc.sig), dtype=int), sc.sig, sc.starts, sc.ends)
+    names = tuple(s[0] for s in SIGNATURES)
+    return LoggedLoop(samples, ex, names, _trace(ex, names, sc), energy, total, gap, pause,
+                      np.bincount(np.array(SEQUENCE), minlength=len(SIGNATURES)), iterations, n_warm,
+                      float(max_power_w), sc)
+
+
+def _trace(ex: np.ndarray, names: tuple[str, ...], sc: LoopSchedule) -> KernelTrace:
+    # from_executions takes no steps; each iteration becomes one (ProfilerStep#i) from its first
+    # launch to the next iteration's.
+    kt = KernelTrace.from_executions(ex, [names[s] for s in ex["kernel_id"]])
+    first = ex["start_ns"][sc.iteration == 0][0]
+    bounds = np.append(ex["start_ns"][np.flatnonzero(np.diff(sc.iteration, prepend=-1))], round(sc.record_end_ns))
+    steps = np.zeros(len(bounds) - 1, dtype=STEP_DTYPE)
+    steps["step"] = np.arange(len(steps))
+    steps["start_ns"] = bounds[:-1] - first
+    steps["end_ns"] = bounds[1:] - first
+    return dataclasses.replace(kt, steps=steps)
