@@ -16,6 +16,7 @@ from fingrav_native.insitu._align import LogAlignment
 from fingrav_native.insitu._results import IterationSummary, TraceProfile
 from fingrav_native.insitu._trace import KernelTrace
 from fingrav_native.method._deconvolved import Deconvolution, DeconvolvedChannel
+from fingrav_native.method._engine_check import ModelCheck
 from fingrav_native.method._golden import GoldenSelection
 from fingrav_native.method._guidance import Guidance, GuidanceRow
 from fingrav_native.method._results import (
@@ -40,7 +41,7 @@ CLASSES: dict[str, type] = {
     for c in (Profile, CampaignTimeline, ExecutionProfile, InterleavedProfile, ErrorBudget, Capabilities, Guidance, GuidanceRow,
               GoldenSelection, StitchedProfile, StitchedChannel, EnergyEstimate, WholeRunView, SspSearch, SspStep,
               PowerMeasurement, NodeProfile, NodeView, SteadyCheck, Deconvolution, DeconvolvedChannel,
-              SensorModel, TraceProfile, KernelTrace, LogAlignment, IterationSummary)
+              SensorModel, TraceProfile, KernelTrace, LogAlignment, IterationSummary, ModelCheck)
 }
 
 

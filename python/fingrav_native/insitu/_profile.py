@@ -32,9 +32,9 @@ from fingrav_native.insitu._results import (
 )
 from fingrav_native.insitu._trace import KernelTrace
 from fingrav_native.method._align import place_logs
-from fingrav_native.method._deconvolve import needs_deconvolution
+from fingrav_native.method._deconvolve import declared_windows, needs_deconvolution
 from fingrav_native.method._deconvolved import Deconvolution, DeconvolvedChannel, as_stitched
-from fingrav_native.method._joint import fit_timeline
+from fingrav_native.method._joint import TimelineFit, fit_timeline
 from fingrav_native.method._pipeline import stitch_logs
 from fingrav_native.method._results import ExecutionProfile
 from fingrav_native.records._layouts import validate_executions
@@ -167,7 +167,8 @@ def _iterations(kt: KernelTrace, table: np.ndarray, sig_rows: np.ndarray, first_
     dur = (rows["end_ns"] - rows["start_ns"]).astype(np.float64)
     with np.errstate(invalid="ignore", divide="ignore"):
         rows["energy_j"] = np.where(cnt > 0, tot / np.maximum(cnt, 1) * dur * 1e-9, np.nan)
-    use = rows["steady"] & np.isfinite(rows["kernel_energy_j"])
+    # Kernel energies the logs do not resolve (NaN) leave the iteration's own energy standing.
+    use = rows["steady"]
     if use.sum() < 10 or cnt[use].sum() < 10:
         return rows, None
     s_, c_, d_ = tot[use], cnt[use].astype(np.float64), dur[use]
@@ -188,10 +189,12 @@ def _iterations(kt: KernelTrace, table: np.ndarray, sig_rows: np.ndarray, first_
 
 def _joint(samples: np.ndarray, t: np.ndarray, kt: KernelTrace, model: SensorModel, on_device: np.ndarray,
            kept_ids: list[np.ndarray], profiles: list[ExecutionProfile], rows: list[tuple[Any, ...]],
-           bins: int) -> list[ExecutionProfile]:
+           bins: int, notes: list[str]) -> list[ExecutionProfile]:
     """Windowed logs over the loop's timeline: every signature's curve and energy at once (fit_timeline).
 
-    Rewrites ``rows`` (power, energy, interval) in place and returns the profiles with the fitted curves.
+    Rewrites ``rows`` (power, energy, interval) in place, adds what the fit
+    cannot resolve to ``notes`` (signatures by name), and returns the
+    profiles with the fitted curves.
     """
     ex = kt.executions
     dev = np.flatnonzero(on_device)
@@ -209,10 +212,11 @@ def _joint(samples: np.ndarray, t: np.ndarray, kt: KernelTrace, model: SensorMod
     edges = np.linspace(0.0, 1.0, bins + 1)
     gap_after = {ch: [g[np.isfinite(g)][-1] if np.isfinite(g).any() else math.nan for g in fit.gap_w[ch]]
                  for ch in channels}
+    _joint_notes(fit, [str(r[0]) for r in rows], notes)
     z = 0.5 * (1 + fit.confidence)
     for c, ep in enumerate(profiles):
         chans = tuple(DeconvolvedChannel(
-            name=ch, curve=fit.curves[ch][c], low=fit.curves[ch][c] - _z(z) * fit.sd[ch][c],
+            name=ch, curve=fit.curves[ch][c], low=np.maximum(fit.curves[ch][c] - _z(z) * fit.sd[ch][c], 0.0),
             high=fit.curves[ch][c] + _z(z) * fit.sd[ch][c], sd=fit.sd[ch][c], lam=fit.lam, edf=math.nan,
             residual_w=fit.residual_w[ch], energy_j=float(fit.energy_j[ch][c]),
             energy_half_width_j=float(fit.energy_half_width_j[ch][c]),
@@ -221,16 +225,23 @@ def _joint(samples: np.ndarray, t: np.ndarray, kt: KernelTrace, model: SensorMod
             levels_w={f"gap after it, step {i + 1}": float(v) for i, v in enumerate(fit.gap_w[ch][c])})
             for ch in channels)
         warnings_: list[str] = []
-        if fit.edge_logs[c] < 20 * bins:
+        k_c = int(fit.bins[c])
+        if fit.edge_logs[c] < 20 * k_c:
             warnings_.append(f"{int(fit.edge_logs[c])} logs have a window edge inside this kernel's executions; "
-                             f"its {bins}-bin shape rests on the smoothing (its energy does not)")
+                             f"its {k_c}-bin shape rests on the smoothing (its energy does not)")
+        if not fit.identifiable[c]:
+            warnings_.append("the logs do not determine this kernel's energy: every window covers it in about the "
+                             "same mix with other kernels (see the trace profile's warnings)")
         dec = Deconvolution(
-            bin_edges=edges, duration_ns=float(ep.duration_ns), channels=chans, resolution_ns=math.nan,
-            resolution_ns_per_bin=np.full(bins, math.nan), n_logs=fit.n_logs, logs_per_bin=fit.logs_per_bin[c],
+            bin_edges=np.linspace(0.0, 1.0, k_c + 1), duration_ns=float(ep.duration_ns), channels=chans,
+            resolution_ns=math.nan,
+            resolution_ns_per_bin=np.full(k_c, math.nan), n_logs=fit.n_logs, logs_per_bin=fit.logs_per_bin[c],
             n_runs=int(len(kept_ids[c])), run_ids=np.asarray(kt.executions["run"][kept_ids[c]]),
             edge_logs=int(fit.edge_logs[c]), dropped_logs=fit.dropped_logs, confidence=fit.confidence,
-            confidence_note="cluster-robust normal interval (logs with overlapping windows share a cluster)",
-            assumptions=TIMELINE_ASSUMPTIONS, warnings=tuple(warnings_), sensor=model)
+            confidence_note=(f"bootstrap over blocks of the record, {fit.n_boot} resamples, each choosing the model "
+                             "and smoothing again; percentile interval for the energy, +-z sd band for the curve"),
+            assumptions=TIMELINE_ASSUMPTIONS + (fit.model,), warnings=tuple(warnings_), sensor=model,
+            model=fit.model, check=fit.check, bins_asked=bins, info_share=float(fit.info_share[c]))
         stitched, energy = as_stitched(dec, uncert_ns_median=ep.stitched.uncert_ns_median,
                                        uncert_ns_max=ep.stitched.uncert_ns_max)
         out.append(dataclasses.replace(ep, stitched=stitched, energy=energy, deconvolution=dec))
@@ -242,6 +253,19 @@ def _joint(samples: np.ndarray, t: np.ndarray, kt: KernelTrace, model: SensorMod
     return out
 
 
+def _joint_notes(fit: TimelineFit, names: list[str], notes: list[str]) -> None:
+    """The joint fit's warnings with signatures by name: confounded kernels, coarse curves, failed assumptions."""
+    for g in fit.confounded:
+        notes.append("kernels " + ", ".join(names[i] for i in g) + " are confounded: every window covers them in "
+                     "about the same mix, so the logs determine only the sum of their energies (energy per "
+                     "iteration below), not each; a shorter window (a faster sensor) separates them")
+    fewer = [i for i in range(len(names)) if fit.bins[i] < fit.bins_asked[i]]
+    if fewer:
+        notes.append("curves coarser than asked (too few window edges inside the executions): " + ", ".join(
+            f"{names[i]} {int(fit.bins[i])} bins" for i in fewer[:6]))
+    notes.extend(fit.check.failed)
+
+
 def _z(p: float) -> float:
     return float(stats.norm.ppf(p))
 
@@ -249,7 +273,8 @@ def _z(p: float) -> float:
 #: What the in-situ deconvolution assumes (listed in each profile's deconvolution).
 TIMELINE_ASSUMPTIONS = (
     "executions of one signature past the warm-up share one curve over execution progress",
-    "between kernels the power depends only on the time since the last kernel ended",
+    "a launch gap draws a level of its own (or, where the data prefer it, the end of the kernel before it); "
+    "between kernels the power depends only on the kernel before and the time since it ended",
     "the sensor model (window, shape, delay, gain, offset) is right",
 )
 
@@ -267,6 +292,7 @@ def profile_trace(
     device: Optional[int] = None,
     bins: int = 8,
     align: Union[bool, Literal["auto"]] = "auto",
+    max_power_w: Optional[float] = None,
 ) -> TraceProfile:
     """Per-kernel power and energy of a running application, from its profiler trace and power logs.
 
@@ -326,6 +352,10 @@ def profile_trace(
         behind activity is fitted beside the offset (a first-order response,
         profiled out), so it is not taken for one; a map from bracketed
         reads is trusted and ``"auto"`` only reports the offset there.
+    max_power_w : float, optional
+        What the board can draw (its power limit, e.g. NVML's enforced limit
+        or the device's TDP): a kernel whose power exceeds it is a warning
+        (the sensor model is wrong, or the logs do not separate it).
 
     Returns
     -------
@@ -357,6 +387,11 @@ def profile_trace(
     _check_logs(samples, logger_map, align, attribution, bins)
     assert logger_map is not None  # _check_logs refused a missing one
     model = sensor_preset(sensor) if isinstance(sensor, str) else sensor
+    if model is None:
+        # Logs that declare their windows (window_ns) are windowed logs: the same engine as a SensorModel's.
+        model = declared_windows(samples)
+    if max_power_w is not None and not (isinstance(max_power_w, (int, float)) and max_power_w > 0):
+        raise ValueError(f"max_power_w={max_power_w!r}: must be a power in W > 0")
     kt = _checked_trace(trace, capture_clock)
     on_device = kt.device == _device_of(kt, device)
     joint = model is not None and model.averages and attribution != "instant" and (
@@ -379,10 +414,24 @@ def profile_trace(
     if found.rows and joint:
         assert model is not None
         found.profiles = _joint(samples, t_logs, kt, model, on_device, found.kept_ids, found.profiles, found.rows,
-                                bins)
+                                bins, found.notes)
     if not found.rows:
         raise ValueError(f"trace: no kernel signature could be profiled ({found.skipped})")
+    _power_limit_notes(found, max_power_w)
     return _trace_profile(kt, samples, t_logs, model, found, conc, alignment, lmap)
+
+
+def _power_limit_notes(found: _Signatures, max_power_w: Optional[float]) -> None:
+    """A kernel whose mean or curve exceeds what the board can draw: said, not printed as a result."""
+    if max_power_w is None:
+        return
+    for row, ep in zip(found.rows, found.profiles):
+        peak = max((float(np.nanmax(c.mean)) for c in ep.stitched.channels if c.name == "total"
+                    and np.isfinite(c.mean).any()), default=math.nan)
+        if (math.isfinite(row[7]) and row[7] > max_power_w) or (math.isfinite(peak) and peak > 1.05 * max_power_w):
+            found.notes.append(f"{row[0]}: {row[7]:.0f} W mean, {peak:.0f} W peak, above the board's "
+                               f"{max_power_w:.0f} W: the sensor model is wrong for these logs, or the logs do not "
+                               "separate this kernel from its neighbours; do not read its power")
 
 
 def _check_options(margin: Optional[float], min_executions: int, warmup_tolerance: float) -> None:
@@ -475,6 +524,8 @@ class _Signatures:
     sig_ids: list[int] = dataclasses.field(default_factory=list)
     kept_ids: list[np.ndarray] = dataclasses.field(default_factory=list)
     skipped: dict[str, str] = dataclasses.field(default_factory=dict)
+    #: What the logs cannot resolve, and the assumptions that fail (the TraceProfile's warnings).
+    notes: list[str] = dataclasses.field(default_factory=list)
     #: The first step past every signature's warm-up.
     first_steady: int = np.iinfo(np.int64).min
 
@@ -519,12 +570,15 @@ def _trace_profile(kt: KernelTrace, samples: np.ndarray, t_logs: np.ndarray, mod
     """The TraceProfile: the kernel table by energy share, per-iteration energy, and the logs on the timeline."""
     table = np.array(found.rows, dtype=KERNEL_TABLE_DTYPE)
     total = table["count"] * table["energy_j"]
-    table["share"] = total / total.sum() if total.sum() > 0 else np.nan
-    order = np.argsort(-total, kind="stable")
+    known = float(np.nansum(total))
+    table["share"] = total / known if known > 0 else np.nan
+    # Unresolved kernels (NaN energy) last, the rest by total energy.
+    order = np.lexsort((-np.nan_to_num(total, nan=-np.inf), ~np.isfinite(total)))
     sig_rows = np.array(found.sig_ids, dtype=np.int64)
     t_logs = _log_times(samples, t_logs, model)
     iters, summary = _iterations(kt, table, sig_rows, found.first_steady, t_logs,
                                  np.asarray(samples["total"], dtype=np.float64), seed=len(samples))
+    summary = _between_kernels(summary, found.notes)
     logs = np.zeros(len(samples), dtype=TRACE_LOG_DTYPE)
     logs["t_ns"] = t_logs
     for ch in ("total", "compute", "io", "memory"):
@@ -533,4 +587,16 @@ def _trace_profile(kt: KernelTrace, samples: np.ndarray, t_logs: np.ndarray, mod
                         concurrent=int(conc.sum()), skipped=found.skipped, iterations=iters, summary=summary,
                         signature_rows=sig_rows[order], logs=logs, alignment=alignment,
                         alignment_applied=lmap.shift_ns != 0.0,
-                        sensor=model.name if model is not None else "instantaneous logs (no sensor model given)")
+                        sensor=model.name if model is not None else "instantaneous logs (no sensor model given)",
+                        warnings=tuple(found.notes))
+
+
+def _between_kernels(summary: Optional[IterationSummary], notes: list[str]) -> Optional[IterationSummary]:
+    """The energy between kernels, never negative: kernels that add up to more than the iteration are a warning."""
+    if summary is None or not summary.between_kernels_j < -summary.energy_half_width_j:
+        return summary
+    notes.append(f"the kernels' energies add up to {1e3 * summary.kernel_energy_j:.3f} mJ per iteration, more than "
+                 f"the iteration's {1e3 * summary.energy_j:.3f} +- {1e3 * summary.energy_half_width_j:.3f} mJ: the "
+                 "sensor model does not fit these logs (a window declared on instantaneous logs, a wrong delay?); "
+                 "the energy between kernels is not reported")
+    return dataclasses.replace(summary, between_kernels_j=math.nan, between_share=math.nan)

@@ -128,6 +128,10 @@ class TraceProfile:
         logs); None when not measured.
     alignment_applied : bool
         Whether the logs were moved by it.
+    warnings : tuple of str
+        What the logs cannot resolve (kernels they confound, curves coarser
+        than asked), the assumptions the model check rejects, and powers
+        above what the board can draw.
     """
 
     kernels: np.ndarray
@@ -142,6 +146,7 @@ class TraceProfile:
     sensor: str
     alignment: Optional[LogAlignment] = None
     alignment_applied: bool = False
+    warnings: tuple[str, ...] = ()
 
     def profile(self, i: int) -> ExecutionProfile:
         """The stitched profile of row ``i`` of :attr:`kernels`."""
@@ -152,9 +157,10 @@ class TraceProfile:
                  f"{'mJ/exec':>16s} {'share':>6s}"]
         for r in self.kernels:
             grid = "x".join(str(int(g)) for g in r["grid"])
+            energy = (f"{1e3 * r['energy_j']:8.3f} +-{1e3 * r['energy_half_width_j']:6.3f}"
+                      if np.isfinite(r["energy_j"]) else f"{'not resolved':>16s}")
             lines.append(f"{r['name'][:40]:40s} {grid:>14s} {r['count']:7d} {r['golden']:7d} "
-                         f"{r['duration_ns'] / 1e3:9.1f} {r['power_w']:7.1f} "
-                         f"{1e3 * r['energy_j']:8.3f} +-{1e3 * r['energy_half_width_j']:6.3f} {100 * r['share']:5.1f}%")
+                         f"{r['duration_ns'] / 1e3:9.1f} {r['power_w']:7.1f} {energy} {100 * r['share']:5.1f}%")
         if self.alignment is not None:
             a = self.alignment
             lines.append(f"logs placed {a.offset_ns / 1e3:+.1f} us (95 % {a.low_ns / 1e3:+.1f} to {a.high_ns / 1e3:+.1f}; "
@@ -168,4 +174,6 @@ class TraceProfile:
             lines.append(f"{self.concurrent} executions overlapped another kernel on their device: left out")
         for label, why in self.skipped.items():
             lines.append(f"not profiled: {label}: {why}")
+        for w in self.warnings:
+            lines.append(f"warning: {w}")
         return "\n".join(lines)

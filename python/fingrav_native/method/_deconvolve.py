@@ -108,6 +108,33 @@ def needs_deconvolution(samples: np.ndarray, sensor: Optional[SensorModel], dura
     return reach > 0.5 * res
 
 
+def declared_windows(samples: np.ndarray) -> Optional[SensorModel]:
+    """The sensor the logs declare: boxcar windows as their ``window_ns`` field gives them (None: no window).
+
+    Parameters
+    ----------
+    samples : numpy.ndarray
+        Logs; a ``window_ns`` field, where present and positive, is each log's
+        boxcar window (an energy counter's interval, a sampler's average).
+
+    Returns
+    -------
+    SensorModel or None
+        A ``"declared windows"`` boxcar model (its window the widest declared,
+        its period the logs' median spacing); per-log windows override the
+        model's wherever the model is used, so the campaign and in-situ paths
+        treat such logs alike.
+    """
+    names = samples.dtype.names or ()
+    if "window_ns" not in names or not len(samples) or not np.any(samples["window_ns"] > 0):
+        return None
+    widest = float(np.max(samples["window_ns"]))
+    stamps = np.unique(samples["source_ts"])
+    period = float(np.median(np.diff(stamps))) if len(stamps) > 2 else widest
+    return SensorModel("declared windows", "window", period_ns=max(period, 1.0), window_ns=widest, source="assumed",
+                       notes="boxcar windows as each log declares (window_ns)")
+
+
 def runs_needed(sensor: SensorModel, duration_ns: float, bins: int, edges_per_bin: int = 20) -> int:
     """Runs a campaign needs for ``edges_per_bin`` window edges in each bin of the curve.
 

@@ -19,7 +19,7 @@ import numpy as np
 from fingrav_native._checks import integer_in, positive_number
 from fingrav_native.clocks._maps import ClockMapLike
 from fingrav_native.method._align import NoLogsInExecutionsError, place_logs, select_executions_of_interest
-from fingrav_native.method._deconvolve import deconvolve, needs_deconvolution
+from fingrav_native.method._deconvolve import declared_windows, deconvolve, needs_deconvolution
 from fingrav_native.method._deconvolved import Deconvolution, as_stitched
 from fingrav_native.method._golden import GoldenSelection, select_golden_runs
 from fingrav_native.method._guidance import Guidance, lookup_guidance, target_loi_count
@@ -221,10 +221,10 @@ def finish_deconvolved(
     """
     if sensor is None:
         # The logs declare their windows; a boxcar sensor of the widest is the model for any that do not.
-        widest = float(np.max(samples["window_ns"])) if len(samples) else 0.0
-        period = float(np.median(np.diff(np.unique(samples["source_ts"])))) if len(samples) > 2 else widest
-        sensor = SensorModel("declared windows", "window", period_ns=max(period, 1.0), window_ns=widest,
-                             source="assumed", notes="boxcar windows as each log declares (window_ns)")
+        sensor = declared_windows(samples)
+        if sensor is None:
+            raise ValueError(f"{label}: no sensor model and no log declares a window (window_ns): nothing to "
+                             "deconvolve; pass sensor=, or attribution='instant'")
     if placed.golden.run_ids is None:  # place_runs always passes run ids; a guard for mypy and for the reader
         raise ValueError(f"{label}: the golden selection carries no run ids to deconvolve")
     bins = max(8, min(200, int(round(placed.duration_ns / guidance.loi_interval_ns))))
