@@ -22,7 +22,8 @@ if TYPE_CHECKING:
         place_logs,
         select_executions_of_interest,
     )
-    from fingrav_native.method._deconvolve import deconvolve, needs_deconvolution, runs_needed
+    from fingrav_native.method._deconvolve import declared_windows, deconvolve, needs_deconvolution, runs_needed
+    from fingrav_native.method._engine_check import ModelCheck
     from fingrav_native.method._deconvolved import Deconvolution, DeconvolvedChannel, as_stitched
     from fingrav_native.method._forward_model import curve_precision_inverse, curve_scale, curve_variance, design_rows
     from fingrav_native.method._golden import GoldenSelection, select_golden_runs
@@ -105,6 +106,8 @@ _WHERE = {
     "fit_timeline": "_joint",
     "lookup_guidance": "_guidance",
     "needs_deconvolution": "_deconvolve",
+    "declared_windows": "_deconvolve",
+    "ModelCheck": "_engine_check",
     "place_logs": "_align",
     "predict_sample_instants": "_phase",
     "runs_needed": "_deconvolve",

@@ -397,7 +397,8 @@ def solve(G: np.ndarray, b: np.ndarray, M: np.ndarray, lower: np.ndarray) -> np.
     x = scipy.linalg.cho_solve(cf, b)
     tol = 1e-9 * max(float(np.max(np.abs(x))), 1.0)
     if np.all(x >= lower - tol):
-        return np.asarray(x)
+        # Within rounding of the bounds: on them (a -1e-8 J energy is rounding, not a result).
+        return np.asarray(np.maximum(x, lower))
     L = np.tril(cf[0])
     rhs = scipy.linalg.solve_triangular(L, b, lower=True)
     res = optimize.lsq_linear(L.T, rhs, bounds=(lower, np.full(len(b), np.inf)), method="bvls")

@@ -494,7 +494,8 @@ def _timeline_fit(sol: Solution, chans: list[str], K: np.ndarray, asked: np.ndar
         curves[ch] = [cv if counts[c] else np.full(len(cv), np.nan)
                       for c, cv in enumerate(_per_class(sol.values["curves"][:, i], K))]
         sds[ch] = _per_class(c_sd[:, i], K)
-        en = np.where(ident, sol.values["energy"][:, i], np.nan)
+        # The columns are bounded below; a level reported at the drift's mean can sit a rounding below zero.
+        en = np.where(ident, np.maximum(sol.values["energy"][:, i], 0.0), np.nan)
         energy[ch] = en
         low[ch] = np.where(ident, e_lo[:, i], np.nan)
         high[ch] = np.where(ident, e_hi[:, i], np.nan)

@@ -449,7 +449,9 @@ def simulate_runs(n_runs: int, sensor: SensorModel, *, seed: int = 0, executions
         taus[r] = tau_ns * np.exp(cool_tau_jitter * brk.standard_normal())
         poll_phase = brk.uniform(0, 1) * (poll_ns or 0.0)
         lo, hi = s[0] - window - 2e6, ends[r, -1] + 20e6
-        grid = np.arange(lo - window - 1e3, hi + 1e3, 500.0)
+        # The grid reaches every response: back by the window (and a filter's memory) and the delay, either sign.
+        pad = abs(sensor.delay_ns) + 10.0 * sensor.tau_ns + 1e3
+        grid = np.arange(lo - window - pad, hi + pad, 500.0)
         p = _run_power(grid, s, ends[r], levels, dips[r], idle_w, float(taus[r]), gap_w, gap_tau_ns, drift_w_per_s)
         cum = cumulative_energy(grid, p)
         energy[r] = float(np.diff(np.interp([s[-1], ends[r, -1]], grid, cum))[0]) * 1e-9
