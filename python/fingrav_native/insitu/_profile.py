@@ -209,7 +209,6 @@ def _joint(samples: np.ndarray, t: np.ndarray, kt: KernelTrace, model: SensorMod
                        [bins] * len(kept_ids), windows_ns=wins,
                        durations_ns=[ep.duration_ns for ep in profiles])
     out = []
-    edges = np.linspace(0.0, 1.0, bins + 1)
     gap_after = {ch: [g[np.isfinite(g)][-1] if np.isfinite(g).any() else math.nan for g in fit.gap_w[ch]]
                  for ch in channels}
     _joint_notes(fit, [str(r[0]) for r in rows], notes)

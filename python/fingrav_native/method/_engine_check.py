@@ -154,7 +154,7 @@ def _derivative(design: Design, sensor: SensorModel, t: np.ndarray, w: np.ndarra
     if dt:
         plus = _prediction(design, sensor, t + dt, w, x, n)
         minus = _prediction(design, sensor, t - dt, w, x, n)
-        return (plus - minus) / (2.0 * dt)
+        return np.asarray((plus - minus) / (2.0 * dt))
     if sensor.shape == "first_order":
         s_plus = dataclasses.replace(sensor, tau_ns=sensor.tau_ns * (1 + dw))
         s_minus = dataclasses.replace(sensor, tau_ns=sensor.tau_ns * (1 - dw))
@@ -163,7 +163,7 @@ def _derivative(design: Design, sensor: SensorModel, t: np.ndarray, w: np.ndarra
     else:
         plus = _prediction(design, sensor, t, w * (1 + dw), x, n)
         minus = _prediction(design, sensor, t, w * (1 - dw), x, n)
-    return (plus - minus) / (2.0 * dw)
+    return np.asarray((plus - minus) / (2.0 * dw))
 
 
 def _lag1(r: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> float:

@@ -329,7 +329,7 @@ def _maps(cols: _Columns, counts: np.ndarray, durations: np.ndarray) -> dict[str
 
 def _class_bins(asked: np.ndarray, edges: np.ndarray) -> np.ndarray:
     """Bins per class: as asked, but no more than the window edges in its executions support (at least one)."""
-    return np.maximum(1, np.minimum(asked, edges // EDGES_PER_BIN)).astype(np.int64)
+    return np.asarray(np.maximum(1, np.minimum(asked, edges // EDGES_PER_BIN)), dtype=np.int64)
 
 
 def _designs(s: np.ndarray, e: np.ndarray, cls: np.ndarray, K: np.ndarray, lo: float, hi: float,
