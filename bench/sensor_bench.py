@@ -193,6 +193,10 @@ MATRIX_SIZES = {
     "part-time-100ms": ((1500, 4096), (300, 512)),
     "nvidia-average-1s": ((300, 25_000), (100, 2048)),
 }
+#: --sizes small: what a 2-core machine fits in a few minutes per seed (loops of 1024-2048 iterations; the
+#: first-order loop of 4096 iterations alone took over 2 minutes there).
+MATRIX_SMALL = {"instant-1ms": (300, 1024), "amd-1ms-average": (300, 1024), "avg-5ms": (600, 1024),
+                "first-order-10ms": (600, 1024), "part-time-100ms": (1000, 1024), "nvidia-average-1s": (200, 2048)}
 MIN_KERNEL_NS = 40_000.0  # per-kernel scores over signatures at least this long
 
 
@@ -344,7 +348,7 @@ def summarise_loop(cases: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def matrix(seeds: tuple[int, ...], quick: bool, sensors: tuple[str, ...],
-           checkpoint: Any = None) -> dict[str, Any]:
+           checkpoint: Any = None, small: bool = False) -> dict[str, Any]:
     """Seed-major, so that an interrupted run leaves a complete table over the seeds done (``checkpoint``)."""
     models = {name: matrix_sensor(name) for name in sensors}
     camp: dict[str, list[dict[str, Any]]] = {name: [] for name in sensors}
@@ -353,7 +357,7 @@ def matrix(seeds: tuple[int, ...], quick: bool, sensors: tuple[str, ...],
     def table(done: tuple[int, ...]) -> dict[str, Any]:
         out: dict[str, Any] = {"seeds": list(done), "sensors": {}}
         for name, sensor in models.items():
-            runs, iterations = MATRIX_SIZES[name][1 if quick else 0]
+            runs, iterations = MATRIX_SMALL[name] if small else MATRIX_SIZES[name][1 if quick else 0]
             out["sensors"][name] = {"period_ms": sensor.period_ns / 1e6, "window_ms": sensor.window_ns / 1e6,
                                     "shape": sensor.shape, "tau_ms": sensor.tau_ns / 1e6,
                                     "delay_ms": sensor.delay_ns / 1e6, "runs": runs, "iterations": iterations,
@@ -363,7 +367,7 @@ def matrix(seeds: tuple[int, ...], quick: bool, sensors: tuple[str, ...],
 
     for i, seed in enumerate(seeds):
         for name, sensor in models.items():
-            runs, iterations = MATRIX_SIZES[name][1 if quick else 0]
+            runs, iterations = MATRIX_SMALL[name] if small else MATRIX_SIZES[name][1 if quick else 0]
             c = campaign_case(sensor, runs, seed)
             camp[name].append(c)
             print(f"  {name:18s} seed {seed} campaign {runs:5d} runs: " + (
@@ -473,6 +477,8 @@ def main() -> None:
                     help="held-out seeds for the matrix, from 1000 (default 20; 2 with --quick)")
     ap.add_argument("--matrix-only", action="store_true",
                     help="run only the matrix and merge it into the existing bench/results/sensor.json")
+    ap.add_argument("--sizes", choices=("full", "small"), default="full",
+                    help="matrix run sizes: full (the brief's) or small (fits a 2-core machine)")
     ap.add_argument("--render", metavar="MATRIX_JSON",
                     help="write sensor.json/png/README from a (partial) matrix checkpoint, run nothing")
     ap.add_argument("--sensors", default=",".join(MATRIX_SIZES), help="comma-separated matrix sensors")
@@ -524,7 +530,7 @@ def main() -> None:
             with open(os.path.join(RESULTS, "sensor_matrix_partial.json"), "w") as f:
                 json.dump(finish(mx), f, indent=1)
 
-    mx = finish(matrix(seeds, args.quick, sensors, checkpoint))
+    mx = finish(matrix(seeds, args.quick, sensors, checkpoint, small=args.sizes == "small"))
     out["matrix"] = mx
     if not args.matrix_only:
         out["meta"]["wall_s"] = time.perf_counter() - t0
