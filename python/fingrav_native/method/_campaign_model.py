@@ -30,17 +30,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from fingrav_native.method._engine import TILE_EXECUTION, TILE_GAP, TILE_IDLE, Design, Tiling
+from fingrav_native.method._forward_model import warm_bins
 
 #: Tail steps after an execution, in multiples of the execution of interest's duration: geometric
 #: (cooling is exponential-like: fast first, slow later), four per octave (coarser steps left a window
 #: that ends inside one a few watts off the truth on a 2 ms cooling, which biased the curve by 1 %),
 #: the last (beyond 64 durations) the idle level.
 TAIL_EDGES = (0.0, *np.geomspace(1.0 / 32.0, 64.0, 45))
-
-
-def warm_bins(K: int) -> int:
-    """Bins of each warm-up execution's own curve: a fifth of the curve's, 4 to 8 (they are nuisances)."""
-    return max(1, min(K, max(4, min(8, K // 5))))
 
 
 @dataclass(frozen=True)

@@ -30,8 +30,8 @@ TAIL_EDGES = (0.0, *np.geomspace(1.0 / 32.0, 64.0, 23))
 
 
 def warm_bins(K: int) -> int:
-    """Bins of each warm-up execution's own curve: a fifth of the curve's, 4 to 8 (they are nuisances)."""
-    return max(4, min(8, K // 5))
+    """Bins of each warm-up execution's own curve: a fifth of the curve's, 4 to 8 (they are nuisances), at most K."""
+    return max(1, min(K, max(4, min(8, K // 5))))
 
 
 def run_rows(sensor: SensorModel, t: np.ndarray, win: np.ndarray, ex: np.ndarray, k: int, frac_edges: np.ndarray,
