@@ -157,12 +157,15 @@ def test_instantaneous_logs_deconvolve_to_the_curve():
 def test_a_part_time_sensor_says_it_cannot_resolve_the_kernel():
     sensor = sensor_preset("part-time-100ms")
     samples, ex = logged_runs(200, sensor, seed=3)
-    with pytest.raises(ValueError, match=r"logs cannot determine .* about 109273 runs would give 40 bins"):
-        deconvolve(samples[:40], ex, Identity(), sensor, execution_of_interest=-1, runs=np.arange(200))
+    # 30 logs hold 9 window edges inside the executions: fewer than one bin needs (EDGES_PER_BIN).
+    with pytest.raises(ValueError, match=r"logs cannot determine .* 9 window edges .* about \d+ runs would give the "
+                                         r"40 bins asked"):
+        deconvolve(samples[:30], ex, Identity(), sensor, execution_of_interest=-1, runs=np.arange(200))
     dec = deconvolve(samples, ex, Identity(), sensor, execution_of_interest=-1, runs=np.arange(200),
                      channels=("total",), resolution_ns=10_000, bootstrap=50)
     assert any("window edge" in w for w in dec.warnings)
-    assert any("runs would give 20 edges per bin" in w for w in dec.warnings)
+    assert any("runs would give 74 bins, 20 window edges each" in w for w in dec.warnings)
+    assert any("energy per execution is not determined" in w for w in dec.warnings)
     assert dec.resolution_ns > 3 * 10_000
 
 
@@ -252,8 +255,14 @@ def test_counter_quantum_and_file_round_trip(tmp_path):
 def test_stitch_logs_deconvolves_declared_windows_and_keeps_the_instant_path():
     # Issue 15's criterion through the public entry point: the window declared per log.
     samples, ex = logged_runs(400, sensor_preset("amd-1ms-average"), seed=1)
-    with pytest.warns(SensorResolutionWarning, match="resolve features of about .* coarser than the 10.0 us"):
+    with pytest.warns(SensorResolutionWarning) as got:
         ep = stitch_logs(samples, ex, Identity(), execution_of_interest=-1, margin=0.05, x="fraction")
+    text = " | ".join(str(w.message) for w in got)
+    assert "resolve features of about" in text and "coarser than the 10.0 us" in text
+    # Bins follow the resolution: no more unknowns than the noise lets the logs determine.
+    assert "the noise limits the resolution" in text
+    assert ep.deconvolution is not None
+    assert len(ep.deconvolution.bin_edges) - 1 <= 2 * ep.deconvolution.duration_ns / ep.deconvolution.resolution_ns + 1
     assert ep.deconvolution is not None and ep.stitched.smoother == "deconvolution"
     ch = ep.stitched["total"]
     truth = shape(ch.bin_centres)
@@ -298,7 +307,7 @@ def test_what_the_sensor_cannot_resolve_is_said():
     with pytest.warns(SensorResolutionWarning) as got:
         stitch_logs(samples, ex, Identity(), execution_of_interest=-1, margin=0.05)
     text = " | ".join(str(w.message) for w in got)
-    assert "only 15 logs have a window edge" in text and "runs would give 20 edges per bin" in text
+    assert "only 15 logs have a window edge" in text and "20 window edges each" in text
     assert "coarser than the 10.0 us asked for" in text
     with pytest.raises(ValueError, match="attribution='centre'"):
         stitch_logs(samples, ex, Identity(), execution_of_interest=-1, margin=0.05, attribution="centre")

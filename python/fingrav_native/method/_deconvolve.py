@@ -57,13 +57,15 @@ from fingrav_native._core import CHANNELS
 from fingrav_native.clocks._maps import ClockMapLike, host_relative
 from fingrav_native.method._campaign_model import CampaignRuns, campaign_designs, campaign_runs
 from fingrav_native.method._deconvolved import Deconvolution, DeconvolvedChannel
-from fingrav_native.method._engine import IDENTIFIABLE_SHARE, Solution, attribute, resolution, response_span
+from fingrav_native.method._engine import IDENTIFIABLE_SHARE, Design, Solution, attribute, resolution, response_span
 from fingrav_native.method._engine_check import ModelCheck, check_model
 from fingrav_native.records._layouts import validate_executions, validate_samples
 from fingrav_native.sensors._model import SensorModel
 
 #: Window edges wanted per curve bin: the curve gets at most its edges over this many bins.
 EDGES_PER_BIN = 10
+#: Curve bins per resolution width (the resolution kernel's equivalent width): its Nyquist step.
+RESOLUTION_BINS = 2.0
 
 #: What every deconvolution assumes (the module docstring explains each); stated in each result.
 ASSUMPTIONS = (
@@ -346,26 +348,31 @@ def _noise_warnings(results: Sequence[DeconvolvedChannel], conf: float, check: M
 
 
 def _warnings(results: Sequence[DeconvolvedChannel], sensor: SensorModel, lay: _Layout, sol: Solution,
-              check: ModelCheck, K: int, asked: int, edge_logs: int, win_used: np.ndarray, res_ns: float,
-              resolution_ns: Optional[float], conf: float) -> list[str]:
+              check: ModelCheck, K: int, K_edges: int, asked: int, edge_logs: int, reached: int, win_used: np.ndarray,
+              res_ns: float, resolution_ns: Optional[float], conf: float) -> list[str]:
     """What the data could not support, and the assumptions the residuals reject."""
     dur = lay.dur
     used_runs = sorted(lay.by_run)
     out: list[str] = list(check.failed)
-    if K < asked:
-        out.append(f"the curve has {K} bins, not the {asked} asked: the logs hold {edge_logs} window edges inside "
-                   f"the kernel's executions, about {EDGES_PER_BIN} per bin; more runs give more")
+    if K_edges < asked:
+        per_run = edge_logs / max(reached, 1)
+        out.append(f"the curve has {K} bins, not the {asked} asked: only {edge_logs} logs have a window edge inside "
+                   f"the kernel's executions ({EDGES_PER_BIN} per bin at least); about "
+                   f"{math.ceil(asked * 20 / per_run)} runs would give {asked} bins, 20 window edges each")
+    elif K < asked:
+        out.append(f"the curve has {K} bins, not the {asked} asked: the noise limits the resolution to about "
+                   f"{res_ns / 1e3:.1f} us, and finer bins would only add noise")
     if sol.info_share.size and sol.info_share[0] < IDENTIFIABLE_SHARE:
         out.append(f"the energy per execution is not determined by the logs (they supply "
                    f"{100 * float(sol.info_share[0]):.0f} % of its precision, the prior the rest): every window "
                    "covers the execution of interest in the same mix with its neighbours")
     if resolution_ns is not None and res_ns > 1.5 * positive_number(resolution_ns, "resolution_ns"):
-        out.append(_resolution_warning(res_ns, float(resolution_ns), edge_logs, len(used_runs), K, sensor, dur))
+        out.append(_resolution_warning(res_ns, float(resolution_ns), edge_logs, max(reached, 1), K, sensor, dur))
     period = _whole_period_warning(sensor, lay, used_runs, win_used)
     if period is not None:
         out.append(period)
     out += _noise_warnings(results, conf, check)
-    if sol.n_boot == 0:
+    if sol.n_blocks < 3:
         out.append(f"{sol.n_blocks} blocks of runs: too few for cross-validation and a bootstrap (smoothing by GCV, "
                    "no band); run more runs")
     return out
@@ -374,12 +381,13 @@ def _warnings(results: Sequence[DeconvolvedChannel], sensor: SensorModel, lay: _
 def _resolution_warning(res_ns: float, asked: float, edge_logs: int, runs: int, K: int, sensor: SensorModel,
                         dur: float) -> str:
     """Why the logs resolve only features coarser than asked: too few window edges, or too much noise."""
-    wanted_edges = 20 * K
-    if edge_logs < wanted_edges:
+    # The bins the asked resolution needs, at the curve's Nyquist step.
+    needed = max(K, int(math.ceil(RESOLUTION_BINS * dur / asked)))
+    if edge_logs < EDGES_PER_BIN * needed:
         per_run = edge_logs / max(runs, 1)
-        more = (f"about {math.ceil(wanted_edges / per_run)} runs" if per_run > 0
-                else f"about {runs_needed(sensor, dur, K)} runs (from the sensor's period)")
-        why = f"{more} would give {K} bins 20 window edges each (this campaign: {edge_logs} edges)"
+        more = (f"about {math.ceil(20 * needed / per_run)} runs" if per_run > 0
+                else f"about {runs_needed(sensor, dur, needed)} runs (from the sensor's period)")
+        why = f"{more} would give {needed} bins, 20 window edges each (this campaign: {edge_logs} edges)"
     else:
         # The edges are there; the sensor's noise against what each edge carries limits the
         # resolution, which sharpens about as 1/sqrt(runs).
@@ -523,23 +531,51 @@ def deconvolve(
     ok = logs.ok & np.isfinite(lo)
     two = sensor.shape == "boxcar" and sensor.kind != "instant"
     edge_logs = _edge_logs(cr, lo[ok], hi[ok], two)
-    K = int(max(1, min(asked, edge_logs // EDGES_PER_BIN)))
-    designs = campaign_designs(cr, K=K, n_max=lay.n_max, warms=lay.warms, dur=lay.dur,
-                               lo=float(np.min(lo[ok], initial=cr.s[0])), hi=float(np.max(hi[ok], initial=cr.e[-1])),
-                               floor_w=floor_w, absolute_levels=_absolute_levels(lay))
+    # The golden runs the logs reach: the rate at which more runs add window edges.
+    reached = int(np.sum(cr.golden & cr.eoi & (cr.s < np.max(hi[ok], initial=-np.inf))
+                         & (cr.e > np.min(lo[ok], initial=np.inf))))
+    if edge_logs < EDGES_PER_BIN:
+        per_run = edge_logs / max(reached, 1)
+        more = (math.ceil(asked * 20 / per_run) if per_run > 0 else runs_needed(sensor, lay.dur, asked))
+        raise ValueError(f"samples: the logs cannot determine the kernel's power: {edge_logs} window edges fall "
+                         f"inside the executions of interest of the {reached} golden runs the logs reach, {EDGES_PER_BIN} at "
+                         f"least for one bin; about {more} runs would give the {asked} bins asked, 20 window "
+                         "edges each")
+    K_edges = int(min(asked, edge_logs // EDGES_PER_BIN))
     y = np.where(ok[:, None], logs.y, np.nan)
-    try:
-        sol = attribute(designs, sensor, logs.t, logs.win, y, _blocks_by_run(cr, hi), lam=lam, bootstrap=n_boot,
-                        seed=seed)
-    except ValueError as exc:
-        raise ValueError(f"samples: no log's response reaches a golden run's execution of interest, or too few "
-                         f"({exc})") from None
+
+    def fit(K: int, n_boot: int) -> tuple[list[Design], Solution, float, np.ndarray]:
+        designs = campaign_designs(cr, K=K, n_max=lay.n_max, warms=lay.warms, dur=lay.dur,
+                                   lo=float(np.min(lo[ok], initial=cr.s[0])),
+                                   hi=float(np.max(hi[ok], initial=cr.e[-1])),
+                                   floor_w=floor_w, absolute_levels=_absolute_levels(lay))
+        try:
+            sol = attribute(designs, sensor, logs.t, logs.win, y, _blocks_by_run(cr, hi), lam=lam,
+                            bootstrap=n_boot, seed=seed)
+        except ValueError as exc:
+            raise ValueError(f"samples: no log's response reaches a golden run's execution of interest, or too "
+                             f"few ({exc})") from None
+        res_bin, res = resolution(sol, np.arange(K), lay.dur)
+        return designs, sol, res, res_bin
+
+    K = K_edges
+    # A first fit without the bootstrap measures the resolution the bins should follow.
+    designs, sol, res_ns, res_ns_bin = fit(K, 0)
+    # Never more unknowns than the data determine: where the noise, not the window edges, limits the
+    # resolution to several bins, refit with bins of half the resolution (its Nyquist step). The
+    # finer bins only add variance that the smoothing must then remove, and a reader would take them
+    # for detail.
+    K_res = int(math.ceil(RESOLUTION_BINS * lay.dur / res_ns))
+    if K_res < K / 1.5 and res_ns < lay.dur:
+        K = max(1, K_res)
+        designs, sol, res_ns, res_ns_bin = fit(K, n_boot)
+    elif n_boot:
+        designs, sol, res_ns, res_ns_bin = fit(K, n_boot)
     design = designs[sol.design]
     check = check_model(design, sensor, logs.t, logs.win, sol)
-    res_ns_bin, res_ns = resolution(sol, np.arange(K), lay.dur)
     results = _channel_results(sol, design.names, chans, conf, K, lay.dur)
-    warnings = _warnings(results, sensor, lay, sol, check, K, asked, edge_logs, logs.win[sol.rows.used], res_ns,
-                         resolution_ns, conf)
+    warnings = _warnings(results, sensor, lay, sol, check, K, K_edges, asked, edge_logs, reached,
+                         logs.win[sol.rows.used], res_ns, resolution_ns, conf)
     used_runs = np.unique(_blocks_by_run(cr, hi[sol.rows.used]))
     return Deconvolution(
         bin_edges=np.linspace(0.0, 1.0, K + 1), duration_ns=lay.dur, channels=tuple(results), resolution_ns=res_ns,
