@@ -272,7 +272,8 @@ def _z(p: float) -> float:
 #: What the in-situ deconvolution assumes (listed in each profile's deconvolution).
 TIMELINE_ASSUMPTIONS = (
     "executions of one signature past the warm-up share one curve over execution progress",
-    "a launch gap draws a level of its own (or, where the data prefer it, the end of the kernel before it); "
+    "after a kernel the power falls from its end to a launch-gap level of its own, at once, within microseconds "
+    "or not at all (whichever the data prefer); "
     "between kernels the power depends only on the kernel before and the time since it ended",
     "the sensor model (window, shape, delay, gain, offset) is right",
 )

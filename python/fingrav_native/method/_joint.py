@@ -11,18 +11,19 @@ into unknowns:
 
 * each kernel class (a signature) draws one curve over execution progress,
   ``bins`` steps of power, shared by its executions;
-* the gaps between kernels draw their own power: a launch gap (shorter than
-  the first step of :data:`GAP_EDGES_NS`) one level shared by all (compute
-  units idle, clocks up: power falls within microseconds on real GPUs), or
-  the end of the kernel before it where the data prefer that; longer gaps
+* the gaps between kernels draw their own power: after a kernel the power
+  falls from that kernel's end to a launch-gap level shared by all (compute
+  units idle, clocks up: power falls within microseconds on real GPUs) with
+  a time constant from :data:`FALL_NS` (at once, a few microseconds, or
+  never: the gap held at the kernel's end), chosen by the data; longer gaps
   (host gaps, pauses, idle) a level per step of time since the last kernel
   ended, per kind of kernel before them (the power relaxes towards idle
   from that kernel's level).
 
 The attribution engine (:mod:`fingrav_native.method._engine`, the same the
 campaign's :func:`~fingrav_native.method.deconvolve` uses) solves it: power
-bounded below, the smoothing and the model (a launch gap's own level or the
-kernel's end; a slow drift or none) chosen by cross-validation over blocks of
+bounded below, the smoothing and the model (how fast a launch gap falls to its own
+level; a slow drift or none) chosen by cross-validation over blocks of
 the record, intervals from a bootstrap over blocks that repeats that choice,
 each curve's bins limited by the window edges that fall in its executions,
 the energies the logs cannot separate named, and a model check.
@@ -55,6 +56,13 @@ from fingrav_native.sensors._model import SensorModel
 GAP_EDGES_NS = (0.0, 10_000.0, 40_000.0, 150_000.0, 500_000.0, 2_000_000.0, math.inf)
 
 
+
+#: Candidate time constants (ns) with which a gap's power falls from the end of the kernel before it
+#: to the gap's own level: 0 at once, inf never (held). On GPUs it falls within microseconds once the
+#: compute units go idle; over a gap of a few microseconds the fall is much of the gap's energy,
+#: which a level shared by all gaps puts into the neighbouring kernels. Cross-validation chooses,
+#: and the bootstrap repeats the choice.
+FALL_NS = (0.0, 1_000.0, 3_000.0, 10_000.0, math.inf)
 
 #: Window edges wanted per curve bin: a class gets at most its edges over this many bins (at least one).
 EDGES_PER_BIN = 10
@@ -247,22 +255,38 @@ def _exec_tiles(s: np.ndarray, e: np.ndarray, cls: np.ndarray, cols: _Columns) -
 
 
 def _gap_tiles(s: np.ndarray, e: np.ndarray, cls: np.ndarray, cols: _Columns, hi: float,
-               hold: bool) -> tuple[np.ndarray, ...]:
-    """Gaps after each execution (to the next start, or ``hi`` after the last), stepped by time since it ended."""
+               fall_ns: float) -> tuple[np.ndarray, ...]:
+    """Gaps after each execution (to the next start, or ``hi`` after the last), stepped by time since it ended.
+
+    ``fall_ns``: the power falls from the end of the kernel before with this
+    time constant (0: at once; inf: never, the launch gap held at it). Its
+    energy is exact as the kernel's last bin held for ``tau (1 - exp(-L /
+    tau))`` of a gap of ``L``, then the gap's own steps: a window of
+    milliseconds cannot tell where inside a few microseconds it falls.
+    """
     n_cls = len(cols.K)
-    g0 = e
     g1 = np.append(np.maximum(s[1:], e[:-1]), max(hi, float(e[-1])))
     prev = np.where(cls >= 0, cls, n_cls)
     last_bin = np.where(cls >= 0, cols.offsets[np.maximum(cls, 0)] + cols.K[np.maximum(cls, 0)] - 1, -1)
+    length = g1 - e
+    if math.isinf(fall_ns):
+        held = np.minimum(length, GAP_EDGES_NS[1])
+    elif fall_ns > 0:
+        held = fall_ns * -np.expm1(-length / fall_ns)
+    else:
+        held = np.zeros(len(e))
+    g0 = e + held
     edges = np.asarray(GAP_EDGES_NS)
-    out_a, out_b, out_c, out_k = [], [], [], []
+    out_a, out_b, out_c, out_k = [e[held > 0]], [g0[held > 0]], [last_bin[held > 0]], \
+        [np.full(int(np.sum(held > 0)), TILE_GAP)]
     for m in range(cols.n_steps):
-        lo = g0 + edges[m]
-        up = np.minimum(g1, g0 + edges[m + 1])
+        # Steps by time since the kernel ended (the held part counts as time within the first).
+        lo = np.maximum(g0, e + edges[m])
+        up = np.minimum(g1, e + edges[m + 1])
         sel = up > lo
         if m == 0:
-            # A launch gap: its own shared level, or (the other model) the end of the kernel before it.
-            c = last_bin[sel] if hold else np.full(int(sel.sum()), cols.launch)
+            # The rest of a launch gap: its own level, shared by all (compute units idle, clocks up).
+            c = np.full(int(sel.sum()), cols.launch)
         else:
             c = cols.step(prev[sel], m)
         out_a.append(lo[sel])
@@ -273,10 +297,10 @@ def _gap_tiles(s: np.ndarray, e: np.ndarray, cls: np.ndarray, cols: _Columns, hi
 
 
 def _tiling(s: np.ndarray, e: np.ndarray, cls: np.ndarray, cols: _Columns, lo: float, hi: float,
-            hold: bool) -> Tiling:
+            fall_ns: float) -> Tiling:
     """The timeline from ``lo`` to ``hi`` as contiguous tiles: idle before, executions, gaps (own or held)."""
     n_cls = len(cols.K)
-    parts = [_exec_tiles(s, e, cls, cols), _gap_tiles(s, e, cls, cols, hi, hold)]
+    parts = [_exec_tiles(s, e, cls, cols), _gap_tiles(s, e, cls, cols, hi, fall_ns)]
     if lo < s[0]:
         # Before the first kernel: the longest step after "none" (the idle level).
         parts.append((np.array([lo]), np.array([float(s[0])]), cols.step(np.array([n_cls]), cols.n_steps - 1),
@@ -343,9 +367,12 @@ def _designs(s: np.ndarray, e: np.ndarray, cls: np.ndarray, K: np.ndarray, lo: f
              + [f"gap_after_{c}_step_{m}" for c in range(len(K) + 1) for m in range(1, cols.n_steps)])
     lower = np.full(cols.n_col, float(floor_w))
     out = []
-    for hold, what in ((False, "launch gaps at their own level"),
-                       (True, "launch gaps at the power of the end of the kernel before them")):
-        out.append(Design(what, _tiling(s, e, cls, cols, lo, hi, hold), names, lower, R, F, maps, "energy",
+    for fall in FALL_NS:
+        what = ("launch gaps at their own level" if fall == 0 else
+                "launch gaps at the power of the end of the kernel before them" if math.isinf(fall) else
+                f"launch gaps falling from the end of the kernel before them to their own level "
+                f"(time constant {fall / 1e3:g} us)")
+        out.append(Design(what, _tiling(s, e, cls, cols, lo, hi, fall), names, lower, R, F, maps, "energy",
                           drift_ns))
     return out
 
@@ -393,7 +420,7 @@ def fit_timeline(
     durations_ns: Optional[npt.ArrayLike] = None,
     confidence: float = 0.95,
     drift_ns: float = 100_000_000.0,
-    continuity: float = 1e-2,
+    continuity: float = 1e-3,
     bootstrap: int = 100,
     seed: int = 0,
     floor_w: float = 0.0,
