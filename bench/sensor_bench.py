@@ -239,8 +239,11 @@ def campaign_case(sensor: fg.SensorModel, runs: int, seed: int) -> dict[str, Any
         out.update(error=str(exc), fit_s=time.perf_counter() - t0 - gen)
         return out
     c = dec["total"]
-    f = dec.bin_centres
-    truth = lr.truth.curve(f)
+    # The truth at the result's own resolution: averaged over each bin (the bins follow what the logs
+    # resolve), so that RMSE scores what the result claims, not detail it says it cannot see.
+    edges = np.asarray(dec.bin_edges, dtype=np.float64)
+    sub = edges[:-1, None] + (np.arange(16)[None, :] + 0.5) / 16 * np.diff(edges)[:, None]
+    truth = lr.truth.curve(sub.ravel()).reshape(sub.shape).mean(axis=1)
     curve = np.asarray(c.curve, dtype=np.float64)
     ok = np.isfinite(curve)
     e, hw = float(c.energy_j), float(c.energy_half_width_j)
@@ -436,8 +439,9 @@ def _kinds_text(k: dict[str, int]) -> str:
 
 def matrix_readme(mx: dict[str, Any]) -> list[str]:
     n = len(mx["seeds"])
-    lines = [f"### Sensors x paths ({n} held-out seeds, {mx['seeds'][0]}..{mx['seeds'][-1]})", "",
-             f"Every cell is over **{n} seeds** never used in development. Launch gaps draw their own power "
+    per_row = {v["campaign"]["seeds"] for v in mx["sensors"].values()}
+    lines = [f"### Sensors x paths (held-out seeds from {mx['seeds'][0]}; seeds per row in its first column)", "",
+             f"Every cell is over the row's seeds (up to {n}), never used in development. Launch gaps draw their own power "
              "(campaign `gap_w=300`; the loop's gaps and pauses as `sim._analytic_loop` draws them). Campaign: "
              "`fg.method.deconvolve` of the last of 15 executions of a 366 us kernel; coverage is the 95 % interval "
              "of its energy against the true mean energy over the runs; RMSE against the true mean curve (finite "
@@ -451,7 +455,7 @@ def matrix_readme(mx: dict[str, Any]) -> list[str]:
     for name, v in mx["sensors"].items():
         c, lp = v["campaign"], v["loop"]
         lines.append(
-            f"| {name} | {v['runs']} | {_pct(c['median_abs_energy_err_pct'])} | {_pct(100 * c['coverage'], '.0f')} | "
+            f"| {name} ({c['seeds']} seeds) | {v['runs']} | {_pct(c['median_abs_energy_err_pct'])} | {_pct(100 * c['coverage'], '.0f')} | "
             f"{_pct(c['median_half_width_pct'])} | {_pct(c['median_rmse_pct'], '.1f')} ({_pct(c['median_rmse_pct_resolved'], '.1f')}) | "
             f"{c['warned']} / {c['refused']} of {c['seeds']}"
             f"{' (simulator failed on ' + str(c['sim_failed']) + ')' if c.get('sim_failed') else ''} | "
@@ -460,6 +464,9 @@ def matrix_readme(mx: dict[str, Any]) -> list[str]:
             f"{_pct(100 * lp['kernel_coverage'], '.0f')} | {_pct(100 * lp['not_resolved_frac'], '.0f')} | "
             f"{_pct(lp['iteration_median_abs_err_pct'])} | {_pct(100 * lp['iteration_coverage'], '.0f')} | "
             f"{lp['negative']} |")
+    if len(per_row) > 1:
+        lines += ["", "Rows over fewer seeds are from an earlier, shorter run (a 2-core machine's session); the "
+                  "full run is `python bench/sensor_bench.py --matrix-only --sizes small`."]
     lines += ["", "Warnings (first warning per seed, counted):", ""]
     for name, v in mx["sensors"].items():
         lines.append(f"* {name}: campaign {_kinds_text(v['campaign']['warning_kinds'])}; "
@@ -480,7 +487,8 @@ def main() -> None:
     ap.add_argument("--sizes", choices=("full", "small"), default="full",
                     help="matrix run sizes: full (the brief's) or small (fits a 2-core machine)")
     ap.add_argument("--render", metavar="MATRIX_JSON",
-                    help="write sensor.json/png/README from a (partial) matrix checkpoint, run nothing")
+                    help="write sensor.json/png/README from (partial) matrix checkpoints, comma-separated, "
+                         "later rows over earlier ones; run nothing")
     ap.add_argument("--sensors", default=",".join(MATRIX_SIZES), help="comma-separated matrix sensors")
     args = ap.parse_args()
     t0 = time.perf_counter()
@@ -492,8 +500,15 @@ def main() -> None:
     if args.render:
         with open(path) as f:
             out = json.load(f)
-        with open(args.render) as f:
-            out["matrix"] = json.load(f)
+        # Several checkpoints merge row by row, a later one's sensors over an earlier one's.
+        merged: dict[str, Any] = {}
+        for part in args.render.split(","):
+            with open(part) as f:
+                mx_part = json.load(f)
+            sensors_so_far = merged.get("sensors", {})
+            merged = {**merged, **mx_part, "sensors": {**sensors_so_far, **mx_part["sensors"]}}
+            merged["seeds"] = sorted(set(merged.get("seeds", [])) | set(mx_part["seeds"]))
+        out["matrix"] = merged
         with open(path, "w") as f:
             json.dump(out, f, indent=1)
         matrix_figure(out["matrix"], os.path.join(RESULTS, "sensor_matrix.png"))
