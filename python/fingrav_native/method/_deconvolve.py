@@ -355,10 +355,10 @@ def _warnings(results: Sequence[DeconvolvedChannel], sensor: SensorModel, lay: _
     used_runs = sorted(lay.by_run)
     out: list[str] = list(check.failed)
     if K_edges < asked:
-        per_run = edge_logs / max(reached, 1)
         out.append(f"the curve has {K} bins, not the {asked} asked: only {edge_logs} logs have a window edge inside "
                    f"the kernel's executions ({EDGES_PER_BIN} per bin at least); about "
-                   f"{math.ceil(asked * 20 / per_run)} runs would give {asked} bins, 20 window edges each")
+                   f"{_runs_for(asked, edge_logs, reached, sensor, dur)} runs would give {asked} bins, 20 window "
+                   "edges each")
     elif K < asked:
         out.append(f"the curve has {K} bins, not the {asked} asked: the noise limits the resolution to about "
                    f"{res_ns / 1e3:.1f} us, and finer bins would only add noise")
@@ -378,15 +378,19 @@ def _warnings(results: Sequence[DeconvolvedChannel], sensor: SensorModel, lay: _
     return out
 
 
+def _runs_for(bins: int, edge_logs: int, runs: int, sensor: SensorModel, dur: float) -> int:
+    """Runs for ``bins`` bins of 20 window edges each: at this campaign's rate, or the sensor's period's."""
+    per_run = edge_logs / max(runs, 1)
+    return math.ceil(20 * bins / per_run) if per_run > 0 else runs_needed(sensor, dur, bins)
+
+
 def _resolution_warning(res_ns: float, asked: float, edge_logs: int, runs: int, K: int, sensor: SensorModel,
                         dur: float) -> str:
     """Why the logs resolve only features coarser than asked: too few window edges, or too much noise."""
     # The bins the asked resolution needs, at the curve's Nyquist step.
     needed = max(K, int(math.ceil(RESOLUTION_BINS * dur / asked)))
     if edge_logs < EDGES_PER_BIN * needed:
-        per_run = edge_logs / max(runs, 1)
-        more = (f"about {math.ceil(20 * needed / per_run)} runs" if per_run > 0
-                else f"about {runs_needed(sensor, dur, needed)} runs (from the sensor's period)")
+        more = f"about {_runs_for(needed, edge_logs, runs, sensor, dur)} runs"
         why = f"{more} would give {needed} bins, 20 window edges each (this campaign: {edge_logs} edges)"
     else:
         # The edges are there; the sensor's noise against what each edge carries limits the
@@ -535,8 +539,7 @@ def deconvolve(
     reached = int(np.sum(cr.golden & cr.eoi & (cr.s < np.max(hi[ok], initial=-np.inf))
                          & (cr.e > np.min(lo[ok], initial=np.inf))))
     if edge_logs < EDGES_PER_BIN:
-        per_run = edge_logs / max(reached, 1)
-        more = (math.ceil(asked * 20 / per_run) if per_run > 0 else runs_needed(sensor, lay.dur, asked))
+        more = _runs_for(asked, edge_logs, reached, sensor, lay.dur)
         raise ValueError(f"samples: the logs cannot determine the kernel's power: {edge_logs} window edges fall "
                          f"inside the executions of interest of the {reached} golden runs the logs reach, {EDGES_PER_BIN} at "
                          f"least for one bin; about {more} runs would give the {asked} bins asked, 20 window "
