@@ -421,6 +421,23 @@ def _whole_period_warning(sensor: SensorModel, lay: _Layout, used_runs: Sequence
     return None
 
 
+def _fit(cr: CampaignRuns, lay: _Layout, logs: _Logs, lo: np.ndarray, hi: np.ndarray, ok: np.ndarray,
+         y: np.ndarray, sensor: SensorModel, K: int, floor_w: float, lam: Optional[float], n_boot: int,
+         seed: int) -> tuple[list[Design], Solution, float, np.ndarray]:
+    """The campaign's candidate designs at ``K`` bins, the engine's solution, and its resolution (median, per bin)."""
+    designs = campaign_designs(cr, K=K, n_max=lay.n_max, warms=lay.warms, dur=lay.dur,
+                               lo=float(np.min(lo[ok], initial=cr.s[0])), hi=float(np.max(hi[ok], initial=cr.e[-1])),
+                               floor_w=floor_w, absolute_levels=_absolute_levels(lay))
+    try:
+        sol = attribute(designs, sensor, logs.t, logs.win, y, _blocks_by_run(cr, hi), lam=lam, bootstrap=n_boot,
+                        seed=seed)
+    except ValueError as exc:
+        raise ValueError(f"samples: no log's response reaches a golden run's execution of interest, or too few "
+                         f"({exc})") from None
+    res_bin, res = resolution(sol, np.arange(K), lay.dur)
+    return designs, sol, res, res_bin
+
+
 def deconvolve(
     samples: np.ndarray,
     executions: np.ndarray,
@@ -547,20 +564,8 @@ def deconvolve(
     K_edges = int(min(asked, edge_logs // EDGES_PER_BIN))
     y = np.where(ok[:, None], logs.y, np.nan)
 
-    def fit(K: int, n_boot: int) -> tuple[list[Design], Solution, float, np.ndarray]:
-        designs = campaign_designs(cr, K=K, n_max=lay.n_max, warms=lay.warms, dur=lay.dur,
-                                   lo=float(np.min(lo[ok], initial=cr.s[0])),
-                                   hi=float(np.max(hi[ok], initial=cr.e[-1])),
-                                   floor_w=floor_w, absolute_levels=_absolute_levels(lay))
-        try:
-            sol = attribute(designs, sensor, logs.t, logs.win, y, _blocks_by_run(cr, hi), lam=lam,
-                            bootstrap=n_boot, seed=seed)
-        except ValueError as exc:
-            raise ValueError(f"samples: no log's response reaches a golden run's execution of interest, or too "
-                             f"few ({exc})") from None
-        res_bin, res = resolution(sol, np.arange(K), lay.dur)
-        return designs, sol, res, res_bin
-
+    def fit(K: int, n_boot: int) -> tuple[list[Design], Solution, float, np.ndarray]:  # what changes between fits
+        return _fit(cr, lay, logs, lo, hi, ok, y, sensor, K, floor_w, lam, n_boot, seed)
     K = K_edges
     # A first fit without the bootstrap measures the resolution the bins should follow.
     designs, sol, res_ns, res_ns_bin = fit(K, 0)
