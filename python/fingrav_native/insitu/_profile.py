@@ -34,7 +34,7 @@ from fingrav_native.insitu._trace import KernelTrace
 from fingrav_native.method._align import place_logs
 from fingrav_native.method._deconvolve import declared_windows, needs_deconvolution
 from fingrav_native.method._deconvolved import Deconvolution, DeconvolvedChannel, as_stitched
-from fingrav_native.method._joint import TimelineFit, fit_timeline
+from fingrav_native.method._joint import GAP_EDGES_NS, TimelineFit, fit_timeline
 from fingrav_native.method._pipeline import stitch_logs
 from fingrav_native.method._results import ExecutionProfile
 from fingrav_native.records._layouts import validate_executions
@@ -221,7 +221,8 @@ def _joint(samples: np.ndarray, t: np.ndarray, kt: KernelTrace, model: SensorMod
             energy_half_width_j=float(fit.energy_half_width_j[ch][c]),
             # The power long after this kernel (the last gap step it was seen in): the nearest to idle.
             idle_w=float(gap_after[ch][c]),
-            levels_w={f"gap after it, step {i + 1}": float(v) for i, v in enumerate(fit.gap_w[ch][c])})
+            levels_w={"launch gap (shared by all kernels)": fit.launch_gap_w[ch],
+                      **{f"gap after it, {_span(i)}": float(v) for i, v in enumerate(fit.gap_w[ch][c])}})
             for ch in channels)
         warnings_: list[str] = []
         k_c = int(fit.bins[c])
@@ -265,6 +266,12 @@ def _joint_notes(fit: TimelineFit, names: list[str], notes: list[str]) -> None:
     notes.extend(fit.check.failed)
 
 
+def _span(m: int) -> str:
+    """Step ``m`` of :data:`GAP_EDGES_NS` in words ("10-40 us after it ended")."""
+    a, b = GAP_EDGES_NS[m] / 1e3, GAP_EDGES_NS[m + 1] / 1e3
+    return f"{a:g} us on" if math.isinf(b) else f"{a:g}-{b:g} us"
+
+
 def _z(p: float) -> float:
     return float(stats.norm.ppf(p))
 
@@ -290,7 +297,7 @@ def profile_trace(
     sensor: Union[SensorModel, str, None] = None,
     attribution: Attribution = "auto",
     device: Optional[int] = None,
-    bins: int = 8,
+    bins: int = 32,
     align: Union[bool, Literal["auto"]] = "auto",
     max_power_w: Optional[float] = None,
 ) -> TraceProfile:
@@ -341,7 +348,13 @@ def profile_trace(
         The trace's device the power logs belong to; needed when the trace
         holds kernels of several devices.
     bins : int
-        Curve bins per signature when deconvolving.
+        Curve bins asked per signature when deconvolving: the most a curve
+        gets; each gets fewer where its executions hold fewer than ten window
+        edges per bin. Coarse bins misfit a kernel whose power changes
+        within one (a GEMM's first microseconds as work fills the GPU), and
+        averaging windows hand that misfit to the short kernels beside it:
+        on a simulated loop under a 1 ms average, 8 bins left a 40 us
+        kernel 1.6 % low with no noise at all, 16 left 0.7 %.
     align : {"auto", True, False}
         Measure the logs' offset against the trace's kernels
         (:func:`~fingrav_native.insitu.align_logs_to_trace`,

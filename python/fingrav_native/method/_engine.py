@@ -51,6 +51,7 @@ from typing import Optional, Sequence
 import numpy as np
 import scipy.linalg
 from scipy import optimize, sparse
+from threadpoolctl import threadpool_limits
 
 from fingrav_native.sensors._model import SensorModel
 
@@ -346,19 +347,23 @@ def _variants(designs: Sequence[Design], rows: Sequence[Rows], stats: Sequence[_
 def _cv_scores(v: _Variant, st: _Stats, weights: np.ndarray, folds: np.ndarray, n_folds: int, lams: np.ndarray,
                ch: int = 0) -> np.ndarray:
     """K-fold cross-validated squared error of channel ``ch`` at each smoothing (unconstrained solves)."""
-    Gw = np.tensordot(weights, st.G, axes=1)
-    Bw = np.tensordot(weights, st.B[:, :, ch], axes=1)
+    # Every fold's normal equations in one product (the folds partition the blocks: they sum to all).
+    W = np.where(folds[None, :] == np.arange(n_folds)[:, None], weights[None, :], 0.0)
+    Gfs = np.tensordot(W, st.G, axes=1)
+    Bfs = W @ st.B[:, :, ch]
+    Gw, Bw = Gfs.sum(axis=0), Bfs.sum(axis=0)
     scores = np.zeros(len(lams))
     for f in range(n_folds):
-        wf = np.where(folds == f, weights, 0.0)
+        wf = W[f]
         if not wf.any():
             continue
-        Gf = np.tensordot(wf, st.G, axes=1)
-        Bf = np.tensordot(wf, st.B[:, :, ch], axes=1)
+        Gf, Bf = Gfs[f], Bfs[f]
         yyf = float(wf @ st.yy[:, ch])
         for i, lam in enumerate(lams):
             try:
-                x = scipy.linalg.cho_solve(scipy.linalg.cho_factor(Gw - Gf + lam * v.R + v.F), Bw - Bf)
+                # Finite by construction (sums of finite rows and penalties): no check on each of thousands.
+                cf = scipy.linalg.cho_factor(Gw - Gf + lam * v.R + v.F, check_finite=False)
+                x = scipy.linalg.cho_solve(cf, Bw - Bf, check_finite=False)
             except (np.linalg.LinAlgError, ValueError):
                 scores[i] = math.inf
                 continue
@@ -627,6 +632,17 @@ def attribute(designs: Sequence[Design], sensor: SensorModel, t: np.ndarray, w: 
         When no log's response lies within the tiles, or fewer logs than
         columns they reach.
     """
+    # Thousands of solves of a few hundred unknowns: BLAS threads cost more to wake than they save there
+    # (a 6 s loop record on 2 cores took 106 s with them, 14 s without).
+    with threadpool_limits(limits=1, user_api="blas"):
+        return _attribute(designs, sensor, t, w, y, block_of, lam=lam, bootstrap=bootstrap, seed=seed,
+                          n_folds=n_folds)
+
+
+def _attribute(designs: Sequence[Design], sensor: SensorModel, t: np.ndarray, w: np.ndarray, y: np.ndarray,
+               block_of: Optional[np.ndarray], *, lam: Optional[float], bootstrap: int, seed: int,
+               n_folds: int) -> Solution:
+    """:func:`attribute`'s work (BLAS threads already limited)."""
     ok = np.isfinite(t) & np.all(np.isfinite(y), axis=1)
     rows = [design_rows(d, sensor, t, w, ok) for d in designs]
     # Every candidate is scored on the same logs and folds: those all of them can use.

@@ -62,7 +62,7 @@ GAP_EDGES_NS = (0.0, 10_000.0, 40_000.0, 150_000.0, 500_000.0, 2_000_000.0, math
 #: compute units go idle; over a gap of a few microseconds the fall is much of the gap's energy,
 #: which a level shared by all gaps puts into the neighbouring kernels. Cross-validation chooses,
 #: and the bootstrap repeats the choice.
-FALL_NS = (0.0, 1_000.0, 3_000.0, 10_000.0, math.inf)
+FALL_NS = (0.0, 1_000.0, 2_000.0, 3_000.0, 5_000.0, 10_000.0, math.inf)
 
 #: Window edges wanted per curve bin: a class gets at most its edges over this many bins (at least one).
 EDGES_PER_BIN = 10
@@ -91,11 +91,14 @@ class TimelineFit:
     energy_low_j, energy_high_j : dict of str to numpy.ndarray
         The interval's ends.
     gap_w : dict of str to numpy.ndarray
-        Per channel, ``(classes + 1, steps)``: the power in gaps after a
-        kernel of each class (the last row: after an excluded one), per step
-        of :data:`GAP_EDGES_NS` (the first step: the shared launch-gap level,
-        or the kernel's end where the model holds the gap at it; NaN where no
-        log saw such a gap).
+        Per channel, ``(classes + 1, steps)``: the power in gaps of
+        :data:`GAP_EDGES_NS`'s first step or longer (host gaps, pauses, idle)
+        after a kernel of each class (the last row: after an excluded one),
+        per step of time since it ended (NaN where no log saw such a gap).
+    launch_gap_w : dict of str to float
+        Per channel, the level shared by launch gaps (shorter than the first
+        step), after the fall from the kernel before them; where the model
+        holds launch gaps at the kernel's end, NaN.
     durations_ns : numpy.ndarray
         The duration each class's energy is taken over.
     n_logs : int
@@ -137,6 +140,7 @@ class TimelineFit:
     energy_j: dict[str, np.ndarray]
     energy_half_width_j: dict[str, np.ndarray]
     gap_w: dict[str, np.ndarray]
+    launch_gap_w: dict[str, float]
     durations_ns: np.ndarray
     n_logs: int
     dropped_logs: int
@@ -227,19 +231,19 @@ class _Columns:
     K: np.ndarray
     launch: int
     gap0: int  # first step column (after a class, steps 1..)
-    n_steps: int  # steps of GAP_EDGES_NS (the first is the launch gap)
+    n_steps: int  # steps of GAP_EDGES_NS
     n_col: int
 
     def step(self, prev: np.ndarray, m: int) -> np.ndarray:
-        """The column of gap step ``m`` >= 1 after a kernel of class ``prev`` (the excluded row: n_cls)."""
-        return self.gap0 + prev * (self.n_steps - 1) + (m - 1)
+        """The column of step ``m`` of a longer gap after a kernel of class ``prev`` (the excluded row: n_cls)."""
+        return self.gap0 + prev * self.n_steps + m
 
 
 def _columns(K: np.ndarray) -> _Columns:
     offsets = np.concatenate([[0], np.cumsum(K)[:-1]]).astype(np.int64)
     n_steps = len(GAP_EDGES_NS) - 1
     launch = int(K.sum())
-    return _Columns(offsets, K, launch, launch + 1, n_steps, launch + 1 + (len(K) + 1) * (n_steps - 1))
+    return _Columns(offsets, K, launch, launch + 1, n_steps, launch + 1 + (len(K) + 1) * n_steps)
 
 
 def _exec_tiles(s: np.ndarray, e: np.ndarray, cls: np.ndarray, cols: _Columns) -> tuple[np.ndarray, ...]:
@@ -284,11 +288,13 @@ def _gap_tiles(s: np.ndarray, e: np.ndarray, cls: np.ndarray, cols: _Columns, hi
         lo = np.maximum(g0, e + edges[m])
         up = np.minimum(g1, e + edges[m + 1])
         sel = up > lo
+        c = cols.step(prev[sel], m)
         if m == 0:
-            # The rest of a launch gap: its own level, shared by all (compute units idle, clocks up).
-            c = np.full(int(sel.sum()), cols.launch)
-        else:
-            c = cols.step(prev[sel], m)
+            # The rest of a launch gap (the next kernel within the first step): its own level, shared by all
+            # (compute units idle, clocks up). A longer gap (a host gap, a pause) starts on a level per kernel
+            # before it: there clocks and voltage come down too, from that kernel's level, and a simulated
+            # loop whose pauses relax over 50 us put +2.4 % into the kernel before them with the launch level.
+            c = np.where(length[sel] < edges[1], cols.launch, c)
         out_a.append(lo[sel])
         out_b.append(up[sel])
         out_c.append(c)
@@ -364,7 +370,7 @@ def _designs(s: np.ndarray, e: np.ndarray, cls: np.ndarray, K: np.ndarray, lo: f
     counts = np.bincount(cls[cls >= 0], minlength=len(K))
     maps = _maps(cols, counts, durations)
     names = ([f"class_{c}_bin_{j}" for c in range(len(K)) for j in range(int(K[c]))] + ["launch_gap"]
-             + [f"gap_after_{c}_step_{m}" for c in range(len(K) + 1) for m in range(1, cols.n_steps)])
+             + [f"gap_after_{c}_step_{m}" for c in range(len(K) + 1) for m in range(cols.n_steps)])
     lower = np.full(cols.n_col, float(floor_w))
     out = []
     for fall in FALL_NS:
@@ -512,6 +518,7 @@ def _timeline_fit(sol: Solution, chans: list[str], K: np.ndarray, asked: np.ndar
     """The engine's solution as a TimelineFit: per channel, per class."""
     ident = (sol.info_share >= IDENTIFIABLE_SHARE) & (counts > 0)
     curves, sds, energy, half, low, high, gap, resid = {}, {}, {}, {}, {}, {}, {}, {}
+    launch: dict[str, float] = {}
     e_lo, e_hi, _ = sol.interval("energy", confidence)
     c_lo, c_hi, c_sd = sol.interval("curves", confidence)
     reach = np.diff(sol.rows.A.tocsc().indptr)
@@ -529,11 +536,9 @@ def _timeline_fit(sol: Solution, chans: list[str], K: np.ndarray, asked: np.ndar
         half[ch] = 0.5 * (high[ch] - low[ch])
         g = sol.values["gaps"][:, i].copy()
         g[reach[int(K.sum()):len(g) + int(K.sum())] == 0] = np.nan
-        # Rows: after each class (and after an excluded one); the first step is the shared launch level.
-        rows = np.full((n_cls + 1, n_steps), np.nan)
-        rows[:, 0] = g[0]
-        rows[:, 1:] = g[1:].reshape(n_cls + 1, n_steps - 1)
-        gap[ch] = rows
+        launch[ch] = float(g[0])
+        # Rows: after each class (and after an excluded one), the steps of a longer gap.
+        gap[ch] = g[1:].reshape(n_cls + 1, n_steps)
         resid[ch] = float(np.sqrt(np.mean(sol.residual[:, i] ** 2)))
     offs = np.concatenate([[0], np.cumsum(K)[:-1]])
     warnings_ = _fit_warnings(K, asked, edges, sol.info_share, sol.confounded, check)
@@ -541,7 +546,8 @@ def _timeline_fit(sol: Solution, chans: list[str], K: np.ndarray, asked: np.ndar
         warnings_.append(f"the record holds {sol.n_blocks} blocks of ten windows: too few for cross-validation and "
                          "an interval (smoothing chosen by GCV, no intervals); record longer")
     return TimelineFit(
-        bins=K, curves=curves, sd=sds, energy_j=energy, energy_half_width_j=half, gap_w=gap, durations_ns=durations,
+        bins=K, curves=curves, sd=sds, energy_j=energy, energy_half_width_j=half, gap_w=gap, launch_gap_w=launch,
+        durations_ns=durations,
         n_logs=len(sol.rows.used), dropped_logs=int(n_all - len(sol.rows.used)),
         logs_per_bin=[reach[offs[c]:offs[c] + K[c]] for c in range(n_cls)], edge_logs=edges, lam=sol.lam,
         residual_w=resid, confidence=confidence, energy_low_j=low, energy_high_j=high, bins_asked=asked,
