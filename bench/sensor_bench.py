@@ -255,6 +255,10 @@ def campaign_case(sensor: fg.SensorModel, runs: int, seed: int) -> dict[str, Any
         covered=bool(np.isfinite(e) and np.isfinite(hw) and abs(e - e_true) <= hw),
         rmse_pct=(100 * float(np.sqrt(np.mean((curve[ok] - truth[ok]) ** 2)) / float(np.mean(truth[ok])))
                   if ok.any() else float("nan")),
+        # The curve's own bootstrap scatter (RMS over its bins): the noise floor at these runs. An RMSE at
+        # this floor is variance-limited (only more runs lower it, as 1/sqrt(runs)); well above it, biased.
+        curve_sd_pct=(100 * float(np.sqrt(np.mean(np.asarray(c.sd, dtype=np.float64)[ok] ** 2)))
+                      / float(np.mean(truth[ok])) if ok.any() else float("nan")),
         finite_bins=int(ok.sum()), resolution_us=float(dec.resolution_ns) / 1e3,
         warnings=[str(w) for w in dec.warnings], warning_kind=warning_kind(dec.warnings),
         negative=bool((curve[ok] < 0).any() or (np.isfinite(e) and e < 0)))
@@ -332,6 +336,7 @@ def summarise_campaign(cases: list[dict[str, Any]]) -> dict[str, Any]:
             "median_half_width_pct": _nanmedian([c["half_width_pct"] for c in fit]),
             "median_rmse_pct_resolved": _nanmedian([c["rmse_pct"] for c in clean]),
             "median_rmse_pct": _nanmedian([c["rmse_pct"] for c in fit]),
+            "median_curve_sd_pct": _nanmedian([c.get("curve_sd_pct", float("nan")) for c in fit]),
             "negative": sum(bool(c.get("negative")) for c in fit), "warning_kinds": _kinds(cases),
             "fit_s": _nanmedian([c["fit_s"] for c in cases])}
 
@@ -446,19 +451,21 @@ def matrix_readme(mx: dict[str, Any]) -> list[str]:
              "(campaign `gap_w=300`; the loop's gaps and pauses as `sim._analytic_loop` draws them). Campaign: "
              "`fg.method.deconvolve` of the last of 15 executions of a 366 us kernel; coverage is the 95 % interval "
              "of its energy against the true mean energy over the runs; RMSE against the true mean curve (finite "
-             "bins; median over all seeds, and in brackets over seeds without warnings). Loop: `fg.profile_trace` of a training loop (kernels of 400/150/60/40/25 us); "
+             "bins; median over all seeds, and in brackets over seeds without warnings); the noise floor is the curve's "
+             "own bootstrap scatter (RMS over its bins): an RMSE at its floor is variance-limited, and only more runs "
+             "lower it. Loop: `fg.profile_trace` of a training loop (kernels of 400/150/60/40/25 us); "
              "kernel scores over signatures >= 40 us and seeds, a NaN energy counted as not resolved (not as a "
              "miss), coverage over the resolved pairs.", "",
-             "| sensor | campaign runs | energy \\|err\\| (median) | coverage | half-width | curve RMSE all (no warning) | warned / "
-             "refused | negative | loop iterations | kernel \\|err\\| median / max | kernel coverage | not resolved | "
+             "| sensor | campaign runs | energy \\|err\\| (median) | coverage | half-width | curve RMSE all (no warning) | "
+             "curve noise floor | warned / refused | negative | loop iterations | kernel \\|err\\| median / max | kernel coverage | not resolved | "
              "iteration \\|err\\| | iteration coverage | negative |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for name, v in mx["sensors"].items():
         c, lp = v["campaign"], v["loop"]
         lines.append(
             f"| {name} ({c['seeds']} seeds) | {v['runs']} | {_pct(c['median_abs_energy_err_pct'])} | {_pct(100 * c['coverage'], '.0f')} | "
             f"{_pct(c['median_half_width_pct'])} | {_pct(c['median_rmse_pct'], '.1f')} ({_pct(c['median_rmse_pct_resolved'], '.1f')}) | "
-            f"{c['warned']} / {c['refused']} of {c['seeds']}"
+            f"{_pct(c.get('median_curve_sd_pct', float('nan')), '.1f')} | {c['warned']} / {c['refused']} of {c['seeds']}"
             f"{' (simulator failed on ' + str(c['sim_failed']) + ')' if c.get('sim_failed') else ''} | "
             f"{c['negative']} | {v['iterations']} | "
             f"{_pct(lp['kernel_median_abs_err_pct'])} / {_pct(lp['kernel_max_abs_err_pct'])} | "
