@@ -51,6 +51,7 @@ from typing import Optional, Sequence
 import numpy as np
 import scipy.linalg
 from scipy import optimize, sparse
+
 # threadpoolctl ships no type information (the engine only enters its context manager); stubtest runs
 # mypy without this project's configuration, so the ignore is here, not in pyproject.toml.
 from threadpoolctl import threadpool_limits  # type: ignore[import-untyped,unused-ignore]
