@@ -400,6 +400,27 @@ def matrix(seeds: tuple[int, ...], quick: bool, sensors: tuple[str, ...],
     return table(seeds)
 
 
+def merge_matrices(parts: list[dict[str, Any]]) -> dict[str, Any]:
+    """Merge matrix checkpoints: a sensor row run at the same sizes merges seed by seed (a later part's case
+    over an earlier one's for the same seed) and is summarised again; at other sizes the later row replaces it."""
+    merged: dict[str, Any] = {}
+    for mx_part in parts:
+        rows = dict(merged.get("sensors", {}))
+        for name, row in mx_part["sensors"].items():
+            old = rows.get(name)
+            if old is None or (old["runs"], old["iterations"]) != (row["runs"], row["iterations"]):
+                rows[name] = row
+                continue
+            camp = {c["seed"]: c for c in old["campaign_cases"] + row["campaign_cases"]}
+            loops = {c["seed"]: c for c in old["loop_cases"] + row["loop_cases"]}
+            cc, lc = [camp[k] for k in sorted(camp)], [loops[k] for k in sorted(loops)]
+            rows[name] = {**row, "campaign_cases": cc, "loop_cases": lc, "campaign": summarise_campaign(cc),
+                          "loop": summarise_loop(lc)}
+        merged = {**merged, **mx_part, "sensors": rows}
+        merged["seeds"] = sorted(set(merged.get("seeds", [])) | set(mx_part["seeds"]))
+    return merged
+
+
 def matrix_figure(mx: dict[str, Any], path: str) -> None:
     import matplotlib
 
@@ -490,6 +511,8 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--matrix-seeds", type=int, default=None,
                     help="held-out seeds for the matrix, from 1000 (default 20; 2 with --quick)")
+    ap.add_argument("--first-seed", type=int, default=0,
+                    help="index of the first held-out seed (to run the rest of a cut run in another process)")
     ap.add_argument("--matrix-only", action="store_true",
                     help="run only the matrix and merge it into the existing bench/results/sensor.json")
     ap.add_argument("--sizes", choices=("full", "small"), default="full",
@@ -502,21 +525,18 @@ def main() -> None:
     t0 = time.perf_counter()
     runs = 150 if args.quick else 300
     n_seeds = args.matrix_seeds or (2 if args.quick else len(MATRIX_SEEDS))
-    seeds = MATRIX_SEEDS[:n_seeds]
+    seeds = MATRIX_SEEDS[args.first_seed:args.first_seed + n_seeds]
     sensors = tuple(x for x in args.sensors.split(",") if x)
     path = os.path.join(RESULTS, "sensor.json")
     if args.render:
         with open(path) as f:
             out = json.load(f)
         # Several checkpoints merge row by row, a later one's sensors over an earlier one's.
-        merged: dict[str, Any] = {}
+        parts = []
         for part in args.render.split(","):
             with open(part) as f:
-                mx_part = json.load(f)
-            sensors_so_far = merged.get("sensors", {})
-            merged = {**merged, **mx_part, "sensors": {**sensors_so_far, **mx_part["sensors"]}}
-            merged["seeds"] = sorted(set(merged.get("seeds", [])) | set(mx_part["seeds"]))
-        out["matrix"] = merged
+                parts.append(json.load(f))
+        out["matrix"] = merge_matrices(parts)
         with open(path, "w") as f:
             json.dump(out, f, indent=1)
         matrix_figure(out["matrix"], os.path.join(RESULTS, "sensor_matrix.png"))

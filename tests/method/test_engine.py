@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import warnings
 
 import numpy as np
 import pytest
@@ -202,3 +203,42 @@ def test_fit_timeline_gaps_at_their_own_level_closed_form() -> None:
     # fraction of a percent of the 40 us kernel's energy.
     assert fit.launch_gap_w["total"] == pytest.approx(200.0, abs=20.0)
     assert DURATION_NS > 0
+
+
+
+def test_intervals_carry_the_smoothings_cross_validation_cannot_tell_apart(monkeypatch: pytest.MonkeyPatch) -> None:
+    # 5 ms windows over 25-400 us kernels: the logs say little about the curves' shapes, so the
+    # cross-validated error is flat over decades of smoothing while energies still move with it.
+    import fingrav_native.method._engine as engine
+    import fingrav_native.method._joint as joint
+
+    sensor = SensorModel("avg-5ms", "window", period_ns=5e6, window_ns=5e6)
+    loop = logged_loop(sensor, seed=36, iterations=1024)
+    calls: list[tuple[tuple[object, ...], dict[str, object], object]] = []
+    real = engine.attribute
+
+    def spy(*a: object, **k: object) -> object:
+        calls.append((a, k, real(*a, **k)))  # type: ignore[arg-type]
+        return calls[-1][2]
+
+    monkeypatch.setattr(joint, "attribute", spy)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fg.profile_trace(loop.trace, loop.samples, Identity(), sensor=sensor, max_power_w=loop.max_power_w)
+    a, k, sol = calls[-1]
+    value = sol.values["energy"]  # type: ignore[attr-defined]
+    lo, hi = sol.smoothing_span["energy"]  # type: ignore[attr-defined]
+    assert np.all(lo <= 0) and np.all(hi >= 0) and np.any(hi - lo > 1e-3 * np.abs(value))
+    band_lo, band_hi, _ = sol.interval("energy", 0.95)  # type: ignore[attr-defined]
+    d = sol.draws["energy"]  # type: ignore[attr-defined]
+    assert np.all(band_lo <= np.quantile(d, 0.025, axis=0) + 1e-12)
+    assert np.all(band_hi >= np.quantile(d, 0.975, axis=0) - 1e-12)
+    # Every offset is the energy at some smoothing of the grid minus the chosen one's: re-solved here
+    # at each fixed smoothing (the public ``lam`` path, no bootstrap), the span lies within their range.
+    offsets = np.stack([real(*a, **{**k, "lam": float(lam), "bootstrap": 0}).values["energy"] - value
+                        for lam in engine.LAMBDAS])  # type: ignore[arg-type]
+    assert np.all(lo >= offsets.min(axis=0) - 1e-9 * np.abs(value))
+    assert np.all(hi <= offsets.max(axis=0) + 1e-9 * np.abs(value))
+    # With the smoothing fixed there is no choice to carry.
+    fixed = real(*a, **{**k, "lam": sol.lam, "bootstrap": 0})  # type: ignore[arg-type,attr-defined]
+    assert fixed.smoothing_span == {}

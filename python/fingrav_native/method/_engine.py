@@ -350,12 +350,18 @@ def _variants(designs: Sequence[Design], rows: Sequence[Rows], stats: Sequence[_
 def _cv_scores(v: _Variant, st: _Stats, weights: np.ndarray, folds: np.ndarray, n_folds: int, lams: np.ndarray,
                ch: int = 0) -> np.ndarray:
     """K-fold cross-validated squared error of channel ``ch`` at each smoothing (unconstrained solves)."""
+    return np.asarray(_cv_fold_scores(v, st, weights, folds, n_folds, lams, ch).sum(axis=0))
+
+
+def _cv_fold_scores(v: _Variant, st: _Stats, weights: np.ndarray, folds: np.ndarray, n_folds: int,
+                    lams: np.ndarray, ch: int = 0) -> np.ndarray:
+    """``(folds, smoothings)``: each fold's squared prediction error of channel ``ch`` (inf: singular)."""
     # Every fold's normal equations in one product (the folds partition the blocks: they sum to all).
     W = np.where(folds[None, :] == np.arange(n_folds)[:, None], weights[None, :], 0.0)
     Gfs = np.tensordot(W, st.G, axes=1)
     Bfs = W @ st.B[:, :, ch]
     Gw, Bw = Gfs.sum(axis=0), Bfs.sum(axis=0)
-    scores = np.zeros(len(lams))
+    scores = np.zeros((n_folds, len(lams)))
     for f in range(n_folds):
         wf = W[f]
         if not wf.any():
@@ -368,10 +374,52 @@ def _cv_scores(v: _Variant, st: _Stats, weights: np.ndarray, folds: np.ndarray, 
                 cf = scipy.linalg.cho_factor(Gw - Gf + lam * v.R + v.F, check_finite=False)
                 x = scipy.linalg.cho_solve(cf, Bw - Bf, check_finite=False)
             except (np.linalg.LinAlgError, ValueError):
-                scores[i] = math.inf
+                scores[f, i] = math.inf
                 continue
-            scores[i] += max(yyf - 2.0 * float(x @ Bf) + float(x @ Gf @ x), 0.0)
+            scores[f, i] = max(yyf - 2.0 * float(x @ Bf) + float(x @ Gf @ x), 0.0)
     return scores
+
+
+def _smoothing_span(d: Design, r: Rows, v: _Variant, st: _Stats, folds: np.ndarray, n_folds: int,
+                    lam: float, x: np.ndarray) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Per map, how far its values move over the smoothings cross-validation cannot tell from the choice.
+
+    Where the logs say little about a curve's shape (a window much longer
+    than the executions), the cross-validated error is flat over a decade or
+    more of smoothing while an energy still depends on it through how the
+    shape splits partly covered executions: a smoothing bias no resample of
+    the same choice shows. The smoothings within one standard error of the
+    chosen one (the difference of their fold scores, paired by fold: the
+    one-standard-error rule of Hastie, Tibshirani and Friedman, ESL 7.10)
+    are solved too; each map's lowest and highest offset from the chosen
+    value widen its interval (:meth:`Solution.interval`).
+    """
+    zero = {k: np.zeros((d.maps[k].shape[0], x.shape[1])) for k in d.maps}
+    if n_folds < 3:
+        return {k: (z, z.copy()) for k, z in zero.items()}
+    fs = _cv_fold_scores(v, st, np.ones(len(st.n)), folds, n_folds, LAMBDAS)
+    j = int(np.argmin(np.abs(np.log(LAMBDAS) - math.log(max(lam, 1e-300)))))
+    with np.errstate(invalid="ignore"):
+        diff = fs - fs[:, [j]]
+    ok = np.all(np.isfinite(diff), axis=0)
+    se = np.sqrt(n_folds) * np.std(np.where(ok, diff, 0.0), axis=0, ddof=1)
+    near = np.flatnonzero(ok & (np.where(ok, diff, 0.0).sum(axis=0) <= se))
+    G = st.G.sum(axis=0)
+    lo = {k: z.copy() for k, z in zero.items()}
+    hi = {k: z.copy() for k, z in zero.items()}
+    for i in near:
+        if i == j:
+            continue
+        M = G + float(LAMBDAS[i]) * v.R + v.F
+        try:
+            xi = np.stack([solve(G, st.B[:, :, c].sum(axis=0), M, v.lower) for c in range(x.shape[1])], axis=1)
+        except (np.linalg.LinAlgError, ValueError):
+            continue
+        for k in d.maps:
+            off = _full_map(d, r, k) @ (xi - x)
+            lo[k] = np.minimum(lo[k], off)
+            hi[k] = np.maximum(hi[k], off)
+    return {k: (lo[k], hi[k]) for k in d.maps}
 
 
 def _gcv_scores(v: _Variant, st: _Stats, lams: np.ndarray, ch: int = 0) -> np.ndarray:
@@ -472,6 +520,12 @@ class Solution:
     n_blocks, n_folds, n_boot : int
     blocks : numpy.ndarray
         Per used log, its block.
+    lower : numpy.ndarray
+        The columns' lower bounds.
+    smoothing_span : dict of str to (numpy.ndarray, numpy.ndarray)
+        Per map, its lowest (<= 0) and highest (>= 0) offset from ``values``
+        over the smoothings within one standard error of the chosen one in
+        cross-validation (empty with a fixed smoothing).
     """
 
     design: int
@@ -492,9 +546,15 @@ class Solution:
     n_boot: int
     blocks: np.ndarray
     lower: np.ndarray = field(repr=False, default_factory=lambda: np.zeros(0))
+    smoothing_span: dict[str, tuple[np.ndarray, np.ndarray]] = field(repr=False, default_factory=dict)
 
     def interval(self, name: str, confidence: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Percentile band ``(low, high)`` and standard deviation of a map's rows, per channel (NaN: no bootstrap)."""
+        """Band ``(low, high)`` and standard deviation of a map's rows, per channel (NaN: no bootstrap).
+
+        The bootstrap's percentile band, widened by how far the value moves
+        over the smoothings cross-validation cannot tell apart
+        (``smoothing_span``); the standard deviation is the bootstrap's.
+        """
         d = self.draws[name]
         alpha = 0.5 * (1.0 - confidence)
         shape = self.values[name].shape
@@ -503,7 +563,9 @@ class Solution:
             nan = np.full(shape, np.nan)
             return nan, nan.copy(), nan.copy()
         d = d[good]
-        return (np.quantile(d, alpha, axis=0), np.quantile(d, 1.0 - alpha, axis=0), np.std(d, axis=0, ddof=1))
+        lo, hi = self.smoothing_span.get(name, (np.zeros(shape), np.zeros(shape)))
+        return (np.quantile(d, alpha, axis=0) + lo, np.quantile(d, 1.0 - alpha, axis=0) + hi,
+                np.std(d, axis=0, ddof=1))
 
 
 def _full_map(design: Design, rows: Rows, key: str) -> np.ndarray:
@@ -689,13 +751,14 @@ def _attribute(designs: Sequence[Design], sensor: SensorModel, t: np.ndarray, w:
     n_boot = bootstrap if n_blocks >= 3 else 0
     draws = _bootstrap(designs, variants, stats, rows, folds, folds_n, lams, lam, n_boot, seed) if n_boot else \
         {k: np.zeros((0,) + values[k].shape) for k in d.maps}
+    span = _smoothing_span(d, r, v, st, folds, folds_n, choice.lam, x) if lam is None else {}
     share, groups = _identifiability(G, M, _full_map(d, r, d.energies))
     resid = y[r.used] - r.A @ x
     return Solution(
         design=v.design, model=v.name, lam=choice.lam,
         cv_scores={vv.name: float(np.min(row)) for vv, row in zip(variants, table)}, x=x, values=values,
         draws=draws, rows=r, G=G, M=M, residual=np.asarray(resid), info_share=share, confounded=groups,
-        n_blocks=n_blocks, n_folds=folds_n, n_boot=n_boot, blocks=blocks, lower=v.lower)
+        n_blocks=n_blocks, n_folds=folds_n, n_boot=n_boot, blocks=blocks, lower=v.lower, smoothing_span=span)
 
 
 def resolution(sol: Solution, curve_cols: np.ndarray, dur_ns: float) -> tuple[np.ndarray, float]:
