@@ -164,6 +164,20 @@ def response_span(sensor: SensorModel, t: np.ndarray, w: np.ndarray) -> tuple[np
     return hi - np.asarray(sensor.memory_ns(w), dtype=np.float64), hi
 
 
+def effective_width(sensor: SensorModel, w: np.ndarray) -> np.ndarray:
+    """Each log's response as long as the boxcar with the same noise-equivalent width (ns).
+
+    A boxcar's is its window; a first-order filter's is ``2 tau`` (its
+    weights' squared integral equals a boxcar's of that length), so that
+    logs further apart than a few of these have nearly independent errors
+    (autocorrelation ``exp(-lag / tau)``), while its support runs to
+    ``tau ln(1e4)``.
+    """
+    if sensor.shape == "first_order":
+        return np.full(len(w), 2.0 * sensor.tau_ns)
+    return np.asarray(sensor.memory_ns(w), dtype=np.float64)
+
+
 def _tile_rows(sensor: SensorModel, t: np.ndarray, w: np.ndarray, til: Tiling,
                ok: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Every (log, tile, weight) a usable log's response covers, and which logs are usable."""
@@ -246,19 +260,24 @@ def design_rows(design: Design, sensor: SensorModel, t: np.ndarray, w: np.ndarra
     return Rows(sparse.hstack([A, D], format="csr"), used, lo, hi, np.asarray(D.mean(axis=0)).ravel(), P)
 
 
-def time_blocks(lo: np.ndarray, hi: np.ndarray, windows: float = 10.0, max_blocks: int = MAX_BLOCKS) -> np.ndarray:
+def time_blocks(lo: np.ndarray, hi: np.ndarray, windows: float = 10.0, max_blocks: int = MAX_BLOCKS,
+                width_ns: Optional[np.ndarray] = None) -> np.ndarray:
     """Blocks of consecutive logs spanning at least ``windows`` responses (at most ``max_blocks``): per log, its block.
 
     A sliding average's errors are shared by overlapping windows, and a
     kernel's departures from its shared curve by every log over it: blocks
     long against a response are nearly independent, which cross-validation
-    and the bootstrap need (the moving-block idea, Kuensch 1989).
+    and the bootstrap need (the moving-block idea, Kuensch 1989). A
+    response's length is ``width_ns`` where given (a first-order filter's
+    effective width, far shorter than the support ``[lo, hi]`` its tail is
+    cut at), else ``hi - lo``.
     """
     mid = 0.5 * (lo + hi)
     if len(mid) == 0:
         return np.zeros(0, dtype=np.int64)
     order = np.argsort(mid, kind="stable")
-    span = max(float(np.median(hi - lo)), float(np.median(np.diff(mid[order]))) if len(mid) > 1 else 1.0, 1.0)
+    width = hi - lo if width_ns is None else np.asarray(width_ns, dtype=np.float64)
+    span = max(float(np.median(width)), float(np.median(np.diff(mid[order]))) if len(mid) > 1 else 1.0, 1.0)
     length = max(windows * span, (float(mid.max() - mid.min()) + 1.0) / max_blocks)
     blk = np.floor((mid - mid.min()) / length).astype(np.int64)
     return np.asarray(np.unique(blk, return_inverse=True)[1], dtype=np.int64).ravel()
@@ -721,7 +740,7 @@ def _attribute(designs: Sequence[Design], sensor: SensorModel, t: np.ndarray, w:
         rows = [design_rows(d, sensor, t, w, common) for d in designs]
     if any(len(r.used) == 0 for r in rows):
         raise ValueError("samples: no log's response lies within the executions' timeline and its gaps")
-    blocks_all = (time_blocks(*response_span(sensor, t, w)) if block_of is None
+    blocks_all = (time_blocks(*response_span(sensor, t, w), width_ns=effective_width(sensor, w)) if block_of is None
                   else np.unique(np.asarray(block_of), return_inverse=True)[1].ravel())
     # Blocks renumbered over the logs used; neighbours merged down to MAX_BLOCKS.
     blocks = np.unique(blocks_all[rows[0].used], return_inverse=True)[1].ravel()

@@ -85,9 +85,10 @@ class TimelineFit:
         deviation.
     energy_j, energy_half_width_j : dict of str to numpy.ndarray
         Per channel, per class: energy per execution (curve x the class's
-        duration) and the half-width of its percentile interval at
-        ``confidence``; NaN where the logs do not determine it
-        (``identifiable``).
+        duration) and the half-width of the symmetric interval around it
+        that holds its interval ``[energy_low_j, energy_high_j]`` at
+        ``confidence`` (wider than that band where it is lopsided); NaN where
+        the logs do not determine it (``identifiable``).
     energy_low_j, energy_high_j : dict of str to numpy.ndarray
         The interval's ends.
     gap_w : dict of str to numpy.ndarray
@@ -535,7 +536,9 @@ def _timeline_fit(sol: Solution, chans: list[str], K: np.ndarray, asked: np.ndar
         energy[ch] = en
         low[ch] = np.where(ident, e_lo[:, i], np.nan)
         high[ch] = np.where(ident, e_hi[:, i], np.nan)
-        half[ch] = 0.5 * (high[ch] - low[ch])
+        # "energy +- half" must hold the whole band: on a bound (an energy at 0 J) or with the smoothing's
+        # span the band is lopsided, and its mean half-width would leave the far side out.
+        half[ch] = np.maximum(en - low[ch], high[ch] - en)
         g = sol.values["gaps"][:, i].copy()
         g[reach[int(K.sum()):len(g) + int(K.sum())] == 0] = np.nan
         launch[ch] = float(g[0])
