@@ -219,7 +219,7 @@ def _iterations(kt: KernelTrace, table: np.ndarray, sig_rows: np.ndarray, first_
 
 def _joint(samples: np.ndarray, t: np.ndarray, kt: KernelTrace, model: SensorModel, on_device: np.ndarray,
            kept_ids: list[np.ndarray], profiles: list[ExecutionProfile], rows: list[tuple[Any, ...]],
-           bins: int, notes: list[str]) -> list[ExecutionProfile]:
+           bins: int, notes: list[str], max_power_w: Optional[float] = None) -> list[ExecutionProfile]:
     """Windowed logs over the loop's timeline: every signature's curve and energy at once (fit_timeline).
 
     Rewrites ``rows`` (power, energy, interval) in place, adds what the fit
@@ -237,7 +237,7 @@ def _joint(samples: np.ndarray, t: np.ndarray, kt: KernelTrace, model: SensorMod
     wins = samples["window_ns"] if "window_ns" in (samples.dtype.names or ()) else None
     fit = fit_timeline(model, t, {c: samples[c] for c in channels}, ex["start_ns"][dev], ex["end_ns"][dev], cls[dev],
                        [bins] * len(kept_ids), windows_ns=wins,
-                       durations_ns=[ep.duration_ns for ep in profiles])
+                       durations_ns=[ep.duration_ns for ep in profiles], max_power_w=max_power_w)
     out = []
     gap_after = {ch: [g[np.isfinite(g)][-1] if np.isfinite(g).any() else math.nan for g in fit.gap_w[ch]]
                  for ch in channels}
@@ -294,6 +294,8 @@ def _joint_notes(fit: TimelineFit, names: list[str], notes: list[str]) -> None:
         notes.append("curves coarser than asked (too few window edges inside the executions): " + ", ".join(
             f"{names[i]} {int(fit.bins[i])} bins" for i in fewer[:6]))
     notes.extend(fit.check.failed)
+    # Gap levels above the board (kernels' are named by _power_limit_notes).
+    notes.extend(w for w in fit.warnings if w.startswith("a gap level of"))
 
 
 def _span(m: int) -> str:
@@ -457,7 +459,7 @@ def profile_trace(
     if found.rows and joint:
         assert model is not None
         found.profiles = _joint(samples, t_logs, kt, model, on_device, found.kept_ids, found.profiles, found.rows,
-                                bins, found.notes)
+                                bins, found.notes, max_power_w)
     if not found.rows:
         raise ValueError(f"trace: no kernel signature could be profiled ({found.skipped})")
     _power_limit_notes(found, max_power_w)

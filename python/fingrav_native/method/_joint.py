@@ -31,6 +31,7 @@ the energies the logs cannot separate named, and a model check.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Optional, Sequence
@@ -433,6 +434,7 @@ def fit_timeline(
     bootstrap: int = 100,
     seed: int = 0,
     floor_w: float = 0.0,
+    max_power_w: Optional[float] = None,
 ) -> TimelineFit:
     """Fit every kernel class's curve and the gaps' power to windowed logs over a mixed timeline.
 
@@ -474,6 +476,11 @@ def fit_timeline(
         Of the bootstrap.
     floor_w : float
         Lower bound of every power (W, after the sensor's calibration).
+    max_power_w : float, optional
+        What the board can draw (W; a :class:`~fingrav_native.Capabilities`
+        field): a curve or a gap level above it (by 5 %) is a warning that
+        names it, since no sensor can be right about power the board cannot
+        draw.
 
     Returns
     -------
@@ -511,8 +518,29 @@ def fit_timeline(
     y = np.stack([ys[c] for c in chans], axis=1)
     sol = attribute(designs, sensor, t, w, y, bootstrap=bootstrap, seed=seed)
     check = check_model(designs[sol.design], sensor, t, w, sol)
-    return _timeline_fit(sol, chans, K, asked, edges, durations, confidence, check, len(t),
-                         np.bincount(cls[cls >= 0], minlength=n_cls))
+    out = _timeline_fit(sol, chans, K, asked, edges, durations, confidence, check, len(t),
+                        np.bincount(cls[cls >= 0], minlength=n_cls))
+    extra = _above_board(out, max_power_w)
+    return dataclasses.replace(out, warnings=out.warnings + tuple(extra)) if extra else out
+
+
+def _above_board(fit: TimelineFit, max_power_w: Optional[float]) -> list[str]:
+    """Curves and gap levels of the total above what the board can draw (the misfit's loudest sign)."""
+    if max_power_w is None:
+        return []
+    cap = 1.05 * max_power_w
+    out = []
+    for c, cv in enumerate(fit.curves["total"]):
+        if fit.identifiable[c] and np.nanmax(cv, initial=-math.inf) > cap:
+            out.append(f"class {c}'s curve reaches {float(np.nanmax(cv)):.0f} W, above the board's {max_power_w:.0f} W: "
+                       "the sensor model (window, delay, gain) is wrong for these logs, or they do not separate "
+                       "this class from its neighbours; do not read its power")
+    gaps = np.concatenate([[fit.launch_gap_w["total"]], fit.gap_w["total"].ravel()])
+    if np.nanmax(gaps, initial=-math.inf) > cap:
+        out.append(f"a gap level of {float(np.nanmax(gaps)):.0f} W, above the board's {max_power_w:.0f} W: the logs "
+                   "do not determine the power between kernels (too few windows end in gaps), or the sensor "
+                   "model is wrong for these logs; read the energy per iteration, not the gaps'")
+    return out
 
 
 def _timeline_fit(sol: Solution, chans: list[str], K: np.ndarray, asked: np.ndarray, edges: np.ndarray,
