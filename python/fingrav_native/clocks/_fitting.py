@@ -92,7 +92,7 @@ def check_common(
 
 def check_resolution(resolution_ticks: float, arr: np.ndarray) -> None:
     # A quantum as long as everything the reads saw leaves nothing to fit.
-    seen = float(arr[:, 1].max() - arr[:, 1].min())
+    seen = float(int(arr[:, 1].max()) - int(arr[:, 1].min()))  # in Python ints: int64 corners do not wrap
     if resolution_ticks >= seen:
         raise ValueError(f"resolution_ticks={resolution_ticks!r}: not below the {seen:.0f} ticks the brackets span; "
                          "it is the device clock's step (1 for a plain counter)")

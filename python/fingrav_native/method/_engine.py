@@ -50,7 +50,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 import scipy.linalg
-from scipy import optimize, sparse
+from scipy import optimize, sparse, stats
 
 # threadpoolctl ships no type information (the engine only enters its context manager); stubtest runs
 # mypy without this project's configuration, so the ignore is here, not in pyproject.toml.
@@ -570,7 +570,8 @@ class Solution:
     def interval(self, name: str, confidence: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Band ``(low, high)`` and standard deviation of a map's rows, per channel (NaN: no bootstrap).
 
-        The bootstrap's percentile band, widened by how far the value moves
+        The bootstrap's percentile band joined with its standard normal band,
+        widened by how far the value moves
         over the smoothings cross-validation cannot tell apart
         (``smoothing_span``); the standard deviation is the bootstrap's.
         """
@@ -582,9 +583,21 @@ class Solution:
             nan = np.full(shape, np.nan)
             return nan, nan.copy(), nan.copy()
         d = d[good]
+        sd = np.std(d, axis=0, ddof=1)
+        # The percentiles' tails rest on a few draws (2.5 % of 100 is 2.5 draws) and come out narrow on
+        # average; the standard normal interval on the bootstrap's deviation (Efron and Tibshirani 1993,
+        # ch. 13) does not. The band holds both: lopsided where the draws are, never narrower than the
+        # normal one, and not below zero where no draw is.
+        # With few blocks the resamples see too little of the spread: Student's t on n - 1 degrees of
+        # freedom and the n / (n - 1) variance correction (a 1.5 s loop logged through a 10 ms filter
+        # holds 7 blocks; 1.96 sd missed its kernels).
+        n = max(self.n_blocks, 3)
+        z = float(stats.t.ppf(1.0 - alpha, df=n - 1)) * math.sqrt(n / (n - 1))
+        q_lo, q_hi = np.quantile(d, alpha, axis=0), np.quantile(d, 1.0 - alpha, axis=0)
+        n_lo = self.values[name] - z * sd
+        n_lo = np.where(q_lo >= 0.0, np.maximum(n_lo, 0.0), n_lo)
         lo, hi = self.smoothing_span.get(name, (np.zeros(shape), np.zeros(shape)))
-        return (np.quantile(d, alpha, axis=0) + lo, np.quantile(d, 1.0 - alpha, axis=0) + hi,
-                np.std(d, axis=0, ddof=1))
+        return (np.minimum(q_lo, n_lo) + lo, np.maximum(q_hi, self.values[name] + z * sd) + hi, sd)
 
 
 def _full_map(design: Design, rows: Rows, key: str) -> np.ndarray:
