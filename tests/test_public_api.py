@@ -38,7 +38,7 @@ FACES = [m for m in PUBLIC_MODULES if m not in ("fingrav_native", "fingrav_nativ
 TOP_LEVEL = {
     "__version__",
     "open_device", "profile", "record",
-    "stitch_logs", "profile_trace", "characterize",
+    "stitch_logs", "profile_trace", "characterize", "characterize_logs",
     "save", "load", "export_trace",
     "Recording", "Profile", "ExecutionProfile", "InterleavedProfile", "NodeProfile", "TraceProfile",
     "KernelTrace", "Characterisation", "SensorModel", "Capabilities", "sensor_preset", "make_executions",

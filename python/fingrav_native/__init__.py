@@ -11,7 +11,8 @@ Acquire (drive a device over time)
 Analyse (pure functions of what was measured)
     :func:`stitch_logs` (steps 5-8 on logs brought from anywhere),
     :func:`profile_trace` (per-kernel power inside an application, from its
-    profiler trace), :func:`characterize` (a sensor's period, window, delay).
+    profiler trace), :func:`characterize` (a sensor's period, window, delay), and
+    :func:`characterize_logs` (the same from logs recorded under a known load).
 Save and load
     :func:`save`, :func:`load` (every result and recording, one guarded
     reader), :func:`export_trace` (Perfetto / Chrome trace).
@@ -68,6 +69,7 @@ from fingrav_native.multi._results import NodeProfile
 from fingrav_native.records._layouts import EXECUTION_DTYPE, make_executions
 from fingrav_native.records._recording import Capabilities, Recording
 from fingrav_native.sensors._characterize import Characterisation
+from fingrav_native.sensors._from_logs import characterize_logs
 from fingrav_native.sensors._model import SensorModel, sensor_preset
 
 #: The public names, by job (the module docstring lists them the same way; tests/test_public_api.py
@@ -77,7 +79,7 @@ __all__ = [
     # acquire
     "open_device", "profile", "record",
     # analyse
-    "stitch_logs", "profile_trace", "characterize",
+    "stitch_logs", "profile_trace", "characterize", "characterize_logs",
     # save and load
     "save", "load", "export_trace",
     # result and value types

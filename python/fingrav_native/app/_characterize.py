@@ -112,7 +112,7 @@ def characterize(
     sensor = SensorModel(
         name=f"{caps.name} characterised", kind="window" if windowed else "instant", period_ns=period.period_ns,
         window_ns=step.window_ns if (step.shape == "boxcar" and windowed) else 0.0,
-        shape=step.shape, tau_ns=step.tau_ns, delay_ns=max(step.delay_ns, 0.0), source="characterised",
+        shape=step.shape, tau_ns=step.tau_ns, delay_ns=step.delay_ns, source="characterised",
         notes=(f"{n_runs} runs of {n_cyc} heavy/light cycles of {half / 1e6:.1f} ms ({kernel} / {light}) "
                f"on {caps.device}"))
     return Characterisation(sensor=sensor, period=period, step=step, quantum=0.0, device=caps.device,

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+
+import numpy as np
 
 from fingrav_native.app._characterize import characterize
 from fingrav_native.app._cli_common import EXIT_FAILURE, EXIT_OK, interruptible, make_backend, resolve_kernel
@@ -11,6 +14,8 @@ from fingrav_native.app._cli_ranges import CHARACTERIZE_MAX_RUN_MS, SYNC_MAX_REA
 from fingrav_native.app._plot import plot_sync_error
 from fingrav_native.app._sync import sync_report
 from fingrav_native.backends._devices import format_reports, list_backends
+from fingrav_native.files._characterisation import read_logs_csv
+from fingrav_native.sensors._from_logs import characterize_logs
 
 
 @interruptible("sync")
@@ -51,12 +56,20 @@ def characterize_command(args: argparse.Namespace) -> int:
                          f"{2 * args.cycles * args.half_period_ms / 60_000:.1f} minutes (2 x cycles x half period) "
                          f"are longer than the {CHARACTERIZE_MAX_RUN_MS // 60_000} allowed; take fewer cycles or "
                          "a shorter half period")
-    backend = make_backend(args.backend, args.device, args.seed)
-    kernel = resolve_kernel(args.backend, args.kernel)
-    light = resolve_kernel(args.backend, args.light)
-    # The hardware backends take a Workload where the protocol says KernelSpec; the runtime contract is the same.
-    c = characterize(backend, kernel, light, runs=args.runs, cycles=args.cycles,
-                     half_period_ns=None if args.half_period_ms is None else args.half_period_ms * 1e6)
+    if (args.logs is None) != (args.load is None):
+        raise ValueError("--logs, --load: give both (logs recorded elsewhere and the load's on-intervals) or neither")
+    if args.logs is not None:
+        t, p = read_logs_csv(args.logs, ("t_ns", "power_w"), "--logs")
+        start, end = read_logs_csv(args.load, ("start_ns", "end_ns"), "--load")
+        c = characterize_logs(t, p, np.column_stack([start, end]), device=f"logs {os.path.basename(args.logs)}")
+    else:
+        backend = make_backend(args.backend, args.device, args.seed)
+        kernel = resolve_kernel(args.backend, args.kernel)
+        light = resolve_kernel(args.backend, args.light)
+        # The hardware backends take a Workload where the protocol says KernelSpec; the runtime contract is
+        # the same.
+        c = characterize(backend, kernel, light, runs=args.runs, cycles=args.cycles,
+                         half_period_ns=None if args.half_period_ms is None else args.half_period_ms * 1e6)
     if args.out:
         c.save(args.out)
     if args.json:

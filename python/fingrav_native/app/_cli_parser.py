@@ -290,6 +290,7 @@ def _add_characterize_parser(sub: "argparse._SubParsersAction[argparse.ArgumentP
             "The GPU's own power must follow the load faster than the sensor averages; where it does "
             "not (clock ramps, heating), the fitted window includes the GPU's response."),
         epilog=("examples:\n  fingrav characterize --out sim-sensor.json\n"
+                "  fingrav characterize --logs LOGS.csv --load LOAD.csv --out SENSOR.json\n"
                 "  fingrav characterize --backend nvidia --kernel cb-8k-gemm --light mb-2k-gemv --out h100.json"),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -301,5 +302,11 @@ def _add_characterize_parser(sub: "argparse._SubParsersAction[argparse.ArgumentP
     ch.add_argument("--half-period-ms", type=HALF_PERIOD_MS, default=None,
                     help=f"length of each level, {HALF_PERIOD_MS}, a run at most "
                          f"{CHARACTERIZE_MAX_RUN_MS // 60_000} minutes (default: from the declared sensor)")
+    ch.add_argument("--logs", metavar="LOGS.csv",
+                    help="characterise from logs recorded elsewhere (CSV with columns t_ns,power_w; host ns) "
+                         "instead of running a device; needs --load")
+    ch.add_argument("--load", metavar="LOAD.csv",
+                    help="with --logs: CSV with columns start_ns,end_ns, each interval the load was on, on the "
+                         "logs' clock")
     ch.add_argument("--out", metavar="FILE", help="write the characterisation (JSON) here")
     ch.add_argument("--json", action="store_true", help="print the characterisation as JSON")

@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 from typing import Union
 
+import numpy as np
+
 from fingrav_native.files._safe import MAX_JSON_BYTES, loads_json, read_file
 from fingrav_native.sensors._characterize import Characterisation, PeriodEstimate, StepFit
 from fingrav_native.sensors._model import SensorModel
@@ -45,3 +47,18 @@ def load_characterisation(path: Union[str, "os.PathLike[str]"]) -> Characterisat
             device=str(d["device"]), notes=str(d["notes"]))
     except (KeyError, TypeError, ValueError) as exc:
         raise ValueError(f"path={p!r}: malformed sensor characterisation: {exc}") from None
+
+
+def read_logs_csv(path: Union[str, "os.PathLike[str]"], columns: tuple[str, ...], what: str) -> list[np.ndarray]:
+    """Columns of a CSV file with a header (``.gz`` read as such); errors name the file and the column."""
+    p = os.fspath(path)
+    try:
+        # dtype=None keeps integer columns int64: epoch nanoseconds would lose 256 ns as float64.
+        data = np.genfromtxt(p, delimiter=",", names=True, dtype=None, ndmin=1)
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"{what}={p!r}: cannot read it as CSV with a header ({exc})") from None
+    names = data.dtype.names or ()
+    missing = [c for c in columns if c not in names]
+    if missing:
+        raise ValueError(f"{what}={p!r}: needs columns {', '.join(columns)}; it has {', '.join(names) or 'none'}")
+    return [np.asarray(data[str(c)]) for c in columns]

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
         fit_step_response,
     )
     from fingrav_native.sensors._counter import COUNTER_LOG_DTYPE, CounterLogs, counter_to_logs
+    from fingrav_native.sensors._from_logs import SplitDisagreementWarning, characterize_logs
     from fingrav_native.sensors._model import SENSOR_PRESETS, SensorModel, SensorPresetName, sensor_preset
     from fingrav_native.sensors._semantics import FIGURES, PROVENANCES, SensorSemantics
 
@@ -40,7 +41,9 @@ _WHERE = {
     "SensorModel": "_model",
     "SensorPresetName": "_model",
     "SensorSemantics": "_semantics",
+    "SplitDisagreementWarning": "_from_logs",
     "StepFit": "_characterize",
+    "characterize_logs": "_from_logs",
     "counter_resolution": "_characterize",
     "counter_to_logs": "_counter",
     "estimate_period": "_characterize",

@@ -113,11 +113,11 @@ def estimate_period(timestamps_ns: npt.ArrayLike, values: Optional[npt.ArrayLike
        of a 100 ms field); the slope is not: a stamp's lateness is bounded,
        so its effect falls as one over the record's length.
     3. The standard error from the spread of the slopes fitted on
-       ``blocks`` contiguous pieces (over the square root of their number):
-       a poll's phase against the updates drifts slowly, so neighbouring
-       stamps' errors are correlated and the least-squares error would be
-       several times too small; the pieces' spread carries that
-       correlation (the batch-means idea).
+       ``blocks`` contiguous pieces (a piece ``1/B`` of the record has a
+       slope ``B^1.5`` times as uncertain: ``1/B`` of the stamps over ``1/B``
+       of the span), or least squares' own inflated for the residuals'
+       lag-1 correlation, whichever is larger: where a poll's phase against
+       the updates drifts slowly, neighbouring stamps are late together.
     """
     nb = int(blocks)
     if nb < 2:
@@ -136,9 +136,20 @@ def estimate_period(timestamps_ns: npt.ArrayLike, values: Optional[npt.ArrayLike
     period = float(fit.slope)
     resid = t - (fit.intercept + period * n)
     jitter = 1.4826 * float(np.median(np.abs(resid - np.median(resid))))
-    pieces = [k for k in np.array_split(np.arange(len(t)), nb) if len(k) >= 3 and n[k[-1]] > n[k[0]]]
+    # Pieces of at least three updates each (a short record gets fewer pieces, not none).
+    pieces = [k for k in np.array_split(np.arange(len(t)), max(min(nb, len(t) // 3), 1))
+              if len(k) >= 3 and n[k[-1]] > n[k[0]]]
     slopes = [float(scipy.stats.linregress(n[k], t[k]).slope) for k in pieces]
-    unc = float(np.std(slopes, ddof=1)) / math.sqrt(len(slopes)) if len(slopes) >= 2 else math.nan
+    # A slope over a piece 1/B as long, from 1/B of the stamps, scatters B^1.5 times as much as the
+    # whole record's: the pieces' spread scaled so, or least squares' own error if larger.
+    # Least squares' own error assumes independent stamps; a poll whose phase against the updates drifts
+    # slowly makes neighbours late together: inflated for the residuals' lag-1 correlation (AR(1)).
+    rho = 0.0
+    if len(resid) > 3 and np.std(resid[:-1]) > 0 and np.std(resid[1:]) > 0:
+        rho = float(np.clip(np.corrcoef(resid[:-1], resid[1:])[0, 1], 0.0, 0.99))
+    ols = float(fit.stderr) * math.sqrt((1.0 + rho) / (1.0 - rho))
+    b = len(slopes)
+    unc = max(float(np.std(slopes, ddof=1)) / b ** 1.5, ols) if b >= 2 else ols
     return PeriodEstimate(period, unc, jitter, int(np.sum(m > 1)), len(t))
 
 
@@ -386,9 +397,10 @@ class _LoadResponse:
             coef, *_ = np.linalg.lstsq(X, y, rcond=None)
             return np.asarray(X @ coef - y)
         best = None
-        for d0 in (0.0, 0.3 * sc):
+        # A negative delay is a stamp taken before its window ends (nvidia-smi's, on some boards).
+        for d0 in (-0.3 * sc, 0.0, 0.3 * sc):
             for l0 in (0.2 * sc, sc, 4.0 * sc):
-                r = scipy.optimize.least_squares(proj, np.array([d0, l0]), bounds=([0.0, 1.0], [20 * sc, 40 * sc]),
+                r = scipy.optimize.least_squares(proj, np.array([d0, l0]), bounds=([-4 * sc, 1.0], [20 * sc, 40 * sc]),
                                                  x_scale=np.array([sc, sc]), diff_step=np.array([1e-3, 1e-3]))
                 if best is None or r.cost < best.cost:
                     best = r
@@ -420,9 +432,8 @@ class _LoadResponse:
 def _model_of(shape: _Shape, d: float, length: float) -> SensorModel:
     """The candidate sensor: a boxcar window or a first-order filter of that length, after delay ``d``."""
     if shape == "boxcar":
-        return SensorModel("fit", "window", period_ns=1.0, window_ns=max(length, 1.0), delay_ns=max(d, 0.0))
-    return SensorModel("fit", "window", period_ns=1.0, shape="first_order", tau_ns=max(length, 1.0),
-                       delay_ns=max(d, 0.0))
+        return SensorModel("fit", "window", period_ns=1.0, window_ns=max(length, 1.0), delay_ns=d)
+    return SensorModel("fit", "window", period_ns=1.0, shape="first_order", tau_ns=max(length, 1.0), delay_ns=d)
 
 
 def counter_resolution(energy_j: npt.ArrayLike) -> float:

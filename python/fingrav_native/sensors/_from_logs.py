@@ -1,0 +1,208 @@
+"""A sensor characterised from logs a user recorded under a known load (no device needed).
+
+Yang, Adamek and Armour (SC'24) drove square waves of load through NVIDIA
+GPUs and read the sensor's behaviour from nvidia-smi's logs beside an
+external meter. :func:`characterize_logs` is that analysis for any record:
+the logs (host time, power) and the instants the load was on, on one clock.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from typing import Optional
+
+import numpy as np
+import numpy.typing as npt
+import scipy.stats
+
+from fingrav_native._checks import positive_number
+from fingrav_native.sensors._characterize import (
+    Characterisation,
+    PeriodEstimate,
+    StepFit,
+    estimate_period,
+    fit_load_response,
+)
+from fingrav_native.sensors._model import SensorModel
+
+#: Two halves of a record whose fitted window (or time constant) or delay differ by more than this many
+#: combined standard errors are reported: the errors, or the model, are not to be trusted.
+SPLIT_Z = 3.0
+
+
+class SplitDisagreementWarning(UserWarning):
+    """The two halves of a record characterise the sensor differently (beyond their errors)."""
+
+
+def _arrays(t_ns: npt.ArrayLike, power_w: npt.ArrayLike, load: npt.ArrayLike) -> tuple[np.ndarray, ...]:
+    """The logs sorted by time, and the load's intervals, checked (errors name the argument)."""
+    try:
+        t_raw, iv_raw = np.asarray(t_ns).ravel(), np.asarray(load)
+        # Integer epoch nanoseconds are taken relative to the record's start before they become floats.
+        if t_raw.dtype.kind in "iu" and iv_raw.dtype.kind in "iu" and t_raw.size and iv_raw.size:
+            t0 = min(int(t_raw.min()), int(iv_raw.min()))
+            t_raw, iv_raw = t_raw - t0, iv_raw - t0
+        t = np.asarray(t_raw, dtype=np.float64)
+        p = np.asarray(power_w, dtype=np.float64).ravel()
+        iv = np.asarray(iv_raw, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"t_ns, power_w, load: numbers expected ({exc})") from None
+    if t.shape != p.shape:
+        raise ValueError(f"power_w: one value per timestamp, got {p.size} for {t.size} in t_ns")
+    if iv.ndim != 2 or iv.shape[1] != 2 or len(iv) == 0:
+        raise ValueError(f"load: an (n, 2) array of [start_ns, end_ns] of each interval the load was on, "
+                         f"got shape {iv.shape}")
+    if not np.all(np.isfinite(iv)) or np.any(iv[:, 1] <= iv[:, 0]):
+        raise ValueError("load: every interval needs finite start_ns < end_ns")
+    ok = np.isfinite(t) & np.isfinite(p)
+    if ok.sum() < 8:
+        raise ValueError(f"t_ns, power_w: at least 8 finite logs are needed, got {int(ok.sum())}")
+    order = np.argsort(t[ok], kind="stable")
+    return t[ok][order], p[ok][order], iv[np.argsort(iv[:, 0])]
+
+
+def _collapse(t: np.ndarray, p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The first poll of each new reading: a host tool polling a cached value sees one update many times."""
+    new = np.concatenate([[True], p[1:] != p[:-1]])
+    return t[new], p[new]
+
+
+def _check_moves(t: np.ndarray, p: np.ndarray, iv: np.ndarray) -> None:
+    """Refuse a record whose logs do not follow the load (nothing to fit a response to)."""
+    idx = np.searchsorted(iv[:, 0], t, side="right") - 1
+    on = (idx >= 0) & (t < iv[np.maximum(idx, 0), 1])
+    if on.sum() < 3 or (~on).sum() < 3:
+        raise ValueError(f"load: {int(on.sum())} logs fall while it is on and {int((~on).sum())} while it is off; "
+                         "a record needs several of each")
+    res = scipy.stats.ttest_ind(p[on], p[~on], equal_var=False)
+    if not (res.pvalue < 1e-3):
+        raise ValueError(f"power_w: the logs do not follow the load (on {np.mean(p[on]):.1f} W, off "
+                         f"{np.mean(p[~on]):.1f} W, p = {res.pvalue:.2g}): a flat record has no response to fit; "
+                         "check that load and logs share one clock")
+
+
+def _split_check(t: np.ndarray, p: np.ndarray, iv: np.ndarray, scale: float,
+                 whole: StepFit) -> tuple[Optional[StepFit], Optional[StepFit], list[str]]:
+    """The sensor fitted on each half of the record alone; what disagrees beyond the errors, in words."""
+    mid = float(np.median(t))
+    halves = []
+    for sel_t, sel_iv in ((t < mid, iv[:, 1] <= mid), (t >= mid, iv[:, 0] >= mid)):
+        try:
+            halves.append(fit_load_response(t[sel_t], p[sel_t], iv[sel_iv], scale_ns=scale))
+        except ValueError:
+            return None, None, ["the halves of the record are too short to fit alone: errors not checked"]
+    a, b = halves
+    notes = []
+    if a.shape != b.shape:
+        notes.append(f"the halves prefer different shapes ({a.shape}, {b.shape})")
+    length = {"boxcar": ("window_ns", "window_err_ns"), "first_order": ("tau_ns", "tau_err_ns")}[whole.shape]
+    for what, (v, e) in (("window" if whole.shape == "boxcar" else "time constant", length),
+                         ("delay", ("delay_ns", "delay_err_ns"))):
+        va, vb, ea, eb = (getattr(a, v), getattr(b, v), getattr(a, e), getattr(b, e))
+        z = abs(va - vb) / math.hypot(ea, eb) if math.hypot(ea, eb) > 0 else math.inf
+        if not z <= SPLIT_Z:
+            notes.append(f"the {what} fitted on the halves differs by {abs(va - vb) / 1e6:.2f} ms, "
+                         f"{z:.1f} standard errors ({va / 1e6:.2f} and {vb / 1e6:.2f} ms)")
+    return a, b, notes
+
+
+def characterize_logs(
+    t_ns: npt.ArrayLike,
+    power_w: npt.ArrayLike,
+    load: npt.ArrayLike,
+    *,
+    scale_ns: Optional[float] = None,
+    name: str = "characterised",
+    device: str = "recorded logs",
+    split_check: bool = True,
+) -> Characterisation:
+    """Characterise a power sensor from logs recorded under a known load.
+
+    Parameters
+    ----------
+    t_ns : array_like
+        Each log's host time (ns, any epoch; the load's clock).
+    power_w : array_like
+        Each log's power (W). Repeated polls of a cached reading are
+        collapsed to the first poll that saw it.
+    load : array_like, shape (n, 2)
+        ``[start_ns, end_ns]`` of every interval the load was on.
+    scale_ns : float, optional
+        A first guess of the response's length (default the update period,
+        at least 1 ms).
+    name, device : str
+        The sensor's name and what was measured, for the file.
+    split_check : bool
+        Fit each half of the record alone and warn
+        (:class:`SplitDisagreementWarning`) where the halves disagree by more
+        than :data:`SPLIT_Z` standard errors.
+
+    Returns
+    -------
+    Characterisation
+        The :class:`SensorModel` (``source="characterised"``; a negative
+        delay where the logger stamps before its window ends), the period
+        (:func:`estimate_period` over the collapsed updates), the step fit
+        (:func:`fit_load_response`: both shapes, each with its residual) and
+        what the halves showed, in ``notes``. ``save`` writes the file that
+        :func:`~fingrav_native.files.load_characterisation` reads back and
+        every path takes as ``sensor=``.
+
+    Raises
+    ------
+    ValueError
+        Malformed input (the argument is named), or logs that do not follow
+        the load at all.
+
+    Notes
+    -----
+    Yang, Adamek and Armour, SC'24 (square-wave loads read through
+    nvidia-smi; the method of their Section IV on any record):
+
+    1. Sort; collapse polls of a cached reading to the first of each value
+       (a host tool polls faster than the driver updates: fed every poll,
+       the fit would take the update period for a window).
+    2. The update period from the collapsed stamps (a least-squares slope
+       on the update index, unbiased under the poll grid).
+    3. Refuse logs that do not follow the load (Welch's t between logs in
+       and out of the load, p < 1e-3).
+    4. Fit boxcar and first-order responses with delay (variable
+       projection, :func:`fit_load_response`); keep the better.
+    5. Fit each half alone; a window, time constant or delay that differs
+       beyond :data:`SPLIT_Z` combined standard errors is said.
+    """
+    t, p, iv = _arrays(t_ns, power_w, load)
+    tc, pc = _collapse(t, p)
+    if len(tc) < 8:
+        raise ValueError(f"power_w: {len(tc)} distinct readings after collapsing repeated polls; at least 8 are "
+                         "needed (a constant field, or a record too short)")
+    period: PeriodEstimate = estimate_period(tc)
+    _check_moves(tc, pc, iv)
+    scale = (positive_number(scale_ns, "scale_ns") if scale_ns is not None
+             else max(period.period_ns, 1e6))
+    step = fit_load_response(tc, pc, iv, scale_ns=scale)
+    notes = [f"{len(t)} logs, {len(t) - len(tc)} repeated polls of a cached reading collapsed, "
+             f"{len(iv)} load intervals; period {period.period_ns / 1e6:.3f} +- {period.uncertainty_ns / 1e6:.3f} ms"]
+    if split_check:
+        a, _, split = _split_check(tc, pc, iv, scale, step)
+        for s in split if a is not None else []:
+            warnings.warn(SplitDisagreementWarning(s + ": read the stated errors as too small, or the sensor as "
+                                                   "changing over the record"), stacklevel=2)
+        notes += split or ["the halves of the record agree within their errors"]
+    windowed = step.shape == "first_order" or step.window_ns > 0.02 * period.period_ns
+    sensor = SensorModel(
+        name=name, kind="window" if windowed else "instant", period_ns=period.period_ns,
+        window_ns=step.window_ns if (step.shape == "boxcar" and windowed) else 0.0,
+        shape=step.shape, tau_ns=step.tau_ns, delay_ns=step.delay_ns, source="characterised",
+        notes="; ".join(notes))
+    return Characterisation(sensor=sensor, period=period, step=step, quantum=_quantum(pc), device=device,
+                            notes=sensor.notes)
+
+
+def _quantum(p: np.ndarray) -> float:
+    """The readings' step (W): the smallest nonzero difference between distinct values (0 if none)."""
+    u = np.unique(p)
+    d = np.diff(u)
+    d = d[d > 0]
+    return float(d.min()) if len(d) else 0.0
