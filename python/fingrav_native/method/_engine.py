@@ -784,7 +784,11 @@ def _attribute(designs: Sequence[Design], sensor: SensorModel, t: np.ndarray, w:
     draws = _bootstrap(designs, variants, stats, rows, folds, folds_n, lams, lam, n_boot, seed) if n_boot else \
         {k: np.zeros((0,) + values[k].shape) for k in d.maps}
     span = _smoothing_span(d, r, v, st, folds, folds_n, choice.lam, x) if lam is None else {}
-    share, groups = _identifiability(G, M, _full_map(d, r, d.energies))
+    H = _full_map(d, r, d.energies)
+    # Without a drift its columns are held at zero: they are no unknowns the energies could trade with
+    # (counted, a 6 s load would be "confounded" with a drift that the chosen model does not have).
+    keep = slice(None) if v.drift else slice(0, d.n_col)
+    share, groups = _identifiability(G[keep, keep], M[keep, keep], H[:, keep])
     resid = y[r.used] - r.A @ x
     return Solution(
         design=v.design, model=v.name, lam=choice.lam,

@@ -174,8 +174,8 @@ def _check_timeline(t_ns: npt.ArrayLike, starts_ns: npt.ArrayLike, ends_ns: npt.
     K = np.asarray(bins, dtype=np.int64)
     if t.ndim != 1:
         raise ValueError("t_ns: must be 1-D")
-    if not (s.shape == e.shape == cls.shape) or s.ndim != 1 or len(s) < 2:
-        raise ValueError("starts_ns, ends_ns, classes: must be 1-D of one length >= 2")
+    if not (s.shape == e.shape == cls.shape) or s.ndim != 1 or len(s) < 1:
+        raise ValueError("starts_ns, ends_ns, classes: must be 1-D of one length >= 1")
     if np.any(np.diff(s) < 0) or np.any(e < s) or np.any(s[1:] < e[:-1] - 1.0):
         raise ValueError("starts_ns, ends_ns: executions must be in start order and not overlap")
     if K.ndim != 1 or len(K) == 0 or np.any(K < 1):
@@ -346,6 +346,18 @@ def _penalties(cols: _Columns, continuity: float) -> tuple[np.ndarray, np.ndarra
     return R, F
 
 
+def _drift_spacing(drift_ns: float, s: np.ndarray, e: np.ndarray) -> float:
+    """The drift's knot spacing: as asked, but at least ten times the longest execution.
+
+    A drift with knots closer than that can draw an execution's own level
+    (a 6 s load under 100 ms knots): it would trade with the energies and
+    leave them unidentified. Slow means slow against what is measured.
+    """
+    if drift_ns <= 0 or not len(s):
+        return drift_ns
+    return max(float(drift_ns), 10.0 * float(np.max(e - s)))
+
+
 def _maps(cols: _Columns, counts: np.ndarray, durations: np.ndarray) -> dict[str, np.ndarray]:
     """What is reported: each class's energy, the curves (all classes' bins), the gaps' columns."""
     P = cols.n_col
@@ -464,7 +476,8 @@ def fit_timeline(
         Of the intervals.
     drift_ns : float
         Knot spacing of a slow drift shared by every kernel and gap
-        (piecewise linear); cross-validation decides whether the record
+        (piecewise linear; at least ten times the longest execution, so that
+        it cannot draw one); cross-validation decides whether the record
         needs it; 0 leaves it out.
     continuity : float
         Weight (relative to the data's scale) of the prior that the power
@@ -513,7 +526,8 @@ def fit_timeline(
     durations = _durations(cls, s, e, n_cls, durations_ns)
     finite = np.isfinite(lo_all)
     designs = _designs(s, e, cls, K, float(np.min(lo_all[finite], initial=s[0])),
-                       float(np.max(hi_all[finite], initial=e[-1])), durations, continuity, drift_ns, floor_w)
+                       float(np.max(hi_all[finite], initial=e[-1])), durations, continuity,
+                       _drift_spacing(drift_ns, s, e), floor_w)
     chans = ["total"] + [c for c in ys if c != "total"]
     y = np.stack([ys[c] for c in chans], axis=1)
     sol = attribute(designs, sensor, t, w, y, bootstrap=bootstrap, seed=seed)

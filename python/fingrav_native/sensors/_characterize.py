@@ -28,6 +28,7 @@ from typing import Any, Literal, Optional, Union
 import numpy as np
 import numpy.typing as npt
 import scipy.optimize
+import scipy.signal
 import scipy.stats
 
 from fingrav_native._checks import positive_number
@@ -177,6 +178,9 @@ class StepFit:
         RMS residual of the other shape (how clearly the shape was told apart).
     logs : int
         Logs fitted.
+    gain, offset_w : float
+        The field against a reference meter (``field = gain * meter +
+        offset``; 1 and 0 without one).
     """
 
     shape: str
@@ -192,6 +196,8 @@ class StepFit:
     residual_w: float
     other_residual_w: float
     logs: int
+    gain: float = 1.0
+    offset_w: float = 0.0
 
 
 def _boxcar(u: np.ndarray, d: float, w: float) -> np.ndarray:
@@ -295,7 +301,7 @@ def fit_step_response(offset_ns: npt.ArrayLike, values: npt.ArrayLike, *,
 
 
 def fit_load_response(t_ns: npt.ArrayLike, values: npt.ArrayLike, busy_ns: npt.ArrayLike, *,
-                      scale_ns: float) -> StepFit:
+                      scale_ns: float, min_delay_ns: float = 0.0) -> StepFit:
     """Fit a sensor to logs of a known load pattern: heavy intervals on a light background.
 
     Parameters
@@ -308,6 +314,12 @@ def fit_load_response(t_ns: npt.ArrayLike, values: npt.ArrayLike, busy_ns: npt.A
         Host-time [start, end] of every heavy execution (from GPU-side markers).
     scale_ns : float
         A first guess of the sensor's response length.
+    min_delay_ns : float
+        The least delay tried. 0 (the default) where the logger is known to
+        stamp at or after its window's end (a square wave's edges trade a
+        longer window against an earlier stamp, so a bound that holds is
+        worth keeping); negative to let the data say (recorded logs:
+        ``characterize_logs`` passes ``-4 * scale_ns``).
 
     Returns
     -------
@@ -337,8 +349,64 @@ def fit_load_response(t_ns: npt.ArrayLike, values: npt.ArrayLike, busy_ns: npt.A
     sc = positive_number(scale_ns, "scale_ns")
     # Only intervals that can reach a log matter: index them by time for speed.
     order = np.argsort(iv[:, 0])
-    problem = _LoadResponse(t, y, iv[order], float(np.median(t)))
-    fits = {shape: problem.fit(shape, sc) for shape in _SHAPES}
+    return _step_fit(_LoadResponse(t, y, iv[order], float(np.median(t))), sc, len(t), float(min_delay_ns))
+
+
+def fit_meter_response(t_ns: npt.ArrayLike, values: npt.ArrayLike, meter_t_ns: npt.ArrayLike,
+                       meter_w: npt.ArrayLike, *, scale_ns: float, min_delay_ns: Optional[float] = None) -> StepFit:
+    """Fit a sensor to logs beside a reference meter: the meter's power seen through the sensor.
+
+    Parameters
+    ----------
+    t_ns, values : array_like
+        The logs' host times and logged power.
+    meter_t_ns, meter_w : array_like
+        A reference meter's samples on the same clock, much faster than
+        the sensor (Yang et al.'s PMD at ~4.8 kHz beside nvidia-smi).
+    scale_ns : float
+        A first guess of the sensor's response length.
+    min_delay_ns : float, optional
+        The least delay tried (default ``-4 * scale_ns``: a stamp may come
+        before its window ends).
+
+    Returns
+    -------
+    StepFit
+        As :func:`fit_load_response`; ``low_w`` and ``high_w`` are the
+        field's fitted readings at the meter's 5th and 95th percentile,
+        ``gain`` and ``offset_w`` the field against the meter.
+
+    Notes
+    -----
+    :func:`fit_load_response` takes the board's power as a square wave of
+    the load; where the board itself ramps (clocks, fans, voltage) the fitted
+    window absorbs that ramp. Against a meter the input is the board's real
+    power: a log is ``offset + slope * t + gain * (sensor * meter)(t)``, the
+    meter resampled to 1/20 of the response scale by its cumulative energy
+    (a boxcar is then exact; a first-order filter runs as a recursive filter
+    on that grid), solved by the same variable projection.
+    """
+    t = np.asarray(t_ns, dtype=np.float64)
+    y = np.asarray(values, dtype=np.float64)
+    tm = np.asarray(meter_t_ns, dtype=np.float64).ravel()
+    pm = np.asarray(meter_w, dtype=np.float64).ravel()
+    if tm.shape != pm.shape or len(tm) < 16:
+        raise ValueError(f"meter_t_ns, meter_w: one value per stamp and at least 16, got {tm.size} and {pm.size}")
+    ok = np.isfinite(t) & np.isfinite(y)
+    t, y = t[ok], y[ok]
+    if len(t) < 8:
+        raise ValueError(f"t_ns, values: need at least 8 logs, got {len(t)}")
+    sc = positive_number(scale_ns, "scale_ns")
+    good = np.isfinite(tm) & np.isfinite(pm)
+    order = np.argsort(tm[good])
+    lo = -4.0 * sc if min_delay_ns is None else float(min_delay_ns)
+    return _step_fit(_MeterResponse(t, y, tm[good][order], pm[good][order], float(np.median(t)), sc), sc, len(t), lo)
+
+
+def _step_fit(problem: "_LoadResponse", sc: float, n_logs: int, min_delay: float) -> StepFit:
+    """Both shapes fitted; the better one as a StepFit, with the other's residual beside it."""
+    t = problem.t
+    fits = {shape: problem.fit(shape, sc, min_delay) for shape in _SHAPES}
     shape = min(fits, key=lambda k: fits[k][2])
     other: _Shape = "first_order" if shape == "boxcar" else "boxcar"
     p_hat, err, rss = fits[shape]
@@ -347,9 +415,10 @@ def fit_load_response(t_ns: npt.ArrayLike, values: npt.ArrayLike, busy_ns: npt.A
         shape=shape, delay_ns=float(p_hat[3]), delay_err_ns=float(err[3]),
         window_ns=length if shape == "boxcar" else 0.0, window_err_ns=float(err[4]) if shape == "boxcar" else 0.0,
         tau_ns=length if shape == "first_order" else 0.0, tau_err_ns=float(err[4]) if shape == "first_order" else 0.0,
-        rise_ns=0.8 * length if shape == "boxcar" else length * math.log(9.0), low_w=float(p_hat[0]),
-        high_w=float(p_hat[0] + p_hat[2]), residual_w=math.sqrt(rss / len(t)),
-        other_residual_w=math.sqrt(fits[other][2] / len(t)), logs=len(t))
+        rise_ns=0.8 * length if shape == "boxcar" else length * math.log(9.0),
+        low_w=float(p_hat[0] + p_hat[2] * problem.low), high_w=float(p_hat[0] + p_hat[2] * problem.high),
+        residual_w=math.sqrt(rss / len(t)), other_residual_w=math.sqrt(fits[other][2] / len(t)), logs=n_logs,
+        gain=float(p_hat[2]) if problem.high > 1.0 else 1.0, offset_w=float(p_hat[0]) if problem.high > 1.0 else 0.0)
 
 
 #: The response shapes a load response is fitted with: a boxcar window, a first-order filter.
@@ -363,6 +432,9 @@ class _LoadResponse:
     The GPU's power is ``light + slope * (t - t0) + excess * [heavy running]``, seen through the
     candidate sensor; the linear parameters are solved exactly at each trial of the nonlinear ones.
     """
+
+    #: The load column's levels that ``low_w`` and ``high_w`` report (light: 0, heavy: 1).
+    low, high = 0.0, 1.0
 
     def __init__(self, t: np.ndarray, y: np.ndarray, iv: np.ndarray, t0: float) -> None:
         self.t, self.y, self.iv, self.t0 = t, y, iv, t0
@@ -388,7 +460,7 @@ class _LoadResponse:
         t = self.t
         return np.column_stack([np.ones(len(t)), (t - self.t0) * 1e-9, self.load(_model_of(shape, d, length))])
 
-    def fit(self, shape: _Shape, sc: float) -> tuple[np.ndarray, np.ndarray, float]:
+    def fit(self, shape: _Shape, sc: float, min_delay: float = 0.0) -> tuple[np.ndarray, np.ndarray, float]:
         """Delay and length by variable projection from several starts; all five parameters, their errors, the RSS."""
         y = self.y
 
@@ -397,13 +469,18 @@ class _LoadResponse:
             coef, *_ = np.linalg.lstsq(X, y, rcond=None)
             return np.asarray(X @ coef - y)
         best = None
-        # A negative delay is a stamp taken before its window ends (nvidia-smi's, on some boards).
-        for d0 in (-0.3 * sc, 0.0, 0.3 * sc):
-            for l0 in (0.2 * sc, sc, 4.0 * sc):
-                r = scipy.optimize.least_squares(proj, np.array([d0, l0]), bounds=([-4 * sc, 1.0], [20 * sc, 40 * sc]),
-                                                 x_scale=np.array([sc, sc]), diff_step=np.array([1e-3, 1e-3]))
-                if best is None or r.cost < best.cost:
-                    best = r
+        # The misfit has many local minima in (delay, length) (a window and a delay trade against each
+        # other on a square wave): a coarse scan first, as a brute-force search would, then the best
+        # few cells refined. A negative delay is a stamp taken before its window ends (nvidia-smi's).
+        lo = max(min_delay, -4.0 * sc)
+        cells = [(d0, l0) for d0 in np.linspace(max(lo, -2.0 * sc), 2.0 * sc, 17)
+                 for l0 in np.geomspace(0.05 * sc, 10 * sc, 12)]
+        cost = [float(np.sum(proj(np.array(c)) ** 2)) for c in cells]
+        for k in np.argsort(cost)[:4]:
+            r = scipy.optimize.least_squares(proj, np.array(cells[int(k)]), bounds=([lo, 1.0], [20 * sc, 40 * sc]),
+                                             x_scale=np.array([sc, sc]), diff_step=np.array([1e-3, 1e-3]))
+            if best is None or r.cost < best.cost:
+                best = r
         assert best is not None
         d, length = float(best.x[0]), float(best.x[1])
         X = self.design(shape, d, length)
@@ -427,6 +504,35 @@ class _LoadResponse:
         except np.linalg.LinAlgError:
             err = np.full(5, np.nan)
         return err, rss
+
+
+class _MeterResponse(_LoadResponse):
+    """Logs ``y`` beside a meter: its power through the candidate sensor is the load column."""
+
+    def __init__(self, t: np.ndarray, y: np.ndarray, tm: np.ndarray, pm: np.ndarray, t0: float, sc: float) -> None:
+        super().__init__(t, y, np.zeros((0, 2)), t0)
+        dt = max(sc / 20.0, float(np.median(np.diff(tm))))
+        # Before its first sample the meter is taken at its first level (the board idle before a test),
+        # far enough back for any response the fit tries (40 x the scale).
+        start = float(np.min(t, initial=tm[0])) - 60.0 * sc  # a 40-scale response after a 20-scale delay
+        if start < tm[0]:
+            tm, pm = np.concatenate([[start], tm]), np.concatenate([[pm[0]], pm])
+        cum = np.concatenate([[0.0], np.cumsum(0.5 * (pm[1:] + pm[:-1]) * np.diff(tm))])
+        self.grid = np.arange(tm[0], tm[-1], dt)
+        self.cum = np.interp(self.grid, tm, cum)
+        self.power = np.diff(self.cum) / dt  # the mean over each grid step
+        self.dt = dt
+        self.low, self.high = (float(v) for v in np.percentile(pm, [5, 95]))
+
+    def load(self, model: SensorModel) -> np.ndarray:
+        e = self.t - model.delay_ns
+        if model.shape != "first_order":
+            w = max(model.window_ns, 1.0)
+            return np.asarray((np.interp(e, self.grid, self.cum) - np.interp(e - w, self.grid, self.cum)) / w)
+        a = math.exp(-self.dt / model.tau_ns)
+        # The filter's state at each grid step's end, started at the first step's level.
+        out = scipy.signal.lfilter([1.0 - a], [1.0, -a], self.power, zi=[a * self.power[0]])[0]
+        return np.asarray(np.interp(e, self.grid[1:], out))
 
 
 def _model_of(shape: _Shape, d: float, length: float) -> SensorModel:

@@ -23,6 +23,7 @@ from fingrav_native.sensors._characterize import (
     StepFit,
     estimate_period,
     fit_load_response,
+    fit_meter_response,
 )
 from fingrav_native.sensors._model import SensorModel
 
@@ -35,10 +36,12 @@ class SplitDisagreementWarning(UserWarning):
     """The two halves of a record characterise the sensor differently (beyond their errors)."""
 
 
-def _arrays(t_ns: npt.ArrayLike, power_w: npt.ArrayLike, load: npt.ArrayLike) -> tuple[np.ndarray, ...]:
+def _arrays(t_ns: npt.ArrayLike, power_w: npt.ArrayLike,
+            load: npt.ArrayLike) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
     """The logs sorted by time, and the load's intervals, checked (errors name the argument)."""
     try:
         t_raw, iv_raw = np.asarray(t_ns).ravel(), np.asarray(load)
+        t0 = 0
         # Integer epoch nanoseconds are taken relative to the record's start before they become floats.
         if t_raw.dtype.kind in "iu" and iv_raw.dtype.kind in "iu" and t_raw.size and iv_raw.size:
             t0 = min(int(t_raw.min()), int(iv_raw.min()))
@@ -59,7 +62,7 @@ def _arrays(t_ns: npt.ArrayLike, power_w: npt.ArrayLike, load: npt.ArrayLike) ->
     if ok.sum() < 8:
         raise ValueError(f"t_ns, power_w: at least 8 finite logs are needed, got {int(ok.sum())}")
     order = np.argsort(t[ok], kind="stable")
-    return t[ok][order], p[ok][order], iv[np.argsort(iv[:, 0])]
+    return t[ok][order], p[ok][order], iv[np.argsort(iv[:, 0])], float(t0)
 
 
 def _collapse(t: np.ndarray, p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -76,20 +79,32 @@ def _check_moves(t: np.ndarray, p: np.ndarray, iv: np.ndarray) -> None:
         raise ValueError(f"load: {int(on.sum())} logs fall while it is on and {int((~on).sum())} while it is off; "
                          "a record needs several of each")
     res = scipy.stats.ttest_ind(p[on], p[~on], equal_var=False)
-    if not (res.pvalue < 1e-3):
+    if not (res.pvalue < 1e-2):
         raise ValueError(f"power_w: the logs do not follow the load (on {np.mean(p[on]):.1f} W, off "
                          f"{np.mean(p[~on]):.1f} W, p = {res.pvalue:.2g}): a flat record has no response to fit; "
                          "check that load and logs share one clock")
 
 
-def _split_check(t: np.ndarray, p: np.ndarray, iv: np.ndarray, scale: float,
-                 whole: StepFit) -> tuple[Optional[StepFit], Optional[StepFit], list[str]]:
+def _fit(t: np.ndarray, p: np.ndarray, iv: np.ndarray, scale: float,
+         reference: Optional[tuple[np.ndarray, np.ndarray]]) -> StepFit:
+    """The step fit against the meter where there is one, else against the load's square wave."""
+    # Recorded logs: the delay may be negative (a stamp before the window ends); the data says.
+    if reference is None:
+        return fit_load_response(t, p, iv, scale_ns=scale, min_delay_ns=-4.0 * scale)
+    return fit_meter_response(t, p, reference[0], reference[1], scale_ns=scale, min_delay_ns=-4.0 * scale)
+
+
+def _split_check(t: np.ndarray, p: np.ndarray, iv: np.ndarray, scale: float, whole: StepFit,
+                 reference: Optional[tuple[np.ndarray, np.ndarray]] = None
+                 ) -> tuple[Optional[StepFit], Optional[StepFit], list[str]]:
     """The sensor fitted on each half of the record alone; what disagrees beyond the errors, in words."""
     mid = float(np.median(t))
     halves = []
     for sel_t, sel_iv in ((t < mid, iv[:, 1] <= mid), (t >= mid, iv[:, 0] >= mid)):
         try:
-            halves.append(fit_load_response(t[sel_t], p[sel_t], iv[sel_iv], scale_ns=scale))
+            if reference is None and not sel_iv.any():
+                raise ValueError("no load interval in this half")
+            halves.append(_fit(t[sel_t], p[sel_t], iv[sel_iv], scale, reference))
         except ValueError:
             return None, None, ["the halves of the record are too short to fit alone: errors not checked"]
     a, b = halves
@@ -100,7 +115,12 @@ def _split_check(t: np.ndarray, p: np.ndarray, iv: np.ndarray, scale: float,
     for what, (v, e) in (("window" if whole.shape == "boxcar" else "time constant", length),
                          ("delay", ("delay_ns", "delay_err_ns"))):
         va, vb, ea, eb = (getattr(a, v), getattr(b, v), getattr(a, e), getattr(b, e))
-        z = abs(va - vb) / math.hypot(ea, eb) if math.hypot(ea, eb) > 0 else math.inf
+        se = math.hypot(ea, eb)
+        if not (math.isfinite(se) and se > 0):
+            notes.append(f"the {what} fitted on the halves has no standard error ({va / 1e6:.2f} and "
+                         f"{vb / 1e6:.2f} ms): not checked")
+            continue
+        z = abs(va - vb) / se
         if not z <= SPLIT_Z:
             notes.append(f"the {what} fitted on the halves differs by {abs(va - vb) / 1e6:.2f} ms, "
                          f"{z:.1f} standard errors ({va / 1e6:.2f} and {vb / 1e6:.2f} ms)")
@@ -116,6 +136,7 @@ def characterize_logs(
     name: str = "characterised",
     device: str = "recorded logs",
     split_check: bool = True,
+    reference: Optional[tuple[npt.ArrayLike, npt.ArrayLike]] = None,
 ) -> Characterisation:
     """Characterise a power sensor from logs recorded under a known load.
 
@@ -133,6 +154,12 @@ def characterize_logs(
         at least 1 ms).
     name, device : str
         The sensor's name and what was measured, for the file.
+    reference : (array_like, array_like), optional
+        A reference meter's ``(t_ns, power_w)`` on the same clock. Given,
+        the response is fitted to the board's measured power
+        (:func:`fit_meter_response`) rather than to the load's square wave,
+        so a board that ramps is not taken for a slow sensor, and the
+        model's ``gain`` and ``offset_w`` are the field against the meter.
     split_check : bool
         Fit each half of the record alone and warn
         (:class:`SplitDisagreementWarning`) where the halves disagree by more
@@ -166,13 +193,13 @@ def characterize_logs(
     2. The update period from the collapsed stamps (a least-squares slope
        on the update index, unbiased under the poll grid).
     3. Refuse logs that do not follow the load (Welch's t between logs in
-       and out of the load, p < 1e-3).
+       and out of the load, p < 0.01; the lag blurs the labels, not the test).
     4. Fit boxcar and first-order responses with delay (variable
        projection, :func:`fit_load_response`); keep the better.
     5. Fit each half alone; a window, time constant or delay that differs
        beyond :data:`SPLIT_Z` combined standard errors is said.
     """
-    t, p, iv = _arrays(t_ns, power_w, load)
+    t, p, iv, t_origin = _arrays(t_ns, power_w, load)
     tc, pc = _collapse(t, p)
     if len(tc) < 8:
         raise ValueError(f"power_w: {len(tc)} distinct readings after collapsing repeated polls; at least 8 are "
@@ -181,11 +208,21 @@ def characterize_logs(
     _check_moves(tc, pc, iv)
     scale = (positive_number(scale_ns, "scale_ns") if scale_ns is not None
              else max(period.period_ns, 1e6))
-    step = fit_load_response(tc, pc, iv, scale_ns=scale)
+    ref = None
+    if reference is not None:
+        try:
+            rt_raw = np.asarray(reference[0]).ravel()
+            # On the logs' origin, in integers where the stamps are (epoch ns lose 256 ns as float64).
+            rt = (rt_raw - int(t_origin) if rt_raw.dtype.kind in "iu" else rt_raw - t_origin).astype(np.float64)
+            rp = np.asarray(reference[1], dtype=np.float64).ravel()
+        except (TypeError, ValueError, IndexError) as exc:
+            raise ValueError(f"reference: a (t_ns, power_w) pair of arrays ({exc})") from None
+        ref = (rt, rp)
+    step = _fit(tc, pc, iv, scale, ref)
     notes = [f"{len(t)} logs, {len(t) - len(tc)} repeated polls of a cached reading collapsed, "
              f"{len(iv)} load intervals; period {period.period_ns / 1e6:.3f} +- {period.uncertainty_ns / 1e6:.3f} ms"]
     if split_check:
-        a, _, split = _split_check(tc, pc, iv, scale, step)
+        a, _, split = _split_check(tc, pc, iv, scale, step, ref)
         for s in split if a is not None else []:
             warnings.warn(SplitDisagreementWarning(s + ": read the stated errors as too small, or the sensor as "
                                                    "changing over the record"), stacklevel=2)
@@ -194,7 +231,8 @@ def characterize_logs(
     sensor = SensorModel(
         name=name, kind="window" if windowed else "instant", period_ns=period.period_ns,
         window_ns=step.window_ns if (step.shape == "boxcar" and windowed) else 0.0,
-        shape=step.shape, tau_ns=step.tau_ns, delay_ns=step.delay_ns, source="characterised",
+        shape=step.shape, tau_ns=step.tau_ns, delay_ns=step.delay_ns, gain=step.gain, offset_w=step.offset_w,
+        source="characterised",
         notes="; ".join(notes))
     return Characterisation(sensor=sensor, period=period, step=step, quantum=_quantum(pc), device=device,
                             notes=sensor.notes)
