@@ -528,6 +528,8 @@ fake.fake_nvml_set_refresh.argtypes = [ctypes.c_uint, ctypes.c_ulonglong, ctypes
 fake.fake_nvml_set_refresh(0, 50_000, 300_000)
 fake.fake_nvml_set_arch.argtypes = [ctypes.c_uint, ctypes.c_uint, ctypes.c_int, ctypes.c_int]
 fake.fake_nvml_set_arch(0, ARCH, CC[0], CC[1])
+fake.fake_nvml_set_name.argtypes = [ctypes.c_uint, ctypes.c_char_p]
+fake.fake_nvml_set_name(0, BOARD_NAME)
 from fingrav_native.backends import NvidiaBackend, UnknownSensorWindowWarning
 def caps_of(be):
     c = be.capabilities
@@ -545,11 +547,11 @@ def build(**kw):
 
 
 def _paired(fake_libcuda: str, fake_nvml: str, code: str, arch: int = 9, cc: tuple[int, int] = (9, 0),
-            step_ns: int = 0) -> dict:
+            step_ns: int = 0, name: str = "NVIDIA H100 PCIe") -> dict:
     env = {"FINGRAV_CUDA_LIBRARY": fake_libcuda, "FINGRAV_NVML_LIBRARY": fake_nvml}
     if step_ns:
         env["FAKE_CUDA_TIMER_STEP_NS"] = str(step_ns)
-    prelude = PAIRED.replace("ARCH", str(arch)).replace("CC", repr(cc))
+    prelude = PAIRED.replace("ARCH", str(arch)).replace("CC", repr(cc)).replace("BOARD_NAME", repr(name.encode()))
     return run_py(prelude + textwrap.dedent(code), env)
 
 
@@ -627,12 +629,15 @@ def test_backend_logger_period_is_the_drivers_refresh_not_the_poll(fake_libcuda,
     """)
     assert 45e6 <= out["period"] <= 55e6, out["period"]
     assert abs(out["baseline"] - 300.0) < 15, out["baseline"]
-    assert out["warned"] == []  # H100: every one of these windows is published
-    assert out["provenance"] == {"period": "measured", "window": "documented", "delay": "assumed", "tick": "measured"}
-    window, words = {"usage": (1e9, "1 s average"), "average": (1e9, "1 s average"), "energy": (0.0, "energy counter"),
-                     "instant": (25e6, "25 ms average every 100 ms")}[mode]
+    assert out["warned"] == []  # H100 PCIe: every one of these windows is documented or measured
+    # nvml.h documents the 1 s averages and the counter; SC'24 measured the instant field on H100 PCIe.
+    given = "measured" if mode == "instant" else "documented"
+    assert out["provenance"] == {"period": "measured", "window": given, "delay": "assumed", "tick": "measured"}
+    # An energy counter's log averages over its interval: the window in the error budget is the period.
+    window, words = {"usage": (1e9, "1 s average"), "average": (1e9, "1 s average"),
+                     "energy": (out["period"], "energy counter"), "instant": (25e6, "25 ms of every 100 ms")}[mode]
     assert out["window"] == window and words in out["semantics"]
-    assert out["sensor"][3] == out["period"] and out["sensor"][4] == "documented"
+    assert out["sensor"][3] == out["period"] and out["sensor"][4] == given
     # Idle after the first chunk of 20 periods (the change-only logs are the idle power), plus a random phase.
     assert out["waited"] <= 21 * out["period"]
 
@@ -649,9 +654,10 @@ def test_unknown_window_warns_and_a_characterisation_replaces_it(fake_libcuda, f
         be2, warned2 = build(power="instant", sensor=measured)
         bad = attempt(lambda: NvidiaBackend(0, power="instant", sensor="part-time-100ms"))
         print(json.dumps({"a": dict(caps_of(be), warned=warned), "b": dict(caps_of(be2), warned=warned2), "bad": bad}))
-    """, arch=7, cc=(8, 6))
+    """, arch=7, cc=(8, 6), name="NVIDIA GeForce RTX 3090")
     a, b = out["a"], out["b"]
-    assert len(a["warned"]) == 1 and "no averaging window is published for NVML mode 'instant'" in a["warned"][0]
+    assert len(a["warned"]) == 1 and "window of NVML mode 'instant'" in a["warned"][0]
+    assert "is assumed, 0 ms (no window published or measured" in a["warned"][0]
     assert "characterize(NvidiaBackend(power='instant'))" in a["warned"][0]
     assert a["window"] == 0 and a["provenance"]["window"] == "assumed" and a["sensor"][4] == "assumed"
     assert "no window published for this GPU" in a["semantics"]
@@ -668,14 +674,15 @@ def test_report_states_each_modes_semantics_for_the_gpu_found(fake_libcuda, fake
         from fingrav_native.backends import format_reports
         r = report()
         print(json.dumps({"d": r.as_dict(), "text": format_reports([r], verbose=True)}))
-    """, arch=7, cc=(8, 0))
+    """, arch=7, cc=(8, 0), name="NVIDIA A100-SXM4-80GB")
     d = out["d"]
     assert d["available"] and d["devices"][0]["nvml_index"] == 0
     sensors = {s["mode"]: s for s in d["sensors"]}
     assert list(sensors) == ["nvml samples", "nvml instant", "nvml average", "nvml energy", "nvml usage"]
-    assert "25 ms average every 100 ms on this A100/H100" in sensors["nvml instant"]["semantics"]
-    assert sensors["nvml instant"]["figures"]["window"] == {"provenance": "documented", "detail": "25 ms"}
-    assert "instantaneous on this GPU (GA100 or older" in sensors["nvml usage"]["semantics"]  # A100: nvml.h's exception
+    assert "A100 averages 25 ms of every 100 ms in both fields" in sensors["nvml instant"]["semantics"]
+    assert sensors["nvml instant"]["figures"]["window"] == {"provenance": "measured", "detail": "25 ms"}
+    # nvml.h calls usage instantaneous on GA100; SC'24 measured the instant field's 25 ms window there.
+    assert sensors["nvml usage"]["figures"]["window"] == {"provenance": "measured", "detail": "25 ms"}
     assert sensors["nvml samples"]["figures"]["window"] == {"provenance": "assumed", "detail": "0"}
     assert sensors["nvml samples"]["figures"]["tick"] == {"provenance": "measured",
                                                           "detail": "the %globaltimer step, at start"}
@@ -715,3 +722,40 @@ def test_unknown_window_warning_is_a_user_warning():
     from fingrav_native.backends import UnknownSensorWindowWarning
 
     assert issubclass(UnknownSensorWindowWarning, UserWarning)
+
+
+@pytest.mark.parametrize(("mode", "name", "cc", "ampere", "window", "provenance"), [
+    # SC'24 (Yang, Adamek, Armour) measured these boards; nvml.h documents the 1 s averages.
+    ("instant", "NVIDIA A100-SXM4-80GB", (8, 0), True, 25e6, "measured"),
+    ("usage", "NVIDIA A100-PCIE-40GB", (8, 0), True, 25e6, "measured"),      # nvml.h: "instantaneous" on GA100
+    ("instant", "NVIDIA H100 PCIe", (9, 0), True, 25e6, "measured"),
+    ("instant", "NVIDIA H100 80GB HBM3", (9, 0), True, 25e6, "assumed"),    # SXM: not measured, the family's
+    ("instant", "NVIDIA GH200 480GB", (9, 0), True, 25e6, "assumed"),
+    ("instant", "NVIDIA A30", (8, 0), True, 25e6, "assumed"),               # GA100 sibling, not measured
+    ("usage", "Tesla V100-SXM2-16GB", (7, 0), False, 10e6, "measured"),
+    ("usage", "Quadro RTX 8000", (7, 5), False, 20e6, "measured"),
+    ("usage", "Tesla T4", (7, 5), False, 20e6, "assumed"),                  # Turing sibling of the RTX 8000
+    ("usage", "Tesla P100-PCIE-16GB", (6, 0), False, 0.0, "assumed"),       # older, none measured
+    ("usage", "NVIDIA H100 PCIe", (9, 0), True, 1e9, "documented"),         # nvml.h: 1 s from Ampere but GA100
+    ("usage", "NVIDIA GeForce RTX 3090", (8, 6), True, 1e9, "documented"),
+    ("usage", "Fake", None, None, 0.0, "assumed"),                          # architecture unknown
+    ("average", "anything", (9, 0), True, 1e9, "documented"),
+    ("instant", "NVIDIA GeForce RTX 3090", (8, 6), True, 0.0, "assumed"),
+    ("samples", "NVIDIA H100 PCIe", (9, 0), True, 0.0, "assumed"),
+])
+def test_each_boards_window_follows_the_published_measurements(mode, name, cc, ampere, window, provenance):
+    from fingrav_native.backends._nvidia_sensors import published_window
+
+    pw = published_window(mode, name, cc, ampere, 20e6)
+    assert (pw.window_ns, pw.provenance) == (window, provenance), pw.reference
+    if provenance == "assumed" and window:
+        assert "not measured" in pw.reference
+
+
+def test_an_energy_counters_window_is_its_measured_interval():
+    from fingrav_native.backends._nvidia_sensors import published_window
+
+    assert published_window("energy", "NVIDIA H100 PCIe", (9, 0), True, 20e6).window_ns == 20e6
+    assert published_window("energy", "NVIDIA H100 PCIe", (9, 0), True, 0.0).provenance == "assumed"
+    with pytest.raises(ValueError, match="mode='power'"):
+        published_window("power", "x", None, None)  # type: ignore[arg-type]

@@ -89,6 +89,7 @@ struct fake_device {
   /* identity (fake_nvml_set_identity): "" and 0 mean the defaults */
   char uuid[96];
   unsigned int bus;
+  char name[96]; /* fake_nvml_set_name: "" means "Fake GPU <i>" */
   /* time-driven sensors (fake_nvml_set_refresh) */
   unsigned long long refresh_us, refresh_start;
   unsigned int refresh_mw;
@@ -261,6 +262,11 @@ API void fake_nvml_set_usage(unsigned int dev, unsigned int mw) {
 }
 /* What nvmlDeviceGetUUID and nvmlDeviceGetPciInfo_v3 report, so a test can
  * pair the fake with a fake CUDA driver's device. */
+API void fake_nvml_set_name(unsigned int dev, const char *name) {
+  pthread_mutex_lock(&mu);
+  if (dev < MAX_DEVICES) snprintf(devs[dev].name, sizeof devs[dev].name, "%s", name ? name : "");
+  pthread_mutex_unlock(&mu);
+}
 API void fake_nvml_set_identity(unsigned int dev, const char *uuid, unsigned int bus) {
   pthread_mutex_lock(&mu);
   if (dev < MAX_DEVICES) {
@@ -374,7 +380,10 @@ API nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlDevice_t 
 API nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t device, char *name, unsigned int length) {
   int i = dev_index(device);
   if (i < 0 || name == NULL) return INVALID_ARGUMENT;
-  snprintf(name, length, "Fake GPU %d", i);
+  if (devs[i].name[0])
+    snprintf(name, length, "%s", devs[i].name);
+  else
+    snprintf(name, length, "Fake GPU %d", i);
   return SUCCESS;
 }
 

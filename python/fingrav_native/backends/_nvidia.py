@@ -44,11 +44,13 @@ from fingrav_native._checks import integer_in
 from fingrav_native.backends._base import HostRelease, LivePower, drain_all, marker_records, wait_for_idle
 from fingrav_native.backends._nvidia_sensors import (
     CHANGE_ONLY_MODES,
+    NVML_ARCH_AMPERE,
     NVML_MODES,
     NvmlMode,
     nvml_provenance,
     nvml_semantics,
     nvml_sensor,
+    published_window,
 )
 from fingrav_native.backends._workloads import Workload
 from fingrav_native.records._recording import Capabilities, RunRecord
@@ -288,9 +290,11 @@ class NvidiaBackend(HostRelease, LivePower):
     def _open_power(self, power: NvmlMode, power_source: Optional[_core.PowerSource]) -> _core.PowerSource:
         """The NVML source of this GPU in mode ``power``, unless a source is given; sets the power mode."""
         if power_source is None:
-            nvml_index = match_nvml_device(self.device_info, nvml_attr("nvml_devices")())
+            nvml_devices = nvml_attr("nvml_devices")()
+            nvml_index = match_nvml_device(self.device_info, nvml_devices)
             power_source = nvml_attr("NvmlPowerSource")(nvml_index, power)
             self.nvml_index: Optional[int] = nvml_index
+            self._nvml_device: dict[str, Any] = dict(nvml_devices[nvml_index])
             self.power_mode: str = power
         else:
             self.nvml_index = None
@@ -330,23 +334,34 @@ class NvidiaBackend(HostRelease, LivePower):
 
     def _nvml_figures(self, power: NvmlMode, info: Any, sensor: Optional[SensorModel]) -> _Figures:
         """An NVML mode's figures: published, assumed (with a warning) or a characterisation's."""
-        documented = bool(getattr(self._power, "window_documented", False))
-        published = nvml_sensor(power, self._logger_period, float(info.window_ns), documented)
+        # The board family's table (nvml.h, and SC'24's measurements on the boards they measured), not
+        # the C++ source's compute-capability rule: the same figures, with "measured" and "assumed" kept apart.
+        dev = getattr(self, "_nvml_device", {})
+        arch = dev.get("architecture")
+        pw = published_window(power, str(dev.get("name", self.device_info["name"])), dev.get("compute_capability"),
+                              None if arch is None else int(arch) >= NVML_ARCH_AMPERE,
+                              self._logger_period)
+        documented = pw.provenance != "assumed"
+        published = dataclasses.replace(
+            nvml_sensor(power, self._logger_period, pw.window_ns if power != "energy" else 0.0, documented),
+            source=pw.provenance, notes=pw.reference)
         model = (dataclasses.replace(sensor, period_ns=self._logger_period)
                  if sensor is not None else published)
-        window_ns = float(model.window_ns) if sensor is not None else float(info.window_ns)
-        semantics = nvml_semantics(power, float(info.window_ns), documented)
+        window_ns = float(model.window_ns) if sensor is not None else pw.window_ns
+        semantics = f"{nvml_semantics(power, pw.window_ns, documented)}; {pw.reference}"
         if sensor is not None:
             semantics += (f"; window {sensor.window_ns / 1e6:.4g} ms and delay {sensor.delay_ns / 1e6:.4g} ms "
                           f"from a characterisation ({sensor.source})")
         provenance = nvml_provenance(documented, sensor)
+        if sensor is None:
+            provenance["window"] = pw.provenance
         if provenance["window"] == "assumed":
             # stacklevel 3: the warning names the line that built the backend, not this helper.
             warnings.warn(
-                f"{info.name}: no averaging window is published for NVML mode '{power}' on "
-                f"{self.device_info['name']}, so it is taken as 0 (instantaneous) and the error budget "
-                f"ignores it; measure it with fingrav_native.app.characterize("
-                f"NvidiaBackend(power={power!r})) and pass its .sensor as NvidiaBackend(sensor=...)",
+                f"{info.name}: the averaging window of NVML mode '{power}' on {self.device_info['name']} is "
+                f"assumed, {pw.window_ns / 1e6:.4g} ms ({pw.reference}); the error budget rests on it; "
+                f"measure it with fingrav_native.app.characterize(NvidiaBackend(power={power!r})) and pass "
+                f"its .sensor as NvidiaBackend(sensor=...)",
                 UnknownSensorWindowWarning, stacklevel=3)
         return model, window_ns, semantics, provenance
 

@@ -11,7 +11,13 @@ from typing import Any, Optional, cast
 
 from fingrav_native import _core
 from fingrav_native.backends._nvidia import match_nvml_device, nvml_attr
-from fingrav_native.backends._nvidia_sensors import NVML_MODES, NvmlMode, mode_semantics
+from fingrav_native.backends._nvidia_sensors import (
+    NVML_ARCH_AMPERE,
+    NVML_MODES,
+    NvmlMode,
+    mode_semantics,
+    published_window,
+)
 from fingrav_native.backends._report import BackendReport, Component, DeviceEntry
 from fingrav_native.sensors._semantics import SensorSemantics
 
@@ -25,14 +31,19 @@ def _brief(exc: Exception) -> str:
     return first[: -len("; tried:")] if first.endswith("; tried:") else first
 
 
-def _device_sensors(nvml_index: int, modes: list[str]) -> tuple[SensorSemantics, ...]:
-    """Per supported mode of one NVML device, what its source declares (a source is opened for each)."""
+def _device_sensors(nvml_index: int, modes: list[str], dev: dict[str, Any]) -> tuple[SensorSemantics, ...]:
+    """Per supported mode of one NVML device, what is known of it (a source is opened for each)."""
     out: list[SensorSemantics] = []
+    arch = dev.get("architecture")
     for mode in modes:
         try:
             src = nvml_attr("NvmlPowerSource")(nvml_index, mode)
-            # The modes come from the NVML source itself, so they are NVML modes.
-            out.append(mode_semantics(cast(NvmlMode, mode), float(src.info.window_ns), bool(src.window_documented)))
+            # The modes come from the NVML source itself, so they are NVML modes; the window is the board
+            # family's table's (documented, measured on that board, or assumed).
+            pw = published_window(cast(NvmlMode, mode), str(dev.get("name", "")), dev.get("compute_capability"),
+                                  None if arch is None else int(arch) >= NVML_ARCH_AMPERE,
+                                  float(src.info.native_period_ns))
+            out.append(mode_semantics(cast(NvmlMode, mode), pw.window_ns, pw.provenance != "assumed", pw))
             del src
         except RuntimeError as exc:  # the mode failed between the probe and now: say so
             out.append(SensorSemantics(mode=f"nvml {mode}", semantics=f"could not open: {exc}"))
@@ -99,7 +110,8 @@ def _device_entry(d: dict[str, Any], nvml_devs: list[dict[str, Any]],
         modes = next((n.get("modes") for n in nvml_devs if int(n["index"]) == idx), None)
         if modes is not None:
             details["power_modes"] = list(modes)
-            per_device[int(d["index"])] = _device_sensors(idx, [str(m) for m in modes])
+            nd = next(n for n in nvml_devs if int(n["index"]) == idx)
+            per_device[int(d["index"])] = _device_sensors(idx, [str(m) for m in modes], nd)
     return DeviceEntry(int(d["index"]), str(d["name"]), details), idx is not None
 
 

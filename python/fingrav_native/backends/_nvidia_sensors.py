@@ -9,6 +9,7 @@ A100/H100, Yang, Adamek and Armour (SC'24).
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass
 from typing import Literal, Optional
 
 from fingrav_native.sensors._model import SensorModel, SensorPresetName, sensor_preset
@@ -201,15 +202,116 @@ _PERIOD_HOW = {
 }
 
 
-def mode_semantics(mode: NvmlMode, window_ns: Optional[float], documented: Optional[bool]) -> SensorSemantics:
-    """What the mode's logs are, then each figure with its source (``fingrav devices``)."""
-    if window_ns is None or mode == "energy":
+def mode_semantics(mode: NvmlMode, window_ns: Optional[float], documented: Optional[bool],
+                   published: Optional["PublishedWindow"] = None) -> SensorSemantics:
+    """What the mode's logs are, then each figure with its source (``fingrav devices``).
+
+    ``published`` (:func:`published_window`, a GPU's board family) gives the
+    window's figure and provenance, and its source is added to the words.
+    """
+    if published is not None:
+        w = published.window_ns
+        window = (published.provenance, f"{w / 1e6:.4g} ms" if w else "0")
+    elif window_ns is None or mode == "energy":
         window = _WINDOW_RULES[mode]
     else:
         window = (nvml_provenance(documented)["window"], f"{window_ns / 1e6:.4g} ms" if window_ns else "0")
+    words = nvml_semantics(mode, window_ns, documented)
+    if published is not None:
+        words += f"; {published.reference}"
     return SensorSemantics(
-        mode=f"nvml {mode}", semantics=nvml_semantics(mode, window_ns, documented),
+        mode=f"nvml {mode}", semantics=words,
         figures=(("period", "measured", _PERIOD_HOW[mode]),
                  ("window", *window),
                  ("delay", "assumed", "0: nvml.h publishes none (characterise to measure it)"),
                  ("tick", "measured", "the %globaltimer step, at start")))
+
+
+@dataclass(frozen=True)
+class PublishedWindow:
+    """What is known of one NVML mode's averaging window on one board, and from where.
+
+    Attributes
+    ----------
+    window_ns : float
+        The window (0: instantaneous, or nothing known).
+    provenance : str
+        ``"documented"`` (nvml.h), ``"measured"`` (published measurements of
+        this board family) or ``"assumed"`` (neither: characterise it).
+    reference : str
+        The source, in words.
+    """
+
+    window_ns: float
+    provenance: str
+    reference: str
+
+
+#: nvml.h: NVML_DEVICE_ARCH_AMPERE (Kepler 2 ... Hopper 9).
+NVML_ARCH_AMPERE = 7
+
+#: Windows measured by Yang, Adamek and Armour (SC'24, "Part-time power measurements: nvidia-smi's lack of
+#: attention", over 70 GPUs), per board family: (modes, a substring of the board's name, its compute
+#: capability, the window, in words). Only the boards measured: a family's sibling is assumed, not measured.
+MEASURED_WINDOWS: tuple[tuple[tuple[str, ...], str, tuple[int, int], float, str], ...] = (
+    (("instant", "usage"), "A100", (8, 0), 25e6,
+     "SC'24: A100 averages 25 ms of every 100 ms in both fields (17.6-19.4 ms on some boards)"),
+    (("instant",), "H100 PCIe", (9, 0), 25e6, "SC'24: H100 PCIe averages 25 ms of every 100 ms"),
+    (("usage",), "V100", (7, 0), 10e6, "SC'24: V100 averages about 10 ms of every 20 ms"),
+    (("usage",), "Quadro RTX 8000", (7, 5), 20e6, "SC'24: Quadro RTX 8000 averages about 20 ms of every 100 ms"),
+)
+
+
+def published_window(mode: NvmlMode, name: str, compute_capability: Optional[tuple[int, int]],
+                     ampere_or_newer: Optional[bool], period_ns: float = 0.0) -> PublishedWindow:
+    """The averaging window one NVML mode is known to have on one board: documented, measured or assumed.
+
+    Parameters
+    ----------
+    mode : {"samples", "instant", "average", "energy", "usage"}
+    name : str
+        The board's name as NVML gives it ("NVIDIA A100-SXM4-80GB").
+    compute_capability : (int, int) or None
+    ampere_or_newer : bool or None
+        From NVML's architecture (None: unknown).
+    period_ns : float
+        The measured update period (an energy counter's window is its
+        interval between moves).
+
+    Returns
+    -------
+    PublishedWindow
+
+    Notes
+    -----
+    nvml.h documents ``average`` (1 s) and ``usage`` on Ampere and newer but
+    GA100 (1 s); it calls ``usage`` instantaneous on GA100 and older, and
+    publishes nothing for ``instant`` and ``samples``. Yang, Adamek and
+    Armour (SC'24) measured averaging windows where nvml.h says
+    instantaneous (:data:`MEASURED_WINDOWS`); on boards they did not
+    measure, the family's figure is assumed (``UnknownSensorWindowWarning``
+    on the backend), never declared as documented.
+    """
+    if mode not in NVML_MODES:
+        raise ValueError(f"mode={mode!r}: must be one of {', '.join(NVML_MODES)}")
+    if mode == "average":
+        return PublishedWindow(1e9, "documented", "nvml.h NVML_FI_DEV_POWER_AVERAGE: averaged over 1 sec")
+    if mode == "energy":
+        return PublishedWindow(float(period_ns), "documented" if period_ns > 0 else "assumed",
+                               "nvml.h energy counter: each log averages exactly over the interval between two "
+                               "moves of the counter (its period, measured at start)")
+    cc = tuple(compute_capability) if compute_capability is not None else None
+    for modes, board, family, window, words in MEASURED_WINDOWS:
+        if mode in modes and board in name and cc == family:
+            return PublishedWindow(window, "measured", words)
+    if mode == "usage" and ampere_or_newer and cc != (8, 0):
+        return PublishedWindow(1e9, "documented", "nvml.h nvmlDeviceGetPowerUsage: a 1 s average on Ampere "
+                                                  "(except GA100) or newer")
+    for modes, board, family, window, words in MEASURED_WINDOWS:
+        if mode in modes and cc == family:
+            return PublishedWindow(window, "assumed", f"assumed from this family's measured board ({words}); "
+                                                      f"{name} itself was not measured")
+    if mode == "usage" and ampere_or_newer is False:
+        return PublishedWindow(0.0, "assumed", "nvml.h calls it instantaneous on GA100 and older, but SC'24 "
+                                               "measured averaging windows on such boards; none for this one")
+    return PublishedWindow(0.0, "assumed", f"no window published or measured for NVML {mode} on {name}")
