@@ -79,6 +79,7 @@ class Fake:
             "fake_nvml_set_identity": [u, ctypes.c_char_p, u],
             "fake_nvml_set_refresh": [u, ull, u],
             "fake_nvml_fail_next": [i, i, i],
+            "fake_nvml_fail_after": [i, i, i, i],
             "fake_nvml_init_calls": [],
             "fake_nvml_shutdown_calls": [],
             "fake_nvml_samples_calls": [],
@@ -257,6 +258,22 @@ def test_first_fetch_starts_after_the_drivers_history(fake):
         fake.push(1_000_000 + 20_000 * k, 90_000)  # idle, after the source started
     r = src.poll()
     np.testing.assert_array_equal(r["source_ts"], 1_000_000 + 20_000 * np.arange(40, 50))
+    assert np.all(r["total"] == np.float32(90.0))
+
+
+def test_a_failed_history_fetch_starts_from_now_not_from_the_whole_history(fake):
+    # Issue 27: when the constructor's history fetch fails, lastSeenTimeStamp stayed 0 and the first
+    # poll returned the driver's whole buffer again (a busy minute before the source existed).
+    now_us = time.time_ns() // 1000
+    for k in range(40):
+        fake.push(now_us - 60_000_000 + 20_000 * k, 650_000)  # old, busy, stamped in CPU microseconds
+    fake.fail_after(FN_SAMPLES, 1, UNKNOWN, 1)  # the probe succeeds, the history fetch fails
+    src = _core.NvmlPowerSource()
+    later = time.time_ns() // 1000 + 1_000
+    for k in range(5):
+        fake.push(later + 20_000 * k, 90_000)  # idle, after the source started
+    r = src.poll()
+    np.testing.assert_array_equal(r["source_ts"], later + 20_000 * np.arange(5))
     assert np.all(r["total"] == np.float32(90.0))
 
 

@@ -101,7 +101,7 @@ static unsigned int device_count = 1;
 static nvmlReturn_t init_result = SUCCESS;
 static int initialised = 0;
 static int init_calls = 0, shutdown_calls = 0;
-static int fail_code[FN_COUNT], fail_left[FN_COUNT];
+static int fail_code[FN_COUNT], fail_left[FN_COUNT], fail_skip[FN_COUNT];
 static unsigned long long samples_calls = 0;
 
 static void reset_locked(void) {
@@ -121,6 +121,7 @@ static void reset_locked(void) {
    * whoever has NVML open (a source a failed test left alive), not to a test. */
   memset(fail_code, 0, sizeof fail_code);
   memset(fail_left, 0, sizeof fail_left);
+  memset(fail_skip, 0, sizeof fail_skip);
   samples_calls = 0;
 }
 
@@ -131,6 +132,10 @@ static int dev_index(nvmlDevice_t d) {
 
 /* The injected error for fn, if one is armed. */
 static nvmlReturn_t injected(int fn) {
+  if (fail_left[fn] > 0 && fail_skip[fn] > 0) {
+    --fail_skip[fn];
+    return SUCCESS;
+  }
   if (fail_left[fn] > 0) {
     --fail_left[fn];
     return fail_code[fn];
@@ -292,6 +297,17 @@ API void fake_nvml_fail_next(int fn, int code, int times) {
   if (fn >= 0 && fn < FN_COUNT) {
     fail_code[fn] = code;
     fail_left[fn] = times;
+    fail_skip[fn] = 0;
+  }
+  pthread_mutex_unlock(&mu);
+}
+/* As fake_nvml_fail_next, after `skip` calls that succeed (a probe before the call under test). */
+API void fake_nvml_fail_after(int fn, int skip, int code, int times) {
+  pthread_mutex_lock(&mu);
+  if (fn >= 0 && fn < FN_COUNT) {
+    fail_code[fn] = code;
+    fail_left[fn] = times;
+    fail_skip[fn] = skip;
   }
   pthread_mutex_unlock(&mu);
 }

@@ -3,6 +3,7 @@
 #include <time.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -401,9 +402,9 @@ NvmlPowerSource::NvmlPowerSource(unsigned int device, NvmlMode mode, std::shared
       // sample, or an idle baseline taken now would include old busy power.
       nvmlValueType_t vt = 0;
       unsigned int n = static_cast<unsigned int>(samples_.size());
-      if (nvml_->nvmlDeviceGetSamples(handle_, NVML_TOTAL_POWER_SAMPLES, 0, &vt, &n, samples_.data()) ==
-              NVML_SUCCESS &&
-          n >= 1) {
+      const nvmlReturn_t first =
+          nvml_->nvmlDeviceGetSamples(handle_, NVML_TOTAL_POWER_SAMPLES, 0, &vt, &n, samples_.data());
+      if (first == NVML_SUCCESS && n >= 1) {
         n = std::min<unsigned int>(n, static_cast<unsigned int>(samples_.size()));
         std::vector<unsigned long long> ts(n);
         for (unsigned int i = 0; i < n; ++i) ts[i] = samples_[i].timeStamp;
@@ -417,6 +418,15 @@ NvmlPowerSource::NvmlPowerSource(unsigned int device, NvmlMode mode, std::shared
           std::nth_element(d.begin(), d.begin() + static_cast<std::ptrdiff_t>(d.size() / 2), d.end());
           info_.native_period_ns = static_cast<std::int64_t>(d[d.size() / 2]) * 1000;
         }
+      } else if (first != NVML_SUCCESS && first != NVML_ERROR_NOT_FOUND) {
+        // The history fetch failed (an empty buffer is no failure): start
+        // from now. nvml.h stamps samples in CPU microseconds since the
+        // epoch; from 0 the first poll would return the driver's whole
+        // history, old busy power included.
+        last_seen_us_ = static_cast<unsigned long long>(
+            std::chrono::duration_cast<std::chrono::microseconds>(
+                std::chrono::system_clock::now().time_since_epoch())
+                .count());
       }
       break;
     }
