@@ -49,6 +49,7 @@ import json
 import os
 import platform
 import re
+import subprocess
 import sys
 import time
 import warnings
@@ -356,6 +357,17 @@ def summarise_loop(cases: list[dict[str, Any]]) -> dict[str, Any]:
             "warning_kinds": _kinds(cases), "fit_s": _nanmedian([c["fit_s"] for c in cases])}
 
 
+def _commit() -> str:
+    """The checkout's commit (short), so that a row merged from an older checkpoint says which code ran it."""
+    try:
+        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=HERE, capture_output=True, text=True,
+                             timeout=10)
+        return out.stdout.strip() + ("" if not subprocess.run(["git", "diff", "--quiet", "HEAD", "--", "python"],
+                                                             cwd=HERE, timeout=10).returncode else "+changes")
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
 def matrix(seeds: tuple[int, ...], quick: bool, sensors: tuple[str, ...],
            checkpoint: Any = None, small: bool = False) -> dict[str, Any]:
     """Seed-major, so that an interrupted run leaves a complete table over the seeds done (``checkpoint``)."""
@@ -367,7 +379,7 @@ def matrix(seeds: tuple[int, ...], quick: bool, sensors: tuple[str, ...],
         out: dict[str, Any] = {"seeds": list(done), "sensors": {}}
         for name, sensor in models.items():
             runs, iterations = MATRIX_SMALL[name] if small else MATRIX_SIZES[name][1 if quick else 0]
-            out["sensors"][name] = {"period_ms": sensor.period_ns / 1e6, "window_ms": sensor.window_ns / 1e6,
+            out["sensors"][name] = {"commit": _commit(), "period_ms": sensor.period_ns / 1e6, "window_ms": sensor.window_ns / 1e6,
                                     "shape": sensor.shape, "tau_ms": sensor.tau_ns / 1e6,
                                     "delay_ms": sensor.delay_ns / 1e6, "runs": runs, "iterations": iterations,
                                     "campaign": summarise_campaign(camp[name]), "loop": summarise_loop(loops[name]),
@@ -496,6 +508,10 @@ def matrix_readme(mx: dict[str, Any]) -> list[str]:
     if len(per_row) > 1:
         lines += ["", "Rows over fewer seeds are from an earlier, shorter run (a 2-core machine's session); the "
                   "full run is `python bench/sensor_bench.py --matrix-only --sizes small`."]
+    commits = {name: v.get("commit", "") for name, v in mx["sensors"].items()}
+    if any(commits.values()):
+        lines += ["", "Code each row ran: " + "; ".join(f"{n} at {c or 'an unrecorded commit'}"
+                                                    for n, c in commits.items()) + "."]
     lines += ["", "Warnings (first warning per seed, counted):", ""]
     for name, v in mx["sensors"].items():
         lines.append(f"* {name}: campaign {_kinds_text(v['campaign']['warning_kinds'])}; "
