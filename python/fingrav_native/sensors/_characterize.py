@@ -105,8 +105,9 @@ def estimate_period(timestamps_ns: npt.ArrayLike, values: Optional[npt.ArrayLike
 
     Notes
     -----
-    1. Distinct update stamps, sorted; a first period from the median
-       interval, refined twice on intervals divided by their whole number
+    1. Distinct update stamps, sorted; a first period from the lower
+       quartile of the intervals (missed updates only lengthen them),
+       refined twice on intervals divided by their whole number
        of periods ``m = round(interval / period)`` (missed updates).
     2. Each update's index ``n`` (the running sum of ``m``); the period is
        the least-squares slope of stamp on index. The median of intervals is
@@ -127,7 +128,9 @@ def estimate_period(timestamps_ns: npt.ArrayLike, values: Optional[npt.ArrayLike
     if len(t) < 3:
         raise ValueError(f"timestamps_ns: need at least 3 distinct updates, got {len(t)}")
     d = np.diff(t)
-    p = float(np.median(d))
+    # A first period from the short intervals: a missed update (or one that left the value unchanged, so
+    # that no poll could see it) only lengthens an interval, so the median can land on two periods.
+    p = float(np.percentile(d, 25))
     for _ in range(2):
         m = np.maximum(np.round(d / p), 1.0)
         p = float(np.median(d / m))
