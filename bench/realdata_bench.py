@@ -48,6 +48,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "python"))
 import fingrav_native as fg  # noqa: E402
 from fingrav_native.files._characterisation import read_logs_csv  # noqa: E402
 from fingrav_native.method import fit_timeline  # noqa: E402
+from fingrav_native.sensors._characterize import _MeterResponse  # noqa: E402
 
 DATA = os.path.join(HERE, "..", "tests", "data", "yang_sc24")
 RESULTS = os.path.join(HERE, "results")
@@ -81,24 +82,17 @@ def cumulative(tm: np.ndarray, pm: np.ndarray) -> np.ndarray:
 
 
 def predict(model: fg.SensorModel, t: np.ndarray, tm: np.ndarray, pm: np.ndarray, cum: np.ndarray) -> np.ndarray:
-    """The field the model would log at ``t`` from the meter's power (a boxcar by the cumulative energy;
-    a first-order filter by the package's own interval weights over the meter's samples)."""
+    """The field the model would log at ``t`` from the meter's power: a boxcar exactly, by the meter's
+    cumulative energy; a first-order filter by the package's own meter response (a recursive filter on
+    the meter's sample grid)."""
     e = t - model.delay_ns
-    # A log whose response reaches before the meter's first sample (or past its last) has no prediction.
-    outside = e > tm[-1]  # before the meter's start it is padded (load_case)
+    outside = e > tm[-1]  # past the meter's last sample: no prediction (before its start it is padded)
     if model.shape != "first_order":
         w = max(model.window_ns, 1.0)
         return np.where(outside, np.nan, (np.interp(e, tm, cum) - np.interp(e - w, tm, cum)) * 1e9 / w)
-    out = np.empty(len(t))
-    reach = float(model.memory_ns())
-    for i, (ti, ei) in enumerate(zip(t, e)):
-        a, b = np.searchsorted(tm, [ei - reach, ei])
-        sl = slice(max(a - 1, 0), min(b + 1, len(tm) - 1))
-        lo, hi = tm[sl], tm[sl.start + 1:sl.stop + 1]
-        wts = model.interval_weights(ti, lo, hi)
-        mid = 0.5 * (pm[sl] + pm[sl.start + 1:sl.stop + 1])
-        out[i] = float(np.sum(wts * mid) / max(np.sum(wts), 1e-12))
-    return np.where(outside, np.nan, out)
+    step = float(np.median(np.diff(tm)))
+    response = _MeterResponse(t, np.zeros(len(t)), tm, pm, float(np.median(t)), 20.0 * step)  # grid = one step
+    return np.where(outside, np.nan, response.load(model))
 
 
 def affine(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:

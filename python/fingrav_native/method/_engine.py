@@ -366,12 +366,6 @@ def _variants(designs: Sequence[Design], rows: Sequence[Rows], stats: Sequence[_
     return out
 
 
-def _cv_scores(v: _Variant, st: _Stats, weights: np.ndarray, folds: np.ndarray, n_folds: int, lams: np.ndarray,
-               ch: int = 0) -> np.ndarray:
-    """K-fold cross-validated squared error of channel ``ch`` at each smoothing (unconstrained solves)."""
-    return np.asarray(_cv_fold_scores(v, st, weights, folds, n_folds, lams, ch).sum(axis=0))
-
-
 def _cv_fold_scores(v: _Variant, st: _Stats, weights: np.ndarray, folds: np.ndarray, n_folds: int,
                     lams: np.ndarray, ch: int = 0) -> np.ndarray:
     """``(folds, smoothings)``: each fold's squared prediction error of channel ``ch`` (inf: singular)."""
@@ -399,8 +393,8 @@ def _cv_fold_scores(v: _Variant, st: _Stats, weights: np.ndarray, folds: np.ndar
     return scores
 
 
-def _smoothing_span(d: Design, r: Rows, v: _Variant, st: _Stats, folds: np.ndarray, n_folds: int,
-                    lam: float, x: np.ndarray) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+def _smoothing_span(d: Design, r: Rows, v: _Variant, st: _Stats, fold_scores: np.ndarray, lam: float,
+                    x: np.ndarray) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """Per map, how far its values move over the smoothings cross-validation cannot tell from the choice.
 
     Where the logs say little about a curve's shape (a window much longer
@@ -408,25 +402,26 @@ def _smoothing_span(d: Design, r: Rows, v: _Variant, st: _Stats, folds: np.ndarr
     more of smoothing while an energy still depends on it through how the
     shape splits partly covered executions: a smoothing bias no resample of
     the same choice shows. The smoothings within one standard error of the
-    chosen one (the difference of their fold scores, paired by fold: the
-    one-standard-error rule of Hastie, Tibshirani and Friedman, ESL 7.10)
-    are solved too; each map's lowest and highest offset from the chosen
-    value widen its interval (:meth:`Solution.interval`).
+    chosen one (the difference of their fold scores, ``(folds, LAMBDAS)``
+    from the choice itself, paired by fold: the one-standard-error rule of
+    Hastie, Tibshirani and Friedman, ESL 7.10) are solved too; each map's
+    lowest and highest offset from the chosen value widen its interval
+    (:meth:`Solution.interval`).
     """
-    zero = {k: np.zeros((d.maps[k].shape[0], x.shape[1])) for k in d.maps}
+    maps = {k: _full_map(d, r, k) for k in d.maps}
+    lo = {k: np.zeros((m.shape[0], x.shape[1])) for k, m in maps.items()}
+    hi = {k: z.copy() for k, z in lo.items()}
+    n_folds = fold_scores.shape[0]
     if n_folds < 3:
-        return {k: (z, z.copy()) for k, z in zero.items()}
-    fs = _cv_fold_scores(v, st, np.ones(len(st.n)), folds, n_folds, LAMBDAS)
+        return {k: (lo[k], hi[k]) for k in maps}
     j = int(np.argmin(np.abs(np.log(LAMBDAS) - math.log(max(lam, 1e-300)))))
     with np.errstate(invalid="ignore"):
-        diff = fs - fs[:, [j]]
+        diff = fold_scores - fold_scores[:, [j]]
     ok = np.all(np.isfinite(diff), axis=0)
-    se = np.sqrt(n_folds) * np.std(np.where(ok, diff, 0.0), axis=0, ddof=1)
-    near = np.flatnonzero(ok & (np.where(ok, diff, 0.0).sum(axis=0) <= se))
+    diff = np.where(ok, diff, 0.0)
+    se = np.sqrt(n_folds) * np.std(diff, axis=0, ddof=1)
     G = st.G.sum(axis=0)
-    lo = {k: z.copy() for k, z in zero.items()}
-    hi = {k: z.copy() for k, z in zero.items()}
-    for i in near:
+    for i in np.flatnonzero(ok & (diff.sum(axis=0) <= se)):
         if i == j:
             continue
         M = G + float(LAMBDAS[i]) * v.R + v.F
@@ -434,11 +429,11 @@ def _smoothing_span(d: Design, r: Rows, v: _Variant, st: _Stats, folds: np.ndarr
             xi = np.stack([solve(G, st.B[:, :, c].sum(axis=0), M, v.lower) for c in range(x.shape[1])], axis=1)
         except (np.linalg.LinAlgError, ValueError):
             continue
-        for k in d.maps:
-            off = _full_map(d, r, k) @ (xi - x)
+        for k, m in maps.items():
+            off = m @ (xi - x)
             lo[k] = np.minimum(lo[k], off)
             hi[k] = np.maximum(hi[k], off)
-    return {k: (lo[k], hi[k]) for k in d.maps}
+    return {k: (lo[k], hi[k]) for k in maps}
 
 
 def _gcv_scores(v: _Variant, st: _Stats, lams: np.ndarray, ch: int = 0) -> np.ndarray:
@@ -488,19 +483,26 @@ class _Choice:
 
 
 def _choose(variants: Sequence[_Variant], stats: Sequence[_Stats], weights: np.ndarray, folds: np.ndarray,
-            n_folds: int, grids: Sequence[np.ndarray], fixed_lam: Optional[float]) -> tuple[_Choice, np.ndarray]:
-    """The variant and smoothing with the least cross-validated error (GCV with too few blocks); all scores."""
+            n_folds: int, grids: Sequence[np.ndarray],
+            fixed_lam: Optional[float]) -> tuple[_Choice, np.ndarray, list[Optional[np.ndarray]]]:
+    """The variant and smoothing with the least cross-validated error (GCV with too few blocks).
+
+    Also every variant's scores over its grid, and (cross-validation only)
+    its per-fold scores, which :func:`_smoothing_span` reads.
+    """
     best = _Choice(0, float(grids[0][0]), math.inf)
     table = np.full((len(variants), max(len(g) for g in grids)), math.inf)
+    per_fold: list[Optional[np.ndarray]] = []
     for i, v in enumerate(variants):
         lams = np.array([fixed_lam]) if fixed_lam is not None else grids[i]
-        sc = (_cv_scores(v, stats[v.design], weights, folds, n_folds, lams) if n_folds >= 2
-              else _gcv_scores(v, stats[v.design], lams))
+        fs = _cv_fold_scores(v, stats[v.design], weights, folds, n_folds, lams) if n_folds >= 2 else None
+        per_fold.append(fs)
+        sc = fs.sum(axis=0) if fs is not None else _gcv_scores(v, stats[v.design], lams)
         table[i, :len(sc)] = sc
         j = int(np.argmin(sc))
         if sc[j] < best.score:
             best = _Choice(i, float(lams[j]), float(sc[j]))
-    return best, table
+    return best, table, per_fold
 
 
 @dataclass(frozen=True)
@@ -571,9 +573,9 @@ class Solution:
         """Band ``(low, high)`` and standard deviation of a map's rows, per channel (NaN: no bootstrap).
 
         The bootstrap's percentile band joined with its standard normal band,
-        widened by how far the value moves
-        over the smoothings cross-validation cannot tell apart
-        (``smoothing_span``); the standard deviation is the bootstrap's.
+        widened by how far the value moves over the smoothings
+        cross-validation cannot tell apart (``smoothing_span``); the standard
+        deviation is the bootstrap's.
         """
         d = self.draws[name]
         alpha = 0.5 * (1.0 - confidence)
@@ -677,7 +679,7 @@ def _bootstrap(designs: Sequence[Design], variants: Sequence[_Variant], stats: S
     for i in range(n_boot):
         wts = rng.multinomial(n_blocks, np.full(n_blocks, 1.0 / n_blocks)).astype(np.float64)
         try:
-            ch, _ = _choose(variants, stats, wts, folds, n_folds, grids, fixed_lam)
+            ch, _, _ = _choose(variants, stats, wts, folds, n_folds, grids, fixed_lam)
             v = variants[ch.variant]
             st, d = stats[v.design], designs[v.design]
             G = np.tensordot(wts, st.G, axes=1)
@@ -770,7 +772,7 @@ def _attribute(designs: Sequence[Design], sensor: SensorModel, t: np.ndarray, w:
     folds_n = min(n_folds, n_blocks) if n_blocks >= 3 else 0
     folds = np.arange(n_blocks) % max(folds_n, 1)
     ones = np.ones(n_blocks)
-    choice, table = _choose(variants, stats, ones, folds, folds_n, [LAMBDAS] * len(variants), lam)
+    choice, table, per_fold = _choose(variants, stats, ones, folds, folds_n, [LAMBDAS] * len(variants), lam)
     lams = [float((LAMBDAS if lam is None else np.array([lam]))[int(np.argmin(row[:len(LAMBDAS)]))])
             if np.isfinite(row).any() else float(LAMBDAS[0]) for row in table]
     v = variants[choice.variant]
@@ -783,7 +785,8 @@ def _attribute(designs: Sequence[Design], sensor: SensorModel, t: np.ndarray, w:
     n_boot = bootstrap if n_blocks >= 3 else 0
     draws = _bootstrap(designs, variants, stats, rows, folds, folds_n, lams, lam, n_boot, seed) if n_boot else \
         {k: np.zeros((0,) + values[k].shape) for k in d.maps}
-    span = _smoothing_span(d, r, v, st, folds, folds_n, choice.lam, x) if lam is None else {}
+    fs = per_fold[choice.variant]
+    span = _smoothing_span(d, r, v, st, fs, choice.lam, x) if lam is None and fs is not None else {}
     H = _full_map(d, r, d.energies)
     # Without a drift its columns are held at zero: they are no unknowns the energies could trade with
     # (counted, a 6 s load would be "confounded" with a drift that the chosen model does not have).

@@ -421,7 +421,7 @@ def _step_fit(problem: "_LoadResponse", sc: float, n_logs: int, min_delay: float
         rise_ns=0.8 * length if shape == "boxcar" else length * math.log(9.0),
         low_w=float(p_hat[0] + p_hat[2] * problem.low), high_w=float(p_hat[0] + p_hat[2] * problem.high),
         residual_w=math.sqrt(rss / len(t)), other_residual_w=math.sqrt(fits[other][2] / len(t)), logs=n_logs,
-        gain=float(p_hat[2]) if problem.high > 1.0 else 1.0, offset_w=float(p_hat[0]) if problem.high > 1.0 else 0.0)
+        gain=float(p_hat[2]) if problem.referenced else 1.0, offset_w=float(p_hat[0]) if problem.referenced else 0.0)
 
 
 #: The response shapes a load response is fitted with: a boxcar window, a first-order filter.
@@ -438,6 +438,8 @@ class _LoadResponse:
 
     #: The load column's levels that ``low_w`` and ``high_w`` report (light: 0, heavy: 1).
     low, high = 0.0, 1.0
+    #: Whether the load column is a meter's watts (then its coefficients are the field's gain and offset).
+    referenced = False
 
     def __init__(self, t: np.ndarray, y: np.ndarray, iv: np.ndarray, t0: float) -> None:
         self.t, self.y, self.iv, self.t0 = t, y, iv, t0
@@ -511,6 +513,8 @@ class _LoadResponse:
 
 class _MeterResponse(_LoadResponse):
     """Logs ``y`` beside a meter: its power through the candidate sensor is the load column."""
+
+    referenced = True
 
     def __init__(self, t: np.ndarray, y: np.ndarray, tm: np.ndarray, pm: np.ndarray, t0: float, sc: float) -> None:
         super().__init__(t, y, np.zeros((0, 2)), t0)
