@@ -39,6 +39,15 @@ py::dict nvml_device_dict(const NvmlDeviceInfo& d, const std::string& driver, co
   out["modes"] = modes;
   out["unsupported"] = unsupported;
   out["energy_from_field"] = d.energy_from_field;
+  out["c2c_enabled"] = d.c2c < 0 ? py::object(py::none()) : py::object(py::bool_(d.c2c == 1));
+  py::dict scopes;  // field mode -> the scopes it works at
+  for (NvmlMode m : {NvmlMode::kInstant, NvmlMode::kAverage}) {
+    py::list ok;
+    if (d.gpu_scope_modes & (1u << static_cast<unsigned>(m))) ok.append("gpu");
+    if (d.module_scope_modes & (1u << static_cast<unsigned>(m))) ok.append("module");
+    scopes[nvml_mode_name(m)] = ok;
+  }
+  out["field_scopes"] = scopes;
   out["sample_buffer"] = d.sample_buffer;
   out["driver_version"] = driver;
   out["library_path"] = path;
@@ -79,7 +88,9 @@ void register_nvml(py::module_& m) {
       },
       "Every GPU NVML sees, each a dict: index, name, uuid, pci_bus_id, power_limit_w, architecture,\n"
       "compute_capability, modes (the power modes that work, each probed), unsupported (mode -> NVML's\n"
-      "reason), energy_from_field, sample_buffer, driver_version, library_path. [] when NVML sees no GPU.\n"
+      "reason), energy_from_field, c2c_enabled (a Grace Hopper superchip; None: unknown), field_scopes\n"
+      "(instant/average -> the power scopes that work: 'gpu', 'module'), sample_buffer, driver_version,\n"
+      "library_path. [] when NVML sees no GPU.\n"
       "Raises LibraryNotFoundError, SymbolNotFoundError or DeviceUnavailableError (nvmlInit failed).");
 
   m.def(
@@ -115,18 +126,25 @@ void register_nvml(py::module_& m) {
       "derived from moves of the energy counter, FLAG_DERIVED, window = interval) or 'usage'\n"
       "(nvmlDeviceGetPowerUsage). All but 'samples' keep a reading only when the value (counter) changes,\n"
       "after a first baseline read. Timestamps: host CLOCK_REALTIME in us, clock domain 'nvml-host-us',\n"
-      "tick_ns 1000. Raises DeviceUnavailableError when the device is absent or does not support the mode\n"
-      "(naming the modes it does).")
-      .def(py::init([](long long device, const std::string& mode) {
+      "tick_ns 1000. scope: for 'instant' and 'average', 'gpu', 'module' (GPU, Grace CPU and memory) or\n"
+      "'auto' (the module on a Grace Hopper superchip, as Zeus reads it; else the GPU). Raises\n"
+      "DeviceUnavailableError when the device is absent or does not support the mode or scope (naming\n"
+      "the modes it does).")
+      .def(py::init([](long long device, const std::string& mode, const std::string& scope) {
              if (device < 0 || device > std::numeric_limits<unsigned int>::max()) {
                throw std::invalid_argument("device=" + std::to_string(device) + ": must be >= 0");
              }
              const NvmlMode md = parse_nvml_mode(mode);
+             const NvmlScope sc = parse_nvml_scope(scope);
              py::gil_scoped_release nogil;
-             return std::make_shared<NvmlPowerSource>(static_cast<unsigned int>(device), md);
+             return std::make_shared<NvmlPowerSource>(static_cast<unsigned int>(device), md, sc);
            }),
-           py::arg("device") = 0, py::arg("mode") = "samples")
+           py::arg("device") = 0, py::arg("mode") = "samples", py::arg("scope") = "auto")
       .def_property_readonly("mode", [](const NvmlPowerSource& s) { return nvml_mode_name(s.mode()); })
+      .def_property_readonly("scope", [](const NvmlPowerSource& s) { return nvml_scope_name(s.scope()); },
+                             "The power the readings are of: 'gpu' or 'module'.")
+      .def_property_readonly("scope_reference", &NvmlPowerSource::scope_reference,
+                             "Why that scope, in words.")
       .def_property_readonly("device", &NvmlPowerSource::device_index)
       .def_property_readonly("library_path", &NvmlPowerSource::library_path)
       .def_property_readonly("window_documented", &NvmlPowerSource::window_documented,

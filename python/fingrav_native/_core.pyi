@@ -617,6 +617,8 @@ class _NvmlDeviceDict(TypedDict):
     modes: list[str]
     unsupported: dict[str, str]
     energy_from_field: bool
+    c2c_enabled: bool | None
+    field_scopes: dict[str, list[str]]
     sample_buffer: int
     driver_version: str
     library_path: str
@@ -640,9 +642,15 @@ def _nvml_layouts() -> list[tuple[str, str, int]]:
 class NvmlPowerSource(PowerSource):
     """Board power of one NVIDIA GPU through NVML (clock domain 'nvml-host-us', tick_ns 1000)."""
 
-    def __init__(self, device: SupportsIndex = 0, mode: str = "samples") -> None: ...
+    def __init__(self, device: SupportsIndex = 0, mode: str = "samples", scope: str = "auto") -> None: ...
     @property
     def mode(self) -> str: ...
+    @property
+    def scope(self) -> str:
+        """The power the readings are of: 'gpu' or 'module' (GPU, Grace CPU and memory)."""
+    @property
+    def scope_reference(self) -> str:
+        """Why that scope, in words."""
     @property
     def device(self) -> int: ...
     @property

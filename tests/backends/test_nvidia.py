@@ -366,6 +366,7 @@ def test_report_on_the_fake_driver_lists_its_devices(fake_libcuda):
     ({"period_ns": 1}, "period_ns=1"),
     ({"marker_slots": 1}, "marker_slots=1"),
     ({"power_source": "nvml"}, "power_source='nvml'"),
+    ({"power_scope": "board"}, "power_scope='board'"),
 ])
 def test_backend_arguments_are_checked_before_the_driver(kwargs, word, monkeypatch):
     monkeypatch.setenv("FINGRAV_CUDA_LIBRARY", "/nonexistent/libcuda.so.1")
@@ -665,6 +666,32 @@ def test_unknown_window_warns_and_a_characterisation_replaces_it(fake_libcuda, f
     assert b["provenance"] == {"period": "measured", "window": "measured", "delay": "measured", "tick": "measured"}
     assert "delay 3 ms (measured)" in b["figures"] and "from a characterisation" in b["semantics"]
     assert out["bad"]["type"] == "ValueError" and "sensor='part-time-100ms'" in out["bad"]["msg"]
+
+
+@pytest.mark.slow
+def test_grace_hopper_logs_the_module_unless_the_gpu_alone_is_asked(fake_libcuda, fake_nvml):
+    # Issue 27: the power fields always read GPU scope; on Grace Hopper Zeus reads the module
+    # (NVML_POWER_SCOPE_MODULE where nvmlDeviceGetC2cModeInfoV says C2C is on). Here the module
+    # draws 150 W over the GPU's 300 W.
+    out = _paired(fake_libcuda, fake_nvml, """
+        fake.fake_nvml_set_c2c.argtypes = [ctypes.c_uint, ctypes.c_int, ctypes.c_uint]
+        fake.fake_nvml_set_c2c(0, 1, 150_000)
+        from fingrav_native.backends._nvidia_report import report
+        module, _ = build(power="instant")
+        gpu, _ = build(power="instant", power_scope="gpu")
+        energy, _ = build(power="energy")
+        d = report().as_dict()["devices"][0]
+        print(json.dumps({"module": [*module.power_scope, caps_of(module)["baseline"], caps_of(module)["semantics"]],
+                          "gpu": [*gpu.power_scope, caps_of(gpu)["baseline"]], "energy": list(energy.power_scope),
+                          "details": d}))
+    """, name="NVIDIA GH200 480GB")
+    scope, why, baseline, semantics = out["module"]
+    assert scope == "module" and "Grace Hopper" in why and abs(baseline - 450.0) < 25, out["module"]
+    assert "scope: module (GPU, Grace CPU and memory)" in semantics
+    assert out["gpu"][0] == "gpu" and abs(out["gpu"][2] - 300.0) < 25, out["gpu"]
+    assert out["energy"][0] == "gpu" and "no scope argument" in out["energy"][1]
+    assert out["details"]["c2c_enabled"] is True
+    assert out["details"]["power_scopes"] == {"instant": ["gpu", "module"], "average": ["gpu", "module"]}
 
 
 @pytest.mark.slow

@@ -26,8 +26,8 @@ from fingrav_native.native import FLAG_DERIVED, FLAG_SOURCE_GAP, Sampler
 FAKE_SOURCE = Path(__file__).resolve().parents[1] / "fakes" / "fake_nvml.c"
 
 # fake_nvml_set_supported bits and fake_nvml_fail_next function ids (fake_nvml.c).
-SUP_SAMPLES, SUP_INSTANT, SUP_AVERAGE, SUP_ENERGY_FIELD, SUP_ENERGY_FN, SUP_USAGE = 1, 2, 4, 8, 16, 32
-SUP_ALL = 63
+SUP_SAMPLES, SUP_INSTANT, SUP_AVERAGE, SUP_ENERGY_FIELD, SUP_ENERGY_FN, SUP_USAGE, SUP_MODULE = 1, 2, 4, 8, 16, 32, 64
+SUP_ALL = 127
 FN_SAMPLES, FN_FIELDS, FN_ENERGY, FN_USAGE = 0, 1, 2, 3
 # nvmlReturn_t values (nvml.h).
 NOT_SUPPORTED, NOT_FOUND, DRIVER_NOT_LOADED, GPU_IS_LOST, UNKNOWN = 3, 6, 9, 15, 999
@@ -78,6 +78,7 @@ class Fake:
             "fake_nvml_set_usage": [u, u],
             "fake_nvml_set_identity": [u, ctypes.c_char_p, u],
             "fake_nvml_set_refresh": [u, ull, u],
+            "fake_nvml_set_c2c": [u, i, u],
             "fake_nvml_fail_next": [i, i, i],
             "fake_nvml_fail_after": [i, i, i, i],
             "fake_nvml_init_calls": [],
@@ -417,6 +418,82 @@ def test_a_failing_field_value_is_reported_with_its_own_code(fake):
     fake.set_supported(0, SUP_ALL & ~SUP_INSTANT)
     with pytest.raises(RuntimeError, match=r"fatal error: nvmlDeviceGetFieldValues \(field value\): Not Supported"):
         src.poll()
+
+
+# ---------------------------------------------------------------- power scope (Grace Hopper)
+
+
+def _first_change(src, fake, field: int, mw: int) -> float:
+    """The watts of the first change a field source logs (its first read is only a baseline)."""
+    fake.set_field(0, field, 1_000_000, mw)
+    assert len(src.poll()) == 0
+    fake.set_field(0, field, 1_100_000, mw + 1_000)
+    r = src.poll()
+    assert len(r) == 1
+    return float(r["total"][0])
+
+
+def test_a_discrete_board_reads_the_gpu_and_refuses_module_scope_saying_why(fake):
+    # The fake's default: the C2C query answers NOT_SUPPORTED, as on a PCIe or SXM board.
+    dev = _core.nvml_devices()[0]
+    assert dev["c2c_enabled"] is None
+    assert dev["field_scopes"] == {"instant": ["gpu"], "average": ["gpu"]}
+    src = _core.NvmlPowerSource(0, "instant")
+    assert src.scope == "gpu" and "not a Grace Hopper" in src.scope_reference
+    assert not src.info.name.endswith(":module")
+    with pytest.raises(_core.DeviceUnavailableError, match=r"cannot read scope 'module'.*Grace Hopper.*C2C"):
+        _core.NvmlPowerSource(0, "instant", scope="module")
+    fake.set_c2c(0, 0, 0)  # the query works, C2C off
+    assert _core.nvml_devices()[0]["c2c_enabled"] is False
+    with pytest.raises(_core.DeviceUnavailableError, match="C2C is not enabled"):
+        _core.NvmlPowerSource(0, "average", scope="module")
+
+
+@pytest.mark.parametrize("mode,field", [("instant", FI_INSTANT), ("average", FI_AVERAGE)])
+def test_grace_hopper_reads_the_module_by_default_as_zeus_does(fake, mode, field):
+    # Issue 27: the power fields always read GPU scope; Zeus (zeus/device/gpu/nvidia.py) reads
+    # NVML_POWER_SCOPE_MODULE wherever nvmlDeviceGetC2cModeInfoV says C2C is enabled.
+    fake.set_c2c(0, 1, 150_000)  # the Grace CPU and its memory draw 150 W more than the GPU alone
+    dev = _core.nvml_devices()[0]
+    assert dev["c2c_enabled"] is True and dev["field_scopes"][mode] == ["gpu", "module"]
+    module = _core.NvmlPowerSource(0, mode)
+    assert module.scope == "module" and "Zeus" in module.scope_reference
+    assert module.info.name == f"nvml:0:{mode}:module"
+    assert _first_change(module, fake, field, 300_000) == 451.0
+    del module
+    gpu = _core.NvmlPowerSource(0, mode, scope="gpu")
+    assert gpu.scope == "gpu" and gpu.info.name == f"nvml:0:{mode}"
+    assert _first_change(gpu, fake, field, 300_000) == 301.0
+
+
+def test_grace_hopper_falls_back_to_the_gpu_when_the_module_field_fails_and_says_so(fake):
+    fake.set_c2c(0, 1, 150_000)
+    fake.set_supported(0, SUP_ALL & ~SUP_MODULE)
+    src = _core.NvmlPowerSource(0, "instant")
+    assert src.scope == "gpu" and "module's field fails" in src.scope_reference
+    assert "NVML_POWER_SCOPE_MODULE" in src.scope_reference and "Not Supported" in src.scope_reference
+    with pytest.raises(_core.DeviceUnavailableError, match="cannot read scope 'module'"):
+        _core.NvmlPowerSource(0, "instant", scope="module")
+
+
+def test_a_module_only_field_works_and_gpu_scope_is_refused_naming_the_one_that_works(fake):
+    fake.set_c2c(0, 1, 100_000)
+    fake.set_supported(0, SUP_ALL & ~SUP_INSTANT)
+    dev = _core.nvml_devices()[0]
+    assert "instant" in dev["modes"] and dev["field_scopes"]["instant"] == ["module"]
+    assert _core.NvmlPowerSource(0, "instant").scope == "module"
+    with pytest.raises(_core.DeviceUnavailableError, match=r"cannot read scope 'gpu'.*scope 'module' works"):
+        _core.NvmlPowerSource(0, "instant", scope="gpu")
+
+
+def test_scope_is_checked_by_name(fake):
+    with pytest.raises(ValueError, match="scope='board'"):
+        _core.NvmlPowerSource(0, "instant", scope="board")
+    with pytest.raises(ValueError, match="scope='module': only the field modes"):
+        _core.NvmlPowerSource(0, "energy", scope="module")
+    fake.set_c2c(0, 1, 100_000)
+    src = _core.NvmlPowerSource(0, "energy")  # no scope argument in nvml.h: the GPU, said so
+    assert src.scope == "gpu" and "no scope argument" in src.scope_reference
 
 
 # ---------------------------------------------------------------- energy

@@ -49,6 +49,10 @@ typedef struct {
 } nvmlFieldValue_t;
 
 typedef struct {
+  unsigned int isC2cEnabled;
+} nvmlC2cModeInfo_v1_t;
+
+typedef struct {
   char busIdLegacy[16];
   unsigned int domain, bus, device, pciDeviceId, pciSubSystemId;
   char busId[32];
@@ -62,8 +66,10 @@ enum { FI_ENERGY = 83, FI_POWER_AVERAGE = 185, FI_POWER_INSTANT = 186 };
 
 /* Bits of fake_nvml_set_supported. */
 enum {
-  SUP_SAMPLES = 1, SUP_INSTANT = 2, SUP_AVERAGE = 4, SUP_ENERGY_FIELD = 8, SUP_ENERGY_FN = 16, SUP_USAGE = 32
+  SUP_SAMPLES = 1, SUP_INSTANT = 2, SUP_AVERAGE = 4, SUP_ENERGY_FIELD = 8, SUP_ENERGY_FN = 16, SUP_USAGE = 32,
+  SUP_MODULE = 64 /* the power fields at NVML_POWER_SCOPE_MODULE (needs C2C on: fake_nvml_set_c2c) */
 };
+enum { SCOPE_GPU = 0, SCOPE_MODULE = 1 };
 /* Functions fake_nvml_fail_next can make fail. */
 enum { FN_SAMPLES = 0, FN_FIELDS = 1, FN_ENERGY = 2, FN_USAGE = 3, FN_COUNT = 4 };
 
@@ -90,6 +96,10 @@ struct fake_device {
   char uuid[96];
   unsigned int bus;
   char name[96]; /* fake_nvml_set_name: "" means "Fake GPU <i>" */
+  /* Grace Hopper (fake_nvml_set_c2c): -1 the C2C query is not supported, 0 off, 1 on; the module's
+   * power fields read the GPU's plus module_extra_mw (the Grace CPU and its memory) */
+  int c2c;
+  unsigned int module_extra_mw;
   /* time-driven sensors (fake_nvml_set_refresh) */
   unsigned long long refresh_us, refresh_start;
   unsigned int refresh_mw;
@@ -108,12 +118,14 @@ static void reset_locked(void) {
   unsigned int i;
   memset(devs, 0, sizeof devs);
   for (i = 0; i < MAX_DEVICES; ++i) {
-    devs[i].supported = SUP_SAMPLES | SUP_INSTANT | SUP_AVERAGE | SUP_ENERGY_FIELD | SUP_ENERGY_FN | SUP_USAGE;
+    devs[i].supported =
+        SUP_SAMPLES | SUP_INSTANT | SUP_AVERAGE | SUP_ENERGY_FIELD | SUP_ENERGY_FN | SUP_USAGE | SUP_MODULE;
     devs[i].arch = 9; /* Hopper */
     devs[i].cc_major = 9;
     devs[i].cc_minor = 0;
     devs[i].capacity = 100;
     devs[i].value_type = 1;
+    devs[i].c2c = -1; /* a discrete board: NVML answers NOT_SUPPORTED */
   }
   device_count = 1;
   init_result = SUCCESS;
@@ -277,6 +289,16 @@ API void fake_nvml_set_identity(unsigned int dev, const char *uuid, unsigned int
   if (dev < MAX_DEVICES) {
     snprintf(devs[dev].uuid, sizeof devs[dev].uuid, "%s", uuid ? uuid : "");
     devs[dev].bus = bus;
+  }
+  pthread_mutex_unlock(&mu);
+}
+/* A Grace Hopper superchip (state 1), a board with C2C off (0) or one that does not support the query
+ * (-1, the default); the module's power fields read the GPU's plus extra_mw. */
+API void fake_nvml_set_c2c(unsigned int dev, int state, unsigned int extra_mw) {
+  pthread_mutex_lock(&mu);
+  if (dev < MAX_DEVICES) {
+    devs[dev].c2c = state;
+    devs[dev].module_extra_mw = extra_mw;
   }
   pthread_mutex_unlock(&mu);
 }
@@ -510,18 +532,19 @@ API nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t device, int valuesCount, 
   r = injected(FN_FIELDS);
   for (k = 0; r == SUCCESS && k < valuesCount; ++k) {
     nvmlFieldValue_t *v = &values[k];
+    /* nvml.h: the power fields take scopeId 0 (GPU) or 1 (module: GPU and Grace CPU); the module's only
+     * on a C2C device. Other fields ignore it. */
+    int power = v->fieldId == FI_POWER_INSTANT || v->fieldId == FI_POWER_AVERAGE;
+    int module = power && v->scopeId == SCOPE_MODULE;
+    int scope_ok = !power || v->scopeId == SCOPE_GPU || (module && d->c2c == 1 && (d->supported & SUP_MODULE));
+    unsigned int gpu_bit = v->fieldId == FI_POWER_INSTANT ? SUP_INSTANT : SUP_AVERAGE;
     v->latencyUsec = 5;
     memset(&v->value, 0, sizeof v->value);
-    if (v->fieldId == FI_POWER_INSTANT && (d->supported & SUP_INSTANT)) {
+    if (power && scope_ok && (module || (d->supported & gpu_bit))) {
       v->nvmlReturn = SUCCESS;
       v->valueType = 1;
-      v->timestamp = d->inst_ts;
-      v->value.uiVal = d->inst_mw;
-    } else if (v->fieldId == FI_POWER_AVERAGE && (d->supported & SUP_AVERAGE)) {
-      v->nvmlReturn = SUCCESS;
-      v->valueType = 1;
-      v->timestamp = d->avg_ts;
-      v->value.uiVal = d->avg_mw;
+      v->timestamp = v->fieldId == FI_POWER_INSTANT ? d->inst_ts : d->avg_ts;
+      v->value.uiVal = (v->fieldId == FI_POWER_INSTANT ? d->inst_mw : d->avg_mw) + (module ? d->module_extra_mw : 0);
     } else if (v->fieldId == FI_ENERGY && (d->supported & SUP_ENERGY_FIELD)) {
       v->nvmlReturn = SUCCESS;
       v->valueType = 3;
@@ -532,6 +555,16 @@ API nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t device, int valuesCount, 
       v->timestamp = 0;
     }
   }
+  pthread_mutex_unlock(&mu);
+  return r;
+}
+
+API nvmlReturn_t nvmlDeviceGetC2cModeInfoV(nvmlDevice_t device, nvmlC2cModeInfo_v1_t *info) {
+  nvmlReturn_t r = SUCCESS;
+  if (dev_index(device) < 0 || info == NULL) return INVALID_ARGUMENT;
+  pthread_mutex_lock(&mu);
+  if (device->c2c < 0) r = NOT_SUPPORTED;
+  else info->isC2cEnabled = (unsigned int)device->c2c;
   pthread_mutex_unlock(&mu);
   return r;
 }

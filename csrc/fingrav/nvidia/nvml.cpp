@@ -46,6 +46,8 @@ const std::vector<Constant>& constants() {
       C(NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION),
       C(NVML_FI_DEV_POWER_AVERAGE),
       C(NVML_FI_DEV_POWER_INSTANT),
+      C(NVML_POWER_SCOPE_GPU),
+      C(NVML_POWER_SCOPE_MODULE),
       C(NVML_DEVICE_ARCH_AMPERE),
       C(NVML_DEVICE_ARCH_UNKNOWN),
       C(NVML_DEVICE_PCI_BUS_ID_BUFFER_SIZE),
@@ -79,6 +81,8 @@ const std::vector<Layout>& layouts() {
       O(nvmlPciInfo_t, domain),
       O(nvmlPciInfo_t, pciSubSystemId),
       O(nvmlPciInfo_t, busId),
+      S(nvmlC2cModeInfo_v1_t),
+      O(nvmlC2cModeInfo_v1_t, isC2cEnabled),
       S(nvmlReturn_t),
       S(nvmlValueType_t),
       S(nvmlSamplingType_t),
@@ -93,6 +97,7 @@ const std::vector<Layout>& layouts() {
 namespace {
 
 const char* const kModeNames[kNvmlModeCount] = {"samples", "instant", "average", "energy", "usage"};
+const char* const kScopeNames[3] = {"auto", "gpu", "module"};
 
 std::uint32_t mode_bit(NvmlMode m) { return 1u << static_cast<unsigned>(m); }
 
@@ -169,6 +174,18 @@ NvmlMode parse_nvml_mode(const std::string& mode) {
   }
   throw std::invalid_argument("mode='" + mode +
                               "': must be one of 'samples', 'instant', 'average', 'energy', 'usage'");
+}
+
+const char* nvml_scope_name(NvmlScope s) noexcept {
+  const auto i = static_cast<unsigned>(s);
+  return i < 3 ? kScopeNames[i] : "?";
+}
+
+NvmlScope parse_nvml_scope(const std::string& scope) {
+  for (unsigned i = 0; i < 3; ++i) {
+    if (scope == kScopeNames[i]) return static_cast<NvmlScope>(i);
+  }
+  throw std::invalid_argument("scope='" + scope + "': must be one of 'auto', 'gpu', 'module'");
 }
 
 // ------------------------------------------------------------------ Nvml
@@ -314,19 +331,62 @@ NvmlDeviceInfo Nvml::describe(unsigned int index) const {
     energy_function_why = error_text("nvmlDeviceGetTotalEnergyConsumption", r);
   }
 
+  // Grace Hopper: the chip-to-chip link to the Grace CPU (Zeus reads the module's power there).
+  if (nvmlDeviceGetC2cModeInfoV) {
+    nvmlC2cModeInfo_v1_t c{};
+    const nvmlReturn_t r = nvmlDeviceGetC2cModeInfoV(h, &c);
+    if (r == NVML_SUCCESS) {
+      d.c2c = c.isC2cEnabled ? 1 : 0;
+    } else {
+      d.c2c_why = error_text("nvmlDeviceGetC2cModeInfoV", r);
+    }
+  } else {
+    d.c2c_why = std::string("nvmlDeviceGetC2cModeInfoV") + absent;
+  }
+
   if (nvmlDeviceGetFieldValues) {
+    // The power fields at GPU scope and the energy field; on a C2C device the power fields at module scope
+    // in a call of their own, so that a driver refusing the scope does not fail the GPU's fields too.
     nvmlFieldValue_t v[3] = {};
     v[0].fieldId = NVML_FI_DEV_POWER_INSTANT;
     v[1].fieldId = NVML_FI_DEV_POWER_AVERAGE;
     v[2].fieldId = NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION;
     const nvmlReturn_t r = nvmlDeviceGetFieldValues(h, 3, v);
+    nvmlFieldValue_t vm[2] = {};
+    vm[0].fieldId = NVML_FI_DEV_POWER_INSTANT;
+    vm[1].fieldId = NVML_FI_DEV_POWER_AVERAGE;
+    vm[0].scopeId = vm[1].scopeId = NVML_POWER_SCOPE_MODULE;
+    const nvmlReturn_t rm = d.c2c == 1 ? nvmlDeviceGetFieldValues(h, 2, vm) : NVML_ERROR_NOT_SUPPORTED;
     auto field_ok = [&](int i) { return r == NVML_SUCCESS && v[i].nvmlReturn == NVML_SUCCESS; };
     auto field_why = [&](int i, const char* name) {
       return error_text((std::string("nvmlDeviceGetFieldValues(") + name + ")").c_str(),
                         r != NVML_SUCCESS ? r : v[i].nvmlReturn);
     };
-    mark(NvmlMode::kInstant, field_ok(0), field_why(0, "NVML_FI_DEV_POWER_INSTANT"));
-    mark(NvmlMode::kAverage, field_ok(1), field_why(1, "NVML_FI_DEV_POWER_AVERAGE"));
+    auto module_ok = [&](int i) { return rm == NVML_SUCCESS && vm[i].nvmlReturn == NVML_SUCCESS; };
+    auto module_why = [&](int i, const std::string& name) {
+      return error_text(("nvmlDeviceGetFieldValues(" + name + ")").c_str(), rm != NVML_SUCCESS ? rm : vm[i].nvmlReturn);
+    };
+    const NvmlMode field_modes[2] = {NvmlMode::kInstant, NvmlMode::kAverage};
+    const char* field_names[2] = {"NVML_FI_DEV_POWER_INSTANT", "NVML_FI_DEV_POWER_AVERAGE"};
+    for (int k = 0; k < 2; ++k) {
+      const NvmlMode m = field_modes[k];
+      if (field_ok(k)) {
+        d.gpu_scope_modes |= mode_bit(m);
+      } else {
+        d.gpu_unsupported[static_cast<unsigned>(m)] = field_why(k, field_names[k]);
+      }
+      const std::string module_name = std::string(field_names[k]) + ", NVML_POWER_SCOPE_MODULE";
+      if (d.c2c == 1 && module_ok(k)) {
+        d.module_scope_modes |= mode_bit(m);
+      } else {
+        d.module_unsupported[static_cast<unsigned>(m)] =
+            d.c2c == 1 ? module_why(k, module_name)
+                       : "module scope is read only on a Grace Hopper superchip (C2C enabled); " +
+                             (d.c2c == 0 ? std::string("nvmlDeviceGetC2cModeInfoV: C2C is not enabled") : d.c2c_why);
+      }
+      mark(m, field_ok(k) || (d.module_scope_modes & mode_bit(m)),
+           field_why(k, field_names[k]) + (d.c2c == 1 ? "; " + d.module_unsupported[static_cast<unsigned>(m)] : ""));
+    }
     d.energy_from_field = field_ok(2);
     mark(NvmlMode::kEnergy, d.energy_from_field || energy_function,
          field_why(2, "NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION") + "; " + energy_function_why);
@@ -355,13 +415,20 @@ std::vector<NvmlDeviceInfo> Nvml::devices() const {
 }
 
 // ------------------------------------------------------------------ source
-NvmlPowerSource::NvmlPowerSource(unsigned int device, NvmlMode mode)
-    : NvmlPowerSource(device, mode, Nvml::acquire()) {}
+NvmlPowerSource::NvmlPowerSource(unsigned int device, NvmlMode mode, NvmlScope scope)
+    : NvmlPowerSource(device, mode, Nvml::acquire(), scope) {}
 
-NvmlPowerSource::NvmlPowerSource(unsigned int device, NvmlMode mode, std::shared_ptr<Nvml> nvml)
+NvmlPowerSource::NvmlPowerSource(unsigned int device, NvmlMode mode, std::shared_ptr<Nvml> nvml, NvmlScope scope)
     : nvml_(std::move(nvml)), index_(device), mode_(mode) {
   if (!nvml_) throw std::invalid_argument("nvml: must not be null");
   if (static_cast<unsigned>(mode) >= kNvmlModeCount) throw std::invalid_argument("mode: out of range");
+  if (static_cast<unsigned>(scope) >= 3) throw std::invalid_argument("scope: out of range");
+  const bool field_mode = mode == NvmlMode::kInstant || mode == NvmlMode::kAverage;
+  if (scope == NvmlScope::kModule && !field_mode) {
+    throw std::invalid_argument(std::string("scope='module': only the field modes 'instant' and 'average' take a "
+                                            "power scope (nvml.h); mode '") +
+                                nvml_mode_name(mode) + "' reads what NVML defines for it");
+  }
   handle_ = nvml_->device(device);
   dev_ = nvml_->describe(device);
   if (!(dev_.modes & mode_bit(mode))) {
@@ -374,7 +441,14 @@ NvmlPowerSource::NvmlPowerSource(unsigned int device, NvmlMode mode, std::shared
                             ". Modes it supports: " + (supported.empty() ? "none" : supported));
   }
 
-  info_.name = "nvml:" + std::to_string(device) + ":" + nvml_mode_name(mode);
+  if (field_mode) {
+    choose_scope(scope);
+  } else {
+    scope_reference_ = std::string("mode '") + nvml_mode_name(mode) + "' has no scope argument in nvml.h: the GPU";
+  }
+
+  info_.name = "nvml:" + std::to_string(device) + ":" + nvml_mode_name(mode) +
+               (scope_ == NvmlScope::kModule ? ":module" : "");
   info_.clock_domain = "nvml-host-us";
   info_.tick_ns = 1000.0;
   info_.channel_mask = 1u << kTotal;  // NVML reports board power only
@@ -476,6 +550,40 @@ NvmlPowerSource::NvmlPowerSource(unsigned int device, NvmlMode mode, std::shared
   }
 }
 
+void NvmlPowerSource::choose_scope(NvmlScope asked) {
+  const std::uint32_t bit = mode_bit(mode_);
+  const bool gpu_ok = (dev_.gpu_scope_modes & bit) != 0;
+  const bool module_ok = (dev_.module_scope_modes & bit) != 0;
+  const std::string who = "NVML device " + std::to_string(index_) + " (" + dev_.name + ") mode '" +
+                          nvml_mode_name(mode_) + "'";
+  if (asked == NvmlScope::kModule) {
+    if (!module_ok) {
+      throw DeviceUnavailable(who + " cannot read scope 'module': " +
+                              dev_.module_unsupported[static_cast<unsigned>(mode_)]);
+    }
+    scope_ = NvmlScope::kModule;
+    scope_reference_ = "module (GPU, Grace CPU and memory), as asked";
+  } else if (asked == NvmlScope::kGpu) {
+    if (!gpu_ok) {
+      throw DeviceUnavailable(who + " cannot read scope 'gpu': " + dev_.gpu_unsupported[static_cast<unsigned>(mode_)] +
+                              (module_ok ? "; scope 'module' works" : ""));
+    }
+    scope_ = NvmlScope::kGpu;
+    scope_reference_ = "GPU, as asked";
+  } else if (dev_.c2c == 1 && module_ok) {
+    // Zeus (ml-energy/zeus, zeus/device/gpu/nvidia.py) reads the power
+    // fields at NVML_POWER_SCOPE_MODULE wherever C2C is enabled.
+    scope_ = NvmlScope::kModule;
+    scope_reference_ = "module (GPU, Grace CPU and memory): a Grace Hopper superchip (C2C enabled), as Zeus reads it; "
+                       "scope='gpu' reads the GPU alone";
+  } else {
+    scope_ = NvmlScope::kGpu;
+    scope_reference_ = dev_.c2c == 1 ? "GPU: C2C is enabled but the module's field fails (" +
+                                           dev_.module_unsupported[static_cast<unsigned>(mode_)] + ")"
+                                     : "GPU (not a Grace Hopper superchip)";
+  }
+}
+
 PollResult NvmlPowerSource::fail(const char* fn, nvmlReturn_t r) {
   last_error_ = nvml_->error_text(fn, r);
   return {0, is_fatal(r) ? PollStatus::kFatalError : PollStatus::kTransientError};
@@ -563,6 +671,7 @@ PollResult NvmlPowerSource::poll_field(Reading* out, std::size_t max, unsigned i
   if (max == 0) return {0, PollStatus::kOk};
   nvmlFieldValue_t v{};
   v.fieldId = field;
+  v.scopeId = scope_ == NvmlScope::kModule ? NVML_POWER_SCOPE_MODULE : NVML_POWER_SCOPE_GPU;
   const std::int64_t a = realtime_now_us();
   const nvmlReturn_t r = nvml_->nvmlDeviceGetFieldValues(handle_, 1, &v);
   const std::int64_t b = realtime_now_us();

@@ -20,6 +20,13 @@
 //   usage    nvmlDeviceGetPowerUsage, stamped by us (it has no timestamp); a
 //            1 s average on Ampere and newer except GA100 (nvml.h).
 //
+// The field modes (instant, average) read one power scope (nvml.h, the
+// nvmlFieldValue_t scopeId of the power fields): the GPU alone, or the whole
+// module, GPU and NVIDIA CPU (Grace) and their memory. On a Grace Hopper
+// superchip (C2C enabled, nvmlDeviceGetC2cModeInfoV) the default is the
+// module, as Zeus reads it there; a GPU-only scope is chosen by asking for
+// it. The other modes have no scope argument and read what NVML defines.
+//
 // Every mode but samples reads a value the driver caches and refreshes more
 // slowly than we may poll (100 ms is typical), and a field's timestamp may be
 // the time of the query rather than of the refresh: a new timestamp does not
@@ -97,6 +104,10 @@ inline constexpr unsigned int NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION = 83;
 inline constexpr unsigned int NVML_FI_DEV_POWER_AVERAGE = 185;
 inline constexpr unsigned int NVML_FI_DEV_POWER_INSTANT = 186;
 
+// nvmlPowerScopeType_t values (nvml.h NVML_POWER_SCOPE_*), for nvmlFieldValue_t::scopeId.
+inline constexpr unsigned int NVML_POWER_SCOPE_GPU = 0;
+inline constexpr unsigned int NVML_POWER_SCOPE_MODULE = 1;
+
 inline constexpr unsigned int NVML_DEVICE_ARCH_AMPERE = 7;
 inline constexpr unsigned int NVML_DEVICE_ARCH_UNKNOWN = 0xffffffffu;
 
@@ -147,6 +158,11 @@ struct nvmlPciInfo_t {
   char busId[NVML_DEVICE_PCI_BUS_ID_BUFFER_SIZE];
 };
 
+// nvmlC2cModeInfo_v1_t: whether the GPU's chip-to-chip link to an NVIDIA CPU is on (Grace Hopper).
+struct nvmlC2cModeInfo_v1_t {
+  unsigned int isC2cEnabled;
+};
+
 static_assert(sizeof(nvmlValue_t) == 8);
 static_assert(sizeof(nvmlSample_t) == 16);
 static_assert(sizeof(nvmlFieldValue_t) == 40);
@@ -185,7 +201,9 @@ static_assert(sizeof(nvmlPciInfo_t) == 68);
     false)                                                                                            \
   X(nvmlDeviceGetTotalEnergyConsumption, nvmlReturn_t,                                                \
     (nvmlDevice_t device, unsigned long long* energy), false)                                         \
-  X(nvmlDeviceGetPowerUsage, nvmlReturn_t, (nvmlDevice_t device, unsigned int* power), false)
+  X(nvmlDeviceGetPowerUsage, nvmlReturn_t, (nvmlDevice_t device, unsigned int* power), false)           \
+  X(nvmlDeviceGetC2cModeInfoV, nvmlReturn_t, (nvmlDevice_t device, nvmlC2cModeInfo_v1_t* c2cModeInfo),  \
+    false)
 
 #define FINGRAV_NVML_FN_TYPE(name, ret, params, required) using name##_fn = ret(*) params;
 FINGRAV_NVML_FUNCTIONS(FINGRAV_NVML_FN_TYPE)
@@ -222,6 +240,13 @@ const char* nvml_mode_name(NvmlMode m) noexcept;
 // Parses "samples", "instant", ...; throws std::invalid_argument naming `mode`.
 NvmlMode parse_nvml_mode(const std::string& mode);
 
+// Which power a field mode reads: kAuto is the module on a Grace Hopper
+// superchip (C2C enabled) where the module's field works, else the GPU.
+enum class NvmlScope : std::uint8_t { kAuto = 0, kGpu = 1, kModule = 2 };
+const char* nvml_scope_name(NvmlScope s) noexcept;
+// Parses "auto", "gpu", "module"; throws std::invalid_argument naming `scope`.
+NvmlScope parse_nvml_scope(const std::string& scope);
+
 // What one GPU is and which power paths work on it (each one probed).
 struct NvmlDeviceInfo {
   unsigned int index = 0;
@@ -238,6 +263,16 @@ struct NvmlDeviceInfo {
   // else the function (stamped by us).
   bool energy_from_field = false;
   std::uint32_t sample_buffer = 0;  // samples the driver reported for GetSamples sizing; 0: unknown
+  // nvmlDeviceGetC2cModeInfoV: 1 enabled (a Grace Hopper superchip), 0 not,
+  // -1 unknown (not supported or not exported; c2c_why says which).
+  int c2c = -1;
+  std::string c2c_why;
+  // The field modes (bit 1 << NvmlMode) that work at each power scope.
+  std::uint32_t gpu_scope_modes = 0;
+  std::uint32_t module_scope_modes = 0;
+  // Why a field mode fails at each scope ("" where it works or is not a field mode).
+  std::string gpu_unsupported[kNvmlModeCount];
+  std::string module_unsupported[kNvmlModeCount];
 };
 
 // The NVML library, opened and initialised once per process while anyone uses
@@ -284,14 +319,21 @@ class NvmlPowerSource final : public PowerSource {
   // Throws DeviceUnavailable if the device is absent or does not support the
   // mode (naming the modes it does support), std::invalid_argument for a bad
   // index or mode.
-  NvmlPowerSource(unsigned int device, NvmlMode mode);
-  NvmlPowerSource(unsigned int device, NvmlMode mode, std::shared_ptr<Nvml> nvml);
+  // `scope` applies to the field modes (instant, average); kModule with any
+  // other mode, or where the module's field does not work, throws (naming why).
+  NvmlPowerSource(unsigned int device, NvmlMode mode, NvmlScope scope = NvmlScope::kAuto);
+  NvmlPowerSource(unsigned int device, NvmlMode mode, std::shared_ptr<Nvml> nvml,
+                  NvmlScope scope = NvmlScope::kAuto);
 
   const SourceInfo& info() const noexcept override { return info_; }
   PollResult poll(Reading* out, std::size_t max) override;
   std::string last_error() const override { return last_error_; }
 
   NvmlMode mode() const noexcept { return mode_; }
+  // The scope the readings are of: kGpu or kModule (never kAuto).
+  NvmlScope scope() const noexcept { return scope_; }
+  // Why that scope, in words.
+  const std::string& scope_reference() const noexcept { return scope_reference_; }
   unsigned int device_index() const noexcept { return index_; }
   const NvmlDeviceInfo& device_info() const noexcept { return dev_; }
   const std::string& library_path() const noexcept { return nvml_->path(); }
@@ -322,6 +364,8 @@ class NvmlPowerSource final : public PowerSource {
   PollResult fail(const char* fn, nvml_abi::nvmlReturn_t r);
   PollResult poll_samples(Reading* out, std::size_t max);
   PollResult poll_field(Reading* out, std::size_t max, unsigned int field);
+  // Sets scope_ from what was asked and what the device supports (throws when it cannot).
+  void choose_scope(NvmlScope asked);
   PollResult poll_energy(Reading* out, std::size_t max);
   PollResult poll_usage(Reading* out, std::size_t max);
   // Keeps a value reading only when it differs from the last value seen.
@@ -330,6 +374,8 @@ class NvmlPowerSource final : public PowerSource {
   std::shared_ptr<Nvml> nvml_;
   unsigned int index_;
   NvmlMode mode_;
+  NvmlScope scope_ = NvmlScope::kGpu;
+  std::string scope_reference_;
   nvml_abi::nvmlDevice_t handle_ = nullptr;
   NvmlDeviceInfo dev_;
   SourceInfo info_;

@@ -151,6 +151,13 @@ class NvidiaBackend(HostRelease, LivePower):
         NVML mode: ``"samples"`` (the driver's power sample buffer),
         ``"instant"``, ``"average"``, ``"energy"`` (derived from the energy
         counter) or ``"usage"``. Ignored when ``power_source`` is given.
+    power_scope : {"auto", "gpu", "module"}
+        Which power the field modes (``instant``, ``average``) read (nvml.h,
+        the power fields' scope): the GPU alone, or the module (GPU, Grace
+        CPU and their memory). ``"auto"``: the module on a Grace Hopper
+        superchip (NVML reports C2C enabled), as Zeus reads it there; else
+        the GPU. The other modes have no scope in nvml.h: ``"module"`` with
+        them is an error. :attr:`power_scope` says what was chosen and why.
     period_ns : int, optional
         Sampler poll period; default: a quarter of the logger period,
         clamped to the sampler's limits.
@@ -210,8 +217,11 @@ class NvidiaBackend(HostRelease, LivePower):
         power_source: Optional[_core.PowerSource] = None,
         marker_slots: int = 1 << 16,
         sensor: Optional[SensorModel] = None,
+        power_scope: str = "auto",
     ) -> None:
         device = integer_in(device, "device", 0)
+        if power_scope not in ("auto", "gpu", "module"):
+            raise ValueError(f"power_scope={power_scope!r}: must be 'auto', 'gpu' or 'module'")
         if sensor is not None and not isinstance(sensor, SensorModel):
             raise ValueError(f"sensor={sensor!r}: must be a SensorModel (e.g. a characterisation's .sensor)")
         if power_source is None and power not in NVML_MODES:
@@ -229,7 +239,7 @@ class NvidiaBackend(HostRelease, LivePower):
 
         # The CUDA side first: it says whether there is a GPU at all.
         self._open_cuda(device, marker_slots)
-        self._power = self._open_power(power, power_source)
+        self._power = self._open_power(power, power_source, power_scope)
         info = self._power.info
         self._logger_tick_ns = float(info.tick_ns)
         # NVML's native period depends on the GPU and mode; an unknown one
@@ -287,18 +297,26 @@ class NvidiaBackend(HostRelease, LivePower):
         self._probe = _core.CudaMarkerProbe(device, marker_slots)
         self._events = _core.CudaEventTimer(device, 2)
 
-    def _open_power(self, power: NvmlMode, power_source: Optional[_core.PowerSource]) -> _core.PowerSource:
-        """The NVML source of this GPU in mode ``power``, unless a source is given; sets the power mode."""
+    def _open_power(self, power: NvmlMode, power_source: Optional[_core.PowerSource],
+                    scope: str) -> _core.PowerSource:
+        """The NVML source of this GPU in mode ``power`` and ``scope``, unless a source is given; sets the power mode."""
         if power_source is None:
             nvml_devices = nvml_attr("nvml_devices")()
             nvml_index = match_nvml_device(self.device_info, nvml_devices)
-            power_source = nvml_attr("NvmlPowerSource")(nvml_index, power)
+            src = nvml_attr("NvmlPowerSource")(nvml_index, power, scope)
+            power_source = src
             self.nvml_index: Optional[int] = nvml_index
             self._nvml_device: dict[str, Any] = dict(nvml_devices[nvml_index])
             self.power_mode: str = power
+            #: What the logs are the power of, and why: ``("gpu" | "module" | "external", reason)``.
+            self.power_scope: tuple[str, str] = (str(src.scope), str(src.scope_reference))
         else:
+            if scope == "module":
+                raise ValueError("power_scope='module': an external power_source reads what it reads; "
+                                 "leave power_scope at 'auto'")
             self.nvml_index = None
             self.power_mode = "external"
+            self.power_scope = ("external", "the power source given")
         assert power_source is not None
         return power_source
 
@@ -348,7 +366,7 @@ class NvidiaBackend(HostRelease, LivePower):
         model = (dataclasses.replace(sensor, period_ns=self._logger_period)
                  if sensor is not None else published)
         window_ns = float(model.window_ns) if sensor is not None else pw.window_ns
-        semantics = f"{nvml_semantics(power, pw.window_ns, documented)}; {pw.reference}"
+        semantics = f"{nvml_semantics(power, pw.window_ns, documented)}; {pw.reference}; scope: {self.power_scope[1]}"
         if sensor is not None:
             semantics += (f"; window {sensor.window_ns / 1e6:.4g} ms and delay {sensor.delay_ns / 1e6:.4g} ms "
                           f"from a characterisation ({sensor.source})")

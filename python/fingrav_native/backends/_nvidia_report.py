@@ -111,6 +111,10 @@ def _device_entry(d: dict[str, Any], nvml_devs: list[dict[str, Any]],
         if modes is not None:
             details["power_modes"] = list(modes)
             nd = next(n for n in nvml_devs if int(n["index"]) == idx)
+            # Grace Hopper: the field modes read the module (GPU, Grace CPU, memory) unless told otherwise.
+            if "c2c_enabled" in nd:
+                details["c2c_enabled"] = nd["c2c_enabled"]
+                details["power_scopes"] = {k: list(v) for k, v in dict(nd.get("field_scopes", {})).items()}
             per_device[int(d["index"])] = _device_sensors(idx, [str(m) for m in modes], nd)
     return DeviceEntry(int(d["index"]), str(d["name"]), details), idx is not None
 
