@@ -242,3 +242,34 @@ def test_intervals_carry_the_smoothings_cross_validation_cannot_tell_apart(monke
     # With the smoothing fixed there is no choice to carry.
     fixed = real(*a, **{**k, "lam": sol.lam, "bootstrap": 0})  # type: ignore[arg-type,attr-defined]
     assert fixed.smoothing_span == {}
+
+
+def test_the_cramer_rao_floor_is_the_unsmoothed_scatter_and_tells_sensors_apart() -> None:
+    # Issue 26: "let every result say what the data cannot resolve". Each bin's floor is the standard
+    # error an unbiased, unsmoothed fit would have. Checked against the scatter of unsmoothed fits
+    # (lam near 0) over independent seeds, with an instantaneous logger; then the 1 ms average's floor at
+    # the same bins must be far above it (its windows carry the shape only where their edges sweep).
+    inst = fg.sensor_preset("instant-1ms")
+    curves, floors = [], []
+    for seed in range(6):
+        lr = simulate_runs(120, inst, seed=300 + seed, gap_w=300.0, noise_w=2.0)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            dec = deconvolve(lr.samples, lr.executions, Identity(), inst, execution_of_interest=-1,
+                             runs=np.arange(120), channels=("total",), bins=8, bootstrap=0, lam=1e-9)
+        curves.append(np.asarray(dec["total"].curve))
+        floors.append(np.asarray(dec["total"].floor_sd))
+    scatter = np.std(np.asarray(curves), axis=0, ddof=1)
+    floor = np.mean(np.asarray(floors), axis=0)
+    assert np.all(np.isfinite(floor)) and np.all(floor > 0)
+    # Six seeds estimate a standard deviation to about +-30 %: the RMS over bins to about +-10 %.
+    ratio = float(np.sqrt(np.mean(scatter ** 2)) / np.sqrt(np.mean(floor ** 2)))
+    assert 0.7 < ratio < 1.4, ratio
+    avg = fg.sensor_preset("amd-1ms-average")
+    lr = simulate_runs(120, avg, seed=300, gap_w=300.0, noise_w=2.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        dec = deconvolve(lr.samples, lr.executions, Identity(), avg, execution_of_interest=-1,
+                         runs=np.arange(120), channels=("total",), bins=8, bootstrap=0)
+    assert len(dec["total"].floor_sd) == 8
+    assert np.median(dec["total"].floor_sd) > 3 * np.median(floor)  # 4.3x at 8 bins; 24x at 21

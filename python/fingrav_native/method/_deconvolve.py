@@ -57,7 +57,15 @@ from fingrav_native._core import CHANNELS
 from fingrav_native.clocks._maps import ClockMapLike, host_relative
 from fingrav_native.method._campaign_model import CampaignRuns, campaign_designs, campaign_runs
 from fingrav_native.method._deconvolved import Deconvolution, DeconvolvedChannel
-from fingrav_native.method._engine import IDENTIFIABLE_SHARE, Design, Solution, attribute, resolution, response_span
+from fingrav_native.method._engine import (
+    IDENTIFIABLE_SHARE,
+    Design,
+    Solution,
+    attribute,
+    floor_sd,
+    resolution,
+    response_span,
+)
 from fingrav_native.method._engine_check import ModelCheck, check_model
 from fingrav_native.records._layouts import validate_executions, validate_samples
 from fingrav_native.sensors._model import SensorModel
@@ -306,10 +314,12 @@ def _blocks_by_run(cr: CampaignRuns, hi: np.ndarray) -> np.ndarray:
     return np.asarray(cr.run[first][np.clip(j, 0, None)], dtype=np.int64)
 
 
-def _channel_results(sol: Solution, design_names: list[str], chans: Sequence[str], conf: float, K: int,
+def _channel_results(sol: Solution, design: Design, chans: Sequence[str], conf: float, K: int,
                      dur: float) -> list[DeconvolvedChannel]:
-    """Each channel's curve with its band, residual, energy and the nuisance levels, by name."""
+    """Each channel's curve with its band, its Cramer-Rao floor, residual, energy and the nuisance levels, by name."""
+    design_names = design.names
     low, high, sd = sol.interval("curve", conf)
+    floor = floor_sd(design, sol, "curve")
     e_lo, e_hi, _ = sol.interval("energy", conf)
     reach = np.diff(sol.rows.A.tocsc().indptr)
     out = []
@@ -321,7 +331,7 @@ def _channel_results(sol: Solution, design_names: list[str], chans: Sequence[str
             name=name, curve=curve, low=low[:, c], high=high[:, c], sd=sd[:, c], lam=sol.lam, edf=math.nan,
             residual_w=float(np.sqrt(np.mean(sol.residual[:, c] ** 2))), energy_j=float(sol.values["energy"][0, c]),
             energy_half_width_j=0.5 * float(e_hi[0, c] - e_lo[0, c]), idle_w=idle[0] if idle else math.nan,
-            levels_w=levels))
+            levels_w=levels, floor_sd=floor[:, c]))
     return out
 
 
@@ -581,7 +591,7 @@ def deconvolve(
         designs, sol, res_ns, res_ns_bin = fit(K, n_boot)
     design = designs[sol.design]
     check = check_model(design, sensor, logs.t, logs.win, sol)
-    results = _channel_results(sol, design.names, chans, conf, K, lay.dur)
+    results = _channel_results(sol, design, chans, conf, K, lay.dur)
     warnings = _warnings(results, sensor, lay, sol, check, K, K_edges, asked, edge_logs, reached,
                          logs.win[sol.rows.used], res_ns, resolution_ns, conf)
     used_runs = np.unique(_blocks_by_run(cr, hi[sol.rows.used]))

@@ -10,7 +10,7 @@ an application's timeline fills the same types.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Optional
 
 import numpy as np
@@ -48,6 +48,12 @@ class DeconvolvedChannel:
     levels_w : dict
         Level of each other execution index relative to the curve's mean
         (same kernel) or absolute (other kernels), and the cooling tail.
+    floor_sd : numpy.ndarray
+        Per bin, the standard error an unbiased, unsmoothed estimate would
+        have at these bins from these logs (the Cramer-Rao bound for white
+        noise): what the logs can resolve. A band far below it is the
+        smoothing's doing (bias traded for variance); ``inf`` where the
+        logs do not determine a bin.
     """
 
     name: str
@@ -62,6 +68,7 @@ class DeconvolvedChannel:
     energy_half_width_j: float
     idle_w: float
     levels_w: dict[str, float]
+    floor_sd: np.ndarray = field(default_factory=lambda: np.zeros(0))
 
 
 @dataclass(frozen=True)

@@ -614,6 +614,26 @@ def _full_map(design: Design, rows: Rows, key: str) -> np.ndarray:
     return full
 
 
+def floor_sd(design: Design, sol: Solution, key: str) -> np.ndarray:
+    """The standard error of each row of map ``key`` for an unbiased, unsmoothed fit at these unknowns.
+
+    ``sigma^2 h G^+ h'`` per row ``h`` (``G`` the logs' normal matrix, ``sigma`` the RMS residual per
+    channel): the Cramer-Rao bound for white noise (Kay, *Fundamentals of Statistical Signal Processing*,
+    1993, Section 3.4, the linear model). The smoothing can go below it only by a bias it trades for
+    variance; where the band sits near it, more logs (runs) are the only remedy at these bins. A row
+    the logs do not determine is ``inf``.
+    """
+    H = _full_map(design, sol.rows, key)
+    Gi = scipy.linalg.pinvh(sol.G)
+    var = np.einsum("ij,jk,ik->i", H, Gi, H)
+    # A row the logs leave undetermined (its direction outside the range of G) has no finite floor.
+    null = np.abs(H @ (np.eye(len(Gi)) - Gi @ sol.G)).max(axis=1) > 1e-6 * np.maximum(np.abs(H).max(axis=1), 1e-300)
+    sigma2 = np.mean(sol.residual ** 2, axis=0)
+    out = np.sqrt(np.maximum(var, 0.0))[:, None] * np.sqrt(sigma2)[None, :]
+    out[null] = np.inf
+    return np.asarray(out, dtype=np.float64)
+
+
 def _identifiability(G: np.ndarray, M: np.ndarray, H: np.ndarray) -> tuple[np.ndarray, list[list[int]]]:
     """Per energy row: the share of its precision from the logs, and the groups of rows the logs confound.
 

@@ -53,6 +53,10 @@ class PeriodEstimate:
         Intervals spanning more than one period (updates the reader missed).
     updates : int
         Distinct timestamps used.
+    off_grid : int
+        Distinct timestamps left out: off the update grid (late by far more
+        than the others against the coherent period), or a second stamp in
+        one period.
     """
 
     period_ns: float
@@ -60,6 +64,7 @@ class PeriodEstimate:
     jitter_ns: float
     missed: int
     updates: int
+    off_grid: int = 0
 
 
 def _changes(t: np.ndarray, values: Optional[npt.ArrayLike]) -> np.ndarray:
@@ -74,6 +79,55 @@ def _changes(t: np.ndarray, values: Optional[npt.ArrayLike]) -> np.ndarray:
     tt, vv = t[ok][order], v[ok][order]
     new = np.concatenate([[True], vv[1:] != vv[:-1]]) if len(vv) else np.zeros(0, dtype=bool)
     return np.unique(tt[new])
+
+
+def _rayleigh(t: np.ndarray, period: float) -> float:
+    """The Rayleigh statistic of stamps ``t`` folded at ``period``: ``|sum exp(2 pi i t / P)|^2 / N``."""
+    ph = (2.0 * np.pi / period) * t
+    return float(np.hypot(np.cos(ph).sum(), np.sin(ph).sum()) ** 2 / len(t))
+
+
+def _coherent_period(t: np.ndarray, p0: float) -> float:
+    """The period within 10 % of ``p0`` at which the stamps fold most coherently (max Rayleigh)."""
+    tt = t - t[0]
+    span = float(tt[-1])
+    if span <= 0 or p0 <= 0:
+        return p0
+    # The peak's half-width is about P^2 / (2 pi span): a grid a quarter of that, at most 20000 points.
+    step = max(p0 * p0 / (8.0 * np.pi * span), 0.2 * p0 / 20000)
+    grid = np.arange(0.9 * p0, 1.1 * p0, step)
+    ph = (2.0 * np.pi) * tt[None, :] / grid[:, None] if len(grid) * len(tt) <= 4_000_000 else None
+    if ph is not None:
+        z = np.hypot(np.cos(ph).sum(axis=1), np.sin(ph).sum(axis=1))
+    else:  # long records: one period at a time, memory bounded by the stamps
+        z = np.array([_rayleigh(tt, g) for g in grid])
+    k = int(np.argmax(z))
+    best = scipy.optimize.minimize_scalar(lambda q: -_rayleigh(tt, q), bounds=(grid[k] - step, grid[k] + step),
+                                          method="bounded", options={"xatol": step * 1e-3})
+    return float(best.x) if best.success else float(grid[k])
+
+
+def _coherent_index(t: np.ndarray, period: float) -> tuple[np.ndarray, np.ndarray]:
+    """Each on-grid stamp's whole number of ``period`` from the first, and which stamps are on the grid.
+
+    A stamp's lateness is its phase against the stamps' mean phase (circular, in cycles); stamps late by
+    more than five robust spreads (1.4826 MAD, at least 0.02 cycles) beyond the median are off the update
+    grid (a value that changed between updates, a restart) and get no index; of stamps sharing an index
+    the first is kept.
+    """
+    tt = t - t[0]
+    cyc = tt / period
+    mean = float(np.angle(np.exp(2j * np.pi * cyc).sum())) / (2.0 * np.pi)
+    late = (cyc - mean + 0.5) % 1.0 - 0.5
+    med = float(np.median(late))
+    spread = max(1.4826 * float(np.median(np.abs(late - med))), 0.02)
+    on = np.abs(late - med) <= 5.0 * spread
+    n = np.round(cyc - mean - late)  # the grid line each stamp is late from
+    first = np.ones(len(t), dtype=bool)
+    idx = np.flatnonzero(on)
+    first[idx[1:]] = np.diff(n[idx]) > 0
+    on &= first
+    return n[on] - n[on][0], on
 
 
 def estimate_period(timestamps_ns: npt.ArrayLike, values: Optional[npt.ArrayLike] = None, *,
@@ -109,12 +163,24 @@ def estimate_period(timestamps_ns: npt.ArrayLike, values: Optional[npt.ArrayLike
        quartile of the intervals (missed updates only lengthen them),
        refined twice on intervals divided by their whole number
        of periods ``m = round(interval / period)`` (missed updates).
-    2. Each update's index ``n`` (the running sum of ``m``); the period is
-       the least-squares slope of stamp on index. The median of intervals is
-       biased when a poll grid quantises them (a few percent at 13 ms polls
-       of a 100 ms field); the slope is not: a stamp's lateness is bounded,
-       so its effect falls as one over the record's length.
-    3. The standard error from the spread of the slopes fitted on
+    2. Each update's index ``n``. Counting periods interval by interval
+       fails where the value stays unchanged for seconds (an idle board):
+       a 1 % error in the period miscounts a gap of 50 periods, and both
+       counts fit. So the index comes from the phase-coherent period: the
+       one that maximises the Rayleigh statistic ``|sum exp(2 pi i t /
+       P)|^2 / N`` of the stamps (epoch folding, as pulsar timing finds a
+       period from arrival times; Buccheri et al. 1983), searched within
+       10 % of the first period on a grid finer than its peak
+       (``P^2 / span``) and refined by Brent's method; ``n`` is then each
+       stamp's whole number of those periods from the first. Stamps off
+       that grid (late by more than five robust spreads beyond the others:
+       a value that changed between updates) are left out and counted.
+    3. The period is the least-squares slope of stamp on index. The median
+       of intervals is biased when a poll grid quantises them (a few percent
+       at 13 ms polls of a 100 ms field); the slope is not: a stamp's
+       lateness is bounded, so its effect falls as one over the record's
+       length.
+    4. The standard error from the spread of the slopes fitted on
        ``blocks`` contiguous pieces (a piece ``1/B`` of the record has a
        slope ``B^1.5`` times as uncertain: ``1/B`` of the stamps over ``1/B``
        of the span), or least squares' own inflated for the residuals'
@@ -134,8 +200,12 @@ def estimate_period(timestamps_ns: npt.ArrayLike, values: Optional[npt.ArrayLike
     for _ in range(2):
         m = np.maximum(np.round(d / p), 1.0)
         p = float(np.median(d / m))
-    m = np.maximum(np.round(d / p), 1.0)
-    n = np.concatenate([[0.0], np.cumsum(m)])
+    n, on = _coherent_index(t, _coherent_period(t, p))
+    off_grid = int(np.sum(~on))
+    t = t[on]
+    if len(t) < 3:
+        raise ValueError(f"timestamps_ns: need at least 3 updates on one period's grid, got {len(t)}")
+    m = np.diff(n)
     fit = scipy.stats.linregress(n, t)
     period = float(fit.slope)
     resid = t - (fit.intercept + period * n)
@@ -154,7 +224,7 @@ def estimate_period(timestamps_ns: npt.ArrayLike, values: Optional[npt.ArrayLike
     ols = float(fit.stderr) * math.sqrt((1.0 + rho) / (1.0 - rho))
     b = len(slopes)
     unc = max(float(np.std(slopes, ddof=1)) / b ** 1.5, ols) if b >= 2 else ols
-    return PeriodEstimate(period, unc, jitter, int(np.sum(m > 1)), len(t))
+    return PeriodEstimate(period, unc, jitter, int(np.sum(m > 1)), len(t), off_grid)
 
 
 @dataclass(frozen=True)
@@ -518,13 +588,16 @@ class _MeterResponse(_LoadResponse):
 
     def __init__(self, t: np.ndarray, y: np.ndarray, tm: np.ndarray, pm: np.ndarray, t0: float, sc: float) -> None:
         super().__init__(t, y, np.zeros((0, 2)), t0)
-        dt = max(sc / 20.0, float(np.median(np.diff(tm))))
+        # The filter's grid: fine against the scale (a 5 % step smeared a 50/50 ms wave's edges and moved
+        # the fitted window by 0.25 ms), never finer than the meter samples.
+        dt = max(sc / 200.0, float(np.median(np.diff(tm))))
         # Before its first sample the meter is taken at its first level (the board idle before a test),
         # far enough back for any response the fit tries (40 x the scale).
         start = float(np.min(t, initial=tm[0])) - 60.0 * sc  # a 40-scale response after a 20-scale delay
         if start < tm[0]:
             tm, pm = np.concatenate([[start], tm]), np.concatenate([[pm[0]], pm])
         cum = np.concatenate([[0.0], np.cumsum(0.5 * (pm[1:] + pm[:-1]) * np.diff(tm))])
+        self.tm, self.tcum = tm, cum  # a boxcar's mean is exact on the meter's own samples
         self.grid = np.arange(tm[0], tm[-1], dt)
         self.cum = np.interp(self.grid, tm, cum)
         self.power = np.diff(self.cum) / dt  # the mean over each grid step
@@ -535,7 +608,7 @@ class _MeterResponse(_LoadResponse):
         e = self.t - model.delay_ns
         if model.shape != "first_order":
             w = max(model.window_ns, 1.0)
-            return np.asarray((np.interp(e, self.grid, self.cum) - np.interp(e - w, self.grid, self.cum)) / w)
+            return np.asarray((np.interp(e, self.tm, self.tcum) - np.interp(e - w, self.tm, self.tcum)) / w)
         a = math.exp(-self.dt / model.tau_ns)
         # The filter's state at each grid step's end, started at the first step's level.
         out = scipy.signal.lfilter([1.0 - a], [1.0, -a], self.power, zi=[a * self.power[0]])[0]
