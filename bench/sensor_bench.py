@@ -374,8 +374,12 @@ def _commit() -> str:
 
 
 def matrix(seeds: tuple[int, ...], quick: bool, sensors: tuple[str, ...],
-           checkpoint: Any = None, small: bool = False) -> dict[str, Any]:
-    """Seed-major, so that an interrupted run leaves a complete table over the seeds done (``checkpoint``)."""
+           checkpoint: Any = None, small: bool = False, with_loops: bool = True) -> dict[str, Any]:
+    """Seed-major, so that an interrupted run leaves a complete table over the seeds done (``checkpoint``).
+
+    ``with_loops=False`` runs the campaign column only (rows marked ``campaign_only``; merged over a
+    full row, they replace its campaign cases and keep its loop cases and their commit).
+    """
     models = {name: matrix_sensor(name) for name in sensors}
     camp: dict[str, list[dict[str, Any]]] = {name: [] for name in sensors}
     loops: dict[str, list[dict[str, Any]]] = {name: [] for name in sensors}
@@ -389,6 +393,8 @@ def matrix(seeds: tuple[int, ...], quick: bool, sensors: tuple[str, ...],
                                     "delay_ms": sensor.delay_ns / 1e6, "runs": runs, "iterations": iterations,
                                     "campaign": summarise_campaign(camp[name]), "loop": summarise_loop(loops[name]),
                                     "campaign_cases": camp[name], "loop_cases": loops[name]}
+            if not with_loops:
+                out["sensors"][name].update(campaign_only=True, campaign_commit=_commit())
         return out
 
     for i, seed in enumerate(seeds):
@@ -401,6 +407,8 @@ def matrix(seeds: tuple[int, ...], quick: bool, sensors: tuple[str, ...],
                 f"energy {c['energy_err_pct']:+6.2f} % (+-{c['half_width_pct']:.2f}) "
                 f"{'in' if c['covered'] else 'OUT'} RMSE {c['rmse_pct']:5.1f} % "
                 f"{('warn: ' + c['warning_kind']) if c['warnings'] else ''}") + f" ({c['fit_s']:.1f} s)", flush=True)
+            if not with_loops:
+                continue
             lp = loop_case(sensor, iterations, seed)
             loops[name].append(lp)
             if "error" in lp:
@@ -431,6 +439,10 @@ def merge_matrices(parts: list[dict[str, Any]]) -> dict[str, Any]:
             camp = {c["seed"]: c for c in old["campaign_cases"] + row["campaign_cases"]}
             loops = {c["seed"]: c for c in old["loop_cases"] + row["loop_cases"]}
             cc, lc = [camp[k] for k in sorted(camp)], [loops[k] for k in sorted(loops)]
+            if row.get("campaign_only"):  # new campaign cases over the old row; its loops and their commit stay
+                rows[name] = {**old, "campaign_cases": cc, "campaign": summarise_campaign(cc),
+                              "campaign_commit": row["campaign_commit"]}
+                continue
             rows[name] = {**row, "campaign_cases": cc, "loop_cases": lc, "campaign": summarise_campaign(cc),
                           "loop": summarise_loop(lc)}
         merged = {**merged, **mx_part, "sensors": rows}
@@ -515,8 +527,10 @@ def matrix_readme(mx: dict[str, Any]) -> list[str]:
                   "full run is `python bench/sensor_bench.py --matrix-only --sizes small`."]
     commits = {name: v.get("commit", "") for name, v in mx["sensors"].items()}
     if any(commits.values()):
-        lines += ["", "Code each row ran: " + "; ".join(f"{n} at {c or 'an unrecorded commit'}"
-                                                    for n, c in commits.items()) + "."]
+        lines += ["", "Code each row ran: " + "; ".join(
+            f"{n} at {c or 'an unrecorded commit'}" + (f" (campaign column at {mx['sensors'][n]['campaign_commit']})"
+                                                       if mx["sensors"][n].get("campaign_commit") else "")
+            for n, c in commits.items()) + "."]
     lines += ["", "Warnings (first warning per seed, counted):", ""]
     for name, v in mx["sensors"].items():
         lines.append(f"* {name}: campaign {_kinds_text(v['campaign']['warning_kinds'])}; "
@@ -582,6 +596,8 @@ def main() -> None:
                     help="write sensor.json/png/README from (partial) matrix checkpoints, comma-separated, "
                          "later rows over earlier ones; run nothing")
     ap.add_argument("--sensors", default=",".join(MATRIX_SIZES), help="comma-separated matrix sensors")
+    ap.add_argument("--campaign-only", action="store_true",
+                    help="with --matrix-only: run the campaign column only (merge it with --render over a full run)")
     ap.add_argument("--floors", type=int, metavar="N", default=0,
                     help="run only the campaign floor study on the first N held-out seeds and merge it into "
                          "bench/results/sensor.json")
@@ -646,7 +662,8 @@ def main() -> None:
             with open(os.path.join(RESULTS, "sensor_matrix_partial.json"), "w") as f:
                 json.dump(finish(mx), f, indent=1)
 
-    mx = finish(matrix(seeds, args.quick, sensors, checkpoint, small=args.sizes == "small"))
+    mx = finish(matrix(seeds, args.quick, sensors, checkpoint, small=args.sizes == "small",
+                       with_loops=not args.campaign_only))
     out["matrix"] = mx
     if not args.matrix_only:
         out["meta"]["wall_s"] = time.perf_counter() - t0

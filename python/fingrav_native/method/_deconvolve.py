@@ -582,12 +582,15 @@ def deconvolve(
     # Never more unknowns than the data determine: where the noise, not the window edges, limits the
     # resolution to several bins, refit with bins of half the resolution (its Nyquist step). The
     # finer bins only add variance that the smoothing must then remove, and a reader would take them
-    # for detail.
-    K_res = int(math.ceil(RESOLUTION_BINS * lay.dur / res_ns))
-    if K_res < K / 1.5 and res_ns < lay.dur:
+    # for detail. Fewer bins can change the smoothing cross-validation picks and so the resolution:
+    # repeated (at most three times) until the bins hold.
+    for _ in range(3):
+        K_res = int(math.ceil(RESOLUTION_BINS * lay.dur / res_ns))
+        if not (K_res < K / 1.25 and res_ns < lay.dur):
+            break
         K = max(1, K_res)
-        designs, sol, res_ns, res_ns_bin = fit(K, n_boot)
-    elif n_boot:
+        designs, sol, res_ns, res_ns_bin = fit(K, 0)
+    if n_boot:
         designs, sol, res_ns, res_ns_bin = fit(K, n_boot)
     design = designs[sol.design]
     check = check_model(design, sensor, logs.t, logs.win, sol)
