@@ -25,10 +25,10 @@ from fingrav_native.clocks._maps import ClockMapLike, host_relative
 from fingrav_native.insitu._align import LogAlignment, align_logs_to_trace
 from fingrav_native.insitu._results import (
     ITERATION_DTYPE,
-    KERNEL_TABLE_DTYPE,
     TRACE_LOG_DTYPE,
     IterationSummary,
     TraceProfile,
+    kernel_table_dtype,
 )
 from fingrav_native.insitu._trace import KernelTrace
 from fingrav_native.method._align import place_logs
@@ -437,7 +437,7 @@ def profile_trace(
         model = declared_windows(samples)
     if max_power_w is not None and not (isinstance(max_power_w, (int, float)) and max_power_w > 0):
         raise ValueError(f"max_power_w={max_power_w!r}: must be a power in W > 0")
-    kt = _checked_trace(trace, capture_clock)
+    kt, trace_notes = _checked_trace(trace, capture_clock)
     on_device = kt.device == _device_of(kt, device)
     joint = model is not None and model.averages and attribution != "instant" and (
         attribution == "deconvolve" or needs_deconvolution(samples, model, 1.0, _RESOLUTION_NS))
@@ -451,7 +451,7 @@ def profile_trace(
             lmap.shift_ns, lmap.shift_err_ns = alignment.offset_ns, alignment.half_width_ns
             t_logs = t_logs + lmap.shift_ns
     # A window in a loop covers other kernels: the joint fit below replaces the attribution.
-    found, it_of = _Signatures(), kt.iteration()
+    found, it_of = _Signatures(notes=trace_notes), kt.iteration()
     for sig in kt.signatures:
         _profile_signature(found, kt, sig, samples, lmap, on_device, conc, it_of, margin=margin,
                            min_executions=min_executions, warmup_tolerance=warmup_tolerance,
@@ -520,8 +520,13 @@ def _check_logs(samples: Any, logger_map: Optional[ClockMapLike], align: object,
         raise ValueError(f"bins={bins!r}: must be an integer in [2, 64]")
 
 
-def _checked_trace(trace: object, capture_clock: Optional[str]) -> KernelTrace:
-    """``trace`` as a KernelTrace whose executions are valid and on the capture's clock."""
+def _checked_trace(trace: object, capture_clock: Optional[str]) -> tuple[KernelTrace, list[str]]:
+    """``trace`` as a KernelTrace whose executions are valid and on the capture's clock, and what was left out.
+
+    Executions of zero recorded duration (3-7 % of the kernels of older Kineto traces, whose durations
+    are whole microseconds) are below the trace's resolution: they are left out of the attribution and
+    counted in a note, not refused with the whole trace; their energy falls between kernels.
+    """
     if not isinstance(trace, KernelTrace):
         raise ValueError(f"trace: must be a KernelTrace here, not {type(trace).__name__}; read a file with "
                          "fingrav_native.files.read_trace, or call fingrav_native.profile_trace, which reads paths")
@@ -529,8 +534,20 @@ def _checked_trace(trace: object, capture_clock: Optional[str]) -> KernelTrace:
         raise ValueError(f"trace: its kernels are on the {trace.clock} clock ({trace.source}); the capture maps its "
                          f"logs onto the {capture_clock} clock. Pass logger_map= mapping the logs onto the trace's "
                          "clock (a capture does not bracket the host's monotonic clock yet)")
+    notes: list[str] = []
+    ex = trace.executions
+    zero = np.asarray(ex["end_ns"] == ex["start_ns"]) if len(ex) else np.zeros(0, dtype=bool)
+    if zero.any():
+        if zero.all():
+            raise ValueError(f"trace: all {len(ex)} kernel executions have zero recorded duration ({trace.source}); "
+                             "nothing can be attributed (a trace whose clock ticks coarser than its kernels)")
+        names = np.unique(trace.signatures["name"][ex["kernel_id"][zero]])
+        notes.append(f"{int(zero.sum())} of {len(ex)} kernel executions have zero recorded duration (below the "
+                     f"trace's resolution; {len(names)} kernel name(s), e.g. {str(names[0])[:60]!r}): left out of the "
+                     "per-kernel attribution; their energy is counted between kernels")
+        trace = trace.without(zero)
     validate_executions(trace.executions, "trace", exclusive=False)
-    return trace
+    return trace, notes
 
 
 def _device_of(kt: KernelTrace, device: Optional[int]) -> int:
@@ -613,7 +630,7 @@ def _trace_profile(kt: KernelTrace, samples: np.ndarray, t_logs: np.ndarray, mod
                    found: _Signatures, conc: np.ndarray, alignment: Optional[LogAlignment],
                    lmap: _Shifted) -> TraceProfile:
     """The TraceProfile: the kernel table by energy share, per-iteration energy, and the logs on the timeline."""
-    table = np.array(found.rows, dtype=KERNEL_TABLE_DTYPE)
+    table = np.array(found.rows, dtype=kernel_table_dtype(max((len(r[0]) for r in found.rows), default=0)))
     total = table["count"] * table["energy_j"]
     known = float(np.nansum(total))
     table["share"] = total / known if known > 0 else np.nan

@@ -32,6 +32,15 @@ KERNEL_TABLE_DTYPE = np.dtype([
 ])
 
 
+def kernel_table_dtype(width: int) -> np.dtype:
+    """:data:`KERNEL_TABLE_DTYPE` with names ``width`` characters wide (at least 256): a name is never cut."""
+    rest = [(name, KERNEL_TABLE_DTYPE[name]) for name in _TABLE_FIELDS[1:]]
+    return np.dtype([("name", f"U{max(int(width), 256)}"), *rest])
+
+
+_TABLE_FIELDS: tuple[str, ...] = tuple(KERNEL_TABLE_DTYPE.names or ())
+
+
 #: One iteration of the loop (``ProfilerStep#N``) on the GPU's timeline.
 ITERATION_DTYPE = np.dtype([
     ("step", "<i8"),

@@ -19,13 +19,33 @@ INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
 
 
-#: One kernel signature: launches of one kernel with one grid and block shape.
+#: One kernel signature: launches of one kernel with one grid and block shape. A trace whose names are
+#: longer than 256 characters (about half of real C++ template kernel names) gets the same fields with a
+#: name as wide as its longest (:func:`signature_dtype`): a name is never cut.
 KERNEL_SIGNATURE_DTYPE = np.dtype([
     ("id", "<i4"),
     ("name", "U256"),
     ("grid", "<i8", (3,)),
     ("block", "<i8", (3,)),
 ])
+
+
+def signature_dtype(width: int) -> np.dtype:
+    """:data:`KERNEL_SIGNATURE_DTYPE` with names ``width`` characters wide (at least 256)."""
+    return np.dtype([("id", "<i4"), ("name", f"U{max(int(width), 256)}"), ("grid", "<i8", (3,)),
+                     ("block", "<i8", (3,))])
+
+
+def printable_name(name: str) -> str:
+    """A kernel name as it can be stored and printed: control characters escaped (``\\x00``).
+
+    numpy's fixed-width strings drop trailing NULs, so ``"gemm"`` and ``"gemm\\0"`` would print
+    alike and their rows collide; with any control character the whole name is backslash-escaped
+    (backslashes doubled too), so distinct names stay distinct.
+    """
+    if name.isprintable():
+        return name
+    return name.encode("unicode_escape").decode("ascii")
 
 
 #: One iteration of the application as the profiler marked it (``ProfilerStep#N``), on the CPU.
@@ -139,9 +159,10 @@ class KernelTrace:
         sig_of: dict[tuple[str, tuple[int, ...], tuple[int, ...]], int] = {}
         kid = np.array([sig_of.setdefault((str(names[i]), tuple(grid[i]), tuple(block[i])), len(sig_of))
                         for i in order], dtype=np.int32)
-        sigs = np.zeros(len(sig_of), dtype=KERNEL_SIGNATURE_DTYPE)
-        for (name, g, b), k in sig_of.items():
-            sigs[k] = (k, name[:256], g, b)
+        shown = {key: printable_name(key[0]) for key in sig_of}
+        sigs = np.zeros(len(sig_of), dtype=signature_dtype(max((len(v) for v in shown.values()), default=0)))
+        for key, k in sig_of.items():
+            sigs[k] = (k, shown[key], key[1], key[2])
         ex = np.zeros(n, dtype=EXECUTION_DTYPE)
         ex["run"] = np.arange(n)  # each execution is a run of one
         ex["kernel_id"] = kid
@@ -211,6 +232,25 @@ class KernelTrace:
         kt.executions["start_err_ns"] = executions["start_err_ns"][order]
         kt.executions["end_err_ns"] = executions["end_err_ns"][order]
         return kt
+
+    def without(self, drop: np.ndarray) -> KernelTrace:
+        """This trace without the executions where ``drop`` is true (signatures, steps and origin kept).
+
+        Parameters
+        ----------
+        drop : numpy.ndarray of bool
+            One per execution.
+
+        Returns
+        -------
+        KernelTrace
+        """
+        keep = ~np.asarray(drop, dtype=bool)
+        if keep.shape != (len(self.executions),):
+            raise ValueError(f"drop: one per execution ({len(self.executions)}), got shape {keep.shape}")
+        return KernelTrace(executions=self.executions[keep], signatures=self.signatures, device=self.device[keep],
+                           stream=self.stream[keep], correlation=self.correlation[keep], origin_ns=self.origin_ns,
+                           clock=self.clock, source=self.source, launch_ns=self.launch_ns[keep], steps=self.steps)
 
     def iteration(self) -> np.ndarray:
         """Per execution, the index into :attr:`steps` of the iteration that launched it (-1: none).
