@@ -113,7 +113,7 @@ def read_kineto_trace(trace: Union[str, os.PathLike[str]]) -> KernelTrace:
         cat_value, name_value = ev.get("cat", ""), ev.get("name", "")
         cat = cat_value.lower() if isinstance(cat_value, str) else ""
         name = name_value if isinstance(name_value, str) else ""
-        if cat in RUNTIME_CATS or (cat == "user_annotation" and name.startswith("ProfilerStep#")):
+        if cat in RUNTIME_CATS or (cat in STEP_CATS and name.startswith("ProfilerStep#")):
             _context_event(ev, i, cat, name, base_ns, where, launches, steps)
         elif cat == "kernel":
             rows.append(_kernel_row(ev, i, name_value, base_ns, where))
@@ -133,6 +133,12 @@ def read_kineto_trace(trace: Union[str, os.PathLike[str]]) -> KernelTrace:
     except (ValueError, OverflowError) as exc:
         # The records themselves are inconsistent (what make_executions refuses): the file is at fault.
         raise TraceFormatError(f"{where}: {exc}") from None
+
+
+#: The CPU-side categories ``ProfilerStep#N`` comes under: ``user_annotation`` since PyTorch 1.9,
+#: ``Operator`` in 1.8 (the kineto tb_plugin samples), ``cpu_op`` in some builds. Not the GPU-side
+#: ``gpu_user_annotation`` copy, whose times are the GPU's span of the step.
+STEP_CATS = ("user_annotation", "operator", "cpu_op")
 
 
 #: One kernel event: start and duration (ns from the base time), name, grid, block, device, stream, correlation.
@@ -167,9 +173,10 @@ def _context_event(ev: dict[str, Any], i: int, cat: str, name: str, base_ns: int
         return
     if not (_on_clock(base_ns, ts) and _on_clock(base_ns, ts + max(d, 0))):
         return
-    if cat == "user_annotation":
+    if cat in STEP_CATS:
         n = name[len("ProfilerStep#"):]
-        if n.isascii() and n.isdigit() and len(n) <= 18:
+        # One iteration per N: a trace that tags it under two categories lists it once.
+        if n.isascii() and n.isdigit() and len(n) <= 18 and all(k != int(n) for k, _, _ in steps[-4:]):
             steps.append((int(n), ts, ts + max(d, 0)))
     else:
         a = ev.get("args")

@@ -23,6 +23,7 @@ from scipy import stats
 
 from fingrav_native.clocks._maps import ClockMapLike, host_relative
 from fingrav_native.insitu._align import LogAlignment, align_logs_to_trace
+from fingrav_native.insitu._overlap import keep_overlapped_compute
 from fingrav_native.insitu._results import (
     ITERATION_DTYPE,
     TRACE_LOG_DTYPE,
@@ -158,23 +159,18 @@ def _log_times(samples: np.ndarray, t: np.ndarray, sensor: Optional[SensorModel]
     return np.asarray(t - back, dtype=np.float64)
 
 
-def _iterations(kt: KernelTrace, table: np.ndarray, sig_rows: np.ndarray, first_steady: int, t_logs: np.ndarray,
-                power: np.ndarray, seed: int) -> tuple[np.ndarray, Optional[IterationSummary]]:
-    """Per-iteration rows and the summary (energy per iteration, the part between kernels)."""
-    it = kt.iteration()
-    steps = kt.steps
-    if len(steps) == 0 or not np.any(it >= 0):
-        return np.zeros(0, dtype=ITERATION_DTYPE), None
-    ex = kt.executions
+def _iteration_rows(kt: KernelTrace, table: np.ndarray, sig_rows: np.ndarray, first_steady: int, t_logs: np.ndarray,
+                    power: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per iteration that launched kernels: its row, its logs' power sum, and each one's unattributed busy time."""
+    it, steps, ex = kt.iteration(), kt.steps, kt.executions
     n = len(steps)
     start = np.full(n, np.iinfo(np.int64).max, dtype=np.int64)
     last_end = np.full(n, np.iinfo(np.int64).min, dtype=np.int64)
     mine = it >= 0
     np.minimum.at(start, it[mine], ex["start_ns"][mine].astype(np.int64))
     np.maximum.at(last_end, it[mine], ex["end_ns"][mine].astype(np.int64))
-    has = start != np.iinfo(np.int64).max
-    rows = np.zeros(int(has.sum()), dtype=ITERATION_DTYPE)
-    idx = np.flatnonzero(has)
+    idx = np.flatnonzero(start != np.iinfo(np.int64).max)
+    rows = np.zeros(len(idx), dtype=ITERATION_DTYPE)
     rows["step"] = steps["step"][idx]
     rows["start_ns"] = start[idx]
     # An iteration lasts until the next one's first kernel: its gaps and pauses are its own.
@@ -182,25 +178,51 @@ def _iterations(kt: KernelTrace, table: np.ndarray, sig_rows: np.ndarray, first_
     pos = np.full(n, -1, dtype=np.int64)
     pos[idx] = np.arange(len(idx))
     r = pos[it[mine]]
+    busy = (ex["end_ns"] - ex["start_ns"])[mine].astype(np.float64)
     rows["kernels"] = np.bincount(r, minlength=len(rows))
-    rows["busy_ns"] = np.bincount(r, weights=(ex["end_ns"] - ex["start_ns"])[mine], minlength=len(rows)).astype(np.int64)
+    rows["busy_ns"] = np.bincount(r, weights=busy, minlength=len(rows)).astype(np.int64)
     e_sig = np.full(len(kt.signatures), np.nan)
     e_sig[sig_rows] = table["energy_j"]
-    rows["kernel_energy_j"] = np.bincount(r, weights=e_sig[ex["kernel_id"][mine]], minlength=len(rows))
+    e_ex = e_sig[ex["kernel_id"][mine]]
+    # Kernels of signatures without an energy (skipped, not resolved) count between kernels, and say so.
+    rows["kernel_energy_j"] = np.bincount(r, weights=np.nan_to_num(e_ex, nan=0.0), minlength=len(rows))
+    unattributed = np.bincount(r, weights=np.where(np.isfinite(e_ex), 0.0, busy), minlength=len(rows))
     rows["steady"] = rows["step"] >= first_steady
     # Logs into iterations by the middle of what they measure.
     k = np.searchsorted(rows["start_ns"], t_logs, side="right") - 1
     ok = (k >= 0) & (t_logs < rows["end_ns"][np.clip(k, 0, None)])
-    cnt = np.bincount(k[ok], minlength=len(rows))
+    rows["logs"] = np.bincount(k[ok], minlength=len(rows))
     tot = np.bincount(k[ok], weights=power[ok], minlength=len(rows))
-    rows["logs"] = cnt
     dur = (rows["end_ns"] - rows["start_ns"]).astype(np.float64)
     with np.errstate(invalid="ignore", divide="ignore"):
-        rows["energy_j"] = np.where(cnt > 0, tot / np.maximum(cnt, 1) * dur * 1e-9, np.nan)
-    # Kernel energies the logs do not resolve (NaN) leave the iteration's own energy standing.
-    use = rows["steady"]
-    if use.sum() < 10 or cnt[use].sum() < 10:
-        return rows, None
+        rows["energy_j"] = np.where(rows["logs"] > 0, tot / np.maximum(rows["logs"], 1) * dur * 1e-9, np.nan)
+    return rows, tot, dur, unattributed
+
+
+def _iterations(kt: KernelTrace, table: np.ndarray, sig_rows: np.ndarray, first_steady: int, t_logs: np.ndarray,
+                power: np.ndarray, seed: int) -> tuple[np.ndarray, Optional[IterationSummary]]:
+    """Per-iteration rows and the summary (energy per iteration, the part between kernels).
+
+    The summary uses the steady iterations the capture covers whole (an iteration outside the logs'
+    span would be counted from the logs of others); with fewer than 10 it has no interval, and with no
+    steady one it uses every covered one; each said in its ``note``.
+    """
+    if len(kt.steps) == 0 or not np.any(kt.iteration() >= 0):
+        return np.zeros(0, dtype=ITERATION_DTYPE), None
+    rows, tot, dur, unattributed = _iteration_rows(kt, table, sig_rows, first_steady, t_logs, power)
+    cnt = rows["logs"]
+    covered = (cnt > 0)
+    if len(t_logs):
+        covered &= (rows["start_ns"] >= np.min(t_logs)) & (rows["end_ns"] <= np.max(t_logs))
+    notes = []
+    if (~covered & (rows["kernels"] > 0)).any():
+        notes.append(f"{int((~covered).sum())} of {len(rows)} iterations outside the capture's logs left out")
+    use = rows["steady"] & covered
+    if not use.any():
+        if not covered.any():
+            return rows, None
+        use = covered
+        notes.append("no iteration past every signature's warm-up: all covered ones used")
     s_, c_, d_ = tot[use], cnt[use].astype(np.float64), dur[use]
 
     def per_iteration(s: np.ndarray, c: np.ndarray, d: np.ndarray, axis: int = -1) -> np.ndarray:
@@ -208,13 +230,20 @@ def _iterations(kt: KernelTrace, table: np.ndarray, sig_rows: np.ndarray, first_
         return np.asarray(np.sum(s, axis=axis) / np.sum(c, axis=axis) * np.mean(d, axis=axis) * 1e-9)
 
     e = float(per_iteration(s_, c_, d_))
-    boot = stats.bootstrap((s_, c_, d_), per_iteration, paired=True, vectorized=True, n_resamples=999,
-                           confidence_level=0.95, method="percentile", random_state=np.random.default_rng(seed))
-    half = 0.5 * float(boot.confidence_interval.high - boot.confidence_interval.low)
+    half = math.nan
+    if use.sum() >= 10:
+        boot = stats.bootstrap((s_, c_, d_), per_iteration, paired=True, vectorized=True, n_resamples=999,
+                               confidence_level=0.95, method="percentile", random_state=np.random.default_rng(seed))
+        half = 0.5 * float(boot.confidence_interval.high - boot.confidence_interval.low)
+    else:
+        notes.append(f"{int(use.sum())} iterations: too few for an interval (10 needed)")
     ke = float(np.mean(rows["kernel_energy_j"][use]))
+    busy = float(np.sum(rows["busy_ns"][use]))
     return rows, IterationSummary(iterations=int(use.sum()), duration_ns=float(np.mean(d_)), energy_j=e,
                                   energy_half_width_j=half, kernel_energy_j=ke, between_kernels_j=e - ke,
-                                  between_share=(e - ke) / e if e > 0 else math.nan)
+                                  between_share=(e - ke) / e if e > 0 else math.nan,
+                                  unattributed_busy_share=float(np.sum(unattributed[use])) / busy if busy > 0 else 0.0,
+                                  note="; ".join(notes))
 
 
 def _joint(samples: np.ndarray, t: np.ndarray, kt: KernelTrace, model: SensorModel, on_device: np.ndarray,
@@ -450,10 +479,19 @@ def profile_trace(
         if alignment is not None and not alignment.at_edge and (align is True or _one_sided(logger_map)):
             lmap.shift_ns, lmap.shift_err_ns = alignment.offset_ns, alignment.half_width_ns
             t_logs = t_logs + lmap.shift_ns
+    attributed = samples
+    if not joint:
+        # Compute kernels that only communication overlaps: kept, the communication's level subtracted.
+        conc, total = keep_overlapped_compute(kt.executions["start_ns"], kt.executions["end_ns"], kt.device,
+                                              kt.executions["kernel_id"], kt.signatures["name"], on_device, conc,
+                                              t_logs, np.asarray(samples["total"], dtype=np.float64), trace_notes)
+        if total is not samples["total"]:
+            attributed = samples.copy()
+            attributed["total"] = total
     # A window in a loop covers other kernels: the joint fit below replaces the attribution.
     found, it_of = _Signatures(notes=trace_notes), kt.iteration()
     for sig in kt.signatures:
-        _profile_signature(found, kt, sig, samples, lmap, on_device, conc, it_of, margin=margin,
+        _profile_signature(found, kt, sig, attributed, lmap, on_device, conc, it_of, margin=margin,
                            min_executions=min_executions, warmup_tolerance=warmup_tolerance,
                            sensor=None if joint else model, attribution="instant" if joint else attribution)
     if found.rows and joint:
@@ -461,7 +499,9 @@ def profile_trace(
         found.profiles = _joint(samples, t_logs, kt, model, on_device, found.kept_ids, found.profiles, found.rows,
                                 bins, found.notes, max_power_w)
     if not found.rows:
-        raise ValueError(f"trace: no kernel signature could be profiled ({found.skipped})")
+        first = "; ".join(f"{k[:80]}: {v[:100]}" for k, v in list(found.skipped.items())[:3])
+        raise ValueError(f"trace: no kernel signature could be profiled ({len(found.skipped)} skipped; "
+                         f"{first}{'; ...' if len(found.skipped) > 3 else ''})")
     _power_limit_notes(found, max_power_w)
     return _trace_profile(kt, samples, t_logs, model, found, conc, alignment, lmap)
 

@@ -7,6 +7,7 @@ writer and the plots can use them without importing the method.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Optional
 
@@ -87,6 +88,13 @@ class IterationSummary:
         work, data loading.
     between_share : float
         Of ``energy_j``.
+    unattributed_busy_share : float
+        Of the kernels' busy time in these iterations, the share of
+        signatures without an energy (skipped or not resolved): their energy
+        is in ``between_kernels_j``, not ``kernel_energy_j``.
+    note : str
+        What limits the figure (iterations outside the capture left out, too
+        few for an interval, no iteration past the warm-up); empty if nothing.
     """
 
     iterations: int
@@ -96,12 +104,19 @@ class IterationSummary:
     kernel_energy_j: float
     between_kernels_j: float
     between_share: float
+    unattributed_busy_share: float = 0.0
+    note: str = ""
 
     def __str__(self) -> str:
-        return (f"{self.iterations} steady iterations of {self.duration_ns / 1e6:.3f} ms: "
-                f"{1e3 * self.energy_j:.2f} +- {1e3 * self.energy_half_width_j:.2f} mJ each, "
-                f"{1e3 * self.kernel_energy_j:.2f} mJ in kernels, {1e3 * self.between_kernels_j:.2f} mJ "
-                f"({100 * self.between_share:.1f} %) between them")
+        hw = f"{1e3 * self.energy_half_width_j:.2f}" if math.isfinite(self.energy_half_width_j) else "?"
+        out = (f"{self.iterations} steady iterations of {self.duration_ns / 1e6:.3f} ms: "
+               f"{1e3 * self.energy_j:.2f} +- {hw} mJ each, "
+               f"{1e3 * self.kernel_energy_j:.2f} mJ in kernels, {1e3 * self.between_kernels_j:.2f} mJ "
+               f"({100 * self.between_share:.1f} %) between them")
+        if self.unattributed_busy_share > 0:
+            out += (f" (including {100 * self.unattributed_busy_share:.0f} % of the kernels' busy time, in "
+                    "signatures without an energy)")
+        return out + (f"; {self.note}" if self.note else "")
 
 
 @dataclass(frozen=True)
@@ -177,8 +192,14 @@ class TraceProfile:
                          + ("applied" if self.alignment_applied else
                             "at the search edge, not applied" if a.at_edge else
                             "not applied (the map comes from bracketed reads, not a one-sided fit)"))
-        lines.append(str(self.summary) if self.summary is not None else
-                     "no iterations: the trace has no ProfilerStep#N (call prof.step() once per iteration)")
+        if self.summary is not None:
+            lines.append(str(self.summary))
+        elif len(self.trace.steps):
+            lines.append(f"no energy per iteration: of the trace's {len(self.trace.steps)} ProfilerStep#N, "
+                         f"{len(self.iterations)} launched kernels on this device, and no power log falls inside "
+                         "one the capture covers whole")
+        else:
+            lines.append("no iterations: the trace has no ProfilerStep#N (call prof.step() once per iteration)")
         if self.concurrent:
             lines.append(f"{self.concurrent} executions overlapped another kernel on their device: left out")
         for label, why in self.skipped.items():

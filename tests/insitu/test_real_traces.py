@@ -1,0 +1,140 @@
+"""Real traces others recorded (tests/data/traces): read exactly, and profiled end to end.
+
+The counts pinned here come from tests/data/traces/facts.py, a plain json/gzip/csv parse that does not
+use this package. The power logs are synthetic (no power was recorded with these traces): an idle level
+plus a fixed draw per kernel running, logged every 100 us on the trace's own clock, so the test checks
+that the in-situ path takes real schemas whole (zero-duration kernels, old categories, NCCL overlap,
+names of 600-2000 characters), not its accuracy.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+from fingrav_native import profile_trace
+from fingrav_native._core import SAMPLE_DTYPE
+from fingrav_native.files._rocprof import read_trace
+
+DATA = os.path.join(os.path.dirname(__file__), os.pardir, "data", "traces")
+
+# file: (kernels, zero-duration kernels, ProfilerStep#N read, longest name, devices) per facts.py.
+FACTS = {
+    "hta/sampled_rank-0.json.gz": (1154, 0, 2, 1956, [0]),
+    "hta/nccl_data.ProfilerStep5.json.gz": (900, 0, 1, 1677, [0]),
+    "hta/inference_rank_1.json.gz": (4, 0, 0, 912, [0]),
+    "hta/mi250_minitoy_train_ROCm6_2_kineto.json.gz": (14, 0, 2, 938, [2]),
+    "kineto/gpu_metrics_input.json": (30, 0, 1, 779, [0]),  # ProfilerStep#2 under category "Operator"
+    "kineto/resnet50_worker0.1623143089861.ProfilerStep6.pt.trace.json.gz": (1455, 104, 1, 657, [0]),
+    "rocprofv3/kernel_trace.csv": (7, 0, 0, 73, [1]),
+    "rocprofv3/kernel_trace.agent-string.csv": (9, 0, 0, 73, [4]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(FACTS))
+def test_real_traces_read_whole(name: str) -> None:
+    # Issue 28, items 3, 4 and 6: zero-duration kernels read, PyTorch 1.8's "Operator" ProfilerStep
+    # counted, names never cut.
+    kernels, zero, steps, longest, devices = FACTS[name]
+    kt = read_trace(os.path.join(DATA, name))
+    ex = kt.executions
+    assert len(ex) == kernels
+    assert int(np.sum(ex["end_ns"] == ex["start_ns"])) == zero
+    assert len(kt.steps) == steps
+    assert max(len(n) for n in kt.signatures["name"]) == longest
+    assert np.unique(kt.device).tolist() == devices
+
+
+class EpochClock:
+    """Logs stamped in the trace's own epoch ns: the identity, in int64 (a float64 loses 256 ns there)."""
+
+    def to_host_ns(self, ticks: np.ndarray) -> np.ndarray:
+        return np.asarray(ticks, dtype=np.int64)
+
+    def to_host(self, ticks: np.ndarray) -> np.ndarray:
+        return np.asarray(ticks, dtype=np.float64)
+
+    def error_bound_at(self, t: np.ndarray) -> np.ndarray:
+        return np.zeros(np.shape(t))
+
+
+def _synthetic_logs(kt, period_ns: int = 100_000) -> np.ndarray:
+    """Instantaneous logs on the trace's clock: 80 W idle plus 150 W per kernel running (at most two)."""
+    ex = kt.executions
+    t = np.arange(int(ex["start_ns"].min()) - 2_000_000, int(ex["end_ns"].max()) + 2_000_000, period_ns)
+    s, e = np.sort(ex["start_ns"]), np.sort(ex["end_ns"])
+    running = np.searchsorted(s, t, side="right") - np.searchsorted(e, t, side="right")
+    logs = np.zeros(len(t), dtype=SAMPLE_DTYPE)
+    logs["source_ts"] = t + kt.origin_ns
+    logs["total"] = 80.0 + 150.0 * np.minimum(running, 2) + np.random.default_rng(0).normal(0, 1.0, len(t))
+    for ch in ("compute", "io", "memory"):
+        if ch in (logs.dtype.names or ()):
+            logs[ch] = np.nan
+    return logs
+
+
+@pytest.mark.slow  # the default alignment costs minutes on a real trace (issue 28, item 1)
+@pytest.mark.parametrize("name", ["hta/nccl_data.ProfilerStep5.json.gz",
+                                  "kineto/resnet50_worker0.1623143089861.ProfilerStep6.pt.trace.json.gz"])
+def test_real_traces_profile_with_default_options(name: str) -> None:
+    kt = read_trace(os.path.join(DATA, name))
+    tp = profile_trace(kt, _synthetic_logs(kt), EpochClock())
+    assert len(tp.kernels) >= 1 and np.all(np.nan_to_num(tp.kernels["energy_j"]) >= 0)
+    # ProfilerStep exists in each: an energy per iteration is reported (no interval from one or two steps).
+    assert tp.summary is not None and tp.summary.energy_j > 0
+    assert "too few for an interval" in tp.summary.note
+    if "resnet50" in name:
+        assert any("104 of 1455 kernel executions have zero recorded duration" in w for w in tp.warnings)
+    text = str(tp)
+    assert "the trace has no ProfilerStep" not in text
+
+
+def test_a_tiny_real_trace_is_refused_with_what_each_signature_lacks() -> None:
+    kt = read_trace(os.path.join(DATA, "hta/inference_rank_1.json.gz"))
+    with pytest.raises(ValueError, match="fewer than min_executions=20"):
+        profile_trace(kt, _synthetic_logs(kt), EpochClock())
+
+
+def test_compute_overlapped_by_nccl_is_kept_with_the_communication_level_subtracted() -> None:
+    # Issue 28, item 7: on this DDP trace (rank 0 of 128) SendRecv kernels on streams 84 and 203 overlap
+    # 22 % of the compute executions; "overlaps another kernel on the device, left out" dropped them all.
+    # Synthetic truth on the real timeline: each compute signature draws its own power, communication
+    # adds 60 W while it runs, whatever else does.
+    kt = read_trace(os.path.join(DATA, "hta/sampled_rank-0.json.gz"))
+    ex, rng = kt.executions, np.random.default_rng(1)
+    comm = np.array(["nccl" in str(n).lower() for n in kt.signatures["name"]])[ex["kernel_id"]]
+    draw = rng.uniform(100.0, 300.0, len(kt.signatures))
+    t = np.arange(int(ex["start_ns"].min()) - 2_000_000, int(ex["end_ns"].max()) + 2_000_000, 20_000)
+    p = np.full(len(t), 80.0)
+    for i in np.flatnonzero(~comm):
+        a, b = np.searchsorted(t, [ex["start_ns"][i], ex["end_ns"][i]])
+        p[a:b] += draw[ex["kernel_id"][i]]
+    for i in np.flatnonzero(comm):
+        a, b = np.searchsorted(t, [ex["start_ns"][i], ex["end_ns"][i]])
+        p[a:b] += 60.0
+    logs = np.zeros(len(t), dtype=SAMPLE_DTYPE)
+    logs["source_ts"] = t + kt.origin_ns
+    logs["total"] = p + rng.normal(0, 1.0, len(t))
+    for ch in ("compute", "io", "memory"):
+        if ch in (logs.dtype.names or ()):
+            logs[ch] = np.nan
+    # Two steps: no signature runs 20 times; min_executions=2 profiles the ones that run twice or more.
+    tp = profile_trace(kt, logs, EpochClock(), align=False, min_executions=2)
+    note = [w for w in tp.warnings if "overlapped a communication kernel" in w]
+    assert len(note) == 1, tp.warnings
+    level = float(note[0].split("additive level ")[1].split(" +-")[0])
+    assert level == pytest.approx(60.0, abs=3.0)
+    # At least 90 % of the compute executions are used (left out: only compute-compute overlap).
+    kept_over = int(note[0].split(" of ")[0])
+    compute_conc = int(note[0].split("; ")[-1].split(" overlapped")[0])
+    assert kept_over > 200 and compute_conc <= 0.1 * int((~comm).sum())
+    # The kept signatures' power is the compute kernel's own, not raised by the 60 W nor lowered.
+    errs = []
+    for row in tp.kernels:
+        k = [i for i, s in enumerate(kt.signatures) if s["name"] == row["name"]
+             and tuple(s["grid"]) == tuple(row["grid"]) and tuple(s["block"]) == tuple(row["block"])][0]
+        errs.append(row["power_w"] - (80.0 + draw[k]))
+    print(np.round(errs, 1))
+    assert abs(float(np.nanmedian(errs))) < 15.0, errs
