@@ -482,10 +482,11 @@ def profile_trace(
     attributed = samples
     if not joint:
         # Compute kernels that only communication overlaps: kept, the communication's level subtracted.
+        p_total = np.asarray(samples["total"], dtype=np.float64)
         conc, total = keep_overlapped_compute(kt.executions["start_ns"], kt.executions["end_ns"], kt.device,
                                               kt.executions["kernel_id"], kt.signatures["name"], on_device, conc,
-                                              t_logs, np.asarray(samples["total"], dtype=np.float64), trace_notes)
-        if total is not samples["total"]:
+                                              t_logs, p_total, trace_notes)
+        if total is not p_total:
             attributed = samples.copy()
             attributed["total"] = total
     # A window in a loop covers other kernels: the joint fit below replaces the attribution.

@@ -47,7 +47,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Optional, Sequence
+from typing import Any, Optional, Sequence
 
 import numpy as np
 import numpy.typing as npt
@@ -448,6 +448,27 @@ def _fit(cr: CampaignRuns, lay: _Layout, logs: _Logs, lo: np.ndarray, hi: np.nda
     return designs, sol, res, res_bin
 
 
+def _bins_that_hold(fit: Any, K: int, dur: float, n_boot: int) -> tuple[int, tuple[Any, ...]]:
+    """The bins the resolution supports, and the fit at them (with the bootstrap, where asked).
+
+    A first fit without the bootstrap measures the resolution the bins should follow. Never more
+    unknowns than the data determine: where the noise, not the window edges, limits the resolution to
+    several bins, refit with bins of half the resolution (its Nyquist step); finer bins only add
+    variance the smoothing must then remove, and a reader would take them for detail. Fewer bins can
+    change the smoothing cross-validation picks and so the resolution: repeated (at most three times)
+    until the bins hold.
+    """
+    out = fit(K, 0)
+    for _ in range(3):
+        res_ns = out[2]
+        K_res = int(math.ceil(RESOLUTION_BINS * dur / res_ns))
+        if not (K_res < K / 1.25 and res_ns < dur):
+            break
+        K = max(1, K_res)
+        out = fit(K, 0)
+    return K, (fit(K, n_boot) if n_boot else out)
+
+
 def deconvolve(
     samples: np.ndarray,
     executions: np.ndarray,
@@ -576,22 +597,7 @@ def deconvolve(
 
     def fit(K: int, n_boot: int) -> tuple[list[Design], Solution, float, np.ndarray]:  # what changes between fits
         return _fit(cr, lay, logs, lo, hi, ok, y, sensor, K, floor_w, lam, n_boot, seed)
-    K = K_edges
-    # A first fit without the bootstrap measures the resolution the bins should follow.
-    designs, sol, res_ns, res_ns_bin = fit(K, 0)
-    # Never more unknowns than the data determine: where the noise, not the window edges, limits the
-    # resolution to several bins, refit with bins of half the resolution (its Nyquist step). The
-    # finer bins only add variance that the smoothing must then remove, and a reader would take them
-    # for detail. Fewer bins can change the smoothing cross-validation picks and so the resolution:
-    # repeated (at most three times) until the bins hold.
-    for _ in range(3):
-        K_res = int(math.ceil(RESOLUTION_BINS * lay.dur / res_ns))
-        if not (K_res < K / 1.25 and res_ns < lay.dur):
-            break
-        K = max(1, K_res)
-        designs, sol, res_ns, res_ns_bin = fit(K, 0)
-    if n_boot:
-        designs, sol, res_ns, res_ns_bin = fit(K, n_boot)
+    K, (designs, sol, res_ns, res_ns_bin) = _bins_that_hold(fit, K_edges, lay.dur, n_boot)
     design = designs[sol.design]
     check = check_model(design, sensor, logs.t, logs.win, sol)
     results = _channel_results(sol, design, chans, conf, K, lay.dur)
