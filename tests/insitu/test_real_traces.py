@@ -138,3 +138,15 @@ def test_compute_overlapped_by_nccl_is_kept_with_the_communication_level_subtrac
         errs.append(row["power_w"] - (80.0 + draw[k]))
     print(np.round(errs, 1))
     assert abs(float(np.nanmedian(errs))) < 15.0, errs
+
+
+def test_a_rocprofv3_csv_with_a_byte_order_mark_keeps_its_kind_column(tmp_path) -> None:
+    # Issue 28, item 9: with a UTF-8 BOM the first column read as "\ufeffKind", so a row of another kind
+    # (a memory copy) was taken for a kernel dispatch.
+    with open(os.path.join(DATA, "rocprofv3/kernel_trace.csv"), encoding="utf-8") as f:
+        lines = f.read().splitlines()
+    copy = lines[1].replace("KERNEL_DISPATCH", "MEMORY_COPY", 1)
+    assert copy != lines[1]
+    path = tmp_path / "kernel_trace.csv"
+    path.write_text("\ufeff" + "\n".join([*lines, copy]) + "\n", encoding="utf-8")
+    assert len(read_trace(str(path)).executions) == FACTS["rocprofv3/kernel_trace.csv"][0]

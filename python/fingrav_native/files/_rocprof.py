@@ -127,7 +127,9 @@ def read_rocprof_kernel_trace(trace: Union[str, os.PathLike[str]]) -> KernelTrac
     if problem is not None:
         raise TraceFormatError(f"{where}: {problem}")
     try:
-        with open(p, newline="", encoding="utf-8") as f:
+        # utf-8-sig: a file saved with a byte-order mark (spreadsheet tools add one) keeps its first
+        # column's name; read as plain utf-8 it became "\ufeffKind", every row counted as a dispatch.
+        with open(p, newline="", encoding="utf-8-sig") as f:
             reader = csv.DictReader(f)
             fields = reader.fieldnames or []
             missing = [c for c in _REQUIRED if c not in fields]
