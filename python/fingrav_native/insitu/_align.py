@@ -13,22 +13,41 @@ by ``delta`` and regress each log's power on what ran around its shifted
 time (each signature's quarters of execution, seen through a first-order
 lag whose time constant is profiled out, so the power's own lag behind
 activity is not taken for an offset); the right ``delta`` leaves the
-smallest residual, found on a grid and refined by a parabola; the interval is the profile-likelihood
-one (Wilks 1938): the shifts whose ``n log(RSS / RSS_min)`` stays below the
-chi-squared quantile. This is the trigger alignment of equivalent-time
-sampling (a sampling oscilloscope locks its samples to a known repetitive
-signal), with the application's own kernels as the signal.
+smallest residual, found on a grid and refined by a parabola; the interval
+is the profile-likelihood one of nonlinear least squares (Bates and Watts
+1988, Section 6.1): the shifts whose residual stays below
+``RSS_min (1 + F(1, nu) / nu)``, ``nu`` the residual degrees of freedom.
+This is the trigger alignment of equivalent-time sampling (a sampling
+oscilloscope locks its samples to a known repetitive signal), with the
+application's own kernels as the signal.
+
+The cost does not grow with the trace. The regression has a fixed number of
+columns: the signatures with the most busy time get their own quarters,
+the rest share one "other kernels" group, and every column has at least
+``logs_per_column`` logs (fewer logs than columns fit any shift exactly and
+make a tight interval out of noise). Without a lag a log's regressors are
+one-hot, so a shift's residual is a one-way analysis of variance (one pass
+of ``bincount``). With a lag the regressors are each column's past activity
+through ``exp(-u / tau)``, summed exactly (no cut-off) from running
+log-sum-exp totals of the kernels of each group (``logaddexp.accumulate``,
+linear in the kernels, once per lag), and each shift's fit is its normal
+equations (columns x columns). The lagged fits are searched coarse to fine:
+every fourth shift on at most ``coarse_logs`` logs, then every shift on all
+logs around the best and out to the interval's ends.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Sequence
+from typing import NamedTuple, Sequence
 
 import numpy as np
 import numpy.typing as npt
 from scipy import stats
+
+#: Coarse search: every this many grid steps (lagged fits), at most ``coarse_logs`` logs.
+_COARSE_EVERY = 4
 
 
 @dataclass(frozen=True)
@@ -52,6 +71,12 @@ class LogAlignment:
         applied.
     lag_ns : float
         The power's lag behind activity that fitted best (of ``lags_ns``).
+    columns : int
+        Regression columns (four quarters per signature group and the
+        level between kernels); 0 in files written before it was kept.
+    pooled : int
+        Signatures that share one "other kernels" group, because the logs
+        are too few to give each its own quarters (``logs_per_column``).
     """
 
     offset_ns: float
@@ -62,6 +87,8 @@ class LogAlignment:
     logs: int
     at_edge: bool
     lag_ns: float = 0.0
+    columns: int = 0
+    pooled: int = 0
 
     @property
     def half_width_ns(self) -> float:
@@ -69,45 +96,249 @@ class LogAlignment:
         return 0.5 * (self.high_ns - self.low_ns)
 
 
-class _Tiles:
-    """Each kernel execution cut in quarters of its progress: the columns a log's power is regressed on."""
+def _groups(starts: np.ndarray, ends: np.ndarray, kid: np.ndarray, budget: int,
+            max_signatures: int) -> tuple[np.ndarray, int, int]:
+    """Each kernel's regression group, the number of groups and how many signatures were pooled.
 
-    def __init__(self, starts: np.ndarray, ends: np.ndarray, kid: np.ndarray) -> None:
-        q = np.arange(5) / 4.0
-        d = (ends - starts)[:, None]
-        edges = starts[:, None] + d * q[None, :]
-        self.a = edges[:, :4].ravel()
-        self.b = edges[:, 1:].ravel()
-        self.col = (kid[:, None] * 4 + np.arange(4)[None, :]).ravel()
-        self.n_col = int(kid.max()) * 4 + 4
-
-
-def _rss(t: np.ndarray, y: np.ndarray, tiles: _Tiles, tau: float) -> float:
-    """Residual sum of squares of power regressed on each kernel quarter's activity, lagged by ``tau``.
-
-    Power follows activity through a first-order lag (the simulator's ``tau_power_ns``; a
-    board's regulators and sensor path): a quarter's regressor is its indicator convolved with
-    ``exp(-u / tau) / tau`` (the plain indicator at ``tau = 0``), so a lag is fitted as a lag and
-    not taken for a clock offset.
+    The signatures with the most busy time keep their own group while the
+    columns (four per group and one level) fit in ``budget``; the rest share
+    the last group.
     """
-    reach = 6.0 * tau
-    j0 = np.searchsorted(tiles.b, t - reach, side="right" if tau == 0 else "left")
-    j1 = np.searchsorted(tiles.a, t, side="right")
-    cnt = np.maximum(j1 - j0, 0)
-    rows = np.repeat(np.arange(len(t)), cnt)
-    k = np.repeat(j0, cnt) + (np.arange(int(cnt.sum())) - np.repeat(np.cumsum(cnt) - cnt, cnt))
-    tt = t[rows]
-    if tau == 0:
-        w = ((tiles.a[k] <= tt) & (tt < tiles.b[k])).astype(np.float64)
-    else:
-        hi = np.minimum(tiles.b[k], tt)
-        w = np.exp(-(tt - hi) / tau) - np.exp(-(tt - tiles.a[k]) / tau)
-    X = np.zeros((len(t), tiles.n_col + 1))
-    np.add.at(X, (rows, tiles.col[k]), w)
-    X[:, -1] = 1.0
-    coef, *_ = np.linalg.lstsq(X, y, rcond=None)
-    r = y - X @ coef
-    return float(r @ r)
+    sigs, inv = np.unique(kid, return_inverse=True)
+    if len(sigs) <= max_signatures and 4 * len(sigs) + 1 <= budget:
+        return inv.astype(np.int64), len(sigs), 0
+    keep = max(min(max_signatures, (budget - 1) // 4 - 1), 0)
+    busy = np.bincount(inv, weights=ends - starts, minlength=len(sigs))
+    rank = np.empty(len(sigs), dtype=np.int64)
+    rank[np.argsort(-busy, kind="stable")] = np.arange(len(sigs))
+    return np.minimum(rank[inv], keep), keep + 1, len(sigs) - keep
+
+
+class _Located(NamedTuple):
+    """Where each log (sorted times) falls among the kernels, for every lag at one shift."""
+
+    t: np.ndarray  # the logs' times, relative to the first kernel
+    j: np.ndarray  # the last kernel started by then (-1: none yet)
+    u: np.ndarray  # time since that kernel started
+    d: np.ndarray  # its duration
+    col: np.ndarray  # its first column (4 x its group)
+    prev: np.ndarray  # per group, its last kernel before that one, as a row of the running totals
+
+
+class _Design:
+    """The regression of a log's power on the kernels around it: quarters of each group's executions.
+
+    Column ``4 g + q`` is quarter ``q`` of group ``g``'s executions, the last
+    column the level between kernels (the intercept).
+    """
+
+    def __init__(self, starts: np.ndarray, ends: np.ndarray, group: np.ndarray, n_groups: int) -> None:
+        self.ref = float(starts[0])  # times relative to the first kernel keep exp's arguments small
+        self.s = starts - self.ref
+        self.d = ends - starts
+        self.group, self.n_groups = group, n_groups
+        self.p = 4 * n_groups + 1
+        self.members = [np.flatnonzero(group == g) for g in range(n_groups)]
+        # Per kernel and group, the row in the running totals (the groups stacked after a row of -inf) of the
+        # group's last kernel before it; 0 (the -inf row) where there is none.
+        first_row = 1 + np.concatenate([[0], np.cumsum([len(m) for m in self.members])[:-1]])
+        seen = np.cumsum(group[:, None] == np.arange(n_groups)[None, :], axis=0, dtype=np.int64)
+        seen -= group[:, None] == np.arange(n_groups)[None, :]
+        self.before = np.where(seen > 0, seen - 1 + first_row[None, :], 0)
+        self._totals: dict[float, tuple[np.ndarray, np.ndarray]] = {}
+
+    def locate(self, t: np.ndarray) -> _Located:
+        """Where the logs at times ``t`` (sorted) fall."""
+        tr = t - self.ref
+        j = np.searchsorted(self.s, tr, side="right") - 1
+        jj = np.maximum(j, 0)
+        prev = np.where((j >= 0)[:, None], self.before[jj], 0)
+        return _Located(tr, j, tr - self.s[jj], self.d[jj], 4 * self.group[jj], prev)
+
+    def anova(self, at: _Located, y: np.ndarray, blocks: int) -> np.ndarray:
+        """Residual sums of squares without a lag, one per block of ``len(y)`` logs (one shift each): each log in
+        its quarter or between kernels, a one-way analysis of variance."""
+        inside = (at.j >= 0) & (at.u < at.d)
+        q = np.clip((4.0 * at.u / np.where(at.d > 0, at.d, 1.0)).astype(np.int64), 0, 3)
+        col = np.where(inside, at.col + q, self.p - 1) + self.p * np.repeat(np.arange(blocks), len(y))
+        cnt = np.bincount(col, minlength=blocks * self.p).reshape(blocks, self.p)
+        tot = np.bincount(col, weights=np.tile(y, blocks), minlength=blocks * self.p).reshape(blocks, self.p)
+        explained = np.sum(tot * tot / np.maximum(cnt, 1), axis=1)
+        return np.asarray(float(y @ y) - explained)
+
+    def _running(self, tau: float) -> tuple[np.ndarray, np.ndarray]:
+        """Per group (stacked, after an empty row), per kernel in order: the log of the summed
+        ``exp(b / tau) - exp(a / tau)`` of its group's kernels so far over their last quarter ``[a, b)``
+        (log-sum-exp: no overflow, no cut-off), and each quarter's total over the last quarter's.
+        """
+        if tau not in self._totals:
+            q = self.d[:, None] / 4.0
+            b = self.s[:, None] + q * np.arange(1, 5)[None, :]
+            with np.errstate(divide="ignore"):
+                v = b / tau + np.log(-np.expm1(-q / tau))  # -inf for a kernel of no duration: adds nothing
+            tot = np.concatenate([np.full((1, 4), -np.inf)]
+                                 + [np.logaddexp.accumulate(v[m], axis=0) for m in self.members])
+            # A later quarter ends later, so its total is the largest: the shares are in [0, 1].
+            with np.errstate(invalid="ignore"):
+                share = np.nan_to_num(np.exp(tot - tot[:, 3:]), nan=0.0)
+            self._totals[tau] = (tot[:, 3], share)
+        return self._totals[tau]
+
+    def lagged(self, at: _Located, y: np.ndarray, tau: float, blocks: int) -> np.ndarray:
+        """Residual sums of squares, one per block of ``len(y)`` logs, of each quarter's indicator through a lag.
+
+        Each indicator is convolved with ``exp(-u / tau) / tau``.
+
+        Power follows activity through a first-order lag (the simulator's
+        ``tau_power_ns``; a board's regulators and sensor path), so a lag is
+        fitted as a lag and not taken for a clock offset. At time ``t`` a
+        finished quarter ``[a, b)`` adds ``exp((b - t) / tau) - exp((a - t) / tau)``;
+        the kernels before the current one are finished (they do not overlap).
+        """
+        n = len(at.t)
+        X = np.empty((n, self.p))
+        X[:, -1] = 1.0
+        last, share = self._running(tau)
+        # One exp per group (its last quarters' total), the other quarters by their shares. Arguments are floored
+        # at -600 and the regressors below 1e-100 zeroed: they add nothing, and exp's underflow and subnormal
+        # products (squares below 2e-308 in the normal equations) are slow arithmetic.
+        past = np.exp(np.maximum(np.take(last, at.prev) - (at.t / tau)[:, None], -600.0))
+        X[:, :-1] = (np.take(share, at.prev, axis=0) * past[:, :, None]).reshape(n, -1)
+        # The current kernel: its quarters begun by the log's time, finished or not.
+        since = np.minimum((at.u[:, None] - 0.25 * at.d[:, None] * np.arange(4)[None, :]) / tau, 600.0)
+        done = np.maximum(since - 0.25 * at.d[:, None] / tau, 0.0)
+        part = np.where(since > 0, np.exp(-done) - np.exp(-since), 0.0)
+        mine = at.j >= 0
+        X[np.flatnonzero(mine)[:, None], at.col[mine, None] + np.arange(4)[None, :]] += part[mine]
+        X[X < 1e-100] = 0.0
+        return _least_squares_rss(X.reshape(blocks, len(y), self.p), y)
+
+
+def _least_squares_rss(X: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Residual sums of squares of ``y`` on each ``X[b]`` through the normal equations (columns x columns).
+
+    Columns scaled to unit norm, then a pseudo-inverse by eigenvalues: a
+    column no log sees, or two a lag makes alike, drops out as in a
+    least-squares solver's rank cut.
+    """
+    Xt = X.transpose(0, 2, 1)
+    gram = Xt @ X
+    norm = np.sqrt(np.diagonal(gram, axis1=1, axis2=2))
+    norm = np.where(norm > 0, norm, 1.0)  # a column of zeros stays zero: its eigenvalue is cut below
+    w, U = np.linalg.eigh(gram / (norm[:, :, None] * norm[:, None, :]))
+    keep = w > 1e-10 * w[:, -1:]
+    c = np.einsum("bji,bj->bi", U, (Xt @ y) / norm)
+    c = np.where(keep, c / np.where(keep, w, 1.0), 0.0)
+    coef = np.einsum("bij,bj->bi", U, c) / norm
+    r = y[None, :] - np.einsum("bnp,bp->bn", X, coef)
+    return np.asarray(np.einsum("bn,bn->b", r, r))
+
+
+#: Logs x shifts fitted at once (a block of shifts shares the numpy calls; bounded, so memory is).
+_BATCH_ROWS = 20_000
+
+
+class _Profile:
+    """Residual sums of squares per shift and lag, each computed once, on all logs or a coarse subset."""
+
+    def __init__(self, design: _Design, t: np.ndarray, y: np.ndarray, grid: np.ndarray, taus: np.ndarray,
+                 coarse_logs: int) -> None:
+        self.design, self.grid, self.taus = design, grid, taus
+        pick = np.unique(np.linspace(0, len(t) - 1, min(coarse_logs, len(t))).astype(np.int64))
+        self.sets = {True: (t, y), False: (t[pick], y[pick] - float(np.mean(y[pick])))}
+        self.whole = len(pick) == len(t)  # the subset is every log: one set of fits serves both
+        self.cache: dict[tuple[bool, float], np.ndarray] = {}
+
+    def fill(self, deltas: npt.ArrayLike, full: bool = True, lagged: bool = True) -> None:
+        """Fit every shift of ``deltas`` not fitted yet (the lagged fits too unless ``lagged`` is False)."""
+        full = full or self.whole
+        t, y = self.sets[full]
+        todo = [d for d in np.atleast_1d(np.asarray(deltas, dtype=np.float64)).tolist() if (full, d) not in self.cache
+                or (lagged and not np.all(np.isfinite(self.cache[(full, d)])))]
+        per = max(_BATCH_ROWS // len(t), 1)
+        for i in range(0, len(todo), per):
+            ds = np.asarray(todo[i:i + per])
+            where = self.design.locate((t[None, :] + ds[:, None]).ravel())
+            out = np.full((len(ds), len(self.taus)), np.nan)
+            for k, tau in enumerate(self.taus):
+                if tau == 0:
+                    out[:, k] = self.design.anova(where, y, len(ds))
+                elif lagged:
+                    out[:, k] = self.design.lagged(where, y, float(tau), len(ds))
+            for d, row in zip(ds, out):
+                self.cache[(full, float(d))] = row
+
+    def shifted(self, delta: float, full: bool = True) -> np.ndarray:
+        """Per lag, the residual with the logs shifted by ``delta``."""
+        self.fill([delta], full)
+        full = full or self.whole
+        return self.cache[(full, float(delta))]
+
+    def at(self, i: int, full: bool = True) -> np.ndarray:
+        """Per lag, the residual at grid shift ``i``."""
+        return self.shifted(float(self.grid[i]), full)
+
+    def best(self, i: int, full: bool = True) -> float:
+        """The residual at grid shift ``i``, the lag profiled out (of the fits made there)."""
+        full = full or self.whole
+        return float(np.nanmin(self.cache[(full, float(self.grid[i]))]))
+
+
+def _fine_window(prof: _Profile, crit: float) -> tuple[int, int, int]:
+    """Grid indices ``lo..hi`` holding the minimum over all logs and the interval around it, and the minimum's."""
+    m = len(prof.grid)
+    # Coarse: the no-lag fit at every shift, the lagged ones at every fourth, on a subset of the logs.
+    prof.fill(prof.grid, full=False, lagged=False)
+    prof.fill(prof.grid[np.unique(np.append(np.arange(0, m, _COARSE_EVERY), m - 1))], full=False)
+    c = int(np.argmin([prof.best(i, full=False) for i in range(m)]))
+    lo, hi = max(c - _COARSE_EVERY, 0), min(c + _COARSE_EVERY, m - 1)
+    while True:
+        prof.fill(prof.grid[lo:hi + 1])
+        ss = np.array([prof.best(i) for i in range(lo, hi + 1)])
+        j = lo + int(np.argmin(ss))
+        inside = ss / ss.min() <= crit
+        # Widen while the minimum, or a shift still inside the interval, is at the window's end.
+        grow_lo = lo > 0 and (j == lo or inside[0])
+        grow_hi = hi < m - 1 and (j == hi or inside[-1])
+        if not (grow_lo or grow_hi):
+            return lo, hi, j
+        lo = max(lo - _COARSE_EVERY, 0) if grow_lo else lo
+        hi = min(hi + _COARSE_EVERY, m - 1) if grow_hi else hi
+
+
+def _near_logs(s: np.ndarray, e: np.ndarray, t: np.ndarray, search_ns: float, reach_ns: float) -> np.ndarray:
+    """The kernels a log (sorted times ``t``) can see at some shift: running within ``[t - search_ns - reach_ns,
+    t + search_ns]``.
+
+    Older ones weigh at most ``exp(-reach / tau)`` in a lagged regressor
+    (e^-40 at 40 lags), so leaving them out changes nothing but the cost
+    where the logs are sparse against the kernels (a long trace's logs
+    thinned to ``max_logs``).
+    """
+    i = np.searchsorted(t, s - search_ns)
+    return (i < len(t)) & (t[np.minimum(i, len(t) - 1)] <= e + search_ns + reach_ns)
+
+
+def _checked(t_ns: npt.ArrayLike, power_w: npt.ArrayLike, starts_ns: npt.ArrayLike, ends_ns: npt.ArrayLike,
+             kernel_ids: npt.ArrayLike) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The arrays as float64 / int64, each named when it is wrong."""
+    t = np.asarray(t_ns, dtype=np.float64)
+    y = np.asarray(power_w, dtype=np.float64)
+    s = np.asarray(starts_ns, dtype=np.float64)
+    e = np.asarray(ends_ns, dtype=np.float64)
+    k = np.asarray(kernel_ids, dtype=np.int64)
+    if t.shape != y.shape or t.ndim != 1:
+        raise ValueError("t_ns, power_w: must be 1-D of one length")
+    if not (s.shape == e.shape == k.shape) or s.ndim != 1 or len(s) == 0:
+        raise ValueError("starts_ns, ends_ns, kernel_ids: must be 1-D of one non-zero length")
+    if np.any(np.diff(s) < 0):
+        raise ValueError("starts_ns: must be in start order")
+    if np.any(k < 0):
+        raise ValueError("kernel_ids: must be >= 0")
+    if np.any(e < s) or np.any(s[1:] < e[:-1]):
+        raise ValueError("starts_ns, ends_ns: the kernels must not overlap (leave concurrent ones out) and must "
+                         "end after they start")
+    return t, y, s, e, k
 
 
 def align_logs_to_trace(
@@ -122,6 +353,9 @@ def align_logs_to_trace(
     confidence: float = 0.95,
     max_logs: int = 30_000,
     lags_ns: Sequence[float] = (0.0, 5_000.0, 10_000.0, 15_000.0, 25_000.0),
+    logs_per_column: int = 10,
+    max_signatures: int = 8,
+    coarse_logs: int = 1_000,
 ) -> LogAlignment:
     """Measure the offset between instantaneous power logs and a kernel trace.
 
@@ -132,9 +366,9 @@ def align_logs_to_trace(
     power_w : array_like
         Their total power.
     starts_ns, ends_ns : array_like
-        The kernels on the logs' device, in start order.
+        The kernels on the logs' device, in start order, not overlapping.
     kernel_ids : array_like of int
-        Per kernel, its signature (0 .. n-1).
+        Per kernel, its signature (any integers >= 0).
     search_ns : float
         Offsets in ``[-search_ns, search_ns]`` are tried.
     step_ns : float
@@ -147,6 +381,17 @@ def align_logs_to_trace(
         Time constants tried for the power's first-order lag behind
         activity (profiled out: a lag delays and smooths, an offset only
         delays, so the two are told apart).
+    logs_per_column : int
+        Logs needed per regression column: signatures beyond what the logs
+        support share one group (``LogAlignment.pooled``), and fewer than
+        five columns' worth of logs (one group and the level between
+        kernels) is refused.
+    max_signatures : int
+        At most this many signatures get their own quarters (the ones with
+        the most busy time); the rest share one group.
+    coarse_logs : int
+        Logs of the coarse search (every fourth shift); the fine one uses
+        all.
 
     Returns
     -------
@@ -155,68 +400,76 @@ def align_logs_to_trace(
     Raises
     ------
     ValueError
-        Bad arguments (named), or fewer than 50 logs.
+        Bad arguments (named), or fewer than ``5 * logs_per_column`` logs
+        (50 by default) over the kernels.
 
     Notes
     -----
     Paper Section IV-A step 2 (the logs on the kernel's timeline) checked
-    against the kernels themselves: a one-way analysis of variance over the
-    groups each shift makes, with a profile-likelihood interval (Wilks
-    1938). Valid for logs that measure an instant; a window's offset is its
-    sensor model's delay (``SensorModel.delay_ns``).
+    against the kernels themselves: a regression of each log's power on the
+    kernels' quarters around it for each shift, with the profile-likelihood
+    interval of nonlinear least squares (Bates and Watts 1988, *Nonlinear
+    Regression Analysis and Its Applications*, Section 6.1: Wilks 1938 with
+    the residual degrees of freedom, which widens it where the columns are
+    many for the logs). Valid for logs that measure an instant; a window's
+    offset is its sensor model's delay (``SensorModel.delay_ns``).
     """
-    t = np.asarray(t_ns, dtype=np.float64)
-    y = np.asarray(power_w, dtype=np.float64)
-    s = np.asarray(starts_ns, dtype=np.float64)
-    e = np.asarray(ends_ns, dtype=np.float64)
-    k = np.asarray(kernel_ids, dtype=np.int64)
-    if t.shape != y.shape or t.ndim != 1:
-        raise ValueError("t_ns, power_w: must be 1-D of one length")
-    if not (s.shape == e.shape == k.shape) or s.ndim != 1 or len(s) == 0:
-        raise ValueError("starts_ns, ends_ns, kernel_ids: must be 1-D of one non-zero length")
-    if np.any(np.diff(s) < 0):
-        raise ValueError("starts_ns: must be in start order")
-    if np.any(k < 0):
-        raise ValueError("kernel_ids: must be >= 0")
+    t, y, s, e, k = _checked(t_ns, power_w, starts_ns, ends_ns, kernel_ids)
     if not (search_ns > 0 and 0 < step_ns < search_ns):
         raise ValueError(f"search_ns={search_ns!r}, step_ns={step_ns!r}: need 0 < step_ns < search_ns")
     if not 0 < confidence < 1:
         raise ValueError(f"confidence={confidence!r}: must be in (0, 1)")
+    if not (isinstance(logs_per_column, int) and logs_per_column >= 2):
+        raise ValueError(f"logs_per_column={logs_per_column!r}: must be an integer >= 2")
+    if not (isinstance(max_signatures, int) and max_signatures >= 1):
+        raise ValueError(f"max_signatures={max_signatures!r}: must be an integer >= 1")
+    taus = np.asarray(lags_ns, dtype=np.float64)
+    if taus.ndim != 1 or len(taus) == 0 or not np.all(np.isfinite(taus) & (taus >= 0)):
+        raise ValueError(f"lags_ns={lags_ns!r}: must be one or more time constants >= 0")
     ok = np.isfinite(t) & np.isfinite(y) & (t > s[0] - search_ns) & (t < e[-1] + search_ns)
-    t, y = t[ok], y[ok]
+    order = np.argsort(t[ok], kind="stable")
+    t, y = t[ok][order], y[ok][order]
     if len(t) > max_logs:
         pick = np.linspace(0, len(t) - 1, max_logs).astype(np.int64)
         t, y = t[pick], y[pick]
-    if len(t) < 50:
-        raise ValueError(f"t_ns: {len(t)} logs over the trace's kernels; at least 50 are needed to align them")
-    y = y - float(np.mean(y))
-    tiles = _Tiles(s, e, k)
+    if len(t) < 5 * logs_per_column:
+        raise ValueError(f"t_ns: {len(t)} logs over the trace's kernels; at least {5 * logs_per_column} are needed "
+                         f"to align them ({logs_per_column} per regression column, five columns at the least)")
+    group, n_groups, pooled = _groups(s, e, k, len(t) // logs_per_column, max_signatures)
+    near = _near_logs(s, e, t, search_ns, 40.0 * float(taus.max()))
+    design = _Design(s[near], e[near], group[near], n_groups)
     grid = np.arange(-search_ns, search_ns + 0.5 * step_ns, step_ns)
-    # The lag profiled out: for each shift, the best of a few time constants.
-    taus = np.asarray(lags_ns, dtype=np.float64)
-    ss_tau = np.array([[_rss(t + d, y, tiles, float(tau)) for tau in taus] for d in grid])
-    ss = ss_tau.min(axis=1)
-    j = int(np.argmin(ss))
-    lag = float(taus[int(np.argmin(ss_tau[j]))])
-    at_edge = j in (0, len(grid) - 1)
+    prof = _Profile(design, t, y - float(np.mean(y)), grid, taus, coarse_logs)
+    # The residual's degrees of freedom: the logs less the columns, the shift and the lag.
+    nu = len(t) - design.p - 2
+    crit = 1.0 + float(stats.f.ppf(confidence, 1, nu)) / nu
+    return _result(prof, crit, confidence, pooled)
+
+
+def _result(prof: _Profile, crit: float, confidence: float, pooled: int) -> LogAlignment:
+    """The minimum, refined by a parabola, and the connected run of accepted shifts around it."""
+    grid, m = prof.grid, len(prof.grid)
+    lo, hi, j = _fine_window(prof, crit)
+    ss = np.array([prof.best(i) for i in range(lo, hi + 1)])
+    ss_min = max(float(ss[j - lo]), 1e-300)
+    lag = float(prof.taus[int(np.nanargmin(prof.at(j)))])
+    at_edge = j in (0, m - 1)
     best = float(grid[j])
+    step = float(grid[1] - grid[0])
     if not at_edge:
         # A parabola through the minimum and its neighbours.
-        a, b, c = ss[j - 1], ss[j], ss[j + 1]
+        a, b, c = ss[j - 1 - lo], ss[j - lo], ss[j + 1 - lo]
         den = a - 2 * b + c
         if den > 0:
-            best += 0.5 * step_ns * (a - c) / den
-    ss_min = max(float(ss[j]), 1e-300)
-    n = len(t)
-    crit = float(stats.chi2.ppf(confidence, 1))
-    inside = n * np.log(np.maximum(ss, 1e-300) / ss_min) <= crit
-    # The connected run of accepted shifts around the minimum.
+            best += 0.5 * step * (a - c) / den
+    inside = ss / ss_min <= crit
     lo_j, hi_j = j, j
-    while lo_j > 0 and inside[lo_j - 1]:
+    while lo_j > lo and inside[lo_j - 1 - lo]:
         lo_j -= 1
-    while hi_j < len(grid) - 1 and inside[hi_j + 1]:
+    while hi_j < hi and inside[hi_j + 1 - lo]:
         hi_j += 1
-    ss0 = min(_rss(t, y, tiles, float(tau)) for tau in taus)
-    return LogAlignment(offset_ns=best, low_ns=float(grid[lo_j]) - 0.5 * step_ns,
-                        high_ns=float(grid[hi_j]) + 0.5 * step_ns, confidence=confidence,
-                        ss_ratio=ss_min / ss0 if ss0 > 0 else math.nan, logs=n, at_edge=at_edge, lag_ns=lag)
+    ss0 = float(np.nanmin(prof.shifted(0.0)))
+    return LogAlignment(offset_ns=best, low_ns=float(grid[lo_j]) - 0.5 * step, high_ns=float(grid[hi_j]) + 0.5 * step,
+                        confidence=confidence, ss_ratio=ss_min / ss0 if ss0 > 0 else math.nan,
+                        logs=len(prof.sets[True][0]), at_edge=at_edge, lag_ns=lag, columns=prof.design.p,
+                        pooled=pooled)

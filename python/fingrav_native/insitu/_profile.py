@@ -425,7 +425,11 @@ def profile_trace(
         always, False never (not even measured). The power's own lag
         behind activity is fitted beside the offset (a first-order response,
         profiled out), so it is not taken for one; a map from bracketed
-        reads is trusted and ``"auto"`` only reports the offset there.
+        reads is trusted and ``"auto"`` only reports the offset there. The
+        measurement costs about what the rest of the attribution does,
+        whatever the trace's length: its regression has a bounded number of
+        columns (the eight busiest signatures, the rest pooled; fewer where
+        the logs are few, ``LogAlignment.pooled``).
     max_power_w : float, optional
         What the board can draw (its power limit, e.g. NVML's enforced limit
         or the device's TDP): a kernel whose power exceeds it is a warning

@@ -187,8 +187,9 @@ class TraceProfile:
                          f"{r['duration_ns'] / 1e3:9.1f} {r['power_w']:7.1f} {energy} {100 * r['share']:5.1f}%")
         if self.alignment is not None:
             a = self.alignment
+            pooled = f"; {a.pooled} signatures share one group of columns" if a.pooled else ""
             lines.append(f"logs placed {a.offset_ns / 1e3:+.1f} us (95 % {a.low_ns / 1e3:+.1f} to {a.high_ns / 1e3:+.1f}; "
-                         f"power lag {a.lag_ns / 1e3:.0f} us) from their clock map, measured against the kernels: "
+                         f"power lag {a.lag_ns / 1e3:.0f} us{pooled}) from their clock map, measured against the kernels: "
                          + ("applied" if self.alignment_applied else
                             "at the search edge, not applied" if a.at_edge else
                             "not applied (the map comes from bracketed reads, not a one-sided fit)"))
