@@ -16,7 +16,7 @@ import pytest
 
 from fingrav_native import profile_trace
 from fingrav_native._core import SAMPLE_DTYPE
-from fingrav_native.files._rocprof import read_trace
+from fingrav_native.files import read_trace
 
 DATA = os.path.join(os.path.dirname(__file__), os.pardir, "data", "traces")
 
@@ -75,7 +75,6 @@ def _synthetic_logs(kt, period_ns: int = 100_000) -> np.ndarray:
     return logs
 
 
-@pytest.mark.slow  # the default alignment costs minutes on a real trace (issue 28, item 1)
 @pytest.mark.parametrize("name", ["hta/nccl_data.ProfilerStep5.json.gz",
                                   "kineto/resnet50_worker0.1623143089861.ProfilerStep6.pt.trace.json.gz"])
 def test_real_traces_profile_with_default_options(name: str) -> None:

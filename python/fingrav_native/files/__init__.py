@@ -49,7 +49,7 @@ if TYPE_CHECKING:
         load_profile,
         save_profile,
     )
-    from fingrav_native.files._rocprof import read_rocprof_kernel_trace
+    from fingrav_native.files._rocprof import read_rocprof_kernel_trace, read_trace
     from fingrav_native.files._trace import export_trace, insitu_trace_events, node_trace_events, trace_events
 
 # Each public name -> the private module that defines it. Loaded on first use (PEP 562, as scipy
@@ -84,6 +84,7 @@ _WHERE = {
     "read_kineto_trace": "_kineto",
     "read_manifest": "_campaign",
     "read_rocprof_kernel_trace": "_rocprof",
+    "read_trace": "_rocprof",
     "run_files": "_campaign",
     "save_profile": "_profiles",
     "trace_events": "_trace",
