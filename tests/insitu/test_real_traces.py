@@ -149,3 +149,17 @@ def test_a_rocprofv3_csv_with_a_byte_order_mark_keeps_its_kind_column(tmp_path) 
     path = tmp_path / "kernel_trace.csv"
     path.write_text("\ufeff" + "\n".join([*lines, copy]) + "\n", encoding="utf-8")
     assert len(read_trace(str(path)).executions) == FACTS["rocprofv3/kernel_trace.csv"][0]
+
+
+def test_a_capture_that_misses_the_trace_is_refused_as_a_clock_mismatch() -> None:
+    # Issue 28, item 2: a trace and a capture that do not overlap were refused with "run more runs
+    # (runs=...)", an option `fingrav trace` does not have; one that half overlaps gave no word.
+    kt = read_trace(os.path.join(DATA, "hta/nccl_data.ProfilerStep5.json.gz"))
+    logs = _synthetic_logs(kt)
+    late = logs.copy()
+    late["source_ts"] += 10_000_000_000  # 10 s later: another run, or a clock 10 s off
+    with pytest.raises(ValueError, match="no power log falls within the trace's kernels.*clock mismatch"):
+        profile_trace(kt, late, EpochClock())
+    half = logs[logs["source_ts"] < np.median(logs["source_ts"])]
+    tp = profile_trace(kt, half, EpochClock(), align=False, min_executions=5)
+    assert any("the logs cover" in w and "of the trace's kernel span" in w for w in tp.warnings)

@@ -476,6 +476,7 @@ def profile_trace(
         attribution == "deconvolve" or needs_deconvolution(samples, model, 1.0, _RESOLUTION_NS))
     lmap = _Shifted(logger_map, kt.origin_ns)
     t_logs = lmap.to_host(samples["source_ts"])  # once: the profiles below map through lmap themselves
+    _check_overlap(kt, on_device, t_logs, trace_notes)
     conc = kt.concurrent()
     alignment: Optional[LogAlignment] = None
     if align is not False and not joint and (model is None or not model.averages):
@@ -593,6 +594,29 @@ def _checked_trace(trace: object, capture_clock: Optional[str]) -> tuple[KernelT
         trace = trace.without(zero)
     validate_executions(trace.executions, "trace", exclusive=False)
     return trace, notes
+
+
+def _check_overlap(kt: KernelTrace, on_device: np.ndarray, t_logs: np.ndarray, notes: list[str]) -> None:
+    """Refuse logs that cover none of the device's kernels, and say how much of the trace the rest cover.
+
+    No overlap is a clock mismatch or the wrong files (a trace from another host, an NTP step, a wrong
+    ``baseTimeNanoseconds``), not too few runs: said with both spans, so it is never fitted silently.
+    """
+    ex = kt.executions[on_device]
+    t = np.asarray(t_logs, dtype=np.float64)
+    t = t[np.isfinite(t)]
+    a, b = float(ex["start_ns"].min()), float(ex["end_ns"].max())
+    if not len(t) or t.max() < a or t.min() > b:
+        lo, hi = (float(t.min()), float(t.max())) if len(t) else (math.nan, math.nan)
+        raise ValueError(f"samples: no power log falls within the trace's kernels: the kernels span "
+                         f"[{a / 1e9:.6f}, {b / 1e9:.6f}] s and the logs [{lo / 1e9:.6f}, {hi / 1e9:.6f}] s after "
+                         f"the trace's origin ({kt.clock} clock); a clock mismatch (a trace recorded on another "
+                         "host, an NTP step, a wrong baseTimeNanoseconds) or a capture of another run")
+    covered = (min(b, float(t.max())) - max(a, float(t.min()))) / max(b - a, 1.0)
+    if covered < 0.9:
+        notes.append(f"the logs cover {100 * covered:.0f} % of the trace's kernel span on this device: kernels "
+                     "outside it are not attributed (a capture started late or stopped early, or clocks that "
+                     "disagree)")
 
 
 def _device_of(kt: KernelTrace, device: Optional[int]) -> int:
