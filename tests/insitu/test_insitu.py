@@ -300,6 +300,26 @@ def test_the_perfetto_export_draws_power_over_the_kernels_and_the_cli_writes_eve
         cli.main(["trace", trace, "--power", capture, "--top", "0"])
     assert bad.value.code == cli.EXIT_USAGE
 
+def test_the_trace_command_calls_data_problems_failures_not_bad_usage(tmp_path, capsys, monkeypatch) -> None:
+    # Issue 28, item 2: logs that miss the trace (a clock mismatch) exited 2, "bad usage", for a data problem.
+    from fingrav_native.app import _cli_files
+
+    loop = simulate_training_loop(300, seed=5, pause_every=30)
+    trace, capture = loop.save(tmp_path / "session")
+
+    def refuse(*a, **k):
+        raise ValueError("samples: no power log falls within the trace's kernels: ... a clock mismatch")
+
+    monkeypatch.setattr(_cli_files, "profile_trace", refuse)
+    assert cli.main(["trace", trace, "--power", capture, "--out", str(tmp_path / "o")]) == cli.EXIT_FAILURE
+    assert "clock mismatch" in capsys.readouterr().err
+
+    def bad_option(*a, **k):
+        raise ValueError("bins=1: must be an integer in [2, 64]")
+
+    monkeypatch.setattr(_cli_files, "profile_trace", bad_option)
+    assert cli.main(["trace", trace, "--power", capture, "--out", str(tmp_path / "o")]) == cli.EXIT_USAGE
+
 
 @pytest.mark.optional
 def test_the_reader_pins_the_real_exporters_layout(tmp_path) -> None:

@@ -7,12 +7,13 @@ import dataclasses
 import json
 import math
 import os
+import sys
 from typing import Any
 
 import numpy as np
 
 from fingrav_native.app import _plot as fplot
-from fingrav_native.app._cli_common import EXIT_OK, interruptible
+from fingrav_native.app._cli_common import EXIT_FAILURE, EXIT_OK, interruptible
 from fingrav_native.app._trace import profile_trace
 from fingrav_native.files._capture import load_capture
 from fingrav_native.files._parquet import export_parquet
@@ -130,7 +131,15 @@ def trace_command(args: argparse.Namespace) -> int:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    tp = profile_trace(args.trace, load_capture(args.power), min_executions=args.min_executions, sensor=args.sensor)
+    try:
+        tp = profile_trace(args.trace, load_capture(args.power), min_executions=args.min_executions,
+                           sensor=args.sensor)
+    except ValueError as exc:
+        # The data, not the command line: logs that miss the trace, a trace nothing in can be profiled.
+        if str(exc).startswith(("samples:", "trace:")):
+            print(f"fingrav trace: {exc}", file=sys.stderr)
+            return EXIT_FAILURE
+        raise
     print(tp)
     os.makedirs(args.out, exist_ok=True)
     written = [export_trace(tp, os.path.join(args.out, "power_trace.json.gz"))]
