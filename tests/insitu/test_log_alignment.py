@@ -114,3 +114,17 @@ def test_fewer_logs_than_columns_pool_signatures_and_give_no_tight_wrong_offset(
         align_logs_to_trace(t, y, s, e, k, logs_per_column=1)
     with pytest.raises(ValueError, match="not overlap"):
         align_logs_to_trace(t, y, s, s + 2 * (e - s), k)
+
+
+def test_logs_that_do_not_place_themselves_are_not_aligned() -> None:
+    # Issue 28, item 2: where every shift fits alike (power that ignores the kernels, as when the logs
+    # belong to another run or clock), the aligner took the profile's chance minimum for an offset. Its
+    # interval then reaches the search range's edge: at_edge, not applied, and the printout says so.
+    sensor = sensors.sensor_preset("instant-1ms")
+    loop = logged_loop(sensor, seed=3, iterations=400)
+    flat = loop.samples.copy()
+    flat["total"] = 300.0 + np.random.default_rng(4).normal(0.0, 2.0, len(flat))
+    tp = profile_trace(loop.trace, flat, _LateMap(30_400.0), sensor=sensor)
+    al = tp.alignment
+    assert al is not None and al.at_edge and not tp.alignment_applied
+    assert "at the search edge, not applied" in str(tp)

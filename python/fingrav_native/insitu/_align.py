@@ -67,7 +67,10 @@ class LogAlignment:
     logs : int
         Logs used.
     at_edge : bool
-        The minimum lies at the edge of the search range: not trusted, not
+        The minimum, or its interval, reaches the edge of the search range,
+        or the kernels explain no more of the logs' scatter than the best
+        of as many shifts of noise would (an F test): the offset is not
+        determined; not trusted, not
         applied.
     lag_ns : float
         The power's lag behind activity that fitted best (of ``lags_ns``).
@@ -439,15 +442,26 @@ def align_logs_to_trace(
     near = _near_logs(s, e, t, search_ns, 40.0 * float(taus.max()))
     design = _Design(s[near], e[near], group[near], n_groups)
     grid = np.arange(-search_ns, search_ns + 0.5 * step_ns, step_ns)
-    prof = _Profile(design, t, y - float(np.mean(y)), grid, taus, coarse_logs)
+    yc = y - float(np.mean(y))
+    prof = _Profile(design, t, yc, grid, taus, coarse_logs)
     # The residual's degrees of freedom: the logs less the columns, the shift and the lag.
     nu = len(t) - design.p - 2
     crit = 1.0 + float(stats.f.ppf(confidence, 1, nu)) / nu
-    return _result(prof, crit, confidence, pooled)
+    # Whether the kernels explain the logs at all, at the best of the shifts tried: an F test of the
+    # columns against the mean alone, at a level divided by the shifts searched (the best of many shifts
+    # of noise explains a little by chance). Without it the profile's chance minimum gave a tight offset.
+    df1, df2 = max(design.p - 1, 1), max(nu, 1)
+    explained = 1.0 / (1.0 + float(stats.f.ppf(1.0 - 0.01 / len(grid), df1, df2)) * df1 / df2)
+    return _result(prof, crit, confidence, pooled, float(yc @ yc), explained)
 
 
-def _result(prof: _Profile, crit: float, confidence: float, pooled: int) -> LogAlignment:
-    """The minimum, refined by a parabola, and the connected run of accepted shifts around it."""
+def _result(prof: _Profile, crit: float, confidence: float, pooled: int, ss_total: float,
+            explained: float) -> LogAlignment:
+    """The minimum, refined by a parabola, and the connected run of accepted shifts around it.
+
+    ``explained``: the residual share of ``ss_total`` below which the kernels explain the logs (an F
+    test's bound); above it the offset is not determined, and is flagged as at the edge.
+    """
     grid, m = prof.grid, len(prof.grid)
     lo, hi, j = _fine_window(prof, crit)
     ss = np.array([prof.best(i) for i in range(lo, hi + 1)])
@@ -468,6 +482,10 @@ def _result(prof: _Profile, crit: float, confidence: float, pooled: int) -> LogA
         lo_j -= 1
     while hi_j < hi and inside[hi_j + 1 - lo]:
         hi_j += 1
+    # An interval that reaches the search range's edge leaves the offset undetermined within it: the
+    # logs do not place themselves (a clock off by more than the range, or power that ignores the
+    # kernels); a minimum inside such a flat profile is chance, so it counts as at the edge too.
+    at_edge = at_edge or lo_j == 0 or hi_j == m - 1 or not ss_min <= explained * ss_total
     ss0 = float(np.nanmin(prof.shifted(0.0)))
     return LogAlignment(offset_ns=best, low_ns=float(grid[lo_j]) - 0.5 * step, high_ns=float(grid[hi_j]) + 0.5 * step,
                         confidence=confidence, ss_ratio=ss_min / ss0 if ss0 > 0 else math.nan,
