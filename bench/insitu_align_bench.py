@@ -49,7 +49,7 @@ from fingrav_native.insitu import KernelTrace, align_logs_to_trace
 
 # The closed-form truth (loop, logger, identity clock map) is not public: the bench imports it where the tests do.
 from fingrav_native.records import make_executions
-from fingrav_native.sim._analytic import ANALYTIC_LOG_DTYPE, Identity
+from fingrav_native.sim._analytic import ANALYTIC_LOG_DTYPE, EpochIdentity, Identity
 from fingrav_native.sim._analytic_loop import SEQUENCE, logged_loop
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -126,16 +126,6 @@ def row(case: str, n_kernels: int, repeat: int) -> dict[str, Any]:
           f"{a.offset_ns / 1e3:+.1f} us [{a.low_ns / 1e3:+.1f}, {a.high_ns / 1e3:+.1f}], lag {a.lag_ns / 1e3:.0f} us, "
           f"{a.columns} columns, {a.pooled} pooled", flush=True)
     return out
-
-
-class EpochIdentity:
-    """Logs stamped in epoch ns already: int64 all the way (a float64 at 1.8e18 ns resolves only 256 ns)."""
-
-    def to_host(self, ticks: Any) -> np.ndarray:
-        return np.asarray(ticks, dtype=np.int64)
-
-    def error_bound_at(self, host_ns: Any) -> np.ndarray:
-        return np.zeros(np.shape(host_ns))
 
 
 def million(repeat: int) -> dict[str, Any]:

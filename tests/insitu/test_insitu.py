@@ -227,16 +227,22 @@ def test_the_logs_offset_is_measured_against_the_kernels() -> None:
         align_logs_to_trace(t, y, s, e, k, step_ns=0)
 
 
-def test_kernels_of_several_devices_need_the_device_named(tmp_path) -> None:
-    loop = simulate_training_loop(60, seed=4, pause_every=0)
-    path = loop.write_trace(tmp_path / "t.json")
-    with open(path) as f:
+def _edited_trace(loop, path, edit) -> tuple[str, list[dict]]:
+    """The loop's Kineto trace written to ``path`` with ``edit(kernel_events)`` applied; the path and the events."""
+    out = loop.write_trace(path)
+    with open(out) as f:
         doc = json.load(f)
     kernels = [ev for ev in doc["traceEvents"] if ev.get("cat") == "kernel"]
-    for ev in kernels[::2]:
-        ev["args"]["device"] = 1
-    with open(path, "w") as f:
+    edit(kernels)
+    with open(out, "w") as f:
         json.dump(doc, f)
+    return out, kernels
+
+
+def test_kernels_of_several_devices_need_the_device_named(tmp_path) -> None:
+    loop = simulate_training_loop(60, seed=4, pause_every=0)
+    path, _ = _edited_trace(loop, tmp_path / "t.json",
+                            lambda kernels: [ev["args"].__setitem__("device", 1) for ev in kernels[::2]])
     with pytest.raises(ValueError, match=r"device: the trace holds kernels of devices \[0, 1\]"):
         profile_trace(path, loop.capture(), min_executions=5)
     with pytest.raises(ValueError, match="device=7"):
@@ -418,14 +424,8 @@ def test_zero_duration_kernels_are_left_out_and_counted_not_a_refusal(tmp_path) 
     # Issue 28, item 3: older Kineto traces record durations in whole microseconds, so 3-7 % of their
     # kernels have dur 0; the reader took them and profile_trace refused the whole trace.
     loop = simulate_training_loop(400, seed=2, pause_every=25)
-    path = loop.write_trace(tmp_path / "t.json")
-    with open(path) as f:
-        doc = json.load(f)
-    kernels = [e for e in doc["traceEvents"] if e.get("cat") == "kernel"]
-    for e in kernels[::20]:
-        e["dur"] = 0
-    with open(path, "w") as f:
-        json.dump(doc, f)
+    path, kernels = _edited_trace(loop, tmp_path / "t.json",
+                                  lambda kernels: [e.__setitem__("dur", 0) for e in kernels[::20]])
     tp = profile_trace(path, loop.capture(), min_executions=50)
     n_zero = len(kernels[::20])
     note = [w for w in tp.warnings if "zero recorded duration" in w]
@@ -447,13 +447,7 @@ def test_long_and_control_character_names_are_never_cut_or_merged(tmp_path) -> N
     assert len(set(names)) == 4 and prefix + "A>" in names and prefix + "B>" in names
     assert "gemm" in names and "gemm\\x00" in names
     loop = simulate_training_loop(400, seed=2, pause_every=25)
-    path = loop.write_trace(tmp_path / "t.json")
-    with open(path) as f:
-        doc = json.load(f)
-    for e in doc["traceEvents"]:
-        if e.get("cat") == "kernel":
-            e["name"] = prefix + e["name"]
-    with open(path, "w") as f:
-        json.dump(doc, f)
+    path, _ = _edited_trace(loop, tmp_path / "t.json",
+                            lambda kernels: [e.__setitem__("name", prefix + e["name"]) for e in kernels])
     tp = profile_trace(path, loop.capture(), min_executions=50)
     assert sorted(tp.kernels["name"].tolist()) == sorted([prefix + "gemm", prefix + "gemm", prefix + "gemv"])

@@ -17,6 +17,7 @@ import pytest
 from fingrav_native import profile_trace
 from fingrav_native._core import SAMPLE_DTYPE
 from fingrav_native.files import read_trace
+from fingrav_native.sim._analytic import EpochIdentity
 
 DATA = os.path.join(os.path.dirname(__file__), os.pardir, "data", "traces")
 
@@ -47,19 +48,6 @@ def test_real_traces_read_whole(name: str) -> None:
     assert np.unique(kt.device).tolist() == devices
 
 
-class EpochClock:
-    """Logs stamped in the trace's own epoch ns: the identity, in int64 (a float64 loses 256 ns there)."""
-
-    def to_host_ns(self, ticks: np.ndarray) -> np.ndarray:
-        return np.asarray(ticks, dtype=np.int64)
-
-    def to_host(self, ticks: np.ndarray) -> np.ndarray:
-        return np.asarray(ticks, dtype=np.float64)
-
-    def error_bound_at(self, t: np.ndarray) -> np.ndarray:
-        return np.zeros(np.shape(t))
-
-
 def _synthetic_logs(kt, period_ns: int = 100_000) -> np.ndarray:
     """Instantaneous logs on the trace's clock: 80 W idle plus 150 W per kernel running (at most two)."""
     ex = kt.executions
@@ -79,7 +67,7 @@ def _synthetic_logs(kt, period_ns: int = 100_000) -> np.ndarray:
                                   "kineto/resnet50_worker0.1623143089861.ProfilerStep6.pt.trace.json.gz"])
 def test_real_traces_profile_with_default_options(name: str) -> None:
     kt = read_trace(os.path.join(DATA, name))
-    tp = profile_trace(kt, _synthetic_logs(kt), EpochClock())
+    tp = profile_trace(kt, _synthetic_logs(kt), EpochIdentity())
     assert len(tp.kernels) >= 1 and np.all(np.nan_to_num(tp.kernels["energy_j"]) >= 0)
     # ProfilerStep exists in each: an energy per iteration is reported (no interval from one or two steps).
     assert tp.summary is not None and tp.summary.energy_j > 0
@@ -93,7 +81,7 @@ def test_real_traces_profile_with_default_options(name: str) -> None:
 def test_a_tiny_real_trace_is_refused_with_what_each_signature_lacks() -> None:
     kt = read_trace(os.path.join(DATA, "hta/inference_rank_1.json.gz"))
     with pytest.raises(ValueError, match="fewer than min_executions=20"):
-        profile_trace(kt, _synthetic_logs(kt), EpochClock())
+        profile_trace(kt, _synthetic_logs(kt), EpochIdentity())
 
 
 def test_compute_overlapped_by_nccl_is_kept_with_the_communication_level_subtracted() -> None:
@@ -120,7 +108,7 @@ def test_compute_overlapped_by_nccl_is_kept_with_the_communication_level_subtrac
         if ch in (logs.dtype.names or ()):
             logs[ch] = np.nan
     # Two steps: no signature runs 20 times; min_executions=2 profiles the ones that run twice or more.
-    tp = profile_trace(kt, logs, EpochClock(), align=False, min_executions=2)
+    tp = profile_trace(kt, logs, EpochIdentity(), align=False, min_executions=2)
     note = [w for w in tp.warnings if "overlapped a communication kernel" in w]
     assert len(note) == 1, tp.warnings
     level = float(note[0].split("additive level ")[1].split(" +-")[0])
@@ -159,7 +147,7 @@ def test_a_capture_that_misses_the_trace_is_refused_as_a_clock_mismatch() -> Non
     late = logs.copy()
     late["source_ts"] += 10_000_000_000  # 10 s later: another run, or a clock 10 s off
     with pytest.raises(ValueError, match="no power log falls within the trace's kernels.*clock mismatch"):
-        profile_trace(kt, late, EpochClock())
+        profile_trace(kt, late, EpochIdentity())
     half = logs[logs["source_ts"] < np.median(logs["source_ts"])]
-    tp = profile_trace(kt, half, EpochClock(), align=False, min_executions=5)
+    tp = profile_trace(kt, half, EpochIdentity(), align=False, min_executions=5)
     assert any("the logs cover" in w and "of the trace's kernel span" in w for w in tp.warnings)

@@ -20,6 +20,8 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse
 
+from fingrav_native.insitu._trace import overlapping
+
 #: Communication kernels by name: NCCL and RCCL collectives and point-to-point.
 COMMUNICATION = re.compile(r"nccl|rccl|allreduce|allgather|reducescatter|sendrecv|all_reduce|all_gather|"
                            r"reduce_scatter|alltoall", re.IGNORECASE)
@@ -28,21 +30,6 @@ COMMUNICATION = re.compile(r"nccl|rccl|allreduce|allgather|reducescatter|sendrec
 def is_communication(names: np.ndarray) -> np.ndarray:
     """Per signature name, whether it is a communication kernel (NCCL, RCCL collectives)."""
     return np.array([bool(COMMUNICATION.search(str(n))) for n in names], dtype=bool)
-
-
-def overlapping(start: np.ndarray, end: np.ndarray, device: np.ndarray, among: np.ndarray) -> np.ndarray:
-    """Executions in ``among`` that overlap another execution in ``among`` on the same device."""
-    out = np.zeros(len(start), dtype=bool)
-    for dev in np.unique(device[among]):
-        idx = np.flatnonzero(among & (device == dev))
-        idx = idx[np.argsort(start[idx], kind="stable")]
-        s, e = start[idx], end[idx]
-        running_end = np.maximum.accumulate(e)
-        hit = s[1:] < running_end[:-1]
-        out[idx[1:][hit]] = True
-        # The one it overlaps is just as ambiguous.
-        out[idx[np.searchsorted(running_end[:-1], s[1:][hit], side="right")]] = True
-    return out
 
 
 def running(t: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:

@@ -174,10 +174,13 @@ def _log_times(samples: np.ndarray, t: np.ndarray, sensor: Optional[SensorModel]
     return np.asarray(t - back, dtype=np.float64)
 
 
-def _iteration_rows(kt: KernelTrace, table: np.ndarray, sig_rows: np.ndarray, first_steady: int, t_logs: np.ndarray,
-                    power: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Per iteration that launched kernels: its row, its logs' power sum, and each one's unattributed busy time."""
-    it, steps, ex = kt.iteration(), kt.steps, kt.executions
+def _iteration_rows(kt: KernelTrace, it: np.ndarray, table: np.ndarray, sig_rows: np.ndarray, first_steady: int,
+                    t_logs: np.ndarray, power: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per iteration that launched kernels: its row, its logs' power sum, and each one's unattributed busy time.
+
+    ``it`` is :meth:`KernelTrace.iteration` (computed once by the caller).
+    """
+    steps, ex = kt.steps, kt.executions
     n = len(steps)
     start = np.full(n, np.iinfo(np.int64).max, dtype=np.int64)
     last_end = np.full(n, np.iinfo(np.int64).min, dtype=np.int64)
@@ -214,23 +217,23 @@ def _iteration_rows(kt: KernelTrace, table: np.ndarray, sig_rows: np.ndarray, fi
     return rows, tot, dur, unattributed
 
 
-def _iterations(kt: KernelTrace, table: np.ndarray, sig_rows: np.ndarray, first_steady: int, t_logs: np.ndarray,
-                power: np.ndarray, seed: int) -> tuple[np.ndarray, Optional[IterationSummary]]:
+def _iterations(kt: KernelTrace, it: np.ndarray, table: np.ndarray, sig_rows: np.ndarray, first_steady: int,
+                t_logs: np.ndarray, power: np.ndarray, seed: int) -> tuple[np.ndarray, Optional[IterationSummary]]:
     """Per-iteration rows and the summary (energy per iteration, the part between kernels).
 
     The summary uses the steady iterations the capture covers whole (an iteration outside the logs'
     span would be counted from the logs of others); with fewer than 10 it has no interval, and with no
     steady one it uses every covered one; each said in its ``note``.
     """
-    if len(kt.steps) == 0 or not np.any(kt.iteration() >= 0):
+    if len(kt.steps) == 0 or not np.any(it >= 0):
         return np.zeros(0, dtype=ITERATION_DTYPE), None
-    rows, tot, dur, unattributed = _iteration_rows(kt, table, sig_rows, first_steady, t_logs, power)
+    rows, tot, dur, unattributed = _iteration_rows(kt, it, table, sig_rows, first_steady, t_logs, power)
     cnt = rows["logs"]
-    covered = (cnt > 0)
+    covered = cnt > 0
     if len(t_logs):
         covered &= (rows["start_ns"] >= np.min(t_logs)) & (rows["end_ns"] <= np.max(t_logs))
     notes = []
-    if (~covered & (rows["kernels"] > 0)).any():
+    if not covered.all():  # every row launched kernels
         notes.append(f"{int((~covered).sum())} of {len(rows)} iterations outside the capture's logs left out")
     use = rows["steady"] & covered
     if not use.any():
@@ -524,7 +527,7 @@ def profile_trace(
         raise ValueError(f"trace: no kernel signature could be profiled ({len(found.skipped)} skipped; "
                          f"{first}{'; ...' if len(found.skipped) > 3 else ''})")
     _power_limit_notes(found, max_power_w)
-    return _trace_profile(kt, samples, t_logs, model, found, conc, alignment, lmap)
+    return _trace_profile(kt, samples, t_logs, model, found, conc, alignment, lmap, it_of)
 
 
 def _power_limit_notes(found: _Signatures, max_power_w: Optional[float]) -> None:
@@ -712,7 +715,7 @@ def _profile_signature(found: _Signatures, kt: KernelTrace, sig: Any, samples: n
 
 def _trace_profile(kt: KernelTrace, samples: np.ndarray, t_logs: np.ndarray, model: Optional[SensorModel],
                    found: _Signatures, conc: np.ndarray, alignment: Optional[LogAlignment],
-                   lmap: _Shifted) -> TraceProfile:
+                   lmap: _Shifted, it_of: np.ndarray) -> TraceProfile:
     """The TraceProfile: the kernel table by energy share, per-iteration energy, and the logs on the timeline."""
     table = np.array(found.rows, dtype=kernel_table_dtype(max((len(r[0]) for r in found.rows), default=0)))
     total = table["count"] * table["energy_j"]
@@ -722,7 +725,7 @@ def _trace_profile(kt: KernelTrace, samples: np.ndarray, t_logs: np.ndarray, mod
     order = np.lexsort((-np.nan_to_num(total, nan=-np.inf), ~np.isfinite(total)))
     sig_rows = np.array(found.sig_ids, dtype=np.int64)
     t_logs = _log_times(samples, t_logs, model)
-    iters, summary = _iterations(kt, table, sig_rows, found.first_steady, t_logs,
+    iters, summary = _iterations(kt, it_of, table, sig_rows, found.first_steady, t_logs,
                                  np.asarray(samples["total"], dtype=np.float64), seed=len(samples))
     summary = _between_kernels(summary, found.notes)
     logs = np.zeros(len(samples), dtype=TRACE_LOG_DTYPE)

@@ -19,21 +19,16 @@ INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
 
 
-#: One kernel signature: launches of one kernel with one grid and block shape. A trace whose names are
-#: longer than 256 characters (about half of real C++ template kernel names) gets the same fields with a
-#: name as wide as its longest (:func:`signature_dtype`): a name is never cut.
-KERNEL_SIGNATURE_DTYPE = np.dtype([
-    ("id", "<i4"),
-    ("name", "U256"),
-    ("grid", "<i8", (3,)),
-    ("block", "<i8", (3,)),
-])
-
-
 def signature_dtype(width: int) -> np.dtype:
     """:data:`KERNEL_SIGNATURE_DTYPE` with names ``width`` characters wide (at least 256)."""
     return np.dtype([("id", "<i4"), ("name", f"U{max(int(width), 256)}"), ("grid", "<i8", (3,)),
                      ("block", "<i8", (3,))])
+
+
+#: One kernel signature: launches of one kernel with one grid and block shape. A trace whose names are
+#: longer than 256 characters (about half of real C++ template kernel names) gets the same fields with a
+#: name as wide as its longest (:func:`signature_dtype`): a name is never cut.
+KERNEL_SIGNATURE_DTYPE = signature_dtype(256)
 
 
 def printable_name(name: str) -> str:
@@ -270,18 +265,23 @@ class KernelTrace:
 
     def concurrent(self) -> np.ndarray:
         """Executions that overlap another on the same device (their power cannot be told apart)."""
-        out = np.zeros(len(self.executions), dtype=bool)
-        for dev in np.unique(self.device):
-            idx = np.flatnonzero(self.device == dev)
-            idx = idx[np.argsort(self.executions["start_ns"][idx], kind="stable")]
-            s, e = self.executions["start_ns"][idx], self.executions["end_ns"][idx]
-            running_end = np.maximum.accumulate(e)
-            overlap = s[1:] < running_end[:-1]
-            out[idx[1:][overlap]] = True
-            # The execution it overlaps is just as ambiguous.
-            prev = np.searchsorted(running_end[:-1], s[1:][overlap], side="right")
-            out[idx[prev]] = True
-        return out
+        ex = self.executions
+        return overlapping(ex["start_ns"], ex["end_ns"], self.device, np.ones(len(ex), dtype=bool))
+
+
+def overlapping(start: np.ndarray, end: np.ndarray, device: np.ndarray, among: np.ndarray) -> np.ndarray:
+    """Executions in ``among`` that overlap another execution in ``among`` on the same device."""
+    out = np.zeros(len(start), dtype=bool)
+    for dev in np.unique(device[among]):
+        idx = np.flatnonzero(among & (device == dev))
+        idx = idx[np.argsort(start[idx], kind="stable")]
+        s, e = start[idx], end[idx]
+        running_end = np.maximum.accumulate(e)
+        hit = s[1:] < running_end[:-1]
+        out[idx[1:][hit]] = True
+        # The execution it overlaps is just as ambiguous.
+        out[idx[np.searchsorted(running_end[:-1], s[1:][hit], side="right")]] = True
+    return out
 
 
 def launch_dims(value: Any, what: str, i: int, where: str = "trace") -> tuple[int, int, int]:
