@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from fingrav_native._lazy import attach
 
 if TYPE_CHECKING:
-    from fingrav_native.insitu._align import LogAlignment, align_logs_to_trace
+    from fingrav_native.insitu._align import ClockMismatchWarning, LogAlignment, align_logs_to_trace
     from fingrav_native.insitu._profile import profile_trace
     from fingrav_native.insitu._results import (
         ITERATION_DTYPE,
@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 # Each public name -> the private module that defines it. Loaded on first use (PEP 562, as scipy
 # and scikit-image do), so importing one module of this package never imports the rest of it.
 _WHERE = {
+    "ClockMismatchWarning": "_align",
     "ITERATION_DTYPE": "_results",
     "IterationSummary": "_results",
     "KERNEL_SIGNATURE_DTYPE": "_trace",

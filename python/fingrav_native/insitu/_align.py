@@ -80,6 +80,14 @@ class LogAlignment:
     pooled : int
         Signatures that share one "other kernels" group, because the logs
         are too few to give each its own quarters (``logs_per_column``).
+    explained : bool
+        Whether the kernels explain more of the logs' scatter than the best
+        of as many shifts of noise (the F test above). An offset at the edge
+        that the kernels explain is a clock mismatch beyond the search range;
+        one they do not explain says only that the logs do not follow the
+        kernels (a mismatch far beyond it, or a sensor that averages).
+    search_ns : float
+        The search range's half-width (offsets in ``[-search_ns, search_ns]``).
     """
 
     offset_ns: float
@@ -92,6 +100,8 @@ class LogAlignment:
     lag_ns: float = 0.0
     columns: int = 0
     pooled: int = 0
+    explained: bool = True
+    search_ns: float = math.nan
 
     @property
     def half_width_ns(self) -> float:
@@ -485,9 +495,78 @@ def _result(prof: _Profile, crit: float, confidence: float, pooled: int, ss_tota
     # An interval that reaches the search range's edge leaves the offset undetermined within it: the
     # logs do not place themselves (a clock off by more than the range, or power that ignores the
     # kernels); a minimum inside such a flat profile is chance, so it counts as at the edge too.
-    at_edge = at_edge or lo_j == 0 or hi_j == m - 1 or not ss_min <= explained * ss_total
+    determined = ss_min <= explained * ss_total
+    at_edge = at_edge or lo_j == 0 or hi_j == m - 1 or not determined
     ss0 = float(np.nanmin(prof.shifted(0.0)))
     return LogAlignment(offset_ns=best, low_ns=float(grid[lo_j]) - 0.5 * step, high_ns=float(grid[hi_j]) + 0.5 * step,
                         confidence=confidence, ss_ratio=ss_min / ss0 if ss0 > 0 else math.nan,
                         logs=len(prof.sets[True][0]), at_edge=at_edge, lag_ns=lag, columns=prof.design.p,
-                        pooled=pooled)
+                        pooled=pooled, explained=bool(determined), search_ns=float(grid[-1]))
+
+
+class ClockMismatchWarning(UserWarning):
+    """The logs sit elsewhere on the trace's timeline than the clock map puts them, beyond the map's bound.
+
+    Issued by :func:`~fingrav_native.profile_trace` (and recorded in
+    ``TraceProfile.warnings``) when :func:`align_logs_to_trace` finds the
+    logs' offset outside the map's error bound, at the edge of its search
+    range, or finds that the kernels do not explain the logs at all: a trace
+    from another host, an NTP step between trace and capture, a wrong
+    ``baseTimeNanoseconds``, or logs of another run. Per-kernel figures of such
+    a table are not trustworthy.
+    """
+
+
+#: Slack beyond the map's bound before a measured offset is a mismatch: the aligner's own resolution (two
+#: steps of its 1 us grid; Kineto stamps kernels to the microsecond). On the simulator's loop with an exact
+#: map it reports +1.4 us (interval 0.5 to 1.5 us); a 5 us mismatch there costs 6 % of a kernel's energy.
+MISMATCH_SLACK_NS = 2_000.0
+
+
+def offset_disagreement(alignment: LogAlignment, bound_ns: float) -> str:
+    """What the measured offset says about the clock map, in words; empty where they agree.
+
+    Parameters
+    ----------
+    alignment : LogAlignment
+        As :func:`align_logs_to_trace` returns it (not applied).
+    bound_ns : float
+        The clock map's error bound over the logs (``error_bound_at``;
+        ``inf`` where the map has none).
+
+    Returns
+    -------
+    str
+        Empty, or a sentence naming the disagreement and what commonly causes
+        it.
+
+    Notes
+    -----
+    Paper Section IV-A, step 2 places every log through the calibrated
+    CPU-GPU clock map and trusts its bound; a trace and a capture from
+    different clocks break that silently. Three signs, in this order: the
+    kernels explain nothing of the logs (the offset is far outside the search
+    or the logs are not of these kernels); the best offset or its interval
+    reaches the search's edge while the kernels do explain them (a mismatch
+    beyond ``search_ns``); the interval excludes the map's bound plus
+    :data:`MISMATCH_SLACK_NS`.
+    """
+    a = alignment
+    causes = ("a trace from another host, a clock step (NTP) between trace and capture, a wrong "
+              "baseTimeNanoseconds, or logs of another run")
+    reach = f"+-{a.search_ns / 1e3:.0f} us" if math.isfinite(a.search_ns) else "the search range"
+    if not a.explained:
+        return (f"the kernels explain no more of the power logs' scatter than chance at any offset within {reach} "
+                f"of the clock map: the logs do not follow these kernels ({causes}, or a sensor that averages: "
+                "declare it with sensor=); the per-kernel figures rest on the map alone")
+    if a.at_edge:
+        return (f"the power logs fit the kernels best at the edge of the offsets searched ({reach}, best "
+                f"{a.offset_ns / 1e3:+.1f} us): the trace's and the capture's clocks disagree by more than that "
+                f"({causes}); the per-kernel figures are not trustworthy")
+    limit = (bound_ns if math.isfinite(bound_ns) else math.inf) + MISMATCH_SLACK_NS
+    if a.low_ns > limit or a.high_ns < -limit:
+        return (f"the power logs sit {a.offset_ns / 1e3:+.1f} us ({a.low_ns / 1e3:+.1f} to {a.high_ns / 1e3:+.1f}, "
+                f"{100 * a.confidence:.0f} %) from where the clock map puts them, beyond its bound of "
+                f"+-{bound_ns / 1e3:.1f} us ({causes}); pass align=True to apply the measured offset, or "
+                "re-record trace and capture together")
+    return ""

@@ -16,13 +16,14 @@ import dataclasses
 import logging
 import math
 import os
+import warnings
 from typing import Any, Literal, Optional, Union
 
 import numpy as np
 from scipy import stats
 
 from fingrav_native.clocks._maps import ClockMapLike, host_relative
-from fingrav_native.insitu._align import LogAlignment, align_logs_to_trace
+from fingrav_native.insitu._align import ClockMismatchWarning, LogAlignment, align_logs_to_trace, offset_disagreement
 from fingrav_native.insitu._overlap import keep_overlapped_compute
 from fingrav_native.insitu._results import (
     ITERATION_DTYPE,
@@ -502,6 +503,8 @@ def profile_trace(
         if alignment is not None and not alignment.at_edge and (align is True or _one_sided(logger_map)):
             lmap.shift_ns, lmap.shift_err_ns = alignment.offset_ns, alignment.half_width_ns
             t_logs = t_logs + lmap.shift_ns
+        elif alignment is not None:
+            _mismatch_note(alignment, logger_map, samples, trace_notes)
     attributed = samples
     if not joint:
         # Compute kernels that only communication overlaps: kept, the communication's level subtracted.
@@ -648,6 +651,22 @@ def _device_of(kt: KernelTrace, device: Optional[int]) -> int:
     if int(device) not in devices.tolist():
         raise ValueError(f"device={device!r}: the trace holds kernels of devices {devices.tolist()}")
     return int(device)
+
+
+def _mismatch_note(alignment: LogAlignment, logger_map: ClockMapLike, samples: np.ndarray, notes: list[str]) -> None:
+    """Warn (and note in the table) where the measured offset, not applied, disagrees with the map's bound."""
+    ts = np.asarray(samples["source_ts"])
+    pick = ts[np.linspace(0, len(ts) - 1, min(len(ts), 256)).astype(np.int64)]
+    try:
+        with np.errstate(invalid="ignore"):
+            bound = np.asarray(logger_map.error_bound_at(logger_map.to_host(pick)), dtype=np.float64)
+        bound_ns = float(np.max(bound)) if bound.size and np.all(np.isfinite(bound)) else math.inf
+    except (AttributeError, TypeError, ValueError):  # a user's map without a bound: only the edge tests apply
+        bound_ns = math.inf
+    text = offset_disagreement(alignment, bound_ns)
+    if text:
+        notes.append("clock mismatch: " + text)
+        warnings.warn("profile_trace: clock mismatch: " + text, ClockMismatchWarning, stacklevel=3)
 
 
 def _measured_offset(kt: KernelTrace, samples: np.ndarray, t_logs: np.ndarray,
