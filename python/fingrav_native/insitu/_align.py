@@ -88,6 +88,12 @@ class LogAlignment:
         kernels (a mismatch far beyond it, or a sensor that averages).
     search_ns : float
         The search range's half-width (offsets in ``[-search_ns, search_ns]``).
+    zero_rejected : bool
+        Whether the logs reject the map's own placement (offset 0) at the
+        strict level the F test uses (0.01 over the shifts searched): the
+        best shift fits better by more than the search over many shifts
+        and a model short of the logs' whole truth (kernels of other
+        devices, concurrency) explain. A warning of a mismatch needs it.
     """
 
     offset_ns: float
@@ -102,6 +108,7 @@ class LogAlignment:
     pooled: int = 0
     explained: bool = True
     search_ns: float = math.nan
+    zero_rejected: bool = False
 
     @property
     def half_width_ns(self) -> float:
@@ -220,7 +227,7 @@ class _Design:
         # The current kernel: its quarters begun by the log's time, finished or not.
         since = np.minimum((at.u[:, None] - 0.25 * at.d[:, None] * np.arange(4)[None, :]) / tau, 600.0)
         done = np.maximum(since - 0.25 * at.d[:, None] / tau, 0.0)
-        part = np.where(since > 0, np.exp(-done) - np.exp(-since), 0.0)
+        part = np.where(since > 0, np.exp(-done) - np.exp(-np.maximum(since, 0.0)), 0.0)  # masked: no overflow
         mine = at.j >= 0
         X[np.flatnonzero(mine)[:, None], at.col[mine, None] + np.arange(4)[None, :]] += part[mine]
         X[X < 1e-100] = 0.0
@@ -462,16 +469,19 @@ def align_logs_to_trace(
     # of noise explains a little by chance). Without it the profile's chance minimum gave a tight offset.
     df1, df2 = max(design.p - 1, 1), max(nu, 1)
     explained = 1.0 / (1.0 + float(stats.f.ppf(1.0 - 0.01 / len(grid), df1, df2)) * df1 / df2)
-    return _result(prof, crit, confidence, pooled, float(yc @ yc), explained)
+    # The map's own placement rejected at the same strict level: one more parameter (the shift), searched.
+    strict = 1.0 + float(stats.f.ppf(1.0 - 0.01 / len(grid), 1, df2)) / df2
+    return _result(prof, (crit, strict), confidence, pooled, float(yc @ yc), explained)
 
 
-def _result(prof: _Profile, crit: float, confidence: float, pooled: int, ss_total: float,
+def _result(prof: _Profile, crits: tuple[float, float], confidence: float, pooled: int, ss_total: float,
             explained: float) -> LogAlignment:
     """The minimum, refined by a parabola, and the connected run of accepted shifts around it.
 
     ``explained``: the residual share of ``ss_total`` below which the kernels explain the logs (an F
     test's bound); above it the offset is not determined, and is flagged as at the edge.
     """
+    crit, strict = crits
     grid, m = prof.grid, len(prof.grid)
     lo, hi, j = _fine_window(prof, crit)
     ss = np.array([prof.best(i) for i in range(lo, hi + 1)])
@@ -501,7 +511,8 @@ def _result(prof: _Profile, crit: float, confidence: float, pooled: int, ss_tota
     return LogAlignment(offset_ns=best, low_ns=float(grid[lo_j]) - 0.5 * step, high_ns=float(grid[hi_j]) + 0.5 * step,
                         confidence=confidence, ss_ratio=ss_min / ss0 if ss0 > 0 else math.nan,
                         logs=len(prof.sets[True][0]), at_edge=at_edge, lag_ns=lag, columns=prof.design.p,
-                        pooled=pooled, explained=bool(determined), search_ns=float(grid[-1]))
+                        pooled=pooled, explained=bool(determined), search_ns=float(grid[-1]),
+                        zero_rejected=bool(ss0 > strict * ss_min))
 
 
 class ClockMismatchWarning(UserWarning):
@@ -549,7 +560,10 @@ def offset_disagreement(alignment: LogAlignment, bound_ns: float) -> str:
     or the logs are not of these kernels); the best offset or its interval
     reaches the search's edge while the kernels do explain them (a mismatch
     beyond ``search_ns``); the interval excludes the map's bound plus
-    :data:`MISMATCH_SLACK_NS`.
+    :data:`MISMATCH_SLACK_NS`. The last two only where the logs reject the
+    map's placement at the strict level (``LogAlignment.zero_rejected``):
+    on a real trace's 14 kernels, 87 logs and concurrent streams the best
+    shift sat at the edge with the map's placement rejected only at 5 %.
     """
     a = alignment
     causes = ("a trace from another host, a clock step (NTP) between trace and capture, a wrong "
@@ -559,6 +573,8 @@ def offset_disagreement(alignment: LogAlignment, bound_ns: float) -> str:
         return (f"the kernels explain no more of the power logs' scatter than chance at any offset within {reach} "
                 f"of the clock map: the logs do not follow these kernels ({causes}, or a sensor that averages: "
                 "declare it with sensor=); the per-kernel figures rest on the map alone")
+    if not a.zero_rejected:
+        return ""
     if a.at_edge:
         return (f"the power logs fit the kernels best at the edge of the offsets searched ({reach}, best "
                 f"{a.offset_ns / 1e3:+.1f} us): the trace's and the capture's clocks disagree by more than that "
