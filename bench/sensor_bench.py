@@ -374,11 +374,13 @@ def _commit() -> str:
 
 
 def matrix(seeds: tuple[int, ...], quick: bool, sensors: tuple[str, ...],
-           checkpoint: Any = None, small: bool = False, with_loops: bool = True) -> dict[str, Any]:
+           checkpoint: Any = None, small: bool = False, with_loops: bool = True,
+           with_campaign: bool = True) -> dict[str, Any]:
     """Seed-major, so that an interrupted run leaves a complete table over the seeds done (``checkpoint``).
 
     ``with_loops=False`` runs the campaign column only (rows marked ``campaign_only``; merged over a
-    full row, they replace its campaign cases and keep its loop cases and their commit).
+    full row, they replace its campaign cases and keep its loop cases and their commit);
+    ``with_campaign=False`` the in-situ loop column only (``loop_only``, likewise).
     """
     models = {name: matrix_sensor(name) for name in sensors}
     camp: dict[str, list[dict[str, Any]]] = {name: [] for name in sensors}
@@ -395,18 +397,22 @@ def matrix(seeds: tuple[int, ...], quick: bool, sensors: tuple[str, ...],
                                     "campaign_cases": camp[name], "loop_cases": loops[name]}
             if not with_loops:
                 out["sensors"][name].update(campaign_only=True, campaign_commit=_commit())
+            if not with_campaign:
+                out["sensors"][name].update(loop_only=True)
         return out
 
     for i, seed in enumerate(seeds):
         for name, sensor in models.items():
             runs, iterations = MATRIX_SMALL[name] if small else MATRIX_SIZES[name][1 if quick else 0]
-            c = campaign_case(sensor, runs, seed)
-            camp[name].append(c)
-            print(f"  {name:18s} seed {seed} campaign {runs:5d} runs: " + (
-                f"refused: {c['error'][:80]}" if "error" in c else
-                f"energy {c['energy_err_pct']:+6.2f} % (+-{c['half_width_pct']:.2f}) "
-                f"{'in' if c['covered'] else 'OUT'} RMSE {c['rmse_pct']:5.1f} % "
-                f"{('warn: ' + c['warning_kind']) if c['warnings'] else ''}") + f" ({c['fit_s']:.1f} s)", flush=True)
+            if with_campaign:
+                c = campaign_case(sensor, runs, seed)
+                camp[name].append(c)
+                print(f"  {name:18s} seed {seed} campaign {runs:5d} runs: " + (
+                    f"refused: {c['error'][:80]}" if "error" in c else
+                    f"energy {c['energy_err_pct']:+6.2f} % (+-{c['half_width_pct']:.2f}) "
+                    f"{'in' if c['covered'] else 'OUT'} RMSE {c['rmse_pct']:5.1f} % "
+                    f"{('warn: ' + c['warning_kind']) if c['warnings'] else ''}") + f" ({c['fit_s']:.1f} s)",
+                    flush=True)
             if not with_loops:
                 continue
             lp = loop_case(sensor, iterations, seed)
@@ -442,6 +448,9 @@ def merge_matrices(parts: list[dict[str, Any]]) -> dict[str, Any]:
             if row.get("campaign_only"):  # new campaign cases over the old row; its loops and their commit stay
                 rows[name] = {**old, "campaign_cases": cc, "campaign": summarise_campaign(cc),
                               "campaign_commit": row["campaign_commit"]}
+                continue
+            if row.get("loop_only"):  # new loop cases over the old row; its campaign cases and their commit stay
+                rows[name] = {**old, "loop_cases": lc, "loop": summarise_loop(lc), "commit": row["commit"]}
                 continue
             rows[name] = {**row, "campaign_cases": cc, "loop_cases": lc, "campaign": summarise_campaign(cc),
                           "loop": summarise_loop(lc)}
@@ -598,6 +607,8 @@ def main() -> None:
     ap.add_argument("--sensors", default=",".join(MATRIX_SIZES), help="comma-separated matrix sensors")
     ap.add_argument("--campaign-only", action="store_true",
                     help="with --matrix-only: run the campaign column only (merge it with --render over a full run)")
+    ap.add_argument("--loop-only", action="store_true",
+                    help="with --matrix-only: run the in-situ loop column only (merge it with --render over a full run)")
     ap.add_argument("--floors", type=int, metavar="N", default=0,
                     help="run only the campaign floor study on the first N held-out seeds and merge it into "
                          "bench/results/sensor.json")
@@ -663,7 +674,7 @@ def main() -> None:
                 json.dump(finish(mx), f, indent=1)
 
     mx = finish(matrix(seeds, args.quick, sensors, checkpoint, small=args.sizes == "small",
-                       with_loops=not args.campaign_only))
+                       with_loops=not args.campaign_only, with_campaign=not args.loop_only))
     out["matrix"] = mx
     if not args.matrix_only:
         out["meta"]["wall_s"] = time.perf_counter() - t0
