@@ -582,7 +582,8 @@ def _other_clocks(header: dict[str, Any], arrays: dict[str, np.ndarray], bad: _B
     clocks = header.get("clocks")
     if not isinstance(clocks, list) or "CLOCK_REALTIME" not in clocks or \
             any(c not in BRACKETED_CLOCKS for c in clocks) or len(set(clocks)) != len(clocks):
-        raise bad(f"the header field 'clocks' is {short_repr(clocks)}; expected a list of distinct clocks among "
+        shown = json.dumps(clocks)[:200] if isinstance(clocks, list) else short_repr(clocks)
+        raise bad(f"the header field 'clocks' is {shown}; expected a list of distinct clocks among "
                   f"{', '.join(BRACKETED_CLOCKS)} with CLOCK_REALTIME")
     out: dict[str, np.ndarray] = {}
     for clock in clocks:

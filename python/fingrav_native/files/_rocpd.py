@@ -44,7 +44,7 @@ SQLITE_MAGIC = b"SQLite format 3\x00"
 
 #: Per table (view), the columns the reader uses.
 _COLUMNS = {
-    "rocpd_kernel_dispatch": ("guid", "agent_id", "kernel_id", "queue_id", "stream_id", "start", "end", "event_id",
+    "rocpd_kernel_dispatch": ("id", "guid", "agent_id", "kernel_id", "queue_id", "stream_id", "start", "end", "event_id",
                               "grid_size_x", "grid_size_y", "grid_size_z", "workgroup_size_x", "workgroup_size_y",
                               "workgroup_size_z"),
     "rocpd_info_kernel_symbol": ("id", "guid", "kernel_name", "display_name"),
@@ -57,7 +57,7 @@ _QUERY = """
 SELECT K."start", K."end", COALESCE(S.display_name, S.kernel_name), K.kernel_id,
        K.grid_size_x, K.grid_size_y, K.grid_size_z,
        K.workgroup_size_x, K.workgroup_size_y, K.workgroup_size_z,
-       K.agent_id, A."type", A.type_index, K.stream_id, K.queue_id, E.stack_id
+       K.agent_id, A."type", A.type_index, K.stream_id, K.queue_id, E.stack_id, K.id
 FROM rocpd_kernel_dispatch K
 LEFT JOIN rocpd_info_kernel_symbol S ON S.id = K.kernel_id AND S.guid = K.guid
 LEFT JOIN rocpd_info_agent A ON A.id = K.agent_id AND A.guid = K.guid
@@ -88,9 +88,9 @@ def _check_schema(conn: sqlite3.Connection, where: str) -> None:
                                    "rocprofiler-sdk's released one: its dispatches cannot be read)")
 
 
-def _row(r: tuple[Any, ...], i: int, where: str) -> tuple[Any, ...]:
+def _row(r: tuple[Any, ...], where: str) -> tuple[Any, ...]:
     """One dispatch checked: integers in int64, times ordered, a named kernel on a GPU."""
-    w = f"{where}: rocpd_kernel_dispatch row {i}"
+    w = f"{where}: rocpd_kernel_dispatch id {short_repr(r[16])}"
     for j, col in ((0, "start"), (1, "end"), (4, "grid_size_x"), (5, "grid_size_y"), (6, "grid_size_z"),
                    (7, "workgroup_size_x"), (8, "workgroup_size_y"), (9, "workgroup_size_z")):
         if isinstance(r[j], bool) or not isinstance(r[j], int) or not INT64_MIN <= r[j] <= INT64_MAX:
@@ -129,7 +129,7 @@ def read_rocpd(trace: Union[str, os.PathLike[str]]) -> KernelTrace:
         Naming the file: not a readable SQLite database, a view or column
         the reader needs missing (named), no dispatch, or a dispatch with a
         malformed value, no kernel symbol, or an agent that is not a GPU
-        (the row is named).
+        (the dispatch's id is named).
     ValueError
         ``trace`` is not a path.
     """
@@ -151,7 +151,7 @@ def read_rocpd(trace: Union[str, os.PathLike[str]]) -> KernelTrace:
     if not raw:
         raise TraceFormatError(f"{where}: no kernel dispatches in rocpd_kernel_dispatch; was rocprofv3 run with "
                                "--kernel-trace?")
-    rows = [_row(r, i, where) for i, r in enumerate(raw)]
+    rows = [_row(r, where) for r in raw]
     try:
         return KernelTrace.from_rows(
             [r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows], [r[3] for r in rows],

@@ -32,6 +32,7 @@ holds one synthesized from this layout; its README says so).
 
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import Any, Optional
 
 from fingrav_native.files._rocprof_agents import ROCPROF_CLOCK, Agent, gpu_ordinals
@@ -59,7 +60,9 @@ def _int(obj: Any, path: str, where: str) -> int:
     v = _get(obj, path, where)
     out = json_int64(v)
     if out is None:
-        raise TraceFormatError(f"{where} has {path}={short_repr(v)}; expected an integer that fits int64")
+        # JSON numbers with a fraction arrive as Decimal (load_trace_json): shown as written.
+        shown = str(v) if isinstance(v, Decimal) else short_repr(v)
+        raise TraceFormatError(f"{where} has {path}={shown}; expected an integer that fits int64")
     return out
 
 
