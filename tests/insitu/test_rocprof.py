@@ -286,3 +286,26 @@ def test_read_trace_tells_the_formats_apart_by_content(loop, session, tmp_path):
     kineto = read_trace(loop.write_trace(tmp_path / "t.json"))
     assert kineto.clock == "unix-epoch"
     assert os.path.basename(paths["csv"]).endswith("kernel_trace.csv")
+
+
+SYNTH = os.path.join(os.path.dirname(__file__), "..", "data", "traces", "rocprofv3", "synth")
+
+
+def test_the_synthesized_outputs_of_one_run_read_alike_with_gpu_ordinals():
+    # tests/data/traces/synth_rocprofv3.py wrote one run three ways with the standard library only (a
+    # second implementation of the layout, not fingrav_native's writer): two CPU agents, then GPUs on
+    # KFD nodes 2 and 4 (logical 2 and 3), six dispatches on two streams. Synthesized, not recorded.
+    traces = [read_trace(os.path.join(SYNTH, f"7301_{name}")) for name in
+              ("kernel_trace.csv", "results.json", "results.db")]
+    first = traces[0]
+    assert len(first) == 6 and first.clock == "CLOCK_BOOTTIME" and first.origin_ns == 276_543_210_987_654
+    # In start order: node 2 is GPU 0 and node 4 GPU 1, never agent numbers.
+    assert first.device.tolist() == [0, 1, 0, 1, 0, 0] and first.device_numbering == "GPU ordinal"
+    assert first.stream.tolist() == [1, 2, 1, 2, 2, 1] and first.correlation.tolist() == [11, 13, 12, 15, 14, 16]
+    assert (first.executions["end_ns"] - first.executions["start_ns"]).astype(int).tolist() == [
+        48_000, 48_400, 4_160, 4_100, 1_224, 48_321]
+    assert sorted(set(first.signatures["name"].tolist()))[0] == "elementwise_add(float*, float const*, int)"
+    for kt in traces[1:]:
+        assert np.array_equal(kt.executions, first.executions) and np.array_equal(kt.signatures, first.signatures)
+        assert kt.device.tolist() == first.device.tolist() and kt.stream.tolist() == first.stream.tolist()
+        assert kt.correlation.tolist() == first.correlation.tolist() and kt.origin_ns == first.origin_ns
