@@ -70,6 +70,7 @@ def test_the_three_rocprofv3_formats_give_one_table_against_the_truth(loop, sess
         assert 3 * 86_400e9 < kt.origin_ns - int(loop.executions["start_ns"][0]) < 4 * 86_400e9
         tp = profile_trace(path, capture, min_executions=50)
         assert not tp.warnings and tp.alignment is not None and tp.alignment_applied
+        assert "a rocprofv3 kernel trace marks none" in str(tp)
         k = tp.kernels
         assert sorted(zip(k["name"].tolist(), k["grid"][:, 0].tolist())) == [("gemm", 32), ("gemm", 128),
                                                                             ("gemv", 64)]
