@@ -707,7 +707,7 @@ def _device_of(kt: KernelTrace, device: Optional[int]) -> int:
     if device is None:
         if len(devices) > 1:
             raise ValueError(f"device: the trace holds kernels of {what} {devices.tolist()}; say which one the "
-                             "power logs belong to (device=...; one capture per GPU)")
+                             "power logs belong to (device=N, fingrav trace --device N; one capture per GPU)")
         return int(devices[0])
     if int(device) not in devices.tolist():
         raise ValueError(f"device={device!r}: the trace holds kernels of {what} {devices.tolist()}")
