@@ -56,6 +56,26 @@ def make_brackets(seconds: float, *, every_s: float = 0.5, per: int = 8, seed: i
     return np.array(rows, dtype=np.int64)
 
 
+B0 = 270_000_123_456_789               # CLOCK_BOOTTIME then: 3 days up, 2.7 of them suspended at times
+
+
+def boot_brackets(seconds: float, *, suspend_at: int | None = None, suspend_ns: int = 0,
+                  seed: int = 5) -> np.ndarray:
+    """Bursts of CLOCK_BOOTTIME brackets; it runs with realtime's slew, and jumps by a suspend (the raw clock stops)."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for b in range(int(seconds / 0.5) + 1):
+        for i in range(8):
+            mb = M0 + int(b * 0.5e9) + i * 500  # one read after another: brackets never overlap
+            w = int(rng.integers(100, 400))
+            read = mb + int(rng.integers(0, w + 1))
+            boot = B0 + ((read - M0) * (1_000_000 + DRIFT_PPM_NUM)) // 1_000_000
+            if suspend_at is not None and read >= suspend_at:
+                boot += suspend_ns
+            rows.append((mb, boot, mb + w))
+    return np.array(rows, dtype=np.int64)
+
+
 def queries(seconds: float, n: int = 500, seed: int = 1) -> np.ndarray:
     rng = np.random.default_rng(seed)
     return M0 + rng.integers(0, int(seconds * 1e9), n).astype(np.int64)
@@ -316,6 +336,101 @@ def test_logger_maps_by_clock_domain():
         few.logger_map()
 
 
+def test_captures_bracket_boottime_and_monotonic_and_old_files_still_load(tmp_path):
+    # Issue 28, item 9: a capture bracketed only CLOCK_REALTIME, so a rocprofv3 trace (CLOCK_BOOTTIME)
+    # could not be matched with it. Format version 2 brackets CLOCK_BOOTTIME and CLOCK_MONOTONIC too.
+    c, true_host = synthetic_capture(clock_domain="host-monotonic-raw", tick_ns=1.0)
+    boot = boot_brackets(0.6)
+    mono = boot.copy()
+    mono[:, 1] -= 7_200_000_000_000  # two hours suspended before: CLOCK_MONOTONIC = BOOTTIME - that
+    c2 = PowerCapture(samples=c.samples, epoch_brackets=c.epoch_brackets, source=c.source, sensor=None,
+                      period_ns=1000, stats={}, meta={}, clock_brackets={"CLOCK_BOOTTIME": boot, "CLOCK_MONOTONIC": mono})
+    back = load_capture(c2.save(tmp_path / "v2.npz"))
+    assert back.clocks == ("CLOCK_REALTIME", "CLOCK_BOOTTIME", "CLOCK_MONOTONIC")
+    assert all(np.array_equal(back.clock_brackets[k], v) for k, v in c2.clock_brackets.items())
+    with np.load(tmp_path / "v2.npz", allow_pickle=False) as z:
+        assert json.loads(str(z["header"][()]))["clocks"] == list(back.clocks)
+    # Each map lands on its own clock: exact ints, within the brackets' half widths.
+    want = B0 + ((true_host - M0) * (1_000_000 + DRIFT_PPM_NUM)) // 1_000_000
+    for clock, shift in (("CLOCK_BOOTTIME", 0), ("CLOCK_MONOTONIC", -7_200_000_000_000)):
+        m = back.logger_map(clock=clock)
+        assert m.clock == clock and np.abs(m.to_host_ns(c.samples["source_ts"]) - (want + shift)).max() < 250
+    off = back.clock_offsets()["CLOCK_BOOTTIME"]
+    assert abs(off["start_offset_ns"] - (B0 - M0)) <= off["start_bound_ns"] + 1
+    assert off["drift_ppm"] == pytest.approx(DRIFT_PPM_NUM, abs=1.0)
+    # A version 1 file (CLOCK_REALTIME only) loads as it did; asking it for CLOCK_BOOTTIME names the fix.
+    with np.load(tmp_path / "v2.npz", allow_pickle=False) as z:
+        header = json.loads(str(z["header"][()]))
+        samples, brackets = z["samples"], z["epoch_brackets"]
+    header.pop("clocks")
+    v1 = _write_npz(tmp_path / "v1.npz", samples=samples, epoch_brackets=brackets,
+                    header=np.array(json.dumps(dict(header, version=1, meta={"fingrav_native_version": "0.4.0"}))))
+    old = load_capture(v1)
+    assert old.clocks == ("CLOCK_REALTIME",) and old.clock_brackets == {}
+    assert old.logger_map().to_host_ns(int(samples["source_ts"][0])) == back.logger_map().to_host_ns(
+        int(samples["source_ts"][0]))
+    with pytest.raises(ValueError, match=r"brackets only CLOCK_REALTIME \(recorded by fingrav_native 0\.4\.0, "
+                                         r"before captures bracketed CLOCK_BOOTTIME\).*record the capture again"):
+        old.logger_map(clock="CLOCK_BOOTTIME")
+    with pytest.raises(ValueError, match=r"clock='CLOCK_TAI': must be one of CLOCK_REALTIME, CLOCK_BOOTTIME"):
+        back.clock_map("CLOCK_TAI")
+
+
+def test_a_version_2_header_and_its_clock_arrays_are_validated_by_name(tmp_path):
+    c, _ = synthetic_capture()
+    good = PowerCapture(samples=c.samples, epoch_brackets=c.epoch_brackets, source=c.source, sensor=None,
+                        period_ns=1000, stats={}, meta={}, clock_brackets={"CLOCK_BOOTTIME": boot_brackets(0.6)})
+    path = good.save(tmp_path / "good.npz")
+    with np.load(path, allow_pickle=False) as z:
+        arrays = {k: z[k] for k in z.files}
+    header = json.loads(str(arrays.pop("header")[()]))
+    cases = [({"clocks": ["CLOCK_BOOTTIME"]}, {}, r'the header field .clocks. is \["CLOCK_BOOTTIME"\]; expected'),
+             ({"clocks": None}, {}, r"the header field 'clocks' is None"),
+             ({"clocks": ["CLOCK_REALTIME", "CLOCK_TAI"]}, {},
+              r'the header field .clocks. is \["CLOCK_REALTIME", "CLOCK_TAI"\]; expected a list of distinct'),
+             ({"clocks": ["CLOCK_REALTIME", "CLOCK_MONOTONIC"]}, {},
+              r"the header lists CLOCK_MONOTONIC but the array 'monotonic_brackets' is missing"),
+             ({}, {"boottime_brackets": arrays["boottime_brackets"].astype(np.float64)},
+              r"the array 'boottime_brackets' must be \(n, 3\) int64"),
+             ({}, {"boottime_brackets": arrays["boottime_brackets"][:, ::-1].copy()},
+              r"clock_brackets\['CLOCK_BOOTTIME'\]: row 0 ends before it starts"),
+             ({}, {"boottime_brackets": arrays["boottime_brackets"][:2]},
+              r"clock_brackets\['CLOCK_BOOTTIME'\]: 2 brackets; a map needs at least 3")]
+    for i, (head, arr, message) in enumerate(cases):
+        bad = _write_npz(tmp_path / f"bad{i}.npz", **dict(arrays, **arr), header=np.array(json.dumps(dict(header, **head))))
+        with pytest.raises(CaptureFormatError, match=rf"bad{i}\.npz: {message}"):
+            load_capture(bad)
+    kw = dict(samples=c.samples, epoch_brackets=c.epoch_brackets, source=c.source, sensor=None, period_ns=1000,
+              stats={}, meta={})
+    with pytest.raises(ValueError, match=r"clock_brackets: unknown clock 'CLOCK_REALTIME'"):
+        PowerCapture(**kw, clock_brackets={"CLOCK_REALTIME": c.epoch_brackets})
+    with pytest.raises(ValueError, match=r"clock_brackets\['CLOCK_MONOTONIC'\]: must be an \(n, 3\) int64 array"):
+        PowerCapture(**kw, clock_brackets={"CLOCK_MONOTONIC": c.epoch_brackets[:, :2]})
+
+
+def test_a_suspend_is_a_boottime_step_and_boottime_stamped_logs_map_exactly():
+    # CLOCK_BOOTTIME counts the time the host was asleep, the raw clock does not: a step, found and named.
+    step_at = M0 + 1_000_000_000
+    with pytest.warns(ClockStepWarning, match=r"CLOCK_BOOTTIME stepped .*the host was suspended"):
+        m = fit_epoch_map(boot_brackets(2.0, suspend_at=step_at, suspend_ns=90_000_000_000), clock="CLOCK_BOOTTIME")
+    assert m.clock == "CLOCK_BOOTTIME" and len(m.steps) == 1
+    assert m.steps[0].size_ns == pytest.approx(90e9, abs=2_000)
+    # The amdgpu driver's gpu_metrics stamp (domain "boottime") is CLOCK_BOOTTIME: onto it, ticks x 1 ns.
+    c, true_host = synthetic_capture(clock_domain="host-monotonic-raw", tick_ns=1.0)
+    s = c.samples.copy()
+    s["source_ts"] = B0 + ((true_host - M0) * (1_000_000 + DRIFT_PPM_NUM)) // 1_000_000
+    bc = PowerCapture(samples=s, epoch_brackets=c.epoch_brackets, source=dict(c.source, clock_domain="boottime"),
+                      sensor=None, period_ns=1000, stats={}, meta={}, clock_brackets={"CLOCK_BOOTTIME": boot_brackets(0.6)})
+    lm = bc.logger_map(clock="CLOCK_BOOTTIME")
+    assert np.array_equal(lm.to_host_ns(s["source_ts"]), s["source_ts"]) and lm.error_bound_at(int(s["source_ts"][0])) == 1.0
+    # NVML stamps on CLOCK_REALTIME: placing its logs on CLOCK_BOOTTIME is refused, not guessed.
+    nv, _ = synthetic_capture(clock_domain="nvml-host-us", tick_ns=1000.0)
+    nv = PowerCapture(samples=nv.samples, epoch_brackets=nv.epoch_brackets, source=nv.source, sensor=None,
+                      period_ns=1000, stats={}, meta={}, clock_brackets={"CLOCK_BOOTTIME": boot_brackets(0.6)})
+    with pytest.raises(ValueError, match=r"'nvml-host-us' logger stamps its logs on CLOCK_REALTIME"):
+        nv.logger_map(clock="CLOCK_BOOTTIME")
+
+
 # --------------------------------------------------------------------------- the recorder, live
 
 
@@ -365,6 +480,18 @@ def test_live_capture_on_the_real_time_simulator(tmp_path):
     assert late.min() > 0 and np.median(late) < 200_000
     back = load_capture(tmp_path / "power.npz")
     assert np.array_equal(back.samples, s) and np.array_equal(back.epoch_brackets, b)
+    # CLOCK_BOOTTIME and CLOCK_MONOTONIC are bracketed in the same bursts, and the maps agree with the
+    # clocks read now (clock_gettime through Python: within a few us on a loaded VM).
+    assert back.clocks == ("CLOCK_REALTIME", "CLOCK_BOOTTIME", "CLOCK_MONOTONIC")
+    for clock, cid in (("CLOCK_BOOTTIME", time.CLOCK_BOOTTIME), ("CLOCK_MONOTONIC", time.CLOCK_MONOTONIC)):
+        kb = back.clock_brackets[clock]
+        assert len(kb) == len(b) and (kb[:, 2] >= kb[:, 0]).all()
+        raw0 = time.clock_gettime_ns(time.CLOCK_MONOTONIC_RAW)
+        now = time.clock_gettime_ns(cid)
+        raw1 = time.clock_gettime_ns(time.CLOCK_MONOTONIC_RAW)
+        mapped = back.clock_map(clock).to_host_ns((raw0 + raw1) // 2)
+        assert abs(mapped - now) < 200_000 + (raw1 - raw0), (clock, mapped - now)
+        assert c.meta["clock_offsets"][clock]["start_bound_ns"] < 1_000_000
 
 
 def test_an_exception_in_the_block_stops_everything_and_keeps_the_capture(tmp_path):

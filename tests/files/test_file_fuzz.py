@@ -43,8 +43,10 @@ from fingrav_native.files import (
     load_profile,
     read_kineto_trace,
     read_rocprof_kernel_trace,
+    read_trace,
     save_profile,
     write_kineto_trace,
+    write_rocprof_trace,
 )
 from fingrav_native.insitu import KernelTrace, TraceFormatError
 from fingrav_native.records import EXECUTION_DTYPE, EXECUTION_DTYPE_V1, LOI_DTYPE
@@ -156,7 +158,8 @@ def _capture() -> PowerCapture:
     s["total"] = 300.0 + np.arange(n) % 7
     mono = 1_000_000_000 + np.arange(20, dtype=np.int64) * 10_000_000
     brackets = np.stack([mono, EPOCH + mono + 50, mono + 100], axis=1).astype(np.int64)
-    return PowerCapture(samples=s, epoch_brackets=brackets,
+    boot = np.stack([mono, 270_000_000_000_000 + mono + 60, mono + 130], axis=1).astype(np.int64)
+    return PowerCapture(samples=s, epoch_brackets=brackets, clock_brackets={"CLOCK_BOOTTIME": boot},
                         source={"name": "test", "clock_domain": "sim-device", "tick_ns": 10.0,
                                 "native_period_ns": 1_000_000, "window_ns": 0, "channels": ["total"]},
                         sensor=SENSOR_PRESETS["amd-1ms-average"], period_ns=250_000,
@@ -273,6 +276,30 @@ def test_bit_flips_and_truncations_of_kineto_traces_are_refused_or_read(trace_fi
         path.write_bytes(data[:cut])
         with pytest.raises(TraceFormatError, match="flip.json"):
             read_kineto_trace(path)
+
+
+def test_bit_flips_and_truncations_of_rocprofv3_json_and_rocpd_are_refused_or_read(tmp_path):
+    n = 12
+    starts = [270_000_000_000_000 + 10_000 * i for i in range(n)]
+    kw = dict(names=[f"gemm_{i % 3}" for i in range(n)], grid=[(2048, 1, 1)] * n, block=[(256, 1, 1)] * n,
+              start_ns=starts, end_ns=[t + 4_000 for t in starts], device=[i % 2 for i in range(n)])
+    for fmt, name in (("json", "flip_results.json"), ("rocpd", "flip_results.db")):
+        good = write_rocprof_trace(tmp_path / f"good_{name}", output_format=fmt, **kw)
+        with open(good, "rb") as f:
+            data = f.read()
+        path = tmp_path / name
+        for pos, bit in _flips(data, 120, seed=28):
+            path.write_bytes(_flipped(data, pos, bit))
+            try:
+                assert isinstance(read_trace(path), KernelTrace)
+            except TraceFormatError as exc:
+                assert name in str(exc)
+        for cut in _cuts(data, 20, seed=29):
+            path.write_bytes(data[:cut])
+            try:
+                assert isinstance(read_trace(path), KernelTrace)  # a database cut after its last page
+            except TraceFormatError as exc:
+                assert name in str(exc)
 
 
 ROCPROF = (

@@ -371,17 +371,23 @@ def test_a_rocprofv3_kernel_trace_is_read_exactly(tmp_path) -> None:
     path = tmp_path / "1234_kernel_trace.csv"
     path.write_text(ROCPROF_CSV)
     t = read_rocprof_kernel_trace(path)
-    assert t.clock == "host-monotonic" and t.origin_ns == 172352210005122
+    # rocprofv3 stamps on CLOCK_BOOTTIME (rocprofiler-sdk's default_clock_id; ROCr's system clock).
+    assert t.clock == "CLOCK_BOOTTIME" and t.origin_ns == 172352210005122
     assert (t.executions["start_ns"].astype(np.int64) + t.origin_ns).tolist() == [172352210005122, 172352210061004,
                                                                                    172352210143326]
     assert (t.executions["end_ns"] - t.executions["start_ns"]).astype(np.int64).tolist() == [3565, 1682, 6009]
-    # One kernel name with two grids: two signatures; "Agent N" as the device.
+    # One kernel name with two grids: two signatures. Without agent_info.csv the agent numbers stay, and
+    # the trace says they are not GPU ordinals.
     assert t.signatures["grid"][:, 0].tolist() == [4096, 1024, 64] and t.device.tolist() == [2, 2, 3]
+    assert "not GPU ordinals" in t.device_numbering
     assert t.correlation.tolist() == [119662, 119670, 119696] and len(t.steps) == 0
-    # A capture maps onto the epoch clock: refused with the reason, not mis-placed.
-    loop = simulate_training_loop(30, seed=4, pause_every=0)
-    with pytest.raises(ValueError, match="host-monotonic clock"):
-        profile_trace(path, loop.capture(), device=2)
+    with pytest.raises(ValueError, match=r"device: the trace holds kernels of rocprofv3 agent numbers"):
+        profile_trace(t, simulate_training_loop(30, seed=4, pause_every=0).capture())
+    # With the agent table rocprofv3 writes beside it (two CPU agents first), the GPU ordinals.
+    (tmp_path / "1234_agent_info.csv").write_text('"Node_Id","Logical_Node_Id","Agent_Type"\n0,0,"CPU"\n1,1,"CPU"\n'
+                                                  '2,2,"GPU"\n3,3,"GPU"\n')
+    t = read_rocprof_kernel_trace(path)
+    assert t.device.tolist() == [0, 0, 1] and t.device_numbering == "GPU ordinal"
     bad = tmp_path / "bad.csv"
     bad.write_text(ROCPROF_CSV.replace("172352210062686", "soon"))
     with pytest.raises(TraceFormatError, match="row 0 has End_Timestamp='soon'"):

@@ -133,7 +133,7 @@ def trace_command(args: argparse.Namespace) -> int:
 
     try:
         tp = profile_trace(args.trace, load_capture(args.power), min_executions=args.min_executions,
-                           sensor=args.sensor)
+                           sensor=args.sensor, device=args.device)
     except ValueError as exc:
         # The data, not the command line: logs that miss the trace, a trace nothing in can be profiled.
         if str(exc).startswith(("samples:", "trace:")):
@@ -154,7 +154,11 @@ def trace_command(args: argparse.Namespace) -> int:
                 for k in ("count", "golden", "warmup", "duration_ns", "power_w", "energy_j",
                           "energy_half_width_j", "share")}}
             for r in tp.kernels]
+    # Without --device the trace held one GPU's kernels.
+    device = args.device if args.device is not None else int(np.unique(tp.trace.device)[0])
     doc = {"trace": os.path.abspath(args.trace), "power": os.path.abspath(args.power), "sensor": tp.sensor,
+           "trace_clock": tp.trace.clock, "device": device,
+           "device_numbering": tp.trace.device_numbering,
            "kernels": rows, "concurrent": tp.concurrent, "skipped": tp.skipped,
            "iterations": None if tp.summary is None else dataclasses.asdict(tp.summary)}
     path = os.path.join(args.out, "kernels.json")

@@ -171,18 +171,24 @@ def _add_trace_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]"
     """``fingrav trace``: per-kernel power of an application from its profiler trace and a capture."""
     trace = sub.add_parser(
         "trace",
-        help="per-kernel power and energy of an application from its torch.profiler trace and a power capture",
+        help="per-kernel power and energy of an application from its torch.profiler or rocprofv3 trace and a "
+             "power capture",
         description=(
-            "In-situ FinGraV: read a torch.profiler (Kineto) trace and the power logs a PowerRecorder "
-            "captured while it ran, profile every kernel signature (name, grid, block) over its own "
+            "In-situ FinGraV: read a torch.profiler (Kineto) trace or a rocprofv3 kernel trace (CSV, JSON or "
+            "rocpd) and the power logs a PowerRecorder captured while it ran, place the logs on the trace's "
+            "clock (CLOCK_REALTIME for torch.profiler, CLOCK_BOOTTIME for rocprofv3) through the capture's "
+            "bracketed clock reads, profile every kernel signature (name, grid, block) over its own "
             "executions, print the top-kernels table and the energy per iteration, and write a Perfetto "
             "trace with power counter tracks over the kernel slices, figures, and the table as JSON."
         ),
         epilog=("examples:\n  fingrav trace trace.json.gz --power power.npz --out insitu/\n"
-                "  fingrav trace trace.json.gz --power power.npz --top 6 --format pdf"),
+                "  fingrav trace trace.json.gz --power power.npz --top 6 --format pdf\n"
+                "  fingrav trace out/host/4242_results.db --power power.npz --device 0"),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    trace.add_argument("trace", help="a torch.profiler Chrome trace (.json or .json.gz)")
+    trace.add_argument("trace", help="a torch.profiler Chrome trace (.json or .json.gz), or what rocprofv3 "
+                                     "--kernel-trace wrote: <pid>_kernel_trace.csv, <pid>_results.json or "
+                                     "<pid>_results.db (rocpd)")
     trace.add_argument("--power", required=True, metavar="CAPTURE",
                        help="the power capture recorded beside it (PowerRecorder's .npz)")
     trace.add_argument("--out", default="fingrav-trace", metavar="DIR",
@@ -193,6 +199,9 @@ def _add_trace_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]"
     trace.add_argument("--min-executions", type=MIN_EXECUTIONS, default=20,
                        help=f"signatures with fewer executions are listed as not profiled, {MIN_EXECUTIONS} "
                             "(default 20)")
+    trace.add_argument("--device", type=DEVICE, default=None, metavar="N",
+                       help=f"the GPU the capture recorded (its ordinal, as amd:N / nvidia:N), {DEVICE}; needed "
+                            "when the trace holds kernels of several GPUs")
     trace.add_argument("--sensor", default=None, metavar="PRESET",
                        help="what each log measures, if not the capture's own sensor model (a preset name)")
 

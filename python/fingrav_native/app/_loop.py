@@ -6,8 +6,10 @@ against the free-running power logger (paper Section IV-A). This module
 runs such a loop on :class:`~fingrav_native.sim.SimGPU` and writes
 what a real session leaves behind: a torch.profiler (Kineto) Chrome trace on
 the Unix-epoch clock (kernels, their launches, ``ProfilerStep#N``
-iterations) and the power logs stamped in the logger's own clock, with the
-brackets that tie the host's monotonic clock to the epoch clock. The
+iterations), or the rocprofv3 kernel trace of the same run on CLOCK_BOOTTIME
+(CSV, JSON or rocpd), and the power logs stamped in the logger's own clock,
+with the brackets that tie the host's raw monotonic clock to the epoch clock,
+CLOCK_BOOTTIME and CLOCK_MONOTONIC. The
 simulator knows the truth of every execution, so every in-situ method is
 scored against it.
 
@@ -31,11 +33,21 @@ import numpy as np
 from fingrav_native._core import SAMPLE_DTYPE
 from fingrav_native.files._capture import PowerCapture
 from fingrav_native.files._kineto import write_kineto_trace
+from fingrav_native.files._rocprof_write import write_rocprof_trace
 from fingrav_native.sensors._model import SensorModel
 from fingrav_native.sim._device import SimGPU
 
 #: An epoch time (ns) for the simulator's host zero: late 2025, where a float64 resolves only 256 ns.
 SIM_EPOCH_NS = 1_763_900_000_123_456_789
+
+
+#: CLOCK_BOOTTIME at the simulator's host zero: a host up for 3 days 4 h 17 min (far from the epoch
+#: clock, and from the raw clock).
+SIM_BOOT_NS = 274_632_345_678_901
+
+
+#: How long the simulated host was suspended before the run: CLOCK_BOOTTIME - CLOCK_MONOTONIC.
+SIM_SUSPENDED_NS = 2_823_250_000_000
 
 
 @dataclass(frozen=True)
@@ -87,6 +99,14 @@ class SimTrainingLoop:
         Epoch minus host time at host zero; the epoch clock also drifts
         against the host by ``epoch_slew_ppm`` (NTP slewing).
     epoch_slew_ppm : float
+        NTP's slew, which CLOCK_BOOTTIME and CLOCK_MONOTONIC follow too.
+    boot_offset_ns : int
+        CLOCK_BOOTTIME minus host time at host zero.
+    suspended_ns : int
+        CLOCK_BOOTTIME minus CLOCK_MONOTONIC (time spent suspended).
+    clock_brackets : dict of str to numpy.ndarray
+        Bracketed reads of CLOCK_BOOTTIME and CLOCK_MONOTONIC, in the bursts
+        of ``epoch_brackets``.
     """
 
     gpu: SimGPU
@@ -98,12 +118,28 @@ class SimTrainingLoop:
     epoch_offset_ns: int
     epoch_slew_ppm: float
     meta: dict[str, Any] = field(default_factory=dict)
+    boot_offset_ns: int = SIM_BOOT_NS
+    suspended_ns: int = SIM_SUSPENDED_NS
+    clock_brackets: dict[str, np.ndarray] = field(default_factory=dict)
 
     def to_epoch(self, host_ns: Any) -> np.ndarray:
         """The true epoch time (int64 ns) at host times (exact integer arithmetic)."""
+        return self.to_clock(host_ns, "CLOCK_REALTIME")
+
+    def to_clock(self, host_ns: Any, clock: str) -> np.ndarray:
+        """The true time (int64 ns) of host clock ``clock`` at host times (exact integer arithmetic).
+
+        ``clock`` is ``"CLOCK_REALTIME"``, ``"CLOCK_BOOTTIME"`` or
+        ``"CLOCK_MONOTONIC"``: each the host time plus its offset, slewed
+        alike by NTP.
+        """
+        offsets = {"CLOCK_REALTIME": self.epoch_offset_ns, "CLOCK_BOOTTIME": self.boot_offset_ns,
+                   "CLOCK_MONOTONIC": self.boot_offset_ns - self.suspended_ns}
+        if clock not in offsets:
+            raise ValueError(f"clock={clock!r}: must be one of {', '.join(offsets)}")
         h = np.asarray(host_ns, dtype=np.int64)
         # The slew term is small (ppm x seconds): float64 is exact enough there; the large part stays int64.
-        return h + self.epoch_offset_ns + np.rint(self.epoch_slew_ppm * 1e-6 * h.astype(np.float64)).astype(np.int64)
+        return h + offsets[clock] + np.rint(self.epoch_slew_ppm * 1e-6 * h.astype(np.float64)).astype(np.int64)
 
     def samples(self) -> np.ndarray:
         """The power logs as a sampler drained them (SAMPLE_DTYPE: ``source_ts`` in the logger's clock)."""
@@ -125,12 +161,35 @@ class SimTrainingLoop:
                                   base_time_ns=int(self.to_epoch(np.array([0]))[0]) // 1_000_000_000 * 1_000_000_000,
                                   launch_ns=launch, steps=self.to_epoch(self.iterations))
 
+    def write_rocprof_trace(self, path: Union[str, os.PathLike[str]], output_format: str = "csv") -> str:
+        """Write the loop as ``rocprofv3 --kernel-trace`` would (CLOCK_BOOTTIME, exact ns): CSV, JSON or rocpd.
+
+        Parameters
+        ----------
+        path : str or path-like
+            ``<prefix>kernel_trace.csv`` (its ``agent_info.csv`` beside it),
+            or the ``.json`` / ``.db`` file.
+        output_format : {"csv", "json", "rocpd"}
+
+        Returns
+        -------
+        str
+            The path written (:func:`~fingrav_native.files.write_rocprof_trace`;
+            the GPU is ordinal 0 behind two CPU agents, so agent 2).
+        """
+        ex = self.executions
+        k = [self.kernels[i] for i in self.signature]
+        return write_rocprof_trace(path, [x.name for x in k], [x.grid for x in k], [x.block for x in k],
+                                   self.to_clock(ex["start_ns"], "CLOCK_BOOTTIME"),
+                                   self.to_clock(ex["end_ns"], "CLOCK_BOOTTIME"), output_format=output_format)
+
     def capture(self) -> PowerCapture:
         """The power logs as a :class:`~fingrav_native.app.PowerRecorder` would have saved them.
 
         The logs are stamped in the logger's own clock (``source_ts``), seen
         by the sampler at host (monotonic) times; the epoch brackets tie the
-        host clock to the trace's epoch clock, drift included.
+        host clock to the trace's epoch clock, drift included, and the
+        CLOCK_BOOTTIME and CLOCK_MONOTONIC brackets to those clocks.
         """
         p = self.gpu.params
         own = bool(p.get("logger_own_clock", 0.0))
@@ -145,7 +204,8 @@ class SimTrainingLoop:
             stats={"drops": 0, "source_missed": 0},
             meta={"device": "simulated GPU (virtual time)", "hostname": "simulator", "pid": 0,
                   "started_epoch_ns": int(self.to_epoch(np.array([0]))[0]),
-                  "stopped_epoch_ns": int(self.to_epoch(np.array([self.gpu.now()]))[0]), **self.meta})
+                  "stopped_epoch_ns": int(self.to_epoch(np.array([self.gpu.now()]))[0]), **self.meta},
+            clock_brackets={c: np.ascontiguousarray(b, dtype=np.int64) for c, b in self.clock_brackets.items()})
 
     def save(self, folder: Union[str, os.PathLike[str]]) -> tuple[str, str]:
         """Write ``trace.json.gz`` and ``power.npz`` into ``folder`` (what a recorded session leaves)."""
@@ -254,13 +314,16 @@ def simulate_training_loop(
                            epoch_brackets=np.empty((0, 3), dtype=np.int64), epoch_offset_ns=SIM_EPOCH_NS,
                            epoch_slew_ppm=float(epoch_slew_ppm),
                            meta={"seed": seed, "iterations": iterations, "sensor": gpu.sensor.name})
-    # Bracketed reads of the epoch clock, as a recorder takes them: a read between two monotonic reads.
+    # Bracketed reads of each host clock, as a recorder takes them: a read between two raw monotonic reads.
     t = np.arange(0, gpu.now() + brackets_every_ns, brackets_every_ns, dtype=np.int64)
     t = np.repeat(t, 8) + np.tile(np.arange(8, dtype=np.int64) * 1_000, len(t))
-    d1 = rng.integers(20, 120, len(t))
-    d2 = rng.integers(20, 120, len(t))
-    wide = rng.random(len(t)) < 0.05  # a read preempted now and then
-    d2[wide] += rng.integers(2_000, 20_000, int(wide.sum()))
-    brackets = np.stack([t, loop.to_epoch(t + d1), t + d1 + d2], axis=1)
-    object.__setattr__(loop, "epoch_brackets", brackets)
+    brackets = {}
+    for clock in ("CLOCK_REALTIME", "CLOCK_BOOTTIME", "CLOCK_MONOTONIC"):
+        d1 = rng.integers(20, 120, len(t))
+        d2 = rng.integers(20, 120, len(t))
+        wide = rng.random(len(t)) < 0.05  # a read preempted now and then
+        d2[wide] += rng.integers(2_000, 20_000, int(wide.sum()))
+        brackets[clock] = np.stack([t, loop.to_clock(t + d1, clock), t + d1 + d2], axis=1)
+    object.__setattr__(loop, "epoch_brackets", brackets.pop("CLOCK_REALTIME"))
+    object.__setattr__(loop, "clock_brackets", brackets)
     return loop

@@ -21,7 +21,14 @@ from fingrav_native._version import __version__
 from fingrav_native.app._open import resolve_device
 from fingrav_native.clocks._epoch import HOST_CLOCK
 from fingrav_native.clocks._maps import MIN_BRACKETS
-from fingrav_native.files._capture import HOST_CLOCK_DOMAINS, REALTIME_CLOCK_DOMAINS, PowerCapture, source_dict
+from fingrav_native.files._capture import (
+    HOST_CLOCK_DOMAINS,
+    OTHER_CLOCK_MEMBERS,
+    REALTIME_CLOCK_DOMAINS,
+    PowerCapture,
+    clock_offsets,
+    source_dict,
+)
 
 # The most irrational fraction: polls at (4 + it) per logger period sweep
 # the logs' phase evenly (a low-discrepancy sequence) instead of locking to it.
@@ -35,6 +42,24 @@ def _default_period_ns(info: _core.SourceInfo) -> int:
     native = int(info.native_period_ns)
     period = native / (4.0 + _GOLDEN_FRACTION) if native > 0 else 1e6 * _GOLDEN_FRACTION
     return int(min(max(round(period), _core.MIN_PERIOD_NS), 1_000_000))
+
+
+def _read_clock_brackets(clock: str, n: int) -> np.ndarray:
+    """``n`` reads of host clock ``clock``, each between two reads of the sampler's CLOCK_MONOTONIC_RAW.
+
+    ``time.clock_gettime_ns`` calls clock_gettime(2) on the same clocks the
+    native sampler reads (csrc/fingrav/host_clock.hpp): a bracket is a few
+    hundred ns wide here against ~50 ns from C++, and the map keeps the
+    tightest, far below a kernel trace's microseconds.
+    """
+    clock_id = {"CLOCK_BOOTTIME": time.CLOCK_BOOTTIME, "CLOCK_MONOTONIC": time.CLOCK_MONOTONIC}[clock]
+    raw, get = time.CLOCK_MONOTONIC_RAW, time.clock_gettime_ns
+    rows = []
+    for _ in range(n):
+        before = get(raw)
+        read = get(clock_id)
+        rows.append((before, read, get(raw)))
+    return np.array(rows, dtype=np.int64).reshape(n, 3)
 
 
 def _measured_period_ns(samples: np.ndarray, tick_ns: float) -> float:
@@ -52,8 +77,10 @@ class PowerRecorder:
     :class:`~fingrav_native.Sampler` thread polls the device's power source
     into a lock-free ring, and one Python thread wakes every
     ``brackets_every_s`` to drain the ring (so a capture of hours never
-    overflows it) and take a burst of epoch brackets (so the map onto the
-    trace's CLOCK_REALTIME follows NTP's drift). On exit the capture is
+    overflows it) and take a burst of brackets of every host clock a trace
+    may stamp on (CLOCK_REALTIME for torch.profiler, CLOCK_BOOTTIME for
+    rocprofv3, CLOCK_MONOTONIC), so the map onto the trace's clock follows
+    NTP's drift. On exit the capture is
     built (:attr:`capture`) and, given a ``path``, saved. An exception in
     the ``with`` block still stops both threads and saves what was recorded
     (the block's exception is the one raised); a failure of the sampler
@@ -166,6 +193,8 @@ class PowerRecorder:
         self._stop = threading.Event()
         self._chunks: list[np.ndarray] = []
         self._brackets: list[np.ndarray] = []
+        # The other host clocks traces stamp on (rocprofv3: CLOCK_BOOTTIME), bracketed in the same bursts.
+        self._clock_brackets: dict[str, list[np.ndarray]] = {c: [] for c in OTHER_CLOCK_MEMBERS}
         self._error: Optional[BaseException] = None
         self._drains = 0
         self._thread_cpu_ns = 0
@@ -209,6 +238,8 @@ class PowerRecorder:
     # ------------------------------------------------------------------ recording
     def _burst(self, n: int) -> None:
         self._brackets.append(_core.read_epoch_brackets(n))
+        for clock, reads in self._clock_brackets.items():
+            reads.append(_read_clock_brackets(clock, n))
 
     def _loop(self) -> None:
         cpu0 = time.thread_time_ns()
@@ -297,6 +328,7 @@ class PowerRecorder:
             raise RuntimeError(f"PowerRecorder: kept {len(samples)} samples but the sampler drained "
                                f"{stats['drained']}; a sample was lost between ring and capture")
         brackets = np.concatenate(self._brackets).astype(np.int64, copy=False)
+        others = {c: np.concatenate(b).astype(np.int64, copy=False) for c, b in self._clock_brackets.items()}
         stats.update(drain_thread_cpu_ns=int(self._thread_cpu_ns), drains=int(self._drains),
                      epoch_bracket_reads=int(brackets.shape[0]), capacity=self._capacity,
                      brackets_every_s=self._every_s)
@@ -320,11 +352,13 @@ class PowerRecorder:
             "fingrav_native_version": __version__,
             "python": sys.version.split()[0],
             "host_clock": HOST_CLOCK,
+            # Each clock minus the host clock at the start and the end (tightest brackets), for reading.
+            "clock_offsets": clock_offsets({"CLOCK_REALTIME": brackets, **others}),
         }
         if self._trace_path is not None:
             meta["trace"] = os.path.basename(self._trace_path)
         return PowerCapture(samples=samples, epoch_brackets=brackets, source=source, sensor=sensor,
-                            period_ns=self._period_ns, stats=stats, meta=meta)
+                            period_ns=self._period_ns, stats=stats, meta=meta, clock_brackets=others)
 
     # ------------------------------------------------------------------ traces
     def attach(self, prof: Any, path: Optional[Union[str, os.PathLike[str]]] = None) -> str:

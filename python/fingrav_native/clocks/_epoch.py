@@ -1,7 +1,13 @@
 """The epoch map: the host clock (CLOCK_MONOTONIC_RAW) onto the Unix epoch (CLOCK_REALTIME), with its steps.
 
 An application's tracer stamps on CLOCK_REALTIME and the sampler on the host clock; the epoch
-map, fitted on bracketed reads of the two as the device clock maps are, joins them.
+map, fitted on bracketed reads of the two as the device clock maps are, joins them. The same
+fit maps the host clock onto the other host clocks a tracer may stamp on (:data:`BRACKETED_CLOCKS`):
+rocprofv3 stamps on CLOCK_BOOTTIME (rocprofiler-sdk ``source/lib/common/utility.hpp``:
+``default_clock_id = CLOCK_BOOTTIME``), and CLOCK_MONOTONIC is the other steady clock tools use.
+Both are slewed by NTP as CLOCK_REALTIME is, and CLOCK_BOOTTIME also counts the time the host
+spent suspended, which the raw clock does not: a suspend during a capture is a step of
+CLOCK_BOOTTIME against the raw clock, found and handled as a realtime step is.
 """
 
 from __future__ import annotations
@@ -48,7 +54,11 @@ _Fit = Union[ClockMap, PiecewiseClockMap]
 
 
 class ClockStepWarning(UserWarning):
-    """CLOCK_REALTIME stepped (NTP step, settimeofday, a VM resumed) while power was captured.
+    """A bracketed clock stepped against the host clock while power was captured.
+
+    CLOCK_REALTIME steps with an NTP step, settimeofday or a resumed VM;
+    CLOCK_BOOTTIME with a suspend (it counts the time asleep, the raw host
+    clock does not).
 
     The epoch map is then fitted on each side of the step separately (see
     :func:`fit_epoch_map`); times inside the step's gap carry its size in
@@ -58,7 +68,7 @@ class ClockStepWarning(UserWarning):
 
 @dataclass(frozen=True)
 class ClockStep:
-    """One CLOCK_REALTIME step found in epoch brackets.
+    """One step of a bracketed clock (CLOCK_REALTIME, CLOCK_BOOTTIME, ...) found in its brackets.
 
     Attributes
     ----------
@@ -66,7 +76,7 @@ class ClockStep:
         Host time (CLOCK_MONOTONIC_RAW) of the last read before the step and
         the first read after it: the step happened in between.
     size_ns : float
-        How far realtime jumped, net of its drift (positive: forward).
+        How far the clock jumped, net of its drift (positive: forward).
     unused_brackets : int
         Brackets inside the gap, on neither side for sure, left out of the fit.
     """
@@ -137,7 +147,7 @@ def _eval_segment(seg: _Segment, base: np.ndarray, delta: np.ndarray, origin: in
 
 
 class EpochMap:
-    """A clock map from some clock's ticks onto Unix-epoch (CLOCK_REALTIME) nanoseconds.
+    """A clock map from some clock's ticks onto Unix-epoch (CLOCK_REALTIME) nanoseconds, or another host clock's.
 
     Made by :func:`fit_epoch_map` (the host clock, CLOCK_MONOTONIC_RAW, from
     epoch brackets) or by :meth:`PowerCapture.logger_map` (a power logger's
@@ -152,16 +162,20 @@ class EpochMap:
 
     Attributes
     ----------
+    clock : str
+        The clock it maps onto: ``"CLOCK_REALTIME"`` (the Unix epoch, the
+        default), ``"CLOCK_BOOTTIME"`` or ``"CLOCK_MONOTONIC"``
+        (:data:`BRACKETED_CLOCKS`). "Epoch" below means this clock.
     clock_domain : str
         What the ticks are: ``"CLOCK_MONOTONIC_RAW"``, or a power source's
         clock domain (``"sim-device"``, ``"nvml-host-us"``, ...).
     tick_ns : float
         Nominal length of one tick, ns.
     offset_ns : int
-        ``CLOCK_REALTIME - CLOCK_MONOTONIC_RAW`` at the centre of the
-        brackets (of the first segment when realtime stepped), ns.
+        ``clock - CLOCK_MONOTONIC_RAW`` at the centre of the
+        brackets (of the first segment when the clock stepped), ns.
     drift_ppm : float
-        How fast CLOCK_REALTIME runs against CLOCK_MONOTONIC_RAW, ppm
+        How fast ``clock`` runs against CLOCK_MONOTONIC_RAW, ppm
         (positive: realtime runs fast; NTP's slew plus the raw clock's
         crystal error), over the first segment.
     residual_spread_ns : float
@@ -170,7 +184,7 @@ class EpochMap:
     n_brackets : int
         Epoch brackets the map was fitted from (all given).
     steps : tuple of ClockStep
-        CLOCK_REALTIME steps found (empty normally).
+        Steps of ``clock`` found (empty normally).
     logger : ClockMap or None
         For a logger map: the logger ticks -> host clock map composed with
         the epoch map (None for the host clock itself and for sources that
@@ -191,6 +205,7 @@ class EpochMap:
         steps: tuple[ClockStep, ...],
         logger: Optional[ClockMap] = None,
         constant_bound_ns: Optional[float] = None,
+        clock: str = "CLOCK_REALTIME",
     ) -> None:
         if not segments:
             raise ValueError("segments: an epoch map needs at least one segment")
@@ -207,9 +222,10 @@ class EpochMap:
         self.steps = tuple(steps)
         self.logger = logger
         self._constant_bound = constant_bound_ns
+        self.clock = str(clock)
 
     def __repr__(self) -> str:
-        return (f"EpochMap(clock_domain={self.clock_domain!r}, offset_ns={self.offset_ns}, "
+        return (f"EpochMap(clock={self.clock!r}, clock_domain={self.clock_domain!r}, offset_ns={self.offset_ns}, "
                 f"drift_ppm={self.drift_ppm:.3f}, residual_spread_ns={self.residual_spread_ns:.0f}, "
                 f"n_brackets={self.n_brackets}, steps={len(self.steps)})")
 
@@ -334,14 +350,13 @@ class EpochMap:
         return float(out[0]) if scalar else out
 
 
-def _int_brackets(brackets: npt.ArrayLike, name: str) -> np.ndarray:
+def _int_brackets(brackets: npt.ArrayLike, name: str, clock: str = "CLOCK_REALTIME") -> np.ndarray:
     arr = np.asarray(brackets)
+    cols = f"(mono_raw_before_ns, {clock} ns, mono_raw_after_ns)"
     if arr.dtype == object or not np.issubdtype(arr.dtype, np.integer):
-        raise ValueError(f"{name}: must be an int64 array of (mono_raw_before_ns, realtime_ns, mono_raw_after_ns); "
-                         f"got dtype {arr.dtype}")
+        raise ValueError(f"{name}: must be an int64 array of {cols}; got dtype {arr.dtype}")
     if arr.ndim != 2 or arr.shape[1] != 3:
-        raise ValueError(f"{name}: expected shape (n, 3) of (mono_raw_before_ns, realtime_ns, mono_raw_after_ns); "
-                         f"got {arr.shape}")
+        raise ValueError(f"{name}: expected shape (n, 3) of {cols}; got {arr.shape}")
     return arr.astype(np.int64)
 
 
@@ -420,23 +435,28 @@ def _fit_segment(seg: np.ndarray) -> tuple[_Fit, float]:
                          min_reads=max(3, min(n, MIN_BRACKETS))), 0.0
 
 
-def fit_epoch_map(brackets: npt.ArrayLike, *, step_threshold_ns: float = 20_000.0) -> EpochMap:
-    """Fit the map from the host clock (CLOCK_MONOTONIC_RAW) onto the Unix epoch (CLOCK_REALTIME).
+def fit_epoch_map(brackets: npt.ArrayLike, *, step_threshold_ns: float = 20_000.0,
+                  clock: str = "CLOCK_REALTIME") -> EpochMap:
+    """Fit the map from the host clock (CLOCK_MONOTONIC_RAW) onto the Unix epoch (CLOCK_REALTIME) or another clock.
 
     Parameters
     ----------
     brackets : (n, 3) int64 array_like
         Rows ``(mono_raw_before_ns, realtime_ns, mono_raw_after_ns)`` from
-        ``_core.read_epoch_brackets``, any order, at least 3.
+        ``_core.read_epoch_brackets``, any order, at least 3 (for another
+        ``clock``, that clock's read in the middle column).
     step_threshold_ns : float
         A change of the realtime offset beyond the brackets' widths, the
         drift and this much is a CLOCK_REALTIME step (default 20 us: NTP
         steps are 128 ms or more, settimeofday anything; slews are rates).
+    clock : str
+        The clock read between the host reads (:data:`BRACKETED_CLOCKS`):
+        what the map maps onto, and what its messages name.
 
     Returns
     -------
     EpochMap
-        ``to_host(mono_ns)`` gives epoch ns.
+        ``to_host(mono_ns)`` gives epoch ns (``clock`` ns).
 
     Raises
     ------
@@ -448,8 +468,8 @@ def fit_epoch_map(brackets: npt.ArrayLike, *, step_threshold_ns: float = 20_000.
     Warns
     -----
     ClockStepWarning
-        CLOCK_REALTIME stepped, or wandered beyond ``step_threshold_ns``
-        from a smooth fit (a fast slew).
+        ``clock`` stepped (CLOCK_BOOTTIME: the host was suspended), or
+        wandered beyond ``step_threshold_ns`` from a smooth fit (a fast slew).
 
     Notes
     -----
@@ -481,7 +501,9 @@ def fit_epoch_map(brackets: npt.ArrayLike, *, step_threshold_ns: float = 20_000.
     that gap the bound includes the step's size.
     """
     threshold = positive_number(step_threshold_ns, "step_threshold_ns")
-    arr = _sorted_epoch_brackets(brackets)
+    if clock not in BRACKETED_CLOCKS:
+        raise ValueError(f"clock={clock!r}: must be one of {', '.join(BRACKETED_CLOCKS)}")
+    arr = _sorted_epoch_brackets(brackets, clock)
     n = arr.shape[0]
     gaps, rate = _find_steps(arr, threshold)
 
@@ -489,7 +511,7 @@ def fit_epoch_map(brackets: npt.ArrayLike, *, step_threshold_ns: float = 20_000.
     runs, steps = _split_at_steps(arr, gaps, rate)
     short = [k for k, r in enumerate(runs) if r.shape[0] < 3]
     if len(short) == len(runs):
-        raise ValueError(f"brackets: CLOCK_REALTIME stepped {len(steps)} time(s) and no stretch between steps "
+        raise ValueError(f"brackets: {clock} stepped {len(steps)} time(s) and no stretch between steps "
                          "holds 3 brackets to fit; record brackets more often (brackets_per_read)")
 
     # Step 2: a fit per run.
@@ -520,7 +542,7 @@ def fit_epoch_map(brackets: npt.ArrayLike, *, step_threshold_ns: float = 20_000.
     total_span = float(first.x[-1] - first.x[0])
     drift = ((float(first.y[-1] - first.y[0]) + float(first.yf[-1] - first.yf[0])) / total_span - 1.0) * 1e6
     unused = sum(s.unused_brackets for s in steps) + sum(runs[k].shape[0] for k in short)
-    _warn_of_steps(steps, unused, residual_worst, threshold)
+    _warn_of_steps(steps, unused, residual_worst, threshold, clock)
     return EpochMap(
         clock_domain=HOST_CLOCK,
         tick_ns=1.0,
@@ -531,15 +553,16 @@ def fit_epoch_map(brackets: npt.ArrayLike, *, step_threshold_ns: float = 20_000.
         residual_spread_ns=max(spreads) if spreads else 0.0,
         n_brackets=n,
         steps=tuple(steps),
+        clock=clock,
     )
 
 
-def _sorted_epoch_brackets(brackets: npt.ArrayLike) -> np.ndarray:
+def _sorted_epoch_brackets(brackets: npt.ArrayLike, clock: str = "CLOCK_REALTIME") -> np.ndarray:
     """Epoch brackets checked (at least 3, no negative width) and sorted by host time."""
-    arr = _int_brackets(brackets, "brackets")
+    arr = _int_brackets(brackets, "brackets", clock)
     n = arr.shape[0]
     if n < 3:
-        raise ValueError(f"brackets: {n} epoch brackets given; at least 3 are needed")
+        raise ValueError(f"brackets: {n} {clock} brackets given; at least 3 are needed")
     bad = np.flatnonzero(arr[:, 2] < arr[:, 0])
     if bad.size:
         i = int(bad[0])
@@ -611,20 +634,22 @@ def _segment_residuals(seg: _Segment, run: np.ndarray) -> tuple[float, float]:
     return spread, worst
 
 
-def _warn_of_steps(steps: list[ClockStep], unused: int, residual_worst: float, threshold: float) -> None:
-    """ClockStepWarning when CLOCK_REALTIME stepped, or wandered beyond the threshold from a smooth fit."""
+def _warn_of_steps(steps: list[ClockStep], unused: int, residual_worst: float, threshold: float,
+                   clock: str = "CLOCK_REALTIME") -> None:
+    """ClockStepWarning when ``clock`` stepped, or wandered beyond the threshold from a smooth fit."""
     # stacklevel 3: the warning names the caller of fit_epoch_map, not this helper.
     if steps:
         where = "; ".join(f"{s.size_ns / 1e3:+.3f} us between host times {s.before_mono_ns} and {s.after_mono_ns} ns"
                           for s in steps)
         warnings.warn(
-            f"CLOCK_REALTIME stepped during the capture ({where}): the epoch map is fitted on each side "
-            f"separately, so times map to the realtime a tracer read at that moment; {unused} bracket(s) "
+            f"{clock} stepped during the capture ({where}{'; the host was suspended' if clock == 'CLOCK_BOOTTIME' else ''}"
+            f"): the map onto it is fitted on each side separately, so times map to what a tracer read at that "
+            f"moment; {unused} bracket(s) "
             "inside the gaps were not used, and times there carry the step in their error bound",
             ClockStepWarning, stacklevel=3)
     elif residual_worst > threshold:
         warnings.warn(
-            f"CLOCK_REALTIME wandered {residual_worst / 1e3:.3f} us from a smooth fit of its offset "
+            f"{clock} wandered {residual_worst / 1e3:.3f} us from a smooth fit of its offset "
             f"(step_threshold_ns={threshold:g}): a small step or a fast NTP slew; the map's error is that large "
             "near it", ClockStepWarning, stacklevel=3)
 
@@ -667,7 +692,7 @@ def compose_logger_map(epoch: EpochMap, logger: ClockMap, clock_domain: str, tic
     return EpochMap(clock_domain=clock_domain, tick_ns=tick_ns, segments=segs, bounds=bounds,
                     offset_ns=epoch.offset_ns, drift_ppm=epoch.drift_ppm,
                     residual_spread_ns=epoch.residual_spread_ns, n_brackets=epoch.n_brackets, steps=epoch.steps,
-                    logger=logger)
+                    logger=logger, clock=epoch.clock)
 
 
 def realtime_stamped_map(epoch: EpochMap, ticks: np.ndarray, clock_domain: str, tick_ns: float) -> EpochMap:
@@ -688,8 +713,14 @@ def realtime_stamped_map(epoch: EpochMap, ticks: np.ndarray, clock_domain: str, 
     return EpochMap(clock_domain=clock_domain, tick_ns=tick_ns, segments=[seg], bounds=np.zeros(0, dtype=np.int64),
                     offset_ns=epoch.offset_ns, drift_ppm=epoch.drift_ppm,
                     residual_spread_ns=epoch.residual_spread_ns, n_brackets=epoch.n_brackets, steps=epoch.steps,
-                    constant_bound_ns=float(tick_ns))
+                    constant_bound_ns=float(tick_ns), clock=epoch.clock)
 
 
 #: The host clock every sample is read on.
 HOST_CLOCK = "CLOCK_MONOTONIC_RAW"
+
+
+#: The host clocks a capture brackets against :data:`HOST_CLOCK`, the ones traces stamp on:
+#: CLOCK_REALTIME (torch.profiler / Kineto), CLOCK_BOOTTIME (rocprofv3 and rocpd, ROCr's system
+#: clock), CLOCK_MONOTONIC (the other steady clock).
+BRACKETED_CLOCKS = ("CLOCK_REALTIME", "CLOCK_BOOTTIME", "CLOCK_MONOTONIC")

@@ -2,7 +2,7 @@
 
 Versioned profile files (no pickle, checked field by field on load), power captures,
 sensor characterisations, campaign folders (run files, manifest, lock), the readers of
-application traces (torch.profiler / Kineto JSON, rocprofv3 CSV) and the Perfetto /
+application traces (torch.profiler / Kineto JSON; rocprofv3 CSV, JSON and rocpd) and the Perfetto /
 Chrome trace export. Every loader goes through the guards of ``_safe`` (size caps,
 regular files only, JSON depth, .npy headers).
 """
@@ -50,6 +50,7 @@ if TYPE_CHECKING:
         save_profile,
     )
     from fingrav_native.files._rocprof import read_rocprof_kernel_trace, read_trace
+    from fingrav_native.files._rocprof_write import write_rocprof_trace
     from fingrav_native.files._trace import export_trace, insitu_trace_events, node_trace_events, trace_events
 
 # Each public name -> the private module that defines it. Loaded on first use (PEP 562, as scipy
@@ -90,6 +91,7 @@ _WHERE = {
     "trace_events": "_trace",
     "write_kineto_trace": "_kineto",
     "write_manifest": "_campaign",
+    "write_rocprof_trace": "_rocprof_write",
     "write_run": "_campaign",
 }
 

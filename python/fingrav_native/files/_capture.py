@@ -22,6 +22,16 @@ fits of :mod:`fingrav_native.clocks` (offset, skew, piecewise over long
 captures, error bounds), the paper's Section IV-A CPU-GPU sync applied to the
 two host clocks.
 
+Other tracers stamp on other host clocks: rocprofv3 (ROCprofiler-SDK) and its
+rocpd databases on CLOCK_BOOTTIME (ROCr converts each dispatch's GPU ticks to
+its "system clock", ``os::ReadSystemClock`` = ``clock_gettime(CLOCK_BOOTTIME)``,
+and the SDK's own stamps use ``default_clock_id = CLOCK_BOOTTIME``), which
+differs from the raw clock by the boot time plus every suspend, and is slewed
+by NTP. So since capture format version 2 every burst brackets
+CLOCK_BOOTTIME and CLOCK_MONOTONIC the same way (:attr:`PowerCapture.clock_brackets`),
+and :meth:`PowerCapture.logger_map` maps the logs onto whichever of the
+:data:`~fingrav_native.clocks._epoch.BRACKETED_CLOCKS` the trace uses.
+
 Precision. Epoch nanoseconds are about 1.8e18; a float64 there resolves only
 256 ns, coarser than a sub-millisecond kernel's features. Every host time
 here stays int64 (samples, brackets, anchors), and
@@ -47,8 +57,8 @@ import dataclasses
 import json
 import math
 import os
-from dataclasses import dataclass
-from typing import Any, Callable, Optional, Union
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Optional, Union
 
 import numpy as np
 
@@ -57,12 +67,14 @@ from fingrav_native._checks import integer_in, readonly
 from fingrav_native._core import SAMPLE_DTYPE
 from fingrav_native._version import __version__
 from fingrav_native.clocks._epoch import (
+    BRACKETED_CLOCKS,
     EpochMap,
     compose_logger_map,
     fit_epoch_map,
     identity_logger_map,
     realtime_stamped_map,
 )
+from fingrav_native.clocks._maps import MIN_BRACKETS
 from fingrav_native.clocks._onesided import fit_one_sided_clock_map
 from fingrav_native.files._safe import (
     MAX_JSON_BYTES,
@@ -82,8 +94,14 @@ from fingrav_native.sensors._model import SensorModel
 CAPTURE_FORMAT = "fingrav-power-capture"
 
 
-#: Bumped on any change a reader of the previous version would misread.
-CAPTURE_VERSION = 1
+#: Bumped on any change a reader of the previous version would misread. Version 2 adds the
+#: CLOCK_BOOTTIME and CLOCK_MONOTONIC brackets (``clocks`` in the header); version 1 files load
+#: with CLOCK_REALTIME brackets only.
+CAPTURE_VERSION = 2
+
+
+#: The clocks bracketed beside CLOCK_REALTIME since version 2, and their member names in the file.
+OTHER_CLOCK_MEMBERS = {"CLOCK_BOOTTIME": "boottime_brackets", "CLOCK_MONOTONIC": "monotonic_brackets"}
 
 
 #: Power-source clock domains whose timestamps are already CLOCK_REALTIME:
@@ -94,6 +112,16 @@ REALTIME_CLOCK_DOMAINS = frozenset({"nvml-host-us"})
 
 #: Clock domains stamped with the host clock itself (hwmon reads, stamped at the read).
 HOST_CLOCK_DOMAINS = frozenset({"host-monotonic-raw"})
+
+
+#: Clock domains whose timestamps are CLOCK_BOOTTIME ns already: the amdgpu driver's
+#: ``system_clock_counter`` in gpu_metrics (csrc/fingrav/amd/gpu_metrics.cpp, domain "boottime").
+BOOTTIME_CLOCK_DOMAINS = frozenset({"boottime"})
+
+
+#: The clock each of those families stamps on.
+_STAMPED_ON = {**{d: "CLOCK_REALTIME" for d in REALTIME_CLOCK_DOMAINS},
+               **{d: "CLOCK_BOOTTIME" for d in BOOTTIME_CLOCK_DOMAINS}}
 
 
 class CaptureFormatError(ValueError):
@@ -129,6 +157,11 @@ class PowerCapture:
         ``(n, 3)`` int64 ``(mono_raw_before_ns, realtime_ns,
         mono_raw_after_ns)``, at the start, every ``brackets_every_s`` and
         at the end.
+    clock_brackets : dict of str to numpy.ndarray
+        The same for the other clocks traces stamp on, taken in the same
+        bursts: ``"CLOCK_BOOTTIME"`` and ``"CLOCK_MONOTONIC"``, each ``(n, 3)``
+        int64 ``(mono_raw_before_ns, clock_ns, mono_raw_after_ns)``. Empty in
+        captures of format version 1 (they bracket CLOCK_REALTIME only).
     source : dict
         The power source: ``name``, ``clock_domain``, ``tick_ns``,
         ``native_period_ns``, ``window_ns``, ``channels``.
@@ -160,6 +193,7 @@ class PowerCapture:
     period_ns: int
     stats: dict[str, Any]
     meta: dict[str, Any]
+    clock_brackets: Mapping[str, np.ndarray] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         s = self.samples
@@ -184,62 +218,116 @@ class PowerCapture:
         # Frozen like the dataclass: a capture is a record of what happened.
         object.__setattr__(self, "samples", readonly(s.copy() if s.flags.writeable else s))
         object.__setattr__(self, "epoch_brackets", readonly(b.copy() if b.flags.writeable else b))
+        object.__setattr__(self, "clock_brackets", _checked_clock_brackets(self.clock_brackets))
 
     def __len__(self) -> int:
         return int(self.samples.shape[0])
 
-    def epoch_map(self, *, step_threshold_ns: float = 20_000.0) -> EpochMap:
-        """The host clock (the samples' ``host_ns``) onto epoch ns: :func:`fit_epoch_map` on the brackets."""
-        return fit_epoch_map(self.epoch_brackets, step_threshold_ns=step_threshold_ns)
+    @property
+    def clocks(self) -> tuple[str, ...]:
+        """The host clocks this capture brackets against its own (CLOCK_REALTIME first)."""
+        return ("CLOCK_REALTIME",) + tuple(c for c in BRACKETED_CLOCKS if c in self.clock_brackets)
 
-    def logger_map(self, *, step_threshold_ns: float = 20_000.0) -> EpochMap:
-        """The logger's timestamps (the samples' ``source_ts``) onto epoch ns.
-
-        Returns
-        -------
-        EpochMap
-            With ``clock_domain`` the source's.
+    def brackets(self, clock: str = "CLOCK_REALTIME") -> np.ndarray:
+        """The ``(n, 3)`` brackets of ``clock`` (``epoch_brackets`` for CLOCK_REALTIME).
 
         Raises
         ------
         ValueError
-            Too few samples to fit a logger with its own clock (16).
+            ``clock`` is not a bracketed clock, or this capture has none of
+            it (a capture of format version 1): the message says to record
+            again with this version.
+        """
+        if clock not in BRACKETED_CLOCKS:
+            raise ValueError(f"clock={clock!r}: must be one of {', '.join(BRACKETED_CLOCKS)}")
+        if clock == "CLOCK_REALTIME":
+            return self.epoch_brackets
+        if clock not in self.clock_brackets:
+            made_by = self.meta.get("fingrav_native_version", "an older version")
+            raise ValueError(f"this capture brackets only {', '.join(self.clocks)} (recorded by fingrav_native "
+                             f"{made_by}, before captures bracketed {clock}), so its logs cannot be placed on "
+                             f"{clock}; record the capture again with fingrav_native {__version__} or later "
+                             f"(PowerRecorder / fingrav_native.record), which brackets {', '.join(BRACKETED_CLOCKS)}")
+        return self.clock_brackets[clock]
+
+    def clock_map(self, clock: str = "CLOCK_REALTIME", *, step_threshold_ns: float = 20_000.0) -> EpochMap:
+        """The host clock (the samples' ``host_ns``) onto ``clock``: :func:`fit_epoch_map` on its brackets."""
+        return fit_epoch_map(self.brackets(clock), step_threshold_ns=step_threshold_ns, clock=clock)
+
+    def epoch_map(self, *, step_threshold_ns: float = 20_000.0) -> EpochMap:
+        """The host clock (the samples' ``host_ns``) onto epoch ns: :func:`fit_epoch_map` on the brackets."""
+        return self.clock_map("CLOCK_REALTIME", step_threshold_ns=step_threshold_ns)
+
+    def clock_offsets(self) -> dict[str, dict[str, Optional[float]]]:
+        """Each bracketed clock's offset from the host clock at the capture's start and end: :func:`clock_offsets`."""
+        return clock_offsets({c: self.brackets(c) for c in self.clocks})
+
+    def logger_map(self, *, step_threshold_ns: float = 20_000.0, clock: str = "CLOCK_REALTIME") -> EpochMap:
+        """The logger's timestamps (the samples' ``source_ts``) onto epoch ns, or onto another host clock.
+
+        Parameters
+        ----------
+        step_threshold_ns : float
+            See :func:`fit_epoch_map`.
+        clock : str
+            The clock the trace stamps on: ``"CLOCK_REALTIME"`` (Kineto, the
+            default), ``"CLOCK_BOOTTIME"`` (rocprofv3, rocpd) or
+            ``"CLOCK_MONOTONIC"``.
+
+        Returns
+        -------
+        EpochMap
+            With ``clock_domain`` the source's and ``clock`` the one asked.
+
+        Raises
+        ------
+        ValueError
+            Too few samples to fit a logger with its own clock (16); no
+            brackets of ``clock`` (a capture of format version 1; the message
+            says to record again); a logger stamped on CLOCK_REALTIME (NVML)
+            asked for another clock.
 
         Notes
         -----
         Paper Section IV-A places each power log by its own timestamp. By
         the source's clock domain:
 
-        * CLOCK_REALTIME already (``"nvml-host-us"``, :data:`REALTIME_CLOCK_DOMAINS`):
+        * stamped on ``clock`` itself (NVML's ``"nvml-host-us"`` on
+          CLOCK_REALTIME, :data:`REALTIME_CLOCK_DOMAINS`; the amdgpu
+          driver's ``"boottime"`` on CLOCK_BOOTTIME):
           ``ticks * tick_ns``; the bound is one tick (the stamp truncates);
-        * the host clock (``"host-monotonic-raw"``): the epoch map;
-        * any other (a GPU or firmware clock): fitted one-sidedly from the
-          samples (a log precedes the read that saw it;
-          :func:`~fingrav_native.clocks.fit_one_sided_clock_map`, as
-          :func:`fingrav_native.clocks.fit_logger_map` does for
-          campaign runs), then composed with the epoch map. The minimum
-          publication delay biases that fit late and is not in the bound.
+        * the host clock (``"host-monotonic-raw"``): the map of ``clock``;
+        * any other (a GPU or firmware clock, or a host clock other than
+          ``clock``): fitted one-sidedly from the samples (a log precedes the
+          read that saw it; :func:`~fingrav_native.clocks.fit_one_sided_clock_map`,
+          as :func:`fingrav_native.clocks.fit_logger_map` does for
+          campaign runs), then composed with the map of ``clock``. The
+          minimum publication delay biases that fit late and is not in the bound.
         """
         domain = str(self.source["clock_domain"])
         tick = float(self.source["tick_ns"])
         ticks = np.asarray(self.samples["source_ts"], dtype=np.int64)
-        epoch = self.epoch_map(step_threshold_ns=step_threshold_ns)
+        target = self.clock_map(clock, step_threshold_ns=step_threshold_ns)
+        stamped_on = _STAMPED_ON.get(domain)
+        if stamped_on == clock:
+            return realtime_stamped_map(target, ticks, domain, tick)
         if domain in REALTIME_CLOCK_DOMAINS:
-            return realtime_stamped_map(epoch, ticks, domain, tick)
+            raise ValueError(f"the {domain!r} logger stamps its logs on CLOCK_REALTIME; placing them on {clock} is "
+                             "not supported (a trace from this GPU's own profiler stamps on CLOCK_REALTIME)")
         if domain in HOST_CLOCK_DOMAINS:
-            return compose_logger_map(epoch, identity_logger_map(ticks, tick), domain, tick)
+            return compose_logger_map(target, identity_logger_map(ticks, tick), domain, tick)
         try:
             lmap = fit_one_sided_clock_map(self.samples["host_ns"], ticks, tick_ns=tick)
         except ValueError as exc:
             raise ValueError(f"samples: the {domain!r} logger clock is fitted one-sidedly from the samples' "
                              f"(host_ns, source_ts): {exc}") from exc
-        return compose_logger_map(epoch, lmap, domain, tick)
+        return compose_logger_map(target, lmap, domain, tick)
 
     # ------------------------------------------------------------------ files
     def _header(self) -> dict[str, Any]:
         return {"format": CAPTURE_FORMAT, "version": CAPTURE_VERSION, "source": self.source,
                 "sensor": None if self.sensor is None else self.sensor.as_dict(), "period_ns": int(self.period_ns),
-                "stats": self.stats, "meta": self.meta}
+                "stats": self.stats, "meta": self.meta, "clocks": list(self.clocks)}
 
     def save(self, path: Union[str, os.PathLike[str]]) -> str:
         """Write the capture to ``path`` atomically; return the path written.
@@ -256,8 +344,10 @@ class PowerCapture:
         Notes
         -----
         A numpy ``.npz`` holding ``samples`` (SAMPLE_DTYPE), ``epoch_brackets``
-        (int64) and ``header`` (a JSON string: ``format``, ``version`` and
-        the dict fields); no pickles, so :func:`load_capture` reads it with
+        (int64), ``boottime_brackets`` and ``monotonic_brackets`` (int64,
+        format version 2) and ``header`` (a JSON string: ``format``,
+        ``version``, ``clocks`` (the bracketed clocks, version 2) and the
+        dict fields); no pickles, so :func:`load_capture` reads it with
         ``allow_pickle=False``. Written to a temporary file in the same
         folder and renamed over ``path`` (``os.replace``), so a crash never
         leaves a half-written capture under the final name.
@@ -266,14 +356,75 @@ class PowerCapture:
             raise ValueError(f"path={path!r}: must be a file path")
         path = os.fspath(path)
         header = json.dumps(self._header())
-        return save_npz_atomically(path, {"samples": np.ascontiguousarray(self.samples),
-                                          "epoch_brackets": np.ascontiguousarray(self.epoch_brackets),
-                                          "header": np.array(header)}, "capture")
+        members = {"samples": np.ascontiguousarray(self.samples),
+                   "epoch_brackets": np.ascontiguousarray(self.epoch_brackets), "header": np.array(header)}
+        for clock, b in self.clock_brackets.items():
+            members[OTHER_CLOCK_MEMBERS[clock]] = np.ascontiguousarray(b)
+        return save_npz_atomically(path, members, "capture")
 
     def to_recording(self) -> Recording:
         """This capture as a :class:`Recording` (logs, CLOCK_REALTIME brackets, source, sensor, stats)."""
         return Recording.from_capture(self)
 
+
+
+def clock_offsets(brackets: Mapping[str, np.ndarray]) -> dict[str, dict[str, Optional[float]]]:
+    """Each clock's offset from the host clock at the start and end of its brackets, and its drift.
+
+    Parameters
+    ----------
+    brackets : dict of str to numpy.ndarray
+        Per clock, ``(n, 3)`` int64 ``(mono_raw_before_ns, clock_ns,
+        mono_raw_after_ns)`` rows.
+
+    Returns
+    -------
+    dict
+        Per clock: ``start_offset_ns``, ``start_bound_ns``,
+        ``end_offset_ns``, ``end_bound_ns`` (the clock minus the host clock
+        at the middle of the tightest bracket among the first and among the
+        last :data:`MIN_BRACKETS` reads by host time, and that bracket's
+        half width: the read lies inside it) and ``drift_ppm`` between the
+        two (None when both are one read). A summary for reading (kept in a recorded capture's ``meta``);
+        the clock maps use every bracket.
+    """
+    out: dict[str, dict[str, Optional[float]]] = {}
+    for clock, b in brackets.items():
+        b = b[np.argsort(b[:, 0], kind="stable")]
+        ends = []
+        for part in (b[:MIN_BRACKETS], b[-MIN_BRACKETS:]):
+            r = part[int(np.argmin(part[:, 2] - part[:, 0]))]
+            mid2 = int(r[0]) + int(r[2])  # twice the middle: exact integers
+            ends.append((2 * int(r[1]) - mid2, mid2, 0.5 * float(r[2] - r[0])))
+        (o0, m0, w0), (o1, m1, w1) = ends
+        span = 0.5 * (m1 - m0)
+        out[clock] = {"start_offset_ns": o0 // 2, "start_bound_ns": w0, "end_offset_ns": o1 // 2,
+                      "end_bound_ns": w1, "drift_ppm": 1e6 * 0.5 * (o1 - o0) / span if span > 0 else None}
+    return out
+
+
+def _checked_clock_brackets(clock_brackets: Any) -> dict[str, np.ndarray]:
+    """``clock_brackets`` checked (known clocks, ``(n, 3)`` int64 rows, at least 3, after >= before), read-only."""
+    if not isinstance(clock_brackets, Mapping):
+        raise ValueError(f"clock_brackets: must be a dict of clock name to (n, 3) brackets, got "
+                         f"{type(clock_brackets).__name__}")
+    out: dict[str, np.ndarray] = {}
+    for clock, b in clock_brackets.items():
+        if clock not in OTHER_CLOCK_MEMBERS:
+            raise ValueError(f"clock_brackets: unknown clock {short_repr(clock)}; the clocks bracketed beside "
+                             f"CLOCK_REALTIME are {', '.join(OTHER_CLOCK_MEMBERS)}")
+        if not isinstance(b, np.ndarray) or b.dtype != np.int64 or b.ndim != 2 or b.shape[1] != 3:
+            raise ValueError(f"clock_brackets[{clock!r}]: must be an (n, 3) int64 array of (mono_raw_before_ns, "
+                             f"{clock} ns, mono_raw_after_ns); got {getattr(b, 'dtype', type(b).__name__)} of shape "
+                             f"{getattr(b, 'shape', None)}")
+        if b.shape[0] < 3:
+            raise ValueError(f"clock_brackets[{clock!r}]: {b.shape[0]} brackets; a map needs at least 3")
+        bad = np.flatnonzero(b[:, 2] < b[:, 0])
+        if bad.size:
+            raise ValueError(f"clock_brackets[{clock!r}]: row {int(bad[0])} ends before it starts "
+                             f"(mono_raw_after_ns {int(b[bad[0], 2])} < mono_raw_before_ns {int(b[bad[0], 0])})")
+        out[str(clock)] = readonly(b.copy() if b.flags.writeable else b)
+    return out
 
 
 def _check_source(source: Any) -> Optional[str]:
@@ -359,10 +510,11 @@ def load_capture(path: Union[str, os.PathLike[str]]) -> PowerCapture:
     header = _read_header(arrays["header"], bad)
     _check_contents(header, arrays, bad)
     sensor = _sensor_of(header, bad)
+    others = _other_clocks(header, arrays, bad)
     try:
         return PowerCapture(samples=arrays["samples"], epoch_brackets=arrays["epoch_brackets"],
                             source=header["source"], sensor=sensor, period_ns=header["period_ns"],
-                            stats=header["stats"], meta=header["meta"])
+                            stats=header["stats"], meta=header["meta"], clock_brackets=others)
     except (ValueError, TypeError) as exc:
         raise bad(str(exc)) from exc
 
@@ -372,7 +524,7 @@ _Bad = Callable[[str], CaptureFormatError]
 
 
 def _read_arrays(path: str, bad: _Bad) -> dict[str, np.ndarray]:
-    """The ``header``, ``samples`` and ``epoch_brackets`` members present, through the loaders' guards."""
+    """The ``header``, ``samples`` and bracket members present, through the loaders' guards."""
     zf = open_zip(path, lambda what: bad(f"not a readable {CAPTURE_FORMAT} file (.npz): {what}"))
     with zf:
         budget = check_archive(zf, os.path.getsize(path), bad, max_members=64)
@@ -380,7 +532,7 @@ def _read_arrays(path: str, bad: _Bad) -> dict[str, np.ndarray]:
         if "header" not in names:
             raise bad(f"not a {CAPTURE_FORMAT} file (no 'header' array; found {sorted(names)[:8]})")
         arrays: dict[str, np.ndarray] = {}
-        for key in ("header", "samples", "epoch_brackets"):
+        for key in ("header", "samples", "epoch_brackets", *OTHER_CLOCK_MEMBERS.values()):
             if key in names:
                 # The header is a few kB of JSON; only the arrays may be large.
                 data = read_member(zf, f"{key}.npy", bad, budget, limit=MAX_JSON_BYTES if key == "header" else None)
@@ -421,6 +573,30 @@ def _check_contents(header: dict[str, Any], arrays: dict[str, np.ndarray], bad: 
     for key in ("stats", "meta"):
         if not isinstance(header[key], dict):
             raise bad(f"{key}: expected an object, got {short_repr(header[key])}")
+
+
+def _other_clocks(header: dict[str, Any], arrays: dict[str, np.ndarray], bad: _Bad) -> dict[str, np.ndarray]:
+    """The brackets of the clocks beside CLOCK_REALTIME the header lists (none before version 2)."""
+    if header["version"] < 2:
+        return {}
+    clocks = header.get("clocks")
+    if not isinstance(clocks, list) or "CLOCK_REALTIME" not in clocks or \
+            any(c not in BRACKETED_CLOCKS for c in clocks) or len(set(clocks)) != len(clocks):
+        shown = json.dumps(clocks)[:200] if isinstance(clocks, list) else short_repr(clocks)
+        raise bad(f"the header field 'clocks' is {shown}; expected a list of distinct clocks among "
+                  f"{', '.join(BRACKETED_CLOCKS)} with CLOCK_REALTIME")
+    out: dict[str, np.ndarray] = {}
+    for clock in clocks:
+        if clock == "CLOCK_REALTIME":
+            continue
+        member = OTHER_CLOCK_MEMBERS[clock]
+        if member not in arrays:
+            raise bad(f"the header lists {clock} but the array {member!r} is missing")
+        b = arrays[member]
+        if b.dtype != np.int64 or b.ndim != 2 or b.shape[1] != 3:
+            raise bad(f"the array {member!r} must be (n, 3) int64; it is {b.dtype} of shape {b.shape}")
+        out[clock] = b
+    return out
 
 
 def _sensor_of(header: dict[str, Any], bad: _Bad) -> Optional[SensorModel]:

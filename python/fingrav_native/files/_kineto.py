@@ -42,7 +42,7 @@ from fingrav_native.insitu._trace import (
 MAX_TRACE_BYTES = 4 << 30
 
 
-def _load(path: Union[str, os.PathLike[str]]) -> Any:
+def load_trace_json(path: Union[str, os.PathLike[str]]) -> Any:
     """The trace's JSON document, read within :data:`MAX_TRACE_BYTES`, its numbers as Decimal."""
     p = os.fspath(path)
 
@@ -97,8 +97,12 @@ def read_kineto_trace(trace: Union[str, os.PathLike[str]]) -> KernelTrace:
     if not isinstance(trace, (str, os.PathLike)):
         raise ValueError(f"trace={trace!r}: must be a file path")
     p = os.fspath(trace)
+    return kineto_trace_from_doc(load_trace_json(p), p)
+
+
+def kineto_trace_from_doc(doc: Any, p: str) -> KernelTrace:
+    """The kernels of a Chrome trace already parsed by :func:`load_trace_json` (``p``: its path, for messages)."""
     where = f"trace={p!r}"
-    doc = _load(p)
     if isinstance(doc, list):  # the bare-array form of the Chrome trace format
         doc = {"traceEvents": doc}
     if not isinstance(doc, dict) or not isinstance(doc.get("traceEvents"), list):

@@ -1,36 +1,42 @@
-"""GPU kernels from a rocprofv3 kernel trace (``--kernel-trace --output-format csv``), as executions.
+"""GPU kernels from a rocprofv3 run (kernel_trace.csv, results.json or a rocpd database), and any trace by content.
 
 rocprofv3 (ROCprofiler-SDK) writes one row per kernel dispatch to
 ``<pid>_kernel_trace.csv``: ``Kind`` (``KERNEL_DISPATCH``), ``Agent_Id`` (an
-integer, or ``"Agent N"`` in ROCm 6.4 and later), ``Queue_Id``,
+integer, or ``"Agent N"`` / ``"GPU N"`` in ROCm 6.4 and later), ``Queue_Id``,
 ``Stream_Id`` (newer releases), ``Correlation_Id``, ``Kernel_Name``,
 ``Start_Timestamp`` and ``End_Timestamp`` (integer ns), and the dispatch
-shape ``Workgroup_Size_X/Y/Z`` and ``Grid_Size_X/Y/Z``. Two things differ
-from a Kineto trace:
+shape ``Workgroup_Size_X/Y/Z`` and ``Grid_Size_X/Y/Z``
+(``source/lib/output/generateCSV.cpp``, see :mod:`._rocprof_agents` for the
+commit). Three things differ from a Kineto trace:
 
 * the grid is in work-items (HSA's dispatch packet), not in blocks as CUDA
   counts it; the signature keeps rocprofv3's numbers as written;
-* the timestamps are on a host monotonic clock, not the Unix epoch: ROCr
-  converts the dispatch's GPU ticks to its system clock, and
-  ROCprofiler-SDK's own host stamps use the steady clock (CLOCK_MONOTONIC);
-  which of CLOCK_MONOTONIC and CLOCK_BOOTTIME ROCr's system clock is (they
-  differ by the time the host spent suspended) is not documented. The
-  clock map of the power logs must end on that clock (``KernelTrace.clock``
-  is ``"host-monotonic"``).
+* the timestamps are CLOCK_BOOTTIME ns, not the Unix epoch
+  (:data:`~._rocprof_agents.ROCPROF_CLOCK`): a capture maps its logs onto
+  that clock through its CLOCK_BOOTTIME brackets;
+* ``Agent_Id`` counts every agent, CPUs first: the reader maps it to the GPU
+  ordinal through the ``<pid>_agent_info.csv`` rocprofv3 writes beside the
+  trace (``Node_Id``, ``Logical_Node_Id``, ``Agent_Type``); without that file
+  the numbers stay agent numbers, and the trace says so
+  (:attr:`KernelTrace.device_numbering`). ``"GPU N"`` is the ordinal itself.
 
-Not checked against a file from a real MI300X run (no AMD GPU here): the
-layout follows ROCprofiler-SDK's documentation and published examples.
+:func:`read_rocprof_kernel_trace` also reads ``--output-format json``
+(:mod:`._rocprof_json`) and rocpd (:mod:`._rocpd`) by their content;
+:func:`read_trace` tells all of them and Kineto JSON apart.
 """
 
 from __future__ import annotations
 
 import csv
 import os
-from typing import Union
+from typing import Optional, Union
 
-from fingrav_native.files._kineto import read_kineto_trace
+from fingrav_native.files._kineto import kineto_trace_from_doc, load_trace_json
+from fingrav_native.files._rocpd import SQLITE_MAGIC, read_rocpd
+from fingrav_native.files._rocprof_agents import AGENT_NUMBERING, ROCPROF_CLOCK, Agent, gpu_ordinals
+from fingrav_native.files._rocprof_json import ROCPROF_JSON_KEY, rocprof_trace_from_doc
 from fingrav_native.files._safe import file_problem, short_repr
-from fingrav_native.insitu._trace import KernelTrace, TraceFormatError
+from fingrav_native.insitu._trace import GPU_ORDINAL, KernelTrace, TraceFormatError
 
 _REQUIRED = ("Kernel_Name", "Start_Timestamp", "End_Timestamp")
 
@@ -48,8 +54,6 @@ def _int(row: dict[str, str], key: str, i: int, where: str, default: int | None 
     if not isinstance(v, str):  # a row with more cells than columns: DictReader puts the rest in a list
         raise TraceFormatError(f"{where}: row {i} has {key}={short_repr(v)}; expected an integer")
     v = v.strip()
-    if key == "Agent_Id" and v.startswith("Agent "):
-        v = v[len("Agent "):]
     try:
         # Plain decimal digits only (int() would also take "1_000" and other scripts' digits).
         if not (v.isascii() and v.lstrip("+-").isdigit() and len(v) <= 20):
@@ -64,7 +68,21 @@ def _int(row: dict[str, str], key: str, i: int, where: str, default: int | None 
 
 
 #: One dispatch: start and end (ns), kernel name, grid, block, agent, stream (or queue), correlation id.
-_Row = tuple[int, int, str, tuple[int, ...], tuple[int, ...], int, int, int]
+_Row = tuple[int, int, str, tuple[int, ...], tuple[int, ...], tuple[str, int], int, int]
+
+
+def _agent(row: dict[str, str], i: int, where: str) -> tuple[str, int]:
+    """``Agent_Id`` as (label, number): ``("Agent", n)`` for ``"Agent n"`` or a bare ``n``, ``("GPU", n)``."""
+    v = row.get("Agent_Id")
+    if not isinstance(v, str):
+        return "Agent", _int(row, "Agent_Id", i, where)
+    v = v.strip()
+    if v.startswith("CPU "):
+        raise TraceFormatError(f"{where}: row {i} has Agent_Id={short_repr(v)}; a kernel dispatch runs on a GPU")
+    for label in ("Agent", "GPU"):
+        if v.startswith(label + " "):
+            return label, _int({"Agent_Id": v[len(label) + 1:]}, "Agent_Id", i, where)
+    return "Agent", _int(row, "Agent_Id", i, where)
 
 
 def _dispatch(row: dict[str, str], i: int, where: str) -> _Row:
@@ -81,33 +99,39 @@ def _dispatch(row: dict[str, str], i: int, where: str) -> _Row:
     stream = _int(row, "Stream_Id", i, where)
     if stream <= 0:  # absent, or 0 (the null stream) in files that also give queues
         stream = _int(row, "Queue_Id", i, where)
-    return (start, end, name, grid, block, _int(row, "Agent_Id", i, where), stream,
-            _int(row, "Correlation_Id", i, where))
+    return (start, end, name, grid, block, _agent(row, i, where), stream, _int(row, "Correlation_Id", i, where))
 
 
 def read_rocprof_kernel_trace(trace: Union[str, os.PathLike[str]]) -> KernelTrace:
-    """Read the kernel dispatches of a rocprofv3 ``kernel_trace.csv``.
+    """Read the kernel dispatches of a rocprofv3 run: its ``kernel_trace.csv``, ``results.json`` or rocpd database.
 
     Parameters
     ----------
     trace : str or path
-        The CSV file rocprofv3 ``--kernel-trace --output-format csv`` wrote.
+        What ``rocprofv3 --kernel-trace`` wrote, told apart by content: a
+        rocpd SQLite database (``--output-format rocpd``, the default since
+        ROCm 7.0: ``<pid>_results.db``), JSON (``--output-format json``:
+        ``<pid>_results.json``) or CSV (``--output-format csv``:
+        ``<pid>_kernel_trace.csv``).
 
     Returns
     -------
     KernelTrace
-        ``clock="host-monotonic"``; one device per agent, one stream per
-        queue (or HIP stream where the file has ``Stream_Id``); no
-        iterations or launch records (rocprofv3 keeps those in other files).
+        ``clock="CLOCK_BOOTTIME"``; one device per GPU, numbered by GPU
+        ordinal (rocprofv3's agents mapped through its agent table: see
+        :mod:`fingrav_native.files._rocprof_agents`); one stream per HIP
+        stream where the file has them, else per queue; no iterations or
+        launch records (rocprofv3 keeps those in other tables).
 
     Raises
     ------
     TraceFormatError
         Naming the file: not readable (a directory, not UTF-8, a cell past
-        the csv module's 128 kB limit), a required column missing, no
-        ``KERNEL_DISPATCH`` row, a malformed value or one that does not fit
-        int64 (the message names the row and column), or dispatch records
-        that contradict each other.
+        the csv module's 128 kB limit, not a database), a required column,
+        field or table missing, no kernel dispatch, a malformed value or one
+        that does not fit int64 (the message names the row or record and the
+        field), an agent that is not a GPU, or dispatch records that
+        contradict each other.
     ValueError
         ``trace`` is not a path.
 
@@ -116,16 +140,39 @@ def read_rocprof_kernel_trace(trace: Union[str, os.PathLike[str]]) -> KernelTrac
     In-situ FinGraV on ROCm (paper Section IV-A's protocol over an
     application's own dispatches); the times stay exact int64 ns.
     """
+    p, kind = _sniff(trace)
+    if kind == "rocpd":
+        return read_rocpd(p)
+    if kind == "json":
+        return rocprof_trace_from_doc(load_trace_json(p), p)
+    return _read_csv(p)
+
+
+def _sniff(trace: object) -> tuple[str, str]:
+    """The path, and what its first bytes say it is: ``"rocpd"`` (SQLite), ``"json"`` (``{``, ``[``, gzip) or ``"csv"``."""
     if not isinstance(trace, (str, os.PathLike)):
         raise ValueError(f"trace={trace!r}: must be a file path")
     p = os.fspath(trace)
-    where = f"trace={p!r}"
     try:
         problem = file_problem(p)
     except FileNotFoundError:
         problem = "cannot read it: no such file"
     if problem is not None:
-        raise TraceFormatError(f"{where}: {problem}")
+        raise TraceFormatError(f"trace={p!r}: {problem}")
+    try:
+        with open(p, "rb") as f:
+            head = f.read(len(SQLITE_MAGIC))
+    except OSError as exc:
+        raise TraceFormatError(f"trace={p!r}: cannot read it ({exc})") from exc
+    if head == SQLITE_MAGIC:
+        return p, "rocpd"
+    first = head.lstrip(b"\xef\xbb\xbf \t\r\n")[:1]
+    return p, "json" if first in (b"{", b"[") or head[:2] == b"\x1f\x8b" else "csv"
+
+
+def _read_csv(p: str) -> KernelTrace:
+    """:func:`read_rocprof_kernel_trace` for a ``kernel_trace.csv``."""
+    where = f"trace={p!r}"
     try:
         # utf-8-sig: a file saved with a byte-order mark (spreadsheet tools add one) keeps its first
         # column's name; read as plain utf-8 it became "\ufeffKind", every row counted as a dispatch.
@@ -144,30 +191,92 @@ def read_rocprof_kernel_trace(trace: Union[str, os.PathLike[str]]) -> KernelTrac
         raise TraceFormatError(f"{where}: not a CSV file ({exc})") from exc
     if not rows:
         raise TraceFormatError(f"{where}: no KERNEL_DISPATCH rows; was rocprofv3 run with --kernel-trace?")
-    # Dispatch begin/end from the command processor's timestamps, converted to the host clock by ROCr.
+    devices, numbering = _gpu_ordinals_of(p, [r[5] for r in rows])
+    # Dispatch begin/end from the command processor's timestamps, converted to CLOCK_BOOTTIME by ROCr.
     try:
         return KernelTrace.from_rows(
             [r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows], [r[3] for r in rows],
-            [r[4] for r in rows], clock="host-monotonic", source=p, device=[r[5] for r in rows],
-            stream=[r[6] for r in rows], correlation=[r[7] for r in rows], err_ns=1000.0)
+            [r[4] for r in rows], clock=ROCPROF_CLOCK, source=p, device=devices,
+            stream=[r[6] for r in rows], correlation=[r[7] for r in rows], err_ns=1000.0,
+            device_numbering=numbering)
     except (ValueError, OverflowError) as exc:
         # The records themselves are inconsistent (what make_executions refuses): the file is at fault.
         raise TraceFormatError(f"{where}: {exc}") from None
 
 
+#: The columns of rocprofv3's ``agent_info.csv`` the reader needs (generateCSV.cpp).
+_AGENT_COLUMNS = ("Node_Id", "Logical_Node_Id", "Agent_Type")
+
+
+def agent_info_path(kernel_trace: str) -> Optional[str]:
+    """The ``agent_info.csv`` rocprofv3 writes beside ``<prefix>kernel_trace.csv`` (None: not a name it writes)."""
+    folder, name = os.path.split(kernel_trace)
+    if not name.endswith("kernel_trace.csv"):
+        return None
+    return os.path.join(folder, name[: -len("kernel_trace.csv")] + "agent_info.csv")
+
+
+def _gpu_ordinals_of(p: str, agents: list[tuple[str, int]]) -> tuple[list[int], str]:
+    """Each row's GPU ordinal and the trace's device numbering (agent numbers where no agent table is found)."""
+    if all(label == "GPU" for label, _ in agents):
+        return [n for _, n in agents], GPU_ORDINAL  # rocprofv3 --agent-index type-relative: the ordinal itself
+    info = agent_info_path(p)
+    if info is None or not os.path.isfile(info):
+        return [n for _, n in agents], AGENT_NUMBERING
+    where = f"trace={p!r}: its agent table {os.path.basename(info)!r}"
+    try:
+        with open(info, newline="", encoding="utf-8-sig") as f:
+            reader = csv.DictReader(f)
+            missing = [c for c in _AGENT_COLUMNS if c not in (reader.fieldnames or [])]
+            if missing:
+                raise TraceFormatError(f"{where}: no column {missing[0]!r}")
+            table = [(_int(r, "Node_Id", i, where, None), _int(r, "Logical_Node_Id", i, where, None),
+                      r.get("Agent_Type") == "GPU") for i, r in enumerate(reader)]
+    except (OSError, csv.Error, UnicodeDecodeError) as exc:
+        raise TraceFormatError(f"{where}: cannot read it ({exc})") from exc
+    # Agent_Id is the logical node id by default, the node id with --agent-index absolute (metadata.cpp).
+    by_logical = gpu_ordinals([Agent(key=lg, gpu=g, logical_node_id=lg) for _, lg, g in table], where)
+    by_node = gpu_ordinals([Agent(key=nd, gpu=g, logical_node_id=lg) for nd, lg, g in table], where)
+    out = []
+    for label, n in agents:
+        ordinal = n if label == "GPU" else by_logical.get(n, by_node.get(n))
+        if ordinal is None:
+            raise TraceFormatError(f"trace={p!r}: Agent_Id {label} {n} is no GPU of {os.path.basename(info)!r} "
+                                   f"(its GPUs: logical node ids {sorted(by_logical)})")
+        out.append(ordinal)
+    return out, GPU_ORDINAL
+
+
 def read_trace(trace: Union[str, "os.PathLike[str]"]) -> KernelTrace:
-    """Read an application's kernel trace: rocprofv3 ``kernel_trace.csv`` (a ``.csv`` path), else Kineto JSON.
+    """Read an application's kernel trace, whichever profiler wrote it (told apart by content).
 
     Parameters
     ----------
     trace : str or path
-        A torch.profiler (Kineto) Chrome trace (``.json`` or ``.json.gz``) or
-        a rocprofv3 ``kernel_trace.csv``.
+        A torch.profiler (Kineto) Chrome trace (``.json`` or ``.json.gz``),
+        or what rocprofv3 wrote: ``kernel_trace.csv``, ``results.json``
+        (``--output-format json``) or a rocpd database (``results.db``).
 
     Returns
     -------
     KernelTrace
+        ``clock`` says which host clock its times are on (``"unix-epoch"``:
+        CLOCK_REALTIME for Kineto; ``"CLOCK_BOOTTIME"`` for rocprofv3).
+
+    Raises
+    ------
+    TraceFormatError
+        As the format's reader (:func:`~fingrav_native.files.read_kineto_trace`,
+        :func:`read_rocprof_kernel_trace`).
+    ValueError
+        ``trace`` is not a path.
     """
-    if os.fspath(trace).endswith(".csv"):
-        return read_rocprof_kernel_trace(trace)
-    return read_kineto_trace(trace)
+    p, kind = _sniff(trace)
+    if kind == "rocpd":
+        return read_rocpd(p)
+    if kind == "csv":
+        return _read_csv(p)
+    doc = load_trace_json(p)
+    if isinstance(doc, dict) and ROCPROF_JSON_KEY in doc:
+        return rocprof_trace_from_doc(doc, p)
+    return kineto_trace_from_doc(doc, p)

@@ -22,6 +22,7 @@ from typing import Any, Literal, Optional, Union
 import numpy as np
 from scipy import stats
 
+from fingrav_native._version import __version__
 from fingrav_native.clocks._maps import ClockMapLike, host_relative
 from fingrav_native.insitu._align import ClockMismatchWarning, LogAlignment, align_logs_to_trace, offset_disagreement
 from fingrav_native.insitu._overlap import keep_overlapped_compute
@@ -32,7 +33,7 @@ from fingrav_native.insitu._results import (
     TraceProfile,
     kernel_table_dtype,
 )
-from fingrav_native.insitu._trace import KernelTrace
+from fingrav_native.insitu._trace import GPU_ORDINAL, TRACE_CLOCKS, KernelTrace
 from fingrav_native.method._align import place_logs
 from fingrav_native.method._deconvolve import declared_windows, needs_deconvolution
 from fingrav_native.method._deconvolved import Deconvolution, DeconvolvedChannel, as_stitched
@@ -387,19 +388,24 @@ def profile_trace(
     ----------
     trace : str, path or KernelTrace
         A torch.profiler (Kineto) Chrome trace (``.json`` or ``.json.gz``,
-        :func:`~fingrav_native.files.read_kineto_trace`), a
-        rocprofv3 ``kernel_trace.csv``
-        (:func:`~fingrav_native.files.read_rocprof_kernel_trace`),
+        :func:`~fingrav_native.files.read_kineto_trace`), what rocprofv3
+        wrote (``kernel_trace.csv``, ``--output-format json`` or a rocpd
+        database: :func:`~fingrav_native.files.read_rocprof_kernel_trace`),
         or the executions already read (an EXECUTION_DTYPE array with a
         name per execution: :meth:`KernelTrace.from_executions`).
     samples : numpy.ndarray or PowerCapture
         Power logs taken while the application ran (SAMPLE_DTYPE-compatible:
         ``source_ts`` in the logger's clock, one field per channel), or a
         :class:`~fingrav_native.files.PowerCapture` (its logs, its
-        clock map onto the epoch clock and its sensor).
+        clock map onto the trace's clock and its sensor). The trace's
+        clock picks which of the capture's bracketed host clocks the logs
+        are mapped onto: CLOCK_REALTIME for Kineto, CLOCK_BOOTTIME for
+        rocprofv3 and rocpd; a capture that does not bracket it (one
+        recorded before format version 2, for a rocprofv3 trace) is refused.
     logger_map : clock map, optional
         ``to_host`` maps ``source_ts`` onto the trace's clock (Unix-epoch ns
-        for Kineto), ``error_bound_at`` its error there. Required with an
+        for Kineto, CLOCK_BOOTTIME ns for rocprofv3), ``error_bound_at`` its
+        error there. Required with an
         array of samples; a capture brings its own. A map with
         ``to_host_relative`` keeps epoch times exact (int64); any other
         passes them through a float64 once (about 0.1 us of rounding, below
@@ -444,7 +450,9 @@ def profile_trace(
         always, False never (not even measured). The power's own lag
         behind activity is fitted beside the offset (a first-order response,
         profiled out), so it is not taken for one; a map from bracketed
-        reads is trusted and ``"auto"`` only reports the offset there. The
+        reads is trusted and ``"auto"`` only reports the offset there, with
+        a warning where it lies beyond the map's own error bound (the
+        trace and the capture disagree on the clock). The
         measurement costs about what the rest of the attribution does,
         whatever the trace's length: its regression has a bounded number of
         columns (the eight busiest signatures, the rest pooled; fewer where
@@ -480,7 +488,8 @@ def profile_trace(
     :func:`scipy.stats.bootstrap`).
     """
     _check_options(margin, min_executions, warmup_tolerance)
-    samples, logger_map, sensor, capture_clock = _from_capture(samples, logger_map, sensor)
+    kt, trace_notes = _checked_trace(trace)
+    samples, logger_map, sensor = _from_capture(samples, logger_map, sensor, kt)
     _check_logs(samples, logger_map, align, attribution, bins)
     assert logger_map is not None  # _check_logs refused a missing one
     model = sensor_preset(sensor) if isinstance(sensor, str) else sensor
@@ -489,7 +498,6 @@ def profile_trace(
         model = declared_windows(samples)
     if max_power_w is not None and not (isinstance(max_power_w, (int, float)) and max_power_w > 0):
         raise ValueError(f"max_power_w={max_power_w!r}: must be a power in W > 0")
-    kt, trace_notes = _checked_trace(trace, capture_clock)
     on_device = kt.device == _device_of(kt, device)
     joint = model is not None and model.averages and attribution != "instant" and (
         attribution == "deconvolve" or needs_deconvolution(samples, model, 1.0, _RESOLUTION_NS))
@@ -504,7 +512,7 @@ def profile_trace(
             lmap.shift_ns, lmap.shift_err_ns = alignment.offset_ns, alignment.half_width_ns
             t_logs = t_logs + lmap.shift_ns
         elif alignment is not None:
-            _mismatch_note(alignment, logger_map, samples, trace_notes)
+            _mismatch_note(alignment, lmap, t_logs, kt, trace_notes)
     attributed = samples
     if not joint:
         # Compute kernels that only communication overlaps: kept, the communication's level subtracted.
@@ -561,20 +569,35 @@ def _check_options(margin: Optional[float], min_executions: int, warmup_toleranc
         raise ValueError(f"warmup_tolerance={warmup_tolerance!r}: must be in (0, 1)")
 
 
-def _from_capture(samples: Any, logger_map: Optional[ClockMapLike], sensor: Union[SensorModel, str, None]) -> tuple[
-        Any, Optional[ClockMapLike], Union[SensorModel, str, None], Optional[str]]:
-    """A PowerCapture's logs, clock map (unless given), sensor (unless given) and the clock it maps onto.
+def _from_capture(samples: Any, logger_map: Optional[ClockMapLike], sensor: Union[SensorModel, str, None],
+                  kt: KernelTrace) -> tuple[Any, Optional[ClockMapLike], Union[SensorModel, str, None]]:
+    """A PowerCapture's logs, clock map onto the trace's clock (unless given) and sensor (unless given).
 
-    Plain samples pass through, with no capture clock.
+    The trace's clock picks the capture's brackets: CLOCK_REALTIME for
+    Kineto, CLOCK_BOOTTIME for rocprofv3 and rocpd (:data:`TRACE_CLOCKS`).
+    A capture without brackets of that clock (format version 1 brackets
+    only CLOCK_REALTIME) is refused, saying what to record again. Plain
+    samples pass through.
     """
     if isinstance(samples, np.ndarray) or not (hasattr(samples, "logger_map") and hasattr(samples, "samples")):
-        return samples, logger_map, sensor, None
+        return samples, logger_map, sensor
     capture = samples
-    capture_clock: Optional[str] = None
     if logger_map is None:
-        logger_map = capture.logger_map()
-        capture_clock = "unix-epoch"
-    return capture.samples, logger_map, capture.sensor if sensor is None else sensor, capture_clock
+        clock = TRACE_CLOCKS.get(kt.clock)
+        if clock is None:
+            raise ValueError(f"trace: its kernels are on the {kt.clock} clock ({kt.source}), which a capture does "
+                             "not bracket; pass logger_map= mapping the logs onto that clock")
+        clocks = tuple(getattr(capture, "clocks", ("CLOCK_REALTIME",)))
+        if clock not in clocks:
+            made_by = capture.meta.get("fingrav_native_version", "an older version")
+            raise ValueError(f"samples: the trace's kernels are stamped on {clock} ({kt.source}), and this capture "
+                             f"brackets only {', '.join(clocks)} (recorded by fingrav_native {made_by}), so its logs "
+                             f"cannot be placed on the trace. Record the power again with fingrav_native "
+                             f"{__version__} (PowerRecorder, fingrav_native.record), whose captures bracket "
+                             "CLOCK_REALTIME, CLOCK_BOOTTIME and CLOCK_MONOTONIC; or pass logger_map= mapping the "
+                             f"logs onto {clock}")
+        logger_map = capture.logger_map(clock=clock)
+    return capture.samples, logger_map, capture.sensor if sensor is None else sensor
 
 
 def _check_logs(samples: Any, logger_map: Optional[ClockMapLike], align: object, attribution: str,
@@ -592,8 +615,8 @@ def _check_logs(samples: Any, logger_map: Optional[ClockMapLike], align: object,
         raise ValueError(f"bins={bins!r}: must be an integer in [2, 64]")
 
 
-def _checked_trace(trace: object, capture_clock: Optional[str]) -> tuple[KernelTrace, list[str]]:
-    """``trace`` as a KernelTrace whose executions are valid and on the capture's clock, and what was left out.
+def _checked_trace(trace: object) -> tuple[KernelTrace, list[str]]:
+    """``trace`` as a KernelTrace whose executions are valid, and what was left out.
 
     Executions of zero recorded duration (3-7 % of the kernels of older Kineto traces, whose durations
     are whole microseconds) are below the trace's resolution: they are left out of the attribution and
@@ -602,10 +625,6 @@ def _checked_trace(trace: object, capture_clock: Optional[str]) -> tuple[KernelT
     if not isinstance(trace, KernelTrace):
         raise ValueError(f"trace: must be a KernelTrace here, not {type(trace).__name__}; read a file with "
                          "fingrav_native.files.read_trace, or call fingrav_native.profile_trace, which reads paths")
-    if capture_clock is not None and trace.clock != capture_clock:
-        raise ValueError(f"trace: its kernels are on the {trace.clock} clock ({trace.source}); the capture maps its "
-                         f"logs onto the {capture_clock} clock. Pass logger_map= mapping the logs onto the trace's "
-                         "clock (a capture does not bracket the host's monotonic clock yet)")
     notes: list[str] = []
     ex = trace.executions
     zero = np.asarray(ex["end_ns"] == ex["start_ns"]) if len(ex) else np.zeros(0, dtype=bool)
@@ -645,33 +664,53 @@ def _check_overlap(kt: KernelTrace, on_device: np.ndarray, t_logs: np.ndarray, n
                      "disagree)")
 
 
-def _device_of(kt: KernelTrace, device: Optional[int]) -> int:
-    """The trace's device the power logs belong to: ``device``, or the trace's only one."""
-    devices = np.unique(kt.device)
-    if device is None:
-        if len(devices) > 1:
-            raise ValueError(f"device: the trace holds kernels of devices {devices.tolist()}; say which one the "
-                             "power logs belong to (device=...; one capture per GPU)")
-        return int(devices[0])
-    if int(device) not in devices.tolist():
-        raise ValueError(f"device={device!r}: the trace holds kernels of devices {devices.tolist()}")
-    return int(device)
 
+def _mismatch_note(alignment: LogAlignment, lmap: _Shifted, t_logs: np.ndarray, kt: KernelTrace,
+                   notes: list[str]) -> None:
+    """A warning where the logs' measured offset disagrees with the clock map (a clock mismatch).
 
-def _mismatch_note(alignment: LogAlignment, logger_map: ClockMapLike, samples: np.ndarray, notes: list[str]) -> None:
-    """Warn (and note in the table) where the measured offset, not applied, disagrees with the map's bound."""
-    ts = np.asarray(samples["source_ts"])
-    pick = ts[np.linspace(0, len(ts) - 1, min(len(ts), 256)).astype(np.int64)]
+    A map fitted on bracketed reads bounds its error (tens of ns to a few
+    us). Logs that the kernels place further off than that bound plus the
+    trace's own placement error, at the offset's 95 % interval, or best at
+    the search's edge, are on another clock than the map says (the trace's
+    clock picked wrong, a trace from another host, a clock stepped outside
+    the brackets): :func:`~fingrav_native.insitu._align.offset_disagreement`
+    says which, issued as :class:`ClockMismatchWarning` and noted in the
+    table. An offset the logs cannot determine is noted as unchecked.
+    """
     try:
         with np.errstate(invalid="ignore"):
-            bound = np.asarray(logger_map.error_bound_at(logger_map.to_host(pick)), dtype=np.float64)
-        bound_ns = float(np.max(bound)) if bound.size and np.all(np.isfinite(bound)) else math.inf
+            b = np.asarray(lmap.error_bound_at(t_logs), dtype=np.float64)
+        bound = float(np.max(b)) if b.size and np.all(np.isfinite(b)) else math.inf
     except (AttributeError, TypeError, ValueError):  # a user's map without a bound: only the edge tests apply
-        bound_ns = math.inf
-    text = offset_disagreement(alignment, bound_ns)
+        bound = math.inf
+    placed = float(np.median(kt.executions["start_err_ns"])) if len(kt.executions) else 0.0
+    text = offset_disagreement(alignment, bound + placed)
     if text:
         notes.append("clock mismatch: " + text)
         warnings.warn("profile_trace: clock mismatch: " + text, ClockMismatchWarning, stacklevel=3)
+    elif alignment.at_edge:
+        # Not measured: a mismatch beyond the search range (or one the F test cannot tell from noise) can
+        # look like this, so the placement is unchecked, and said so.
+        notes.append(f"the logs' offset against the kernels is not determined (best {alignment.offset_ns / 1e3:+.1f} "
+                     "us, at the edge of the shifts searched or explaining no more of the logs than noise): the "
+                     f"clock map onto the trace's {kt.clock} clock could not be checked against the kernels, and a "
+                     "trace and capture that disagree on the clock (another host, another clock, a step) would give "
+                     "this table too")
+
+
+def _device_of(kt: KernelTrace, device: Optional[int]) -> int:
+    """The trace's device the power logs belong to: ``device``, or the trace's only one."""
+    devices = np.unique(kt.device)
+    what = "devices" if kt.device_numbering == GPU_ORDINAL else kt.device_numbering
+    if device is None:
+        if len(devices) > 1:
+            raise ValueError(f"device: the trace holds kernels of {what} {devices.tolist()}; say which one the "
+                             "power logs belong to (device=N, fingrav trace --device N; one capture per GPU)")
+        return int(devices[0])
+    if int(device) not in devices.tolist():
+        raise ValueError(f"device={device!r}: the trace holds kernels of {what} {devices.tolist()}")
+    return int(device)
 
 
 def _measured_offset(kt: KernelTrace, samples: np.ndarray, t_logs: np.ndarray,

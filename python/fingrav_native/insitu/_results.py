@@ -199,6 +199,8 @@ class TraceProfile:
             lines.append(f"no energy per iteration: of the trace's {len(self.trace.steps)} ProfilerStep#N, "
                          f"{len(self.iterations)} launched kernels on this device, and no power log falls inside "
                          "one the capture covers whole")
+        elif self.trace.clock == "CLOCK_BOOTTIME":
+            lines.append("no iterations: a rocprofv3 kernel trace marks none (torch.profiler's prof.step() does)")
         else:
             lines.append("no iterations: the trace has no ProfilerStep#N (call prof.step() once per iteration)")
         if self.concurrent:

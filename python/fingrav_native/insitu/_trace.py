@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from decimal import Decimal, DecimalException, InvalidOperation
 from typing import Any
@@ -59,6 +60,17 @@ RUNTIME_CATS = ("cuda_runtime", "cuda_driver", "hip_runtime", "runtime")
 NO_LAUNCH = np.iinfo(np.int64).min
 
 
+#: The host clock behind each clock name a trace reader gives (:attr:`KernelTrace.clock`): what a
+#: power capture's logs must be mapped onto. Kineto's ``"unix-epoch"`` is CLOCK_REALTIME;
+#: rocprofv3 and rocpd stamp on CLOCK_BOOTTIME.
+TRACE_CLOCKS = {"unix-epoch": "CLOCK_REALTIME", "CLOCK_REALTIME": "CLOCK_REALTIME",
+                "CLOCK_BOOTTIME": "CLOCK_BOOTTIME", "CLOCK_MONOTONIC": "CLOCK_MONOTONIC"}
+
+
+#: :attr:`KernelTrace.device_numbering` when the devices are GPU ordinals.
+GPU_ORDINAL = "GPU ordinal"
+
+
 class TraceFormatError(ValueError):
     """The file is not a Chrome trace with GPU kernel events (the message says what is missing)."""
 
@@ -82,7 +94,9 @@ class KernelTrace:
     origin_ns : int
         Trace-clock time (ns) of zero in ``executions``.
     clock : str
-        The trace's clock (``"unix-epoch"`` for Kineto).
+        The trace's clock (``"unix-epoch"`` for Kineto, ``"CLOCK_BOOTTIME"``
+        for rocprofv3 and rocpd; :data:`TRACE_CLOCKS` names the host clock
+        of each).
     source : str
         Where the trace came from.
     launch_ns : numpy.ndarray
@@ -92,6 +106,11 @@ class KernelTrace:
     steps : numpy.ndarray
         STEP_DTYPE: the ``ProfilerStep#N`` annotations (``prof.step()`` in the
         loop), in order; empty when the loop did not call it.
+    device_numbering : str
+        What the numbers in ``device`` are: :data:`GPU_ORDINAL` (the GPU's
+        index as torch and HIP number devices), or, where the trace does not
+        say (a rocprofv3 CSV without its ``agent_info.csv``), what they are
+        instead.
     """
 
     executions: np.ndarray
@@ -104,6 +123,7 @@ class KernelTrace:
     source: str
     launch_ns: np.ndarray
     steps: np.ndarray
+    device_numbering: str = GPU_ORDINAL
 
     def __len__(self) -> int:
         return len(self.executions)
@@ -111,7 +131,7 @@ class KernelTrace:
     @classmethod
     def from_rows(cls, start_ns: Any, end_ns: Any, names: Any, grid: Any, block: Any, *, clock: str, source: str,
                   device: Any = None, stream: Any = None, correlation: Any = None, launch_ns: Any = None,
-                  steps: Any = None, err_ns: Any = 1000.0) -> KernelTrace:
+                  steps: Any = None, err_ns: Any = 1000.0, device_numbering: str = GPU_ORDINAL) -> KernelTrace:
         """A trace from one row per kernel execution on the trace's clock (every reader builds it here).
 
         Parameters
@@ -130,6 +150,8 @@ class KernelTrace:
             Iterations on ``clock``.
         err_ns : float or array_like
             Placement error of each start and end.
+        device_numbering : str
+            What ``device`` numbers (:attr:`device_numbering`).
 
         Returns
         -------
@@ -172,7 +194,8 @@ class KernelTrace:
         return cls(executions=ex, signatures=sigs, device=per(device, "device", 0)[order],
                    stream=per(stream, "stream", 0)[order], correlation=per(correlation, "correlation", -1)[order],
                    origin_ns=origin, clock=str(clock), source=str(source), launch_ns=launch,
-                   steps=np.array([(k, a - origin, b - origin) for k, a, b in st], dtype=STEP_DTYPE))
+                   steps=np.array([(k, a - origin, b - origin) for k, a, b in st], dtype=STEP_DTYPE),
+                   device_numbering=str(device_numbering))
 
     @classmethod
     def from_executions(cls, executions: np.ndarray, names: Any, *, grid: Any = None, block: Any = None,
@@ -243,9 +266,9 @@ class KernelTrace:
         keep = ~np.asarray(drop, dtype=bool)
         if keep.shape != (len(self.executions),):
             raise ValueError(f"drop: one per execution ({len(self.executions)}), got shape {keep.shape}")
-        return KernelTrace(executions=self.executions[keep], signatures=self.signatures, device=self.device[keep],
-                           stream=self.stream[keep], correlation=self.correlation[keep], origin_ns=self.origin_ns,
-                           clock=self.clock, source=self.source, launch_ns=self.launch_ns[keep], steps=self.steps)
+        return dataclasses.replace(self, executions=self.executions[keep], device=self.device[keep],
+                                   stream=self.stream[keep], correlation=self.correlation[keep],
+                                   launch_ns=self.launch_ns[keep])
 
     def iteration(self) -> np.ndarray:
         """Per execution, the index into :attr:`steps` of the iteration that launched it (-1: none).

@@ -281,7 +281,7 @@ class Recording:
 
     @classmethod
     def from_capture(cls, capture: Any) -> Recording:
-        """A live capture (``PowerCapture``) as a recording: logs, epoch brackets, source, sensor, stats.
+        """A live capture (``PowerCapture``) as a recording: logs, every clock's brackets, source, sensor, stats.
 
         Parameters
         ----------
@@ -291,6 +291,8 @@ class Recording:
         for attr in ("samples", "epoch_brackets", "source", "sensor", "period_ns", "stats", "meta"):
             if not hasattr(capture, attr):
                 raise ValueError(f"capture: must be a PowerCapture (it has no {attr!r})")
-        return cls(samples=capture.samples, clocks={"CLOCK_REALTIME": capture.epoch_brackets},
+        # Every host clock the capture bracketed (CLOCK_BOOTTIME and CLOCK_MONOTONIC since its format 2).
+        clocks = {"CLOCK_REALTIME": capture.epoch_brackets, **dict(getattr(capture, "clock_brackets", {}))}
+        return cls(samples=capture.samples, clocks=clocks,
                    sensor=capture.sensor, source=dict(capture.source),
                    provenance={"period_ns": int(capture.period_ns), "stats": dict(capture.stats), **capture.meta})

@@ -1,0 +1,161 @@
+"""GPU kernels from a rocpd database (rocprofv3 ``--output-format rocpd``, ``<pid>_results.db``; SQLite3).
+
+The schema, from ROCprofiler-SDK's ``source/share/rocprofiler-sdk-rocpd/rocpd_tables.sql``
+and ``rocpd_views.sql`` and its writer ``source/lib/output/generateRocpd.cpp`` (at the
+commit :mod:`._rocprof_agents` names): each table is created as
+``rocpd_<name>_<uuid>`` with a view ``rocpd_<name>`` over it, and every row carries
+the ``guid`` of the run that wrote it (a merged database holds several). The
+reader joins the views::
+
+    rocpd_kernel_dispatch K   "start", "end" (CLOCK_BOOTTIME ns), agent_id, kernel_id,
+                              queue_id, stream_id, grid_size_{x,y,z},
+                              workgroup_size_{x,y,z}, event_id
+    rocpd_info_kernel_symbol  id = K.kernel_id: display_name (the formatted kernel
+                              name, the CSV's Kernel_Name), kernel_name
+    rocpd_info_agent          id = K.agent_id: "type" ('CPU'/'GPU'), type_index
+                              (= logical_node_type_id: the GPU ordinal)
+    rocpd_event               id = K.event_id: stack_id (the internal correlation id,
+                              the CSV's Correlation_Id)
+
+each on the same ``guid``. The documented ``kernels`` view joins the same
+tables, but its inner joins drop a dispatch whose thread, queue or region name
+is missing, and its columns changed names between releases; the tables did not.
+A database of an earlier development layout (dispatch times in ``rocpd_timestamp``
+rows, no ``start`` column) is refused by name.
+
+No database recorded by rocprofv3 exists in the upstream repository (tests/data
+holds one synthesized from this schema; its README says so).
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import urllib.parse
+from typing import Any, Union
+
+from fingrav_native.files._rocprof_agents import ROCPROF_CLOCK
+from fingrav_native.files._safe import file_problem, short_repr
+from fingrav_native.insitu._trace import INT64_MAX, INT64_MIN, KernelTrace, TraceFormatError
+
+#: The first 16 bytes of every SQLite 3 database (sqlite.org/fileformat.html, section 1.3.1).
+SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+#: Per table (view), the columns the reader uses.
+_COLUMNS = {
+    "rocpd_kernel_dispatch": ("id", "guid", "agent_id", "kernel_id", "queue_id", "stream_id", "start", "end", "event_id",
+                              "grid_size_x", "grid_size_y", "grid_size_z", "workgroup_size_x", "workgroup_size_y",
+                              "workgroup_size_z"),
+    "rocpd_info_kernel_symbol": ("id", "guid", "kernel_name", "display_name"),
+    "rocpd_info_agent": ("id", "guid", "type", "type_index"),
+    "rocpd_event": ("id", "guid", "stack_id"),
+}
+
+
+_QUERY = """
+SELECT K."start", K."end", COALESCE(S.display_name, S.kernel_name), K.kernel_id,
+       K.grid_size_x, K.grid_size_y, K.grid_size_z,
+       K.workgroup_size_x, K.workgroup_size_y, K.workgroup_size_z,
+       K.agent_id, A."type", A.type_index, K.stream_id, K.queue_id, E.stack_id, K.id
+FROM rocpd_kernel_dispatch K
+LEFT JOIN rocpd_info_kernel_symbol S ON S.id = K.kernel_id AND S.guid = K.guid
+LEFT JOIN rocpd_info_agent A ON A.id = K.agent_id AND A.guid = K.guid
+LEFT JOIN rocpd_event E ON E.id = K.event_id AND E.guid = K.guid
+ORDER BY K.guid, K.id
+"""
+
+
+def _connect(p: str, where: str) -> sqlite3.Connection:
+    """The database opened read-only (nothing is written, no journal is created beside it)."""
+    uri = "file:" + urllib.parse.quote(os.path.abspath(p)) + "?mode=ro"
+    try:
+        return sqlite3.connect(uri, uri=True)
+    except sqlite3.Error as exc:
+        raise TraceFormatError(f"{where}: cannot open it as a rocpd database ({exc})") from None
+
+
+def _check_schema(conn: sqlite3.Connection, where: str) -> None:
+    """Every view the query joins, with every column it reads; what is missing is named."""
+    for table, cols in _COLUMNS.items():
+        have = {r[1] for r in conn.execute(f'PRAGMA table_info("{table}")')}
+        if not have:
+            raise TraceFormatError(f"{where}: no table or view {table!r}; not a rocpd database (rocprofv3 "
+                                   "--output-format rocpd)")
+        missing = [c for c in cols if c not in have]
+        if missing:
+            raise TraceFormatError(f"{where}: {table} has no column {missing[0]!r} (a rocpd schema other than "
+                                   "rocprofiler-sdk's released one: its dispatches cannot be read)")
+
+
+def _row(r: tuple[Any, ...], where: str) -> tuple[Any, ...]:
+    """One dispatch checked: integers in int64, times ordered, a named kernel on a GPU."""
+    w = f"{where}: rocpd_kernel_dispatch id {short_repr(r[16])}"
+    for j, col in ((0, "start"), (1, "end"), (4, "grid_size_x"), (5, "grid_size_y"), (6, "grid_size_z"),
+                   (7, "workgroup_size_x"), (8, "workgroup_size_y"), (9, "workgroup_size_z")):
+        if isinstance(r[j], bool) or not isinstance(r[j], int) or not INT64_MIN <= r[j] <= INT64_MAX:
+            raise TraceFormatError(f"{w} has {col}={short_repr(r[j])}; expected an integer")
+    if r[0] < 0 or r[1] < r[0]:
+        raise TraceFormatError(f"{w} has start={r[0]}, end={r[1]}")
+    if not isinstance(r[2], str) or not r[2]:
+        raise TraceFormatError(f"{w} has kernel_id={short_repr(r[3])}, which rocpd_info_kernel_symbol does not name")
+    if r[11] != "GPU" or not isinstance(r[12], int) or r[12] < 0:
+        raise TraceFormatError(f"{w} has agent_id={short_repr(r[10])}, which rocpd_info_agent does not give as a "
+                               f"GPU with a type_index (type={short_repr(r[11])}, type_index={short_repr(r[12])})")
+    stream = r[13] if isinstance(r[13], int) and r[13] > 0 else r[14]
+    corr = r[15] if isinstance(r[15], int) else -1
+    return (r[0], r[1], r[2], (r[4], r[5], r[6]), (r[7], r[8], r[9]), r[12],
+            stream if isinstance(stream, int) else -1, corr)
+
+
+def read_rocpd(trace: Union[str, os.PathLike[str]]) -> KernelTrace:
+    """Read the kernel dispatches of a rocpd database.
+
+    Parameters
+    ----------
+    trace : str or path
+        A ``<pid>_results.db`` rocprofv3 wrote with ``--output-format rocpd``
+        (the default output format since ROCm 7.0), or a merged database.
+
+    Returns
+    -------
+    KernelTrace
+        ``clock="CLOCK_BOOTTIME"``; devices by GPU ordinal (the agent's
+        ``type_index``); streams by HIP stream id (queue id where 0).
+
+    Raises
+    ------
+    TraceFormatError
+        Naming the file: not a readable SQLite database, a view or column
+        the reader needs missing (named), no dispatch, or a dispatch with a
+        malformed value, no kernel symbol, or an agent that is not a GPU
+        (the dispatch's id is named).
+    ValueError
+        ``trace`` is not a path.
+    """
+    if not isinstance(trace, (str, os.PathLike)):
+        raise ValueError(f"trace={trace!r}: must be a file path")
+    p = os.fspath(trace)
+    where = f"trace={p!r}"
+    problem = file_problem(p) if os.path.exists(p) else "cannot read it: no such file"
+    if problem is not None:
+        raise TraceFormatError(f"{where}: {problem}")
+    conn = _connect(p, where)
+    try:
+        _check_schema(conn, where)
+        raw = conn.execute(_QUERY).fetchall()
+    except sqlite3.Error as exc:
+        raise TraceFormatError(f"{where}: not a readable rocpd database ({exc})") from None
+    finally:
+        conn.close()
+    if not raw:
+        raise TraceFormatError(f"{where}: no kernel dispatches in rocpd_kernel_dispatch; was rocprofv3 run with "
+                               "--kernel-trace?")
+    rows = [_row(r, where) for r in raw]
+    try:
+        return KernelTrace.from_rows(
+            [r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows], [r[3] for r in rows],
+            [r[4] for r in rows], clock=ROCPROF_CLOCK, source=p, device=[r[5] for r in rows],
+            stream=[r[6] for r in rows], correlation=[r[7] for r in rows], err_ns=1000.0)
+    except (ValueError, OverflowError) as exc:
+        raise TraceFormatError(f"{where}: {exc}") from None
