@@ -13,8 +13,8 @@ one that does.
 from __future__ import annotations
 
 import json
-import re
 import os
+import re
 import sqlite3
 import warnings
 
