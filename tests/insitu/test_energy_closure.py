@@ -68,6 +68,12 @@ def test_a_counter_consistent_with_the_power_closes(sensor, instant_loop) -> Non
     assert "energy closure over" in str(tp) and "(agree)" in str(tp)
 
 
+def test_the_closure_is_saved_with_the_profile(instant_loop, tmp_path) -> None:
+    tp, _ = _profile(instant_loop, INSTANT, truth_counter(instant_loop))
+    back = fg.load(fg.save(tp, tmp_path / "tp.fgprof"))
+    assert back.closure == tp.closure
+
+
 def test_a_counter_with_a_10_percent_gain_is_named(instant_loop) -> None:
     tp, caught = _profile(instant_loop, INSTANT, truth_counter(instant_loop, gain=1.10))
     cl = tp.closure

@@ -39,6 +39,7 @@ if TYPE_CHECKING:
         PowerCapture,
         load_capture,
     )
+    from fingrav_native.files._capture_counter import CapturedCounter
     from fingrav_native.files._characterisation import load_characterisation
     from fingrav_native.files._kineto import read_kineto_trace, write_kineto_trace
     from fingrav_native.files._parquet import export_parquet
@@ -62,6 +63,7 @@ _WHERE = {
     "CampaignFormatError": "_campaign",
     "CampaignLockedError": "_campaign",
     "CampaignMismatchError": "_campaign",
+    "CapturedCounter": "_capture_counter",
     "CaptureFormatError": "_capture",
     "FORMAT_NAME": "_profiles",
     "FORMAT_VERSION": "_profiles",

@@ -63,7 +63,9 @@ from fingrav_native.clocks._epoch import (
     identity_logger_map,
     realtime_stamped_map,
 )
+from fingrav_native.clocks._maps import ClockMapLike
 from fingrav_native.clocks._onesided import fit_one_sided_clock_map
+from fingrav_native.files._capture_counter import COUNTER_MEMBER, CapturedCounter, counter_from_file
 from fingrav_native.files._safe import (
     MAX_JSON_BYTES,
     check_archive,
@@ -76,6 +78,7 @@ from fingrav_native.files._safe import (
     short_repr,
 )
 from fingrav_native.records._recording import Recording
+from fingrav_native.sensors._energy_counter import EnergyCounter
 from fingrav_native.sensors._model import SensorModel
 
 #: The ``format`` a capture file's header names.
@@ -145,6 +148,10 @@ class PowerCapture:
         ``device``, ``hostname``, ``pid``, ``started_epoch_ns``,
         ``stopped_epoch_ns``, ``fingrav_native_version``, ``host_clock``,
         and ``trace`` when a trace was attached.
+    counter : CapturedCounter or None
+        The device's energy counter, recorded beside the logs where the
+        device has one (None: none; every capture written before counters were
+        recorded). :meth:`energy_counter` rebuilds it.
 
     Raises
     ------
@@ -160,6 +167,7 @@ class PowerCapture:
     period_ns: int
     stats: dict[str, Any]
     meta: dict[str, Any]
+    counter: Optional[CapturedCounter] = None
 
     def __post_init__(self) -> None:
         s = self.samples
@@ -181,6 +189,8 @@ class PowerCapture:
         for name in ("stats", "meta"):
             if not isinstance(getattr(self, name), dict):
                 raise ValueError(f"{name}: must be a dict")
+        if self.counter is not None and not isinstance(self.counter, CapturedCounter):
+            raise ValueError(f"counter={type(self.counter).__name__}: must be a CapturedCounter or None")
         # Frozen like the dataclass: a capture is a record of what happened.
         object.__setattr__(self, "samples", readonly(s.copy() if s.flags.writeable else s))
         object.__setattr__(self, "epoch_brackets", readonly(b.copy() if b.flags.writeable else b))
@@ -235,11 +245,22 @@ class PowerCapture:
                              f"(host_ns, source_ts): {exc}") from exc
         return compose_logger_map(epoch, lmap, domain, tick)
 
+    def energy_counter(self) -> Optional[tuple[EnergyCounter, ClockMapLike]]:
+        """The energy counter recorded with the logs and the map of its stamps onto the epoch (None: none).
+
+        See :meth:`CapturedCounter.energy_counter`; :func:`~fingrav_native.profile_trace`
+        closes a profile against it.
+        """
+        return None if self.counter is None else self.counter.energy_counter(self)
+
     # ------------------------------------------------------------------ files
     def _header(self) -> dict[str, Any]:
-        return {"format": CAPTURE_FORMAT, "version": CAPTURE_VERSION, "source": self.source,
-                "sensor": None if self.sensor is None else self.sensor.as_dict(), "period_ns": int(self.period_ns),
-                "stats": self.stats, "meta": self.meta}
+        header = {"format": CAPTURE_FORMAT, "version": CAPTURE_VERSION, "source": self.source,
+                  "sensor": None if self.sensor is None else self.sensor.as_dict(), "period_ns": int(self.period_ns),
+                  "stats": self.stats, "meta": self.meta}
+        if self.counter is not None:  # issue 28: the energy counter (files/_capture_counter.py)
+            header["counter"] = self.counter.header()
+        return header
 
     def save(self, path: Union[str, os.PathLike[str]]) -> str:
         """Write the capture to ``path`` atomically; return the path written.
@@ -257,7 +278,8 @@ class PowerCapture:
         -----
         A numpy ``.npz`` holding ``samples`` (SAMPLE_DTYPE), ``epoch_brackets``
         (int64) and ``header`` (a JSON string: ``format``, ``version`` and
-        the dict fields); no pickles, so :func:`load_capture` reads it with
+        the dict fields), and with an energy counter its ``counter`` header
+        and ``counter_samples`` (:mod:`fingrav_native.files._capture_counter`); no pickles, so :func:`load_capture` reads it with
         ``allow_pickle=False``. Written to a temporary file in the same
         folder and renamed over ``path`` (``os.replace``), so a crash never
         leaves a half-written capture under the final name.
@@ -266,9 +288,10 @@ class PowerCapture:
             raise ValueError(f"path={path!r}: must be a file path")
         path = os.fspath(path)
         header = json.dumps(self._header())
+        counter = {} if self.counter is None else self.counter.members()
         return save_npz_atomically(path, {"samples": np.ascontiguousarray(self.samples),
                                           "epoch_brackets": np.ascontiguousarray(self.epoch_brackets),
-                                          "header": np.array(header)}, "capture")
+                                          "header": np.array(header), **counter}, "capture")
 
     def to_recording(self) -> Recording:
         """This capture as a :class:`Recording` (logs, CLOCK_REALTIME brackets, source, sensor, stats)."""
@@ -359,10 +382,11 @@ def load_capture(path: Union[str, os.PathLike[str]]) -> PowerCapture:
     header = _read_header(arrays["header"], bad)
     _check_contents(header, arrays, bad)
     sensor = _sensor_of(header, bad)
+    counter = counter_from_file(header, arrays, bad)
     try:
         return PowerCapture(samples=arrays["samples"], epoch_brackets=arrays["epoch_brackets"],
                             source=header["source"], sensor=sensor, period_ns=header["period_ns"],
-                            stats=header["stats"], meta=header["meta"])
+                            stats=header["stats"], meta=header["meta"], counter=counter)
     except (ValueError, TypeError) as exc:
         raise bad(str(exc)) from exc
 
@@ -380,7 +404,7 @@ def _read_arrays(path: str, bad: _Bad) -> dict[str, np.ndarray]:
         if "header" not in names:
             raise bad(f"not a {CAPTURE_FORMAT} file (no 'header' array; found {sorted(names)[:8]})")
         arrays: dict[str, np.ndarray] = {}
-        for key in ("header", "samples", "epoch_brackets"):
+        for key in ("header", "samples", "epoch_brackets", COUNTER_MEMBER):
             if key in names:
                 # The header is a few kB of JSON; only the arrays may be large.
                 data = read_member(zf, f"{key}.npy", bad, budget, limit=MAX_JSON_BYTES if key == "header" else None)
