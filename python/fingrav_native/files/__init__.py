@@ -3,7 +3,7 @@
 Versioned profile files (no pickle, checked field by field on load), power captures,
 sensor characterisations, campaign folders (run files, manifest, lock), the readers of
 application traces (torch.profiler / Kineto JSON, rocprofv3 CSV) and the Perfetto /
-Chrome trace export. Every loader goes through the guards of ``_safe`` (size caps,
+Chrome trace export, and the annotated copy of an application's own trace. Every loader goes through the guards of ``_safe`` (size caps,
 regular files only, JSON depth, .npy headers).
 """
 
@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from fingrav_native._lazy import attach
 
 if TYPE_CHECKING:
+    from fingrav_native.files._annotate import annotate_trace
     from fingrav_native.files._campaign import (
         CAMPAIGN_FILE,
         CAMPAIGN_FORMAT,
@@ -56,6 +57,7 @@ if TYPE_CHECKING:
 # Each public name -> the private module that defines it. Loaded on first use (PEP 562, as scipy
 # and scikit-image do), so importing one module of this package never imports the rest of it.
 _WHERE = {
+    "annotate_trace": "_annotate",
     "CAMPAIGN_FILE": "_campaign",
     "CAMPAIGN_FORMAT": "_campaign",
     "CAPTURE_FORMAT": "_capture",

@@ -59,8 +59,9 @@ class EnergyClosure:
         The counter's energy over the span.
     kernels_j : float
         The table's kernels over the span: each execution of a signature with
-        an energy (past its warm-up, alone on the device) at its signature's
-        mean power for the part of it inside the span.
+        an energy (past its warm-up, alone on the device) counts its
+        signature's energy per execution (the share of it inside the span,
+        spread over its own duration): the table's ``count * energy_j``.
     other_kernels_j : float
         Executions without a table energy (skipped or unresolved
         signatures, concurrent kernels, the warm-up), at a level fitted to

@@ -116,13 +116,15 @@ def _timeline(tp: TraceProfile, on_device: np.ndarray) -> _Timeline:
     row_of = np.full(len(kt.signatures), -1, dtype=np.int64)
     row_of[np.asarray(tp.signature_rows, dtype=np.int64)] = np.arange(len(tp.signature_rows))
     row = row_of[ex["kernel_id"]]
-    power = np.where(row >= 0, tp.kernels["power_w"][np.clip(row, 0, None)], np.nan) if len(tp.kernels) else \
+    energy = np.where(row >= 0, tp.kernels["energy_j"][np.clip(row, 0, None)], np.nan) if len(tp.kernels) else \
         np.full(len(ex), np.nan)
-    known = on_device & ~conc & (row >= 0) & np.isfinite(power) & ~_warm_mask(tp, on_device, conc)
     s, e = ex["start_ns"].astype(np.float64), ex["end_ns"].astype(np.float64)
+    known = on_device & ~conc & (row >= 0) & np.isfinite(energy) & (e > s) & ~_warm_mask(tp, on_device, conc)
     order = np.flatnonzero(known)
     order = order[np.argsort(s[order], kind="stable")]
-    kernels = _Cumulative.of(s[order], e[order], power[order])
+    # The table's energy per execution, spread over each execution's own duration: a whole execution counts
+    # its signature's energy (the table's count x energy_j), a slow one no more than a golden one.
+    kernels = _Cumulative.of(s[order], e[order], energy[order] * 1e9 / (e[order] - s[order]))
     other = on_device & ~known
     oa, ob = _merge(s[other], e[other])
     ba, bb = _merge(s[on_device], e[on_device])
@@ -238,9 +240,8 @@ def _model_energy(tl: _Timeline, lv: _Levels, a: Any, b: Any) -> tuple[np.ndarra
 def _kernel_half_width(tp: TraceProfile, tl: _Timeline, a: float, b: float) -> float:
     """95 % half-width (W ns) of the table's kernels over ``[a, b]``: one signature's executions share its error."""
     ov = np.clip(np.minimum(b, tl.ex_end) - np.maximum(a, tl.ex_start), 0.0, None)
-    dur = tp.kernels["duration_ns"][tl.ex_row]
     hw = tp.kernels["energy_half_width_j"][tl.ex_row]
-    share = np.where(dur > 0, ov / np.where(dur > 0, dur, 1.0), 0.0) * np.nan_to_num(hw) * 1e9
+    share = ov / (tl.ex_end - tl.ex_start) * np.nan_to_num(hw) * 1e9
     per_row = np.bincount(tl.ex_row, weights=share, minlength=len(tp.kernels)) if len(share) else np.zeros(1)
     return float(np.sqrt(np.sum(per_row ** 2)))
 
@@ -323,7 +324,7 @@ def energy_closure(tp: TraceProfile, counter: EnergyCounter, counter_t_ns: np.nd
     Notes
     -----
     The profile's side over the span ``[a, b]`` is the table's kernels
-    (each execution at its signature's mean power, ``power_w``) plus, for
+    (each execution its signature's ``energy_j``, spread over its duration) plus, for
     every other class of time, a level times its duration; the levels are
     least squares over the logs inside the trace's kernel span, each log
     the mean of the power over its interval (the forward model of the
