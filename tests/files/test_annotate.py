@@ -116,6 +116,28 @@ def test_a_real_trace_is_annotated_with_every_event_kept(name, suffix, tmp_path)
     assert np.array_equal(k0.steps, k1.steps) and k0.origin_ns == k1.origin_ns
 
 
+def test_args_anywhere_in_an_event_and_nested_args_are_found(tmp_path) -> None:
+    # Kineto writes args last; another writer may not, and an args object may hold a key "args" itself.
+    path, tp = _profile("kineto/gpu_metrics_input.json")
+    with open(path) as f:
+        doc = json.load(f)
+    kernels = [i for i, e in enumerate(doc["traceEvents"]) if e.get("cat") == "Kernel"]
+    for i in kernels[::2]:
+        e = doc["traceEvents"][i]
+        doc["traceEvents"][i] = {"args": e["args"], **{k: v for k, v in e.items() if k != "args"}}
+    doc["traceEvents"][kernels[1]]["args"]["args"] = {"x": 1}
+    moved = tmp_path / "moved.json"
+    moved.write_text(json.dumps(doc, indent=2))
+    out = annotate_trace(moved, tp, tmp_path / "out.json")
+    got = _load(out)["traceEvents"]
+    for i in kernels:
+        a = got[i]["args"]
+        extra = [k for k in a if k.startswith("fingrav_")]
+        assert extra and {k: v for k, v in a.items() if k not in extra} == json.loads(
+            json.dumps(doc["traceEvents"][i]["args"]), parse_float=Decimal)
+    assert got[kernels[1]]["args"]["args"] == {"x": 1}
+
+
 def test_chunk_boundaries_anywhere_give_the_same_bytes(tmp_path, monkeypatch) -> None:
     name = "kineto/gpu_metrics_input.json"
     path, tp = _profile(name)

@@ -294,10 +294,41 @@ def _member_span(text: str, key: str) -> Optional[tuple[int, int]]:
             i += 1
 
 
-def _insertion(text: str, add: dict[str, Any], i: int, where: str) -> tuple[int, str]:
+_LAST_ARGS = re.compile(r'"args"[ \t\n\r]*:[ \t\n\r]*\{')
+_CLOSE = re.compile(r"[ \t\n\r]*\}")
+
+
+def _args_span(text: str, args: Any) -> Optional[tuple[int, int]]:
+    """Where the event's ``args`` value lies in its text: found fast where it is the last member, as Kineto writes it.
+
+    The last ``"args": {`` in the text is the member only if its value decodes to the event's ``args`` and
+    nothing but the event's closing brace follows it (a nested or quoted one is followed by more); else every
+    member is walked.
+    """
+    found = list(_LAST_ARGS.finditer(text))
+    if isinstance(args, dict) and found:
+        a = found[-1].end() - 1
+        try:
+            value, b = _FAST.raw_decode(text, a)
+        except json.JSONDecodeError:
+            value, b = None, -1
+        tail = _CLOSE.match(text, b) if b > 0 else None
+        if value == args and tail is not None and tail.end() == len(text):
+            return a, b
+    return _member_span(text, "args")
+
+
+def _literal(v: Any) -> str:
+    """A JSON literal of an added value (None, bool, int, finite float, str)."""
+    if v is None or isinstance(v, (bool, str)):
+        return json.dumps(v)
+    return repr(v) if isinstance(v, float) else str(int(v))
+
+
+def _insertion(text: str, add: dict[str, Any], ev: dict[str, Any], i: int, where: str) -> tuple[int, str]:
     """Where in an event's text the added args go (an offset), and the text to insert there."""
-    members = ", ".join(f"{json.dumps(k)}: {json.dumps(v, allow_nan=False)}" for k, v in add.items())
-    span = _member_span(text, "args")
+    members = ", ".join(f'"{k}": {_literal(v)}' for k, v in add.items())
+    span = _args_span(text, ev["args"]) if "args" in ev else None
     if span is None:
         return len(text) - 1, f', "args": {{{members}}}'
     a, b = span
@@ -351,7 +382,7 @@ def _copy_events(st: _Stream, plan: _Plan) -> int:
                                  "already; annotate the trace torch.profiler wrote")
             add = plan.args_for(exact, n, st.where)
             if add:
-                off, ins = _insertion(text, add, n, st.where)
+                off, ins = _insertion(text, add, ev, n, st.where)
                 st.copy_to(a + off, ins)
         n += 1
     counters = _counter_events(plan)
