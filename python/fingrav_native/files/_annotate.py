@@ -43,7 +43,7 @@ import re
 import tempfile
 from dataclasses import asdict
 from decimal import Decimal
-from typing import IO, Any, Optional, Union, cast
+from typing import IO, Any, Iterator, Optional, Union, cast
 
 import numpy as np
 
@@ -227,10 +227,12 @@ class _Plan:
             mine = np.flatnonzero((ex["kernel_id"] == sid) & ~self.conc & (kt.device == self.device))
             mine = mine[np.argsort(ex["start_ns"][mine], kind="stable")]
             self.warm[mine[:int(tp.kernels["warmup"][row])]] = True
-        self.by_key: dict[tuple[int, int, int, int, int], list[int]] = {}
-        for j, key in enumerate(zip(kt.device.tolist(), kt.stream.tolist(), kt.correlation.tolist(),
-                                    ex["start_ns"].tolist(), ex["end_ns"].tolist())):
-            self.by_key.setdefault(key, []).append(j)
+        # Executions by start (numpy, not a dict of tuples: a million kernels cost 8 bytes each to look up).
+        self.order = np.argsort(ex["start_ns"], kind="stable")
+        self.starts = np.asarray(ex["start_ns"][self.order], dtype=np.int64)
+        self.used = np.zeros(len(ex), dtype=bool)
+        self.ends = np.ascontiguousarray(ex["end_ns"], dtype=np.int64)
+        self.ids = np.column_stack([kt.device, kt.stream, kt.correlation]).astype(np.int64)
         self.matched, self.unmatched, self.zero, self.annotated = 0, 0, 0, 0
         self.pid: Any = None
 
@@ -245,15 +247,15 @@ class _Plan:
             return -1 if v is None else v
 
         rel = self.base_ns + ts - self.origin
-        hits = self.by_key.get((num("device"), num("stream"), num("correlation"), rel, rel + dur))
-        if not hits:
+        j = self._find(rel, rel + dur, num("device"), num("stream"), num("correlation"))
+        if j < 0:
             if dur == 0:  # left out of the profile: below the trace's resolution
                 self.zero += 1
                 return {"fingrav_note": "zero recorded duration: not attributed; its energy is counted between "
                                         "kernels"}
             self.unmatched += 1
             return None
-        j = hits.pop(0)
+        self.used[j] = True
         self.matched += 1
         kt = self.tp.trace
         if int(kt.device[j]) == self.device and self.pid is None:
@@ -271,9 +273,19 @@ class _Plan:
             out["fingrav_concurrent"] = True
         return out
 
+    def _find(self, start: int, end: int, device: int, stream: int, correlation: int) -> int:
+        """The first unmatched execution with these times, device, stream and correlation id (-1: none)."""
+        i = int(self.starts.searchsorted(start))
+        while i < len(self.starts) and self.starts[i] == start:
+            j = int(self.order[i])
+            if not self.used[j] and self.ends[j] == end and self.ids[j].tolist() == [device, stream, correlation]:
+                return j
+            i += 1
+        return -1
+
     def left(self) -> int:
         """Executions of the profile no kernel event of the trace matched."""
-        return sum(len(v) for v in self.by_key.values())
+        return int(np.sum(~self.used))
 
 
 def _member_span(text: str, key: str) -> Optional[tuple[int, int]]:
@@ -344,21 +356,22 @@ def _is_kernel(ev: Any) -> bool:
     return isinstance(ev, dict) and ev.get("ph") == "X" and isinstance(cat, str) and cat.lower() == "kernel"
 
 
-def _counter_events(plan: _Plan) -> list[str]:
-    """The power logs as counter events under the GPU's pid, on the trace's clock (exact ns as Kineto's ``ts``)."""
+def _counter_events(plan: _Plan) -> Iterator[str]:
+    """The power logs as counter events under the GPU's pid, on the trace's clock (exact ns as Kineto's ``ts``).
+
+    A generator: an hour of 1 kHz logs is half a GB of text, written as it is made.
+    """
     logs = plan.tp.logs
     pid = json.dumps(plan.pid if plan.pid is not None else plan.device)
     shift = plan.origin - plan.base_ns
-    out = []
     for ch in ("total", "compute", "io", "memory"):
         v = np.asarray(logs[ch], dtype=np.float64)
         ok = np.isfinite(v) & np.isfinite(logs["t_ns"])
         name = json.dumps(f"fingrav power {ch} (W)")
         ts = shift + np.rint(np.asarray(logs["t_ns"], dtype=np.float64)[ok]).astype(np.int64)
-        out += [f'{{"ph": "C", "cat": "fingrav_power", "name": {name}, "pid": {pid}, "tid": 0, '
-                f'"ts": {_micro(int(t))}, "args": {{"power_w": {json.dumps(float(w))}}}}}'
-                for t, w in zip(ts.tolist(), v[ok].tolist())]
-    return out
+        for t, w in zip(ts.tolist(), v[ok].tolist()):
+            yield (f'{{"ph": "C", "cat": "fingrav_power", "name": {name}, "pid": {pid}, "tid": 0, '
+                   f'"ts": {_micro(t)}, "args": {{"power_w": {w!r}}}}}')
 
 
 def _copy_events(st: _Stream, plan: _Plan) -> int:
@@ -385,8 +398,9 @@ def _copy_events(st: _Stream, plan: _Plan) -> int:
                 off, ins = _insertion(text, add, ev, n, st.where)
                 st.copy_to(a + off, ins)
         n += 1
-    counters = _counter_events(plan)
-    st.copy_to(st.pos, (", " if n and counters else "") + ", ".join(counters))
+    st.copy_to(st.pos)
+    for k, event in enumerate(_counter_events(plan)):
+        st.out.write(", " + event if n or k else event)
     st.pos += 1
     return n
 
