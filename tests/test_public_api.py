@@ -47,6 +47,7 @@ TOP_LEVEL = {
     "CampaignMismatchError", "CampaignLockedError", "NoLogsInExecutionsError", "LibraryNotFoundError",
     "SymbolNotFoundError", "DeviceUnavailableError", "SamplerError",
     "SensorResolutionWarning", "PhaseSteeringWarning", "ClockStepWarning", "UnknownSensorWindowWarning",
+    "EnergyClosureWarning",
 }
 
 

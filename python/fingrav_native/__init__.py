@@ -59,6 +59,7 @@ from fingrav_native.files._capture import CaptureFormatError
 from fingrav_native.files._io import load, save
 from fingrav_native.files._profiles import ProfileFormatError
 from fingrav_native.files._trace import export_trace
+from fingrav_native.insitu._closure import EnergyClosureWarning
 from fingrav_native.insitu._results import TraceProfile
 from fingrav_native.insitu._trace import KernelTrace, TraceFormatError
 from fingrav_native.method._align import NoLogsInExecutionsError
@@ -92,6 +93,7 @@ __all__ = [
     "SymbolNotFoundError", "DeviceUnavailableError", "SamplerError",
     # warnings
     "SensorResolutionWarning", "PhaseSteeringWarning", "ClockStepWarning", "UnknownSensorWindowWarning",
+    "EnergyClosureWarning",
 ]
 
 

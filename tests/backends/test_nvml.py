@@ -682,3 +682,26 @@ def test_usage_is_stamped_on_the_host_realtime_clock(fake):
     fake.fail_next(FN_USAGE, UNKNOWN, 1)
     with pytest.raises(RuntimeError, match="transient error: nvmlDeviceGetPowerUsage: Unknown Error"):
         src.poll()
+
+
+# ---------------------------------------------------------------- the recorder's energy counter (issue 28)
+
+
+def test_the_recorder_finds_nvmls_energy_counter_beside_each_mode(fake):
+    from fingrav_native.app._open import _nvml_counter
+
+    fake.set_field(0, FI_ENERGY, 0, 1_000)
+    # Samples mode: a second source in energy mode reads the counter, stamped by NVML's field (mJ quantum).
+    spec = _nvml_counter(0, "samples", _core.NvmlPowerSource(0, "samples"))
+    assert spec is not None and spec.source is not None and spec.source.info.name == "nvml:0:energy"
+    assert spec.quantum_j == 1e-3 and spec.stamped and spec.scope == "gpu"
+    # Energy mode: the logs are the counter's steps; nothing more to poll.
+    spec = _nvml_counter(0, "energy", _core.NvmlPowerSource(0, "energy"))
+    assert spec is not None and spec.source is None and spec.quantum_j == 1e-3
+    # The function fallback stamps the read, so a value may be a poll period stale.
+    fake.set_supported(0, SUP_ALL & ~SUP_ENERGY_FIELD)
+    spec = _nvml_counter(0, "instant", _core.NvmlPowerSource(0, "instant"))
+    assert spec is not None and not spec.stamped
+    # No counter at all: none.
+    fake.set_supported(0, SUP_ALL & ~SUP_ENERGY_FIELD & ~SUP_ENERGY_FN)
+    assert _nvml_counter(0, "instant", _core.NvmlPowerSource(0, "instant")) is None

@@ -318,3 +318,17 @@ def test_the_synthesized_outputs_of_one_run_read_alike_with_gpu_ordinals():
         assert np.array_equal(kt.executions, first.executions) and np.array_equal(kt.signatures, first.signatures)
         assert kt.device.tolist() == first.device.tolist() and kt.stream.tolist() == first.stream.tolist()
         assert kt.correlation.tolist() == first.correlation.tolist() and kt.origin_ns == first.origin_ns
+
+
+def test_the_energy_counter_closes_on_the_rocprofv3_traces_clock(loop, session, tmp_path):
+    # The closure (issue 28) maps the capture's energy counter onto the trace's clock as it maps the logs:
+    # onto CLOCK_BOOTTIME for rocprofv3. Mapped onto CLOCK_REALTIME (what the counter's map did before the
+    # two branches met) it falls decades away from the kernels and the closure has nothing to close over.
+    paths, _, _ = session
+    with_counter = loop.capture(energy_counter=True).save(tmp_path / "power.npz")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # an EnergyClosureWarning would fail here
+        tp = profile_trace(paths["csv"], load_capture(with_counter), min_executions=50)
+    c = tp.closure
+    assert c is not None and abs(c.difference_j) <= c.half_width_j
+    assert c.counter_j > 0 and c.end_ns > c.start_ns

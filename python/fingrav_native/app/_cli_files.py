@@ -8,17 +8,21 @@ import json
 import math
 import os
 import sys
-from typing import Any
+import warnings
+from typing import Any, Optional
 
 import numpy as np
 
 from fingrav_native.app import _plot as fplot
 from fingrav_native.app._cli_common import EXIT_FAILURE, EXIT_OK, interruptible
 from fingrav_native.app._trace import profile_trace
+from fingrav_native.files._annotate import annotate_trace, check_annotation_out
 from fingrav_native.files._capture import load_capture
 from fingrav_native.files._parquet import export_parquet
 from fingrav_native.files._profiles import load_profile
 from fingrav_native.files._trace import export_trace
+from fingrav_native.insitu._closure import EnergyClosureWarning
+from fingrav_native.insitu._results import TraceProfile
 from fingrav_native.method._results import InterleavedProfile, Profile
 
 
@@ -123,6 +127,23 @@ def export_command(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _annotation_out(args: argparse.Namespace) -> Optional[str]:
+    """``--annotate OUT`` checked (a folder, a missing or unwritable folder, the trace, a file without --force)."""
+    if args.annotate is None:
+        if args.force:
+            raise ValueError("--force: replaces an existing --annotate file; give --annotate OUT")
+        return None
+    return check_annotation_out(args.trace, args.annotate, overwrite=args.force, name="--annotate")
+
+
+def _closure_doc(tp: TraceProfile) -> Optional[dict[str, Any]]:
+    """The energy closure for kernels.json (NaN as null), None without a counter."""
+    if tp.closure is None:
+        return None
+    return {k: (None if isinstance(v, float) and not math.isfinite(v) else v)
+            for k, v in dataclasses.asdict(tp.closure).items()}
+
+
 @interruptible("trace")
 def trace_command(args: argparse.Namespace) -> int:
     """``fingrav trace``: the in-situ profile printed; its Perfetto trace, figures and kernel table written."""
@@ -131,9 +152,13 @@ def trace_command(args: argparse.Namespace) -> int:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    annotate = _annotation_out(args)  # before the work: a refused output costs nothing
     try:
-        tp = profile_trace(args.trace, load_capture(args.power), min_executions=args.min_executions,
-                           sensor=args.sensor, device=args.device)
+        with warnings.catch_warnings():
+            # Said below, in the command's words, not as a Python warning with a source line.
+            warnings.simplefilter("ignore", EnergyClosureWarning)
+            tp = profile_trace(args.trace, load_capture(args.power), min_executions=args.min_executions,
+                               sensor=args.sensor, device=args.device)
     except ValueError as exc:
         # The data, not the command line: logs that miss the trace, a trace nothing in can be profiled.
         if str(exc).startswith(("samples:", "trace:")):
@@ -141,6 +166,8 @@ def trace_command(args: argparse.Namespace) -> int:
             return EXIT_FAILURE
         raise
     print(tp)
+    if tp.closure is not None and not tp.closure.agrees:
+        print(f"fingrav trace: warning: {tp.closure.explain()}", file=sys.stderr)
     os.makedirs(args.out, exist_ok=True)
     written = [export_trace(tp, os.path.join(args.out, "power_trace.json.gz"))]
     fig = fplot.plot_kernel_energy(tp).figure
@@ -160,11 +187,14 @@ def trace_command(args: argparse.Namespace) -> int:
            "trace_clock": tp.trace.clock, "device": device,
            "device_numbering": tp.trace.device_numbering,
            "kernels": rows, "concurrent": tp.concurrent, "skipped": tp.skipped,
-           "iterations": None if tp.summary is None else dataclasses.asdict(tp.summary)}
+           "iterations": None if tp.summary is None else dataclasses.asdict(tp.summary),
+           "closure": _closure_doc(tp)}
     path = os.path.join(args.out, "kernels.json")
     with open(path, "w") as f:
         json.dump(doc, f, indent=1)
     written.append(path)
+    if annotate is not None:
+        written.append(annotate_trace(args.trace, tp, annotate, overwrite=args.force))
     for p in written:
         print(p)
     print("open power_trace.json.gz in https://ui.perfetto.dev")

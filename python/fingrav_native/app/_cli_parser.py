@@ -179,11 +179,15 @@ def _add_trace_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]"
             "clock (CLOCK_REALTIME for torch.profiler, CLOCK_BOOTTIME for rocprofv3) through the capture's "
             "bracketed clock reads, profile every kernel signature (name, grid, block) over its own "
             "executions, print the top-kernels table and the energy per iteration, and write a Perfetto "
-            "trace with power counter tracks over the kernel slices, figures, and the table as JSON."
+            "trace with power counter tracks over the kernel slices, figures, and the table as JSON. Where the "
+            "capture holds an energy counter, check that the kernels and the gaps between them add up to it "
+            "(the energy closure line). --annotate writes the user's own trace again, every event kept, with "
+            "each kernel's energy in its args and the power as counter tracks beside its GPU's kernels."
         ),
         epilog=("examples:\n  fingrav trace trace.json.gz --power power.npz --out insitu/\n"
                 "  fingrav trace trace.json.gz --power power.npz --top 6 --format pdf\n"
-                "  fingrav trace out/host/4242_results.db --power power.npz --device 0"),
+                "  fingrav trace out/host/4242_results.db --power power.npz --device 0\n"
+                "  fingrav trace trace.json.gz --power power.npz --annotate trace.power.json.gz"),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     trace.add_argument("trace", help="a torch.profiler Chrome trace (.json or .json.gz), or what rocprofv3 "
@@ -204,6 +208,11 @@ def _add_trace_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]"
                             "when the trace holds kernels of several GPUs")
     trace.add_argument("--sensor", default=None, metavar="PRESET",
                        help="what each log measures, if not the capture's own sensor model (a preset name)")
+    trace.add_argument("--annotate", default=None, metavar="OUT",
+                       help="also write the trace again as OUT (.json, or .json.gz gzipped) with every event kept, "
+                            "each kernel's energy in its args and power counter tracks (opens in Perfetto, "
+                            "TensorBoard, HTA); checked before any work")
+    trace.add_argument("--force", action="store_true", help="let --annotate replace an existing file (never the trace)")
 
 
 def _add_profile_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:

@@ -32,6 +32,7 @@ import numpy as np
 
 from fingrav_native._core import SAMPLE_DTYPE
 from fingrav_native.files._capture import PowerCapture
+from fingrav_native.files._capture_counter import CapturedCounter
 from fingrav_native.files._kineto import write_kineto_trace
 from fingrav_native.files._rocprof_write import write_rocprof_trace
 from fingrav_native.sensors._model import SensorModel
@@ -183,13 +184,15 @@ class SimTrainingLoop:
                                    self.to_clock(ex["start_ns"], "CLOCK_BOOTTIME"),
                                    self.to_clock(ex["end_ns"], "CLOCK_BOOTTIME"), output_format=output_format)
 
-    def capture(self) -> PowerCapture:
+    def capture(self, energy_counter: bool = False) -> PowerCapture:
         """The power logs as a :class:`~fingrav_native.app.PowerRecorder` would have saved them.
 
         The logs are stamped in the logger's own clock (``source_ts``), seen
         by the sampler at host (monotonic) times; the epoch brackets tie the
         host clock to the trace's epoch clock, drift included, and the
-        CLOCK_BOOTTIME and CLOCK_MONOTONIC brackets to those clocks.
+        CLOCK_BOOTTIME and CLOCK_MONOTONIC brackets to those clocks. With
+        ``energy_counter``, an accumulator of the true power too
+        (:meth:`energy_counter`), as a recorder records a GPU's counter.
         """
         p = self.gpu.params
         own = bool(p.get("logger_own_clock", 0.0))
@@ -201,17 +204,46 @@ class SimTrainingLoop:
                     "native_period_ns": int(p["logger_period_ns"]), "window_ns": int(p["logger_window_ns"]),
                     "channels": ["total", "compute", "io", "memory"]},
             sensor=self.gpu.sensor, period_ns=int(p["poll_period_ns"]),
-            stats={"drops": 0, "source_missed": 0},
+            stats={"drops": 0, "source_missed": 0}, counter=self.energy_counter() if energy_counter else None,
             meta={"device": "simulated GPU (virtual time)", "hostname": "simulator", "pid": 0,
                   "started_epoch_ns": int(self.to_epoch(np.array([0]))[0]),
                   "stopped_epoch_ns": int(self.to_epoch(np.array([self.gpu.now()]))[0]), **self.meta},
             clock_brackets={c: np.ascontiguousarray(b, dtype=np.int64) for c, b in self.clock_brackets.items()})
 
-    def save(self, folder: Union[str, os.PathLike[str]]) -> tuple[str, str]:
-        """Write ``trace.json.gz`` and ``power.npz`` into ``folder`` (what a recorded session leaves)."""
+    def energy_counter(self, every_ns: int = 2_000_000, grid_ns: int = 1_000) -> CapturedCounter:
+        """An energy accumulator of the device's true power, as a recorder would have polled it.
+
+        The simulator's true total power integrated on a ``grid_ns`` grid
+        (midpoints), read every ``every_ns`` on the host's clock and
+        quantised to 2^-16 J (AMD's ``energy_accumulator``): a counter
+        consistent with the power, for the energy closure of
+        :func:`~fingrav_native.profile_trace`.
+        """
+        start = int(np.min(self.gpu.samples()["host_ns"])) if len(self.gpu.samples()) else 0
+        t = np.arange(start, self.gpu.now(), grid_ns, dtype=np.int64)
+        p = np.asarray(self.gpu.truth_power(t + grid_ns // 2)[:, 0], dtype=np.float64)
+        quantum = 2.0 ** -16
+        cum = np.floor(np.concatenate([[0.0], np.cumsum(p) * grid_ns * 1e-9]) / quantum) * quantum
+        k = np.arange(0, len(t) + 1, max(every_ns // grid_ns, 1))
+        steps = np.zeros(len(k) - 1, dtype=SAMPLE_DTYPE)
+        steps["source_ts"] = steps["host_ns"] = start + k[1:] * grid_ns
+        steps["seq"] = np.arange(len(steps))
+        steps["window_ns"] = np.diff(k) * grid_ns
+        steps["total"] = np.diff(cum[k]) / (np.diff(k) * grid_ns * 1e-9)
+        return CapturedCounter(samples=steps, source={"name": "simulated energy accumulator (true power)",
+                                                      "clock_domain": "host-monotonic-raw", "tick_ns": 1.0,
+                                                      "native_period_ns": every_ns, "window_ns": 0,
+                                                      "channels": ["total"]},
+                               quantum_j=quantum, stale_ns=0.0, scope="gpu", period_ns=every_ns)
+
+    def save(self, folder: Union[str, os.PathLike[str]], energy_counter: bool = False) -> tuple[str, str]:
+        """Write ``trace.json.gz`` and ``power.npz`` into ``folder`` (what a recorded session leaves).
+
+        With ``energy_counter`` the capture holds an accumulator of the true power (:meth:`capture`).
+        """
         os.makedirs(folder, exist_ok=True)
         return (self.write_trace(os.path.join(folder, "trace.json.gz")),
-                self.capture().save(os.path.join(folder, "power.npz")))
+                self.capture(energy_counter).save(os.path.join(folder, "power.npz")))
 
     def truth_energy_j(self, rows: Any) -> float:
         """Mean true energy (J) of the executions ``rows`` (indices into :attr:`executions`)."""

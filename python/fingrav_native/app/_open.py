@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Optional, cast
 
 from fingrav_native import _core
+from fingrav_native.app._counter_recorder import AMD_COUNTER_QUANTUM_J, NVML_COUNTER_QUANTUM_J, CounterSpec
 from fingrav_native.backends import _amd_sysfs as amd_sysfs
 from fingrav_native.backends._amd import AmdBackend
 from fingrav_native.backends._amd_sysfs import AmdChannel
@@ -34,6 +35,8 @@ class _Resolved:
     # Builds the sensor once the period is measured (NVML reports none for some modes).
     sensor_for_period: Optional[Callable[[float], SensorModel]]
     description: str
+    # The device's energy counter, where it has one (issue 28's energy closure).
+    counter: Optional[CounterSpec] = None
 
 
 _DEVICE_RE = re.compile(r"^(nvidia|amd):(\d+)(?::([a-z_]+))?$")
@@ -168,7 +171,39 @@ def _nvml_device(index: int, mode: str) -> _Resolved:
 
     return _Resolved(source, None, sensor,
                      f"{cuda[index]['name']} (CUDA {index}, NVML {nvml_index}, PCI {cuda[index]['pci_bus_id']}, "
-                     f"NVML {mode})")
+                     f"NVML {mode})", _nvml_counter(nvml_index, mode, source))
+
+
+def _nvml_counter(nvml_index: int, mode: str, source: Any) -> Optional[CounterSpec]:
+    """NVML's total-energy counter (mJ; stamped by NVML where its field API answers), where the GPU has one."""
+    info = dict(source.device_info)
+    if "energy" not in info.get("modes", ()):
+        return None
+    stamped = bool(info.get("energy_from_field"))
+    if mode == "energy":  # the logs are the counter's steps
+        return CounterSpec(None, NVML_COUNTER_QUANTUM_J, str(source.scope), stamped)
+    try:
+        counter = _core.NvmlPowerSource(nvml_index, "energy")
+    except (RuntimeError, ValueError):
+        return None  # the closure needs it; the recording does not
+    return CounterSpec(counter, NVML_COUNTER_QUANTUM_J, str(counter.scope), stamped)
+
+
+def amd_counter(source: _core.PowerSource) -> Optional[CounterSpec]:
+    """The ``energy_accumulator`` of the GPU a ``gpu_metrics`` source reads (2^-16 J, firmware-stamped).
+
+    None for hwmon, which has no counter. With the energy channel the logs
+    are the counter's steps; with socket power a second source reads it.
+    """
+    if not isinstance(source, _core.GpuMetricsSource):
+        return None
+    if source.channel == "energy":
+        return CounterSpec(None, AMD_COUNTER_QUANTUM_J, "socket", True)
+    try:
+        counter = _core.GpuMetricsSource(source.path, "energy", source.clock)
+    except (RuntimeError, ValueError):
+        return None
+    return CounterSpec(counter, AMD_COUNTER_QUANTUM_J, "socket", True)
 
 
 def _amd_device(index: int, mode: Optional[str]) -> _Resolved:
@@ -184,7 +219,7 @@ def _amd_device(index: int, mode: Optional[str]) -> _Resolved:
     gpu = gpus[index]
     source = amd_sysfs.power_source(gpu, channel=cast(AmdChannel, mode or "energy"))  # checked above
     # AmdBackend declares no sensor model either: characterise it before deconvolving.
-    return _Resolved(source, None, None, f"{gpu.name} (HIP {index}, {gpu.pci_address})")
+    return _Resolved(source, None, None, f"{gpu.name} (HIP {index}, {gpu.pci_address})", amd_counter(source))
 
 
 def resolve_device(device: Any) -> _Resolved:

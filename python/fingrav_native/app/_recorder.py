@@ -18,6 +18,7 @@ from fingrav_native import _core
 from fingrav_native._checks import integer_in, positive_number
 from fingrav_native._core import SAMPLE_DTYPE
 from fingrav_native._version import __version__
+from fingrav_native.app._counter_recorder import CounterRecorder, counter_spec, logs_counter, start_counter
 from fingrav_native.app._open import resolve_device
 from fingrav_native.clocks._epoch import HOST_CLOCK
 from fingrav_native.clocks._maps import MIN_BRACKETS
@@ -29,6 +30,7 @@ from fingrav_native.files._capture import (
     clock_offsets,
     source_dict,
 )
+from fingrav_native.files._capture_counter import CapturedCounter
 
 # The most irrational fraction: polls at (4 + it) per logger period sweep
 # the logs' phase evenly (a low-discrepancy sequence) instead of locking to it.
@@ -115,6 +117,15 @@ class PowerRecorder:
         Sampler ring slots (a power of two). Default: 8 times what one
         interval can bring, at least 65536, so the drain thread may stall
         for seconds (a main thread holding the GIL) without a drop.
+    counter : {"auto"}, PowerSource or None
+        The energy counter recorded beside the logs, for the energy closure
+        of :func:`~fingrav_native.profile_trace`: ``"auto"`` the device's
+        (AMD's ``energy_accumulator``, NVML's total energy; none for hwmon
+        or the simulator), None none, or a power source whose readings are a
+        counter's steps. Where the logs already are the counter's steps
+        (``"amd:N"``, ``"nvidia:N:energy"``) nothing more is polled.
+    counter_period_ns : int, optional
+        The counter's poll period (default 2 ms).
 
     Raises
     ------
@@ -162,6 +173,8 @@ class PowerRecorder:
         brackets_every_s: float = 0.5,
         brackets_per_read: int = 8,
         capacity: Optional[int] = None,
+        counter: Any = "auto",
+        counter_period_ns: Optional[int] = None,
     ) -> None:
         if period_ns is not None:
             period_ns = integer_in(period_ns, "period_ns", _core.MIN_PERIOD_NS, _core.MAX_PERIOD_NS)
@@ -200,6 +213,12 @@ class PowerRecorder:
         self._thread_cpu_ns = 0
         self._capture: Optional[PowerCapture] = None
         self._trace_path: Optional[str] = None
+        # Issue 28: the device's energy counter, polled beside the logs (app/_counter_recorder.py).
+        self._counter_spec = counter_spec(counter, self._resolved.counter)
+        self._counter_period_ns = None if counter_period_ns is None else integer_in(
+            counter_period_ns, "counter_period_ns", _core.MIN_PERIOD_NS, _core.MAX_PERIOD_NS)
+        self._counter: Optional[CounterRecorder] = None
+        self._captured_counter: Optional[CapturedCounter] = None
 
     # ------------------------------------------------------------------ state
     @property
@@ -252,6 +271,8 @@ class PowerRecorder:
                 # failure itself is reported on exit (SamplerError).
                 if self._sampler.available:
                     self._chunks.append(self._sampler.drain())
+                if self._counter is not None:
+                    self._counter.drain()
                 self._burst(self._per_read)
                 self._drains += 1
         except BaseException as exc:  # surfaced on exit, never lost with the thread
@@ -270,12 +291,15 @@ class PowerRecorder:
         # Brackets first, so the epoch map covers the first sample.
         self._burst(max(self._per_read, MIN_BRACKETS))
         self._sampler.start()
+        self._counter = start_counter(self._counter_spec, self._counter_period_ns)
         self._state = "recording"
         self._thread = threading.Thread(target=self._loop, name="fingrav-power-recorder", daemon=True)
         try:
             self._thread.start()
         except BaseException:
             self._sampler.stop()
+            if self._counter is not None:
+                self._counter.stop()
             self._state = "failed"
             raise
         return self
@@ -287,6 +311,8 @@ class PowerRecorder:
         assert self._sampler is not None and self._thread is not None
         self._stop.set()
         self._thread.join()
+        self._captured_counter = self._counter.stop() if self._counter is not None else \
+            logs_counter(self._counter_spec, self._period_ns)
         sampler_error: Optional[BaseException] = None
         try:
             self._sampler.stop()
@@ -358,7 +384,8 @@ class PowerRecorder:
         if self._trace_path is not None:
             meta["trace"] = os.path.basename(self._trace_path)
         return PowerCapture(samples=samples, epoch_brackets=brackets, source=source, sensor=sensor,
-                            period_ns=self._period_ns, stats=stats, meta=meta, clock_brackets=others)
+                            period_ns=self._period_ns, stats=stats, meta=meta, clock_brackets=others,
+                            counter=self._captured_counter)
 
     # ------------------------------------------------------------------ traces
     def attach(self, prof: Any, path: Optional[Union[str, os.PathLike[str]]] = None) -> str:

@@ -3,7 +3,7 @@
 Versioned profile files (no pickle, checked field by field on load), power captures,
 sensor characterisations, campaign folders (run files, manifest, lock), the readers of
 application traces (torch.profiler / Kineto JSON; rocprofv3 CSV, JSON and rocpd) and the Perfetto /
-Chrome trace export. Every loader goes through the guards of ``_safe`` (size caps,
+Chrome trace export, and the annotated copy of an application's own trace. Every loader goes through the guards of ``_safe`` (size caps,
 regular files only, JSON depth, .npy headers).
 """
 
@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from fingrav_native._lazy import attach
 
 if TYPE_CHECKING:
+    from fingrav_native.files._annotate import annotate_trace
     from fingrav_native.files._campaign import (
         CAMPAIGN_FILE,
         CAMPAIGN_FORMAT,
@@ -39,6 +40,7 @@ if TYPE_CHECKING:
         PowerCapture,
         load_capture,
     )
+    from fingrav_native.files._capture_counter import CapturedCounter
     from fingrav_native.files._characterisation import load_characterisation
     from fingrav_native.files._kineto import read_kineto_trace, write_kineto_trace
     from fingrav_native.files._parquet import export_parquet
@@ -56,6 +58,7 @@ if TYPE_CHECKING:
 # Each public name -> the private module that defines it. Loaded on first use (PEP 562, as scipy
 # and scikit-image do), so importing one module of this package never imports the rest of it.
 _WHERE = {
+    "annotate_trace": "_annotate",
     "CAMPAIGN_FILE": "_campaign",
     "CAMPAIGN_FORMAT": "_campaign",
     "CAPTURE_FORMAT": "_capture",
@@ -63,6 +66,7 @@ _WHERE = {
     "CampaignFormatError": "_campaign",
     "CampaignLockedError": "_campaign",
     "CampaignMismatchError": "_campaign",
+    "CapturedCounter": "_capture_counter",
     "CaptureFormatError": "_capture",
     "FORMAT_NAME": "_profiles",
     "FORMAT_VERSION": "_profiles",

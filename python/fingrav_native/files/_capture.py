@@ -74,8 +74,9 @@ from fingrav_native.clocks._epoch import (
     identity_logger_map,
     realtime_stamped_map,
 )
-from fingrav_native.clocks._maps import MIN_BRACKETS
+from fingrav_native.clocks._maps import MIN_BRACKETS, ClockMapLike
 from fingrav_native.clocks._onesided import fit_one_sided_clock_map
+from fingrav_native.files._capture_counter import COUNTER_MEMBER, CapturedCounter, counter_from_file
 from fingrav_native.files._safe import (
     MAX_JSON_BYTES,
     check_archive,
@@ -88,6 +89,7 @@ from fingrav_native.files._safe import (
     short_repr,
 )
 from fingrav_native.records._recording import Recording
+from fingrav_native.sensors._energy_counter import EnergyCounter
 from fingrav_native.sensors._model import SensorModel
 
 #: The ``format`` a capture file's header names.
@@ -178,6 +180,10 @@ class PowerCapture:
         ``device``, ``hostname``, ``pid``, ``started_epoch_ns``,
         ``stopped_epoch_ns``, ``fingrav_native_version``, ``host_clock``,
         and ``trace`` when a trace was attached.
+    counter : CapturedCounter or None
+        The device's energy counter, recorded beside the logs where the
+        device has one (None: none; every capture written before counters were
+        recorded). :meth:`energy_counter` rebuilds it.
 
     Raises
     ------
@@ -194,6 +200,7 @@ class PowerCapture:
     stats: dict[str, Any]
     meta: dict[str, Any]
     clock_brackets: Mapping[str, np.ndarray] = field(default_factory=dict)
+    counter: Optional[CapturedCounter] = None
 
     def __post_init__(self) -> None:
         s = self.samples
@@ -215,6 +222,8 @@ class PowerCapture:
         for name in ("stats", "meta"):
             if not isinstance(getattr(self, name), dict):
                 raise ValueError(f"{name}: must be a dict")
+        if self.counter is not None and not isinstance(self.counter, CapturedCounter):
+            raise ValueError(f"counter={type(self.counter).__name__}: must be a CapturedCounter or None")
         # Frozen like the dataclass: a capture is a record of what happened.
         object.__setattr__(self, "samples", readonly(s.copy() if s.flags.writeable else s))
         object.__setattr__(self, "epoch_brackets", readonly(b.copy() if b.flags.writeable else b))
@@ -323,11 +332,22 @@ class PowerCapture:
                              f"(host_ns, source_ts): {exc}") from exc
         return compose_logger_map(target, lmap, domain, tick)
 
+    def energy_counter(self, clock: str = "CLOCK_REALTIME") -> Optional[tuple[EnergyCounter, ClockMapLike]]:
+        """The energy counter recorded with the logs and the map of its stamps onto ``clock`` (None: none).
+
+        See :meth:`CapturedCounter.energy_counter`; :func:`~fingrav_native.profile_trace`
+        closes a profile against it.
+        """
+        return None if self.counter is None else self.counter.energy_counter(self, clock)
+
     # ------------------------------------------------------------------ files
     def _header(self) -> dict[str, Any]:
-        return {"format": CAPTURE_FORMAT, "version": CAPTURE_VERSION, "source": self.source,
-                "sensor": None if self.sensor is None else self.sensor.as_dict(), "period_ns": int(self.period_ns),
-                "stats": self.stats, "meta": self.meta, "clocks": list(self.clocks)}
+        header = {"format": CAPTURE_FORMAT, "version": CAPTURE_VERSION, "source": self.source,
+                  "sensor": None if self.sensor is None else self.sensor.as_dict(), "period_ns": int(self.period_ns),
+                  "stats": self.stats, "meta": self.meta, "clocks": list(self.clocks)}
+        if self.counter is not None:  # issue 28: the energy counter (files/_capture_counter.py)
+            header["counter"] = self.counter.header()
+        return header
 
     def save(self, path: Union[str, os.PathLike[str]]) -> str:
         """Write the capture to ``path`` atomically; return the path written.
@@ -347,7 +367,9 @@ class PowerCapture:
         (int64), ``boottime_brackets`` and ``monotonic_brackets`` (int64,
         format version 2) and ``header`` (a JSON string: ``format``,
         ``version``, ``clocks`` (the bracketed clocks, version 2) and the
-        dict fields); no pickles, so :func:`load_capture` reads it with
+        dict fields), and with an energy counter its ``counter`` header and
+        ``counter_samples`` (:mod:`fingrav_native.files._capture_counter`);
+        no pickles, so :func:`load_capture` reads it with
         ``allow_pickle=False``. Written to a temporary file in the same
         folder and renamed over ``path`` (``os.replace``), so a crash never
         leaves a half-written capture under the final name.
@@ -360,6 +382,8 @@ class PowerCapture:
                    "epoch_brackets": np.ascontiguousarray(self.epoch_brackets), "header": np.array(header)}
         for clock, b in self.clock_brackets.items():
             members[OTHER_CLOCK_MEMBERS[clock]] = np.ascontiguousarray(b)
+        if self.counter is not None:
+            members.update(self.counter.members())
         return save_npz_atomically(path, members, "capture")
 
     def to_recording(self) -> Recording:
@@ -511,10 +535,11 @@ def load_capture(path: Union[str, os.PathLike[str]]) -> PowerCapture:
     _check_contents(header, arrays, bad)
     sensor = _sensor_of(header, bad)
     others = _other_clocks(header, arrays, bad)
+    counter = counter_from_file(header, arrays, bad)
     try:
         return PowerCapture(samples=arrays["samples"], epoch_brackets=arrays["epoch_brackets"],
                             source=header["source"], sensor=sensor, period_ns=header["period_ns"],
-                            stats=header["stats"], meta=header["meta"], clock_brackets=others)
+                            stats=header["stats"], meta=header["meta"], clock_brackets=others, counter=counter)
     except (ValueError, TypeError) as exc:
         raise bad(str(exc)) from exc
 
@@ -532,7 +557,7 @@ def _read_arrays(path: str, bad: _Bad) -> dict[str, np.ndarray]:
         if "header" not in names:
             raise bad(f"not a {CAPTURE_FORMAT} file (no 'header' array; found {sorted(names)[:8]})")
         arrays: dict[str, np.ndarray] = {}
-        for key in ("header", "samples", "epoch_brackets", *OTHER_CLOCK_MEMBERS.values()):
+        for key in ("header", "samples", "epoch_brackets", *OTHER_CLOCK_MEMBERS.values(), COUNTER_MEMBER):
             if key in names:
                 # The header is a few kB of JSON; only the arrays may be large.
                 data = read_member(zf, f"{key}.npy", bad, budget, limit=MAX_JSON_BYTES if key == "header" else None)

@@ -13,6 +13,7 @@ import numpy as np
 
 from fingrav_native.files._safe import short_repr
 from fingrav_native.insitu._align import LogAlignment
+from fingrav_native.insitu._closure import EnergyClosure
 from fingrav_native.insitu._results import IterationSummary, TraceProfile
 from fingrav_native.insitu._trace import KernelTrace
 from fingrav_native.method._deconvolved import Deconvolution, DeconvolvedChannel
@@ -41,7 +42,7 @@ CLASSES: dict[str, type] = {
     for c in (Profile, CampaignTimeline, ExecutionProfile, InterleavedProfile, ErrorBudget, Capabilities, Guidance, GuidanceRow,
               GoldenSelection, StitchedProfile, StitchedChannel, EnergyEstimate, WholeRunView, SspSearch, SspStep,
               PowerMeasurement, NodeProfile, NodeView, SteadyCheck, Deconvolution, DeconvolvedChannel,
-              SensorModel, TraceProfile, KernelTrace, LogAlignment, IterationSummary, ModelCheck)
+              SensorModel, TraceProfile, KernelTrace, LogAlignment, IterationSummary, ModelCheck, EnergyClosure)
 }
 
 

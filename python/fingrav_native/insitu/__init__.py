@@ -1,7 +1,8 @@
 """In-situ profiling: per-kernel power and energy inside a running application, from its profiler trace.
 
 :class:`KernelTrace` holds an application's kernel executions on the host clock;
-:func:`profile_trace` attributes power logs to them.
+:func:`profile_trace` attributes power logs to them and, given an energy counter, checks that
+the kernels and the gaps between them add up to it (:class:`EnergyClosure`).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from fingrav_native._lazy import attach
 
 if TYPE_CHECKING:
     from fingrav_native.insitu._align import ClockMismatchWarning, LogAlignment, align_logs_to_trace
+    from fingrav_native.insitu._closure import EnergyClosure, EnergyClosureWarning
     from fingrav_native.insitu._profile import profile_trace
     from fingrav_native.insitu._results import (
         ITERATION_DTYPE,
@@ -26,6 +28,8 @@ if TYPE_CHECKING:
 # and scikit-image do), so importing one module of this package never imports the rest of it.
 _WHERE = {
     "ClockMismatchWarning": "_align",
+    "EnergyClosure": "_closure",
+    "EnergyClosureWarning": "_closure",
     "ITERATION_DTYPE": "_results",
     "IterationSummary": "_results",
     "KERNEL_SIGNATURE_DTYPE": "_trace",

@@ -25,6 +25,7 @@ from scipy import stats
 from fingrav_native._version import __version__
 from fingrav_native.clocks._maps import ClockMapLike, host_relative
 from fingrav_native.insitu._align import ClockMismatchWarning, LogAlignment, align_logs_to_trace, offset_disagreement
+from fingrav_native.insitu._closure_fit import closure_from, counter_of
 from fingrav_native.insitu._overlap import keep_overlapped_compute
 from fingrav_native.insitu._results import (
     ITERATION_DTYPE,
@@ -41,6 +42,7 @@ from fingrav_native.method._joint import GAP_EDGES_NS, TimelineFit, fit_timeline
 from fingrav_native.method._pipeline import stitch_logs
 from fingrav_native.method._results import ExecutionProfile
 from fingrav_native.records._layouts import validate_executions
+from fingrav_native.sensors._energy_counter import EnergyCounter
 from fingrav_native.sensors._model import SensorModel, sensor_preset
 
 _log = logging.getLogger(__name__)
@@ -381,6 +383,7 @@ def profile_trace(
     bins: int = 32,
     align: Union[bool, Literal["auto"]] = "auto",
     max_power_w: Optional[float] = None,
+    energy_counter: Optional[EnergyCounter] = None,
 ) -> TraceProfile:
     """Per-kernel power and energy of a running application, from its profiler trace and power logs.
 
@@ -461,6 +464,12 @@ def profile_trace(
         What the board can draw (its power limit, e.g. NVML's enforced limit
         or the device's TDP): a kernel whose power exceeds it is a warning
         (the sensor model is wrong, or the logs do not separate it).
+    energy_counter : EnergyCounter, optional
+        An energy counter's readings on the logs' clock (``logger_map``
+        maps them): the kernels and gaps are checked against it over the
+        trace (``TraceProfile.closure``; an
+        :class:`~fingrav_native.insitu.EnergyClosureWarning` when they
+        disagree). Default: the capture's counter, where it holds one.
 
     Returns
     -------
@@ -489,7 +498,10 @@ def profile_trace(
     """
     _check_options(margin, min_executions, warmup_tolerance)
     kt, trace_notes = _checked_trace(trace)
+    capture = samples
     samples, logger_map, sensor = _from_capture(samples, logger_map, sensor, kt)
+    # Issue 28's energy closure (insitu/_closure.py), the counter on the trace's clock as the logs are.
+    counted = counter_of(capture, energy_counter, logger_map, TRACE_CLOCKS.get(kt.clock) or "CLOCK_REALTIME")
     _check_logs(samples, logger_map, align, attribution, bins)
     assert logger_map is not None  # _check_logs refused a missing one
     model = sensor_preset(sensor) if isinstance(sensor, str) else sensor
@@ -543,7 +555,8 @@ def profile_trace(
         # table with the summary, not a refusal of the whole trace.
         found.notes.append(why + "; only the energy per iteration is reported")
     _power_limit_notes(found, max_power_w)
-    return _trace_profile(kt, samples, t_logs, model, found, conc, alignment, lmap, it_of)
+    tp = _trace_profile(kt, samples, t_logs, model, found, conc, alignment, lmap, it_of)
+    return closure_from(tp, counted, samples, model, on_device)
 
 
 def _power_limit_notes(found: _Signatures, max_power_w: Optional[float]) -> None:

@@ -14,6 +14,7 @@ from typing import Optional
 import numpy as np
 
 from fingrav_native.insitu._align import LogAlignment
+from fingrav_native.insitu._closure import EnergyClosure
 from fingrav_native.insitu._trace import KernelTrace
 from fingrav_native.method._results import ExecutionProfile
 
@@ -156,6 +157,9 @@ class TraceProfile:
         What the logs cannot resolve (kernels they confound, curves coarser
         than asked), the assumptions the model check rejects, and powers
         above what the board can draw.
+    closure : EnergyClosure or None
+        The kernels and gaps against an energy counter over the trace (when
+        the capture holds one, or ``energy_counter=`` was given).
     """
 
     kernels: np.ndarray
@@ -171,6 +175,7 @@ class TraceProfile:
     alignment: Optional[LogAlignment] = None
     alignment_applied: bool = False
     warnings: tuple[str, ...] = ()
+    closure: Optional[EnergyClosure] = None
 
     def profile(self, i: int) -> ExecutionProfile:
         """The stitched profile of row ``i`` of :attr:`kernels`."""
@@ -207,6 +212,8 @@ class TraceProfile:
             lines.append(f"{self.concurrent} executions overlapped another kernel on their device: left out")
         for label, why in self.skipped.items():
             lines.append(f"not profiled: {label}: {why}")
+        if self.closure is not None:
+            lines.append(str(self.closure))
         for w in self.warnings:
             lines.append(f"warning: {w}")
         return "\n".join(lines)

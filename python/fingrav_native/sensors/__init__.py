@@ -3,7 +3,7 @@
 :class:`SensorModel` and the vendors' presets say what window, filter or counter a log
 stands for; ``semantics`` records, per power mode, whether each figure is documented,
 measured or assumed; the counter helpers turn energy-counter reads into logs with exact
-windows; the characterisation fits (period, step and load response) measure a sensor
+windows, and :class:`EnergyCounter` holds a counter's readings; the characterisation fits (period, step and load response) measure a sensor
 from logs taken under a known load.
 """
 
@@ -24,6 +24,7 @@ if TYPE_CHECKING:
         fit_step_response,
     )
     from fingrav_native.sensors._counter import COUNTER_LOG_DTYPE, CounterLogs, counter_to_logs
+    from fingrav_native.sensors._energy_counter import EnergyCounter
     from fingrav_native.sensors._from_logs import SplitDisagreementWarning, characterize_logs
     from fingrav_native.sensors._model import SENSOR_PRESETS, SensorModel, SensorPresetName, sensor_preset
     from fingrav_native.sensors._semantics import FIGURES, PROVENANCES, SensorSemantics
@@ -34,6 +35,7 @@ _WHERE = {
     "COUNTER_LOG_DTYPE": "_counter",
     "Characterisation": "_characterize",
     "CounterLogs": "_counter",
+    "EnergyCounter": "_energy_counter",
     "FIGURES": "_semantics",
     "PROVENANCES": "_semantics",
     "PeriodEstimate": "_characterize",
