@@ -260,8 +260,10 @@ class _Plan:
         kt = self.tp.trace
         if int(kt.device[j]) == self.device and self.pid is None:
             self.pid = ev.get("pid")
+        if int(kt.device[j]) != self.device:
+            return {"fingrav_note": f"on another device than the power logs' (device {self.device}): not profiled"}
         row = int(self.row_of[kt.executions["kernel_id"][j]])
-        if row < 0 or int(kt.device[j]) != self.device:
+        if row < 0:
             return {"fingrav_note": "not profiled (see the profile's skipped signatures)"}
         r = self.tp.kernels[row]
         self.annotated += 1
