@@ -702,6 +702,11 @@ def test_the_recorder_finds_nvmls_energy_counter_beside_each_mode(fake):
     fake.set_supported(0, SUP_ALL & ~SUP_ENERGY_FIELD)
     spec = _nvml_counter(0, "instant", _core.NvmlPowerSource(0, "instant"))
     assert spec is not None and not spec.stamped
+    # A backend's own source (an NvidiaBackend passed to the recorder) finds it the same way.
+    from fingrav_native.app._open import counter_of_source
+
+    spec = counter_of_source(_core.NvmlPowerSource(0, "instant"))
+    assert spec is not None and spec.source is not None and spec.source.info.name == "nvml:0:energy"
     # No counter at all: none.
     fake.set_supported(0, SUP_ALL & ~SUP_ENERGY_FIELD & ~SUP_ENERGY_FN)
     assert _nvml_counter(0, "instant", _core.NvmlPowerSource(0, "instant")) is None

@@ -167,7 +167,8 @@ def test_the_bare_array_form_and_a_missing_args_object(tmp_path) -> None:
     tp2 = profile_trace(kt, _logs(kt), EpochIdentity(), align=False, min_executions=2, device=0)
     with open(annotate_trace(bare, tp2, tmp_path / "out2.json")) as f:
         got = json.load(f)
-    assert got[k] == dict(events[k], args={"fingrav_note": "not profiled (see the profile's skipped signatures)"})
+    assert got[k] == dict(events[k], args={"fingrav_note": "on another device than the power logs' (device 0): "
+                                                           "not profiled"})
 
 
 def test_the_output_is_checked_before_any_work(tmp_path, monkeypatch) -> None:

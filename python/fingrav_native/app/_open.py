@@ -189,6 +189,14 @@ def _nvml_counter(nvml_index: int, mode: str, source: Any) -> Optional[CounterSp
     return CounterSpec(counter, NVML_COUNTER_QUANTUM_J, str(counter.scope), stamped)
 
 
+def counter_of_source(source: _core.PowerSource) -> Optional[CounterSpec]:
+    """The energy counter of the GPU a backend's power source reads (NVML's, AMD's), None for any other source."""
+    nvml = getattr(_core, "NvmlPowerSource", None)
+    if nvml is not None and isinstance(source, nvml):
+        return _nvml_counter(int(source.device), str(source.mode), source)
+    return amd_counter(source)
+
+
 def amd_counter(source: _core.PowerSource) -> Optional[CounterSpec]:
     """The ``energy_accumulator`` of the GPU a ``gpu_metrics`` source reads (2^-16 J, firmware-stamped).
 
@@ -234,7 +242,7 @@ def resolve_device(device: Any) -> _Resolved:
                          f"SimGPU (real time, seed {int(device.params['seed'])})")
     if isinstance(device, LivePower):  # LiveSimBackend, NvidiaBackend, AmdBackend
         caps = getattr(device, "capabilities")
-        return _Resolved(device.power_source, caps.sensor, None, str(caps.device))
+        return _Resolved(device.power_source, caps.sensor, None, str(caps.device), counter_of_source(device.power_source))
     if isinstance(device, SimBackend):
         raise ValueError("device: a virtual-time SimBackend cannot be recorded live; use LiveSimBackend "
                          "or SimGPU(realtime=True)")

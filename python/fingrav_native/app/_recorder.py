@@ -460,8 +460,8 @@ def record(device: Any, path: Optional[Union[str, os.PathLike[str]]] = None, **o
     path : str or path-like, optional
         Where the capture is written when the block ends.
     **options
-        ``period_ns``, ``brackets_every_s``, ``brackets_per_read``, ``capacity``
-        (:class:`PowerRecorder`).
+        ``period_ns``, ``brackets_every_s``, ``brackets_per_read``, ``capacity``,
+        ``counter``, ``counter_period_ns`` (:class:`PowerRecorder`).
 
     Returns
     -------

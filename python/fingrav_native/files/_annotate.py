@@ -146,9 +146,11 @@ class _Stream:
         if not chunk:
             self.eof = True
             return False
-        if self.copied > _CHUNK:  # what is copied out is not needed again
-            self.buf, self.pos, self.copied = self.buf[self.copied:], self.pos - self.copied, 0
-        self.buf += chunk
+        # What was read is copied out and dropped: insertions go at or after ``pos`` (inside the value being
+        # read, or after it), so the buffer holds one chunk and the value under way, however long the stretch
+        # between two insertions.
+        self.copy_to(self.pos)
+        self.buf, self.pos, self.copied = self.buf[self.pos:] + chunk, 0, 0
         return True
 
     def skip_ws(self) -> str:
@@ -260,8 +262,10 @@ class _Plan:
         kt = self.tp.trace
         if int(kt.device[j]) == self.device and self.pid is None:
             self.pid = ev.get("pid")
+        if int(kt.device[j]) != self.device:
+            return {"fingrav_note": f"on another device than the power logs' (device {self.device}): not profiled"}
         row = int(self.row_of[kt.executions["kernel_id"][j]])
-        if row < 0 or int(kt.device[j]) != self.device:
+        if row < 0:
             return {"fingrav_note": "not profiled (see the profile's skipped signatures)"}
         r = self.tp.kernels[row]
         self.annotated += 1
@@ -369,9 +373,11 @@ def _counter_events(plan: _Plan) -> Iterator[str]:
         ok = np.isfinite(v) & np.isfinite(logs["t_ns"])
         name = json.dumps(f"fingrav power {ch} (W)")
         ts = shift + np.rint(np.asarray(logs["t_ns"], dtype=np.float64)[ok]).astype(np.int64)
-        for t, w in zip(ts.tolist(), v[ok].tolist()):
-            yield (f'{{"ph": "C", "cat": "fingrav_power", "name": {name}, "pid": {pid}, "tid": 0, '
-                   f'"ts": {_micro(t)}, "args": {{"power_w": {w!r}}}}}')
+        w = v[ok]
+        for k in range(0, len(ts), 8192):  # Python numbers a block at a time
+            for t, x in zip(ts[k:k + 8192].tolist(), w[k:k + 8192].tolist()):
+                yield (f'{{"ph": "C", "cat": "fingrav_power", "name": {name}, "pid": {pid}, "tid": 0, '
+                       f'"ts": {_micro(t)}, "args": {{"power_w": {x!r}}}}}')
 
 
 def _copy_events(st: _Stream, plan: _Plan) -> int:

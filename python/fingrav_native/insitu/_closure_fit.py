@@ -262,16 +262,16 @@ def _span_reads(counter: EnergyCounter, t: np.ndarray, slack: np.ndarray, lo: fl
 def _gain_offset(counter: EnergyCounter, t: np.ndarray, slack: np.ndarray, ia: int, ib: int, tl: _Timeline,
                  lv: _Levels) -> tuple[float, float, float, float, int, str]:
     """Counter per interval on the profile's per interval: gain and offset with standard errors (NaN: confounded)."""
-    idx = np.arange(ia, ib + 1)
-    step = max(10.0 * float(np.max(slack[idx])), (t[ib] - t[ia]) / 200.0)
-    keep = [int(idx[0])]
-    for i in idx[1:]:
-        if t[i] - t[keep[-1]] >= step:
-            keep.append(int(i))
+    # Readings about 1/200 of the span apart (at least ten times their timing slack, which each interval's
+    # energy carries at both ends): the first reading at or after each step.
+    step = max(10.0 * float(np.max(slack[ia:ib + 1])), (t[ib] - t[ia]) / 200.0)
+    targets = t[ia] + step * np.arange(int((t[ib] - t[ia]) // step) + 1)
+    keep = np.unique(ia + np.searchsorted(t[ia:ib + 1], targets, side="left"))
+    keep = keep[keep <= ib]
     if len(keep) < 5:
         return math.nan, math.nan, math.nan, math.nan, len(keep) - 1, "too few counter intervals to tell a gain " \
                                                                      "from an offset"
-    k = np.array(keep)
+    k = keep
     dt = np.diff(t[k])
     dc = np.diff(counter.energy_j[k]) * 1e9
     kern, other, gaps = _model_energy(tl, lv, t[k][:-1], t[k][1:])
