@@ -122,7 +122,7 @@ def test_export_checks_its_outputs_before_it_reads_the_profile(tmp_path, monkeyp
     assert "does not exist" in _err_line(capsys)
     (tmp_path / "f").write_text("")
     assert cli.main(["export", "p.fgprof", "--parquet", str(tmp_path / "f")]) == cli.EXIT_USAGE
-    assert "is a file, not a folder" in _err_line(capsys)
+    assert "is an existing file, not a folder" in _err_line(capsys)
 
 
 # --- sync --plot: the file named is the file written ---------------------------------------------------------

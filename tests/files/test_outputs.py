@@ -43,14 +43,14 @@ def test_a_directory_where_a_file_goes_is_refused(tmp_path):
 def test_a_file_where_a_folder_goes_is_refused(tmp_path):
     path = tmp_path / "f"
     path.write_text("x")
-    with pytest.raises(OutputPathError, match="is a file, not a folder"):
+    with pytest.raises(OutputPathError, match="is an existing file, not a folder"):
         check_output_path(str(path), "--out", folder=True)
     with pytest.raises(OutputPathError, match="cannot be created, .* is a file, not a folder"):
         check_output_path(str(path / "sub" / "deeper"), "--out", folder=True)
 
 
 def test_a_missing_folder_is_a_file_not_found_error_and_a_value_error(tmp_path):
-    with pytest.raises(OutputFolderMissingError, match=r"its folder .*nope' does not exist") as info:
+    with pytest.raises(OutputFolderMissingError, match=r"its folder does not exist \('.*nope'\)") as info:
         check_output_path(str(tmp_path / "nope" / "x.json"), "--out")
     assert isinstance(info.value, FileNotFoundError) and isinstance(info.value, ValueError)
 
@@ -147,3 +147,60 @@ def test_outputs_of_one_command_must_differ(tmp_path):
 def test_not_a_path_is_refused():
     with pytest.raises(OutputPathError, match="path=3: must be a file path"):
         check_output_path(3, "path")
+
+
+# --- the library's writers check where they write ------------------------------------------------------------
+
+
+def test_a_power_recorder_checks_its_path_before_recording(tmp_path, unwritable_folder):
+    # PowerRecorder only checked that the folder exists: a read-only one was found after the recording.
+    from fingrav_native import _core
+    from fingrav_native.app import PowerRecorder
+
+    src = _core.SyntheticSource()
+    with pytest.raises(OutputNotWritableError, match="cannot be written there"):
+        PowerRecorder(src, path=os.path.join(unwritable_folder, "p.npz"))
+    with pytest.raises(OutputPathError, match="is a directory"):
+        PowerRecorder(src, path=str(tmp_path))
+    campaign = _campaign(tmp_path)
+    with pytest.raises(OutputPathError, match="a campaign run file"):
+        PowerRecorder(src, path=str(campaign / "runs" / "run_000003.npz"))
+
+
+def test_the_library_writers_refuse_a_campaigns_run_file(tmp_path):
+    import fingrav_native as fg
+    from fingrav_native.backends import SimBackend
+    from fingrav_native.files import export_trace, save_profile
+
+    out = str(tmp_path / "c")
+    prof = fg.profile("cb-4k-gemm", SimBackend(seed=0), mode="sse", runs=4, top_up=False, out_dir=out)
+    run = os.path.join(out, "runs", "run_000001.npz")
+    with open(run, "rb") as f:
+        before = f.read()
+    for write in (lambda: save_profile(prof, run), lambda: export_trace(prof, run), lambda: fg.save(prof, run),
+                  lambda: export_trace(prof, os.path.join(out, "profile.fgprof"))):
+        with pytest.raises(OutputPathError, match="nothing but the campaign itself writes there"):
+            write()
+    with open(run, "rb") as f:
+        assert f.read() == before
+    # The campaign's own profile may be saved again, as a profile.
+    save_profile(prof, os.path.join(out, "profile.fgprof"))
+
+
+def test_export_trace_is_written_whole_with_the_permissions_of_a_plain_file(tmp_path):
+    import json
+
+    import fingrav_native as fg
+    from fingrav_native.backends import SimBackend
+    from fingrav_native.files import export_trace
+
+    prof = fg.profile("cb-4k-gemm", SimBackend(seed=0), mode="sse", runs=4, top_up=False)
+    plain = tmp_path / "plain"
+    plain.write_text("")
+    for name in ("t.json", "t.json.gz"):
+        path = export_trace(prof, tmp_path / name)
+        assert os.stat(path).st_mode & 0o777 == os.stat(plain).st_mode & 0o777
+        assert path.endswith(name)
+    with open(tmp_path / "t.json") as f:
+        assert json.load(f)["traceEvents"]
+    assert sorted(os.listdir(tmp_path)) == ["plain", "t.json", "t.json.gz"]  # no temporary left

@@ -31,6 +31,7 @@ import numpy as np
 from fingrav_native._core import SAMPLE_DTYPE
 from fingrav_native.files._capture import PowerCapture
 from fingrav_native.files._kineto import write_kineto_trace
+from fingrav_native.files._outputs import check_output_path
 from fingrav_native.sensors._model import SensorModel
 from fingrav_native.sim._device import SimGPU
 
@@ -149,6 +150,7 @@ class SimTrainingLoop:
 
     def save(self, folder: Union[str, os.PathLike[str]]) -> tuple[str, str]:
         """Write ``trace.json.gz`` and ``power.npz`` into ``folder`` (what a recorded session leaves)."""
+        folder = check_output_path(folder, "folder", folder=True)
         os.makedirs(folder, exist_ok=True)
         return (self.write_trace(os.path.join(folder, "trace.json.gz")),
                 self.capture().save(os.path.join(folder, "power.npz")))

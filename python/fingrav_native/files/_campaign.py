@@ -70,7 +70,7 @@ import numpy as np
 
 from fingrav_native._core import SAMPLE_DTYPE
 from fingrav_native.backends._base import MARKER_RECORD_DTYPE
-from fingrav_native.files._safe import MAX_JSON_DEPTH, ZIP_ERRORS, file_problem, loads_json, read_file
+from fingrav_native.files._safe import MAX_JSON_DEPTH, ZIP_ERRORS, file_problem, json_too_deep, loads_json, read_file
 from fingrav_native.records._recording import Capabilities, Recording, RunRecord
 
 try:
@@ -188,7 +188,11 @@ class StoredRun:
 
 def _jsonable(value: Any) -> Any:
     if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
+        out: dict[str, Any] = {}
+        for k, v in value.items():
+            name = _key_name(k, out)
+            out[name] = _jsonable(v)
+        return out
     if isinstance(value, (list, tuple)):
         return [_jsonable(v) for v in value]
     if isinstance(value, np.generic):
@@ -197,6 +201,15 @@ def _jsonable(value: Any) -> Any:
         return value
     # Handles, streams, library objects: their description is what is worth keeping.
     return repr(value)
+
+
+def _key_name(key: Any, taken: Any) -> str:
+    """A dict key as the file writes it (its ``str``), refused when another key already writes as that."""
+    name = key if isinstance(key, str) else str(key)
+    if name in taken:
+        raise ValueError(f"key {key!r} writes as {name!r}, as another key of the same dict does: one would be "
+                         "lost; give the keys distinct strings")
+    return name
 
 
 def write_run(out_dir: str, seq: int, role: str, kernel: str, record: RunRecord, *,
@@ -215,7 +228,9 @@ def write_run(out_dir: str, seq: int, role: str, kernel: str, record: RunRecord,
     kernel : str
         Kernel name.
     record : RunRecord
-        The run.
+        The run. Its ``meta`` travels as it is for arrays (members of their
+        own) and as JSON for the rest: dict keys as strings, numpy scalars as
+        numbers, tuples as lists, any other object as its ``repr``.
     campaign_id : str, optional
         The campaign's id (``campaign.json``'s ``campaign_id``): a resume
         replays only runs of its own campaign.
@@ -227,17 +242,31 @@ def write_run(out_dir: str, seq: int, role: str, kernel: str, record: RunRecord,
     -------
     str
         The file written.
+
+    Raises
+    ------
+    ValueError
+        Two keys of ``meta`` (or of a dict in it) that would be written as
+        the same string (``1`` and ``"1"``): one would be lost.
     """
     runs = os.path.join(out_dir, RUNS_DIR)
     os.makedirs(runs, exist_ok=True)
     path = os.path.join(runs, f"run_{seq:06d}.npz")
     arrays: dict[str, Any] = {"samples": record.samples, "markers": record.markers, "brackets": record.brackets}
     meta_scalars: dict[str, Any] = {}
+    names: set[str] = set()
     for key, value in record.meta.items():
+        # Keys are written as strings (the reader gets "1" for 1); two that would write alike are refused.
+        name = _key_name(key, names)
+        names.add(name)
         if isinstance(value, np.ndarray) and value.dtype != object:
-            arrays[_META_PREFIX + key] = value
+            if "\x00" in name or _unencodable(name):
+                # An array is a zip member named after its key: a NUL would cut the name short, a lone
+                # surrogate has no UTF-8 form.
+                raise ValueError(f"meta key {name!r}: cannot name the member of the run file its array goes in")
+            arrays[_META_PREFIX + name] = value
         else:
-            meta_scalars[key] = _jsonable(value)
+            meta_scalars[name] = _jsonable(value)
     info = {"seq": int(seq), "role": role, "kernel": kernel, "run": int(record.run),
             "executions": int(record.executions), "idle_wait_ns": int(record.idle_wait_ns),
             "meta": meta_scalars}
@@ -250,11 +279,24 @@ def write_run(out_dir: str, seq: int, role: str, kernel: str, record: RunRecord,
     # Written whole under another name, then renamed: Ctrl-C or a crash
     # leaves either the complete file or none. (No fsync: a run every few
     # ms on the simulator would wait on the disk; power loss is out of scope.)
-    with open(tmp, "wb") as f:
-        arrays["info"] = np.array(json.dumps(info))
-        np.savez(f, **arrays)
-    os.replace(tmp, path)
+    arrays["info"] = np.array(json.dumps(info))
+    try:
+        with open(tmp, "wb") as f:
+            np.savez(f, **arrays)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.lexists(tmp):
+            os.unlink(tmp)
+        raise
     return path
+
+
+def _unencodable(name: str) -> bool:
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
 
 
 def _short(value: Any) -> str:
@@ -508,6 +550,10 @@ def write_manifest(out_dir: str, manifest: dict[str, Any]) -> str:
     os.makedirs(out_dir, exist_ok=True)
     path = os.path.join(out_dir, CAMPAIGN_FILE)
     body = {"format": CAMPAIGN_FORMAT, "version": CAMPAIGN_VERSION, **_jsonable(manifest)}
+    if json_too_deep(body, MAX_JSON_DEPTH) is not None:
+        # read_manifest refuses such a file: it is not written.
+        raise ValueError(f"manifest: nests deeper than the {MAX_JSON_DEPTH} levels campaign.json may have; "
+                         "nothing was written")
     tmp = path + ".tmp"
     with open(tmp, "w") as f:
         json.dump(body, f, indent=1)

@@ -28,11 +28,14 @@ both that and an ``OSError`` (``FileNotFoundError`` for a missing folder,
 
 from __future__ import annotations
 
+import math
 import os
 import stat
 import tempfile
 import zipfile
 from typing import Any, Iterable, Literal, Optional
+
+import numpy as np
 
 from fingrav_native.files._campaign import (
     CAMPAIGN_FILE,
@@ -44,7 +47,7 @@ from fingrav_native.files._campaign import (
 )
 
 __all__ = ["OutputFolderMissingError", "OutputNotWritableError", "OutputPathError", "Writes", "archive_kind",
-           "check_output_path", "check_distinct_outputs"]
+           "check_output_path", "check_distinct_outputs", "json_problem", "json_scalar", "temporary_beside"]
 
 #: What a writer writes: one of the package's archive formats (it may replace a file of its own format),
 #: or any other file (JSON, a trace, a figure, a table), which replaces none of them.
@@ -132,7 +135,8 @@ def _existing_ancestor(path: str) -> str:
 def _check_folder(p: str, shown: str) -> None:
     """A folder output: an existing folder, or one ``os.makedirs`` can create, writable either way."""
     if os.path.lexists(p) and not os.path.isdir(p):
-        raise OutputPathError(f"{shown}: is a file, not a folder; give a folder (it is created if missing)")
+        raise OutputPathError(f"{shown}: is an existing file, not a folder; give a folder (it is created if "
+                              "missing)")
     base = _existing_ancestor(p)
     if not os.path.isdir(base):
         raise OutputPathError(f"{shown}: cannot be created, {base!r} is a file, not a folder")
@@ -222,7 +226,7 @@ def check_output_path(path: Any, option: str, *, folder: bool = False, writes: W
     if not os.path.isdir(parent):
         if os.path.lexists(parent):
             raise OutputPathError(f"{shown}: {parent!r} is a file, not a folder")
-        raise OutputFolderMissingError(f"{shown}: its folder {os.path.dirname(p) or parent!r} does not exist")
+        raise OutputFolderMissingError(f"{shown}: its folder does not exist ({os.path.dirname(p) or parent!r})")
     _probe(parent, shown)
     return p
 
@@ -235,3 +239,69 @@ def check_distinct_outputs(outputs: dict[str, Optional[str]]) -> None:
             if os.path.abspath(a) == os.path.abspath(b) or (os.path.lexists(a) and _same_file(a, b)):
                 raise OutputPathError(f"{opt_a}={a!r}, {opt_b}={b!r}: the same file; the second would overwrite "
                                       "the first: give each its own name")
+
+
+def temporary_beside(path: str) -> tuple[int, str]:
+    """A new temporary file in ``path``'s folder to write and rename over it: its descriptor and name.
+
+    Created with the permissions a plain ``open(path, "w")`` gives (0o666
+    less the umask), not ``mkstemp``'s owner-only 0o600, so the file renamed
+    into place is as readable as one written directly.
+    """
+    folder = os.path.dirname(os.path.abspath(path))
+    base = os.path.basename(path)
+    for _ in range(100):
+        tmp = os.path.join(folder, f".{base}.{os.getpid()}-{os.urandom(4).hex()}.tmp")
+        try:
+            return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o666), tmp
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"{path}: no free temporary name beside it")
+
+
+def json_scalar(value: Any) -> Any:
+    """``json.dumps``'s ``default``: a numpy scalar as the Python number (or bool, str) it holds."""
+    if isinstance(value, np.generic):
+        return value.item()
+    raise TypeError(f"{type(value).__name__} is not JSON")
+
+
+def json_problem(value: Any, where: str, depth: int) -> Optional[str]:
+    """What keeps ``value`` from coming back from JSON as it is (None: nothing), naming where.
+
+    What the package's JSON readers refuse or change is refused here, by
+    the writers, so a file written always loads: a non-finite number (the
+    readers take standard JSON), a dict key that is not a string (JSON
+    would turn ``1`` into ``"1"``), a value JSON has no form for, an
+    integer too long to read back (Python's 4300-digit limit), nesting
+    deeper than ``depth`` levels of lists and dicts.
+    """
+    stack: list[tuple[Any, str, int]] = [(value, where, 1)]
+    while stack:
+        v, at, level = stack.pop()
+        if isinstance(v, np.generic):
+            v = v.item()
+        if v is None or isinstance(v, (bool, str)):
+            continue
+        if isinstance(v, float):
+            if not math.isfinite(v):
+                return f"{at}: {v!r} is not a finite number (the file takes standard JSON)"
+            continue
+        if isinstance(v, int):
+            try:
+                str(v)  # what json.dumps does; past Python's digit limit the reader could not parse it either
+            except ValueError:
+                return f"{at}: an integer of {v.bit_length()} bits is too long to write and read back"
+            continue
+        if not isinstance(v, (dict, list, tuple)):
+            return f"{at}: a {type(v).__name__} has no JSON form"
+        if level > depth:
+            return f"{at}: nests deeper than the {depth} levels the file may have"
+        if isinstance(v, dict):
+            for k, x in v.items():
+                if not isinstance(k, str):
+                    return f"{at}: key {k!r} is not a string"
+                stack.append((x, f"{at}[{k!r}]", level + 1))
+        else:
+            stack.extend((x, f"{at}[{i}]", level + 1) for i, x in enumerate(v))
+    return None
