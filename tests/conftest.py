@@ -136,3 +136,23 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def unwritable_folder(tmp_path) -> str:
+    """A folder no file can be created in, for whoever runs the tests (root included), or a skip."""
+    import os
+    import tempfile
+
+    if os.geteuid() != 0:
+        folder = tmp_path / "read-only"
+        folder.mkdir()
+        folder.chmod(0o555)
+        return str(folder)
+    # Root writes through permission bits; sysfs refuses new files to everyone.
+    try:
+        with tempfile.TemporaryFile(dir="/sys"):
+            pass
+    except OSError:
+        return "/sys"
+    pytest.skip("no folder here refuses root a new file")

@@ -125,7 +125,7 @@ def test_a_folder_with_a_campaign_is_never_overwritten(tmp_path):
 
 @pytest.mark.parametrize("change, message", [
     (dict(runs=50), "runs=50"),
-    (dict(mode="sse"), "mode='sse'"),
+    (dict(mode="sse", executions=None), "mode='sse'"),
     (dict(margin=0.03), "margin=0.03"),
 ])
 def test_resume_with_other_settings_is_refused(tmp_path, change, message):
@@ -152,7 +152,7 @@ def test_runs_that_do_not_match_the_request_are_refused(tmp_path):
     runs = load_campaign_runs(out)
     rec = runs[3].record
     os.remove(runs[3].path)
-    write_run(out, 3, "top-up", KERNEL, rec)
+    write_run(out, 3, "top-up", KERNEL, rec, campaign_id=runs[3].campaign_id)
     with pytest.raises(CampaignMismatchError, match="run 3 on disk"):
         fn.profile(KERNEL, SimBackend(seed=0), out_dir=out, resume=True, **SETTINGS)
 
@@ -271,3 +271,27 @@ def test_a_wrapped_backend_sees_every_device_call_and_resumes_through_the_wrappe
     assert wrapped.calls["wait_idle"] == inner.executed
     assert wrapped.calls["read_clocks"] == 1
     assert wrapped.gpu is inner.gpu and wrapped.capabilities is inner.capabilities
+
+
+def test_a_resumed_steered_campaign_records_its_replayed_runs_as_steered(tmp_path):
+    # The steerer plans each replayed run from the "now" and release its file records, so the profile's
+    # phase summary (and every decision after) is that of the campaign as it was run; it had recorded the
+    # replayed steered runs as random phase ("used": "random", no steered runs).
+    settings = {**SETTINGS, "phase": "steered"}
+    out = str(tmp_path / "c")
+    p = fn.profile(KERNEL, SimBackend(seed=0), out_dir=out, **settings)
+    assert p.settings["phase"]["used"] == "steered" and p.settings["phase"]["steered_runs"] > 10
+    steered = [r for r in load_campaign_runs(out) if r.steer is not None and r.steer["release_ns"] is not None]
+    assert len(steered) == p.settings["phase"]["steered_runs"]
+    again = CountingBackend()
+    q = fn.profile(KERNEL, again, out_dir=out, resume=True, **settings)
+    assert again.executed == 0
+    assert q.settings["phase"] == p.settings["phase"]
+    for label in ("sse", "ssp"):
+        np.testing.assert_array_equal(p.profiles[label].lois, q.profiles[label].lois)
+
+
+def test_executions_with_mode_sse_is_refused_not_ignored():
+    # SSE runs have four executions; a count given was ignored without a word.
+    with pytest.raises(ValueError, match="executions=8: sets the executions per run of SSP runs; mode 'sse'"):
+        fn.profile(KERNEL, SimBackend(seed=0), mode="sse", executions=8, runs=10)

@@ -519,9 +519,10 @@ def test_two_processes_on_one_campaign_folder_cannot_both_write(tmp_path):
         resumed, started = (p.communicate() for p in others)
         assert others[0].returncode == cli.EXIT_FAILURE, resumed
         assert f"in use by pid {first.pid} on " in _one_line(resumed[1])
-        assert others[1].returncode != cli.EXIT_OK, started
-        line = _one_line(started[1])
-        assert f"in use by pid {first.pid}" in line or "already holds a campaign" in line
+        # A start while the campaign runs is told the folder is in use (exit 1), as the README says, not
+        # that it holds a campaign to resume (exit 2).
+        assert others[1].returncode == cli.EXIT_FAILURE, started
+        assert f"in use by pid {first.pid}" in _one_line(started[1])
         assert first.poll() is None
     finally:
         for p in others:
@@ -668,7 +669,7 @@ def test_fuzzed_campaign_json_is_refused_or_replays_exactly(campaign_dir, tmp_pa
         with open(path, "wb") as f:
             f.write(bad)
         try:
-            replay = open_campaign(out, True, KERNEL, caps, manifest["settings"])
+            replay, _ = open_campaign(out, True, KERNEL, caps, manifest["settings"])
         except (CampaignFormatError, CampaignMismatchError) as exc:
             refused += 1
             assert "\n" not in str(exc), case
@@ -679,3 +680,130 @@ def test_fuzzed_campaign_json_is_refused_or_replays_exactly(campaign_dir, tmp_pa
             with open(path, "wb") as f:
                 f.write(good)
     assert refused >= 100
+
+
+# --- devices, FIFOs and links in a campaign's files -------------------------------------------------------
+
+
+def _replace_with(path: str, what: str) -> None:
+    """Put a link to /dev/zero (or a FIFO) where a campaign's file was."""
+    os.remove(path)
+    if what == "zero":
+        os.symlink("/dev/zero", path)
+    else:
+        os.mkfifo(path)
+
+
+def _cli_in_subprocess(argv: list[str]) -> subprocess.CompletedProcess:
+    # A subprocess: the old reader read /dev/zero until the OOM killer came, or waited on the FIFO forever.
+    return subprocess.run([sys.executable, "-m", "fingrav_native", *argv], capture_output=True, text=True,
+                          env=ENV, timeout=SUBPROCESS_TIMEOUT_S)
+
+
+@pytest.mark.parametrize("what", ["zero", "fifo"])
+@pytest.mark.parametrize("name", ["campaign.json", "command.json", "runs/run_000002.npz"])
+def test_a_device_or_fifo_in_place_of_a_campaign_file_is_refused_by_name(cli_campaign_dir, tmp_path, name, what):
+    out = _copy(cli_campaign_dir, tmp_path)
+    path = os.path.join(out, name)
+    _replace_with(path, what)
+    proc = _cli_in_subprocess(["profile", "--resume", out])
+    assert proc.returncode == cli.EXIT_FAILURE, proc.stderr
+    line = _one_line(proc.stderr)
+    assert f"{path}: is not a regular file (a pipe, socket or device)" in line
+
+
+def test_the_library_reader_refuses_a_fifo_run_file_and_manifest(campaign_dir, tmp_path):
+    out = _copy(campaign_dir, tmp_path)
+    _replace_with(run_files(out)[1], "fifo")
+    with pytest.raises(CampaignFormatError, match=r"run_000001.npz: is not a regular file"):
+        load_campaign_runs(out)
+    _replace_with(os.path.join(out, "campaign.json"), "zero")
+    with pytest.raises(CampaignFormatError, match=r"campaign.json: is not a regular file"):
+        read_manifest(out)
+
+
+@pytest.mark.parametrize("target", ["/dev/null", "other"])
+def test_a_lock_file_that_is_a_link_is_refused_and_its_target_untouched(tmp_path, capsys, target):
+    out = tmp_path / "c"
+    out.mkdir()
+    victim = tmp_path / "precious.txt"
+    victim.write_text("keep me")
+    os.symlink("/dev/null" if target == "/dev/null" else str(victim), out / "campaign.lock")
+    with pytest.raises(CampaignFormatError, match=r"campaign.lock: is a symbolic link .* remove it"):
+        _take_lock(str(out))
+    assert cli.main(["profile", KERNEL, "--mode", "sse", "--runs", "8", "--out", str(out)]) == cli.EXIT_FAILURE
+    line = _one_line(capsys.readouterr().err)
+    assert "campaign.lock: is a symbolic link" in line and "Invalid argument" not in line
+    # The holder truncates and writes the lock file: through the link it would have emptied the target.
+    assert victim.read_text() == "keep me"
+
+
+def test_a_fifo_as_the_lock_file_is_refused(tmp_path):
+    out = tmp_path / "c"
+    out.mkdir()
+    os.mkfifo(out / "campaign.lock")
+    with pytest.raises(CampaignFormatError, match=r"campaign.lock: is not a regular file"):
+        _take_lock(str(out))
+
+
+# --- runs of another campaign -----------------------------------------------------------------------------
+
+
+def test_a_run_file_from_another_campaign_is_refused_on_resume(campaign_dir, tmp_path, capsys):
+    # Two interrupted campaigns of the same kernel and settings but other seeds: their run files look alike.
+    out = _copy(campaign_dir, tmp_path)
+    other = str(tmp_path / "other")
+    with pytest.raises(KeyboardInterrupt):
+        fn.profile(KERNEL, InterruptingBackend(6, seed=1), out_dir=other, **{**SETTINGS, "seed": 1})
+    shutil.copyfile(run_files(other)[3], run_files(out)[3])
+    before = _snapshot(out)
+    backend = InterruptingBackend(10**9)
+    with pytest.raises(CampaignFormatError, match=r"run_000003.npz: belongs to campaign '[0-9a-f]+', not this "
+                                                  r"folder's '[0-9a-f]+' \(campaign.json\)"):
+        fn.profile(KERNEL, backend, out_dir=out, resume=True, **SETTINGS)
+    assert backend.executed == 0 and _snapshot(out) == before
+    ids = {r.campaign_id for r in load_campaign_runs(other)}
+    assert len(ids) == 1 and ids != {r.campaign_id for r in load_campaign_runs(campaign_dir)}
+
+
+def test_a_cli_resume_with_a_run_of_another_campaign_keeps_the_profile(cli_campaign_dir, tmp_path, capsys):
+    out = _copy(cli_campaign_dir, tmp_path)
+    other = str(tmp_path / "other")
+    assert cli.main(["profile", KERNEL, "--mode", "sse", "--runs", "8", "--seed", "3", "--out", other,
+                     "--quiet"]) == cli.EXIT_OK
+    capsys.readouterr()
+    shutil.copyfile(run_files(other)[2], run_files(out)[2])
+    before = _snapshot(out)
+    assert cli.main(["profile", "--resume", out]) == cli.EXIT_FAILURE
+    assert "run_000002.npz: belongs to campaign" in _one_line(capsys.readouterr().err)
+    assert _snapshot(out) == before  # profile.fgprof included: not rewritten from the mixed runs
+
+
+# --- concurrent starts ------------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_three_concurrent_starts_on_a_new_folder_one_runs_the_others_are_told_it_is_in_use(tmp_path):
+    out = str(tmp_path / "new")
+    start = [sys.executable, "-m", "fingrav_native", "profile", "cb-2k-gemm", "--mode", "sse", "--runs", "20000",
+             "--out", out]
+    procs = [subprocess.Popen(start, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
+             for _ in range(3)]
+    try:
+        deadline = time.monotonic() + SUBPROCESS_TIMEOUT_S
+        while time.monotonic() < deadline and sum(p.poll() is None for p in procs) > 1:
+            time.sleep(0.02)
+        running = [p for p in procs if p.poll() is None]
+        assert len(running) == 1, [p.communicate() for p in procs if p.poll() is not None]
+        for p in procs:
+            if p is not running[0]:
+                _, err = p.communicate()
+                assert p.returncode == cli.EXIT_FAILURE, err
+                assert f"in use by pid {running[0].pid}" in _one_line(err)
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.send_signal(signal.SIGINT)
+        for p in procs:
+            p.communicate(timeout=SUBPROCESS_TIMEOUT_S)
+    assert running[0].returncode == cli.EXIT_INTERRUPTED

@@ -221,3 +221,56 @@ def test_profile_takes_the_launch_phase_and_resume_keeps_it(tmp_path, capsys):
     assert "--phase='steered'" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         cli.main(["profile", "cb-4k-gemm", "--phase", "sometimes"])
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["profile", "cb-4k-gemm", "--mode", "sse", "--executions", "8"], "--executions=8: sets the executions per run"),
+    (["profile", "cb-4k-gemm", "--out", ""], "--out='': empty; give a folder"),
+    (["profile", "--resume", ""], "--resume='': empty; give the campaign folder"),
+])
+def test_options_that_would_be_ignored_are_refused(tmp_path, monkeypatch, capsys, argv, message):
+    # --out '' had fallen back to ./fingrav-cb-4k-gemm, --executions with --mode sse was dropped.
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(argv) == cli.EXIT_USAGE
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1
+    assert os.listdir(tmp_path) == []
+
+
+def test_a_workload_spec_is_checked_before_it_is_called(tmp_path, monkeypatch, capsys):
+    import json
+
+    called = []
+    monkeypatch.setattr(json, "dumps", lambda *a, **k: called.append(a) or "")  # noqa: ARG005
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "holds").mkdir()
+    (tmp_path / "holds" / "command.json").write_text("{}")
+    # The folder is refused before the workload module's function is looked at ...
+    assert cli.main(["profile", "json:dumps", "--backend", "nvidia", "--out", "holds"]) == cli.EXIT_USAGE
+    assert "already holds a campaign" in capsys.readouterr().err and not called
+
+
+@pytest.mark.parametrize("spec, message", [
+    ("json:dumps", "needs arguments"),
+    ("os:abort", "names a builtin_function_or_method, not a Python function"),
+    ("collections:OrderedDict", "names a type, not a Python function"),
+])
+def test_a_workload_spec_that_is_not_a_workload_function_is_never_called(spec, message):
+    from fingrav_native.backends import resolve_workload
+
+    # os:abort would end the process, json:dumps was called with no arguments: refused before any call.
+    with pytest.raises(ValueError, match=f"spec={spec!r}: .*{message}"):
+        resolve_workload(spec)
+
+
+def test_a_workload_function_annotated_to_return_something_else_is_never_called(tmp_path, monkeypatch):
+    from fingrav_native.backends import resolve_workload
+
+    (tmp_path / "mywork_annotated.py").write_text(
+        "CALLS = []\ndef gemm() -> int:\n    CALLS.append(1)\n    return 3\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(ValueError, match="annotated to return int, not a Workload"):
+        resolve_workload("mywork_annotated:gemm")
+    import mywork_annotated
+
+    assert mywork_annotated.CALLS == []

@@ -124,7 +124,7 @@ def test_demo_out_that_is_a_file_exits_2(tmp_path, capsys):
     f.write_text("")
     assert cli.main(["demo", "--out", str(f)]) == cli.EXIT_USAGE
     err = capsys.readouterr().err
-    assert err.startswith("fingrav demo: out_dir=") and "not a folder" in err
+    assert err.startswith("fingrav demo: --out=") and "not a folder" in err
 
 
 @pytest.mark.slow

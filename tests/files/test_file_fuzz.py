@@ -22,6 +22,7 @@ import json
 import math
 import os
 import typing
+import warnings
 import zipfile
 from typing import Any
 
@@ -560,6 +561,29 @@ def test_an_array_referenced_twice_or_missing_is_refused(profile_meta, tmp_path)
     fewer = {k: v for k, v in members.items() if k != f"arrays/{key}.npy"}
     with pytest.raises(ProfileFormatError, match=rf"golden\.mask: array arrays/{key}\.npy is missing"):
         load_profile(_write_zip(tmp_path / "fewer.fgprof", fewer))
+
+
+def test_a_member_twice_in_an_archive_is_refused(profile_meta, capture_file, tmp_path):
+    # zipfile reads the last of two members of one name: a second fingrav.json won without a word.
+    meta, members = profile_meta
+    other = copy.deepcopy(meta)
+    other["root"]["fields"]["kernel"] = "someone else's kernel"
+    path = _write_zip(tmp_path / "two.fgprof", members)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # zipfile warns of the duplicate name as it writes it
+        with zipfile.ZipFile(path, "a") as zf:
+            zf.writestr("fingrav.json", json.dumps(other))
+    with pytest.raises(ProfileFormatError, match=r"member 'fingrav.json' is in the archive twice"):
+        load_profile(path)
+    # The same for a power capture's members.
+    capture = _members(capture_file[0])
+    path = _write_zip(tmp_path / "two.npz", capture)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with zipfile.ZipFile(path, "a") as zf:
+            zf.writestr("samples.npy", capture["samples.npy"])
+    with pytest.raises(CaptureFormatError, match=r"member 'samples.npy' is in the archive twice"):
+        load_capture(path)
 
 
 # --------------------------------------------------------------------------- limits

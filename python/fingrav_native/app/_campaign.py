@@ -13,6 +13,7 @@ import logging
 import math
 import os
 import time
+import uuid
 from typing import Any, Callable, Literal, Optional, Sequence
 
 import numpy as np
@@ -73,8 +74,11 @@ class Campaign:
     """
 
     def __init__(self, backend: Backend, out_dir: Optional[str], *, kernel: str = "",
-                 replay: Sequence[StoredRun] = (), reporter: Optional[ProgressReporter] = None) -> None:
+                 replay: Sequence[StoredRun] = (), reporter: Optional[ProgressReporter] = None,
+                 campaign_id: Optional[str] = None) -> None:
         self.backend = backend
+        #: The id every run file names (campaign.json's ``campaign_id``; None for a folder older than ids).
+        self.campaign_id = campaign_id
         self.caps = backend.capabilities
         self.records: list[RunRecord] = []
         self.next_run = 0
@@ -157,31 +161,25 @@ class Campaign:
                     "differ from the interrupted campaign's; resume with the same ones or start a new folder")
             self.replayed += 1
             rec = stored.record
+            if steer is not None and steer.active and stored.steer is not None:
+                # The steerer plans from the same "now" and learns the same
+                # release as when the run was made: its state, and what the
+                # profile records of the steered runs, are as they were.
+                steer.plan(stored.steer["now_ns"])
+                if stored.steer["release_ns"] is not None:
+                    steer.released(float(stored.steer["release_ns"]))
         else:
             if not self._live_started:
                 self._go_live()
             self.backend.wait_idle()
-            if steer is not None and steer.active:
-                # Equivalent-time sampling: release the launch so that a
-                # sensor sample lands where the coverage is thinnest. A
-                # target already past returns the host time at once: that is
-                # how the campaign reads "now" (no other device call).
-                wait_until = self.backend.wait_until  # type: ignore[attr-defined]
-                release = steer.plan(float(wait_until(0)))
-                if release is not None:
-                    arm = getattr(self.backend, "release_at", None)
-                    if callable(arm):
-                        # The run sets itself up, then launches at the release.
-                        arm(release)
-                        steer.released(release)
-                    else:
-                        steer.released(wait_until(release))
+            steered = self._steer(steer)
             # Run ids come from the backend, so campaigns sharing a device (an
             # interleaved scenario after its reference) never reuse one.
             rec = self.backend.execute_run(kernel, executions, self.backend.new_run_id())
             if self.out_dir is not None:
                 # One file per completed run: an interrupted campaign keeps them.
-                write_run(self.out_dir, self.next_run, role, label, rec)
+                write_run(self.out_dir, self.next_run, role, label, rec, campaign_id=self.campaign_id,
+                          steer=steered)
             self._phase_live += 1
         if steer is not None:
             steer.observe(rec)
@@ -190,6 +188,29 @@ class Campaign:
             self.records.append(rec)
         self.report()
         return rec
+
+    def _steer(self, steer: Optional[PhaseSteerer]) -> Optional[dict[str, Any]]:
+        """Release the next launch where the steerer plans it; what a replay needs to plan the same (None: random)."""
+        if steer is None or not steer.active:
+            return None
+        # Equivalent-time sampling: release the launch so that a
+        # sensor sample lands where the coverage is thinnest. A
+        # target already past returns the host time at once: that is
+        # how the campaign reads "now" (no other device call).
+        wait_until = self.backend.wait_until  # type: ignore[attr-defined]
+        now = float(wait_until(0))
+        release = steer.plan(now)
+        released: Optional[float] = None
+        if release is not None:
+            arm = getattr(self.backend, "release_at", None)
+            if callable(arm):
+                # The run sets itself up, then launches at the release.
+                arm(release)
+                released = float(release)
+            else:
+                released = float(wait_until(release))
+            steer.released(released)
+        return {"now_ns": now, "release_ns": released}
 
     def timeline(self, records: Sequence[RunRecord]) -> Timeline:
         """Steps 5-6's inputs for ``records``: their logs and executions on host time."""
@@ -283,19 +304,26 @@ def package_versions() -> dict[str, Any]:
 
 
 def write_state(out_dir: str, name: str, caps: Capabilities, requested: dict[str, Any], state: str, runs: int,
-                 error: Optional[str] = None) -> None:
+                 error: Optional[str] = None, *, campaign_id: Optional[str] = None) -> None:
     manifest = {"kernel": name, "backend": dataclasses.asdict(caps), "settings": requested, "state": state,
                 "runs": runs, "versions": package_versions()}
+    if campaign_id is not None:
+        manifest["campaign_id"] = campaign_id
     if error is not None:
         manifest["error"] = error
     write_manifest(out_dir, manifest)
 
 
 def open_campaign(out_dir: Optional[str], resume: bool, name: str, caps: Capabilities,
-                   requested: dict[str, Any]) -> list[StoredRun]:
-    """Check ``out_dir`` against the request; the runs to replay (empty for a new campaign)."""
+                  requested: dict[str, Any]) -> tuple[list[StoredRun], Optional[str]]:
+    """Check ``out_dir`` against the request; the runs to replay (empty for a new campaign) and the campaign's id.
+
+    A new campaign draws its id here (``campaign.json`` records it, every
+    run file names it); a resumed one replays only run files that name the
+    id its manifest records (a folder written before ids: any).
+    """
     if out_dir is None:
-        return []
+        return [], None
     manifest = read_manifest(out_dir)
     if manifest is None:
         held = campaign_contents(out_dir)
@@ -306,8 +334,9 @@ def open_campaign(out_dir: Optional[str], resume: bool, name: str, caps: Capabil
                 f"{os.path.join(out_dir, CAMPAIGN_FILE)}: missing, but the folder holds {' and '.join(held)}; "
                 "nothing was written: restore campaign.json to resume, or profile into another folder "
                 "(the runs here are left as they are)")
-        write_state(out_dir, name, caps, requested, "running", 0)
-        return []
+        campaign_id = uuid.uuid4().hex
+        write_state(out_dir, name, caps, requested, "running", 0, campaign_id=campaign_id)
+        return [], campaign_id
     if not resume:
         raise ValueError(
             f"out_dir={out_dir!r}: already holds a campaign ({manifest.get('kernel')!r}, "
@@ -326,7 +355,8 @@ def open_campaign(out_dir: Optional[str], resume: bool, name: str, caps: Capabil
         if settings.get(key) != value:
             raise CampaignMismatchError(f"{key}={value!r}: the campaign in {out_dir!r} was started with "
                                         f"{key}={settings.get(key)!r}; resume with the same settings")
-    replay = load_campaign_runs(out_dir)
+    stored_id: Optional[str] = manifest.get("campaign_id")
+    replay = load_campaign_runs(out_dir, campaign_id=stored_id)
     if len(replay) < manifest["runs"]:
         # Replaying fewer runs than were made would start the campaign over
         # and rewrite the missing ones: the measurements are gone, not redone.
@@ -334,5 +364,5 @@ def open_campaign(out_dir: Optional[str], resume: bool, name: str, caps: Capabil
             f"{os.path.join(out_dir, RUNS_DIR)}: {len(replay)} run files, but {CAMPAIGN_FILE} records "
             f"{manifest['runs']} completed runs; nothing was written: restore the missing runs to resume, "
             "or profile into another folder")
-    write_state(out_dir, name, caps, requested, "running", len(replay))
-    return replay
+    write_state(out_dir, name, caps, requested, "running", len(replay), campaign_id=stored_id)
+    return replay, stored_id

@@ -9,10 +9,12 @@ The commands live beside it (``_cli_profile``, ``_cli_files``, ``_cli_device``,
 from __future__ import annotations
 
 import argparse
+import errno
+import os
 import sys
-from typing import Callable, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
-from fingrav_native.app._cli_common import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
+from fingrav_native.app._cli_common import EXIT_BROKEN_PIPE, EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
 from fingrav_native.app._cli_demo import demo_command
 from fingrav_native.app._cli_device import characterize_command, devices_command, sync_command
 from fingrav_native.app._cli_files import export_command, plot_command, trace_command
@@ -25,8 +27,8 @@ from fingrav_native.files._profiles import ProfileFormatError
 from fingrav_native.insitu._trace import TraceFormatError
 from fingrav_native.method._align import NoLogsInExecutionsError
 
-__all__ = ["EXIT_FAILURE", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_USAGE", "FloatRange", "IntRange", "build_parser",
-           "main"]
+__all__ = ["EXIT_BROKEN_PIPE", "EXIT_FAILURE", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_USAGE", "FloatRange", "IntRange",
+           "build_parser", "main"]
 
 
 #: A command as main runs it: the parsed arguments and whether ``fingrav`` is the program (a second
@@ -57,13 +59,71 @@ _COMMANDS: dict[str, tuple[_Run, Optional[tuple[type[BaseException], ...]]]] = {
 }
 
 
+class _OutputFailed(BaseException):
+    """Standard output refused a write (its reader closed the pipe, the disk is full): the command stops here.
+
+    A BaseException, like KeyboardInterrupt, so that no command's handler
+    of its own failures (OSError among them) takes it for one of its files:
+    :func:`main` says it once.
+    """
+
+    def __init__(self, error: OSError) -> None:
+        super().__init__(error)
+        self.error = error
+
+
+class _GuardedOutput:
+    """Standard output as the command sees it: a write or flush the system refuses raises :class:`_OutputFailed`."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return int(self._stream.write(text))
+        except OSError as exc:
+            raise _OutputFailed(exc) from exc
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except OSError as exc:
+            raise _OutputFailed(exc) from exc
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+def _output_failed(command: Optional[str], error: OSError, as_program: bool) -> int:
+    """The exit code for standard output that failed; one line on stderr unless its reader simply left."""
+    if as_program:
+        # What is still buffered would fail again when Python flushes at exit
+        # (a second message, a traceback): it goes nowhere instead. The Python
+        # docs' recipe for SIGPIPE (library/signal, "Note on SIGPIPE").
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.__stdout__.fileno() if sys.__stdout__ is not None else 1)
+            os.close(devnull)
+        except (OSError, ValueError):
+            pass
+    if isinstance(error, BrokenPipeError) or error.errno == errno.EPIPE:
+        return EXIT_BROKEN_PIPE  # the reader had what it wanted (| head): nothing to say
+    name = f"fingrav {command}" if command else "fingrav"
+    print(f"{name}: cannot write to standard output ({error.strerror or error}); nothing more was written",
+          file=sys.stderr)
+    return EXIT_FAILURE
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``fingrav`` command; returns the process exit code.
 
     Exit codes (the README's table has them per command): 0 done, 1 the
-    command failed, 2 bad usage, 130 interrupted by Ctrl-C. A number out
-    of its option's range is bad usage refused by argparse, which raises
-    ``SystemExit(2)`` instead of returning (as for any unparseable argument).
+    command failed, 2 bad usage, 130 interrupted by Ctrl-C, 141 standard
+    output closed by its reader (``fingrav devices | head``: quietly, as a
+    program stopped by SIGPIPE). A number out of its option's range is bad
+    usage refused by argparse, which raises ``SystemExit(2)`` instead of
+    returning (as for any unparseable argument). Standard output that
+    cannot be written (a full disk) is one line on stderr and exit code 1.
 
     Parameters
     ----------
@@ -76,8 +136,33 @@ def main(argv: Sequence[str] | None = None) -> int:
     int
         The exit code.
     """
+    as_program = argv is None
+    real = sys.stdout
+    guarded = _GuardedOutput(real) if real is not None else None
+    if guarded is not None:
+        sys.stdout = guarded
+    seen: list[str] = []  # the command, once parsed: names it in a message about standard output
+    try:
+        try:
+            return _main(argv, as_program, seen)
+        finally:
+            # What the command printed is written now, inside the guard: not
+            # when Python exits, where a failure is a traceback.
+            if sys.stdout is not None:
+                sys.stdout.flush()
+    except _OutputFailed as failed:
+        return _output_failed(seen[0] if seen else None, failed.error, as_program)
+    finally:
+        if sys.stdout is guarded:
+            sys.stdout = real
+
+
+def _main(argv: Sequence[str] | None, as_program: bool, seen: list[str]) -> int:
+    """Parse and run the command (main's body, inside the standard-output guard)."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.command is not None:
+        seen.append(str(args.command))
     if args.command is None:
         parser.print_help()
         return EXIT_USAGE
@@ -86,9 +171,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE  # pragma: no cover - parser.error exits
     run, failures = _COMMANDS[args.command]
     if failures is None:
-        return run(args, argv is None)
+        return run(args, as_program)
     try:
-        return run(args, argv is None)
+        return run(args, as_program)
     except failures as exc:
         print(f"fingrav {args.command}: {exc}", file=sys.stderr)
         return EXIT_FAILURE

@@ -29,6 +29,11 @@ EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
 
 
+#: Standard output closed by its reader (``fingrav devices | head``): 128 + SIGPIPE, as shells report a
+#: program the closed pipe stopped; the command exits quietly.
+EXIT_BROKEN_PIPE = 141
+
+
 class SigintOnce:
     """Ctrl-C raises KeyboardInterrupt once; further ones are ignored while the command winds down.
 

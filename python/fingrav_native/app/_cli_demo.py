@@ -7,6 +7,7 @@ import sys
 
 from fingrav_native.app._cli_common import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, SigintOnce
 from fingrav_native.app._demo import DemoInterrupted, run_demo, run_sim_demo, run_synthetic_demo
+from fingrav_native.files._outputs import check_output_path
 
 
 def _demo_interrupted(args: argparse.Namespace, exc: KeyboardInterrupt) -> str:
@@ -36,12 +37,12 @@ def demo_command(args: argparse.Namespace, *, as_program: bool = False) -> int:
             sigint.ignore()
             print(_demo_interrupted(args, exc), file=sys.stderr)
             return EXIT_INTERRUPTED
+        except OSError as exc:  # --out not writable (also a ValueError: checked first), disk full
+            print(f"fingrav demo: {exc}", file=sys.stderr)
+            return EXIT_FAILURE
         except ValueError as exc:
             print(f"fingrav demo: {exc}", file=sys.stderr)
             return EXIT_USAGE
-        except OSError as exc:  # --out not writable, disk full
-            print(f"fingrav demo: {exc}", file=sys.stderr)
-            return EXIT_FAILURE
     return EXIT_OK
 
 
@@ -50,10 +51,16 @@ def _run_demo(args: argparse.Namespace) -> None:
     # Each number is in range (parse time); what is left is which go together.
     live_only = [f"--{name.replace('_', '-')}" for name in ("source", "seconds", "period_us", "source_period_us")
                  if getattr(args, name) is not None]
+    if args.live and args.out is not None:
+        # The live demo writes no files: a folder given would be ignored without a word.
+        raise ValueError("--out: the live demo writes no files; leave it out (or drop --live)")
+    if args.out is None:
+        args.out = "fingrav-demo"
     if not args.live:
         # Live-only options would be silently ignored by the profiling demo.
         if live_only:
             raise ValueError(f"{live_only[0]}: only with --live")
+        check_output_path(args.out, "--out", folder=True)
         run_demo(args.out, seed=args.seed)
         return
     period_ns = int(round((250.0 if args.period_us is None else args.period_us) * 1000))

@@ -15,12 +15,30 @@ from fingrav_native.app._plot import plot_sync_error
 from fingrav_native.app._sync import sync_report
 from fingrav_native.backends._devices import format_reports, list_backends
 from fingrav_native.files._characterisation import read_logs_csv
+from fingrav_native.files._outputs import check_output_path
 from fingrav_native.sensors._from_logs import characterize_logs
+
+#: The figure formats ``--plot`` takes, by the file name's extension.
+_FIGURE_FORMATS = (".png", ".pdf", ".svg")
+
+
+def _check_plot(path: str | None) -> str | None:
+    """``--plot FILE``: a file the figure can go to, its format named by its extension (checked before any read)."""
+    if path is None:
+        return None
+    check_output_path(path, "--plot")
+    ext = os.path.splitext(path)[1].lower()
+    if ext not in _FIGURE_FORMATS:
+        # matplotlib would add ".png" to a name without one (and print nothing of it): the file named is the file.
+        raise ValueError(f"--plot={path!r}: give a file name ending {', '.join(_FIGURE_FORMATS)} (the format is "
+                         "read from it)")
+    return ext[1:]
 
 
 @interruptible("sync")
 def sync_command(args: argparse.Namespace) -> int:
     """``fingrav sync``: the clock-sync report, as text or JSON, and the figure asked for."""
+    figure_format = _check_plot(args.plot)
     # Each option is in range (parse time); together they must not ask for
     # more reads than memory holds. sync_report takes this many bursts.
     bursts = max(2, int(args.seconds / (args.interval_ms / 1e3)) + 1)
@@ -34,43 +52,64 @@ def sync_command(args: argparse.Namespace) -> int:
         print(json.dumps(report.as_dict(), indent=1))
     else:
         print(report.format())
-    if args.plot:
+    if args.plot is not None:
         import matplotlib
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
 
         ax = plot_sync_error(report.brackets, report.piecewise or report.linear)
-        ax.figure.savefig(args.plot, dpi=120)
+        ax.figure.savefig(args.plot, dpi=120, format=figure_format)
         plt.close(ax.figure)
         print(args.plot)
     return EXIT_OK
 
 
+#: What ``fingrav characterize`` runs a device with, and each option's default (None in the parser: given or not).
+_DEVICE_OPTIONS = {"backend": "sim", "device": 0, "seed": 0, "kernel": "cb-8k-gemm", "light": "mb-2k-gemv",
+                   "runs": 40, "cycles": 4, "half_period_ms": None}
+
+
+def _characterize_options(args: argparse.Namespace) -> None:
+    """The device options, defaults filled in; with ``--logs`` (no device runs) any given is refused, not ignored."""
+    if (args.logs is None) != (args.load is None):
+        raise ValueError("--logs, --load: give both (logs recorded elsewhere and the load's on-intervals) or neither")
+    given = [name for name in _DEVICE_OPTIONS if getattr(args, name) is not None]
+    if args.logs is not None and given:
+        raise ValueError(f"--{given[0].replace('_', '-')}: runs a device; with --logs the logs are characterised "
+                         "as recorded, no device runs: leave it out")
+    for name, default in _DEVICE_OPTIONS.items():
+        if getattr(args, name) is None:
+            setattr(args, name, default)
+
+
 @interruptible("characterize")
 def characterize_command(args: argparse.Namespace) -> int:
     """``fingrav characterize``: the sensor fitted, printed, and written where asked."""
+    _characterize_options(args)
+    # Before minutes of runs: an --out the disk refuses would throw them away.
+    if args.out is not None:
+        check_output_path(args.out, "--out", protect=[args.logs, args.load])
     # Each option is in range (parse time); together they bound one run's length.
     if args.half_period_ms is not None and 2 * args.cycles * args.half_period_ms > CHARACTERIZE_MAX_RUN_MS:
         raise ValueError(f"--cycles={args.cycles}, --half-period-ms={args.half_period_ms:g}: runs of "
                          f"{2 * args.cycles * args.half_period_ms / 60_000:.1f} minutes (2 x cycles x half period) "
                          f"are longer than the {CHARACTERIZE_MAX_RUN_MS // 60_000} allowed; take fewer cycles or "
                          "a shorter half period")
-    if (args.logs is None) != (args.load is None):
-        raise ValueError("--logs, --load: give both (logs recorded elsewhere and the load's on-intervals) or neither")
     if args.logs is not None:
         t, p = read_logs_csv(args.logs, ("t_ns", "power_w"), "--logs")
         start, end = read_logs_csv(args.load, ("start_ns", "end_ns"), "--load")
         c = characterize_logs(t, p, np.column_stack([start, end]), device=f"logs {os.path.basename(args.logs)}")
     else:
-        backend = make_backend(args.backend, args.device, args.seed)
+        # The kernels before the device: an unknown one is refused without opening anything.
         kernel = resolve_kernel(args.backend, args.kernel)
         light = resolve_kernel(args.backend, args.light)
+        backend = make_backend(args.backend, args.device, args.seed)
         # The hardware backends take a Workload where the protocol says KernelSpec; the runtime contract is
         # the same.
         c = characterize(backend, kernel, light, runs=args.runs, cycles=args.cycles,
                          half_period_ns=None if args.half_period_ms is None else args.half_period_ms * 1e6)
-    if args.out:
+    if args.out is not None:
         c.save(args.out)
     if args.json:
         print(json.dumps(c.as_dict(), indent=2))
@@ -84,7 +123,7 @@ def characterize_command(args: argparse.Namespace) -> int:
         print(f"  {length}; delay {st.delay_ns / 1e3:.1f} +- {st.delay_err_ns / 1e3:.1f} us; "
               f"10-90 % rise {st.rise_ns / 1e3:.1f} us")
         print(f"  fit residual {st.residual_w:.1f} W over {st.logs} logs (the other shape: {st.other_residual_w:.1f} W)")
-    if args.out:
+    if args.out is not None:
         print(f"  written to {args.out}")
     return EXIT_OK
 

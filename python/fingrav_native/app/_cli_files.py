@@ -18,6 +18,7 @@ from fingrav_native.app._cli_common import EXIT_FAILURE, EXIT_OK, interruptible
 from fingrav_native.app._trace import profile_trace
 from fingrav_native.files._annotate import annotate_trace, check_annotation_out
 from fingrav_native.files._capture import load_capture
+from fingrav_native.files._outputs import check_distinct_outputs, check_output_path
 from fingrav_native.files._parquet import export_parquet
 from fingrav_native.files._profiles import load_profile
 from fingrav_native.files._trace import export_trace
@@ -49,6 +50,8 @@ def plot_command(args: argparse.Namespace) -> int:
     import matplotlib.pyplot as plt
 
     paths = [args.profile] if isinstance(args.profile, str) else list(args.profile)
+    # Before any profile is read or drawn: a folder that cannot be written is found first.
+    check_output_path(args.out, "--out", folder=True)
     os.makedirs(args.out, exist_ok=True)
     figures = []
     kernels = []  # (name, ExecutionProfile) of every profile, for the side-by-side figure
@@ -70,9 +73,11 @@ def plot_command(args: argparse.Namespace) -> int:
         # Paper Figures 8 and 10: kernels (or SSE vs SSP) side by side, one panel per component.
         stem = _figure_stem(paths[0]) if len(paths) == 1 else "kernels"
         figures.append((stem, "by_component", fplot.figure_kernels_by_component(kernels)))
-    for stem, name, fig in figures:
-        path = os.path.join(args.out, f"{stem}_{name}.{args.format}")
-        fig.savefig(path, dpi=args.dpi)
+    outputs = [os.path.join(args.out, f"{stem}_{name}.{args.format}") for stem, name, _ in figures]
+    for path in outputs:
+        check_output_path(path, "--out", protect=paths, shown=f"--out={args.out!r}: {os.path.basename(path)}")
+    for path, (_, _, fig) in zip(outputs, figures):
+        fig.savefig(path, dpi=args.dpi, format=args.format)
         plt.close(fig)
         print(path)
     return EXIT_OK
@@ -100,29 +105,52 @@ def _summary(prof: object) -> dict[str, Any]:
     return out
 
 
+def summary_json(value: object) -> object:
+    """A summary's value as standard JSON: non-finite floats as null, arrays and numpy scalars as numbers."""
+    if isinstance(value, np.ndarray):
+        value = value.tolist()
+    if isinstance(value, np.generic):
+        value = value.item()
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        value = dataclasses.asdict(value)
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {str(k): summary_json(x) for k, x in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [summary_json(x) for x in value]
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    return repr(value)
+
+
+def _export_outputs(args: argparse.Namespace) -> None:
+    """``--trace``, ``--summary`` and ``--parquet`` checked before the profile is read: none overwrites its input."""
+    if args.trace is None and args.parquet is None and args.summary is None:
+        raise ValueError("nothing to export: give --trace, --parquet and/or --summary")
+    for option in ("trace", "summary"):
+        path = getattr(args, option)
+        if path is not None:
+            check_output_path(path, f"--{option}", protect=[args.profile])
+    if args.parquet is not None:
+        check_output_path(args.parquet, "--parquet", folder=True)
+    check_distinct_outputs({"--trace": args.trace, "--summary": args.summary})
+
+
 @interruptible("export")
 def export_command(args: argparse.Namespace) -> int:
     """``fingrav export``: the trace, Parquet tables and/or JSON summary asked for."""
-    if not (args.trace or args.parquet or args.summary):
-        raise ValueError("nothing to export: give --trace, --parquet and/or --summary")
+    _export_outputs(args)
     prof = _load(args.profile)
-    if args.trace:
+    if args.trace is not None:
         print(export_trace(prof, args.trace))  # type: ignore[arg-type]
-    if args.parquet:
+    if args.parquet is not None:
         for p in export_parquet(prof, args.parquet):  # type: ignore[arg-type]
             print(p)
-    if args.summary:
-        def clean(v: object) -> object:
-            if isinstance(v, float) and not math.isfinite(v):
-                return None
-            if isinstance(v, dict):
-                return {k: clean(x) for k, x in v.items()}
-            if isinstance(v, (list, tuple)):
-                return [clean(x) for x in v]
-            return v
-
-        with open(args.summary, "w") as f:
-            json.dump(clean(_summary(prof)), f, indent=1, allow_nan=False)
+    if args.summary is not None:
+        text = json.dumps(summary_json(_summary(prof)), indent=1, allow_nan=False)
+        with open(args.summary, "w", encoding="utf-8") as f:
+            f.write(text)
         print(args.summary)
     return EXIT_OK
 
@@ -152,6 +180,12 @@ def trace_command(args: argparse.Namespace) -> int:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    # The folder and the files it will hold, before the trace is read and profiled: none is an input.
+    check_output_path(args.out, "--out", folder=True)
+    for name in ("power_trace.json.gz", f"energy_by_kernel.{args.format}", f"top_kernels.{args.format}",
+                 "kernels.json") if os.path.isdir(args.out) else ():
+        check_output_path(os.path.join(args.out, name), "--out", protect=[args.trace, args.power],
+                          shown=f"--out={args.out!r}: {name}")
     annotate = _annotation_out(args)  # before the work: a refused output costs nothing
     try:
         with warnings.catch_warnings():

@@ -95,8 +95,8 @@ def _add_demo_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]")
                "  fingrav demo --live --source synthetic --seconds 2 --period-us 100",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    demo.add_argument("--out", default="fingrav-demo", metavar="DIR",
-                      help="folder for the demo's files (default ./fingrav-demo)")
+    demo.add_argument("--out", default=None, metavar="DIR",
+                      help="folder for the demo's files (default ./fingrav-demo; not with --live)")
     demo.add_argument("--seed", type=SEED, default=0, help=f"seed of the simulated GPU, {SEED} (default 0)")
     demo.add_argument("--live", action="store_true",
                       help="the live sampling demo instead (real time; writes no files)")
@@ -263,11 +263,18 @@ def _add_profile_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser
     prof.add_argument("--quiet", action="store_true", help="no progress (progress is shown only on a terminal)")
 
 
-def _add_device_arguments(parser: argparse.ArgumentParser, what: str) -> None:
-    """--backend (default sim), --device and --seed, as `sync` and `characterize` take them."""
-    parser.add_argument("--backend", choices=BACKENDS, default="sim", help=f"which {what} (default sim)")
-    parser.add_argument("--device", type=DEVICE, default=0, help=f"GPU index for amd/nvidia, {DEVICE} (default 0)")
-    parser.add_argument("--seed", type=SEED, default=0, help=f"seed of the simulated device, {SEED} (default 0)")
+def _add_device_arguments(parser: argparse.ArgumentParser, what: str, *, unset: bool = False) -> None:
+    """--backend (default sim), --device and --seed, as `sync` and `characterize` take them.
+
+    ``unset``: the parser leaves them None when not given (the command fills
+    in the defaults, and can tell an option given from one left out).
+    """
+    parser.add_argument("--backend", choices=BACKENDS, default=None if unset else "sim",
+                        help=f"which {what} (default sim)")
+    parser.add_argument("--device", type=DEVICE, default=None if unset else 0,
+                        help=f"GPU index for amd/nvidia, {DEVICE} (default 0)")
+    parser.add_argument("--seed", type=SEED, default=None if unset else 0,
+                        help=f"seed of the simulated device, {SEED} (default 0)")
 
 
 def _add_sync_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
@@ -292,7 +299,8 @@ def _add_sync_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]")
                       help=f"time between bursts, {SYNC_INTERVAL_MS} (default 100); at most "
                            f"{SYNC_MAX_READS:,} reads in all")
     sync.add_argument("--json", action="store_true", help="print the report as JSON")
-    sync.add_argument("--plot", metavar="FILE", help="also draw each read's distance from the map (PNG/PDF/SVG)")
+    sync.add_argument("--plot", metavar="FILE",
+                      help="also draw each read's distance from the map (FILE.png, .pdf or .svg)")
 
 
 def _add_characterize_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
@@ -312,11 +320,12 @@ def _add_characterize_parser(sub: "argparse._SubParsersAction[argparse.ArgumentP
                 "  fingrav characterize --backend nvidia --kernel cb-8k-gemm --light mb-2k-gemv --out h100.json"),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    _add_device_arguments(ch, "device")
-    ch.add_argument("--kernel", default="cb-8k-gemm", help="the heavy kernel (default cb-8k-gemm)")
-    ch.add_argument("--light", default="mb-2k-gemv", help="the light kernel (default mb-2k-gemv)")
-    ch.add_argument("--runs", type=RUNS, default=40, help=f"runs, {RUNS} (default 40)")
-    ch.add_argument("--cycles", type=CYCLES, default=4, help=f"heavy/light cycles per run, {CYCLES} (default 4)")
+    # Defaults filled in by the command: with --logs no device runs, and a device option given is refused.
+    _add_device_arguments(ch, "device", unset=True)
+    ch.add_argument("--kernel", default=None, help="the heavy kernel (default cb-8k-gemm)")
+    ch.add_argument("--light", default=None, help="the light kernel (default mb-2k-gemv)")
+    ch.add_argument("--runs", type=RUNS, default=None, help=f"runs, {RUNS} (default 40)")
+    ch.add_argument("--cycles", type=CYCLES, default=None, help=f"heavy/light cycles per run, {CYCLES} (default 4)")
     ch.add_argument("--half-period-ms", type=HALF_PERIOD_MS, default=None,
                     help=f"length of each level, {HALF_PERIOD_MS}, a run at most "
                          f"{CHARACTERIZE_MAX_RUN_MS // 60_000} minutes (default: from the declared sensor)")

@@ -21,19 +21,20 @@ from fingrav_native.app._cli_ranges import DEVICE, EXECUTIONS, MARGIN, RUNS, SEE
 from fingrav_native.app._profile import profile
 from fingrav_native.app._progress import ProgressReporter, TerminalProgress
 from fingrav_native.files._campaign import (
+    COMMAND_FILE,
     PROFILE_FILE,
     CampaignFormatError,
     campaign_contents,
+    in_use,
     lock_campaign,
+    lock_holder,
+    read_json_file,
     run_files,
 )
+from fingrav_native.files._outputs import check_output_path
 from fingrav_native.files._trace import export_trace
 from fingrav_native.method._phase import PHASES
 from fingrav_native.method._results import Profile
-
-#: What `fingrav profile` records next to the campaign, so --resume can rebuild the same request.
-COMMAND_FILE = "command.json"
-
 
 #: What ``--mode`` takes.
 _MODES = ("sse", "ssp", "both")
@@ -54,11 +55,8 @@ _COMMAND_FIELDS: dict[str, tuple[Callable[[object], bool], str]] = {
 
 def _read_command(path: str) -> dict[str, Any]:
     """``command.json`` of a campaign folder, every field checked (CampaignFormatError names file and field)."""
-    try:
-        with open(path) as f:
-            saved = json.load(f)
-    except (OSError, ValueError, RecursionError) as exc:
-        raise CampaignFormatError(f"{path}: not readable JSON ({exc}); restore it to resume") from exc
+    # Through the guarded reader: a link to /dev/zero or a FIFO in its place is named, not read without end.
+    saved = read_json_file(path, "restore it to resume")
     if not isinstance(saved, dict):
         raise CampaignFormatError(f"{path}: must be a JSON object of the command's settings, "
                                   f"not a {type(saved).__name__}; restore it to resume")
@@ -73,7 +71,13 @@ def _read_command(path: str) -> dict[str, Any]:
 
 
 def _refuse_a_campaign(out: str) -> None:
-    """A new campaign never goes into a folder that holds one (``--out``)."""
+    """A new campaign never goes into a folder that holds one (``--out``); one another process is writing is in use."""
+    if os.path.lexists(os.path.join(out, COMMAND_FILE)) or campaign_contents(out):
+        # Started moments ago by another process (a start racing this one):
+        # the folder is in use, as the lock would say, not a campaign to resume.
+        holder = lock_holder(out)
+        if holder is not None:
+            raise in_use(out, holder)
     if os.path.exists(os.path.join(out, COMMAND_FILE)):
         raise ValueError(f"--out={out!r}: already holds a campaign; continue it with --resume {out} "
                          "or choose another folder")
@@ -111,33 +115,39 @@ def profile_command(args: argparse.Namespace, *, as_program: bool = False) -> in
 
 def _campaign_folder(args: argparse.Namespace) -> str | None:
     """The folder `fingrav profile` works in (None without a kernel, --out or --resume)."""
-    if args.resume:
+    # An option given empty is not the option left out: it is refused, not replaced by the default.
+    if args.resume is not None:
         return str(args.resume)
-    if args.out:
+    if args.out is not None:
         return str(args.out)
     return f"fingrav-{args.kernel.replace(':', '-').replace('.', '-')}" if args.kernel else None
 
 
 def _run_profile_command(args: argparse.Namespace) -> int:
     """The command's work: check the request, open the device and folder, profile, print and write."""
-    request, out = _resumed_request(args) if args.resume else _new_request(args)
+    resume = args.resume is not None
+    request, out = _resumed_request(args) if resume else _new_request(args)
     _check_request(request)
+    # The folder first: it is checked before a workload module is imported
+    # and its function called (user code), and before a device is opened.
+    option = "--resume" if resume else "--out"
+    check_output_path(out, option, folder=True)
+    if not resume:
+        _refuse_a_campaign(out)
     kernel = resolve_kernel(request["backend"], request["kernel"])
-    if not args.resume:
-        _refuse_a_campaign(out)  # at once, before a device is opened
     backend = make_backend(request["backend"], request["device"], request["seed"])
-    _make_folder(out, "--resume" if args.resume else "--out")
+    _make_folder(out, option)
     reporter = ProgressReporter() if args.quiet else TerminalProgress()
     # The folder is locked before anything is written in it (command.json
     # included) and until the profile is saved: a second process, starting or
     # resuming, is refused with the holder's pid and writes nothing.
     with lock_campaign(out):
-        if not args.resume:
+        if not resume:
             _refuse_a_campaign(out)  # again under the lock: another process may have started one meanwhile
             _write_json_atomic(os.path.join(out, COMMAND_FILE), request)
         prof = profile(kernel, backend, mode=request["mode"], runs=request["runs"],  # type: ignore[arg-type]
                        margin=request["margin"], executions=request["executions"], seed=request["seed"],
-                       out_dir=out, resume=bool(args.resume), progress=reporter, phase=request["phase"])
+                       out_dir=out, resume=resume, progress=reporter, phase=request["phase"])
     _print_profile(prof, out)
     if args.trace:
         print(export_trace(prof, os.path.join(out, "profile.trace.json")))
@@ -149,7 +159,9 @@ def _run_profile_command(args: argparse.Namespace) -> int:
 
 def _resumed_request(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
     """``--resume DIR``: the request its ``command.json`` records (options given must agree), and DIR."""
-    if args.out and os.path.abspath(args.out) != os.path.abspath(args.resume):
+    if args.resume == "":
+        raise ValueError("--resume='': empty; give the campaign folder fingrav profile wrote")
+    if args.out is not None and os.path.abspath(args.out) != os.path.abspath(args.resume):
         raise ValueError(f"--out={args.out!r}: --resume continues in its own folder ({args.resume!r})")
     if os.path.exists(args.resume) and not os.path.isdir(args.resume):
         raise ValueError(f"--resume={args.resume!r}: is a file; give the campaign folder fingrav profile wrote")
@@ -171,16 +183,17 @@ def _new_request(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
     """A new campaign: the request from the options (defaults filled in), and its folder."""
     if not args.kernel:
         raise ValueError("kernel: give a preset or module:function (or --resume DIR)")
+    if args.executions is not None and args.mode == "sse":
+        # SSE runs have the four executions the SSE needs (Section IV-A): a count given would be ignored.
+        raise ValueError(f"--executions={args.executions}: sets the executions per run of SSP runs; --mode sse "
+                         "profiles the SSE execution of four-execution runs: leave --executions out, or use "
+                         "--mode ssp or both")
     request = {"kernel": args.kernel, "backend": args.backend or "sim",
                "device": 0 if args.device is None else args.device,
                "mode": args.mode or "both", "runs": args.runs, "margin": args.margin,
                "executions": args.executions, "seed": 0 if args.seed is None else args.seed,
                "phase": args.phase or "auto"}
-    out = cast(str, _campaign_folder(args))
-    if os.path.exists(out) and not os.path.isdir(out):
-        raise ValueError(f"--out={out!r}: is a file, not a folder; give a folder for the campaign "
-                         "(it is created if missing)")
-    return request, out
+    return request, cast(str, _campaign_folder(args))
 
 
 def _check_request(request: dict[str, Any]) -> None:
@@ -194,12 +207,12 @@ def _check_request(request: dict[str, Any]) -> None:
 
 
 def _make_folder(out: str, option: str) -> None:
-    """Create the campaign folder; one the disk refuses is bad usage of ``option`` (choose another)."""
+    """Create the campaign folder (checked by ``check_output_path``); one the disk still refuses names the option."""
     try:
         os.makedirs(out, exist_ok=True)
     except OSError as exc:
-        raise ValueError(f"{option}={out!r}: cannot create the folder ({exc.strerror or exc}); "
-                         "choose another") from exc
+        raise OSError(f"{option}={out!r}: cannot create the folder ({exc.strerror or exc}); "
+                      "choose another") from exc
 
 
 def _print_profile(prof: Profile, out: str) -> None:

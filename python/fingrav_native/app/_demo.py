@@ -15,6 +15,7 @@ from fingrav_native.backends._base import Backend, BackendWrapper, KernelSpec
 from fingrav_native.backends._sim import SimBackend
 from fingrav_native.clocks._piecewise import fit_piecewise_clock_map
 from fingrav_native.clocks._twosided import fit_clock_map
+from fingrav_native.files._outputs import check_output_path
 from fingrav_native.files._profiles import save_profile
 from fingrav_native.files._trace import export_trace
 from fingrav_native.method._results import ExecutionProfile, InterleavedProfile, Profile
@@ -325,8 +326,8 @@ def run_demo(out_dir: str = "fingrav-demo", *, seed: int = 0,
     """
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
         raise ValueError(f"seed={seed!r}: must be an integer >= 0")
-    if os.path.exists(out_dir) and not os.path.isdir(out_dir):
-        raise ValueError(f"out_dir={out_dir!r}: exists and is not a folder")
+    # A folder the disk refuses is found now, before seconds of profiling.
+    check_output_path(out_dir, "out_dir", folder=True)
     import matplotlib
 
     matplotlib.use("Agg")  # files only; the demo must run on a machine without a display

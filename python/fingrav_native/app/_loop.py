@@ -34,6 +34,7 @@ from fingrav_native._core import SAMPLE_DTYPE
 from fingrav_native.files._capture import PowerCapture
 from fingrav_native.files._capture_counter import CapturedCounter
 from fingrav_native.files._kineto import write_kineto_trace
+from fingrav_native.files._outputs import check_output_path
 from fingrav_native.files._rocprof_write import write_rocprof_trace
 from fingrav_native.sensors._model import SensorModel
 from fingrav_native.sim._device import SimGPU
@@ -241,6 +242,7 @@ class SimTrainingLoop:
 
         With ``energy_counter`` the capture holds an accumulator of the true power (:meth:`capture`).
         """
+        folder = check_output_path(folder, "folder", folder=True)
         os.makedirs(folder, exist_ok=True)
         return (self.write_trace(os.path.join(folder, "trace.json.gz")),
                 self.capture(energy_counter).save(os.path.join(folder, "power.npz")))

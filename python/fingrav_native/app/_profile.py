@@ -305,6 +305,7 @@ def profile(
        execution, and build the whole-run view.
     """
     _check_what_to_run(mode, runs, margin, executions, timing_executions)
+    _check_executions_used(mode, executions)
     _check_how_to_run(x, resume, out_dir, attribution, phase, sensor)
     # Every driver opens its device through the one resolver (a string, or a backend as it is).
     backend = open_device("sim", seed=seed) if backend is None else open_device(backend)
@@ -320,8 +321,8 @@ def profile(
     # profile is saved: another process can neither interleave runs nor
     # overwrite them.
     with lock_campaign(out_dir) if out_dir is not None else contextlib.nullcontext():
-        replay = open_campaign(out_dir, resume, name, caps, requested)
-        camp = Campaign(backend, out_dir, kernel=name, replay=replay, reporter=reporter)
+        replay, campaign_id = open_campaign(out_dir, resume, name, caps, requested)
+        camp = Campaign(backend, out_dir, kernel=name, replay=replay, reporter=reporter, campaign_id=campaign_id)
         if replay:
             reporter.line(f"{name}: resuming, {len(replay)} runs on disk")
         try:
@@ -330,7 +331,8 @@ def profile(
             # Ctrl-C (KeyboardInterrupt) included: the runs on disk stay, and the
             # manifest says how far the campaign got.
             if out_dir is not None:
-                write_state(out_dir, name, caps, requested, "interrupted", camp.on_disk, error=repr(exc))
+                write_state(out_dir, name, caps, requested, "interrupted", camp.on_disk, error=repr(exc),
+                            campaign_id=campaign_id)
             raise
         finally:
             reporter.close()
@@ -338,7 +340,7 @@ def profile(
             result = dataclasses.replace(result, backend=caps)
         if out_dir is not None:
             save_profile(result, os.path.join(out_dir, PROFILE_FILE))
-            write_state(out_dir, name, caps, requested, "complete", camp.on_disk)
+            write_state(out_dir, name, caps, requested, "complete", camp.on_disk, campaign_id=campaign_id)
     return result
 
 
@@ -355,6 +357,14 @@ def _check_what_to_run(mode: str, runs: Optional[int], margin: Optional[float], 
         raise ValueError(f"executions={executions!r}: must be an integer >= {SSE_EXECUTIONS}")
     if not isinstance(timing_executions, int) or timing_executions < 2:
         raise ValueError(f"timing_executions={timing_executions!r}: must be an integer >= 2")
+
+
+def _check_executions_used(mode: str, executions: Optional[int]) -> None:
+    """``executions`` sets SSP runs' length: with mode "sse" (four-execution runs) it would be ignored without a word."""
+    if executions is not None and mode == "sse":
+        raise ValueError(f"executions={executions!r}: sets the executions per run of SSP runs; mode 'sse' "
+                         f"profiles the SSE execution of {SSE_EXECUTIONS}-execution runs: leave it out, or use "
+                         "mode 'ssp' or 'both'")
 
 
 def _check_how_to_run(x: str, resume: bool, out_dir: Optional[str], attribution: str, phase: str,

@@ -31,6 +31,7 @@ from fingrav_native.files._capture import (
     source_dict,
 )
 from fingrav_native.files._capture_counter import CapturedCounter
+from fingrav_native.files._outputs import check_output_path
 
 # The most irrational fraction: polls at (4 + it) per logger period sweep
 # the logs' phase evenly (a low-discrepancy sequence) instead of locking to it.
@@ -184,9 +185,10 @@ class PowerRecorder:
         self._per_read = integer_in(brackets_per_read, "brackets_per_read", 1, 4096)
         if path is not None and not isinstance(path, (str, os.PathLike)):
             raise ValueError(f"path={path!r}: must be a file path or None")
-        if path is not None and not os.path.isdir(os.path.dirname(os.path.abspath(os.fspath(path)))):
-            # Found now, not when a long recording ends and cannot be written.
-            raise ValueError(f"path={os.fspath(path)!r}: its folder does not exist")
+        if path is not None:
+            # Found now, not when a long recording ends and cannot be written: a missing folder, a read-only
+            # one, a directory, a campaign's run file or a saved profile in the capture's place.
+            check_output_path(path, "path", writes="capture")
         if capacity is not None:
             capacity = integer_in(capacity, "capacity", _core.MIN_CAPACITY, 1 << 26)
             if capacity & (capacity - 1):
@@ -427,7 +429,9 @@ class PowerRecorder:
             path = stem + ".trace.json.gz"
         if not isinstance(path, (str, os.PathLike)):
             raise ValueError(f"path={path!r}: must be a file path")
-        path = os.fspath(path)
+        path = check_output_path(path, "path")
+        if self._path is not None and os.path.abspath(path) == os.path.abspath(self._path):
+            raise ValueError(f"path={path!r}: is where this recorder saves its capture; give the trace its own name")
         folder = os.path.dirname(os.path.abspath(path))
         # torch gzips when the name ends in .gz: keep the suffix on the temporary name.
         suffix = ".json.gz" if path.endswith(".gz") else ".json"
@@ -534,7 +538,7 @@ def record_torch(
                                                           torch.profiler.ProfilerActivity.CUDA]
     if not acts:
         raise ValueError("activities: at least one ProfilerActivity is needed")
-    out = os.fspath(out_dir)
+    out = check_output_path(out_dir, "out_dir", folder=True)
     os.makedirs(out, exist_ok=True)
     power_path = os.path.join(out, "power.npz")
     trace_path = os.path.join(out, "trace.json.gz")

@@ -16,7 +16,10 @@ is missing; on a machine without a GPU they raise
 
 from __future__ import annotations
 
+import functools
 import importlib
+import inspect
+import typing
 from dataclasses import dataclass, field
 from typing import Any, Callable, Literal, Optional
 
@@ -216,6 +219,33 @@ def torch_gemv(m: int, k: int, *, dtype: str = "float16", device: Any = None) ->
                           meta={"m": m, "k": k, "dtype": dtype, "bytes": m * k * a.element_size()})
 
 
+def _check_workload_function(spec: str, fn: Any) -> None:
+    """What ``spec`` names is a function a workload comes from (no arguments, no other return type): before any call."""
+    if not (inspect.isfunction(fn) or inspect.ismethod(fn) or isinstance(fn, functools.partial)):
+        raise ValueError(f"spec={spec!r}: names a {type(fn).__name__}, not a Python function; give a function "
+                         "that takes no arguments and returns a fingrav_native.backends.Workload")
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError) as exc:  # no signature to read
+        raise ValueError(f"spec={spec!r}: its signature cannot be read ({exc}); give a plain function") from None
+    try:
+        sig.bind()
+    except TypeError as exc:
+        raise ValueError(f"spec={spec!r}: {_fn_name(fn)} needs arguments ({exc}); a workload function "
+                         "takes none and returns a fingrav_native.backends.Workload") from None
+    try:
+        ret = typing.get_type_hints(fn).get("return")
+    except Exception:  # noqa: BLE001 - an annotation that does not resolve says nothing either way
+        ret = None
+    if ret is not None and not (isinstance(ret, type) and issubclass(ret, Workload)):
+        raise ValueError(f"spec={spec!r}: is annotated to return {getattr(ret, '__name__', ret)}, not a Workload")
+
+
+def _fn_name(fn: Any) -> str:
+    """A callable's name, for messages."""
+    return str(getattr(fn, "__qualname__", None) or getattr(getattr(fn, "func", None), "__qualname__", "it"))
+
+
 def resolve_workload(spec: str) -> Workload:
     """Load a workload given as ``"module:function"`` (the CLI's form).
 
@@ -229,10 +259,21 @@ def resolve_workload(spec: str) -> Workload:
     -------
     Workload
 
+    Raises
+    ------
+    ValueError
+        ``spec`` is not ``module:function``; the module has no such
+        function; what it names is not a Python function (a class, a
+        builtin such as ``os:abort``), needs arguments (``json:dumps``) or
+        is annotated to return something other than a Workload: each found
+        before it is called. Or the call returned something else.
+
     Notes
     -----
     Paper Section IV-B: the workload is the kernel under study; everything
-    else (runs, golden runs, stitching) is the method's.
+    else (runs, golden runs, stitching) is the method's. The module is
+    imported (its top level runs, as any import does), but the function is
+    called only once it is one a workload can come from.
     """
     if not isinstance(spec, str) or spec.count(":") != 1 or not all(spec.split(":")):
         raise ValueError(f"spec={spec!r}: must be 'module:function'")
@@ -241,6 +282,7 @@ def resolve_workload(spec: str) -> Workload:
     fn = getattr(mod, fn_name, None)
     if fn is None or not callable(fn):
         raise ValueError(f"spec={spec!r}: {mod_name} has no callable {fn_name}")
+    _check_workload_function(spec, fn)
     w = fn()
     if not isinstance(w, Workload):
         raise ValueError(f"spec={spec!r}: {fn_name}() returned {type(w).__name__}, not a Workload")

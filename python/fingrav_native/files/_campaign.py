@@ -4,6 +4,7 @@ Layout of a folder written by ``profile(..., out_dir=DIR)`` (and ``fingrav
 profile --out DIR``)::
 
     DIR/campaign.json          what is being profiled, how, and the state
+    DIR/command.json           the ``fingrav profile`` command's settings (for ``--resume``)
     DIR/campaign.lock          who holds the folder (see below)
     DIR/runs/run_000000.npz    one file per completed run, in campaign order
     DIR/runs/run_000001.npz
@@ -37,7 +38,14 @@ No measured run is ever overwritten:
   ``runs/`` holds fewer runs than ``campaign.json`` records.
 * Every run file and ``campaign.json`` is checked field by field on reading
   (types, shapes, dtypes, the zip members' CRC-32); anything else is a
-  :class:`CampaignFormatError` naming the file and the field.
+  :class:`CampaignFormatError` naming the file and the field. Each is read
+  only when it is a regular file, and ``campaign.json`` only up to
+  :data:`MAX_MANIFEST_BYTES`: a link to ``/dev/zero`` or a FIFO in its place
+  is refused by name, never read without end or waited on.
+* Every run file names the campaign it belongs to (``campaign.json``'s
+  ``campaign_id``, drawn when the campaign starts): a run file from another
+  campaign (another seed, another folder) is refused on resume, never
+  replayed into this one.
 """
 
 from __future__ import annotations
@@ -50,6 +58,7 @@ import math
 import os
 import re
 import socket
+import stat
 import sys
 import threading
 import time
@@ -61,7 +70,7 @@ import numpy as np
 
 from fingrav_native._core import SAMPLE_DTYPE
 from fingrav_native.backends._base import MARKER_RECORD_DTYPE
-from fingrav_native.files._safe import ZIP_ERRORS
+from fingrav_native.files._safe import MAX_JSON_DEPTH, ZIP_ERRORS, file_problem, json_too_deep, loads_json, read_file
 from fingrav_native.records._recording import Capabilities, Recording, RunRecord
 
 try:
@@ -91,7 +100,12 @@ LOCK_FILE = "campaign.lock"
 PROFILE_FILE = "profile.fgprof"
 
 
-_RUN_NAME = re.compile(r"^run_(\d{6,})\.npz$")
+#: What ``fingrav profile`` records beside the campaign (the command's settings), so ``--resume`` can rebuild it.
+COMMAND_FILE = "command.json"
+
+
+#: A run file's name in ``runs/`` (its number is its place in the campaign).
+RUN_NAME = re.compile(r"^run_(\d{6,})\.npz$")
 
 
 _META_PREFIX = "meta__"
@@ -103,6 +117,11 @@ ROLES = ("timing", "probe", "campaign", "top-up")
 
 #: States campaign.json records.
 STATES = ("running", "interrupted", "complete")
+
+
+#: Largest ``campaign.json`` (or ``command.json``) read: they hold settings and the backend's capabilities,
+#: a few kB; a file past this is not one the package wrote.
+MAX_MANIFEST_BYTES = 16 << 20
 
 
 #: More members than any run file has (three arrays, info, a few meta arrays): a bound on what is parsed.
@@ -142,6 +161,15 @@ class StoredRun:
         The raw run.
     path : str
         The file it came from.
+    campaign_id : str or None
+        The campaign the run was made for (None: a file written before
+        campaigns had ids).
+    steer : dict or None
+        For a run whose launch phase was steered: ``now_ns`` (the host time
+        the steerer planned from) and ``release_ns`` (when the launch was
+        released, or None for a plan that launched at once), so a resume
+        replays the steerer's decisions exactly. None: launched at random
+        phase (or written before runs recorded it).
     """
 
     seq: int
@@ -149,6 +177,8 @@ class StoredRun:
     kernel: str
     record: RunRecord
     path: str
+    campaign_id: Optional[str] = None
+    steer: Optional[dict[str, Any]] = None
 
     def to_recording(self, caps: Optional[Capabilities] = None) -> Recording:
         """This stored run as a :class:`Recording`, its role, kernel, position and file in the provenance."""
@@ -158,7 +188,11 @@ class StoredRun:
 
 def _jsonable(value: Any) -> Any:
     if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
+        out: dict[str, Any] = {}
+        for k, v in value.items():
+            name = _key_name(k, out)
+            out[name] = _jsonable(v)
+        return out
     if isinstance(value, (list, tuple)):
         return [_jsonable(v) for v in value]
     if isinstance(value, np.generic):
@@ -169,7 +203,17 @@ def _jsonable(value: Any) -> Any:
     return repr(value)
 
 
-def write_run(out_dir: str, seq: int, role: str, kernel: str, record: RunRecord) -> str:
+def _key_name(key: Any, taken: Any) -> str:
+    """A dict key as the file writes it (its ``str``), refused when another key already writes as that."""
+    name = key if isinstance(key, str) else str(key)
+    if name in taken:
+        raise ValueError(f"key {key!r} writes as {name!r}, as another key of the same dict does: one would be "
+                         "lost; give the keys distinct strings")
+    return name
+
+
+def write_run(out_dir: str, seq: int, role: str, kernel: str, record: RunRecord, *,
+              campaign_id: Optional[str] = None, steer: Optional[dict[str, Any]] = None) -> str:
     """Write one completed run atomically; return its path.
 
     Parameters
@@ -184,35 +228,75 @@ def write_run(out_dir: str, seq: int, role: str, kernel: str, record: RunRecord)
     kernel : str
         Kernel name.
     record : RunRecord
-        The run.
+        The run. Its ``meta`` travels as it is for arrays (members of their
+        own) and as JSON for the rest: dict keys as strings, numpy scalars as
+        numbers, tuples as lists, any other object as its ``repr``.
+    campaign_id : str, optional
+        The campaign's id (``campaign.json``'s ``campaign_id``): a resume
+        replays only runs of its own campaign.
+    steer : dict, optional
+        How the launch phase was steered (``now_ns``, ``release_ns``; see
+        :class:`StoredRun`); None: random phase.
 
     Returns
     -------
     str
         The file written.
+
+    Raises
+    ------
+    ValueError
+        Two keys of ``meta`` (or of a dict in it) that would be written as
+        the same string (``1`` and ``"1"``): one would be lost.
     """
     runs = os.path.join(out_dir, RUNS_DIR)
     os.makedirs(runs, exist_ok=True)
     path = os.path.join(runs, f"run_{seq:06d}.npz")
     arrays: dict[str, Any] = {"samples": record.samples, "markers": record.markers, "brackets": record.brackets}
     meta_scalars: dict[str, Any] = {}
+    names: set[str] = set()
     for key, value in record.meta.items():
+        # Keys are written as strings (the reader gets "1" for 1); two that would write alike are refused.
+        name = _key_name(key, names)
+        names.add(name)
         if isinstance(value, np.ndarray) and value.dtype != object:
-            arrays[_META_PREFIX + key] = value
+            if "\x00" in name or _unencodable(name):
+                # An array is a zip member named after its key: a NUL would cut the name short, a lone
+                # surrogate has no UTF-8 form.
+                raise ValueError(f"meta key {name!r}: cannot name the member of the run file its array goes in")
+            arrays[_META_PREFIX + name] = value
         else:
-            meta_scalars[key] = _jsonable(value)
+            meta_scalars[name] = _jsonable(value)
     info = {"seq": int(seq), "role": role, "kernel": kernel, "run": int(record.run),
             "executions": int(record.executions), "idle_wait_ns": int(record.idle_wait_ns),
             "meta": meta_scalars}
+    if campaign_id is not None:
+        info["campaign"] = str(campaign_id)
+    if steer is not None:
+        info["steer"] = {"now_ns": float(steer["now_ns"]),
+                         "release_ns": None if steer.get("release_ns") is None else float(steer["release_ns"])}
     tmp = path + ".tmp"
     # Written whole under another name, then renamed: Ctrl-C or a crash
     # leaves either the complete file or none. (No fsync: a run every few
     # ms on the simulator would wait on the disk; power loss is out of scope.)
-    with open(tmp, "wb") as f:
-        arrays["info"] = np.array(json.dumps(info))
-        np.savez(f, **arrays)
-    os.replace(tmp, path)
+    arrays["info"] = np.array(json.dumps(info))
+    try:
+        with open(tmp, "wb") as f:
+            np.savez(f, **arrays)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.lexists(tmp):
+            os.unlink(tmp)
+        raise
     return path
+
+
+def _unencodable(name: str) -> bool:
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
 
 
 def _short(value: Any) -> str:
@@ -224,6 +308,10 @@ def _short(value: Any) -> str:
 def _is_int(value: Any) -> bool:
     # JSON true/false are bools, which Python counts as ints: not a count.
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def _npy(path: str, name: str, data: bytes) -> np.ndarray:
@@ -259,6 +347,14 @@ def _npy(path: str, name: str, data: bytes) -> np.ndarray:
 
 def _members(path: str) -> dict[str, np.ndarray]:
     """The arrays of a run file, every member's CRC-32 checked before it is parsed."""
+    try:
+        # A link to /dev/zero or a FIFO in a run's place is named, never read without end or waited on.
+        problem = file_problem(path)
+    except FileNotFoundError as exc:
+        raise CampaignFormatError(f"{path}: run file vanished while being read ({exc})") from exc
+    if problem is not None:
+        raise CampaignFormatError(f"{path}: {problem}; a run file is a plain .npz file: restore it to resume, "
+                                  "or profile into another folder")
     try:
         with open(path, "rb") as fh, zipfile.ZipFile(fh) as zf:
             infos = zf.infolist()
@@ -329,12 +425,17 @@ def _read_run(path: str) -> StoredRun:
         field(key, _is_int(info.get(key)), "an integer")
     field("executions", info["executions"] >= 1, "at least 1")
     field("seq", info["seq"] >= 0, "non-negative")
-    m = _RUN_NAME.match(os.path.basename(path))
+    m = RUN_NAME.match(os.path.basename(path))
     if m is not None:
         field("seq", info["seq"] == int(m.group(1)), f"{int(m.group(1))}, the file's own number")
     field("role", info.get("role") in ROLES, f"one of {', '.join(ROLES)}")
     field("kernel", isinstance(info.get("kernel"), str), "a string")
     field("meta", isinstance(info.get("meta"), dict), "an object")
+    field("campaign", isinstance(info.get("campaign", ""), str), "a string (the campaign's id)")
+    steer = info.get("steer")
+    field("steer", steer is None or (isinstance(steer, dict) and _finite(steer.get("now_ns"))
+                                     and (steer.get("release_ns") is None or _finite(steer.get("release_ns")))),
+          "null or an object with finite now_ns and release_ns (or null)")
     samples = _array(path, arrays, "samples", SAMPLE_DTYPE, 1)
     markers = _array(path, arrays, "markers", MARKER_RECORD_DTYPE, 1)
     brackets = _array(path, arrays, "brackets", np.dtype(np.int64), 2)
@@ -352,7 +453,9 @@ def _read_run(path: str) -> StoredRun:
         meta[key[len(_META_PREFIX):]] = value
     record = RunRecord(run=info["run"], executions=info["executions"], samples=samples, markers=markers,
                        brackets=brackets, idle_wait_ns=info["idle_wait_ns"], meta=meta)
-    return StoredRun(info["seq"], info["role"], info["kernel"], record, path)
+    return StoredRun(info["seq"], info["role"], info["kernel"], record, path, campaign_id=info.get("campaign"),
+                     steer=None if steer is None else {"now_ns": float(steer["now_ns"]),
+                                                       "release_ns": steer.get("release_ns")})
 
 
 def run_files(out_dir: str) -> list[str]:
@@ -375,7 +478,7 @@ def run_files(out_dir: str) -> list[str]:
         return []
     found = []
     for name in names:
-        m = _RUN_NAME.match(name)
+        m = RUN_NAME.match(name)
         if m:
             found.append((int(m.group(1)), os.path.join(runs, name)))
     return [p for _, p in sorted(found)]
@@ -402,13 +505,16 @@ def campaign_contents(out_dir: str) -> list[str]:
     return held
 
 
-def load_campaign_runs(out_dir: str) -> list[StoredRun]:
+def load_campaign_runs(out_dir: str, *, campaign_id: Optional[str] = None) -> list[StoredRun]:
     """Every completed run of a campaign folder, in campaign order.
 
     Parameters
     ----------
     out_dir : str
         A folder written by ``profile(..., out_dir=...)``.
+    campaign_id : str, optional
+        The campaign's id (``campaign.json``'s ``campaign_id``): every run
+        file must name it.
 
     Returns
     -------
@@ -420,9 +526,17 @@ def load_campaign_runs(out_dir: str) -> list[StoredRun]:
         A run file that cannot be read (damaged, or a field missing or of
         the wrong type, shape or dtype: the message names the file and the
         field), or a gap in the sequence (a run missing in the middle: the
-        replay would not be the same campaign).
+        replay would not be the same campaign), or, given ``campaign_id``,
+        a run file of another campaign (copied in from another folder or
+        seed: replaying it would mix two campaigns' runs).
     """
     runs = [_read_run(p) for p in run_files(out_dir)]
+    for r in runs if campaign_id is not None else ():
+        if r.campaign_id != campaign_id:
+            made = "names no campaign" if r.campaign_id is None else f"belongs to campaign {r.campaign_id!r}"
+            raise CampaignFormatError(
+                f"{r.path}: {made}, not this folder's {campaign_id!r} ({CAMPAIGN_FILE}): a run of another "
+                "campaign cannot be replayed into this one; remove it, or profile into another folder")
     for i, r in enumerate(runs):
         if r.seq != i:
             raise CampaignFormatError(
@@ -436,6 +550,10 @@ def write_manifest(out_dir: str, manifest: dict[str, Any]) -> str:
     os.makedirs(out_dir, exist_ok=True)
     path = os.path.join(out_dir, CAMPAIGN_FILE)
     body = {"format": CAMPAIGN_FORMAT, "version": CAMPAIGN_VERSION, **_jsonable(manifest)}
+    if json_too_deep(body, MAX_JSON_DEPTH) is not None:
+        # read_manifest refuses such a file: it is not written.
+        raise ValueError(f"manifest: nests deeper than the {MAX_JSON_DEPTH} levels campaign.json may have; "
+                         "nothing was written")
     tmp = path + ".tmp"
     with open(tmp, "w") as f:
         json.dump(body, f, indent=1)
@@ -468,11 +586,7 @@ def read_manifest(out_dir: str) -> Optional[dict[str, Any]]:
     path = os.path.join(out_dir, CAMPAIGN_FILE)
     if not os.path.lexists(path):
         return None
-    try:
-        with open(path) as f:
-            body = json.load(f)
-    except (OSError, ValueError, RecursionError) as exc:
-        raise CampaignFormatError(f"{path}: not readable JSON ({exc})") from exc
+    body = read_json_file(path, "restore it, or profile into another folder")
     if not isinstance(body, dict) or body.get("format") != CAMPAIGN_FORMAT:
         raise CampaignFormatError(f"{path}: not a fingrav campaign manifest")
 
@@ -496,7 +610,41 @@ def read_manifest(out_dir: str) -> Optional[dict[str, Any]]:
     field("runs", _is_int(body.get("runs")) and body["runs"] >= 0, "an integer >= 0")
     if "error" in body:
         field("error", isinstance(body["error"], str), "a string")
+    if "campaign_id" in body:
+        field("campaign_id", isinstance(body["campaign_id"], str) and body["campaign_id"] != "", "a string")
     return body
+
+
+def read_json_file(path: str, fix: str) -> Any:
+    """A campaign folder's JSON file (``campaign.json``, ``command.json``), through the guarded reader.
+
+    Read only when it is a regular file, at most :data:`MAX_MANIFEST_BYTES`
+    and nested at most ``MAX_JSON_DEPTH`` deep; NaN and infinities are
+    read as the writer (``json.dump``) wrote them.
+
+    Parameters
+    ----------
+    path : str
+        The file.
+    fix : str
+        What to do about it, for the message (``"restore it to resume"``).
+
+    Returns
+    -------
+    object
+        The parsed document.
+
+    Raises
+    ------
+    CampaignFormatError
+        Naming the file and why: missing, not a regular file (a link to a
+        device, a FIFO), too large, not JSON, nested too deep.
+    """
+    def bad(what: str) -> CampaignFormatError:
+        return CampaignFormatError(f"{path}: {what}; {fix}")
+
+    raw = read_file(path, bad, MAX_MANIFEST_BYTES)
+    return loads_json(raw, bad, "not readable JSON", parse_float=float, parse_constant=float, depth=MAX_JSON_DEPTH)
 
 
 def _describe_holder(fd: int) -> str:
@@ -509,6 +657,11 @@ def _describe_holder(fd: int) -> str:
         if text:
             break
         time.sleep(0.01)
+    return _describe_text(text)
+
+
+def _describe_text(text: bytes) -> str:
+    """The holder the lock file's text names, in words."""
     try:
         who = json.loads(text)
         pid, host, since = int(who["pid"]), str(who["host"]), str(who["since"])
@@ -552,18 +705,87 @@ def _command_line() -> str:
     return " ".join(argv)[:200]
 
 
+def _open_lock(path: str, create: bool) -> int:
+    """The lock file's descriptor; a link or anything but a regular file in its place is refused by name.
+
+    The holder truncates and writes the lock file: through a link it would
+    empty whatever the link points at (a device gives "Invalid argument", a
+    user's file would be wiped), so a link is never followed.
+    """
+    flags = os.O_RDWR | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+    try:
+        fd = os.open(path, flags | (os.O_CREAT if create else 0), 0o644)
+    except OSError as exc:
+        if os.path.islink(path):
+            raise CampaignFormatError(f"{path}: is a symbolic link (to {os.readlink(path)!r}), not the campaign's "
+                                      "lock file; remove it and run again") from None
+        raise CampaignLockedError(f"{path}: cannot be opened to lock the folder ({exc.strerror or exc})") from exc
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise CampaignFormatError(f"{path}: is not a regular file (a pipe, socket or device), not the campaign's "
+                                  "lock file; remove it and run again")
+    return fd
+
+
+def lock_holder(out_dir: str) -> Optional[str]:
+    """Who holds a campaign folder's lock, from the text its holder wrote (None: nobody, as far as it says).
+
+    A reading, not a lock: it never takes the lock, so it cannot make
+    another process's start fail. The holder empties the text when it lets
+    go; text left by a process of this host that has exited is stale.
+
+    Parameters
+    ----------
+    out_dir : str
+        A campaign folder.
+
+    Returns
+    -------
+    str or None
+        The holder, as a refusal names it (pid, host, start, command).
+    """
+    path = os.path.join(out_dir, LOCK_FILE)
+    try:
+        if file_problem(path) is not None:
+            return None
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOFOLLOW", 0))
+    except OSError:  # FileNotFoundError included: no lock file, no holder
+        return None
+    try:
+        text = os.pread(fd, 4096, 0)
+    finally:
+        os.close(fd)
+    try:
+        who = json.loads(text)
+        pid, host = int(who["pid"]), str(who["host"])
+    except (ValueError, KeyError, TypeError, RecursionError):
+        return None
+    if host == socket.gethostname():
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return None
+        except PermissionError:
+            pass  # alive, another user's
+    return _describe_text(text)
+
+
+def in_use(out_dir: str, holder: str) -> CampaignLockedError:
+    """The refusal of a folder another process holds (``holder`` as :func:`lock_holder` names it)."""
+    return CampaignLockedError(f"{out_dir}: in use by {holder}; wait for it to finish (or stop it), then run again")
+
+
 def _acquire(out_dir: str) -> int:
     assert _fcntl is not None
     path = os.path.join(out_dir, LOCK_FILE)
     # Opened without truncating: a refused process writes nothing, not even here.
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+    fd = _open_lock(path, create=True)
     try:
         _fcntl.flock(fd, _fcntl.LOCK_EX | _fcntl.LOCK_NB)
     except BlockingIOError:
         holder = _describe_holder(fd)
         os.close(fd)
-        raise CampaignLockedError(f"{out_dir}: in use by {holder}; wait for it to finish (or stop it), "
-                                  "then run again") from None
+        raise in_use(out_dir, holder) from None
     except OSError as exc:
         os.close(fd)
         raise CampaignLockedError(f"{path}: cannot be locked ({exc.strerror}); campaign folders need a file "

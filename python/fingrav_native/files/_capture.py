@@ -77,8 +77,10 @@ from fingrav_native.clocks._epoch import (
 from fingrav_native.clocks._maps import MIN_BRACKETS, ClockMapLike
 from fingrav_native.clocks._onesided import fit_one_sided_clock_map
 from fingrav_native.files._capture_counter import COUNTER_MEMBER, CapturedCounter, counter_from_file
+from fingrav_native.files._outputs import check_output_path, json_problem, json_scalar
 from fingrav_native.files._safe import (
     MAX_JSON_BYTES,
+    MAX_JSON_DEPTH,
     check_archive,
     file_problem,
     loads_json,
@@ -373,11 +375,26 @@ class PowerCapture:
         ``allow_pickle=False``. Written to a temporary file in the same
         folder and renamed over ``path`` (``os.replace``), so a crash never
         leaves a half-written capture under the final name.
+
+        Raises
+        ------
+        ValueError
+            The capture holds what :func:`load_capture` would refuse (a
+            malformed ``source``, a sensor model whose fields are not of
+            their types, a non-finite number, a non-string key or a value
+            JSON has no form for in ``stats`` or ``meta``): named, and
+            nothing is written. Or ``path`` names no file that can be
+            written (a directory, a missing folder: also a
+            ``FileNotFoundError``; an unwritable one: also a
+            ``PermissionError``; a profile or campaign file).
         """
         if not isinstance(path, (str, os.PathLike)):
             raise ValueError(f"path={path!r}: must be a file path")
-        path = os.fspath(path)
-        header = json.dumps(self._header())
+        problem = self._save_problem()
+        if problem is not None:
+            raise ValueError(f"capture: {problem}; load_capture would refuse the file, so nothing was written")
+        path = check_output_path(path, "path", writes="capture")
+        header = json.dumps(self._header(), allow_nan=False, default=json_scalar)
         members = {"samples": np.ascontiguousarray(self.samples),
                    "epoch_brackets": np.ascontiguousarray(self.epoch_brackets), "header": np.array(header)}
         for clock, b in self.clock_brackets.items():
@@ -385,6 +402,22 @@ class PowerCapture:
         if self.counter is not None:
             members.update(self.counter.members())
         return save_npz_atomically(path, members, "capture")
+
+    def _save_problem(self) -> Optional[str]:
+        """What of the header :func:`load_capture` would refuse (None: nothing): its own checks, before a write."""
+        problem = _check_source(self.source)
+        if problem is None and self.sensor is not None:
+            d = self.sensor.as_dict()
+            problem = _check_sensor_fields(d) or json_problem(d, "sensor", MAX_JSON_DEPTH - 1)
+            if problem is None:
+                try:
+                    SensorModel.from_dict(d)
+                except (TypeError, ValueError, KeyError) as exc:
+                    problem = f"sensor: {exc}"
+        for name in ("source", "stats", "meta"):
+            # The header is the document's first level: its fields may nest one level less than the reader allows.
+            problem = problem or json_problem(getattr(self, name), name, MAX_JSON_DEPTH - 1)
+        return problem
 
     def to_recording(self) -> Recording:
         """This capture as a :class:`Recording` (logs, CLOCK_REALTIME brackets, source, sensor, stats)."""

@@ -18,8 +18,10 @@ import numpy as np
 
 from fingrav_native.files._capture import PowerCapture, load_capture
 from fingrav_native.files._characterisation import load_characterisation
+from fingrav_native.files._outputs import check_output_path, json_problem, json_scalar
 from fingrav_native.files._profiles import ProfileFormatError, load_profile, save_profile
 from fingrav_native.files._safe import (
+    MAX_JSON_DEPTH,
     check_archive,
     file_problem,
     loads_json,
@@ -72,14 +74,21 @@ def save_recording(recording: Recording, path: PathLike) -> str:
     domains = sorted(recording.clocks)
     # Arrays in the provenance (a simulator's truth per execution, say) travel as members of their own,
     # exact in dtype and value; the rest is JSON.
+    bad_key = next((k for k in recording.provenance if not isinstance(k, str)), None)
+    if bad_key is not None:
+        raise ValueError(f"recording: provenance key {bad_key!r} is not a string; nothing was written")
     array_keys = sorted(k for k, v in recording.provenance.items() if isinstance(v, np.ndarray))
     prov = {k: v for k, v in recording.provenance.items() if k not in array_keys}
     header = {"format": RECORDING_FORMAT, "version": RECORDING_VERSION, "clock_domains": domains,
               "has_executions": recording.executions is not None, "has_markers": recording.markers is not None,
               "sensor": None if recording.sensor is None else recording.sensor.as_dict(),
               "source": recording.source, "provenance": prov, "array_provenance": array_keys}
+    # What load_recording would refuse or read back changed (a NaN, a key 1 read as "1") is refused now.
+    problem = json_problem(header, "recording", MAX_JSON_DEPTH)
+    if problem is not None:
+        raise ValueError(f"{problem}: its source and provenance must be JSON-ready and finite; nothing was written")
     try:
-        text = json.dumps(header, allow_nan=False)
+        text = json.dumps(header, allow_nan=False, default=json_scalar)
     except (TypeError, ValueError) as exc:
         raise ValueError(f"recording: its source and provenance must be JSON-ready and finite ({exc})") from None
     arrays: dict[str, np.ndarray] = {"samples": np.ascontiguousarray(recording.samples), "header": np.array(text)}
@@ -92,10 +101,8 @@ def save_recording(recording: Recording, path: PathLike) -> str:
     for i, k in enumerate(array_keys):
         if recording.provenance[k].dtype.hasobject:
             raise ValueError(f"recording: provenance[{k!r}] holds Python objects; only plain arrays are saved")
-        arrays[f"prov{i}"] = np.ascontiguousarray(recording.provenance[k])
-    if not os.path.isdir(os.path.dirname(os.path.abspath(p))):
-        raise ValueError(f"path={p!r}: its folder does not exist")
-    return save_npz_atomically(p, arrays, "recording")
+        arrays[f"prov{i}"] = np.asarray(recording.provenance[k], order="C")  # 0-d stays 0-d
+    return save_npz_atomically(check_output_path(p, "path", writes="recording"), arrays, "recording")
 
 
 def load_recording(path: PathLike) -> Recording:
@@ -170,8 +177,10 @@ def save(obj: Any, path: PathLike) -> str:
         return save_profile(obj, path)
     if isinstance(obj, Recording):
         return save_recording(obj, path)
-    if isinstance(obj, (PowerCapture, Characterisation)):
+    if isinstance(obj, PowerCapture):
         return obj.save(_path(path))
+    if isinstance(obj, Characterisation):
+        return obj.save(check_output_path(_path(path), "path"))
     raise ValueError(f"obj: cannot save a {type(obj).__name__}; save takes a Profile, InterleavedProfile, "
                      "NodeProfile, TraceProfile, Recording, PowerCapture or Characterisation")
 

@@ -24,6 +24,7 @@ from typing import Any, Union
 
 import numpy as np
 
+from fingrav_native.files._outputs import check_output_path
 from fingrav_native.files._safe import loads_json, read_file, short_repr
 from fingrav_native.insitu._trace import (
     INT64_MAX,
@@ -268,7 +269,7 @@ def write_kineto_trace(path: Union[str, os.PathLike[str]], names: Any, grid: Any
                                 "grid": [int(x) for x in grid[i]], "block": [int(x) for x in block[i]]}})
     doc = {"schemaVersion": 1, "deviceProperties": [], "baseTimeNanoseconds": int(base_time_ns),
            "traceEvents": events, "displayTimeUnit": "ms"}
-    p = os.fspath(path)
+    p = check_output_path(path, "path")
     # ns as microseconds with three exact decimals, as Kineto writes them (no float rounding): each
     # number is serialised as a string between tokens no kernel name contains, then unquoted.
     token = uuid.uuid4().hex

@@ -8,6 +8,7 @@ from typing import Any, Union
 
 import numpy as np
 
+from fingrav_native.files._outputs import check_output_path
 from fingrav_native.files._profiles import FORMAT_VERSION, PathLike
 from fingrav_native.method._results import InterleavedProfile, Profile
 
@@ -37,8 +38,9 @@ def export_parquet(profile: Union[Profile, InterleavedProfile], directory: PathL
     ------
     ValueError
         ``profile`` is not a Profile or InterleavedProfile; ``directory`` is
-        not a path, is an existing file, or cannot be created because a file
-        is in the way.
+        not a path, is empty or an existing file, or cannot be created
+        because a file is in the way; or it cannot be written (also a
+        ``PermissionError``).
     ImportError
         pyarrow is not installed.
 
@@ -63,15 +65,12 @@ def export_parquet(profile: Union[Profile, InterleavedProfile], directory: PathL
         raise ValueError(f"profile: expected a Profile or InterleavedProfile, got {type(profile).__name__}")
     if not isinstance(directory, (str, os.PathLike)):
         raise ValueError(f"directory={directory!r}: must be a folder path")
-    out = os.fspath(directory)
-    if os.path.exists(out) and not os.path.isdir(out):
-        raise ValueError(f"directory={out!r}: is an existing file, not a folder; give a folder for the Parquet files")
-    try:
-        os.makedirs(out, exist_ok=True)
-    except (FileExistsError, NotADirectoryError) as exc:
-        # A file where a parent folder should be.
-        raise ValueError(f"directory={out!r}: cannot be created, a file is in the way ({exc.strerror})") from None
-    meta = {b"fingrav.kernel": kernel.encode(), b"fingrav.format_version": str(FORMAT_VERSION).encode()}
+    # An existing file, a file in the way, an empty path or a folder the disk refuses: named before anything is built.
+    out = check_output_path(directory, "directory", folder=True)
+    os.makedirs(out, exist_ok=True)
+    # UTF-8 as Parquet metadata is read; a kernel name with a lone surrogate (no UTF-8 form) keeps it escaped.
+    meta = {b"fingrav.kernel": kernel.encode("utf-8", "backslashreplace"),
+            b"fingrav.format_version": str(FORMAT_VERSION).encode()}
     written: list[str] = []
 
     def put(name: str, cols: dict[str, Any]) -> None:

@@ -36,9 +36,16 @@ class Writer:
             name = type(obj).__name__
             if CLASSES.get(name) is not type(obj):
                 raise TypeError(f"{path}: {type(obj).__qualname__} is not a type a profile file may hold")
-            return {"__class__": name,
-                    "fields": {f.name: self.encode(getattr(obj, f.name), f"{path}.{f.name}")
-                               for f in dataclasses.fields(obj)}}
+            encoded = {f.name: self.encode(getattr(obj, f.name), f"{path}.{f.name}") for f in dataclasses.fields(obj)}
+            check = INVARIANTS.get(type(obj))
+            if check is not None:
+                # The reader's own checks of this type, here: a file the reader would refuse is not written.
+                def fail(sub: str, what: str) -> Exception:
+                    return ValueError(f"{path}{sub}: {what}; load_profile would refuse the file, so it was not "
+                                      "written")
+
+                check({f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)}, fail)
+            return {"__class__": name, "fields": encoded}
         if isinstance(obj, np.ndarray):
             if obj.dtype.hasobject:
                 raise TypeError(f"{path}: object arrays cannot be stored without pickle")
@@ -59,6 +66,10 @@ class Writer:
         for k, v in obj.items():
             if not isinstance(k, str):
                 raise TypeError(f"{path}: dict key {k!r} is not a string")
+            if k in _SPECIAL:
+                # The reader takes such a dict for the writer's own encoding (an array reference, a
+                # non-finite float): it would load as something else, or not at all.
+                raise TypeError(f"{path}: dict key {k!r} is reserved by the profile format")
             out[k] = self.encode(v, f"{path}[{k!r}]")
         return out
 

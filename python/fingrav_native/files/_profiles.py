@@ -38,6 +38,7 @@ from typing import Any, Sequence, Union
 import numpy as np
 
 from fingrav_native._version import __version__
+from fingrav_native.files._outputs import check_output_path
 from fingrav_native.files._profile_codec import Reader, Writer
 from fingrav_native.files._profile_schema import PROFILE_TYPES
 from fingrav_native.files._safe import (
@@ -93,10 +94,15 @@ def save_profile(profile: Union[Profile, InterleavedProfile, NodeProfile, TraceP
     Raises
     ------
     ValueError
-        ``profile`` is not a profile, or ``path`` is not a path or is a
-        directory.
+        ``profile`` is not a profile; ``path`` is not a path, is a
+        directory, a campaign's run or manifest, or a file of another of the
+        package's formats (a capture, a recording); its folder is missing
+        (also a ``FileNotFoundError``) or cannot be written (also a
+        ``PermissionError``); or the profile nests deeper than
+        :func:`load_profile` reads (64 levels), so the file would not load.
     TypeError
-        The profile holds a value the format cannot store (an object array).
+        The profile holds a value the format cannot store (an object array,
+        a dict key the format reserves such as ``"__float__"``).
 
     Notes
     -----
@@ -112,18 +118,23 @@ def save_profile(profile: Union[Profile, InterleavedProfile, NodeProfile, TraceP
     if os.path.isdir(path):
         raise ValueError(f"path={os.fspath(path)!r}: is a directory; give a file name, e.g. "
                          f"{os.path.join(os.fspath(path), 'profile.fgprof')!r}")
+    path = check_output_path(path, "path", writes="profile")
     w = Writer()
     tree = w.encode(profile, "profile")
     meta = {"format": FORMAT_NAME, "format_version": FORMAT_VERSION, "fingrav_native": __version__,
             "numpy": np.__version__, "root": tree}
-    path = os.fspath(path)
+    deep = json_too_deep(meta, MAX_JSON_DEPTH)
+    if deep is not None:
+        # The reader refuses such a file: it is not written.
+        raise ValueError(f"{_field_path(meta, deep)}: nests deeper than the {MAX_JSON_DEPTH} levels a profile file "
+                         "may have, so the file would not load; nothing was written")
     tmp = f"{path}.tmp-{os.getpid()}"
     try:
         with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_DEFLATED) as zf:
             zf.writestr(_META, json.dumps(meta, indent=1, allow_nan=False))
             for key, arr in w.arrays.items():
                 buf = _io.BytesIO()
-                np.lib.format.write_array(buf, np.ascontiguousarray(arr), allow_pickle=False)
+                np.lib.format.write_array(buf, np.asarray(arr, order="C"), allow_pickle=False)
                 zf.writestr(f"arrays/{key}.npy", buf.getvalue())
         os.replace(tmp, path)
     finally:

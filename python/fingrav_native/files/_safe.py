@@ -270,8 +270,14 @@ def check_archive(zf: zipfile.ZipFile, archive_bytes: int, bad: Bad, *, max_memb
         raise bad(f"the archive has {len(infos)} members, more than the {max_members} a file of this kind has")
     limit = min(MAX_EXPANDED_BYTES, max(RATIO_FREE_BYTES, MAX_RATIO * archive_bytes))
     total = 0
+    names: set[str] = set()
     for info in infos:
         name = info.filename
+        if name in names:
+            # zipfile reads the last member of a name: which copy is the file's would be chosen silently.
+            raise bad(f"member {name!r} is in the archive twice; the file was not written by this package "
+                      "(or was altered)")
+        names.add(name)
         if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
             raise bad(f"member {name!r} uses compression method {info.compress_type}; only stored and deflated "
                       "members are read")

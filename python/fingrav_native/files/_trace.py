@@ -20,6 +20,7 @@ from typing import Any, Union
 
 import numpy as np
 
+from fingrav_native.files._outputs import check_output_path, temporary_beside
 from fingrav_native.insitu._results import TraceProfile
 from fingrav_native.method._results import InterleavedProfile, Profile
 from fingrav_native.multi._results import NodeProfile
@@ -290,21 +291,39 @@ def export_trace(profile: Union[Profile, InterleavedProfile, NodeProfile, TraceP
     str
         The path written.
 
+    Raises
+    ------
+    ValueError
+        ``path`` names no file that can be written (see
+        :func:`~fingrav_native.files._outputs.check_output_path`: a
+        directory, a missing folder, a saved profile or capture, a
+        campaign's files), checked before the trace is built.
+
     Notes
     -----
     Paper Section IV-B, steps 2-6, as a timeline (see :func:`trace_events`).
+    Written to a temporary name beside ``path`` and renamed, so a crash or
+    a full disk never leaves half a trace under its name.
     """
+    path = check_output_path(path, "path")
     if isinstance(profile, NodeProfile):
         doc = node_trace_events(profile)
     elif isinstance(profile, TraceProfile):
         doc = insitu_trace_events(profile)
     else:
         doc = trace_events(profile)
-    path = os.fspath(path)
-    if path.endswith(".gz"):
-        with gzip.open(path, "wt", encoding="utf-8") as f:
-            json.dump(doc, f, allow_nan=False)
-        return path
-    with open(path, "w") as f:
-        json.dump(doc, f, allow_nan=False)
+    text = json.dumps(doc, allow_nan=False)
+    fd, tmp = temporary_beside(path)
+    try:
+        with os.fdopen(fd, "wb") as raw:
+            if path.endswith(".gz"):
+                with gzip.GzipFile(fileobj=raw, mode="wb") as gz:
+                    gz.write(text.encode("utf-8"))
+            else:
+                raw.write(text.encode("utf-8"))
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
     return path
