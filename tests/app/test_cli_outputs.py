@@ -191,3 +191,26 @@ def test_profile_checks_its_folder_before_the_device(tmp_path, monkeypatch, caps
     folder = unwritable_folder
     assert cli.main(["profile", "cb-4k-gemm", "--out", os.path.join(folder, "c")]) == cli.EXIT_FAILURE
     assert "--out=" in (line := _err_line(capsys)) and "cannot be written there" in line
+
+
+# --- the inputs: only regular files are read ----------------------------------------------------------------
+
+
+def test_characterize_logs_that_are_a_fifo_or_a_device_are_refused_not_read(tmp_path, capsys):
+    # np.genfromtxt read /dev/zero without end and waited on a FIFO for a writer.
+    load = tmp_path / "load.csv"
+    load.write_text("start_ns,end_ns\n1,2\n")
+    fifo = str(tmp_path / "logs.csv")
+    os.mkfifo(fifo)
+    for logs in (fifo, "/dev/zero"):
+        assert cli.main(["characterize", "--logs", logs, "--load", str(load)]) == cli.EXIT_USAGE
+        assert "is not a regular file (a pipe, socket or device)" in _err_line(capsys)
+
+
+def test_a_recording_that_is_a_fifo_is_refused_not_waited_on(tmp_path):
+    from fingrav_native.files._io import RecordingFormatError, load_recording
+
+    fifo = str(tmp_path / "r.npz")
+    os.mkfifo(fifo)
+    with pytest.raises(RecordingFormatError, match="is not a regular file"):
+        load_recording(fifo)

@@ -227,9 +227,14 @@ def test_profile_takes_the_launch_phase_and_resume_keeps_it(tmp_path, capsys):
     (["profile", "cb-4k-gemm", "--mode", "sse", "--executions", "8"], "--executions=8: sets the executions per run"),
     (["profile", "cb-4k-gemm", "--out", ""], "--out='': empty; give a folder"),
     (["profile", "--resume", ""], "--resume='': empty; give the campaign folder"),
+    (["profile", "cb-4k-gemm", "--device", "2"], "--device=2: picks a GPU on amd or nvidia; the simulator is one"),
+    (["sync", "--device", "1"], "--device=1: picks a GPU on amd or nvidia"),
+    (["sync", "--backend", "nvidia", "--seed", "4"], "--seed=4: seeds the simulated device; nvidia has none"),
+    (["characterize", "--device", "3"], "--device=3: picks a GPU on amd or nvidia"),
 ])
 def test_options_that_would_be_ignored_are_refused(tmp_path, monkeypatch, capsys, argv, message):
-    # --out '' had fallen back to ./fingrav-cb-4k-gemm, --executions with --mode sse was dropped.
+    # --out '' had fallen back to ./fingrav-cb-4k-gemm, --executions with --mode sse was dropped, --device
+    # with the simulator and --seed on hardware did nothing.
     monkeypatch.chdir(tmp_path)
     assert cli.main(argv) == cli.EXIT_USAGE
     err = capsys.readouterr().err

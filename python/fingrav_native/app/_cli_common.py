@@ -125,6 +125,20 @@ def make_backend(name: str, device: int, seed: int) -> Backend:
     return open_device(f"{name}:{device}")
 
 
+def refuse_unused_device_options(backend: str, device: int | None, seed: int | None, *, seed_used: bool = False) -> None:
+    """``--device`` picks a GPU and ``--seed`` seeds the simulator: each given where it means nothing is refused.
+
+    A value other than the default is refused, not ignored: ``--device 1``
+    with the simulator (one device), ``--seed 3`` on amd or nvidia (unless
+    the command uses the seed for more than the device: ``seed_used``).
+    """
+    if backend.startswith("sim") and device not in (None, 0):
+        raise ValueError(f"--device={device}: picks a GPU on amd or nvidia; the simulator is one device: leave "
+                         "it out, or give --backend amd or nvidia")
+    if not backend.startswith("sim") and seed not in (None, 0) and not seed_used:
+        raise ValueError(f"--seed={seed}: seeds the simulated device; {backend} has none to seed: leave it out")
+
+
 _HW_PRESET = re.compile(r"^(cb|mb)-(\d+)k-(gemm|gemv)$")
 
 

@@ -9,7 +9,14 @@ import os
 import numpy as np
 
 from fingrav_native.app._characterize import characterize
-from fingrav_native.app._cli_common import EXIT_FAILURE, EXIT_OK, interruptible, make_backend, resolve_kernel
+from fingrav_native.app._cli_common import (
+    EXIT_FAILURE,
+    EXIT_OK,
+    interruptible,
+    make_backend,
+    refuse_unused_device_options,
+    resolve_kernel,
+)
 from fingrav_native.app._cli_ranges import CHARACTERIZE_MAX_RUN_MS, SYNC_MAX_READS
 from fingrav_native.app._plot import plot_sync_error
 from fingrav_native.app._sync import sync_report
@@ -46,6 +53,7 @@ def sync_command(args: argparse.Namespace) -> int:
         raise ValueError(f"--seconds={args.seconds:g}, --interval-ms={args.interval_ms:g}, --burst={args.burst}: "
                          f"{bursts:,} bursts of {args.burst} reads is more than {SYNC_MAX_READS:,}; take fewer "
                          "seconds, a longer interval or smaller bursts")
+    refuse_unused_device_options(args.backend, args.device, args.seed)
     backend = make_backend(args.backend, args.device, args.seed)
     report = sync_report(backend, seconds=args.seconds, burst=args.burst, interval_s=args.interval_ms / 1e3)
     if args.json:
@@ -78,6 +86,8 @@ def _characterize_options(args: argparse.Namespace) -> None:
     if args.logs is not None and given:
         raise ValueError(f"--{given[0].replace('_', '-')}: runs a device; with --logs the logs are characterised "
                          "as recorded, no device runs: leave it out")
+    if args.logs is None:
+        refuse_unused_device_options(args.backend or "sim", args.device, args.seed)
     for name, default in _DEVICE_OPTIONS.items():
         if getattr(args, name) is None:
             setattr(args, name, default)

@@ -14,6 +14,7 @@ from fingrav_native.app._cli_common import (
     EXIT_OK,
     SigintOnce,
     make_backend,
+    refuse_unused_device_options,
     resolve_kernel,
 )
 from fingrav_native.app._cli_files import plot_command
@@ -183,6 +184,8 @@ def _new_request(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
     """A new campaign: the request from the options (defaults filled in), and its folder."""
     if not args.kernel:
         raise ValueError("kernel: give a preset or module:function (or --resume DIR)")
+    # The seed also seeds the launch-phase dither on hardware: only --device can mean nothing here.
+    refuse_unused_device_options(args.backend or "sim", args.device, args.seed, seed_used=True)
     if args.executions is not None and args.mode == "sse":
         # SSE runs have the four executions the SSE needs (Section IV-A): a count given would be ignored.
         raise ValueError(f"--executions={args.executions}: sets the executions per run of SSP runs; --mode sse "

@@ -171,7 +171,8 @@ def profile(
     margin : float, optional
         Golden-run binning margin in (0, 1); default from the guidance.
     executions : int, optional
-        Executions per run, skipping the SSP search (mode "ssp"/"both").
+        Executions per run, skipping the SSP search (mode "ssp"/"both";
+        refused with mode "sse", whose runs have four).
     ssp_tolerance : float
         Relative power change treated as steady in the SSP search.
     max_executions : int

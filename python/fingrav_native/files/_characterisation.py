@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import os
 from typing import Union
 
@@ -49,12 +50,26 @@ def load_characterisation(path: Union[str, "os.PathLike[str]"]) -> Characterisat
         raise ValueError(f"path={p!r}: malformed sensor characterisation: {exc}") from None
 
 
+#: Largest logs CSV read (gunzipped): a characterisation record (seconds to minutes of logs) is a few MB;
+#: past 1 GiB the file is not one.
+MAX_CSV_BYTES = 1 << 30
+
+
 def read_logs_csv(path: Union[str, "os.PathLike[str]"], columns: tuple[str, ...], what: str) -> list[np.ndarray]:
-    """Columns of a CSV file with a header (``.gz`` read as such); errors name the file and the column."""
+    """Columns of a CSV file with a header (``.gz`` read as such); errors name the file and the column.
+
+    Read through the guarded reader: a regular file only (a FIFO would block,
+    ``/dev/zero`` never end), at most :data:`MAX_CSV_BYTES`.
+    """
     p = os.fspath(path)
+
+    def bad(msg: str) -> ValueError:
+        return ValueError(f"{what}={p!r}: {msg}")
+
+    raw = read_file(p, bad, MAX_CSV_BYTES, gzipped=p.endswith(".gz"))
     try:
         # dtype=None keeps integer columns int64: epoch nanoseconds would lose 256 ns as float64.
-        data = np.genfromtxt(p, delimiter=",", names=True, dtype=None, ndmin=1)
+        data = np.genfromtxt(io.StringIO(raw.decode("utf-8-sig")), delimiter=",", names=True, dtype=None, ndmin=1)
     except (OSError, ValueError) as exc:
         raise ValueError(f"{what}={p!r}: cannot read it as CSV with a header ({exc})") from None
     names = data.dtype.names or ()

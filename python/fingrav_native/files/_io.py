@@ -111,13 +111,20 @@ def load_recording(path: PathLike) -> Recording:
     Raises
     ------
     RecordingFormatError
-        Naming the file and the field that is wrong.
+        Naming the file and the field that is wrong (or that it is not a
+        regular file).
+    FileNotFoundError
+        No such file.
     """
     p = _path(path)
 
     def bad(msg: str) -> RecordingFormatError:
         return RecordingFormatError(f"{p}: {msg}")
 
+    # A regular file only, as every loader: a FIFO would block the open, a device never end.
+    problem = file_problem(p)
+    if problem is not None:
+        raise bad(f"{problem}; a recording is an .npz file")
     with open_zip(p, bad) as zf:
         budget = check_archive(zf, os.path.getsize(p), bad, max_members=64)
         names = set(zf.namelist())

@@ -1,0 +1,379 @@
+"""The README's exit-code table, case by case: every item of every cell is run and gives its column's code.
+
+The table is read from README.md, each cell split at "; " into its items;
+every item has cases here (and every case an item there), so the table and
+the command cannot drift apart. Cases that need hardware, a long campaign or
+a Ctrl-C stand in with a monkeypatched step that raises what that situation
+raises (a missing library, no logs, KeyboardInterrupt).
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import sys
+import warnings
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import pytest
+
+from fingrav_native import DeviceUnavailableError, LibraryNotFoundError
+from fingrav_native.app import _cli as cli
+from fingrav_native.app import _cli_demo, _cli_device, _cli_files, _cli_profile
+from fingrav_native.method._align import NoLogsInExecutionsError
+from fingrav_native.sensors._from_logs import SplitDisagreementWarning
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+
+CODES = {"0": cli.EXIT_OK, "1": cli.EXIT_FAILURE, "2": cli.EXIT_USAGE, "130": cli.EXIT_INTERRUPTED}
+
+
+def read_table() -> dict[tuple[str, str, str], None]:
+    """(row, code, item) of every item of the README's exit-code table."""
+    text = README.read_text(encoding="utf-8")
+    section = text[text.index("### Exit codes"):]
+    lines = [line for line in section.splitlines()[1:] if line.startswith("| ")]
+    header = [c.strip() for c in lines[0].strip("|").split("|")]
+    codes = [h.split(":")[0] for h in header[1:]]
+    items: dict[tuple[str, str, str], None] = {}
+    for line in lines[2:]:
+        if not line.startswith("| `") and not line.startswith("| every"):
+            break
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        row = cells[0]
+        for code, cell in zip(codes, cells[1:]):
+            # The Ctrl-C column says what is kept: one behaviour, one case.
+            for item in ([cell] if code in ("0", "130") else cell.split("; ")) if cell else ():
+                items[(row, code, item)] = None
+    return items
+
+
+# --- what the cases need ------------------------------------------------------------------------------------------
+
+
+class Env:
+    """A case's surroundings: its folder, monkeypatch, and the shared saved profile."""
+
+    def __init__(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, profile_path: str, folder: Callable[[], str]):
+        self.tmp = tmp_path
+        self.mp = monkeypatch
+        self.profile = profile_path
+        self._unwritable = folder
+
+    @property
+    def unwritable(self) -> str:
+        return self._unwritable()
+
+    def raising(self, module: Any, name: str, error: BaseException) -> None:
+        def fail(*args: Any, **kwargs: Any) -> Any:
+            raise error
+
+        self.mp.setattr(module, name, fail)
+
+    def file(self, name: str, text: str = "x") -> str:
+        path = self.tmp / name
+        path.write_text(text)
+        return str(path)
+
+    def campaign(self) -> str:
+        out = str(self.tmp / "c")
+        assert cli.main(["profile", "cb-4k-gemm", "--mode", "sse", "--runs", "6", "--out", out, "--quiet"]) == 0
+        return out
+
+    def csvs(self, follow: bool = True) -> tuple[str, str]:
+        """Logs of a 1 ms average every 1 ms over a 20 ms square wave of load (or logs that ignore it)."""
+        rng = np.random.default_rng(0)
+        t = np.arange(0, 400_000_000, 1_000_000) + 137
+        on = np.array([[a, a + 20_000_000] for a in range(5_000_000, 400_000_000, 40_000_000)])
+        window = t[:, None] - np.linspace(0, 1_000_000, 50)[None, :]
+        level = ((window[..., None] >= on[:, 0]) & (window[..., None] < on[:, 1])).any(axis=2).mean(axis=1)
+        p = (100 + 200 * level if follow else np.full(len(t), 100.0)) + rng.normal(0, 2, len(t))
+        logs = self.file(f"logs-{follow}.csv", "t_ns,power_w\n" + "".join(f"{a},{b:.3f}\n" for a, b in zip(t, p)))
+        # The fit may say its halves disagree (a warning, not the exit code's business).
+        warnings.filterwarnings("ignore", category=SplitDisagreementWarning)
+        load = self.file("load.csv", "start_ns,end_ns\n" + "".join(f"{a},{b}\n" for a, b in on))
+        return logs, load
+
+    def session(self) -> tuple[str, str]:
+        from fingrav_native.app import simulate_training_loop
+
+        return simulate_training_loop(120, seed=5, pause_every=30).save(self.tmp / "session")
+
+
+def _stdout_full(env: Env) -> list[str]:
+    class Full:
+        def write(self, text: str) -> int:
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+        def flush(self) -> None:
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+    env.mp.setattr(sys, "stdout", Full())
+    return ["devices"]
+
+
+def _devices_available(env: Env, available: bool) -> list[str]:
+    from fingrav_native.backends._report import BackendReport
+
+    reports = [BackendReport(backend=b, available=available or b == "sim", reason="" if available else "none here")
+               for b in ("sim", "amd", "nvidia")]
+    env.mp.setattr(_cli_device, "list_backends", lambda names=None: [r for r in reports
+                                                                      if not names or r.backend in names])
+    return ["devices"]
+
+
+def _interrupted(module: Any, name: str, argv: Callable[[Env], list[str]]) -> Callable[[Env], list[str]]:
+    def case(env: Env) -> list[str]:
+        env.raising(module, name, KeyboardInterrupt())
+        return argv(env)
+    return case
+
+
+def _no_logs(env: Env) -> list[str]:
+    env.raising(_cli_profile, "profile", NoLogsInExecutionsError("samples: no log falls inside an execution"))
+    return ["profile", "cb-4k-gemm", "--out", str(env.tmp / "c")]
+
+
+def _in_use(env: Env) -> list[str]:
+    import threading
+
+    from fingrav_native.files import lock_campaign
+
+    out = str(env.tmp / "held")
+    taken, done = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with lock_campaign(out):
+            taken.set()
+            done.wait(60)
+
+    threading.Thread(target=hold, daemon=True).start()
+    taken.wait(60)
+    env.mp.setattr(env, "release", done.set, raising=False)
+    return ["profile", "cb-4k-gemm", "--mode", "sse", "--runs", "6", "--out", out]
+
+
+def _damaged(env: Env) -> list[str]:
+    out = env.campaign()
+    os.remove(os.path.join(out, "campaign.json"))
+    os.symlink("/dev/zero", os.path.join(out, "campaign.json"))
+    return ["profile", "--resume", out]
+
+
+def _foreign_run(env: Env) -> list[str]:
+    import shutil
+
+    from fingrav_native.files import run_files
+
+    out = env.campaign()
+    other = str(env.tmp / "other")
+    assert cli.main(["profile", "cb-4k-gemm", "--mode", "sse", "--runs", "6", "--seed", "2", "--out", other,
+                     "--quiet"]) == 0
+    shutil.copyfile(run_files(other)[2], run_files(out)[2])
+    return ["profile", "--resume", out]
+
+
+def _trace(env: Env, *, out: str | None = None, power: str | None = None) -> list[str]:
+    trace, capture = env.session()
+    return ["trace", trace, "--power", power or capture, "--out", out or str(env.tmp / "t"), "--min-executions",
+            "20"]
+
+
+def _trace_data(message: str) -> Callable[[Env], list[str]]:
+    def case(env: Env) -> list[str]:
+        env.raising(_cli_files, "profile_trace", ValueError(message))
+        return _trace(env)
+    return case
+
+
+def _trace_onto_input(env: Env) -> list[str]:
+    trace, capture = env.session()
+    out = os.path.dirname(trace)
+    os.replace(trace, os.path.join(out, "power_trace.json.gz"))
+    return ["trace", os.path.join(out, "power_trace.json.gz"), "--power", capture, "--out", out]
+
+
+#: Every item of the table: its cases (argv builders; each may set up files or monkeypatch a step).
+CASES: dict[tuple[str, str, str], list[Callable[[Env], list[str]]]] = {
+    # demo
+    ("`demo`", "0", "done"): [lambda e: ["demo", "--live", "--source", "synthetic", "--seconds", "0.05"]],
+    ("`demo`", "1", "`--out` cannot be written (permissions, a read-only file system)"):
+        [lambda e: ["demo", "--out", os.path.join(e.unwritable, "demo")]],
+    ("`demo`", "2", "a number out of range"): [lambda e: ["demo", "--seed", "-1"]],
+    ("`demo`", "2", "a `--live` option without `--live`"): [lambda e: ["demo", "--seconds", "1"]],
+    ("`demo`", "2", "`--out` with `--live`"): [lambda e: ["demo", "--live", "--out", str(e.tmp / "d")]],
+    ("`demo`", "2", "`--out` an existing file"): [lambda e: ["demo", "--out", e.file("f")]],
+    ("`demo`", "130", "files completed are kept whole, the one under way is removed, a folder the demo created and "
+                      "left empty is removed; the line says which"):
+        [_interrupted(_cli_demo, "run_synthetic_demo", lambda e: ["demo", "--live", "--source", "synthetic"])],
+    # devices
+    ("`devices`", "0", "a hardware backend is usable (with `--backend`: every one named)"):
+        [lambda e: _devices_available(e, True), lambda e: _devices_available(e, True) + ["--backend", "nvidia"]],
+    ("`devices`", "1", "none is (with `--backend`: one named is not)"):
+        [lambda e: _devices_available(e, False), lambda e: _devices_available(e, False) + ["--backend", "amd"]],
+    ("`devices`", "2", "an unknown option or backend"):
+        [lambda e: ["devices", "--frobnicate"], lambda e: ["devices", "--backend", "tpu"]],
+    ("`devices`", "130", "stopped"): [_interrupted(_cli_device, "list_backends", lambda e: ["devices"])],
+    # profile
+    ("`profile`", "0", "profile saved"): [lambda e: ["profile", "cb-4k-gemm", "--mode", "sse", "--runs", "6",
+                                                     "--out", str(e.tmp / "c"), "--quiet"]],
+    ("`profile`", "1", "a device, library or workload module missing"):
+        [lambda e: (e.raising(_cli_profile, "make_backend", LibraryNotFoundError("libnvidia-ml.so.1: not found"))
+                    or ["profile", "cb-4k-gemm", "--backend", "nvidia", "--out", str(e.tmp / "c")]),
+         lambda e: (e.raising(_cli_profile, "make_backend", DeviceUnavailableError("no GPU"))
+                    or ["profile", "cb-4k-gemm", "--backend", "amd", "--out", str(e.tmp / "c")]),
+         lambda e: ["profile", "not_a_module_xyz:fn", "--backend", "nvidia", "--out", str(e.tmp / "c")]],
+    ("`profile`", "1", "a campaign that gave no logs"): [_no_logs],
+    ("`profile`", "1", "the campaign folder damaged (a file of it unreadable, a link to a device, a FIFO), in use by "
+                       "another process or not writable"):
+        [_damaged, _in_use, lambda e: ["profile", "cb-4k-gemm", "--out", os.path.join(e.unwritable, "c")]],
+    ("`profile`", "1", "a run file of another campaign in it"): [_foreign_run],
+    ("`profile`", "2", "a number out of range"): [lambda e: ["profile", "cb-4k-gemm", "--runs", "1"]],
+    ("`profile`", "2", "an unknown kernel"): [lambda e: ["profile", "no-such-kernel"]],
+    ("`profile`", "2", "a `module:function` that is no workload function (it needs arguments, is a builtin or a "
+                       "class)"):
+        [lambda e: ["profile", spec, "--backend", "nvidia", "--out", str(e.tmp / "c")]
+         for spec in ("json:dumps", "os:abort", "collections:OrderedDict")],
+    ("`profile`", "2", "`--out` holding a campaign, a file or empty"):
+        [lambda e: ["profile", "cb-4k-gemm", "--out", e.campaign()],
+         lambda e: ["profile", "cb-4k-gemm", "--out", e.file("f")], lambda e: ["profile", "cb-4k-gemm", "--out", ""]],
+    ("`profile`", "2", "`--resume` with other settings"): [lambda e: ["profile", "--resume", e.campaign(), "--runs",
+                                                                     "9"]],
+    ("`profile`", "2", "`--executions` with `--mode sse`"):
+        [lambda e: ["profile", "cb-4k-gemm", "--mode", "sse", "--executions", "8"]],
+    ("`profile`", "2", "`--device` with the simulator"): [lambda e: ["profile", "cb-4k-gemm", "--device", "1"]],
+    ("`profile`", "130", "every completed run kept; `fingrav profile --resume DIR` goes on"):
+        [_interrupted(_cli_profile, "profile", lambda e: ["profile", "cb-4k-gemm", "--out", str(e.tmp / "c")])],
+    # sync
+    ("`sync`", "0", "report printed"): [lambda e: ["sync", "--seconds", "0.2"]],
+    ("`sync`", "1", "a device or library missing"):
+        [lambda e: (e.raising(_cli_device, "make_backend", LibraryNotFoundError("libnvidia-ml.so.1: not found"))
+                    or ["sync", "--backend", "nvidia"])],
+    ("`sync`", "1", "`--plot` cannot be written"): [lambda e: ["sync", "--plot", os.path.join(e.unwritable, "s.png")]],
+    ("`sync`", "2", "a number out of range"): [lambda e: ["sync", "--burst", "1"]],
+    ("`sync`", "2", "more than 10,000,000 reads in all"):
+        [lambda e: ["sync", "--seconds", "3600", "--interval-ms", "1", "--burst", "10000"]],
+    ("`sync`", "2", "`--plot` a directory or not a .png, .pdf or .svg name"):
+        [lambda e: ["sync", "--plot", str(e.tmp)], lambda e: ["sync", "--plot", str(e.tmp / "s")]],
+    ("`sync`", "2", "`--device` with the simulator"): [lambda e: ["sync", "--device", "2"]],
+    ("`sync`", "2", "`--seed` on amd or nvidia"): [lambda e: ["sync", "--backend", "amd", "--seed", "2"]],
+    ("`sync`", "130", "stopped; `--plot` not written"): [_interrupted(_cli_device, "sync_report", lambda e: ["sync"])],
+    # characterize
+    ("`characterize`", "0", "done"): [lambda e: ["characterize", "--logs", e.csvs()[0], "--load", e.csvs()[1]]],
+    ("`characterize`", "1", "a device or library missing"):
+        [lambda e: (e.raising(_cli_device, "make_backend", DeviceUnavailableError("no GPU"))
+                    or ["characterize", "--backend", "amd", "--kernel", "cb-4k-gemm", "--light", "mb-2k-gemv"])],
+    ("`characterize`", "1", "`--out` cannot be written (a missing folder, permissions)"):
+        [lambda e: ["characterize", "--out", str(e.tmp / "no" / "s.json")],
+         lambda e: ["characterize", "--out", os.path.join(e.unwritable, "s.json")]],
+    ("`characterize`", "2", "a number out of range"): [lambda e: ["characterize", "--cycles", "0"]],
+    ("`characterize`", "2", "runs longer than 10 minutes"):
+        [lambda e: ["characterize", "--cycles", "1000", "--half-period-ms", "10000"]],
+    ("`characterize`", "2", "an unknown kernel"): [lambda e: ["characterize", "--kernel", "no-such"]],
+    ("`characterize`", "2", "`--logs` without `--load`"): [lambda e: ["characterize", "--logs", e.csvs()[0]]],
+    ("`characterize`", "2", "a device option with `--logs`"):
+        [lambda e: ["characterize", "--logs", e.csvs()[0], "--load", e.csvs()[1], "--runs", "9"]],
+    ("`characterize`", "2", "a CSV without its columns"):
+        [lambda e: ["characterize", "--logs", e.file("l.csv", "a,b\n1,2\n"), "--load", e.csvs()[1]]],
+    ("`characterize`", "2", "logs that do not follow the load"):
+        [lambda e: ["characterize", "--logs", e.csvs(follow=False)[0], "--load", e.csvs()[1]]],
+    ("`characterize`", "2", "`--out` a directory, one of its CSVs or a campaign's file"):
+        [lambda e: ["characterize", "--out", str(e.tmp)],
+         lambda e: ["characterize", "--logs", e.csvs()[0], "--load", e.csvs()[1], "--out", e.csvs()[0]],
+         lambda e: ["characterize", "--out", os.path.join(e.campaign(), "command.json")]],
+    ("`characterize`", "130", "stopped; `--out` not written"):
+        [_interrupted(_cli_device, "characterize", lambda e: ["characterize"])],
+    # plot, export
+    ("`plot`, `export`", "0", "done"): [lambda e: ["export", e.profile, "--summary", str(e.tmp / "s.json")],
+                                        lambda e: ["plot", e.profile, "--out", str(e.tmp / "figs")]],
+    ("`plot`, `export`", "1", "a profile missing or not a valid profile file"):
+        [lambda e: ["plot", str(e.tmp / "absent.fgprof"), "--out", str(e.tmp)],
+         lambda e: ["export", e.file("bad.fgprof"), "--summary", str(e.tmp / "s.json")]],
+    ("`plot`, `export`", "1", "an output that cannot be written"):
+        [lambda e: ["export", e.profile, "--trace", os.path.join(e.unwritable, "t.json")],
+         lambda e: ["plot", e.profile, "--out", os.path.join(e.unwritable, "figs")]],
+    ("`plot`, `export`", "2", "a number out of range"): [lambda e: ["plot", e.profile, "--dpi", "0"]],
+    ("`plot`, `export`", "2", "`export` with nothing to export"): [lambda e: ["export", e.profile]],
+    ("`plot`, `export`", "2", "an output that is the profile read, a campaign's file, another saved profile, a "
+                              "directory where a file goes, or named twice"):
+        [lambda e: ["export", e.profile, "--summary", e.profile],
+         lambda e: ["export", e.profile, "--trace", os.path.join(e.campaign(), "campaign.json")],
+         lambda e: ["export", os.path.join(e.campaign(), "profile.fgprof"), "--trace", e.profile],
+         lambda e: ["export", e.profile, "--summary", str(e.tmp)],
+         lambda e: ["export", e.profile, "--summary", str(e.tmp / "x"), "--trace", str(e.tmp / "x")]],
+    ("`plot`, `export`", "130", "files named so far are whole; one under way may be cut short"):
+        [_interrupted(_cli_files, "_load", lambda e: ["plot", e.profile, "--out", str(e.tmp)])],
+    # trace
+    ("`trace`", "0", "done (also when the energy closure fails: a warning on stderr)"): [_trace],
+    ("`trace`", "1", "the trace or capture missing or malformed"):
+        [lambda e: _trace(e, power=e.file("junk.npz")), lambda e: ["trace", str(e.tmp / "absent.json"), "--power",
+                                                                   e.file("p.npz"), "--out", str(e.tmp / "t")]],
+    ("`trace`", "1", "logs that cover none of the trace's kernels (a clock mismatch)"):
+        [_trace_data("samples: no power log falls within the trace's kernels (a clock mismatch)")],
+    ("`trace`", "1", "a capture that does not bracket the trace's clock (recorded before format version 2, with a "
+                     "rocprofv3 trace)"):
+        [_trace_data("samples: the trace's kernels are stamped on CLOCK_BOOTTIME (rocprofv3), and this capture "
+                     "brackets only CLOCK_REALTIME")],
+    ("`trace`", "1", "no signature that can be profiled and no ProfilerStep#N"):
+        [_trace_data("trace: no signature has the 20 executions profiling needs")],
+    ("`trace`", "1", "`--out` cannot be written"): [lambda e: _trace(e, out=os.path.join(e.unwritable, "t"))],
+    ("`trace`", "2", "a number out of range"): [lambda e: ["trace", "t.json", "--power", "p.npz", "--top", "0"]],
+    ("`trace`", "2", "an unknown sensor preset"): [lambda e: _trace(e) + ["--sensor", "no-such-sensor"]],
+    ("`trace`", "2", "a `--device` the trace has no kernels of, or none with kernels of several GPUs"):
+        [lambda e: _trace(e) + ["--device", "7"]],
+    ("`trace`", "2", "`--out` holding the trace or capture read"): [_trace_onto_input],
+    ("`trace`", "2", "`--annotate` a folder, in a missing or unwritable folder, the trace itself, or an existing file "
+                     "without `--force` (refused before any work)"):
+        [lambda e: _trace(e) + ["--annotate", str(e.tmp)],
+         lambda e: _trace(e) + ["--annotate", os.path.join(str(e.tmp), "missing", "a.json")]],
+    ("`trace`", "2", "`--force` without `--annotate`"): [lambda e: _trace(e) + ["--force"]],
+    ("`trace`", "130", "files named so far are whole; one under way may be cut short (`--annotate` writes a temporary "
+                       "file and renames it: never half a trace)"):
+        [_interrupted(_cli_files, "profile_trace", _trace)],
+    # every command
+    ("every command", "1", "standard output that cannot be written (a full disk)"): [_stdout_full],
+    ("`fingrav` alone", "2", "prints the help"): [lambda e: []],
+}
+
+
+def test_every_item_of_the_table_has_cases_and_every_case_an_item():
+    table = read_table()
+    assert set(CASES) == set(table), (sorted(set(table) - set(CASES)), sorted(set(CASES) - set(table)))
+
+
+@pytest.fixture(scope="module")
+def saved_profile(tmp_path_factory) -> str:
+    out = str(tmp_path_factory.mktemp("exit-codes") / "c")
+    assert cli.main(["profile", "cb-4k-gemm", "--mode", "sse", "--runs", "6", "--out", out, "--quiet"]) == 0
+    return os.path.join(out, "profile.fgprof")
+
+
+def _run(argv: list[str]) -> int:
+    try:
+        return cli.main(argv)
+    except SystemExit as exc:  # argparse: an option it cannot parse, or out of its range
+        return int(exc.code or 0)
+
+
+@pytest.mark.parametrize("key", list(CASES), ids=lambda k: f"{k[0]}-{k[1]}-{k[2][:40]}")
+def test_each_documented_case_gives_its_exit_code(key, tmp_path, monkeypatch, capsys, saved_profile, request):
+    row, code, item = key
+    for i, case in enumerate(CASES[key]):
+        folder = tmp_path / str(i)
+        folder.mkdir()
+        monkeypatch.chdir(folder)
+        env = Env(folder, monkeypatch, saved_profile, lambda: request.getfixturevalue("unwritable_folder"))
+        try:
+            got = _run(case(env))
+        finally:
+            getattr(env, "release", lambda: None)()
+        out, err = capsys.readouterr()
+        assert got == CODES[code], f"{row} {item!r} (case {i}): exit {got}, not {code}: {err}"
+        assert "Traceback" not in err
+        lines = err.strip().splitlines()
+        if code in ("1", "2") and lines and item != "prints the help":
+            # One line naming the cause (argparse's refusals are its usage line and the error).
+            assert len(lines) == 1 or (code == "2" and lines[0].startswith("usage:")), err
+        monkeypatch.undo()
