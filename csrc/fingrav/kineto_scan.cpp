@@ -21,7 +21,8 @@ struct Decimal {
   std::int64_t exp = 0;
 };
 
-constexpr std::int64_t kExpCap = std::int64_t{1} << 60;
+// Past 10^17 an exponent's digits stop counting: every value there is 0 or out of range alike.
+constexpr std::int64_t kExpCap = 100000000000000000;
 
 bool parse_number(const std::string& t, Decimal* d) {
   std::size_t i = 0, n = t.size();
