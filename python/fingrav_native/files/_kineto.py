@@ -6,7 +6,16 @@ optionally gzipped). GPU kernels are complete events (``"ph": "X"``) with
 ``device``, ``stream``, ``correlation``, ``grid`` and ``block``; the top-level
 ``baseTimeNanoseconds`` is the Unix-epoch time the ``ts`` values count from
 (Kineto's ``ChromeTraceLogger``; PyTorch documents the format only through the
-exporter). Everything else (CPU ops, runtime calls, flows) is ignored.
+exporter). Runtime calls (the launch of each kernel, by correlation id) and
+``ProfilerStep#N`` annotations are read as context; everything else (CPU ops,
+flows, metadata) is checked as JSON and dropped as it streams past.
+
+The document is not loaded whole: the C++ core's scanner
+(``csrc/fingrav/kineto_scan.hpp``) walks its token stream chunk by chunk and
+keeps only the kernels' columns, so a trace of 10^7 kernels (tens of GB of
+JSON) is read in the memory its kernels need. Two caps bound what a file can
+cost: :data:`MAX_TRACE_BYTES` of JSON (time: a gzip bomb of whitespace) and
+:data:`MAX_KEPT_BYTES` kept (memory: a bomb of kernel events).
 
 Times are kept exact: ``ts`` is parsed relative to ``baseTimeNanoseconds`` and
 the executions are returned relative to an int64 ``origin_ns``, so no float64

@@ -54,7 +54,7 @@ import numpy.typing as npt
 from fingrav_native._checks import readonly as _readonly
 from fingrav_native._core import CHANNELS
 from fingrav_native.clocks._maps import ClockMapLike, host_relative
-from fingrav_native.records._layouts import LOI_DTYPE, validate_executions, validate_samples
+from fingrav_native.records._layouts import LOI_DTYPE, lex_order, validate_executions, validate_samples
 
 
 class NoLogsInExecutionsError(ValueError):
@@ -235,7 +235,7 @@ def _selected(executions: np.ndarray, execution_of_interest: Optional[int], kern
         executions, execution_of_interest=execution_of_interest, kernel_id=kernel_id, runs=runs
     )
     sel = executions[mask]
-    order = np.lexsort((sel["start_ns"], sel["run"]))
+    order = lex_order(sel["start_ns"], sel["run"])
     sel = sel[order]
     # All arithmetic relative to an exact integer origin: host times can be
     # Unix-epoch ns (1.8e18), where a float64 resolves only 256 ns.
