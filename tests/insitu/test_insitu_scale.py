@@ -14,10 +14,13 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from fingrav_native import profile_trace
 from fingrav_native._core import SAMPLE_DTYPE
 from fingrav_native.insitu import KernelTrace, _profile
+from fingrav_native.records._layouts import lex_order
 from fingrav_native.sim._analytic import EpochIdentity
 from fingrav_native.sim._analytic_loop import SIGNATURES, LoopSchedule, _schedule
 
@@ -111,3 +114,15 @@ def test_the_iteration_bootstrap_in_batches_draws_the_same_resamples(loop, monke
     assert batched.summary is not None and whole.summary is not None
     assert batched.summary.iterations >= 10 and np.isfinite(batched.summary.energy_half_width_j)
     assert batched.summary == whole.summary
+
+
+@settings(max_examples=200, deadline=None, database=None, derandomize=True)
+@given(st.lists(st.tuples(st.integers(-2, 2), st.integers(-2, 2)), max_size=40), st.booleans())
+def test_records_in_order_skip_the_sort_and_get_lexsorts_order(pairs, presort) -> None:
+    # validate_executions and place_logs order records by (run, start): sorted input (every in-situ signature's
+    # executions) skips the two sorts, any input gets np.lexsort's stable order.
+    if presort:
+        pairs = sorted(pairs)
+    p = np.array([a for a, _ in pairs], dtype=np.int64)
+    s = np.array([b for _, b in pairs], dtype=np.int64)
+    assert lex_order(s, p).tolist() == np.lexsort((s, p)).tolist()
