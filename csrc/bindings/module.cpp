@@ -24,4 +24,5 @@ PYBIND11_MODULE(_core, m) {
   register_amd_runtime(m);
   register_nvml(m);
   register_cuda(m);
+  register_kineto(m);
 }

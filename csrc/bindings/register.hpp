@@ -19,5 +19,6 @@ void register_amd_power(py::module_& m);    // amd_power.cpp: gpu_metrics, hwmon
 void register_amd_runtime(py::module_& m);  // amd_runtime.cpp: KFD clock, HIP, hiprtc probe
 void register_nvml(py::module_& m);         // nvml.cpp: NVML power
 void register_cuda(py::module_& m);         // cuda.cpp: CUDA driver, %globaltimer probe
+void register_kineto(py::module_& m);       // kineto.cpp: the streaming Kineto trace reader
 
 }  // namespace fingrav::bindings

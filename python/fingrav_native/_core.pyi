@@ -11,6 +11,7 @@ from typing import Any, Literal, SupportsIndex, TypedDict, final, overload, type
 
 import numpy as np
 import numpy.typing as npt
+import typing_extensions
 
 # ---------------------------------------------------------------- constants
 
@@ -314,6 +315,27 @@ class EventLog(metaclass=_Pybind11Type):
     @property
     def dropped(self) -> int: ...
     def __len__(self) -> int: ...
+
+@final
+class KinetoScanner(metaclass=_Pybind11Type):
+    """A streaming reader of Kineto Chrome traces (csrc/fingrav/kineto_scan.hpp).
+
+    ``feed`` the JSON's bytes in chunks of any size (the GIL is released),
+    then ``finish`` once: a dict with the status (0 read; else why not, with
+    the refused event, field and value as the document had them) and the
+    kept columns as numpy arrays (kernels in document order, signatures,
+    kernel names as written, ProfilerSteps).
+    """
+
+    def __init__(self, max_kept_bytes: SupportsIndex, max_depth: SupportsIndex,
+                 max_int_digits: SupportsIndex) -> None: ...
+    def feed(self, data: typing_extensions.Buffer) -> None:
+        """Scan the document's next bytes (chunks may split any token)."""
+    @property
+    def failed(self) -> bool:
+        """Whether the bytes so far are already refused (the rest need not be fed)."""
+    def finish(self) -> dict[str, Any]:
+        """End the document: the status, the error's details or the kept columns."""
 
 # ---------------------------------------------------------------- simulator
 

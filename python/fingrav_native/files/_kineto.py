@@ -6,7 +6,16 @@ optionally gzipped). GPU kernels are complete events (``"ph": "X"``) with
 ``device``, ``stream``, ``correlation``, ``grid`` and ``block``; the top-level
 ``baseTimeNanoseconds`` is the Unix-epoch time the ``ts`` values count from
 (Kineto's ``ChromeTraceLogger``; PyTorch documents the format only through the
-exporter). Everything else (CPU ops, runtime calls, flows) is ignored.
+exporter). Runtime calls (the launch of each kernel, by correlation id) and
+``ProfilerStep#N`` annotations are read as context; everything else (CPU ops,
+flows, metadata) is checked as JSON and dropped as it streams past.
+
+The document is not loaded whole: the C++ core's scanner
+(``csrc/fingrav/kineto_scan.hpp``) walks its token stream chunk by chunk and
+keeps only the kernels' columns, so a trace of 10^7 kernels (tens of GB of
+JSON) is read in the memory its kernels need. Two caps bound what a file can
+cost: :data:`MAX_TRACE_BYTES` of JSON (time: a gzip bomb of whitespace) and
+:data:`MAX_KEPT_BYTES` kept (memory: a bomb of kernel events).
 
 Times are kept exact: ``ts`` is parsed relative to ``baseTimeNanoseconds`` and
 the executions are returned relative to an int64 ``origin_ns``, so no float64
@@ -18,39 +27,61 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import sys
 import uuid
-from decimal import Decimal
+import zlib
+from decimal import Decimal, DecimalException
 from typing import Any, Union
 
 import numpy as np
 
 from fingrav_native.files._outputs import check_output_path
-from fingrav_native.files._safe import loads_json, read_file, short_repr
-from fingrav_native.insitu._trace import (
-    INT64_MAX,
-    INT64_MIN,
-    NO_LAUNCH,
-    RUNTIME_CATS,
-    KernelTrace,
-    TraceFormatError,
-    json_int64,
-    launch_dims,
-    us_to_ns,
-)
+from fingrav_native.files._safe import file_problem, loads_json, read_file, short_repr
+from fingrav_native.insitu._trace import KernelTrace, TraceFormatError
 
-#: Most bytes a trace's JSON may have (after gunzip): torch.profiler traces of long runs reach a few
-#: hundred MB; past 4 GiB the parse would need tens of GiB of memory, and a gzip bomb stops here.
-MAX_TRACE_BYTES = 4 << 30
+#: Most bytes of JSON (after gunzip) a trace may have. The reader streams, so this bounds the time a
+#: file can take (a gzip bomb of whitespace), not memory: 10^7 kernels with their CPU side are about
+#: 10 GB, and the scan runs at several hundred MB/s.
+MAX_TRACE_BYTES = 256 << 30
+
+#: Most bytes the reader may keep while it scans: per kernel event about 60 bytes (its times,
+#: signature and ids), per runtime call with a correlation id and per ProfilerStep 24, the distinct
+#: kernel names twice, and the current event's fields. 4 GiB is some 60 million kernels; a document
+#: that needs more (a name of gigabytes, a bomb of kernel events) is refused, whatever its size.
+MAX_KEPT_BYTES = 4 << 30
+
+#: Deepest nesting of lists and objects the scan follows: what Python's json parser reached before its
+#: recursion limit (a trace nests about 5 levels; a deeper document is not a trace).
+MAX_TRACE_DEPTH = 1000
+
+#: Bytes read (and scanned) at a time.
+_CHUNK = 4 << 20
+
+# The scanner's statuses and kernel-event problems (csrc/fingrav/kineto_scan.hpp).
+_OK, _SYNTAX, _UTF8, _DEPTH, _KEPT, _NO_EVENTS, _BAD_BASE, _BAD_KERNEL, _NO_KERNELS = range(9)
+_PROBLEMS = {
+    1: "{field}={value}; expected a string",
+    2: "{field}={value}; expected microseconds",
+    3: "{field}={value}; expected microseconds that fit int64 ns",
+    4: "{field}={value} < 0",
+    6: "{field}={value}; expected up to three integers",
+    7: "{field}={value}; expected an integer that fits int64",
+}
+
+
+#: Most bytes a JSON document read whole may have (:func:`load_trace_json`: a rocprofv3 JSON output, which
+#: nests its records and is read as one document): past 4 GiB the parse would need tens of GiB.
+MAX_DOCUMENT_BYTES = 4 << 30
 
 
 def load_trace_json(path: Union[str, os.PathLike[str]]) -> Any:
-    """The trace's JSON document, read within :data:`MAX_TRACE_BYTES`, its numbers as Decimal."""
+    """The trace's JSON document, read within :data:`MAX_DOCUMENT_BYTES`, its numbers as Decimal."""
     p = os.fspath(path)
 
     def bad(what: str) -> TraceFormatError:
         return TraceFormatError(f"trace={p!r}: {what}")
 
-    raw = read_file(p, bad, MAX_TRACE_BYTES, gzipped=p.endswith(".gz"))
+    raw = read_file(p, bad, MAX_DOCUMENT_BYTES, gzipped=p.endswith(".gz"))
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -80,11 +111,12 @@ def read_kineto_trace(trace: Union[str, os.PathLike[str]]) -> KernelTrace:
     TraceFormatError
         Naming the file: not readable (a directory, a damaged or truncated
         gzip stream, more than :data:`MAX_TRACE_BYTES` of JSON), not JSON or
-        nested deeper than 64 levels, no ``traceEvents``, no kernel event, a
-        kernel event whose ``name``, ``ts``, ``dur``, ``grid``, ``block`` or
-        integer ``args`` are malformed or do not fit int64 ns (the message
-        names the event and field), or kernel records that contradict each
-        other.
+        nested deeper than :data:`MAX_TRACE_DEPTH` levels, more kernel
+        records than :data:`MAX_KEPT_BYTES` holds, no ``traceEvents``, no
+        kernel event, a kernel event whose ``name``, ``ts``, ``dur``,
+        ``grid``, ``block`` or integer ``args`` are malformed or do not fit
+        int64 ns (the message names the event and field), or kernel records
+        that contradict each other.
     ValueError
         ``trace`` is not a path.
 
@@ -94,128 +126,132 @@ def read_kineto_trace(trace: Union[str, os.PathLike[str]]) -> KernelTrace:
     a run at random phase against the power logger (paper Section IV-A's
     protocol, for free), grouped by signature (name, grid, block) so that two
     shapes of one GEMM stay apart (:func:`fingrav_native.insitu.profile_trace`).
+
+    The file is streamed through the C++ core's scanner
+    (``_core.KinetoScanner``) in chunks of a few MB: memory grows with the
+    kernels kept, not with the document (a trace of 10^6 kernels, about 1 GB
+    of JSON, is read in a few hundred MB). The document is read as Python's
+    ``json`` reads it (strict JSON plus ``NaN``/``Infinity``; of duplicate
+    keys the last) and every number the trace's kernels need is exact: ``ts``
+    and ``dur`` as ``int((Decimal(text) * 1000).to_integral_value())``.
     """
     if not isinstance(trace, (str, os.PathLike)):
         raise ValueError(f"trace={trace!r}: must be a file path")
     p = os.fspath(trace)
-    return kineto_trace_from_doc(load_trace_json(p), p)
-
-
-def kineto_trace_from_doc(doc: Any, p: str) -> KernelTrace:
-    """The kernels of a Chrome trace already parsed by :func:`load_trace_json` (``p``: its path, for messages)."""
     where = f"trace={p!r}"
-    if isinstance(doc, list):  # the bare-array form of the Chrome trace format
-        doc = {"traceEvents": doc}
-    if not isinstance(doc, dict) or not isinstance(doc.get("traceEvents"), list):
-        raise TraceFormatError(f"{where}: no traceEvents list (not a Chrome trace)")
-    base_ns = _base_time_ns(doc, where)
-    rows: list[_Row] = []
-    launches: dict[int, int] = {}
-    steps: list[tuple[int, int, int]] = []
-    for i, ev in enumerate(doc["traceEvents"]):
-        if not isinstance(ev, dict) or ev.get("ph") != "X":
-            continue
-        cat_value, name_value = ev.get("cat", ""), ev.get("name", "")
-        cat = cat_value.lower() if isinstance(cat_value, str) else ""
-        name = name_value if isinstance(name_value, str) else ""
-        if cat in RUNTIME_CATS or (cat in STEP_CATS and name.startswith("ProfilerStep#")):
-            _context_event(ev, i, cat, name, base_ns, where, launches, steps)
-        elif cat == "kernel":
-            rows.append(_kernel_row(ev, i, name_value, base_ns, where))
-    if not rows:
-        raise TraceFormatError(f"{where}: no GPU kernel events (cat 'kernel'); was the "
-                               "profiler run with ProfilerActivity.CUDA?")
+    got = _scan(p, where)
+    _raise_refusal(got, where)
+    names = [_decoded(raw) for raw in got["names"]]
+    # One signature per (name, grid, block) as Python compares them: two spellings of one name (an
+    # escape) are one kernel.
+    canon: dict[tuple[str, tuple[int, ...], tuple[int, ...]], int] = {}
+    grid, block = got["sig_grid"].reshape(-1, 3), got["sig_block"].reshape(-1, 3)
+    remap = np.array([canon.setdefault((names[n], tuple(g.tolist()), tuple(b.tolist())), len(canon))
+                      for n, g, b in zip(got["sig_name"].tolist(), grid, block)], dtype=np.int64)
+    first = np.unique(remap, return_index=True)[1]
+    steps = np.stack([got["step"], got["step_start"], got["step_end"]], axis=1)
     # Kineto's kernel times come from CUPTI's activity records: GPU timestamps converted to the host
     # clock, placed to about a microsecond.
-    corr = [r[7] for r in rows]
     try:
-        return KernelTrace.from_rows(
-            [base_ns + r[0] for r in rows], [base_ns + r[0] + r[1] for r in rows], [r[2] for r in rows],
-            [r[3] for r in rows], [r[4] for r in rows], clock="unix-epoch", source=p,
-            device=[r[5] for r in rows], stream=[r[6] for r in rows], correlation=corr,
-            launch_ns=[base_ns + launches[c] if c in launches else NO_LAUNCH for c in corr],
-            steps=[(k, base_ns + a, base_ns + b) for k, a, b in steps], err_ns=1000.0)
+        return KernelTrace.from_signatures(
+            got["start"], got["end"], remap[got["signature"]], [names[n] for n in got["sig_name"][first]],
+            grid[first], block[first], clock="unix-epoch", source=p, device=got["device"], stream=got["stream"],
+            correlation=got["correlation"], launch_ns=got["launch"], steps=steps, err_ns=1000.0)
     except (ValueError, OverflowError) as exc:
         # The records themselves are inconsistent (what make_executions refuses): the file is at fault.
         raise TraceFormatError(f"{where}: {exc}") from None
 
 
-#: The CPU-side categories ``ProfilerStep#N`` comes under: ``user_annotation`` since PyTorch 1.9,
-#: ``Operator`` in 1.8 (the kineto tb_plugin samples), ``cpu_op`` in some builds. Not the GPU-side
-#: ``gpu_user_annotation`` copy, whose times are the GPU's span of the step.
-STEP_CATS = ("user_annotation", "operator", "cpu_op")
+def _scan(p: str, where: str) -> dict[str, Any]:
+    """The scanner's result for the file at ``p``: its bytes (gunzipped for ``.gz``) fed in chunks."""
+    from fingrav_native._core import KinetoScanner
 
+    def bad(what: str) -> TraceFormatError:
+        return TraceFormatError(f"{where}: {what}")
 
-#: One kernel event: start and duration (ns from the base time), name, grid, block, device, stream, correlation.
-_Row = tuple[int, int, str, tuple[int, int, int], tuple[int, int, int], int, int, int]
-
-
-def _base_time_ns(doc: dict[str, Any], where: str) -> int:
-    """``baseTimeNanoseconds`` (0 when absent), an integer or a string of digits that fits int64."""
-    base = doc.get("baseTimeNanoseconds", 0)
-    if isinstance(base, str) and base.isascii() and base.isdigit() and len(base) <= 19:
-        base = int(base)
-    if isinstance(base, bool) or not isinstance(base, int) or not 0 <= base <= INT64_MAX:
-        raise TraceFormatError(f"{where}: baseTimeNanoseconds={short_repr(base)}; expected an integer of ns "
-                               "that fits int64")
-    return base
-
-
-def _on_clock(base_ns: int, t: int) -> bool:
-    """Whether ``t`` ns after the base time is an int64 epoch time."""
-    return INT64_MIN <= base_ns + t <= INT64_MAX
-
-
-def _context_event(ev: dict[str, Any], i: int, cat: str, name: str, base_ns: int, where: str,
-                   launches: dict[int, int], steps: list[tuple[int, int, int]]) -> None:
-    """A runtime call (a launch, by correlation id) or a ``ProfilerStep#N`` iteration, kept in ``launches``/``steps``.
-
-    Iterations and launches are optional context: a malformed one is left out, not fatal.
-    """
     try:
-        ts, d = us_to_ns(ev.get("ts"), "ts", i, where), us_to_ns(ev.get("dur", 0), "dur", i, where)
-    except TraceFormatError:
+        problem = file_problem(p)
+    except FileNotFoundError:
+        problem = "cannot read it: no such file"
+    if problem is not None:
+        raise bad(problem)
+    gz, limit = p.endswith(".gz"), MAX_TRACE_BYTES
+    scanner = KinetoScanner(MAX_KEPT_BYTES, MAX_TRACE_DEPTH, sys.get_int_max_str_digits())
+    buf = bytearray(_CHUNK)
+    view = memoryview(buf)
+    got = 0
+    try:
+        with (gzip.open(p, "rb") if gz else open(p, "rb", buffering=0)) as f:
+            while True:
+                n = f.readinto(buf)
+                if not n:
+                    break
+                got += n
+                if got > limit:
+                    raise bad(f"expands past {limit} bytes, more than a file of this kind may hold" if gz
+                              else f"is larger than the {limit} bytes a file of this kind may hold")
+                if not scanner.failed:
+                    scanner.feed(view[:n])
+                elif not gz:
+                    break  # refused; a gzip stream is read on, so that damage to it is what is reported
+    except (OSError, EOFError, zlib.error) as exc:
+        raise bad(f"cannot read it ({exc})") from None
+    result: dict[str, Any] = scanner.finish()
+    return result
+
+
+def _raise_refusal(got: dict[str, Any], where: str) -> None:
+    """The scanner's refusal as the TraceFormatError that names the file (nothing when it read the trace)."""
+    status, message = got["status"], got["message"]
+    if status == _OK:
         return
-    if not (_on_clock(base_ns, ts) and _on_clock(base_ns, ts + max(d, 0))):
-        return
-    if cat in STEP_CATS:
-        n = name[len("ProfilerStep#"):]
-        # One iteration per N: a trace that tags it under two categories lists it once.
-        if n.isascii() and n.isdigit() and len(n) <= 18 and all(k != int(n) for k, _, _ in steps[-4:]):
-            steps.append((int(n), ts, ts + max(d, 0)))
+    if status == _SYNTAX:
+        what = f"the file: not JSON ({message})"
+    elif status == _UTF8:
+        what = f"not JSON (not UTF-8 text: {message})"
+    elif status == _DEPTH:
+        what = f"the file: nests deeper than the JSON parser goes ({message}; a trace nests a few levels)"
+    elif status == _KEPT:
+        what = f"{message}; more than a trace's kernels need (at most {MAX_KEPT_BYTES} bytes are kept)"
+    elif status == _NO_EVENTS:
+        what = "no traceEvents list (not a Chrome trace)"
+    elif status == _BAD_BASE:
+        what = f"baseTimeNanoseconds={_shown(got['value'])}; expected an integer of ns that fits int64"
+    elif status == _NO_KERNELS:
+        what = "no GPU kernel events (cat 'kernel'); was the profiler run with ProfilerActivity.CUDA?"
+    elif got["problem"] == 5:
+        what = f"kernel event {got['event']}: ts + dur + baseTimeNanoseconds does not fit int64 ns"
     else:
-        a = ev.get("args")
-        c = json_int64(a.get("correlation")) if isinstance(a, dict) else None
-        if c is not None:
-            launches.setdefault(c, ts)
+        what = f"kernel event {got['event']} has " + _PROBLEMS[got["problem"]].format(
+            field=got["field"], value=_shown(got["value"]))
+    raise TraceFormatError(f"{where}: {what}")
 
 
-def _kernel_row(ev: dict[str, Any], i: int, name_value: Any, base_ns: int, where: str) -> _Row:
-    """One kernel event checked: its times fit int64 ns, its name is a string, its launch dimensions parse."""
-    if not isinstance(name_value, str):
-        raise TraceFormatError(f"{where}: kernel event {i} has name={short_repr(name_value)}; expected a string")
-    raw_args = ev.get("args")
-    args: dict[str, Any] = raw_args if isinstance(raw_args, dict) else {}
-    start = us_to_ns(ev.get("ts"), "ts", i, where)
-    dur = us_to_ns(ev.get("dur"), "dur", i, where)
-    if dur < 0:
-        raise TraceFormatError(f"{where}: kernel event {i} has dur={short_repr(ev.get('dur'))} < 0")
-    if not (_on_clock(base_ns, start) and _on_clock(base_ns, start + dur)):
-        raise TraceFormatError(f"{where}: kernel event {i}: ts + dur + baseTimeNanoseconds does not fit "
-                               "int64 ns")
+def _decoded(raw: bytes) -> str:
+    """A JSON string's contents (already checked by the scanner) as Python's json reads them."""
+    if b"\\" not in raw:
+        return raw.decode("utf-8")
+    out: str = json.loads(b'"' + raw + b'"')
+    return out
 
-    def num(key: str) -> int:
-        v = args.get(key, -1)
-        if isinstance(v, bool) or not isinstance(v, (int, Decimal)):
-            return -1  # absent or not a number: the trace does not say
-        got = json_int64(v)
-        if got is None:
-            raise TraceFormatError(f"{where}: kernel event {i} has args.{key}={short_repr(v)}; "
-                                   "expected an integer that fits int64")
-        return got
 
-    return (start, dur, name_value, launch_dims(args.get("grid"), "grid", i, where),
-            launch_dims(args.get("block"), "block", i, where), num("device"), num("stream"), num("correlation"))
+def _shown(value: dict[str, Any]) -> str:
+    """``short_repr`` of the value Python's json (numbers as Decimal) would have read, from the scanner's record."""
+    kind, text = value["kind"], str(value["text"].decode("utf-8"))
+    if kind in (0, 1):  # absent, null
+        return short_repr(None)
+    if kind in (2, 3):
+        return short_repr(kind == 2)
+    if kind == 4:
+        try:
+            return short_repr(int(text) if value["integer"] else Decimal(text))
+        except (ValueError, DecimalException):  # past what Python's int or Decimal converts
+            return text if len(text) <= 80 else text[:77] + "..."
+    if kind == 5:
+        return short_repr(_decoded(value["text"]))
+    if kind in (6, 7):
+        return f"a {'list' if kind == 6 else 'dict'} of {value['items']} items"
+    return short_repr(float(text))  # NaN, Infinity, -Infinity
 
 
 def write_kineto_trace(path: Union[str, os.PathLike[str]], names: Any, grid: Any, block: Any, start_ns: Any,

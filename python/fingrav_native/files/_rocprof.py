@@ -31,7 +31,7 @@ import csv
 import os
 from typing import Optional, Union
 
-from fingrav_native.files._kineto import kineto_trace_from_doc, load_trace_json
+from fingrav_native.files._kineto import load_trace_json, read_kineto_trace
 from fingrav_native.files._rocpd import SQLITE_MAGIC, read_rocpd
 from fingrav_native.files._rocprof_agents import AGENT_NUMBERING, ROCPROF_CLOCK, Agent, gpu_ordinals
 from fingrav_native.files._rocprof_json import ROCPROF_JSON_KEY, rocprof_trace_from_doc
@@ -276,7 +276,15 @@ def read_trace(trace: Union[str, "os.PathLike[str]"]) -> KernelTrace:
         return read_rocpd(p)
     if kind == "csv":
         return _read_csv(p)
+    # A Kineto trace is read by the streaming scanner (memory bounded by its kernels); only a JSON without a
+    # traceEvents list is read whole, as the rocprofv3 JSON it may be.
+    try:
+        return read_kineto_trace(p)
+    except TraceFormatError as exc:
+        if "no traceEvents list" not in str(exc):
+            raise
     doc = load_trace_json(p)
     if isinstance(doc, dict) and ROCPROF_JSON_KEY in doc:
         return rocprof_trace_from_doc(doc, p)
-    return kineto_trace_from_doc(doc, p)
+    raise TraceFormatError(f"trace={p!r}: no traceEvents list (not a Chrome trace) and no {ROCPROF_JSON_KEY!r} "
+                           "key (not a rocprofv3 JSON output)")

@@ -27,8 +27,10 @@ Limits, and why:
 * Every size is counted as the bytes come, in 1 MiB chunks, so a header
   that understates a member's size cannot get past the caps.
 
-Application traces (a plain or gzipped JSON text, not an archive) have their
-own cap, :data:`fingrav_native.files._kineto.MAX_TRACE_BYTES`.
+Application traces (a plain or gzipped JSON text, not an archive) are
+streamed, not loaded: their caps bound the JSON scanned and what the reader
+keeps (:data:`fingrav_native.files._kineto.MAX_TRACE_BYTES`,
+:data:`fingrav_native.files._kineto.MAX_KEPT_BYTES`).
 """
 
 from __future__ import annotations

@@ -12,10 +12,6 @@ import numpy as np
 from fingrav_native._checks import short_repr
 from fingrav_native.records._layouts import EXECUTION_DTYPE, validate_executions
 
-# Times in us whose ns do not fit int64 (2**63 ns) are not times.
-MAX_US = Decimal(2**63) / 1000
-
-
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
 
@@ -160,6 +156,45 @@ class KernelTrace:
             (``origin_ns``); times stay int64 until that subtraction.
         """
         start = np.asarray(start_ns, dtype=np.int64)
+        n = len(start)
+        if np.shape(end_ns) != (n,) or len(names) != n or len(grid) != n or len(block) != n:
+            raise ValueError(f"end_ns, names, grid, block: one per execution ({n})")
+        sig_of: dict[tuple[str, tuple[int, ...], tuple[int, ...]], int] = {}
+        sig = np.fromiter((sig_of.setdefault((str(names[i]), tuple(grid[i]), tuple(block[i])), len(sig_of))
+                           for i in range(n)), dtype=np.int64, count=n)
+        keys = list(sig_of)
+        return cls.from_signatures(start, end_ns, sig, [k[0] for k in keys], [k[1] for k in keys],
+                                   [k[2] for k in keys], clock=clock, source=source, device=device, stream=stream,
+                                   correlation=correlation, launch_ns=launch_ns, steps=steps, err_ns=err_ns,
+                                   device_numbering=device_numbering)
+
+    @classmethod
+    def from_signatures(cls, start_ns: Any, end_ns: Any, signature: Any, names: Any, grid: Any, block: Any, *,
+                        clock: str, source: str, device: Any = None, stream: Any = None, correlation: Any = None,
+                        launch_ns: Any = None, steps: Any = None, err_ns: Any = 1000.0,
+                        device_numbering: str = GPU_ORDINAL) -> KernelTrace:
+        """A trace from per-execution columns and a signature index (what :meth:`from_rows` builds, vectorised).
+
+        Parameters
+        ----------
+        start_ns, end_ns : array_like of int
+            Per execution, on ``clock`` (int64 ns, any order).
+        signature : array_like of int
+            Per execution, an index into ``names``, ``grid`` and ``block``;
+            every index names a distinct (name, grid, block).
+        names : sequence of str
+        grid, block : sequences of three integers
+            Per signature.
+        clock, source, device, stream, correlation, launch_ns, steps, err_ns
+            As :meth:`from_rows`.
+
+        Returns
+        -------
+        KernelTrace
+            As :meth:`from_rows`: executions in start order, signatures
+            numbered in order of their first execution.
+        """
+        start = np.asarray(start_ns, dtype=np.int64)
         end = np.asarray(end_ns, dtype=np.int64)
         n = len(start)
 
@@ -169,20 +204,26 @@ class KernelTrace:
                 raise ValueError(f"{what}: {out.shape} values for {n} executions")
             return out
 
-        if end.shape != (n,) or len(names) != n or len(grid) != n or len(block) != n:
-            raise ValueError(f"end_ns, names, grid, block: one per execution ({n})")
+        sig = per(signature, "signature", 0)
+        if end.shape != (n,):
+            raise ValueError(f"end_ns: one per execution ({n})")
         order = np.argsort(start, kind="stable")
         origin = int(start[order[0]])
-        sig_of: dict[tuple[str, tuple[int, ...], tuple[int, ...]], int] = {}
-        kid = np.array([sig_of.setdefault((str(names[i]), tuple(grid[i]), tuple(block[i])), len(sig_of))
-                        for i in order], dtype=np.int32)
-        shown = {key: printable_name(key[0]) for key in sig_of}
-        sigs = np.zeros(len(sig_of), dtype=signature_dtype(max((len(v) for v in shown.values()), default=0)))
-        for key, k in sig_of.items():
-            sigs[k] = (k, shown[key], key[1], key[2])
+        # Signatures numbered by first execution in start order.
+        in_order = sig[order]
+        used, first = np.unique(in_order, return_index=True)
+        old = used[np.argsort(first, kind="stable")]
+        new_id = np.zeros(len(names), dtype=np.int32)
+        new_id[old] = np.arange(len(old), dtype=np.int32)
+        shown = [printable_name(str(names[k])) for k in old.tolist()]
+        sigs = np.zeros(len(old), dtype=signature_dtype(max((len(v) for v in shown), default=0)))
+        sigs["id"] = np.arange(len(old))
+        sigs["name"] = shown
+        sigs["grid"] = np.asarray([tuple(grid[k]) for k in old.tolist()], dtype=np.int64).reshape(-1, 3)
+        sigs["block"] = np.asarray([tuple(block[k]) for k in old.tolist()], dtype=np.int64).reshape(-1, 3)
         ex = np.zeros(n, dtype=EXECUTION_DTYPE)
         ex["run"] = np.arange(n)  # each execution is a run of one
-        ex["kernel_id"] = kid
+        ex["kernel_id"] = new_id[in_order]
         ex["start_ns"] = start[order] - origin  # int64 - int: exact
         ex["end_ns"] = end[order] - origin
         err = np.broadcast_to(np.asarray(err_ns, dtype=np.float64), (n,))
@@ -190,12 +231,10 @@ class KernelTrace:
         ex["end_err_ns"] = err[order]
         launch = per(launch_ns, "launch_ns", NO_LAUNCH)[order]
         launch = np.where(launch != NO_LAUNCH, launch - origin, NO_LAUNCH)
-        st = sorted(steps or (), key=lambda x: (x[1], x[0]))  # by start: iteration() searches them
         return cls(executions=ex, signatures=sigs, device=per(device, "device", 0)[order],
                    stream=per(stream, "stream", 0)[order], correlation=per(correlation, "correlation", -1)[order],
                    origin_ns=origin, clock=str(clock), source=str(source), launch_ns=launch,
-                   steps=np.array([(k, a - origin, b - origin) for k, a, b in st], dtype=STEP_DTYPE),
-                   device_numbering=str(device_numbering))
+                   steps=_steps_from(steps, origin), device_numbering=str(device_numbering))
 
     @classmethod
     def from_executions(cls, executions: np.ndarray, names: Any, *, grid: Any = None, block: Any = None,
@@ -320,16 +359,33 @@ def launch_dims(value: Any, what: str, i: int, where: str = "trace") -> tuple[in
 
 
 def json_int64(value: Any) -> int | None:
-    """A JSON integer (int, or an integral Decimal) that fits int64, else None."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, Decimal):
-        if not value.is_finite() or abs(value) > INT64_MAX or value != value.to_integral_value():
-            return None
-        value = int(value)
-    if isinstance(value, int) and INT64_MIN <= value <= INT64_MAX:
+    """An integer (not a bool) that fits int64, else None."""
+    if isinstance(value, int) and not isinstance(value, bool) and INT64_MIN <= value <= INT64_MAX:
         return value
     return None
+
+
+def _steps_from(steps: Any, origin: int) -> np.ndarray:
+    """STEP_DTYPE rows from (step, start_ns, end_ns) on the clock, by start, relative to ``origin``."""
+    if steps is None or len(steps) == 0:
+        return np.zeros(0, dtype=STEP_DTYPE)
+    st = np.asarray(steps, dtype=np.int64).reshape(-1, 3)
+    st = st[np.lexsort((st[:, 0], st[:, 1]))]  # by start: iteration() searches them
+    o = np.int64(origin)
+    out = np.zeros(len(st), dtype=STEP_DTYPE)
+    out["step"] = st[:, 0]
+    for field, col in (("start_ns", 1), ("end_ns", 2)):
+        x = st[:, col]
+        d = x - o
+        # int64 subtraction wraps: the sign rule finds the times that do not fit relative to the origin.
+        if np.any(((x ^ o) & (x ^ d)) < 0):
+            raise OverflowError("a ProfilerStep's times, relative to the first kernel, do not fit int64 ns")
+        out[field] = d
+    return out
+
+
+#: Microseconds whose ns do not fit int64 (exclusive bound): what us_to_ns refuses.
+MAX_US = Decimal(2**63) / 1000
 
 
 def us_to_ns(value: Any, what: str, i: int, where: str = "trace") -> int:

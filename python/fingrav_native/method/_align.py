@@ -54,7 +54,7 @@ import numpy.typing as npt
 from fingrav_native._checks import readonly as _readonly
 from fingrav_native._core import CHANNELS
 from fingrav_native.clocks._maps import ClockMapLike, host_relative
-from fingrav_native.records._layouts import LOI_DTYPE, validate_executions, validate_samples
+from fingrav_native.records._layouts import LOI_DTYPE, lex_order, validate_executions, validate_samples
 
 
 class NoLogsInExecutionsError(ValueError):
@@ -235,7 +235,7 @@ def _selected(executions: np.ndarray, execution_of_interest: Optional[int], kern
         executions, execution_of_interest=execution_of_interest, kernel_id=kernel_id, runs=runs
     )
     sel = executions[mask]
-    order = np.lexsort((sel["start_ns"], sel["run"]))
+    order = lex_order(sel["start_ns"], sel["run"])
     sel = sel[order]
     # All arithmetic relative to an exact integer origin: host times can be
     # Unix-epoch ns (1.8e18), where a float64 resolves only 256 ns.
@@ -247,37 +247,32 @@ def _selected(executions: np.ndarray, execution_of_interest: Optional[int], kern
 
 def _overlapping_pairs(t: np.ndarray, b: np.ndarray, windowed: np.ndarray, w_max: float,
                        sel: _Selected) -> tuple[list[np.ndarray], list[np.ndarray]]:
-    """Per run, the (log, execution) pairs that overlap, found with two binary searches per log.
+    """The (log, execution) pairs that overlap, found with two binary searches per execution.
 
     An instantaneous log overlaps the executions with ``start <= t <= end``;
-    a windowed one those with ``start < t`` and ``end > t - window``.
+    a windowed one those with ``start < t`` and ``end > t - window``. Each
+    execution's candidates are the logs with ``start <= t <= end + w_max``
+    (every log that can reach it), then the exact test keeps the overlapping
+    ones: one pass over all executions, no loop over runs (in situ, every
+    execution is a run of its own).
     """
     log_order = np.argsort(t, kind="stable")
     t_sorted = t[log_order]
-    run_breaks = np.flatnonzero(np.diff(sel.ex["run"])) + 1
-    first = np.concatenate(([0], run_breaks))
-    last = np.concatenate((run_breaks, [len(sel.ex)]))
-    pair_logs: list[np.ndarray] = []
-    pair_execs: list[np.ndarray] = []
-    for r0, r1 in zip(first.tolist(), last.tolist()):
-        s, e = sel.start[r0:r1], sel.end[r0:r1]
-        # Candidates: logs whose span can reach the run's span [s[0], e[-1]].
-        c0 = int(np.searchsorted(t_sorted, s[0], side="left"))
-        c1 = int(np.searchsorted(t_sorted, e[-1] + w_max, side="right"))
-        if c1 <= c0:
-            continue
-        cand = log_order[c0:c1]
-        tc, bc, wc = t[cand], b[cand], windowed[cand]
-        lo = np.where(wc, np.searchsorted(e, bc, side="right"), np.searchsorted(e, tc, side="left"))
-        hi = np.where(wc, np.searchsorted(s, tc, side="left"), np.searchsorted(s, tc, side="right"))
-        cnt = np.clip(hi - lo, 0, None)
-        total = int(cnt.sum())
-        if total == 0:
-            continue
-        offsets = np.arange(total) - np.repeat(np.cumsum(cnt) - cnt, cnt)
-        pair_logs.append(np.repeat(cand, cnt))
-        pair_execs.append(np.repeat(lo, cnt) + offsets + r0)
-    return pair_logs, pair_execs
+    s, e = sel.start, sel.end
+    c0 = np.searchsorted(t_sorted, s, side="left")
+    # 1 ns beyond end + w_max: a window that ends past it by less than a float's rounding is still a candidate.
+    c1 = np.searchsorted(t_sorted, e + w_max + 1.0, side="right")
+    cnt = np.clip(c1 - c0, 0, None)
+    total = int(cnt.sum())
+    if total == 0:
+        return [], []
+    ei = np.repeat(np.arange(len(s)), cnt)
+    li = log_order[np.arange(total) - np.repeat(np.cumsum(cnt) - cnt - c0, cnt)]
+    tc, bc, wc, se, ee = t[li], b[li], windowed[li], s[ei], e[ei]
+    ok = np.where(wc, (se < tc) & (ee > bc), (se <= tc) & (tc <= ee))
+    if not ok.any():
+        return [], []
+    return [li[ok]], [ei[ok]]
 
 
 def _no_overlap(n: int, sel: _Selected, t: np.ndarray, b: np.ndarray, extra: str = "") -> NoLogsInExecutionsError:

@@ -215,6 +215,19 @@ def make_executions(
     return validate_executions(out)
 
 
+def lex_order(secondary: np.ndarray, primary: np.ndarray) -> np.ndarray:
+    """``np.lexsort((secondary, primary))``, without the sort where the records are in that order already.
+
+    Executions usually come sorted (by run, by start): one O(n) check then
+    replaces two O(n log n) sorts, the same order either way (lexsort is
+    stable, so sorted input gives ``arange``).
+    """
+    p, s = primary, secondary
+    if len(p) < 2 or bool(np.all((p[1:] > p[:-1]) | ((p[1:] == p[:-1]) & (s[1:] >= s[:-1])))):
+        return np.arange(len(p))
+    return np.lexsort((s, p))
+
+
 def validate_executions(executions: np.ndarray, name: str = "executions", *, exclusive: bool = True) -> np.ndarray:
     """Check executions and return them as EXECUTION_DTYPE; raise ValueError naming what is wrong.
 
@@ -282,7 +295,7 @@ def validate_executions(executions: np.ndarray, name: str = "executions", *, exc
     errs = np.concatenate((executions["start_err_ns"], executions["end_err_ns"])).astype(np.float64)
     if not np.all(np.isfinite(errs)) or np.any(errs < 0):
         raise ValueError(f"{name}: start_err_ns and end_err_ns must be finite and >= 0")
-    key = np.lexsort((executions["index"], executions["run"]))
+    key = lex_order(executions["index"], executions["run"])
     r, k = executions["run"][key], executions["index"][key]
     dup = np.nonzero((r[1:] == r[:-1]) & (k[1:] == k[:-1]))[0]
     if dup.size:
@@ -290,7 +303,7 @@ def validate_executions(executions: np.ndarray, name: str = "executions", *, exc
         raise ValueError(f"{name}: run {int(executions['run'][i])} has execution index "
                          f"{int(executions['index'][i])} more than once")
     runs = executions["run"] if not exclusive else np.zeros(len(executions), dtype=np.int64)
-    order = np.lexsort((start, runs))
+    order = lex_order(start, runs)
     s, e, g = start[order], end[order], runs[order]
     # One device runs one execution at a time. Sorted by start, checking each
     # against the one before suffices: if no neighbour overlaps, the ends are
