@@ -312,7 +312,7 @@ std::uint64_t Scanner::kept_bytes() const {
   b += sig_name_.size() * (sizeof(std::int32_t) + 6 * sizeof(std::int64_t) + 80);
   b += (rt_corr_.size() + st_k_.size()) * 3 * sizeof(std::int64_t);
   for (const Value& v : f_) b += v.text.size();
-  b += key_.size() + base_.text.size();
+  b += key_.size() + base_.text.size() + scratch_.size();
   return b;
 }
 
@@ -761,7 +761,14 @@ const unsigned char* Scanner::lex_number(const unsigned char* p, const unsigned 
     }
     if (next == 3 || next == 2) ++int_digits_;
     num_state_ = static_cast<std::uint8_t>(next);
-    if (capture_) cap_->push_back(static_cast<char>(c));
+    if (capture_) {
+      cap_->push_back(static_cast<char>(c));
+      if (cap_->size() > limits_.max_kept_bytes) {  // a number of gigabytes where a field is read
+        cur_ = p;
+        keep_check();
+        return end;
+      }
+    }
     ++p;
   }
   return p;

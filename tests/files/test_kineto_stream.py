@@ -454,9 +454,12 @@ def test_the_cap_on_what_is_kept_refuses_kernels_not_a_large_document(tmp_path, 
     path.write_text(_ops_document(0, 5_000))  # 5000 kernels keep more than 64 kB: refused, named
     with pytest.raises(TraceFormatError, match=r"ops\.json': what the reader keeps .* passed 65536 bytes"):
         read_kineto_trace(path)
-    path.write_text('{"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "%s"}]}' % ("n" * (100 << 10)))
-    with pytest.raises(TraceFormatError, match=r"what the reader keeps .* passed 65536 bytes"):
-        read_kineto_trace(path)
+    # One huge token where a field is read (a name, a number's digits) is bounded the same way.
+    for field in ('"name": "%s"' % ("n" * (100 << 10)), '"ts": 1.%s' % ("0" * (100 << 10)),
+                  '"args": {"grid": [1.%s]}' % ("0" * (100 << 10))):
+        path.write_text('{"traceEvents": [{"ph": "X", "cat": "cpu_op", %s}]}' % field)
+        with pytest.raises(TraceFormatError, match=r"what the reader keeps .* passed 65536 bytes"):
+            read_kineto_trace(path)
 
 
 def test_a_damaged_gzip_stream_is_named_as_such_even_where_its_json_breaks_first(tmp_path) -> None:
