@@ -384,6 +384,29 @@ def test_one_sided_recovers_a_firmware_clock_from_1ms_logs() -> None:
     assert min_delay - 2_000 < bias < min_delay + 2_000
 
 
+def test_one_sided_short_recording_on_a_loaded_host_falls_back_to_the_nominal_tick() -> None:
+    # 0.3 s of 1 ms logs (no skew) whose reads in the first half ran late by
+    # 300-400 us (a loaded host): the envelope tilts by over 1000 ppm, which
+    # the data cannot tell from a skew. The CI failure this reproduces: the
+    # fit refused the capture as "beyond the sanity bound".
+    rng = np.random.default_rng(23)
+    true_host = HOST0 + np.arange(300) * 1_000_000
+    ticks = 7 * 10**11 + (true_host - HOST0) // 10
+    delay = rng.uniform(0, 50_000, true_host.size)
+    delay[:150] += 300_000 + rng.uniform(0, 100_000, 150)
+    seen = true_host + np.ceil(delay).astype(np.int64)
+    m = cs.fit_one_sided_clock_map(seen, ticks, tick_ns=TICK_NS)
+    assert m.skew_ppm == 0.0 and m.skew_bound_ppm == 100.0  # the nominal tick and the prior, as fit_skew=False
+    nominal = cs.fit_one_sided_clock_map(seen, ticks, tick_ns=TICK_NS, fit_skew=False)
+    np.testing.assert_array_equal(m.to_host(ticks), nominal.to_host(ticks))
+    err = m.to_host(ticks) - true_host
+    assert np.all(np.abs(err) <= m.error_bound_at(true_host))
+    # A resolved skew beyond the bound (10 ns ticks declared as 9.9 ns:
+    # 10,000 ppm over the same short span) is still refused.
+    with pytest.raises(ValueError, match=r"log_ticks: fitted skew .* sanity bound"):
+        cs.fit_one_sided_clock_map(seen, ticks, tick_ns=9.9)
+
+
 def test_one_sided_synthetic_line_stays_below_every_observation() -> None:
     rng = np.random.default_rng(22)
     clock = Clock(HOST0, 987_654_321_000, -35.0)

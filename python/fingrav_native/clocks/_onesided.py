@@ -71,7 +71,8 @@ def fit_one_sided_clock_map(
         Naming the argument: not 1-D integer arrays, different lengths,
         fewer than ``min_logs`` observations, log timestamps that decrease
         in read order, timestamps that never change, a negative
-        ``min_delay_ns``, a skew beyond ``max_skew_ppm``.
+        ``min_delay_ns``, a skew beyond ``max_skew_ppm`` by more than its
+        own uncertainty (step 4).
 
     Notes
     -----
@@ -89,7 +90,12 @@ def fit_one_sided_clock_map(
        tick; at a hull vertex, the mean of its two edges' slopes). With
        ``fit_skew=False`` the line is flat (nominal tick) through the lowest
        point.
-    4. Check the skew; subtract ``min_delay_ns`` from the offset.
+    4. Check the skew. One beyond ``max_skew_ppm`` by more than its own
+       uncertainty (``coverage`` x the median read delay above the line
+       over half the span) is refused; one whose uncertainty reaches back
+       inside the bound (a short recording whose reads ran late in one
+       half) cannot be told from no skew, and the nominal tick is used,
+       as with ``fit_skew=False``. Subtract ``min_delay_ns`` from the offset.
     5. Bound: split the observations into equal chunks along the ticks; in
        each, the gap between the line and the chunk's lowest observation
        is how far the line could sit below that chunk's envelope. The
@@ -137,12 +143,20 @@ def fit_one_sided_clock_map(
     a, s = _envelope_line(ux, uz, xbar) if fit_skew else (float(np.min(uz)), 0.0)
     b = tick_ns + s
     span = float(h[-1] - h[0])
+    half_span_ticks = 0.5 * float(ux[-1] - ux[0])
+    if fit_skew and _skew_unresolved(b, tick_ns, max_skew_ppm, coverage, uz - (a + s * ux), half_span_ticks):
+        # Beyond the sanity bound, but not by more than the fit's own
+        # uncertainty: a short recording on a loaded host (reads late by
+        # hundreds of us in one half) tilts the envelope, and the data
+        # cannot tell that tilt from a skew. The nominal tick with the
+        # prior's bound is then what is known (as fit_skew=False).
+        fit_skew = False
+        a, s, b = float(np.min(uz)), 0.0, float(tick_ns)
     if fit_skew:
         check_skew(b, tick_ns, max_skew_ppm, span, "log_ticks")
 
     # Step 5: envelope gap statistics per chunk.
     residual, typical = _envelope_gaps(uz - (a + s * ux))
-    half_span_ticks = 0.5 * float(ux[-1] - ux[0])
     if not fit_skew:
         skew_bound = prior_skew_ppm
     elif half_span_ticks > 0:
@@ -169,6 +183,19 @@ def fit_one_sided_clock_map(
         wander_ppm_per_s=float(wander_ppm_per_s),
         coverage=float(coverage),
     )
+
+
+def _skew_unresolved(b: float, tick_ns: float, max_skew_ppm: float, coverage: float,
+                     gaps: np.ndarray, half_span_ticks: float) -> bool:
+    """Step 4's fallback: a fitted skew beyond ``max_skew_ppm`` whose own uncertainty reaches back inside it."""
+    skew = (tick_ns / b - 1.0) * 1e6 if b > 0 else math.inf
+    if abs(skew) <= max_skew_ppm or half_span_ticks <= 0:
+        return False
+    # The typical read delay above the line, not the chunks' minima: with
+    # few logs, a whole half read late leaves chunk minima near the tilted
+    # line, so only the delays' own spread says how far the tilt can go.
+    uncertainty = coverage * (float(np.median(gaps)) / half_span_ticks) / tick_ns * 1e6
+    return abs(skew) - uncertainty <= max_skew_ppm
 
 
 def _lower_hull(x: np.ndarray, y: np.ndarray) -> np.ndarray:
