@@ -7,6 +7,7 @@ from typing import Any, Mapping, Optional
 
 import numpy as np
 
+from fingrav_native.records._layouts import check_channels
 from fingrav_native.sensors._model import SensorModel
 from fingrav_native.sensors._semantics import FIGURES, PROVENANCES
 
@@ -212,6 +213,7 @@ class Recording:
         samples = np.asarray(self.samples)
         if samples.dtype.names is None or "source_ts" not in samples.dtype.names or samples.ndim != 1:
             raise ValueError("samples: must be a 1-d structured array with a 'source_ts' field (SAMPLE_DTYPE)")
+        check_channels(samples, "samples", nan_total=True)
         object.__setattr__(self, "samples", _readonly_copy(samples))
         for name in ("executions", "markers"):
             value = getattr(self, name)
