@@ -18,9 +18,11 @@ import numpy as np
 import numpy.typing as npt
 
 __all__ = ["readonly", "positive_number", "integer_in", "relative_to", "real_number", "choice", "flag",
-           "instance_of", "file_path", "whole_numbers", "power_limit", "check_power", "POWER_CEILING_W"]
+           "instance_of", "file_path", "whole_numbers", "power_limit", "check_power", "POWER_CEILING_W",
+           "finite_array", "structured", "clock_map", "numbers"]
 
 _T = TypeVar("_T")
+_INT64_MAX = 2**63 - 1
 
 
 def readonly(a: np.ndarray) -> np.ndarray:
@@ -128,7 +130,7 @@ def file_path(value: Any, name: str = "path") -> str:
 
 
 def integer_in(value: Any, name: str, low: int, high: Optional[int] = None) -> int:
-    """``value`` as an int in ``[low, high]`` (``high`` None: no upper bound); bools and floats are refused.
+    """``value`` as an int in ``[low, high]`` (``high`` None: int64's largest); bools and floats are refused.
 
     Parameters
     ----------
@@ -138,15 +140,18 @@ def integer_in(value: Any, name: str, low: int, high: Optional[int] = None) -> i
     low : int
         Inclusive lower bound.
     high : int, optional
-        Inclusive upper bound.
+        Inclusive upper bound; default ``2**63 - 1`` (an int past it is no
+        count, id or time the package stores: it would wrap in int64).
 
     Returns
     -------
     int
     """
+    if high is None:
+        high = _INT64_MAX
     if (isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or value < low
             or (high is not None and value > high)):
-        bound = f"in [{low}, {high}]" if high is not None else f">= {low}"
+        bound = f"in [{low}, {high}]" if high != _INT64_MAX else f">= {low} (and below 2**63)"
         raise ValueError(f"{name}={short_repr(value)}: must be an integer {bound}")
     return int(value)
 
@@ -176,8 +181,8 @@ def whole_numbers(values: Any, name: str, lo: int, hi: int) -> np.ndarray:
         raise ValueError(f"{name}={short_repr(values)}: must hold whole numbers, not a {type(values).__name__}")
     try:
         arr = np.asarray(values)
-    except (ValueError, TypeError, OverflowError) as exc:
-        raise ValueError(f"{name}: not a numeric array ({exc})") from None
+    except (ValueError, TypeError, OverflowError):
+        raise ValueError(f"{name}: must hold whole numbers (of one shape), got {short_repr(values)}") from None
     if arr.dtype == object:
         # Python ints beyond int64 land here: check them before numpy would wrap or refuse obscurely.
         try:
@@ -272,8 +277,8 @@ def check_power(values: npt.ArrayLike, name: str, *, max_power_w: Optional[float
     """
     try:
         v = np.asarray(values, dtype=np.float64)
-    except (TypeError, ValueError, OverflowError) as exc:
-        raise ValueError(f"{name}: must be numbers (power, W), got {short_repr(values)} ({exc})") from None
+    except (TypeError, ValueError, OverflowError):
+        raise ValueError(f"{name}: must be numbers (power, W), got {short_repr(values)}") from None
     with np.errstate(invalid="ignore"):
         bad = np.isinf(v) | (v < 0)
         if not allow_nan:
@@ -371,3 +376,87 @@ def short_repr(value: Any, limit: int = 80) -> str:
     except TypeError:
         return f"a {type(value).__name__}"
     return f"a {type(value).__name__} of {n} items"
+
+
+def finite_array(values: Any, name: str) -> np.ndarray:
+    """``values`` as a float64 array of finite numbers; anything else refused by name (never dropped).
+
+    Parameters
+    ----------
+    values : array_like
+    name : str
+        The argument's name, for the message.
+
+    Returns
+    -------
+    numpy.ndarray
+    """
+    if values is None or isinstance(values, (str, bytes, dict)):
+        raise ValueError(f"{name}={short_repr(values)}: must be an array of numbers, not a {type(values).__name__}")
+    try:
+        arr = np.asarray(values, dtype=np.float64)
+    except (TypeError, ValueError, OverflowError):
+        raise ValueError(f"{name}: must be an array of numbers (of one shape), got {short_repr(values)}") from None
+    bad = ~np.isfinite(arr)
+    if bad.any():
+        i = int(np.flatnonzero(bad.ravel())[0])
+        raise ValueError(f"{name}: {int(bad.sum())} of {arr.size} values are not finite, the first at position {i}: "
+                         f"{arr.ravel()[i]!r}")
+    return arr
+
+
+def structured(value: Any, name: str, fields: Sequence[str], what: str = "a structured array") -> np.ndarray:
+    """``value`` if it is a 1-D numpy structured array holding ``fields``; else refused by name.
+
+    Parameters
+    ----------
+    value : Any
+    name : str
+        The argument's name, for the message.
+    fields : sequence of str
+        The fields it must have.
+    what : str
+        What it should be, in words (``"markers (MARKER_RECORD_DTYPE)"``).
+
+    Returns
+    -------
+    numpy.ndarray
+    """
+    if not isinstance(value, np.ndarray) or value.dtype.names is None or value.ndim != 1:
+        raise ValueError(f"{name}={short_repr(value)}: must be {what}, a 1-D numpy structured array")
+    missing = [f for f in fields if f not in value.dtype.names]
+    if missing:
+        raise ValueError(f"{name}: has no field {missing[0]!r} (fields: {list(value.dtype.names)}); it must be {what}")
+    return value
+
+
+def clock_map(value: Any, name: str, methods: Sequence[str] = ("to_host",)) -> Any:
+    """``value`` if it has the clock-map methods named (``to_host``, ``error_bound_at``); else refused by name."""
+    for method in methods:
+        if not callable(getattr(value, method, None)):
+            raise ValueError(f"{name}: must be a clock map (with {method}()); got a {type(value).__name__}")
+    return value
+
+
+def numbers(values: Any, name: str) -> np.ndarray:
+    """``values`` as a numeric array of their own dtype (int or float), never wrapped or silently converted.
+
+    Refused by name: a non-array (None, a string, a dict), a ragged nest, non-numbers (strings, objects),
+    bools, and uint64 values past 2**63 (they would wrap to negative in int64 arithmetic).
+    """
+    if values is None or isinstance(values, (str, bytes, dict)):
+        raise ValueError(f"{name}={short_repr(values)}: must be an array of numbers, not a {type(values).__name__}")
+    try:
+        arr = np.asarray(values)
+    except (TypeError, ValueError, OverflowError):
+        raise ValueError(f"{name}: must be an array of numbers (of one shape), got {short_repr(values)}") from None
+    if arr.dtype == object:
+        try:
+            arr = arr.astype(np.int64)
+        except (TypeError, ValueError, OverflowError):
+            raise ValueError(f"{name}: must hold numbers that fit int64 or float64, got {short_repr(values)}") from None
+    if arr.dtype.kind not in "iuf":
+        raise ValueError(f"{name}: must hold numbers, got dtype {arr.dtype}")
+    if arr.dtype.kind == "u" and arr.size and int(arr.max()) > _INT64_MAX:
+        raise ValueError(f"{name}: {int(arr.max())} does not fit int64 (a uint64 past 2**63)")
+    return arr

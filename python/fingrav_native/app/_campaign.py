@@ -17,6 +17,7 @@ from typing import Any, Callable, Literal, Optional, Sequence
 
 import numpy as np
 
+from fingrav_native._checks import short_repr
 from fingrav_native._version import __version__
 from fingrav_native.app._progress import CampaignProgress, ProgressReporter
 from fingrav_native.backends._base import Backend, KernelSpec
@@ -61,6 +62,15 @@ def kernel_label(backend: Backend, kernel: Any) -> str:
     if isinstance(kernel, (list, tuple)):
         return "+".join(f"{kernel_label(backend, k)}x{int(n)}" for k, n in kernel)
     return str(kernel)
+
+
+def _host_ns(value: Any, backend: Any) -> float:
+    """What a backend's ``wait_until`` returned, as the host time it must be (named where it is not one)."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)) \
+            or not math.isfinite(float(value)):
+        raise ValueError(f"backend.wait_until: {type(backend).__name__}.wait_until returned {short_repr(value)}; "
+                         "it must return the host time in ns (an int) at which it released")
+    return float(value)
 
 
 class Campaign:
@@ -167,7 +177,7 @@ class Campaign:
                 # target already past returns the host time at once: that is
                 # how the campaign reads "now" (no other device call).
                 wait_until = self.backend.wait_until  # type: ignore[attr-defined]
-                release = steer.plan(float(wait_until(0)))
+                release = steer.plan(_host_ns(wait_until(0), self.backend))
                 if release is not None:
                     arm = getattr(self.backend, "release_at", None)
                     if callable(arm):
@@ -175,7 +185,7 @@ class Campaign:
                         arm(release)
                         steer.released(release)
                     else:
-                        steer.released(wait_until(release))
+                        steer.released(_host_ns(wait_until(release), self.backend))
             # Run ids come from the backend, so campaigns sharing a device (an
             # interleaved scenario after its reference) never reuse one.
             rec = self.backend.execute_run(kernel, executions, self.backend.new_run_id())

@@ -342,6 +342,10 @@ def _int_brackets(brackets: npt.ArrayLike, name: str) -> np.ndarray:
     if arr.ndim != 2 or arr.shape[1] != 3:
         raise ValueError(f"{name}: expected shape (n, 3) of (mono_raw_before_ns, realtime_ns, mono_raw_after_ns); "
                          f"got {arr.shape}")
+    # uint64 reads past 2**63 are no clock's ns (CLOCK_REALTIME reaches 2**63 in 2262): refused, not wrapped
+    # to negative times by the cast.
+    if arr.dtype.kind == "u" and arr.size and int(arr.max()) > np.iinfo(np.int64).max:
+        raise ValueError(f"{name}: {int(arr.max())} does not fit int64 ns (a uint64 read past 2**63)")
     return arr.astype(np.int64)
 
 

@@ -62,7 +62,8 @@ from typing import Any, Protocol, Union, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
-from fingrav_native._checks import FLOAT_EXACT_NS, float_ns_to_int, relative_to
+from fingrav_native._checks import FLOAT_EXACT_NS, float_ns_to_int, instance_of, integer_in, numbers, relative_to
+from fingrav_native._checks import clock_map as check_map
 
 #: Fewest brackets a map is fitted from: a robust line needs a handful of
 #: points beyond the two that define it.
@@ -402,6 +403,14 @@ def _bound(h: Any, begin: Any, end: Any, base: Any, skew_ppm: Any, wander_ppm_pe
     return base + skew_ppm * 1e-6 * np.abs(h) + 0.5 * wander_ppm_per_s * 1e-15 * outside * outside
 
 
+def _ticks(ticks: ArrayLike) -> np.ndarray:
+    """Ticks as numbers: integers, or floats that are finite and within int64 (a host time must fit there)."""
+    arr = numbers(ticks, "ticks")
+    if arr.dtype.kind == "f" and arr.size and not (np.all(np.isfinite(arr)) and np.abs(arr).max() < 2.0**63):
+        raise ValueError("ticks: must be finite and within int64 (+-2**63)")
+    return arr
+
+
 def host_relative(clock_map: ClockMapLike, ticks: ArrayLike, origin_ns: int, name: str = "clock_map") -> np.ndarray:
     """Host time of ``ticks`` minus an integer origin, float64 ns, without epoch-scale rounding.
 
@@ -437,7 +446,10 @@ def host_relative(clock_map: ClockMapLike, ticks: ArrayLike, origin_ns: int, nam
     clock map; at Unix-epoch magnitude (torch.profiler traces) that is only
     exact when the large numbers are subtracted as integers first.
     """
-    origin = int(origin_ns)
+    origin = integer_in(origin_ns, "origin_ns", -(2**63))
+    instance_of(name, "name", str, "the map's argument name, a str")
+    check_map(clock_map, name)
+    ticks = _ticks(ticks)
     rel = getattr(clock_map, "to_host_relative", None)
     if callable(rel):
         return np.asarray(rel(ticks, origin), dtype=np.float64)
@@ -479,6 +491,9 @@ def host_ns_exact(clock_map: ClockMapLike, ticks: ArrayLike, name: str = "clock_
     -----
     Paper Section IV-A (execution start and end on the host timeline).
     """
+    instance_of(name, "name", str, "the map's argument name, a str")
+    check_map(clock_map, name)
+    ticks = _ticks(ticks)
     exact = getattr(clock_map, "to_host_ns", None)
     if callable(exact):
         return np.asarray(exact(ticks), dtype=np.int64)

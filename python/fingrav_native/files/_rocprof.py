@@ -28,6 +28,7 @@ import csv
 import os
 from typing import Union
 
+from fingrav_native._checks import file_path
 from fingrav_native.files._kineto import read_kineto_trace
 from fingrav_native.files._safe import file_problem, short_repr
 from fingrav_native.insitu._trace import KernelTrace, TraceFormatError
@@ -116,9 +117,7 @@ def read_rocprof_kernel_trace(trace: Union[str, os.PathLike[str]]) -> KernelTrac
     In-situ FinGraV on ROCm (paper Section IV-A's protocol over an
     application's own dispatches); the times stay exact int64 ns.
     """
-    if not isinstance(trace, (str, os.PathLike)):
-        raise ValueError(f"trace={trace!r}: must be a file path")
-    p = os.fspath(trace)
+    p = file_path(trace, "trace")
     where = f"trace={p!r}"
     try:
         problem = file_problem(p)
@@ -168,6 +167,6 @@ def read_trace(trace: Union[str, "os.PathLike[str]"]) -> KernelTrace:
     -------
     KernelTrace
     """
-    if os.fspath(trace).endswith(".csv"):
+    if file_path(trace, "trace").endswith(".csv"):
         return read_rocprof_kernel_trace(trace)
     return read_kineto_trace(trace)

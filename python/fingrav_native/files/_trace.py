@@ -20,6 +20,7 @@ from typing import Any, Union
 
 import numpy as np
 
+from fingrav_native._checks import file_path
 from fingrav_native.insitu._results import TraceProfile
 from fingrav_native.method._results import InterleavedProfile, Profile
 from fingrav_native.multi._results import NodeProfile
@@ -212,6 +213,8 @@ def insitu_trace_events(tp: TraceProfile) -> dict[str, Any]:
     delay, from the sensor model), so an averaging sensor's counters line
     up with the kernels they describe.
     """
+    if not isinstance(tp, TraceProfile):
+        raise ValueError(f"tp: expected a TraceProfile, got {type(tp).__name__}")
     kt = tp.trace
     ex = kt.executions
     row_of = {int(sid): i for i, sid in enumerate(tp.signature_rows)}
@@ -294,13 +297,13 @@ def export_trace(profile: Union[Profile, InterleavedProfile, NodeProfile, TraceP
     -----
     Paper Section IV-B, steps 2-6, as a timeline (see :func:`trace_events`).
     """
+    path = file_path(path, "path")
     if isinstance(profile, NodeProfile):
         doc = node_trace_events(profile)
     elif isinstance(profile, TraceProfile):
         doc = insitu_trace_events(profile)
     else:
         doc = trace_events(profile)
-    path = os.fspath(path)
     if path.endswith(".gz"):
         with gzip.open(path, "wt", encoding="utf-8") as f:
             json.dump(doc, f, allow_nan=False)

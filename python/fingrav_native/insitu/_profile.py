@@ -21,6 +21,7 @@ from typing import Any, Literal, Optional, Union
 import numpy as np
 from scipy import stats
 
+from fingrav_native._checks import integer_in, positive_number, short_repr
 from fingrav_native.clocks._maps import ClockMapLike, host_relative
 from fingrav_native.insitu._align import LogAlignment, align_logs_to_trace
 from fingrav_native.insitu._overlap import keep_overlapped_compute
@@ -38,8 +39,8 @@ from fingrav_native.method._deconvolved import Deconvolution, DeconvolvedChannel
 from fingrav_native.method._joint import GAP_EDGES_NS, TimelineFit, fit_timeline
 from fingrav_native.method._pipeline import stitch_logs
 from fingrav_native.method._results import ExecutionProfile
-from fingrav_native.records._layouts import validate_executions
-from fingrav_native.sensors._model import SensorModel, sensor_preset
+from fingrav_native.records._layouts import validate_executions, validate_samples
+from fingrav_native.sensors._model import SensorModel, as_sensor
 
 _log = logging.getLogger(__name__)
 
@@ -479,15 +480,17 @@ def profile_trace(
     :func:`scipy.stats.bootstrap`).
     """
     _check_options(margin, min_executions, warmup_tolerance)
-    samples, logger_map, sensor, capture_clock = _from_capture(samples, logger_map, sensor)
-    _check_logs(samples, logger_map, align, attribution, bins)
+    if max_power_w is not None:
+        max_power_w = positive_number(max_power_w, "max_power_w")
+    model = as_sensor(sensor)
+    if device is not None:
+        device = integer_in(device, "device", 0)
+    samples, logger_map, model, capture_clock = _from_capture(samples, logger_map, model)
+    _check_logs(samples, logger_map, align, attribution, bins, max_power_w)
     assert logger_map is not None  # _check_logs refused a missing one
-    model = sensor_preset(sensor) if isinstance(sensor, str) else sensor
     if model is None:
         # Logs that declare their windows (window_ns) are windowed logs: the same engine as a SensorModel's.
         model = declared_windows(samples)
-    if max_power_w is not None and not (isinstance(max_power_w, (int, float)) and max_power_w > 0):
-        raise ValueError(f"max_power_w={max_power_w!r}: must be a power in W > 0")
     kt, trace_notes = _checked_trace(trace, capture_clock)
     on_device = kt.device == _device_of(kt, device)
     joint = model is not None and model.averages and attribution != "instant" and (
@@ -545,16 +548,15 @@ def _power_limit_notes(found: _Signatures, max_power_w: Optional[float]) -> None
 
 def _check_options(margin: Optional[float], min_executions: int, warmup_tolerance: float) -> None:
     """:func:`profile_trace`'s numbers, each named when it is wrong."""
-    if margin is not None and not 0 < margin < 1:
+    if margin is not None and not 0 < positive_number(margin, "margin") < 1:
         raise ValueError(f"margin={margin!r}: must be in (0, 1)")
-    if not isinstance(min_executions, int) or min_executions < 2:
-        raise ValueError(f"min_executions={min_executions!r}: must be an integer >= 2")
-    if not 0 < warmup_tolerance < 1:
+    integer_in(min_executions, "min_executions", 2)
+    if not 0 < positive_number(warmup_tolerance, "warmup_tolerance") < 1:
         raise ValueError(f"warmup_tolerance={warmup_tolerance!r}: must be in (0, 1)")
 
 
-def _from_capture(samples: Any, logger_map: Optional[ClockMapLike], sensor: Union[SensorModel, str, None]) -> tuple[
-        Any, Optional[ClockMapLike], Union[SensorModel, str, None], Optional[str]]:
+def _from_capture(samples: Any, logger_map: Optional[ClockMapLike], sensor: Optional[SensorModel]) -> tuple[
+        Any, Optional[ClockMapLike], Optional[SensorModel], Optional[str]]:
     """A PowerCapture's logs, clock map (unless given), sensor (unless given) and the clock it maps onto.
 
     Plain samples pass through, with no capture clock.
@@ -570,12 +572,18 @@ def _from_capture(samples: Any, logger_map: Optional[ClockMapLike], sensor: Unio
 
 
 def _check_logs(samples: Any, logger_map: Optional[ClockMapLike], align: object, attribution: str,
-                bins: int) -> None:
+                bins: int, max_power_w: Optional[float]) -> None:
     """The logs, their clock map and how they are to be attributed, each named when it is wrong."""
     if not isinstance(samples, np.ndarray) or samples.dtype.names is None or "source_ts" not in samples.dtype.names:
         raise ValueError("samples: expected a structured array with source_ts and power fields, or a PowerCapture")
+    # Every log, before any is attributed: one absurd value (a flipped exponent) would poison every kernel
+    # whose window it falls in, and the per-signature checks see only the logs inside their kernels.
+    validate_samples(samples, require_total=True, max_power_w=max_power_w)
     if logger_map is None:
         raise ValueError("logger_map: required with an array of samples (a PowerCapture brings its own)")
+    if not callable(getattr(logger_map, "to_host", None)):
+        raise ValueError(f"logger_map={short_repr(logger_map)}: must be a clock map (to_host, error_bound_at), "
+                         f"not a {type(logger_map).__name__}")
     if align not in ("auto", True, False):
         raise ValueError(f"align={align!r}: must be 'auto', True or False")
     if attribution not in ("auto", "instant", "deconvolve"):
@@ -645,9 +653,9 @@ def _device_of(kt: KernelTrace, device: Optional[int]) -> int:
             raise ValueError(f"device: the trace holds kernels of devices {devices.tolist()}; say which one the "
                              "power logs belong to (device=...; one capture per GPU)")
         return int(devices[0])
-    if int(device) not in devices.tolist():
+    if device not in devices.tolist():
         raise ValueError(f"device={device!r}: the trace holds kernels of devices {devices.tolist()}")
-    return int(device)
+    return device
 
 
 def _measured_offset(kt: KernelTrace, samples: np.ndarray, t_logs: np.ndarray,

@@ -25,7 +25,7 @@ from typing import Any, Optional
 import numpy as np
 import numpy.typing as npt
 
-from fingrav_native._checks import check_power, float_ns_to_int
+from fingrav_native._checks import check_power, flag, float_ns_to_int, instance_of
 from fingrav_native._checks import whole_numbers as _whole_numbers
 from fingrav_native._core import CHANNELS as CHANNELS  # re-exported: the layouts the steps consume
 from fingrav_native._core import SAMPLE_DTYPE as SAMPLE_DTYPE
@@ -94,14 +94,15 @@ def _exact_times(values: Any, name: str) -> np.ndarray:
 
 
 def _uncertainties(values: Any, name: str, n: int) -> np.ndarray:
-    if isinstance(values, (bool, np.bool_)):
-        raise ValueError(f"{name}={values!r}: must be a number of ns, not a bool")
+    if isinstance(values, (bool, np.bool_, str, bytes)) or values is None:
+        raise ValueError(f"{name}={values!r}: must be a number of ns (or one per execution)")
     try:
         arr = np.broadcast_to(np.asarray(values, dtype=np.float64), (n,))
     except (ValueError, TypeError) as exc:
         raise ValueError(f"{name}: must be a number or one per execution ({exc})") from None
-    if not np.all(np.isfinite(arr)) or np.any(arr < 0):
-        raise ValueError(f"{name}: uncertainties must be finite and >= 0")
+    if not np.all(np.isfinite(arr)) or np.any(arr < 0) or np.any(arr > 1e12):
+        # Above 1000 s an error bound is no execution's (and a float32 field holds at most 3.4e38).
+        raise ValueError(f"{name}: uncertainties must be finite, >= 0 and at most 1e12 ns")
     return arr
 
 
@@ -208,6 +209,8 @@ def validate_executions(executions: np.ndarray, name: str = "executions", *, exc
     execution; a duplicate (run, index) would count one run twice among the
     golden runs, overlapping times would place one log in two executions.
     """
+    instance_of(name, "name", str, "the argument's name, a str")
+    exclusive = flag(exclusive, "exclusive")
     if not isinstance(executions, np.ndarray) or executions.dtype.names is None:
         raise ValueError(f"{name}: must be a structured array with the fields of EXECUTION_DTYPE")
     missing = [f for f in EXECUTION_DTYPE.names or () if f not in executions.dtype.names]
@@ -313,6 +316,8 @@ def validate_samples(samples: np.ndarray, name: str = "samples", *, require_tota
     exponent) a profile of absurd energy, so they are refused here, where the
     logs enter.
     """
+    instance_of(name, "name", str, "the argument's name, a str")
+    require_total = flag(require_total, "require_total")
     if not isinstance(samples, np.ndarray) or samples.dtype.names is None or samples.ndim != 1:
         raise ValueError(f"{name}: must be a 1-D structured array (SAMPLE_DTYPE) with a source_ts field")
     names = samples.dtype.names

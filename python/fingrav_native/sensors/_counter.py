@@ -176,10 +176,11 @@ def counter_to_logs(timestamps_ns: npt.ArrayLike, energy_j: npt.ArrayLike, *, qu
     ([300.0, 300.0], [1000000, 1000000], 1)
     """
     t, e = _reads(timestamps_ns, energy_j)
-    q = positive_number(quantum_j, "quantum_j", allow_zero=True)
+    limit, why = power_limit(max_power_w)
+    # A step coarser than a second of the ceiling's energy resolves no power (its quantum_w is beyond any board).
+    q = positive_number(quantum_j, "quantum_j", allow_zero=True, upper=limit)
     wrap = None if wrap_j is None else positive_number(wrap_j, "wrap_j")
     cap = positive_number(max_window_ns, "max_window_ns", upper=float(np.iinfo(np.uint32).max))
-    limit, why = power_limit(max_power_w)
     if wrap is not None and len(e) and (e.min() < 0 or e.max() >= wrap):
         raise ValueError(f"energy_j: reads must lie in [0, wrap_j={wrap:g}) for a counter that wraps, got "
                          f"[{e.min():g}, {e.max():g}]")

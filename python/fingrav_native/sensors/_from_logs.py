@@ -16,7 +16,7 @@ import numpy as np
 import numpy.typing as npt
 import scipy.stats
 
-from fingrav_native._checks import positive_number
+from fingrav_native._checks import check_power, finite_array, flag, instance_of, positive_number, short_repr
 from fingrav_native.sensors._characterize import (
     Characterisation,
     PeriodEstimate,
@@ -58,11 +58,13 @@ def _arrays(t_ns: npt.ArrayLike, power_w: npt.ArrayLike,
                          f"got shape {iv.shape}")
     if not np.all(np.isfinite(iv)) or np.any(iv[:, 1] <= iv[:, 0]):
         raise ValueError("load: every interval needs finite start_ns < end_ns")
-    ok = np.isfinite(t) & np.isfinite(p)
-    if ok.sum() < 8:
-        raise ValueError(f"t_ns, power_w: at least 8 finite logs are needed, got {int(ok.sum())}")
-    order = np.argsort(t[ok], kind="stable")
-    return t[ok][order], p[ok][order], iv[np.argsort(iv[:, 0])], float(t0)
+    # A log without a time or a reading is refused, not dropped (the caller decides what it was).
+    finite_array(t, "t_ns")
+    check_power(p, "power_w")
+    if len(t) < 8:
+        raise ValueError(f"t_ns, power_w: at least 8 logs are needed, got {len(t)}")
+    order = np.argsort(t, kind="stable")
+    return t[order], p[order], iv[np.argsort(iv[:, 0])], float(t0)
 
 
 def _collapse(t: np.ndarray, p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -146,7 +148,9 @@ def characterize_logs(
         Each log's host time (ns, any epoch; the load's clock).
     power_w : array_like
         Each log's power (W). Repeated polls of a cached reading are
-        collapsed to the first poll that saw it.
+        collapsed to the first poll that saw it. NaN, infinite, negative and
+        absurd values (above 10 kW, more than any accelerator draws) are
+        refused: drop a log without a reading first.
     load : array_like, shape (n, 2)
         ``[start_ns, end_ns]`` of every interval the load was on.
     scale_ns : float, optional
@@ -199,6 +203,14 @@ def characterize_logs(
     5. Fit each half alone; a window, time constant or delay that differs
        beyond :data:`SPLIT_Z` combined standard errors is said.
     """
+    instance_of(name, "name", str, "the sensor's name, a str")
+    instance_of(device, "device", str, "what was measured, a str")
+    split_check = flag(split_check, "split_check")
+    if reference is not None and (isinstance(reference, (str, bytes, dict)) or not hasattr(reference, "__len__")
+                                  or len(reference) != 2):
+        raise ValueError(f"reference={short_repr(reference)}: a (t_ns, power_w) pair of arrays")
+    if scale_ns is not None:
+        positive_number(scale_ns, "scale_ns")
     t, p, iv, t_origin = _arrays(t_ns, power_w, load)
     tc, pc = _collapse(t, p)
     if len(tc) < 8:
