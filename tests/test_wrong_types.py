@@ -27,6 +27,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import inspect
+import itertools
 import math
 import os
 import re
@@ -149,6 +150,9 @@ class _Odd:
         return "<odd object>"
 
 
+#: Numbers for fresh folder names (hypothesis's own draws repeat between tests when derandomized).
+_FRESH = itertools.count()
+
 WRONG_TYPES = [None, "x", b"x", [1, 2], {}, {"a": 1}, _Odd(), True, 1j]
 NUMBERS = [0.5, 2.5, -1, -1.0, 0, 0.0, math.nan, math.inf, -math.inf, 3e38, -3e38, 1e300, 2**63, 2**64,
            -(2**63) - 1, np.float64(0.5), np.int64(3), np.uint64(2**63 + 1), "1e6", "3"]
@@ -170,7 +174,7 @@ def _values(spec: Arg, base: Any) -> st.SearchStrategy[Any]:
         return st.sampled_from(WRONG_TYPES + [5, 0.5, math.nan, -1, "sim", np.zeros(3)])
     if k == "path":
         # A missing folder, fresh each time (a writer that creates folders must not make it exist for the next).
-        missing = st.uuids().map(lambda u: os.path.join(F.tmp, f"missing-{u.hex}", "file.fg"))
+        missing = st.builds(lambda: os.path.join(F.tmp, f"missing-{next(_FRESH)}", "file.fg"))
         return st.one_of(st.sampled_from([None, 123, 1.5, b"x", [], {}, _Odd(), True, ""]), missing)
     # Whole replacements: wrong types must be refused; a scalar, a list or another array may be read as one.
     wrong = [v for v in WRONG_TYPES if not isinstance(v, (list, bool))] + [[[1, 2], [3]], ["a", "b"]]
@@ -550,12 +554,12 @@ def _entries() -> list[Entry]:
         Entry("app.profile_node", app.profile_node,
               lambda: {"kernel": "cb-4k-gemm", "backends": ["sim:1", "sim:2"], "mode": "sse", "runs": 12,
                        "top_up": False},
-              {"kernel": obj(str, optional=True), "backends": ANY, "runs": opt(Arg("int", lo=2, hi=100_000)),
+              {"kernel": obj(str, int, optional=True), "backends": ANY, "runs": opt(Arg("int", lo=2, hi=100_000)),
                "top_up": FLAG}, refusals_only=True),
         Entry("app.sync_report", app.sync_report, lambda: {"backend": backends.SimBackend(seed=1), "seconds": 0.2,
                                                            "burst": 4, "interval_s": 0.05},
               {"backend": obj(backends.SimBackend), "seconds": Arg("num", lo=0.0, hi=3600, open_lo=True),
-               "burst": Arg("int", lo=1, hi=10_000), "interval_s": Arg("num", lo=0.0, hi=3600, open_lo=True)},
+               "burst": Arg("int", lo=2, hi=10_000), "interval_s": Arg("num", lo=0.0, hi=3600, open_lo=True)},
               refusals_only=True),
         Entry("app.TerminalProgress", app.TerminalProgress, lambda: {"min_interval_s": 0.1},
               {"min_interval_s": POS, "force": opt(FLAG)}),
@@ -641,7 +645,7 @@ def _entries() -> list[Entry]:
               lambda: {"idle_level": lambda ns: 100.0, "baseline_w": 100.0, "tolerance": 0.01,
                        "logger_period_ns": 1e6, "max_idle_ns": 10_000_000},
               {"idle_level": Arg("callable"), "baseline_w": Arg("num", lo=0.0), "tolerance": GT0,
-               "logger_period_ns": GT0, "max_idle_ns": Arg("int", lo=1)}),
+               "logger_period_ns": GT0, "max_idle_ns": COUNT}),
         # ---- clocks
         Entry("clocks.fit_clock_map", clocks.fit_clock_map, lambda: {"brackets": F.brackets, "tick_ns": 10.0},
               {"brackets": Arg("ints"), "tick_ns": GT0, "select_factor": Arg("num", lo=1.0),
@@ -676,10 +680,10 @@ def _entries() -> list[Entry]:
                "marker_err_ns": POS}),
         Entry("clocks.host_ns_exact", clocks.host_ns_exact, lambda: {"clock_map": F.device_map,
                                                                      "ticks": F.brackets[:, 1]},
-              {"clock_map": obj(clocks.ClockMap, clocks.PiecewiseClockMap), "ticks": Arg("ints"), "name": S}),
+              {"clock_map": obj(clocks.ClockMap, clocks.PiecewiseClockMap), "ticks": Arg("nums"), "name": S}),
         Entry("clocks.host_relative", clocks.host_relative,
               lambda: {"clock_map": F.device_map, "ticks": F.brackets[:, 1], "origin_ns": 10**12},
-              {"clock_map": obj(clocks.ClockMap, clocks.PiecewiseClockMap), "ticks": Arg("ints"), "origin_ns": I,
+              {"clock_map": obj(clocks.ClockMap, clocks.PiecewiseClockMap), "ticks": Arg("nums"), "origin_ns": I,
                "name": S}),
         Entry("clocks.nominal_durations", clocks.nominal_durations,
               lambda: {"markers": F.record.markers, "tick_ns": 10.0},
@@ -775,7 +779,7 @@ def _entries() -> list[Entry]:
               lambda: {"stitched_channel": F.ep.stitched.channels[0], "duration_ns": F.ep.duration_ns},
               {"stitched_channel": obj(method.StitchedChannel), "duration_ns": GT0}),
         Entry("method.lookup_guidance", method.lookup_guidance, lambda: {"exec_time_ns": 1e5},
-              {"exec_time_ns": GT0}),
+              {"exec_time_ns": Arg("nums")}),  # one timing or several
         Entry("method.target_loi_count", method.target_loi_count,
               lambda: {"guidance": method.lookup_guidance(1e5), "exec_time_ns": 1e5},
               {"guidance": obj(method.Guidance), "exec_time_ns": GT0}),
@@ -793,7 +797,7 @@ def _entries() -> list[Entry]:
               {"instants_ns": Arg("nums"), "nominal_period_ns": GT0}),
         Entry("method.find_ssp_executions", method.find_ssp_executions, lambda: {"measure": _measure},
               {"measure": Arg("callable"), "start": Arg("int", lo=1), "tolerance": GT0,
-               "max_executions": Arg("int", lo=1, hi=2**40), "sigmas": GT0, "confirm": FLAG}),
+               "max_executions": Arg("int", lo=1, hi=2**40), "sigmas": POS, "confirm": FLAG}),
         Entry("method.fit_timeline", method.fit_timeline, _timeline_base,
               {"sensor": obj(fg.SensorModel), "t_ns": Arg("nums"), "values": obj(dict), "starts_ns": Arg("nums"),
                "ends_ns": Arg("nums"), "classes": Arg("ints"), "bins": ANY,
@@ -802,7 +806,7 @@ def _entries() -> list[Entry]:
                        ("t_ns", "starts_ns", "ends_ns", "classes")}),
         Entry("method.design_rows", method.design_rows, _design_base,
               {"sensor": obj(fg.SensorModel), "stamps_ns": Arg("nums"), "windows_ns": Arg("nums"),
-               "run_executions": READ, "execution_of_interest": Arg("int", lo=-1), "bins": Arg("int", lo=1),
+               "run_executions": READ, "execution_of_interest": I, "bins": Arg("int", lo=1),
                "n_max": Arg("int", lo=1), "duration_ns": GT0, "warmup": opt(COUNT)}),
         Entry("method.curve_scale", method.curve_scale, _curve_base,
               {"G": Arg("nums"), "bins": Arg("int", lo=1), "n_max": Arg("int", lo=1)}),
@@ -816,7 +820,7 @@ def _entries() -> list[Entry]:
         Entry("multi.merge_ranks", multi.merge_ranks,
               lambda: {"profiles": [F.profile, F.profile],
                        "alignments": [clocks.HostAlignment.identity(r) for r in range(2)]},
-              {"profiles": ANY, "alignments": ANY, "root": COUNT, "grid_points": Arg("int", lo=2, hi=100_000)}),
+              {"profiles": ANY, "alignments": ANY, "root": COUNT, "grid_points": Arg("int", lo=2, hi=1_000_000)}),
         Entry("multi.check_steady_states", multi.check_steady_states, lambda: {"prof": F.profile},
               {"prof": obj(fg.Profile), "z": GT0, "tolerance": GT0}),
         # ---- records
@@ -858,7 +862,7 @@ def _entries() -> list[Entry]:
         Entry("sim.SimGPU", sim.SimGPU, lambda: {"seed": 1}, {"seed": COUNT, "realtime": FLAG, "sensor": OPT_SENSOR,
                                                               "cached_poll_ns": opt(Arg("num", lo=1.0))}),
         Entry("sim.SimNode", sim.SimNode, lambda: {"devices": 2, "seed": 1},
-              {"devices": Arg("int", lo=1, hi=64), "seed": COUNT, "fabric": obj(sim.FabricParams, optional=True),
+              {"devices": Arg("int", lo=1, hi=1024), "seed": COUNT, "fabric": obj(sim.FabricParams, optional=True),
                "shared_host_clock": FLAG}),
         Entry("sim.FabricParams", sim.FabricParams, lambda: {},
               {"links": Arg("int", lo=1), "link_bandwidth_gbs": GT0,
@@ -1178,3 +1182,11 @@ def test_characterize_refuses_a_wave_the_sensor_cannot_resolve():
         fg.characterize("sim", half_period_ns=1000.0, runs=4)
     with pytest.raises(ValueError, match=r"half_period_ns=200000: one execution of 'cb-8k-gemm' lasts"):
         fg.characterize("sim", half_period_ns=200_000.0, runs=4)
+
+
+def test_the_characterize_command_refuses_a_wave_the_sensor_cannot_resolve(capsys):
+    from fingrav_native.app import _cli as cli
+
+    # A 1 us wave against a 1 ms sensor exited 0 with a fitted sensor.
+    assert cli.main(["characterize", "--half-period-ms", "0.001", "--runs", "4"]) == 2
+    assert "cannot be resolved" in capsys.readouterr().err

@@ -62,8 +62,9 @@ def characterize(
         Length of each level; default ``max(5 ms, 2 periods, 4 x (window +
         delay + 5 tau))`` of the prior, so the response settles in each. At
         least a tenth of the prior's period (a faster wave is averaged or
-        aliased away before any log sees it) and one execution of each
-        kernel (a level holds whole executions).
+        aliased away before any log sees it) and half of one execution of
+        each kernel (a level holds whole executions: one twice as long as
+        asked would make another wave than the one asked); at most an hour.
     prior : SensorModel, optional
         What is believed of the sensor (default: the backend's declared
         capabilities); it only sizes the wave and the fit's first view.

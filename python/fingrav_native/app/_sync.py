@@ -141,7 +141,7 @@ def sync_report(
     SyncReport
     """
     seconds = positive_number(seconds, "seconds", upper=3_600.0)
-    burst = integer_in(burst, "burst", 2, 100_000)
+    burst = integer_in(burst, "burst", 2, 10_000)
     interval_s = positive_number(interval_s, "interval_s", upper=3_600.0)
     if seconds / interval_s > 1e6:
         raise ValueError(f"seconds={seconds:g}, interval_s={interval_s:g}: more than a million bursts")

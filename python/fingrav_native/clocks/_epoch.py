@@ -15,7 +15,7 @@ from typing import Any, Optional, Sequence, Union
 import numpy as np
 import numpy.typing as npt
 
-from fingrav_native._checks import number_array, positive_number, readonly
+from fingrav_native._checks import number_array, numbers, positive_number, readonly
 from fingrav_native.clocks._maps import MIN_BRACKETS, ClockMap, ClockMapLike, PiecewiseClockMap
 from fingrav_native.clocks._runs import fit_device_map
 from fingrav_native.clocks._twosided import fit_clock_map
@@ -335,7 +335,7 @@ class EpochMap:
 
 
 def _int_brackets(brackets: npt.ArrayLike, name: str) -> np.ndarray:
-    arr = np.asarray(brackets)
+    arr = numbers(brackets, name)
     if arr.dtype == object or not np.issubdtype(arr.dtype, np.integer):
         raise ValueError(f"{name}: must be an int64 array of (mono_raw_before_ns, realtime_ns, mono_raw_after_ns); "
                          f"got dtype {arr.dtype}")

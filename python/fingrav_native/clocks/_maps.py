@@ -99,6 +99,15 @@ class ClockMapLike(Protocol):
         """The map's error bound (ns) at the given host times."""
 
 
+
+def _int_ns(rel: Any) -> np.ndarray:
+    """Host ns relative to an anchor, rounded to int64; refused where they are not finite or beyond int64."""
+    r = np.rint(np.asarray(rel, dtype=np.float64))
+    if r.size and not (np.all(np.isfinite(r)) and np.abs(r).max() < 2.0**62):
+        raise ValueError("device_ticks: map to host times that are not finite or beyond int64 (ticks far outside "
+                         "what the map was fitted on)")
+    return r.astype(np.int64)
+
 @dataclass(frozen=True)
 class ClockMap:
     """A linear map ``host = host_ref + offset_ns + ns_per_tick * (ticks - device_ref)``.
@@ -208,7 +217,7 @@ class ClockMap:
     def to_host_ns(self, device_ticks: ArrayLike) -> Any:
         """Like :meth:`to_host`, rounded to integer ns exactly (int64)."""
         x, scalar = relative_to(device_ticks, self.device_ref, "device_ticks")
-        rel = np.rint(self.offset_ns + self.ns_per_tick * x).astype(np.int64)
+        rel = _int_ns(self.offset_ns + self.ns_per_tick * x)
         out = rel + np.int64(self.host_ref)
         return int(out) if scalar else out
 
@@ -349,7 +358,7 @@ class PiecewiseClockMap:
         """Like :meth:`to_host`, rounded to integer ns exactly (int64)."""
         p0 = self.pieces[0]
         x, scalar = relative_to(device_ticks, p0.device_ref, "device_ticks")
-        out = np.rint(self._to_host_rel(x)).astype(np.int64) + np.int64(p0.host_ref)
+        out = _int_ns(self._to_host_rel(x)) + np.int64(p0.host_ref)
         return int(out) if scalar else out
 
     def to_device(self, host_ns: ArrayLike) -> Any:

@@ -212,7 +212,8 @@ class _Design:
         # The current kernel: its quarters begun by the log's time, finished or not.
         since = np.minimum((at.u[:, None] - 0.25 * at.d[:, None] * np.arange(4)[None, :]) / tau, 600.0)
         done = np.maximum(since - 0.25 * at.d[:, None] / tau, 0.0)
-        part = np.where(since > 0, np.exp(-done) - np.exp(-since), 0.0)
+        # Before its start (since <= 0) a quarter adds nothing: exp is not taken there (it overflows far back).
+        part = np.where(since > 0, np.exp(-done) - np.exp(-np.maximum(since, 0.0)), 0.0)
         mine = at.j >= 0
         X[np.flatnonzero(mine)[:, None], at.col[mine, None] + np.arange(4)[None, :]] += part[mine]
         X[X < 1e-100] = 0.0

@@ -51,7 +51,7 @@ from typing import Any, Optional
 import numpy as np
 import numpy.typing as npt
 
-from fingrav_native._checks import clock_map, numbers, real_number
+from fingrav_native._checks import clock_map, numbers, real_number, whole_numbers
 from fingrav_native._checks import readonly as _readonly
 from fingrav_native._core import CHANNELS
 from fingrav_native.clocks._maps import ClockMapLike, host_relative
@@ -171,7 +171,7 @@ def select_executions_of_interest(
         if not mask.any():
             raise ValueError(f"kernel_id: no execution of interest is of kernel {kid}")
     if runs is not None:
-        r = np.asarray(runs)
+        r = whole_numbers(runs, "runs", 0, 2**63 - 1)  # an id of 0.5 is refused, not compared and missed
         if r.ndim != 1:
             raise ValueError(f"runs: must be a 1-D list of run ids, got shape {r.shape}")
         if r.size == 0:

@@ -189,7 +189,7 @@ def _check_timeline(t_ns: npt.ArrayLike, starts_ns: npt.ArrayLike, ends_ns: npt.
     if np.any(np.diff(s) < 0) or np.any(e < s) or np.any(s[1:] < e[:-1] - 1.0):
         raise ValueError("starts_ns, ends_ns: executions must be in start order and not overlap")
     if K.ndim != 1 or len(K) == 0 or np.any(K < 1):
-        raise ValueError(f"bins={list(bins)!r}: one count >= 1 per class")
+        raise ValueError(f"bins={short_repr(bins)}: one count >= 1 per class")
     if np.any(cls >= len(K)) or np.any(cls < -1):
         raise ValueError(f"classes: must be -1 or in [0, {len(K)})")
     if not 0 < positive_number(confidence, "confidence") < 1:

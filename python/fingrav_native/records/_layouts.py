@@ -159,7 +159,12 @@ def make_executions(
     array([1000, 1000])
     """
     cols = {"run": run, "index": index, "kernel_id": kernel_id, "start_ns": start_ns, "end_ns": end_ns}
-    shapes = {name: np.shape(col) for name, col in cols.items()}
+    shapes = {}
+    for name, col in cols.items():
+        try:
+            shapes[name] = np.shape(col)
+        except ValueError:  # a ragged nest: numpy cannot say its shape
+            raise ValueError(f"{name}: must be 1-D numbers, got a ragged {type(col).__name__}") from None
     n = shapes["run"][0] if len(shapes["run"]) == 1 else -1
     for name, shape in shapes.items():
         if len(shape) != 1 or shape[0] != n:

@@ -237,15 +237,18 @@ class Recording:
     provenance: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        samples = np.asarray(self.samples)
-        if samples.dtype.names is None or "source_ts" not in samples.dtype.names or samples.ndim != 1:
+        samples = self.samples
+        if not isinstance(samples, np.ndarray) or samples.dtype.names is None or "source_ts" not in samples.dtype.names \
+                or samples.ndim != 1:
             raise ValueError("samples: must be a 1-d structured array with a 'source_ts' field (SAMPLE_DTYPE)")
         check_channels(samples, "samples", nan_total=True)
         object.__setattr__(self, "samples", _readonly_copy(samples))
         for name in ("executions", "markers"):
             value = getattr(self, name)
             if value is not None:
-                arr = np.asarray(value)
+                if not isinstance(value, np.ndarray) or value.dtype.names is None or value.ndim != 1:
+                    raise ValueError(f"{name}: must be a 1-d structured array or None")
+                arr = value
                 if arr.dtype.names is None or arr.ndim != 1:
                     raise ValueError(f"{name}: must be a 1-d structured array or None")
                 object.__setattr__(self, name, _readonly_copy(arr))

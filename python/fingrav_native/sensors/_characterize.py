@@ -281,6 +281,10 @@ def _filter(u: np.ndarray, d: float, tau: float) -> np.ndarray:
         return np.where(u > d, -np.expm1(-(u - d) / max(tau, 1.0)), 0.0)
 
 
+#: The longest response a fit's first guess may be: an hour (a sensor averaging longer is no power sensor).
+MAX_SCALE_NS = 3.6e12
+
+
 def fit_step_response(offset_ns: npt.ArrayLike, values: npt.ArrayLike, *,
                       scale_ns: Optional[float] = None) -> StepFit:
     """Fit a sensor's response to a sharp power step, pooled over many steps.
@@ -331,7 +335,8 @@ def fit_step_response(offset_ns: npt.ArrayLike, values: npt.ArrayLike, *,
         raise ValueError(f"offset_ns, values: need at least 8 logs around the steps, got {len(u_all)}")
     check_power(y_all, "values")
     span = float(u_all.max() - u_all.min())
-    scale = positive_number(scale_ns, "scale_ns") if scale_ns is not None else max(span / 10.0, 1.0)
+    scale = (positive_number(scale_ns, "scale_ns", upper=MAX_SCALE_NS) if scale_ns is not None
+             else max(span / 10.0, 1.0))
     fits: dict[str, tuple[np.ndarray, np.ndarray, float, int]] = {}
     for _ in range(6):
         view = (u_all > -2.0 * scale) & (u_all < 4.0 * scale)
@@ -435,7 +440,7 @@ def fit_load_response(t_ns: npt.ArrayLike, values: npt.ArrayLike, busy_ns: npt.A
     iv = _intervals(busy_ns, "busy_ns")
     if len(t) < 8 or len(iv) == 0:
         raise ValueError(f"t_ns, values, busy_ns: need at least 8 logs and one heavy interval, got {len(t)}, {len(iv)}")
-    sc = positive_number(scale_ns, "scale_ns")
+    sc = positive_number(scale_ns, "scale_ns", upper=MAX_SCALE_NS)
     min_delay_ns = real_number(min_delay_ns, "min_delay_ns")
     # Only intervals that can reach a log matter: index them by time for speed.
     order = np.argsort(iv[:, 0])
@@ -483,7 +488,7 @@ def fit_meter_response(t_ns: npt.ArrayLike, values: npt.ArrayLike, meter_t_ns: n
         raise ValueError(f"meter_t_ns, meter_w: one value per stamp and at least 16, got {tm.size} and {pm.size}")
     if len(t) < 8:
         raise ValueError(f"t_ns, values: need at least 8 logs, got {len(t)}")
-    sc = positive_number(scale_ns, "scale_ns")
+    sc = positive_number(scale_ns, "scale_ns", upper=MAX_SCALE_NS)
     order = np.argsort(tm)
     lo = -4.0 * sc if min_delay_ns is None else real_number(min_delay_ns, "min_delay_ns")
     return _step_fit(_MeterResponse(t, y, tm[order], pm[order], float(np.median(t)), sc), sc, len(t), lo)
@@ -537,6 +542,8 @@ def _check_determined(p_hat: np.ndarray, err: np.ndarray, arg: str, load: str, u
 
 def _step_fit(problem: "_LoadResponse", sc: float, n_logs: int, min_delay: float) -> StepFit:
     """Both shapes fitted; the better one as a StepFit, with the other's residual beside it."""
+    if not min_delay < 20.0 * sc:  # the delays tried run up to 20 x the scale
+        raise ValueError(f"min_delay_ns={min_delay!r}: must be below 20 x scale_ns ({20.0 * sc:g} ns)")
     t = problem.t
     fits = {shape: problem.fit(shape, sc, min_delay) for shape in _SHAPES}
     shape = min(fits, key=lambda k: fits[k][2])

@@ -16,7 +16,7 @@ import numpy as np
 import numpy.typing as npt
 import scipy.stats
 
-from fingrav_native._checks import check_power, finite_array, flag, instance_of, positive_number, short_repr
+from fingrav_native._checks import check_power, finite_array, flag, instance_of, numbers, positive_number, short_repr
 from fingrav_native.sensors._characterize import (
     Characterisation,
     PeriodEstimate,
@@ -39,18 +39,16 @@ class SplitDisagreementWarning(UserWarning):
 def _arrays(t_ns: npt.ArrayLike, power_w: npt.ArrayLike,
             load: npt.ArrayLike) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
     """The logs sorted by time, and the load's intervals, checked (errors name the argument)."""
-    try:
-        t_raw, iv_raw = np.asarray(t_ns).ravel(), np.asarray(load)
-        t0 = 0
-        # Integer epoch nanoseconds are taken relative to the record's start before they become floats.
-        if t_raw.dtype.kind in "iu" and iv_raw.dtype.kind in "iu" and t_raw.size and iv_raw.size:
-            t0 = min(int(t_raw.min()), int(iv_raw.min()))
-            t_raw, iv_raw = t_raw - t0, iv_raw - t0
-        t = np.asarray(t_raw, dtype=np.float64)
-        p = np.asarray(power_w, dtype=np.float64).ravel()
-        iv = np.asarray(iv_raw, dtype=np.float64)
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"t_ns, power_w, load: numbers expected ({exc})") from None
+    # Numbers of one shape each (a ragged list, text or a complex value named, not a numpy error).
+    t_raw, iv_raw = numbers(t_ns, "t_ns").ravel(), numbers(load, "load")
+    t0 = 0
+    # Integer epoch nanoseconds are taken relative to the record's start before they become floats.
+    if t_raw.dtype.kind in "iu" and iv_raw.dtype.kind in "iu" and t_raw.size and iv_raw.size:
+        t0 = min(int(t_raw.min()), int(iv_raw.min()))
+        t_raw, iv_raw = t_raw - t0, iv_raw - t0
+    t = t_raw.astype(np.float64)
+    p = numbers(power_w, "power_w").astype(np.float64).ravel()
+    iv = iv_raw.astype(np.float64)
     if t.shape != p.shape:
         raise ValueError(f"power_w: one value per timestamp, got {p.size} for {t.size} in t_ns")
     if iv.ndim != 2 or iv.shape[1] != 2 or len(iv) == 0:
