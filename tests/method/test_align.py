@@ -280,7 +280,7 @@ def test_filters_that_select_nothing():
 
 def test_bad_logger_maps():
     s, ex = make_samples([25_000]), two_runs()
-    with pytest.raises(TypeError, match="logger_map"):
+    with pytest.raises(ValueError, match=r"logger_map: must be a clock map \(with to_host\(\)\); got a object"):  # was a TypeError
         place_logs(s, ex, object())
 
     class Broken(AffineMap):

@@ -148,8 +148,11 @@ def test_in_situ_declared_windows_take_the_joint_fit() -> None:
 
 def test_in_situ_power_above_the_board_is_a_warning() -> None:
     loop = logged_loop(AVG_1MS, seed=24, iterations=512)
-    tp = fg.profile_trace(loop.trace, loop.samples, Identity(), sensor=AVG_1MS, max_power_w=100.0)
-    assert any("above the board's 100 W" in w for w in tp.warnings)
+    # A kernel above the board's limit is a warning (the model is wrong); logs above 3 x the limit are refused.
+    tp = fg.profile_trace(loop.trace, loop.samples, Identity(), sensor=AVG_1MS, max_power_w=200.0)
+    assert any("above the board's 200 W" in w for w in tp.warnings)
+    with pytest.raises(ValueError, match=r"samples: total has \d+ of \d+ values above 300 W, 3 x the board's max_power_w=100"):
+        fg.profile_trace(loop.trace, loop.samples, Identity(), sensor=AVG_1MS, max_power_w=100.0)
     with pytest.raises(ValueError, match="max_power_w"):
         fg.profile_trace(loop.trace, loop.samples, Identity(), sensor=AVG_1MS, max_power_w=-1.0)
 

@@ -7,6 +7,7 @@ simulated device, whose truth knows where every sample landed.
 
 from __future__ import annotations
 
+import math
 import warnings
 
 import numpy as np
@@ -128,6 +129,29 @@ def test_a_backend_without_wait_until_falls_back_and_says_so() -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("error", PhaseSteeringWarning)
         profile("cb-4k-gemm", _NoRelease(SimBackend(seed=1)), mode="sse", runs=10, top_up=False)
+
+
+class _BadClock(BackendWrapper):
+    """A backend whose wait_until returns what it should not (None, a string)."""
+
+    def __init__(self, inner: SimBackend, value: object) -> None:
+        super().__init__(inner)
+        self._value = value
+
+    def __getattr__(self, name: str) -> object:
+        if name == "wait_until":
+            return lambda host_ns: self._value
+        if name == "release_at":
+            raise AttributeError(name)
+        return super().__getattr__(name)
+
+
+@pytest.mark.parametrize("value", [None, "now", math.nan, True])
+def test_a_backend_whose_wait_until_returns_no_time_is_named(value: object) -> None:
+    # It escaped as a TypeError (float(None)) from inside the campaign, or a NaN release went on.
+    with pytest.raises(ValueError, match=r"backend.wait_until: _BadClock.wait_until returned .*host time in ns"):
+        profile("cb-4k-gemm", _BadClock(SimBackend(seed=1), value), mode="sse", runs=10, top_up=False,
+                phase="steered")
 
 
 def test_launch_jitter_beyond_the_period_stops_steering() -> None:

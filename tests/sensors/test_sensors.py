@@ -13,6 +13,7 @@ from fingrav_native.method import SensorResolutionWarning, deconvolve, needs_dec
 from fingrav_native.sensors import (
     SENSOR_PRESETS,
     Characterisation,
+    CounterDiscontinuityWarning,
     SensorModel,
     counter_resolution,
     counter_to_logs,
@@ -75,16 +76,23 @@ def test_counter_stuck_wrap_reset_and_quantum():
     q = 2.0 ** -16
     wrap = 2.0 ** 32 * q
     t = np.array([0, 1, 2, 3, 4, 5], dtype=np.int64) * 1_000_000
-    e = np.array([wrap - 0.1, wrap - 0.1, 0.2, 0.5, 0.1, 0.4])  # stuck, wrap, then a backwards step
+    e = np.array([wrap - 0.1, wrap - 0.1, 0.2, 0.5, 0.8, 1.1])  # stuck, then a wrap
     logs = counter_to_logs(t, e, quantum_j=q, wrap_j=wrap)
-    assert logs.stuck == 1 and logs.wraps == 2 and logs.resets == 0
-    # Without a wrap the backwards steps are resets, dropped, never negative power.
-    plain = counter_to_logs(t, e, quantum_j=q)
-    assert plain.resets == 2 and (plain.samples["total"] >= 0).all()
+    assert logs.stuck == 1 and logs.wraps == 1 and logs.resets == 0
     # The stuck read's interval is merged into the next window: 0.3 J over 2 ms.
     assert logs.samples["window_ns"][0] == 2_000_000
     assert logs.samples["total"][0] == pytest.approx(0.3 / 2e-3)
     assert logs.max_quantum_w == pytest.approx(q / 1e-3)
+    # A fall to 0.1 J is no wrap: it would be 65,536 J in 1 ms (65 MW). A reset: dropped with the steps
+    # beside it (it had been counted as a wrap, a 65 MW log), and without a wrap range the same.
+    e[4:] = [0.1, 0.4]
+    with pytest.warns(CounterDiscontinuityWarning, match="no wrap explains"):
+        reset = counter_to_logs(t, e, quantum_j=q, wrap_j=wrap)
+    assert (reset.wraps, reset.resets) == (1, 1)
+    assert reset.samples["total"].tolist() == [pytest.approx(150.0)]  # only the wrap's step is left
+    with pytest.warns(CounterDiscontinuityWarning, match="2 falls of the counter"):
+        plain = counter_to_logs(t, e, quantum_j=q)  # no range known: every fall is a reset
+    assert (plain.wraps, plain.resets, len(plain.samples)) == (0, 2, 0)
 
 
 def test_counter_rejects_bad_reads():

@@ -18,6 +18,7 @@ from typing import Any, Callable, Literal, Optional, Sequence
 
 import numpy as np
 
+from fingrav_native._checks import short_repr
 from fingrav_native._version import __version__
 from fingrav_native.app._progress import CampaignProgress, ProgressReporter
 from fingrav_native.backends._base import Backend, KernelSpec
@@ -62,6 +63,15 @@ def kernel_label(backend: Backend, kernel: Any) -> str:
     if isinstance(kernel, (list, tuple)):
         return "+".join(f"{kernel_label(backend, k)}x{int(n)}" for k, n in kernel)
     return str(kernel)
+
+
+def _host_ns(value: Any, backend: Any) -> float:
+    """What a backend's ``wait_until`` returned, as the host time it must be (named where it is not one)."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)) \
+            or not math.isfinite(float(value)):
+        raise ValueError(f"backend.wait_until: {type(backend).__name__}.wait_until returned {short_repr(value)}; "
+                         "it must return the host time in ns (an int) at which it released")
+    return float(value)
 
 
 class Campaign:
@@ -198,7 +208,7 @@ class Campaign:
         # target already past returns the host time at once: that is
         # how the campaign reads "now" (no other device call).
         wait_until = self.backend.wait_until  # type: ignore[attr-defined]
-        now = float(wait_until(0))
+        now = _host_ns(wait_until(0), self.backend)
         release = steer.plan(now)
         released: Optional[float] = None
         if release is not None:
@@ -208,7 +218,7 @@ class Campaign:
                 arm(release)
                 released = float(release)
             else:
-                released = float(wait_until(release))
+                released = _host_ns(wait_until(release), self.backend)
             steer.released(released)
         return {"now_ns": now, "release_ns": released}
 

@@ -7,12 +7,28 @@ from typing import Any, Optional, Union
 
 import numpy as np
 
-from fingrav_native._checks import integer_in, positive_number
+from fingrav_native._checks import instance_of, integer_in, positive_number
 from fingrav_native.app._open import open_device
 from fingrav_native.backends._base import Backend
 from fingrav_native.clocks._runs import nominal_durations, timeline_of
 from fingrav_native.sensors._characterize import Characterisation, estimate_period, fit_load_response
 from fingrav_native.sensors._model import SensorModel
+
+#: The longest level: an hour (a count of executions beyond it is an absurd value, not a wave).
+_MAX_HALF_NS = 3.6e12
+
+
+def _half_period(half_period_ns: Optional[float], prior: SensorModel, reach: float) -> float:
+    """Each level's length: the one asked (at least a tenth of the prior's period), else sized from the prior."""
+    if half_period_ns is None:
+        return max(5e6, 2.0 * prior.period_ns, 4.0 * reach)
+    half = float(half_period_ns)
+    if half < prior.period_ns / 10.0:
+        raise ValueError(f"half_period_ns={half_period_ns!r}: levels of {half / 1e6:.3g} ms against a sensor that "
+                         f"updates every {prior.period_ns / 1e6:.3g} ms cannot be resolved (each update sees "
+                         f"{prior.period_ns / (2 * half):.0f} cycles); give at least {prior.period_ns / 1e7:.3g} ms "
+                         "(a tenth of the period), or leave it out to size the wave from the sensor")
+    return half
 
 
 def characterize(
@@ -44,7 +60,11 @@ def characterize(
         Heavy-light cycles per run.
     half_period_ns : float, optional
         Length of each level; default ``max(5 ms, 2 periods, 4 x (window +
-        delay + 5 tau))`` of the prior, so the response settles in each.
+        delay + 5 tau))`` of the prior, so the response settles in each. At
+        least a tenth of the prior's period (a faster wave is averaged or
+        aliased away before any log sees it) and half of one execution of
+        each kernel (a level holds whole executions: one twice as long as
+        asked would make another wave than the one asked); at most an hour.
     prior : SensorModel, optional
         What is believed of the sensor (default: the backend's declared
         capabilities); it only sizes the wave and the fit's first view.
@@ -57,6 +77,15 @@ def characterize(
         A SensorModel with ``source="characterised"`` that profiles can use
         (``stitch_logs(sensor=...)``), fitted by :func:`fit_load_response`
         to every log against the heavy executions' known times.
+
+    Raises
+    ------
+    ValueError
+        A bad argument (named); a wave the sensor cannot resolve (levels
+        far shorter than its period, or than one execution); logs that do
+        not follow the load (:func:`fit_load_response` refuses a fit whose
+        load effect is within 3 standard errors of none, or whose errors are
+        not finite).
 
     Notes
     -----
@@ -74,6 +103,10 @@ def characterize(
     """
     n_runs = integer_in(runs, "runs", 2, 100_000)
     n_cyc = integer_in(cycles, "cycles", 1, 1_000)
+    instance_of(prior, "prior", (SensorModel, type(None)), "a SensorModel or None")
+    instance_of(channel, "channel", str, "a power channel's name (a str)")
+    if half_period_ns is not None:
+        positive_number(half_period_ns, "half_period_ns", upper=_MAX_HALF_NS)
     # Like every driver, a device string ("sim", "nvidia:0") is opened through the one resolver.
     backend = open_device(backend)
     caps = backend.capabilities
@@ -81,14 +114,17 @@ def characterize(
         prior = SensorModel("declared", "window" if caps.logger_window_ns > 0 else "instant",
                             period_ns=caps.logger_period_ns, window_ns=caps.logger_window_ns, source="assumed")
     reach = prior.window_ns + prior.delay_ns + 5.0 * prior.tau_ns
-    half = (positive_number(half_period_ns, "half_period_ns") if half_period_ns is not None
-            else max(5e6, 2.0 * prior.period_ns, 4.0 * reach))
+    half = _half_period(half_period_ns, prior, reach)
     counts = []
     for k in (kernel, light):
         backend.wait_idle()
         rec = backend.execute_run(k, 5, backend.new_run_id())
-        counts.append(max(1, int(math.ceil(half / float(np.median(nominal_durations(rec.markers,
-                                                                                       caps.device_tick_ns)))))))
+        one = float(np.median(nominal_durations(rec.markers, caps.device_tick_ns)))
+        if one > 2.0 * half:
+            raise ValueError(f"half_period_ns={half:g}: one execution of {k!r} lasts {one / 1e3:.1f} us, so a level "
+                             f"would last {one / 1e3:.1f} us, not the {half / 1e3:.3g} us asked; give at least "
+                             f"{one:.0f} ns or a shorter kernel")
+        counts.append(max(1, int(math.ceil(half / one))))
     plan: list[tuple[Any, int]] = [(kernel, counts[0]), (light, counts[1])] * n_cyc
     total = sum(c for _, c in plan)
     records = []
@@ -106,8 +142,12 @@ def characterize(
     heavy = ex[ex["kernel_id"] == heavy_id]
     if len(heavy) == len(ex):
         raise ValueError("kernel, light: give two different kernels (the square wave's two levels)")
-    step = fit_load_response(t, v, np.column_stack([heavy["start_ns"], heavy["end_ns"]]),
-                             scale_ns=max(reach, prior.period_ns / 4.0, 50_000.0))
+    try:
+        step = fit_load_response(t, v, np.column_stack([heavy["start_ns"], heavy["end_ns"]]),
+                                 scale_ns=max(reach, prior.period_ns / 4.0, 50_000.0))
+    except ValueError as exc:
+        raise ValueError(f"kernel, light: the {channel} logs of {n_runs} runs of {half / 1e6:.3g} ms levels "
+                         f"({kernel} / {light}) do not characterise the sensor: {exc}") from None
     windowed = step.shape == "first_order" or step.window_ns > 0.02 * period.period_ns
     sensor = SensorModel(
         name=f"{caps.name} characterised", kind="window" if windowed else "instant", period_ns=period.period_ns,

@@ -30,6 +30,7 @@ from typing import Any, Sequence, Union
 
 import numpy as np
 
+from fingrav_native._checks import instance_of, integer_in, real_number, short_repr
 from fingrav_native._core import SAMPLE_DTYPE
 from fingrav_native.files._capture import PowerCapture
 from fingrav_native.files._capture_counter import CapturedCounter
@@ -60,6 +61,15 @@ class LoopKernel:
     name: str
     grid: tuple[int, int, int]
     block: tuple[int, int, int] = (256, 1, 1)
+
+    def __post_init__(self) -> None:
+        instance_of(self.preset, "preset", str, "a simulator kernel preset's name (a str)")
+        instance_of(self.name, "name", str, "the kernel's name in the trace (a str)")
+        for what in ("grid", "block"):
+            v = getattr(self, what)
+            if not isinstance(v, (tuple, list)) or len(v) != 3:
+                raise ValueError(f"{what}={short_repr(v)}: must be three integers")
+            object.__setattr__(self, what, tuple(integer_in(x, what, 1, 2**31 - 1) for x in v))
 
 
 #: The default loop's kernels: one GEMM name launched with two grids (two shapes), and a GEMV.
@@ -252,6 +262,53 @@ class SimTrainingLoop:
         return float(np.mean(self.executions["energy_j"][np.asarray(rows, dtype=np.int64)]))
 
 
+#: Bounds of a simulated loop: beyond them a value is a mistake, not a loop (minutes of simulation, GBs).
+_MAX_ITERATIONS = 1_000_000
+_MAX_IDLE_NS = 3_600 * 10**9  # an hour of virtual idle (3.6 million 1 ms logs)
+_MAX_GAP_NS = 10**9
+
+
+def _check_loop(iterations: Any, gap_ns: Any, iteration_gap_ns: Any, pause_every: Any, pause_ns: Any,
+                idle_before_ns: Any, brackets_every_ns: Any, epoch_slew_ppm: Any) -> None:
+    """:func:`simulate_training_loop`'s numbers, each named when it is wrong or absurd."""
+    integer_in(iterations, "iterations", 1, _MAX_ITERATIONS)
+    for name, rng_ in (("gap_ns", gap_ns), ("iteration_gap_ns", iteration_gap_ns)):
+        if not isinstance(rng_, (tuple, list)) or len(rng_) != 2:
+            raise ValueError(f"{name}={short_repr(rng_)}: must be (low, high) with 0 <= low <= high")
+        lo, hi = (integer_in(x, name, 0, _MAX_GAP_NS) for x in rng_)
+        if lo > hi:
+            raise ValueError(f"{name}={rng_!r}: must be (low, high) with 0 <= low <= high")
+    integer_in(pause_every, "pause_every", 0)
+    integer_in(pause_ns, "pause_ns", 0, _MAX_IDLE_NS)
+    integer_in(idle_before_ns, "idle_before_ns", 0, _MAX_IDLE_NS)
+    # A burst of 8 reads per interval: 1 ms at least, or the brackets outnumber the logs.
+    integer_in(brackets_every_ns, "brackets_every_ns", 1_000_000)
+    real_number(epoch_slew_ppm, "epoch_slew_ppm", low=-1e4, high=1e4)
+
+
+def _loop_kernels(kernels: Any) -> list[LoopKernel]:
+    if isinstance(kernels, (str, bytes, dict)) or not hasattr(kernels, "__iter__"):
+        raise ValueError(f"kernels={short_repr(kernels)}: must be a sequence of LoopKernel")
+    out = list(kernels)
+    bad = [k for k in out if not isinstance(k, LoopKernel)]
+    if bad or not out:
+        raise ValueError(f"kernels: must be a non-empty sequence of LoopKernel, got {short_repr(bad[0] if bad else out)}")
+    return out
+
+
+def _phases(phases: Any) -> list[list[tuple[str, int]]]:
+    """The iteration's phases: sequences of (preset, count), counts of at least 1."""
+    try:
+        out = [[(str(p), int(n)) for p, n in ph] for ph in phases]
+        ok = all(isinstance(p, str) and isinstance(n, (int, np.integer)) and not isinstance(n, bool) and n >= 1
+                 for ph in phases for p, n in ph)
+    except (TypeError, ValueError):
+        ok = False
+    if not ok or not out:
+        raise ValueError(f"phases={short_repr(phases)}: must be sequences of (preset, count >= 1) pairs")
+    return out
+
+
 def simulate_training_loop(
     iterations: int = 2000,
     *,
@@ -310,17 +367,10 @@ def simulate_training_loop(
     ValueError
         A bad argument, named.
     """
-    if not isinstance(iterations, int) or iterations < 1:
-        raise ValueError(f"iterations={iterations!r}: must be a positive integer")
-    for name, rng_ in (("gap_ns", gap_ns), ("iteration_gap_ns", iteration_gap_ns)):
-        if len(rng_) != 2 or not 0 <= rng_[0] <= rng_[1]:
-            raise ValueError(f"{name}={rng_!r}: must be (low, high) with 0 <= low <= high")
-    if pause_every < 0 or pause_ns < 0 or idle_before_ns < 0:
-        raise ValueError("pause_every, pause_ns and idle_before_ns must be >= 0")
-    if brackets_every_ns <= 0:
-        raise ValueError(f"brackets_every_ns={brackets_every_ns!r}: must be > 0")
-    by_preset = {k.preset: i for i, k in enumerate(kernels)}
-    missing = sorted({p for ph in phases for p, _ in ph} - set(by_preset))
+    _check_loop(iterations, gap_ns, iteration_gap_ns, pause_every, pause_ns, idle_before_ns, brackets_every_ns,
+                epoch_slew_ppm)
+    by_preset = {k.preset: i for i, k in enumerate(_loop_kernels(kernels))}
+    missing = sorted({p for ph in _phases(phases) for p, _ in ph} - set(by_preset))
     if missing:
         raise ValueError(f"phases: presets {missing} have no entry in kernels")
     params.setdefault("logger_own_clock", 1.0)

@@ -13,10 +13,11 @@ from typing import Any, Callable, Optional, Sequence, Union
 
 import numpy as np
 
+from fingrav_native._checks import short_repr
 from fingrav_native.app._distributed import TorchAgreement, align_ranks, exchange_brackets, gather_to_root
 from fingrav_native.app._open import open_device
 from fingrav_native.app._profile import profile
-from fingrav_native.backends._base import Backend, BackendWrapper, KernelSpec
+from fingrav_native.backends._base import Backend, BackendWrapper, KernelSpec, check_kernel_spec
 from fingrav_native.clocks._host import HostAlignment, fit_host_alignment
 from fingrav_native.files._profiles import save_profile
 from fingrav_native.method._agreement import ThreadAgreement
@@ -89,6 +90,9 @@ def profile_node(
     rank to launch); virtual-time ones are stepped one call at a time.
     """
     # Device strings ("sim:3", "nvidia:1") are opened through the one resolver, as every driver does.
+    if isinstance(backends, (str, bytes, dict)) or not isinstance(backends, (list, tuple)):
+        raise ValueError(f"backends={short_repr(backends)}: must be a list of devices (backends or strings such as "
+                         "'sim:0'), one per rank")
     bks = [open_device(b) for b in backends]
     per_rank = _kernels_per_rank(kernel, kernels, len(bks))
     for bad in ("agreement", "progress", "backend"):
@@ -115,11 +119,15 @@ def _kernels_per_rank(kernel: Optional[KernelSpec], kernels: Optional[Sequence[A
     if not ranks:
         raise ValueError("backends: at least one is needed")
     if kernels is not None:
-        if kernel is not None or len(kernels) != ranks:
+        if kernel is not None or isinstance(kernels, (str, bytes, dict)) or not hasattr(kernels, "__len__") \
+                or len(kernels) != ranks:
             raise ValueError(f"kernels: give either kernel or one kernel per backend ({ranks})")
+        for k in kernels:
+            check_kernel_spec(k, "kernels")
         return list(kernels)
     if kernel is None:
         raise ValueError("kernel: give the kernel (or kernels=, one per backend)")
+    check_kernel_spec(kernel)
     return [kernel] * ranks
 
 
@@ -146,6 +154,10 @@ def _profile_ranks(per_rank: Sequence[Any], bks: Sequence[Backend], out_dir: Opt
     if failures:
         # The first real failure, not the BrokenBarrierError it caused on the other ranks.
         first = next(((r, x) for r, x in failures if not isinstance(x, threading.BrokenBarrierError)), failures[0])
+        if isinstance(first[1], (ValueError, FileNotFoundError)):
+            # A refusal (a bad argument, a folder's contents) is the same on every rank: raised as it is, so the
+            # caller sees the documented error that names its cause, not a RuntimeError around it.
+            raise first[1]
         raise RuntimeError(f"rank {first[0]} failed: {first[1]!r}") from first[1]
     return results
 

@@ -9,10 +9,11 @@ printed in grey keeps its meaning.
 
 from __future__ import annotations
 
-from typing import Any, Literal, Mapping, Optional, Sequence
+from typing import Any, Literal, Mapping, Optional, Sequence, cast
 
 import numpy as np
 
+from fingrav_native._checks import choice, flag, integer_in, positive_number, short_repr, whole_numbers
 from fingrav_native.clocks._maps import ClockMapLike
 from fingrav_native.insitu._results import TraceProfile
 from fingrav_native.method._results import ExecutionProfile, InterleavedProfile, Profile
@@ -46,6 +47,16 @@ def _axes(ax: Any) -> Any:
 
     _, ax = plt.subplots(figsize=(6.4, 3.6), layout="constrained")
     return ax
+
+
+def _channels(channels: Any) -> list[Channel]:
+    """A sequence of channel names, each one of the plotted four (a bare string is one name, not letters)."""
+    if isinstance(channels, (str, bytes)) or not isinstance(channels, (list, tuple)) or not channels:
+        raise ValueError(f"channels={short_repr(channels)}: must be a non-empty sequence of {sorted(_STYLE)}")
+    for name in channels:
+        if not isinstance(name, str) or name not in _STYLE:
+            raise ValueError(f"channels: unknown channel {short_repr(name)}; one of {sorted(_STYLE)}")
+    return cast(list[Channel], list(channels))
 
 
 def _x_of(ch: StitchedChannel) -> tuple[np.ndarray, Optional[np.ndarray], float, str]:
@@ -82,9 +93,7 @@ def plot_whole_run(profile: Profile, ax: Any = None, *, max_runs: Optional[int] 
     ax = _axes(ax)
     keep = np.ones(len(wr.t_ns), dtype=bool)
     if max_runs is not None:
-        if max_runs < 1:
-            raise ValueError(f"max_runs={max_runs}: must be >= 1")
-        keep = np.isin(wr.run, wr.runs[:max_runs])
+        keep = np.isin(wr.run, wr.runs[:integer_in(max_runs, "max_runs", 1)])
     t_ms = wr.t_ns / 1e6
     ax.plot(t_ms[keep], wr.value[keep], linestyle="none", marker=".", markersize=3, color="0.25",
             label=f"logs ({len(np.unique(wr.run[keep]))} golden runs)")
@@ -138,13 +147,13 @@ def plot_kernel(ep: ExecutionProfile, ax: Any = None, *,
     """
     if not isinstance(ep, ExecutionProfile):
         raise ValueError(f"ep: expected an ExecutionProfile, got {type(ep).__name__}")
+    names = _channels(channels)
+    bands = flag(bands, "bands")
     ax = _axes(ax)
     by_name = {c.name: c for c in ep.stitched.channels}
     drawn = 0
     low_w, high_w = np.inf, -np.inf
-    for name in channels:
-        if name not in _STYLE:
-            raise ValueError(f"channels: unknown channel {name!r}")
+    for name in names:
         ch = by_name.get(name)
         if ch is None or not np.isfinite(ch.mean).any():
             continue
@@ -185,6 +194,12 @@ def plot_kernel(ep: ExecutionProfile, ax: Any = None, *,
 def _as_mapping(profiles: Any) -> Mapping[str, ExecutionProfile]:
     out: dict[str, ExecutionProfile] = {}
     items = profiles.items() if isinstance(profiles, Mapping) else profiles
+    if isinstance(items, (str, bytes)) or not hasattr(items, "__iter__"):
+        raise ValueError(f"profiles={short_repr(profiles)}: must be a mapping or sequence of (name, Profile or "
+                         "ExecutionProfile)")
+    items = list(items)
+    if not all(isinstance(it, (tuple, list)) and len(it) == 2 for it in items):
+        raise ValueError("profiles: must be a mapping or sequence of (name, Profile or ExecutionProfile) pairs")
     for name, p in items:
         if isinstance(p, Profile):
             p = p.profiles.get("ssp") or next(iter(p.profiles.values()))
@@ -219,12 +234,11 @@ def plot_kernels(profiles: Any, channel: Channel = "total", ax: Any = None, *, x
     Paper Figures 8 and 10: compute-bound vs memory-bound GEMMs per
     component (Section V-C).
     """
-    if channel not in _STYLE:
-        raise ValueError(f"channel={channel!r}: one of {sorted(_STYLE)}")
-    if x not in ("fraction", "time"):
-        raise ValueError(f"x={x!r}: must be 'fraction' or 'time'")
+    choice(channel, "channel", tuple(_STYLE))
+    choice(x, "x", ("fraction", "time"))
+    eps = _as_mapping(profiles)
     ax = _axes(ax)
-    for i, (name, ep) in enumerate(_as_mapping(profiles).items()):
+    for i, (name, ep) in enumerate(eps.items()):
         ch = next((c for c in ep.stitched.channels if c.name == channel), None)
         if ch is None:
             continue
@@ -268,9 +282,12 @@ def figure_kernels_by_component(profiles: Any, *,
     """
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, len(channels), figsize=(3.2 * len(channels), 3.6), layout="constrained",
+    names = _channels(channels)
+    choice(x, "x", ("fraction", "time"))
+    _as_mapping(profiles)
+    fig, axes = plt.subplots(1, len(names), figsize=(3.2 * len(names), 3.6), layout="constrained",
                              squeeze=False)
-    for ax, ch in zip(axes[0], channels):
+    for ax, ch in zip(axes[0], names):
         plot_kernels(profiles, ch, ax, x=x)
     # The kernels are the same in every panel: one legend under the figure
     # instead of one per panel sitting on some panel's curves.
@@ -304,6 +321,7 @@ def plot_interleaved(il: InterleavedProfile, ax: Any = None, *, channel: Channel
     """
     if not isinstance(il, InterleavedProfile):
         raise ValueError(f"il: expected an InterleavedProfile, got {type(il).__name__}")
+    choice(channel, "channel", tuple(_STYLE))
     before = " + ".join(f"{k} x{n}" for k, n in il.preceded_by)
     ax = plot_kernels([(f"after {before}", il.scenario), ("isolated (SSP)", il.reference)], channel, ax)
     ax.set_title(f"{il.reference.kernel}: interleaved / isolated = {il.power_ratio:.3f}")
@@ -382,11 +400,13 @@ def plot_sync_error(brackets: np.ndarray, clock_map: ClockMapLike, ax: Any = Non
     Section IV-B step 2): a read is consistent with the map when the mapped
     device time falls inside its bracket; the band is the map's bound.
     """
-    b = np.asarray(brackets)
+    b = whole_numbers(brackets, "brackets", -(2**63), 2**63 - 1)
     if b.ndim != 2 or b.shape[1] != 3 or len(b) == 0:
         raise ValueError(f"brackets: expected an (n, 3) array, got shape {b.shape}")
-    if max_brackets < 1:
-        raise ValueError(f"max_brackets={max_brackets}: must be >= 1")
+    integer_in(max_brackets, "max_brackets", 1)
+    positive_number(tick_ns, "tick_ns")
+    if not callable(getattr(clock_map, "to_host", None)):
+        raise ValueError(f"clock_map={short_repr(clock_map)}: must be a clock map (with to_host)")
     ax = _axes(ax)
     before, ticks, after = b[:, 0], b[:, 1], b[:, 2]
     t0 = float(before.min())
@@ -445,8 +465,9 @@ def plot_kernel_energy(tp: TraceProfile, ax: Any = None, *, top: int = 12) -> An
     the energy's 95 % interval scaled the same way; the share of all kernel
     energy is written beside it.
     """
-    if top < 1:
-        raise ValueError(f"top={top!r}: must be >= 1")
+    if not isinstance(tp, TraceProfile):
+        raise ValueError(f"tp: expected a TraceProfile, got {type(tp).__name__}")
+    top = integer_in(top, "top", 1)
     ax = _axes(ax)
     k = tp.kernels[:top]
     n = len(k)
@@ -484,8 +505,10 @@ def figure_trace_profiles(tp: TraceProfile, *, top: int = 4,
     """
     import matplotlib.pyplot as plt
 
-    if top < 1:
-        raise ValueError(f"top={top!r}: must be >= 1")
+    if not isinstance(tp, TraceProfile):
+        raise ValueError(f"tp: expected a TraceProfile, got {type(tp).__name__}")
+    top = integer_in(top, "top", 1)
+    _channels(channels)
     n = min(top, len(tp.kernels))
     fig, axes = plt.subplots(1, n, figsize=(4.2 * n, 3.6), layout="constrained", squeeze=False)
     for i, ax in enumerate(axes[0]):

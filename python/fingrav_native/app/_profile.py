@@ -19,6 +19,7 @@ from typing import Any, Literal, Optional, Sequence, Union
 
 import numpy as np
 
+from fingrav_native._checks import choice, file_path, flag, instance_of, integer_in, positive_number, short_repr
 from fingrav_native.app._campaign import (
     Campaign,
     PooledProbe,
@@ -29,7 +30,7 @@ from fingrav_native.app._campaign import (
 )
 from fingrav_native.app._open import open_device
 from fingrav_native.app._progress import ProgressLike, as_reporter
-from fingrav_native.backends._base import Backend, KernelSpec
+from fingrav_native.backends._base import Backend, KernelSpec, check_kernel_spec
 from fingrav_native.clocks._runs import Timeline, nominal_durations
 from fingrav_native.files._campaign import (
     PROFILE_FILE,
@@ -53,9 +54,10 @@ from fingrav_native.method._pipeline import (
 )
 from fingrav_native.method._results import CampaignTimeline, ExecutionProfile, InterleavedProfile, Profile
 from fingrav_native.method._steady import SSE_EXECUTIONS, SSE_INDEX, SspSearch, find_ssp_executions
+from fingrav_native.method._stitch import check_stitch_options
 from fingrav_native.method._whole_run import whole_run_view
 from fingrav_native.records._recording import Capabilities
-from fingrav_native.sensors._model import SensorModel, sensor_preset
+from fingrav_native.sensors._model import SensorModel, as_sensor
 
 _log = logging.getLogger(__name__)
 
@@ -305,9 +307,13 @@ def profile(
     8. Stitch (:func:`~fingrav_native.method.stitch`), integrate energy per
        execution, and build the whole-run view.
     """
+    check_kernel_spec(kernel)
     _check_what_to_run(mode, runs, margin, executions, timing_executions)
     _check_executions_used(mode, executions)
     _check_how_to_run(x, resume, out_dir, attribution, phase, sensor)
+    _check_campaign_size(ssp_tolerance, max_executions, top_up, max_top_up_runs, probe_lois, seed)
+    check_stitch_options(smoother, 0.95, span, 201)  # before the campaign, not after it
+    instance_of(agreement, "agreement", (Agreement, type(None)), "an Agreement or None")
     # Every driver opens its device through the one resolver (a string, or a backend as it is).
     backend = open_device("sim", seed=seed) if backend is None else open_device(backend)
     model, caps = _sensor_of(backend.capabilities, sensor)
@@ -348,16 +354,32 @@ def profile(
 def _check_what_to_run(mode: str, runs: Optional[int], margin: Optional[float], executions: Optional[int],
                        timing_executions: int) -> None:
     """:func:`profile`'s execution(s) of interest and campaign size, each named when it is wrong."""
-    if mode not in ("sse", "ssp", "both"):
-        raise ValueError(f"mode={mode!r}: must be 'sse', 'ssp' or 'both'")
-    if runs is not None and (not isinstance(runs, int) or runs < 2):
-        raise ValueError(f"runs={runs!r}: must be an integer >= 2")
-    if margin is not None and not 0 < margin < 1:
+    choice(mode, "mode", ("sse", "ssp", "both"))
+    if runs is not None:
+        integer_in(runs, "runs", 2, MAX_RUNS)
+    if margin is not None and not 0 < positive_number(margin, "margin") < 1:
         raise ValueError(f"margin={margin}: must be in (0, 1)")
-    if executions is not None and (not isinstance(executions, int) or executions < SSE_EXECUTIONS):
-        raise ValueError(f"executions={executions!r}: must be an integer >= {SSE_EXECUTIONS}")
-    if not isinstance(timing_executions, int) or timing_executions < 2:
-        raise ValueError(f"timing_executions={timing_executions!r}: must be an integer >= 2")
+    if executions is not None:
+        integer_in(executions, "executions", SSE_EXECUTIONS, 1 << 20)
+    integer_in(timing_executions, "timing_executions", 2, 100_000)
+
+
+#: The most runs one campaign may ask for, as ``fingrav profile --runs``: each run is a device call and a file
+#: (Table I asks 50 to 800).
+MAX_RUNS = 100_000
+
+
+def _check_campaign_size(ssp_tolerance: Any, max_executions: Any, top_up: Any, max_top_up_runs: Any,
+                         probe_lois: Any, seed: Any) -> None:
+    """:func:`profile`'s search and top-up limits, each named when it is wrong or absurd."""
+    if not 0 < positive_number(ssp_tolerance, "ssp_tolerance") < 1:
+        raise ValueError(f"ssp_tolerance={ssp_tolerance!r}: must be in (0, 1)")
+    integer_in(max_executions, "max_executions", 2, 1 << 20)
+    flag(top_up, "top_up")
+    if max_top_up_runs is not None:
+        integer_in(max_top_up_runs, "max_top_up_runs", 0, MAX_RUNS)
+    integer_in(probe_lois, "probe_lois", 1, 10**7)
+    integer_in(seed, "seed", 0)
 
 
 def _check_executions_used(mode: str, executions: Optional[int]) -> None:
@@ -371,22 +393,21 @@ def _check_executions_used(mode: str, executions: Optional[int]) -> None:
 def _check_how_to_run(x: str, resume: bool, out_dir: Optional[str], attribution: str, phase: str,
                       sensor: object) -> None:
     """:func:`profile`'s stitching axis, folder, attribution, phase and sensor, each named when it is wrong."""
-    if x not in ("time", "fraction"):
-        raise ValueError(f"x={x!r}: must be 'time' or 'fraction'")
+    choice(x, "x", ("time", "fraction"))
+    resume = flag(resume, "resume")
+    if out_dir is not None:
+        file_path(out_dir, "out_dir")
     if resume and out_dir is None:
         raise ValueError("resume=True: needs out_dir, the folder of the campaign to continue")
-    if attribution not in ATTRIBUTIONS:
-        raise ValueError(f"attribution={attribution!r}: must be one of {ATTRIBUTIONS}")
-    if phase not in PHASES:
-        raise ValueError(f"phase={phase!r}: must be one of {PHASES}")
-    if sensor is not None and not isinstance(sensor, (str, SensorModel)):
-        raise ValueError(f"sensor: must be a SensorModel or a preset name, got {type(sensor).__name__}")
+    choice(attribution, "attribution", ATTRIBUTIONS)
+    choice(phase, "phase", PHASES)
+    as_sensor(sensor)
 
 
 def _sensor_of(caps: Capabilities, sensor: Union[SensorModel, str, None]) -> tuple[Optional[SensorModel],
                                                                                   Capabilities]:
     """The model the logs are taken as (``sensor``, else the backend's), and the capabilities the profile records."""
-    model = sensor_preset(sensor) if isinstance(sensor, str) else sensor
+    model = as_sensor(sensor)
     if model is None:
         return caps.sensor, caps
     if model != caps.sensor:
@@ -657,11 +678,17 @@ def profile_interleaved(
     3. Golden runs, LOIs and stitching as in :func:`profile`; compare the
        mean total power with the SSP's.
     """
+    instance_of(kernel, "kernel", str, "the kernel of interest's name, a str")
+    if not isinstance(preceded_by, (list, tuple)) or not preceded_by or not check_kernel_spec(preceded_by,
+                                                                                          "preceded_by"):
+        raise ValueError(f"preceded_by={short_repr(preceded_by)}: at least one (kernel, executions) pair is needed")
     plan = [(str(k), int(n)) for k, n in preceded_by]
-    if not plan:
-        raise ValueError("preceded_by: at least one (kernel, executions) is needed")
-    if any(n < 1 for _, n in plan):
-        raise ValueError("preceded_by: every count must be >= 1")
+    if runs is not None:
+        integer_in(runs, "runs", 2, MAX_RUNS)
+    if margin is not None and not 0 < positive_number(margin, "margin") < 1:
+        raise ValueError(f"margin={margin}: must be in (0, 1)")
+    instance_of(reference, "reference", (Profile, type(None)), "the kernel's own SSP Profile, or None")
+    integer_in(seed, "seed", 0)
     backend = open_device("sim", seed=seed) if backend is None else open_device(backend)
     if reference is None:
         reference = profile(kernel, backend, mode="ssp", margin=margin, progress=progress)

@@ -17,6 +17,8 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Optional, TextIO, Union
 
+from fingrav_native._checks import flag, positive_number, short_repr
+
 
 @dataclass(frozen=True)
 class CampaignProgress:
@@ -101,6 +103,8 @@ class LineProgress(ProgressReporter):
     """Forwards the lines to a callable (``print``, a logger's ``info``); ignores updates."""
 
     def __init__(self, fn: Callable[[str], None]) -> None:
+        if not callable(fn):
+            raise ValueError(f"fn={short_repr(fn)}: must be a callable taking a line (print, a logger's info)")
         self._fn = fn
 
     def line(self, text: str) -> None:
@@ -124,12 +128,15 @@ class TerminalProgress(ProgressReporter):
 
     def __init__(self, stream: Optional[TextIO] = None, *, min_interval_s: float = 0.1,
                  force: Optional[bool] = None) -> None:
-        if not min_interval_s >= 0:
-            raise ValueError(f"min_interval_s={min_interval_s}: must be >= 0")
+        interval = positive_number(min_interval_s, "min_interval_s", allow_zero=True)
+        if force is not None:
+            flag(force, "force")
+        if stream is not None and not callable(getattr(stream, "write", None)):
+            raise ValueError(f"stream={short_repr(stream)}: must be a text stream (with write), or None for stderr")
         self.stream = stream if stream is not None else sys.stderr
         isatty = getattr(self.stream, "isatty", None)
         self.enabled = bool(force) if force is not None else bool(isatty and isatty())
-        self._interval = float(min_interval_s)
+        self._interval = interval
         self._last = -float("inf")
         self._phase = ""
         self._width = 0

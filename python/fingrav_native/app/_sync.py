@@ -19,6 +19,7 @@ from typing import Any, Callable, Optional
 
 import numpy as np
 
+from fingrav_native._checks import integer_in, positive_number, short_repr
 from fingrav_native.backends._base import Backend
 from fingrav_native.clocks._latency import ReadLatency, summarize_read_latency
 from fingrav_native.clocks._maps import ClockMap, PiecewiseClockMap
@@ -139,12 +140,16 @@ def sync_report(
     -------
     SyncReport
     """
-    if not seconds > 0:
-        raise ValueError(f"seconds={seconds}: must be positive")
-    if not isinstance(burst, int) or burst < 2:
-        raise ValueError(f"burst={burst!r}: must be an integer >= 2")
-    if not interval_s > 0:
-        raise ValueError(f"interval_s={interval_s}: must be positive")
+    seconds = positive_number(seconds, "seconds", upper=3_600.0)
+    burst = integer_in(burst, "burst", 2, 10_000)
+    interval_s = positive_number(interval_s, "interval_s", upper=3_600.0)
+    if seconds / interval_s > 1e6:
+        raise ValueError(f"seconds={seconds:g}, interval_s={interval_s:g}: more than a million bursts")
+    if not callable(getattr(backend, "read_clocks", None)) or not hasattr(backend, "capabilities"):
+        raise ValueError(f"backend: must be a backend (with read_clocks and capabilities); got a "
+                         f"{type(backend).__name__}")
+    if not callable(sleep):
+        raise ValueError(f"sleep={short_repr(sleep)}: must be a callable taking seconds")
     caps = backend.capabilities
     bursts = max(2, int(seconds / interval_s) + 1)
     advance = getattr(backend, "advance_to", None) if caps.virtual_time else None

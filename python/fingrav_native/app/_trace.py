@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from typing import Any, Optional, Union
 
+from fingrav_native._checks import file_path
 from fingrav_native.clocks._maps import ClockMapLike
 from fingrav_native.files._rocprof import read_trace
 from fingrav_native.insitu._profile import profile_trace as _attribute
@@ -39,5 +40,5 @@ def profile_trace(trace: Union[str, "os.PathLike[str]", KernelTrace], samples: A
     -------
     TraceProfile
     """
-    kt = trace if isinstance(trace, KernelTrace) else read_trace(trace)
+    kt = trace if isinstance(trace, KernelTrace) else read_trace(file_path(trace, "trace"))
     return _attribute(kt, samples, logger_map, **options)

@@ -37,6 +37,7 @@ from typing import Any, Literal, Sequence, Union
 import numpy as np
 
 from fingrav_native import _core
+from fingrav_native._checks import choice, integer_in, positive_number
 from fingrav_native.backends import _amd_sysfs as amd_sysfs
 from fingrav_native.backends._amd_sensors import power_semantics
 from fingrav_native.backends._amd_sysfs import AmdChannel, AmdPrefer
@@ -189,20 +190,14 @@ def measure_logger_period(power: _core.PowerSource, *, poll_ns: int = 100_000, m
 def _check_arguments(device: int, clock: str, period_ns: int, brackets_per_run: int, idle_tolerance: float,
                      max_idle_ns: int, marker_err_ns: float) -> None:
     """The backend's arguments, checked before anything is opened."""
-    if isinstance(device, bool) or not isinstance(device, int) or device < 0:
-        raise ValueError(f"device={device!r}: must be an integer >= 0")
-    if clock not in ("auto", "kfd", "hip"):
-        raise ValueError(f"clock={clock!r}: must be 'auto', 'kfd' or 'hip'")
-    if not _core.MIN_PERIOD_NS <= period_ns <= _core.MAX_PERIOD_NS:
-        raise ValueError(f"period_ns={period_ns}: must be in [{_core.MIN_PERIOD_NS}, {_core.MAX_PERIOD_NS}]")
-    if brackets_per_run < 2:
-        raise ValueError(f"brackets_per_run={brackets_per_run}: must be >= 2")
-    if not 0 < idle_tolerance < 1:
+    integer_in(device, "device", 0)
+    choice(clock, "clock", ("auto", "kfd", "hip"))
+    integer_in(period_ns, "period_ns", _core.MIN_PERIOD_NS, _core.MAX_PERIOD_NS)
+    integer_in(brackets_per_run, "brackets_per_run", 2, 100_000)
+    if not 0 < positive_number(idle_tolerance, "idle_tolerance") < 1:
         raise ValueError(f"idle_tolerance={idle_tolerance}: must be in (0, 1)")
-    if max_idle_ns <= 0:
-        raise ValueError(f"max_idle_ns={max_idle_ns}: must be > 0")
-    if not marker_err_ns >= 0:
-        raise ValueError(f"marker_err_ns={marker_err_ns}: must be >= 0")
+    integer_in(max_idle_ns, "max_idle_ns", 1)
+    positive_number(marker_err_ns, "marker_err_ns", allow_zero=True)
 
 
 def _pick_gpu(gpus: list[Any], device: int, sysfs_root: str) -> Any:

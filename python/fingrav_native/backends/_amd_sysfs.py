@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from fingrav_native import _core
+from fingrav_native._checks import file_path
 
 logger = logging.getLogger(__name__)
 
@@ -188,14 +189,14 @@ def find_amd_gpus(sysfs_root: str = "/sys") -> list[AmdGpu]:
        order the runtime's GPU agents follow, which the clock sync of paper
        Section IV-A needs to read the right GPU's counter.
     """
-    if not isinstance(sysfs_root, (str, os.PathLike)):
-        raise ValueError(f"sysfs_root={sysfs_root!r}: must be a path")
-    root = Path(sysfs_root)
+    root = Path(file_path(sysfs_root, "sysfs_root"))
     drm = root / "class" / "drm"
     try:
         entries = os.listdir(drm)
     except FileNotFoundError:
         return []
+    except NotADirectoryError:
+        raise ValueError(f"sysfs_root={os.fspath(sysfs_root)!r}: not a directory (where sysfs is mounted)") from None
     kfd = _kfd_nodes(root)
     gpus = []
     for entry in entries:
@@ -283,8 +284,7 @@ def read_gpu_metrics(path: str) -> dict[str, Any]:
     and, for 1.9, of the driver's ``DECLARE_SMU_METRICS_CLASS``
     (``drivers/gpu/drm/amd/pm/swsmu/smu_cmn.h``).
     """
-    if not isinstance(path, (str, os.PathLike)) or str(path) == "":
-        raise ValueError(f"path={path!r}: must name a gpu_metrics file")
+    path = file_path(path, "path")
     try:
         with open(path, "rb", buffering=0) as f:
             data = f.read(65536)

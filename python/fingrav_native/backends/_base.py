@@ -26,11 +26,12 @@ map fitted around each run, not by one offset taken at the start.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Optional, Protocol, Sequence, Union, runtime_checkable
+from typing import Any, Callable, Optional, Protocol, Sequence, Union, cast, runtime_checkable
 
 import numpy as np
 
 from fingrav_native import _core
+from fingrav_native._checks import instance_of, integer_in, positive_number, short_repr, whole_numbers
 from fingrav_native.records._recording import Capabilities, RunRecord
 
 #: A kernel, or a sequence of (kernel, executions) run back to back.
@@ -206,6 +207,12 @@ def wait_for_idle(idle_level: Callable[[int], float], baseline_w: float, toleran
     Paper Section IV-B: every run starts from idle, so that runs share one
     power history and their logs can be stitched. Every backend waits this way.
     """
+    if not callable(idle_level):
+        raise ValueError(f"idle_level={short_repr(idle_level)}: must be a callable taking ns and returning W")
+    baseline_w = positive_number(baseline_w, "baseline_w", allow_zero=True)
+    tolerance = positive_number(tolerance, "tolerance")
+    logger_period_ns = positive_number(logger_period_ns, "logger_period_ns")
+    max_idle_ns = integer_in(max_idle_ns, "max_idle_ns", 0, 3_600 * 10**9)
     chunk = int(20 * logger_period_ns)
     waited = 0
     while waited < max_idle_ns:
@@ -246,11 +253,25 @@ def marker_records(run: int, kernel_id: "int | Sequence[int]", ticks: np.ndarray
     -----
     Paper Section IV-B step 2: GPU-side start and end of every execution.
     """
-    n = len(host_launch_ns)
+    launch = whole_numbers(host_launch_ns, "host_launch_ns", -(2**63), 2**63 - 1).ravel()
+    n = len(launch)
+    ticks = whole_numbers(ticks, "ticks", -(2**63), 2**63 - 1).ravel()  # the markers' int64 ticks
+    if len(ticks) < 2 * n:
+        raise ValueError(f"ticks: {len(ticks)} slots for {n} executions; a probe writes two per execution")
+    integer_in(run, "run", 0)
+    integer_in(host_sync_ns, "host_sync_ns", -(2**63))
+    kid: Union[int, np.ndarray]
+    if isinstance(kernel_id, (int, np.integer)) and not isinstance(kernel_id, (bool, np.bool_)):
+        kid = integer_in(kernel_id, "kernel_id", -(2**31), 2**31 - 1)
+    else:
+        kid = whole_numbers(kernel_id, "kernel_id", -(2**31), 2**31 - 1)
+        if kid.shape != (n,):
+            raise ValueError(f"kernel_id: one per execution ({n}) or one for all, got shape {kid.shape}")
+    host_launch_ns = launch
     markers = np.zeros(n, dtype=MARKER_RECORD_DTYPE)
     markers["run"] = run
     markers["index"] = np.arange(n)
-    markers["kernel_id"] = kernel_id
+    markers["kernel_id"] = kid
     markers["begin_ticks"] = ticks[0:2 * n:2]
     markers["end_ticks"] = ticks[1:2 * n:2]
     markers["host_launch_ns"] = host_launch_ns
@@ -258,6 +279,27 @@ def marker_records(run: int, kernel_id: "int | Sequence[int]", ticks: np.ndarray
     if n:
         markers["host_sync_ns"][-1] = host_sync_ns
     return markers
+
+
+def check_kernel_spec(kernel: Any, name: str = "kernel") -> bool:
+    """Refuse what is no kernel by name; True for a sequence of (kernel, executions) pairs, False for one kernel.
+
+    One kernel is a name, an id or a workload (anything with ``launch``); a
+    sequence holds (kernel, executions) pairs with whole counts >= 1 (2.5
+    executions was truncated to 2).
+    """
+    def single(k: Any) -> bool:
+        return (isinstance(k, (str, int, np.integer)) and not isinstance(k, (bool, np.bool_))) or callable(
+            getattr(k, "launch", None))
+    if single(kernel):
+        return False
+    if isinstance(kernel, (list, tuple)) and kernel and all(
+            isinstance(item, (list, tuple)) and len(item) == 2 and single(item[0]) for item in kernel):
+        for _, count in kernel:
+            integer_in(count, name, 1)
+        return True
+    raise ValueError(f"{name}={short_repr(kernel)}: must be a kernel (a name, an id or a Workload) or a non-empty "
+                     "sequence of (kernel, executions) pairs")
 
 
 def execution_plan(kernel: KernelSpec, executions: int, *, limit: int | None = None,
@@ -281,14 +323,14 @@ def execution_plan(kernel: KernelSpec, executions: int, *, limit: int | None = N
     -------
     list of (str or int, int)
     """
-    if isinstance(executions, bool) or not isinstance(executions, (int, np.integer)) or executions < 1:
-        raise ValueError(f"executions={executions!r}: must be an integer >= 1")
-    if limit is not None and executions > limit:
+    executions = integer_in(executions, "executions", 1)
+    instance_of(device, "device", str, "the device's name in words, a str")
+    if limit is not None and executions > integer_in(limit, "limit", 1):
         raise ValueError(f"executions={executions}: at most {limit} per run on {device} "
                          "(each execution is queued, simulated and recorded); run fewer")
-    if isinstance(kernel, (str, int, np.integer)):
-        return [(kernel, int(executions))]
-    plan = [(k, int(c)) for k, c in kernel]
+    if not check_kernel_spec(kernel):
+        return [(cast(Union[str, int], kernel), int(executions))]
+    plan = [(k, int(c)) for k, c in cast(Sequence[tuple[Union[str, int], int]], kernel)]
     total = sum(c for _, c in plan)
     if total != executions:
         raise ValueError(f"executions={executions}: the sequence has {total} executions in all")

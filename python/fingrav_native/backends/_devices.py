@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import Callable, Optional
 
+from fingrav_native._checks import flag, short_repr
 from fingrav_native.backends import _amd_report as amd
 from fingrav_native.backends import _nvidia_report as nvidia
 from fingrav_native.backends import _sim as sim
@@ -54,9 +55,11 @@ def list_backends(backends: Optional[list[str]] = None) -> list[BackendReport]:
     host time, and GPU-side execution markers (paper Section IV-A); a report
     lists each of them.
     """
+    if backends is not None and (isinstance(backends, (str, bytes, dict)) or not isinstance(backends, (list, tuple))):
+        raise ValueError(f"backends={short_repr(backends)}: must be a list of names from {sorted(BACKENDS)}, or None")
     names = list(BACKENDS) if backends is None else list(backends)
     for n in names:
-        if n not in BACKENDS:
+        if not isinstance(n, str) or n not in BACKENDS:
             raise ValueError(f"backends: unknown backend {n!r}; choose from {sorted(BACKENDS)}")
     return [_report_of(n, BACKENDS[n]) for n in names]
 
@@ -80,6 +83,10 @@ def format_reports(reports: list[BackendReport], verbose: bool = False) -> str:
     str
     """
     lines: list[str] = []
+    if isinstance(reports, (str, bytes, dict)) or not isinstance(reports, (list, tuple)) or not all(
+            isinstance(r, BackendReport) for r in reports):
+        raise ValueError(f"reports={short_repr(reports)}: must be a list of BackendReport (from list_backends)")
+    verbose = flag(verbose, "verbose")
     for r in reports:
         if r.available:
             state = f"available, {len(r.devices)} device(s)"

@@ -40,7 +40,7 @@ from typing import Any, Optional, Union
 import numpy as np
 
 from fingrav_native import _core
-from fingrav_native._checks import integer_in
+from fingrav_native._checks import integer_in, short_repr
 from fingrav_native.backends._base import HostRelease, LivePower, drain_all, marker_records, wait_for_idle
 from fingrav_native.backends._nvidia_sensors import (
     CHANGE_ONLY_MODES,
@@ -122,6 +122,10 @@ def match_nvml_device(cuda_device: dict[str, Any], nvml_devices: list[dict[str, 
     GPU in PCI order. Power logs of the wrong GPU would silently spoil every
     step after the paper's step 2 (Section IV-B).
     """
+    if not isinstance(cuda_device, dict):
+        raise ValueError(f"cuda_device={short_repr(cuda_device)}: must be a dict (an entry of cuda_devices())")
+    if not isinstance(nvml_devices, (list, tuple)) or not all(isinstance(d, dict) for d in nvml_devices):
+        raise ValueError(f"nvml_devices={short_repr(nvml_devices)}: must be a list of dicts (nvml_devices())")
     uuid = str(cuda_device.get("uuid") or "").lower()
     if uuid:
         for d in nvml_devices:

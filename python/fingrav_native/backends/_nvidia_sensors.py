@@ -12,6 +12,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Literal, Optional
 
+from fingrav_native._checks import choice, flag, instance_of, positive_number
 from fingrav_native.sensors._model import SensorModel, SensorPresetName, sensor_preset
 from fingrav_native.sensors._semantics import SensorSemantics
 
@@ -67,8 +68,10 @@ def nvml_sensor(mode: NvmlMode, period_ns: float, window_ns: float, window_docum
         replaces the preset's. Built to nvml.h and the paper, not verified on
         NVIDIA hardware in this repository (see the README).
     """
-    if mode not in NVML_MODES:
-        raise ValueError(f"mode={mode!r}: must be one of {', '.join(NVML_MODES)}")
+    choice(mode, "mode", NVML_MODES)
+    period_ns = positive_number(period_ns, "period_ns", allow_zero=True)
+    window_ns = positive_number(window_ns, "window_ns", allow_zero=True)
+    window_documented = flag(window_documented, "window_documented")
     preset = _MODE_PRESETS.get(mode)
     if mode == "instant" and not (window_documented and window_ns == _PART_TIME_WINDOW_NS):
         preset = None  # the 25/100 ms figures are published for A100/H100 only
@@ -120,8 +123,11 @@ def nvml_semantics(mode: NvmlMode, window_ns: Optional[float] = None,
     power is returned"); Yang, Adamek and Armour (SC'24) for the instant
     field on A100/H100 (25 ms of every 100 ms).
     """
-    if mode not in NVML_MODES:
-        raise ValueError(f"mode={mode!r}: must be one of {', '.join(NVML_MODES)}")
+    choice(mode, "mode", NVML_MODES)
+    if window_ns is not None:
+        window_ns = positive_number(window_ns, "window_ns", allow_zero=True)
+    if window_documented is not None:
+        window_documented = flag(window_documented, "window_documented")
     known = window_documented if window_ns is not None else None
     kept = "logged when the value changes (period = the driver's refresh)"
     if mode == "samples":
@@ -174,6 +180,9 @@ def nvml_provenance(window_documented: Optional[bool], sensor: Optional[SensorMo
         With ``window_documented=None`` a window that depends on the GPU is
         reported as assumed.
     """
+    if window_documented is not None:
+        flag(window_documented, "window_documented")
+    instance_of(sensor, "sensor", (SensorModel, type(None)), "a SensorModel or None")
     if sensor is not None:
         given = "measured" if sensor.source == "characterised" else (
             sensor.source if sensor.source in ("documented", "assumed") else "assumed")

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from fingrav_native import _core
+from fingrav_native._checks import integer_in, positive_number, short_repr, structured
 from fingrav_native.backends._base import (
     MARKER_RECORD_DTYPE,
     HostRelease,
@@ -42,6 +43,8 @@ def sim_markers(ex: np.ndarray) -> np.ndarray:
     numpy.ndarray
         MARKER_RECORD_DTYPE, device ticks as the markers of Section IV-A.
     """
+    structured(ex, "ex", ("run", "index", "kernel_id", "begin_marker_ticks", "end_marker_ticks", "host_launch_ns",
+                          "host_sync_ns"), "the simulator's executions (EXEC_DTYPE)")
     markers = np.zeros(len(ex), dtype=MARKER_RECORD_DTYPE)
     for name, src in (("run", "run"), ("index", "index"), ("kernel_id", "kernel_id"),
                       ("begin_ticks", "begin_marker_ticks"), ("end_ticks", "end_marker_ticks"),
@@ -59,6 +62,13 @@ class _SimCommon(HostRelease, abc.ABC):
     def _setup(self, gpu: SimGPU | None, seed: int, brackets_per_run: int, idle_tolerance: float,
                max_idle_ns: int, params: dict[str, Any]) -> None:
         kind = "real-time" if self._realtime else "virtual-time"
+        # Checked before the device is built: a count of 2**62 reads is a mistake, not a run to start.
+        integer_in(brackets_per_run, "brackets_per_run", 2, 100_000)
+        if not 0 < positive_number(idle_tolerance, "idle_tolerance") < 1:
+            raise ValueError(f"idle_tolerance={idle_tolerance}: must be in (0, 1)")
+        integer_in(max_idle_ns, "max_idle_ns", 1, 3_600 * 10**9)
+        if gpu is not None and not isinstance(gpu, SimGPU):
+            raise ValueError(f"gpu={short_repr(gpu)}: must be a SimGPU or None")
         if gpu is None:
             gpu = SimGPU(seed=seed, realtime=self._realtime, **params)
         elif params:
@@ -66,10 +76,6 @@ class _SimCommon(HostRelease, abc.ABC):
         if gpu.realtime != self._realtime:
             raise ValueError(f"gpu: {type(self).__name__} drives a {kind} device; "
                              f"use realtime={self._realtime}")
-        if brackets_per_run < 2:
-            raise ValueError(f"brackets_per_run={brackets_per_run}: must be >= 2")
-        if not 0 < idle_tolerance < 1:
-            raise ValueError(f"idle_tolerance={idle_tolerance}: must be in (0, 1)")
         self.gpu = gpu
         self._rng = np.random.default_rng(seed)
         self._brackets_per_run = int(brackets_per_run)
@@ -316,6 +322,10 @@ class LiveSimBackend(_SimCommon, LivePower):
         **params: Any,
     ) -> None:
         self._realtime = True
+        if gpu is not None and not isinstance(gpu, SimGPU):
+            raise ValueError(f"gpu={short_repr(gpu)}: must be a SimGPU or None")
+        integer_in(period_ns, "period_ns", 1_000, 10**10)
+        integer_in(depth, "depth", 1, 1 << 20)
         if gpu is not None and not gpu.realtime:
             raise ValueError("gpu: LiveSimBackend drives a real-time device; use realtime=True")
         # The live sources must exist before _setup measures the idle level.

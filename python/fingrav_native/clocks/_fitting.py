@@ -13,14 +13,14 @@ import math
 import numpy as np
 import numpy.typing as npt
 
-from fingrav_native._checks import positive_number
+from fingrav_native._checks import numbers, positive_number
 
 # 1.4826 * MAD estimates a Gaussian sigma robustly.
 _MAD_TO_SIGMA = 1.482602218505602
 
 
 def int_array(values: npt.ArrayLike, name: str) -> np.ndarray:
-    arr = np.asarray(values)
+    arr = numbers(values, name)  # a ragged nest or text is named, not a numpy error
     if arr.dtype == object or not np.issubdtype(arr.dtype, np.integer):
         raise ValueError(
             f"{name}: must be an integer array (int64 ns and ticks, exact); got dtype {arr.dtype}"

@@ -61,7 +61,7 @@ import numpy as np
 import numpy.typing as npt
 
 from fingrav_native import _core
-from fingrav_native._checks import integer_in, positive_number, relative_to
+from fingrav_native._checks import flag, instance_of, integer_in, positive_number, real_number, relative_to
 from fingrav_native.clocks._maps import MAX_SKEW_PPM, MIN_BRACKETS, ClockMap
 from fingrav_native.clocks._twosided import fit_clock_map
 
@@ -145,11 +145,8 @@ class SkewedClock:
     """
 
     def __init__(self, offset_ns: int, skew_ppm: float, base: Optional[HostClock] = None) -> None:
-        if isinstance(offset_ns, bool) or not isinstance(offset_ns, (int, np.integer)):
-            raise ValueError(f"offset_ns={offset_ns!r}: must be an integer number of ns")
-        if not (isinstance(skew_ppm, (int, float, np.integer, np.floating)) and math.isfinite(skew_ppm)
-                and abs(skew_ppm) <= 1e5):
-            raise ValueError(f"skew_ppm={skew_ppm!r}: must be a finite number within +-1e5 ppm")
+        integer_in(offset_ns, "offset_ns", -(2**63))
+        real_number(skew_ppm, "skew_ppm", low=-1e5, high=1e5)
         self.offset_ns = int(offset_ns)
         self.skew_ppm = float(skew_ppm)
         self.base: HostClock = check_host_clock(base, "base")
@@ -663,8 +660,11 @@ def fit_host_alignment(
     positive_number(wander_ppm_per_s, "wander_ppm_per_s", allow_zero=True)
     positive_number(coverage, "coverage")
     positive_number(max_skew_ppm, "max_skew_ppm")
-    if fit_skew not in (None, True, False):
+    if fit_skew is not None and not isinstance(fit_skew, (bool, np.bool_)):
         raise ValueError(f"fit_skew={fit_skew!r}: must be True, False or None (decide from the data)")
+    shares_host_clock = flag(shares_host_clock, "shares_host_clock")
+    trust_shared_clock = flag(trust_shared_clock, "trust_shared_clock")
+    instance_of(hostname, "hostname", str, "the rank's host name, a str")
     empty = brackets is None or np.asarray(brackets).size == 0
     if rank == root:
         if not empty:

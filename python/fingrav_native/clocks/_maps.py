@@ -62,7 +62,8 @@ from typing import Any, Protocol, Union, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
-from fingrav_native._checks import FLOAT_EXACT_NS, float_ns_to_int, relative_to
+from fingrav_native._checks import FLOAT_EXACT_NS, float_ns_to_int, instance_of, integer_in, numbers, relative_to
+from fingrav_native._checks import clock_map as check_map
 
 #: Fewest brackets a map is fitted from: a robust line needs a handful of
 #: points beyond the two that define it.
@@ -97,6 +98,15 @@ class ClockMapLike(Protocol):
     def error_bound_at(self, host_ns: Any) -> Any:
         """The map's error bound (ns) at the given host times."""
 
+
+
+def _int_ns(rel: Any) -> np.ndarray:
+    """Host ns relative to an anchor, rounded to int64; refused where they are not finite or beyond int64."""
+    r = np.rint(np.asarray(rel, dtype=np.float64))
+    if r.size and not (np.all(np.isfinite(r)) and np.abs(r).max() < 2.0**62):
+        raise ValueError("device_ticks: map to host times that are not finite or beyond int64 (ticks far outside "
+                         "what the map was fitted on)")
+    return r.astype(np.int64)
 
 @dataclass(frozen=True)
 class ClockMap:
@@ -207,7 +217,7 @@ class ClockMap:
     def to_host_ns(self, device_ticks: ArrayLike) -> Any:
         """Like :meth:`to_host`, rounded to integer ns exactly (int64)."""
         x, scalar = relative_to(device_ticks, self.device_ref, "device_ticks")
-        rel = np.rint(self.offset_ns + self.ns_per_tick * x).astype(np.int64)
+        rel = _int_ns(self.offset_ns + self.ns_per_tick * x)
         out = rel + np.int64(self.host_ref)
         return int(out) if scalar else out
 
@@ -348,7 +358,7 @@ class PiecewiseClockMap:
         """Like :meth:`to_host`, rounded to integer ns exactly (int64)."""
         p0 = self.pieces[0]
         x, scalar = relative_to(device_ticks, p0.device_ref, "device_ticks")
-        out = np.rint(self._to_host_rel(x)).astype(np.int64) + np.int64(p0.host_ref)
+        out = _int_ns(self._to_host_rel(x)) + np.int64(p0.host_ref)
         return int(out) if scalar else out
 
     def to_device(self, host_ns: ArrayLike) -> Any:
@@ -402,6 +412,14 @@ def _bound(h: Any, begin: Any, end: Any, base: Any, skew_ppm: Any, wander_ppm_pe
     return base + skew_ppm * 1e-6 * np.abs(h) + 0.5 * wander_ppm_per_s * 1e-15 * outside * outside
 
 
+def _ticks(ticks: ArrayLike) -> np.ndarray:
+    """Ticks as numbers: integers, or floats that are finite and within int64 (a host time must fit there)."""
+    arr = numbers(ticks, "ticks")
+    if arr.dtype.kind == "f" and arr.size and not (np.all(np.isfinite(arr)) and np.abs(arr).max() < 2.0**63):
+        raise ValueError("ticks: must be finite and within int64 (+-2**63)")
+    return arr
+
+
 def host_relative(clock_map: ClockMapLike, ticks: ArrayLike, origin_ns: int, name: str = "clock_map") -> np.ndarray:
     """Host time of ``ticks`` minus an integer origin, float64 ns, without epoch-scale rounding.
 
@@ -437,7 +455,10 @@ def host_relative(clock_map: ClockMapLike, ticks: ArrayLike, origin_ns: int, nam
     clock map; at Unix-epoch magnitude (torch.profiler traces) that is only
     exact when the large numbers are subtracted as integers first.
     """
-    origin = int(origin_ns)
+    origin = integer_in(origin_ns, "origin_ns", -(2**63))
+    instance_of(name, "name", str, "the map's argument name, a str")
+    check_map(clock_map, name)
+    ticks = _ticks(ticks)
     rel = getattr(clock_map, "to_host_relative", None)
     if callable(rel):
         return np.asarray(rel(ticks, origin), dtype=np.float64)
@@ -479,6 +500,9 @@ def host_ns_exact(clock_map: ClockMapLike, ticks: ArrayLike, name: str = "clock_
     -----
     Paper Section IV-A (execution start and end on the host timeline).
     """
+    instance_of(name, "name", str, "the map's argument name, a str")
+    check_map(clock_map, name)
+    ticks = _ticks(ticks)
     exact = getattr(clock_map, "to_host_ns", None)
     if callable(exact):
         return np.asarray(exact(ticks), dtype=np.int64)

@@ -11,7 +11,7 @@ import math
 import numpy as np
 import numpy.typing as npt
 
-from fingrav_native._checks import positive_number
+from fingrav_native._checks import flag, integer_in, positive_number
 from fingrav_native.clocks._fitting import check_common, check_skew, int_array
 from fingrav_native.clocks._maps import MAX_SKEW_PPM, MIN_ONE_SIDED, ClockMap
 
@@ -121,10 +121,9 @@ def fit_one_sided_clock_map(
     True
     """
     check_common(tick_ns, coverage, wander_ppm_per_s, max_skew_ppm, 1.0)
-    if not (isinstance(min_logs, (int, np.integer)) and min_logs >= 3):
-        raise ValueError(f"min_logs={min_logs!r}: must be an integer >= 3")
-    if not (math.isfinite(min_delay_ns) and min_delay_ns >= 0):
-        raise ValueError(f"min_delay_ns={min_delay_ns!r}: must be >= 0")
+    integer_in(min_logs, "min_logs", 3)
+    min_delay_ns = positive_number(min_delay_ns, "min_delay_ns", allow_zero=True)
+    fit_skew = flag(fit_skew, "fit_skew")
     positive_number(prior_skew_ppm, "prior_skew_ppm", allow_zero=True)
     h, t = _observations(read_host_ns, log_ticks, min_logs)
     n = h.size

@@ -7,10 +7,22 @@ import math
 import numpy as np
 import numpy.typing as npt
 
-from fingrav_native._checks import integer_in, positive_number
+from fingrav_native._checks import choice, integer_in, positive_number
 from fingrav_native.clocks._fitting import check_brackets, check_common, check_resolution
 from fingrav_native.clocks._maps import MAX_SKEW_PPM, MIN_BRACKETS, ClockMap, PiecewiseClockMap
 from fingrav_native.clocks._twosided import OffsetMethod, fit_sorted
+
+
+def _check_spacing(arr: np.ndarray, segment_ns: float) -> None:
+    """Refuse a spacing that makes far more knots than there are reads (each knot needs ``min_reads``).
+
+    A 1 ns spacing over seconds of reads (``segment_ns=True``) would loop over a billion empty windows.
+    """
+    span = int(arr[-1, 0]) - int(arr[0, 0])
+    n_knots = math.ceil(span / segment_ns)
+    if n_knots > max(100_000, 10 * len(arr)):
+        raise ValueError(f"segment_ns={segment_ns!r}: {n_knots} knots for {len(arr)} reads; give a spacing of at "
+                         f"least {span / len(arr):.0f} ns")
 
 
 def fit_piecewise_clock_map(
@@ -78,11 +90,10 @@ def fit_piecewise_clock_map(
     integer_in(min_reads, "min_reads", 3)
     if not positive_number(select_factor, "select_factor") >= 1.0:
         raise ValueError(f"select_factor={select_factor!r}: must be >= 1")
-    if offset not in ("band", "midpoint"):
-        raise ValueError(f"offset={offset!r}: must be 'band' or 'midpoint'")
-    if not (isinstance(segment_ns, (int, float, np.integer, np.floating)) and math.isfinite(segment_ns) and segment_ns > 0):
-        raise ValueError(f"segment_ns={segment_ns!r}: must be a finite number > 0")
+    choice(offset, "offset", ("band", "midpoint"))
+    positive_number(segment_ns, "segment_ns")
     arr = check_brackets(brackets, int(min_reads))
+    _check_spacing(arr, float(segment_ns))
     check_resolution(resolution_ticks, arr)
     opts = dict(
         tick_ns=float(tick_ns),

@@ -12,6 +12,7 @@ from typing import Optional, Sequence, TypeVar, Union
 
 import numpy as np
 
+from fingrav_native._checks import clock_map, instance_of, positive_number, short_repr, structured, whole_numbers
 from fingrav_native.clocks._maps import ClockMap, ClockMapLike, PiecewiseClockMap, host_ns_exact
 from fingrav_native.clocks._onesided import fit_one_sided_clock_map
 from fingrav_native.clocks._piecewise import fit_piecewise_clock_map
@@ -67,6 +68,10 @@ def timeline_of(records: Sequence[RunRecord], caps: Capabilities) -> Timeline:
     -------
     Timeline
     """
+    if isinstance(records, (str, bytes, dict)) or not isinstance(records, (list, tuple)) or not records or not all(
+            isinstance(r, RunRecord) for r in records):
+        raise ValueError(f"records={short_repr(records)}: must be a non-empty sequence of RunRecord")
+    instance_of(caps, "caps", Capabilities, "the backend's Capabilities")
     samples = np.concatenate([r.samples for r in records])
     markers = np.concatenate([r.markers for r in records])
     brackets = np.concatenate([r.brackets for r in records])
@@ -80,6 +85,8 @@ def timeline_of(records: Sequence[RunRecord], caps: Capabilities) -> Timeline:
 
 def nominal_durations(markers: np.ndarray, tick_ns: float) -> np.ndarray:
     """Execution durations (ns) from GPU-side markers at the nominal tick (timing runs, step 1)."""
+    structured(markers, "markers", ("begin_ticks", "end_ticks"), "GPU-side markers (MARKER_RECORD_DTYPE)")
+    tick_ns = positive_number(tick_ns, "tick_ns")
     return np.asarray(markers["end_ticks"] - markers["begin_ticks"], dtype=np.float64) * tick_ns
 
 
@@ -112,6 +119,10 @@ def fit_device_map(brackets: np.ndarray, tick_ns: float,
     ticks (``Capabilities.device_resolution_ticks``): a read ``N`` happened
     somewhere in ``[N, N + step)``, which the bound must cover.
     """
+    arr = whole_numbers(brackets, "brackets", -(2**63), 2**63 - 1)
+    if arr.ndim != 2 or arr.shape[1] != 3 or len(arr) == 0:
+        raise ValueError(f"brackets: an (n, 3) array of (host before, device ticks, host after), got shape {arr.shape}")
+    brackets = arr
     span = float(brackets[:, 0].max() - brackets[:, 0].min())
     if span > _PIECEWISE_AFTER_NS:
         return fit_piecewise_clock_map(brackets, tick_ns=tick_ns, segment_ns=_segment_ns(brackets),
@@ -121,6 +132,10 @@ def fit_device_map(brackets: np.ndarray, tick_ns: float,
 
 def fit_logger_map(caps: Capabilities, device_map: _Map, samples: np.ndarray, tick_ns: float) -> Union[_Map, ClockMap]:
     """The logger clock's map: the device map, or fitted one-sidedly when the logger has its own clock."""
+    instance_of(caps, "caps", Capabilities, "the backend's Capabilities")
+    clock_map(device_map, "device_map", ("to_host", "error_bound_at"))
+    structured(samples, "samples", ("source_ts", "host_ns"), "the run's logs (SAMPLE_DTYPE)")
+    positive_number(tick_ns, "tick_ns")
     if caps.logger_clock == "device":
         return device_map
     # The logger has its own clock: fit it one-sidedly from the logs
@@ -130,6 +145,11 @@ def fit_logger_map(caps: Capabilities, device_map: _Map, samples: np.ndarray, ti
 
 def executions_from_markers(markers: np.ndarray, device_map: ClockMapLike, marker_err_ns: float) -> np.ndarray:
     """GPU-side markers as EXECUTION_DTYPE on host time, with each end's error bound."""
+    structured(markers, "markers", ("run", "index", "kernel_id", "begin_ticks", "end_ticks"),
+               "GPU-side markers (MARKER_RECORD_DTYPE)")
+    clock_map(device_map, "device_map", ("to_host", "error_bound_at"))
+    # An error of more than 1000 s is no marker's (and overflows the float32 error fields).
+    marker_err_ns = positive_number(marker_err_ns, "marker_err_ns", allow_zero=True, upper=1e12)
     ex = np.zeros(len(markers), dtype=EXECUTION_DTYPE)
     ex["run"] = markers["run"]
     ex["index"] = markers["index"]

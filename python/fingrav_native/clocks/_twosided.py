@@ -11,7 +11,7 @@ from typing import Literal
 import numpy as np
 import numpy.typing as npt
 
-from fingrav_native._checks import integer_in, positive_number
+from fingrav_native._checks import choice, flag, integer_in, positive_number
 from fingrav_native.clocks._fitting import check_brackets, check_common, check_resolution, check_skew, robust_line
 from fingrav_native.clocks._maps import MAX_SKEW_PPM, MIN_BRACKETS, ClockMap
 
@@ -146,8 +146,8 @@ def fit_clock_map(
     integer_in(min_reads, "min_reads", 3)
     if not positive_number(select_factor, "select_factor") >= 1.0:
         raise ValueError(f"select_factor={select_factor!r}: must be >= 1")
-    if offset not in ("band", "midpoint"):
-        raise ValueError(f"offset={offset!r}: must be 'band' or 'midpoint'")
+    choice(offset, "offset", ("band", "midpoint"))
+    fit_skew = flag(fit_skew, "fit_skew")
     positive_number(prior_skew_ppm, "prior_skew_ppm", allow_zero=True)
     arr = check_brackets(brackets, int(min_reads))
     check_resolution(resolution_ticks, arr)

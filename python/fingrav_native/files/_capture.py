@@ -90,6 +90,7 @@ from fingrav_native.files._safe import (
     save_npz_atomically,
     short_repr,
 )
+from fingrav_native.records._layouts import check_channels
 from fingrav_native.records._recording import Recording
 from fingrav_native.sensors._energy_counter import EnergyCounter
 from fingrav_native.sensors._model import SensorModel
@@ -215,6 +216,8 @@ class PowerCapture:
                              f"{getattr(b, 'dtype', type(b).__name__)} of shape {getattr(b, 'shape', None)}")
         if b.shape[0] < 1:
             raise ValueError("epoch_brackets: empty; a capture needs its epoch brackets")
+        # A capture keeps a failed read as NaN (NVML's); a value no board can draw is refused where it enters.
+        check_channels(s, "samples", nan_total=True)
         if not isinstance(self.source, dict) or any(k not in self.source for k in _SOURCE_KEYS):
             missing = [k for k in _SOURCE_KEYS if not isinstance(self.source, dict) or k not in self.source]
             raise ValueError(f"source: must be a dict with {', '.join(_SOURCE_KEYS)}; missing {missing}")

@@ -35,9 +35,10 @@ from typing import Any, Union
 
 import numpy as np
 
+from fingrav_native._checks import file_path, integer_in, whole_numbers
 from fingrav_native.files._outputs import check_output_path
 from fingrav_native.files._safe import file_problem, loads_json, read_file, short_repr
-from fingrav_native.insitu._trace import KernelTrace, TraceFormatError
+from fingrav_native.insitu._trace import INT64_MAX, INT64_MIN, KernelTrace, TraceFormatError, row_columns
 
 #: Most bytes of JSON (after gunzip) a trace may have. The reader streams, so this bounds the time a
 #: file can take (a gzip bomb of whitespace), not memory: 10^7 kernels with their CPU side are about
@@ -135,9 +136,7 @@ def read_kineto_trace(trace: Union[str, os.PathLike[str]]) -> KernelTrace:
     keys the last) and every number the trace's kernels need is exact: ``ts``
     and ``dur`` as ``int((Decimal(text) * 1000).to_integral_value())``.
     """
-    if not isinstance(trace, (str, os.PathLike)):
-        raise ValueError(f"trace={trace!r}: must be a file path")
-    p = os.fspath(trace)
+    p = file_path(trace, "trace")
     where = f"trace={p!r}"
     got = _scan(p, where)
     _raise_refusal(got, where)
@@ -282,19 +281,23 @@ def write_kineto_trace(path: Union[str, os.PathLike[str]], names: Any, grid: Any
     str
         The path written.
     """
-    s = np.asarray(start_ns, dtype=np.int64) - int(base_time_ns)
-    e = np.asarray(end_ns, dtype=np.int64) - int(base_time_ns)
+    p = check_output_path(path, "path")
+    base = integer_in(base_time_ns, "base_time_ns", INT64_MIN)
+    integer_in(device, "device", 0)
+    integer_in(stream, "stream", 0)
+    start, end, names, grid, block = row_columns(start_ns, end_ns, names, grid, block)
+    s, e = start - base, end - base
     events: list[dict[str, Any]] = [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": 0.0, "dur": 1.0,
                                      "pid": 1, "tid": 1}]
     if launch_ns is not None:
-        lau = np.asarray(launch_ns, dtype=np.int64) - int(base_time_ns)
+        lau = whole_numbers(launch_ns, "launch_ns", INT64_MIN, INT64_MAX) - base
         if lau.shape != s.shape:
             raise ValueError(f"launch_ns: {lau.shape[0] if lau.ndim else 0} values for {len(s)} executions")
         events += [{"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1,
                     "ts": _Micro(int(lau[i])), "dur": _Micro(3000), "args": {"correlation": i + 1}}
                    for i in range(len(s))]
     if steps is not None:
-        st = np.asarray(steps, dtype=np.int64).reshape(-1, 2) - int(base_time_ns)
+        st = whole_numbers(steps, "steps", INT64_MIN, INT64_MAX).reshape(-1, 2) - base
         events += [{"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{n}", "pid": 1, "tid": 1,
                     "ts": _Micro(int(a)), "dur": _Micro(int(b - a))} for n, (a, b) in enumerate(st)]
     for i in range(len(s)):
@@ -303,9 +306,8 @@ def write_kineto_trace(path: Union[str, os.PathLike[str]], names: Any, grid: Any
                        "ts": _Micro(int(s[i])), "dur": _Micro(int(e[i] - s[i])),
                        "args": {"device": device, "stream": stream, "correlation": i + 1,
                                 "grid": [int(x) for x in grid[i]], "block": [int(x) for x in block[i]]}})
-    doc = {"schemaVersion": 1, "deviceProperties": [], "baseTimeNanoseconds": int(base_time_ns),
+    doc = {"schemaVersion": 1, "deviceProperties": [], "baseTimeNanoseconds": base,
            "traceEvents": events, "displayTimeUnit": "ms"}
-    p = check_output_path(path, "path")
     # ns as microseconds with three exact decimals, as Kineto writes them (no float rounding): each
     # number is serialised as a string between tokens no kernel name contains, then unquoted.
     token = uuid.uuid4().hex

@@ -31,6 +31,7 @@ import csv
 import os
 from typing import Optional, Union
 
+from fingrav_native._checks import file_path
 from fingrav_native.files._kineto import load_trace_json, read_kineto_trace
 from fingrav_native.files._rocpd import SQLITE_MAGIC, read_rocpd
 from fingrav_native.files._rocprof_agents import AGENT_NUMBERING, ROCPROF_CLOCK, Agent, gpu_ordinals
@@ -150,9 +151,7 @@ def read_rocprof_kernel_trace(trace: Union[str, os.PathLike[str]]) -> KernelTrac
 
 def _sniff(trace: object) -> tuple[str, str]:
     """The path, and what its first bytes say it is: ``"rocpd"`` (SQLite), ``"json"`` (``{``, ``[``, gzip) or ``"csv"``."""
-    if not isinstance(trace, (str, os.PathLike)):
-        raise ValueError(f"trace={trace!r}: must be a file path")
-    p = os.fspath(trace)
+    p = file_path(trace, "trace")
     try:
         problem = file_problem(p)
     except FileNotFoundError:

@@ -213,6 +213,8 @@ def insitu_trace_events(tp: TraceProfile) -> dict[str, Any]:
     delay, from the sensor model), so an averaging sensor's counters line
     up with the kernels they describe.
     """
+    if not isinstance(tp, TraceProfile):
+        raise ValueError(f"tp: expected a TraceProfile, got {type(tp).__name__}")
     kt = tp.trace
     ex = kt.executions
     row_of = {int(sid): i for i, sid in enumerate(tp.signature_rows)}

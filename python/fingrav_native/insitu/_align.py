@@ -46,6 +46,8 @@ import numpy as np
 import numpy.typing as npt
 from scipy import stats
 
+from fingrav_native._checks import check_power, finite_array, integer_in, positive_number, short_repr, whole_numbers
+
 #: Coarse search: every this many grid steps (lagged fits), at most ``coarse_logs`` logs.
 _COARSE_EVERY = 4
 
@@ -342,11 +344,11 @@ def _near_logs(s: np.ndarray, e: np.ndarray, t: np.ndarray, search_ns: float, re
 def _checked(t_ns: npt.ArrayLike, power_w: npt.ArrayLike, starts_ns: npt.ArrayLike, ends_ns: npt.ArrayLike,
              kernel_ids: npt.ArrayLike) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The arrays as float64 / int64, each named when it is wrong."""
-    t = np.asarray(t_ns, dtype=np.float64)
-    y = np.asarray(power_w, dtype=np.float64)
-    s = np.asarray(starts_ns, dtype=np.float64)
-    e = np.asarray(ends_ns, dtype=np.float64)
-    k = np.asarray(kernel_ids, dtype=np.int64)
+    t = finite_array(t_ns, "t_ns")
+    y = check_power(finite_array(power_w, "power_w"), "power_w")
+    s = finite_array(starts_ns, "starts_ns")
+    e = finite_array(ends_ns, "ends_ns")
+    k = whole_numbers(kernel_ids, "kernel_ids", 0, 2**31 - 1)
     if t.shape != y.shape or t.ndim != 1:
         raise ValueError("t_ns, power_w: must be 1-D of one length")
     if not (s.shape == e.shape == k.shape) or s.ndim != 1 or len(s) == 0:
@@ -435,18 +437,21 @@ def align_logs_to_trace(
     offset is its sensor model's delay (``SensorModel.delay_ns``).
     """
     t, y, s, e, k = _checked(t_ns, power_w, starts_ns, ends_ns, kernel_ids)
-    if not (search_ns > 0 and 0 < step_ns < search_ns):
-        raise ValueError(f"search_ns={search_ns!r}, step_ns={step_ns!r}: need 0 < step_ns < search_ns")
-    if not 0 < confidence < 1:
+    search_ns, step_ns = positive_number(search_ns, "search_ns"), positive_number(step_ns, "step_ns")
+    # The offsets tried: a grid of at most 100,000 (a finer one is a mistake, and its memory a crash).
+    if not (step_ns < search_ns and search_ns / step_ns <= 50_000):
+        raise ValueError(f"search_ns={search_ns!r}, step_ns={step_ns!r}: need 0 < step_ns < search_ns and at most "
+                         "100,000 offsets (2 x search_ns / step_ns)")
+    if not 0 < positive_number(confidence, "confidence") < 1:
         raise ValueError(f"confidence={confidence!r}: must be in (0, 1)")
-    if not (isinstance(logs_per_column, int) and logs_per_column >= 2):
-        raise ValueError(f"logs_per_column={logs_per_column!r}: must be an integer >= 2")
-    if not (isinstance(max_signatures, int) and max_signatures >= 1):
-        raise ValueError(f"max_signatures={max_signatures!r}: must be an integer >= 1")
-    taus = np.asarray(lags_ns, dtype=np.float64)
-    if taus.ndim != 1 or len(taus) == 0 or not np.all(np.isfinite(taus) & (taus >= 0)):
-        raise ValueError(f"lags_ns={lags_ns!r}: must be one or more time constants >= 0")
-    ok = np.isfinite(t) & np.isfinite(y) & (t > s[0] - search_ns) & (t < e[-1] + search_ns)
+    integer_in(logs_per_column, "logs_per_column", 2)
+    integer_in(max_signatures, "max_signatures", 1)
+    max_logs = integer_in(max_logs, "max_logs", 1)
+    integer_in(coarse_logs, "coarse_logs", 1)
+    taus = finite_array(lags_ns, "lags_ns")
+    if taus.ndim != 1 or len(taus) == 0 or not np.all(taus >= 0):
+        raise ValueError(f"lags_ns={short_repr(lags_ns)}: must be one or more time constants >= 0")
+    ok = (t > s[0] - search_ns) & (t < e[-1] + search_ns)
     order = np.argsort(t[ok], kind="stable")
     t, y = t[ok][order], y[ok][order]
     if len(t) > max_logs:

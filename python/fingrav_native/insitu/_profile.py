@@ -22,6 +22,7 @@ from typing import Any, Literal, Optional, Union
 import numpy as np
 from scipy import stats
 
+from fingrav_native._checks import integer_in, positive_number, short_repr
 from fingrav_native._version import __version__
 from fingrav_native.clocks._maps import ClockMapLike, host_relative
 from fingrav_native.insitu._align import ClockMismatchWarning, LogAlignment, align_logs_to_trace, offset_disagreement
@@ -43,7 +44,7 @@ from fingrav_native.method._pipeline import stitch_logs
 from fingrav_native.method._results import ExecutionProfile
 from fingrav_native.records._layouts import validate_executions, validate_samples
 from fingrav_native.sensors._energy_counter import EnergyCounter
-from fingrav_native.sensors._model import SensorModel, sensor_preset
+from fingrav_native.sensors._model import SensorModel, as_sensor
 
 _log = logging.getLogger(__name__)
 
@@ -500,19 +501,21 @@ def profile_trace(
     :func:`scipy.stats.bootstrap`).
     """
     _check_options(margin, min_executions, warmup_tolerance)
+    if max_power_w is not None:
+        max_power_w = positive_number(max_power_w, "max_power_w")
+    model = as_sensor(sensor)
+    if device is not None:
+        device = integer_in(device, "device", 0)
     kt, trace_notes = _checked_trace(trace)
     capture = samples
-    samples, logger_map, sensor = _from_capture(samples, logger_map, sensor, kt)
+    samples, logger_map, model = _from_capture(samples, logger_map, model, kt)
     # Issue 28's energy closure (insitu/_closure.py), the counter on the trace's clock as the logs are.
     counted = counter_of(capture, energy_counter, logger_map, TRACE_CLOCKS.get(kt.clock) or "CLOCK_REALTIME")
-    _check_logs(samples, logger_map, align, attribution, bins)
+    _check_logs(samples, logger_map, align, attribution, bins, max_power_w)
     assert logger_map is not None  # _check_logs refused a missing one
-    model = sensor_preset(sensor) if isinstance(sensor, str) else sensor
     if model is None:
         # Logs that declare their windows (window_ns) are windowed logs: the same engine as a SensorModel's.
         model = declared_windows(samples)
-    if max_power_w is not None and not (isinstance(max_power_w, (int, float)) and max_power_w > 0):
-        raise ValueError(f"max_power_w={max_power_w!r}: must be a power in W > 0")
     on_device = kt.device == _device_of(kt, device)
     joint = model is not None and model.averages and attribution != "instant" and (
         attribution == "deconvolve" or needs_deconvolution(samples, model, 1.0, _RESOLUTION_NS))
@@ -578,16 +581,15 @@ def _power_limit_notes(found: _Signatures, max_power_w: Optional[float]) -> None
 
 def _check_options(margin: Optional[float], min_executions: int, warmup_tolerance: float) -> None:
     """:func:`profile_trace`'s numbers, each named when it is wrong."""
-    if margin is not None and not 0 < margin < 1:
+    if margin is not None and not 0 < positive_number(margin, "margin") < 1:
         raise ValueError(f"margin={margin!r}: must be in (0, 1)")
-    if not isinstance(min_executions, int) or min_executions < 2:
-        raise ValueError(f"min_executions={min_executions!r}: must be an integer >= 2")
-    if not 0 < warmup_tolerance < 1:
+    integer_in(min_executions, "min_executions", 2)
+    if not 0 < positive_number(warmup_tolerance, "warmup_tolerance") < 1:
         raise ValueError(f"warmup_tolerance={warmup_tolerance!r}: must be in (0, 1)")
 
 
-def _from_capture(samples: Any, logger_map: Optional[ClockMapLike], sensor: Union[SensorModel, str, None],
-                  kt: KernelTrace) -> tuple[Any, Optional[ClockMapLike], Union[SensorModel, str, None]]:
+def _from_capture(samples: Any, logger_map: Optional[ClockMapLike], sensor: Optional[SensorModel],
+                  kt: KernelTrace) -> tuple[Any, Optional[ClockMapLike], Optional[SensorModel]]:
     """A PowerCapture's logs, clock map onto the trace's clock (unless given) and sensor (unless given).
 
     The trace's clock picks the capture's brackets: CLOCK_REALTIME for
@@ -614,16 +616,22 @@ def _from_capture(samples: Any, logger_map: Optional[ClockMapLike], sensor: Unio
                              "CLOCK_REALTIME, CLOCK_BOOTTIME and CLOCK_MONOTONIC; or pass logger_map= mapping the "
                              f"logs onto {clock}")
         logger_map = capture.logger_map(clock=clock)
-    return capture.samples, logger_map, capture.sensor if sensor is None else sensor
+    return capture.samples, logger_map, as_sensor(capture.sensor, "samples.sensor") if sensor is None else sensor
 
 
 def _check_logs(samples: Any, logger_map: Optional[ClockMapLike], align: object, attribution: str,
-                bins: int) -> None:
+                bins: int, max_power_w: Optional[float]) -> None:
     """The logs, their clock map and how they are to be attributed, each named when it is wrong."""
     if not isinstance(samples, np.ndarray) or samples.dtype.names is None or "source_ts" not in samples.dtype.names:
         raise ValueError("samples: expected a structured array with source_ts and power fields, or a PowerCapture")
+    # Every log, before any is attributed: one absurd value (a flipped exponent) would poison every kernel
+    # whose window it falls in, and the per-signature checks see only the logs inside their kernels.
+    validate_samples(samples, require_total=True, max_power_w=max_power_w)
     if logger_map is None:
         raise ValueError("logger_map: required with an array of samples (a PowerCapture brings its own)")
+    if not callable(getattr(logger_map, "to_host", None)):
+        raise ValueError(f"logger_map={short_repr(logger_map)}: must be a clock map (to_host, error_bound_at), "
+                         f"not a {type(logger_map).__name__}")
     if align not in ("auto", True, False):
         raise ValueError(f"align={align!r}: must be 'auto', True or False")
     if attribution not in ("auto", "instant", "deconvolve"):

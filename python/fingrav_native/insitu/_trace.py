@@ -5,11 +5,11 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 from decimal import Decimal, DecimalException, InvalidOperation
-from typing import Any
+from typing import Any, Optional
 
 import numpy as np
 
-from fingrav_native._checks import short_repr
+from fingrav_native._checks import instance_of, integer_in, short_repr, whole_numbers
 from fingrav_native.records._layouts import EXECUTION_DTYPE, validate_executions
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
@@ -125,9 +125,10 @@ class KernelTrace:
         return len(self.executions)
 
     @classmethod
-    def from_rows(cls, start_ns: Any, end_ns: Any, names: Any, grid: Any, block: Any, *, clock: str, source: str,
-                  device: Any = None, stream: Any = None, correlation: Any = None, launch_ns: Any = None,
-                  steps: Any = None, err_ns: Any = 1000.0, device_numbering: str = GPU_ORDINAL) -> KernelTrace:
+    def from_rows(cls, start_ns: Any, end_ns: Any = None, names: Any = None, grid: Any = None, block: Any = None,
+                  *, clock: Optional[str] = None, source: Optional[str] = None, device: Any = None, stream: Any = None,
+                  correlation: Any = None, launch_ns: Any = None, steps: Any = None,
+                  err_ns: Any = 1000.0, device_numbering: str = GPU_ORDINAL) -> KernelTrace:
         """A trace from one row per kernel execution on the trace's clock (every reader builds it here).
 
         Parameters
@@ -154,24 +155,29 @@ class KernelTrace:
         KernelTrace
             Executions in start order, relative to the first start
             (``origin_ns``); times stay int64 until that subtraction.
+
+        Raises
+        ------
+        ValueError
+            A column missing, of the wrong type or length, a fractional or
+            non-finite time, a grid or block that is not up to three
+            integers, no executions (each named).
         """
-        start = np.asarray(start_ns, dtype=np.int64)
+        start, end, names, grid, block = row_columns(start_ns, end_ns, names, grid, block)
         n = len(start)
-        if np.shape(end_ns) != (n,) or len(names) != n or len(grid) != n or len(block) != n:
-            raise ValueError(f"end_ns, names, grid, block: one per execution ({n})")
         sig_of: dict[tuple[str, tuple[int, ...], tuple[int, ...]], int] = {}
-        sig = np.fromiter((sig_of.setdefault((str(names[i]), tuple(grid[i]), tuple(block[i])), len(sig_of))
+        sig = np.fromiter((sig_of.setdefault((names[i], tuple(grid[i]), tuple(block[i])), len(sig_of))
                            for i in range(n)), dtype=np.int64, count=n)
         keys = list(sig_of)
-        return cls.from_signatures(start, end_ns, sig, [k[0] for k in keys], [k[1] for k in keys],
+        return cls.from_signatures(start, end, sig, [k[0] for k in keys], [k[1] for k in keys],
                                    [k[2] for k in keys], clock=clock, source=source, device=device, stream=stream,
                                    correlation=correlation, launch_ns=launch_ns, steps=steps, err_ns=err_ns,
                                    device_numbering=device_numbering)
 
     @classmethod
     def from_signatures(cls, start_ns: Any, end_ns: Any, signature: Any, names: Any, grid: Any, block: Any, *,
-                        clock: str, source: str, device: Any = None, stream: Any = None, correlation: Any = None,
-                        launch_ns: Any = None, steps: Any = None, err_ns: Any = 1000.0,
+                        clock: Optional[str], source: Optional[str], device: Any = None, stream: Any = None,
+                        correlation: Any = None, launch_ns: Any = None, steps: Any = None, err_ns: Any = 1000.0,
                         device_numbering: str = GPU_ORDINAL) -> KernelTrace:
         """A trace from per-execution columns and a signature index (what :meth:`from_rows` builds, vectorised).
 
@@ -194,12 +200,16 @@ class KernelTrace:
             As :meth:`from_rows`: executions in start order, signatures
             numbered in order of their first execution.
         """
-        start = np.asarray(start_ns, dtype=np.int64)
-        end = np.asarray(end_ns, dtype=np.int64)
+        start = whole_numbers(start_ns, "start_ns", INT64_MIN, INT64_MAX).ravel()
+        end = whole_numbers(end_ns, "end_ns", INT64_MIN, INT64_MAX).ravel()
+        if len(start) == 0:
+            raise TraceFormatError("start_ns: no executions; a trace needs at least one kernel")
         n = len(start)
+        clock = instance_of(clock, "clock", str, "the trace's clock, a str (e.g. 'unix-epoch')")
+        source = instance_of(source, "source", str, "where the trace came from, a str")
 
         def per(v: Any, what: str, default: int) -> np.ndarray:
-            out = np.full(n, default, dtype=np.int64) if v is None else np.asarray(v, dtype=np.int64)
+            out = np.full(n, default, dtype=np.int64) if v is None else whole_numbers(v, what, INT64_MIN, INT64_MAX)
             if out.shape != (n,):
                 raise ValueError(f"{what}: {out.shape} values for {n} executions")
             return out
@@ -226,7 +236,7 @@ class KernelTrace:
         ex["kernel_id"] = new_id[in_order]
         ex["start_ns"] = start[order] - origin  # int64 - int: exact
         ex["end_ns"] = end[order] - origin
-        err = np.broadcast_to(np.asarray(err_ns, dtype=np.float64), (n,))
+        err = _errors(err_ns, n)
         ex["start_err_ns"] = err[order]
         ex["end_err_ns"] = err[order]
         launch = per(launch_ns, "launch_ns", NO_LAUNCH)[order]
@@ -269,17 +279,20 @@ class KernelTrace:
         """
         executions = validate_executions(executions, exclusive=False)
         n = len(executions)
+        if isinstance(names, (str, bytes, dict)) or not hasattr(names, "__len__"):
+            raise ValueError(f"names={short_repr(names)}: one name per execution ({n})")
         if len(names) != n:
             raise ValueError(f"names: {len(names)} names for {n} executions")
 
-        def dims(v: Any, what: str) -> list[tuple[int, int, int]]:
+        def dims(v: Any, what: str) -> list[Any]:
             if v is None:
                 return [(-1, -1, -1)] * n
-            if len(v) != n:
-                raise ValueError(f"{what}: {len(v)} values for {n} executions")
-            return [launch_dims(list(x), what, i) for i, x in enumerate(v)]
+            if isinstance(v, (str, bytes, dict)) or not hasattr(v, "__len__") or len(v) != n:
+                raise ValueError(f"{what}={short_repr(v)}: one per execution ({n})")
+            return list(v)
 
-        base = int(origin_ns)
+        base = integer_in(origin_ns, "origin_ns", INT64_MIN)
+        clock = instance_of(clock, "clock", str, "the clock's name, a str")
         start = base + executions["start_ns"]
         end = base + executions["end_ns"]
         kt = cls.from_rows(start, end, names, dims(grid, "grid"), dims(block, "block"), clock=clock,
@@ -329,6 +342,50 @@ class KernelTrace:
         """Executions that overlap another on the same device (their power cannot be told apart)."""
         ex = self.executions
         return overlapping(ex["start_ns"], ex["end_ns"], self.device, np.ones(len(ex), dtype=bool))
+
+
+def row_columns(start_ns: Any, end_ns: Any, names: Any, grid: Any,
+             block: Any) -> tuple[np.ndarray, np.ndarray, list[Any], list[tuple[int, int, int]], list[tuple[int, int, int]]]:
+    """:meth:`KernelTrace.from_rows`'s columns checked: exact int64 times, names, launch dimensions, one per row."""
+    missing = [w for w, v in (("end_ns", end_ns), ("names", names), ("grid", grid), ("block", block)) if v is None]
+    if missing:
+        raise ValueError(f"{', '.join(missing)}: required; from_rows takes columns, one value per execution "
+                         "(start_ns, end_ns, names, grid, block)")
+    start = whole_numbers(start_ns, "start_ns", INT64_MIN, INT64_MAX).ravel()
+    end = whole_numbers(end_ns, "end_ns", INT64_MIN, INT64_MAX).ravel()
+    n = len(start)
+    if n == 0:
+        raise TraceFormatError("start_ns: no executions; a trace needs at least one kernel")
+    cols: dict[str, list[Any]] = {}
+    for what, v in (("names", names), ("grid", grid), ("block", block)):
+        if isinstance(v, (str, bytes, dict)) or not hasattr(v, "__len__") or len(v) != n:
+            raise ValueError(f"{what}={short_repr(v)}: one per execution ({n})")
+        cols[what] = list(v)
+    if len(end) != n:
+        raise ValueError(f"end_ns: {len(end)} values for {n} executions")
+    bad = [i for i, x in enumerate(cols["names"]) if not isinstance(x, str)]
+    if bad:
+        raise ValueError(f"names: execution {bad[0]} has {short_repr(cols['names'][bad[0]])}, not a str")
+    def listed(x: Any) -> Any:
+        # numpy integers (a grid column of an array) as the ints launch_dims reads.
+        if isinstance(x, (list, tuple, np.ndarray)):
+            return [int(e) if isinstance(e, np.integer) else e for e in x]
+        return x
+    dims = {w: [launch_dims(listed(x), w, i, "from_rows") for i, x in enumerate(cols[w])] for w in ("grid", "block")}
+    return start, end, cols["names"], dims["grid"], dims["block"]
+
+
+def _errors(err_ns: Any, n: int) -> np.ndarray:
+    """Placement errors: a number or one per execution, finite and >= 0."""
+    if isinstance(err_ns, (str, bytes, bool)) or err_ns is None:
+        raise ValueError(f"err_ns={short_repr(err_ns)}: must be a number of ns or one per execution")
+    try:
+        err = np.broadcast_to(np.asarray(err_ns, dtype=np.float64), (n,))
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"err_ns: must be a number of ns or one per execution ({exc})") from None
+    if not np.all(np.isfinite(err)) or np.any(err < 0):
+        raise ValueError("err_ns: must be finite and >= 0")
+    return err
 
 
 def overlapping(start: np.ndarray, end: np.ndarray, device: np.ndarray, among: np.ndarray) -> np.ndarray:

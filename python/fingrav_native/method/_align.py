@@ -51,6 +51,7 @@ from typing import Any, Optional
 import numpy as np
 import numpy.typing as npt
 
+from fingrav_native._checks import clock_map, numbers, real_number, whole_numbers
 from fingrav_native._checks import readonly as _readonly
 from fingrav_native._core import CHANNELS
 from fingrav_native.clocks._maps import ClockMapLike, host_relative
@@ -170,7 +171,7 @@ def select_executions_of_interest(
         if not mask.any():
             raise ValueError(f"kernel_id: no execution of interest is of kernel {kid}")
     if runs is not None:
-        r = np.asarray(runs)
+        r = whole_numbers(runs, "runs", 0, 2**63 - 1)  # an id of 0.5 is refused, not compared and missed
         if r.ndim != 1:
             raise ValueError(f"runs: must be a 1-D list of run ids, got shape {r.shape}")
         if r.size == 0:
@@ -197,16 +198,8 @@ def _as_host_array(values: Any, n: int, what: str, name: str = "logger_map") -> 
 
 def _check_place_args(logger_map: ClockMapLike, min_overlap: float) -> float:
     """The share of a window that must lie inside an execution, once the clock map is known to be one."""
-    for method in ("to_host", "error_bound_at"):
-        if not callable(getattr(logger_map, method, None)):
-            raise TypeError(f"logger_map: must have a {method}() method (a clock map), got {type(logger_map).__name__}")
-    try:
-        mo = float(min_overlap)
-    except (TypeError, ValueError):
-        raise ValueError(f"min_overlap: must be a share in [0, 1], got {min_overlap!r}") from None
-    if not (0.0 <= mo <= 1.0):
-        raise ValueError(f"min_overlap: must be a share in [0, 1], got {mo!r}")
-    return mo
+    clock_map(logger_map, "logger_map", ("to_host", "error_bound_at"))
+    return real_number(min_overlap, "min_overlap", low=0.0, high=1.0)
 
 
 def _windows(samples: np.ndarray) -> np.ndarray:
@@ -498,7 +491,7 @@ def assign_logs_to_executions(samples_host_ns: npt.ArrayLike, executions: np.nda
     >>> a.execution.tolist(), a.row.tolist()
     ([-1, 0, -1, 1, -1], [-1, 0, -1, 1, -1])
     """
-    h = np.asarray(samples_host_ns)
+    h = numbers(samples_host_ns, "samples_host_ns")
     if h.ndim != 1:
         raise ValueError(f"samples_host_ns: must be 1-D, got shape {h.shape}")
     if h.dtype.kind not in "iuf":

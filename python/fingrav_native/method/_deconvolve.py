@@ -52,7 +52,7 @@ from typing import Any, Optional, Sequence
 import numpy as np
 import numpy.typing as npt
 
-from fingrav_native._checks import integer_in, positive_number
+from fingrav_native._checks import instance_of, integer_in, positive_number, real_number, structured, whole_numbers
 from fingrav_native._core import CHANNELS
 from fingrav_native.clocks._maps import ClockMapLike, host_relative
 from fingrav_native.method._campaign_model import CampaignRuns, campaign_designs, campaign_runs
@@ -106,6 +106,8 @@ def needs_deconvolution(samples: np.ndarray, sensor: Optional[SensorModel], dura
         the resolution asked for: placing such a log at one instant smears
         features finer than its window.
     """
+    structured(samples, "samples", ("source_ts",), "power logs (SAMPLE_DTYPE)")
+    instance_of(sensor, "sensor", (SensorModel, type(None)), "a SensorModel or None")
     positive_number(duration_ns, "duration_ns")
     res = positive_number(resolution_ns, "resolution_ns")
     reach = 0.0
@@ -135,7 +137,7 @@ def declared_windows(samples: np.ndarray) -> Optional[SensorModel]:
         model's wherever the model is used, so the campaign and in-situ paths
         treat such logs alike.
     """
-    names = samples.dtype.names or ()
+    names = structured(samples, "samples", ("source_ts",), "power logs (SAMPLE_DTYPE)").dtype.names or ()
     if "window_ns" not in names or not len(samples) or not np.any(samples["window_ns"] > 0):
         return None
     widest = float(np.max(samples["window_ns"]))
@@ -171,9 +173,10 @@ def runs_needed(sensor: SensorModel, duration_ns: float, bins: int, edges_per_bi
     so ``bins * edges_per_bin`` edges take that many over the expected
     edges per run.
     """
+    instance_of(sensor, "sensor", SensorModel, "a SensorModel")
     dur = positive_number(duration_ns, "duration_ns")
-    k = integer_in(bins, "bins", 1)
-    m = integer_in(edges_per_bin, "edges_per_bin", 1)
+    k = integer_in(bins, "bins", 1, 1 << 20)
+    m = integer_in(edges_per_bin, "edges_per_bin", 1, 1 << 20)
     edges = 2 if (sensor.kind != "instant" and sensor.shape == "boxcar") else 1
     per_run = edges * min(1.0, dur / sensor.period_ns)
     return int(math.ceil(k * m / per_run))
@@ -240,8 +243,14 @@ class _Layout:
 def _layout(executions: np.ndarray, runs: npt.ArrayLike, execution_of_interest: int, kernel_id: Optional[int],
             warmup: Optional[int]) -> _Layout:
     """The golden runs holding the execution of interest, and the warm-up models to fit."""
-    run_ids = np.unique(np.asarray(runs, dtype=np.int64))
-    by_run, eoi, n_max = _runs_layout(executions, run_ids, int(execution_of_interest), kernel_id)
+    # Whole run ids only: 0.5 and 1.5 were truncated to runs 0 and 1.
+    run_ids = np.unique(whole_numbers(runs, "runs", 0, 2**63 - 1).ravel())
+    eoi_index = integer_in(execution_of_interest, "execution_of_interest", -(2**62), 2**62)
+    if kernel_id is not None:
+        kernel_id = integer_in(kernel_id, "kernel_id", -(2**31), 2**31 - 1)
+    if warmup is not None:
+        integer_in(warmup, "warmup", 0)
+    by_run, eoi, n_max = _runs_layout(executions, run_ids, eoi_index, kernel_id)
     if not by_run:
         raise ValueError(f"runs: no golden run holds execution {execution_of_interest}"
                          + (f" of kernel {kernel_id}" if kernel_id is not None else ""))
@@ -574,8 +583,8 @@ def deconvolve(
     executions["start_ns"] -= origin
     executions["end_ns"] -= origin
     asked, n_boot, conf, chans = _check_args(samples, sensor, bins, bootstrap, confidence, lam, channels)
-    if not math.isfinite(floor_w):
-        raise ValueError(f"floor_w={floor_w!r}: must be finite")
+    real_number(floor_w, "floor_w")
+    integer_in(seed, "seed", 0)
     lay = _layout(executions, runs, execution_of_interest, kernel_id, warmup)
     logs = _logs_on_host(samples, logger_map, origin, sensor, chans)
     cr = campaign_runs(executions, np.fromiter(lay.by_run, dtype=np.int64), lay.eoi, lay.by_run, lay.kernel)

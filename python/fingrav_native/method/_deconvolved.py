@@ -16,6 +16,7 @@ from typing import Optional
 import numpy as np
 import numpy.typing as npt
 
+from fingrav_native._checks import choice, instance_of, positive_number
 from fingrav_native.method._engine_check import ModelCheck
 from fingrav_native.method._stitched import EnergyEstimate, StitchedChannel, StitchedProfile, XAxis
 from fingrav_native.sensors._model import SensorModel
@@ -181,8 +182,11 @@ def as_stitched(dec: Deconvolution, *, x: XAxis = "time", uncert_ns_median: floa
         ``fit_kind`` is ``"deconvolution"`` with the curve as the fit.
         Energies carry the bootstrap half-width.
     """
-    if x not in ("time", "fraction"):
-        raise ValueError(f"x={x!r}: must be 'time' or 'fraction'")
+    instance_of(dec, "dec", Deconvolution, "a Deconvolution (from deconvolve)")
+    choice(x, "x", ("time", "fraction"))
+    for name, v in (("uncert_ns_median", uncert_ns_median), ("uncert_ns_max", uncert_ns_max)):
+        if not (isinstance(v, float) and math.isnan(v)):  # NaN: not known
+            positive_number(v, name, allow_zero=True)
     scale = dec.duration_ns if x == "time" else 1.0
     edges = np.asarray(dec.bin_edges, dtype=np.float64) * scale
     centres = 0.5 * (edges[:-1] + edges[1:])

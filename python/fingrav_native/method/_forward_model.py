@@ -14,13 +14,14 @@ with them and the phase steerer chooses launches by them.
 from __future__ import annotations
 
 import math
-from typing import Optional
+import warnings
+from typing import Any, Optional
 
 import numpy as np
 import numpy.typing as npt
 import scipy.linalg
 
-from fingrav_native._checks import integer_in
+from fingrav_native._checks import finite_array, instance_of, integer_in, positive_number, structured
 from fingrav_native.sensors._model import SensorModel
 
 #: Tail bins after a run's last execution, in multiples of the execution of interest's duration:
@@ -128,19 +129,43 @@ def design_rows(sensor: SensorModel, stamps_ns: npt.ArrayLike, windows_ns: npt.A
     information these rows would add (Backus and Gilbert 1968 for the
     resolution view; A-optimal design, Kiefer 1959).
     """
-    ex = np.sort(np.asarray(run_executions), order="index")
+    instance_of(sensor, "sensor", SensorModel, "a SensorModel")
+    ex = np.sort(structured(run_executions, "run_executions", ("index", "start_ns", "end_ns"),
+                            "one run's executions (EXECUTION_DTYPE)"), order="index")
+    if not len(ex):
+        raise ValueError("run_executions: empty; one run's executions are needed")
+    execution_of_interest = integer_in(execution_of_interest, "execution_of_interest", -(2**62), 2**62)
     k_idx = execution_of_interest if execution_of_interest >= 0 else int(ex["index"].max()) + 1 + execution_of_interest
     hit = np.flatnonzero(ex["index"] == k_idx)
     if len(hit) != 1:
         raise ValueError(f"run_executions: no single execution {execution_of_interest} in the run")
     K = integer_in(bins, "bins", 2, 10_000)
+    n_max = integer_in(n_max, "n_max", 1, 1 << 20)
+    duration_ns = positive_number(duration_ns, "duration_ns")
     if int(ex["index"].max()) >= n_max:
         raise ValueError(f"n_max={n_max}: the run has execution index {int(ex['index'].max())}")
-    t = np.asarray(stamps_ns, dtype=np.float64)
-    w = np.broadcast_to(np.asarray(windows_ns, dtype=np.float64), t.shape)
+    t = finite_array(stamps_ns, "stamps_ns")
+    w = finite_array(windows_ns, "windows_ns")
+    try:
+        w = np.broadcast_to(w, t.shape)
+    except ValueError:
+        raise ValueError(f"windows_ns: one per stamp or one for all, got shape {w.shape} for {t.shape}") from None
+    if np.any(w < 0):
+        raise ValueError("windows_ns: must be >= 0")
     warm = min(3, k_idx) if warmup is None else integer_in(warmup, "warmup", 0, k_idx)
     return run_rows(sensor, t, np.ascontiguousarray(w), ex, int(hit[0]), np.linspace(0.0, 1.0, K + 1), int(n_max),
                      np.asarray(TAIL_EDGES) * float(duration_ns), warm)
+
+
+def _checked_design(G: Any, bins: Any, n_max: Any) -> tuple[np.ndarray, int, int]:
+    """``G`` a finite square matrix with room for ``bins`` curve columns, ``n_max`` levels and the tail."""
+    K = integer_in(bins, "bins", 2, 10_000)
+    n = integer_in(n_max, "n_max", 1, 1 << 20)
+    g = finite_array(G, "G")
+    if g.ndim != 2 or g.shape[0] != g.shape[1] or len(g) < K + n + len(TAIL_EDGES):
+        raise ValueError(f"G: must be the square A'A of design_rows' rows ({K} bins, {n} levels and the tail: at "
+                         f"least {K + n + len(TAIL_EDGES)} columns), got shape {g.shape}")
+    return g, K, n
 
 
 def curve_precision_inverse(G: np.ndarray, bins: int, n_max: int, lam_rel: float = 1e-2,
@@ -173,8 +198,11 @@ def curve_precision_inverse(G: np.ndarray, bins: int, n_max: int, lam_rel: float
     been seen (a Bayesian A-optimal design, Chaloner and Verdinelli,
     Statistical Science 1995).
     """
+    G, K, n_max = _checked_design(G, bins, n_max)
+    lam_rel = positive_number(lam_rel, "lam_rel", allow_zero=True)
+    if scale is not None:
+        scale = positive_number(scale, "scale")
     P = len(G)
-    K = int(bins)
     T = len(TAIL_EDGES)
     warm = (P - K - int(n_max) - T) // warm_bins(K)
     R = penalty(K, P, T, int(n_max), warm)
@@ -182,12 +210,20 @@ def curve_precision_inverse(G: np.ndarray, bins: int, n_max: int, lam_rel: float
         scale = curve_scale(G, bins, n_max)
     ridge = 1e-6 * max(scale, 1e-3)
     M = G + lam_rel * scale * R + ridge * np.eye(P)
-    return np.asarray(scipy.linalg.inv(M, check_finite=False))
+    with warnings.catch_warnings():
+        # An ill-conditioned design (absurd G or lam_rel) is singular for every use here: raised as such, not
+        # a scipy warning beside an inverse of noise.
+        warnings.simplefilter("error", scipy.linalg.LinAlgWarning)
+        try:
+            return np.asarray(scipy.linalg.inv(M, check_finite=True))
+        except (scipy.linalg.LinAlgWarning, ValueError) as exc:
+            raise np.linalg.LinAlgError(f"G: the design is singular or ill-conditioned ({exc})") from None
 
 
 def curve_scale(G: np.ndarray, bins: int, n_max: int) -> float:
     """The data's scale :func:`curve_precision_inverse` sets the smoothing against: ``tr(G_curve) / tr(R)``."""
-    P, K, T = len(G), int(bins), len(TAIL_EDGES)
+    G, K, n_max = _checked_design(G, bins, n_max)
+    P, T = len(G), len(TAIL_EDGES)
     R = penalty(K, P, T, int(n_max), (P - K - int(n_max) - T) // warm_bins(K))
     return max(float(np.trace(G[:K, :K])), 1.0) / max(float(np.trace(R)), 1e-300)
 
@@ -207,9 +243,10 @@ def curve_variance(G: np.ndarray, bins: int, n_max: int, lam_rel: float = 1e-2,
         ``trace`` of the curve block of ``(G + lam R + ridge I)^-1``: what a
         new run's logs should lower the most (A-optimal design, Kiefer 1959).
     """
+    G, bins, n_max = _checked_design(G, bins, n_max)  # bad arguments are named, not taken for a singular design
     try:
         M_inv = curve_precision_inverse(G, bins, n_max, lam_rel, scale)
-    except (np.linalg.LinAlgError, ValueError):
+    except np.linalg.LinAlgError:
         return math.inf
     return float(np.trace(M_inv[:int(bins), :int(bins)]))
 

@@ -22,6 +22,7 @@ from typing import Optional
 import numpy as np
 import numpy.typing as npt
 
+from fingrav_native._checks import numbers, whole_numbers
 from fingrav_native._checks import readonly as _readonly
 
 
@@ -137,7 +138,7 @@ def select_golden_runs(
         raise ValueError(f"margin: must be a fraction in (0, 1), got {margin!r}") from None
     if not (math.isfinite(m) and 0.0 < m < 1.0):
         raise ValueError(f"margin: must be a fraction in (0, 1) (0.05 for 5%), got {m!r}")
-    d = np.asarray(durations_ns)
+    d = numbers(durations_ns, "durations_ns")
     if d.ndim != 1:
         raise ValueError(f"durations_ns: must be 1-D (one duration per run), got shape {d.shape}")
     if d.size == 0:
@@ -154,7 +155,7 @@ def select_golden_runs(
         )
     run_arr: Optional[np.ndarray] = None
     if runs is not None:
-        run_arr = np.asarray(runs)
+        run_arr = whole_numbers(runs, "runs", 0, 2**63 - 1)
         if run_arr.shape != d.shape:
             raise ValueError(f"runs: must have one id per duration ({d.size}), got shape {run_arr.shape}")
 

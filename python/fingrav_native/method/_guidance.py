@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from fingrav_native._checks import positive_number
+from fingrav_native._checks import numbers, positive_number
 
 _US = 1_000.0
 
@@ -147,7 +147,7 @@ def lookup_guidance(exec_time_ns: float | npt.ArrayLike) -> Guidance:
     >>> g.extrapolated, g.runs, g.margin
     (True, 400, 0.05)
     """
-    arr = np.asarray(exec_time_ns)
+    arr = numbers(exec_time_ns, "exec_time_ns")
     if arr.ndim > 1:
         raise ValueError(f"exec_time_ns: must be a number or 1-D timings, got shape {arr.shape}")
     if arr.size == 0:

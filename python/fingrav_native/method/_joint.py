@@ -39,6 +39,16 @@ from typing import Optional, Sequence
 import numpy as np
 import numpy.typing as npt
 
+from fingrav_native._checks import (
+    check_power,
+    finite_array,
+    instance_of,
+    integer_in,
+    positive_number,
+    real_number,
+    short_repr,
+    whole_numbers,
+)
 from fingrav_native.method._engine import (
     IDENTIFIABLE_SHARE,
     TILE_EXECUTION,
@@ -167,11 +177,11 @@ def _check_timeline(t_ns: npt.ArrayLike, starts_ns: npt.ArrayLike, ends_ns: npt.
                     bins: Sequence[int], confidence: float
                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The logs' stamps, the executions (start, end, class) and the bins per class, as arrays, checked."""
-    t = np.asarray(t_ns, dtype=np.float64)
-    s = np.asarray(starts_ns, dtype=np.float64)
-    e = np.asarray(ends_ns, dtype=np.float64)
-    cls = np.asarray(classes, dtype=np.int64)
-    K = np.asarray(bins, dtype=np.int64)
+    t = finite_array(t_ns, "t_ns")
+    s = finite_array(starts_ns, "starts_ns")
+    e = finite_array(ends_ns, "ends_ns")
+    cls = whole_numbers(classes, "classes", -1, 2**31 - 1)
+    K = whole_numbers(bins, "bins", 1, 10_000)
     if t.ndim != 1:
         raise ValueError("t_ns: must be 1-D")
     if not (s.shape == e.shape == cls.shape) or s.ndim != 1 or len(s) < 1:
@@ -179,19 +189,21 @@ def _check_timeline(t_ns: npt.ArrayLike, starts_ns: npt.ArrayLike, ends_ns: npt.
     if np.any(np.diff(s) < 0) or np.any(e < s) or np.any(s[1:] < e[:-1] - 1.0):
         raise ValueError("starts_ns, ends_ns: executions must be in start order and not overlap")
     if K.ndim != 1 or len(K) == 0 or np.any(K < 1):
-        raise ValueError(f"bins={list(bins)!r}: one count >= 1 per class")
+        raise ValueError(f"bins={short_repr(bins)}: one count >= 1 per class")
     if np.any(cls >= len(K)) or np.any(cls < -1):
         raise ValueError(f"classes: must be -1 or in [0, {len(K)})")
-    if not 0 < confidence < 1:
+    if not 0 < positive_number(confidence, "confidence") < 1:
         raise ValueError(f"confidence={confidence!r}: must be in (0, 1)")
     return t, s, e, cls, K
 
 
 def _calibrated(sensor: SensorModel, values: dict[str, npt.ArrayLike], t: np.ndarray) -> dict[str, np.ndarray]:
     """Each channel's logs with the sensor's calibration undone, so the unknowns are true watts."""
+    if not isinstance(values, dict):
+        raise ValueError(f"values={short_repr(values)}: must be a dict of channel name to the logs' power")
     ys = {}
     for ch, v in values.items():
-        y = np.asarray(v, dtype=np.float64)
+        y = check_power(finite_array(v, f"values[{ch!r}]"), f"values[{ch!r}]")
         if y.shape != t.shape:
             raise ValueError(f"values[{ch!r}]: {y.shape} values for {t.shape[0]} logs")
         ys[ch] = (y - sensor.offset_w) / sensor.gain
@@ -511,13 +523,22 @@ def fit_timeline(
     application's mixed timeline instead of one kernel's runs; solved by
     the attribution engine (:mod:`fingrav_native.method._engine`).
     """
+    instance_of(sensor, "sensor", SensorModel, "a SensorModel")
     t, s, e, cls, asked = _check_timeline(t_ns, starts_ns, ends_ns, classes, bins, confidence)
     ys = _calibrated(sensor, values, t)
-    w = np.broadcast_to(np.asarray(sensor.window_ns if windows_ns is None else windows_ns, dtype=np.float64),
-                        t.shape)
+    w = finite_array(sensor.window_ns if windows_ns is None else windows_ns, "windows_ns")
+    try:
+        w = np.broadcast_to(w, t.shape)
+    except ValueError:
+        raise ValueError(f"windows_ns: one per log or one for all, got shape {w.shape} for {t.shape}") from None
     w = np.where(w > 0, w, sensor.window_ns)
-    if not math.isfinite(floor_w):
-        raise ValueError(f"floor_w={floor_w!r}: must be finite")
+    real_number(floor_w, "floor_w")
+    integer_in(bootstrap, "bootstrap", 0, 100_000)
+    integer_in(seed, "seed", 0)
+    positive_number(drift_ns, "drift_ns")
+    positive_number(continuity, "continuity", allow_zero=True)
+    if max_power_w is not None:
+        positive_number(max_power_w, "max_power_w")
     n_cls = len(asked)
     lo_all, hi_all = response_span(sensor, t, w)
     two = sensor.shape == "boxcar" and sensor.kind != "instant"

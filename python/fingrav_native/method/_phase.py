@@ -44,6 +44,7 @@ from typing import Any, Callable, Literal, Optional, Sequence
 import numpy as np
 import scipy.stats
 
+from fingrav_native._checks import finite_array, positive_number
 from fingrav_native.clocks._runs import Timeline, timeline_of
 from fingrav_native.method._forward_model import curve_precision_inverse, curve_variance, design_rows
 from fingrav_native.records._recording import Capabilities, RunRecord
@@ -180,10 +181,9 @@ def predict_sample_instants(instants_ns: np.ndarray, nominal_period_ns: float) -
     timebase of sequential equivalent-time sampling (see the module
     docstring); the paper (Section IV-A) leaves the phase to chance.
     """
-    if not (nominal_period_ns > 0 and math.isfinite(nominal_period_ns)):
-        raise ValueError(f"nominal_period_ns={nominal_period_ns!r}: must be positive and finite")
-    t = np.unique(np.asarray(instants_ns, dtype=np.float64))
-    t = t[np.isfinite(t)]
+    positive_number(nominal_period_ns, "nominal_period_ns")
+    # A NaN instant is refused, not dropped.
+    t = np.unique(finite_array(instants_ns, "instants_ns"))
     if len(t) < 4:
         raise ValueError(f"instants_ns: {len(t)} distinct sample instants; the period fit needs at least 4")
     k = _unwrap(t, float(nominal_period_ns))
@@ -562,7 +562,11 @@ class PhaseSteerer:
         after = float(self.sensor.memory_ns(w)) + self._delay_ns + 2 * period
         phases = (np.arange(self._DESIGN_PHASES) + self._rng.uniform()) / self._DESIGN_PHASES * period
         G = self._info[label]
-        M_inv = curve_precision_inverse(G, self._DESIGN_BINS, self._n_max)
+        try:
+            M_inv = curve_precision_inverse(G, self._DESIGN_BINS, self._n_max)
+        except np.linalg.LinAlgError:
+            return None  # no design to improve on yet: this launch at random phase
+
         K = self._DESIGN_BINS
         templates = self._templates[-self._DESIGN_TEMPLATES:]
         gain = np.zeros(len(phases))

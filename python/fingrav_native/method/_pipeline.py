@@ -29,7 +29,7 @@ from fingrav_native.method._stitch import stitch
 from fingrav_native.method._stitched import EnergyEstimate, Smoother, Span, StitchedProfile, XAxis, energy_per_execution
 from fingrav_native.records._layouts import LOI_DTYPE, validate_executions, validate_samples
 from fingrav_native.records._recording import Capabilities
-from fingrav_native.sensors._model import SensorModel, sensor_preset
+from fingrav_native.sensors._model import SensorModel, as_sensor
 
 _log = logging.getLogger(__name__)
 
@@ -351,9 +351,7 @@ def stitch_logs(
         raise ValueError(f"label={label!r}: must be a str")
     if attribution not in ATTRIBUTIONS:
         raise ValueError(f"attribution={attribution!r}: must be one of {ATTRIBUTIONS}")
-    model = sensor_preset(sensor) if isinstance(sensor, str) else sensor
-    if model is not None and not isinstance(model, SensorModel):
-        raise ValueError(f"sensor: must be a SensorModel or a preset name, got {type(sensor).__name__}")
+    model = as_sensor(sensor)
     durations = executions["end_ns"] - executions["start_ns"]
     guidance = lookup_guidance(float(np.median(durations)))
     if margin is None:

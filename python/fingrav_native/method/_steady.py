@@ -13,6 +13,8 @@ import math
 from dataclasses import dataclass
 from typing import Callable
 
+from fingrav_native._checks import flag, integer_in, positive_number
+
 #: Executions per run for the SSE profile: three warm-up executions, then the SSE one.
 SSE_EXECUTIONS = 4
 
@@ -63,14 +65,11 @@ def _check_search(measure: Callable[[int], PowerMeasurement], start: int, tolera
     """Refuse bad search arguments, by name."""
     if not callable(measure):
         raise ValueError("measure: must be callable as measure(executions) -> PowerMeasurement")
-    if not isinstance(start, int) or start < 1:
-        raise ValueError(f"start={start!r}: must be an integer >= 1")
-    if not 0 < tolerance < 1:
+    integer_in(start, "start", 1, 1 << 40)
+    if not 0 < positive_number(tolerance, "tolerance") < 1:
         raise ValueError(f"tolerance={tolerance}: must be in (0, 1)")
-    if not isinstance(max_executions, int) or max_executions < 2 * start:
-        raise ValueError(f"max_executions={max_executions!r}: must be an integer >= 2 * start ({2 * start})")
-    if not sigmas >= 0:
-        raise ValueError(f"sigmas={sigmas}: must be >= 0")
+    integer_in(max_executions, "max_executions", 2 * start, 1 << 40)
+    positive_number(sigmas, "sigmas", allow_zero=True)
 
 
 class _Probes:
@@ -205,6 +204,7 @@ def find_ssp_executions(
     12
     """
     _check_search(measure, start, tolerance, max_executions, sigmas)
+    confirm = flag(confirm, "confirm")
     probe = _Probes(measure)
     trace: list[SspStep] = [SspStep(start, probe(start), "start", start, False)]
     need = 2 if confirm else 1  # consecutive matching doublings that make a level

@@ -31,7 +31,7 @@ from typing import Optional, Sequence
 import numpy as np
 import scipy.stats
 
-from fingrav_native._checks import positive_number
+from fingrav_native._checks import flag, integer_in, positive_number, short_repr
 from fingrav_native._checks import readonly as _readonly
 from fingrav_native._core import CHANNELS
 from fingrav_native.method._guidance import lookup_guidance
@@ -40,6 +40,7 @@ from fingrav_native.method._guidance import lookup_guidance
 from fingrav_native.method._smoothers import MIN_WINDOW as MIN_WINDOW
 from fingrav_native.method._smoothers import SmoothFit, auto_windows, local_fit, poly_fit
 from fingrav_native.method._stitched import Smoother, Span, StitchedChannel, StitchedProfile, XAxis
+from fingrav_native.records._layouts import check_channels
 
 _SMOOTHERS = ("local", "poly4", None)
 
@@ -66,13 +67,16 @@ def _check_lois(lois: np.ndarray, x: XAxis, weighted: bool) -> str:
     missing = [f for f in needed if f not in lois.dtype.names]
     if missing:
         raise ValueError(f"lois: missing fields {missing}")
+    # The values stitched are power: a NaN total, an infinite, negative or absurd value is refused here too.
+    check_channels(lois, "lois")
     return pos_field
 
 
 def _check_channels(lois: np.ndarray, channels: Sequence[str]) -> None:
     """Refuse channels that are not distinct fields of the LOIs."""
-    if isinstance(channels, str) or len(channels) == 0:
-        raise ValueError(f"channels: must be a non-empty sequence of channel names, got {channels!r}")
+    if isinstance(channels, (str, bytes)) or not isinstance(channels, (list, tuple)) or len(channels) == 0 \
+            or not all(isinstance(c, str) for c in channels):
+        raise ValueError(f"channels: must be a non-empty sequence of channel names, got {short_repr(channels)}")
     names = lois.dtype.names or ()
     bad = [c for c in channels if c not in names]
     if bad:
@@ -81,7 +85,7 @@ def _check_channels(lois: np.ndarray, channels: Sequence[str]) -> None:
         raise ValueError(f"channels: names repeat: {list(channels)}")
 
 
-def _check_options(smoother: Optional[Smoother], confidence: float, span: Span,
+def check_stitch_options(smoother: Optional[Smoother], confidence: float, span: Span,
                    grid_points: int) -> tuple[float, Span]:
     """The confidence level and the span, once the smoother, span and grid are checked."""
     if smoother not in _SMOOTHERS:
@@ -96,8 +100,7 @@ def _check_options(smoother: Optional[Smoother], confidence: float, span: Span,
         sp = span
     else:
         sp = positive_number(span, "span", upper=1.0)
-    if isinstance(grid_points, bool) or not isinstance(grid_points, (int, np.integer)) or grid_points < 2:
-        raise ValueError(f"grid_points: must be an int >= 2, got {grid_points!r}")
+    integer_in(grid_points, "grid_points", 2, 1_000_000)
     return conf, sp
 
 
@@ -339,9 +342,10 @@ def stitch(
     >>> bool(np.allclose(p["total"].fit_y, 200 + p["total"].fit_x / 1_000))
     True
     """
+    weighted = flag(weighted, "weighted")
     pos_field = _check_lois(lois, x, weighted)
     _check_channels(lois, channels)
-    conf, sp = _check_options(smoother, confidence, span, grid_points)
+    conf, sp = check_stitch_options(smoother, confidence, span, grid_points)
     pos, duration = _positions(lois, pos_field)
     median_duration = float(np.median(duration))
     axis = _axis(x, bin_width, pos, duration, median_duration, int(grid_points))

@@ -198,6 +198,10 @@ class EnergyEstimate:
         yield self.uncertainty_j
 
 
+#: The longest execution a profile describes: a day, ns.
+MAX_DURATION_NS = 86_400e9
+
+
 def energy_per_execution(stitched_channel: StitchedChannel, duration_ns: float) -> EnergyEstimate:
     """Integrate a stitched channel's binned mean power over one execution.
 
@@ -254,7 +258,8 @@ def energy_per_execution(stitched_channel: StitchedChannel, duration_ns: float) 
         raise ValueError(
             f"stitched_channel: must be a StitchedChannel (one channel of stitch()), got {type(stitched_channel).__name__}"
         )
-    dur = positive_number(duration_ns, "duration_ns")
+    # An execution of more than a day is no kernel's (and its energy would overflow).
+    dur = positive_number(duration_ns, "duration_ns", upper=MAX_DURATION_NS)
     ch = stitched_channel
     edges = np.asarray(ch.bin_edges, dtype=np.float64) * (dur if ch.x == "fraction" else 1.0)
     count = np.asarray(ch.count, dtype=np.int64)

@@ -8,13 +8,13 @@ marks (paper Section V-B).
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Optional
 
 import numpy as np
 import numpy.typing as npt
 
+from fingrav_native._checks import check_power, finite_array, integer_in, numbers, positive_number, whole_numbers
 from fingrav_native._checks import readonly as _readonly
 from fingrav_native.method._align import assign_logs_to_executions
 from fingrav_native.records._layouts import validate_executions
@@ -68,8 +68,8 @@ class WholeRunView:
 
 def _check_logs(samples_host_ns: npt.ArrayLike, values: npt.ArrayLike) -> tuple[np.ndarray, np.ndarray]:
     """The logs' host times (1-D, finite) and one value per log, as float64."""
-    h = np.asarray(samples_host_ns, dtype=np.float64)
-    val = np.asarray(values, dtype=np.float64)
+    h = numbers(samples_host_ns, "samples_host_ns").astype(np.float64)
+    val = check_power(finite_array(values, "values"), "values")
     if h.ndim != 1:
         raise ValueError(f"samples_host_ns: must be 1-D, got shape {h.shape}")
     if not np.all(np.isfinite(h)):
@@ -81,7 +81,7 @@ def _check_logs(samples_host_ns: npt.ArrayLike, values: npt.ArrayLike) -> tuple[
 
 def _check_runs(runs: npt.ArrayLike, executions: np.ndarray) -> np.ndarray:
     """The distinct run ids to show, each of which must have executions."""
-    r = np.asarray(runs)
+    r = whole_numbers(runs, "runs", 0, 2**63 - 1)
     if r.ndim != 1:
         raise ValueError(f"runs: must be a 1-D list of run ids, got shape {r.shape}")
     if r.size == 0:
@@ -95,14 +95,8 @@ def _check_runs(runs: npt.ArrayLike, executions: np.ndarray) -> np.ndarray:
 
 def _check_marks(sse_index: Optional[int], pad_ns: float) -> tuple[Optional[int], float]:
     """The SSE's execution index (None: no marks) and the padding, checked."""
-    if sse_index is not None and (
-        isinstance(sse_index, bool) or not isinstance(sse_index, (int, np.integer)) or sse_index < 0
-    ):
-        raise ValueError(f"sse_index: must be a non-negative int or None, got {sse_index!r}")
-    sse = None if sse_index is None else int(sse_index)
-    pad = float(pad_ns)
-    if not math.isfinite(pad) or pad < 0:
-        raise ValueError(f"pad_ns: must be finite and >= 0, got {pad_ns!r}")
+    sse = None if sse_index is None else integer_in(sse_index, "sse_index", 0)
+    pad = positive_number(pad_ns, "pad_ns", allow_zero=True)
     return sse, pad
 
 

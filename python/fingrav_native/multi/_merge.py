@@ -30,6 +30,7 @@ from typing import Optional, Sequence
 import numpy as np
 import numpy.typing as npt
 
+from fingrav_native._checks import instance_of, integer_in, positive_number, short_repr
 from fingrav_native.clocks._host import HostAlignment
 from fingrav_native.method._results import CampaignTimeline, ExecutionProfile, Profile
 from fingrav_native.multi._results import CHANNELS, NodeProfile, NodeView, SteadyCheck
@@ -60,6 +61,10 @@ def check_steady_states(prof: Profile, *, z: float = 3.0, tolerance: float = 0.0
     that rather than assume it: a collective on a busy fabric, or a reduction
     heavy enough to heat the dies, may not.
     """
+    instance_of(prof, "prof", Profile, "a Profile")
+    positive_number(z, "z")
+    if not 0 < positive_number(tolerance, "tolerance") < 1:
+        raise ValueError(f"tolerance={tolerance!r}: must be in (0, 1)")
     if not {"sse", "ssp"} <= set(prof.profiles):
         return None
     sse, ssp = prof.profiles["sse"], prof.profiles["ssp"]
@@ -164,13 +169,14 @@ def merge_ranks(
     own error budget, so a feature is compared across ranks only to within
     the sum of their bounds.
     """
+    if isinstance(profiles, (str, bytes, dict, Profile)) or not hasattr(profiles, "__iter__"):
+        raise ValueError(f"profiles={short_repr(profiles)}: must be a sequence of Profile, one per rank")
     profs = list(profiles)
     if not profs:
         raise ValueError("profiles: at least one rank's profile is needed")
     if not all(isinstance(p, Profile) for p in profs):
         raise ValueError("profiles: every entry must be a Profile")
-    if not 0 <= root < len(profs):
-        raise ValueError(f"root={root}: must be a rank in 0..{len(profs) - 1}")
+    integer_in(root, "root", 0, len(profs) - 1)
     kernels = {p.kernel for p in profs}
     if len(kernels) != 1:
         raise ValueError(f"profiles: ranks profiled different kernels {sorted(kernels)}")
@@ -180,11 +186,14 @@ def merge_ranks(
     if alignments is None:
         als = [_alignment_of(p, r) for r, p in enumerate(profs)]
     else:
+        if isinstance(alignments, (str, bytes, dict)) or not hasattr(alignments, "__iter__"):
+            raise ValueError(f"alignments={short_repr(alignments)}: must be a sequence of HostAlignment, one per rank")
         als = list(alignments)
         if len(als) != len(profs):
             raise ValueError(f"alignments: {len(als)} given for {len(profs)} ranks")
-    if isinstance(grid_points, bool) or not isinstance(grid_points, int) or grid_points < 2:
-        raise ValueError(f"grid_points={grid_points!r}: must be an integer >= 2")
+        if not all(isinstance(a, HostAlignment) for a in als):
+            raise ValueError("alignments: every entry must be a HostAlignment")
+    integer_in(grid_points, "grid_points", 2, 1_000_000)
     timelines, lois, bounds = [], [], []
     for r, (p, al) in enumerate(zip(profs, als)):
         if p.timeline is None:

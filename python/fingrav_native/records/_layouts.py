@@ -20,12 +20,13 @@ with ``to_host(ticks)`` and ``error_bound_at(host_ns)`` (see
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Optional
 
 import numpy as np
 import numpy.typing as npt
 
-from fingrav_native._checks import FLOAT_EXACT_NS, float_ns_to_int
+from fingrav_native._checks import check_power, flag, float_ns_to_int, instance_of
+from fingrav_native._checks import whole_numbers as _whole_numbers
 from fingrav_native._core import CHANNELS as CHANNELS  # re-exported: the layouts the steps consume
 from fingrav_native._core import SAMPLE_DTYPE as SAMPLE_DTYPE
 
@@ -81,48 +82,6 @@ _INT64 = np.iinfo(np.int64)
 _INT32 = np.iinfo(np.int32)
 
 
-def _whole_numbers(values: Any, name: str, lo: int, hi: int) -> np.ndarray:
-    """``values`` as int64, refusing fractions, non-numbers and values outside [lo, hi] (never truncating)."""
-    try:
-        arr = np.asarray(values)
-    except (ValueError, TypeError, OverflowError) as exc:
-        raise ValueError(f"{name}: not a numeric array ({exc})") from None
-    if arr.dtype == object:
-        # Python ints beyond int64 land here: check them before numpy would wrap or refuse obscurely.
-        try:
-            arr = np.asarray([int(v) if float(v).is_integer() else float(v) for v in arr.ravel()],
-                             dtype=object).reshape(arr.shape)
-        except (TypeError, ValueError, OverflowError):
-            raise ValueError(f"{name}: must hold whole numbers, got {values!r:.80}") from None
-        bad = [v for v in arr.ravel() if not isinstance(v, int) or not lo <= v <= hi]
-        if bad:
-            raise ValueError(f"{name}: {bad[0]!r} is not a whole number in [{lo}, {hi}]")
-        return arr.astype(np.int64)
-    if arr.dtype.kind == "b" or arr.dtype.kind not in "iuf":
-        raise ValueError(f"{name}: must hold whole numbers, got dtype {arr.dtype}")
-    if arr.dtype.kind == "f":
-        finite = np.isfinite(arr)
-        if not finite.all():
-            i = int(np.flatnonzero(~finite.ravel())[0])
-            raise ValueError(f"{name}: position {i} is {arr.ravel()[i].item()}, not a whole number")
-        frac = arr != np.round(arr)
-        if frac.any():
-            i = int(np.flatnonzero(frac.ravel())[0])
-            raise ValueError(f"{name}: position {i} is {arr.ravel()[i].item()!r}, not a whole number "
-                             "(ids are never rounded or truncated)")
-        # A float holds every integer only up to 2**53; beyond, the id given is not the id meant.
-        flo, fhi = max(float(lo), -FLOAT_EXACT_NS), min(float(hi), FLOAT_EXACT_NS)
-        if arr.size and (arr.min() < flo or arr.max() > fhi):
-            raise ValueError(f"{name}: values must lie in [{lo}, {hi}] (and within 2**53 when given as floats), "
-                             f"got [{arr.min():.0f}, {arr.max():.0f}]")
-        return arr.astype(np.int64)
-    if arr.dtype == np.uint64 and arr.size and int(arr.max()) > _INT64.max:
-        raise ValueError(f"{name}: {int(arr.max())} does not fit in int64")
-    if arr.size and (int(arr.min()) < lo or int(arr.max()) > hi):
-        raise ValueError(f"{name}: values must lie in [{lo}, {hi}], got [{int(arr.min())}, {int(arr.max())}]")
-    return arr.astype(np.int64)
-
-
 def _exact_times(values: Any, name: str) -> np.ndarray:
     """Host times as exact int64 ns: integers as given; floats rounded to the ns if they still hold it."""
     try:
@@ -135,14 +94,15 @@ def _exact_times(values: Any, name: str) -> np.ndarray:
 
 
 def _uncertainties(values: Any, name: str, n: int) -> np.ndarray:
-    if isinstance(values, (bool, np.bool_)):
-        raise ValueError(f"{name}={values!r}: must be a number of ns, not a bool")
+    if isinstance(values, (bool, np.bool_, str, bytes)) or values is None:
+        raise ValueError(f"{name}={values!r}: must be a number of ns (or one per execution)")
     try:
         arr = np.broadcast_to(np.asarray(values, dtype=np.float64), (n,))
     except (ValueError, TypeError) as exc:
         raise ValueError(f"{name}: must be a number or one per execution ({exc})") from None
-    if not np.all(np.isfinite(arr)) or np.any(arr < 0):
-        raise ValueError(f"{name}: uncertainties must be finite and >= 0")
+    if not np.all(np.isfinite(arr)) or np.any(arr < 0) or np.any(arr > 1e12):
+        # Above 1000 s an error bound is no execution's (and a float32 field holds at most 3.4e38).
+        raise ValueError(f"{name}: uncertainties must be finite, >= 0 and at most 1e12 ns")
     return arr
 
 
@@ -199,7 +159,12 @@ def make_executions(
     array([1000, 1000])
     """
     cols = {"run": run, "index": index, "kernel_id": kernel_id, "start_ns": start_ns, "end_ns": end_ns}
-    shapes = {name: np.shape(col) for name, col in cols.items()}
+    shapes = {}
+    for name, col in cols.items():
+        try:
+            shapes[name] = np.shape(col)
+        except ValueError:  # a ragged nest: numpy cannot say its shape
+            raise ValueError(f"{name}: must be 1-D numbers, got a ragged {type(col).__name__}") from None
     n = shapes["run"][0] if len(shapes["run"]) == 1 else -1
     for name, shape in shapes.items():
         if len(shape) != 1 or shape[0] != n:
@@ -262,6 +227,8 @@ def validate_executions(executions: np.ndarray, name: str = "executions", *, exc
     execution; a duplicate (run, index) would count one run twice among the
     golden runs, overlapping times would place one log in two executions.
     """
+    instance_of(name, "name", str, "the argument's name, a str")
+    exclusive = flag(exclusive, "exclusive")
     if not isinstance(executions, np.ndarray) or executions.dtype.names is None:
         raise ValueError(f"{name}: must be a structured array with the fields of EXECUTION_DTYPE")
     missing = [f for f in EXECUTION_DTYPE.names or () if f not in executions.dtype.names]
@@ -322,7 +289,8 @@ def validate_executions(executions: np.ndarray, name: str = "executions", *, exc
     return executions
 
 
-def validate_samples(samples: np.ndarray, name: str = "samples", *, require_total: bool = False) -> np.ndarray:
+def validate_samples(samples: np.ndarray, name: str = "samples", *, require_total: bool = False,
+                     max_power_w: Optional[float] = None) -> np.ndarray:
     """Check power logs before any step uses them; raise ValueError naming what is wrong.
 
     Parameters
@@ -336,6 +304,11 @@ def validate_samples(samples: np.ndarray, name: str = "samples", *, require_tota
     require_total : bool
         Refuse logs without a ``total`` field (what a profile is built from;
         placing logs alone does not need it).
+    max_power_w : float, optional
+        The board's power limit where known: logs above 3 x it are refused.
+        Unknown, the ceiling is 10 kW
+        (:data:`~fingrav_native._checks.POWER_CEILING_W`), more than any
+        accelerator draws.
 
     Returns
     -------
@@ -348,16 +321,21 @@ def validate_samples(samples: np.ndarray, name: str = "samples", *, require_tota
         Not a structured 1-D array, no ``source_ts``, no logs, non-finite
         timestamps or windows, negative windows; a ``total`` with any NaN or
         infinity (a log with no reading must be left out by whoever made
-        it, not averaged in as nothing); any channel with an infinity or a
-        negative power. Other channels may be all NaN (a backend that does
-        not report them).
+        it, not averaged in as nothing); any channel with an infinity, a
+        negative power or an absurd one (above the ceiling: a flipped
+        exponent, a unit error). Other channels may be NaN (a backend that
+        does not report them).
 
     Notes
     -----
     Paper Section IV-B steps 6-8 average and integrate the logs' values; one
     NaN or infinity there silently gives a profile with no energy, a negative
-    one an energy below zero, so they are refused here, where the logs enter.
+    one an energy below zero, one 3e38 W log among hundreds (a flipped
+    exponent) a profile of absurd energy, so they are refused here, where the
+    logs enter.
     """
+    instance_of(name, "name", str, "the argument's name, a str")
+    require_total = flag(require_total, "require_total")
     if not isinstance(samples, np.ndarray) or samples.dtype.names is None or samples.ndim != 1:
         raise ValueError(f"{name}: must be a 1-D structured array (SAMPLE_DTYPE) with a source_ts field")
     names = samples.dtype.names
@@ -374,20 +352,25 @@ def validate_samples(samples: np.ndarray, name: str = "samples", *, require_tota
         w = samples["window_ns"]
         if w.dtype.kind not in "iuf" or not np.all(np.isfinite(w)) or np.any(w < 0):
             raise ValueError(f"{name}: window_ns must be finite and >= 0")
-    present = [c for c in CHANNELS if c in names]
-    if require_total and "total" not in present:
+    if require_total and "total" not in names:
         raise ValueError(f"{name}: has no total field; the total power is what every profile is built from")
-    for c in present:
+    check_channels(samples, name, max_power_w=max_power_w)
+    return samples
+
+
+def check_channels(samples: np.ndarray, name: str, *, max_power_w: Optional[float] = None,
+                   nan_total: bool = False) -> None:
+    """Every power channel of ``samples`` a power: no infinity, no negative, nothing above the ceiling.
+
+    NaN is refused in ``total`` unless ``nan_total`` (a capture or a
+    recording keeps a failed read as NaN, as NVML reports it; the analysis
+    refuses it where it would be averaged in) and allowed elsewhere (a
+    channel the backend does not report).
+    """
+    for c in CHANNELS:
+        if c not in (samples.dtype.names or ()):
+            continue
         v = samples[c]
         if v.dtype.kind not in "iuf":
             raise ValueError(f"{name}: {c} must be numbers, got dtype {v.dtype}")
-        v = v.astype(np.float64)
-        bad = np.isinf(v) | (v < 0)
-        if c == "total":
-            bad |= np.isnan(v)
-        if bad.any():
-            i = int(np.flatnonzero(bad)[0])
-            raise ValueError(
-                f"{name}: {c} has {int(bad.sum())} of {len(v)} values that are not a power (NaN, infinite or "
-                f"negative), the first at log {i}: {v[i]!r} W; drop or repair those logs first")
-    return samples
+        check_power(v, f"{name}: {c}", max_power_w=max_power_w, allow_nan=nan_total or c != "total")

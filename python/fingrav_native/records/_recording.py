@@ -7,6 +7,8 @@ from typing import Any, Mapping, Optional
 
 import numpy as np
 
+from fingrav_native._checks import flag, instance_of, integer_in, positive_number, short_repr, structured, whole_numbers
+from fingrav_native.records._layouts import check_channels
 from fingrav_native.sensors._model import SensorModel
 from fingrav_native.sensors._semantics import FIGURES, PROVENANCES
 
@@ -93,8 +95,21 @@ class Capabilities:
     device_resolution_ticks: float = 1.0
 
     def __post_init__(self) -> None:
+        for text in ("name", "device", "logger_clock", "sensor_semantics"):
+            instance_of(getattr(self, text), text, str, "a str")
+        for number in ("logger_period_ns", "device_tick_ns"):
+            positive_number(getattr(self, number), number)
+        for number in ("logger_window_ns", "marker_err_ns", "logger_tick_ns"):
+            positive_number(getattr(self, number), number, allow_zero=True)
+        for switch in ("gpu_markers", "virtual_time"):
+            flag(getattr(self, switch), switch)
+        if isinstance(self.channels, (str, bytes)) or not isinstance(self.channels, (tuple, list)) or not all(
+                isinstance(c, str) for c in self.channels):
+            raise ValueError(f"channels={short_repr(self.channels)}: must be a tuple of channel names (str)")
+        instance_of(self.sensor, "sensor", (SensorModel, type(None)), "a SensorModel or None")
+        instance_of(self.provenance, "provenance", dict, "a dict of figure to provenance")
         r = self.device_resolution_ticks
-        if isinstance(r, bool) or not (isinstance(r, (int, float)) and np.isfinite(r) and r >= 1):
+        if not positive_number(r, "device_resolution_ticks") >= 1:
             raise ValueError(f"device_resolution_ticks={self.device_resolution_ticks!r}: must be a number >= 1 "
                              "(device ticks per clock update)")
         bad = {k: v for k, v in self.provenance.items() if k not in FIGURES or v not in PROVENANCES}
@@ -150,6 +165,19 @@ class RunRecord:
     brackets: np.ndarray
     idle_wait_ns: int = 0
     meta: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        integer_in(self.run, "run", 0)
+        integer_in(self.executions, "executions", 0)
+        integer_in(self.idle_wait_ns, "idle_wait_ns", 0)
+        check_channels(structured(self.samples, "samples", ("source_ts",), "the run's logs (SAMPLE_DTYPE)"), "samples",
+                       nan_total=True)
+        structured(self.markers, "markers", ("begin_ticks", "end_ticks"), "GPU-side markers (MARKER_RECORD_DTYPE)")
+        b = self.brackets
+        if not isinstance(b, np.ndarray) or b.ndim != 2 or b.shape[1] != 3 or b.dtype.kind not in "iu":
+            raise ValueError(f"brackets={short_repr(b)}: must be an (n, 3) integer array of bracketed clock reads")
+        whole_numbers(b, "brackets", -(2**63), 2**63 - 1)  # a uint64 read past 2**63 is refused, not wrapped
+        instance_of(self.meta, "meta", dict, "a dict")
 
     def to_recording(self, caps: Optional["Capabilities"] = None, **provenance: Any) -> "Recording":
         """This run as a :class:`Recording` (its logs, markers and device-clock brackets)."""
@@ -209,14 +237,18 @@ class Recording:
     provenance: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        samples = np.asarray(self.samples)
-        if samples.dtype.names is None or "source_ts" not in samples.dtype.names or samples.ndim != 1:
+        samples = self.samples
+        if not isinstance(samples, np.ndarray) or samples.dtype.names is None or "source_ts" not in samples.dtype.names \
+                or samples.ndim != 1:
             raise ValueError("samples: must be a 1-d structured array with a 'source_ts' field (SAMPLE_DTYPE)")
+        check_channels(samples, "samples", nan_total=True)
         object.__setattr__(self, "samples", _readonly_copy(samples))
         for name in ("executions", "markers"):
             value = getattr(self, name)
             if value is not None:
-                arr = np.asarray(value)
+                if not isinstance(value, np.ndarray) or value.dtype.names is None or value.ndim != 1:
+                    raise ValueError(f"{name}: must be a 1-d structured array or None")
+                arr = value
                 if arr.dtype.names is None or arr.ndim != 1:
                     raise ValueError(f"{name}: must be a 1-d structured array or None")
                 object.__setattr__(self, name, _readonly_copy(arr))

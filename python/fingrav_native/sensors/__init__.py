@@ -23,7 +23,12 @@ if TYPE_CHECKING:
         fit_load_response,
         fit_step_response,
     )
-    from fingrav_native.sensors._counter import COUNTER_LOG_DTYPE, CounterLogs, counter_to_logs
+    from fingrav_native.sensors._counter import (
+        COUNTER_LOG_DTYPE,
+        CounterDiscontinuityWarning,
+        CounterLogs,
+        counter_to_logs,
+    )
     from fingrav_native.sensors._energy_counter import EnergyCounter
     from fingrav_native.sensors._from_logs import SplitDisagreementWarning, characterize_logs
     from fingrav_native.sensors._model import SENSOR_PRESETS, SensorModel, SensorPresetName, sensor_preset
@@ -34,6 +39,7 @@ if TYPE_CHECKING:
 _WHERE = {
     "COUNTER_LOG_DTYPE": "_counter",
     "Characterisation": "_characterize",
+    "CounterDiscontinuityWarning": "_counter",
     "CounterLogs": "_counter",
     "EnergyCounter": "_energy_counter",
     "FIGURES": "_semantics",

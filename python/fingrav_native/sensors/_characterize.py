@@ -31,7 +31,7 @@ import scipy.optimize
 import scipy.signal
 import scipy.stats
 
-from fingrav_native._checks import positive_number
+from fingrav_native._checks import check_power, finite_array, integer_in, positive_number, real_number
 from fingrav_native.sensors._model import SensorModel
 
 
@@ -70,13 +70,12 @@ class PeriodEstimate:
 def _changes(t: np.ndarray, values: Optional[npt.ArrayLike]) -> np.ndarray:
     """The stamps of distinct updates: with ``values``, the first poll of each new reading (a cached value polled again is no update)."""
     if values is None:
-        return np.unique(t[np.isfinite(t)])
-    v = np.asarray(values, dtype=np.float64)
+        return np.unique(t)
+    v = finite_array(values, "values").ravel()
     if v.shape != t.shape:
         raise ValueError(f"values: one per timestamp, got {v.shape} for timestamps_ns {t.shape}")
-    ok = np.isfinite(t) & np.isfinite(v)
-    order = np.argsort(t[ok], kind="stable")
-    tt, vv = t[ok][order], v[ok][order]
+    order = np.argsort(t, kind="stable")
+    tt, vv = t[order], v[order]
     new = np.concatenate([[True], vv[1:] != vv[:-1]]) if len(vv) else np.zeros(0, dtype=bool)
     return np.unique(tt[new])
 
@@ -155,7 +154,8 @@ def estimate_period(timestamps_ns: npt.ArrayLike, values: Optional[npt.ArrayLike
     Raises
     ------
     ValueError
-        Fewer than 3 distinct updates, or ``values`` of another length.
+        Fewer than 3 distinct updates, a timestamp or value that is NaN or
+        infinite, or ``values`` of another length.
 
     Notes
     -----
@@ -187,10 +187,9 @@ def estimate_period(timestamps_ns: npt.ArrayLike, values: Optional[npt.ArrayLike
        lag-1 correlation, whichever is larger: where a poll's phase against
        the updates drifts slowly, neighbouring stamps are late together.
     """
-    nb = int(blocks)
-    if nb < 2:
-        raise ValueError(f"blocks={blocks!r}: at least 2")
-    t = _changes(np.asarray(timestamps_ns, dtype=np.float64).ravel(), values)
+    nb = integer_in(blocks, "blocks", 2)
+    # A NaN stamp is a log with no time: refused, not dropped (it was left out without a word).
+    t = _changes(finite_array(timestamps_ns, "timestamps_ns").ravel(), values)
     if len(t) < 3:
         raise ValueError(f"timestamps_ns: need at least 3 distinct updates, got {len(t)}")
     d = np.diff(t)
@@ -278,7 +277,12 @@ def _boxcar(u: np.ndarray, d: float, w: float) -> np.ndarray:
 
 
 def _filter(u: np.ndarray, d: float, tau: float) -> np.ndarray:
-    return np.where(u > d, -np.expm1(-(u - d) / max(tau, 1.0)), 0.0)
+    with np.errstate(over="ignore"):  # before the delay expm1 overflows; np.where takes the 0 there
+        return np.where(u > d, -np.expm1(-(u - d) / max(tau, 1.0)), 0.0)
+
+
+#: The longest response a fit's first guess may be: an hour (a sensor averaging longer is no power sensor).
+MAX_SCALE_NS = 3.6e12
 
 
 def fit_step_response(offset_ns: npt.ArrayLike, values: npt.ArrayLike, *,
@@ -301,6 +305,14 @@ def fit_step_response(offset_ns: npt.ArrayLike, values: npt.ArrayLike, *,
     -------
     StepFit
 
+    Raises
+    ------
+    ValueError
+        Fewer than 8 logs, a NaN or infinite offset or value, a value that
+        is no power (negative, above the 10 kW ceiling); a fit whose step is
+        within 3 standard errors of none, or whose errors are not finite
+        (the power does not follow the step: no sensor to report).
+
     Notes
     -----
     A GPU's power jumps within tens of microseconds when a kernel starts or
@@ -315,14 +327,16 @@ def fit_step_response(offset_ns: npt.ArrayLike, values: npt.ArrayLike, *,
     whose own power rises over a time comparable to the window shows up as
     window (its rise time is reported, not subtracted).
     """
-    u_all = np.asarray(offset_ns, dtype=np.float64)
-    y_all = np.asarray(values, dtype=np.float64)
-    ok = np.isfinite(u_all) & np.isfinite(y_all)
-    u_all, y_all = u_all[ok], y_all[ok]
+    u_all = finite_array(offset_ns, "offset_ns").ravel()
+    y_all = finite_array(values, "values").ravel()
+    if u_all.shape != y_all.shape:
+        raise ValueError(f"offset_ns, values: one value per offset, got {y_all.size} for {u_all.size}")
     if len(u_all) < 8:
-        raise ValueError(f"offset_ns, values: need at least 8 finite logs around the steps, got {len(u_all)}")
+        raise ValueError(f"offset_ns, values: need at least 8 logs around the steps, got {len(u_all)}")
+    check_power(y_all, "values")
     span = float(u_all.max() - u_all.min())
-    scale = positive_number(scale_ns, "scale_ns") if scale_ns is not None else max(span / 10.0, 1.0)
+    scale = (positive_number(scale_ns, "scale_ns", upper=MAX_SCALE_NS) if scale_ns is not None
+             else max(span / 10.0, 1.0))
     fits: dict[str, tuple[np.ndarray, np.ndarray, float, int]] = {}
     for _ in range(6):
         view = (u_all > -2.0 * scale) & (u_all < 4.0 * scale)
@@ -363,6 +377,7 @@ def fit_step_response(offset_ns: npt.ArrayLike, values: npt.ArrayLike, *,
     shape = min(fits, key=lambda k: fits[k][2])
     other = "first_order" if shape == "boxcar" else "boxcar"
     x, err, rss, n = fits[shape]
+    _check_determined(x, err, "values", "the step")
     length = float(x[4])
     rise = 0.8 * length if shape == "boxcar" else length * math.log(9.0)
     return StepFit(
@@ -400,6 +415,15 @@ def fit_load_response(t_ns: npt.ArrayLike, values: npt.ArrayLike, busy_ns: npt.A
         ``low_w`` is the light level, ``high_w`` light plus the heavy
         kernel's excess.
 
+    Raises
+    ------
+    ValueError
+        Fewer than 8 logs or no interval; a NaN or infinite time or value, a
+        value that is no power; an interval that ends before it starts
+        (named, with its row); a fit whose heavy excess is within 3
+        standard errors of none, or whose errors are not finite (the power
+        does not follow the load).
+
     Notes
     -----
     The GPU's power is modelled as ``light + slope * t + excess * [heavy
@@ -412,14 +436,12 @@ def fit_load_response(t_ns: npt.ArrayLike, values: npt.ArrayLike, busy_ns: npt.A
     ``scipy.optimize.least_squares`` from several starts; standard errors
     from the Jacobian of the full problem at the optimum.
     """
-    t = np.asarray(t_ns, dtype=np.float64)
-    y = np.asarray(values, dtype=np.float64)
-    iv = np.asarray(busy_ns, dtype=np.float64).reshape(-1, 2)
-    ok = np.isfinite(t) & np.isfinite(y)
-    t, y = t[ok], y[ok]
+    t, y = _logs(t_ns, values)
+    iv = _intervals(busy_ns, "busy_ns")
     if len(t) < 8 or len(iv) == 0:
         raise ValueError(f"t_ns, values, busy_ns: need at least 8 logs and one heavy interval, got {len(t)}, {len(iv)}")
-    sc = positive_number(scale_ns, "scale_ns")
+    sc = positive_number(scale_ns, "scale_ns", upper=MAX_SCALE_NS)
+    min_delay_ns = real_number(min_delay_ns, "min_delay_ns")
     # Only intervals that can reach a log matter: index them by time for speed.
     order = np.argsort(iv[:, 0])
     return _step_fit(_LoadResponse(t, y, iv[order], float(np.median(t))), sc, len(t), float(min_delay_ns))
@@ -459,30 +481,75 @@ def fit_meter_response(t_ns: npt.ArrayLike, values: npt.ArrayLike, meter_t_ns: n
     (a boxcar is then exact; a first-order filter runs as a recursive filter
     on that grid), solved by the same variable projection.
     """
-    t = np.asarray(t_ns, dtype=np.float64)
-    y = np.asarray(values, dtype=np.float64)
-    tm = np.asarray(meter_t_ns, dtype=np.float64).ravel()
-    pm = np.asarray(meter_w, dtype=np.float64).ravel()
+    t, y = _logs(t_ns, values)
+    tm = finite_array(meter_t_ns, "meter_t_ns").ravel()
+    pm = check_power(finite_array(meter_w, "meter_w").ravel(), "meter_w")
     if tm.shape != pm.shape or len(tm) < 16:
         raise ValueError(f"meter_t_ns, meter_w: one value per stamp and at least 16, got {tm.size} and {pm.size}")
-    ok = np.isfinite(t) & np.isfinite(y)
-    t, y = t[ok], y[ok]
     if len(t) < 8:
         raise ValueError(f"t_ns, values: need at least 8 logs, got {len(t)}")
-    sc = positive_number(scale_ns, "scale_ns")
-    good = np.isfinite(tm) & np.isfinite(pm)
-    order = np.argsort(tm[good])
-    lo = -4.0 * sc if min_delay_ns is None else float(min_delay_ns)
-    return _step_fit(_MeterResponse(t, y, tm[good][order], pm[good][order], float(np.median(t)), sc), sc, len(t), lo)
+    sc = positive_number(scale_ns, "scale_ns", upper=MAX_SCALE_NS)
+    order = np.argsort(tm)
+    lo = -4.0 * sc if min_delay_ns is None else real_number(min_delay_ns, "min_delay_ns")
+    return _step_fit(_MeterResponse(t, y, tm[order], pm[order], float(np.median(t)), sc), sc, len(t), lo)
+
+
+def _logs(t_ns: npt.ArrayLike, values: npt.ArrayLike) -> tuple[np.ndarray, np.ndarray]:
+    """Log times and their power: finite, one each, a power (a NaN log is refused, not dropped)."""
+    t = finite_array(t_ns, "t_ns").ravel()
+    y = finite_array(values, "values").ravel()
+    if t.shape != y.shape:
+        raise ValueError(f"t_ns, values: one value per log, got {y.size} for {t.size}")
+    return t, check_power(y, "values")
+
+
+def _intervals(busy_ns: npt.ArrayLike, name: str) -> np.ndarray:
+    """``[start, end]`` rows, finite, each ending after it starts (an inverted interval is refused by name)."""
+    iv = finite_array(busy_ns, name)
+    if iv.size % 2 or (iv.ndim == 2 and iv.shape[1] != 2) or iv.ndim > 2:
+        raise ValueError(f"{name}: an (n, 2) array of [start_ns, end_ns], got shape {iv.shape}")
+    iv = iv.reshape(-1, 2)
+    inverted = np.flatnonzero(iv[:, 1] <= iv[:, 0])
+    if inverted.size:
+        i = int(inverted[0])
+        raise ValueError(f"{name}: {inverted.size} of {len(iv)} intervals end before they start (or at it), the "
+                         f"first, row {i}: [{iv[i, 0]:.0f}, {iv[i, 1]:.0f}] ns; columns are [start_ns, end_ns]")
+    return iv
+
+
+#: A step fit stands only where the load's effect on the power is this many standard errors from none.
+MIN_STEP_Z = 3.0
+
+
+def _check_determined(p_hat: np.ndarray, err: np.ndarray, arg: str, load: str, unit: str = " W") -> None:
+    """Refuse a fit the logs do not determine: the load not seen in the power, or errors that are not finite.
+
+    ``p_hat`` and ``err`` are the five parameters (level, drift, the load's effect, delay, length) and
+    their standard errors. A record whose power ignores the load fits some window and delay as well as
+    any other, with NaN or huge errors: returned, it reads as a characterised sensor.
+    """
+    jump, se = float(p_hat[2]), float(err[2])
+    z = abs(jump) / se if se > 0 else (math.inf if jump != 0 else math.nan)
+    if not (math.isfinite(se) and z >= MIN_STEP_Z):
+        raise ValueError(f"{arg}: the power does not follow {load} (its effect is {jump:+.3g} +- {se:.2g}{unit}, "
+                         f"{z:.1f} standard errors; at least {MIN_STEP_Z:g} are needed): there is no response to "
+                         "fit; check that the load and the logs share one clock and that the two levels differ")
+    if not np.all(np.isfinite(err)):
+        which = [n for n, e in zip(("level", "drift", "effect", "delay", "length"), err) if not math.isfinite(e)]
+        raise ValueError(f"{arg}: the fit's uncertainty is not finite ({', '.join(which)}): the logs do not "
+                         f"determine the sensor's response to {load} (too few logs near its edges)")
 
 
 def _step_fit(problem: "_LoadResponse", sc: float, n_logs: int, min_delay: float) -> StepFit:
     """Both shapes fitted; the better one as a StepFit, with the other's residual beside it."""
+    if not min_delay < 20.0 * sc:  # the delays tried run up to 20 x the scale
+        raise ValueError(f"min_delay_ns={min_delay!r}: must be below 20 x scale_ns ({20.0 * sc:g} ns)")
     t = problem.t
     fits = {shape: problem.fit(shape, sc, min_delay) for shape in _SHAPES}
     shape = min(fits, key=lambda k: fits[k][2])
     other: _Shape = "first_order" if shape == "boxcar" else "boxcar"
     p_hat, err, rss = fits[shape]
+    _check_determined(p_hat, err, "values", *(("the meter", " (gain)") if problem.referenced else ("the load",)))
     length = float(p_hat[4])
     return StepFit(
         shape=shape, delay_ns=float(p_hat[3]), delay_err_ns=float(err[3]),
@@ -636,7 +703,7 @@ def counter_resolution(energy_j: npt.ArrayLike) -> float:
         The greatest step that divides every observed step (to 1e-3 of
         it), found from the smallest nonzero step; NaN with no step.
     """
-    e = np.asarray(energy_j, dtype=np.float64)
+    e = finite_array(energy_j, "energy_j").ravel()
     steps = np.abs(np.diff(e))
     steps = steps[steps > 0]
     if not len(steps):

@@ -16,7 +16,7 @@ import numpy as np
 import numpy.typing as npt
 import scipy.stats
 
-from fingrav_native._checks import positive_number
+from fingrav_native._checks import check_power, finite_array, flag, instance_of, numbers, positive_number, short_repr
 from fingrav_native.sensors._characterize import (
     Characterisation,
     PeriodEstimate,
@@ -39,18 +39,16 @@ class SplitDisagreementWarning(UserWarning):
 def _arrays(t_ns: npt.ArrayLike, power_w: npt.ArrayLike,
             load: npt.ArrayLike) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
     """The logs sorted by time, and the load's intervals, checked (errors name the argument)."""
-    try:
-        t_raw, iv_raw = np.asarray(t_ns).ravel(), np.asarray(load)
-        t0 = 0
-        # Integer epoch nanoseconds are taken relative to the record's start before they become floats.
-        if t_raw.dtype.kind in "iu" and iv_raw.dtype.kind in "iu" and t_raw.size and iv_raw.size:
-            t0 = min(int(t_raw.min()), int(iv_raw.min()))
-            t_raw, iv_raw = t_raw - t0, iv_raw - t0
-        t = np.asarray(t_raw, dtype=np.float64)
-        p = np.asarray(power_w, dtype=np.float64).ravel()
-        iv = np.asarray(iv_raw, dtype=np.float64)
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"t_ns, power_w, load: numbers expected ({exc})") from None
+    # Numbers of one shape each (a ragged list, text or a complex value named, not a numpy error).
+    t_raw, iv_raw = numbers(t_ns, "t_ns").ravel(), numbers(load, "load")
+    t0 = 0
+    # Integer epoch nanoseconds are taken relative to the record's start before they become floats.
+    if t_raw.dtype.kind in "iu" and iv_raw.dtype.kind in "iu" and t_raw.size and iv_raw.size:
+        t0 = min(int(t_raw.min()), int(iv_raw.min()))
+        t_raw, iv_raw = t_raw - t0, iv_raw - t0
+    t = t_raw.astype(np.float64)
+    p = numbers(power_w, "power_w").astype(np.float64).ravel()
+    iv = iv_raw.astype(np.float64)
     if t.shape != p.shape:
         raise ValueError(f"power_w: one value per timestamp, got {p.size} for {t.size} in t_ns")
     if iv.ndim != 2 or iv.shape[1] != 2 or len(iv) == 0:
@@ -58,11 +56,13 @@ def _arrays(t_ns: npt.ArrayLike, power_w: npt.ArrayLike,
                          f"got shape {iv.shape}")
     if not np.all(np.isfinite(iv)) or np.any(iv[:, 1] <= iv[:, 0]):
         raise ValueError("load: every interval needs finite start_ns < end_ns")
-    ok = np.isfinite(t) & np.isfinite(p)
-    if ok.sum() < 8:
-        raise ValueError(f"t_ns, power_w: at least 8 finite logs are needed, got {int(ok.sum())}")
-    order = np.argsort(t[ok], kind="stable")
-    return t[ok][order], p[ok][order], iv[np.argsort(iv[:, 0])], float(t0)
+    # A log without a time or a reading is refused, not dropped (the caller decides what it was).
+    finite_array(t, "t_ns")
+    check_power(p, "power_w")
+    if len(t) < 8:
+        raise ValueError(f"t_ns, power_w: at least 8 logs are needed, got {len(t)}")
+    order = np.argsort(t, kind="stable")
+    return t[order], p[order], iv[np.argsort(iv[:, 0])], float(t0)
 
 
 def _collapse(t: np.ndarray, p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -146,7 +146,9 @@ def characterize_logs(
         Each log's host time (ns, any epoch; the load's clock).
     power_w : array_like
         Each log's power (W). Repeated polls of a cached reading are
-        collapsed to the first poll that saw it.
+        collapsed to the first poll that saw it. NaN, infinite, negative and
+        absurd values (above 10 kW, more than any accelerator draws) are
+        refused: drop a log without a reading first.
     load : array_like, shape (n, 2)
         ``[start_ns, end_ns]`` of every interval the load was on.
     scale_ns : float, optional
@@ -199,6 +201,14 @@ def characterize_logs(
     5. Fit each half alone; a window, time constant or delay that differs
        beyond :data:`SPLIT_Z` combined standard errors is said.
     """
+    instance_of(name, "name", str, "the sensor's name, a str")
+    instance_of(device, "device", str, "what was measured, a str")
+    split_check = flag(split_check, "split_check")
+    if reference is not None and (isinstance(reference, (str, bytes, dict)) or not hasattr(reference, "__len__")
+                                  or len(reference) != 2):
+        raise ValueError(f"reference={short_repr(reference)}: a (t_ns, power_w) pair of arrays")
+    if scale_ns is not None:
+        positive_number(scale_ns, "scale_ns")
     t, p, iv, t_origin = _arrays(t_ns, power_w, load)
     tc, pc = _collapse(t, p)
     if len(tc) < 8:

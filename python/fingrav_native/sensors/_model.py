@@ -32,7 +32,7 @@ from typing import Any, Literal, Optional
 import numpy as np
 import numpy.typing as npt
 
-from fingrav_native._checks import positive_number
+from fingrav_native._checks import choice, instance_of, numbers, positive_number, real_number, short_repr
 
 #: Response weight below which a first-order filter's tail is cut (the support's start).
 _FILTER_TAIL = 1e-4
@@ -103,20 +103,21 @@ class SensorModel:
     notes: str = ""
 
     def __post_init__(self) -> None:
-        if self.kind not in KINDS:
-            raise ValueError(f"kind={self.kind!r}: must be one of {KINDS}")
-        if self.shape not in SHAPES:
-            raise ValueError(f"shape={self.shape!r}: must be one of {SHAPES}")
-        positive_number(self.period_ns, "period_ns")
-        positive_number(self.window_ns, "window_ns", allow_zero=True)
-        positive_number(self.tau_ns, "tau_ns", allow_zero=True)
-        if not math.isfinite(self.delay_ns):
-            raise ValueError(f"delay_ns={self.delay_ns!r}: must be finite (negative: the logger stamps before its "
-                             "window ends)")
-        positive_number(self.gain, "gain")
-        positive_number(self.quantum, "quantum", allow_zero=True)
-        if not math.isfinite(self.offset_w):
-            raise ValueError(f"offset_w={self.offset_w!r}: must be finite")
+        for text in ("name", "source", "notes"):
+            instance_of(getattr(self, text), text, str, "a str")
+        choice(self.kind, "kind", KINDS)
+        choice(self.shape, "shape", SHAPES)
+        # Stored as the floats they are checked as: a string or a numpy scalar kept would fail at first use
+        # (or in the JSON file), far from the mistake.
+        numbers = {"period_ns": positive_number(self.period_ns, "period_ns"),
+                   "window_ns": positive_number(self.window_ns, "window_ns", allow_zero=True),
+                   "tau_ns": positive_number(self.tau_ns, "tau_ns", allow_zero=True),
+                   "delay_ns": real_number(self.delay_ns, "delay_ns"),  # negative: stamped before the window ends
+                   "gain": positive_number(self.gain, "gain"),
+                   "offset_w": real_number(self.offset_w, "offset_w"),
+                   "quantum": positive_number(self.quantum, "quantum", allow_zero=True)}
+        for field_name, value in numbers.items():
+            object.__setattr__(self, field_name, value)
         if self.shape == "first_order" and self.tau_ns <= 0:
             raise ValueError(f"tau_ns={self.tau_ns!r}: a first-order filter needs a time constant > 0")
         if self.kind == "instant" and (self.window_ns > 0 or self.shape != "boxcar"):
@@ -182,14 +183,15 @@ class SensorModel:
         >>> float(m.interval_weights(2e6, 1.5e6, 3e6))
         0.5
         """
-        e = np.asarray(t_ns, dtype=np.float64) - self.delay_ns
-        a = np.asarray(a_ns, dtype=np.float64)
-        b = np.asarray(b_ns, dtype=np.float64)
+        # Numbers of any shape (a NaN stamp gives a NaN weight, for the caller to mask); None or text is named.
+        e = numbers(t_ns, "t_ns").astype(np.float64) - self.delay_ns
+        a = numbers(a_ns, "a_ns").astype(np.float64)
+        b = numbers(b_ns, "b_ns").astype(np.float64)
         if self.shape == "first_order":
             hi = np.minimum(b, e)
             lo = np.minimum(a, e)
             return np.where(hi > lo, np.exp(-(e - hi) / self.tau_ns) - np.exp(-(e - lo) / self.tau_ns), 0.0)
-        w = np.asarray(self.window_ns if window_ns is None else window_ns, dtype=np.float64)
+        w = np.asarray(self.window_ns if window_ns is None else numbers(window_ns, "window_ns"), dtype=np.float64)
         inst = w <= 0
         safe_w = np.where(inst, 1.0, w)
         overlap = np.clip(np.minimum(b, e) - np.maximum(a, e - safe_w), 0.0, None) / safe_w
@@ -208,11 +210,16 @@ class SensorModel:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> SensorModel:
-        """Inverse of :meth:`as_dict`; unknown keys are an error naming them."""
+        """Inverse of :meth:`as_dict`; unknown or missing keys are an error naming them."""
+        if not isinstance(d, dict):
+            raise ValueError(f"sensor: must be a dict of a SensorModel's fields, not a {type(d).__name__}")
         known = set(cls.__dataclass_fields__)
         extra = set(d) - known
         if extra:
-            raise ValueError(f"sensor: unknown fields {sorted(extra)}")
+            raise ValueError(f"sensor: unknown fields {sorted(extra, key=str)}")
+        missing = [f for f in ("name", "kind", "period_ns") if f not in d]
+        if missing:
+            raise ValueError(f"sensor: missing fields {missing} (a sensor needs its name, kind and period_ns)")
         return cls(**d)
 
 
@@ -257,7 +264,24 @@ def sensor_preset(name: str) -> SensorModel:
     -------
     SensorModel
     """
+    if not isinstance(name, str):
+        raise ValueError(f"name={short_repr(name)}: must be a sensor preset's name, one of {sorted(SENSOR_PRESETS)}")
     try:
         return SENSOR_PRESETS[name]
     except KeyError:
         raise ValueError(f"name={name!r}: unknown sensor preset; choose from {sorted(SENSOR_PRESETS)}") from None
+
+
+def as_sensor(value: Any, name: str = "sensor") -> Optional[SensorModel]:
+    """``value`` as a sensor model: a :class:`SensorModel`, a preset's name, or None (kept None).
+
+    The one resolver of every ``sensor=`` argument, so each refuses a wrong
+    type by name (a number stored as a sensor failed later with an
+    AttributeError).
+    """
+    if value is None or isinstance(value, SensorModel):
+        return value
+    if isinstance(value, str):
+        return sensor_preset(value)
+    raise ValueError(f"{name}={short_repr(value)}: must be a SensorModel, a preset name ({', '.join(SENSOR_PRESETS)}) "
+                     f"or None, not a {type(value).__name__}")

@@ -216,7 +216,9 @@ def observe(t_grid: npt.ArrayLike, p_grid: npt.ArrayLike, sensor: SensorModel, *
         pp = rng.uniform(0, poll_ns) if poll_phase_ns is None else float(poll_phase_ns)
         u, values, windows = _poll(u, values, windows, float(poll_ns), pp, start_ns, stop_ns)
     if sensor.kind == "counter":
-        c = counter_to_logs(np.round(u).astype(np.int64), values, quantum_j=sensor.quantum).samples
+        # Jittered read times may cross: the reads in time order, as a real poller takes them.
+        order = np.argsort(u, kind="stable")
+        c = counter_to_logs(np.round(u[order]).astype(np.int64), values[order], quantum_j=sensor.quantum).samples
         return _as_logs(c["source_ts"], c["total"], c["window_ns"])
     return _as_logs(u, values, windows)
 

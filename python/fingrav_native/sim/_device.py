@@ -78,7 +78,8 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 
 from fingrav_native import _core
-from fingrav_native.sensors._model import SensorModel, sensor_preset
+from fingrav_native._checks import check_power, finite_array, flag, integer_in, positive_number, real_number
+from fingrav_native.sensors._model import SensorModel, as_sensor
 
 EXEC_DTYPE = _core.EXEC_DTYPE
 
@@ -186,9 +187,9 @@ def sensor_params(sensor: SensorModel | str) -> dict[str, float]:
     >>> sensor_params("part-time-100ms")["logger_window_ns"]
     25000000.0
     """
-    model = sensor_preset(sensor) if isinstance(sensor, str) else sensor
-    if not isinstance(model, SensorModel):
-        raise ValueError(f"sensor: must be a SensorModel or a preset name, got {type(sensor).__name__}")
+    model = as_sensor(sensor)
+    if model is None:
+        raise ValueError("sensor=None: must be a SensorModel or a preset name")
     counter = model.kind == "counter"
     return {
         "logger_period_ns": float(model.period_ns),
@@ -265,12 +266,13 @@ class SimGPU:
 
     def __init__(self, *, seed: int = 0, realtime: bool = False, sensor: SensorModel | str | None = None,
                  cached_poll_ns: float | None = None, **params: float) -> None:
-        if not isinstance(seed, (int, np.integer)) or seed < 0:
-            raise ValueError(f"seed={seed!r}: must be a non-negative integer")
-        if cached_poll_ns is not None and (realtime or not cached_poll_ns >= 1.0):
+        seed = integer_in(seed, "seed", 0)
+        realtime = flag(realtime, "realtime")
+        if cached_poll_ns is not None and (realtime or not positive_number(cached_poll_ns, "cached_poll_ns") >= 1.0):
             raise ValueError(f"cached_poll_ns={cached_poll_ns!r}: a poll period >= 1 ns, in virtual time only")
         self._cached_poll_ns = cached_poll_ns
-        merged = dict(params)
+        # Every parameter is a number (the C++ device names an unknown one); a string or None is named here.
+        merged = {k: real_number(v, k) for k, v in params.items()}
         if sensor is not None:
             sp = sensor_params(sensor)
             clash = sorted(set(sp) & set(params))
@@ -280,8 +282,8 @@ class SimGPU:
             merged.update(sp)
         merged["seed"] = float(seed)
         self._dev = _core.SimDevice(merged, realtime=bool(realtime))
-        self._sensor = (sensor_preset(sensor) if isinstance(sensor, str) else sensor) if sensor is not None \
-            else _sensor_of(dict(self._dev.params))
+        given = as_sensor(sensor)
+        self._sensor = given if given is not None else _sensor_of(dict(self._dev.params))
         self._next_run = 0
 
     # ------------------------------------------------------------------ setup
@@ -611,10 +613,12 @@ def steady_state_index(
     ValueError
         Too few executions, or bad tolerance.
     """
-    p = np.asarray(power, dtype=np.float64)
-    if not 0 < tolerance < 1:
+    p = check_power(finite_array(power, "power"), "power").ravel()
+    if not 0 < positive_number(tolerance, "tolerance") < 1:
         raise ValueError(f"tolerance={tolerance}: must be in (0, 1)")
-    if tail < 1 or p.size < start + tail + 1:
+    start = integer_in(start, "start", 0)
+    tail = integer_in(tail, "tail", 1)
+    if p.size < start + tail + 1:
         raise ValueError(f"power: need at least start + tail + 1 = {start + tail + 1} executions, got {p.size}")
     final = p[-tail:].mean()
     outside = np.abs(p - final) > tolerance * abs(final)

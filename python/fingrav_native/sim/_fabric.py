@@ -11,11 +11,14 @@ preset collectives of the single device (``csrc/fingrav/sim/kernels.cpp``).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
+
+from fingrav_native._checks import instance_of, integer_in, real_number
 
 #: A collective the fabric model knows (ring algorithm).
 CollectiveKind = Literal["allreduce", "allgather", "reducescatter"]
@@ -144,8 +147,11 @@ class FabricParams:
             if not ok:
                 raise ValueError(f"{name}={getattr(self, name)!r}: {what}")
 
-        need(isinstance(self.links, (int, np.integer)) and not isinstance(self.links, bool) and self.links >= 1,
-             "links", "must be an integer >= 1")
+        integer_in(self.links, "links", 1, 1 << 16)
+        # Every other field is a number (a string or None would fail in a comparison below, or later).
+        for f in dataclasses.fields(self):
+            if f.name not in ("links", "algorithm"):
+                real_number(getattr(self, f.name), f.name)
         need(self.algorithm == "ring", "algorithm", "only 'ring' is modelled")
         for name in ("link_bandwidth_gbs",):
             need(math.isfinite(getattr(self, name)) and getattr(self, name) > 0, name, "must be > 0")
@@ -254,13 +260,11 @@ def collective_time(kind: CollectiveKind, nbytes: int, devices: int,
     >>> round(t.total_ns / 1e6, 2), t.bandwidth_share > 0.9
     (2.66, True)
     """
-    fabric = fabric if fabric is not None else FabricParams()
-    if kind not in COLLECTIVE_KINDS:
+    fabric = instance_of(fabric, "fabric", (FabricParams, type(None)), "a FabricParams or None") or FabricParams()
+    if not isinstance(kind, str) or kind not in COLLECTIVE_KINDS:
         raise ValueError(f"kind={kind!r}: unknown collective; known: {', '.join(COLLECTIVE_KINDS)}")
-    if isinstance(nbytes, bool) or not isinstance(nbytes, (int, np.integer)) or nbytes < 0:
-        raise ValueError(f"nbytes={nbytes!r}: must be an integer >= 0")
-    if isinstance(devices, bool) or not isinstance(devices, (int, np.integer)) or devices < 1:
-        raise ValueError(f"devices={devices!r}: must be an integer >= 1")
+    integer_in(nbytes, "nbytes", 0)
+    integer_in(devices, "devices", 1, 1 << 20)
     n = int(devices)
     if kind == "allreduce":
         steps, volume = 2 * (n - 1), 2.0 * (n - 1) / n

@@ -98,7 +98,7 @@ from typing import Any, Optional, Sequence
 import numpy as np
 
 from fingrav_native import _core
-from fingrav_native._checks import integer_in
+from fingrav_native._checks import finite_array, flag, integer_in, positive_number
 from fingrav_native.backends._base import KernelSpec, execution_plan, wait_for_idle
 from fingrav_native.backends._sim import sim_markers
 from fingrav_native.records._recording import RunRecord
@@ -169,9 +169,9 @@ class SimNode:
         shared_host_clock: bool = False,
         **sim_params: float,
     ) -> None:
-        n = integer_in(devices, "devices", 1)
-        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-            raise ValueError(f"seed={seed!r}: must be a non-negative integer")
+        n = integer_in(devices, "devices", 1, 1024)
+        integer_in(seed, "seed", 0)
+        shared_host_clock = flag(shared_host_clock, "shared_host_clock")
         if fabric is None:
             fabric = FabricParams()
         if not isinstance(fabric, FabricParams):
@@ -185,14 +185,9 @@ class SimNode:
         defaults = {p.name: p.default for p in parameters()}
         params = dict(sim_params)
         # The node owns the host launch/sync path (see the module docstring).
-        self._launch_latency = float(params.pop("launch_latency_ns", defaults["launch_latency_ns"]))
-        self._launch_jitter = float(params.pop("launch_jitter_ns", defaults["launch_jitter_ns"]))
-        self._sync_latency = float(params.pop("sync_latency_ns", defaults["sync_latency_ns"]))
-        self._sync_jitter = float(params.pop("sync_jitter_ns", defaults["sync_jitter_ns"]))
-        for name in ("launch_latency_ns", "launch_jitter_ns", "sync_latency_ns", "sync_jitter_ns"):
-            v = getattr(self, "_" + name.replace("_ns", ""))
-            if not (math.isfinite(v) and v >= 0):
-                raise ValueError(f"{name}={v!r}: must be a finite number >= 0")
+        self._launch_latency, self._launch_jitter, self._sync_latency, self._sync_jitter = (
+            positive_number(params.pop(name, defaults[name]), name, allow_zero=True)
+            for name in ("launch_latency_ns", "launch_jitter_ns", "sync_latency_ns", "sync_jitter_ns"))
         ss = np.random.SeedSequence([int(seed), 0x51A0DE])
         self._rng = np.random.default_rng(ss.spawn(1)[0])
         clock_rng = np.random.default_rng(np.random.SeedSequence([int(seed), 0xC10C]))
@@ -248,13 +243,13 @@ class SimNode:
             mag = 10 ** rng.uniform(6, 9.5, size=n)
             o = np.rint(mag * rng.choice([-1.0, 1.0], size=n))
         else:
-            o = np.asarray(offsets, dtype=np.float64).ravel()
+            o = finite_array(offsets, "host_offsets_ns").ravel()
             if o.shape != (n,) or not np.all(np.isfinite(o)):
                 raise ValueError(f"host_offsets_ns: need {n} finite values, one per rank, got {len(o)}")
         if skews is None:
             s = rng.uniform(-50, 50, size=n)
         else:
-            s = np.asarray(skews, dtype=np.float64).ravel()
+            s = finite_array(skews, "host_skews_ppm").ravel()
             if s.shape != (n,) or not np.all(np.isfinite(s)) or np.any(np.abs(s) >= 1000):
                 raise ValueError(f"host_skews_ppm: need {n} finite values in (-1000, 1000) ppm, one per rank")
         if shared:
