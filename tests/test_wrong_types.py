@@ -511,9 +511,10 @@ def _entries() -> list[Entry]:
               {"name": choice(*sensors.SENSOR_PRESETS)}),
         Entry("fg.make_executions", fg.make_executions,
               lambda: {"run": [0, 1], "index": [0, 0], "kernel_id": [0, 0], "start_ns": [0, 10_000],
-                       "end_ns": [5_000, 15_000]},
-              {"run": Arg("ints"), "index": Arg("ints"), "kernel_id": Arg("ints"), "start_ns": Arg("ints"),
-               "end_ns": Arg("ints"), "start_err_ns": Arg("num", lo=0.0), "end_err_ns": Arg("num", lo=0.0)},
+                       "end_ns": [5_000, 15_000], "start_err_ns": [0.0, 0.0], "end_err_ns": [0.0, 0.0]},
+              {"run": Arg("ints"), "index": Arg("ints"), "kernel_id": Arg("ints"),
+               "start_ns": Arg("nums"), "end_ns": Arg("nums"),  # floats are rounded to the ns, as documented
+               "start_err_ns": Arg("nums"), "end_err_ns": Arg("nums")},  # or one for all
               aliases={"start_ns": ("executions",), "end_ns": ("executions",)}),
         Entry("fg.SensorModel", fg.SensorModel, lambda: {"name": "s", "kind": "window", "period_ns": 1e6,
                                                          "window_ns": 1e6},
@@ -614,7 +615,8 @@ def _entries() -> list[Entry]:
         Entry("backends.marker_records", backends.marker_records,
               lambda: {"run": 0, "kernel_id": 0, "ticks": np.array([[0, 10], [20, 30]], dtype=np.int64),
                        "host_launch_ns": np.array([0, 20], dtype=np.int64), "host_sync_ns": 40},
-              {"run": COUNT, "kernel_id": ANY, "ticks": Arg("ints"), "host_launch_ns": Arg("ints"),
+              {"run": Arg("int", lo=0, hi=2**31 - 1), "kernel_id": ANY, "ticks": Arg("ints"),
+               "host_launch_ns": Arg("ints"),
                "host_sync_ns": I}),
         Entry("backends.match_nvml_device", backends.match_nvml_device,
               lambda: {"cuda_device": {"uuid": "GPU-1", "pci_bus_id": "0000:01:00.0"},
@@ -687,7 +689,7 @@ def _entries() -> list[Entry]:
                "name": S}),
         Entry("clocks.nominal_durations", clocks.nominal_durations,
               lambda: {"markers": F.record.markers, "tick_ns": 10.0},
-              {"markers": READ, "tick_ns": GT0}),
+              {"markers": READ, "tick_ns": Arg("num", lo=0.0, hi=1e9, open_lo=True)}),
         Entry("clocks.summarize_read_latency", clocks.summarize_read_latency, lambda: {"brackets": F.brackets},
               {"brackets": Arg("ints")}),
         Entry("clocks.timeline_of", clocks.timeline_of, lambda: {"records": [F.record], "caps": F.caps},
@@ -718,6 +720,17 @@ def _entries() -> list[Entry]:
               {"tp": obj(fg.TraceProfile)}),
         Entry("files.node_trace_events", files.node_trace_events, lambda: {"node": F.node},
               {"node": obj(fg.NodeProfile)}),
+        Entry("files.annotate_trace", files.annotate_trace,
+              lambda: {"trace": F.trace_path, "profile": F.trace_profile,
+                       "out": os.path.join(F.tmp, f"annotated-{next(_FRESH)}.json")},
+              {"trace": PATH, "profile": obj(fg.TraceProfile), "out": PATH, "overwrite": FLAG}),
+        Entry("files.write_rocprof_trace", files.write_rocprof_trace,
+              lambda: {"path": os.path.join(F.tmp, f"w{next(_FRESH)}_kernel_trace.csv"), "names": ["a", "b"],
+                       "grid": [(1, 1, 1)] * 2, "block": [(64, 1, 1)] * 2, "start_ns": [0, 10_000],
+                       "end_ns": [5_000, 15_000]},
+              {"path": PATH, "names": ANY, "grid": ANY, "block": ANY, "start_ns": Arg("ints"), "end_ns": Arg("ints"),
+               "output_format": choice("csv", "json", "rocpd"), "device": ANY, "stream": ANY, "correlation": ANY,
+               "pid": Arg("int", lo=0), "cpu_agents": Arg("int", lo=0)}, refusals_only=True),
         Entry("files.write_kineto_trace", files.write_kineto_trace,
               lambda: {"path": os.path.join(F.tmp, "k.json"), "names": ["a", "b"], "grid": [(1, 1, 1)] * 2,
                        "block": [(64, 1, 1)] * 2, "start_ns": [0, 10_000], "end_ns": [5_000, 15_000],
@@ -748,8 +761,8 @@ def _entries() -> list[Entry]:
                        "execution_of_interest": 0, "runs": np.arange(60), "bins": 8, "bootstrap": 0},
               {s: SAMPLES, ex: EXECS, "logger_map": MAP, "sensor": obj(fg.SensorModel),
                "execution_of_interest": Arg("int", lo=-1), "runs": Arg("ints"), "kernel_id": opt(I),
-               "bins": Arg("int", lo=2, hi=4096), "bootstrap": Arg("int", lo=0, hi=100_000),
-               "confidence": UNIT, "lam": opt(GT0),
+               "bins": Arg("int", lo=2, hi=10_000), "bootstrap": Arg("int", lo=0, hi=100_000),
+               "confidence": UNIT, "lam": opt(Arg("num", lo=0.0, hi=1e6)),
                "resolution_ns": opt(GT0), "seed": COUNT}),
         Entry("method.select_executions_of_interest", method.select_executions_of_interest,
               lambda: {ex: F.executions, "execution_of_interest": 0},
@@ -794,7 +807,7 @@ def _entries() -> list[Entry]:
         Entry("method.declared_windows", method.declared_windows, lambda: {s: F.samples}, {s: READ}),
         Entry("method.predict_sample_instants", method.predict_sample_instants,
               lambda: {"instants_ns": np.arange(50) * 1e6 + 3.0, "nominal_period_ns": 1e6},
-              {"instants_ns": Arg("nums"), "nominal_period_ns": GT0}),
+              {"instants_ns": Arg("nums"), "nominal_period_ns": Arg("num", lo=1.0)}),
         Entry("method.find_ssp_executions", method.find_ssp_executions, lambda: {"measure": _measure},
               {"measure": Arg("callable"), "start": Arg("int", lo=1), "tolerance": GT0,
                "max_executions": Arg("int", lo=1, hi=2**40), "sigmas": POS, "confirm": FLAG}),
@@ -839,6 +852,11 @@ def _entries() -> list[Entry]:
                "wrap_j": opt(GT0), "max_window_ns": Arg("num", lo=0.0, hi=2**32 - 1, open_lo=True),
                "max_power_w": opt(GT0)},
               aliases={"timestamps_ns": ("timestamps_ns, energy_j",), "energy_j": ("timestamps_ns, energy_j",)}),
+        Entry("sensors.EnergyCounter", sensors.EnergyCounter,
+              lambda: {"t": np.arange(10, dtype=np.int64) * 1_000_000, "energy_j": np.arange(10) * 0.1,
+                       "segment": np.zeros(10, dtype=np.int64)},
+              {"t": Arg("ints"), "energy_j": Arg("nums"), "segment": Arg("ints"), "quantum_j": POS, "stale_ns": POS,
+               "scope": S, "name": S}),
         Entry("sensors.counter_resolution", sensors.counter_resolution, lambda: {"energy_j": np.arange(20) * 0.3},
               {"energy_j": Arg("nums")}),
         Entry("sensors.estimate_period", sensors.estimate_period,
@@ -928,7 +946,7 @@ EXCLUDED = {
         "PowerMeasurement", "SamplePrediction", "SspSearch", "SspStep", "StitchedChannel", "StitchedProfile",
         "TimelineFit", "WholeRunView", "NodeView", "SteadyCheck", "CounterLogs", "PeriodEstimate",
         "SensorSemantics", "StepFit", "CollectiveTime", "Parameter", "RunResult", "PhaseSteerer", "Agreement",
-        "LocalAgreement", "ThreadAgreement", "TorchAgreement")},
+        "LocalAgreement", "ThreadAgreement", "TorchAgreement", "EnergyClosure", "CapturedCounter")},
     # Typing names: protocols and literal aliases, not called.
     **{n: "a typing protocol or alias" for n in (
         "Backend", "HostClock", "ClockMapLike", "AmdChannel", "AmdClock", "AmdKernelSpec", "AmdPrefer", "KernelSpec",
@@ -1102,7 +1120,7 @@ def test_fractional_runs_are_refused_not_truncated():
 
 def test_uint64_epoch_brackets_past_2_63_are_refused_not_wrapped():
     b = F.capture.epoch_brackets.astype(np.uint64) + np.uint64(2**63)
-    with pytest.raises(ValueError, match=r"brackets: \d+ does not fit int64 ns"):
+    with pytest.raises(ValueError, match=r"brackets: \d+ does not fit int64"):
         clocks.fit_epoch_map(b)  # wrapped to negative times, and fitted
 
 

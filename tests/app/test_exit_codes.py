@@ -271,6 +271,8 @@ CASES: dict[tuple[str, str, str], list[Callable[[Env], list[str]]]] = {
     ("`characterize`", "2", "a number out of range"): [lambda e: ["characterize", "--cycles", "0"]],
     ("`characterize`", "2", "runs longer than 10 minutes"):
         [lambda e: ["characterize", "--cycles", "1000", "--half-period-ms", "10000"]],
+    ("`characterize`", "2", "a wave faster than the sensor resolves"):
+        [lambda e: ["characterize", "--half-period-ms", "0.001", "--runs", "4"]],
     ("`characterize`", "2", "an unknown kernel"): [lambda e: ["characterize", "--kernel", "no-such"]],
     ("`characterize`", "2", "`--logs` without `--load`"): [lambda e: ["characterize", "--logs", e.csvs()[0]]],
     ("`characterize`", "2", "a device option with `--logs`"):

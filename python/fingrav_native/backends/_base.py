@@ -258,7 +258,7 @@ def marker_records(run: int, kernel_id: "int | Sequence[int]", ticks: np.ndarray
     ticks = whole_numbers(ticks, "ticks", -(2**63), 2**63 - 1).ravel()  # the markers' int64 ticks
     if len(ticks) < 2 * n:
         raise ValueError(f"ticks: {len(ticks)} slots for {n} executions; a probe writes two per execution")
-    integer_in(run, "run", 0)
+    integer_in(run, "run", 0, 2**31 - 1)  # MARKER_RECORD_DTYPE's int32
     integer_in(host_sync_ns, "host_sync_ns", -(2**63))
     kid: Union[int, np.ndarray]
     if isinstance(kernel_id, (int, np.integer)) and not isinstance(kernel_id, (bool, np.bool_)):

@@ -262,8 +262,8 @@ def resolve_workload(spec: str) -> Workload:
     Raises
     ------
     ValueError
-        ``spec`` is not ``module:function``; the module has no such
-        function; what it names is not a Python function (a class, a
+        ``spec`` is not ``module:function``; no such module can be
+        imported; the module has no such function; what it names is not a Python function (a class, a
         builtin such as ``os:abort``), needs arguments (``json:dumps``) or
         is annotated to return something other than a Workload: each found
         before it is called. Or the call returned something else.
@@ -278,7 +278,15 @@ def resolve_workload(spec: str) -> Workload:
     if not isinstance(spec, str) or spec.count(":") != 1 or not all(spec.split(":")):
         raise ValueError(f"spec={spec!r}: must be 'module:function'")
     mod_name, fn_name = spec.split(":")
-    mod = importlib.import_module(mod_name)
+    try:
+        mod = importlib.import_module(mod_name)
+    except ModuleNotFoundError as exc:
+        # The named module (or its package) missing is a wrong spec; a module that is there but
+        # imports something missing is the module's own error, raised as it is.
+        if exc.name is None or not (mod_name == exc.name or mod_name.startswith(exc.name + ".")):
+            raise
+        raise ValueError(f"spec={spec!r}: no module named {exc.name!r} can be imported (is it on sys.path, "
+                         "or in the current folder?)") from None
     fn = getattr(mod, fn_name, None)
     if fn is None or not callable(fn):
         raise ValueError(f"spec={spec!r}: {mod_name} has no callable {fn_name}")

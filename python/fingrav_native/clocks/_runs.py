@@ -86,7 +86,8 @@ def timeline_of(records: Sequence[RunRecord], caps: Capabilities) -> Timeline:
 def nominal_durations(markers: np.ndarray, tick_ns: float) -> np.ndarray:
     """Execution durations (ns) from GPU-side markers at the nominal tick (timing runs, step 1)."""
     structured(markers, "markers", ("begin_ticks", "end_ticks"), "GPU-side markers (MARKER_RECORD_DTYPE)")
-    tick_ns = positive_number(tick_ns, "tick_ns")
+    # A tick of over a second is no GPU clock's (and durations would overflow to inf).
+    tick_ns = positive_number(tick_ns, "tick_ns", upper=1e9)
     return np.asarray(markers["end_ticks"] - markers["begin_ticks"], dtype=np.float64) * tick_ns
 
 

@@ -47,6 +47,7 @@ from typing import IO, Any, Iterator, Optional, Union, cast
 
 import numpy as np
 
+from fingrav_native._checks import file_path, flag
 from fingrav_native._version import __version__
 from fingrav_native.insitu._results import TraceProfile
 from fingrav_native.insitu._trace import TraceFormatError, json_int64, us_to_ns
@@ -89,9 +90,8 @@ def check_annotation_out(trace: Path, out: Path, *, overwrite: bool = False, nam
         folder, the trace itself, an existing file without ``overwrite``;
         or a trace that is not a Kineto JSON file (a rocprofv3 CSV).
     """
-    if not isinstance(out, (str, os.PathLike)) or not os.fspath(out):
-        raise ValueError(f"{name}={out!r}: must be a file path")
-    o, t = os.fspath(out), os.fspath(trace)
+    o, t = file_path(out, name), file_path(trace, "trace")
+    overwrite = flag(overwrite, "overwrite")
     if not t.endswith((".json", ".json.gz")):
         raise ValueError(f"{name}: {t!r} is not a torch.profiler (Kineto) .json or .json.gz trace; only those "
                          "are annotated (a rocprofv3 CSV has no place for counter tracks)")

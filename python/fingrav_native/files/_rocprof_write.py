@@ -22,8 +22,11 @@ from typing import Any, Optional, Union
 
 import numpy as np
 
+from fingrav_native._checks import choice, integer_in, whole_numbers
+from fingrav_native.files._outputs import check_output_path
 from fingrav_native.files._rocprof_agents import UPSTREAM
 from fingrav_native.files._rocprof_json import ROCPROF_JSON_KEY
+from fingrav_native.insitu._trace import INT64_MAX, INT64_MIN, row_columns
 
 #: ``--output-format`` values written.
 FORMATS = ("csv", "json", "rocpd")
@@ -55,14 +58,17 @@ def _agents(n_gpus: int, cpus: int) -> list[dict[str, Any]]:
 
 def _columns(names: Any, grid: Any, block: Any, start_ns: Any, end_ns: Any, device: Any, stream: Any,
              correlation: Any) -> dict[str, Any]:
-    """The per-execution values, checked for one per execution."""
-    start, end = np.asarray(start_ns, dtype=np.int64), np.asarray(end_ns, dtype=np.int64)
+    """The per-execution values, checked for one per execution (as KernelTrace.from_rows checks its rows)."""
+    start, end, names, grid, block = row_columns(start_ns, end_ns, names, grid, block)
     n = len(start)
-    cols: dict[str, Any] = {"names": [str(x) for x in names], "grid": [tuple(int(v) for v in g) for g in grid],
-            "block": [tuple(int(v) for v in b) for b in block], "start": start, "end": end,
-            "device": np.zeros(n, np.int64) if device is None else np.asarray(device, dtype=np.int64),
-            "stream": np.ones(n, np.int64) if stream is None else np.asarray(stream, dtype=np.int64),
-            "correlation": np.arange(1, n + 1) if correlation is None else np.asarray(correlation, dtype=np.int64)}
+
+    def per(v: Any, what: str, default: np.ndarray) -> np.ndarray:
+        return default if v is None else whole_numbers(v, what, INT64_MIN, INT64_MAX).ravel()
+
+    cols: dict[str, Any] = {"names": list(names), "grid": [tuple(g) for g in grid], "block": [tuple(b) for b in block],
+                            "start": start, "end": end, "device": per(device, "device", np.zeros(n, np.int64)),
+                            "stream": per(stream, "stream", np.ones(n, np.int64)),
+                            "correlation": per(correlation, "correlation", np.arange(1, n + 1))}
     for key, v in cols.items():
         if len(v) != n:
             raise ValueError(f"{key}: {len(v)} values for {n} executions")
@@ -112,9 +118,10 @@ def write_rocprof_trace(path: Union[str, os.PathLike[str]], names: Any, grid: An
         Naming the argument: an unknown format, a CSV name rocprofv3 would
         not write, lengths that differ, a negative device or stream.
     """
-    if output_format not in FORMATS:
-        raise ValueError(f"output_format={output_format!r}: must be one of {', '.join(FORMATS)}")
-    p = os.fspath(path)
+    choice(output_format, "output_format", FORMATS)
+    p = check_output_path(path, "path")
+    pid = integer_in(pid, "pid", 0)
+    cpu_agents = integer_in(cpu_agents, "cpu_agents", 0, 1024)
     if output_format == "csv" and not p.endswith("kernel_trace.csv"):
         raise ValueError(f"path={p!r}: a rocprofv3 CSV kernel trace is named <prefix>kernel_trace.csv")
     cols = _columns(names, grid, block, start_ns, end_ns, device, stream, correlation)

@@ -96,6 +96,9 @@ def _int_or_none(value: Any, name: str) -> Optional[int]:
         return None
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
         raise ValueError(f"{name}: must be an int or None, got {value!r}")
+    # Counted from the end when negative; no run holds 2**62 executions either way.
+    if not -(2**62) <= int(value) <= 2**62:
+        raise ValueError(f"{name}={int(value)}: beyond any execution index (|index| <= 2**62)")
     return int(value)
 
 

@@ -83,6 +83,9 @@ ASSUMPTIONS = (
     "the sensor model (window, shape, delay, gain, offset) is right",
 )
 
+#: Largest smoothing parameter accepted (1000x the cross-validation grid's largest).
+MAX_LAM = 1e6
+
 
 def needs_deconvolution(samples: np.ndarray, sensor: Optional[SensorModel], duration_ns: float,
                         resolution_ns: float) -> bool:
@@ -218,7 +221,9 @@ def _check_args(samples: np.ndarray, sensor: SensorModel, bins: int, bootstrap: 
     if not conf < 1:
         raise ValueError(f"confidence={confidence!r}: must be in (0, 1)")
     if lam is not None:
-        positive_number(lam, "lam", allow_zero=True)
+        # The cross-validation grid ends at 1e3; far beyond it the curve is the penalty's straight line and
+        # the solve loses all precision (an ill-conditioned matrix), so larger values are refused.
+        positive_number(lam, "lam", allow_zero=True, upper=MAX_LAM)
     names = samples.dtype.names or ()
     if "source_ts" not in names:
         raise ValueError("samples: needs a source_ts field (the logger's timestamps)")
@@ -245,7 +250,8 @@ def _layout(executions: np.ndarray, runs: npt.ArrayLike, execution_of_interest: 
     """The golden runs holding the execution of interest, and the warm-up models to fit."""
     # Whole run ids only: 0.5 and 1.5 were truncated to runs 0 and 1.
     run_ids = np.unique(whole_numbers(runs, "runs", 0, 2**63 - 1).ravel())
-    eoi_index = integer_in(execution_of_interest, "execution_of_interest", -(2**62), 2**62)
+    # -1 is the last execution; other negative indices are no execution the docstring names.
+    eoi_index = integer_in(execution_of_interest, "execution_of_interest", -1, 2**62)
     if kernel_id is not None:
         kernel_id = integer_in(kernel_id, "kernel_id", -(2**31), 2**31 - 1)
     if warmup is not None:
@@ -520,14 +526,14 @@ def deconvolve(
     kernel_id : int, optional
         The kernel of interest (when runs interleave kernels).
     bins : int
-        Bins of the recovered curve over execution progress, at most: fewer
+        Bins of the recovered curve over execution progress (2 to 10,000), at most: fewer
         where the logs hold fewer than :data:`EDGES_PER_BIN` window edges per
         bin inside the kernel's executions.
     channels : sequence of str
         Channels to recover (those with finite values).
     lam : float, optional
-        Smoothing parameter (relative to the data's scale); default chosen
-        by cross-validation over blocks of runs.
+        Smoothing parameter (relative to the data's scale), in ``[0, 1e6]``;
+        default chosen by cross-validation over blocks of runs.
     bootstrap : int
         Bootstrap resamples of the runs for the band (0: none, band NaN).
     confidence : float

@@ -656,7 +656,11 @@ def _identifiability(G: np.ndarray, M: np.ndarray, H: np.ndarray) -> tuple[np.nd
     cov_data = (proj / ev[keep][None, :]) @ proj.T
     post = np.einsum("ij,ij->i", H, np.linalg.solve(M, H.T).T)
     var_data = np.where(in_range, np.diag(cov_data), np.inf)
-    share = np.where(var_data > 0, post / var_data, 1.0)
+    # Only a finite, positive data-only variance gives a ratio: outside G's range the logs supply no
+    # precision (share 0, even where the prior's own variance is unbounded too); a zero variance is exact.
+    finite = np.isfinite(var_data) & (var_data > 0)
+    share = np.where(np.isinf(var_data), 0.0, 1.0)
+    np.divide(post, var_data, out=share, where=finite)
     bad = np.flatnonzero(share < IDENTIFIABLE_SHARE)
     groups: list[list[int]] = []
     seen: set[int] = set()

@@ -157,7 +157,8 @@ def predict_sample_instants(instants_ns: np.ndarray, nominal_period_ns: float) -
         logger's clock map, minus the reporting delay), from one or more
         runs; gaps between runs are allowed.
     nominal_period_ns : float
-        The sensor's nominal period: the first guess, refined by the fit.
+        The sensor's nominal period (at least 1 ns): the first guess,
+        refined by the fit.
 
     Returns
     -------
@@ -181,7 +182,9 @@ def predict_sample_instants(instants_ns: np.ndarray, nominal_period_ns: float) -
     timebase of sequential equivalent-time sampling (see the module
     docstring); the paper (Section IV-A) leaves the phase to chance.
     """
-    positive_number(nominal_period_ns, "nominal_period_ns")
+    # Below a nanosecond no logger samples (and the instants' gaps in periods overflow).
+    if not positive_number(nominal_period_ns, "nominal_period_ns") >= 1.0:
+        raise ValueError(f"nominal_period_ns={nominal_period_ns!r}: must be at least 1 ns")
     # A NaN instant is refused, not dropped.
     t = np.unique(finite_array(instants_ns, "instants_ns"))
     if len(t) < 4:

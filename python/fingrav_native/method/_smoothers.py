@@ -274,7 +274,8 @@ def _tube_critical(kappa: float, dof: float, confidence: float) -> float:
     lo = float(scipy.special.stdtrit(dof, 1.0 - alpha / 2.0))
     if kappa <= 0 or excess(lo) <= 0:
         return lo
-    hi = 2.0 * lo
+    # At a tiny confidence the t quantile is 0, and doubling it would never leave 0.
+    hi = max(2.0 * lo, 1.0)
     while excess(hi) > 0:
         hi *= 2.0
     return float(scipy.optimize.brentq(excess, lo, hi, xtol=1e-10))

@@ -195,7 +195,8 @@ def counter_to_logs(timestamps_ns: npt.ArrayLike, energy_j: npt.ArrayLike, *, qu
     fell = (de < 0) & ~clock_back
     is_wrap = np.zeros_like(fell)
     if wrap is not None:
-        with np.errstate(divide="ignore", invalid="ignore"):
+        # An overflow (a range of 1e305 J) is a power no board draws: inf, not a wrap.
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
             is_wrap = fell & ((de + wrap) / (dt * 1e-9) <= limit)
         de = np.where(is_wrap, de + wrap, de)
     reset = fell & ~is_wrap
@@ -206,7 +207,7 @@ def counter_to_logs(timestamps_ns: npt.ArrayLike, energy_j: npt.ArrayLike, *, qu
     spoiled[1:] |= broken[:-1]
     spoiled[:-1] |= broken[1:]
     gap = ~spoiled & (dt > cap)
-    with np.errstate(divide="ignore", invalid="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):  # inf: beyond the ceiling, dropped
         power = de / (dt * 1e-9)
     implausible = ~spoiled & ~gap & (power > limit)
     good = ~spoiled & ~gap & ~implausible

@@ -20,7 +20,7 @@ from typing import Optional
 import numpy as np
 import numpy.typing as npt
 
-from fingrav_native._checks import positive_number, readonly
+from fingrav_native._checks import numbers, positive_number, readonly
 
 
 @dataclass(frozen=True)
@@ -70,9 +70,10 @@ class EnergyCounter:
     name: str = "energy counter"
 
     def __post_init__(self) -> None:
-        t = np.asarray(self.t)
-        e = np.asarray(self.energy_j, dtype=np.float64)
-        seg = np.asarray(self.segment)
+        # Each column checked by name (a dict or text was a TypeError from numpy).
+        t = numbers(self.t, "t")
+        e = numbers(self.energy_j, "energy_j").astype(np.float64)
+        seg = numbers(self.segment, "segment")
         if t.ndim != 1 or e.ndim != 1 or seg.ndim != 1 or not len(t) == len(e) == len(seg):
             raise ValueError(f"t, energy_j, segment: must be 1-D of one length, got shapes {t.shape}, {e.shape} "
                              f"and {seg.shape}")
