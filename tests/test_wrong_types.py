@@ -87,6 +87,9 @@ class Arg:
     checked: tuple[str, ...] = ()
     #: Structured arrays: a NaN total is a failed read the entry keeps (a recording, a capture).
     nan_total: bool = False
+    #: Valid values above this are not run (a bootstrap of 10^5 resamples is valid and takes minutes);
+    #: wrong values above it still must be refused.
+    max_tried: Optional[float] = None
 
     def valid(self, value: Any) -> bool:
         if value is None:
@@ -761,7 +764,7 @@ def _entries() -> list[Entry]:
                        "execution_of_interest": 0, "runs": np.arange(60), "bins": 8, "bootstrap": 0},
               {s: SAMPLES, ex: EXECS, "logger_map": MAP, "sensor": obj(fg.SensorModel),
                "execution_of_interest": Arg("int", lo=-1), "runs": Arg("ints"), "kernel_id": opt(I),
-               "bins": Arg("int", lo=2, hi=10_000), "bootstrap": Arg("int", lo=0, hi=100_000),
+               "bins": Arg("int", lo=2, hi=10_000), "bootstrap": Arg("int", lo=0, hi=100_000, max_tried=200),
                "confidence": UNIT, "lam": opt(Arg("num", lo=0.0, hi=1e6)),
                "resolution_ns": opt(GT0), "seed": COUNT}),
         Entry("method.select_executions_of_interest", method.select_executions_of_interest,
@@ -814,7 +817,7 @@ def _entries() -> list[Entry]:
         Entry("method.fit_timeline", method.fit_timeline, _timeline_base,
               {"sensor": obj(fg.SensorModel), "t_ns": Arg("nums"), "values": obj(dict), "starts_ns": Arg("nums"),
                "ends_ns": Arg("nums"), "classes": Arg("ints"), "bins": ANY,
-               "confidence": UNIT, "bootstrap": Arg("int", lo=0, hi=100_000)},
+               "confidence": UNIT, "bootstrap": Arg("int", lo=0, hi=100_000, max_tried=200)},
               aliases={k: ("t_ns", "values", "starts_ns, ends_ns", "classes", "logs") for k in
                        ("t_ns", "starts_ns", "ends_ns", "classes")}),
         Entry("method.design_rows", method.design_rows, _design_base,
@@ -1012,6 +1015,8 @@ def _check(entry: Entry, arg: str, value: Any) -> None:
     kwargs[arg] = given
     must_refuse = not spec.valid(value)
     if entry.refusals_only and not must_refuse:
+        return
+    if not must_refuse and spec.max_tried is not None and float(value) > spec.max_tried:
         return
     try:
         result, exc, seen = _call(entry, kwargs)

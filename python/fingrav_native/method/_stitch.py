@@ -130,6 +130,9 @@ class _Axis:
     def n_bins(self) -> int:
         return len(self.centres)
 
+#: Most bins a stitched profile has (as ``grid_points``): a finer ``bin_width`` is refused.
+MAX_BINS = 100_000
+
 
 def _axis(x: XAxis, bin_width: Optional[float], pos: np.ndarray, duration: np.ndarray, median_duration: float,
           grid_points: int) -> _Axis:
@@ -149,6 +152,10 @@ def _axis(x: XAxis, bin_width: Optional[float], pos: np.ndarray, duration: np.nd
         x_hi = float(max(1.0, pos.max()))
         x_unit = "fraction"
     n_bins = max(1, math.ceil(x_hi / width * (1 - 1e-12)))
+    if n_bins > MAX_BINS:
+        # A width of 1e-5 ns asked for 1e10 bins: 75 GiB of edges before any error.
+        raise ValueError(f"bin_width={bin_width!r}: {n_bins} bins over the executions' {x_hi:g} {x_unit}; at most "
+                         f"{MAX_BINS} (no sensor resolves bins that fine)")
     edges = np.arange(n_bins + 1, dtype=np.float64) * width
     centres = 0.5 * (edges[:-1] + edges[1:])
     # A position on the last edge falls in the last bin.
@@ -246,7 +253,8 @@ def stitch(
         Bin width in ns (``x="time"``) or as a fraction (``x="fraction"``,
         at most 1). Default: the guidance LOI interval for the median
         duration (5 us below 50 us, 10 us above; Table I), expressed as a
-        fraction of the median duration when ``x="fraction"``.
+        fraction of the median duration when ``x="fraction"``. At most
+        :data:`MAX_BINS` bins over the longest execution.
     channels : sequence of str
         Channels to stitch (fields of ``lois``).
     smoother : {"local", "poly4", None}
