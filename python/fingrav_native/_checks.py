@@ -276,7 +276,9 @@ def check_power(values: npt.ArrayLike, name: str, *, max_power_w: Optional[float
         without energy, 3e38 W one whose energy is 3e38 x the duration).
     """
     try:
-        v = np.asarray(values, dtype=np.float64)
+        # A signalling NaN in a float32 field (a corrupted read) warns as it widens; it is refused below.
+        with np.errstate(invalid="ignore"):
+            v = np.asarray(values, dtype=np.float64)
     except (TypeError, ValueError, OverflowError):
         raise ValueError(f"{name}: must be numbers (power, W), got {short_repr(values)}") from None
     with np.errstate(invalid="ignore"):
