@@ -636,7 +636,8 @@ def _entries() -> list[Entry]:
         Entry("backends.read_gpu_metrics", backends.read_gpu_metrics, lambda: {"path": GPU_METRICS},
               {"path": PATH}, also=NO_DEVICE),  # a missing sysfs file: DeviceUnavailableError, documented
         Entry("backends.resolve_workload", backends.resolve_workload,
-              lambda: {"spec": f"{__name__}:a_workload"}, {"spec": S}),
+              lambda: {"spec": f"{__name__}:a_workload"}, {"spec": S},
+              also=(ModuleNotFoundError,)),  # a module that is not there: documented, exit 1 in the CLI
         Entry("backends.sim_markers", backends.sim_markers, lambda: {"ex": F.sim_run.executions}, {"ex": READ}),
         Entry("backends.torch_gemm", backends.torch_gemm, lambda: {"m": 8, "n": 8, "k": 8, "device": "cpu"},
               {"m": Arg("int", lo=1), "n": Arg("int", lo=1), "k": Arg("int", lo=1), "dtype": S}, also=NO_DEVICE),

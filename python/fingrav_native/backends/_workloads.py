@@ -262,11 +262,13 @@ def resolve_workload(spec: str) -> Workload:
     Raises
     ------
     ValueError
-        ``spec`` is not ``module:function``; no such module can be
-        imported; the module has no such function; what it names is not a Python function (a class, a
+        ``spec`` is not ``module:function``; the module has no such
+        function; what it names is not a Python function (a class, a
         builtin such as ``os:abort``), needs arguments (``json:dumps``) or
         is annotated to return something other than a Workload: each found
         before it is called. Or the call returned something else.
+    ModuleNotFoundError
+        No module of that name can be imported (named with ``spec``).
 
     Notes
     -----
@@ -285,8 +287,10 @@ def resolve_workload(spec: str) -> Workload:
         # imports something missing is the module's own error, raised as it is.
         if exc.name is None or not (mod_name == exc.name or mod_name.startswith(exc.name + ".")):
             raise
-        raise ValueError(f"spec={spec!r}: no module named {exc.name!r} can be imported (is it on sys.path, "
-                         "or in the current folder?)") from None
+        # Still a ModuleNotFoundError (a module missing is a failure to run, exit 1, as a missing library),
+        # now naming the argument.
+        raise ModuleNotFoundError(f"spec={spec!r}: no module named {exc.name!r} can be imported (is it on "
+                                  "sys.path, or in the current folder?)", name=exc.name) from None
     fn = getattr(mod, fn_name, None)
     if fn is None or not callable(fn):
         raise ValueError(f"spec={spec!r}: {mod_name} has no callable {fn_name}")
