@@ -461,17 +461,16 @@ def cv_table(rows: list[dict[str, Any]]) -> list[str]:
                f"quadrature {tf['se_quadrature_w']:.3f})")
         lines.append(f"| {r['record']} | {r['field']} | {whole} | {_cmp(ins['first_half'])} | "
                      f"{tag}{_cmp(ins['second_half'])} | {_cmp(cv['forward'])} | {rev} | {two} |")
-    # A delay of exactly 0 is the start cell the optimiser never left: its finite-difference step is relative
-    # to the parameter, so at 0 scipy falls back to ~1.5e-8 ns, below float64's resolution of log times near
-    # 1e10 ns, and the delay's derivative is exactly zero. Say which fits show it.
+    # A delay of exactly 0 was the start cell the optimiser never left while its finite-difference step was
+    # relative to the parameter (~1.5e-8 ns at 0, below float64's resolution of log times near 1e10 ns: a zero
+    # derivative). The fitter's steps are now absolute in the scale; say so if a fit shows it again.
     pinned = [f"{r['record']} {r['field']}" for r in rows if "cross_validation" in r
               and r["cross_validation"]["reverse"]["ungated"]
               and r["cross_validation"]["reverse"]["ungated_fit"]["delay_ms"] == 0.0]
     if pinned:
-        lines += ["", f"The ungated fits' delay is exactly 0 ({', '.join(pinned)}): the start the fitter's "
-                  "finite-difference step cannot leave (relative to the parameter, so ~1.5e-8 ns at 0, below the "
-                  "resolution of the log times: the delay's derivative is zero), so those fits are not optima "
-                  "either."]
+        lines += ["", f"The ungated fits' delay is exactly 0 ({', '.join(pinned)}): the fitter's start cell, "
+                  "suspect of a finite-difference step that does not move the delay (a zero derivative): check "
+                  "those fits before reading them as optima."]
     return lines
 
 

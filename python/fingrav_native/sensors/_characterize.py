@@ -253,6 +253,13 @@ class StepFit:
     gain, offset_w : float
         The field against a reference meter (``field = gain * meter +
         offset``; 1 and 0 without one).
+    drift_w_per_s : float
+        The slow linear drift of the power the fit carried beside the step
+        (W/s; ``low_w`` and ``high_w`` are the levels at the logs' median
+        time). A nuisance of the power's model, not part of the sensor: 0
+        against a reference meter, where the fit has no drift term (the
+        meter's power already holds the board's drift, and the model
+        predicts ``gain * meter + offset`` through the sensor, nothing more).
     """
 
     shape: str
@@ -270,6 +277,26 @@ class StepFit:
     logs: int
     gain: float = 1.0
     offset_w: float = 0.0
+    drift_w_per_s: float = 0.0
+
+
+def _central_jac(fun: Any, step: np.ndarray) -> Any:
+    """A Jacobian for ``scipy.optimize.least_squares`` by central differences with absolute steps.
+
+    scipy's own finite-difference step is relative to the parameter (``diff_step * |x|``, and
+    ``~1.5e-8 * max(1, |x|)`` where that is 0): a delay started at exactly 0 gets a step of ~1e-8 of
+    whatever unit it is in, below the resolution of the times it shifts, so its derivative is zero and
+    the optimiser never moves it. Here every parameter is in units of the response's scale, and the
+    step is a fixed fraction of that scale wherever the parameter is.
+    """
+    def jac(x: np.ndarray, *_: Any) -> np.ndarray:
+        cols = [(np.asarray(fun(x + e)) - np.asarray(fun(x - e))) / (2.0 * h) for h, e in zip(step, np.diag(step))]
+        return np.column_stack(cols)
+    return jac
+
+
+#: The finite-difference step of a delay, window or time constant, as a fraction of the response's scale.
+FD_STEP = 1e-3
 
 
 def _boxcar(u: np.ndarray, d: float, w: float) -> np.ndarray:
@@ -322,7 +349,10 @@ def fit_step_response(offset_ns: npt.ArrayLike, values: npt.ArrayLike, *,
     response (a ramp of length ``W``, or ``1 - exp(-u / tau)``), fitted to
     the logs within a few response lengths of the step by
     ``scipy.optimize.least_squares`` (soft L1 loss, robust to a stray log);
-    standard errors from the Jacobian. The shape with the smaller residual
+    standard errors from the Jacobian. Delay and length are fitted in units
+    of the scale, with a central-difference step of :data:`FD_STEP` of it
+    (scipy's default step is relative to the parameter, so a delay started
+    at 0 would never move). The shape with the smaller residual
     sum wins (both have five parameters). What remains confounded: a GPU
     whose own power rises over a time comparable to the window shows up as
     window (its rise time is reported, not subtracted).
@@ -348,27 +378,30 @@ def fit_step_response(offset_ns: npt.ArrayLike, values: npt.ArrayLike, *,
         after = u > 2.0 * scale
         hi0 = float(np.median(y[after])) if after.any() else float(y.max())
         fits = {}
+        us = u / scale  # the fit runs in units of the scale: delay, length and slope per scale
         for name, f in (("boxcar", _boxcar), ("first_order", _filter)):
             def resid(p: np.ndarray, f: Any = f) -> np.ndarray:
-                return np.asarray(p[0] + p[1] * u + p[2] * f(u, p[3], p[4]) - y)
+                return np.asarray(p[0] + p[1] * us + p[2] * f(u, p[3] * scale, p[4] * scale) - y)
             best = None
-            for d0 in (0.0, 0.25 * scale):
-                for l0 in (0.1 * scale, 0.5 * scale, scale):
+            for d0 in (0.0, 0.25):
+                for l0 in (0.1, 0.5, 1.0):
                     r = scipy.optimize.least_squares(
                         resid, np.array([lo0, 0.0, hi0 - lo0, d0, l0]), loss="soft_l1",
                         f_scale=max(float(np.std(y)) * 0.05, 1e-6), x_scale="jac",
-                        bounds=([-np.inf, -np.inf, -np.inf, -scale, 1.0], [np.inf, np.inf, np.inf, scale, 3 * scale]))
+                        jac=_central_jac(resid, np.array([1.0, 1.0, 1.0, FD_STEP, FD_STEP])),
+                        bounds=([-np.inf, -np.inf, -np.inf, -1.0, 1.0 / scale], [np.inf, np.inf, np.inf, 1.0, 3.0]))
                     if best is None or r.cost < best.cost:
                         best = r
             assert best is not None
             rss = float(np.sum(resid(best.x) ** 2))
             dof = max(len(u) - 5, 1)
+            units = np.array([1.0, 1.0 / scale, 1.0, scale, scale])  # back to W, W/ns, W, ns, ns
             try:
-                jac = np.asarray(best.jac, dtype=np.float64)  # dense under the default jac="2-point"
-                err = np.sqrt(np.clip(np.diag(np.linalg.inv(jac.T @ jac) * rss / dof), 0.0, None))
+                jac = np.asarray(best.jac, dtype=np.float64)
+                err = np.sqrt(np.clip(np.diag(np.linalg.inv(jac.T @ jac) * rss / dof), 0.0, None)) * units
             except np.linalg.LinAlgError:
                 err = np.full(5, np.nan)
-            fits[name] = (best.x, err, rss, len(u))
+            fits[name] = (best.x * units, err, rss, len(u))
         shape = min(fits, key=lambda k: fits[k][2])
         reach = float(fits[shape][0][3] + (fits[shape][0][4] if shape == "boxcar" else 3 * fits[shape][0][4]))
         if reach < 1.5 * scale:
@@ -377,7 +410,7 @@ def fit_step_response(offset_ns: npt.ArrayLike, values: npt.ArrayLike, *,
     shape = min(fits, key=lambda k: fits[k][2])
     other = "first_order" if shape == "boxcar" else "boxcar"
     x, err, rss, n = fits[shape]
-    _check_determined(x, err, "values", "the step")
+    _check_determined(x, err, "values", "the step", names=("level", "drift", "step"))
     length = float(x[4])
     rise = 0.8 * length if shape == "boxcar" else length * math.log(9.0)
     return StepFit(
@@ -385,7 +418,7 @@ def fit_step_response(offset_ns: npt.ArrayLike, values: npt.ArrayLike, *,
         window_ns=length if shape == "boxcar" else 0.0, window_err_ns=float(err[4]) if shape == "boxcar" else 0.0,
         tau_ns=length if shape == "first_order" else 0.0, tau_err_ns=float(err[4]) if shape == "first_order" else 0.0,
         rise_ns=rise, low_w=float(x[0]), high_w=float(x[0] + x[2]), residual_w=math.sqrt(rss / n),
-        other_residual_w=math.sqrt(fits[other][2] / fits[other][3]), logs=n)
+        other_residual_w=math.sqrt(fits[other][2] / fits[other][3]), logs=n, drift_w_per_s=float(x[1]) * 1e9)
 
 
 def fit_load_response(t_ns: npt.ArrayLike, values: npt.ArrayLike, busy_ns: npt.ArrayLike, *,
@@ -433,8 +466,20 @@ def fit_load_response(t_ns: npt.ArrayLike, values: npt.ArrayLike, busy_ns: npt.A
     :meth:`SensorModel.interval_weights`. For each shape, the nonlinear
     parameters (delay, window or time constant) are found by variable
     projection (the linear ones solved exactly at each trial) with
-    ``scipy.optimize.least_squares`` from several starts; standard errors
-    from the Jacobian of the full problem at the optimum.
+    ``scipy.optimize.least_squares`` from several starts, in units of
+    ``scale_ns`` with a central-difference step of :data:`FD_STEP` of it
+    (scipy's default step is relative to the parameter: a delay started at
+    exactly 0 got ~1e-8 ns, below the log times' resolution, and never
+    moved); standard errors from the Jacobian of the full problem at the
+    optimum.
+
+    The drift is part of the *power's* model here (the square wave is an
+    idealisation of what the GPU draws, which drifts with temperature and
+    clocks), not of the sensor's: it is estimated beside the step and
+    reported (``StepFit.drift_w_per_s``; ``low_w`` and ``high_w`` are the
+    levels at the logs' median time) rather than dropped, and no
+    :class:`SensorModel` carries it. Against a meter
+    (:func:`fit_meter_response`) there is no drift term.
     """
     t, y = _logs(t_ns, values)
     iv = _intervals(busy_ns, "busy_ns")
@@ -476,10 +521,23 @@ def fit_meter_response(t_ns: npt.ArrayLike, values: npt.ArrayLike, meter_t_ns: n
     :func:`fit_load_response` takes the board's power as a square wave of
     the load; where the board itself ramps (clocks, fans, voltage) the fitted
     window absorbs that ramp. Against a meter the input is the board's real
-    power: a log is ``offset + slope * t + gain * (sensor * meter)(t)``, the
-    meter resampled to 1/20 of the response scale by its cumulative energy
-    (a boxcar is then exact; a first-order filter runs as a recursive filter
-    on that grid), solved by the same variable projection.
+    power: a log is ``offset + gain * (sensor * meter)(t)``, the boxcar read
+    from the meter's cumulative energy on its own samples (exact), a
+    first-order filter run as a recursive filter on a grid of 1/200 of the
+    scale, solved by the same variable projection (and the same
+    scale-relative steps).
+
+    There is no drift term, by design: the fitted objective is exactly what
+    the returned model predicts (``SensorModel.gain * (response * power) +
+    offset_w``), so the window and delay are the ones that predict the
+    field best, and ``residual_w`` is the returned model's own RMS
+    residual. The meter's power already holds the board's drift; a drift
+    of the field against the meter is a calibration drift that a
+    :class:`SensorModel` (no clock of its own) cannot carry, and a fit that
+    absorbed it would choose the window and delay for a model it does not
+    return. (Earlier versions fitted ``offset + slope * t + gain * ...`` and
+    dropped the slope: on the 3090's 50/50 ms record the model then scored
+    worse in sample than a grid boxcar.)
     """
     t, y = _logs(t_ns, values)
     tm = finite_array(meter_t_ns, "meter_t_ns").ravel()
@@ -521,21 +579,23 @@ def _intervals(busy_ns: npt.ArrayLike, name: str) -> np.ndarray:
 MIN_STEP_Z = 3.0
 
 
-def _check_determined(p_hat: np.ndarray, err: np.ndarray, arg: str, load: str, unit: str = " W") -> None:
+def _check_determined(p_hat: np.ndarray, err: np.ndarray, arg: str, load: str, unit: str = " W", *,
+                      names: tuple[str, ...] = ("level", "drift", "effect")) -> None:
     """Refuse a fit the logs do not determine: the load not seen in the power, or errors that are not finite.
 
-    ``p_hat`` and ``err`` are the five parameters (level, drift, the load's effect, delay, length) and
-    their standard errors. A record whose power ignores the load fits some window and delay as well as
-    any other, with NaN or huge errors: returned, it reads as a characterised sensor.
+    ``p_hat`` and ``err`` are the linear parameters (named by ``names``; the last is the load's effect)
+    then the delay and the length, and their standard errors. A record whose power ignores the load
+    fits some window and delay as well as any other, with NaN or huge errors: returned, it reads as a
+    characterised sensor.
     """
-    jump, se = float(p_hat[2]), float(err[2])
+    jump, se = float(p_hat[-3]), float(err[-3])
     z = abs(jump) / se if se > 0 else (math.inf if jump != 0 else math.nan)
     if not (math.isfinite(se) and z >= MIN_STEP_Z):
         raise ValueError(f"{arg}: the power does not follow {load} (its effect is {jump:+.3g} +- {se:.2g}{unit}, "
                          f"{z:.1f} standard errors; at least {MIN_STEP_Z:g} are needed): there is no response to "
                          "fit; check that the load and the logs share one clock and that the two levels differ")
     if not np.all(np.isfinite(err)):
-        which = [n for n, e in zip(("level", "drift", "effect", "delay", "length"), err) if not math.isfinite(e)]
+        which = [n for n, e in zip((*names, "delay", "length"), err) if not math.isfinite(e)]
         raise ValueError(f"{arg}: the fit's uncertainty is not finite ({', '.join(which)}): the logs do not "
                          f"determine the sensor's response to {load} (too few logs near its edges)")
 
@@ -549,16 +609,19 @@ def _step_fit(problem: "_LoadResponse", sc: float, n_logs: int, min_delay: float
     shape = min(fits, key=lambda k: fits[k][2])
     other: _Shape = "first_order" if shape == "boxcar" else "boxcar"
     p_hat, err, rss = fits[shape]
-    _check_determined(p_hat, err, "values", *(("the meter", " (gain)") if problem.referenced else ("the load",)))
-    length = float(p_hat[4])
+    _check_determined(p_hat, err, "values", *(("the meter", " (gain)") if problem.referenced else ("the load",)),
+                      names=problem.names)
+    length = float(p_hat[-1])
+    effect, level = float(p_hat[-3]), float(p_hat[0])
     return StepFit(
-        shape=shape, delay_ns=float(p_hat[3]), delay_err_ns=float(err[3]),
-        window_ns=length if shape == "boxcar" else 0.0, window_err_ns=float(err[4]) if shape == "boxcar" else 0.0,
-        tau_ns=length if shape == "first_order" else 0.0, tau_err_ns=float(err[4]) if shape == "first_order" else 0.0,
+        shape=shape, delay_ns=float(p_hat[-2]), delay_err_ns=float(err[-2]),
+        window_ns=length if shape == "boxcar" else 0.0, window_err_ns=float(err[-1]) if shape == "boxcar" else 0.0,
+        tau_ns=length if shape == "first_order" else 0.0, tau_err_ns=float(err[-1]) if shape == "first_order" else 0.0,
         rise_ns=0.8 * length if shape == "boxcar" else length * math.log(9.0),
-        low_w=float(p_hat[0] + p_hat[2] * problem.low), high_w=float(p_hat[0] + p_hat[2] * problem.high),
+        low_w=level + effect * problem.low, high_w=level + effect * problem.high,
         residual_w=math.sqrt(rss / len(t)), other_residual_w=math.sqrt(fits[other][2] / len(t)), logs=n_logs,
-        gain=float(p_hat[2]) if problem.referenced else 1.0, offset_w=float(p_hat[0]) if problem.referenced else 0.0)
+        gain=effect if problem.referenced else 1.0, offset_w=level if problem.referenced else 0.0,
+        drift_w_per_s=float(p_hat[1]) if problem.drift else 0.0)
 
 
 #: The response shapes a load response is fitted with: a boxcar window, a first-order filter.
@@ -577,6 +640,10 @@ class _LoadResponse:
     low, high = 0.0, 1.0
     #: Whether the load column is a meter's watts (then its coefficients are the field's gain and offset).
     referenced = False
+    #: Whether the linear model carries a drift column (the square wave is a model of the power, which drifts).
+    drift = True
+    #: The linear parameters, in the design's column order (the last is the load's effect).
+    names: tuple[str, ...] = ("level", "drift", "effect")
 
     def __init__(self, t: np.ndarray, y: np.ndarray, iv: np.ndarray, t0: float) -> None:
         self.t, self.y, self.iv, self.t0 = t, y, iv, t0
@@ -598,53 +665,67 @@ class _LoadResponse:
         return out
 
     def design(self, shape: _Shape, d: float, length: float) -> np.ndarray:
-        """The linear model's columns: the light level, the drift, the heavy load through the sensor."""
+        """The linear model's columns: the level, the drift (where carried), the load through the sensor."""
         t = self.t
-        return np.column_stack([np.ones(len(t)), (t - self.t0) * 1e-9, self.load(_model_of(shape, d, length))])
+        cols = [np.ones(len(t))] + ([(t - self.t0) * 1e-9] if self.drift else [])
+        return np.column_stack([*cols, self.load(_model_of(shape, d, length))])
 
     def fit(self, shape: _Shape, sc: float, min_delay: float = 0.0) -> tuple[np.ndarray, np.ndarray, float]:
-        """Delay and length by variable projection from several starts; all five parameters, their errors, the RSS."""
+        """Delay and length by variable projection from several starts; the linear parameters, delay and
+        length, their errors, the RSS.
+
+        The two are fitted in units of the scale ``sc``, with a central-difference step of
+        :data:`FD_STEP` of it: scipy's default step is relative to the parameter, so a delay started at
+        exactly 0 got ~1.5e-8 ns, below the resolution of the log times, a derivative of zero and no move.
+        """
         y = self.y
 
-        def proj(p: np.ndarray) -> np.ndarray:
-            X = self.design(shape, p[0], p[1])
+        def proj(q: np.ndarray) -> np.ndarray:
+            X = self.design(shape, q[0] * sc, q[1] * sc)
             coef, *_ = np.linalg.lstsq(X, y, rcond=None)
             return np.asarray(X @ coef - y)
         best = None
         # The misfit has many local minima in (delay, length) (a window and a delay trade against each
         # other on a square wave): a coarse scan first, as a brute-force search would, then the best
         # few cells refined. A negative delay is a stamp taken before its window ends (nvidia-smi's).
-        lo = max(min_delay, -4.0 * sc)
-        cells = [(d0, l0) for d0 in np.linspace(max(lo, -2.0 * sc), 2.0 * sc, 17)
-                 for l0 in np.geomspace(0.05 * sc, 10 * sc, 12)]
+        lo = max(min_delay, -4.0 * sc) / sc
+        cells = [(d0, l0) for d0 in np.linspace(max(lo, -2.0), 2.0, 17) for l0 in np.geomspace(0.05, 10.0, 12)]
         cost = [float(np.sum(proj(np.array(c)) ** 2)) for c in cells]
+        jac = _central_jac(proj, np.array([FD_STEP, FD_STEP]))
         for k in np.argsort(cost)[:4]:
-            r = scipy.optimize.least_squares(proj, np.array(cells[int(k)]), bounds=([lo, 1.0], [20 * sc, 40 * sc]),
-                                             x_scale=np.array([sc, sc]), diff_step=np.array([1e-3, 1e-3]))
+            r = scipy.optimize.least_squares(proj, np.array(cells[int(k)]), jac=jac,
+                                             bounds=([lo, 1.0 / sc], [20.0, 40.0]))
             if best is None or r.cost < best.cost:
                 best = r
         assert best is not None
-        d, length = float(best.x[0]), float(best.x[1])
+        d, length = float(best.x[0]) * sc, float(best.x[1]) * sc
         X = self.design(shape, d, length)
         coef, *_ = np.linalg.lstsq(X, y, rcond=None)
         p_hat = np.concatenate([coef, [d, length]])
-        err, rss = self._errors(shape, p_hat)
+        err, rss = self._errors(shape, p_hat, sc)
         return p_hat, err, rss
 
-    def _errors(self, shape: _Shape, p_hat: np.ndarray) -> tuple[np.ndarray, float]:
-        """Standard errors from the Jacobian of the full five-parameter problem at the optimum, and its RSS."""
-        y = self.y
+    def _errors(self, shape: _Shape, p_hat: np.ndarray, sc: float) -> tuple[np.ndarray, float]:
+        """Standard errors from the Jacobian of the full problem at the optimum, and its RSS.
 
-        def full(p: np.ndarray) -> np.ndarray:
-            return np.asarray(self.design(shape, p[3], p[4]) @ p[:3] - y)
-        rss = float(np.sum(full(p_hat) ** 2))
+        The linear parameters' columns are the design's own; delay and length by central differences
+        of :data:`FD_STEP` of the scale (absolute: a step relative to a delay of 0 is none).
+        """
+        y = self.y
+        d, length = float(p_hat[-2]), float(p_hat[-1])
+        X = self.design(shape, d, length)
+        coef = p_hat[:-2]
+        rss = float(np.sum((X @ coef - y) ** 2))
+        h = FD_STEP * sc
+        hl = min(h, 0.5 * length)  # a length below 1 ns is taken as 1 ns: keep the step inside
+        dd = (self.design(shape, d + h, length) - self.design(shape, d - h, length)) @ coef / (2 * h)
+        dl = (self.design(shape, d, length + hl) - self.design(shape, d, length - hl)) @ coef / (2 * hl)
+        J = np.column_stack([X, dd, dl])
         try:
-            eps = np.maximum(np.abs(p_hat) * 1e-4, 1e-3)
-            J = np.column_stack([(full(p_hat + e) - full(p_hat - e)) / (2 * e[i])
-                                 for i, e in enumerate(np.diag(eps))])
-            err = np.sqrt(np.clip(np.diag(np.linalg.inv(J.T @ J) * rss / max(len(self.t) - 5, 1)), 0.0, None))
+            err = np.sqrt(np.clip(np.diag(np.linalg.inv(J.T @ J) * rss / max(len(self.t) - len(p_hat), 1)), 0.0,
+                                  None))
         except np.linalg.LinAlgError:
-            err = np.full(5, np.nan)
+            err = np.full(len(p_hat), np.nan)
         return err, rss
 
 
@@ -652,6 +733,10 @@ class _MeterResponse(_LoadResponse):
     """Logs ``y`` beside a meter: its power through the candidate sensor is the load column."""
 
     referenced = True
+    # No drift column: the model predicts ``offset + gain * (sensor * meter)`` and nothing else (the
+    # meter's power already holds the board's own drift), so the window and delay are chosen by that.
+    drift = False
+    names = ("offset", "gain")
 
     def __init__(self, t: np.ndarray, y: np.ndarray, tm: np.ndarray, pm: np.ndarray, t0: float, sc: float) -> None:
         super().__init__(t, y, np.zeros((0, 2)), t0)
