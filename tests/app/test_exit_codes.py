@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import errno
 import os
+import signal
 import sys
 import warnings
 from pathlib import Path
@@ -362,6 +363,9 @@ def _run(argv: list[str]) -> int:
 @pytest.mark.parametrize("key", list(CASES), ids=lambda k: f"{k[0]}-{k[1]}-{k[2][:40]}")
 def test_each_documented_case_gives_its_exit_code(key, tmp_path, monkeypatch, capsys, saved_profile, request):
     row, code, item = key
+    if code == "130" and signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        # A command owns Ctrl-C only over Python's own handler (a job started in the background ignores SIGINT).
+        pytest.skip("SIGINT is not Python's default handler here")
     for i, case in enumerate(CASES[key]):
         folder = tmp_path / str(i)
         folder.mkdir()
