@@ -26,6 +26,7 @@ from fingrav_native._checks import integer_in, positive_number, short_repr
 from fingrav_native._version import __version__
 from fingrav_native.clocks._maps import ClockMapLike, host_relative
 from fingrav_native.insitu._align import ClockMismatchWarning, LogAlignment, align_logs_to_trace, offset_disagreement
+from fingrav_native.insitu._align_windows import measure_window_offset
 from fingrav_native.insitu._closure_fit import closure_from, counter_of
 from fingrav_native.insitu._overlap import keep_overlapped_compute
 from fingrav_native.insitu._results import (
@@ -459,7 +460,16 @@ def profile_trace(
         profiled out), so it is not taken for one; a map from bracketed
         reads is trusted and ``"auto"`` only reports the offset there, with
         a warning where it lies beyond the map's own error bound (the
-        trace and the capture disagree on the clock). The
+        trace and the capture disagree on the clock). An averaging sensor's
+        logs (a window, a filter, a counter's intervals) are checked through
+        its forward model instead (``insitu._align_windows``: each log's
+        power regressed on each signature group's busy share of its
+        response, offsets of up to 250 ms searched coarse to fine): the
+        offset is reported and never applied (it trades with the model's
+        ``delay_ns``), with a :class:`ClockMismatchWarning` where its
+        interval lies beyond the map's bound, the trace's placement error and
+        the measurement's resolution (5 % of the window, at least 50 us),
+        and a note "offset unchecked" where the logs cannot determine it. The
         measurement costs about what the rest of the attribution does,
         whatever the trace's length: its regression has a bounded number of
         columns (the eight busiest signatures, the rest pooled; fewer where
@@ -524,13 +534,9 @@ def profile_trace(
     _check_overlap(kt, on_device, t_logs, trace_notes)
     conc = kt.concurrent()
     alignment: Optional[LogAlignment] = None
-    if align is not False and not joint and (model is None or not model.averages):
-        alignment = _measured_offset(kt, samples, t_logs, on_device & ~conc)
-        if alignment is not None and not alignment.at_edge and (align is True or _one_sided(logger_map)):
-            lmap.shift_ns, lmap.shift_err_ns = alignment.offset_ns, alignment.half_width_ns
-            t_logs = t_logs + lmap.shift_ns
-        elif alignment is not None:
-            _mismatch_note(alignment, lmap, t_logs, kt, trace_notes)
+    if align is not False:
+        alignment, t_logs = _placed(kt, samples, t_logs, model, on_device, conc, lmap, align is True or
+                                    _one_sided(logger_map), trace_notes)
     attributed = samples
     if not joint:
         # Compute kernels that only communication overlaps: kept, the communication's level subtracted.
@@ -722,6 +728,53 @@ def _mismatch_note(alignment: LogAlignment, lmap: _Shifted, t_logs: np.ndarray, 
                      f"clock map onto the trace's {kt.clock} clock could not be checked against the kernels, and a "
                      "trace and capture that disagree on the clock (another host, another clock, a step) would give "
                      "this table too")
+
+
+def _placed(kt: KernelTrace, samples: np.ndarray, t_logs: np.ndarray, model: Optional[SensorModel],
+            on_device: np.ndarray, conc: np.ndarray, lmap: _Shifted, apply: bool,
+            notes: list[str]) -> tuple[Optional[LogAlignment], np.ndarray]:
+    """The logs' offset against the kernels, measured, and applied where ``apply`` (asked, or a one-sided map).
+
+    Instantaneous logs against the device's kernels that ran alone; an averaging sensor's through its
+    windows against every kernel of the device, reported (warned beyond the map's bound) and never
+    applied: a window's offset trades with the model's delay_ns. Returns the alignment and the logs'
+    times (moved where it was applied).
+    """
+    if model is not None and model.averages:
+        return _window_offset(kt, samples, t_logs, model, on_device, lmap, notes), t_logs
+    alignment = _measured_offset(kt, samples, t_logs, on_device & ~conc)
+    if alignment is not None and not alignment.at_edge and apply:
+        lmap.shift_ns, lmap.shift_err_ns = alignment.offset_ns, alignment.half_width_ns
+        return alignment, t_logs + lmap.shift_ns
+    if alignment is not None:
+        _mismatch_note(alignment, lmap, t_logs, kt, notes)
+    return alignment, t_logs
+
+
+def _window_offset(kt: KernelTrace, samples: np.ndarray, t_logs: np.ndarray, model: SensorModel,
+                   on_device: np.ndarray, lmap: _Shifted, notes: list[str]) -> Optional[LogAlignment]:
+    """An averaging sensor's logs checked against the device's kernels (insitu._align_windows), warned or noted.
+
+    Every kernel of the device counts (concurrent ones too: a window over compute and communication
+    measures both). The offset is reported, never applied; where the logs cannot determine it, that is
+    noted as "offset unchecked".
+    """
+    ex = kt.executions[on_device]
+    names = samples.dtype.names or ()
+    w = np.asarray(samples["window_ns"], dtype=np.float64) if "window_ns" in names else np.zeros(len(samples))
+    w = np.where(w > 0, w, model.window_ns)
+    alignment, why = measure_window_offset(t_logs, np.asarray(samples["total"], dtype=np.float64), w, model,
+                                           ex["start_ns"].astype(np.float64), ex["end_ns"].astype(np.float64),
+                                           ex["kernel_id"])
+    if why:
+        notes.append(f"offset unchecked: the averaging sensor's logs cannot determine their offset against the "
+                     f"kernels ({why}): the clock map onto the trace's {kt.clock} clock could not be checked, and a "
+                     "trace and capture that disagree on the clock (another host, an NTP step, a wrong "
+                     "baseTimeNanoseconds) would give this table too")
+        return alignment
+    assert alignment is not None
+    _mismatch_note(alignment, lmap, t_logs, kt, notes)
+    return alignment
 
 
 def _device_of(kt: KernelTrace, device: Optional[int]) -> int:

@@ -150,7 +150,8 @@ class TraceProfile:
         What the logs measure, in words (for the export's metadata).
     alignment : LogAlignment or None
         The logs' offset against the kernels as measured (instantaneous
-        logs); None when not measured.
+        logs; an averaging sensor's through its windows, ``window_ns`` > 0,
+        reported and never applied); None when not measured.
     alignment_applied : bool
         Whether the logs were moved by it.
     warnings : tuple of str
@@ -190,7 +191,13 @@ class TraceProfile:
                       if np.isfinite(r["energy_j"]) else f"{'not resolved':>16s}")
             lines.append(f"{r['name'][:40]:40s} {grid:>14s} {r['count']:7d} {r['golden']:7d} "
                          f"{r['duration_ns'] / 1e3:9.1f} {r['power_w']:7.1f} {energy} {100 * r['share']:5.1f}%")
-        if self.alignment is not None:
+        if self.alignment is not None and self.alignment.window_ns > 0:
+            a = self.alignment
+            lines.append(f"logs placed {a.offset_ns / 1e3:+.1f} us (95 % {a.low_ns / 1e3:+.1f} to {a.high_ns / 1e3:+.1f}) "
+                         f"from their clock map, measured through their {a.window_ns / 1e6:.3g} ms responses against "
+                         "the kernels: " + ("not determined" if a.at_edge else "reported, not applied (an averaging "
+                                            "sensor's offset trades with its delay)"))
+        elif self.alignment is not None:
             a = self.alignment
             pooled = f"; {a.pooled} signatures share one group of columns" if a.pooled else ""
             lines.append(f"logs placed {a.offset_ns / 1e3:+.1f} us (95 % {a.low_ns / 1e3:+.1f} to {a.high_ns / 1e3:+.1f}; "
