@@ -10,6 +10,8 @@ executions were used. Now the communication draws an additive level of its own (
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -78,11 +80,18 @@ def test_the_joint_fit_uses_compute_overlapped_by_communication() -> None:
     kt = loop.trace
     comm = kt.signatures["name"][kt.executions["kernel_id"]] == COMMUNICATION[0]
     assert comm.sum() == 1024 and kt.concurrent()[~comm].mean() > 0.7
+    # Three GEMVs stamped 10 us early overlap the attention kernel before them: compute beside compute,
+    # left out (one excluded span each in the timeline; the fit refused overlapping executions before).
+    ex = kt.executions.copy()
+    gemv = np.flatnonzero(kt.signatures["name"][ex["kernel_id"]] == "gemv_fp16_4096")[[100, 200, 300]]
+    ex["start_ns"][gemv] -= 10_000
+    kt = dataclasses.replace(kt, executions=ex)
     tp = profile_trace(kt, loop.samples, Identity(), sensor=AVG_1MS, max_power_w=loop.max_power_w)
     used = sum(ep.deconvolution.n_runs for ep in tp.profiles if ep.deconvolution is not None)
     assert used >= 0.9 * int((~comm).sum())
     note = [w for w in tp.warnings if "overlapped a communication kernel" in w]
     assert len(note) == 1 and "kept in the joint fit" in note[0] and f"{used} of the {int((~comm).sum())}" in note[0]
+    assert "6 for overlapping another compute kernel" in note[0] and tp.concurrent == 6
     level = float(note[0].split("additive level of its own, ")[1].split(" W")[0])
     assert level == pytest.approx(60.0, abs=3.0)
     # Each kernel its own draw, the 60 W not in it: the tolerance of the loop without communication
@@ -90,6 +99,6 @@ def test_the_joint_fit_uses_compute_overlapped_by_communication() -> None:
     for row in tp.kernels:
         truth = loop.energy_j[loop.names.index(str(row["name"]))]
         assert row["energy_j"] == pytest.approx(truth, rel=0.03 if row["duration_ns"] >= 100_000 else 0.05), row
-    assert tp.concurrent == 0  # the communication is modelled, not left out
+    # The communication is modelled, not left out: only the six compute executions are.
     assert COMMUNICATION[0] in " ".join(tp.skipped) and "additive level" in " ".join(tp.skipped.values())
     assert tp.summary is not None and tp.summary.energy_j == pytest.approx(loop.iteration_energy_j, rel=0.01)
