@@ -13,9 +13,14 @@ printed before the check existed).
 The offset check does not depend on how the logs are attributed, so the count runs with
 ``attribution="instant"`` (seconds a run, not the joint fit's); ``--energies`` runs the default.
 
+``--scale N`` times the check alone on a loop of N kernels (the closed-form schedule of
+``bench/insitu_scale.py``, 40 signatures, 1 ms averages of its power as a busy-share model draws it):
+its cost follows the logs it keeps (at most 20,000 in the finest fits), not the trace.
+
 Run:  python bench/insitu_window_offset_bench.py              (20 seeds; ~6 min on 2 cores)
       python bench/insitu_window_offset_bench.py --seeds 3    (a quick look)
       python bench/insitu_window_offset_bench.py --energies   (adds the default joint fit per shift, seed 0)
+      python bench/insitu_window_offset_bench.py --scale 1000000   (the check's CPU time at 10^6 kernels)
 """
 
 from __future__ import annotations
@@ -55,12 +60,40 @@ def one(loop, sensor, shift: int, attribution: str) -> tuple[bool, float, float]
     return warned, err, float(np.nanmax(e)) if e else float("nan")
 
 
+def scale(kernels: int) -> None:
+    """CPU seconds of the windowed offset check on a loop of ``kernels`` kernels, exact and 5 ms late."""
+    from fingrav_native.insitu._align_windows import _Busy, measure_window_offset
+    from fingrav_native.sim._analytic_loop import SEQUENCE, _schedule
+
+    iterations = -(-kernels // len(SEQUENCE))
+    rng = np.random.default_rng(0)
+    starts, ends, sig, it, _, _, end = _schedule(rng, iterations, duration_jitter=0.005, pause_ns=300_000.0,
+                                                 pause_jitter=0.1, warmup=0.04, warmup_iterations=iterations // 20,
+                                                 lead_ns=2e6, gap_range_ns=(2_000.0, 8_000.0))
+    kid = sig + 5 * (it % 8)  # eight layers of the five kernels: 40 signatures, as insitu_scale.py has
+    sensor = SENSORS["1 ms"]
+    t = np.arange(0.0, end, 1e6) + 3e5
+    w = np.full(len(t), 1e6)
+    shares = _Busy(starts, ends, sig, 5, sensor).shares(t, w, np.zeros(1))[0, :, :5]
+    y = 150.0 + shares @ np.array([400.0, 250.0, 420.0, 300.0, 200.0]) + rng.normal(0.0, 2.0, len(t))
+    for late in (0.0, 5e6):
+        t0 = time.process_time()
+        al, why = measure_window_offset(t + late, y, w, sensor, starts, ends, kid)
+        assert al is not None and not why
+        print(f"{len(starts)} kernels, {len(t)} logs, {late / 1e6:g} ms late: measured {al.offset_ns / 1e3:+.1f} us in "
+              f"{time.process_time() - t0:.2f} s CPU")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--seeds", type=int, default=20)
+    ap.add_argument("--scale", type=int, help="time the check alone on a loop of this many kernels, and stop")
     ap.add_argument("--energies", action="store_true", help="the default joint fit per shift too (seed 0)")
     ap.add_argument("--json", help="write the figures here")
     args = ap.parse_args()
+    if args.scale:
+        scale(args.scale)
+        return
     t0 = time.time()
     out: dict[str, dict[str, object]] = {}
     for label, sensor in SENSORS.items():
