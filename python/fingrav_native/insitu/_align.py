@@ -548,8 +548,8 @@ MISMATCH_SLACK_NS = 5_000.0
 #: For an averaging sensor's logs (``LogAlignment.window_ns`` > 0) the slack is at least this, and at least
 #: :data:`WINDOW_SLACK_SHARE` of the window: the busy share of a window models neither the power's shape
 #: inside a kernel nor its relaxation after one, and a sensor's delay (``SensorModel.delay_ns``) trades
-#: with the offset one for one. Exact logs of the simulator's loop measured -14 to -25 us under 1 ms and
-#: 5 ms windows and a 1 ms filter (20 seeds each; ``tests/insitu/test_window_offset.py``).
+#: with the offset one for one. Exact logs of the simulator's loop measured -14 to -26 us under 1 ms and
+#: 5 ms windows (20 seeds each, ``bench/insitu_window_offset_bench.py``) and -19 to -21 us under a 1 ms filter.
 WINDOW_SLACK_NS = 50_000.0
 WINDOW_SLACK_SHARE = 0.05
 
