@@ -944,7 +944,7 @@ EXCLUDED = {
         "Profile", "ExecutionProfile", "InterleavedProfile", "NodeProfile", "TraceProfile", "Characterisation",
         "CampaignProgress", "HostIdentity", "SyncReport", "SimTrainingLoop", "PowerRecorder", "BackendReport",
         "Component", "DeviceEntry", "AmdGpu", "ClockMap", "ClockStep", "EpochMap", "HostAlignment",
-        "PiecewiseClockMap", "ReadLatency", "Timeline", "PowerCapture", "StoredRun", "IterationSummary",
+        "PiecewiseClockMap", "ReadLatency", "Timeline", "PowerCapture", "StoredRun", "IterationSummary", "SpanEnergy",
         "KernelTrace", "LogAlignment", "CampaignTimeline", "Deconvolution", "DeconvolvedChannel", "EnergyEstimate",
         "ErrorBudget", "GoldenSelection", "Guidance", "GuidanceRow", "LogAssignment", "ModelCheck",
         "PowerMeasurement", "SamplePrediction", "SspSearch", "SspStep", "StitchedChannel", "StitchedProfile",

@@ -189,6 +189,46 @@ def _trace_data(message: str) -> Callable[[Env], list[str]]:
     return case
 
 
+def _small_trace(env: Env, kernels: int = 12, steps: bool = False) -> tuple[str, str]:
+    """The session's first kernels as a Kineto trace of their own (no ProfilerStep unless ``steps``), and its capture."""
+    from fingrav_native.files import read_trace, write_kineto_trace
+
+    trace, capture = env.session()
+    kt = read_trace(trace)
+    ex, sig = kt.executions[:kernels], kt.signatures[kt.executions["kernel_id"][:kernels]]
+    start, end = ex["start_ns"] + kt.origin_ns, ex["end_ns"] + kt.origin_ns
+    small = write_kineto_trace(env.tmp / "small.json", sig["name"].tolist(), sig["grid"].tolist(),
+                               sig["block"].tolist(), start, end, base_time_ns=kt.origin_ns,
+                               steps=[(int(start[0]) - 1_000, int(end[-1]) + 1_000)] if steps else None)
+    return small, capture
+
+
+def _trace_small(env: Env) -> list[str]:
+    # Issue 28: a trace of a dozen kernels and no ProfilerStep was refused whole (exit 1); it profiles now.
+    small, capture = _small_trace(env)
+    return ["trace", small, "--power", capture, "--out", str(env.tmp / "t")]
+
+
+def _trace_few_steps(env: Env) -> list[str]:
+    small, capture = _small_trace(env, steps=True)
+    return ["trace", small, "--power", capture, "--out", str(env.tmp / "t")]
+
+
+def test_a_trace_too_small_to_profile_prints_what_can_be_said(tmp_path, monkeypatch, capsys, saved_profile) -> None:
+    # The table is empty; each signature's shortfall and the energy over the kernel span are printed and
+    # written to kernels.json, and the command exits 0.
+    import json
+
+    env = Env(tmp_path, monkeypatch, saved_profile, lambda: "")
+    assert _run(_trace_small(env)) == cli.EXIT_OK
+    out = capsys.readouterr().out
+    assert "no kernel signature could be profiled" in out and "fewer than min_executions=20" in out
+    assert "ms of kernels on this device: " in out and " mJ (mean " in out
+    doc = json.loads((tmp_path / "t" / "kernels.json").read_text())
+    assert doc["kernels"] == [] and doc["iterations"] is None
+    assert doc["span"]["logs"] >= 2 and doc["span"]["energy_j"] > 0 and doc["span"]["energy_half_width_j"] > 0
+
+
 def _trace_onto_input(env: Env) -> list[str]:
     trace, capture = env.session()
     out = os.path.dirname(trace)
@@ -309,7 +349,9 @@ CASES: dict[tuple[str, str, str], list[Callable[[Env], list[str]]]] = {
     ("`plot`, `export`", "130", "files named so far are whole; one under way may be cut short"):
         [_interrupted(_cli_files, "_load", lambda e: ["plot", e.profile, "--out", str(e.tmp)])],
     # trace
-    ("`trace`", "0", "done (also when the energy closure fails: a warning on stderr)"): [_trace],
+    ("`trace`", "0", "done (also when the energy closure fails: a warning on stderr; and when no signature can be "
+                     "profiled: an empty table naming each signature's shortfall, with the energy per iteration or "
+                     "over the trace's kernel span)"): [_trace, _trace_small, _trace_few_steps],
     ("`trace`", "1", "the trace or capture missing or malformed"):
         [lambda e: _trace(e, power=e.file("junk.npz")), lambda e: ["trace", str(e.tmp / "absent.json"), "--power",
                                                                    e.file("p.npz"), "--out", str(e.tmp / "t")]],
@@ -319,8 +361,6 @@ CASES: dict[tuple[str, str, str], list[Callable[[Env], list[str]]]] = {
                      "rocprofv3 trace)"):
         [_trace_data("samples: the trace's kernels are stamped on CLOCK_BOOTTIME (rocprofv3), and this capture "
                      "brackets only CLOCK_REALTIME")],
-    ("`trace`", "1", "no signature that can be profiled and no ProfilerStep#N"):
-        [_trace_data("trace: no signature has the 20 executions profiling needs")],
     ("`trace`", "1", "`--out` cannot be written"): [lambda e: _trace(e, out=os.path.join(e.unwritable, "t"))],
     ("`trace`", "2", "a number out of range"): [lambda e: ["trace", "t.json", "--power", "p.npz", "--top", "0"]],
     ("`trace`", "2", "an unknown sensor preset"): [lambda e: _trace(e) + ["--sensor", "no-such-sensor"]],

@@ -194,7 +194,7 @@ def trace_command(args: argparse.Namespace) -> int:
             tp = profile_trace(args.trace, load_capture(args.power), min_executions=args.min_executions,
                                sensor=args.sensor, device=args.device)
     except ValueError as exc:
-        # The data, not the command line: logs that miss the trace, a trace nothing in can be profiled.
+        # The data, not the command line: logs that miss the trace, a capture without the trace's clock.
         if str(exc).startswith(("samples:", "trace:")):
             print(f"fingrav trace: {exc}", file=sys.stderr)
             return EXIT_FAILURE
@@ -222,6 +222,7 @@ def trace_command(args: argparse.Namespace) -> int:
            "device_numbering": tp.trace.device_numbering,
            "kernels": rows, "concurrent": tp.concurrent, "skipped": tp.skipped,
            "iterations": None if tp.summary is None else dataclasses.asdict(tp.summary),
+           "span": None if tp.span is None else summary_json(dataclasses.asdict(tp.span)),
            "closure": _closure_doc(tp)}
     path = os.path.join(args.out, "kernels.json")
     with open(path, "w") as f:

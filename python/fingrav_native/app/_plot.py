@@ -9,6 +9,7 @@ printed in grey keeps its meaning.
 
 from __future__ import annotations
 
+import textwrap
 from typing import Any, Literal, Mapping, Optional, Sequence, cast
 
 import numpy as np
@@ -510,7 +511,14 @@ def figure_trace_profiles(tp: TraceProfile, *, top: int = 4,
     top = integer_in(top, "top", 1)
     _channels(channels)
     n = min(top, len(tp.kernels))
-    fig, axes = plt.subplots(1, n, figsize=(4.2 * n, 3.6), layout="constrained", squeeze=False)
+    fig, axes = plt.subplots(1, max(n, 1), figsize=(4.2 * max(n, 1), 3.6), layout="constrained", squeeze=False)
+    if n == 0:
+        # A trace too small to profile any signature (its table is empty): one panel that says so.
+        what = str(tp.summary if tp.summary is not None else tp.span if tp.span is not None else "")
+        axes[0][0].text(0.5, 0.5, "no kernel signature could be profiled\n(see the table's warnings)\n"
+                        + textwrap.fill(what, 48), ha="center", va="center", fontsize="small", wrap=True)
+        axes[0][0].set_axis_off()
+        return fig
     for i, ax in enumerate(axes[0]):
         plot_kernel(tp.profile(i), ax, channels=channels)
         r = tp.kernels[i]

@@ -14,7 +14,7 @@ import numpy as np
 from fingrav_native.files._safe import short_repr
 from fingrav_native.insitu._align import LogAlignment
 from fingrav_native.insitu._closure import EnergyClosure
-from fingrav_native.insitu._results import IterationSummary, TraceProfile
+from fingrav_native.insitu._results import IterationSummary, SpanEnergy, TraceProfile
 from fingrav_native.insitu._trace import KernelTrace
 from fingrav_native.method._deconvolved import Deconvolution, DeconvolvedChannel
 from fingrav_native.method._engine_check import ModelCheck
@@ -42,7 +42,8 @@ CLASSES: dict[str, type] = {
     for c in (Profile, CampaignTimeline, ExecutionProfile, InterleavedProfile, ErrorBudget, Capabilities, Guidance, GuidanceRow,
               GoldenSelection, StitchedProfile, StitchedChannel, EnergyEstimate, WholeRunView, SspSearch, SspStep,
               PowerMeasurement, NodeProfile, NodeView, SteadyCheck, Deconvolution, DeconvolvedChannel,
-              SensorModel, TraceProfile, KernelTrace, LogAlignment, IterationSummary, ModelCheck, EnergyClosure)
+              SensorModel, TraceProfile, KernelTrace, LogAlignment, IterationSummary, ModelCheck, EnergyClosure,
+              SpanEnergy)
 }
 
 

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
         KERNEL_TABLE_DTYPE,
         TRACE_LOG_DTYPE,
         IterationSummary,
+        SpanEnergy,
         TraceProfile,
     )
     from fingrav_native.insitu._trace import KERNEL_SIGNATURE_DTYPE, STEP_DTYPE, KernelTrace, TraceFormatError
@@ -37,6 +38,7 @@ _WHERE = {
     "KernelTrace": "_trace",
     "LogAlignment": "_align",
     "STEP_DTYPE": "_trace",
+    "SpanEnergy": "_results",
     "TRACE_LOG_DTYPE": "_results",
     "TraceFormatError": "_trace",
     "TraceProfile": "_results",

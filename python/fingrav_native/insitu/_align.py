@@ -96,6 +96,11 @@ class LogAlignment:
         best shift fits better by more than the search over many shifts
         and a model short of the logs' whole truth (kernels of other
         devices, concurrency) explain. A warning of a mismatch needs it.
+    window_ns : float
+        0 for instantaneous logs; for an averaging sensor's logs the median
+        length of their response (a window, a filter's reach): the offset
+        was measured through it (``insitu._align_windows``), is reported
+        and never applied.
     """
 
     offset_ns: float
@@ -111,6 +116,7 @@ class LogAlignment:
     explained: bool = True
     search_ns: float = math.nan
     zero_rejected: bool = False
+    window_ns: float = 0.0
 
     @property
     def half_width_ns(self) -> float:
@@ -233,10 +239,10 @@ class _Design:
         mine = at.j >= 0
         X[np.flatnonzero(mine)[:, None], at.col[mine, None] + np.arange(4)[None, :]] += part[mine]
         X[X < 1e-100] = 0.0
-        return _least_squares_rss(X.reshape(blocks, len(y), self.p), y)
+        return least_squares_rss(X.reshape(blocks, len(y), self.p), y)
 
 
-def _least_squares_rss(X: np.ndarray, y: np.ndarray) -> np.ndarray:
+def least_squares_rss(X: np.ndarray, y: np.ndarray) -> np.ndarray:
     """Residual sums of squares of ``y`` on each ``X[b]`` through the normal equations (columns x columns).
 
     Columns scaled to unit norm, then a pseudo-inverse by eigenvalues: a
@@ -539,6 +545,21 @@ class ClockMismatchWarning(UserWarning):
 #: (0.5 to 1.5) on another. A smaller mismatch is not found (5 us cost a 25 us kernel 6 % of its energy).
 MISMATCH_SLACK_NS = 5_000.0
 
+#: For an averaging sensor's logs (``LogAlignment.window_ns`` > 0) the slack is at least this, and at least
+#: :data:`WINDOW_SLACK_SHARE` of the window: the busy share of a window models neither the power's shape
+#: inside a kernel nor its relaxation after one, and a sensor's delay (``SensorModel.delay_ns``) trades
+#: with the offset one for one. Exact logs of the simulator's loop measured -14 to -26 us under 1 ms and
+#: 5 ms windows (20 seeds each, ``bench/insitu_window_offset_bench.py``) and -19 to -21 us under a 1 ms filter.
+WINDOW_SLACK_NS = 50_000.0
+WINDOW_SLACK_SHARE = 0.05
+
+
+def mismatch_slack_ns(alignment: LogAlignment) -> float:
+    """How far beyond the map's bound a measured offset may lie before it is a mismatch: its resolution."""
+    if alignment.window_ns > 0:
+        return max(WINDOW_SLACK_NS, WINDOW_SLACK_SHARE * alignment.window_ns)
+    return MISMATCH_SLACK_NS
+
 
 def offset_disagreement(alignment: LogAlignment, bound_ns: float) -> str:
     """What the measured offset says about the clock map, in words; empty where they agree.
@@ -566,7 +587,9 @@ def offset_disagreement(alignment: LogAlignment, bound_ns: float) -> str:
     or the logs are not of these kernels); the best offset or its interval
     reaches the search's edge while the kernels do explain them (a mismatch
     beyond ``search_ns``); the interval excludes the map's bound plus
-    :data:`MISMATCH_SLACK_NS`. The last two only where the logs reject the
+    :func:`mismatch_slack_ns` (:data:`MISMATCH_SLACK_NS` for instantaneous
+    logs, a window's :data:`WINDOW_SLACK_SHARE` and at least
+    :data:`WINDOW_SLACK_NS` for averaging ones). The last two only where the logs reject the
     map's placement at the strict level (``LogAlignment.zero_rejected``):
     on a real trace's 14 kernels, 87 logs and concurrent streams the best
     shift sat at the edge with the map's placement rejected only at 5 %.
@@ -575,20 +598,30 @@ def offset_disagreement(alignment: LogAlignment, bound_ns: float) -> str:
     causes = ("a trace from another host, a clock step (NTP) between trace and capture, a wrong "
               "baseTimeNanoseconds, or logs of another run")
     reach = f"+-{a.search_ns / 1e3:.0f} us" if math.isfinite(a.search_ns) else "the search range"
+    windowed = a.window_ns > 0
+    if windowed:
+        causes += ", or a sensor model whose window or delay_ns is wrong for these logs"
     if not a.explained:
+        misfit = "" if windowed else ", or a sensor that averages: declare it with sensor="
         return (f"the kernels explain no more of the power logs' scatter than chance at any offset within {reach} "
-                f"of the clock map: the logs do not follow these kernels ({causes}, or a sensor that averages: "
-                "declare it with sensor=); the per-kernel figures rest on the map alone")
+                f"of the clock map: the logs do not follow these kernels ({causes}{misfit}); the per-kernel "
+                "figures rest on the map alone")
     if not a.zero_rejected:
         return ""
     if a.at_edge:
         return (f"the power logs fit the kernels best at the edge of the offsets searched ({reach}, best "
                 f"{a.offset_ns / 1e3:+.1f} us): the trace's and the capture's clocks disagree by more than that "
                 f"({causes}); the per-kernel figures are not trustworthy")
-    limit = (bound_ns if math.isfinite(bound_ns) else math.inf) + MISMATCH_SLACK_NS
+    slack = mismatch_slack_ns(a)
+    limit = (bound_ns if math.isfinite(bound_ns) else math.inf) + slack
     if a.low_ns > limit or a.high_ns < -limit:
+        where = (f"measured through their {a.window_ns / 1e6:.3g} ms responses, beyond its bound of +-{bound_ns / 1e3:.1f} "
+                 f"us and the measurement's {slack / 1e3:.0f} us resolution" if windowed else
+                 f"beyond its bound of +-{bound_ns / 1e3:.1f} us")
+        todo = ("the offset of an averaging sensor's logs is reported, never applied: correct the clock map or "
+                "the sensor model, or re-record trace and capture together" if windowed else
+                "pass align=True to apply the measured offset, or re-record trace and capture together")
         return (f"the power logs sit {a.offset_ns / 1e3:+.1f} us ({a.low_ns / 1e3:+.1f} to {a.high_ns / 1e3:+.1f}, "
-                f"{100 * a.confidence:.0f} %) from where the clock map puts them, beyond its bound of "
-                f"+-{bound_ns / 1e3:.1f} us ({causes}); pass align=True to apply the measured offset, or "
-                "re-record trace and capture together")
+                f"{100 * a.confidence:.0f} %) from where the clock map puts them, {where} ({causes}); the per-kernel "
+                f"figures are not trustworthy; {todo}")
     return ""

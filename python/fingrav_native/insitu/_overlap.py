@@ -93,6 +93,20 @@ def communication_level(t: np.ndarray, power: np.ndarray, start: np.ndarray, end
     return CommunicationLevel(float(x[-1]), float(np.sqrt(max(var, 0.0))), int(during.sum()))
 
 
+def communication_overlap(kt_start: np.ndarray, kt_end: np.ndarray, device: np.ndarray, kernel_id: np.ndarray,
+                          names: np.ndarray, on_device: np.ndarray,
+                          conc: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per execution: a communication kernel of the device; compute overlapped by communication alone; compute
+    overlapped by other compute (``conc``: executions that overlap any other on their device)."""
+    comm = is_communication(names)[kernel_id] & on_device
+    if not comm.any():
+        nothing = np.zeros(len(kt_start), dtype=bool)
+        return comm, nothing, conc & on_device
+    compute = on_device & ~comm
+    compute_conc = overlapping(kt_start, kt_end, device, compute)
+    return comm, compute & conc & ~compute_conc, compute_conc
+
+
 def keep_overlapped_compute(kt_start: np.ndarray, kt_end: np.ndarray, device: np.ndarray, kernel_id: np.ndarray,
                             names: np.ndarray, on_device: np.ndarray, conc: np.ndarray, t_logs: np.ndarray,
                             power: np.ndarray, notes: list[str]) -> tuple[np.ndarray, np.ndarray]:
@@ -121,14 +135,10 @@ def keep_overlapped_compute(kt_start: np.ndarray, kt_end: np.ndarray, device: np
         communication kernel runs); ``conc`` and ``power`` unchanged where
         nothing is overlapped by communication alone.
     """
-    comm = is_communication(names)[kernel_id] & on_device
-    if not comm.any():
-        return conc, power
-    compute = on_device & ~comm
-    compute_conc = overlapping(kt_start, kt_end, device, compute)
-    over = compute & conc & ~compute_conc
+    comm, over, compute_conc = communication_overlap(kt_start, kt_end, device, kernel_id, names, on_device, conc)
     if not over.any():
         return conc, power
+    compute = on_device & ~comm
     dev = np.flatnonzero(on_device)
     lvl = communication_level(t_logs, power, kt_start[dev], kt_end[dev], kernel_id[dev], comm[dev])
     if not np.isfinite(lvl.level_w):

@@ -26,12 +26,14 @@ from fingrav_native._checks import integer_in, positive_number, short_repr
 from fingrav_native._version import __version__
 from fingrav_native.clocks._maps import ClockMapLike, host_relative
 from fingrav_native.insitu._align import ClockMismatchWarning, LogAlignment, align_logs_to_trace, offset_disagreement
+from fingrav_native.insitu._align_windows import measure_window_offset
 from fingrav_native.insitu._closure_fit import closure_from, counter_of
-from fingrav_native.insitu._overlap import keep_overlapped_compute
+from fingrav_native.insitu._overlap import communication_overlap, is_communication, keep_overlapped_compute
 from fingrav_native.insitu._results import (
     ITERATION_DTYPE,
     TRACE_LOG_DTYPE,
     IterationSummary,
+    SpanEnergy,
     TraceProfile,
     kernel_table_dtype,
 )
@@ -272,31 +274,61 @@ def _iterations(kt: KernelTrace, it: np.ndarray, table: np.ndarray, sig_rows: np
                                   note="; ".join(notes))
 
 
-def _joint(samples: np.ndarray, t: np.ndarray, kt: KernelTrace, model: SensorModel, on_device: np.ndarray,
-           kept_ids: list[np.ndarray], profiles: list[ExecutionProfile], rows: list[tuple[Any, ...]],
-           bins: int, notes: list[str], max_power_w: Optional[float] = None) -> list[ExecutionProfile]:
-    """Windowed logs over the loop's timeline: every signature's curve and energy at once (fit_timeline).
+@dataclasses.dataclass(frozen=True)
+class _Overlap:
+    """Per execution: a communication kernel of the device, compute overlapped by communication alone, and
+    compute overlapped by other compute (insitu._overlap.communication_overlap)."""
 
-    Rewrites ``rows`` (power, energy, interval) in place, adds what the fit
-    cannot resolve to ``notes`` (signatures by name), and returns the
-    profiles with the fitted curves.
-    """
+    comm: np.ndarray
+    over: np.ndarray
+    compute_conc: np.ndarray
+
+
+def _timeline(kt: KernelTrace, on_device: np.ndarray, kept_ids: list[np.ndarray], comm: np.ndarray
+              ) -> tuple[np.ndarray, np.ndarray, np.ndarray, Optional[tuple[np.ndarray, np.ndarray]]]:
+    """The joint fit's executions (start order, disjoint: compute kernels that overlap one another merged into
+    one excluded span), their classes, and the communication kernels' intervals (drawn as an overlay level)."""
     ex = kt.executions
-    dev = np.flatnonzero(on_device)
+    dev = np.flatnonzero(on_device & ~comm)
     dev = dev[np.argsort(ex["start_ns"][dev], kind="stable")]
     cls = np.full(len(ex), -1, dtype=np.int64)
     for c, keep in enumerate(kept_ids):
         cls[keep] = c
+    s, e, k = (ex["start_ns"][dev].astype(np.float64), ex["end_ns"][dev].astype(np.float64), cls[dev])
+    reach = np.maximum.accumulate(e)
+    new = np.ones(len(s), dtype=bool)
+    new[1:] = s[1:] >= reach[:-1]
+    first = np.flatnonzero(new)
+    size = np.diff(np.append(first, len(s)))
+    s, e, k = s[first], reach[np.append(first[1:], len(s)) - 1], np.where(size == 1, k[first], -1)
+    overlay = (ex["start_ns"][comm].astype(np.float64), ex["end_ns"][comm].astype(np.float64)) if comm.any() else None
+    return s, e, k, overlay
+
+
+def _joint(samples: np.ndarray, t: np.ndarray, kt: KernelTrace, model: SensorModel, on_device: np.ndarray,
+           found: _Signatures, bins: int, overlap: _Overlap,
+           max_power_w: Optional[float] = None) -> list[ExecutionProfile]:
+    """Windowed logs over the loop's timeline: every signature's curve and energy at once (fit_timeline).
+
+    Rewrites ``found.rows`` (power, energy, interval) in place, adds what
+    the fit cannot resolve to ``found.notes`` (signatures by name), and
+    returns the profiles with the fitted curves. Communication kernels draw
+    an additive level of their own over whatever runs beside them, so the
+    compute executions they overlap stay in the fit.
+    """
+    kept_ids, profiles, rows, notes = found.kept_ids, found.profiles, found.rows, found.notes
+    starts, ends, classes, overlay = _timeline(kt, on_device, kept_ids, overlap.comm)
     channels = [c for c in ("total", "compute", "io", "memory")
                 if c in (samples.dtype.names or ()) and np.all(np.isfinite(samples[c]))]
     wins = samples["window_ns"] if "window_ns" in (samples.dtype.names or ()) else None
-    fit = fit_timeline(model, t, {c: samples[c] for c in channels}, ex["start_ns"][dev], ex["end_ns"][dev], cls[dev],
-                       [bins] * len(kept_ids), windows_ns=wins,
-                       durations_ns=[ep.duration_ns for ep in profiles], max_power_w=max_power_w)
+    fit = fit_timeline(model, t, {c: samples[c] for c in channels}, starts, ends, classes, [bins] * len(kept_ids),
+                       windows_ns=wins,
+                       durations_ns=[ep.duration_ns for ep in profiles], max_power_w=max_power_w, overlay_ns=overlay)
     out = []
     gap_after = {ch: [g[np.isfinite(g)][-1] if np.isfinite(g).any() else math.nan for g in fit.gap_w[ch]]
                  for ch in channels}
     _joint_notes(fit, [str(r[0]) for r in rows], notes)
+    _overlap_note(fit, kt, on_device, overlap, found)
     z = 0.5 * (1 + fit.confidence)
     for c, ep in enumerate(profiles):
         chans = tuple(DeconvolvedChannel(
@@ -336,6 +368,29 @@ def _joint(samples: np.ndarray, t: np.ndarray, kt: KernelTrace, model: SensorMod
         r[8], r[9] = float(e.energy_j), float(e.uncertainty_j)
         rows[c] = tuple(r)
     return out
+
+
+def _overlap_note(fit: TimelineFit, kt: KernelTrace, on_device: np.ndarray, overlap: _Overlap,
+                  found: _Signatures) -> None:
+    """What the joint fit used of the compute executions, what it left out and why, and the communication's level."""
+    if not overlap.comm.any():
+        return
+    compute = on_device & ~overlap.comm
+    n, used = int(compute.sum()), int(sum(len(k) for k in found.kept_ids))
+    warm = int(sum(int(r[5]) for r in found.rows))
+    names = kt.signatures["name"][kt.executions["kernel_id"][overlap.comm]]
+    kinds = sorted({str(x)[:40] for x in np.unique(names)})[:3]
+    lvl, lo, hi = (fit.overlay_w.get("total", math.nan), fit.overlay_low_w.get("total", math.nan),
+                   fit.overlay_high_w.get("total", math.nan))
+    level = (f"{lvl:.1f} W (95 % {lo:.1f} to {hi:.1f})" if math.isfinite(lo) else f"{lvl:.1f} W (no interval)")
+    found.notes.append(
+        f"{int(overlap.over.sum())} of {n} compute executions overlapped a communication kernel ({', '.join(kinds)}"
+        f"{', ...' if len(kinds) == 3 else ''}): kept in the joint fit, where the communication draws an additive "
+        f"level of its own, {level}, over whatever runs beside it; {used} of the {n} compute executions "
+        f"({100 * used / max(n, 1):.0f} %) are used, {warm} left out as warm-up, "
+        f"{int(overlap.compute_conc.sum())} for overlapping another compute kernel (two compute kernels share the "
+        f"device in proportions no log can tell) and {max(n - used - warm - int(overlap.compute_conc.sum()), 0)} of "
+        "signatures not profiled")
 
 
 def _joint_notes(fit: TimelineFit, names: list[str], notes: list[str]) -> None:
@@ -459,7 +514,16 @@ def profile_trace(
         profiled out), so it is not taken for one; a map from bracketed
         reads is trusted and ``"auto"`` only reports the offset there, with
         a warning where it lies beyond the map's own error bound (the
-        trace and the capture disagree on the clock). The
+        trace and the capture disagree on the clock). An averaging sensor's
+        logs (a window, a filter, a counter's intervals) are checked through
+        its forward model instead (``insitu._align_windows``: each log's
+        power regressed on each signature group's busy share of its
+        response, offsets of up to 250 ms searched coarse to fine): the
+        offset is reported and never applied (it trades with the model's
+        ``delay_ns``), with a :class:`ClockMismatchWarning` where its
+        interval lies beyond the map's bound, the trace's placement error and
+        the measurement's resolution (5 % of the window, at least 50 us),
+        and a note "offset unchecked" where the logs cannot determine it. The
         measurement costs about what the rest of the attribution does,
         whatever the trace's length: its regression has a bounded number of
         columns (the eight busiest signatures, the rest pooled; fewer where
@@ -479,14 +543,18 @@ def profile_trace(
     -------
     TraceProfile
         The kernel table, a profile per signature, and per-iteration energy
-        when the trace marks iterations (``prof.step()``).
+        when the trace marks iterations (``prof.step()``). A trace in which
+        no signature has ``min_executions`` executions is not refused: its
+        table is empty, a warning names each signature's shortfall, and the
+        energy per iteration (``summary``) or, without iterations, over the
+        trace's kernel span (``span``) is what the logs give.
 
     Raises
     ------
     ValueError
         Bad arguments (named); a trace without kernels
-        (:class:`~fingrav_native.insitu.TraceFormatError`); no
-        signature that could be profiled.
+        (:class:`~fingrav_native.insitu.TraceFormatError`); logs that fall
+        within none of the trace's kernels.
 
     Notes
     -----
@@ -524,46 +592,103 @@ def profile_trace(
     _check_overlap(kt, on_device, t_logs, trace_notes)
     conc = kt.concurrent()
     alignment: Optional[LogAlignment] = None
-    if align is not False and not joint and (model is None or not model.averages):
-        alignment = _measured_offset(kt, samples, t_logs, on_device & ~conc)
-        if alignment is not None and not alignment.at_edge and (align is True or _one_sided(logger_map)):
-            lmap.shift_ns, lmap.shift_err_ns = alignment.offset_ns, alignment.half_width_ns
-            t_logs = t_logs + lmap.shift_ns
-        elif alignment is not None:
-            _mismatch_note(alignment, lmap, t_logs, kt, trace_notes)
-    attributed = samples
-    if not joint:
-        # Compute kernels that only communication overlaps: kept, the communication's level subtracted.
-        p_total = np.asarray(samples["total"], dtype=np.float64)
-        conc, total = keep_overlapped_compute(kt.executions["start_ns"], kt.executions["end_ns"], kt.device,
-                                              kt.executions["kernel_id"], kt.signatures["name"], on_device, conc,
-                                              t_logs, p_total, trace_notes)
-        if total is not p_total:
-            attributed = samples.copy()
-            attributed["total"] = total
+    if align is not False:
+        alignment, t_logs = _placed(kt, samples, t_logs, model, on_device, conc, lmap, align is True or
+                                    _one_sided(logger_map), trace_notes)
+    conc, attributed, overlap = _overlapped(kt, samples, t_logs, on_device, conc, joint, trace_notes)
     # A window in a loop covers other kernels: the joint fit below replaces the attribution.
     found, it_of = _Signatures(notes=trace_notes), kt.iteration()
     near = _NearLogs(attributed, t_logs) if model is None and "seq" in (samples.dtype.names or ()) else None
+    comm_sig = is_communication(kt.signatures["name"])
     for sig, rows in zip(kt.signatures, _rows_by_signature(kt, on_device)):
+        if joint and comm_sig[int(sig["id"])] and len(rows):
+            found.skipped[_label(sig)] = ("a communication kernel: the joint fit draws it as an additive level over "
+                                          "whatever runs beside it (the warnings give it), not as a curve of its own")
+            continue
         _profile_signature(found, kt, sig, rows, attributed, near, lmap, conc, it_of, margin=margin,
                            min_executions=min_executions, warmup_tolerance=warmup_tolerance,
                            sensor=None if joint else model, attribution="instant" if joint else attribution)
     if found.rows and joint:
         assert model is not None
-        found.profiles = _joint(samples, t_logs, kt, model, on_device, found.kept_ids, found.profiles, found.rows,
-                                bins, found.notes, max_power_w)
+        found.profiles = _joint(samples, t_logs, kt, model, on_device, found, bins, overlap, max_power_w)
     if not found.rows:
-        first = "; ".join(f"{k[:80]}: {v[:100]}" for k, v in list(found.skipped.items())[:3])
-        why = (f"no kernel signature could be profiled ({len(found.skipped)} skipped; "
-               f"{first}{'; ...' if len(found.skipped) > 3 else ''})")
-        if not np.any(it_of[on_device] >= 0):
-            raise ValueError("trace: " + why)
-        # A short trace (a few ProfilerStep#N) still gives the energy per iteration: an empty kernel
-        # table with the summary, not a refusal of the whole trace.
-        found.notes.append(why + "; only the energy per iteration is reported")
+        _nothing_profiled(found, bool(np.any(it_of[on_device] >= 0)))
     _power_limit_notes(found, max_power_w)
     tp = _trace_profile(kt, samples, t_logs, model, found, conc, alignment, lmap, it_of)
+    if not found.rows and tp.summary is None:
+        tp = dataclasses.replace(tp, span=_span_energy(kt, on_device, samples, t_logs, model))
     return closure_from(tp, counted, samples, model, on_device)
+
+
+def _overlapped(kt: KernelTrace, samples: np.ndarray, t_logs: np.ndarray, on_device: np.ndarray, conc: np.ndarray,
+                joint: bool, notes: list[str]) -> tuple[np.ndarray, np.ndarray, _Overlap]:
+    """Compute executions that only communication overlaps, kept: the executions still left out, the logs to
+    attribute with, and who overlaps whom.
+
+    Instantaneous logs: the communication's additive level subtracted from the logs taken while it ran
+    (:func:`~fingrav_native.insitu._overlap.keep_overlapped_compute`). The joint fit: the communication is a
+    level of its own in the timeline (its executions modelled, not left out), the logs unchanged.
+    """
+    ex = kt.executions
+    overlap = _Overlap(*communication_overlap(ex["start_ns"], ex["end_ns"], kt.device, ex["kernel_id"],
+                                              kt.signatures["name"], on_device, conc))
+    if joint:
+        return conc & ~overlap.over & ~overlap.comm, samples, overlap
+    p_total = np.asarray(samples["total"], dtype=np.float64)
+    conc, total = keep_overlapped_compute(ex["start_ns"], ex["end_ns"], kt.device, ex["kernel_id"],
+                                          kt.signatures["name"], on_device, conc, t_logs, p_total, notes)
+    if total is p_total:
+        return conc, samples, overlap
+    attributed = samples.copy()
+    attributed["total"] = total
+    return conc, attributed, overlap
+
+
+def _nothing_profiled(found: _Signatures, iterations: bool) -> None:
+    """No signature could be profiled: each one's shortfall noted, and what is reported instead.
+
+    A short trace (a few ProfilerStep#N, or a few kernels and none) is not refused whole: the table is
+    empty and the energy per iteration, or over the trace's kernel span, is what the logs can say.
+    """
+    shown = "; ".join(f"{k[:80]}: {v[:120]}" for k, v in list(found.skipped.items())[:10])
+    why = (f"no kernel signature could be profiled ({len(found.skipped)} skipped: "
+           f"{shown}{'; ...' if len(found.skipped) > 10 else ''})")
+    found.notes.append(why + ("; only the energy per iteration is reported" if iterations else
+                              "; the trace marks no iteration (ProfilerStep#N), so only the energy over its kernel "
+                              "span, from the logs, is reported"))
+
+
+def _span_energy(kt: KernelTrace, on_device: np.ndarray, samples: np.ndarray, t_logs: np.ndarray,
+                 model: Optional[SensorModel]) -> SpanEnergy:
+    """The energy over the device's kernel span from the logs that measure inside it (an instant, a whole window).
+
+    Their mean power (the sensor's gain and offset undone) times the span's duration, with a Student t
+    interval over the logs; a response longer than the span measures other time too and is not used.
+    """
+    ex = kt.executions[on_device]
+    a, b = float(ex["start_ns"].min()), float(ex["end_ns"].max())
+    t = np.asarray(t_logs, dtype=np.float64)
+    lo = hi = t
+    if model is not None and model.averages:
+        w = np.asarray(samples["window_ns"], dtype=np.float64) if "window_ns" in (samples.dtype.names or ()) else \
+            np.zeros(len(t))
+        hi = t - model.delay_ns
+        lo = hi - np.asarray(model.memory_ns(np.where(w > 0, w, model.window_ns)), dtype=np.float64)
+    inside = (lo >= a) & (hi <= b)
+    y = np.asarray(samples["total"], dtype=np.float64)[inside]
+    if model is not None:
+        y = (y - model.offset_w) / model.gain
+    n, dur = len(y), b - a
+    if n == 0:
+        reach = float(np.median(hi - lo)) if len(t) else 0.0
+        why = (f"the logs' {reach / 1e6:.3g} ms responses are longer than the span: none measures inside it"
+               if reach > 0 else "no power log falls within it")
+        return SpanEnergy(a, b, 0, math.nan, math.nan, math.nan, why)
+    mean = float(np.mean(y))
+    half = (float(stats.t.ppf(0.975, n - 1)) * float(np.std(y, ddof=1)) / math.sqrt(n) * dur * 1e-9 if n >= 2
+            else math.nan)
+    note = "one log inside: no interval" if n == 1 else ""
+    return SpanEnergy(a, b, n, mean, mean * dur * 1e-9, half, note)
 
 
 def _power_limit_notes(found: _Signatures, max_power_w: Optional[float]) -> None:
@@ -724,6 +849,53 @@ def _mismatch_note(alignment: LogAlignment, lmap: _Shifted, t_logs: np.ndarray, 
                      "this table too")
 
 
+def _placed(kt: KernelTrace, samples: np.ndarray, t_logs: np.ndarray, model: Optional[SensorModel],
+            on_device: np.ndarray, conc: np.ndarray, lmap: _Shifted, apply: bool,
+            notes: list[str]) -> tuple[Optional[LogAlignment], np.ndarray]:
+    """The logs' offset against the kernels, measured, and applied where ``apply`` (asked, or a one-sided map).
+
+    Instantaneous logs against the device's kernels that ran alone; an averaging sensor's through its
+    windows against every kernel of the device, reported (warned beyond the map's bound) and never
+    applied: a window's offset trades with the model's delay_ns. Returns the alignment and the logs'
+    times (moved where it was applied).
+    """
+    if model is not None and model.averages:
+        return _window_offset(kt, samples, t_logs, model, on_device, lmap, notes), t_logs
+    alignment = _measured_offset(kt, samples, t_logs, on_device & ~conc)
+    if alignment is not None and not alignment.at_edge and apply:
+        lmap.shift_ns, lmap.shift_err_ns = alignment.offset_ns, alignment.half_width_ns
+        return alignment, t_logs + lmap.shift_ns
+    if alignment is not None:
+        _mismatch_note(alignment, lmap, t_logs, kt, notes)
+    return alignment, t_logs
+
+
+def _window_offset(kt: KernelTrace, samples: np.ndarray, t_logs: np.ndarray, model: SensorModel,
+                   on_device: np.ndarray, lmap: _Shifted, notes: list[str]) -> Optional[LogAlignment]:
+    """An averaging sensor's logs checked against the device's kernels (insitu._align_windows), warned or noted.
+
+    Every kernel of the device counts (concurrent ones too: a window over compute and communication
+    measures both). The offset is reported, never applied; where the logs cannot determine it, that is
+    noted as "offset unchecked".
+    """
+    ex = kt.executions[on_device]
+    names = samples.dtype.names or ()
+    w = np.asarray(samples["window_ns"], dtype=np.float64) if "window_ns" in names else np.zeros(len(samples))
+    w = np.where(w > 0, w, model.window_ns)
+    alignment, why = measure_window_offset(t_logs, np.asarray(samples["total"], dtype=np.float64), w, model,
+                                           ex["start_ns"].astype(np.float64), ex["end_ns"].astype(np.float64),
+                                           ex["kernel_id"])
+    if why:
+        notes.append(f"offset unchecked: the averaging sensor's logs cannot determine their offset against the "
+                     f"kernels ({why}): the clock map onto the trace's {kt.clock} clock could not be checked, and a "
+                     "trace and capture that disagree on the clock (another host, an NTP step, a wrong "
+                     "baseTimeNanoseconds) would give this table too")
+        return alignment
+    assert alignment is not None
+    _mismatch_note(alignment, lmap, t_logs, kt, notes)
+    return alignment
+
+
 def _device_of(kt: KernelTrace, device: Optional[int]) -> int:
     """The trace's device the power logs belong to: ``device``, or the trace's only one."""
     devices = np.unique(kt.device)
@@ -805,12 +977,17 @@ class _NearLogs:
         return sub
 
 
+def _label(sig: Any) -> str:
+    """A signature in words: its name, grid and block."""
+    return f"{sig['name']} grid={tuple(int(g) for g in sig['grid'])} block={tuple(int(b) for b in sig['block'])}"
+
+
 def _profile_signature(found: _Signatures, kt: KernelTrace, sig: Any, mine: np.ndarray, samples: np.ndarray,
                        near: Optional[_NearLogs], lmap: _Shifted, conc: np.ndarray, it_of: np.ndarray, *,
                        margin: Optional[float], min_executions: int, warmup_tolerance: float,
                        sensor: Optional[SensorModel], attribution: str) -> None:
     """Profile one signature's executions (rows ``mine``) past the warm-up into ``found`` (or say why not)."""
-    label = f"{sig['name']} grid={tuple(int(g) for g in sig['grid'])} block={tuple(int(b) for b in sig['block'])}"
+    label = _label(sig)
     if not len(mine):
         return
     keep = mine[~conc[mine]]

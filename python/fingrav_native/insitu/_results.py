@@ -121,6 +121,54 @@ class IterationSummary:
 
 
 @dataclass(frozen=True)
+class SpanEnergy:
+    """The energy over the trace's kernel span on the device, from the power logs alone.
+
+    What a trace too small to profile any signature still gives (no
+    ``ProfilerStep#N``, no signature with ``min_executions`` executions): the
+    logs that measure inside the span (an instant in it, or a response
+    wholly in it) give its mean power, times its duration.
+
+    Attributes
+    ----------
+    start_ns, end_ns : float
+        The span: the device's first kernel start and last kernel end (ns
+        from the trace's origin).
+    logs : int
+        Logs inside it.
+    mean_power_w : float
+        Their mean (NaN with none).
+    energy_j : float
+        ``mean_power_w`` x the span's duration (NaN with no log inside).
+    energy_half_width_j : float
+        Half-width of its 95 % Student t interval over the logs (NaN with fewer than two).
+    note : str
+        What limits the figure; empty if nothing.
+    """
+
+    start_ns: float
+    end_ns: float
+    logs: int
+    mean_power_w: float
+    energy_j: float
+    energy_half_width_j: float
+    note: str = ""
+
+    @property
+    def duration_ns(self) -> float:
+        """The span's length."""
+        return self.end_ns - self.start_ns
+
+    def __str__(self) -> str:
+        head = f"the trace's {self.duration_ns / 1e6:.3f} ms of kernels on this device"
+        if not math.isfinite(self.energy_j):
+            return f"{head}: energy not determined ({self.note})"
+        hw = f"{1e3 * self.energy_half_width_j:.3f}" if math.isfinite(self.energy_half_width_j) else "?"
+        return (f"{head}: {1e3 * self.energy_j:.3f} +- {hw} mJ (mean {self.mean_power_w:.1f} W over {self.logs} logs)"
+                + (f"; {self.note}" if self.note else ""))
+
+
+@dataclass(frozen=True)
 class TraceProfile:
     """Every kernel signature of a trace, profiled.
 
@@ -150,7 +198,8 @@ class TraceProfile:
         What the logs measure, in words (for the export's metadata).
     alignment : LogAlignment or None
         The logs' offset against the kernels as measured (instantaneous
-        logs); None when not measured.
+        logs; an averaging sensor's through its windows, ``window_ns`` > 0,
+        reported and never applied); None when not measured.
     alignment_applied : bool
         Whether the logs were moved by it.
     warnings : tuple of str
@@ -160,6 +209,10 @@ class TraceProfile:
     closure : EnergyClosure or None
         The kernels and gaps against an energy counter over the trace (when
         the capture holds one, or ``energy_counter=`` was given).
+    span : SpanEnergy or None
+        The energy over the trace's kernel span from the logs alone, when no
+        signature could be profiled and the trace marks no iteration (a
+        trace of a few kernels); None otherwise.
     """
 
     kernels: np.ndarray
@@ -176,6 +229,7 @@ class TraceProfile:
     alignment_applied: bool = False
     warnings: tuple[str, ...] = ()
     closure: Optional[EnergyClosure] = None
+    span: Optional[SpanEnergy] = None
 
     def profile(self, i: int) -> ExecutionProfile:
         """The stitched profile of row ``i`` of :attr:`kernels`."""
@@ -190,7 +244,13 @@ class TraceProfile:
                       if np.isfinite(r["energy_j"]) else f"{'not resolved':>16s}")
             lines.append(f"{r['name'][:40]:40s} {grid:>14s} {r['count']:7d} {r['golden']:7d} "
                          f"{r['duration_ns'] / 1e3:9.1f} {r['power_w']:7.1f} {energy} {100 * r['share']:5.1f}%")
-        if self.alignment is not None:
+        if self.alignment is not None and self.alignment.window_ns > 0:
+            a = self.alignment
+            lines.append(f"logs placed {a.offset_ns / 1e3:+.1f} us (95 % {a.low_ns / 1e3:+.1f} to {a.high_ns / 1e3:+.1f}) "
+                         f"from their clock map, measured through their {a.window_ns / 1e6:.3g} ms responses against "
+                         "the kernels: " + ("not determined" if a.at_edge else "reported, not applied (an averaging "
+                                            "sensor's offset trades with its delay)"))
+        elif self.alignment is not None:
             a = self.alignment
             pooled = f"; {a.pooled} signatures share one group of columns" if a.pooled else ""
             lines.append(f"logs placed {a.offset_ns / 1e3:+.1f} us (95 % {a.low_ns / 1e3:+.1f} to {a.high_ns / 1e3:+.1f}; "
@@ -208,6 +268,8 @@ class TraceProfile:
             lines.append("no iterations: a rocprofv3 kernel trace marks none (torch.profiler's prof.step() does)")
         else:
             lines.append("no iterations: the trace has no ProfilerStep#N (call prof.step() once per iteration)")
+        if self.span is not None:
+            lines.append(str(self.span))
         if self.concurrent:
             lines.append(f"{self.concurrent} executions overlapped another kernel on their device: left out")
         for label, why in self.skipped.items():

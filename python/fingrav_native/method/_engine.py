@@ -129,6 +129,10 @@ class Design:
     drift_ns : float
         Knot spacing of a slow drift shared by every column (0: none); the
         engine adds its columns and a variant without it.
+    offset_maps : tuple of str
+        Keys of ``maps`` whose rows are offsets added on top of a level (a
+        tiling's ``col2``): reported without the drift's mean, which the
+        level under them already holds.
     """
 
     name: str
@@ -140,6 +144,7 @@ class Design:
     maps: dict[str, np.ndarray]
     energies: str
     drift_ns: float = 0.0
+    offset_maps: tuple[str, ...] = ()
 
     @property
     def n_col(self) -> int:
@@ -608,7 +613,7 @@ def _full_map(design: Design, rows: Rows, key: str) -> np.ndarray:
     P = rows.A.shape[1]
     full = np.zeros((m.shape[0], P))
     full[:, :design.n_col] = m
-    if P > design.n_col:
+    if P > design.n_col and key not in design.offset_maps:
         # A curve or level is at the drift's mean: each row's weight on the columns times the drift's mean.
         full[:, design.n_col:] = m.sum(axis=1)[:, None] * rows.drift_mean[None, :]
     return full

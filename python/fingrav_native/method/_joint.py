@@ -144,6 +144,10 @@ class TimelineFit:
         What the logs cannot resolve, and the assumptions the residuals reject.
     n_boot : int
         Bootstrap resamples behind the intervals (0: none, too few blocks).
+    overlay_w, overlay_low_w, overlay_high_w : dict of str to float
+        Per channel, the additive level drawn while an ``overlay_ns``
+        interval runs (communication kernels) and its interval; empty
+        without overlay intervals.
     """
 
     bins: np.ndarray
@@ -171,6 +175,9 @@ class TimelineFit:
     check: ModelCheck
     warnings: tuple[str, ...]
     n_boot: int
+    overlay_w: dict[str, float] = dataclasses.field(default_factory=dict)
+    overlay_low_w: dict[str, float] = dataclasses.field(default_factory=dict)
+    overlay_high_w: dict[str, float] = dataclasses.field(default_factory=dict)
 
 
 def _check_timeline(t_ns: npt.ArrayLike, starts_ns: npt.ArrayLike, ends_ns: npt.ArrayLike, classes: npt.ArrayLike,
@@ -247,17 +254,55 @@ class _Columns:
     gap0: int  # first column of the longer gaps' steps (per class before them, steps 0..n_steps-1)
     n_steps: int  # steps of GAP_EDGES_NS
     n_col: int
+    overlay: int = -1  # the additive level of the overlay intervals (communication), -1 for none
 
     def step(self, prev: np.ndarray, m: int) -> np.ndarray:
         """The column of step ``m`` of a longer gap after a kernel of class ``prev`` (the excluded row: n_cls)."""
         return self.gap0 + prev * self.n_steps + m
 
 
-def _columns(K: np.ndarray) -> _Columns:
+def _columns(K: np.ndarray, overlay: bool = False) -> _Columns:
     offsets = np.concatenate([[0], np.cumsum(K)[:-1]]).astype(np.int64)
     n_steps = len(GAP_EDGES_NS) - 1
     launch = int(K.sum())
-    return _Columns(offsets, K, launch, launch + 1, n_steps, launch + 1 + (len(K) + 1) * n_steps)
+    n_col = launch + 1 + (len(K) + 1) * n_steps
+    return _Columns(offsets, K, launch, launch + 1, n_steps, n_col + int(overlay), n_col if overlay else -1)
+
+
+def _merged(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The union of intervals ``[a, b)``, as sorted disjoint intervals (touching ones joined)."""
+    order = np.argsort(a, kind="stable")
+    a, b = a[order], b[order]
+    reach = np.maximum.accumulate(b)
+    new = np.ones(len(a), dtype=bool)
+    new[1:] = a[1:] > reach[:-1]
+    first = np.flatnonzero(new)
+    return a[first], reach[np.append(first[1:], len(a)) - 1]
+
+
+def _overlaid(a: np.ndarray, b: np.ndarray, col: np.ndarray, kind: np.ndarray, overlay: tuple[np.ndarray, np.ndarray],
+              level: int) -> tuple[np.ndarray, ...]:
+    """Tiles cut at the overlay intervals' ends; the pieces inside one draw ``level`` on top of their own column.
+
+    A window over a compute kernel and a communication kernel beside it measures both: the kernel's curve
+    bin plus the communication's additive level (excluded tiles stay excluded).
+    """
+    o_a, o_b = overlay
+    cuts = np.concatenate([o_a, o_b])
+    cuts.sort()
+    lo = np.searchsorted(cuts, a, side="right")
+    n_cut = np.maximum(np.searchsorted(cuts, b, side="left") - lo, 0)
+    reps = np.repeat(np.arange(len(a)), n_cut + 1)
+    k = np.arange(len(reps)) - np.repeat(np.cumsum(n_cut + 1) - (n_cut + 1), n_cut + 1)
+    top = max(len(cuts) - 1, 0)
+    start = np.where(k == 0, a[reps], cuts[np.clip(lo[reps] + k - 1, 0, top)])
+    end = np.where(k == n_cut[reps], b[reps], cuts[np.clip(lo[reps] + k, 0, top)])
+    keep = end > start
+    reps, start, end = reps[keep], start[keep], end[keep]
+    mid = 0.5 * (start + end)
+    j = np.searchsorted(o_a, mid, side="right") - 1
+    inside = (j >= 0) & (mid < o_b[np.clip(j, 0, None)]) & (col[reps] >= 0)
+    return start, end, col[reps], np.where(inside, level, -1), kind[reps]
 
 
 def _exec_tiles(s: np.ndarray, e: np.ndarray, cls: np.ndarray, cols: _Columns) -> tuple[np.ndarray, ...]:
@@ -317,8 +362,9 @@ def _gap_tiles(s: np.ndarray, e: np.ndarray, cls: np.ndarray, cols: _Columns, hi
 
 
 def _tiling(s: np.ndarray, e: np.ndarray, cls: np.ndarray, cols: _Columns, lo: float, hi: float,
-            fall_ns: float) -> Tiling:
-    """The timeline from ``lo`` to ``hi`` as contiguous tiles: idle before, executions, gaps (own or held)."""
+            fall_ns: float, overlay: Optional[tuple[np.ndarray, np.ndarray]] = None) -> Tiling:
+    """The timeline from ``lo`` to ``hi`` as contiguous tiles: idle before, executions, gaps (own or held),
+    and the overlay's level on top where its intervals run."""
     n_cls = len(cols.K)
     parts = [_exec_tiles(s, e, cls, cols), _gap_tiles(s, e, cls, cols, hi, fall_ns)]
     if lo < s[0]:
@@ -327,8 +373,11 @@ def _tiling(s: np.ndarray, e: np.ndarray, cls: np.ndarray, cols: _Columns, lo: f
                       np.array([TILE_IDLE])))
     a, b, col, kind = (np.concatenate([p[i] for p in parts]) for i in range(4))
     order = np.lexsort((b, a))
-    return Tiling(a[order], b[order], col[order].astype(np.int64), np.full(len(a), -1, dtype=np.int64),
-                  kind[order])
+    a, b, col, kind = a[order], b[order], col[order].astype(np.int64), kind[order]
+    col2 = np.full(len(a), -1, dtype=np.int64)
+    if overlay is not None and len(overlay[0]):
+        a, b, col, col2, kind = _overlaid(a, b, col, kind, overlay, cols.overlay)
+    return Tiling(a, b, col, col2.astype(np.int64), kind)
 
 
 def _penalties(cols: _Columns, continuity: float) -> tuple[np.ndarray, np.ndarray]:
@@ -381,8 +430,11 @@ def _maps(cols: _Columns, counts: np.ndarray, durations: np.ndarray) -> dict[str
         # A class with no execution modelled has zero maps here and NaN results (_timeline_fit).
         H[c, o:o + k] = durations[c] * 1e-9 / k if counts[c] and math.isfinite(durations[c]) else 0.0
         curves[o:o + k, o:o + k] = np.eye(k) if counts[c] else 0.0
-    gaps = np.eye(P)[cols.launch:]
-    return {"energy": H, "curves": curves, "gaps": gaps}
+    gaps = np.eye(P)[cols.launch:cols.launch + 1 + (n_cls + 1) * cols.n_steps]
+    out = {"energy": H, "curves": curves, "gaps": gaps}
+    if cols.overlay >= 0:
+        out["overlay"] = np.eye(P)[cols.overlay:cols.overlay + 1]
+    return out
 
 
 def _class_bins(asked: np.ndarray, edges: np.ndarray) -> np.ndarray:
@@ -391,14 +443,17 @@ def _class_bins(asked: np.ndarray, edges: np.ndarray) -> np.ndarray:
 
 
 def _designs(s: np.ndarray, e: np.ndarray, cls: np.ndarray, K: np.ndarray, lo: float, hi: float,
-             durations: np.ndarray, continuity: float, drift_ns: float, floor_w: float) -> list[Design]:
-    """The two candidate models: launch gaps at their own level, or at the end of the kernel before them."""
-    cols = _columns(K)
+             durations: np.ndarray, continuity: float, drift_ns: float, floor_w: float,
+             overlay: Optional[tuple[np.ndarray, np.ndarray]] = None) -> list[Design]:
+    """The candidate models: launch gaps at their own level, falling to it, or at the end of the kernel before."""
+    cols = _columns(K, overlay is not None)
     R, F = _penalties(cols, continuity)
     counts = np.bincount(cls[cls >= 0], minlength=len(K))
     maps = _maps(cols, counts, durations)
     names = ([f"class_{c}_bin_{j}" for c in range(len(K)) for j in range(int(K[c]))] + ["launch_gap"]
-             + [f"gap_after_{c}_step_{m}" for c in range(len(K) + 1) for m in range(cols.n_steps)])
+             + [f"gap_after_{c}_step_{m}" for c in range(len(K) + 1) for m in range(cols.n_steps)]
+             + (["overlay_level"] if overlay is not None else []))
+    # The overlay draws power too (links and copy engines): bounded below like the rest.
     lower = np.full(cols.n_col, float(floor_w))
     out = []
     for fall in FALL_NS:
@@ -406,8 +461,8 @@ def _designs(s: np.ndarray, e: np.ndarray, cls: np.ndarray, K: np.ndarray, lo: f
                 "launch gaps at the power of the end of the kernel before them" if math.isinf(fall) else
                 f"launch gaps falling from the end of the kernel before them to their own level "
                 f"(time constant {fall / 1e3:g} us)")
-        out.append(Design(what, _tiling(s, e, cls, cols, lo, hi, fall), names, lower, R, F, maps, "energy",
-                          drift_ns))
+        out.append(Design(what, _tiling(s, e, cls, cols, lo, hi, fall, overlay), names, lower, R, F, maps, "energy",
+                          drift_ns, offset_maps=("overlay",)))
     return out
 
 
@@ -459,6 +514,7 @@ def fit_timeline(
     seed: int = 0,
     floor_w: float = 0.0,
     max_power_w: Optional[float] = None,
+    overlay_ns: Optional[tuple[npt.ArrayLike, npt.ArrayLike]] = None,
 ) -> TimelineFit:
     """Fit every kernel class's curve and the gaps' power to windowed logs over a mixed timeline.
 
@@ -506,6 +562,12 @@ def fit_timeline(
         field): a curve or a gap level above it (by 5 %) is a warning that
         names it, since no sensor can be right about power the board cannot
         draw.
+    overlay_ns : (array_like, array_like), optional
+        Starts and ends (ns) of intervals during which one more additive
+        level draws on top of whatever the timeline draws: communication
+        kernels (NCCL/RCCL) on their own streams beside the executions.
+        They may overlap the executions and one another; the level is
+        fitted with the rest (``TimelineFit.overlay_w``).
 
     Returns
     -------
@@ -548,15 +610,34 @@ def fit_timeline(
     finite = np.isfinite(lo_all)
     designs = _designs(s, e, cls, K, float(np.min(lo_all[finite], initial=s[0])),
                        float(np.max(hi_all[finite], initial=e[-1])), durations, continuity,
-                       _drift_spacing(drift_ns, s, e), floor_w)
+                       _drift_spacing(drift_ns, s, e), floor_w, _checked_overlay(overlay_ns))
     chans = ["total"] + [c for c in ys if c != "total"]
     y = np.stack([ys[c] for c in chans], axis=1)
     sol = attribute(designs, sensor, t, w, y, bootstrap=bootstrap, seed=seed)
     check = check_model(designs[sol.design], sensor, t, w, sol)
     out = _timeline_fit(sol, chans, K, asked, edges, durations, confidence, check, len(t),
                         np.bincount(cls[cls >= 0], minlength=n_cls))
+    if "overlay" in sol.values:
+        o_lo, o_hi, _ = sol.interval("overlay", confidence)
+        out = dataclasses.replace(out, overlay_w={c: float(sol.values["overlay"][0, i]) for i, c in enumerate(chans)},
+                                  overlay_low_w={c: float(o_lo[0, i]) for i, c in enumerate(chans)},
+                                  overlay_high_w={c: float(o_hi[0, i]) for i, c in enumerate(chans)})
     extra = _above_board(out, max_power_w)
     return dataclasses.replace(out, warnings=out.warnings + tuple(extra)) if extra else out
+
+
+def _checked_overlay(overlay_ns: Optional[tuple[npt.ArrayLike, npt.ArrayLike]]
+                     ) -> Optional[tuple[np.ndarray, np.ndarray]]:
+    """The overlay intervals as their union (sorted, disjoint), checked; None for none."""
+    if overlay_ns is None:
+        return None
+    if not isinstance(overlay_ns, (tuple, list)) or len(overlay_ns) != 2:
+        raise ValueError(f"overlay_ns={short_repr(overlay_ns)}: must be (starts, ends) of the overlay's intervals")
+    a = finite_array(overlay_ns[0], "overlay_ns")
+    b = finite_array(overlay_ns[1], "overlay_ns")
+    if a.shape != b.shape or a.ndim != 1 or np.any(b < a):
+        raise ValueError("overlay_ns: starts and ends must be 1-D of one length, each end at or after its start")
+    return _merged(a, b) if len(a) else None
 
 
 def _above_board(fit: TimelineFit, max_power_w: Optional[float]) -> list[str]:

@@ -42,6 +42,11 @@ SIGNATURES = (
 #: The signatures one iteration launches, in order (some twice: a forward and a backward GEMM).
 SEQUENCE = (0, 1, 2, 3, 0, 4, 1)
 
+#: With ``communication_w``: a DDP all-reduce on its own stream, one an iteration, from the start of the
+#: second kernel of :data:`SEQUENCE` to the end of the sixth (it overlaps five of the seven, as 37-75 % of
+#: compute executions overlap one on real DDP/FSDP traces).
+COMMUNICATION = ("ncclKernel_AllReduce_RING_LL_Sum_float", 1, 5)
+
 
 def kernel_curve(sig: int, f: npt.ArrayLike) -> np.ndarray:
     """Steady power (W) of signature ``sig`` over execution progress ``f`` in [0, 1].
@@ -85,6 +90,10 @@ class LoopSchedule:
         End of the last pause.
     idle_w, gap_w, gap_tau_ns, pause_tau_ns, drift_w_per_s, max_power_w : float
         How gaps, pauses and drift draw power; the board limit power is held under.
+    comm_starts, comm_ends : numpy.ndarray
+        Communication kernels (NCCL/RCCL collectives on their own stream), host ns; none by default.
+    comm_w : float
+        What a communication kernel adds while it runs, whatever else does (links and copy engines).
     """
 
     starts: np.ndarray
@@ -100,6 +109,9 @@ class LoopSchedule:
     pause_tau_ns: float
     drift_w_per_s: float
     max_power_w: float
+    comm_starts: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0))
+    comm_ends: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0))
+    comm_w: float = 0.0
 
     def power(self, t_ns: npt.ArrayLike) -> np.ndarray:
         """True power (W) at host times.
@@ -111,8 +123,9 @@ class LoopSchedule:
         and power relaxes from its end value toward ``gap_w`` with
         ``gap_tau_ns`` (launch gaps), or toward ``idle_w`` with
         ``pause_tau_ns`` (the host's pause: clocks and voltage fall too), until
-        the next launch. Drift adds ``drift_w_per_s`` per second of host time;
-        the board limit caps the sum (the firmware's power cap).
+        the next launch. Drift adds ``drift_w_per_s`` per second of host time,
+        a running communication kernel ``comm_w``; the board limit caps the
+        sum (the firmware's power cap).
         """
         t = np.asarray(t_ns, dtype=np.float64)
         k = np.searchsorted(self.starts, t, side="right") - 1
@@ -132,6 +145,10 @@ class LoopSchedule:
                             relax(since, end_w[ka], self.gap_w, self.gap_tau_ns))
         if self.drift_w_per_s:
             p = p + self.drift_w_per_s * 1e-9 * t
+        if len(self.comm_starts):
+            # Communication kernels do not overlap one another here: one searchsorted says which runs.
+            c = np.searchsorted(self.comm_starts, t, side="right") - 1
+            p = p + self.comm_w * ((c >= 0) & (t < self.comm_ends[np.clip(c, 0, None)]))
         return np.asarray(np.minimum(p, self.max_power_w), dtype=np.float64)
 
 
@@ -241,7 +258,7 @@ def logged_loop(sensor: SensorModel, *, seed: int = 0, iterations: int = 1024, n
                 pause_ns: float = 300_000.0, pause_tau_ns: float = 50_000.0, idle_w: float = 120.0,
                 drift_w_per_s: float = 0.0, warmup: float = 0.04, warmup_fraction: float = 0.05,
                 duration_jitter: float = 0.005, pause_jitter: float = 0.1, max_power_w: float = 750.0,
-                grid_ns: float = 500.0) -> LoggedLoop:
+                grid_ns: float = 500.0, communication_w: float = 0.0) -> LoggedLoop:
     """A training loop of several kernels, logged by ``sensor``, with its truth.
 
     Parameters
@@ -277,6 +294,10 @@ def logged_loop(sensor: SensorModel, *, seed: int = 0, iterations: int = 1024, n
     grid_ns : float
         Step of the power grid (sampled at each step's midpoint, so gaps'
         fast exponentials integrate to within 1e-5 of their closed form).
+    communication_w : float
+        Above 0: a communication kernel per iteration (:data:`COMMUNICATION`,
+        the last signature id) adds this much while it runs; the compute
+        signatures' energies stay their own draw, the last one is its.
 
     Returns
     -------
@@ -298,6 +319,9 @@ def logged_loop(sensor: SensorModel, *, seed: int = 0, iterations: int = 1024, n
     sc = LoopSchedule(starts, ends, sig, it, level, pause_after, record_end_ns=float(end), idle_w=idle_w, gap_w=gap_w,
                       gap_tau_ns=gap_tau_ns, pause_tau_ns=pause_tau_ns, drift_w_per_s=drift_w_per_s,
                       max_power_w=max_power_w)
+    if communication_w:
+        sc = dataclasses.replace(sc, comm_starts=sc.starts[COMMUNICATION[1]::len(SEQUENCE)],
+                                 comm_ends=sc.ends[COMMUNICATION[2]::len(SEQUENCE)], comm_w=float(communication_w))
     # The grid reaches back a window (a boxcar's memory) and past either delay, idle before the loop.
     reach = sensor.window_ns + abs(sensor.delay_ns) + 20 * grid_ns
     t = np.arange(-reach, sc.record_end_ns + reach, grid_ns)
@@ -308,9 +332,31 @@ def logged_loop(sensor: SensorModel, *, seed: int = 0, iterations: int = 1024, n
                       noise_w=noise_w, poll_ns=poll_ns)
     ex = make_executions(np.arange(len(sc.sig)), np.zeros(len(sc.sig), dtype=int), sc.sig, sc.starts, sc.ends)
     names = tuple(s[0] for s in SIGNATURES)
-    return LoggedLoop(samples, ex, names, _trace(ex, names, sc), energy, total, gap, pause,
-                      np.bincount(np.array(SEQUENCE), minlength=len(SIGNATURES)), iterations, n_warm,
+    kt = _trace(ex, names, sc)
+    counts = np.bincount(np.array(SEQUENCE), minlength=len(SIGNATURES))
+    if communication_w:
+        # The compute kernels' own draw (the communication's level left out), and the communication's.
+        own = cumulative_energy(t, dataclasses.replace(sc, comm_w=0.0).power(t + grid_ns / 2)) * 1e-9
+        energy = np.append(_energies(sc, np.vstack([t, own]), n_warm, iterations)[0],
+                           communication_w * 1e-9 * float(np.mean((sc.comm_ends - sc.comm_starts)[n_warm:])))
+        ex, names, kt = _with_communication(ex, names, kt, sc)
+        counts = np.append(counts, 1)
+    return LoggedLoop(samples, ex, names, kt, energy, total, gap, pause, counts, iterations, n_warm,
                       float(max_power_w), sc)
+
+
+def _with_communication(ex: np.ndarray, names: tuple[str, ...], kt: KernelTrace,
+                        sc: LoopSchedule) -> tuple[np.ndarray, tuple[str, ...], KernelTrace]:
+    """The executions, names and trace with the communication kernels added (in start order, the last id)."""
+    comm = make_executions(len(ex) + np.arange(len(sc.comm_starts)), np.zeros(len(sc.comm_starts), dtype=int),
+                           np.full(len(sc.comm_starts), len(names)), sc.comm_starts, sc.comm_ends)
+    both = np.concatenate([ex, comm])
+    both = both[np.argsort(both["start_ns"], kind="stable")]
+    both["run"] = np.arange(len(both))
+    names = names + (COMMUNICATION[0],)
+    full = KernelTrace.from_executions(both, [names[s] for s in both["kernel_id"]])
+    assert full.origin_ns == kt.origin_ns  # the first kernel is still the first compute kernel
+    return both, names, dataclasses.replace(full, steps=kt.steps)
 
 
 def _trace(ex: np.ndarray, names: tuple[str, ...], sc: LoopSchedule) -> KernelTrace:
