@@ -427,6 +427,8 @@ class Entry:
     also: tuple[type, ...] = ()
     #: Only must-refuse values (a call that accepts runs a whole campaign).
     refusals_only: bool = False
+    #: Optional modules the entry needs (torch: installed with the test-full extra); skipped without them.
+    needs: tuple[str, ...] = ()
 
 
 I = Arg("int")  # noqa: E741
@@ -640,11 +642,11 @@ def _entries() -> list[Entry]:
               also=(ModuleNotFoundError,)),  # a module that is not there: documented, exit 1 in the CLI
         Entry("backends.sim_markers", backends.sim_markers, lambda: {"ex": F.sim_run.executions}, {"ex": READ}),
         Entry("backends.torch_gemm", backends.torch_gemm, lambda: {"m": 8, "n": 8, "k": 8, "device": "cpu"},
-              {"m": Arg("int", lo=1), "n": Arg("int", lo=1), "k": Arg("int", lo=1), "dtype": S}, also=NO_DEVICE),
+              {"m": Arg("int", lo=1), "n": Arg("int", lo=1), "k": Arg("int", lo=1), "dtype": S}, also=NO_DEVICE, needs=("torch",)),
         Entry("backends.torch_gemv", backends.torch_gemv, lambda: {"m": 8, "k": 8, "device": "cpu"},
-              {"m": Arg("int", lo=1), "k": Arg("int", lo=1), "dtype": S}, also=NO_DEVICE),
+              {"m": Arg("int", lo=1), "k": Arg("int", lo=1), "dtype": S}, also=NO_DEVICE, needs=("torch",)),
         Entry("backends.torch_workload", backends.torch_workload, lambda: {"fn": lambda: None, "device": "cpu"},
-              {"fn": Arg("callable"), "name": opt(S)}, also=NO_DEVICE),
+              {"fn": Arg("callable"), "name": opt(S)}, also=NO_DEVICE, needs=("torch",)),
         Entry("backends.cupy_workload", backends.cupy_workload, lambda: {"fn": lambda: None},
               {"fn": Arg("callable"), "name": opt(S)}, also=NO_DEVICE + (ImportError,)),
         Entry("backends.wait_for_idle", backends.wait_for_idle,
@@ -1035,6 +1037,8 @@ def _check(entry: Entry, arg: str, value: Any) -> None:
 
 
 def _test(entry: Entry, data: st.DataObject) -> None:
+    for module in entry.needs:
+        pytest.importorskip(module)
     arg = data.draw(st.sampled_from(sorted(entry.args)), label="argument")
     base = entry.base()
     value = data.draw(_values(entry.args[arg], base.get(arg)), label="value")
@@ -1060,6 +1064,8 @@ def test_wrong_values_get_documented_errors_deeply(name, data):
 def test_the_valid_call_is_valid(name):
     """Each entry's base call succeeds, so a refusal above is for the value changed, not a broken baseline."""
     entry = ENTRIES[name]
+    for module in entry.needs:
+        pytest.importorskip(module)
     result, exc, _ = _call(entry, entry.base(), limit_s=600)
     if exc is not None and not isinstance(exc, entry.also):
         raise AssertionError(f"{name}: the valid call failed: {type(exc).__name__}: {exc}") from exc
