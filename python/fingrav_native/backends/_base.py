@@ -193,7 +193,7 @@ def wait_for_idle(idle_level: Callable[[int], float], baseline_w: float, toleran
     tolerance : float
         Relative excess over ``baseline_w`` that still counts as idle.
     logger_period_ns : float
-        The logger's period.
+        The logger's period (at most an hour).
     max_idle_ns : int
         Longest wait; a device still warm after it is used anyway.
 
@@ -211,7 +211,8 @@ def wait_for_idle(idle_level: Callable[[int], float], baseline_w: float, toleran
         raise ValueError(f"idle_level={short_repr(idle_level)}: must be a callable taking ns and returning W")
     baseline_w = positive_number(baseline_w, "baseline_w", allow_zero=True)
     tolerance = positive_number(tolerance, "tolerance")
-    logger_period_ns = positive_number(logger_period_ns, "logger_period_ns")
+    # A logger slower than an hour logs nothing a wait could use (and the chunk below overflows).
+    logger_period_ns = positive_number(logger_period_ns, "logger_period_ns", upper=3.6e12)
     max_idle_ns = integer_in(max_idle_ns, "max_idle_ns", 0, 3_600 * 10**9)
     chunk = int(20 * logger_period_ns)
     waited = 0

@@ -157,7 +157,7 @@ def runs_needed(sensor: SensorModel, duration_ns: float, bins: int, edges_per_bi
     ----------
     sensor : SensorModel
     duration_ns : float
-        The execution of interest's duration.
+        The execution of interest's duration: 1 ns to a day.
     bins : int
         Bins of the curve.
     edges_per_bin : int
@@ -177,7 +177,10 @@ def runs_needed(sensor: SensorModel, duration_ns: float, bins: int, edges_per_bi
     edges per run.
     """
     instance_of(sensor, "sensor", SensorModel, "a SensorModel")
-    dur = positive_number(duration_ns, "duration_ns")
+    # Below a nanosecond no kernel runs (and the runs needed overflow any integer).
+    dur = positive_number(duration_ns, "duration_ns", upper=86_400e9)
+    if not dur >= 1.0:
+        raise ValueError(f"duration_ns={duration_ns!r}: must be at least 1 ns")
     k = integer_in(bins, "bins", 1, 1 << 20)
     m = integer_in(edges_per_bin, "edges_per_bin", 1, 1 << 20)
     edges = 2 if (sensor.kind != "instant" and sensor.shape == "boxcar") else 1

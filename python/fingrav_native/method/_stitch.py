@@ -130,7 +130,7 @@ class _Axis:
     def n_bins(self) -> int:
         return len(self.centres)
 
-#: Most bins a stitched profile has (as ``grid_points``): a finer ``bin_width`` is refused.
+#: Most bins a stitched profile has: a finer ``bin_width`` is refused (no sensor resolves such bins).
 MAX_BINS = 100_000
 
 
@@ -274,7 +274,7 @@ def stitch(
         position (``uncert_ns``, or ``uncert_ns / duration_ns`` for
         fractions), which must then be positive. Bin means stay plain.
     grid_points : int
-        Points of the fine grid the fit is evaluated on (at least 2).
+        Points of the fine grid the fit is evaluated on (2 to 1,000,000).
 
     Returns
     -------
