@@ -439,6 +439,7 @@ POS = Arg("num", lo=0.0)
 GT0 = Arg("num", lo=0.0, open_lo=True)
 UNIT = Arg("num", lo=0.0, hi=1.0, open_lo=True, open_hi=True)
 COUNT = Arg("int", lo=0)
+TICK = Arg("num", lo=0.0, hi=1e9, open_lo=True)  # a device clock's tick: above a second is none
 S = Arg("str")
 FLAG = Arg("flag")
 PATH = Arg("path")
@@ -589,7 +590,7 @@ def _entries() -> list[Entry]:
         Entry("app.plot_sync_error", app.plot_sync_error,
               lambda: {"brackets": F.sync.brackets, "clock_map": F.sync.linear, "tick_ns": F.sync.tick_ns},
               {"brackets": Arg("ints"), "clock_map": obj(clocks.ClockMap, clocks.PiecewiseClockMap),
-               "tick_ns": GT0, "max_brackets": Arg("int", lo=1)}),
+               "tick_ns": TICK, "max_brackets": Arg("int", lo=1)}),
         Entry("app.plot_interleaved", app.plot_interleaved, lambda: {"il": F.interleaved},
               {"il": obj(fg.InterleavedProfile), "channel": choice("total", "compute", "io", "memory")}),
         Entry("app.figure_kernels_by_component", app.figure_kernels_by_component,
@@ -658,22 +659,22 @@ def _entries() -> list[Entry]:
                "logger_period_ns": Arg("num", lo=0.0, hi=3.6e12, open_lo=True), "max_idle_ns": COUNT}),
         # ---- clocks
         Entry("clocks.fit_clock_map", clocks.fit_clock_map, lambda: {"brackets": F.brackets, "tick_ns": 10.0},
-              {"brackets": Arg("ints"), "tick_ns": GT0, "select_factor": Arg("num", lo=1.0),
+              {"brackets": Arg("ints"), "tick_ns": TICK, "select_factor": Arg("num", lo=1.0),
                "offset": choice("band", "midpoint"), "fit_skew": FLAG, "coverage": GT0,
                "min_reads": Arg("int", lo=2)}),
         Entry("clocks.fit_piecewise_clock_map", clocks.fit_piecewise_clock_map,
               lambda: {"brackets": F.brackets, "tick_ns": 10.0, "segment_ns": 1e8},
-              {"brackets": Arg("ints"), "tick_ns": GT0, "segment_ns": GT0,
+              {"brackets": Arg("ints"), "tick_ns": TICK, "segment_ns": GT0,
                "min_reads": Arg("int", lo=2)}),
         Entry("clocks.fit_device_map", clocks.fit_device_map,
               lambda: {"brackets": F.brackets, "tick_ns": 10.0},
-              {"brackets": Arg("ints"), "tick_ns": GT0, "resolution_ticks": GT0}),
+              {"brackets": Arg("ints"), "tick_ns": TICK, "resolution_ticks": GT0}),
         Entry("clocks.fit_epoch_map", clocks.fit_epoch_map, lambda: {"brackets": F.capture.epoch_brackets},
               {"brackets": Arg("ints"), "step_threshold_ns": GT0}),
         Entry("clocks.fit_one_sided_clock_map", clocks.fit_one_sided_clock_map,
               lambda: {"read_host_ns": np.arange(64, dtype=np.int64) * 1_000_000 + 5_000,
                        "log_ticks": np.arange(64, dtype=np.int64) * 100_000, "tick_ns": 10.0},
-              {"read_host_ns": Arg("ints"), "log_ticks": Arg("ints"), "tick_ns": GT0,
+              {"read_host_ns": Arg("ints"), "log_ticks": Arg("ints"), "tick_ns": TICK,
                "min_delay_ns": POS, "min_logs": Arg("int", lo=2)}),
         Entry("clocks.fit_host_alignment", clocks.fit_host_alignment,
               lambda: {"brackets": None, "rank": 0, "shares_host_clock": True},
@@ -683,7 +684,7 @@ def _entries() -> list[Entry]:
               lambda: {"caps": F.caps, "device_map": F.device_map, "samples": F.record.samples,
                        "tick_ns": F.caps.device_tick_ns},
               {"caps": obj(fg.Capabilities), "device_map": obj(clocks.ClockMap, clocks.PiecewiseClockMap),
-               "samples": READ, "tick_ns": GT0}),
+               "samples": READ, "tick_ns": TICK}),
         Entry("clocks.executions_from_markers", clocks.executions_from_markers,
               lambda: {"markers": F.record.markers, "device_map": F.device_map, "marker_err_ns": 100.0},
               {"markers": READ, "device_map": obj(clocks.ClockMap, clocks.PiecewiseClockMap),

@@ -405,7 +405,7 @@ def plot_sync_error(brackets: np.ndarray, clock_map: ClockMapLike, ax: Any = Non
     if b.ndim != 2 or b.shape[1] != 3 or len(b) == 0:
         raise ValueError(f"brackets: expected an (n, 3) array, got shape {b.shape}")
     integer_in(max_brackets, "max_brackets", 1)
-    positive_number(tick_ns, "tick_ns")
+    positive_number(tick_ns, "tick_ns", upper=1e9)  # as the clock fits
     if not callable(getattr(clock_map, "to_host", None)):
         raise ValueError(f"clock_map={short_repr(clock_map)}: must be a clock map (with to_host)")
     ax = _axes(ax)

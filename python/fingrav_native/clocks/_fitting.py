@@ -79,7 +79,8 @@ def check_common(
     tick_ns: float, coverage: float, wander_ppm_per_s: float, max_skew_ppm: float, resolution_ticks: float
 ) -> None:
     # Each check names the argument; a non-number is refused as such (not a TypeError from math).
-    positive_number(tick_ns, "tick_ns")
+    # A tick longer than a second is no device clock's (and the fits' products overflow).
+    positive_number(tick_ns, "tick_ns", upper=1e9)
     positive_number(coverage, "coverage")
     positive_number(wander_ppm_per_s, "wander_ppm_per_s", allow_zero=True)
     if isinstance(max_skew_ppm, (bool, np.bool_)) or not isinstance(max_skew_ppm, (int, float, np.integer,

@@ -45,7 +45,7 @@ def fit_one_sided_clock_map(
         Each log's timestamp in the logger clock (``samples["source_ts"]``),
         same length. The same log seen more than once is fine.
     tick_ns : float
-        Nominal logger tick length, ns.
+        Nominal logger tick length, ns (at most 1e9: a second).
     min_delay_ns : float
         A known minimum delay between a log's timestamp and the earliest
         host read that can see it (firmware publication, the read's own

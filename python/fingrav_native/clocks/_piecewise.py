@@ -19,9 +19,10 @@ def _check_spacing(arr: np.ndarray, segment_ns: float) -> None:
     A 1 ns spacing over seconds of reads (``segment_ns=True``) would loop over a billion empty windows.
     """
     span = int(arr[-1, 0]) - int(arr[0, 0])
-    n_knots = math.ceil(span / segment_ns)
-    if n_knots > max(100_000, 10 * len(arr)):
-        raise ValueError(f"segment_ns={segment_ns!r}: {n_knots} knots for {len(arr)} reads; give a spacing of at "
+    # A spacing of 1e-313 ns makes the quotient infinite: compared as a float, never converted.
+    knots = span / segment_ns
+    if knots > max(100_000, 10 * len(arr)):
+        raise ValueError(f"segment_ns={segment_ns!r}: {knots:.4g} knots for {len(arr)} reads; give a spacing of at "
                          f"least {span / len(arr):.0f} ns")
 
 
@@ -46,7 +47,7 @@ def fit_piecewise_clock_map(
         Rows ``(host_before_ns, device_ticks, host_after_ns)``, e.g. bursts
         recorded periodically through a campaign (``ClockSyncRecorder``).
     tick_ns : float
-        Nominal device tick length, ns.
+        Nominal device tick length, ns (at most 1e9: a second).
     segment_ns : float
         Knot spacing, host ns (default 1 s). Each piece is fitted on the
         reads within one spacing either side of its knot. Shorter follows a

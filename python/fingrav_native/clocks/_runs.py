@@ -136,7 +136,7 @@ def fit_logger_map(caps: Capabilities, device_map: _Map, samples: np.ndarray, ti
     instance_of(caps, "caps", Capabilities, "the backend's Capabilities")
     clock_map(device_map, "device_map", ("to_host", "error_bound_at"))
     structured(samples, "samples", ("source_ts", "host_ns"), "the run's logs (SAMPLE_DTYPE)")
-    positive_number(tick_ns, "tick_ns")
+    positive_number(tick_ns, "tick_ns", upper=1e9)  # as every clock fit: a tick over a second is no clock's
     if caps.logger_clock == "device":
         return device_map
     # The logger has its own clock: fit it one-sidedly from the logs

@@ -43,8 +43,8 @@ def fit_clock_map(
         ``host_before_ns`` here); at least ``min_reads`` rows.
     tick_ns : float
         Nominal device tick length, ns (10 for a 100 MHz counter, 1 for a
-        nanosecond timer). The skew is reported against it and checked for
-        sanity.
+        nanosecond timer; at most 1e9, a second). The skew is reported
+        against it and checked for sanity.
     select_factor : float
         Keep reads whose round trip is at most this times the best one
         (Tracy keeps 1.5x). If that leaves fewer than ``min_reads``, the
