@@ -40,7 +40,6 @@ import json
 import math
 import os
 import re
-import tempfile
 from dataclasses import asdict
 from decimal import Decimal
 from typing import IO, Any, Iterator, Optional, Union, cast
@@ -49,6 +48,7 @@ import numpy as np
 
 from fingrav_native._checks import file_path, flag
 from fingrav_native._version import __version__
+from fingrav_native.files._outputs import temporary_beside
 from fingrav_native.insitu._results import TraceProfile
 from fingrav_native.insitu._trace import TraceFormatError, json_int64, us_to_ns
 
@@ -524,16 +524,18 @@ def annotate_trace(trace: Path, profile: TraceProfile, out: Path, *, overwrite: 
     where = f"trace={t!r}"
     plan = _Plan(profile, scan_base_time(t) or 0)
     meta = _meta(profile, plan.device)
-    fd, tmp = tempfile.mkstemp(prefix=".fingrav-annotate-", suffix=".json.gz.tmp" if o.endswith(".gz") else
-                               ".json.tmp", dir=os.path.dirname(os.path.abspath(o)))
-    os.close(fd)
+    # The package's one temporary-beside-and-rename (files/_outputs.py): the copy gets a plain file's
+    # permissions, not mkstemp's owner-only ones.
+    fd, tmp = temporary_beside(o)
     try:
-        raw = gzip.open(tmp, "wb") if o.endswith(".gz") else open(tmp, "wb")
-        with _open_text(t) as f, io.TextIOWrapper(cast(IO[bytes], raw), encoding="utf-8") as w:
-            try:
-                base = _copy_document(_Stream(f, w, where), plan, meta)
-            except (UnicodeDecodeError, EOFError, gzip.BadGzipFile, OSError) as exc:
-                raise TraceFormatError(f"{where}: not readable ({exc})") from None
+        with os.fdopen(fd, "wb") as fh:
+            # Closing the text layer closes the gzip layer (its trailer written); the file closes after.
+            raw = gzip.GzipFile(fileobj=fh, mode="wb") if o.endswith(".gz") else fh
+            with _open_text(t) as f, io.TextIOWrapper(cast(IO[bytes], raw), encoding="utf-8") as w:
+                try:
+                    base = _copy_document(_Stream(f, w, where), plan, meta)
+                except (UnicodeDecodeError, EOFError, gzip.BadGzipFile, OSError) as exc:
+                    raise TraceFormatError(f"{where}: not readable ({exc})") from None
         _check_done(plan, base, where)
         os.replace(tmp, o)
     except BaseException:
