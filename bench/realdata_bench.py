@@ -221,15 +221,17 @@ def fitted(ch: fg.Characterisation, notes: list[str]) -> dict[str, Any]:
 
 
 def meter_fit_fold(c: dict[str, np.ndarray], cum: np.ndarray, train: np.ndarray,
-                   meter: np.ndarray) -> tuple[fg.SensorModel, np.ndarray]:
+                   meter: np.ndarray, period: float | None = None) -> tuple[fg.SensorModel, np.ndarray]:
     """The fit ``characterize_logs`` runs with a reference, without its gate that several logs fall while the
     load is on and several while it is off: the update period from the half's updates, the step fit against
     the meter (scale the period, delays from -4 periods), the model built as it builds it. For a half that
     gate refuses; where it does not, the bench checks that this gives the same model."""
     t, p, tm, pm = c["t"], c["p"], c["tm"], c["pm"]
-    period = fg.sensors.estimate_period(t[train]).period_ns
+    if period is None:  # a resample (the refit bootstrap) passes its half's: repeated stamps have no period
+        period = fg.sensors.estimate_period(t[train]).period_ns
     scale = max(period, 1e6)
-    st = fit_meter_response(t[train], p[train], tm[meter], pm[meter], scale_ns=scale, min_delay_ns=-4.0 * scale)
+    st = fit_meter_response(t[train], p[train], tm[meter], pm[meter], scale_ns=scale, min_delay_ns=-4.0 * scale,
+                            period_ns=period)
     windowed = st.shape == "first_order" or st.window_ns > 0.02 * period
     sm = fg.SensorModel("meter fit", "window" if windowed else "instant", period_ns=period,
                         window_ns=st.window_ns if (st.shape == "boxcar" and windowed) else 0.0, shape=st.shape,
@@ -268,6 +270,47 @@ def reverse_fold(c: dict[str, np.ndarray], cum: np.ndarray, mid: float,
     assert np.allclose(rev, ungated, equal_nan=True, atol=1e-6), "meter_fit_fold no longer matches characterize_logs"
     out.update(ungated=False, fit=fitted(ch, notes), **compare(rev, boxcar[1], p, first))
     return out, rev
+
+
+#: Draws of the refit bootstrap (``--refit-draws``): each refits both the model and the grid's boxcar.
+REFIT_DRAWS = 100
+
+
+def refit_spread(c: dict[str, np.ndarray], cum: np.ndarray, train: np.ndarray, test: np.ndarray,
+                 meter: np.ndarray, draws: int, blocks: int = 20) -> dict[str, Any]:
+    """The held-out RMSE difference (model minus grid boxcar) with the spread of *fitting* in it.
+
+    :func:`paired_rmse_difference` holds both fits fixed and resamples the held-out logs: it asks whether
+    these two fitted models differ on that stretch, not whether the method does. Here every draw
+    resamples the training logs in contiguous blocks (a pairs bootstrap: each log keeps its time and
+    reading, so the meter seen through the sensor is the same), refits the model (the meter fit
+    ``characterize_logs`` runs, :func:`meter_fit_fold`, on the training half's update period) and
+    searches the grid again on the same draw, then scores both on a block resample of the held-out logs.
+    A draw whose resample leaves the response undetermined (the fit refuses it) is counted, not used.
+    """
+    t, p, tm, pm = c["t"], c["p"], c["tm"], c["pm"]
+    period = fg.sensors.estimate_period(t[train]).period_ns
+    tr_idx, te_idx = np.flatnonzero(train), np.flatnonzero(test)
+    tr_parts, te_parts = np.array_split(tr_idx, blocks), np.array_split(te_idx, blocks)
+    rng = np.random.default_rng(1)
+    diffs, refused = [], 0
+    for _ in range(draws):
+        tr = np.concatenate([tr_parts[k] for k in rng.integers(0, blocks, blocks)])
+        te = np.concatenate([te_parts[k] for k in rng.integers(0, blocks, blocks)])
+        try:
+            _, xm = meter_fit_fold(c, cum, tr, meter, period=period)
+        except ValueError:
+            refused += 1
+            continue
+        w, d, g, o = brute_boxcar(t[tr], p[tr], tm, cum)
+        xb = g * predict(fg.SensorModel("bf", "window", period_ns=1.0, window_ns=w, delay_ns=d), t, tm, pm, cum) + o
+        diffs.append(rmse(xm[te], p[te]) - rmse(xb[te], p[te]))
+    a = np.asarray(diffs)
+    if len(a) < 10:
+        return {"draws": draws, "refused": refused}
+    lo, hi = np.percentile(a, [2.5, 97.5])
+    return {"draws": draws, "refused": refused, "mean_w": float(a.mean()), "se_w": float(a.std(ddof=1)),
+            "ci95_w": [float(lo), float(hi)], "share_model_worse": float(np.mean(a > 0))}
 
 
 def cross_validation(c: dict[str, np.ndarray], cum: np.ndarray, mid: float, fwd: tuple[np.ndarray, np.ndarray],

@@ -144,7 +144,7 @@ def characterize(
         raise ValueError("kernel, light: give two different kernels (the square wave's two levels)")
     try:
         step = fit_load_response(t, v, np.column_stack([heavy["start_ns"], heavy["end_ns"]]),
-                                 scale_ns=max(reach, prior.period_ns / 4.0, 50_000.0))
+                                 scale_ns=max(reach, prior.period_ns / 4.0, 50_000.0), period_ns=period.period_ns)
     except ValueError as exc:
         raise ValueError(f"kernel, light: the {channel} logs of {n_runs} runs of {half / 1e6:.3g} ms levels "
                          f"({kernel} / {light}) do not characterise the sensor: {exc}") from None

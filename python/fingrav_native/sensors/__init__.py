@@ -15,6 +15,7 @@ from fingrav_native._lazy import attach
 
 if TYPE_CHECKING:
     from fingrav_native.sensors._characterize import (
+        GAPLESS_LEVEL,
         Characterisation,
         PeriodEstimate,
         StepFit,
@@ -38,6 +39,7 @@ if TYPE_CHECKING:
 # and scikit-image do), so importing one module of this package never imports the rest of it.
 _WHERE = {
     "COUNTER_LOG_DTYPE": "_counter",
+    "GAPLESS_LEVEL": "_characterize",
     "Characterisation": "_characterize",
     "CounterDiscontinuityWarning": "_counter",
     "CounterLogs": "_counter",

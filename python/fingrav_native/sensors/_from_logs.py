@@ -36,24 +36,28 @@ class SplitDisagreementWarning(UserWarning):
     """The two halves of a record characterise the sensor differently (beyond their errors)."""
 
 
-def _arrays(t_ns: npt.ArrayLike, power_w: npt.ArrayLike,
-            load: npt.ArrayLike) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
-    """The logs sorted by time, and the load's intervals, checked (errors name the argument)."""
+def _arrays(t_ns: npt.ArrayLike, power_w: npt.ArrayLike, load: npt.ArrayLike,
+            allow_empty: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
+    """The logs sorted by time, and the load's intervals, checked (errors name the argument). With
+    ``allow_empty`` (a reference meter given) the load may hold no interval."""
     # Numbers of one shape each (a ragged list, text or a complex value named, not a numpy error).
     t_raw, iv_raw = numbers(t_ns, "t_ns").ravel(), numbers(load, "load")
+    if allow_empty and iv_raw.size == 0:
+        iv_raw = iv_raw.reshape(0, 2)
     t0 = 0
     # Integer epoch nanoseconds are taken relative to the record's start before they become floats.
-    if t_raw.dtype.kind in "iu" and iv_raw.dtype.kind in "iu" and t_raw.size and iv_raw.size:
-        t0 = min(int(t_raw.min()), int(iv_raw.min()))
+    if t_raw.dtype.kind in "iu" and t_raw.size and (iv_raw.dtype.kind in "iu" or not iv_raw.size):
+        t0 = min(int(t_raw.min()), int(iv_raw.min())) if iv_raw.size else int(t_raw.min())
         t_raw, iv_raw = t_raw - t0, iv_raw - t0
     t = t_raw.astype(np.float64)
     p = numbers(power_w, "power_w").astype(np.float64).ravel()
     iv = iv_raw.astype(np.float64)
     if t.shape != p.shape:
         raise ValueError(f"power_w: one value per timestamp, got {p.size} for {t.size} in t_ns")
-    if iv.ndim != 2 or iv.shape[1] != 2 or len(iv) == 0:
+    if iv.ndim != 2 or iv.shape[1] != 2 or (len(iv) == 0 and not allow_empty):
         raise ValueError(f"load: an (n, 2) array of [start_ns, end_ns] of each interval the load was on, "
-                         f"got shape {iv.shape}")
+                         f"got shape {iv.shape}" + ("" if allow_empty else " (none at all is taken only beside a "
+                                                    "reference meter)"))
     if not np.all(np.isfinite(iv)) or np.any(iv[:, 1] <= iv[:, 0]):
         raise ValueError("load: every interval needs finite start_ns < end_ns")
     # A log without a time or a reading is refused, not dropped (the caller decides what it was).
@@ -86,15 +90,17 @@ def _check_moves(t: np.ndarray, p: np.ndarray, iv: np.ndarray) -> None:
 
 
 def _fit(t: np.ndarray, p: np.ndarray, iv: np.ndarray, scale: float,
-         reference: Optional[tuple[np.ndarray, np.ndarray]]) -> StepFit:
-    """The step fit against the meter where there is one, else against the load's square wave."""
+         reference: Optional[tuple[np.ndarray, np.ndarray]], period: float) -> StepFit:
+    """The step fit against the meter where there is one, else against the load's square wave; a gapless
+    window (the update period) is the null model either way."""
     # Recorded logs: the delay may be negative (a stamp before the window ends); the data says.
     if reference is None:
-        return fit_load_response(t, p, iv, scale_ns=scale, min_delay_ns=-4.0 * scale)
-    return fit_meter_response(t, p, reference[0], reference[1], scale_ns=scale, min_delay_ns=-4.0 * scale)
+        return fit_load_response(t, p, iv, scale_ns=scale, min_delay_ns=-4.0 * scale, period_ns=period)
+    return fit_meter_response(t, p, reference[0], reference[1], scale_ns=scale, min_delay_ns=-4.0 * scale,
+                              period_ns=period)
 
 
-def _split_check(t: np.ndarray, p: np.ndarray, iv: np.ndarray, scale: float, whole: StepFit,
+def _split_check(t: np.ndarray, p: np.ndarray, iv: np.ndarray, scale: float, whole: StepFit, period: float,
                  reference: Optional[tuple[np.ndarray, np.ndarray]] = None
                  ) -> tuple[Optional[StepFit], Optional[StepFit], list[str]]:
     """The sensor fitted on each half of the record alone; what disagrees beyond the errors, in words."""
@@ -104,7 +110,7 @@ def _split_check(t: np.ndarray, p: np.ndarray, iv: np.ndarray, scale: float, who
         try:
             if reference is None and not sel_iv.any():
                 raise ValueError("no load interval in this half")
-            halves.append(_fit(t[sel_t], p[sel_t], iv[sel_iv], scale, reference))
+            halves.append(_fit(t[sel_t], p[sel_t], iv[sel_iv], scale, reference, period))
         except ValueError:
             return None, None, ["the halves of the record are too short to fit alone: errors not checked"]
     a, b = halves
@@ -115,6 +121,8 @@ def _split_check(t: np.ndarray, p: np.ndarray, iv: np.ndarray, scale: float, who
     for what, (v, e) in (("window" if whole.shape == "boxcar" else "time constant", length),
                          ("delay", ("delay_ns", "delay_err_ns"))):
         va, vb, ea, eb = (getattr(a, v), getattr(b, v), getattr(a, e), getattr(b, e))
+        if v == "window_ns" and a.gapless and b.gapless:
+            continue  # both the update period: the same window by construction
         se = math.hypot(ea, eb)
         if not (math.isfinite(se) and se > 0):
             notes.append(f"the {what} fitted on the halves has no standard error ({va / 1e6:.2f} and "
@@ -150,7 +158,9 @@ def characterize_logs(
         absurd values (above 10 kW, more than any accelerator draws) are
         refused: drop a log without a reading first.
     load : array_like, shape (n, 2)
-        ``[start_ns, end_ns]`` of every interval the load was on.
+        ``[start_ns, end_ns]`` of every interval the load was on. Beside a
+        ``reference`` it only annotates (it may then hold no interval):
+        the fit is to the meter's power.
     scale_ns : float, optional
         A first guess of the response's length (default the update period,
         at least 1 ms).
@@ -194,10 +204,18 @@ def characterize_logs(
        the fit would take the update period for a window).
     2. The update period from the collapsed stamps (a least-squares slope
        on the update index, unbiased under the poll grid).
-    3. Refuse logs that do not follow the load (Welch's t between logs in
-       and out of the load, p < 0.01; the lag blurs the labels, not the test).
+    3. Without a reference, refuse logs that do not follow the load
+       (Welch's t between logs in and out of the load, p < 0.01; the lag
+       blurs the labels, not the test). With one, the meter fit's own test
+       refuses logs that do not follow the meter.
     4. Fit boxcar and first-order responses with delay (variable
-       projection, :func:`fit_load_response`); keep the better.
+       projection, :func:`fit_load_response`); keep the better, unless a
+       boxcar as long as the update period (a gapless average, its delay
+       alone fitted) is not rejected by an F test at level
+       :data:`~fingrav_native.sensors.GAPLESS_LEVEL` (``step.gapless``):
+       a free window and delay trade along a valley of near-equal misfit,
+       and with few edges in the record the free optimum moves with the
+       stretch fitted.
     5. Fit each half alone; a window, time constant or delay that differs
        beyond :data:`SPLIT_Z` combined standard errors is said.
     """
@@ -209,13 +227,18 @@ def characterize_logs(
         raise ValueError(f"reference={short_repr(reference)}: a (t_ns, power_w) pair of arrays")
     if scale_ns is not None:
         positive_number(scale_ns, "scale_ns")
-    t, p, iv, t_origin = _arrays(t_ns, power_w, load)
+    t, p, iv, t_origin = _arrays(t_ns, power_w, load, allow_empty=reference is not None)
     tc, pc = _collapse(t, p)
     if len(tc) < 8:
         raise ValueError(f"power_w: {len(tc)} distinct readings after collapsing repeated polls; at least 8 are "
                          "needed (a constant field, or a record too short)")
     period: PeriodEstimate = estimate_period(tc)
-    _check_moves(tc, pc, iv)
+    if reference is None:
+        # Against the load's square wave the logs must follow it; against a meter, the fit's own test
+        # (the gain beyond 3 standard errors, finite errors) says whether they follow the meter. A
+        # stretch that holds no log while the load is on (a 50/50 ms wave whose 100 ms updates lock to
+        # its off phase) still sees the meter's power move through every window.
+        _check_moves(tc, pc, iv)
     scale = (positive_number(scale_ns, "scale_ns") if scale_ns is not None
              else max(period.period_ns, 1e6))
     ref = None
@@ -228,11 +251,14 @@ def characterize_logs(
         except (TypeError, ValueError, IndexError) as exc:
             raise ValueError(f"reference: a (t_ns, power_w) pair of arrays ({exc})") from None
         ref = (rt, rp)
-    step = _fit(tc, pc, iv, scale, ref)
+    step = _fit(tc, pc, iv, scale, ref, period.period_ns)
     notes = [f"{len(t)} logs, {len(t) - len(tc)} repeated polls of a cached reading collapsed, "
-             f"{len(iv)} load intervals; period {period.period_ns / 1e6:.3f} +- {period.uncertainty_ns / 1e6:.3f} ms"]
+             f"{len(iv)} load intervals; period {period.period_ns / 1e6:.3f} +- {period.uncertainty_ns / 1e6:.3f} ms",
+             (f"window taken as the update period, a gapless average (the free fit is not better beyond the "
+              f"F test: p = {step.gapless_p:.2g})" if step.gapless else
+              f"a gapless window (the update period) rejected by the F test (p = {step.gapless_p:.2g})")]
     if split_check:
-        a, _, split = _split_check(tc, pc, iv, scale, step, ref)
+        a, _, split = _split_check(tc, pc, iv, scale, step, period.period_ns, ref)
         for s in split if a is not None else []:
             warnings.warn(SplitDisagreementWarning(s + ": read the stated errors as too small, or the sensor as "
                                                    "changing over the record"), stacklevel=2)
