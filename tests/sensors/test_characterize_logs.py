@@ -240,3 +240,126 @@ def test_real_energy_of_an_on_period_within_3_percent_of_the_meter(rec: str, fie
     meter_j = float(np.interp(load[0, 1], tm, cum) - np.interp(load[0, 0], tm, cum))
     assert float(fit.energy_j["total"][0]) == pytest.approx(meter_j, rel=0.03)
     assert np.all(np.concatenate(fit.curves["total"]) >= 0)
+
+
+def _long_load(rng: np.random.Generator, n: int) -> np.ndarray:
+    """On/off intervals of 150-600 ms: long enough that a 100 ms average follows them."""
+    return (np.cumsum(rng.uniform(150e6, 600e6, 2 * n)) + 200e6).reshape(n, 2)
+
+
+def test_a_gapless_sensor_is_taken_as_one() -> None:
+    # A boxcar as long as the update period (every instant in exactly one update): the null model, kept
+    # with its delay alone fitted; the window is the period estimate and the file says so.
+    rng = np.random.default_rng(11)
+    load = _long_load(rng, 40)
+    t, p = _record(rng, load, window=PERIOD, delay=-5e6)
+    c = fg.characterize_logs(t, p, load)
+    st = c.step
+    assert st is not None and st.gapless and st.gapless_p >= fg.sensors.GAPLESS_LEVEL
+    assert st.window_ns == c.period.period_ns == pytest.approx(PERIOD, rel=1e-3)
+    assert st.window_err_ns == 0.0 and c.sensor.window_ns == st.window_ns
+    assert "gapless average" in c.notes
+
+
+def test_a_window_shorter_than_the_period_is_not_taken_for_gapless() -> None:
+    rng = np.random.default_rng(1)
+    load = _load(rng, 150)
+    t, p = _record(rng, load, window=25e6, delay=-15e6)
+    st = fg.characterize_logs(t, p, load).step
+    assert st is not None and not st.gapless and st.gapless_p < 1e-6
+
+
+@pytest.mark.slow
+def test_the_gapless_test_rejects_rarely_under_the_null_and_often_under_the_alternative() -> None:
+    # The F test's size is not its nominal 1 % on polled logs: a stamp is the first poll after the update,
+    # late by up to a poll (13 ms here), which neither model holds, and the free window absorbs part of it
+    # (measured: 2 of 20 seeds rejected at 0.01). Pinned: at most a quarter under the null, and a 60 ms
+    # window on a 100 ms period told apart nearly always.
+    rej_null, rej_alt = 0, 0
+    for seed in range(24):
+        rng = np.random.default_rng(100 + seed)
+        load = _long_load(rng, 30)
+        t, p = _record(rng, load, window=PERIOD, delay=-5e6)
+        st = fg.characterize_logs(t, p, load, split_check=False).step
+        assert st is not None
+        rej_null += not st.gapless
+        t, p = _record(rng, load, window=0.6 * PERIOD, delay=-5e6)
+        st = fg.characterize_logs(t, p, load, split_check=False).step
+        assert st is not None
+        rej_alt += not st.gapless
+    assert rej_null <= 6, rej_null
+    assert rej_alt >= 22, rej_alt
+
+
+def test_a_record_with_no_load_interval_is_characterised_against_a_meter() -> None:
+    # The 4090's second half holds only the board's fall after the load (no interval, no log while on):
+    # against the load it is refused by name; beside the meter the fit's own gain test decides.
+    t, p, load = _real("4090_transient", "power.draw")
+    tm, pm = _meter("4090_transient")
+    mid = int(np.median(t))
+    late = t >= mid
+    none = np.zeros((0, 2), dtype=np.int64)
+    with pytest.raises(ValueError, match="load"):
+        fg.characterize_logs(t[late], p[late], none)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SplitDisagreementWarning)
+        c = fg.characterize_logs(t[late], p[late], none, reference=(tm, pm))
+    assert c.step is not None and c.sensor.kind == "window" and c.step.gain > 0
+
+
+def _through(shape: str, length: float, delay: float, t: np.ndarray, tm: np.ndarray, pm: np.ndarray) -> np.ndarray:
+    """The meter seen through a sensor, written here from the definitions (not the package's code): a
+    boxcar's mean from the meter's trapezoid energy; a first-order filter recursively on the meter's own
+    samples, exact for power held between them."""
+    e = t - delay
+    if shape == "boxcar":
+        cum = np.concatenate([[0.0], np.cumsum(0.5 * (pm[1:] + pm[:-1]) * np.diff(tm))])
+        return (np.interp(e, tm, cum) - np.interp(e - length, tm, cum)) / length
+    out = np.empty(len(pm))
+    acc = pm[0]
+    for i in range(len(pm)):
+        if i:
+            a = np.exp(-(tm[i] - tm[i - 1]) / length)
+            acc = a * acc + (1 - a) * pm[i - 1]
+        out[i] = acc
+    return np.interp(e, tm, out)
+
+
+def _affine_rmse(x: np.ndarray, y: np.ndarray) -> float:
+    g, o = np.polyfit(x, y, 1)
+    return float(np.sqrt(np.mean((g * x + o - y) ** 2)))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("rec, field", [("3090_5050", "power.draw.instant"), ("3090_transient", "power.draw.instant"),
+                                        ("3090_transient", "power.draw"), ("4090_transient", "power.draw"),
+                                        ("A5000_transient", "power.draw"), ("K40m_transient", "power.draw")])
+def test_real_fit_is_no_worse_in_sample_than_a_brute_force_boxcar(rec: str, field: str) -> None:
+    # Issue 27's criterion as a check of the fitter: on each half of every record, and on the whole,
+    # the model characterised against the meter predicts the field no worse than the best boxcar of a
+    # brute-force grid (window 1-1000 ms, delay -100..100 ms by 2.5 ms), each with its own gain and
+    # offset. Before the gapless null the free fit sat in a worse valley on the second half of the
+    # 3090's square wave (0.243 against the grid's 0.230 W) and of the 4090 (0.306 against 0.299 W).
+    t, p, load = _real(rec, field)
+    tm, pm = _meter(rec)
+    t0 = int(min(t.min(), load.min(), tm.min()))
+    t, load, tm = (t - t0).astype(float), (load - t0).astype(float), (tm - t0).astype(float)
+    pm = pm.astype(float)
+    first = np.concatenate([[True], p[1:] != p[:-1]])
+    t, p = t[first], p[first].astype(float)
+    # The board idles before the meter starts: its first level held back, so long windows see it.
+    tm = np.concatenate([[tm[0] - 10e9], tm])
+    pm = np.concatenate([[pm[0]], pm])
+    mid = float(np.median(t))
+    for sel in (t < mid, t >= mid, np.ones(len(t), bool)):
+        lo, hi = t[sel].min(), t[sel].max()
+        half = load[(load[:, 1] > lo) & (load[:, 0] <= hi)]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", SplitDisagreementWarning)
+            s = fg.characterize_logs(t[sel], p[sel], half, reference=(tm, pm)).sensor
+        length = s.tau_ns if s.shape == "first_order" else s.window_ns
+        model = _affine_rmse(_through(s.shape, length, s.delay_ns, t[sel], tm, pm), p[sel])
+        grid = min(_affine_rmse(_through("boxcar", w * 1e6, d * 1e6, t[sel], tm, pm), p[sel])
+                   for w in (1, 2, 5, 10, 15, 20, 25, 30, 40, 50, 75, 100, 150, 200, 300, 500, 1000)
+                   for d in np.arange(-100.0, 100.1, 2.5))
+        assert model <= grid + 1e-3, (model, grid)
