@@ -273,7 +273,7 @@ def reverse_fold(c: dict[str, np.ndarray], cum: np.ndarray, mid: float,
 
 
 #: Draws of the refit bootstrap (``--refit-draws``): each refits both the model and the grid's boxcar.
-REFIT_DRAWS = 100
+REFIT_DRAWS = 60
 
 
 def refit_spread(c: dict[str, np.ndarray], cum: np.ndarray, train: np.ndarray, test: np.ndarray,
@@ -397,8 +397,9 @@ def case(rec: str, field: str) -> dict[str, Any]:
     # two folds' mean, and the whole record in sample.
     out["cross_validation"] = cross_validation(c, cum, mid, (pred, box1[1]), box2)
     # The same two folds with the spread of fitting in the SE (both refitted on every draw).
-    out["refit"] = {"forward": refit_spread(c, cum, first, second, tm < mid, REFIT_DRAWS),
-                    "reverse": refit_spread(c, cum, second, first, np.ones(len(tm), bool), REFIT_DRAWS)}
+    if REFIT_DRAWS > 0:
+        out["refit"] = {"forward": refit_spread(c, cum, first, second, tm < mid, REFIT_DRAWS),
+                        "reverse": refit_spread(c, cum, second, first, np.ones(len(tm), bool), REFIT_DRAWS)}
     # 4. Energy per on-period through the sensor-aware path.
     out["energy"] = energy_case(t, p, load, tm, cum, ch.sensor, g, o, second)
     out["figure"] = {"t": t.tolist(), "p": p.tolist(), "pred": pred.tolist(), "mid": mid}
@@ -531,7 +532,7 @@ def refit_table(rows: list[dict[str, Any]]) -> list[str]:
 
     def one(x: dict[str, Any], cmp: dict[str, Any]) -> str:
         if "se_w" not in x:
-            return f"{x['refused']} of {x['draws']} draws refused"
+            return f"{x['draws'] - x['refused']} usable draws of {x['draws']}: too few for a spread"
         lo, hi = x["ci95_w"]
         return (f"{cmp['diff_w']:+.3f} W; {x['mean_w']:+.2f} +- {x['se_w']:.2f} W, [{lo:+.2f}, {hi:+.2f}] W, "
                 f"{100 * x['share_model_worse']:.0f} % ({x['draws'] - x['refused']} draws"
