@@ -878,7 +878,7 @@ def _entries() -> list[Entry]:
               lambda: {"t_ns": F.char_logs[0], "values": F.char_logs[1], "busy_ns": F.char_logs[2],
                        "scale_ns": 1e6},
               {"t_ns": Arg("nums"), "values": Arg("power"), "busy_ns": Arg("nums"), "scale_ns": GT0,
-               "min_delay_ns": N},
+               "min_delay_ns": N, "period_ns": opt(GT0)},
               aliases={k: ("t_ns, values, busy_ns", "t_ns, values") for k in ("t_ns", "values", "busy_ns")}),
         Entry("sensors.SensorModel.interval_weights", lambda t_ns, a_ns, b_ns: F.sensor.interval_weights(t_ns, a_ns,
                                                                                                           b_ns),
