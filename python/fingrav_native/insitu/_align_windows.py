@@ -41,6 +41,7 @@ import numpy as np
 from scipy import stats
 
 from fingrav_native.insitu._align import LogAlignment, least_squares_rss
+from fingrav_native.method._joint import _merged
 from fingrav_native.sensors._model import SensorModel
 
 #: Below this spread (standard deviation over the logs) of the kernels' busy share of each response, logs
@@ -57,18 +58,6 @@ _CANDIDATES = 5
 _BATCH_ROWS = 200_000
 
 
-def _union(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The union of intervals ``[a, b)`` as sorted, disjoint intervals (concurrent kernels of one group merged)."""
-    order = np.argsort(a, kind="stable")
-    a, b = a[order], b[order]
-    reach = np.maximum.accumulate(b)
-    new = np.ones(len(a), dtype=bool)
-    new[1:] = a[1:] > reach[:-1]
-    first = np.flatnonzero(new)
-    last = np.append(first[1:], len(a)) - 1
-    return a[first], reach[last]
-
-
 class _Busy:
     """Per group of signatures, its busy intervals, and its busy share of any response (boxcar or filter)."""
 
@@ -78,7 +67,7 @@ class _Busy:
         self.sensor = sensor
         self.parts = []
         for g in range(n_groups):
-            a, b = _union(starts[group == g] - self.ref, ends[group == g] - self.ref)
+            a, b = _merged(starts[group == g] - self.ref, ends[group == g] - self.ref)
             cum = np.concatenate([[0.0], np.cumsum(b - a)])
             lse = np.empty(0)
             if sensor.shape == "first_order":

@@ -651,7 +651,7 @@ def _step_fit(problem: "_LoadResponse", sc: float, n_logs: int, min_delay: float
     p_hat, err, rss = fits[shape]
     gapless, p_gap = False, math.nan
     if period is not None:
-        g_hat, g_err, g_rss = problem.fit_window(period, sc, min_delay)
+        g_hat, g_err, g_rss = problem.fit("boxcar", sc, min_delay, window=period)
         dof = len(t) - len(p_hat)
         if dof > 0 and rss > 0:
             f_stat = max(g_rss - rss, 0.0) / (rss / dof)
@@ -722,18 +722,21 @@ class _LoadResponse:
         cols = [np.ones(len(t))] + ([(t - self.t0) * 1e-9] if self.drift else [])
         return np.column_stack([*cols, self.load(_model_of(shape, d, length))])
 
-    def fit(self, shape: _Shape, sc: float, min_delay: float = 0.0) -> tuple[np.ndarray, np.ndarray, float]:
+    def fit(self, shape: _Shape, sc: float, min_delay: float = 0.0,
+            window: Optional[float] = None) -> tuple[np.ndarray, np.ndarray, float]:
         """Delay and length by variable projection from several starts; the linear parameters, delay and
-        length, their errors, the RSS.
+        length, their errors, the RSS. A given boxcar ``window`` is held: the delay alone is fitted and the
+        window's error is 0.
 
         The two are fitted in units of the scale ``sc``, with a central-difference step of
         :data:`FD_STEP` of it: scipy's default step is relative to the parameter, so a delay started at
         exactly 0 got ~1.5e-8 ns, below the resolution of the log times, a derivative of zero and no move.
         """
         y = self.y
+        held = window is not None
 
         def proj(q: np.ndarray) -> np.ndarray:
-            X = self.design(shape, q[0] * sc, q[1] * sc)
+            X = self.design(shape, q[0] * sc, window if window is not None else q[1] * sc)
             coef, *_ = np.linalg.lstsq(X, y, rcond=None)
             return np.asarray(X @ coef - y)
         best = None
@@ -741,46 +744,25 @@ class _LoadResponse:
         # other on a square wave): a coarse scan first, as a brute-force search would, then the best
         # few cells refined. A negative delay is a stamp taken before its window ends (nvidia-smi's).
         lo = max(min_delay, -4.0 * sc) / sc
-        cells = [(d0, l0) for d0 in np.linspace(max(lo, -2.0), 2.0, 17) for l0 in np.geomspace(0.05, 10.0, 12)]
+        cells: list[tuple[float, ...]]
+        if held:
+            cells = [(d0,) for d0 in np.linspace(max(lo, -2.0), 2.0, 65)]
+        else:
+            cells = [(d0, l0) for d0 in np.linspace(max(lo, -2.0), 2.0, 17) for l0 in np.geomspace(0.05, 10.0, 12)]
         cost = [float(np.sum(proj(np.array(c)) ** 2)) for c in cells]
-        jac = _central_jac(proj, np.array([FD_STEP, FD_STEP]))
-        for k in np.argsort(cost)[:4]:
-            r = scipy.optimize.least_squares(proj, np.array(cells[int(k)]), jac=jac,
-                                             bounds=([lo, 1.0 / sc], [20.0, 40.0]))
-            if best is None or r.cost < best.cost:
-                best = r
-        assert best is not None
-        d, length = float(best.x[0]) * sc, float(best.x[1]) * sc
-        X = self.design(shape, d, length)
-        coef, *_ = np.linalg.lstsq(X, y, rcond=None)
-        p_hat = np.concatenate([coef, [d, length]])
-        err, rss = self._errors(shape, p_hat, sc)
-        return p_hat, err, rss
-
-    def fit_window(self, window: float, sc: float, min_delay: float = 0.0) -> tuple[np.ndarray, np.ndarray, float]:
-        """A boxcar of the given ``window`` with its delay alone fitted (a scan, then the best few refined):
-        the linear parameters, delay and window, their errors (the window's 0: it is given), the RSS."""
-        y = self.y
-
-        def proj(q: np.ndarray) -> np.ndarray:
-            X = self.design("boxcar", q[0] * sc, window)
-            coef, *_ = np.linalg.lstsq(X, y, rcond=None)
-            return np.asarray(X @ coef - y)
-        lo = max(min_delay, -4.0 * sc) / sc
-        starts = np.linspace(max(lo, -2.0), 2.0, 65)
-        cost = [float(np.sum(proj(np.array([d0])) ** 2)) for d0 in starts]
-        jac = _central_jac(proj, np.array([FD_STEP]))
-        best = None
-        for k in np.argsort(cost)[:3]:
-            r = scipy.optimize.least_squares(proj, np.array([starts[int(k)]]), jac=jac, bounds=([lo], [20.0]))
+        jac = _central_jac(proj, np.full(1 if held else 2, FD_STEP))
+        bounds = ([lo], [20.0]) if held else ([lo, 1.0 / sc], [20.0, 40.0])
+        for k in np.argsort(cost)[:3 if held else 4]:
+            r = scipy.optimize.least_squares(proj, np.array(cells[int(k)]), jac=jac, bounds=bounds)
             if best is None or r.cost < best.cost:
                 best = r
         assert best is not None
         d = float(best.x[0]) * sc
-        X = self.design("boxcar", d, window)
+        length = window if window is not None else float(best.x[1]) * sc
+        X = self.design(shape, d, length)
         coef, *_ = np.linalg.lstsq(X, y, rcond=None)
-        p_hat = np.concatenate([coef, [d, window]])
-        err, rss = self._errors("boxcar", p_hat, sc, fixed_length=True)
+        p_hat = np.concatenate([coef, [d, length]])
+        err, rss = self._errors(shape, p_hat, sc, fixed_length=held)
         return p_hat, err, rss
 
     def _errors(self, shape: _Shape, p_hat: np.ndarray, sc: float,
