@@ -41,7 +41,7 @@ import numpy as np
 from scipy import stats
 
 from fingrav_native.insitu._align import LogAlignment, least_squares_rss
-from fingrav_native.method._joint import _merged
+from fingrav_native.method._joint import merged_intervals
 from fingrav_native.sensors._model import SensorModel
 
 #: Below this spread (standard deviation over the logs) of the kernels' busy share of each response, logs
@@ -67,7 +67,7 @@ class _Busy:
         self.sensor = sensor
         self.parts = []
         for g in range(n_groups):
-            a, b = _merged(starts[group == g] - self.ref, ends[group == g] - self.ref)
+            a, b = merged_intervals(starts[group == g] - self.ref, ends[group == g] - self.ref)
             cum = np.concatenate([[0.0], np.cumsum(b - a)])
             lse = np.empty(0)
             if sensor.shape == "first_order":

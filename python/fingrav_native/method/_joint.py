@@ -269,7 +269,7 @@ def _columns(K: np.ndarray, overlay: bool = False) -> _Columns:
     return _Columns(offsets, K, launch, launch + 1, n_steps, n_col + int(overlay), n_col if overlay else -1)
 
 
-def _merged(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def merged_intervals(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The union of intervals ``[a, b)``, as sorted disjoint intervals (touching ones joined)."""
     order = np.argsort(a, kind="stable")
     a, b = a[order], b[order]
@@ -637,7 +637,7 @@ def _checked_overlay(overlay_ns: Optional[tuple[npt.ArrayLike, npt.ArrayLike]]
     b = finite_array(overlay_ns[1], "overlay_ns")
     if a.shape != b.shape or a.ndim != 1 or np.any(b < a):
         raise ValueError("overlay_ns: starts and ends must be 1-D of one length, each end at or after its start")
-    return _merged(a, b) if len(a) else None
+    return merged_intervals(a, b) if len(a) else None
 
 
 def _above_board(fit: TimelineFit, max_power_w: Optional[float]) -> list[str]:
