@@ -315,7 +315,9 @@ CASES: dict[tuple[str, str, str], list[Callable[[Env], list[str]]]] = {
     ("`characterize`", "2", "a wave faster than the sensor resolves"):
         [lambda e: ["characterize", "--half-period-ms", "0.001", "--runs", "4"]],
     ("`characterize`", "2", "an unknown kernel"): [lambda e: ["characterize", "--kernel", "no-such"]],
-    ("`characterize`", "2", "`--logs` without `--load`"): [lambda e: ["characterize", "--logs", e.csvs()[0]]],
+    ("`characterize`", "2", "`--logs` without `--load` or `--meter`"): [lambda e: ["characterize", "--logs", e.csvs()[0]]],
+    ("`characterize`", "2", "`--load` or `--meter` without `--logs`"):
+        [lambda e: ["characterize", "--load", e.csvs()[1]], lambda e: ["characterize", "--meter", e.csvs()[0]]],
     ("`characterize`", "2", "a device option with `--logs`"):
         [lambda e: ["characterize", "--logs", e.csvs()[0], "--load", e.csvs()[1], "--runs", "9"]],
     ("`characterize`", "2", "a CSV without its columns"):

@@ -363,3 +363,52 @@ def test_real_fit_is_no_worse_in_sample_than_a_brute_force_boxcar(rec: str, fiel
                    for w in (1, 2, 5, 10, 15, 20, 25, 30, 40, 50, 75, 100, 150, 200, 300, 500, 1000)
                    for d in np.arange(-100.0, 100.1, 2.5))
         assert model <= grid + 1e-3, (model, grid)
+
+
+def test_cli_characterises_against_a_meter_with_no_load_file(tmp_path: object,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    # `--meter` reaches the meter fit from the command line: the 4090's second half (no load interval in
+    # it) gives what characterize_logs gives beside the same meter, and the load file may be left out.
+    from fingrav_native.app import _cli as cli
+
+    t, p, _ = _real("4090_transient", "power.draw")
+    tm, pm = _meter("4090_transient")
+    late = t >= int(np.median(t))
+    d = str(tmp_path)
+    logs, meter, out = (os.path.join(d, f) for f in ("logs.csv", "meter.csv", "s.json"))
+
+    def write(path: str, ts: np.ndarray, ws: np.ndarray) -> None:
+        # Row by row: a column_stack with the power would make the epoch stamps float64 (256 ns steps).
+        with open(path, "w") as f:
+            f.write("t_ns,power_w\n" + "".join(f"{int(a)},{b:.3f}\n" for a, b in zip(ts, ws)))
+
+    write(logs, t[late], p[late])
+    write(meter, tm, pm)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SplitDisagreementWarning)
+        assert cli.main(["characterize", "--logs", logs, "--meter", meter, "--out", out]) == cli.EXIT_OK
+        direct = fg.characterize_logs(t[late], p[late], np.zeros((0, 2), dtype=np.int64), reference=(tm, pm))
+    got = load_characterisation(out).sensor
+    assert got.window_ns == pytest.approx(direct.sensor.window_ns, rel=1e-6)
+    assert got.delay_ns == pytest.approx(direct.sensor.delay_ns, rel=1e-6, abs=1.0)
+    assert got.gain == pytest.approx(direct.sensor.gain, rel=1e-6)
+    capsys.readouterr()
+    # A meter file on another clock (microseconds here) is refused by name with both spans, not fitted.
+    write(meter, tm // 1000, pm)
+    assert cli.main(["characterize", "--logs", logs, "--meter", meter]) == cli.EXIT_USAGE
+    assert "reference: the meter's samples span" in capsys.readouterr().err
+    # --meter or --load without --logs describes nothing.
+    assert cli.main(["characterize", "--meter", meter]) == cli.EXIT_USAGE
+    assert "--meter: describes logs recorded elsewhere" in capsys.readouterr().err
+
+
+def test_a_meter_that_shares_no_time_with_the_logs_is_refused_by_name() -> None:
+    rng = np.random.default_rng(3)
+    load = _load(rng, 40)
+    t, p = _record(rng, load)
+    tm = np.arange(0.0, t[-1], 0.2e6)
+    pm = np.full(len(tm), LIGHT)
+    with pytest.raises(ValueError, match="reference: the meter's samples span .* hold 0 % of the logs"):
+        fg.characterize_logs(t, p, load, reference=(tm + 1e15, pm))
+    with pytest.raises(ValueError, match="reference: one finite power per stamp"):
+        fg.characterize_logs(t, p, load, reference=(tm, pm[:-1]))

@@ -80,8 +80,12 @@ _DEVICE_OPTIONS = {"backend": "sim", "device": 0, "seed": 0, "kernel": "cb-8k-ge
 
 def _characterize_options(args: argparse.Namespace) -> None:
     """The device options, defaults filled in; with ``--logs`` (no device runs) any given is refused, not ignored."""
-    if (args.logs is None) != (args.load is None):
-        raise ValueError("--logs, --load: give both (logs recorded elsewhere and the load's on-intervals) or neither")
+    if args.logs is None and (args.load is not None or args.meter is not None):
+        raise ValueError(f"--{'load' if args.load is not None else 'meter'}: describes logs recorded elsewhere; "
+                         "give --logs with it")
+    if args.logs is not None and args.load is None and args.meter is None:
+        raise ValueError("--logs, --load: give both (logs recorded elsewhere and the load's on-intervals) or neither; "
+                         "with a reference meter's log (--meter) the load may be left out")
     given = [name for name in _DEVICE_OPTIONS if getattr(args, name) is not None]
     if args.logs is not None and given:
         raise ValueError(f"--{given[0].replace('_', '-')}: runs a device; with --logs the logs are characterised "
@@ -99,7 +103,7 @@ def characterize_command(args: argparse.Namespace) -> int:
     _characterize_options(args)
     # Before minutes of runs: an --out the disk refuses would throw them away.
     if args.out is not None:
-        check_output_path(args.out, "--out", protect=[args.logs, args.load])
+        check_output_path(args.out, "--out", protect=[args.logs, args.load, args.meter])
     # Each option is in range (parse time); together they bound one run's length.
     if args.half_period_ms is not None and 2 * args.cycles * args.half_period_ms > CHARACTERIZE_MAX_RUN_MS:
         raise ValueError(f"--cycles={args.cycles}, --half-period-ms={args.half_period_ms:g}: runs of "
@@ -108,8 +112,11 @@ def characterize_command(args: argparse.Namespace) -> int:
                          "a shorter half period")
     if args.logs is not None:
         t, p = read_logs_csv(args.logs, ("t_ns", "power_w"), "--logs")
-        start, end = read_logs_csv(args.load, ("start_ns", "end_ns"), "--load")
-        c = characterize_logs(t, p, np.column_stack([start, end]), device=f"logs {os.path.basename(args.logs)}")
+        # Beside a meter the load only annotates (the fit is to the meter's power), so it may be absent.
+        load = (np.column_stack(read_logs_csv(args.load, ("start_ns", "end_ns"), "--load"))
+                if args.load is not None else np.zeros((0, 2), dtype=np.int64))
+        reference = None if args.meter is None else tuple(read_logs_csv(args.meter, ("t_ns", "power_w"), "--meter"))
+        c = characterize_logs(t, p, load, reference=reference, device=f"logs {os.path.basename(args.logs)}")
     else:
         # The kernels before the device: an unknown one is refused without opening anything.
         kernel = resolve_kernel(args.backend, args.kernel)

@@ -317,6 +317,7 @@ def _add_characterize_parser(sub: "argparse._SubParsersAction[argparse.ArgumentP
             "not (clock ramps, heating), the fitted window includes the GPU's response."),
         epilog=("examples:\n  fingrav characterize --out sim-sensor.json\n"
                 "  fingrav characterize --logs LOGS.csv --load LOAD.csv --out SENSOR.json\n"
+                "  fingrav characterize --logs LOGS.csv --meter METER.csv --out SENSOR.json\n"
                 "  fingrav characterize --backend nvidia --kernel cb-8k-gemm --light mb-2k-gemv --out h100.json"),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -331,9 +332,13 @@ def _add_characterize_parser(sub: "argparse._SubParsersAction[argparse.ArgumentP
                          f"{CHARACTERIZE_MAX_RUN_MS // 60_000} minutes (default: from the declared sensor)")
     ch.add_argument("--logs", metavar="LOGS.csv",
                     help="characterise from logs recorded elsewhere (CSV with columns t_ns,power_w; host ns) "
-                         "instead of running a device; needs --load")
+                         "instead of running a device; needs --load, or --meter")
     ch.add_argument("--load", metavar="LOAD.csv",
                     help="with --logs: CSV with columns start_ns,end_ns, each interval the load was on, on the "
                          "logs' clock")
+    ch.add_argument("--meter", metavar="METER.csv",
+                    help="with --logs: a reference meter's log (CSV with columns t_ns,power_w; the logs' clock). "
+                         "The sensor is then fitted to the board's measured power, not to the load's square "
+                         "wave, and its gain and offset are the field against the meter; --load may be left out")
     ch.add_argument("--out", metavar="FILE", help="write the characterisation (JSON) here")
     ch.add_argument("--json", action="store_true", help="print the characterisation as JSON")

@@ -172,6 +172,8 @@ def characterize_logs(
         (:func:`fit_meter_response`) rather than to the load's square wave,
         so a board that ramps is not taken for a slow sensor, and the
         model's ``gain`` and ``offset_w`` are the field against the meter.
+        At least half of the logs must fall within the meter's samples
+        (a meter on another clock or in other units is refused by name).
     split_check : bool
         Fit each half of the record alone and warn
         (:class:`SplitDisagreementWarning`) where the halves disagree by more
@@ -250,6 +252,18 @@ def characterize_logs(
             rp = np.asarray(reference[1], dtype=np.float64).ravel()
         except (TypeError, ValueError, IndexError) as exc:
             raise ValueError(f"reference: a (t_ns, power_w) pair of arrays ({exc})") from None
+        if rt.shape != rp.shape or len(rt) < 16 or not (np.all(np.isfinite(rt)) and np.all(np.isfinite(rp))):
+            raise ValueError(f"reference: one finite power per stamp and at least 16 samples, got {rt.size} stamps "
+                             f"and {rp.size} values")
+        # A meter on another clock or epoch (seconds, microseconds, another host) shares no time with the
+        # logs: every log would read the meter's edge value and the fit would report only that the logs do
+        # not follow it. Said here by name, with both spans.
+        inside = float(np.mean((tc >= rt.min()) & (tc <= rt.max())))
+        if inside < 0.5:
+            raise ValueError(
+                f"reference: the meter's samples span {rt.min() / 1e9:.6g} to {rt.max() / 1e9:.6g} s and hold "
+                f"{100 * inside:.0f} % of the logs ({tc[0] / 1e9:.6g} to {tc[-1] / 1e9:.6g} s; both from the "
+                "record's first stamp); at least half must fall inside: give the meter on the logs' clock, in ns")
         ref = (rt, rp)
     step = _fit(tc, pc, iv, scale, ref, period.period_ns)
     notes = [f"{len(t)} logs, {len(t) - len(tc)} repeated polls of a cached reading collapsed, "
