@@ -115,7 +115,10 @@ def characterize_command(args: argparse.Namespace) -> int:
         # Beside a meter the load only annotates (the fit is to the meter's power), so it may be absent.
         load = (np.column_stack(read_logs_csv(args.load, ("start_ns", "end_ns"), "--load"))
                 if args.load is not None else np.zeros((0, 2), dtype=np.int64))
-        reference = None if args.meter is None else tuple(read_logs_csv(args.meter, ("t_ns", "power_w"), "--meter"))
+        reference = None
+        if args.meter is not None:
+            tm, pm = read_logs_csv(args.meter, ("t_ns", "power_w"), "--meter")
+            reference = (tm, pm)
         c = characterize_logs(t, p, load, reference=reference, device=f"logs {os.path.basename(args.logs)}")
     else:
         # The kernels before the device: an unknown one is refused without opening anything.
