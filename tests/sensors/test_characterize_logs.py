@@ -242,6 +242,54 @@ def test_real_energy_of_an_on_period_within_3_percent_of_the_meter(rec: str, fie
     assert np.all(np.concatenate(fit.curves["total"]) >= 0)
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("rec, field", [("3090_transient", "power.draw.instant"), ("3090_transient", "power.draw"),
+                                        ("4090_transient", "power.draw"), ("A5000_transient", "power.draw"),
+                                        ("K40m_transient", "power.draw")])
+def test_real_on_period_curve_follows_the_meter_better_than_point_attribution(rec: str, field: str) -> None:
+    # What bench/realdata_bench.py's curve table shows, pinned: the 6 s on-period's curve through the
+    # sensor-aware path (the sensor characterised on the first half against the meter), scored against the
+    # meter's mean in the same bins, computed here from the trapezoid energy. The logs hold about ten window
+    # edges per bin: 7-11 bins of 0.5-0.9 s. The bench: 1.5-3.2 W RMSE against 2.7-68 W for the paper's
+    # point attribution; plateau within 0.8-4.2 W; every bin's 95 % band holds the meter where the record
+    # is long enough for an interval (the 1 s averages are not: 2 blocks of ten windows).
+    from fingrav_native.method import fit_timeline
+
+    t, p, load = _real(rec, field)
+    tm, pm = _meter(rec)
+    t0 = int(min(t.min(), load.min(), tm.min()))
+    t, load, tm = (t - t0).astype(float), (load - t0).astype(float), (tm - t0).astype(float)
+    mid = float(np.median(t))
+    lf = load[load[:, 0] < mid].copy()
+    lf[:, 1] = np.minimum(lf[:, 1], mid)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SplitDisagreementWarning)
+        s = fg.characterize_logs(t[t < mid], p[t < mid], lf, reference=(tm[tm < mid], pm[tm < mid])).sensor
+    first = np.concatenate([[True], p[1:] != p[:-1]])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fit = fit_timeline(s, t[first], {"total": p[first]}, load[:, 0], load[:, 1], np.zeros(1, dtype=np.int64),
+                           [64], bootstrap=100, max_power_w=1000.0)
+    k = int(fit.bins[0])
+    assert 5 <= k < 64, k
+    curve, sd = np.asarray(fit.curves["total"][0]), np.asarray(fit.sd["total"][0])
+    edges = load[0, 0] + np.linspace(0.0, 1.0, k + 1) * (load[0, 1] - load[0, 0])
+    cum = np.concatenate([[0.0], np.cumsum(0.5 * (pm[1:] + pm[:-1]) * np.diff(tm))])
+    meter = np.diff(np.interp(edges, tm, cum)) / np.diff(edges)
+    # The paper's point attribution: each calibrated log at its stamp's bin.
+    inside = (t[first] >= edges[0]) & (t[first] < edges[-1])
+    b = np.searchsorted(edges, t[first][inside], side="right") - 1
+    vals = (p[first][inside] - s.offset_w) / s.gain
+    point = np.array([vals[b == j].mean() if np.any(b == j) else np.nan for j in range(k)])
+    err, err_point = np.sqrt(np.mean((curve - meter) ** 2)), np.sqrt(np.nanmean((point - meter) ** 2))
+    assert err <= 4.0 and err < err_point, (err, err_point)
+    late = np.arange(k) >= k // 2
+    assert np.sqrt(np.mean((curve[late] - meter[late]) ** 2)) <= 5.0
+    band = np.isfinite(sd) & (sd > 0)
+    if band.any():
+        assert np.mean(np.abs(curve - meter)[band] <= 1.96 * sd[band]) >= 0.8, (curve - meter, sd)
+
+
 def _long_load(rng: np.random.Generator, n: int) -> np.ndarray:
     """On/off intervals of 150-600 ms: long enough that a 100 ms average follows them."""
     return (np.cumsum(rng.uniform(150e6, 600e6, 2 * n)) + 200e6).reshape(n, 2)
