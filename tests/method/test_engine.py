@@ -209,6 +209,45 @@ def test_fit_timeline_gaps_at_their_own_level_closed_form() -> None:
     # fraction of a percent of the 40 us kernel's energy.
     assert fit.launch_gap_w["total"] == pytest.approx(200.0, abs=20.0)
     assert DURATION_NS > 0
+    # Each curve bin's band (the energy's engine band, per bin) holds the constant truth, and no band
+    # reaches below zero.
+    for c, level in enumerate((600.0, 420.0)):
+        lo, hi = fit.curve_low_w["total"][c], fit.curve_high_w["total"][c]
+        assert np.all(np.isfinite(lo)) and np.all(lo >= 0.0)
+        assert np.mean((lo <= level) & (level <= hi)) >= 0.75, (lo, hi)
+
+
+def test_a_class_the_logs_do_not_determine_has_no_curve_band() -> None:
+    # Two kernels always back to back in one mix (300 us then 40 us, every 500 us), 5 ms windows whose
+    # edges fall in the gaps: every window covers ten pairs whole, so only the pair's sum is seen. The
+    # curves the fit still returns are the bounds' and the smoothing's; a band around them would read as
+    # a measurement.
+    rng = np.random.default_rng(2)
+    n = 4000
+    start = np.arange(n) * 500_000.0
+    S = np.column_stack([start, start + 320_000.0]).ravel()
+    E = np.column_stack([start + 300_000.0, start + 360_000.0]).ravel()
+    C = np.tile([0, 1], n)
+    grid = np.arange(0.0, E[-1] + 1e6, 1_000.0)
+    i = np.searchsorted(S, grid, side="right") - 1
+    inside = (i >= 0) & (grid < E[np.clip(i, 0, None)])
+    power = np.where(inside, np.array([600.0, 420.0])[C[np.clip(i, 0, None)]], 150.0)
+    csum = np.concatenate([[0.0], np.cumsum(power) * 1_000.0])
+    g = np.append(grid, grid[-1] + 1_000.0)
+    win = 5e6
+    stamps = np.arange(win + 430_000.0, E[-1] - 1e6, win)
+    logs = (np.interp(stamps, g, csum) - np.interp(stamps - win, g, csum)) / win + rng.normal(0, 0.5, len(stamps))
+    sensor = SensorModel("avg-5ms", "window", period_ns=win, window_ns=win)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fit = fit_timeline(sensor, stamps, {"total": logs}, S, E, C, [4, 4], bootstrap=20)
+    assert not np.all(fit.identifiable), fit.info_share
+    for c in range(2):
+        lo, hi = fit.curve_low_w["total"][c], fit.curve_high_w["total"][c]
+        if fit.identifiable[c]:
+            assert np.all(np.isfinite(lo)) and np.all(lo >= 0.0)
+        else:
+            assert np.all(np.isnan(lo)) and np.all(np.isnan(hi)) and np.isnan(fit.energy_j["total"][c])
 
 
 

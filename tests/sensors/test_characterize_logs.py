@@ -272,7 +272,7 @@ def test_real_on_period_curve_follows_the_meter_better_than_point_attribution(re
                            [64], bootstrap=100, max_power_w=1000.0)
     k = int(fit.bins[0])
     assert 5 <= k < 64, k
-    curve, sd = np.asarray(fit.curves["total"][0]), np.asarray(fit.sd["total"][0])
+    curve = np.asarray(fit.curves["total"][0])
     edges = load[0, 0] + np.linspace(0.0, 1.0, k + 1) * (load[0, 1] - load[0, 0])
     cum = np.concatenate([[0.0], np.cumsum(0.5 * (pm[1:] + pm[:-1]) * np.diff(tm))])
     meter = np.diff(np.interp(edges, tm, cum)) / np.diff(edges)
@@ -285,9 +285,12 @@ def test_real_on_period_curve_follows_the_meter_better_than_point_attribution(re
     assert err <= 4.0 and err < err_point, (err, err_point)
     late = np.arange(k) >= k // 2
     assert np.sqrt(np.mean((curve[late] - meter[late]) ** 2)) <= 5.0
-    band = np.isfinite(sd) & (sd > 0)
+    # The path's own 95 % band, never below zero (no negative power anywhere).
+    lo, hi = np.asarray(fit.curve_low_w["total"][0]), np.asarray(fit.curve_high_w["total"][0])
+    band = np.isfinite(lo) & np.isfinite(hi)
+    assert np.all(curve >= 0.0) and np.all(lo[band] >= 0.0)
     if band.any():
-        assert np.mean(np.abs(curve - meter)[band] <= 1.96 * sd[band]) >= 0.8, (curve - meter, sd)
+        assert np.mean(((lo <= meter) & (meter <= hi))[band]) >= 0.8, (curve - meter, lo, hi)
 
 
 def _long_load(rng: np.random.Generator, n: int) -> np.ndarray:

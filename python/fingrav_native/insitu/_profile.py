@@ -329,11 +329,11 @@ def _joint(samples: np.ndarray, t: np.ndarray, kt: KernelTrace, model: SensorMod
                  for ch in channels}
     _joint_notes(fit, [str(r[0]) for r in rows], notes)
     _overlap_note(fit, kt, on_device, overlap, found)
-    z = 0.5 * (1 + fit.confidence)
     for c, ep in enumerate(profiles):
         chans = tuple(DeconvolvedChannel(
-            name=ch, curve=fit.curves[ch][c], low=np.maximum(fit.curves[ch][c] - _z(z) * fit.sd[ch][c], 0.0),
-            high=fit.curves[ch][c] + _z(z) * fit.sd[ch][c], sd=fit.sd[ch][c], lam=fit.lam, edf=math.nan,
+            # The engine's band (its energy's too): Student's t for few blocks, the smoothing's span.
+            name=ch, curve=fit.curves[ch][c], low=fit.curve_low_w[ch][c], high=fit.curve_high_w[ch][c],
+            sd=fit.sd[ch][c], lam=fit.lam, edf=math.nan,
             residual_w=fit.residual_w[ch], energy_j=float(fit.energy_j[ch][c]),
             energy_half_width_j=float(fit.energy_half_width_j[ch][c]),
             # The power long after this kernel (the last gap step it was seen in): the nearest to idle.
@@ -356,7 +356,9 @@ def _joint(samples: np.ndarray, t: np.ndarray, kt: KernelTrace, model: SensorMod
             n_runs=int(len(kept_ids[c])), run_ids=np.asarray(kt.executions["run"][kept_ids[c]]),
             edge_logs=int(fit.edge_logs[c]), dropped_logs=fit.dropped_logs, confidence=fit.confidence,
             confidence_note=(f"bootstrap over blocks of the record, {fit.n_boot} resamples, each choosing the model "
-                             "and smoothing again; percentile interval for the energy, +-z sd band for the curve"),
+                             "and smoothing again; for the energy and each curve bin the percentile band joined with Student's t "
+                             "on the bootstrap's deviation, widened over the smoothings cross-validation cannot "
+                             "tell apart (no band for a kernel the logs do not determine)"),
             assumptions=TIMELINE_ASSUMPTIONS + (fit.model,), warnings=tuple(warnings_), sensor=model,
             model=fit.model, check=fit.check, bins_asked=bins, info_share=float(fit.info_share[c]))
         stitched, energy = as_stitched(dec, uncert_ns_median=ep.stitched.uncert_ns_median,
@@ -412,10 +414,6 @@ def _span(m: int) -> str:
     """Step ``m`` of :data:`GAP_EDGES_NS` in words ("10-40 us after it ended")."""
     a, b = GAP_EDGES_NS[m] / 1e3, GAP_EDGES_NS[m + 1] / 1e3
     return f"{a:g} us on" if math.isinf(b) else f"{a:g}-{b:g} us"
-
-
-def _z(p: float) -> float:
-    return float(stats.norm.ppf(p))
 
 
 #: What the in-situ deconvolution assumes (listed in each profile's deconvolution).

@@ -604,7 +604,11 @@ class Solution:
         n_lo = self.values[name] - z * sd
         n_lo = np.where(q_lo >= 0.0, np.maximum(n_lo, 0.0), n_lo)
         lo, hi = self.smoothing_span.get(name, (np.zeros(shape), np.zeros(shape)))
-        return (np.minimum(q_lo, n_lo) + lo, np.maximum(q_hi, self.values[name] + z * sd) + hi, sd)
+        low = np.minimum(q_lo, n_lo) + lo
+        # The smoothing span's lowest offset can take a band below zero that no draw (all solved under the
+        # columns' bounds) reaches; a band cut to where the quantity can lie loses no coverage.
+        low = np.where(q_lo >= 0.0, np.maximum(low, 0.0), low)
+        return low, np.maximum(q_hi, self.values[name] + z * sd) + hi, sd
 
 
 def _full_map(design: Design, rows: Rows, key: str) -> np.ndarray:

@@ -94,6 +94,13 @@ class TimelineFit:
     curves, sd : dict of str to list of numpy.ndarray
         Per channel, per class: power per bin (W) and its bootstrap standard
         deviation.
+    curve_low_w, curve_high_w : dict of str to list of numpy.ndarray
+        Per channel, per class: each bin's interval at ``confidence``, the
+        same band as the energy's (the bootstrap's percentiles joined with
+        Student's t on its deviation for the blocks it had, widened over the
+        smoothings cross-validation cannot tell apart, never below zero
+        where no draw is); NaN without a bootstrap, and for a class the
+        logs do not determine (``identifiable``), whose bins carry no band.
     energy_j, energy_half_width_j : dict of str to numpy.ndarray
         Per channel, per class: energy per execution (curve x the class's
         duration) and the half-width of the symmetric interval around it
@@ -175,6 +182,8 @@ class TimelineFit:
     check: ModelCheck
     warnings: tuple[str, ...]
     n_boot: int
+    curve_low_w: dict[str, list[np.ndarray]] = dataclasses.field(default_factory=dict)
+    curve_high_w: dict[str, list[np.ndarray]] = dataclasses.field(default_factory=dict)
     overlay_w: dict[str, float] = dataclasses.field(default_factory=dict)
     overlay_low_w: dict[str, float] = dataclasses.field(default_factory=dict)
     overlay_high_w: dict[str, float] = dataclasses.field(default_factory=dict)
@@ -665,6 +674,8 @@ def _timeline_fit(sol: Solution, chans: list[str], K: np.ndarray, asked: np.ndar
     """The engine's solution as a TimelineFit: per channel, per class."""
     ident = (sol.info_share >= IDENTIFIABLE_SHARE) & (counts > 0)
     curves, sds, energy, half, low, high, gap, resid = {}, {}, {}, {}, {}, {}, {}, {}
+    c_low: dict[str, list[np.ndarray]] = {}
+    c_high: dict[str, list[np.ndarray]] = {}
     launch: dict[str, float] = {}
     e_lo, e_hi, _ = sol.interval("energy", confidence)
     c_lo, c_hi, c_sd = sol.interval("curves", confidence)
@@ -675,6 +686,10 @@ def _timeline_fit(sol: Solution, chans: list[str], K: np.ndarray, asked: np.ndar
         curves[ch] = [cv if counts[c] else np.full(len(cv), np.nan)
                       for c, cv in enumerate(_per_class(sol.values["curves"][:, i], K))]
         sds[ch] = _per_class(c_sd[:, i], K)
+        # A class the logs do not determine has a curve the bounds and the smoothing hold, not the data: a
+        # band around it would read as a measured interval (a 50/50 ms wave under 100 ms windows: 0-1000 W).
+        c_low[ch] = [cv if ident[c] else np.full(len(cv), np.nan) for c, cv in enumerate(_per_class(c_lo[:, i], K))]
+        c_high[ch] = [cv if ident[c] else np.full(len(cv), np.nan) for c, cv in enumerate(_per_class(c_hi[:, i], K))]
         # The columns are bounded below; a level reported at the drift's mean can sit a rounding below zero.
         en = np.where(ident, np.maximum(sol.values["energy"][:, i], 0.0), np.nan)
         energy[ch] = en
@@ -695,7 +710,7 @@ def _timeline_fit(sol: Solution, chans: list[str], K: np.ndarray, asked: np.ndar
         warnings_.append(f"the record holds {sol.n_blocks} blocks of ten windows: too few for cross-validation and "
                          "an interval (smoothing chosen by GCV, no intervals); record longer")
     return TimelineFit(
-        bins=K, curves=curves, sd=sds, energy_j=energy, energy_half_width_j=half, gap_w=gap, launch_gap_w=launch,
+        bins=K, curves=curves, sd=sds, curve_low_w=c_low, curve_high_w=c_high, energy_j=energy, energy_half_width_j=half, gap_w=gap, launch_gap_w=launch,
         durations_ns=durations,
         n_logs=len(sol.rows.used), dropped_logs=int(n_all - len(sol.rows.used)),
         logs_per_bin=[reach[offs[c]:offs[c] + K[c]] for c in range(n_cls)], edge_logs=edges, lam=sol.lam,
