@@ -410,7 +410,20 @@ def case(rec: str, field: str) -> dict[str, Any]:
     # 5. The on-period's shape through the same path: curve, rise, plateau, against the meter.
     out["curve"] = curve_case(t, p, load, tm, cum, ch.sensor, g, o, second)
     out["figure"] = {"t": t.tolist(), "p": p.tolist(), "pred": pred.tolist(), "mid": mid}
+    out["least_w"] = least_values(out, pred)
     return out
+
+
+def least_values(r: dict[str, Any], pred: np.ndarray) -> dict[str, float]:
+    """The least power (W) or energy (J) each output of a record holds: the done-when's "no negative power
+    anywhere", checked on everything the bench reports rather than assumed from the solver's bounds."""
+    en, cv = r["energy"], r["curve"]
+    vals = {"predicted field, W": float(np.nanmin(pred)),
+            "on-period curve, W": cv.get("min_w", {}).get("curve", math.nan),
+            "curve band's lower end, W": cv.get("min_w", {}).get("band_low", math.nan),
+            "energy raw / calibrated, J": min(en.get("energy_j", math.nan), en.get("energy_cal_j", math.nan)),
+            "energy interval's lower end, J": en.get("low_j", math.nan)}
+    return {k: v for k, v in vals.items() if math.isfinite(v)}
 
 
 def energy_case(t: np.ndarray, p: np.ndarray, load: np.ndarray, tm: np.ndarray, cum: np.ndarray,
@@ -529,7 +542,11 @@ def curve_case(t: np.ndarray, p: np.ndarray, load: np.ndarray, tm: np.ndarray, c
         res["refused"] = str(exc)
         return res
     k = int(fit.bins[0])
-    curve, sd = np.asarray(fit.curves["total"][0], float), np.asarray(fit.sd["total"][0], float)
+    curve = np.asarray(fit.curves["total"][0], float)
+    # The path's own band (the energy's too): NaN without a bootstrap, and for an on-period the logs do not
+    # determine (its level is the bounds' and the smoothing's, not a measurement).
+    c_lo = np.asarray(fit.curve_low_w["total"][0], float)
+    c_hi = np.asarray(fit.curve_high_w["total"][0], float)
     meter = _binned_meter(lo, tm, cum, k)
     # The paper's point attribution: each log, calibrated, at its stamp's offset within its on-period.
     idx = np.searchsorted(lo[:, 0], t[use], side="right") - 1
@@ -539,15 +556,17 @@ def curve_case(t: np.ndarray, p: np.ndarray, load: np.ndarray, tm: np.ndarray, c
     vals = (p[use][inside] - o) / g
     n_pt = np.bincount(b, minlength=k)
     point = np.where(n_pt > 0, np.bincount(b, weights=vals, minlength=k) / np.maximum(n_pt, 1), np.nan)
-    band = np.isfinite(sd) & (sd > 0)
+    band = np.isfinite(c_lo) & np.isfinite(c_hi)
     res.update(bins=k, bins_asked=CURVE_BINS, bin_ms=dur_ms / k, meter_binned=_shape(meter, meter, dur_ms, base),
                model=_shape(curve, meter, dur_ms, base), point=_shape(point, meter, dur_ms, base),
-               # Interval coverage, not only point error: bins whose 95 % band (1.96 bootstrap SD) holds the
-               # meter's mean in that bin.
-               covered=int(np.sum(band & (np.abs(curve - meter) <= 1.96 * sd))), with_band=int(band.sum()),
+               identifiable=bool(fit.identifiable[0]), info_share=float(fit.info_share[0]),
+               # Interval coverage, not only point error: bins whose 95 % band holds the meter's mean in that bin.
+               covered=int(np.sum(band & (c_lo <= meter) & (meter <= c_hi))), with_band=int(band.sum()),
+               band_half_width_w=float(np.median(0.5 * (c_hi - c_lo)[band])) if band.any() else math.nan,
+               min_w={"curve": float(np.nanmin(curve)), "band_low": float(np.nanmin(c_lo)) if band.any() else math.nan},
                warnings=[w[:160] for w in fit.warnings] + [str(w.message)[:160] for w in ws],
                plot={"edges_ms": (np.arange(k + 1) * dur_ms / k).tolist(), "curve": curve.tolist(),
-                     "sd": sd.tolist(), "point": point.tolist(), "fine": fine.tolist()})
+                     "low": c_lo.tolist(), "high": c_hi.tolist(), "point": point.tolist(), "fine": fine.tolist()})
     return res
 
 
@@ -572,10 +591,12 @@ def figure(rows: list[dict[str, Any]]) -> list[str]:
             fine = np.asarray(cv["fine"])
             ax.plot(np.linspace(0, edges[-1], len(fine) + 1)[:-1], fine, "-", color="0.6", lw=0.6,
                     label="meter, 1 ms")
-            curve, sd = np.asarray(cv["curve"]), np.asarray(cv["sd"])
-            ax.stairs(curve, edges, baseline=None, color="C3", lw=1.5, label=f"sensor-aware path ({len(curve)} bins)")
-            if np.all(np.isfinite(sd)):
-                ax.stairs(curve + 1.96 * sd, edges, baseline=curve - 1.96 * sd, fill=True, color="C3", alpha=0.25)
+            curve, c_lo, c_hi = (np.asarray(cv[k], float) for k in ("curve", "low", "high"))
+            resolved = "" if r["curve"]["identifiable"] else ", level not determined"
+            ax.stairs(curve, edges, baseline=None, color="C3", lw=1.5,
+                      label=f"sensor-aware path ({len(curve)} bins{resolved})")
+            if np.all(np.isfinite(c_lo) & np.isfinite(c_hi)):
+                ax.stairs(c_hi, edges, baseline=c_lo, fill=True, color="C3", alpha=0.25, label="its 95 % band")
             ax.stairs(np.asarray(cv["point"], float), edges, baseline=None, color="C0", lw=1, ls="--",
                       label="point attribution")
             ax.set_title(f"{r['field']}: the on-period's curve", fontsize=9)
@@ -679,8 +700,11 @@ def curve_table(rows: list[dict[str, Any]]) -> list[str]:
              "from the level before the load to the plateau (median of the on-period's second half), "
              "interpolated between bin centres; a rise inside the first bin is not resolved by the bins, and "
              "the meter in the same bins shows what a perfect reconstruction at that resolution would. "
-             "Flatness: SD of the second half's bins. Coverage: bins whose 95 % band (1.96 bootstrap SD) holds "
-             "the meter's mean in that bin.", "",
+             "Flatness: SD of the second half's bins. Coverage: bins whose 95 % band (the path's own, "
+             "`TimelineFit.curve_low_w`/`curve_high_w`: the bootstrap's percentiles joined with Student's t on its "
+             "deviation for the blocks it had, widened over the smoothings cross-validation cannot tell apart; none "
+             "for an on-period the logs do not determine) holds the meter's mean in that bin, and the band's median "
+             "half-width.", "",
              "| record | field | on-periods, bins (width) | curve RMSE vs meter, W: model / point (plateau: model / point) "
              "| 10-90 % rise, ms: meter at 1 ms / meter in the bins / model / point | plateau SD, W: meter at 1 ms "
              "/ meter in the bins / model / point | bins whose 95 % band holds the meter |",
@@ -694,15 +718,19 @@ def curve_table(rows: list[dict[str, Any]]) -> list[str]:
             lines.append(head + f"{cv.get('on_periods', 0)} | refused: {cv.get('refused', '')[:100]} | | | |")
             continue
         m, pt, mb, mf = cv["model"], cv["point"], cv["meter_binned"], cv["meter_fine"]
+        if cv["with_band"]:
+            band = f"{cv['covered']} of {cv['with_band']} (half-width {_f(cv['band_half_width_w'])} W)"
+        elif not cv["identifiable"]:
+            band = (f"no band: the logs do not determine the on-period's level (they supply "
+                    f"{100 * cv['info_share']:.0f} % of its precision)")
+        else:
+            band = "no band: " + next((w.split(" (")[0] for w in cv["warnings"] if "blocks" in w), "no bootstrap")
         if cv["bins"] < 2:
             lines.append(head + f"{cv['on_periods']}, 1 bin ({cv['bin_ms']:.0f} ms) | {_f(m['rmse_w'])} / "
                          f"{_f(pt['rmse_w'])} (level only) | not resolved: "
                          f"{(cv['warnings'][0] if cv['warnings'] else '')[:90]} (meter: {_f(mf['rise_ms'])} ms) | "
-                         f"n/a (meter {_f(mf['flatness_sd_w'])} W) | "
-                         f"{cv['covered']} of {cv['with_band']} |")
+                         f"n/a (meter {_f(mf['flatness_sd_w'])} W) | {band} |")
             continue
-        band = (f"{cv['covered']} of {cv['with_band']}" if cv["with_band"] else
-                "no band: " + next((w.split(" (")[0] for w in cv["warnings"] if "blocks" in w), "no bootstrap"))
         lines.append(
             head + f"{cv['on_periods']}, {cv['bins']} ({cv['bin_ms']:.0f} ms) | {_f(m['rmse_w'])} / {_f(pt['rmse_w'])} "
             f"({_f(m['plateau_rmse_w'])} / {_f(pt['plateau_rmse_w'])}) | {_f(mf['rise_ms'], '.0f')} / "
@@ -756,6 +784,13 @@ def readme(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
     lines += ["", *cv_table(rows)]
     lines += ["", *refit_table(rows)]
     lines += ["", *curve_table(rows)]
+    least = [(v, k, f"{r['record']} {r['field']}") for r in rows for k, v in r.get("least_w", {}).items()]
+    neg = [x for x in least if x[0] < 0]
+    if least:
+        lines += ["", (f"Negative power or energy: none. The least value of any output (the fields predicted from the "
+                       f"meter, the on-period curves, their bands' lower ends, the energies and their intervals' "
+                       f"lower ends) is {min(least)[0]:.1f} ({min(least)[1]}, {min(least)[2]})." if not neg else
+                       "Negative power or energy: " + "; ".join(f"{k} {v:.1f} ({w})" for v, k, w in neg) + ".")]
     lines += ["", "What it does not show: the records are whole-board square waves and steps of "
               "tens to thousands of milliseconds, so they test the sensor's model and the period, not "
               "per-kernel attribution inside microsecond kernels; each GPU is one board, one driver."]
@@ -775,6 +810,13 @@ def write_section(text: str) -> None:
         cur = cur.rstrip() + "\n\n" + text
     with open(path, "w") as f:
         f.write(cur)
+
+
+def _without_plots(r: dict[str, Any]) -> dict[str, Any]:
+    out = {k: v for k, v in r.items() if k != "figure"}
+    if "curve" in out:
+        out["curve"] = {k: v for k, v in out["curve"].items() if k != "plot"}
+    return out
 
 
 def main() -> None:
@@ -798,8 +840,8 @@ def main() -> None:
             "wall_s": time.perf_counter() - t0}
     meta["figures"] = [os.path.basename(p) for p in figure(rows)]
     with open(os.path.join(RESULTS, "realdata.json"), "w") as f:
-        json.dump({"meta": meta, "rows": [{k: v for k, v in r.items() if k != "figure"} for r in rows]}, f,
-                  indent=1, default=float)
+        # The figure's arrays (every log, the meter at 1 ms) are in the figures, not the table's file.
+        json.dump({"meta": meta, "rows": [_without_plots(r) for r in rows]}, f, indent=1, default=float)
     text = readme(rows, meta)
     write_section(text)
     print(text)
