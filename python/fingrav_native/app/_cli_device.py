@@ -143,6 +143,10 @@ def characterize_command(args: argparse.Namespace) -> int:
         print(f"  {length}; delay {st.delay_ns / 1e3:.1f} +- {st.delay_err_ns / 1e3:.1f} us; "
               f"10-90 % rise {st.rise_ns / 1e3:.1f} us")
         print(f"  fit residual {st.residual_w:.1f} W over {st.logs} logs (the other shape: {st.other_residual_w:.1f} W)")
+    # What the measurement could not settle (a reader's lag, halves that disagree), as the notes say it.
+    for note in c.notes.split("; "):
+        if note.startswith("the logs are a host tool's polls") or "halves" in note:
+            print(f"  note: {note}")
     if args.out is not None:
         print(f"  written to {args.out}")
     return EXIT_OK

@@ -186,7 +186,9 @@ def characterize_logs(
         delay where the logger stamps before its window ends), the period
         (:func:`estimate_period` over the collapsed updates), the step fit
         (:func:`fit_load_response`: both shapes, each with its residual) and
-        what the halves showed, in ``notes``. ``save`` writes the file that
+        what the halves showed, in ``notes``; logs that poll a cached
+        reading also get a note of the reader's lag (step 6). ``save``
+        writes the file that
         :func:`~fingrav_native.files.load_characterisation` reads back and
         every path takes as ``sensor=``.
 
@@ -220,6 +222,12 @@ def characterize_logs(
        stretch fitted.
     5. Fit each half alone; a window, time constant or delay that differs
        beyond :data:`SPLIT_Z` combined standard errors is said.
+    6. Where the logs poll a cached reading (at least one repeated poll per
+       update), the poll interval (the median interval between all logs)
+       and what it does to the fit are said: each update is stamped up to
+       one poll late, so the delay and window are the stamps' as this
+       reader logs them; the sensor's own delay is earlier by
+       :data:`READER_DELAY_BIAS` of a poll (measured on synthetic records).
     """
     instance_of(name, "name", str, "the sensor's name, a str")
     instance_of(device, "device", str, "what was measured, a str")
@@ -271,6 +279,9 @@ def characterize_logs(
              (f"window taken as the update period, a gapless average (the free fit is not better beyond the "
               f"F test: p = {step.gapless_p:.2g})" if step.gapless else
               f"a gapless window (the update period) rejected by the F test (p = {step.gapless_p:.2g})")]
+    lag = _reader_lag_note(t, tc, period.period_ns)
+    if lag:
+        notes.append(lag)
     if split_check:
         a, _, split = _split_check(tc, pc, iv, scale, step, period.period_ns, ref)
         for s in split if a is not None else []:
@@ -286,6 +297,36 @@ def characterize_logs(
         notes="; ".join(notes))
     return Characterisation(sensor=sensor, period=period, step=step, quantum=_quantum(pc), device=device,
                             notes=sensor.notes)
+
+
+#: Where the fitted delay sits past the sensor's own under a host tool's polls, in polls: the range over
+#: synthetic records (boxcars of 10 and 25 ms, delays -15 and +5 ms, polls of 7, 13 and 25 ms every 100 ms;
+#: tests/sensors/test_characterize_logs.py pins it).
+READER_DELAY_BIAS = (0.3, 0.5)
+
+
+def _reader_lag_note(t: np.ndarray, tc: np.ndarray, period_ns: float) -> str:
+    """What a host tool's polling does to the fitted delay and window, in words ("" where the logs are
+    not polls of a cached reading: every log a new value).
+
+    A tool that polls a cached reading stamps each update at the first poll that sees it, late by 0 to
+    one poll interval. The fit takes the stamps as they are, so its delay and window are the stamps' as
+    this reader logged them: a model that predicts this tool's logs, not the sensor's own timing. Said
+    rather than corrected: the lag's distribution is the tool's (a poll phase-locked to the updates lags
+    by a constant no record can tell from delay)."""
+    repeats = len(t) - len(tc)
+    if repeats < len(tc) or len(t) < 3:  # fewer than one repeated poll per update: not a polling reader
+        return ""
+    poll = float(np.median(np.diff(t)))
+    if not (0.0 < poll < period_ns):
+        return ""
+    lo, hi = READER_DELAY_BIAS
+    return (f"the logs are a host tool's polls of a cached reading every {poll / 1e6:.3g} ms ({repeats} repeats): "
+            f"each update is stamped 0-{poll / 1e6:.3g} ms after it happened, and the fit takes that lag for "
+            f"delay and window: they are this reader's stamps', not the sensor's own timing (its own delay is "
+            f"earlier by about {lo * poll / 1e6:.2g}-{hi * poll / 1e6:.2g} ms, {lo}-{hi} of a poll on synthetic "
+            f"records, and its window up to a quarter poll narrower); the stated errors leave that out. Poll "
+            f"faster to shrink it")
 
 
 def _quantum(p: np.ndarray) -> float:
