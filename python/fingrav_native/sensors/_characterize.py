@@ -787,8 +787,20 @@ class _LoadResponse:
             dl = (self.design(shape, d, length + hl) - self.design(shape, d, length - hl)) @ coef / (2 * hl)
             J = np.column_stack([X, dd, dl])
         k = J.shape[1]
+        # A delay or length whose column is zero moves no prediction: every log sits at the same place
+        # against the load's edges (logs on the load's own grid, a 1 ms logger under a wave of whole
+        # milliseconds), so the logs place that edge only between two logs. Inverting J'J then failed (or,
+        # nearly singular, gave whatever rounding left) and the fit was refused as "the power does not
+        # follow the load" although its effect was 90 standard errors. Its error is the spread of a
+        # position uniform over one log interval; the other parameters' come from the columns that move.
+        size = float(np.linalg.norm(X @ coef)) or 1.0
+        moves = np.array([True] * X.shape[1] + [float(np.linalg.norm(J[:, j])) * sc > 1e-9 * size
+                                                 for j in range(X.shape[1], k)])
+        err = np.full(k, float(np.median(np.diff(np.unique(self.t)))) / math.sqrt(12.0))
         try:
-            err = np.sqrt(np.clip(np.diag(np.linalg.inv(J.T @ J) * rss / max(len(self.t) - k, 1)), 0.0, None))
+            Jm = J[:, moves]
+            err[moves] = np.sqrt(np.clip(np.diag(np.linalg.inv(Jm.T @ Jm) * rss / max(len(self.t) - k, 1)),
+                                         0.0, None))
         except np.linalg.LinAlgError:
             err = np.full(k, np.nan)
         return (np.concatenate([err, [0.0]]) if fixed_length else err), rss
