@@ -356,9 +356,9 @@ def _joint(samples: np.ndarray, t: np.ndarray, kt: KernelTrace, model: SensorMod
             n_runs=int(len(kept_ids[c])), run_ids=np.asarray(kt.executions["run"][kept_ids[c]]),
             edge_logs=int(fit.edge_logs[c]), dropped_logs=fit.dropped_logs, confidence=fit.confidence,
             confidence_note=(f"bootstrap over blocks of the record, {fit.n_boot} resamples, each choosing the model "
-                             "and smoothing again; for the energy and each curve bin the percentile band joined with Student's t "
-                             "on the bootstrap's deviation, widened over the smoothings cross-validation cannot "
-                             "tell apart (no band for a kernel the logs do not determine)"),
+                             "and smoothing again; for the energy and each curve bin the percentile band joined "
+                             "with Student's t on the bootstrap's deviation, widened over the smoothings "
+                             "cross-validation cannot tell apart (no band for a kernel the logs do not determine)"),
             assumptions=TIMELINE_ASSUMPTIONS + (fit.model,), warnings=tuple(warnings_), sensor=model,
             model=fit.model, check=fit.check, bins_asked=bins, info_share=float(fit.info_share[c]))
         stitched, energy = as_stitched(dec, uncert_ns_median=ep.stitched.uncert_ns_median,

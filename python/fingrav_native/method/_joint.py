@@ -710,8 +710,8 @@ def _timeline_fit(sol: Solution, chans: list[str], K: np.ndarray, asked: np.ndar
         warnings_.append(f"the record holds {sol.n_blocks} blocks of ten windows: too few for cross-validation and "
                          "an interval (smoothing chosen by GCV, no intervals); record longer")
     return TimelineFit(
-        bins=K, curves=curves, sd=sds, curve_low_w=c_low, curve_high_w=c_high, energy_j=energy, energy_half_width_j=half, gap_w=gap, launch_gap_w=launch,
-        durations_ns=durations,
+        bins=K, curves=curves, sd=sds, curve_low_w=c_low, curve_high_w=c_high, energy_j=energy,
+        energy_half_width_j=half, gap_w=gap, launch_gap_w=launch, durations_ns=durations,
         n_logs=len(sol.rows.used), dropped_logs=int(n_all - len(sol.rows.used)),
         logs_per_bin=[reach[offs[c]:offs[c] + K[c]] for c in range(n_cls)], edge_logs=edges, lam=sol.lam,
         residual_w=resid, confidence=confidence, energy_low_j=low, energy_high_j=high, bins_asked=asked,
