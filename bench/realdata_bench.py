@@ -1,7 +1,9 @@
 """Sensors characterised from public hardware records, checked against the records' own meters.
 
-The records (tests/data/yang_sc24: Yang, Adamek and Armour, SC'24, MIT;
-RTX 3090, 4090, A5000, K40m) hold nvidia-smi's power fields polled every
+The records (Yang, Adamek and Armour, SC'24; GPU_Power_Benchmark at commit
+4b5c944c, MIT; RTX 3090, 4090, A5000, K40m) are read from ``yang_sc24/`` of the
+real-data folder: ``$FINGRAV_REAL_DATA``, by default ``../shared/data/public``
+beside the repository (tests/real_data.py; they are not in the repository). They hold nvidia-smi's power fields polled every
 ~8 ms, the load's on-intervals, and a PMD meter at ~4.8 kHz on the board's
 power inputs. Per record and field, split at the middle of the record:
 
@@ -33,7 +35,7 @@ power inputs. Per record and field, split at the middle of the record:
 The A100 records of the same repository are held back for an independent
 check and are not read here.
 
-Run: ``python bench/realdata_bench.py`` (writes bench/results/realdata.json,
+Run: ``FINGRAV_REAL_DATA=/path/to/public python bench/realdata_bench.py`` (writes bench/results/realdata.json,
 realdata_<gpu>.png and the README section).
 """
 
@@ -54,13 +56,15 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "python"))
+sys.path.insert(0, os.path.join(HERE, "..", "tests"))  # real_data: where the records are
 
 import fingrav_native as fg  # noqa: E402
 from fingrav_native.files._characterisation import read_logs_csv  # noqa: E402
 from fingrav_native.method import fit_timeline  # noqa: E402
 from fingrav_native.sensors._characterize import _MeterResponse, fit_meter_response  # noqa: E402
+from real_data import MissingRealData  # noqa: E402
+from real_data import path as real_data_path  # noqa: E402
 
-DATA = os.path.join(HERE, "..", "tests", "data", "yang_sc24")
 RESULTS = os.path.join(HERE, "results")
 #: (record, field) pairs with a meter and a load.
 CASES = (("3090_5050", "power.draw.instant"), ("3090_transient", "power.draw.instant"),
@@ -71,7 +75,7 @@ DELAYS_MS = tuple(np.arange(-100.0, 100.1, 2.5))
 
 
 def load_case(rec: str, field: str) -> dict[str, np.ndarray]:
-    d = os.path.join(DATA, rec)
+    d = real_data_path(f"yang_sc24/{rec}")
     t, p = read_logs_csv(os.path.join(d, f"{field}.csv.gz"), ("t_ns", "power_w"), "logs")
     s, e = read_logs_csv(os.path.join(d, "load.csv"), ("start_ns", "end_ns"), "load")
     tm, pm = read_logs_csv(os.path.join(d, "meter.csv.gz"), ("t_ns", "power_w"), "meter")
@@ -744,7 +748,8 @@ def readme(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
     lines = ["## Validated on real data", "",
              "`python bench/realdata_bench.py` "
              f"({meta['date']}, {meta['machine']}, {meta['wall_s']:.0f} s). Public records of Yang, Adamek and "
-             "Armour (SC'24, MIT; trimmed in `tests/data/yang_sc24`): nvidia-smi's fields polled every ~8 ms, the "
+             "Armour (SC'24; GPU_Power_Benchmark at commit 4b5c944c, MIT; trimmed, read from `yang_sc24/` of the "
+             "folder `$FINGRAV_REAL_DATA` names, as the README's real-data section says): nvidia-smi's fields polled every ~8 ms, the "
              "load's on-intervals, a PMD meter at ~4.8 kHz on the board's inputs. Each record is split at its "
              "middle: the sensor is characterised (`fg.characterize_logs` with the meter as `reference`) on the first "
              "half only; the field is "
@@ -827,6 +832,12 @@ def main() -> None:
     args = ap.parse_args()
     globals()["REFIT_DRAWS"] = args.refit_draws  # read by case() for every record
     cases = [tuple(c.split(":")) for c in args.cases.split(",") if c] or list(CASES)
+    try:  # every record before any work: a missing one stops the run at once, saying where it comes from
+        for rec, field in cases:
+            for f in (f"{field}.csv.gz", "load.csv", "meter.csv.gz"):
+                real_data_path(f"yang_sc24/{rec}/{f}")
+    except MissingRealData as e:
+        sys.exit(f"realdata_bench: {e}")
     t0 = time.perf_counter()
     rows = []
     for rec, field in cases:

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 import fingrav_native
+import real_data
 
 # A timeout that only ends a hang: conditions are normally met in milliseconds.
 WAIT_TIMEOUT_S = 20.0
@@ -27,11 +28,18 @@ CHANNEL_SHARES = (1.0, 0.6, 0.25, 0.15)
 DEFAULT_MARKEXPR = "not slow and not optional"
 
 
-def pytest_report_header(config: pytest.Config) -> str:
-    return f"fingrav_native {fingrav_native.__version__} from {fingrav_native.__file__}"
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    where = real_data.root()
+    data = (f"real data from {where}" if where else
+            f"real data: none ({real_data.ENV} unset, {real_data.DEFAULT} absent): the tests on real records skip")
+    return [f"fingrav_native {fingrav_native.__version__} from {fingrav_native.__file__}", data]
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    try:  # a real-data folder named but absent is a usage error, before anything runs
+        real_data.root()
+    except real_data.MissingRealData as e:
+        raise pytest.UsageError(str(e)) from None
     # A test named on the command line (file::test) runs whatever its markers say.
     if config.option.markexpr == DEFAULT_MARKEXPR and any("::" in arg for arg in config.args):
         config.option.markexpr = ""
@@ -60,6 +68,8 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, exitstatu
         kinds.append(f"{slow} marked slow (over ~1 s each)")
     if optional:
         kinds.append(f"{optional} marked optional (they need torch, the CUDA/NVML header wheels or hiprtc)")
+    if not kinds:  # deselected by -k or a node id, not by the default markers
+        return
     install = '.venv/bin/pip install ".[test-full]" && ' if optional else ""
     terminalreporter.write_sep("-", "left out of the default run")
     terminalreporter.write_line(f"{len(left_out)} tests deselected: {', '.join(kinds)}. Run them (CI does) with:")

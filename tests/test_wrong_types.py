@@ -400,8 +400,8 @@ class FX:
 F = FX()
 HERE = os.path.dirname(os.path.abspath(__file__))
 GPU_METRICS = os.path.join(HERE, "fixtures", "gpu_metrics_v1_9_smu_13_0_6.bin")
-ROCPROF_CSV = next(os.path.join(d, f) for d, _, fs in os.walk(os.path.join(HERE, "data", "traces", "rocprofv3"))
-                   for f in sorted(fs) if f.endswith("kernel_trace.csv"))
+# The synthesized rocprofv3 CSV the repository writes itself (tests/data/traces/synth_rocprofv3.py).
+ROCPROF_CSV = os.path.join(HERE, "data", "traces", "rocprofv3", "synth", "7301_kernel_trace.csv")
 
 
 def a_workload() -> backends.Workload:

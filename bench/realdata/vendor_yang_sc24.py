@@ -1,4 +1,4 @@
-"""Vendor the public GPU power records of Yang, Adamek and Armour (SC'24) into tests/data, trimmed.
+"""Trim the public GPU power records of Yang, Adamek and Armour (SC'24) into the real-data folder.
 
 Source: https://github.com/JimZeyuYang/GPU_Power_Benchmark (MIT License), ``plotting/data/``. Each record
 there holds nvidia-smi's polls of its power fields (``gpudata.csv``, local time strings), an external PMD
@@ -16,7 +16,10 @@ record) and writes, per record, in the format ``fingrav characterize --logs --lo
 Everything is trimmed to the load's span plus a second either side. The A100 records are left out: they
 are kept back for an independent check of this work.
 
-Usage: ``python bench/realdata/vendor_yang_sc24.py /path/to/GPU_Power_Benchmark [--out tests/data/yang_sc24]``
+The output is real data others recorded: it is never committed to this repository. It goes into
+``yang_sc24/`` of the real-data folder the tests and benches read (``$FINGRAV_REAL_DATA``, tests/real_data.py).
+
+Usage: ``python bench/realdata/vendor_yang_sc24.py /path/to/GPU_Power_Benchmark --out "$FINGRAV_REAL_DATA/yang_sc24"``
 """
 
 from __future__ import annotations
@@ -99,8 +102,9 @@ def write_csv(path: str, header: str, cols: tuple[np.ndarray, ...], fmt: tuple[s
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("source", help="a clone of JimZeyuYang/GPU_Power_Benchmark")
-    ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "..", "..", "tests", "data",
-                                                  "yang_sc24"))
+    ap.add_argument("--out", required=True,
+                    help="the folder to write the records into: yang_sc24/ of the real-data folder, outside the "
+                         "repository (real data is never committed)")
     args = ap.parse_args()
     try:
         commit = subprocess.run(["git", "-C", args.source, "rev-parse", "HEAD"], capture_output=True, text=True,

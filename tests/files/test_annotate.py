@@ -1,9 +1,9 @@
 """The power written back into real Kineto traces (issue 28): every event kept, energies in args, counter tracks.
 
-The traces are the vendored real ones (tests/data/traces, with the synthetic power logs of
-tests/insitu/test_real_traces.py: no power was recorded with them). Each annotated copy is read back by the
-package's reader (the same kernels) and by plain json (every original event the same value, only args keys
-added; counters under the GPU's pid; the energies the table's).
+The traces are real ones others recorded (``traces/`` of the real-data folder, tests/real_data.py), with the
+synthetic power logs of tests/insitu/test_real_traces.py (no power was recorded with them). Each annotated
+copy is read back by the package's reader (the same kernels) and by plain json (every original event the same
+value, only args keys added; counters under the GPU's pid; the energies the table's).
 """
 
 from __future__ import annotations
@@ -22,8 +22,7 @@ from fingrav_native.files import _annotate as ann
 from fingrav_native.files import annotate_trace, read_trace
 from fingrav_native.insitu import TraceFormatError
 from fingrav_native.sim._analytic import EpochIdentity
-
-DATA = os.path.join(os.path.dirname(__file__), os.pardir, "data", "traces")
+from real_data import require
 
 #: Kineto traces the reader reads, with the min_executions that profiles something in each.
 TRACES = {
@@ -49,7 +48,7 @@ def _logs(kt, period_ns: int = 100_000) -> np.ndarray:
 
 
 def _profile(name: str):
-    path = os.path.join(DATA, name)
+    path = require(f"traces/{name}")
     kt = read_trace(path)
     return path, profile_trace(kt, _logs(kt), EpochIdentity(), align=False, min_executions=TRACES[name])
 
@@ -186,12 +185,12 @@ def test_the_output_is_checked_before_any_work(tmp_path, monkeypatch) -> None:
     with pytest.raises(ValueError, match="--annotate='.*': its folder .* is not writable"):
         ann.check_annotation_out(path, tmp_path / "new.json", name="--annotate")
     with pytest.raises(ValueError, match="not a torch.profiler"):
-        ann.check_annotation_out(os.path.join(DATA, "rocprofv3/kernel_trace.csv"), tmp_path / "x.json")
+        ann.check_annotation_out(require("traces/rocprofv3/kernel_trace.csv"), tmp_path / "x.json")
 
 
 def test_a_profile_of_another_trace_or_an_annotated_trace_is_refused(tmp_path) -> None:
     path, tp = _profile("kineto/gpu_metrics_input.json")
-    other = os.path.join(DATA, "hta/mi250_minitoy_train_ROCm6_2_kineto.json.gz")
+    other = require("traces/hta/mi250_minitoy_train_ROCm6_2_kineto.json.gz")
     with pytest.raises(ValueError, match="the profile was made from another trace"):
         annotate_trace(other, tp, tmp_path / "x.json")
     assert not os.listdir(tmp_path)  # nothing left behind

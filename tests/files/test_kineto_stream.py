@@ -30,8 +30,8 @@ from fingrav_native.files import _kineto, read_kineto_trace
 from fingrav_native.insitu import KernelTrace, TraceFormatError
 from fingrav_native.insitu._trace import NO_LAUNCH, STEP_DTYPE, printable_name, signature_dtype
 from fingrav_native.records import EXECUTION_DTYPE
+from real_data import require
 
-DATA = os.path.join(os.path.dirname(__file__), os.pardir, "data", "traces")
 KINETO_FILES = ["hta/sampled_rank-0.json.gz", "hta/nccl_data.ProfilerStep5.json.gz", "hta/inference_rank_1.json.gz",
                 "hta/mi250_minitoy_train_ROCm6_2_kineto.json.gz", "kineto/gpu_metrics_input.json",
                 "kineto/resnet50_worker0.1623143089861.ProfilerStep6.pt.trace.json.gz"]
@@ -345,7 +345,7 @@ def documents(draw: Any) -> str:
 
 @pytest.mark.parametrize("name", KINETO_FILES)
 def test_real_traces_read_as_the_whole_document_reads_them(name: str) -> None:
-    path = os.path.join(DATA, name)
+    path = require(f"traces/{name}")
     assert isinstance(_assert_same_outcome(path), KernelTrace)
 
 
@@ -372,7 +372,7 @@ def test_any_split_into_chunks_reads_the_same(tmp_path, monkeypatch, doc: str, c
 
 
 def test_a_real_trace_read_a_byte_at_a_time_is_the_same(monkeypatch) -> None:
-    path = os.path.join(DATA, "kineto/gpu_metrics_input.json")
+    path = require("traces/kineto/gpu_metrics_input.json")
     whole = read_kineto_trace(path)
     monkeypatch.setattr(_kineto, "_CHUNK", 1)
     assert _same(read_kineto_trace(path), whole)

@@ -1,4 +1,5 @@
-"""Real traces others recorded (tests/data/traces): read exactly, and profiled end to end.
+"""Real traces others recorded (``traces/`` of the real-data folder, tests/real_data.py): read exactly, and
+profiled end to end.
 
 The counts pinned here come from tests/data/traces/facts.py, a plain json/gzip/csv parse that does not
 use this package. The power logs are synthetic (no power was recorded with these traces): an idle level
@@ -9,6 +10,7 @@ names of 600-2000 characters), not its accuracy.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 
 import numpy as np
@@ -18,8 +20,7 @@ from fingrav_native import profile_trace
 from fingrav_native._core import SAMPLE_DTYPE
 from fingrav_native.files import load_profile, read_trace, save_profile
 from fingrav_native.sim._analytic import EpochIdentity
-
-DATA = os.path.join(os.path.dirname(__file__), os.pardir, "data", "traces")
+from real_data import require
 
 # file: (kernels, zero-duration kernels, ProfilerStep#N read, longest name, devices) per facts.py.
 FACTS = {
@@ -34,12 +35,33 @@ FACTS = {
 }
 
 
+def _facts_module():
+    path = os.path.join(os.path.dirname(__file__), os.pardir, "data", "traces", "facts.py")
+    spec = importlib.util.spec_from_file_location("trace_facts", path)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_the_pinned_facts_are_those_of_the_real_traces() -> None:
+    # The counts below are pinned from facts.py's EXPECTED; the traces live outside the repository, so a
+    # changed or substituted folder must fail here rather than move the readers' tests in silence.
+    facts = _facts_module()
+    for rel in facts.EXPECTED:
+        require(f"traces/{rel}")
+    assert facts.all_facts() == facts.EXPECTED
+    for name, (kernels, zero, _, longest, _) in FACTS.items():
+        assert (facts.EXPECTED[name]["kernels"], facts.EXPECTED[name]["dur0"],
+                facts.EXPECTED[name]["max_name_len"]) == (kernels, zero, longest)
+
+
 @pytest.mark.parametrize("name", sorted(FACTS))
 def test_real_traces_read_whole(name: str) -> None:
     # Issue 28, items 3, 4 and 6: zero-duration kernels read, PyTorch 1.8's "Operator" ProfilerStep
     # counted, names never cut.
     kernels, zero, steps, longest, devices = FACTS[name]
-    kt = read_trace(os.path.join(DATA, name))
+    kt = read_trace(require(f"traces/{name}"))
     ex = kt.executions
     assert len(ex) == kernels
     assert int(np.sum(ex["end_ns"] == ex["start_ns"])) == zero
@@ -66,7 +88,7 @@ def _synthetic_logs(kt, period_ns: int = 100_000) -> np.ndarray:
 @pytest.mark.parametrize("name", ["hta/nccl_data.ProfilerStep5.json.gz",
                                   "kineto/resnet50_worker0.1623143089861.ProfilerStep6.pt.trace.json.gz"])
 def test_real_traces_profile_with_default_options(name: str) -> None:
-    kt = read_trace(os.path.join(DATA, name))
+    kt = read_trace(require(f"traces/{name}"))
     tp = profile_trace(kt, _synthetic_logs(kt), EpochIdentity())
     assert len(tp.kernels) >= 1 and np.all(np.nan_to_num(tp.kernels["energy_j"]) >= 0)
     # ProfilerStep exists in each: an energy per iteration is reported (no interval from one or two steps).
@@ -85,7 +107,7 @@ def test_a_trace_of_too_few_executions_still_gives_the_energy_per_iteration(name
     # ProfilerStep#N and no signature with min_executions=20 executions alone on the device; the whole trace
     # was refused ("no kernel signature could be profiled"). Now: an empty table, the reason, the summary.
     # The logs are exact on the trace's clock: no clock mismatch may be reported (pytest fails on a warning).
-    kt = read_trace(os.path.join(DATA, name))
+    kt = read_trace(require(f"traces/{name}"))
     tp = profile_trace(kt, _synthetic_logs(kt), EpochIdentity(), device=int(np.unique(kt.device)[0]))
     assert tp.summary is not None and tp.summary.energy_j > 0
     assert len(tp.kernels) == 0 or np.all(np.nan_to_num(tp.kernels["energy_j"]) >= 0)
@@ -111,7 +133,7 @@ def test_every_real_trace_profiles_with_default_options(name: str, tmp_path) -> 
     # profiled"). Now: an empty table, each signature's shortfall, and what the logs can say: the energy
     # per iteration, or without iterations the energy over the trace's kernel span, with its interval.
     # Exact logs on the trace's clock: no clock mismatch may be reported (pytest fails on a warning).
-    kt = read_trace(os.path.join(DATA, name))
+    kt = read_trace(require(f"traces/{name}"))
     tp = profile_trace(kt, _synthetic_logs(kt), EpochIdentity())
     assert np.all(np.nan_to_num(tp.kernels["energy_j"]) >= 0)
     assert not any("clock mismatch" in w for w in tp.warnings)
@@ -138,7 +160,7 @@ def test_every_real_trace_profiles_with_default_options(name: str, tmp_path) -> 
 def test_a_span_no_log_measures_inside_says_so() -> None:
     # 1 ms averages over rocprofv3's 0.14 ms sample trace: every window reaches outside the span, so its
     # energy is not determined (NaN), and the table says why rather than printing a number.
-    kt = read_trace(os.path.join(DATA, "rocprofv3/kernel_trace.agent-string.csv"))
+    kt = read_trace(require("traces/rocprofv3/kernel_trace.agent-string.csv"))
     logs = _synthetic_logs(kt, period_ns=1_000_000)
     logs["window_ns"] = 1_000_000  # logs that declare their window are an averaging sensor's
     tp = profile_trace(kt, logs, EpochIdentity())
@@ -151,7 +173,7 @@ def test_compute_overlapped_by_nccl_is_kept_with_the_communication_level_subtrac
     # 22 % of the compute executions; "overlaps another kernel on the device, left out" dropped them all.
     # Synthetic truth on the real timeline: each compute signature draws its own power, communication
     # adds 60 W while it runs, whatever else does.
-    kt = read_trace(os.path.join(DATA, "hta/sampled_rank-0.json.gz"))
+    kt = read_trace(require("traces/hta/sampled_rank-0.json.gz"))
     ex, rng = kt.executions, np.random.default_rng(1)
     comm = np.array(["nccl" in str(n).lower() for n in kt.signatures["name"]])[ex["kernel_id"]]
     draw = rng.uniform(100.0, 300.0, len(kt.signatures))
@@ -192,7 +214,7 @@ def test_compute_overlapped_by_nccl_is_kept_with_the_communication_level_subtrac
 def test_a_rocprofv3_csv_with_a_byte_order_mark_keeps_its_kind_column(tmp_path) -> None:
     # Issue 28, item 9: with a UTF-8 BOM the first column read as "\ufeffKind", so a row of another kind
     # (a memory copy) was taken for a kernel dispatch.
-    with open(os.path.join(DATA, "rocprofv3/kernel_trace.csv"), encoding="utf-8") as f:
+    with open(require("traces/rocprofv3/kernel_trace.csv"), encoding="utf-8") as f:
         lines = f.read().splitlines()
     copy = lines[1].replace("KERNEL_DISPATCH", "MEMORY_COPY", 1)
     assert copy != lines[1]
@@ -204,7 +226,7 @@ def test_a_rocprofv3_csv_with_a_byte_order_mark_keeps_its_kind_column(tmp_path) 
 def test_a_capture_that_misses_the_trace_is_refused_as_a_clock_mismatch() -> None:
     # Issue 28, item 2: a trace and a capture that do not overlap were refused with "run more runs
     # (runs=...)", an option `fingrav trace` does not have; one that half overlaps gave no word.
-    kt = read_trace(os.path.join(DATA, "hta/nccl_data.ProfilerStep5.json.gz"))
+    kt = read_trace(require("traces/hta/nccl_data.ProfilerStep5.json.gz"))
     logs = _synthetic_logs(kt)
     late = logs.copy()
     late["source_ts"] += 10_000_000_000  # 10 s later: another run, or a clock 10 s off

@@ -1,4 +1,5 @@
-"""The attribution engine on a record someone else measured (Yang et al., SC'24; MIT; tests/data/yang_sc24).
+"""The attribution engine on a record someone else measured (Yang et al., SC'24; MIT; ``yang_sc24/`` of the real-data folder,
+tests/real_data.py).
 
 An RTX 3090 under a 50 ms on / 50 ms off load, nvidia-smi's instant field
 polled every ~8 ms (cached: repeated values are the same reading), a PMD
@@ -10,22 +11,21 @@ print it.
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 import pytest
 
 from fingrav_native.method import fit_timeline
 from fingrav_native.sensors import SensorModel
+from real_data import require
 
-DATA = os.path.join(os.path.dirname(__file__), "..", "data", "yang_sc24", "3090_5050")
+RECORD = "yang_sc24/3090_5050"
 #: The RTX 3090's default board power limit (NVIDIA's specification: 350 W total graphics power).
 BOARD_W = 350.0
 
 
 def _record() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    on = np.loadtxt(os.path.join(DATA, "load.csv"), delimiter=",", skiprows=1, ndmin=2)
-    t, p = np.loadtxt(os.path.join(DATA, "power.draw.instant.csv.gz"), delimiter=",", skiprows=1, unpack=True)
+    on = np.loadtxt(require(f"{RECORD}/load.csv"), delimiter=",", skiprows=1, ndmin=2)
+    t, p = np.loadtxt(require(f"{RECORD}/power.draw.instant.csv.gz"), delimiter=",", skiprows=1, unpack=True)
     # A poll repeats the cached reading until the driver updates it: the first poll of each reading.
     first = np.concatenate([[True], np.diff(p) != 0])
     return on, t[first], p[first]

@@ -3,7 +3,7 @@
 Synthetic records are built from the definition of each sensor (a boxcar or
 a first-order filter on a fixed update grid, read by a host tool polling the
 cached value), not from the fit's own model code; real records are the
-Yang et al. (SC'24, MIT) ones in tests/data/yang_sc24.
+Yang et al. (SC'24, MIT) ones in ``yang_sc24/`` of the real-data folder (tests/real_data.py).
 """
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ import fingrav_native as fg
 from fingrav_native.files import load_characterisation
 from fingrav_native.files._characterisation import read_logs_csv
 from fingrav_native.sensors import SplitDisagreementWarning, estimate_period
+from real_data import require
 
 PERIOD, POLL = 100e6, 13e6
 LIGHT, HEAVY = 100.0, 300.0
-DATA = os.path.join(os.path.dirname(__file__), "..", "data", "yang_sc24")
 
 
 def _load(rng: np.random.Generator, n: int) -> np.ndarray:
@@ -132,8 +132,8 @@ def test_bad_records_are_refused_by_name() -> None:
 
 
 def _real(rec: str, field: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    t, p = read_logs_csv(os.path.join(DATA, rec, f"{field}.csv.gz"), ("t_ns", "power_w"), "logs")
-    s, e = read_logs_csv(os.path.join(DATA, rec, "load.csv"), ("start_ns", "end_ns"), "load")
+    t, p = read_logs_csv(require(f"yang_sc24/{rec}/{field}.csv.gz"), ("t_ns", "power_w"), "logs")
+    s, e = read_logs_csv(require(f"yang_sc24/{rec}/load.csv"), ("start_ns", "end_ns"), "load")
     return t, p, np.column_stack([s, e])
 
 
@@ -208,7 +208,7 @@ def test_cli_characterises_recorded_logs(tmp_path: object, capsys: pytest.Captur
 
 
 def _meter(rec: str) -> tuple[np.ndarray, np.ndarray]:
-    tm, pm = read_logs_csv(os.path.join(DATA, rec, "meter.csv.gz"), ("t_ns", "power_w"), "meter")
+    tm, pm = read_logs_csv(require(f"yang_sc24/{rec}/meter.csv.gz"), ("t_ns", "power_w"), "meter")
     return tm, pm
 
 

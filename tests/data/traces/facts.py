@@ -1,8 +1,11 @@
 #!/usr/bin/env python3
-"""Recompute the pinned facts of the vendored traces with plain json/gzip/csv.
+"""Recompute the pinned facts of the real traces with plain json/gzip/csv.
 
 Nothing here imports fingrav_native: the numbers are an independent reading
 of the files, for tests of the in-situ trace readers to compare against.
+The traces are not in the repository: they are read from ``traces/`` of the
+real-data folder (``$FINGRAV_REAL_DATA``, by default ``../shared/data/public``
+beside the repository; tests/real_data.py says where each comes from).
 
     python3 facts.py            # print the facts of every file as JSON
     python3 facts.py --check    # recompute and compare with EXPECTED below
@@ -43,6 +46,8 @@ import sys
 from collections import Counter
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(os.path.dirname(HERE)))  # tests/: real_data, standard library only
+import real_data  # noqa: E402
 
 KINETO_FILES = [
     "hta/sampled_rank-0.json.gz",
@@ -157,14 +162,18 @@ def rocprof_memcpy_facts(path):
     }
 
 
+def _trace(rel):
+    return real_data.path(f"traces/{rel}")
+
+
 def all_facts():
     out = {}
     for rel in KINETO_FILES:
-        out[rel] = kineto_facts(os.path.join(HERE, rel))
+        out[rel] = kineto_facts(_trace(rel))
     for rel in ROCPROF_KERNEL_CSV:
-        out[rel] = rocprof_kernel_facts(os.path.join(HERE, rel))
+        out[rel] = rocprof_kernel_facts(_trace(rel))
     for rel in ROCPROF_MEMCPY_CSV:
-        out[rel] = rocprof_memcpy_facts(os.path.join(HERE, rel))
+        out[rel] = rocprof_memcpy_facts(_trace(rel))
     # JSON round trip so tuples compare equal to the lists in EXPECTED
     return json.loads(json.dumps(out))
 
@@ -339,7 +348,11 @@ def emit(facts):
 
 
 def main(argv):
-    facts = all_facts()
+    try:
+        facts = all_facts()
+    except real_data.MissingRealData as e:
+        print(f"facts.py: {e}", file=sys.stderr)
+        return 2
     if "--check" in argv:
         bad = [k for k in EXPECTED if facts.get(k) != EXPECTED[k]]
         for k in bad:
