@@ -46,10 +46,11 @@ _COMMANDS: dict[str, tuple[_Run, Optional[tuple[type[BaseException], ...]]]] = {
     "demo": (lambda args, as_program: demo_command(args, as_program=as_program), None),
     "devices": (lambda args, _: devices_command(args), None),
     # A malformed trace or capture is named by its own error, a ValueError that is a failure to read.
-    "trace": (lambda args, _: trace_command(args), (OSError, TraceFormatError, CaptureFormatError)),
-    # A damaged profile is a failure to read, as an output the disk refuses is a failure to write.
-    "plot": (lambda args, _: plot_command(args), (ProfileFormatError, OSError)),
-    "export": (lambda args, _: export_command(args), (ProfileFormatError, OSError)),
+    "trace": (lambda args, _: trace_command(args), (OSError, ImportError, TraceFormatError, CaptureFormatError)),
+    # A damaged profile is a failure to read, as an output the disk refuses is a failure to write; a missing
+    # optional library (pyarrow for --parquet) is a failure to run, named with the extra that brings it.
+    "plot": (lambda args, _: plot_command(args), (ProfileFormatError, OSError, ImportError)),
+    "export": (lambda args, _: export_command(args), (ProfileFormatError, OSError, ImportError)),
     # A campaign folder in use (CampaignLockedError, a RuntimeError), a damaged or incomplete folder, a
     # campaign that gave no logs (NoLogsInExecutionsError, a ValueError): the command failed, the usage was fine.
     "profile": (lambda args, as_program: profile_command(args, as_program=as_program),

@@ -19,7 +19,7 @@ from fingrav_native.app._trace import profile_trace
 from fingrav_native.files._annotate import annotate_trace, check_annotation_out
 from fingrav_native.files._capture import load_capture
 from fingrav_native.files._outputs import check_distinct_outputs, check_output_path
-from fingrav_native.files._parquet import export_parquet
+from fingrav_native.files._parquet import PYARROW_MISSING, export_parquet, pyarrow_missing
 from fingrav_native.files._profiles import load_profile
 from fingrav_native.files._trace import export_trace
 from fingrav_native.insitu._closure import EnergyClosureWarning
@@ -134,6 +134,8 @@ def _export_outputs(args: argparse.Namespace) -> None:
             check_output_path(path, f"--{option}", protect=[args.profile])
     if args.parquet is not None:
         check_output_path(args.parquet, "--parquet", folder=True)
+        if pyarrow_missing():  # before any output is written: none or all of them
+            raise ImportError(f"--parquet: {PYARROW_MISSING}")
     check_distinct_outputs({"--trace": args.trace, "--summary": args.summary})
 
 

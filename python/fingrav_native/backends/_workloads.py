@@ -19,6 +19,8 @@ from __future__ import annotations
 import functools
 import importlib
 import inspect
+import os
+import sys
 import typing
 from dataclasses import dataclass, field
 from typing import Any, Callable, Literal, Optional
@@ -246,6 +248,39 @@ def _fn_name(fn: Any) -> str:
     return str(getattr(fn, "__qualname__", None) or getattr(getattr(fn, "func", None), "__qualname__", "it"))
 
 
+def _names_the_spec(exc: ModuleNotFoundError, mod_name: str) -> bool:
+    """Whether the missing module is the one the spec names (or its package), not one it imports."""
+    return exc.name is not None and (mod_name == exc.name or mod_name.startswith(exc.name + "."))
+
+
+def _import_spec_module(spec: str, mod_name: str) -> Any:
+    """The spec's module, found on sys.path or, as ``python -m`` finds it, in the current folder."""
+    try:
+        return importlib.import_module(mod_name)
+    except ModuleNotFoundError as exc:
+        # A module that is there but imports something missing is the module's own error, raised as it is.
+        if not _names_the_spec(exc, mod_name):
+            raise
+        missing = exc.name
+    cwd = os.getcwd()
+    # The `fingrav` console script runs with its own folder first on sys.path, not the current one that
+    # `python -m fingrav_native` puts there; a module beside the user is what "mywork:gemm" means. Searched
+    # last, so that nothing in the current folder shadows an installed module.
+    if not any(os.path.abspath(p or os.curdir) == cwd for p in sys.path):
+        sys.path.append(cwd)
+        try:
+            return importlib.import_module(mod_name)
+        except ModuleNotFoundError as exc:
+            if not _names_the_spec(exc, mod_name):
+                raise
+            missing = exc.name
+            sys.path.remove(cwd)
+    # Still a ModuleNotFoundError (a module missing is a failure to run, exit 1, as a missing library),
+    # now naming the argument.
+    raise ModuleNotFoundError(f"spec={spec!r}: no module named {missing!r} can be imported from sys.path or the "
+                              f"current folder ({cwd})", name=missing) from None
+
+
 def resolve_workload(spec: str) -> Workload:
     """Load a workload given as ``"module:function"`` (the CLI's form).
 
@@ -280,17 +315,7 @@ def resolve_workload(spec: str) -> Workload:
     if not isinstance(spec, str) or spec.count(":") != 1 or not all(spec.split(":")):
         raise ValueError(f"spec={spec!r}: must be 'module:function'")
     mod_name, fn_name = spec.split(":")
-    try:
-        mod = importlib.import_module(mod_name)
-    except ModuleNotFoundError as exc:
-        # The named module (or its package) missing is a wrong spec; a module that is there but
-        # imports something missing is the module's own error, raised as it is.
-        if exc.name is None or not (mod_name == exc.name or mod_name.startswith(exc.name + ".")):
-            raise
-        # Still a ModuleNotFoundError (a module missing is a failure to run, exit 1, as a missing library),
-        # now naming the argument.
-        raise ModuleNotFoundError(f"spec={spec!r}: no module named {exc.name!r} can be imported (is it on "
-                                  "sys.path, or in the current folder?)", name=exc.name) from None
+    mod = _import_spec_module(spec, mod_name)
     fn = getattr(mod, fn_name, None)
     if fn is None or not callable(fn):
         raise ValueError(f"spec={spec!r}: {mod_name} has no callable {fn_name}")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import os
 from typing import Any, Union
 
@@ -15,6 +16,18 @@ from fingrav_native.method._results import InterleavedProfile, Profile
 
 def _table_columns(arr: np.ndarray) -> dict[str, np.ndarray]:
     return {name: np.ascontiguousarray(arr[name]) for name in arr.dtype.names or ()}
+
+
+#: What a missing pyarrow is told with: the extra that brings it.
+PYARROW_MISSING = "Parquet export needs pyarrow, which is not installed: pip install 'fingrav-native[parquet]'"
+
+
+def pyarrow_missing() -> bool:
+    """Whether pyarrow cannot be imported (checked before any output is written)."""
+    try:
+        return importlib.util.find_spec("pyarrow") is None
+    except (ImportError, ValueError):  # an import hook that refuses it, or a half-imported module
+        return True
 
 
 def export_parquet(profile: Union[Profile, InterleavedProfile], directory: PathLike) -> list[str]:
@@ -54,7 +67,7 @@ def export_parquet(profile: Union[Profile, InterleavedProfile], directory: PathL
         pa = importlib.import_module("pyarrow")
         pq = importlib.import_module("pyarrow.parquet")
     except ImportError as exc:
-        raise ImportError("Parquet export needs pyarrow: pip install pyarrow") from exc
+        raise ImportError(PYARROW_MISSING) from exc
     if isinstance(profile, InterleavedProfile):
         profiles = dict(profile.reference.profiles, interleaved=profile.scenario)
         timeline = profile.reference.timeline
