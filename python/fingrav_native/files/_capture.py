@@ -684,6 +684,9 @@ def recover_capture(journal: str, *, shown: Optional[str] = None) -> PowerCaptur
     if header.get("format") != CAPTURE_FORMAT or header.get("version") != CAPTURE_VERSION:
         raise bad(f"it journals a {short_repr(header.get('format'))} of version {short_repr(header.get('version'))}, "
                   f"not a {CAPTURE_FORMAT} of version {CAPTURE_VERSION}")
+    if "epoch_brackets" not in contents.arrays:
+        raise bad(f"it ends before its first clock brackets are whole ({contents.torn_reason or 'none written'}): "
+                  "the recording had not started; nothing to recover")
     arrays = _journal_arrays(contents.arrays, header, bad)
     last = contents.json
     meta = {**header.get("meta", {}), **last.get(b"META", {})} if isinstance(header.get("meta"), dict) else \
