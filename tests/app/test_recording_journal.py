@@ -280,3 +280,13 @@ def test_data_loss_sigterm_and_sighup_write_the_whole_capture_and_end_as_the_sig
     host = got.samples["host_ns"]
     assert host.min() <= first and host.max() >= killed_at - 50_000_000 and got.epoch_brackets[-1, 0] >= killed_at
     _placed_like_the_truth(got, truth)
+
+
+def test_unclear_every_recorder_option_is_checked_by_name():
+    src = _core.SyntheticSource()
+    with pytest.raises(ValueError, match=r"counter_period_ns=2000000: no counter is polled \(counter=None\)"):
+        fg.record(src, counter=None, counter_period_ns=2_000_000)
+    with pytest.raises(ValueError, match=r"counter_period_ns=2000000: no counter is polled \(.* has no energy counter"):
+        fg.record(SimGPU(realtime=True, seed=1), counter_period_ns=2_000_000)
+    with pytest.raises(TypeError, match="bogus"):
+        fg.record(src, bogus=1)  # type: ignore[call-arg]

@@ -114,7 +114,8 @@ class PowerRecorder:
     NTP's drift. On exit the capture is
     built (:attr:`capture`) and, given a ``path``, saved. An exception in
     the ``with`` block still stops both threads and saves what was recorded
-    (the block's exception is the one raised); a failure of the sampler
+    (the block's exception is the one raised), and SIGTERM and SIGHUP do
+    the same (see Notes); a failure of the sampler
     (``SamplerError``) or of the drain thread is raised on exit; a capture
     that cannot be written raises too, and :attr:`capture` still holds it.
 
@@ -154,7 +155,9 @@ class PowerRecorder:
         counter's steps. Where the logs already are the counter's steps
         (``"amd:N"``, ``"nvidia:N:energy"``) nothing more is polled.
     counter_period_ns : int, optional
-        The counter's poll period (default 2 ms).
+        The counter's poll period (default 2 ms); refused where no counter
+        is polled (``counter=None``, a device without one, logs that are
+        the counter's steps).
 
     Raises
     ------
@@ -167,6 +170,33 @@ class PowerRecorder:
 
     Notes
     -----
+    What survives a kill. With a ``path``, everything the capture will
+    hold is appended as it is read to ``PATH.journal`` beside it
+    (:mod:`fingrav_native.files._journal`): the header, every drain's logs
+    and counter readings, every burst of clock brackets, the sampler's
+    counters. The drain thread writes it at least once a second (every
+    ``brackets_every_s`` when shorter) and ``fsync``s it at most once a
+    second; when the block ends the capture is written beside ``path`` and
+    renamed over it, and the journal removed. So SIGKILL, an out-of-memory
+    kill or a crash loses at most the last second: :func:`fingrav_native.load`
+    of ``path`` rebuilds the capture from the journal with a
+    :class:`~fingrav_native.files.RecoveredCaptureWarning` naming the span
+    recovered (also ``capture.recovered``); a last record written in part
+    is dropped and said. A capture the disk refuses at the end keeps its
+    journal (the error says where). A journal already beside ``path`` (a
+    killed recording not yet read back) is never written over: the
+    recorder refuses the path.
+
+    SIGTERM (``kill``, ``timeout``, Slurm, systemd) and SIGHUP (a closed
+    terminal) end the block as Ctrl-C does: the capture is written whole,
+    then the signal is delivered again with its default action, so the
+    process ends as that signal ends it (a shell reports 128 + the signal's
+    number: 143, 129) and outer ``finally`` blocks do not run, as they would
+    not under the signal itself. The handlers are installed only from the
+    main thread and only over the default action (a program's own handler,
+    or a signal ignored under ``nohup``, is kept), and the previous ones are
+    put back when the block ends.
+
     In-situ profiling is the paper's Section IV-A protocol run by the
     application itself: each execution is one run at a random phase
     against the logger. The recorder takes no part in the application's
@@ -252,6 +282,10 @@ class PowerRecorder:
         self._counter_spec = counter_spec(counter, self._resolved.counter)
         self._counter_period_ns = None if counter_period_ns is None else integer_in(
             counter_period_ns, "counter_period_ns", _core.MIN_PERIOD_NS, _core.MAX_PERIOD_NS)
+        if self._counter_period_ns is not None and (self._counter_spec is None or self._counter_spec.source is None):
+            why = ("counter=None" if counter is None else "the logs themselves are the counter's steps"
+                   if self._counter_spec is not None else f"{self._resolved.description} has no energy counter")
+            raise ValueError(f"counter_period_ns={counter_period_ns!r}: no counter is polled ({why}); leave it out")
         self._counter: Optional[CounterRecorder] = None
         self._captured_counter: Optional[CapturedCounter] = None
         # The journal beside the capture (files/_journal.py): what a killed recorder leaves.
@@ -643,7 +677,17 @@ class PowerRecorder:
         return path
 
 
-def record(device: Any, path: Optional[Union[str, os.PathLike[str]]] = None, **options: Any) -> PowerRecorder:
+def record(
+    device: Any,
+    path: Optional[Union[str, os.PathLike[str]]] = None,
+    *,
+    period_ns: Optional[int] = None,
+    brackets_every_s: float = 0.5,
+    brackets_per_read: int = 8,
+    capacity: Optional[int] = None,
+    counter: Any = "auto",
+    counter_period_ns: Optional[int] = None,
+) -> PowerRecorder:
     """Record a device's power while an application runs: a context manager giving a capture.
 
     ``with record("nvidia:0", "power.npz") as rec: ...`` samples the device's
@@ -657,17 +701,19 @@ def record(device: Any, path: Optional[Union[str, os.PathLike[str]]] = None, **o
         ``"nvidia:0"``, ``"nvidia:0:instant"``, ``"amd:0"``; or a
         ``SimGPU(realtime=True)``, a ``LiveSimBackend``, a hardware backend).
     path : str or path-like, optional
-        Where the capture is written when the block ends.
-    **options
-        ``period_ns``, ``brackets_every_s``, ``brackets_per_read``, ``capacity``,
-        ``counter``, ``counter_period_ns`` (:class:`PowerRecorder`).
+        Where the capture is written when the block ends (journaled beside
+        it, ``PATH.journal``, while the block runs: see :class:`PowerRecorder`).
+    period_ns, brackets_every_s, brackets_per_read, capacity, counter, counter_period_ns
+        As :class:`PowerRecorder` takes them, each checked by name.
 
     Returns
     -------
     PowerRecorder
         Not started: enter it with ``with``.
     """
-    return PowerRecorder(device, path, **options)
+    return PowerRecorder(device, path, period_ns=period_ns, brackets_every_s=brackets_every_s,
+                         brackets_per_read=brackets_per_read, capacity=capacity, counter=counter,
+                         counter_period_ns=counter_period_ns)
 
 
 def record_torch(
