@@ -42,8 +42,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 import fingrav_native as fg
-from fingrav_native import app, backends, clocks, files, insitu, method, multi, records, sensors, sim
-from fingrav_native import _core
+from fingrav_native import _core, app, backends, clocks, files, insitu, method, multi, records, sensors, sim
 
 #: The errors README "Guarantees" documents for bad input.
 DOCUMENTED = (ValueError, FileNotFoundError, fg.CampaignLockedError)
