@@ -42,7 +42,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 import fingrav_native as fg
-from fingrav_native import app, backends, clocks, files, insitu, method, multi, records, sensors, sim
+from fingrav_native import _core, app, backends, clocks, files, insitu, method, multi, records, sensors, sim
 
 #: The errors README "Guarantees" documents for bad input.
 DOCUMENTED = (ValueError, FileNotFoundError, fg.CampaignLockedError)
@@ -484,7 +484,12 @@ def _entries() -> list[Entry]:
                "backend": obj(backends.SimBackend, str, optional=True)},
               refusals_only=True),
         Entry("fg.record", fg.record, lambda: {"device": "sim-live", "path": None},
-              {"device": obj(str, backends.SimBackend), "path": Arg("path", optional=True, empty_ok=True)},
+              {"device": obj(str, backends.SimBackend), "path": Arg("path", optional=True, empty_ok=True),
+               "period_ns": opt(Arg("int", lo=_core.MIN_PERIOD_NS, hi=_core.MAX_PERIOD_NS)),
+               "brackets_every_s": Arg("num", lo=0.01, hi=60.0), "brackets_per_read": Arg("int", lo=1, hi=4096),
+               "capacity": opt(Arg("int", lo=_core.MIN_CAPACITY, hi=1 << 26)),
+               "counter": obj(str, _core.PowerSource, optional=True),
+               "counter_period_ns": opt(Arg("int", lo=_core.MIN_PERIOD_NS, hi=_core.MAX_PERIOD_NS))},
               also=NO_DEVICE, refusals_only=True),
         Entry("fg.stitch_logs", fg.stitch_logs, lambda: {s: F.samples, ex: F.executions, "logger_map": Identity(),
                                                          "execution_of_interest": 0, "margin": 0.05},

@@ -97,10 +97,29 @@ class CounterRecorder:
         except Exception as exc:  # the counter is optional: the capture goes on without it
             self._failed = exc
 
-    def drain(self) -> None:
-        """Take what the sampler buffered (the recorder's drain thread calls this at every wake)."""
+    @property
+    def failed(self) -> bool:
+        """Whether the counter failed (it is then left out of the capture)."""
+        return self._failed is not None
+
+    def header(self) -> dict[str, Any]:
+        """The capture header's ``counter`` as known when recording starts (its stats come at the end)."""
+        assert self.spec.source is not None
+        return {"of_logs": False, "source": source_dict(self.spec.source), "quantum_j": float(self.spec.quantum_j),
+                "stale_ns": 0.0 if self.spec.stamped else float(self.period_ns), "scope": self.spec.scope,
+                "period_ns": int(self.period_ns), "stats": {}}
+
+    def stats(self) -> dict[str, Any]:
+        """Its sampler's counters now."""
+        return dict(self._sampler.stats().as_dict())
+
+    def drain(self) -> Optional[np.ndarray]:
+        """Take what the sampler buffered (the recorder's drain thread calls this at every wake); return it."""
         if self._failed is None and self._sampler.available:
-            self._chunks.append(self._sampler.drain())
+            chunk = self._sampler.drain()
+            self._chunks.append(chunk)
+            return chunk
+        return None
 
     def stop(self) -> Optional[CapturedCounter]:
         """Stop, take the rest and build the capture's counter; None (with a warning) if the counter failed."""

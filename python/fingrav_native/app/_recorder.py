@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import math
 import os
+import signal
 import socket
 import sys
 import tempfile
 import threading
 import time
+import uuid
 import warnings
 from typing import Any, Callable, Literal, Optional, Sequence, Union
 
@@ -23,19 +25,45 @@ from fingrav_native.app._open import resolve_device
 from fingrav_native.clocks._epoch import HOST_CLOCK
 from fingrav_native.clocks._maps import MIN_BRACKETS
 from fingrav_native.files._capture import (
+    CAPTURE_FORMAT,
+    CAPTURE_VERSION,
     HOST_CLOCK_DOMAINS,
     OTHER_CLOCK_MEMBERS,
     REALTIME_CLOCK_DOMAINS,
     PowerCapture,
     clock_offsets,
+    journal_header,
     source_dict,
 )
 from fingrav_native.files._capture_counter import CapturedCounter
+from fingrav_native.files._journal import Journal, encode_array, encode_json, journal_path
 from fingrav_native.files._outputs import check_output_path
+from fingrav_native.sensors._model import SensorModel
 
 # The most irrational fraction: polls at (4 + it) per logger period sweep
 # the logs' phase evenly (a low-discrepancy sequence) instead of locking to it.
 _GOLDEN_FRACTION = (math.sqrt(5.0) - 1.0) / 2.0
+
+#: The journal is written at least this often (s), whatever ``brackets_every_s``: a kill loses at most this.
+JOURNAL_EVERY_S = 1.0
+
+#: The signals that close a recording as Ctrl-C does (where their default action, ending the process, is in place).
+CLOSING_SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name))
+
+#: The journal record of each bracketed clock's burst.
+_BRACKET_TAGS = {"CLOCK_REALTIME": b"BRRT", "CLOCK_BOOTTIME": b"BRBT", "CLOCK_MONOTONIC": b"BRMO"}
+
+
+class _Terminated(BaseException):
+    """SIGTERM or SIGHUP arrived inside a recording: raised in the main thread to end the ``with`` block.
+
+    A BaseException, as KeyboardInterrupt is, so the application's own
+    ``except Exception`` does not take it for one of its errors.
+    """
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(f"signal {signum}")
+        self.signum = signum
 
 
 def _default_period_ns(info: _core.SourceInfo) -> int:
@@ -86,7 +114,8 @@ class PowerRecorder:
     NTP's drift. On exit the capture is
     built (:attr:`capture`) and, given a ``path``, saved. An exception in
     the ``with`` block still stops both threads and saves what was recorded
-    (the block's exception is the one raised); a failure of the sampler
+    (the block's exception is the one raised), and SIGTERM and SIGHUP do
+    the same (see Notes); a failure of the sampler
     (``SamplerError``) or of the drain thread is raised on exit; a capture
     that cannot be written raises too, and :attr:`capture` still holds it.
 
@@ -126,7 +155,9 @@ class PowerRecorder:
         counter's steps. Where the logs already are the counter's steps
         (``"amd:N"``, ``"nvidia:N:energy"``) nothing more is polled.
     counter_period_ns : int, optional
-        The counter's poll period (default 2 ms).
+        The counter's poll period (default 2 ms); refused where no counter
+        is polled (``counter=None``, a device without one, logs that are
+        the counter's steps).
 
     Raises
     ------
@@ -139,6 +170,33 @@ class PowerRecorder:
 
     Notes
     -----
+    What survives a kill. With a ``path``, everything the capture will
+    hold is appended as it is read to ``PATH.journal`` beside it
+    (:mod:`fingrav_native.files._journal`): the header, every drain's logs
+    and counter readings, every burst of clock brackets, the sampler's
+    counters. The drain thread writes it at least once a second (every
+    ``brackets_every_s`` when shorter) and ``fsync``s it at most once a
+    second; when the block ends the capture is written beside ``path`` and
+    renamed over it, and the journal removed. So SIGKILL, an out-of-memory
+    kill or a crash loses at most the last second: :func:`fingrav_native.load`
+    of ``path`` rebuilds the capture from the journal with a
+    :class:`~fingrav_native.files.RecoveredCaptureWarning` naming the span
+    recovered (also ``capture.recovered``); a last record written in part
+    is dropped and said. A capture the disk refuses at the end keeps its
+    journal (the error says where). A journal already beside ``path`` (a
+    killed recording not yet read back) is never written over: the
+    recorder refuses the path.
+
+    SIGTERM (``kill``, ``timeout``, Slurm, systemd) and SIGHUP (a closed
+    terminal) end the block as Ctrl-C does: the capture is written whole,
+    then the signal is delivered again with its default action, so the
+    process ends as that signal ends it (a shell reports 128 + the signal's
+    number: 143, 129) and outer ``finally`` blocks do not run, as they would
+    not under the signal itself. The handlers are installed only from the
+    main thread and only over the default action (a program's own handler,
+    or a signal ignored under ``nohup``, is kept), and the previous ones are
+    put back when the block ends.
+
     In-situ profiling is the paper's Section IV-A protocol run by the
     application itself: each execution is one run at a random phase
     against the logger. The recorder takes no part in the application's
@@ -189,6 +247,11 @@ class PowerRecorder:
             # Found now, not when a long recording ends and cannot be written: a missing folder, a read-only
             # one, a directory, a campaign's run file or a saved profile in the capture's place.
             check_output_path(path, "path", writes="capture")
+            if os.path.lexists(journal_path(os.fspath(path))):
+                raise ValueError(f"path={os.fspath(path)!r}: {journal_path(os.fspath(path))!r} beside it holds a "
+                                 "recording to this name that did not end; fingrav_native.load the capture (it "
+                                 "reads the journal) and save it elsewhere, or remove the journal, before recording "
+                                 "to this name again")
         if capacity is not None:
             capacity = integer_in(capacity, "capacity", _core.MIN_CAPACITY, 1 << 26)
             if capacity & (capacity - 1):
@@ -219,8 +282,22 @@ class PowerRecorder:
         self._counter_spec = counter_spec(counter, self._resolved.counter)
         self._counter_period_ns = None if counter_period_ns is None else integer_in(
             counter_period_ns, "counter_period_ns", _core.MIN_PERIOD_NS, _core.MAX_PERIOD_NS)
+        if self._counter_period_ns is not None and (self._counter_spec is None or self._counter_spec.source is None):
+            why = ("counter=None" if counter is None else "the logs themselves are the counter's steps"
+                   if self._counter_spec is not None else f"{self._resolved.description} has no energy counter")
+            raise ValueError(f"counter_period_ns={counter_period_ns!r}: no counter is polled ({why}); leave it out")
         self._counter: Optional[CounterRecorder] = None
         self._captured_counter: Optional[CapturedCounter] = None
+        # The journal beside the capture (files/_journal.py): what a killed recorder leaves.
+        self._journal: Optional[Journal] = None
+        self._journal_lock = threading.Lock()
+        self._journal_error: Optional[OSError] = None
+        self._sensor_journaled = False
+        self._counter_journaled = 0
+        self._recording_id = uuid.uuid4().hex
+        self._previous_handlers: dict[int, Any] = {}
+        self._closing = False
+        self._pending_signal: Optional[int] = None
 
     # ------------------------------------------------------------------ state
     @property
@@ -257,25 +334,67 @@ class PowerRecorder:
         return self._trace_path
 
     # ------------------------------------------------------------------ recording
-    def _burst(self, n: int) -> None:
-        self._brackets.append(_core.read_epoch_brackets(n))
+    def _burst(self, n: int) -> list[bytes]:
+        """A burst of brackets of every host clock, kept and returned as journal records."""
+        realtime = _core.read_epoch_brackets(n)
+        self._brackets.append(realtime)
+        records = [encode_array(_BRACKET_TAGS["CLOCK_REALTIME"], realtime)]
         for clock, reads in self._clock_brackets.items():
             reads.append(_read_clock_brackets(clock, n))
+            records.append(encode_array(_BRACKET_TAGS[clock], reads[-1]))
+        return records
+
+    def _drain(self, *, burst: bool) -> None:
+        """Take the ring's samples and the counter's readings (and a burst of brackets), then journal them."""
+        assert self._sampler is not None
+        records: list[bytes] = []
+        # A sampler whose thread failed refuses a drain once empty; the failure itself is reported on exit.
+        if self._sampler.available:
+            self._chunks.append(self._sampler.drain())
+            records.append(encode_array(b"SMPL", self._chunks[-1]))
+        if self._counter is not None:
+            chunk = self._counter.drain()
+            if chunk is not None:
+                self._counter_journaled += len(chunk)
+                records.append(encode_array(b"CNTR", chunk))
+        if burst:
+            records += self._burst(self._per_read)
+        self._journal_append(records)
+
+    def _journal_append(self, records: list[bytes], *, sync: bool = False) -> None:
+        """Append to the journal with the sampler's counters; a journal the disk refuses is given up, not the recording."""
+        if self._journal is None or self._journal_error is not None:
+            return
+        assert self._sampler is not None
+        stats: dict[str, Any] = {"stats": dict(self._sampler.stats().as_dict())}
+        if self._counter is not None:
+            stats["counter_stats"] = self._counter.stats()
+        records.append(encode_json(b"STAT", stats))
+        if not self._sensor_journaled:
+            sensor = self._sensor_for(np.concatenate(self._chunks) if self._chunks else None)
+            if sensor is not None:
+                records.append(encode_json(b"SENS", {"sensor": sensor.as_dict()}))
+                self._sensor_journaled = True
+        try:
+            with self._journal_lock:
+                self._journal.append(records, sync=sync)
+        except OSError as exc:
+            self._journal_error = exc
 
     def _loop(self) -> None:
         cpu0 = time.thread_time_ns()
+        # With a journal the thread wakes at least once a second, so a kill loses at most that.
+        wake = min(self._every_s, JOURNAL_EVERY_S) if self._journal is not None else self._every_s
+        next_burst = time.monotonic() + self._every_s
         try:
-            assert self._sampler is not None
             # wait() returns True when stop is set: the main thread then takes
             # the final drain and brackets itself, after the sampler stopped.
-            while not self._stop.wait(self._every_s):
-                # A sampler whose thread failed refuses a drain once empty; the
-                # failure itself is reported on exit (SamplerError).
-                if self._sampler.available:
-                    self._chunks.append(self._sampler.drain())
-                if self._counter is not None:
-                    self._counter.drain()
-                self._burst(self._per_read)
+            while not self._stop.wait(wake):
+                now = time.monotonic()
+                burst = now >= next_burst - 0.5 * wake
+                if burst:
+                    next_burst = max(next_burst + self._every_s, now)
+                self._drain(burst=burst)
                 self._drains += 1
         except BaseException as exc:  # surfaced on exit, never lost with the thread
             self._error = exc
@@ -291,25 +410,93 @@ class PowerRecorder:
                              "(a backend's run in progress?)")
         self._sampler = _core.Sampler(source, period_ns=self._period_ns, capacity=self._capacity)
         # Brackets first, so the epoch map covers the first sample.
-        self._burst(max(self._per_read, MIN_BRACKETS))
+        first = self._burst(max(self._per_read, MIN_BRACKETS))
         self._sampler.start()
-        self._counter = start_counter(self._counter_spec, self._counter_period_ns)
-        self._state = "recording"
-        self._thread = threading.Thread(target=self._loop, name="fingrav-power-recorder", daemon=True)
         try:
+            self._counter = start_counter(self._counter_spec, self._counter_period_ns)
+            if self._path is not None:
+                self._open_journal(first)
+            self._state = "recording"
+            self._thread = threading.Thread(target=self._loop, name="fingrav-power-recorder", daemon=True)
             self._thread.start()
         except BaseException:
             self._sampler.stop()
             if self._counter is not None:
                 self._counter.stop()
+            if self._journal is not None:
+                self._journal.remove()
             self._state = "failed"
             raise
+        self._install_signal_handlers()
         return self
+
+    def _open_journal(self, first_burst: list[bytes]) -> None:
+        """Start the journal beside the capture (files/_journal.py): the header and the first burst, on disk."""
+        assert self._path is not None
+        header = {"format": CAPTURE_FORMAT, "version": CAPTURE_VERSION, "source": source_dict(self._resolved.source),
+                  "sensor": None, "period_ns": int(self._period_ns), "stats": {}, "meta": self._meta(),
+                  "clocks": ["CLOCK_REALTIME", *OTHER_CLOCK_MEMBERS]}
+        if self._counter is not None and not self._counter.failed:
+            header["counter"] = self._counter.header()
+        elif self._counter is None and self._counter_spec is not None and self._counter_spec.source is None:
+            header["counter"] = logs_counter(self._counter_spec, self._period_ns).header()  # type: ignore[union-attr]
+        try:
+            self._journal = Journal(journal_path(self._path), journal_header(header))
+        except FileExistsError:
+            raise ValueError(f"path={self._path!r}: {journal_path(self._path)!r} appeared beside it since the "
+                             "recorder was made (another recording to this name?); choose another name") from None
+        self._journal_append(first_burst, sync=True)
+
+    # ------------------------------------------------------------------ signals
+    def _install_signal_handlers(self) -> None:
+        """SIGTERM and SIGHUP end the block as Ctrl-C does, where their default (ending the process) is in place.
+
+        Only in the main thread (where Python runs handlers), and only over
+        the default action: a signal the program ignores (``nohup``) or
+        handles itself keeps its handler.
+        """
+        if threading.current_thread() is not threading.main_thread():
+            return
+        for signum in CLOSING_SIGNALS:
+            if signal.getsignal(signum) == signal.SIG_DFL:
+                self._previous_handlers[signum] = signal.signal(signum, self._on_signal)
+
+    def _on_signal(self, signum: int, frame: Any) -> None:
+        if self._closing:
+            self._pending_signal = signum  # the capture is being written: delivered once it is
+            return
+        raise _Terminated(signum)
+
+    def _restore_signal_handlers(self) -> None:
+        for signum, previous in self._previous_handlers.items():
+            if signal.getsignal(signum) == self._on_signal:  # one the block installed itself stays
+                signal.signal(signum, previous)
+        self._previous_handlers = {}
+
+    def _deliver(self, signum: int) -> None:
+        """End the process as ``signum``'s default action does, now that the capture is written."""
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+        # Still here: the signal is blocked in every thread. Exit with the status a shell reports for it.
+        raise SystemExit(128 + signum)
 
     def __exit__(self, exc_type: Optional[type[BaseException]], exc: Optional[BaseException],
                  tb: Any) -> Literal[False]:
         if self._state != "recording":
             return False
+        self._closing = True
+        try:
+            self._close(exc_type)
+        finally:
+            installed = bool(self._previous_handlers)
+            self._restore_signal_handlers()
+            signum = exc.signum if isinstance(exc, _Terminated) else self._pending_signal
+            if installed and signum is not None:
+                self._deliver(signum)
+        return False
+
+    def _close(self, exc_type: Optional[type[BaseException]]) -> None:
+        """Stop, take the rest, write the capture whole and drop the journal (kept when the capture is not written)."""
         assert self._sampler is not None and self._thread is not None
         self._stop.set()
         self._thread.join()
@@ -322,9 +509,14 @@ class PowerRecorder:
             sampler_error = err
         # After the stop nothing more enters the ring: this drain takes the rest
         # (a stopped sampler refuses a drain with nothing left, hence the check).
+        records: list[bytes] = []
         if self._sampler.available:
             self._chunks.append(self._sampler.drain())
-        self._burst(max(self._per_read, MIN_BRACKETS))
+            records.append(encode_array(b"SMPL", self._chunks[-1]))
+        cc = self._captured_counter
+        if cc is not None and cc.samples is not None and len(cc.samples) > self._counter_journaled:
+            records.append(encode_array(b"CNTR", np.asarray(cc.samples[self._counter_journaled:])))
+        self._journal_append(records + self._burst(max(self._per_read, MIN_BRACKETS)), sync=True)
         self._state = "done"
         # The sampler's own failure first: a drain thread error may only follow from it.
         failure: Optional[BaseException] = sampler_error
@@ -333,20 +525,70 @@ class PowerRecorder:
             failure.__cause__ = self._error
         if failure is not None:
             self._state = "failed"
+            self._keep_journal("the recording failed")
             if exc_type is None:
                 raise failure
-            return False  # the with block's own exception goes first
+            return  # the with block's own exception goes first
         try:
             self._capture = self._build()
             if self._path is not None:
                 self._capture.save(self._path)
         except Exception as err:
+            kept = self._keep_journal("the capture could not be written")
             if exc_type is None:
+                if kept:
+                    err.add_note(kept)
+                    warnings.warn(f"PowerRecorder: {kept}", RuntimeWarning, stacklevel=3)
                 raise
             # The block already failed; its exception is the one to see.
-            warnings.warn(f"PowerRecorder: the capture could not be saved after the with block raised: {err!r}",
-                          RuntimeWarning, stacklevel=2)
-        return False
+            warnings.warn(f"PowerRecorder: the capture could not be saved after the with block raised: {err!r}"
+                          f"{'; ' + kept if kept else ''}", RuntimeWarning, stacklevel=3)
+            return
+        if self._journal is not None:
+            self._journal.remove()
+        if self._journal_error is not None:
+            warnings.warn(f"PowerRecorder: the journal {journal_path(self._path or '')!r} could not be written "
+                          f"({self._journal_error}); the capture is whole, but a kill would have lost the "
+                          "recording", RuntimeWarning, stacklevel=3)
+
+    def _keep_journal(self, why: str) -> str:
+        """Close the journal and keep it; say where the recording is ("" without one)."""
+        if self._journal is None:
+            return ""
+        try:
+            self._journal.close()
+        except OSError:
+            pass
+        return (f"{why}: what was recorded is in the journal {self._journal.path!r}; "
+                f"fingrav_native.load({self._path!r}) reads it")
+
+    def _sensor_for(self, samples: Optional[np.ndarray]) -> Optional[SensorModel]:
+        """The sensor model: the device's, or the one its measured log period gives (None: not known yet)."""
+        if self._resolved.sensor is not None or self._resolved.sensor_for_period is None:
+            return self._resolved.sensor
+        source = self._resolved.source.info
+        period = float(source.native_period_ns)
+        if not period:
+            if samples is None or len(samples) < 3:
+                return None
+            period = _measured_period_ns(samples, float(source.tick_ns))
+        return self._resolved.sensor_for_period(period)
+
+    def _meta(self) -> dict[str, Any]:
+        """The capture's metadata known at the start (the end's is added by :meth:`_build`)."""
+        return {
+            "device": self._resolved.description,
+            "hostname": socket.gethostname(),
+            "pid": os.getpid(),
+            # From the epoch brackets themselves: the realtime of the first (and, on build, the
+            # last) reads, which enclose every sample's read.
+            "started_epoch_ns": int(self._brackets[0][0, 1]),
+            "fingrav_native_version": __version__,
+            "python": sys.version.split()[0],
+            "host_clock": HOST_CLOCK,
+            # Names the recording in its journal too: a journal beside a capture of the same id is stale.
+            "recording_id": self._recording_id,
+        }
 
     def _build(self) -> PowerCapture:
         assert self._sampler is not None
@@ -363,30 +605,15 @@ class PowerRecorder:
         if stats["drops"]:
             warnings.warn(f"PowerRecorder: {stats['drops']} sample(s) were dropped because the ring "
                           f"(capacity={self._capacity}) was full; pass a larger capacity or a shorter "
-                          "brackets_every_s", RuntimeWarning, stacklevel=3)
-        source = source_dict(self._resolved.source)
-        sensor = self._resolved.sensor
-        if sensor is None and self._resolved.sensor_for_period is not None:
-            period = float(source["native_period_ns"]) or _measured_period_ns(samples, float(source["tick_ns"]))
-            sensor = self._resolved.sensor_for_period(period)
-        meta: dict[str, Any] = {
-            "device": self._resolved.description,
-            "hostname": socket.gethostname(),
-            "pid": os.getpid(),
-            # From the epoch brackets themselves: the realtime of the first and
-            # last reads, which enclose every sample's read.
-            "started_epoch_ns": int(brackets[0, 1]),
-            "stopped_epoch_ns": int(brackets[-1, 1]),
-            "fingrav_native_version": __version__,
-            "python": sys.version.split()[0],
-            "host_clock": HOST_CLOCK,
-            # Each clock minus the host clock at the start and the end (tightest brackets), for reading.
-            "clock_offsets": clock_offsets({"CLOCK_REALTIME": brackets, **others}),
-        }
+                          "brackets_every_s", RuntimeWarning, stacklevel=4)
+        sensor = self._sensor_for(samples)
+        meta = {**self._meta(), "stopped_epoch_ns": int(brackets[-1, 1]),
+                # Each clock minus the host clock at the start and the end (tightest brackets), for reading.
+                "clock_offsets": clock_offsets({"CLOCK_REALTIME": brackets, **others})}
         if self._trace_path is not None:
             meta["trace"] = os.path.basename(self._trace_path)
-        return PowerCapture(samples=samples, epoch_brackets=brackets, source=source, sensor=sensor,
-                            period_ns=self._period_ns, stats=stats, meta=meta, clock_brackets=others,
+        return PowerCapture(samples=samples, epoch_brackets=brackets, source=source_dict(self._resolved.source),
+                            sensor=sensor, period_ns=self._period_ns, stats=stats, meta=meta, clock_brackets=others,
                             counter=self._captured_counter)
 
     # ------------------------------------------------------------------ traces
@@ -445,10 +672,22 @@ class PowerRecorder:
                 os.unlink(tmp)
             raise
         self._trace_path = path
+        if self._state == "recording":
+            self._journal_append([encode_json(b"META", {"trace": os.path.basename(path)})])
         return path
 
 
-def record(device: Any, path: Optional[Union[str, os.PathLike[str]]] = None, **options: Any) -> PowerRecorder:
+def record(
+    device: Any,
+    path: Optional[Union[str, os.PathLike[str]]] = None,
+    *,
+    period_ns: Optional[int] = None,
+    brackets_every_s: float = 0.5,
+    brackets_per_read: int = 8,
+    capacity: Optional[int] = None,
+    counter: Any = "auto",
+    counter_period_ns: Optional[int] = None,
+) -> PowerRecorder:
     """Record a device's power while an application runs: a context manager giving a capture.
 
     ``with record("nvidia:0", "power.npz") as rec: ...`` samples the device's
@@ -462,17 +701,19 @@ def record(device: Any, path: Optional[Union[str, os.PathLike[str]]] = None, **o
         ``"nvidia:0"``, ``"nvidia:0:instant"``, ``"amd:0"``; or a
         ``SimGPU(realtime=True)``, a ``LiveSimBackend``, a hardware backend).
     path : str or path-like, optional
-        Where the capture is written when the block ends.
-    **options
-        ``period_ns``, ``brackets_every_s``, ``brackets_per_read``, ``capacity``,
-        ``counter``, ``counter_period_ns`` (:class:`PowerRecorder`).
+        Where the capture is written when the block ends (journaled beside
+        it, ``PATH.journal``, while the block runs: see :class:`PowerRecorder`).
+    period_ns, brackets_every_s, brackets_per_read, capacity, counter, counter_period_ns
+        As :class:`PowerRecorder` takes them, each checked by name.
 
     Returns
     -------
     PowerRecorder
         Not started: enter it with ``with``.
     """
-    return PowerRecorder(device, path, **options)
+    return PowerRecorder(device, path, period_ns=period_ns, brackets_every_s=brackets_every_s,
+                         brackets_per_read=brackets_per_read, capacity=capacity, counter=counter,
+                         counter_period_ns=counter_period_ns)
 
 
 def record_torch(

@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     )
     from fingrav_native.files._capture_counter import CapturedCounter
     from fingrav_native.files._characterisation import load_characterisation
+    from fingrav_native.files._journal import RecoveredCaptureWarning
     from fingrav_native.files._kineto import read_kineto_trace, write_kineto_trace
     from fingrav_native.files._parquet import export_parquet
     from fingrav_native.files._profiles import (
@@ -75,6 +76,7 @@ _WHERE = {
     "PowerCapture": "_capture",
     "ProfileFormatError": "_profiles",
     "REALTIME_CLOCK_DOMAINS": "_capture",
+    "RecoveredCaptureWarning": "_journal",
     "StoredRun": "_campaign",
     "campaign_contents": "_campaign",
     "export_parquet": "_parquet",

@@ -54,9 +54,11 @@ Names
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import json
 import math
 import os
+import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Optional, Union
 
@@ -77,6 +79,7 @@ from fingrav_native.clocks._epoch import (
 from fingrav_native.clocks._maps import MIN_BRACKETS, ClockMapLike
 from fingrav_native.clocks._onesided import fit_one_sided_clock_map
 from fingrav_native.files._capture_counter import COUNTER_MEMBER, CapturedCounter, counter_from_file
+from fingrav_native.files._journal import RecoveredCaptureWarning, is_journal, journal_path, read_journal
 from fingrav_native.files._outputs import check_output_path, json_problem, json_scalar
 from fingrav_native.files._safe import (
     MAX_JSON_BYTES,
@@ -236,6 +239,18 @@ class PowerCapture:
 
     def __len__(self) -> int:
         return int(self.samples.shape[0])
+
+    @property
+    def recovered(self) -> Optional[dict[str, Any]]:
+        """What was recovered of a recording that did not end (``meta["recovered"]``); None for a whole one.
+
+        Set by :func:`load_capture` when it rebuilt the capture from the
+        recorder's journal: ``logs``, ``span_s``, ``first_log_epoch_ns``,
+        ``last_log_epoch_ns``, ``dropped_bytes`` and ``dropped_reason`` (a
+        torn last record), ``journal``.
+        """
+        r = self.meta.get("recovered")
+        return r if isinstance(r, dict) else None
 
     @property
     def clocks(self) -> tuple[str, ...]:
@@ -557,7 +572,10 @@ def load_capture(path: Union[str, os.PathLike[str]]) -> PowerCapture:
     if not isinstance(path, (str, os.PathLike)):
         raise ValueError(f"path={path!r}: must be a file path")
     path = os.fspath(path)
-    if not os.path.exists(path):
+    journal = journal_path(path)
+    if not os.path.lexists(path):
+        if os.path.lexists(journal):  # the recording's process was killed: the journal is all there is
+            return recover_capture(journal, shown=path)
         raise FileNotFoundError(f"{path}: no such power capture file")
 
     def bad(what: str) -> CaptureFormatError:
@@ -566,8 +584,18 @@ def load_capture(path: Union[str, os.PathLike[str]]) -> PowerCapture:
     problem = file_problem(path)
     if problem is not None:
         raise bad(f"{problem}; a power capture is an .npz file")
+    if is_journal(path):
+        return recover_capture(path, shown=path)
     arrays = _read_arrays(path, bad)
     header = _read_header(arrays["header"], bad)
+    capture = _capture_of(header, arrays, bad)
+    if os.path.lexists(journal):
+        _warn_journal_beside(capture, path, journal)
+    return capture
+
+
+def _capture_of(header: dict[str, Any], arrays: dict[str, np.ndarray], bad: _Bad) -> PowerCapture:
+    """The capture a checked header (of this format and a version read) and its arrays hold."""
     _check_contents(header, arrays, bad)
     sensor = _sensor_of(header, bad)
     others = _other_clocks(header, arrays, bad)
@@ -578,6 +606,152 @@ def load_capture(path: Union[str, os.PathLike[str]]) -> PowerCapture:
                             stats=header["stats"], meta=header["meta"], clock_brackets=others, counter=counter)
     except (ValueError, TypeError) as exc:
         raise bad(str(exc)) from exc
+
+
+def _journal_id(journal: str) -> Optional[str]:
+    """The recording id a journal's header names (None: unreadable, or none)."""
+    try:
+        head = read_journal(journal, CaptureFormatError).json[b"HEAD"]
+        rid = head["header"]["meta"]["recording_id"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return rid if isinstance(rid, str) else None
+
+
+def _warn_journal_beside(capture: PowerCapture, path: str, journal: str) -> None:
+    """A journal beside a whole capture: the same recording (removed but for a kill), or a later one that did not end."""
+    if _journal_id(journal) is not None and _journal_id(journal) == capture.meta.get("recording_id"):
+        return  # this capture is that recording, written whole; the journal was about to be removed
+    warnings.warn(f"{path}: beside it lies {journal}, the journal of another recording to this name that did "
+                  f"not end (its process was killed); this is the earlier capture. load({journal!r}) reads "
+                  "what the later one recorded", RecoveredCaptureWarning, stacklevel=3)
+
+
+#: The ``format`` of a journal's header record (files/_journal.py).
+JOURNAL_FORMAT = "fingrav-capture-journal"
+JOURNAL_VERSION = 1
+
+
+def journal_header(capture_header: dict[str, Any]) -> dict[str, Any]:
+    """The journal's header record: the capture's header as it is known when the recording starts."""
+    return {"format": JOURNAL_FORMAT, "version": JOURNAL_VERSION, "header": capture_header}
+
+
+def recover_capture(journal: str, *, shown: Optional[str] = None) -> PowerCapture:
+    """Rebuild the capture of a recording that did not end from its journal, saying how much was recovered.
+
+    Parameters
+    ----------
+    journal : str
+        The journal (``CAPTURE.npz.journal``, files/_journal.py).
+    shown : str, optional
+        How messages name the capture (default the journal's path).
+
+    Returns
+    -------
+    PowerCapture
+        Every log, counter reading and clock bracket the recorder had
+        flushed; ``meta["recovered"]`` (also :attr:`PowerCapture.recovered`)
+        says what: the journal, the logs and their span, the bytes of a torn
+        last record dropped and why.
+
+    Raises
+    ------
+    CaptureFormatError
+        Not a journal, or one whose header record is not whole or not of
+        this format (named).
+
+    Warns
+    -----
+    RecoveredCaptureWarning
+        Always: the span recovered, and that what the recording logged
+        after its last flush (at most a second) is missing.
+    """
+    shown = shown or journal
+
+    def bad(what: str) -> CaptureFormatError:
+        return CaptureFormatError(f"{shown}: the journal {journal}: {what}")
+
+    problem = file_problem(journal)
+    if problem is not None:
+        raise bad(f"{problem}; a journal is a regular file")
+    contents = read_journal(journal, bad)
+    head = contents.json[b"HEAD"]
+    if head.get("format") != JOURNAL_FORMAT or head.get("version") != JOURNAL_VERSION \
+            or not isinstance(head.get("header"), dict):
+        raise bad(f"its header is not a {JOURNAL_FORMAT} of version {JOURNAL_VERSION}")
+    header = dict(head["header"])
+    if header.get("format") != CAPTURE_FORMAT or header.get("version") != CAPTURE_VERSION:
+        raise bad(f"it journals a {short_repr(header.get('format'))} of version {short_repr(header.get('version'))}, "
+                  f"not a {CAPTURE_FORMAT} of version {CAPTURE_VERSION}")
+    if "epoch_brackets" not in contents.arrays:
+        raise bad(f"it ends before its first clock brackets are whole ({contents.torn_reason or 'none written'}): "
+                  "the recording had not started; nothing to recover")
+    arrays = _journal_arrays(contents.arrays, header, bad)
+    last = contents.json
+    meta = {**header.get("meta", {}), **last.get(b"META", {})} if isinstance(header.get("meta"), dict) else \
+        header.get("meta")
+    stats = last.get(b"STAT", {})
+    header.update(stats=stats.get("stats", {}), meta=meta)
+    if b"SENS" in last:
+        header["sensor"] = last[b"SENS"].get("sensor")
+    if isinstance(header.get("counter"), dict):
+        header["counter"] = {**header["counter"], "stats": stats.get("counter_stats", {})}
+    capture = _capture_of(header, arrays, bad)
+    recovered = _recovered(capture, journal, contents)
+    capture.meta.update(stopped_epoch_ns=int(capture.epoch_brackets[-1, 1]), recovered=recovered,
+                        clock_offsets=clock_offsets({c: capture.brackets(c) for c in capture.clocks}))
+    warnings.warn(f"{shown}: {_recovered_words(capture, recovered)}", RecoveredCaptureWarning, stacklevel=3)
+    return capture
+
+
+def _journal_arrays(parts: dict[str, list[np.ndarray]], header: dict[str, Any], bad: _Bad) -> dict[str, np.ndarray]:
+    """The journal's array records joined per capture member (a member with no record yet: empty)."""
+    arrays: dict[str, np.ndarray] = {}
+    for name, chunks in parts.items():
+        try:
+            arrays[name] = np.concatenate(chunks)
+        except ValueError as exc:
+            raise bad(f"its {name} records do not join ({exc})") from None
+    arrays.setdefault("samples", np.empty(0, dtype=SAMPLE_DTYPE))
+    counter = header.get("counter")
+    if isinstance(counter, dict) and counter.get("of_logs") is False:
+        arrays.setdefault(COUNTER_MEMBER, np.empty(0, dtype=SAMPLE_DTYPE))
+    return arrays
+
+
+def _recovered(capture: PowerCapture, journal: str, contents: Any) -> dict[str, Any]:
+    """What :func:`recover_capture` says it recovered (``meta["recovered"]``)."""
+    host = np.asarray(capture.samples["host_ns"], dtype=np.int64)
+    out: dict[str, Any] = {"journal": os.path.basename(journal), "complete": False, "records": int(contents.records),
+                           "logs": len(capture), "first_log_host_ns": int(host.min()) if host.size else None,
+                           "last_log_host_ns": int(host.max()) if host.size else None,
+                           "span_s": float(host.max() - host.min()) / 1e9 if host.size else 0.0,
+                           "first_log_epoch_ns": None, "last_log_epoch_ns": None,
+                           "dropped_bytes": int(contents.torn_bytes), "dropped_reason": contents.torn_reason}
+    if host.size:
+        try:
+            ends = capture.epoch_map().to_host_ns(np.array([host.min(), host.max()], dtype=np.int64))
+            out.update(first_log_epoch_ns=int(ends[0]), last_log_epoch_ns=int(ends[1]))
+        except ValueError:
+            pass  # too few brackets to map: the host times still say the span
+    return out
+
+
+def _recovered_words(capture: PowerCapture, r: dict[str, Any]) -> str:
+    """The recovery warning's text."""
+    def utc(ns: Optional[int]) -> str:
+        if ns is None:
+            return "?"
+        return datetime.datetime.fromtimestamp(ns / 1e9, datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
+
+    span = (f"{r['logs']} logs over {r['span_s']:.3f} s, from {utc(r['first_log_epoch_ns'])} to "
+            f"{utc(r['last_log_epoch_ns'])} UTC" if r["logs"] else "no logs (the recorder had flushed none)")
+    torn = (f"; a last record of {r['dropped_bytes']} bytes, written in part when the process ended, was dropped "
+            f"({r['dropped_reason']})" if r["dropped_bytes"] else "")
+    return (f"the recording did not end (its process was killed or lost power), rebuilt from its journal "
+            f"{r['journal']}: {span}{torn}. What it logged after its last flush (up to a second) is missing; "
+            "save() writes the recovered capture whole")
 
 
 #: Makes the loader's error for a fault (the message names the file).

@@ -18,6 +18,7 @@ import numpy as np
 
 from fingrav_native.files._capture import PowerCapture, load_capture
 from fingrav_native.files._characterisation import load_characterisation
+from fingrav_native.files._journal import JOURNAL_MAGIC, journal_path
 from fingrav_native.files._outputs import check_output_path, json_problem, json_scalar
 from fingrav_native.files._profiles import ProfileFormatError, load_profile, save_profile
 from fingrav_native.files._safe import (
@@ -198,6 +199,10 @@ def load(path: PathLike) -> Any:
     Returns
     -------
     Profile, InterleavedProfile, NodeProfile, TraceProfile, Recording, PowerCapture or Characterisation
+        A capture whose recorder was killed (``PATH`` missing, ``PATH.journal``
+        beside it, or the journal itself) is rebuilt from the journal with a
+        :class:`~fingrav_native.files.RecoveredCaptureWarning` saying how much
+        (:func:`~fingrav_native.files.load_capture`).
 
     Raises
     ------
@@ -206,6 +211,8 @@ def load(path: PathLike) -> Any:
         :class:`ProfileFormatError`, :class:`CaptureFormatError`, ...).
     """
     p = _path(path)
+    if not os.path.lexists(p) and os.path.lexists(journal_path(p)):
+        return load_capture(p)  # a recording whose process was killed: rebuilt from its journal, with a warning
     try:
         problem = file_problem(p)
     except FileNotFoundError:
@@ -214,6 +221,8 @@ def load(path: PathLike) -> Any:
         raise ValueError(f"path={p!r}: {problem}")
     with open(p, "rb") as f:
         head = f.read(64)
+    if head.startswith(JOURNAL_MAGIC):
+        return load_capture(p)
     if head.startswith(b"PK"):
         def bad(msg: str) -> ProfileFormatError:
             return ProfileFormatError(f"{p}: {msg}")
