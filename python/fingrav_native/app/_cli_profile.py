@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from typing import Any, Callable, cast
@@ -32,7 +31,7 @@ from fingrav_native.files._campaign import (
     read_json_file,
     run_files,
 )
-from fingrav_native.files._outputs import check_output_path
+from fingrav_native.files._outputs import check_output_path, write_json
 from fingrav_native.files._trace import export_trace
 from fingrav_native.method._phase import PHASES
 from fingrav_native.method._results import Profile
@@ -89,11 +88,8 @@ def _refuse_a_campaign(out: str) -> None:
 
 
 def _write_json_atomic(path: str, value: dict[str, Any]) -> None:
-    """``value`` as JSON at ``path``, whole or not at all."""
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(value, f, indent=1)
-    os.replace(tmp, path)  # whole or not at all: a resume never reads half of it
+    """``value`` as JSON at ``path``, whole or not at all: a resume never reads half of it."""
+    write_json(path, value)
 
 
 def profile_command(args: argparse.Namespace, *, as_program: bool = False) -> int:

@@ -15,7 +15,7 @@ from fingrav_native.backends._base import Backend, BackendWrapper, KernelSpec
 from fingrav_native.backends._sim import SimBackend
 from fingrav_native.clocks._piecewise import fit_piecewise_clock_map
 from fingrav_native.clocks._twosided import fit_clock_map
-from fingrav_native.files._outputs import check_output_path
+from fingrav_native.files._outputs import Writes, check_output_path, write_atomically
 from fingrav_native.files._profiles import save_profile
 from fingrav_native.files._trace import export_trace
 from fingrav_native.method._results import ExecutionProfile, InterleavedProfile, Profile
@@ -370,14 +370,9 @@ class _DemoFolder:
         # full disk) never passes for a whole one, nor replaces an earlier
         # demo's whole one.
         target = os.path.join(self.out_dir, name)
-        tmp = os.path.join(self.out_dir, f".{name}.partial-{os.getpid()}")
-        try:
-            writer(tmp)
-            os.replace(tmp, target)
-            self.files[name] = target
-        finally:
-            if os.path.lexists(tmp):
-                os.remove(tmp)
+        kind: Writes = "profile" if name.endswith(".fgprof") else "trace" if name.endswith(".trace.json") else "file"
+        check_output_path(target, "out_dir", writes=kind, shown=f"out_dir={self.out_dir!r}: {name}")
+        self.files[name] = write_atomically(target, writer)
 
     def draw(self, name: str, make: Callable[[], Any]) -> None:
         """Save the figure ``make()`` draws as ``name`` (its extension is the format), then close it."""

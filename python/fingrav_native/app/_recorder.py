@@ -6,7 +6,6 @@ import math
 import os
 import socket
 import sys
-import tempfile
 import threading
 import time
 import warnings
@@ -31,7 +30,7 @@ from fingrav_native.files._capture import (
     source_dict,
 )
 from fingrav_native.files._capture_counter import CapturedCounter
-from fingrav_native.files._outputs import check_output_path
+from fingrav_native.files._outputs import check_output_path, write_atomically
 
 # The most irrational fraction: polls at (4 + it) per logger period sweep
 # the logs' phase evenly (a low-discrepancy sequence) instead of locking to it.
@@ -432,18 +431,8 @@ class PowerRecorder:
         path = check_output_path(path, "path")
         if self._path is not None and os.path.abspath(path) == os.path.abspath(self._path):
             raise ValueError(f"path={path!r}: is where this recorder saves its capture; give the trace its own name")
-        folder = os.path.dirname(os.path.abspath(path))
-        # torch gzips when the name ends in .gz: keep the suffix on the temporary name.
-        suffix = ".json.gz" if path.endswith(".gz") else ".json"
-        fd, tmp = tempfile.mkstemp(prefix=".fingrav-trace-", suffix=suffix, dir=folder)
-        os.close(fd)
-        try:
-            prof.export_chrome_trace(tmp)
-            os.replace(tmp, path)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
+        # torch gzips when the name ends in .gz: the writer's temporary name keeps the suffix.
+        write_atomically(path, prof.export_chrome_trace)
         self._trace_path = path
         return path
 

@@ -8,7 +8,7 @@ from typing import Any, Union
 
 import numpy as np
 
-from fingrav_native.files._outputs import check_output_path
+from fingrav_native.files._outputs import check_output_path, write_atomically
 from fingrav_native.files._profiles import FORMAT_VERSION, PathLike
 from fingrav_native.method._results import InterleavedProfile, Profile
 
@@ -75,8 +75,9 @@ def export_parquet(profile: Union[Profile, InterleavedProfile], directory: PathL
 
     def put(name: str, cols: dict[str, Any]) -> None:
         table = pa.table(cols).replace_schema_metadata(meta)
-        path = os.path.join(out, f"{name}.parquet")
-        pq.write_table(table, path)
+        path = check_output_path(os.path.join(out, f"{name}.parquet"), "directory",
+                                 shown=f"directory={out!r}: {name}.parquet")
+        write_atomically(path, lambda tmp: pq.write_table(table, tmp))
         written.append(path)
 
     for label, ep in profiles.items():
