@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import math
 import os
 import sys
@@ -82,7 +83,7 @@ def plot_command(args: argparse.Namespace) -> int:
     for path in outputs:
         check_output_path(path, "--out", protect=paths, shown=f"--out={args.out!r}: {os.path.basename(path)}")
     for path, (_, _, fig) in zip(outputs, figures):
-        write_atomically(path, lambda tmp, fig=fig: fig.savefig(tmp, dpi=args.dpi, format=args.format))
+        write_atomically(path, functools.partial(fig.savefig, dpi=args.dpi, format=args.format))
         plt.close(fig)
         print(path)
     return EXIT_OK
@@ -214,7 +215,7 @@ def trace_command(args: argparse.Namespace) -> int:
     fig = fplot.plot_kernel_energy(tp).figure
     for name, f in (("energy_by_kernel", fig), ("top_kernels", fplot.figure_trace_profiles(tp, top=args.top))):
         path = os.path.join(args.out, f"{name}.{args.format}")
-        write_atomically(path, lambda tmp, f=f: f.savefig(tmp, dpi=120, format=args.format))
+        write_atomically(path, functools.partial(f.savefig, dpi=120, format=args.format))
         plt.close(f)
         written.append(path)
     rows = [{"name": str(r["name"]), "grid": r["grid"].tolist(), "block": r["block"].tolist(),

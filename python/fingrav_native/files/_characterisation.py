@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 import math
 import os
-from typing import Union
+from typing import Any, Union
 
 import numpy as np
 
@@ -14,15 +14,19 @@ from fingrav_native.sensors._characterize import Characterisation, PeriodEstimat
 from fingrav_native.sensors._model import SensorModel
 
 #: How a characterisation file writes the numbers strict JSON has no form for (``Characterisation.save``).
-_NON_FINITE = {None: math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
+_NON_FINITE: dict[Any, float] = {None: math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
 
 
-def _undetermined(fields: object) -> object:
-    """A fit's fields with ``null`` (not determined) read as NaN and the named infinities as floats."""
-    if not isinstance(fields, dict):
-        return fields
-    return {k: _NON_FINITE[v] if v is None or (isinstance(v, str) and v in _NON_FINITE) else v
-            for k, v in fields.items()}
+def _number(value: Any) -> Any:
+    """A field's value with ``null`` (not determined) read as NaN and the named infinities as floats."""
+    if value is None or (isinstance(value, str) and value in _NON_FINITE):
+        return _NON_FINITE[value]
+    return value
+
+
+def _undetermined(fields: Any) -> Any:
+    """A fit's fields (a dict) read by :func:`_number`; anything else left for the type to refuse."""
+    return {k: _number(v) for k, v in fields.items()} if isinstance(fields, dict) else fields
 
 
 def load_characterisation(path: Union[str, "os.PathLike[str]"]) -> Characterisation:
@@ -62,7 +66,7 @@ def load_characterisation(path: Union[str, "os.PathLike[str]"]) -> Characterisat
         return Characterisation(
             sensor=SensorModel.from_dict(d["sensor"]), period=PeriodEstimate(**_undetermined(d["period"])),
             step=None if d["step"] is None else StepFit(**_undetermined(d["step"])),
-            quantum=float(_NON_FINITE.get(d["quantum"], d["quantum"])),
+            quantum=float(_number(d["quantum"])),
             device=str(d["device"]), notes=str(d["notes"]))
     except (KeyError, TypeError, ValueError) as exc:
         raise ValueError(f"path={p!r}: malformed sensor characterisation: {exc}") from None
