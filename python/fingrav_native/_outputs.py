@@ -64,7 +64,7 @@ from typing import IO, Any, Callable, Iterable, Iterator, Literal, Optional
 
 import numpy as np
 
-__all__ = ["CAMPAIGN_FILE", "COMMAND_FILE", "LOCK_FILE", "PROFILE_FILE", "RUNS_DIR", "RUN_NAME",
+__all__ = ["CAMPAIGN_FILE", "COMMAND_FILE", "COMMAND_FORMAT", "LOCK_FILE", "PROFILE_FILE", "RUNS_DIR", "RUN_NAME",
            "OutputFolderMissingError", "OutputNotWritableError", "OutputPathError", "Writes", "archive_kind",
            "atomic_output", "check_output_path", "check_distinct_outputs", "file_kind", "json_problem",
            "json_scalar", "strict_json", "temporary_beside", "write_atomically", "write_json"]
@@ -78,6 +78,8 @@ LOCK_FILE = "campaign.lock"
 PROFILE_FILE = "profile.fgprof"
 #: What ``fingrav profile`` records beside the campaign (the command's settings), so ``--resume`` can rebuild it.
 COMMAND_FILE = "command.json"
+#: The ``format`` command.json names (its reader takes files without it, written before it was named).
+COMMAND_FORMAT = "fingrav-command"
 #: A run file's name in ``runs/`` (its number is its place in the campaign).
 RUN_NAME = re.compile(r"^run_(\d{6,})\.npz$")
 
@@ -106,7 +108,7 @@ _ARCHIVE_MEMBERS = (("profile", "fingrav.json"), ("capture", "epoch_brackets.npy
 #: In words, for messages.
 _KIND_WORDS = {"profile": "a saved profile", "capture": "a power capture (measured logs)",
                "run": "a campaign run file (a measured run)", "recording": "a recording (measured logs)",
-               "characterisation": "a sensor characterisation", "campaign": "a campaign's manifest",
+               "characterisation": "a sensor characterisation", "campaign": "a campaign's manifest or command",
                "trace": "a Chrome trace written by fingrav-native",
                "kineto": "an application trace (torch.profiler / Kineto, measured)",
                "rocprof": "a rocprofv3 trace (measured)", "rocpd": "a rocpd database (measured)",
@@ -117,7 +119,7 @@ _HEAD_BYTES = 1 << 16
 #: What a Chrome trace this package wrote names (the Perfetto export's otherData, an annotated copy's
 #: top-level "fingrav" object); both sit near the document's end, where a streamed copy can put them.
 _GENERATOR = re.compile(rb'"generator"\s*:\s*"fingrav-native')
-_JSON_FORMATS = {"fingrav-sensor": "characterisation", "fingrav-campaign": "campaign"}
+_JSON_FORMATS = {"fingrav-sensor": "characterisation", "fingrav-campaign": "campaign", "fingrav-command": "campaign"}
 #: The header words of the CSV files the package reads as measurements (``characterize --logs/--load/--meter``,
 #: a rocprofv3 kernel trace).
 _CSV_MEASURED = (("logs", ("t_ns", "power_w")), ("logs", ("start_ns", "end_ns")),

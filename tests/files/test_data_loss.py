@@ -89,7 +89,15 @@ def files(tmp_path_factory):
            "kineto": _kineto(str(d / "trace.json")),
            "rocprof": write_rocprof_trace(str(d / "x_kernel_trace.csv"), ["gemm"], [[1, 1, 1]], [[64, 1, 1]],
                                           [100], [200]),
+           "rocpd": write_rocprof_trace(str(d / "x.db"), ["gemm"], [[1, 1, 1]], [[64, 1, 1]], [100], [200],
+                                        output_format="rocpd"),
            "campaign": write_manifest(str(d / "camp"), {"kernel": "gemm"})}
+    command = d / "command.json"  # as fingrav profile writes it
+    command.write_text(json.dumps({"format": "fingrav-command", "kernel": "gemm", "backend": "sim"}))
+    out["command"] = str(command)
+    run = d / "run.npz"  # a campaign run file: its info member
+    np.savez(run, info=np.array(json.dumps({"seq": 1})), samples=np.zeros(2))
+    out["run"] = str(run)
     logs = d / "logs.csv"
     logs.write_text("t_ns,power_w\n1,100.0\n2,101.0\n")
     out["logs"] = str(logs)
@@ -113,14 +121,14 @@ def full_disk():
     return limit
 
 
-@pytest.mark.parametrize("kind", ["capture", "recording", "characterisation", "kineto", "rocprof", "campaign",
-                                  "logs"])
+@pytest.mark.parametrize("kind", ["capture", "recording", "run", "characterisation", "kineto", "rocprof", "rocpd",
+                                  "campaign", "command", "logs"])
 def test_data_loss_every_measured_or_saved_kind_is_recognised_by_its_content(files, kind, tmp_path):
     renamed = tmp_path / "renamed.dat"  # the name says nothing: the content does
     renamed.write_bytes(_bytes(files[kind]))
     with pytest.raises(OutputPathError, match=r"--summary=.*holds .*which this would overwrite"):
         check_output_path(str(renamed), "--summary")
-    assert _outputs.file_kind(str(renamed)) == kind
+    assert _outputs.file_kind(str(renamed)) == {"command": "campaign"}.get(kind, kind)
 
 
 def test_data_loss_a_characterisation_save_never_replaces_a_measured_capture(files, tmp_path):

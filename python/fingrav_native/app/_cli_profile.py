@@ -7,6 +7,7 @@ import os
 import sys
 from typing import Any, Callable, cast
 
+from fingrav_native._outputs import COMMAND_FORMAT
 from fingrav_native.app._cli_common import (
     BACKENDS,
     EXIT_INTERRUPTED,
@@ -141,7 +142,8 @@ def _run_profile_command(args: argparse.Namespace) -> int:
     with lock_campaign(out):
         if not resume:
             _refuse_a_campaign(out)  # again under the lock: another process may have started one meanwhile
-            _write_json_atomic(os.path.join(out, COMMAND_FILE), request)
+            # Its format named, so the output guard knows the file by its content wherever it is copied.
+            _write_json_atomic(os.path.join(out, COMMAND_FILE), {"format": COMMAND_FORMAT, **request})
         prof = profile(kernel, backend, mode=request["mode"], runs=request["runs"],  # type: ignore[arg-type]
                        margin=request["margin"], executions=request["executions"], seed=request["seed"],
                        out_dir=out, resume=resume, progress=reporter, phase=request["phase"])
