@@ -78,3 +78,17 @@ def test_silently_wrong_every_json_the_trace_command_writes_is_strict(session, t
     table = _strict(out / "kernels.json")
     assert table["kernels"] and table["iterations"]["energy_half_width_j"] is None  # type: ignore[index]
     _strict(tmp_path / "a.json")
+
+
+def test_data_loss_the_demo_never_replaces_a_measured_file_under_one_of_its_names(tmp_path, monkeypatch):
+    from fingrav_native.app import _demo
+
+    def refuse(*a, **k):
+        raise AssertionError("the demo profiled before its outputs were checked")
+
+    monkeypatch.setattr(_demo, "profile", refuse)
+    measured = tmp_path / "overview.png"  # a campaign manifest under a figure's name
+    measured.write_text(json.dumps({"format": "fingrav-campaign", "version": 1}))
+    with pytest.raises(ValueError, match="overview.png: holds a campaign's manifest"):
+        _demo.run_demo(str(tmp_path))
+    assert json.loads(measured.read_text())["format"] == "fingrav-campaign"
