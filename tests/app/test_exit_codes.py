@@ -103,6 +103,14 @@ class Env:
         return simulate_training_loop(120, seed=5, pause_every=30).save(self.tmp / "session")
 
 
+def _parquet_over_a_capture(env: Env) -> list[str]:
+    """``export --parquet DIR`` where DIR's logs.parquet is a measured capture: refused before any table is written."""
+    folder = env.tmp / "pq"
+    folder.mkdir()
+    (folder / "logs.parquet").write_bytes(Path(env.session()[1]).read_bytes())
+    return ["export", env.profile, "--parquet", str(folder)]
+
+
 def _stdout_full(env: Env) -> list[str]:
     class Full:
         def write(self, text: str) -> int:
@@ -348,7 +356,7 @@ CASES: dict[tuple[str, str, str], list[Callable[[Env], list[str]]]] = {
          lambda e: ["export", os.path.join(e.campaign(), "profile.fgprof"), "--trace", e.profile],
          lambda e: ["export", e.profile, "--summary", str(e.tmp)],
          lambda e: ["export", e.profile, "--summary", str(e.tmp / "x"), "--trace", str(e.tmp / "x")],
-         lambda e: ["export", e.profile, "--summary", e.session()[1]]],
+         lambda e: ["export", e.profile, "--summary", e.session()[1]], _parquet_over_a_capture],
     ("`plot`, `export`", "130", "files named so far are whole; none is ever half written (each is written beside "
                                 "and renamed)"):
         [_interrupted(_cli_files, "_load", lambda e: ["plot", e.profile, "--out", str(e.tmp)])],

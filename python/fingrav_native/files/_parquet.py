@@ -72,11 +72,14 @@ def export_parquet(profile: Union[Profile, InterleavedProfile], directory: PathL
     meta = {b"fingrav.kernel": kernel.encode("utf-8", "backslashreplace"),
             b"fingrav.format_version": str(FORMAT_VERSION).encode()}
     written: list[str] = []
+    # Every table's file checked before the first is written: none replaces a measured or saved file.
+    names = [f"{kind}_{label}" for label in profiles for kind in ("lois", "curve")]
+    for name in names + (["executions", "logs"] if timeline is not None else []):
+        check_output_path(os.path.join(out, f"{name}.parquet"), "directory", shown=f"directory={out!r}: {name}.parquet")
 
     def put(name: str, cols: dict[str, Any]) -> None:
         table = pa.table(cols).replace_schema_metadata(meta)
-        path = check_output_path(os.path.join(out, f"{name}.parquet"), "directory",
-                                 shown=f"directory={out!r}: {name}.parquet")
+        path = os.path.join(out, f"{name}.parquet")
         write_atomically(path, lambda tmp: pq.write_table(table, tmp))
         written.append(path)
 
