@@ -103,6 +103,14 @@ class Env:
         return simulate_training_loop(120, seed=5, pause_every=30).save(self.tmp / "session")
 
 
+def _parquet_over_a_capture(env: Env) -> list[str]:
+    """``export --parquet DIR`` where DIR's logs.parquet is a measured capture: refused before any table is written."""
+    folder = env.tmp / "pq"
+    folder.mkdir()
+    (folder / "logs.parquet").write_bytes(Path(env.session()[1]).read_bytes())
+    return ["export", env.profile, "--parquet", str(folder)]
+
+
 def _stdout_full(env: Env) -> list[str]:
     class Full:
         def write(self, text: str) -> int:
@@ -341,14 +349,16 @@ CASES: dict[tuple[str, str, str], list[Callable[[Env], list[str]]]] = {
          lambda e: ["plot", e.profile, "--out", os.path.join(e.unwritable, "figs")]],
     ("`plot`, `export`", "2", "a number out of range"): [lambda e: ["plot", e.profile, "--dpi", "0"]],
     ("`plot`, `export`", "2", "`export` with nothing to export"): [lambda e: ["export", e.profile]],
-    ("`plot`, `export`", "2", "an output that is the profile read, a campaign's file, another saved profile, a "
-                              "directory where a file goes, or named twice"):
+    ("`plot`, `export`", "2", "an output that is the profile read, a campaign's file, a saved or measured file of "
+                              "another kind, a directory where a file goes, or named twice"):
         [lambda e: ["export", e.profile, "--summary", e.profile],
          lambda e: ["export", e.profile, "--trace", os.path.join(e.campaign(), "campaign.json")],
          lambda e: ["export", os.path.join(e.campaign(), "profile.fgprof"), "--trace", e.profile],
          lambda e: ["export", e.profile, "--summary", str(e.tmp)],
-         lambda e: ["export", e.profile, "--summary", str(e.tmp / "x"), "--trace", str(e.tmp / "x")]],
-    ("`plot`, `export`", "130", "files named so far are whole; one under way may be cut short"):
+         lambda e: ["export", e.profile, "--summary", str(e.tmp / "x"), "--trace", str(e.tmp / "x")],
+         lambda e: ["export", e.profile, "--summary", e.session()[1]], _parquet_over_a_capture],
+    ("`plot`, `export`", "130", "files named so far are whole; none is ever half written (each is written beside "
+                                "and renamed)"):
         [_interrupted(_cli_files, "_load", lambda e: ["plot", e.profile, "--out", str(e.tmp)])],
     # trace
     ("`trace`", "0", "done (also when the energy closure fails: a warning on stderr; and when no signature can be "
@@ -369,13 +379,17 @@ CASES: dict[tuple[str, str, str], list[Callable[[Env], list[str]]]] = {
     ("`trace`", "2", "a `--device` the trace has no kernels of, or none with kernels of several GPUs"):
         [lambda e: _trace(e) + ["--device", "7"]],
     ("`trace`", "2", "`--out` holding the trace or capture read"): [_trace_onto_input],
-    ("`trace`", "2", "`--annotate` a folder, in a missing or unwritable folder, the trace itself, or an existing file "
-                     "without `--force` (refused before any work)"):
+    ("`trace`", "2", "`--annotate` a folder, in a missing or unwritable folder, the trace itself, the capture read, "
+                     "one of `--out`'s files, a measured or saved file of another kind (with `--force` too), or an "
+                     "existing file without `--force` (refused before any work)"):
         [lambda e: _trace(e) + ["--annotate", str(e.tmp)],
-         lambda e: _trace(e) + ["--annotate", os.path.join(str(e.tmp), "missing", "a.json")]],
+         lambda e: _trace(e) + ["--annotate", os.path.join(str(e.tmp), "missing", "a.json")],
+         lambda e: _trace(e) + ["--annotate", e.session()[1], "--force"],
+         lambda e: _trace(e, out=str(e.tmp)) + ["--annotate", str(e.tmp / "kernels.json")],
+         lambda e: _trace(e) + ["--annotate", e.profile, "--force"]],
     ("`trace`", "2", "`--force` without `--annotate`"): [lambda e: _trace(e) + ["--force"]],
-    ("`trace`", "130", "files named so far are whole; one under way may be cut short (`--annotate` writes a temporary "
-                       "file and renames it: never half a trace)"):
+    ("`trace`", "130", "files named so far are whole; none is ever half written (each is written beside and "
+                       "renamed)"):
         [_interrupted(_cli_files, "profile_trace", _trace)],
     # every command
     ("every command", "1", "standard output that cannot be written (a full disk)"): [_stdout_full],

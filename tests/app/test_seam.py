@@ -134,7 +134,7 @@ def test_load_refuses_files_of_no_format(tmp_path, content):
 def test_load_refuses_a_directory_and_a_missing_file(tmp_path):
     with pytest.raises(ValueError, match="path="):
         fg.load(tmp_path)
-    with pytest.raises(ValueError, match="no such file"):
+    with pytest.raises(FileNotFoundError, match="no such file"):
         fg.load(tmp_path / "missing.npz")
 
 

@@ -22,7 +22,7 @@ from fingrav_native.app._plot import plot_sync_error
 from fingrav_native.app._sync import sync_report
 from fingrav_native.backends._devices import format_reports, list_backends
 from fingrav_native.files._characterisation import read_logs_csv
-from fingrav_native.files._outputs import check_output_path
+from fingrav_native.files._outputs import check_output_path, strict_json, write_atomically
 from fingrav_native.sensors._from_logs import characterize_logs
 
 #: The figure formats ``--plot`` takes, by the file name's extension.
@@ -57,7 +57,7 @@ def sync_command(args: argparse.Namespace) -> int:
     backend = make_backend(args.backend, args.device, args.seed)
     report = sync_report(backend, seconds=args.seconds, burst=args.burst, interval_s=args.interval_ms / 1e3)
     if args.json:
-        print(json.dumps(report.as_dict(), indent=1))
+        print(json.dumps(strict_json(report.as_dict()), indent=1, allow_nan=False))
     else:
         print(report.format())
     if args.plot is not None:
@@ -67,7 +67,7 @@ def sync_command(args: argparse.Namespace) -> int:
         import matplotlib.pyplot as plt
 
         ax = plot_sync_error(report.brackets, report.piecewise or report.linear)
-        ax.figure.savefig(args.plot, dpi=120, format=figure_format)
+        write_atomically(args.plot, lambda tmp: ax.figure.savefig(tmp, dpi=120, format=figure_format))
         plt.close(ax.figure)
         print(args.plot)
     return EXIT_OK
@@ -103,7 +103,7 @@ def characterize_command(args: argparse.Namespace) -> int:
     _characterize_options(args)
     # Before minutes of runs: an --out the disk refuses would throw them away.
     if args.out is not None:
-        check_output_path(args.out, "--out", protect=[args.logs, args.load, args.meter])
+        check_output_path(args.out, "--out", writes="characterisation", protect=[args.logs, args.load, args.meter])
     # Each option is in range (parse time); together they bound one run's length.
     if args.half_period_ms is not None and 2 * args.cycles * args.half_period_ms > CHARACTERIZE_MAX_RUN_MS:
         raise ValueError(f"--cycles={args.cycles}, --half-period-ms={args.half_period_ms:g}: runs of "
@@ -132,7 +132,7 @@ def characterize_command(args: argparse.Namespace) -> int:
     if args.out is not None:
         c.save(args.out)
     if args.json:
-        print(json.dumps(c.as_dict(), indent=2))
+        print(json.dumps(strict_json(c.as_dict()), indent=2, allow_nan=False))
         return EXIT_OK
     s, st = c.sensor, c.step
     print(f"sensor of {c.device}: {s.kind}, period {s.period_ns / 1e3:.1f} us "
@@ -157,7 +157,7 @@ def devices_command(args: argparse.Namespace) -> int:
     """``fingrav devices``: each backend's report; exit code 0 where the hardware asked about is there."""
     reports = list_backends(args.backend)
     if args.json:
-        print(json.dumps([r.as_dict() for r in reports], indent=2))
+        print(json.dumps(strict_json([r.as_dict() for r in reports]), indent=2, allow_nan=False))
     else:
         print(format_reports(reports, verbose=args.verbose))
     if args.backend:

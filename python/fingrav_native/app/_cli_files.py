@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
+import functools
 import math
 import os
 import sys
@@ -18,7 +18,13 @@ from fingrav_native.app._cli_common import EXIT_FAILURE, EXIT_OK, interruptible
 from fingrav_native.app._trace import profile_trace
 from fingrav_native.files._annotate import annotate_trace, check_annotation_out
 from fingrav_native.files._capture import load_capture
-from fingrav_native.files._outputs import check_distinct_outputs, check_output_path
+from fingrav_native.files._outputs import (
+    Writes,
+    check_distinct_outputs,
+    check_output_path,
+    write_atomically,
+    write_json,
+)
 from fingrav_native.files._parquet import PYARROW_MISSING, export_parquet, pyarrow_missing
 from fingrav_native.files._profiles import load_profile
 from fingrav_native.files._trace import export_trace
@@ -77,7 +83,7 @@ def plot_command(args: argparse.Namespace) -> int:
     for path in outputs:
         check_output_path(path, "--out", protect=paths, shown=f"--out={args.out!r}: {os.path.basename(path)}")
     for path, (_, _, fig) in zip(outputs, figures):
-        fig.savefig(path, dpi=args.dpi, format=args.format)
+        write_atomically(path, functools.partial(fig.savefig, dpi=args.dpi, format=args.format))
         plt.close(fig)
         print(path)
     return EXIT_OK
@@ -150,10 +156,7 @@ def export_command(args: argparse.Namespace) -> int:
         for p in export_parquet(prof, args.parquet):  # type: ignore[arg-type]
             print(p)
     if args.summary is not None:
-        text = json.dumps(summary_json(_summary(prof)), indent=1, allow_nan=False)
-        with open(args.summary, "w", encoding="utf-8") as f:
-            f.write(text)
-        print(args.summary)
+        print(write_json(args.summary, summary_json(_summary(prof))))
     return EXIT_OK
 
 
@@ -163,7 +166,8 @@ def _annotation_out(args: argparse.Namespace) -> Optional[str]:
         if args.force:
             raise ValueError("--force: replaces an existing --annotate file; give --annotate OUT")
         return None
-    return check_annotation_out(args.trace, args.annotate, overwrite=args.force, name="--annotate")
+    return check_annotation_out(args.trace, args.annotate, overwrite=args.force, name="--annotate",
+                                protect=[args.power])
 
 
 def _closure_doc(tp: TraceProfile) -> Optional[dict[str, Any]]:
@@ -184,11 +188,15 @@ def trace_command(args: argparse.Namespace) -> int:
 
     # The folder and the files it will hold, before the trace is read and profiled: none is an input.
     check_output_path(args.out, "--out", folder=True)
-    for name in ("power_trace.json.gz", f"energy_by_kernel.{args.format}", f"top_kernels.{args.format}",
-                 "kernels.json") if os.path.isdir(args.out) else ():
+    names: dict[str, Writes] = {"power_trace.json.gz": "trace", f"energy_by_kernel.{args.format}": "file",
+             f"top_kernels.{args.format}": "file", "kernels.json": "file"}
+    for name, kind in names.items() if os.path.isdir(args.out) else ():
         check_output_path(os.path.join(args.out, name), "--out", protect=[args.trace, args.power],
-                          shown=f"--out={args.out!r}: {name}")
+                          writes=kind, shown=f"--out={args.out!r}: {name}")
     annotate = _annotation_out(args)  # before the work: a refused output costs nothing
+    # --annotate is none of --out's files: the second written would replace the first after all the work.
+    check_distinct_outputs({"--annotate": annotate,
+                            **{f"--out {name}": os.path.join(args.out, name) for name in names}})
     try:
         with warnings.catch_warnings():
             # Said below, in the command's words, not as a Python warning with a source line.
@@ -209,7 +217,7 @@ def trace_command(args: argparse.Namespace) -> int:
     fig = fplot.plot_kernel_energy(tp).figure
     for name, f in (("energy_by_kernel", fig), ("top_kernels", fplot.figure_trace_profiles(tp, top=args.top))):
         path = os.path.join(args.out, f"{name}.{args.format}")
-        f.savefig(path, dpi=120)
+        write_atomically(path, functools.partial(f.savefig, dpi=120, format=args.format))
         plt.close(f)
         written.append(path)
     rows = [{"name": str(r["name"]), "grid": r["grid"].tolist(), "block": r["block"].tolist(),
@@ -226,10 +234,8 @@ def trace_command(args: argparse.Namespace) -> int:
            "iterations": None if tp.summary is None else dataclasses.asdict(tp.summary),
            "span": None if tp.span is None else summary_json(dataclasses.asdict(tp.span)),
            "closure": _closure_doc(tp)}
-    path = os.path.join(args.out, "kernels.json")
-    with open(path, "w") as f:
-        json.dump(doc, f, indent=1)
-    written.append(path)
+    # Strict JSON: a value not determined (NaN) is null, as in every JSON file the package writes.
+    written.append(write_json(os.path.join(args.out, "kernels.json"), doc))
     if annotate is not None:
         written.append(annotate_trace(args.trace, tp, annotate, overwrite=args.force))
     for p in written:

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from typing import Any, Callable, cast
 
+from fingrav_native._outputs import COMMAND_FORMAT
 from fingrav_native.app._cli_common import (
     BACKENDS,
     EXIT_INTERRUPTED,
@@ -32,7 +32,7 @@ from fingrav_native.files._campaign import (
     read_json_file,
     run_files,
 )
-from fingrav_native.files._outputs import check_output_path
+from fingrav_native.files._outputs import check_output_path, write_json
 from fingrav_native.files._trace import export_trace
 from fingrav_native.method._phase import PHASES
 from fingrav_native.method._results import Profile
@@ -89,11 +89,8 @@ def _refuse_a_campaign(out: str) -> None:
 
 
 def _write_json_atomic(path: str, value: dict[str, Any]) -> None:
-    """``value`` as JSON at ``path``, whole or not at all."""
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(value, f, indent=1)
-    os.replace(tmp, path)  # whole or not at all: a resume never reads half of it
+    """``value`` as JSON at ``path``, whole or not at all: a resume never reads half of it."""
+    write_json(path, value)
 
 
 def profile_command(args: argparse.Namespace, *, as_program: bool = False) -> int:
@@ -145,7 +142,8 @@ def _run_profile_command(args: argparse.Namespace) -> int:
     with lock_campaign(out):
         if not resume:
             _refuse_a_campaign(out)  # again under the lock: another process may have started one meanwhile
-            _write_json_atomic(os.path.join(out, COMMAND_FILE), request)
+            # Its format named, so the output guard knows the file by its content wherever it is copied.
+            _write_json_atomic(os.path.join(out, COMMAND_FILE), {"format": COMMAND_FORMAT, **request})
         prof = profile(kernel, backend, mode=request["mode"], runs=request["runs"],  # type: ignore[arg-type]
                        margin=request["margin"], executions=request["executions"], seed=request["seed"],
                        out_dir=out, resume=resume, progress=reporter, phase=request["phase"])

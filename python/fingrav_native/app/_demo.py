@@ -15,7 +15,7 @@ from fingrav_native.backends._base import Backend, BackendWrapper, KernelSpec
 from fingrav_native.backends._sim import SimBackend
 from fingrav_native.clocks._piecewise import fit_piecewise_clock_map
 from fingrav_native.clocks._twosided import fit_clock_map
-from fingrav_native.files._outputs import check_output_path
+from fingrav_native.files._outputs import Writes, check_output_path, write_atomically
 from fingrav_native.files._profiles import save_profile
 from fingrav_native.files._trace import export_trace
 from fingrav_native.method._results import ExecutionProfile, InterleavedProfile, Profile
@@ -326,8 +326,11 @@ def run_demo(out_dir: str = "fingrav-demo", *, seed: int = 0,
     """
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
         raise ValueError(f"seed={seed!r}: must be an integer >= 0")
-    # A folder the disk refuses is found now, before seconds of profiling.
+    # A folder the disk refuses, or a file in it the demo must not replace, is found now, before seconds of
+    # profiling.
     check_output_path(out_dir, "out_dir", folder=True)
+    for name in _demo_file_names() if os.path.isdir(out_dir) else ():
+        _check_demo_file(out_dir, name)
     import matplotlib
 
     matplotlib.use("Agg")  # files only; the demo must run on a machine without a display
@@ -369,15 +372,7 @@ class _DemoFolder:
         # Under a temporary name, then renamed: a file cut short (Ctrl-C, a
         # full disk) never passes for a whole one, nor replaces an earlier
         # demo's whole one.
-        target = os.path.join(self.out_dir, name)
-        tmp = os.path.join(self.out_dir, f".{name}.partial-{os.getpid()}")
-        try:
-            writer(tmp)
-            os.replace(tmp, target)
-            self.files[name] = target
-        finally:
-            if os.path.lexists(tmp):
-                os.remove(tmp)
+        self.files[name] = write_atomically(_check_demo_file(self.out_dir, name), writer)
 
     def draw(self, name: str, make: Callable[[], Any]) -> None:
         """Save the figure ``make()`` draws as ``name`` (its extension is the format), then close it."""
@@ -388,6 +383,21 @@ class _DemoFolder:
             self.write(name, lambda p: fig.savefig(p, dpi=120, format=os.path.splitext(name)[1][1:]))
         finally:
             plt.close(fig)
+
+
+def _demo_file_names() -> list[str]:
+    """Every file the demo may write, for the check before its work."""
+    il_kernel, il_before = DEMO_INTERLEAVED
+    il_stem = "_then_".join([k for k, _ in il_before] + [il_kernel])
+    return [f"{DEMO_KERNEL}.fgprof", f"{il_stem}.fgprof", f"{DEMO_KERNEL}.trace.json", "overview.png",
+            "whole_run.png", "sse_vs_ssp.png", "interleaved.png", "ssp_search.png", "sync_error.png"]
+
+
+def _check_demo_file(out_dir: str, name: str) -> str:
+    """One of the demo's files through the output guard: it replaces a file of its own kind or a plain one only."""
+    kind: Writes = "profile" if name.endswith(".fgprof") else "trace" if name.endswith(".trace.json") else "file"
+    return check_output_path(os.path.join(out_dir, name), "out_dir", writes=kind,
+                             shown=f"out_dir={out_dir!r}: {name}")
 
 
 def _write_demo_files(folder: _DemoFolder, prof: Profile, il: InterleavedProfile,

@@ -7,7 +7,6 @@ import os
 import signal
 import socket
 import sys
-import tempfile
 import threading
 import time
 import uuid
@@ -37,7 +36,7 @@ from fingrav_native.files._capture import (
 )
 from fingrav_native.files._capture_counter import CapturedCounter
 from fingrav_native.files._journal import Journal, encode_array, encode_json, journal_path
-from fingrav_native.files._outputs import check_output_path
+from fingrav_native.files._outputs import check_output_path, write_atomically
 from fingrav_native.sensors._model import SensorModel
 
 # The most irrational fraction: polls at (4 + it) per logger period sweep
@@ -659,18 +658,8 @@ class PowerRecorder:
         path = check_output_path(path, "path")
         if self._path is not None and os.path.abspath(path) == os.path.abspath(self._path):
             raise ValueError(f"path={path!r}: is where this recorder saves its capture; give the trace its own name")
-        folder = os.path.dirname(os.path.abspath(path))
-        # torch gzips when the name ends in .gz: keep the suffix on the temporary name.
-        suffix = ".json.gz" if path.endswith(".gz") else ".json"
-        fd, tmp = tempfile.mkstemp(prefix=".fingrav-trace-", suffix=suffix, dir=folder)
-        os.close(fd)
-        try:
-            prof.export_chrome_trace(tmp)
-            os.replace(tmp, path)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
+        # torch gzips when the name ends in .gz: the writer's temporary name keeps the suffix.
+        write_atomically(path, prof.export_chrome_trace)
         self._trace_path = path
         if self._state == "recording":
             self._journal_append([encode_json(b"META", {"trace": os.path.basename(path)})])

@@ -42,13 +42,13 @@ import os
 import re
 from dataclasses import asdict
 from decimal import Decimal
-from typing import IO, Any, Iterator, Optional, Union, cast
+from typing import IO, Any, Iterable, Iterator, Optional, Union, cast
 
 import numpy as np
 
 from fingrav_native._checks import file_path, flag
 from fingrav_native._version import __version__
-from fingrav_native.files._outputs import temporary_beside
+from fingrav_native.files._outputs import OutputPathError, atomic_output, check_output_path
 from fingrav_native.insitu._results import TraceProfile
 from fingrav_native.insitu._trace import TraceFormatError, json_int64, us_to_ns
 
@@ -65,7 +65,8 @@ _EXACT = json.JSONDecoder(parse_float=Decimal, parse_constant=float)
 Path = Union[str, "os.PathLike[str]"]
 
 
-def check_annotation_out(trace: Path, out: Path, *, overwrite: bool = False, name: str = "out") -> str:
+def check_annotation_out(trace: Path, out: Path, *, overwrite: bool = False, name: str = "out",
+                         protect: Iterable[Path] = ()) -> str:
     """``out`` as a file an annotated copy of ``trace`` may be written to, checked before any work; its path.
 
     Parameters
@@ -75,9 +76,14 @@ def check_annotation_out(trace: Path, out: Path, *, overwrite: bool = False, nam
     out : str or path
         Where the annotated copy goes (gzipped when it ends in ``.gz``).
     overwrite : bool
-        Replace an existing file (never the trace itself).
+        Replace an existing file, if it is a Chrome trace this package
+        wrote or a plain file of no measured kind; never the trace, one of
+        ``protect``, a capture, a measured trace or any other file the
+        package's output guard spares (:func:`~fingrav_native.files._outputs.check_output_path`).
     name : str
         How messages name ``out`` (``"--annotate"`` for the command).
+    protect : iterable of paths
+        The command's other inputs (the power capture): never written over.
 
     Returns
     -------
@@ -87,8 +93,9 @@ def check_annotation_out(trace: Path, out: Path, *, overwrite: bool = False, nam
     ------
     ValueError
         Naming ``name``: not a path, a folder, a missing or unwritable
-        folder, the trace itself, an existing file without ``overwrite``;
-        or a trace that is not a Kineto JSON file (a rocprofv3 CSV).
+        folder, the trace itself or another input, a measured or saved file,
+        an existing file without ``overwrite``; or a trace that is not a
+        Kineto JSON file (a rocprofv3 CSV).
     """
     o, t = file_path(out, name), file_path(trace, "trace")
     overwrite = flag(overwrite, "overwrite")
@@ -104,10 +111,12 @@ def check_annotation_out(trace: Path, out: Path, *, overwrite: bool = False, nam
         raise ValueError(f"{name}={o!r}: its folder {folder!r} is not writable")
     if os.path.abspath(o) == os.path.abspath(t) or (os.path.exists(o) and os.path.exists(t)
                                                     and os.path.samefile(o, t)):
-        raise ValueError(f"{name}={o!r}: is the trace itself; the annotated trace is written beside it, never over it")
+        raise OutputPathError(f"{name}={o!r}: is the trace itself; the annotated trace is written beside it, "
+                              "never over it")
+    check_output_path(o, name, writes="trace", protect=[t, *protect])
     if os.path.lexists(o) and not overwrite:
-        raise ValueError(f"{name}={o!r}: exists; choose another name or replace it ("
-                         + ("--force" if name.startswith("--") else "overwrite=True") + ")")
+        raise OutputPathError(f"{name}={o!r}: exists; choose another name or replace it ("
+                              + ("--force" if name.startswith("--") else "overwrite=True") + ")")
     return o
 
 
@@ -524,24 +533,16 @@ def annotate_trace(trace: Path, profile: TraceProfile, out: Path, *, overwrite: 
     where = f"trace={t!r}"
     plan = _Plan(profile, scan_base_time(t) or 0)
     meta = _meta(profile, plan.device)
-    # The package's one temporary-beside-and-rename (files/_outputs.py): the copy gets a plain file's
-    # permissions, not mkstemp's owner-only ones.
-    fd, tmp = temporary_beside(o)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            # Closing the text layer closes the gzip layer (its trailer written); the file closes after.
-            raw = gzip.GzipFile(fileobj=fh, mode="wb") if o.endswith(".gz") else fh
-            with _open_text(t) as f, io.TextIOWrapper(cast(IO[bytes], raw), encoding="utf-8") as w:
-                try:
-                    base = _copy_document(_Stream(f, w, where), plan, meta)
-                except (UnicodeDecodeError, EOFError, gzip.BadGzipFile, OSError) as exc:
-                    raise TraceFormatError(f"{where}: not readable ({exc})") from None
+    # The package's one writer (files/_outputs.py): written beside and renamed, a plain file's permissions.
+    with atomic_output(o) as fh:
+        # Closing the text layer closes the gzip layer (its trailer written); the file closes after.
+        raw = gzip.GzipFile(fileobj=fh, mode="wb") if o.endswith(".gz") else fh
+        with _open_text(t) as f, io.TextIOWrapper(cast(IO[bytes], raw), encoding="utf-8") as w:
+            try:
+                base = _copy_document(_Stream(f, w, where), plan, meta)
+            except (UnicodeDecodeError, EOFError, gzip.BadGzipFile, OSError) as exc:
+                raise TraceFormatError(f"{where}: not readable ({exc})") from None
         _check_done(plan, base, where)
-        os.replace(tmp, o)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
     return o
 
 

@@ -56,7 +56,6 @@ import io
 import json
 import math
 import os
-import re
 import socket
 import stat
 import sys
@@ -69,6 +68,15 @@ from typing import Any, Iterator, Optional
 import numpy as np
 
 from fingrav_native._core import SAMPLE_DTYPE
+
+# The folder's names are kept with the guard that spares them; the rest of the package reads them from here.
+from fingrav_native._outputs import CAMPAIGN_FILE as CAMPAIGN_FILE
+from fingrav_native._outputs import COMMAND_FILE as COMMAND_FILE
+from fingrav_native._outputs import LOCK_FILE as LOCK_FILE
+from fingrav_native._outputs import PROFILE_FILE as PROFILE_FILE
+from fingrav_native._outputs import RUN_NAME as RUN_NAME
+from fingrav_native._outputs import RUNS_DIR as RUNS_DIR
+from fingrav_native._outputs import atomic_output, write_json
 from fingrav_native.backends._base import MARKER_RECORD_DTYPE
 from fingrav_native.files._safe import MAX_JSON_DEPTH, ZIP_ERRORS, file_problem, json_too_deep, loads_json, read_file
 from fingrav_native.records._recording import Capabilities, Recording, RunRecord
@@ -79,33 +87,11 @@ except ImportError:  # pragma: no cover - Windows: lock_campaign says what is mi
     _fcntl = None  # type: ignore[assignment]
 
 
-CAMPAIGN_FILE = "campaign.json"
-
-
 CAMPAIGN_FORMAT = "fingrav-campaign"
 
 
 #: Version of the folder layout; readers refuse newer ones.
 CAMPAIGN_VERSION = 1
-
-
-RUNS_DIR = "runs"
-
-
-#: The lock file: its flock says the folder is in use, its text by whom.
-LOCK_FILE = "campaign.lock"
-
-
-#: Name of the finished profile inside a campaign folder.
-PROFILE_FILE = "profile.fgprof"
-
-
-#: What ``fingrav profile`` records beside the campaign (the command's settings), so ``--resume`` can rebuild it.
-COMMAND_FILE = "command.json"
-
-
-#: A run file's name in ``runs/`` (its number is its place in the campaign).
-RUN_NAME = re.compile(r"^run_(\d{6,})\.npz$")
 
 
 _META_PREFIX = "meta__"
@@ -275,19 +261,12 @@ def write_run(out_dir: str, seq: int, role: str, kernel: str, record: RunRecord,
     if steer is not None:
         info["steer"] = {"now_ns": float(steer["now_ns"]),
                          "release_ns": None if steer.get("release_ns") is None else float(steer["release_ns"])}
-    tmp = path + ".tmp"
-    # Written whole under another name, then renamed: Ctrl-C or a crash
-    # leaves either the complete file or none. (No fsync: a run every few
-    # ms on the simulator would wait on the disk; power loss is out of scope.)
+    # Written whole under another name, then renamed (files/_outputs.py): Ctrl-C or a crash leaves
+    # either the complete file or none. No fsync: a run every few ms on the simulator would wait on
+    # the disk; power loss is out of scope.
     arrays["info"] = np.array(json.dumps(info))
-    try:
-        with open(tmp, "wb") as f:
-            np.savez(f, **arrays)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.lexists(tmp):
-            os.unlink(tmp)
-        raise
+    with atomic_output(path, sync=False) as f:
+        np.savez(f, **arrays)
     return path
 
 
@@ -554,11 +533,7 @@ def write_manifest(out_dir: str, manifest: dict[str, Any]) -> str:
         # read_manifest refuses such a file: it is not written.
         raise ValueError(f"manifest: nests deeper than the {MAX_JSON_DEPTH} levels campaign.json may have; "
                          "nothing was written")
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(body, f, indent=1)
-    os.replace(tmp, path)
-    return path
+    return write_json(path, body)
 
 
 def read_manifest(out_dir: str) -> Optional[dict[str, Any]]:

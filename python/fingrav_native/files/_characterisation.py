@@ -3,14 +3,30 @@
 from __future__ import annotations
 
 import io
+import math
 import os
-from typing import Union
+from typing import Any, Union
 
 import numpy as np
 
 from fingrav_native.files._safe import MAX_JSON_BYTES, loads_json, read_file
 from fingrav_native.sensors._characterize import Characterisation, PeriodEstimate, StepFit
 from fingrav_native.sensors._model import SensorModel
+
+#: How a characterisation file writes the numbers strict JSON has no form for (``Characterisation.save``).
+_NON_FINITE: dict[Any, float] = {None: math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
+
+
+def _number(value: Any) -> Any:
+    """A field's value with ``null`` (not determined) read as NaN and the named infinities as floats."""
+    if value is None or (isinstance(value, str) and value in _NON_FINITE):
+        return _NON_FINITE[value]
+    return value
+
+
+def _undetermined(fields: Any) -> Any:
+    """A fit's fields (a dict) read by :func:`_number`; anything else left for the type to refuse."""
+    return {k: _number(v) for k, v in fields.items()} if isinstance(fields, dict) else fields
 
 
 def load_characterisation(path: Union[str, "os.PathLike[str]"]) -> Characterisation:
@@ -28,6 +44,8 @@ def load_characterisation(path: Union[str, "os.PathLike[str]"]) -> Characterisat
     ------
     ValueError
         Not a characterisation file (the message names the file and what is wrong).
+    FileNotFoundError
+        No such file.
     """
     if not isinstance(path, (str, os.PathLike)):
         raise ValueError(f"path={path!r}: must be a file path")
@@ -36,15 +54,19 @@ def load_characterisation(path: Union[str, "os.PathLike[str]"]) -> Characterisat
     def bad(msg: str) -> ValueError:
         return ValueError(f"path={p!r}: not a readable sensor characterisation: {msg}")
 
-    # The same guards as every other loader: a regular file, a size cap, bounded JSON depth.
+    if not os.path.lexists(p):
+        raise FileNotFoundError(f"path={p!r}: no such file")
+    # The same guards as every other loader: a regular file, a size cap, bounded JSON depth. A value not
+    # determined is written as null (files of earlier versions wrote the NaN token, still read).
     d = loads_json(read_file(p, bad, MAX_JSON_BYTES), bad, "characterisation", parse_float=float,
-                   parse_constant=float)  # the file keeps NaN standard errors as JSON NaN (allow_nan)
+                   parse_constant=float)
     if not isinstance(d, dict) or d.get("format") != "fingrav-sensor":
         raise ValueError(f"path={p!r}: not a fingrav sensor characterisation (format is not 'fingrav-sensor')")
     try:
         return Characterisation(
-            sensor=SensorModel.from_dict(d["sensor"]), period=PeriodEstimate(**d["period"]),
-            step=None if d["step"] is None else StepFit(**d["step"]), quantum=float(d["quantum"]),
+            sensor=SensorModel.from_dict(d["sensor"]), period=PeriodEstimate(**_undetermined(d["period"])),
+            step=None if d["step"] is None else StepFit(**_undetermined(d["step"])),
+            quantum=float(_number(d["quantum"])),
             device=str(d["device"]), notes=str(d["notes"]))
     except (KeyError, TypeError, ValueError) as exc:
         raise ValueError(f"path={p!r}: malformed sensor characterisation: {exc}") from None
@@ -62,6 +84,8 @@ def read_logs_csv(path: Union[str, "os.PathLike[str]"], columns: tuple[str, ...]
     ``/dev/zero`` never end), at most :data:`MAX_CSV_BYTES`.
     """
     p = os.fspath(path)
+    if not os.path.lexists(p):
+        raise FileNotFoundError(f"{what}={p!r}: no such file")
 
     def bad(msg: str) -> ValueError:
         return ValueError(f"{what}={p!r}: {msg}")

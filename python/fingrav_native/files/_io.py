@@ -118,6 +118,8 @@ def load_recording(path: PathLike) -> Recording:
         No such file.
     """
     p = _path(path)
+    if not os.path.lexists(p):
+        raise FileNotFoundError(f"path={p!r}: no such recording file")
 
     def bad(msg: str) -> RecordingFormatError:
         return RecordingFormatError(f"{p}: {msg}")
@@ -188,7 +190,7 @@ def save(obj: Any, path: PathLike) -> str:
     if isinstance(obj, PowerCapture):
         return obj.save(_path(path))
     if isinstance(obj, Characterisation):
-        return obj.save(check_output_path(_path(path), "path"))
+        return obj.save(_path(path))
     raise ValueError(f"obj: cannot save a {type(obj).__name__}; save takes a Profile, InterleavedProfile, "
                      "NodeProfile, TraceProfile, Recording, PowerCapture or Characterisation")
 
@@ -209,14 +211,15 @@ def load(path: PathLike) -> Any:
     ValueError
         The file is none of those (its format error names the file and what is wrong:
         :class:`ProfileFormatError`, :class:`CaptureFormatError`, ...).
+    FileNotFoundError
+        No such file (named).
     """
     p = _path(path)
     if not os.path.lexists(p) and os.path.lexists(journal_path(p)):
         return load_capture(p)  # a recording whose process was killed: rebuilt from its journal, with a warning
-    try:
-        problem = file_problem(p)
-    except FileNotFoundError:
-        problem = "cannot read it: no such file"
+    if not os.path.lexists(p):
+        raise FileNotFoundError(f"path={p!r}: no such file")
+    problem = file_problem(p)
     if problem is not None:
         raise ValueError(f"path={p!r}: {problem}")
     with open(p, "rb") as f:

@@ -35,13 +35,14 @@ from typing import Any, Callable, Optional
 
 import numpy as np
 
+from fingrav_native import _outputs
 from fingrav_native.files._safe import loads_json, read_npy
 
 __all__ = ["JOURNAL_MAGIC", "JOURNAL_SUFFIX", "Journal", "JournalContents", "RecoveredCaptureWarning",
            "is_journal", "journal_path", "read_journal"]
 
-#: The first bytes of every journal file.
-JOURNAL_MAGIC = b"FGJRNL1\n"
+#: The first bytes of every journal file (the output guard recognises a journal by them).
+JOURNAL_MAGIC = _outputs.JOURNAL_MAGIC
 
 #: What a journal's name adds to its capture's.
 JOURNAL_SUFFIX = ".journal"

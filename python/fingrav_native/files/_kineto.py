@@ -36,7 +36,7 @@ from typing import Any, Union
 import numpy as np
 
 from fingrav_native._checks import file_path, integer_in, whole_numbers
-from fingrav_native.files._outputs import check_output_path
+from fingrav_native.files._outputs import atomic_output, check_output_path
 from fingrav_native.files._safe import file_problem, loads_json, read_file, short_repr
 from fingrav_native.insitu._trace import INT64_MAX, INT64_MIN, KernelTrace, TraceFormatError, row_columns
 
@@ -281,7 +281,7 @@ def write_kineto_trace(path: Union[str, os.PathLike[str]], names: Any, grid: Any
     str
         The path written.
     """
-    p = check_output_path(path, "path")
+    p = check_output_path(path, "path", writes="kineto")
     base = integer_in(base_time_ns, "base_time_ns", INT64_MIN)
     integer_in(device, "device", 0)
     integer_in(stream, "stream", 0)
@@ -313,12 +313,12 @@ def write_kineto_trace(path: Union[str, os.PathLike[str]], names: Any, grid: Any
     token = uuid.uuid4().hex
     text = json.dumps(doc, default=lambda m: f"{token}{m}{token}")
     text = text.replace(f'"{token}', "").replace(f'{token}"', "")
-    if p.endswith(".gz"):
-        with gzip.open(p, "wt", encoding="utf-8") as f:
-            f.write(text)
-    else:
-        with open(p, "w", encoding="utf-8") as f:
-            f.write(text)
+    with atomic_output(p) as f:
+        if p.endswith(".gz"):
+            with gzip.GzipFile(fileobj=f, mode="wb") as gz:
+                gz.write(text.encode("utf-8"))
+        else:
+            f.write(text.encode("utf-8"))
     return p
 
 

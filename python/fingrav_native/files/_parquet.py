@@ -9,7 +9,7 @@ from typing import Any, Union
 
 import numpy as np
 
-from fingrav_native.files._outputs import check_output_path
+from fingrav_native.files._outputs import check_output_path, write_atomically
 from fingrav_native.files._profiles import FORMAT_VERSION, PathLike
 from fingrav_native.method._results import InterleavedProfile, Profile
 
@@ -85,11 +85,15 @@ def export_parquet(profile: Union[Profile, InterleavedProfile], directory: PathL
     meta = {b"fingrav.kernel": kernel.encode("utf-8", "backslashreplace"),
             b"fingrav.format_version": str(FORMAT_VERSION).encode()}
     written: list[str] = []
+    # Every table's file checked before the first is written: none replaces a measured or saved file.
+    names = [f"{kind}_{label}" for label in profiles for kind in ("lois", "curve")]
+    for name in names + (["executions", "logs"] if timeline is not None else []):
+        check_output_path(os.path.join(out, f"{name}.parquet"), "directory", shown=f"directory={out!r}: {name}.parquet")
 
     def put(name: str, cols: dict[str, Any]) -> None:
         table = pa.table(cols).replace_schema_metadata(meta)
         path = os.path.join(out, f"{name}.parquet")
-        pq.write_table(table, path)
+        write_atomically(path, lambda tmp: pq.write_table(table, tmp))
         written.append(path)
 
     for label, ep in profiles.items():

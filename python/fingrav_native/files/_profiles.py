@@ -38,7 +38,7 @@ from typing import Any, Sequence, Union
 import numpy as np
 
 from fingrav_native._version import __version__
-from fingrav_native.files._outputs import check_output_path
+from fingrav_native.files._outputs import atomic_output, check_output_path
 from fingrav_native.files._profile_codec import Reader, Writer
 from fingrav_native.files._profile_schema import PROFILE_TYPES
 from fingrav_native.files._safe import (
@@ -128,18 +128,12 @@ def save_profile(profile: Union[Profile, InterleavedProfile, NodeProfile, TraceP
         # The reader refuses such a file: it is not written.
         raise ValueError(f"{_field_path(meta, deep)}: nests deeper than the {MAX_JSON_DEPTH} levels a profile file "
                          "may have, so the file would not load; nothing was written")
-    tmp = f"{path}.tmp-{os.getpid()}"
-    try:
-        with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_DEFLATED) as zf:
-            zf.writestr(_META, json.dumps(meta, indent=1, allow_nan=False))
-            for key, arr in w.arrays.items():
-                buf = _io.BytesIO()
-                np.lib.format.write_array(buf, np.asarray(arr, order="C"), allow_pickle=False)
-                zf.writestr(f"arrays/{key}.npy", buf.getvalue())
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    with atomic_output(path) as f, zipfile.ZipFile(f, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr(_META, json.dumps(meta, indent=1, allow_nan=False))
+        for key, arr in w.arrays.items():
+            buf = _io.BytesIO()
+            np.lib.format.write_array(buf, np.asarray(arr, order="C"), allow_pickle=False)
+            zf.writestr(f"arrays/{key}.npy", buf.getvalue())
     return path
 
 

@@ -14,7 +14,7 @@ suffix and a view without) are upstream's.
 from __future__ import annotations
 
 import csv
-import json
+import io
 import os
 import sqlite3
 import uuid
@@ -23,7 +23,7 @@ from typing import Any, Optional, Union
 import numpy as np
 
 from fingrav_native._checks import choice, integer_in, whole_numbers
-from fingrav_native.files._outputs import check_output_path
+from fingrav_native.files._outputs import atomic_output, check_output_path, write_atomically, write_json
 from fingrav_native.files._rocprof_agents import UPSTREAM
 from fingrav_native.files._rocprof_json import ROCPROF_JSON_KEY
 from fingrav_native.insitu._trace import INT64_MAX, INT64_MIN, row_columns
@@ -119,7 +119,7 @@ def write_rocprof_trace(path: Union[str, os.PathLike[str]], names: Any, grid: An
         not write, lengths that differ, a negative device or stream.
     """
     choice(output_format, "output_format", FORMATS)
-    p = check_output_path(path, "path")
+    p = check_output_path(path, "path", writes="rocprof")
     pid = integer_in(pid, "pid", 0)
     cpu_agents = integer_in(cpu_agents, "cpu_agents", 0, 1024)
     if output_format == "csv" and not p.endswith("kernel_trace.csv"):
@@ -130,12 +130,14 @@ def write_rocprof_trace(path: Union[str, os.PathLike[str]], names: Any, grid: An
     for name in cols["names"]:
         kernel_id.setdefault(name, len(kernel_id) + 1)  # id 0 is no kernel (metadata::get_kernel_symbols)
     if output_format == "csv":
+        agent_path = os.path.join(os.path.dirname(p), os.path.basename(p)[: -len("kernel_trace.csv")]
+                                  + "agent_info.csv")
+        check_output_path(agent_path, "path", writes="rocprof", shown=f"path={p!r}: its agent_info.csv")
         _write_csv(p, cols, agents, kernel_id, int(cpu_agents))
     elif output_format == "json":
-        with open(p, "w", encoding="utf-8") as f:
-            json.dump(_json_doc(cols, agents, kernel_id, int(cpu_agents), int(pid)), f, indent=1)
+        write_json(p, _json_doc(cols, agents, kernel_id, int(cpu_agents), int(pid)))
     else:
-        _write_rocpd(p, cols, agents, kernel_id, int(cpu_agents), int(pid))
+        write_atomically(p, lambda tmp: _write_rocpd(tmp, cols, agents, kernel_id, int(cpu_agents), int(pid)))
     return p
 
 
@@ -146,7 +148,7 @@ def _write_csv(p: str, cols: dict[str, Any], agents: list[dict[str, Any]], kerne
               "Correlation_Id", "Start_Timestamp", "End_Timestamp", "LDS_Block_Size", "Scratch_Size", "VGPR_Count",
               "Accum_VGPR_Count", "SGPR_Count", "Workgroup_Size_X", "Workgroup_Size_Y", "Workgroup_Size_Z",
               "Grid_Size_X", "Grid_Size_Y", "Grid_Size_Z"]
-    with open(p, "w", newline="", encoding="utf-8") as f:
+    with atomic_output(p) as raw, io.TextIOWrapper(raw, newline="", encoding="utf-8") as f:
         w = csv.writer(f, quoting=csv.QUOTE_NONNUMERIC, lineterminator="\n")
         w.writerow(header)
         for i, name in enumerate(cols["names"]):
@@ -155,8 +157,8 @@ def _write_csv(p: str, cols: dict[str, Any], agents: list[dict[str, Any]], kerne
                         name, int(cols["correlation"][i]), int(cols["start"][i]), int(cols["end"][i]), 0, 0, 8, 0, 16,
                         *cols["block"][i], *cols["grid"][i]])
     folder, base = os.path.split(p)
-    with open(os.path.join(folder, base[: -len("kernel_trace.csv")] + "agent_info.csv"), "w", newline="",
-              encoding="utf-8") as f:
+    with atomic_output(os.path.join(folder, base[: -len("kernel_trace.csv")] + "agent_info.csv")) as raw, \
+            io.TextIOWrapper(raw, newline="", encoding="utf-8") as f:
         w = csv.writer(f, quoting=csv.QUOTE_NONNUMERIC, lineterminator="\n")
         w.writerow(["Node_Id", "Logical_Node_Id", "Agent_Type", "Name", "Product_Name"])
         for a in agents:

@@ -42,7 +42,6 @@ import math
 import os
 import stat
 import struct
-import tempfile
 import tokenize
 import zipfile
 import zlib
@@ -51,6 +50,7 @@ from typing import Any, Callable, Optional
 import numpy as np
 
 from fingrav_native._checks import short_repr
+from fingrav_native._outputs import atomic_output
 
 __all__ = [
     "DEFLATE_MAX_RATIO",
@@ -396,23 +396,15 @@ def read_npy(data: bytes, bad: Bad, what: str, *, max_elements: int = 1 << 40) -
 
 
 def save_npz_atomically(path: str, arrays: dict[str, np.ndarray], kind: str) -> str:
-    """Write ``arrays`` as an ``.npz`` at ``path`` so a crash never leaves half a file under that name.
+    """Write ``arrays`` as an ``.npz`` at ``path`` through the package's one writer; return ``path``.
 
-    The archive goes to a temporary file in the same folder, is flushed to
-    disk, then renamed over ``path`` (``os.replace`` is atomic on one file
-    system); on any failure the temporary file is removed. ``kind`` names the
-    file in the temporary's name (``.fingrav-capture-...``).
+    Written beside ``path``, flushed to disk and renamed over it
+    (:func:`fingrav_native._outputs.atomic_output`): a crash or a full disk
+    never leaves half a file under that name, nor spoils the previous one;
+    the file gets a plain file's permissions. ``kind`` names what is written
+    (``"capture"``, ``"recording"``).
     """
-    folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=f".fingrav-{kind}-", suffix=".npz.tmp", dir=folder)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            np.savez(f, **arrays)  # type: ignore[arg-type]
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    del kind  # the temporary's name is the target's, hidden
+    with atomic_output(path) as f:
+        np.savez(f, **arrays)  # type: ignore[arg-type]
     return path

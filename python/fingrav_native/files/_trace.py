@@ -20,7 +20,7 @@ from typing import Any, Union
 
 import numpy as np
 
-from fingrav_native.files._outputs import check_output_path, temporary_beside
+from fingrav_native.files._outputs import atomic_output, check_output_path
 from fingrav_native.insitu._results import TraceProfile
 from fingrav_native.method._results import InterleavedProfile, Profile
 from fingrav_native.multi._results import NodeProfile
@@ -307,7 +307,7 @@ def export_trace(profile: Union[Profile, InterleavedProfile, NodeProfile, TraceP
     Written to a temporary name beside ``path`` and renamed, so a crash or
     a full disk never leaves half a trace under its name.
     """
-    path = check_output_path(path, "path")
+    path = check_output_path(path, "path", writes="trace")
     if isinstance(profile, NodeProfile):
         doc = node_trace_events(profile)
     elif isinstance(profile, TraceProfile):
@@ -315,17 +315,10 @@ def export_trace(profile: Union[Profile, InterleavedProfile, NodeProfile, TraceP
     else:
         doc = trace_events(profile)
     text = json.dumps(doc, allow_nan=False)
-    fd, tmp = temporary_beside(path)
-    try:
-        with os.fdopen(fd, "wb") as raw:
-            if path.endswith(".gz"):
-                with gzip.GzipFile(fileobj=raw, mode="wb") as gz:
-                    gz.write(text.encode("utf-8"))
-            else:
-                raw.write(text.encode("utf-8"))
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    with atomic_output(path) as raw:
+        if path.endswith(".gz"):
+            with gzip.GzipFile(fileobj=raw, mode="wb") as gz:
+                gz.write(text.encode("utf-8"))
+        else:
+            raw.write(text.encode("utf-8"))
     return path

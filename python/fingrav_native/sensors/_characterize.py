@@ -19,7 +19,6 @@ counter's resolution from the smallest step of its value.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from dataclasses import dataclass
@@ -32,6 +31,7 @@ import scipy.signal
 import scipy.stats
 
 from fingrav_native._checks import check_power, finite_array, integer_in, positive_number, real_number
+from fingrav_native._outputs import check_output_path, write_json
 from fingrav_native.sensors._model import SensorModel
 
 
@@ -913,8 +913,26 @@ class Characterisation:
                 "quantum": self.quantum, "device": self.device, "notes": self.notes}
 
     def save(self, path: Union[str, "os.PathLike[str]"]) -> str:
-        """Write the characterisation as JSON; returns the path."""
-        p = os.fspath(path)
-        with open(p, "w", encoding="utf-8") as f:
-            json.dump(self.as_dict(), f, indent=2, allow_nan=True)
-        return p
+        """Write the characterisation as strict JSON; returns the path.
+
+        Parameters
+        ----------
+        path : str or os.PathLike
+            Checked first by the package's output guard
+            (:func:`fingrav_native._outputs.check_output_path`): a saved
+            characterisation may be replaced, never a capture, a profile, a
+            trace or any other measured or saved file of another kind.
+
+        Returns
+        -------
+        str
+
+        Notes
+        -----
+        A standard error or fit value that is not determined (NaN) is written
+        as ``null``, an infinite one as ``"Infinity"`` or ``"-Infinity"``;
+        :func:`~fingrav_native.load` reads both back as the float. Written beside ``path`` and renamed, so a write cut
+        short (a full disk) leaves the previous file whole.
+        """
+        p = check_output_path(path, "path", writes="characterisation")
+        return write_json(p, self.as_dict(), indent=2, infinities=True)
