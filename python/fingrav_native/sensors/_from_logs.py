@@ -89,6 +89,68 @@ def _check_moves(t: np.ndarray, p: np.ndarray, iv: np.ndarray) -> None:
                          "check that load and logs share one clock")
 
 
+#: Fewest distinct phases (of :data:`PHASE_BINS` per update period) at which the load's edges must fall
+#: for the logs to trace the response: edges at fewer phases show every update the same part of the wave.
+MIN_EDGE_PHASES = 10
+
+#: The bins of one update period in which the load's edge phases are counted.
+PHASE_BINS = 50
+
+
+def _check_not_counter(v: np.ndarray, arg: str) -> None:
+    """Refuse readings that only ever rise: an energy counter (J), not a power."""
+    d = np.diff(v)
+    if len(d) >= 7 and np.all(d >= 0) and v[-1] > v[0]:
+        raise ValueError(f"{arg}: the readings only rise ({v[0]:.6g} to {v[-1]:.6g} over {len(v)} readings): an "
+                         "energy counter (J), not a power; give its differences over time "
+                         "(fingrav_native.sensors.counter_to_logs turns counter reads into power logs)")
+
+
+def _check_edges(tc: np.ndarray, iv: np.ndarray, period: float, referenced: bool) -> str:
+    """Refuse a load whose edges fall at too few phases of the update grid; a note of how many they span.
+
+    Each log is a window (or filter) of the power placed by its update; the logs trace the response only
+    where the load's edges fall at many phases of the update grid (equivalent-time sampling, as Yang et
+    al.'s random phases). A load whose period is a multiple of, or commensurate with, the update period
+    shows every update the same part of the wave: any window and delay that fit those few phases fit
+    equally, and the fit still reports small errors. Beside a meter only a locked wave is refused: a
+    single step (a transient record) is traced by the meter's own ramp.
+    """
+    edges = iv.ravel()
+    edges = edges[(edges >= tc[0] - 2.0 * period) & (edges <= tc[-1])]
+    phases = np.unique(np.floor((edges / period) % 1.0 * PHASE_BINS)) if len(edges) else np.zeros(0)
+    n, k = len(edges), len(phases)
+    if k >= MIN_EDGE_PHASES:
+        return f"the load's {n} edges fall at {k} of {PHASE_BINS} phases of the update period"
+    if n >= 2 * MIN_EDGE_PHASES:
+        raise ValueError(
+            f"load: its {n} edges fall at only {k} of {PHASE_BINS} phases of the sensor's {period / 1e6:.4g} ms "
+            f"update period (at least {MIN_EDGE_PHASES} are needed): the load's on and off lengths are multiples "
+            "of, or commensurate with, the update period, so every update sees the same part of the wave and the "
+            "window, delay and shape are not determined; drive on/off lengths of random duration (not whole "
+            "multiples of the update period)")
+    if referenced:
+        return f"the load's {n} edges fall at {k} of {PHASE_BINS} phases (the meter's power traces the response)"
+    raise ValueError(
+        f"load: {n} edges within the logs fall at {k} of {PHASE_BINS} phases of the sensor's {period / 1e6:.4g} ms "
+        f"update period (at least {MIN_EDGE_PHASES} are needed): too few edges to trace the response; record more "
+        "on/off intervals of random length, or give a reference meter")
+
+
+#: A reference meter's change must exceed its noise this many times for it to show a response.
+MIN_METER_SWING = 10.0
+
+
+def _check_meter_moves(rp: np.ndarray) -> None:
+    """Refuse a meter whose power does not change beyond its noise: no edge, nothing to fit."""
+    noise = 1.4826 * float(np.median(np.abs(np.diff(rp) - np.median(np.diff(rp))))) / math.sqrt(2.0)
+    lo, hi = (float(v) for v in np.percentile(rp, [5, 95]))
+    if not hi - lo > MIN_METER_SWING * noise:
+        raise ValueError(f"reference: the meter's power is constant within its noise ({lo:.1f} to {hi:.1f} W, 5th to "
+                         f"95th percentile; noise {noise:.2g} W): a constant load has no edge and no response to "
+                         f"fit; the swing must exceed {MIN_METER_SWING:g} times the noise")
+
+
 def _fit(t: np.ndarray, p: np.ndarray, iv: np.ndarray, scale: float,
          reference: Optional[tuple[np.ndarray, np.ndarray]], period: float) -> StepFit:
     """The step fit against the meter where there is one, else against the load's square wave; a gapless
@@ -172,8 +234,12 @@ def characterize_logs(
         (:func:`fit_meter_response`) rather than to the load's square wave,
         so a board that ramps is not taken for a slow sensor, and the
         model's ``gain`` and ``offset_w`` are the field against the meter.
-        At least half of the logs must fall within the meter's samples
-        (a meter on another clock or in other units is refused by name).
+        Only the logs within the meter's samples are fitted (the meter is
+        never extrapolated past its last sample; the notes say how many were
+        left out); fewer than 8 distinct readings inside is refused with
+        both spans (a meter on another clock or in other units). A meter
+        whose power does not swing beyond :data:`MIN_METER_SWING` times its
+        noise (a constant load) is refused.
     split_check : bool
         Fit each half of the record alone and warn
         (:class:`SplitDisagreementWarning`) where the halves disagree by more
@@ -195,8 +261,12 @@ def characterize_logs(
     Raises
     ------
     ValueError
-        Malformed input (the argument is named), or logs that do not follow
-        the load at all.
+        Malformed input (the argument is named); logs that do not follow
+        the load at all; readings that only rise (an energy counter, not a
+        power); a load whose edges fall at fewer than
+        :data:`MIN_EDGE_PHASES` of :data:`PHASE_BINS` phases of the update
+        period (phase-locked to the updates; or, without a meter, too few
+        edges); a constant meter. Each names the reason.
 
     Notes
     -----
@@ -207,7 +277,16 @@ def characterize_logs(
        (a host tool polls faster than the driver updates: fed every poll,
        the fit would take the update period for a window).
     2. The update period from the collapsed stamps (a least-squares slope
-       on the update index, unbiased under the poll grid).
+       on the update index, unbiased under the poll grid). Readings that
+       only rise are an energy counter's and are refused. The load's edges
+       must fall at :data:`MIN_EDGE_PHASES` or more of :data:`PHASE_BINS`
+       phases of that period: the logs trace the response by
+       equivalent-time sampling (Yang et al. drive square waves at phases
+       random against the sensor), and a wave whose on and off lengths are
+       multiples of, or commensurate with, the update period shows every
+       update the same part of it: every window and delay that fit those
+       few phases fit alike, with small stated errors. Without a meter a
+       record with too few edges is refused the same way.
     3. Without a reference, refuse logs that do not follow the load
        (Welch's t between logs in and out of the load, p < 0.01; the lag
        blurs the labels, not the test). With one, the meter fit's own test
@@ -242,7 +321,9 @@ def characterize_logs(
     if len(tc) < 8:
         raise ValueError(f"power_w: {len(tc)} distinct readings after collapsing repeated polls; at least 8 are "
                          "needed (a constant field, or a record too short)")
+    _check_not_counter(pc, "power_w")
     period: PeriodEstimate = estimate_period(tc)
+    edge_note = _check_edges(tc, iv, period.period_ns, reference is not None)
     if reference is None:
         # Against the load's square wave the logs must follow it; against a meter, the fit's own test
         # (the gain beyond 3 standard errors, finite errors) says whether they follow the meter. A
@@ -252,6 +333,7 @@ def characterize_logs(
     scale = (positive_number(scale_ns, "scale_ns") if scale_ns is not None
              else max(period.period_ns, 1e6))
     ref = None
+    notes_meter: list[str] = []
     if reference is not None:
         try:
             rt_raw = np.asarray(reference[0]).ravel()
@@ -263,22 +345,30 @@ def characterize_logs(
         if rt.shape != rp.shape or len(rt) < 16 or not (np.all(np.isfinite(rt)) and np.all(np.isfinite(rp))):
             raise ValueError(f"reference: one finite power per stamp and at least 16 samples, got {rt.size} stamps "
                              f"and {rp.size} values")
-        # A meter on another clock or epoch (seconds, microseconds, another host) shares no time with the
-        # logs: every log would read the meter's edge value and the fit would report only that the logs do
-        # not follow it. Said here by name, with both spans.
-        inside = float(np.mean((tc >= rt.min()) & (tc <= rt.max())))
-        if inside < 0.5:
-            raise ValueError(
-                f"reference: the meter's samples span {rt.min() / 1e9:.6g} to {rt.max() / 1e9:.6g} s and hold "
-                f"{100 * inside:.0f} % of the logs ({tc[0] / 1e9:.6g} to {tc[-1] / 1e9:.6g} s; both from the "
-                "record's first stamp); at least half must fall inside: give the meter on the logs' clock, in ns")
+        # A log outside the meter's samples would be compared with the meter's edge value held (a meter on
+        # another clock or epoch shares no time with the logs at all): only the logs inside are fitted,
+        # and the rest are said; too few inside is refused with both spans.
+        keep = (tc >= rt.min()) & (tc <= rt.max())
+        spans = (f"the meter's samples span {rt.min() / 1e9:.6g} to {rt.max() / 1e9:.6g} s and hold "
+                 f"{100 * float(np.mean(keep)):.0f} % of the logs ({int(keep.sum())} of {len(tc)} updates, "
+                 f"{tc[0] / 1e9:.6g} to {tc[-1] / 1e9:.6g} s; both from the record's first stamp)")
+        if keep.sum() < 8 or len(np.unique(pc[keep])) < 8:
+            raise ValueError(f"reference: {spans}; at least 8 distinct readings must fall inside: give the meter "
+                             "on the logs' clock, in ns, over the whole record")
+        _check_not_counter(rp[np.argsort(rt, kind="stable")], "reference")
+        _check_meter_moves(rp[np.argsort(rt, kind="stable")])
+        if not keep.all():
+            notes_meter = [f"{spans}: only those are fitted (the meter is not extrapolated)"]
+            tc, pc = tc[keep], pc[keep]
+            t, p = t[(t >= rt.min()) & (t <= rt.max())], p[(t >= rt.min()) & (t <= rt.max())]
         ref = (rt, rp)
     step = _fit(tc, pc, iv, scale, ref, period.period_ns)
     notes = [f"{len(t)} logs, {len(t) - len(tc)} repeated polls of a cached reading collapsed, "
              f"{len(iv)} load intervals; period {period.period_ns / 1e6:.3f} +- {period.uncertainty_ns / 1e6:.3f} ms",
              (f"window taken as the update period, a gapless average (the free fit is not better beyond the "
               f"F test: p = {step.gapless_p:.2g})" if step.gapless else
-              f"a gapless window (the update period) rejected by the F test (p = {step.gapless_p:.2g})")]
+              f"a gapless window (the update period) rejected by the F test (p = {step.gapless_p:.2g})"),
+             edge_note, *notes_meter]
     lag = _reader_lag_note(t, tc, period.period_ns)
     if lag:
         notes.append(lag)
