@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import csv
 import io
 import math
 import os
+import re
 from typing import Any, Union
 
 import numpy as np
@@ -77,27 +79,92 @@ def load_characterisation(path: Union[str, "os.PathLike[str]"]) -> Characterisat
 MAX_CSV_BYTES = 1 << 30
 
 
+#: A cell of a logs CSV: a decimal integer (kept exact: epoch nanoseconds), or a decimal number with an
+#: optional exponent, or nan/inf (refused later by the argument it feeds). Nothing else is a number here:
+#: an empty cell, ``0x10``, ``1_000`` or text is refused by file, line and column, not filled in.
+_INT_CELL = re.compile(r"[+-]?[0-9]+")
+_NUM_CELL = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?|[+-]?(nan|inf|infinity)", re.IGNORECASE)
+
+
+def _column(cells: list[str], lines: list[int], name: str, where: str) -> np.ndarray:
+    """One column's cells as int64 where all are integers that fit, else float64; a malformed cell named."""
+    if all(_INT_CELL.fullmatch(c) for c in cells):
+        try:
+            return np.array([int(c) for c in cells], dtype=np.int64)
+        except OverflowError:
+            pass  # an integer past int64: read as a number of float64
+    for c, ln in zip(cells, lines):
+        if not _NUM_CELL.fullmatch(c):
+            raise ValueError(f"{where}: line {ln}, column {name!r} holds {c!r}, which is not a number")
+    return np.array([float(c) for c in cells], dtype=np.float64)
+
+
 def read_logs_csv(path: Union[str, "os.PathLike[str]"], columns: tuple[str, ...], what: str) -> list[np.ndarray]:
     """Columns of a CSV file with a header (``.gz`` read as such); errors name the file and the column.
 
     Read through the guarded reader: a regular file only (a FIFO would block,
-    ``/dev/zero`` never end), at most :data:`MAX_CSV_BYTES`.
+    ``/dev/zero`` never end), at most :data:`MAX_CSV_BYTES`. Each cell of a
+    requested column must be a decimal number: an empty cell, a short or
+    long row, or text is refused by line and column, never read as a
+    default. A column of integers stays int64 (epoch nanoseconds would lose
+    256 ns as float64). Blank lines and lines starting with ``#`` are
+    skipped; a header starting with ``#`` (numpy's ``savetxt``) is read
+    without it.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The CSV file (``.gz``: gzipped).
+    columns : tuple of str
+        The header names of the columns returned, in that order.
+    what : str
+        The option or argument the file was given as, for messages.
+
+    Returns
+    -------
+    list of numpy.ndarray
+        One array per name in ``columns``.
+
+    Raises
+    ------
+    ValueError
+        The file is not readable, has no header, lacks a column, or has a
+        malformed cell (the file, line and column are named).
     """
     p = os.fspath(path)
     if not os.path.lexists(p):
         raise FileNotFoundError(f"{what}={p!r}: no such file")
+    where = f"{what}={p!r}"
 
     def bad(msg: str) -> ValueError:
-        return ValueError(f"{what}={p!r}: {msg}")
+        return ValueError(f"{where}: {msg}")
 
     raw = read_file(p, bad, MAX_CSV_BYTES, gzipped=p.endswith(".gz"))
     try:
-        # dtype=None keeps integer columns int64: epoch nanoseconds would lose 256 ns as float64.
-        data = np.genfromtxt(io.StringIO(raw.decode("utf-8-sig")), delimiter=",", names=True, dtype=None, ndmin=1)
-    except (OSError, ValueError) as exc:
-        raise ValueError(f"{what}={p!r}: cannot read it as CSV with a header ({exc})") from None
-    names = data.dtype.names or ()
-    missing = [c for c in columns if c not in names]
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise bad(f"cannot read it as CSV with a header (not UTF-8 text: {exc})") from None
+    reader = csv.reader(io.StringIO(text))
+    header: list[str] = []
+    rows: list[list[str]] = []
+    lines: list[int] = []
+    try:
+        for row in reader:
+            if not row or not "".join(row).strip():
+                continue  # a blank line
+            if not header:
+                header = [c.strip() for c in row]
+                header[0] = header[0].lstrip("#").strip()
+                continue
+            if row[0].lstrip().startswith("#"):
+                continue  # a comment line
+            if len(row) != len(header):
+                raise bad(f"line {reader.line_num} has {len(row)} cells for the header's {len(header)} columns")
+            rows.append(row)
+            lines.append(reader.line_num)
+    except csv.Error as exc:
+        raise bad(f"cannot read it as CSV with a header ({exc})") from None
+    missing = [c for c in columns if c not in header]
     if missing:
-        raise ValueError(f"{what}={p!r}: needs columns {', '.join(columns)}; it has {', '.join(names) or 'none'}")
-    return [np.asarray(data[str(c)]) for c in columns]
+        raise bad(f"needs columns {', '.join(columns)}; it has {', '.join(header) or 'none'}")
+    return [_column([r[header.index(c)].strip() for r in rows], lines, c, where) for c in columns]

@@ -29,8 +29,10 @@ holds one synthesized from this schema; its README says so).
 
 from __future__ import annotations
 
+import math
 import os
 import sqlite3
+import time
 import urllib.parse
 from typing import Any, Union
 
@@ -57,13 +59,66 @@ _QUERY = """
 SELECT K."start", K."end", COALESCE(S.display_name, S.kernel_name), K.kernel_id,
        K.grid_size_x, K.grid_size_y, K.grid_size_z,
        K.workgroup_size_x, K.workgroup_size_y, K.workgroup_size_z,
-       K.agent_id, A."type", A.type_index, K.stream_id, K.queue_id, E.stack_id, K.id
+       K.agent_id, A."type", A.type_index, K.stream_id, K.queue_id, E.stack_id, K.id, K.event_id, E.id
 FROM rocpd_kernel_dispatch K
 LEFT JOIN rocpd_info_kernel_symbol S ON S.id = K.kernel_id AND S.guid = K.guid
 LEFT JOIN rocpd_info_agent A ON A.id = K.agent_id AND A.guid = K.guid
 LEFT JOIN rocpd_event E ON E.id = K.event_id AND E.guid = K.guid
 ORDER BY K.guid, K.id
 """
+
+
+#: Longest a database's dispatch query may run (s): a view can be any query (an endless recursive one, a
+#: join of 10^10 rows), and a trace's join of millions of dispatches takes seconds. The environment variable
+#: :data:`MAX_QUERY_ENV` raises it.
+MAX_QUERY_S = 300.0
+MAX_QUERY_ENV = "FINGRAV_ROCPD_MAX_S"
+
+#: Most dispatches a database may hold (what a Kineto trace's reader keeps within its memory cap); the
+#: environment variable :data:`MAX_DISPATCHES_ENV` raises it.
+MAX_DISPATCHES = 60_000_000
+MAX_DISPATCHES_ENV = "FINGRAV_ROCPD_MAX_DISPATCHES"
+
+#: SQLite virtual-machine instructions between two checks of the clock.
+_PROGRESS_STEPS = 10_000
+
+
+def _limit(env: str, default: float, where: str) -> float:
+    """A limit from the environment variable ``env`` (a positive number), else ``default``."""
+    raw = os.environ.get(env)
+    if raw is None or raw == "":
+        return default
+    try:
+        v = float(raw)
+    except ValueError:
+        v = math.nan
+    if not (math.isfinite(v) and v > 0):
+        raise TraceFormatError(f"{where}: {env}={short_repr(raw)} is not a positive number")
+    return v
+
+
+def _bounded(conn: sqlite3.Connection, where: str) -> list[tuple[Any, ...]]:
+    """The dispatch rows, read within a time limit (a progress handler ends the query) and a row limit
+    (counted first, on a query that stops one row past it)."""
+    max_s = _limit(MAX_QUERY_ENV, MAX_QUERY_S, where)
+    max_rows = int(_limit(MAX_DISPATCHES_ENV, MAX_DISPATCHES, where))
+    deadline = time.monotonic() + max_s
+    conn.set_progress_handler(lambda: int(time.monotonic() > deadline), _PROGRESS_STEPS)
+    try:
+        (count,) = conn.execute("SELECT COUNT(*) FROM (SELECT 1 FROM rocpd_kernel_dispatch LIMIT ?)",
+                                (max_rows + 1,)).fetchone()
+        if count > max_rows:
+            raise TraceFormatError(f"{where}: rocpd_kernel_dispatch holds more than {max_rows} dispatches, more than "
+                                   f"the reader takes (set {MAX_DISPATCHES_ENV} to raise the limit)")
+        return conn.execute(_QUERY).fetchall()
+    except sqlite3.OperationalError:
+        if time.monotonic() > deadline:
+            raise TraceFormatError(f"{where}: reading its dispatches took longer than {max_s:g} s, more than the "
+                                   f"reader allows (a view that never ends? set {MAX_QUERY_ENV} to raise the "
+                                   "limit)") from None
+        raise
+    finally:
+        conn.set_progress_handler(None, 0)
 
 
 def _connect(p: str, where: str) -> sqlite3.Connection:
@@ -102,10 +157,21 @@ def _row(r: tuple[Any, ...], where: str) -> tuple[Any, ...]:
     if r[11] != "GPU" or not isinstance(r[12], int) or r[12] < 0:
         raise TraceFormatError(f"{w} has agent_id={short_repr(r[10])}, which rocpd_info_agent does not give as a "
                                f"GPU with a type_index (type={short_repr(r[11])}, type_index={short_repr(r[12])})")
-    stream = r[13] if isinstance(r[13], int) and r[13] > 0 else r[14]
-    corr = r[15] if isinstance(r[15], int) else -1
-    return (r[0], r[1], r[2], (r[4], r[5], r[6]), (r[7], r[8], r[9]), r[12],
-            stream if isinstance(stream, int) else -1, corr)
+    # A stream of 0 is the null stream (or none recorded): its queue, as the CSV's reader takes it.
+    use_queue = not (isinstance(r[13], int) and not isinstance(r[13], bool) and r[13] > 0)
+    stream = r[14] if use_queue else r[13]
+    if isinstance(stream, bool) or not isinstance(stream, int) or not INT64_MIN <= stream <= INT64_MAX:
+        raise TraceFormatError(f"{w} has queue_id={short_repr(r[14])} (and stream_id={short_repr(r[13])}); "
+                               "expected an integer")
+    # The correlation id is the event's stack_id: a dispatch whose event is missing has none to give.
+    if r[18] is None:
+        raise TraceFormatError(f"{w} has event_id={short_repr(r[17])}, which rocpd_event does not hold: its "
+                               "correlation id is not in the database")
+    corr = r[15]
+    if isinstance(corr, bool) or not isinstance(corr, int) or not INT64_MIN <= corr <= INT64_MAX:
+        raise TraceFormatError(f"{w} has an event whose stack_id={short_repr(corr)}; expected an integer (the "
+                               "correlation id)")
+    return (r[0], r[1], r[2], (r[4], r[5], r[6]), (r[7], r[8], r[9]), r[12], stream, corr)
 
 
 def read_rocpd(trace: Union[str, os.PathLike[str]]) -> KernelTrace:
@@ -127,9 +193,14 @@ def read_rocpd(trace: Union[str, os.PathLike[str]]) -> KernelTrace:
     ------
     TraceFormatError
         Naming the file: not a readable SQLite database, a view or column
-        the reader needs missing (named), no dispatch, or a dispatch with a
-        malformed value, no kernel symbol, or an agent that is not a GPU
-        (the dispatch's id is named).
+        the reader needs missing (named), no dispatch, a dispatch with a
+        malformed value, no kernel symbol, no event (its correlation id), no
+        integer stream or queue, or an agent that is not a GPU (the
+        dispatch's id is named); a dispatch query that runs past
+        :data:`MAX_QUERY_S` or holds more than :data:`MAX_DISPATCHES` rows
+        (the views are queries a database may make endless; the environment
+        variables ``FINGRAV_ROCPD_MAX_S`` and
+        ``FINGRAV_ROCPD_MAX_DISPATCHES`` raise the limits).
     ValueError
         ``trace`` is not a path.
     """
@@ -143,7 +214,7 @@ def read_rocpd(trace: Union[str, os.PathLike[str]]) -> KernelTrace:
     conn = _connect(p, where)
     try:
         _check_schema(conn, where)
-        raw = conn.execute(_QUERY).fetchall()
+        raw = _bounded(conn, where)
     except sqlite3.Error as exc:
         raise TraceFormatError(f"{where}: not a readable rocpd database ({exc})") from None
     finally:

@@ -41,16 +41,24 @@ from fingrav_native.insitu._trace import GPU_ORDINAL, KernelTrace, TraceFormatEr
 
 _REQUIRED = ("Kernel_Name", "Start_Timestamp", "End_Timestamp")
 
+#: Columns every rocprofv3 release writes (generateCSV.cpp) that the reader takes as they are: a file
+#: without one would leave the reader to guess (two shapes of one GEMM merged under a made-up grid).
+#: ``Stream_Id`` is not among them: releases before HIP streams were recorded write queues only.
+_WRITTEN = ("Agent_Id", "Queue_Id", "Correlation_Id", "Grid_Size_X", "Grid_Size_Y", "Grid_Size_Z",
+            "Workgroup_Size_X", "Workgroup_Size_Y", "Workgroup_Size_Z")
+
 
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
 
-def _int(row: dict[str, str], key: str, i: int, where: str, default: int | None = -1) -> int:
-    """Cell ``key`` of row ``i`` as an int64 (plain decimal digits), or ``default`` when empty (None: required)."""
+def _int(row: dict[str, str], key: str, i: int, where: str, default: int | None = None) -> int:
+    """Cell ``key`` of row ``i`` as an int64 (plain decimal digits); an empty cell is refused unless a
+    ``default`` is given (a field the format leaves optional)."""
     v = row.get(key)
     if v is None or v == "":
         if default is None:
-            raise TraceFormatError(f"{where}: row {i} has no {key} (a short row?)")
+            raise TraceFormatError(f"{where}: row {i} has no {key} (an empty cell or a short row); every "
+                                   "rocprofv3 kernel trace writes it")
         return default
     if not isinstance(v, str):  # a row with more cells than columns: DictReader puts the rest in a list
         raise TraceFormatError(f"{where}: row {i} has {key}={short_repr(v)}; expected an integer")
@@ -97,8 +105,8 @@ def _dispatch(row: dict[str, str], i: int, where: str) -> _Row:
         raise TraceFormatError(f"{where}: row {i} has no Kernel_Name (a short row?)")
     grid = tuple(_int(row, f"Grid_Size_{a}", i, where) for a in "XYZ")
     block = tuple(_int(row, f"Workgroup_Size_{a}", i, where) for a in "XYZ")
-    stream = _int(row, "Stream_Id", i, where)
-    if stream <= 0:  # absent, or 0 (the null stream) in files that also give queues
+    stream = _int(row, "Stream_Id", i, where, default=-1)
+    if stream <= 0:  # absent (an older release), or 0 (the null stream) in files that also give queues
         stream = _int(row, "Queue_Id", i, where)
     return (start, end, name, grid, block, _agent(row, i, where), stream, _int(row, "Correlation_Id", i, where))
 
@@ -182,6 +190,13 @@ def _read_csv(p: str) -> KernelTrace:
             if missing:
                 raise TraceFormatError(f"{where}: no column {missing[0]!r}; not a rocprofv3 kernel trace "
                                        f"(columns: {[short_repr(c, 40) for c in fields[:8]]})")
+            unwritten = [c for c in _WRITTEN if c not in fields]
+            if unwritten:
+                # Without the dispatch shape, two shapes of one kernel would be one signature.
+                raise TraceFormatError(f"{where}: no column{'s' if len(unwritten) > 1 else ''} "
+                                       f"{', '.join(unwritten)}; every rocprofv3 kernel trace writes them (the "
+                                       "grid and workgroup keep two shapes of one kernel apart): give the file as "
+                                       "rocprofv3 wrote it")
             rows = [_dispatch(row, i, where) for i, row in enumerate(reader)
                     if row.get("Kind", "KERNEL_DISPATCH") in ("KERNEL_DISPATCH", None)]
     except OSError as exc:

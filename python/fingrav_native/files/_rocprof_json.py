@@ -125,9 +125,10 @@ def _dispatch(rec: Any, where: str, ordinal: dict[int, int], names: dict[int, st
     stream = _opt_int(rec, "stream_id.handle", where)
     if not stream:  # absent (before HIP streams were recorded), or 0 (the null stream): the queue
         stream = _int(rec, "dispatch_info.queue_id.handle", where)
-    corr = _opt_int(rec, "correlation_id.internal", where)
+    # Every record the writer saves carries its correlation id (save.hpp): one missing is not guessed.
+    corr = _int(rec, "correlation_id.internal", where)
     return (start, end, names[kid], (grid[0], grid[1], grid[2]), (block[0], block[1], block[2]),
-            ordinal[agent], stream, -1 if corr is None else corr)
+            ordinal[agent], stream, corr)
 
 
 def rocprof_trace_from_doc(doc: Any, p: str) -> KernelTrace:

@@ -89,6 +89,131 @@ def _check_moves(t: np.ndarray, p: np.ndarray, iv: np.ndarray) -> None:
                          "check that load and logs share one clock")
 
 
+#: Fewest distinct phases (of :data:`PHASE_BINS` per update period) at which the load's edges must fall
+#: for the logs to trace the response: edges at fewer phases show every update the same part of the wave.
+MIN_EDGE_PHASES = 10
+
+#: The bins of one update period in which the load's edge phases are counted.
+PHASE_BINS = 50
+
+
+def _check_not_counter(v: np.ndarray, arg: str) -> None:
+    """Refuse readings that only ever rise: an energy counter (J), not a power."""
+    d = np.diff(v)
+    if len(d) >= 7 and np.all(d >= 0) and v[-1] > v[0]:
+        raise ValueError(f"{arg}: the readings only rise ({v[0]:.6g} to {v[-1]:.6g} over {len(v)} readings): an "
+                         "energy counter (J), not a power; give its differences over time "
+                         "(fingrav_native.sensors.counter_to_logs turns counter reads into power logs)")
+
+
+#: Fewest distinct places (of :data:`RAMP_BINS` along the fitted response) at which the logs must sample
+#: a windowed response where the load's edges fall at few phases of the update period.
+MIN_RAMP_POSITIONS = 10
+
+#: The bins along the fitted response in which the logs' places are counted.
+RAMP_BINS = 20
+
+
+def _edge_phases(tc: np.ndarray, iv: np.ndarray, period: float) -> tuple[np.ndarray, int]:
+    """The load's edges that can reach a log, and at how many of :data:`PHASE_BINS` phases of the update
+    period they fall."""
+    edges = np.sort(iv.ravel())
+    edges = edges[(edges >= tc[0] - 2.0 * period) & (edges <= tc[-1])]
+    return edges, len(np.unique(np.floor((edges / period) % 1.0 * PHASE_BINS)))
+
+
+def _ramp_positions(tc: np.ndarray, edges: np.ndarray, period: float, delay: float, reach: float) -> int:
+    """At how many of :data:`RAMP_BINS` places along a response of length ``reach`` (after ``delay``) the
+    updates fall, each against the latest edge before it."""
+    if not len(edges) or not reach > 0:
+        return 0
+    # Each stamp snapped to the update grid (its mean phase): a host tool's polls stamp an update up to a
+    # poll late, a spread of places the sensor itself never sampled.
+    phase = float(np.angle(np.exp(2j * np.pi * tc / period).mean())) / (2.0 * np.pi)
+    u = period * (np.round(tc / period - phase) + phase) - delay
+    j = np.searchsorted(edges, u, side="right") - 1
+    x = (u[j >= 0] - edges[j[j >= 0]]) / reach
+    x = x[(x > 0) & (x < 1)]
+    return len(np.unique(np.floor(x * RAMP_BINS)))
+
+
+def _undetermined(n: int, k: int, period: float, places: int) -> ValueError:
+    """Why a windowed response fitted on edges at few phases is not determined, in words."""
+    head = (f"load: its {n} edges fall at only {k} of {PHASE_BINS} phases of the sensor's {period / 1e6:.4g} ms "
+            f"update period, and the logs sample the fitted response at {places} of {RAMP_BINS} places along it "
+            f"(at least {MIN_EDGE_PHASES} phases or {MIN_RAMP_POSITIONS} places are needed)")
+    if n >= 2 * MIN_EDGE_PHASES:
+        return ValueError(head + ": the load's on and off lengths are multiples of, or commensurate with, the "
+                          "update period, so every update sees the same part of the wave and the window, delay and "
+                          "shape are not determined; drive on/off lengths of random duration (not whole multiples "
+                          "of the update period)")
+    return ValueError(head + ": too few edges to trace the response; record more on/off intervals of random "
+                      "length, or give a reference meter")
+
+
+#: A reference meter's change must exceed its noise this many times for it to show a response.
+MIN_METER_SWING = 10.0
+
+
+def _check_meter_moves(rp: np.ndarray) -> None:
+    """Refuse a meter whose power does not change beyond its noise: no edge, nothing to fit."""
+    noise = 1.4826 * float(np.median(np.abs(np.diff(rp) - np.median(np.diff(rp))))) / math.sqrt(2.0)
+    lo, hi = (float(v) for v in np.percentile(rp, [5, 95]))
+    if not hi - lo > MIN_METER_SWING * noise:
+        raise ValueError(f"reference: the meter's power is constant within its noise ({lo:.1f} to {hi:.1f} W, 5th to "
+                         f"95th percentile; noise {noise:.2g} W): a constant load has no edge and no response to "
+                         f"fit; the swing must exceed {MIN_METER_SWING:g} times the noise")
+
+
+def _meter_inside(reference: Optional[tuple[npt.ArrayLike, npt.ArrayLike]], t_origin: float, tc: np.ndarray,
+                  pc: np.ndarray) -> tuple[Optional[tuple[np.ndarray, np.ndarray]], list[str], np.ndarray]:
+    """The meter on the logs' origin, checked; the notes it leaves; which updates fall within its samples."""
+    if reference is None:
+        return None, [], np.ones(len(tc), dtype=bool)
+    try:
+        rt_raw = np.asarray(reference[0]).ravel()
+        # On the logs' origin, in integers where the stamps are (epoch ns lose 256 ns as float64).
+        rt = (rt_raw - int(t_origin) if rt_raw.dtype.kind in "iu" else rt_raw - t_origin).astype(np.float64)
+        rp = np.asarray(reference[1], dtype=np.float64).ravel()
+    except (TypeError, ValueError, IndexError) as exc:
+        raise ValueError(f"reference: a (t_ns, power_w) pair of arrays ({exc})") from None
+    if rt.shape != rp.shape or len(rt) < 16 or not (np.all(np.isfinite(rt)) and np.all(np.isfinite(rp))):
+        raise ValueError(f"reference: one finite power per stamp and at least 16 samples, got {rt.size} stamps "
+                         f"and {rp.size} values")
+    # A log outside the meter's samples would be compared with the meter's edge value held (a meter on
+    # another clock or epoch shares no time with the logs at all): only the logs inside are fitted, and
+    # the rest are said; too few inside is refused with both spans.
+    keep = (tc >= rt.min()) & (tc <= rt.max())
+    spans = (f"the meter's samples span {rt.min() / 1e9:.6g} to {rt.max() / 1e9:.6g} s and hold "
+             f"{100 * float(np.mean(keep)):.0f} % of the logs ({int(keep.sum())} of {len(tc)} updates, "
+             f"{tc[0] / 1e9:.6g} to {tc[-1] / 1e9:.6g} s; both from the record's first stamp)")
+    if keep.sum() < 8 or len(np.unique(pc[keep])) < 8:
+        raise ValueError(f"reference: {spans}; at least 8 distinct readings must fall inside: give the meter "
+                         "on the logs' clock, in ns, over the whole record")
+    order = np.argsort(rt, kind="stable")
+    _check_not_counter(rp[order], "reference")
+    _check_meter_moves(rp[order])
+    notes = [] if keep.all() else [f"{spans}: only those are fitted (the meter is not extrapolated)"]
+    return (rt, rp), notes, keep
+
+
+def _check_placed(step: StepFit, windowed: bool, tc: np.ndarray, edges: np.ndarray, phases: int, period: float,
+                  referenced: bool) -> None:
+    """Refuse a windowed response the updates sample at too few places (edges at few phases of them)."""
+    # Edges at few phases of the updates sample a windowed response at few places along it: any window,
+    # delay and shape through those places fit alike, with small stated errors. An instant sensor has no
+    # response to sample (its delay's error is already a log interval where the logs cannot place an
+    # edge), a gapless window is the update period held (the null model, not fitted: the notes say so),
+    # and a response many updates long is traced at the update period whatever the phases. Beside a meter
+    # a single step is traced by the meter's own ramp: only a locked wave is refused there.
+    if (windowed and not step.gapless and phases < MIN_EDGE_PHASES
+            and (not referenced or len(edges) >= 2 * MIN_EDGE_PHASES)):
+        reach = step.window_ns if step.shape == "boxcar" else 3.0 * step.tau_ns
+        places = _ramp_positions(tc, edges, period, step.delay_ns, reach)
+        if places < MIN_RAMP_POSITIONS:
+            raise _undetermined(len(edges), phases, period, places)
+
+
 def _fit(t: np.ndarray, p: np.ndarray, iv: np.ndarray, scale: float,
          reference: Optional[tuple[np.ndarray, np.ndarray]], period: float) -> StepFit:
     """The step fit against the meter where there is one, else against the load's square wave; a gapless
@@ -172,8 +297,12 @@ def characterize_logs(
         (:func:`fit_meter_response`) rather than to the load's square wave,
         so a board that ramps is not taken for a slow sensor, and the
         model's ``gain`` and ``offset_w`` are the field against the meter.
-        At least half of the logs must fall within the meter's samples
-        (a meter on another clock or in other units is refused by name).
+        Only the logs within the meter's samples are fitted (the meter is
+        never extrapolated past its last sample; the notes say how many were
+        left out); fewer than 8 distinct readings inside is refused with
+        both spans (a meter on another clock or in other units). A meter
+        whose power does not swing beyond :data:`MIN_METER_SWING` times its
+        noise (a constant load) is refused.
     split_check : bool
         Fit each half of the record alone and warn
         (:class:`SplitDisagreementWarning`) where the halves disagree by more
@@ -187,7 +316,7 @@ def characterize_logs(
         (:func:`estimate_period` over the collapsed updates), the step fit
         (:func:`fit_load_response`: both shapes, each with its residual) and
         what the halves showed, in ``notes``; logs that poll a cached
-        reading also get a note of the reader's lag (step 6). ``save``
+        reading also get a note of the reader's lag (step 7). ``save``
         writes the file that
         :func:`~fingrav_native.files.load_characterisation` reads back and
         every path takes as ``sensor=``.
@@ -195,8 +324,11 @@ def characterize_logs(
     Raises
     ------
     ValueError
-        Malformed input (the argument is named), or logs that do not follow
-        the load at all.
+        Malformed input (the argument is named); logs that do not follow
+        the load at all; readings that only rise (an energy counter, not a
+        power); a windowed response the updates sample at too few places
+        (a load phase-locked to the updates; or, without a meter, too few
+        edges: step 5); a constant meter. Each names the reason.
 
     Notes
     -----
@@ -207,7 +339,8 @@ def characterize_logs(
        (a host tool polls faster than the driver updates: fed every poll,
        the fit would take the update period for a window).
     2. The update period from the collapsed stamps (a least-squares slope
-       on the update index, unbiased under the poll grid).
+       on the update index, unbiased under the poll grid). Readings that
+       only rise are an energy counter's and are refused.
     3. Without a reference, refuse logs that do not follow the load
        (Welch's t between logs in and out of the load, p < 0.01; the lag
        blurs the labels, not the test). With one, the meter fit's own test
@@ -220,9 +353,23 @@ def characterize_logs(
        a free window and delay trade along a valley of near-equal misfit,
        and with few edges in the record the free optimum moves with the
        stretch fitted.
-    5. Fit each half alone; a window, time constant or delay that differs
+    5. Where the load's edges fall at fewer than :data:`MIN_EDGE_PHASES`
+       of :data:`PHASE_BINS` phases of the update period, count the places
+       (of :data:`RAMP_BINS`) at which the updates, snapped to their grid,
+       sample the fitted window or filter after the latest edge; a freely
+       fitted windowed response sampled at fewer than
+       :data:`MIN_RAMP_POSITIONS` places is refused. The logs trace a
+       response by equivalent-time sampling (Yang et al. drive square
+       waves at phases random against the sensor); a wave whose on and
+       off lengths are multiples of, or commensurate with, the update
+       period shows every update the same part of it, and every window,
+       delay and shape through those few places fit alike, with small
+       stated errors. Without a meter a record with too few edges is
+       refused the same way; a gapless window kept as the null there is
+       said to be held, not measured.
+    6. Fit each half alone; a window, time constant or delay that differs
        beyond :data:`SPLIT_Z` combined standard errors is said.
-    6. Where the logs poll a cached reading (at least one repeated poll per
+    7. Where the logs poll a cached reading (at least one repeated poll per
        update), the poll interval (the median interval between all logs)
        and what it does to the fit are said: each update is stamped up to
        one poll late, so the delay and window are the stamps' as this
@@ -242,43 +389,40 @@ def characterize_logs(
     if len(tc) < 8:
         raise ValueError(f"power_w: {len(tc)} distinct readings after collapsing repeated polls; at least 8 are "
                          "needed (a constant field, or a record too short)")
+    _check_not_counter(pc, "power_w")
     period: PeriodEstimate = estimate_period(tc)
+    edges, phases = _edge_phases(tc, iv, period.period_ns)
     if reference is None:
         # Against the load's square wave the logs must follow it; against a meter, the fit's own test
         # (the gain beyond 3 standard errors, finite errors) says whether they follow the meter. A
         # stretch that holds no log while the load is on (a 50/50 ms wave whose 100 ms updates lock to
         # its off phase) still sees the meter's power move through every window.
-        _check_moves(tc, pc, iv)
+        try:
+            _check_moves(tc, pc, iv)
+        except ValueError:
+            if phases < MIN_EDGE_PHASES and len(edges) >= 2 * MIN_EDGE_PHASES:
+                raise _undetermined(len(edges), phases, period.period_ns, 0) from None  # the cause, named
+            raise
     scale = (positive_number(scale_ns, "scale_ns") if scale_ns is not None
              else max(period.period_ns, 1e6))
-    ref = None
-    if reference is not None:
-        try:
-            rt_raw = np.asarray(reference[0]).ravel()
-            # On the logs' origin, in integers where the stamps are (epoch ns lose 256 ns as float64).
-            rt = (rt_raw - int(t_origin) if rt_raw.dtype.kind in "iu" else rt_raw - t_origin).astype(np.float64)
-            rp = np.asarray(reference[1], dtype=np.float64).ravel()
-        except (TypeError, ValueError, IndexError) as exc:
-            raise ValueError(f"reference: a (t_ns, power_w) pair of arrays ({exc})") from None
-        if rt.shape != rp.shape or len(rt) < 16 or not (np.all(np.isfinite(rt)) and np.all(np.isfinite(rp))):
-            raise ValueError(f"reference: one finite power per stamp and at least 16 samples, got {rt.size} stamps "
-                             f"and {rp.size} values")
-        # A meter on another clock or epoch (seconds, microseconds, another host) shares no time with the
-        # logs: every log would read the meter's edge value and the fit would report only that the logs do
-        # not follow it. Said here by name, with both spans.
-        inside = float(np.mean((tc >= rt.min()) & (tc <= rt.max())))
-        if inside < 0.5:
-            raise ValueError(
-                f"reference: the meter's samples span {rt.min() / 1e9:.6g} to {rt.max() / 1e9:.6g} s and hold "
-                f"{100 * inside:.0f} % of the logs ({tc[0] / 1e9:.6g} to {tc[-1] / 1e9:.6g} s; both from the "
-                "record's first stamp); at least half must fall inside: give the meter on the logs' clock, in ns")
-        ref = (rt, rp)
+    ref, notes_meter, inside = _meter_inside(reference, t_origin, tc, pc)
+    if not inside.all():
+        tc, pc = tc[inside], pc[inside]
+        assert ref is not None
+        t_in = (t >= ref[0].min()) & (t <= ref[0].max())
+        t, p = t[t_in], p[t_in]
     step = _fit(tc, pc, iv, scale, ref, period.period_ns)
+    windowed = step.shape == "first_order" or step.window_ns > 0.02 * period.period_ns
+    _check_placed(step, windowed, tc, edges, phases, period.period_ns, reference is not None)
     notes = [f"{len(t)} logs, {len(t) - len(tc)} repeated polls of a cached reading collapsed, "
              f"{len(iv)} load intervals; period {period.period_ns / 1e6:.3f} +- {period.uncertainty_ns / 1e6:.3f} ms",
              (f"window taken as the update period, a gapless average (the free fit is not better beyond the "
               f"F test: p = {step.gapless_p:.2g})" if step.gapless else
-              f"a gapless window (the update period) rejected by the F test (p = {step.gapless_p:.2g})")]
+              f"a gapless window (the update period) rejected by the F test (p = {step.gapless_p:.2g})"),
+             f"the load's {len(edges)} edges fall at {phases} of {PHASE_BINS} phases of the update period"
+             + (": too few for the logs to determine a window shorter than the update period; the gapless window "
+                "is the null model held, not measured" if step.gapless and phases < MIN_EDGE_PHASES else ""),
+             *notes_meter]
     lag = _reader_lag_note(t, tc, period.period_ns)
     if lag:
         notes.append(lag)
@@ -288,7 +432,6 @@ def characterize_logs(
             warnings.warn(SplitDisagreementWarning(s + ": read the stated errors as too small, or the sensor as "
                                                    "changing over the record"), stacklevel=2)
         notes += split or ["the halves of the record agree within their errors"]
-    windowed = step.shape == "first_order" or step.window_ns > 0.02 * period.period_ns
     sensor = SensorModel(
         name=name, kind="window" if windowed else "instant", period_ns=period.period_ns,
         window_ns=step.window_ns if (step.shape == "boxcar" and windowed) else 0.0,
