@@ -684,7 +684,8 @@ def recover_capture(journal: str, *, shown: Optional[str] = None) -> PowerCaptur
     if header.get("format") != CAPTURE_FORMAT or header.get("version") != CAPTURE_VERSION:
         raise bad(f"it journals a {short_repr(header.get('format'))} of version {short_repr(header.get('version'))}, "
                   f"not a {CAPTURE_FORMAT} of version {CAPTURE_VERSION}")
-    clocks = header.get("clocks") if isinstance(header.get("clocks"), list) else []
+    listed = header.get("clocks")
+    clocks: list[Any] = listed if isinstance(listed, list) else []
     # Each clock's brackets are their own record: a journal cut between those of the first burst has no
     # bracketed clock for a clock the header promises, which is a recording that had not started.
     needed = ["epoch_brackets"] + [OTHER_CLOCK_MEMBERS[c] for c in clocks if c in OTHER_CLOCK_MEMBERS]
