@@ -209,7 +209,7 @@ def test_parquet_without_pyarrow_says_what_to_install(prof, tmp_path, monkeypatc
     from fingrav_native.files import export_parquet
 
     monkeypatch.setitem(sys.modules, "pyarrow", None)
-    with pytest.raises(ImportError, match="pip install pyarrow"):
+    with pytest.raises(ImportError, match=r"pip install 'fingrav-native\[parquet\]'"):
         export_parquet(prof, tmp_path / "pq")
 
 
