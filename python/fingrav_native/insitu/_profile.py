@@ -591,8 +591,9 @@ def profile_trace(
     conc = kt.concurrent()
     alignment: Optional[LogAlignment] = None
     if align is not False:
-        alignment, t_logs = _placed(kt, samples, t_logs, model, on_device, conc, lmap, align is True or
-                                    _one_sided(logger_map), trace_notes)
+        alignment, t_logs = _placed(kt, samples, t_logs, model, on_device, conc, lmap,
+                                    "asked" if align is True else "one-sided" if _one_sided(logger_map) else "",
+                                    trace_notes)
     conc, attributed, overlap = _overlapped(kt, samples, t_logs, on_device, conc, joint, trace_notes)
     # A window in a loop covers other kernels: the joint fit below replaces the attribution.
     found, it_of = _Signatures(notes=trace_notes), kt.iteration()
@@ -848,9 +849,11 @@ def _mismatch_note(alignment: LogAlignment, lmap: _Shifted, t_logs: np.ndarray, 
 
 
 def _placed(kt: KernelTrace, samples: np.ndarray, t_logs: np.ndarray, model: Optional[SensorModel],
-            on_device: np.ndarray, conc: np.ndarray, lmap: _Shifted, apply: bool,
+            on_device: np.ndarray, conc: np.ndarray, lmap: _Shifted, apply: str,
             notes: list[str]) -> tuple[Optional[LogAlignment], np.ndarray]:
-    """The logs' offset against the kernels, measured, and applied where ``apply`` (asked, or a one-sided map).
+    """The logs' offset against the kernels, measured, and applied where ``apply`` says why ("asked", or a
+    "one-sided" map); an offset beyond the fine search (``LogAlignment.far``) only where asked: a one-sided
+    map errs by microseconds, so milliseconds are a mismatch to warn of, not a lag to correct.
 
     Instantaneous logs against the device's kernels that ran alone; an averaging sensor's through its
     windows against every kernel of the device, reported (warned beyond the map's bound) and never
@@ -860,7 +863,7 @@ def _placed(kt: KernelTrace, samples: np.ndarray, t_logs: np.ndarray, model: Opt
     if model is not None and model.averages:
         return _window_offset(kt, samples, t_logs, model, on_device, lmap, notes), t_logs
     alignment = _measured_offset(kt, samples, t_logs, on_device & ~conc)
-    if alignment is not None and not alignment.at_edge and apply:
+    if alignment is not None and not alignment.at_edge and (apply == "asked" or apply and not alignment.far):
         lmap.shift_ns, lmap.shift_err_ns = alignment.offset_ns, alignment.half_width_ns
         return alignment, t_logs + lmap.shift_ns
     if alignment is not None:

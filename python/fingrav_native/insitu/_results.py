@@ -257,6 +257,7 @@ class TraceProfile:
                          f"power lag {a.lag_ns / 1e3:.0f} us{pooled}) from their clock map, measured against the kernels: "
                          + ("applied" if self.alignment_applied else
                             "at the search edge, not applied" if a.at_edge else
+                            "a clock mismatch beyond the fine search, not applied (align=True applies it)" if a.far else
                             "not applied (the map comes from bracketed reads, not a one-sided fit)"))
         if self.summary is not None:
             lines.append(str(self.summary))
