@@ -128,3 +128,18 @@ def test_silently_wrong_clock_mismatch_full_sweep_every_offset_is_warned() -> No
     loop = _loop()
     missed = [ms for ms in _sweep() if not _instant_check(loop, ms)[1]]
     assert not missed
+
+
+@pytest.mark.parametrize(("content", "words"), [(b"", "an empty file"), (b"\n\n  \r\n", "an empty file"),
+                                                (b"null\n", "a JSON null, not a trace"),
+                                                (b"\xef\xbb\xbf null ", "a JSON null, not a trace")])
+@pytest.mark.parametrize("name", ["trace.json", "kernel_trace.csv"])
+def test_unclear_an_empty_or_null_trace_says_what_it_is(tmp_path, content: bytes, words: str, name: str) -> None:
+    # Both were "no column 'Kernel_Name'; not a rocprofv3 kernel trace": true, but not what the file is.
+    from fingrav_native.files import read_trace
+    from fingrav_native.insitu import TraceFormatError
+
+    path = tmp_path / name
+    path.write_bytes(content)
+    with pytest.raises(TraceFormatError, match=words):
+        read_trace(path)
