@@ -17,7 +17,7 @@ analysis of variance), with each group's *share of a grid cell* as the
 regressor, so the statistic is the exact one smoothed over a cell: a true
 shift between two grid points still lowers it. Sums and counts per group
 for every shift at once are cross-correlations of the logs with each
-group's busy share (``scipy.signal.correlate`` by FFT), so the cost is a few
+group's busy share (by ``scipy.fft``), so the cost is a few
 FFTs over the logs' and kernels' joint span, whatever the number of shifts.
 The scan only proposes; the shift it proposes is then fitted finely (the
 instantaneous aligner's own regression) and must beat the best fit around
@@ -30,7 +30,7 @@ import math
 from typing import NamedTuple
 
 import numpy as np
-import scipy.signal
+import scipy.fft
 
 #: Grid cells per typical execution (the busy-time-weighted median: the kernels that explain most of the
 #: logs), and the most cells scanned. Shorter kernels are blurred by the cell, never stepped over.
@@ -109,10 +109,18 @@ def scan_offsets(t: np.ndarray, y: np.ndarray, starts: np.ndarray, ends: np.ndar
     inside = _busy_share(np.array([first]), np.array([last]), edges)
     shares = [_busy_share(starts[group == g], ends[group == g], edges) for g in range(n_groups)]
     columns = shares + [np.maximum(inside - np.sum(shares, axis=0), 0.0), 1.0 - inside]
-    sums = [scipy.signal.correlate(c, yy, mode="valid", method="fft") for c in columns]
-    counts = [scipy.signal.correlate(c, nn, mode="valid", method="fft") for c in columns]
-    explained = np.zeros(len(sums[0]))
-    for s, n in zip(sums, counts):
+    # Correlations by the FFT, the logs' transforms once: sum_j col[j + k] x[j] for k = 0 .. n_cells - m, which
+    # a circular correlation of length >= n_cells holds unwrapped.
+    size = scipy.fft.next_fast_len(n_cells, real=True)
+    fy, fn = (np.conj(scipy.fft.rfft(x, size)) for x in (yy, nn))
+    valid = n_cells - m + 1
+    explained = np.zeros(valid)
+    counts = []
+    for c in columns:
+        fc = scipy.fft.rfft(c, size)
+        s = scipy.fft.irfft(fc * fy, size)[:valid]
+        n = scipy.fft.irfft(fc * fn, size)[:valid]
+        counts.append(n)
         # FFT rounding leaves counts of an empty column at ~1e-12: below a hundredth of a log it is empty.
         explained += np.where(n > 1e-2, s * s / np.maximum(n, 1e-2), 0.0)
     rss = float(y @ y) - explained
