@@ -185,3 +185,21 @@ def test_silently_wrong_energy_per_iteration_under_a_1s_average_covers_the_truth
         s, _, truth = _sparse_iteration_energy(seed, pause_jitter)
         hits += int(s is not None and abs(s.energy_j - truth) <= s.energy_half_width_j)
     assert hits >= 34
+
+
+def test_unclear_a_channel_with_nan_logs_under_an_averaging_sensor_is_named(tmp_path) -> None:
+    # Four failed reads of the 'compute' channel (NaN) made the channel vanish from the joint fit's table in
+    # silence; a channel the device never reports (NaN throughout) stays absent without a word.
+    import dataclasses
+
+    loop = simulate_training_loop(50, seed=2, pause_every=0, sensor="amd-1ms-average")
+    cap = loop.capture()
+    s = cap.samples.copy()
+    s["compute"][5:9] = np.nan
+    s["io"][:] = np.nan
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        tp = profile_trace(loop.write_trace(tmp_path / "t.json"), dataclasses.replace(cap, samples=s),
+                           min_executions=20, align=False)
+    named = [w for w in tp.warnings if w.startswith("channel ")]
+    assert len(named) == 1 and f"'compute': 4 of {len(s)} logs are not a number" in named[0]
