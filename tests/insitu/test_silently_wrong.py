@@ -145,20 +145,23 @@ def test_unclear_an_empty_or_null_trace_says_what_it_is(tmp_path, content: bytes
         read_trace(path)
 
 
-def _sparse_iteration_energy(seed: int, pause_jitter: float):  # type: ignore[no-untyped-def]
-    """Energy per iteration of the closed-form loop under a 1 s average (3000 iterations, ~4 s): from the
-    windows' overlaps, from the windows' midpoints, and the truth."""
+def _sparse_iteration_energy(seed: int, pause_jitter: float, window_s: float = 1.0, iterations: int = 3000,
+                             first_steady: int = -1):  # type: ignore[no-untyped-def]
+    """Energy per iteration of the closed-form loop under a long average (by default 1 s over 3000 iterations,
+    ~4 s): from the windows' overlaps, from the windows' midpoints, and the truth."""
     from fingrav_native import sensors
     from fingrav_native.insitu import _profile
     from fingrav_native.insitu._results import kernel_table_dtype
     from fingrav_native.sim._analytic_loop import logged_loop
 
     sensor = sensors.sensor_preset("nvidia-average-1s")
-    loop = logged_loop(sensor, seed=seed, iterations=3000, grid_ns=2000.0, pause_jitter=pause_jitter)
+    sensor = sensors.SensorModel("long", "window", period_ns=sensor.period_ns, window_ns=window_s * 1e9)
+    loop = logged_loop(sensor, seed=seed, iterations=iterations, grid_ns=2000.0 * window_s,
+                       pause_jitter=pause_jitter)
     kt, s = loop.trace, loop.samples
     mid = _profile._log_times(s, s["source_ts"].astype(np.float64) - kt.origin_ns, sensor)
     args = (kt, kt.iteration(), np.zeros(0, dtype=kernel_table_dtype(8)), np.zeros(0, dtype=np.int64),
-            loop.warmup_iterations, mid, s["total"].astype(np.float64))
+            loop.warmup_iterations if first_steady < 0 else first_steady, mid, s["total"].astype(np.float64))
     overlap = _profile._iterations(*args, seed=1, windows_ns=_profile._log_windows(s, sensor))[1]
     return overlap, _profile._iterations(*args, seed=1)[1], loop.iteration_energy_j
 
@@ -203,3 +206,13 @@ def test_unclear_a_channel_with_nan_logs_under_an_averaging_sensor_is_named(tmp_
                            min_executions=20, align=False)
     named = [w for w in tp.warnings if w.startswith("channel ")]
     assert len(named) == 1 and f"'compute': 4 of {len(s)} logs are not a number" in named[0]
+
+
+def test_unclear_windows_of_4s_give_the_energy_per_iteration_from_the_window_they_span() -> None:
+    # 4 s windows over a 12 s loop whose warm-up detection leaves 8 s steady: one window fits inside; the
+    # midpoint estimator used the 58 iterations holding a window's middle and called 7,904 "outside the
+    # capture's logs". One window's energy over the ~2,700 iterations it spans, said to have no interval.
+    s, _, truth = _sparse_iteration_energy(1, 0.1, window_s=4.0, iterations=8000, first_steady=2620)
+    assert s is not None and abs(s.energy_j / truth - 1) < 0.01 and s.iterations > 2500
+    assert "1 disjoint 4e+03 ms windows" in s.note and "one window: no interval" in s.note
+    assert not np.isfinite(s.energy_half_width_j)

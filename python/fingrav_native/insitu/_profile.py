@@ -238,7 +238,8 @@ def _windowed_energy(rows: np.ndarray, steady: np.ndarray, mid: np.ndarray, w: n
                      ) -> Optional[tuple[float, float, np.ndarray, str]]:
     """Energy per iteration from windows that each span many iterations: their energy over the iterations they
     overlap (counted by the share of each one's duration they cover), from disjoint windows inside the steady
-    iterations; with its 95 % interval (Student's t over the windows' ratios), the iterations spanned, a note.
+    iterations; with its 95 % interval (Student's t over the windows' ratios; none from one window), the
+    iterations spanned, a note.
 
     Placing a long window by its midpoint picks the iteration that holds it with a probability in proportion
     to its length (length-biased sampling, Cox 1962, *Renewal Theory*, Section 5.4), and leaves the rest of
@@ -252,7 +253,7 @@ def _windowed_energy(rows: np.ndarray, steady: np.ndarray, mid: np.ndarray, w: n
     for i in order[(a[order] >= lo) & (b[order] <= hi)].tolist():
         if not picked or a[i] >= b[picked[-1]]:
             picked.append(i)
-    if len(picked) < 2:
+    if not picked:
         return None
     k = np.asarray(picked)
     # Iterations completed by time x: k at the start of iteration k, rising linearly over it.
@@ -262,13 +263,17 @@ def _windowed_energy(rows: np.ndarray, steady: np.ndarray, mid: np.ndarray, w: n
     energy = power[k] * w[k] * 1e-9
     e = float(np.sum(energy) / np.sum(count))
     n = len(k)
-    se = math.sqrt(float(np.sum((energy - e * count) ** 2)) / (n * (n - 1))) / float(np.mean(count))
+    half = math.nan
+    if n > 1:
+        se = math.sqrt(float(np.sum((energy - e * count) ** 2)) / (n * (n - 1))) / float(np.mean(count))
+        half = float(stats.t.ppf(0.975, n - 1)) * se
     spanned = np.zeros(len(rows), dtype=bool)
     for x0, x1 in zip(np.floor(done[0]).astype(np.int64), np.ceil(done[1]).astype(np.int64)):
         spanned[x0:x1] = True
     note = (f"energy per iteration from {n} disjoint {np.median(w[k]) / 1e6:.3g} ms windows over "
-            f"{float(np.sum(count)):.0f} steady iterations (each window's energy over the iterations it overlaps)")
-    return e, float(stats.t.ppf(0.975, n - 1)) * se, spanned & steady, note
+            f"{float(np.sum(count)):.0f} steady iterations (each window's energy over the iterations it overlaps)"
+            + ("; one window: no interval" if n == 1 else ""))
+    return e, half, spanned & steady, note
 
 
 def _iterations(kt: KernelTrace, it: np.ndarray, table: np.ndarray, sig_rows: np.ndarray, first_steady: int,
