@@ -216,3 +216,20 @@ def test_unclear_windows_of_4s_give_the_energy_per_iteration_from_the_window_the
     assert s is not None and abs(s.energy_j / truth - 1) < 0.01 and s.iterations > 2500
     assert "1 disjoint 4e+03 ms windows" in s.note and "one window: no interval" in s.note
     assert not np.isfinite(s.energy_half_width_j)
+
+
+def test_unclear_a_glitched_counter_reading_is_the_counters_and_the_profile_stands(tmp_path) -> None:
+    # One energy-counter step of 10 MW failed the whole profile with "samples: total has 1 of 244 values
+    # above 10000 W ... at log 40": the counter's reading, named as if it were the power logs'.
+    import dataclasses
+
+    loop = simulate_training_loop(120, seed=2, pause_every=0)
+    cap = loop.capture(energy_counter=True)
+    assert cap.counter is not None and cap.counter.samples is not None
+    steps = cap.counter.samples.copy()
+    steps["total"][10] = 1e7
+    glitched = dataclasses.replace(cap, counter=dataclasses.replace(cap.counter, samples=steps))
+    tp = profile_trace(loop.write_trace(tmp_path / "t.json"), glitched, min_executions=20)
+    assert len(tp.kernels) == 3 and tp.closure is None
+    said = [w for w in tp.warnings if w.startswith("energy closure not checked: the capture's energy counter")]
+    assert len(said) == 1 and "not its power logs" in said[0] and "at log 10" in said[0]

@@ -385,12 +385,12 @@ def _joint(samples: np.ndarray, t: np.ndarray, kt: KernelTrace, model: SensorMod
     starts, ends, classes, overlay = _timeline(kt, on_device, kept_ids, overlap.comm)
     present = [c for c in ("total", "compute", "io", "memory") if c in (samples.dtype.names or ())]
     channels = [c for c in present if np.all(np.isfinite(samples[c]))]
-    for c in present:
-        bad = int(np.sum(~np.isfinite(samples[c])))
+    for name in present:
+        bad = int(np.sum(~np.isfinite(samples[name])))
         # A channel the device does not report is NaN throughout (nothing to say); one with gaps is fitted on
         # one timeline with the others, so it is left out, and said so.
         if 0 < bad < len(samples):
-            notes.append(f"channel {c!r}: {bad} of {len(samples)} logs are not a number (a read that failed); "
+            notes.append(f"channel {name!r}: {bad} of {len(samples)} logs are not a number (a read that failed); "
                          "the channel is left out of the averaging sensor's joint fit, so its curves are not "
                          "reported (the other channels' are)")
     wins = samples["window_ns"] if "window_ns" in (samples.dtype.names or ()) else None
