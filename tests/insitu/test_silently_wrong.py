@@ -91,7 +91,6 @@ def _host_stamped_capture(loop) -> PowerCapture:  # type: ignore[no-untyped-def]
                         clock_brackets=loop.clock_brackets)
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("fmt", ["rocprofv3", "kineto"])
 def test_silently_wrong_clock_mismatch_end_to_end_is_a_warned_table(tmp_path, fmt: str) -> None:
     # The command's path: a trace 2.5 ms off its capture (map from bracketed reads) gave an unwarned table.
