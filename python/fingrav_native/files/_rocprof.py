@@ -173,8 +173,27 @@ def _sniff(trace: object) -> tuple[str, str]:
         raise TraceFormatError(f"trace={p!r}: cannot read it ({exc})") from exc
     if head == SQLITE_MAGIC:
         return p, "rocpd"
+    _refuse_empty(p, head)
     first = head.lstrip(b"\xef\xbb\xbf \t\r\n")[:1]
     return p, "json" if first in (b"{", b"[") or head[:2] == b"\x1f\x8b" else "csv"
+
+
+def _refuse_empty(p: str, head: bytes) -> None:
+    """Say what a trace that holds nothing is (an empty file, blank lines, a JSON ``null``), not which format it
+    fails to be."""
+    if len(head) == len(SQLITE_MAGIC) and head.strip(b"\xef\xbb\xbf \t\r\n"):
+        return  # more than a few bytes of content: the readers name what is wrong with it
+    try:
+        with open(p, "rb") as f:
+            body = f.read(64).strip(b"\xef\xbb\xbf \t\r\n")
+    except OSError as exc:
+        raise TraceFormatError(f"trace={p!r}: cannot read it ({exc})") from exc
+    if not body:
+        raise TraceFormatError(f"trace={p!r}: an empty file (no bytes, or only blank lines): no kernel trace was "
+                               "written to it (the profiler stopped before exporting, or another file was meant)")
+    if body == b"null":
+        raise TraceFormatError(f"trace={p!r}: a JSON null, not a trace (no traceEvents list and no kernels): the "
+                               "profiler exported nothing")
 
 
 def _read_csv(p: str) -> KernelTrace:

@@ -11,7 +11,7 @@ import dataclasses
 import math
 import warnings
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any, Optional, Union
 
 import numpy as np
 
@@ -418,8 +418,9 @@ def log_intervals(samples: np.ndarray, t_mid_ns: np.ndarray, model: Optional[Sen
 
 
 def counter_of(capture: Any, energy_counter: Optional[EnergyCounter], logger_map: Optional[ClockMapLike],
-               clock: str = "CLOCK_REALTIME") -> Optional[tuple[EnergyCounter, ClockMapLike]]:
-    """The counter a profile closes against and the map of its timestamps: given, else the capture's; None: none.
+               clock: str = "CLOCK_REALTIME") -> Union[None, str, tuple[EnergyCounter, ClockMapLike]]:
+    """The counter a profile closes against and the map of its timestamps: given, else the capture's; None: none;
+    a str: why the capture's counter cannot be read (the profile stands without the closure).
 
     ``clock``: the host clock the trace stamps on (a capture's counter is mapped onto it, as its logs are).
 
@@ -435,15 +436,24 @@ def counter_of(capture: Any, energy_counter: Optional[EnergyCounter], logger_map
     reader = getattr(capture, "energy_counter", None)
     if isinstance(capture, np.ndarray) or not callable(reader):
         return None
-    got = reader(clock)
+    try:
+        got = reader(clock)
+    except ValueError as exc:
+        # A glitched reading of the counter is checked as the counter's own samples ("samples: total ..."):
+        # said to be the counter's, so that it is not taken for the power logs, and the profile stands.
+        return (f"the capture's energy counter (not its power logs) cannot be read: {exc} (the reading numbered "
+                "there is the counter's)")
     return None if got is None else (got[0], got[1])
 
 
-def closure_from(tp: TraceProfile, counted: Optional[tuple[EnergyCounter, ClockMapLike]], samples: np.ndarray,
-                 model: Optional[SensorModel], on_device: np.ndarray) -> TraceProfile:
-    """``tp`` closed against ``counted`` (:func:`counter_of`); ``tp`` as it is without a counter."""
+def closure_from(tp: TraceProfile, counted: Union[None, str, tuple[EnergyCounter, ClockMapLike]],
+                 samples: np.ndarray, model: Optional[SensorModel], on_device: np.ndarray) -> TraceProfile:
+    """``tp`` closed against ``counted`` (:func:`counter_of`); ``tp`` as it is without a counter, and with the
+    reason in its warnings where the counter cannot be read."""
     if counted is None:
         return tp
+    if isinstance(counted, str):
+        return dataclasses.replace(tp, warnings=(*tp.warnings, f"energy closure not checked: {counted}"))
     counter, cmap = counted
     origin = int(tp.trace.origin_ns)
     t = host_relative(cmap, counter.t, origin, "the energy counter's clock map")

@@ -224,17 +224,82 @@ def _iteration_rows(kt: KernelTrace, it: np.ndarray, table: np.ndarray, sig_rows
     return rows, tot, dur, unattributed
 
 
+def _log_windows(samples: np.ndarray, sensor: Optional[SensorModel]) -> Optional[np.ndarray]:
+    """Each log's boxcar window (ns) where the sensor averages over one (a window, a counter's interval); else None."""
+    if sensor is None or not sensor.averages or sensor.shape == "first_order":
+        return None
+    w = np.asarray(samples["window_ns"], dtype=np.float64) if "window_ns" in (samples.dtype.names or ()) \
+        else np.zeros(len(samples))
+    w = np.where(w > 0, w, sensor.window_ns)
+    return w if len(w) and np.all(w > 0) else None
+
+
+def _windowed_energy(rows: np.ndarray, steady: np.ndarray, mid: np.ndarray, w: np.ndarray, power: np.ndarray
+                     ) -> Optional[tuple[float, float, np.ndarray, str]]:
+    """Energy per iteration from windows that each span many iterations: their energy over the iterations they
+    overlap (counted by the share of each one's duration they cover), from disjoint windows inside the steady
+    iterations; with its 95 % interval (Student's t over the windows' ratios; none from one window), the
+    iterations spanned, a note.
+
+    Placing a long window by its midpoint picks the iteration that holds it with a probability in proportion
+    to its length (length-biased sampling, Cox 1962, *Renewal Theory*, Section 5.4), and leaves the rest of
+    the span unused; a ratio of energy to overlap counts every iteration the windows cover, each once.
+    """
+    first = int(np.argmax(steady)) if steady.any() else 0
+    lo, hi = float(rows["start_ns"][first]), float(rows["end_ns"][-1])
+    a, b = mid - 0.5 * w, mid + 0.5 * w
+    order = np.argsort(a, kind="stable")
+    picked: list[int] = []
+    for i in order[(a[order] >= lo) & (b[order] <= hi)].tolist():
+        if not picked or a[i] >= b[picked[-1]]:
+            picked.append(i)
+    if not picked:
+        return None
+    k = np.asarray(picked)
+    # Iterations completed by time x: k at the start of iteration k, rising linearly over it.
+    edges = np.append(rows["start_ns"].astype(np.float64), float(rows["end_ns"][-1]))
+    done = np.interp(np.stack([a[k], b[k]]), edges, np.arange(len(edges), dtype=np.float64))
+    count = done[1] - done[0]
+    energy = power[k] * w[k] * 1e-9
+    e = float(np.sum(energy) / np.sum(count))
+    n = len(k)
+    half = math.nan
+    if n > 1:
+        se = math.sqrt(float(np.sum((energy - e * count) ** 2)) / (n * (n - 1))) / float(np.mean(count))
+        half = float(stats.t.ppf(0.975, n - 1)) * se
+    spanned = np.zeros(len(rows), dtype=bool)
+    for x0, x1 in zip(np.floor(done[0]).astype(np.int64), np.ceil(done[1]).astype(np.int64)):
+        spanned[x0:x1] = True
+    note = (f"energy per iteration from {n} disjoint {np.median(w[k]) / 1e6:.3g} ms windows over "
+            f"{float(np.sum(count)):.0f} steady iterations (each window's energy over the iterations it overlaps)"
+            + ("; one window: no interval" if n == 1 else ""))
+    return e, half, spanned & steady, note
+
+
 def _iterations(kt: KernelTrace, it: np.ndarray, table: np.ndarray, sig_rows: np.ndarray, first_steady: int,
-                t_logs: np.ndarray, power: np.ndarray, seed: int) -> tuple[np.ndarray, Optional[IterationSummary]]:
+                t_logs: np.ndarray, power: np.ndarray, seed: int,
+                windows_ns: Optional[np.ndarray] = None) -> tuple[np.ndarray, Optional[IterationSummary]]:
     """Per-iteration rows and the summary (energy per iteration, the part between kernels).
 
     The summary uses the steady iterations the capture covers whole (an iteration outside the logs'
     span would be counted from the logs of others); with fewer than 10 it has no interval, and with no
-    steady one it uses every covered one; each said in its ``note``.
+    steady one it uses every covered one; each said in its ``note``. Logs whose windows (``windows_ns``,
+    centred on ``t_logs``) are longer than the iterations give it from their energy over every iteration
+    they overlap instead (:func:`_windowed_energy`).
     """
     if len(kt.steps) == 0 or not np.any(it >= 0):
         return np.zeros(0, dtype=ITERATION_DTYPE), None
     rows, tot, dur, unattributed = _iteration_rows(kt, it, table, sig_rows, first_steady, t_logs, power)
+    if windows_ns is not None and float(np.median(windows_ns)) > float(np.median(dur)):
+        got = _windowed_energy(rows, rows["steady"], t_logs, windows_ns, power)
+        if got is not None:
+            e, half, use, note = got
+            ke = float(np.mean(rows["kernel_energy_j"][use]))
+            busy = float(np.sum(rows["busy_ns"][use]))
+            return rows, IterationSummary(
+                iterations=int(use.sum()), duration_ns=float(np.mean(dur[use])), energy_j=e, energy_half_width_j=half,
+                kernel_energy_j=ke, between_kernels_j=e - ke, between_share=(e - ke) / e if e > 0 else math.nan,
+                unattributed_busy_share=float(np.sum(unattributed[use])) / busy if busy > 0 else 0.0, note=note)
     cnt = rows["logs"]
     covered = cnt > 0
     if len(t_logs):
@@ -318,8 +383,16 @@ def _joint(samples: np.ndarray, t: np.ndarray, kt: KernelTrace, model: SensorMod
     """
     kept_ids, profiles, rows, notes = found.kept_ids, found.profiles, found.rows, found.notes
     starts, ends, classes, overlay = _timeline(kt, on_device, kept_ids, overlap.comm)
-    channels = [c for c in ("total", "compute", "io", "memory")
-                if c in (samples.dtype.names or ()) and np.all(np.isfinite(samples[c]))]
+    present = [c for c in ("total", "compute", "io", "memory") if c in (samples.dtype.names or ())]
+    channels = [c for c in present if np.all(np.isfinite(samples[c]))]
+    for name in present:
+        bad = int(np.sum(~np.isfinite(samples[name])))
+        # A channel the device does not report is NaN throughout (nothing to say); one with gaps is fitted on
+        # one timeline with the others, so it is left out, and said so.
+        if 0 < bad < len(samples):
+            notes.append(f"channel {name!r}: {bad} of {len(samples)} logs are not a number (a read that failed); "
+                         "the channel is left out of the averaging sensor's joint fit, so its curves are not "
+                         "reported (the other channels' are)")
     wins = samples["window_ns"] if "window_ns" in (samples.dtype.names or ()) else None
     fit = fit_timeline(model, t, {c: samples[c] for c in channels}, starts, ends, classes, [bins] * len(kept_ids),
                        windows_ns=wins,
@@ -591,8 +664,9 @@ def profile_trace(
     conc = kt.concurrent()
     alignment: Optional[LogAlignment] = None
     if align is not False:
-        alignment, t_logs = _placed(kt, samples, t_logs, model, on_device, conc, lmap, align is True or
-                                    _one_sided(logger_map), trace_notes)
+        alignment, t_logs = _placed(kt, samples, t_logs, model, on_device, conc, lmap,
+                                    "asked" if align is True else "one-sided" if _one_sided(logger_map) else "",
+                                    trace_notes)
     conc, attributed, overlap = _overlapped(kt, samples, t_logs, on_device, conc, joint, trace_notes)
     # A window in a loop covers other kernels: the joint fit below replaces the attribution.
     found, it_of = _Signatures(notes=trace_notes), kt.iteration()
@@ -848,9 +922,11 @@ def _mismatch_note(alignment: LogAlignment, lmap: _Shifted, t_logs: np.ndarray, 
 
 
 def _placed(kt: KernelTrace, samples: np.ndarray, t_logs: np.ndarray, model: Optional[SensorModel],
-            on_device: np.ndarray, conc: np.ndarray, lmap: _Shifted, apply: bool,
+            on_device: np.ndarray, conc: np.ndarray, lmap: _Shifted, apply: str,
             notes: list[str]) -> tuple[Optional[LogAlignment], np.ndarray]:
-    """The logs' offset against the kernels, measured, and applied where ``apply`` (asked, or a one-sided map).
+    """The logs' offset against the kernels, measured, and applied where ``apply`` says why ("asked", or a
+    "one-sided" map); an offset beyond the fine search (``LogAlignment.far``) only where asked: a one-sided
+    map errs by microseconds, so milliseconds are a mismatch to warn of, not a lag to correct.
 
     Instantaneous logs against the device's kernels that ran alone; an averaging sensor's through its
     windows against every kernel of the device, reported (warned beyond the map's bound) and never
@@ -860,7 +936,7 @@ def _placed(kt: KernelTrace, samples: np.ndarray, t_logs: np.ndarray, model: Opt
     if model is not None and model.averages:
         return _window_offset(kt, samples, t_logs, model, on_device, lmap, notes), t_logs
     alignment = _measured_offset(kt, samples, t_logs, on_device & ~conc)
-    if alignment is not None and not alignment.at_edge and apply:
+    if alignment is not None and not alignment.at_edge and (apply == "asked" or apply and not alignment.far):
         lmap.shift_ns, lmap.shift_err_ns = alignment.offset_ns, alignment.half_width_ns
         return alignment, t_logs + lmap.shift_ns
     if alignment is not None:
@@ -1028,7 +1104,8 @@ def _trace_profile(kt: KernelTrace, samples: np.ndarray, t_logs: np.ndarray, mod
     sig_rows = np.array(found.sig_ids, dtype=np.int64)
     t_logs = _log_times(samples, t_logs, model)
     iters, summary = _iterations(kt, it_of, table, sig_rows, found.first_steady, t_logs,
-                                 np.asarray(samples["total"], dtype=np.float64), seed=len(samples))
+                                 np.asarray(samples["total"], dtype=np.float64), seed=len(samples),
+                                 windows_ns=_log_windows(samples, model))
     summary = _between_kernels(summary, found.notes)
     logs = np.zeros(len(samples), dtype=TRACE_LOG_DTYPE)
     logs["t_ns"] = t_logs

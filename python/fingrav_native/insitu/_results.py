@@ -81,7 +81,10 @@ class IterationSummary:
         Energy per iteration: the mean power of every log over the steady
         iterations (each log is a sample of power at a random phase, so the
         mean is the time average) times the mean duration; a 95 % bootstrap
-        interval over iterations.
+        interval over iterations. Under windows longer than the
+        iterations (a 1 s average), each disjoint window's energy over the
+        steady iterations it overlaps (each counted by the share of it the
+        window covers), with a Student's t interval over the windows.
     kernel_energy_j : float
         Mean energy of the kernels an iteration runs (the table's energies).
     between_kernels_j : float
@@ -257,6 +260,7 @@ class TraceProfile:
                          f"power lag {a.lag_ns / 1e3:.0f} us{pooled}) from their clock map, measured against the kernels: "
                          + ("applied" if self.alignment_applied else
                             "at the search edge, not applied" if a.at_edge else
+                            "a clock mismatch beyond the fine search, not applied (align=True applies it)" if a.far else
                             "not applied (the map comes from bracketed reads, not a one-sided fit)"))
         if self.summary is not None:
             lines.append(str(self.summary))
