@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <utility>
 #include <string>
 
 namespace fingrav::kineto {
@@ -1113,16 +1114,27 @@ Result Scanner::finish() {
     k_start_[j] += base;
     k_end_[j] += base;
   }
-  // Steps: one iteration per N (a trace that tags it under two categories lists it once).
+  // Steps, by start: a trace that tags one step under two categories lists it twice over the same
+  // interval, so an event of a step number is that step again only where it meets the last one of that
+  // number. The same number at another time is another iteration (a profiler started afresh, a schedule
+  // that repeats): counting it once would merge hundreds of iterations into one.
+  std::vector<std::size_t> steps;
+  steps.reserve(st_k_.size());
   for (std::size_t j = 0; j < st_k_.size(); ++j) {
-    if (st_end_[j] > room) continue;
-    const std::size_t m = out.step.size();
-    bool seen = false;
-    for (std::size_t q = m > 4 ? m - 4 : 0; q < m; ++q) seen = seen || out.step[q] == st_k_[j];
-    if (seen) continue;
+    if (st_end_[j] <= room) steps.push_back(j);
+  }
+  std::stable_sort(steps.begin(), steps.end(), [this](std::size_t a, std::size_t b) {
+    return st_ts_[a] != st_ts_[b] ? st_ts_[a] < st_ts_[b] : st_k_[a] < st_k_[b];
+  });
+  std::unordered_map<std::int64_t, std::pair<std::int64_t, std::int64_t>> last;
+  for (const std::size_t j : steps) {
+    const std::int64_t s = base + st_ts_[j], e = base + st_end_[j];
+    auto it = last.find(st_k_[j]);
+    if (it != last.end() && (s == it->second.first || s < it->second.second)) continue;
+    last[st_k_[j]] = {s, e};
     out.step.push_back(st_k_[j]);
-    out.step_start.push_back(base + st_ts_[j]);
-    out.step_end.push_back(base + st_end_[j]);
+    out.step_start.push_back(s);
+    out.step_end.push_back(e);
   }
   out.start = std::move(k_start_);
   out.end = std::move(k_end_);

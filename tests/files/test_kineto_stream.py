@@ -119,7 +119,7 @@ def _reference_context(ev: dict[str, Any], cat: str, name: str, base: int, launc
         return
     if cat in STEP_CATS:
         n = name[len("ProfilerStep#"):]
-        if n.isascii() and n.isdigit() and len(n) <= 18 and all(k != int(n) for k, _, _ in steps[-4:]):
+        if n.isascii() and n.isdigit() and len(n) <= 18:
             steps.append((int(n), base + ts, base + ts + max(d, 0)))
     else:
         a = ev.get("args")
@@ -186,7 +186,13 @@ def _reference_trace(rows: list[tuple[Any, ...]], launches: dict[int, int], step
     ex["start_err_ns"] = ex["end_err_ns"] = 1000.0
     col = np.array([r[5:] for r in rows], dtype=np.int64)[order]
     launch = np.array([launches.get(int(c), NO_LAUNCH) for c in col[:, 2]], dtype=np.int64)
-    st_rows = sorted(steps, key=lambda x: (x[1], x[0]))
+    st_rows, last = [], {}  # type: ignore[var-annotated]
+    for k, a, b in sorted(steps, key=lambda x: (x[1], x[0])):
+        # One step listed under two categories meets itself in time; the same number elsewhere is another step.
+        if k in last and (a == last[k][0] or a < last[k][1]):
+            continue
+        last[k] = (a, b)
+        st_rows.append((k, a, b))
     return KernelTrace(executions=ex, signatures=sigs, device=col[:, 0], stream=col[:, 1], correlation=col[:, 2],
                        origin_ns=origin, clock="unix-epoch", source=source,
                        launch_ns=np.where(launch != NO_LAUNCH, launch - origin, NO_LAUNCH),
@@ -500,3 +506,22 @@ def test_microseconds_become_ns_as_decimal_rounds_them(tmp_path, ts: str, ns: Op
             read_kineto_trace(path)
     else:
         assert read_kineto_trace(path).origin_ns == ns
+
+
+def test_silently_wrong_steps_that_repeat_one_number_are_each_an_iteration(tmp_path) -> None:
+    # A profiler started afresh (or a schedule that repeats) names every iteration ProfilerStep#1: 300 of them
+    # were read as one iteration. One step listed under two categories (user_annotation and cpu_op, the same
+    # interval) is still one.
+    events = [{"ph": "X", "cat": "kernel", "name": "gemm", "ts": 10.0 + 100 * i, "dur": 20.0, "pid": 0, "tid": 7,
+               "args": {"device": 0, "stream": 7, "correlation": i + 1, "grid": [1, 1, 1], "block": [64, 1, 1]}}
+              for i in range(300)]
+    events += [{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "ts": 100.0 * i, "dur": 90.0,
+                "pid": 1, "tid": 1} for i in range(300)]
+    events += [{"ph": "X", "cat": "cpu_op", "name": "ProfilerStep#1", "ts": 100.0 * i, "dur": 90.0,
+                "pid": 1, "tid": 1} for i in range(0, 300, 7)]
+    path = tmp_path / "repeat.json"
+    path.write_text(json.dumps({"schemaVersion": 1, "traceEvents": events}))
+    kt = read_kineto_trace(str(path))
+    assert len(kt.steps) == 300
+    assert np.all(np.diff(kt.steps["start_ns"]) == 100_000)
+    _assert_same_outcome(str(path))  # the whole-document reading agrees
