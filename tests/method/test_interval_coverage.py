@@ -126,3 +126,54 @@ def test_silently_wrong_stitch_logs_interval_on_a_mostly_interpolated_kernel():
         assert e.interpolated_share > 0.3 and "interpolated" in e.note
         fails += abs(e.energy_j - TRUE_J) > e.uncertainty_j
     assert fails == 0
+
+
+# ---------------------------------------------------------------- logs that are not independent measurements
+
+
+def test_silently_wrong_interval_from_logs_given_twice_is_counted_once_and_warned():
+    logs, ex = campaign(1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        once = fg.stitch_logs(logs, ex, Identity(), execution_of_interest=4)
+    with pytest.warns(fg.method.LogQualityWarning, match=r"samples: 480 of 960 logs repeat .* counted once"):
+        twice = fg.stitch_logs(np.concatenate([logs, logs]), ex, Identity(), execution_of_interest=4)
+    assert len(twice.lois) == len(once.lois)
+    assert twice.energy["total"].uncertainty_j == once.energy["total"].uncertainty_j
+    # Each log twice in a row (a reader polling faster than the sensor updates) is the same case.
+    with pytest.warns(fg.method.LogQualityWarning, match="counted once"):
+        doubled = fg.stitch_logs(np.repeat(logs, 2), ex, Identity(), execution_of_interest=4)
+    assert doubled.energy["total"].uncertainty_j == once.energy["total"].uncertainty_j
+
+
+@pytest.mark.parametrize("value", [0.0, 250.0])
+def test_unclear_logs_of_one_value_are_warned_not_a_zero_width_measurement(value):
+    logs, ex = campaign(2)
+    logs["total"] = value
+    with pytest.warns(fg.method.LogQualityWarning, match="total is " + ("zero" if value == 0 else "250 W")):
+        fg.stitch_logs(logs, ex, Identity(), execution_of_interest=4)
+
+
+def test_unclear_log_stamps_in_microseconds_against_executions_in_ns_are_refused_with_the_factor():
+    logs, ex = campaign(3, runs=200)
+    us = logs.copy()
+    us["source_ts"] //= 1_000
+    with pytest.raises(ValueError, match=r"samples, executions: .* reach 1 of their 200 runs.*1e-3 times"):
+        fg.stitch_logs(us, ex, Identity(), execution_of_interest=4)
+    late = logs.copy()
+    late["source_ts"] *= 1_000
+    with pytest.raises(fg.method.NoLogsInExecutionsError, match=r"logs on host time .* 1e\+3 times"):
+        fg.stitch_logs(late, ex, Identity(), execution_of_interest=4)
+
+
+def test_short_runs_that_few_logs_reach_are_not_taken_for_a_unit_mismatch():
+    # A 20 us kernel, one execution per run, a 1 ms logger: most runs hold no log, as the method expects.
+    rng = np.random.default_rng(5)
+    n = 400
+    starts = np.arange(n, dtype=np.int64) * 3_000_000 + rng.integers(0, 1_000_000, n)
+    ex = fg.make_executions(np.arange(n), np.zeros(n, int), np.zeros(n, int), starts, starts + 20_000)
+    logs = np.zeros(n * 3, dtype=[("source_ts", "<i8"), ("total", "<f4")])
+    logs["source_ts"] = np.arange(n * 3, dtype=np.int64) * 1_000_000 + 417
+    logs["total"] = 300.0 + rng.normal(0.0, 2.0, n * 3)
+    p = fg.stitch_logs(logs, ex, Identity(), execution_of_interest=0)
+    assert 0 < len(np.unique(p.lois["run"])) < n // 10

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
         SamplePrediction,
         predict_sample_instants,
     )
-    from fingrav_native.method._pipeline import ATTRIBUTIONS, SensorResolutionWarning, stitch_logs
+    from fingrav_native.method._pipeline import ATTRIBUTIONS, LogQualityWarning, SensorResolutionWarning, stitch_logs
     from fingrav_native.method._results import (
         LOG_DTYPE,
         CampaignTimeline,
@@ -76,6 +76,7 @@ _WHERE = {
     "LOG_DTYPE": "_results",
     "LocalAgreement": "_agreement",
     "LogAssignment": "_align",
+    "LogQualityWarning": "_pipeline",
     "NoLogsInExecutionsError": "_align",
     "PHASES": "_phase",
     "PhaseSteerer": "_phase",

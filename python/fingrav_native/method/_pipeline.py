@@ -47,6 +47,95 @@ class SensorResolutionWarning(UserWarning):
     """The sensor cannot resolve what was asked (window much longer than the kernel, too few window edges)."""
 
 
+class LogQualityWarning(UserWarning):
+    """The logs are not independent measurements of a varying power (logs given twice, one value throughout)."""
+
+
+#: The least share of the executions' time span the logs must cover (on host time) to be taken as logs of them.
+MIN_LOG_COVER = 0.1
+
+
+def _count_once(samples: np.ndarray, label: str) -> np.ndarray:
+    """``samples`` with every log that repeats an earlier one (same stamp, same values) left out, said in a warning.
+
+    A log counted twice is not a second measurement: it halves the variance the intervals assume, so the
+    same array concatenated would narrow every interval by sqrt(2) or more while measuring nothing new.
+    """
+    raw = np.ascontiguousarray(samples)
+    key = raw.view(np.dtype((np.void, raw.dtype.itemsize)))
+    _, first = np.unique(key, return_index=True)
+    repeats = len(samples) - len(first)
+    if repeats == 0:
+        return samples
+    warnings.warn(f"{label}: samples: {repeats} of {len(samples)} logs repeat an earlier log's source_ts and values "
+                  "(logs given twice, or a reader polling faster than the sensor updates); each is counted once",
+                  LogQualityWarning, stacklevel=3)
+    return samples[np.sort(first)]
+
+
+def _warn_degenerate(samples: np.ndarray, label: str) -> None:
+    """Warn when every log's total is one value: a sensor that reports nothing is not a measurement of it."""
+    total = samples["total"]
+    lo, hi = float(np.min(total)), float(np.max(total))
+    if lo != hi or len(samples) < 2:
+        return
+    what = "zero" if hi == 0 else f"{hi:g} W"
+    warnings.warn(f"{label}: samples: all {len(samples)} logs' total is {what}: a sensor that reports one value is "
+                  "not measuring the power (a counter not running, a reading cached or clamped); the profile and "
+                  "its interval (zero width) describe the logs, not the kernel", LogQualityWarning, stacklevel=3)
+
+
+def _unit_hint(ratio: float) -> str:
+    """What a span ratio (logs / executions) near a power of 1,000 suggests, or '' when it is near none."""
+    if not (ratio > 0 and math.isfinite(ratio)):
+        return ""
+    k = round(math.log10(ratio) / 3)
+    if k == 0 or abs(math.log10(ratio) - 3 * k) > 1:
+        return ""
+    return (f" (the logs span ~{ratio:.2g} x the executions' time: samples' source_ts, through logger_map, look "
+            f"1e{3 * k:+d} times the executions' ns; convert one to the other's unit)")
+
+
+def _spans(samples: np.ndarray, executions: np.ndarray, logger_map: ClockMapLike) -> tuple[np.ndarray, str, float]:
+    """The logs on host time, both time spans in words, and the ratio of the logs' span to the executions'."""
+    host = np.sort(np.asarray(logger_map.to_host(samples["source_ts"]), dtype=np.float64))
+    ex_lo, ex_hi = float(executions["start_ns"].min()), float(executions["end_ns"].max())
+    words = (f"the logs on host time (through logger_map) span {host[0]:.6g} to {host[-1]:.6g} ns, the executions "
+             f"{ex_lo:.6g} to {ex_hi:.6g} ns")
+    return host, words, (host[-1] - host[0]) / (ex_hi - ex_lo) if ex_hi > ex_lo else math.nan
+
+
+def _check_log_cover(samples: np.ndarray, executions: np.ndarray, logger_map: ClockMapLike) -> None:
+    """Refuse logs that reach far fewer runs than logs spread over the executions' time would: a unit mismatch.
+
+    Stamps in us against executions in ns put every log inside the first run or two, and the profile of
+    "200 golden runs" is then built from one. Logs spread over the executions' time reach run r with
+    probability ``1 - exp(-rate * span_r)`` (a Poisson count at their mean rate), whatever the kernel's length.
+    """
+    runs = np.unique(executions["run"])
+    if len(runs) < 2:
+        return
+    host, words, ratio = _spans(samples, executions, logger_map)
+    if not np.all(np.isfinite(host)):
+        return  # place_logs names non-finite host times
+    order = np.argsort(executions["run"], kind="stable")
+    r_sorted = executions["run"][order]
+    lo = np.minimum.reduceat(executions["start_ns"][order], np.searchsorted(r_sorted, runs)).astype(np.float64)
+    hi = np.maximum.reduceat(executions["end_ns"][order], np.searchsorted(r_sorted, runs)).astype(np.float64)
+    ex_lo, ex_hi = float(lo.min()), float(hi.max())
+    inside = int(np.searchsorted(host, ex_hi, side="right") - np.searchsorted(host, ex_lo))
+    if inside == 0 or ex_hi <= ex_lo:
+        return  # no log among the executions: placement says so
+    expected = float(np.sum(-np.expm1(-inside / (ex_hi - ex_lo) * (hi - lo))))
+    reached = int(np.count_nonzero(np.searchsorted(host, hi, side="right") > np.searchsorted(host, lo)))
+    if expected < 5 or reached * 10 >= expected:
+        return
+    raise ValueError(
+        f"samples, executions: {inside} logs lie among the executions but reach {reached} of their {len(runs)} "
+        f"runs, where logs spread over that time would reach ~{expected:.0f}: {words}; they are not on one clock or "
+        f"in one unit{_unit_hint(ratio)}; a profile from them would be built from the few runs the logs reach")
+
+
 def log_records(samples: np.ndarray, logger_map: ClockMapLike) -> np.ndarray:
     """Every power log on host time as LOG_DTYPE records (what trace export shows)."""
     logs = np.zeros(len(samples), dtype=LOG_DTYPE)
@@ -313,8 +402,32 @@ def stitch_logs(
         :class:`SensorResolutionWarning` says when the logs cannot resolve
         the resolution asked for.
 
+    Raises
+    ------
+    ValueError
+        An argument of the wrong type or range (the message names it); logs
+        that reach under a tenth of the runs that logs spread over the
+        executions' time would reach (stamps in another unit or on another
+        clock: the message gives the likely factor of 1,000).
+    NoLogsInExecutionsError
+        No log inside any golden run's execution of interest; the message
+        gives both time spans (and a likely unit factor).
+
+    Warns
+    -----
+    LogQualityWarning
+        Logs that repeat an earlier log's stamp and values (each is counted
+        once: a log given twice is not a second measurement), or a total
+        that is one value in every log (all zero: a sensor reporting
+        nothing).
+
     Notes
     -----
+    Logs repeated (same stamp, same values) are counted once; logs that
+    reach under a tenth of the runs their rate predicts (``1 - exp(-rate *
+    span)`` per run, a Poisson count) are refused as a unit or clock
+    mismatch. Then:
+
     1. Golden runs: bin the durations of each run's execution of interest
        (Section IV-B step 5).
     2. Place the logs of the golden runs (LOI/TOI, step 6).
@@ -333,13 +446,18 @@ def stitch_logs(
     >>> ex = make_executions(np.arange(50), np.zeros(50, int), np.zeros(50, int), starts, starts + 1e5)
     >>> logs = np.zeros(50, dtype=[("source_ts", "<i8"), ("total", "<f4")])
     >>> logs["source_ts"] = starts + rng.uniform(0, 1e5, 50)
-    >>> logs["total"] = 300.0
+    >>> logs["total"] = 300.0 + rng.normal(0.0, 2.0, 50)
     >>> p = stitch_logs(logs, ex, Identity(), execution_of_interest=0, margin=0.05)
     >>> len(p.lois)
     50
     """
     samples = validate_samples(samples, require_total=True)
     executions = validate_executions(executions)
+    if not isinstance(label, str):
+        raise ValueError(f"label={label!r}: must be a str")
+    samples = _count_once(samples, label)
+    _warn_degenerate(samples, label)
+    _check_log_cover(samples, executions, logger_map)
     if margin is not None:
         margin = positive_number(margin, "margin")
         if not margin < 1:
@@ -347,8 +465,6 @@ def stitch_logs(
     execution_of_interest = integer_in(execution_of_interest, "execution_of_interest", -1)
     if kernel_id is not None:
         kernel_id = integer_in(kernel_id, "kernel_id", -2**31, 2**31 - 1)
-    if not isinstance(label, str):
-        raise ValueError(f"label={label!r}: must be a str")
     if attribution not in ATTRIBUTIONS:
         raise ValueError(f"attribution={attribution!r}: must be one of {ATTRIBUTIONS}")
     model = as_sensor(sensor)
@@ -358,7 +474,12 @@ def stitch_logs(
         # The one margin policy (as profile() and profile_trace() apply it): Table I's margin
         # for the execution's duration.
         margin = guidance.margin
-    return build_execution_profile(
-        label, samples, executions, logger_map, execution_index=execution_of_interest,
-        executions_per_run=int(executions["index"].max()) + 1, margin=margin, guidance=guidance,
-        smoother=smoother, x=x, kernel_id=kernel_id, sensor=model, attribution=attribution)
+    try:
+        return build_execution_profile(
+            label, samples, executions, logger_map, execution_index=execution_of_interest,
+            executions_per_run=int(executions["index"].max()) + 1, margin=margin, guidance=guidance,
+            smoother=smoother, x=x, kernel_id=kernel_id, sensor=model, attribution=attribution)
+    except NoLogsInExecutionsError as exc:
+        # Where the logs lie tells a unit or clock mismatch from too few runs.
+        _, words, ratio = _spans(samples, executions, logger_map)
+        raise NoLogsInExecutionsError(f"{exc}; {words}{_unit_hint(ratio)}") from exc
