@@ -48,7 +48,8 @@ from fingrav_native import app, backends, clocks, files, insitu, method, multi, 
 DOCUMENTED = (ValueError, FileNotFoundError, fg.CampaignLockedError)
 #: The package's own warnings (anything else, e.g. numpy's RuntimeWarning, is an internal leaking out).
 OWN_WARNINGS = (fg.SensorResolutionWarning, fg.PhaseSteeringWarning, fg.ClockStepWarning,
-                fg.UnknownSensorWindowWarning, sensors.SplitDisagreementWarning, sensors.CounterDiscontinuityWarning)
+                fg.UnknownSensorWindowWarning, sensors.SplitDisagreementWarning, sensors.CounterDiscontinuityWarning,
+                method.LogQualityWarning)
 #: A call on a bad value that runs longer than this is a hang (an absurd count run instead of refused).
 CALL_LIMIT_S = 20
 

@@ -177,3 +177,15 @@ def test_short_runs_that_few_logs_reach_are_not_taken_for_a_unit_mismatch():
     logs["total"] = 300.0 + rng.normal(0.0, 2.0, n * 3)
     p = fg.stitch_logs(logs, ex, Identity(), execution_of_interest=0)
     assert 0 < len(np.unique(p.lois["run"])) < n // 10
+
+
+def test_silently_wrong_interval_when_one_bin_holds_every_loi_is_nan_and_says_so():
+    # Ten LOIs in the first 10 us of a 100 us execution: nothing tells what the other 90 us drew.
+    lois = np.zeros(10, dtype=LOI_DTYPE)
+    lois["toi_ns"] = np.linspace(500.0, 9_500.0, 10)
+    lois["duration_ns"] = 100_000.0
+    lois["total"] = 300.0 + np.arange(10) % 3
+    for c in ("compute", "io", "memory"):
+        lois[c] = np.nan
+    est = energy_per_execution(stitch(lois, channels=("total",), smoother=None)["total"], 100_000.0)
+    assert math.isnan(est.uncertainty_j) and "one bin" in est.note

@@ -16,9 +16,14 @@ from typing import Literal, Optional, Sequence, Union, cast
 
 import numpy as np
 
-from fingrav_native._checks import integer_in, positive_number
+from fingrav_native._checks import clock_map, integer_in, positive_number
 from fingrav_native.clocks._maps import ClockMapLike
-from fingrav_native.method._align import NoLogsInExecutionsError, place_logs, select_executions_of_interest
+from fingrav_native.method._align import (
+    NoLogsInExecutionsError,
+    _as_host_array,
+    place_logs,
+    select_executions_of_interest,
+)
 from fingrav_native.method._deconvolve import declared_windows, deconvolve, needs_deconvolution
 from fingrav_native.method._deconvolved import Deconvolution, as_stitched
 from fingrav_native.method._golden import GoldenSelection, select_golden_runs
@@ -98,7 +103,8 @@ def _unit_hint(ratio: float) -> str:
 
 def _spans(samples: np.ndarray, executions: np.ndarray, logger_map: ClockMapLike) -> tuple[np.ndarray, str, float]:
     """The logs on host time, both time spans in words, and the ratio of the logs' span to the executions'."""
-    host = np.sort(np.asarray(logger_map.to_host(samples["source_ts"]), dtype=np.float64))
+    clock_map(logger_map, "logger_map", ("to_host", "error_bound_at"))
+    host = np.sort(_as_host_array(logger_map.to_host(samples["source_ts"]), len(samples), "to_host()"))
     ex_lo, ex_hi = float(executions["start_ns"].min()), float(executions["end_ns"].max())
     words = (f"the logs on host time (through logger_map) span {host[0]:.6g} to {host[-1]:.6g} ns, the executions "
              f"{ex_lo:.6g} to {ex_hi:.6g} ns")
@@ -116,8 +122,6 @@ def _check_log_cover(samples: np.ndarray, executions: np.ndarray, logger_map: Cl
     if len(runs) < 2:
         return
     host, words, ratio = _spans(samples, executions, logger_map)
-    if not np.all(np.isfinite(host)):
-        return  # place_logs names non-finite host times
     order = np.argsort(executions["run"], kind="stable")
     r_sorted = executions["run"][order]
     lo = np.minimum.reduceat(executions["start_ns"][order], np.searchsorted(r_sorted, runs)).astype(np.float64)

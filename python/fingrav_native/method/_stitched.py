@@ -168,7 +168,8 @@ class EnergyEstimate:
     uncertainty_j : float
         Approximate half-width of its confidence interval (J), at the
         profile's confidence, widened by the bound on what interpolating
-        empty bins may miss; NaN when no bin has 2 LOIs.
+        empty bins may miss; NaN when no bin has 2 LOIs, or when one bin
+        holds every LOI and others are empty.
     duration_ns : float
         The duration integrated over.
     channel : str
@@ -331,6 +332,10 @@ def energy_per_execution(stitched_channel: StitchedChannel, duration_ns: float) 
         notes.append(f"{interp_share:.1%} of the execution has no LOI; its power was interpolated, and the "
                      f"interval adds {interp_bound * 1e3:.4g} mJ for it (the power there taken to lie between the "
                      "neighbouring bins' means; beyond the outermost LOIs, in their range)")
+    if interp_share > 0 and int(np.count_nonzero(has)) < 2:
+        # One bin's LOIs say nothing of how the power varies elsewhere: no range bounds the interpolation.
+        uncertainty = math.nan
+        notes.append("every LOI is in one bin, so nothing bounds the power of the rest: uncertainty_j is NaN")
     if dof == 0:
         notes.append("no bin has 2 LOIs, so there is no interval: uncertainty_j is NaN")
     elif pooled_share > 0:
