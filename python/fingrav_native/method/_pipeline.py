@@ -56,8 +56,8 @@ class LogQualityWarning(UserWarning):
     """The logs are not independent measurements of a varying power (logs given twice, one value throughout)."""
 
 
-#: The least share of the executions' time span the logs must cover (on host time) to be taken as logs of them.
-MIN_LOG_COVER = 0.1
+#: The least share of the runs that logs spread over the executions' time would reach, that the logs must reach.
+MIN_RUNS_REACHED = 0.1
 
 
 def _count_once(samples: np.ndarray, label: str) -> np.ndarray:
@@ -132,7 +132,7 @@ def _check_log_cover(samples: np.ndarray, executions: np.ndarray, logger_map: Cl
         return  # no log among the executions: placement says so
     expected = float(np.sum(-np.expm1(-inside / (ex_hi - ex_lo) * (hi - lo))))
     reached = int(np.count_nonzero(np.searchsorted(host, hi, side="right") > np.searchsorted(host, lo)))
-    if expected < 5 or reached * 10 >= expected:
+    if expected < 5 or reached >= MIN_RUNS_REACHED * expected:
         return
     raise ValueError(
         f"samples, executions: {inside} logs lie among the executions but reach {reached} of their {len(runs)} "
@@ -459,9 +459,6 @@ def stitch_logs(
     executions = validate_executions(executions)
     if not isinstance(label, str):
         raise ValueError(f"label={label!r}: must be a str")
-    samples = _count_once(samples, label)
-    _warn_degenerate(samples, label)
-    _check_log_cover(samples, executions, logger_map)
     if margin is not None:
         margin = positive_number(margin, "margin")
         if not margin < 1:
@@ -472,6 +469,9 @@ def stitch_logs(
     if attribution not in ATTRIBUTIONS:
         raise ValueError(f"attribution={attribution!r}: must be one of {ATTRIBUTIONS}")
     model = as_sensor(sensor)
+    samples = _count_once(samples, label)
+    _warn_degenerate(samples, label)
+    _check_log_cover(samples, executions, logger_map)
     durations = executions["end_ns"] - executions["start_ns"]
     guidance = lookup_guidance(float(np.median(durations)))
     if margin is None:
