@@ -189,3 +189,19 @@ def test_silently_wrong_interval_when_one_bin_holds_every_loi_is_nan_and_says_so
         lois[c] = np.nan
     est = energy_per_execution(stitch(lois, channels=("total",), smoother=None)["total"], 100_000.0)
     assert math.isnan(est.uncertainty_j) and "one bin" in est.note
+
+
+def test_silently_wrong_bin_intervals_from_lois_given_twice_are_counted_once_and_warned():
+    # 60 LOIs in 100 bins: most bins hold one LOI, which given twice has a standard deviation of zero.
+    rng = np.random.default_rng(7)
+    toi = rng.uniform(0.0, T_NS, 60)
+    lois = np.zeros(60, dtype=LOI_DTYPE)
+    lois["toi_ns"], lois["toi_frac"], lois["duration_ns"], lois["run"] = toi, toi / T_NS, T_NS, np.arange(60)
+    lois["total"] = power(toi / T_NS) + rng.normal(0.0, 0.5, 60)
+    for c in ("compute", "io", "memory"):
+        lois[c] = np.nan
+    once = energy_per_execution(stitch(lois, channels=("total",), smoother=None)["total"], T_NS)
+    with pytest.warns(fg.method.LogQualityWarning, match=r"lois: 60 of 120 records repeat .* counted once"):
+        twice = stitch(np.concatenate([lois, lois]), channels=("total",), smoother=None)["total"]
+    assert twice.n_lois == 60
+    assert energy_per_execution(twice, T_NS).uncertainty_j == once.uncertainty_j

@@ -18,20 +18,23 @@ import numpy as np
 
 from fingrav_native._checks import clock_map, integer_in, positive_number
 from fingrav_native.clocks._maps import ClockMapLike
-from fingrav_native.method._align import (
-    NoLogsInExecutionsError,
-    _as_host_array,
-    place_logs,
-    select_executions_of_interest,
-)
+from fingrav_native.method._align import NoLogsInExecutionsError, place_logs, select_executions_of_interest
 from fingrav_native.method._deconvolve import declared_windows, deconvolve, needs_deconvolution
 from fingrav_native.method._deconvolved import Deconvolution, as_stitched
 from fingrav_native.method._golden import GoldenSelection, select_golden_runs
 from fingrav_native.method._guidance import Guidance, lookup_guidance, target_loi_count
 from fingrav_native.method._results import LOG_DTYPE, ErrorBudget, ExecutionProfile
 from fingrav_native.method._steady import PowerMeasurement
-from fingrav_native.method._stitch import stitch
-from fingrav_native.method._stitched import EnergyEstimate, Smoother, Span, StitchedProfile, XAxis, energy_per_execution
+from fingrav_native.method._stitch import count_once, stitch
+from fingrav_native.method._stitched import (
+    EnergyEstimate,
+    LogQualityWarning,
+    Smoother,
+    Span,
+    StitchedProfile,
+    XAxis,
+    energy_per_execution,
+)
 from fingrav_native.records._layouts import LOI_DTYPE, validate_executions, validate_samples
 from fingrav_native.records._recording import Capabilities
 from fingrav_native.sensors._model import SensorModel, as_sensor
@@ -52,30 +55,8 @@ class SensorResolutionWarning(UserWarning):
     """The sensor cannot resolve what was asked (window much longer than the kernel, too few window edges)."""
 
 
-class LogQualityWarning(UserWarning):
-    """The logs are not independent measurements of a varying power (logs given twice, one value throughout)."""
-
-
 #: The least share of the runs that logs spread over the executions' time would reach, that the logs must reach.
 MIN_RUNS_REACHED = 0.1
-
-
-def _count_once(samples: np.ndarray, label: str) -> np.ndarray:
-    """``samples`` with every log that repeats an earlier one (same stamp, same values) left out, said in a warning.
-
-    A log counted twice is not a second measurement: it halves the variance the intervals assume, so the
-    same array concatenated would narrow every interval by sqrt(2) or more while measuring nothing new.
-    """
-    raw = np.ascontiguousarray(samples)
-    key = raw.view(np.dtype((np.void, raw.dtype.itemsize)))
-    _, first = np.unique(key, return_index=True)
-    repeats = len(samples) - len(first)
-    if repeats == 0:
-        return samples
-    warnings.warn(f"{label}: samples: {repeats} of {len(samples)} logs repeat an earlier log's source_ts and values "
-                  "(logs given twice, or a reader polling faster than the sensor updates); each is counted once",
-                  LogQualityWarning, stacklevel=3)
-    return samples[np.sort(first)]
 
 
 def _warn_degenerate(samples: np.ndarray, label: str) -> None:
@@ -104,7 +85,11 @@ def _unit_hint(ratio: float) -> str:
 def _spans(samples: np.ndarray, executions: np.ndarray, logger_map: ClockMapLike) -> tuple[np.ndarray, str, float]:
     """The logs on host time, both time spans in words, and the ratio of the logs' span to the executions'."""
     clock_map(logger_map, "logger_map", ("to_host", "error_bound_at"))
-    host = np.sort(_as_host_array(logger_map.to_host(samples["source_ts"]), len(samples), "to_host()"))
+    host = np.asarray(logger_map.to_host(samples["source_ts"]), dtype=np.float64)
+    if host.shape != (len(samples),) or not np.all(np.isfinite(host)):
+        raise ValueError(f"logger_map: to_host() returned shape {host.shape} with non-finite values or not one per "
+                         f"log ({len(samples)})")
+    host = np.sort(host)
     ex_lo, ex_hi = float(executions["start_ns"].min()), float(executions["end_ns"].max())
     words = (f"the logs on host time (through logger_map) span {host[0]:.6g} to {host[-1]:.6g} ns, the executions "
              f"{ex_lo:.6g} to {ex_hi:.6g} ns")
@@ -469,7 +454,7 @@ def stitch_logs(
     if attribution not in ATTRIBUTIONS:
         raise ValueError(f"attribution={attribution!r}: must be one of {ATTRIBUTIONS}")
     model = as_sensor(sensor)
-    samples = _count_once(samples, label)
+    samples = count_once(samples, "samples", label)
     _warn_degenerate(samples, label)
     _check_log_cover(samples, executions, logger_map)
     durations = executions["end_ns"] - executions["start_ns"]

@@ -24,6 +24,10 @@ from fingrav_native._checks import readonly as _readonly
 XAxis = Literal["time", "fraction"]
 
 
+class LogQualityWarning(UserWarning):
+    """The logs are not independent measurements of a varying power (logs given twice, one value throughout)."""
+
+
 #: The smooth fits :func:`~fingrav_native.method` makes (None: bins only).
 Smoother = Literal["local", "poly4"]
 
