@@ -800,7 +800,8 @@ def _entries() -> list[Entry]:
                "uncert_ns_median": Arg("num", lo=0.0, nan_ok=True), "uncert_ns_max": Arg("num", lo=0.0, nan_ok=True)}),
         Entry("method.energy_per_execution", method.energy_per_execution,
               lambda: {"stitched_channel": F.ep.stitched.channels[0], "duration_ns": F.ep.duration_ns},
-              {"stitched_channel": obj(method.StitchedChannel), "duration_ns": GT0}),
+              {"stitched_channel": obj(method.StitchedChannel), "duration_ns": GT0,
+               "duration_err_ns": Arg("num", lo=0.0, hi=86_400e9)}),  # up to a day, as the duration
         Entry("method.lookup_guidance", method.lookup_guidance, lambda: {"exec_time_ns": 1e5},
               {"exec_time_ns": Arg("nums")}),  # one timing or several
         Entry("method.target_loi_count", method.target_loi_count,

@@ -8,6 +8,7 @@ instant or :func:`finish_deconvolved` for logs that average windows).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import warnings
@@ -166,6 +167,8 @@ class PlacedRuns:
     golden: GoldenSelection
     lois: np.ndarray
     duration_ns: float
+    #: Half-width of the median duration's own error: the golden executions' start and end marker errors.
+    duration_err_ns: float = 0.0
 
 
 def place_runs(
@@ -190,7 +193,10 @@ def place_runs(
         # of interest. That is a shortfall for step 7, not an error yet.
         _log.debug("execution %d: no LOI in the %d golden runs yet (%s)", execution_index, golden.count, exc)
         lois = np.zeros(0, dtype=LOI_DTYPE)
-    return PlacedRuns(golden, lois, float(np.median(durations[golden.mask])))
+    # A probe's overhead shifts every execution's markers alike, so the duration's error does not average out
+    # over the golden runs: its bound is the markers' own, start plus end.
+    marker_err = (eoi["start_err_ns"].astype(np.float64) + eoi["end_err_ns"].astype(np.float64))[golden.mask]
+    return PlacedRuns(golden, lois, float(np.median(durations[golden.mask])), float(np.median(marker_err)))
 
 
 def finish_profile(
@@ -216,8 +222,8 @@ def finish_profile(
             f"({placed.golden.count} runs); run more runs (runs=...) or allow top-up runs")
     stitched = stitch(placed.lois, x=cast(XAxis, x), bin_width=guidance.loi_interval_ns if x == "time" else None,
                       smoother=cast(Optional[Smoother], smoother), span=cast(Span, span))
-    energy = {c.name: energy_per_execution(c, placed.duration_ns) for c in stitched.channels
-              if np.isfinite(c.mean).any()}
+    energy = {c.name: energy_per_execution(c, placed.duration_ns, duration_err_ns=placed.duration_err_ns)
+              for c in stitched.channels if np.isfinite(c.mean).any()}
     return _execution_profile(label, placed, stitched, energy, placed.duration_ns, execution_index=execution_index,
                               executions_per_run=executions_per_run, guidance=guidance, top_up_runs=top_up_runs)
 
@@ -258,15 +264,22 @@ def build_execution_profile(
     span: Span = "auto",
     sensor: Optional[SensorModel] = None,
     attribution: Attribution = "auto",
+    marker_duration_err: bool = True,
 ) -> ExecutionProfile:
     """Steps 5-8 for one execution of interest: its logs placed at an instant, or deconvolved.
 
     Deconvolved with ``attribution="deconvolve"``, or with ``"auto"`` when a
     log's window (or filter) exceeds half the resolution asked for
-    (:func:`needs_deconvolution`).
+    (:func:`needs_deconvolution`). ``marker_duration_err``: the executions'
+    start and end errors are the markers' own (a campaign's probes), so they
+    bound the duration's error and widen the energy interval; False where
+    they are mostly a clock offset common to start and end (a trace's), which
+    cancels in a duration.
     """
     placed = place_runs(samples, executions, logger_map, execution_index=execution_index, margin=margin,
                     kernel_id=kernel_id)
+    if not marker_duration_err:
+        placed = dataclasses.replace(placed, duration_err_ns=0.0)
     use_deconv = attribution == "deconvolve" or (
         attribution == "auto" and needs_deconvolution(samples, sensor, placed.duration_ns, guidance.loi_interval_ns))
     if not use_deconv:
@@ -421,7 +434,10 @@ def stitch_logs(
        (Section IV-B step 5).
     2. Place the logs of the golden runs (LOI/TOI, step 6).
     3. Stitch the LOIs per channel (step 8) and integrate energy per
-       execution over the golden bin's median duration.
+       execution over the golden bin's median duration. The executions'
+       ``start_err_ns``/``end_err_ns`` do not widen the energy's interval
+       here (a trace's are mostly a clock offset that cancels in a
+       duration); :func:`~fingrav_native.profile` adds its own markers'.
 
     Examples
     --------
@@ -467,7 +483,8 @@ def stitch_logs(
         return build_execution_profile(
             label, samples, executions, logger_map, execution_index=execution_of_interest,
             executions_per_run=int(executions["index"].max()) + 1, margin=margin, guidance=guidance,
-            smoother=smoother, x=x, kernel_id=kernel_id, sensor=model, attribution=attribution)
+            smoother=smoother, x=x, kernel_id=kernel_id, sensor=model, attribution=attribution,
+            marker_duration_err=False)
     except NoLogsInExecutionsError as exc:
         # Where the logs lie tells a unit or clock mismatch from too few runs.
         _, words, ratio = _spans(samples, executions, logger_map)

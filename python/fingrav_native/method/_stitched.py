@@ -17,7 +17,7 @@ from typing import Iterator, Literal, Optional, Union
 import numpy as np
 import scipy.stats
 
-from fingrav_native._checks import positive_number
+from fingrav_native._checks import positive_number, real_number
 from fingrav_native._checks import readonly as _readonly
 
 #: Where a profile places an LOI: ns from its execution's start, or a fraction of the execution's duration.
@@ -228,7 +228,8 @@ def _interpolation_bound(power: np.ndarray, has: np.ndarray) -> np.ndarray:
     return np.where(has, 0.0, np.maximum(power - lo, hi - power))
 
 
-def energy_per_execution(stitched_channel: StitchedChannel, duration_ns: float) -> EnergyEstimate:
+def energy_per_execution(stitched_channel: StitchedChannel, duration_ns: float, *,
+                         duration_err_ns: float = 0.0) -> EnergyEstimate:
     """Integrate a stitched channel's binned mean power over one execution.
 
     Parameters
@@ -237,6 +238,10 @@ def energy_per_execution(stitched_channel: StitchedChannel, duration_ns: float) 
         One channel of :func:`~fingrav_native.method`'s result (watts).
     duration_ns : float
         The execution's duration (ns), e.g. the golden bin's centre.
+    duration_err_ns : float
+        Half-width of that duration's own error (ns, 0 to a day): the
+        execution markers' start plus end error. Default 0 (a duration
+        known exactly).
 
     Returns
     -------
@@ -269,9 +274,10 @@ def energy_per_execution(stitched_channel: StitchedChannel, duration_ns: float) 
     4. ``energy = sum(P_b * L_b)`` and ``uncertainty = sqrt(sum((h_b *
        L_b)**2)) + sum(b_b * L_b)`` over segment lengths ``L_b`` (bins are
        independent samples; an interpolation's error has one sign across
-       a gap, so its bound adds linearly), converted from W*ns to J. It
-       leaves out the TOI placement budget, the logger's own error and a
-       bump that no LOI touches. Coverage is measured, not assumed:
+       a gap, so its bound adds linearly), plus ``max|P| *
+       duration_err_ns`` (the markers' error, the same in every run),
+       converted from W*ns to J. It leaves out the logger's own error and
+       a bump that no LOI touches. Coverage is measured, not assumed:
        ``tests/method/test_interval_coverage.py`` (closed-form curves, LOIs
        at random phases, most of the execution interpolated or none).
 
@@ -295,6 +301,7 @@ def energy_per_execution(stitched_channel: StitchedChannel, duration_ns: float) 
         )
     # An execution of more than a day is no kernel's (and its energy would overflow).
     dur = positive_number(duration_ns, "duration_ns", upper=MAX_DURATION_NS)
+    dur_err = real_number(duration_err_ns, "duration_err_ns", low=0.0, high=MAX_DURATION_NS)
     ch = stitched_channel
     edges = np.asarray(ch.bin_edges, dtype=np.float64) * (dur if ch.x == "fraction" else 1.0)
     count = np.asarray(ch.count, dtype=np.int64)
@@ -328,7 +335,10 @@ def energy_per_execution(stitched_channel: StitchedChannel, duration_ns: float) 
     interp_bound = float(np.sum(_interpolation_bound(power, has) * length)) * 1e-9
     # The statistical half-width covers the noise of the bin means; what interpolation misses is a bias
     # (the same sign across a gap), so its bound adds to the interval, not in quadrature.
-    uncertainty = float(np.sqrt(np.sum((half * length) ** 2))) * 1e-9 + interp_bound
+    # A duration too long or too short by the markers' error adds or drops that much of the execution's power;
+    # the error is the same in every golden run, so it adds linearly too.
+    duration_bound = float(np.max(np.abs(power[length > 0]))) * dur_err * 1e-9
+    uncertainty = float(np.sqrt(np.sum((half * length) ** 2))) * 1e-9 + interp_bound + duration_bound
     interp_share = float(np.sum(length[~has]) / dur)
     pooled_share = float(np.sum(length[pooled & (length > 0)]) / dur)
     notes = []
@@ -336,6 +346,9 @@ def energy_per_execution(stitched_channel: StitchedChannel, duration_ns: float) 
         notes.append(f"{interp_share:.1%} of the execution has no LOI; its power was interpolated, and the "
                      f"interval adds {interp_bound * 1e3:.4g} mJ for it (the power there taken to lie between the "
                      "neighbouring bins' means; beyond the outermost LOIs, in their range)")
+    if duration_bound > 0:
+        notes.append(f"the interval adds {duration_bound * 1e3:.4g} mJ for the duration's marker error "
+                     f"(+-{dur_err:.4g} ns)")
     if interp_share > 0 and int(np.count_nonzero(has)) < 2:
         # One bin's LOIs say nothing of how the power varies elsewhere: no range bounds the interpolation.
         uncertainty = math.nan
