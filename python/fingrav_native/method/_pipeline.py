@@ -32,6 +32,7 @@ from fingrav_native.method._stitched import (
     LogQualityWarning,
     Smoother,
     Span,
+    StitchedChannel,
     StitchedProfile,
     XAxis,
     energy_per_execution,
@@ -325,11 +326,25 @@ def finish_deconvolved(
     unc = placed.lois["uncert_ns"] if len(placed.lois) else np.zeros(1)
     stitched, energy = as_stitched(dec, x=cast(XAxis, x), uncert_ns_median=float(np.median(unc)),
                                    uncert_ns_max=float(np.max(unc)))
+    if placed.duration_err_ns > 0:
+        energy = {name: _with_duration_err(e, stitched[name], placed.duration_err_ns) for name, e in energy.items()}
     for w in dec.warnings:
         warnings.warn(f"{label}: {w}", SensorResolutionWarning, stacklevel=3)
     return _execution_profile(label, placed, stitched, energy, dec.duration_ns, execution_index=execution_index,
                               executions_per_run=executions_per_run, guidance=guidance, top_up_runs=top_up_runs,
                               deconvolution=dec)
+
+
+def _with_duration_err(est: EnergyEstimate, channel: StitchedChannel, err_ns: float) -> EnergyEstimate:
+    """``est`` with the interval widened by what the duration's marker error can add or drop (as
+    :func:`energy_per_execution` does for binned curves): the curve's largest power times the error."""
+    curve = np.abs(np.asarray(channel.mean, dtype=np.float64))
+    if not np.isfinite(curve).any():
+        return est
+    bound = float(np.nanmax(curve)) * err_ns * 1e-9
+    note = f"the interval adds {bound * 1e3:.4g} mJ for the duration's marker error (+-{err_ns:.4g} ns)"
+    return dataclasses.replace(est, uncertainty_j=est.uncertainty_j + bound,
+                               note="; ".join(n for n in (est.note, note) if n))
 
 
 def error_budget(lois_list: Sequence[np.ndarray], executions: np.ndarray, logger_map: ClockMapLike,
