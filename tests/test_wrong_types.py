@@ -48,7 +48,8 @@ from fingrav_native import _core, app, backends, clocks, files, insitu, method, 
 DOCUMENTED = (ValueError, FileNotFoundError, fg.CampaignLockedError)
 #: The package's own warnings (anything else, e.g. numpy's RuntimeWarning, is an internal leaking out).
 OWN_WARNINGS = (fg.SensorResolutionWarning, fg.PhaseSteeringWarning, fg.ClockStepWarning,
-                fg.UnknownSensorWindowWarning, sensors.SplitDisagreementWarning, sensors.CounterDiscontinuityWarning)
+                fg.UnknownSensorWindowWarning, sensors.SplitDisagreementWarning, sensors.CounterDiscontinuityWarning,
+                method.LogQualityWarning)
 #: A call on a bad value that runs longer than this is a hang (an absurd count run instead of refused).
 CALL_LIMIT_S = 20
 
@@ -804,7 +805,8 @@ def _entries() -> list[Entry]:
                "uncert_ns_median": Arg("num", lo=0.0, nan_ok=True), "uncert_ns_max": Arg("num", lo=0.0, nan_ok=True)}),
         Entry("method.energy_per_execution", method.energy_per_execution,
               lambda: {"stitched_channel": F.ep.stitched.channels[0], "duration_ns": F.ep.duration_ns},
-              {"stitched_channel": obj(method.StitchedChannel), "duration_ns": GT0}),
+              {"stitched_channel": obj(method.StitchedChannel), "duration_ns": GT0,
+               "duration_err_ns": Arg("num", lo=0.0, hi=86_400e9)}),  # up to a day, as the duration
         Entry("method.lookup_guidance", method.lookup_guidance, lambda: {"exec_time_ns": 1e5},
               {"exec_time_ns": Arg("nums")}),  # one timing or several
         Entry("method.target_loi_count", method.target_loi_count,

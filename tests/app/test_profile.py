@@ -116,6 +116,7 @@ def test_stitch_logs_refuses_bad_input() -> None:
     ex = make_executions([0, 1], [0, 0], [0, 0], [0.0, 1e7], [1e5, 1e7 + 1e5])
     logs = np.zeros(2, dtype=[("source_ts", "<i8"), ("total", "<f4")])
     logs["source_ts"] = [5e7, 6e7]  # after every execution
+    logs["total"] = [300.0, 310.0]  # two readings: one value throughout is warned of
 
     class Identity:
         def to_host(self, t):

@@ -176,7 +176,7 @@ def _campaign(n_runs=60, power=300.0):
     logs = np.zeros(n_runs, dtype=[("source_ts", "<i8"), ("total", "<f4"), ("compute", "<f4")])
     rng = np.random.default_rng(0)
     logs["source_ts"] = starts + rng.integers(0, 100_000, n_runs)
-    logs["total"] = power
+    logs["total"] = power + rng.normal(0.0, 1.0, n_runs)  # a sensor that reads one value throughout is warned of
     logs["compute"] = np.nan  # a channel the backend does not report
     return logs, ex
 

@@ -54,7 +54,13 @@ if TYPE_CHECKING:
         find_ssp_executions,
     )
     from fingrav_native.method._stitch import stitch
-    from fingrav_native.method._stitched import EnergyEstimate, StitchedChannel, StitchedProfile, energy_per_execution
+    from fingrav_native.method._stitched import (
+        EnergyEstimate,
+        LogQualityWarning,
+        StitchedChannel,
+        StitchedProfile,
+        energy_per_execution,
+    )
     from fingrav_native.method._whole_run import WholeRunView, whole_run_view
 
 # Each public name -> the private module that defines it. Loaded on first use (PEP 562, as scipy
@@ -76,6 +82,7 @@ _WHERE = {
     "LOG_DTYPE": "_results",
     "LocalAgreement": "_agreement",
     "LogAssignment": "_align",
+    "LogQualityWarning": "_stitched",
     "NoLogsInExecutionsError": "_align",
     "PHASES": "_phase",
     "PhaseSteerer": "_phase",

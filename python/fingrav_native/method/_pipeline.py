@@ -8,6 +8,7 @@ instant or :func:`finish_deconvolved` for logs that average windows).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import warnings
@@ -16,7 +17,7 @@ from typing import Literal, Optional, Sequence, Union, cast
 
 import numpy as np
 
-from fingrav_native._checks import integer_in, positive_number
+from fingrav_native._checks import clock_map, integer_in, positive_number
 from fingrav_native.clocks._maps import ClockMapLike
 from fingrav_native.method._align import NoLogsInExecutionsError, place_logs, select_executions_of_interest
 from fingrav_native.method._deconvolve import declared_windows, deconvolve, needs_deconvolution
@@ -25,8 +26,17 @@ from fingrav_native.method._golden import GoldenSelection, select_golden_runs
 from fingrav_native.method._guidance import Guidance, lookup_guidance, target_loi_count
 from fingrav_native.method._results import LOG_DTYPE, ErrorBudget, ExecutionProfile
 from fingrav_native.method._steady import PowerMeasurement
-from fingrav_native.method._stitch import stitch
-from fingrav_native.method._stitched import EnergyEstimate, Smoother, Span, StitchedProfile, XAxis, energy_per_execution
+from fingrav_native.method._stitch import count_once, stitch
+from fingrav_native.method._stitched import (
+    EnergyEstimate,
+    LogQualityWarning,
+    Smoother,
+    Span,
+    StitchedChannel,
+    StitchedProfile,
+    XAxis,
+    energy_per_execution,
+)
 from fingrav_native.records._layouts import LOI_DTYPE, validate_executions, validate_samples
 from fingrav_native.records._recording import Capabilities
 from fingrav_native.sensors._model import SensorModel, as_sensor
@@ -45,6 +55,76 @@ ATTRIBUTIONS: tuple[Attribution, ...] = ("auto", "instant", "deconvolve")
 
 class SensorResolutionWarning(UserWarning):
     """The sensor cannot resolve what was asked (window much longer than the kernel, too few window edges)."""
+
+
+#: The least share of the runs that logs spread over the executions' time would reach, that the logs must reach.
+MIN_RUNS_REACHED = 0.1
+
+
+def _warn_degenerate(samples: np.ndarray, label: str) -> None:
+    """Warn when every log's total is one value: a sensor that reports nothing is not a measurement of it."""
+    total = samples["total"]
+    lo, hi = float(np.min(total)), float(np.max(total))
+    if lo != hi or len(samples) < 2:
+        return
+    what = "zero" if hi == 0 else f"{hi:g} W"
+    warnings.warn(f"{label}: samples: all {len(samples)} logs' total is {what}: a sensor that reports one value is "
+                  "not measuring the power (a counter not running, a reading cached or clamped); the profile and "
+                  "its interval (zero width) describe the logs, not the kernel", LogQualityWarning, stacklevel=3)
+
+
+def _unit_hint(ratio: float) -> str:
+    """What a span ratio (logs / executions) near a power of 1,000 suggests, or '' when it is near none."""
+    if not (ratio > 0 and math.isfinite(ratio)):
+        return ""
+    k = round(math.log10(ratio) / 3)
+    if k == 0 or abs(math.log10(ratio) - 3 * k) > 1:
+        return ""
+    return (f" (the logs span ~{ratio:.2g} x the executions' time: samples' source_ts, through logger_map, look "
+            f"1e{3 * k:+d} times the executions' ns; convert one to the other's unit)")
+
+
+def _spans(samples: np.ndarray, executions: np.ndarray, logger_map: ClockMapLike) -> tuple[np.ndarray, str, float]:
+    """The logs on host time, both time spans in words, and the ratio of the logs' span to the executions'."""
+    clock_map(logger_map, "logger_map", ("to_host", "error_bound_at"))
+    host = np.asarray(logger_map.to_host(samples["source_ts"]), dtype=np.float64)
+    if host.shape != (len(samples),) or not np.all(np.isfinite(host)):
+        raise ValueError(f"logger_map: to_host() returned shape {host.shape} with non-finite values or not one per "
+                         f"log ({len(samples)})")
+    host = np.sort(host)
+    ex_lo, ex_hi = float(executions["start_ns"].min()), float(executions["end_ns"].max())
+    words = (f"the logs on host time (through logger_map) span {host[0]:.6g} to {host[-1]:.6g} ns, the executions "
+             f"{ex_lo:.6g} to {ex_hi:.6g} ns")
+    return host, words, (host[-1] - host[0]) / (ex_hi - ex_lo) if ex_hi > ex_lo else math.nan
+
+
+def _check_log_cover(samples: np.ndarray, executions: np.ndarray, logger_map: ClockMapLike) -> None:
+    """Refuse logs that reach far fewer runs than logs spread over the executions' time would: a unit mismatch.
+
+    Stamps in us against executions in ns put every log inside the first run or two, and the profile of
+    "200 golden runs" is then built from one. Logs spread over the executions' time reach run r with
+    probability ``1 - exp(-rate * span_r)`` (a Poisson count at their mean rate), whatever the kernel's length.
+    """
+    runs = np.unique(executions["run"])
+    if len(runs) < 2:
+        return
+    host, words, ratio = _spans(samples, executions, logger_map)
+    order = np.argsort(executions["run"], kind="stable")
+    r_sorted = executions["run"][order]
+    lo = np.minimum.reduceat(executions["start_ns"][order], np.searchsorted(r_sorted, runs)).astype(np.float64)
+    hi = np.maximum.reduceat(executions["end_ns"][order], np.searchsorted(r_sorted, runs)).astype(np.float64)
+    ex_lo, ex_hi = float(lo.min()), float(hi.max())
+    inside = int(np.searchsorted(host, ex_hi, side="right") - np.searchsorted(host, ex_lo))
+    if inside == 0 or ex_hi <= ex_lo:
+        return  # no log among the executions: placement says so
+    expected = float(np.sum(-np.expm1(-inside / (ex_hi - ex_lo) * (hi - lo))))
+    reached = int(np.count_nonzero(np.searchsorted(host, hi, side="right") > np.searchsorted(host, lo)))
+    if expected < 5 or reached >= MIN_RUNS_REACHED * expected:
+        return
+    raise ValueError(
+        f"samples, executions: {inside} logs lie among the executions but reach {reached} of their {len(runs)} "
+        f"runs, where logs spread over that time would reach ~{expected:.0f}: {words}; they are not on one clock or "
+        f"in one unit{_unit_hint(ratio)}; a profile from them would be built from the few runs the logs reach")
 
 
 def log_records(samples: np.ndarray, logger_map: ClockMapLike) -> np.ndarray:
@@ -88,6 +168,8 @@ class PlacedRuns:
     golden: GoldenSelection
     lois: np.ndarray
     duration_ns: float
+    #: Half-width of the median duration's own error: the golden executions' start and end marker errors.
+    duration_err_ns: float = 0.0
 
 
 def place_runs(
@@ -112,7 +194,10 @@ def place_runs(
         # of interest. That is a shortfall for step 7, not an error yet.
         _log.debug("execution %d: no LOI in the %d golden runs yet (%s)", execution_index, golden.count, exc)
         lois = np.zeros(0, dtype=LOI_DTYPE)
-    return PlacedRuns(golden, lois, float(np.median(durations[golden.mask])))
+    # A probe's overhead shifts every execution's markers alike, so the duration's error does not average out
+    # over the golden runs: its bound is the markers' own, start plus end.
+    marker_err = (eoi["start_err_ns"].astype(np.float64) + eoi["end_err_ns"].astype(np.float64))[golden.mask]
+    return PlacedRuns(golden, lois, float(np.median(durations[golden.mask])), float(np.median(marker_err)))
 
 
 def finish_profile(
@@ -138,8 +223,8 @@ def finish_profile(
             f"({placed.golden.count} runs); run more runs (runs=...) or allow top-up runs")
     stitched = stitch(placed.lois, x=cast(XAxis, x), bin_width=guidance.loi_interval_ns if x == "time" else None,
                       smoother=cast(Optional[Smoother], smoother), span=cast(Span, span))
-    energy = {c.name: energy_per_execution(c, placed.duration_ns) for c in stitched.channels
-              if np.isfinite(c.mean).any()}
+    energy = {c.name: energy_per_execution(c, placed.duration_ns, duration_err_ns=placed.duration_err_ns)
+              for c in stitched.channels if np.isfinite(c.mean).any()}
     return _execution_profile(label, placed, stitched, energy, placed.duration_ns, execution_index=execution_index,
                               executions_per_run=executions_per_run, guidance=guidance, top_up_runs=top_up_runs)
 
@@ -180,15 +265,22 @@ def build_execution_profile(
     span: Span = "auto",
     sensor: Optional[SensorModel] = None,
     attribution: Attribution = "auto",
+    marker_duration_err: bool = True,
 ) -> ExecutionProfile:
     """Steps 5-8 for one execution of interest: its logs placed at an instant, or deconvolved.
 
     Deconvolved with ``attribution="deconvolve"``, or with ``"auto"`` when a
     log's window (or filter) exceeds half the resolution asked for
-    (:func:`needs_deconvolution`).
+    (:func:`needs_deconvolution`). ``marker_duration_err``: the executions'
+    start and end errors are the markers' own (a campaign's probes), so they
+    bound the duration's error and widen the energy interval; False where
+    they are mostly a clock offset common to start and end (a trace's), which
+    cancels in a duration.
     """
     placed = place_runs(samples, executions, logger_map, execution_index=execution_index, margin=margin,
                     kernel_id=kernel_id)
+    if not marker_duration_err:
+        placed = dataclasses.replace(placed, duration_err_ns=0.0)
     use_deconv = attribution == "deconvolve" or (
         attribution == "auto" and needs_deconvolution(samples, sensor, placed.duration_ns, guidance.loi_interval_ns))
     if not use_deconv:
@@ -234,11 +326,25 @@ def finish_deconvolved(
     unc = placed.lois["uncert_ns"] if len(placed.lois) else np.zeros(1)
     stitched, energy = as_stitched(dec, x=cast(XAxis, x), uncert_ns_median=float(np.median(unc)),
                                    uncert_ns_max=float(np.max(unc)))
+    if placed.duration_err_ns > 0:
+        energy = {name: _with_duration_err(e, stitched[name], placed.duration_err_ns) for name, e in energy.items()}
     for w in dec.warnings:
         warnings.warn(f"{label}: {w}", SensorResolutionWarning, stacklevel=3)
     return _execution_profile(label, placed, stitched, energy, dec.duration_ns, execution_index=execution_index,
                               executions_per_run=executions_per_run, guidance=guidance, top_up_runs=top_up_runs,
                               deconvolution=dec)
+
+
+def _with_duration_err(est: EnergyEstimate, channel: StitchedChannel, err_ns: float) -> EnergyEstimate:
+    """``est`` with the interval widened by what the duration's marker error can add or drop (as
+    :func:`energy_per_execution` does for binned curves): the curve's largest power times the error."""
+    curve = np.abs(np.asarray(channel.mean, dtype=np.float64))
+    if not np.isfinite(curve).any():
+        return est
+    bound = float(np.nanmax(curve)) * err_ns * 1e-9
+    note = f"the interval adds {bound * 1e3:.4g} mJ for the duration's marker error (+-{err_ns:.4g} ns)"
+    return dataclasses.replace(est, uncertainty_j=est.uncertainty_j + bound,
+                               note="; ".join(n for n in (est.note, note) if n))
 
 
 def error_budget(lois_list: Sequence[np.ndarray], executions: np.ndarray, logger_map: ClockMapLike,
@@ -313,13 +419,40 @@ def stitch_logs(
         :class:`SensorResolutionWarning` says when the logs cannot resolve
         the resolution asked for.
 
+    Raises
+    ------
+    ValueError
+        An argument of the wrong type or range (the message names it); logs
+        that reach under a tenth of the runs that logs spread over the
+        executions' time would reach (stamps in another unit or on another
+        clock: the message gives the likely factor of 1,000).
+    NoLogsInExecutionsError
+        No log inside any golden run's execution of interest; the message
+        gives both time spans (and a likely unit factor).
+
+    Warns
+    -----
+    LogQualityWarning
+        Logs that repeat an earlier log's stamp and values (each is counted
+        once: a log given twice is not a second measurement), or a total
+        that is one value in every log (all zero: a sensor reporting
+        nothing).
+
     Notes
     -----
+    Logs repeated (same stamp, same values) are counted once; logs that
+    reach under a tenth of the runs their rate predicts (``1 - exp(-rate *
+    span)`` per run, a Poisson count) are refused as a unit or clock
+    mismatch. Then:
+
     1. Golden runs: bin the durations of each run's execution of interest
        (Section IV-B step 5).
     2. Place the logs of the golden runs (LOI/TOI, step 6).
     3. Stitch the LOIs per channel (step 8) and integrate energy per
-       execution over the golden bin's median duration.
+       execution over the golden bin's median duration. The executions'
+       ``start_err_ns``/``end_err_ns`` do not widen the energy's interval
+       here (a trace's are mostly a clock offset that cancels in a
+       duration); :func:`~fingrav_native.profile` adds its own markers'.
 
     Examples
     --------
@@ -333,13 +466,15 @@ def stitch_logs(
     >>> ex = make_executions(np.arange(50), np.zeros(50, int), np.zeros(50, int), starts, starts + 1e5)
     >>> logs = np.zeros(50, dtype=[("source_ts", "<i8"), ("total", "<f4")])
     >>> logs["source_ts"] = starts + rng.uniform(0, 1e5, 50)
-    >>> logs["total"] = 300.0
+    >>> logs["total"] = 300.0 + rng.normal(0.0, 2.0, 50)
     >>> p = stitch_logs(logs, ex, Identity(), execution_of_interest=0, margin=0.05)
     >>> len(p.lois)
     50
     """
     samples = validate_samples(samples, require_total=True)
     executions = validate_executions(executions)
+    if not isinstance(label, str):
+        raise ValueError(f"label={label!r}: must be a str")
     if margin is not None:
         margin = positive_number(margin, "margin")
         if not margin < 1:
@@ -347,18 +482,25 @@ def stitch_logs(
     execution_of_interest = integer_in(execution_of_interest, "execution_of_interest", -1)
     if kernel_id is not None:
         kernel_id = integer_in(kernel_id, "kernel_id", -2**31, 2**31 - 1)
-    if not isinstance(label, str):
-        raise ValueError(f"label={label!r}: must be a str")
     if attribution not in ATTRIBUTIONS:
         raise ValueError(f"attribution={attribution!r}: must be one of {ATTRIBUTIONS}")
     model = as_sensor(sensor)
+    samples = count_once(samples, "samples", label)
+    _warn_degenerate(samples, label)
+    _check_log_cover(samples, executions, logger_map)
     durations = executions["end_ns"] - executions["start_ns"]
     guidance = lookup_guidance(float(np.median(durations)))
     if margin is None:
         # The one margin policy (as profile() and profile_trace() apply it): Table I's margin
         # for the execution's duration.
         margin = guidance.margin
-    return build_execution_profile(
-        label, samples, executions, logger_map, execution_index=execution_of_interest,
-        executions_per_run=int(executions["index"].max()) + 1, margin=margin, guidance=guidance,
-        smoother=smoother, x=x, kernel_id=kernel_id, sensor=model, attribution=attribution)
+    try:
+        return build_execution_profile(
+            label, samples, executions, logger_map, execution_index=execution_of_interest,
+            executions_per_run=int(executions["index"].max()) + 1, margin=margin, guidance=guidance,
+            smoother=smoother, x=x, kernel_id=kernel_id, sensor=model, attribution=attribution,
+            marker_duration_err=False)
+    except NoLogsInExecutionsError as exc:
+        # Where the logs lie tells a unit or clock mismatch from too few runs.
+        _, words, ratio = _spans(samples, executions, logger_map)
+        raise NoLogsInExecutionsError(f"{exc}; {words}{_unit_hint(ratio)}") from exc

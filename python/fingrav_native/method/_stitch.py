@@ -25,6 +25,7 @@ Examples
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass
 from typing import Optional, Sequence
 
@@ -39,7 +40,14 @@ from fingrav_native.method._guidance import lookup_guidance
 # MIN_WINDOW is re-exported: it is the floor of stitch's span="auto" (its docstring names it).
 from fingrav_native.method._smoothers import MIN_WINDOW as MIN_WINDOW
 from fingrav_native.method._smoothers import SmoothFit, auto_windows, local_fit, poly_fit
-from fingrav_native.method._stitched import Smoother, Span, StitchedChannel, StitchedProfile, XAxis
+from fingrav_native.method._stitched import (
+    LogQualityWarning,
+    Smoother,
+    Span,
+    StitchedChannel,
+    StitchedProfile,
+    XAxis,
+)
 from fingrav_native.records._layouts import check_channels
 
 _SMOOTHERS = ("local", "poly4", None)
@@ -70,6 +78,26 @@ def _check_lois(lois: np.ndarray, x: XAxis, weighted: bool) -> str:
     # The values stitched are power: a NaN total, an infinite, negative or absurd value is refused here too.
     check_channels(lois, "lois")
     return pos_field
+
+
+def count_once(records: np.ndarray, name: str, label: str = "", stacklevel: int = 3) -> np.ndarray:
+    """``records`` with every record that repeats an earlier one byte for byte left out, said in a warning.
+
+    A log counted twice is not a second measurement: each copy halves the variance the intervals assume,
+    and a bin's single LOI given twice has a standard deviation of zero, so the same array concatenated
+    would narrow the intervals many times over while measuring nothing new.
+    """
+    raw = np.ascontiguousarray(records)
+    key = raw.view(np.dtype((np.void, raw.dtype.itemsize)))
+    _, first = np.unique(key, return_index=True)
+    repeats = len(records) - len(first)
+    if repeats == 0:
+        return records
+    what = "logs repeat an earlier log's source_ts and values" if name == "samples" else "records repeat an earlier one"
+    warnings.warn(f"{label + ': ' if label else ''}{name}: {repeats} of {len(records)} {what} (logs given twice, "
+                  "or a reader polling faster than the sensor updates); each is counted once",
+                  LogQualityWarning, stacklevel=stacklevel)
+    return records[np.sort(first)]
 
 
 def _check_channels(lois: np.ndarray, channels: Sequence[str]) -> None:
@@ -289,6 +317,12 @@ def stitch(
         ``confidence``, ``span`` or ``grid_points`` invalid (the message
         names it); ``weighted`` with non-positive uncertainties.
 
+    Warns
+    -----
+    LogQualityWarning
+        LOIs that repeat an earlier LOI field for field; each is counted
+        once (a log given twice is not a second measurement).
+
     Notes
     -----
     Paper Section IV-B step 8 and Section V-B:
@@ -352,6 +386,7 @@ def stitch(
     """
     weighted = flag(weighted, "weighted")
     pos_field = _check_lois(lois, x, weighted)
+    lois = count_once(lois, "lois")
     _check_channels(lois, channels)
     conf, sp = check_stitch_options(smoother, confidence, span, grid_points)
     pos, duration = _positions(lois, pos_field)

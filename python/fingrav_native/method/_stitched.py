@@ -17,11 +17,15 @@ from typing import Iterator, Literal, Optional, Union
 import numpy as np
 import scipy.stats
 
-from fingrav_native._checks import positive_number
+from fingrav_native._checks import positive_number, real_number
 from fingrav_native._checks import readonly as _readonly
 
 #: Where a profile places an LOI: ns from its execution's start, or a fraction of the execution's duration.
 XAxis = Literal["time", "fraction"]
+
+
+class LogQualityWarning(UserWarning):
+    """The logs are not independent measurements of a varying power (logs given twice, one value throughout)."""
 
 
 #: The smooth fits :func:`~fingrav_native.method` makes (None: bins only).
@@ -167,7 +171,9 @@ class EnergyEstimate:
         Energy of the execution (J).
     uncertainty_j : float
         Approximate half-width of its confidence interval (J), at the
-        profile's confidence; NaN when no bin has 2 LOIs.
+        profile's confidence, widened by the bound on what interpolating
+        empty bins may miss; NaN when no bin has 2 LOIs, or when one bin
+        holds every LOI and others are empty.
     duration_ns : float
         The duration integrated over.
     channel : str
@@ -202,7 +208,28 @@ class EnergyEstimate:
 MAX_DURATION_NS = 86_400e9
 
 
-def energy_per_execution(stitched_channel: StitchedChannel, duration_ns: float) -> EnergyEstimate:
+def _interpolation_bound(power: np.ndarray, has: np.ndarray) -> np.ndarray:
+    """Per segment, the most an interpolated power can be off (W): 0 where a bin has LOIs.
+
+    Between two bins with LOIs the power is taken to stay within their means (a monotone stretch: a step or
+    a ramp anywhere in the gap); beyond the outermost bins with LOIs, within the range of every bin's mean.
+    A bump that no LOI touches is outside any bound the LOIs can give.
+    """
+    idx = np.flatnonzero(has)
+    seg = np.arange(len(power))
+    # Nearest bin with LOIs on each side of every segment (-1 / len(idx): none that side).
+    right = np.searchsorted(idx, seg)
+    left = right - 1
+    inner = (left >= 0) & (right < len(idx))
+    a = power[idx[np.clip(left, 0, len(idx) - 1)]]
+    b = power[idx[np.clip(right, 0, len(idx) - 1)]]
+    lo = np.where(inner, np.minimum(a, b), float(np.min(power[idx])))
+    hi = np.where(inner, np.maximum(a, b), float(np.max(power[idx])))
+    return np.where(has, 0.0, np.maximum(power - lo, hi - power))
+
+
+def energy_per_execution(stitched_channel: StitchedChannel, duration_ns: float, *,
+                         duration_err_ns: float = 0.0) -> EnergyEstimate:
     """Integrate a stitched channel's binned mean power over one execution.
 
     Parameters
@@ -211,6 +238,10 @@ def energy_per_execution(stitched_channel: StitchedChannel, duration_ns: float) 
         One channel of :func:`~fingrav_native.method`'s result (watts).
     duration_ns : float
         The execution's duration (ns), e.g. the golden bin's centre.
+    duration_err_ns : float
+        Half-width of that duration's own error (ns, 0 to a day): the
+        execution markers' start plus end error. Default 0 (a duration
+        known exactly).
 
     Returns
     -------
@@ -231,14 +262,24 @@ def energy_per_execution(stitched_channel: StitchedChannel, duration_ns: float) 
     2. Each segment's power is its bin's mean; an empty bin's is
        interpolated linearly between the nearest non-empty bin centres
        (held constant beyond the outermost ones), and its share reported.
+       What interpolation may miss is bounded by taking the power of an
+       empty bin to lie between the means of the bins with LOIs either
+       side of it (a step or a ramp anywhere in the gap), and beyond the
+       outermost ones within the range of all bins' means: per segment,
+       ``b = max(P - lo, hi - P)``.
     3. Each segment's interval half-width is its bin's (``(ci_high -
        ci_low) / 2``); for bins with fewer than 2 LOIs, ``t * s_p /
        sqrt(max(n, 1))`` with ``s_p`` the standard deviation pooled over
        the bins with 2 or more (``t`` at the pooled degrees of freedom).
     4. ``energy = sum(P_b * L_b)`` and ``uncertainty = sqrt(sum((h_b *
-       L_b)**2))`` over segment lengths ``L_b`` (bins are independent
-       samples), converted from W*ns to J. The uncertainty is statistical:
-       it leaves out the TOI placement budget and the logger's own error.
+       L_b)**2)) + sum(b_b * L_b)`` over segment lengths ``L_b`` (bins are
+       independent samples; an interpolation's error has one sign across
+       a gap, so its bound adds linearly), plus ``max|P| *
+       duration_err_ns`` (the markers' error, the same in every run),
+       converted from W*ns to J. It leaves out the logger's own error and
+       a bump that no LOI touches. Coverage is measured, not assumed:
+       ``tests/method/test_interval_coverage.py`` (closed-form curves, LOIs
+       at random phases, most of the execution interpolated or none).
 
     Examples
     --------
@@ -260,6 +301,7 @@ def energy_per_execution(stitched_channel: StitchedChannel, duration_ns: float) 
         )
     # An execution of more than a day is no kernel's (and its energy would overflow).
     dur = positive_number(duration_ns, "duration_ns", upper=MAX_DURATION_NS)
+    dur_err = real_number(duration_err_ns, "duration_err_ns", low=0.0, high=MAX_DURATION_NS)
     ch = stitched_channel
     edges = np.asarray(ch.bin_edges, dtype=np.float64) * (dur if ch.x == "fraction" else 1.0)
     count = np.asarray(ch.count, dtype=np.int64)
@@ -290,12 +332,27 @@ def energy_per_execution(stitched_channel: StitchedChannel, duration_ns: float) 
     else:
         half = np.full(count.shape, np.nan)
     energy = float(np.sum(power * length)) * 1e-9
-    uncertainty = float(np.sqrt(np.sum((half * length) ** 2))) * 1e-9
+    interp_bound = float(np.sum(_interpolation_bound(power, has) * length)) * 1e-9
+    # The statistical half-width covers the noise of the bin means; what interpolation misses is a bias
+    # (the same sign across a gap), so its bound adds to the interval, not in quadrature.
+    # A duration too long or too short by the markers' error adds or drops that much of the execution's power;
+    # the error is the same in every golden run, so it adds linearly too.
+    duration_bound = float(np.max(np.abs(power[length > 0]))) * dur_err * 1e-9
+    uncertainty = float(np.sqrt(np.sum((half * length) ** 2))) * 1e-9 + interp_bound + duration_bound
     interp_share = float(np.sum(length[~has]) / dur)
     pooled_share = float(np.sum(length[pooled & (length > 0)]) / dur)
     notes = []
     if interp_share > 0:
-        notes.append(f"{interp_share:.1%} of the execution has no LOI; its power was interpolated")
+        notes.append(f"{interp_share:.1%} of the execution has no LOI; its power was interpolated, and the "
+                     f"interval adds {interp_bound * 1e3:.4g} mJ for it (the power there taken to lie between the "
+                     "neighbouring bins' means; beyond the outermost LOIs, in their range)")
+    if duration_bound > 0:
+        notes.append(f"the interval adds {duration_bound * 1e3:.4g} mJ for the duration's marker error "
+                     f"(+-{dur_err:.4g} ns)")
+    if interp_share > 0 and int(np.count_nonzero(has)) < 2:
+        # One bin's LOIs say nothing of how the power varies elsewhere: no range bounds the interpolation.
+        uncertainty = math.nan
+        notes.append("every LOI is in one bin, so nothing bounds the power of the rest: uncertainty_j is NaN")
     if dof == 0:
         notes.append("no bin has 2 LOIs, so there is no interval: uncertainty_j is NaN")
     elif pooled_share > 0:
