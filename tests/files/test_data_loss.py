@@ -280,3 +280,14 @@ def test_data_loss_a_renamed_profile_is_never_replaced_by_another_kind(tmp_path)
     with pytest.raises(OutputPathError, match="saved profile"):
         _characterisation().save(saved)
     assert _outputs.file_kind(saved) == "profile"
+
+
+@pytest.mark.parametrize("name", ["t.json", "t.json.gz", "x_kernel_trace.csv", "x_results.db", "x_results.json"])
+def test_unclear_reading_a_missing_trace_is_file_not_found_naming_it(tmp_path, name):
+    from fingrav_native.files import read_trace
+    from fingrav_native.insitu import TraceFormatError
+
+    path = str(tmp_path / name)
+    with pytest.raises(FileNotFoundError, match=r"trace=.*" + name.replace(".", r"\.") + ".*no such file") as e:
+        read_trace(path)
+    assert isinstance(e.value, TraceFormatError)  # still a trace that cannot be read, as before

@@ -235,3 +235,17 @@ def test_a_capture_that_misses_the_trace_is_refused_as_a_clock_mismatch() -> Non
     half = logs[logs["source_ts"] < np.median(logs["source_ts"])]
     tp = profile_trace(kt, half, EpochIdentity(), align=False, min_executions=5)
     assert any("the logs cover" in w and "of the trace's kernel span" in w for w in tp.warnings)
+
+
+def test_silently_wrong_a_trace_without_launch_shapes_says_rows_are_keyed_by_name() -> None:
+    # ROCm 6.2's Kineto trace gives no grid or block for any kernel: a kernel launched with two shapes
+    # would share one row. That is said; a trace with shapes says nothing of the kind.
+    kt = read_trace(require("traces/hta/mi250_minitoy_train_ROCm6_2_kineto.json.gz"))
+    assert np.all(kt.signatures["grid"] < 0)
+    tp = profile_trace(kt, _synthetic_logs(kt), EpochIdentity(), device=2)
+    assert any(f"{len(kt.signatures)} of {len(kt.signatures)} kernel signature(s) have no grid or block" in w
+               for w in tp.warnings)
+    kt = read_trace(require("traces/kineto/gpu_metrics_input.json"))
+    assert np.all(kt.signatures["grid"] >= 0)
+    tp = profile_trace(kt, _synthetic_logs(kt), EpochIdentity())
+    assert not any("have no grid or block" in w for w in tp.warnings)

@@ -38,7 +38,7 @@ import numpy as np
 from fingrav_native._checks import file_path, integer_in, whole_numbers
 from fingrav_native.files._outputs import atomic_output, check_output_path
 from fingrav_native.files._safe import file_problem, loads_json, read_file, short_repr
-from fingrav_native.insitu._trace import INT64_MAX, INT64_MIN, KernelTrace, TraceFormatError, row_columns
+from fingrav_native.insitu._trace import INT64_MAX, INT64_MIN, KernelTrace, TraceFormatError, missing_trace, row_columns
 
 #: Most bytes of JSON (after gunzip) a trace may have. The reader streams, so this bounds the time a
 #: file can take (a gzip bomb of whitespace), not memory: 10^7 kernels with their CPU side are about
@@ -171,7 +171,7 @@ def _scan(p: str, where: str) -> dict[str, Any]:
     try:
         problem = file_problem(p)
     except FileNotFoundError:
-        problem = "cannot read it: no such file"
+        raise missing_trace(where) from None
     if problem is not None:
         raise bad(problem)
     gz, limit = p.endswith(".gz"), MAX_TRACE_BYTES

@@ -38,7 +38,7 @@ from typing import Any, Union
 
 from fingrav_native.files._rocprof_agents import ROCPROF_CLOCK
 from fingrav_native.files._safe import file_problem, short_repr
-from fingrav_native.insitu._trace import INT64_MAX, INT64_MIN, KernelTrace, TraceFormatError
+from fingrav_native.insitu._trace import INT64_MAX, INT64_MIN, KernelTrace, TraceFormatError, missing_trace
 
 #: The first 16 bytes of every SQLite 3 database (sqlite.org/fileformat.html, section 1.3.1).
 SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -208,7 +208,9 @@ def read_rocpd(trace: Union[str, os.PathLike[str]]) -> KernelTrace:
         raise ValueError(f"trace={trace!r}: must be a file path")
     p = os.fspath(trace)
     where = f"trace={p!r}"
-    problem = file_problem(p) if os.path.exists(p) else "cannot read it: no such file"
+    if not os.path.lexists(p):
+        raise missing_trace(where)
+    problem = file_problem(p)
     if problem is not None:
         raise TraceFormatError(f"{where}: {problem}")
     conn = _connect(p, where)

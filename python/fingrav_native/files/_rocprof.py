@@ -37,7 +37,7 @@ from fingrav_native.files._rocpd import SQLITE_MAGIC, read_rocpd
 from fingrav_native.files._rocprof_agents import AGENT_NUMBERING, ROCPROF_CLOCK, Agent, gpu_ordinals
 from fingrav_native.files._rocprof_json import ROCPROF_JSON_KEY, rocprof_trace_from_doc
 from fingrav_native.files._safe import file_problem, short_repr
-from fingrav_native.insitu._trace import GPU_ORDINAL, KernelTrace, TraceFormatError
+from fingrav_native.insitu._trace import GPU_ORDINAL, KernelTrace, TraceFormatError, missing_trace
 
 _REQUIRED = ("Kernel_Name", "Start_Timestamp", "End_Timestamp")
 
@@ -163,7 +163,7 @@ def _sniff(trace: object) -> tuple[str, str]:
     try:
         problem = file_problem(p)
     except FileNotFoundError:
-        problem = "cannot read it: no such file"
+        raise missing_trace(f"trace={p!r}") from None
     if problem is not None:
         raise TraceFormatError(f"trace={p!r}: {problem}")
     try:

@@ -859,6 +859,13 @@ def _checked_trace(trace: object) -> tuple[KernelTrace, list[str]]:
                      f"trace's resolution; {len(names)} kernel name(s), e.g. {str(names[0])[:60]!r}): left out of the "
                      "per-kernel attribution; their energy is counted between kernels")
         trace = trace.without(zero)
+    unshaped = np.any(trace.signatures["grid"] < 0, axis=1) | np.any(trace.signatures["block"] < 0, axis=1)
+    if unshaped.any():
+        # A trace without launch shapes (ROCm's Kineto traces give none) keys a kernel by its name alone:
+        # launches of one kernel with different grids, which draw different power, share one row.
+        notes.append(f"{int(unshaped.sum())} of {len(unshaped)} kernel signature(s) have no grid or block in the "
+                     f"trace (e.g. {str(trace.signatures['name'][unshaped][0])[:60]!r}): each is keyed by its name "
+                     "alone, so launches of one kernel with different shapes share its row")
     validate_executions(trace.executions, "trace", exclusive=False)
     return trace, notes
 

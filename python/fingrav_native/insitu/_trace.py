@@ -71,6 +71,15 @@ class TraceFormatError(ValueError):
     """The file is not a Chrome trace with GPU kernel events (the message says what is missing)."""
 
 
+class TraceFileNotFoundError(TraceFormatError, FileNotFoundError):
+    """No file at the trace's path: a FileNotFoundError, as ``open`` raises, and a trace that cannot be read."""
+
+
+def missing_trace(where: str) -> TraceFileNotFoundError:
+    """The error for a trace path that names no file (``where`` is ``"trace='...'"``)."""
+    return TraceFileNotFoundError(f"{where}: cannot read it: no such file")
+
+
 @dataclass(frozen=True)
 class KernelTrace:
     """GPU kernel executions read from an application's trace.
