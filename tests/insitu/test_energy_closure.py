@@ -143,3 +143,76 @@ def test_counter_steps_chain_into_segments() -> None:
 def test_a_malformed_counter_is_refused_by_field(kwargs, match) -> None:
     with pytest.raises(ValueError, match=match):
         EnergyCounter(**kwargs)
+
+
+# ---------------------------------------------------------------------------------------------- counter faults
+#: A 32-bit accumulator of 2^-16 J (the width some firmware documents): it wraps at 65,536 J.
+WRAP_32 = 2.0 ** 32 * QUANTUM
+
+
+def _raw_reads(loop, every_ns: int = 2_000_000):
+    """The loop's true cumulative energy (J) at reads every ``every_ns``, quantised, and the read times."""
+    c = truth_counter(loop, every_ns=every_ns)
+    return c.t.copy(), c.energy_j.copy()
+
+
+def _closed(loop, counter):
+    tp, caught = _profile(loop, INSTANT, counter)
+    assert tp.closure is not None
+    return tp.closure, caught
+
+
+def test_silently_wrong_a_counter_reset_mid_capture_is_split_not_a_65536_J_step(instant_loop) -> None:
+    # A driver reload resets a 32-bit accumulator to near zero halfway: unwrapped at its width, the fall was a
+    # 65,536 J step (a closure off by thousands of percent, blamed on a gain or an offset).
+    t, e = _raw_reads(instant_loop)
+    k = len(t) // 2
+    e = e + 100.0
+    e[k:] = e[k:] - e[k] + 0.25
+    cl, caught = _closed(instant_loop, EnergyCounter.from_reads(t, e, quantum_j=QUANTUM, wrap_j=WRAP_32,
+                                                                 tick_ns=1.0, scope="gpu"))
+    assert cl.agrees and not caught, str(cl)
+    o = instant_loop.trace.origin_ns
+    truth = _true_energy(instant_loop, o + cl.start_ns, o + cl.end_ns)
+    # The interval across the reset (one 2 ms read interval) is left out, nothing else.
+    assert cl.counter_j == pytest.approx(truth, rel=0.01) and cl.counter_j < truth
+    assert "the counter broke 1 time(s): the counter fell from" in cl.note and "a reset: no wrap of" in cl.note
+    assert "2 segment(s)" in cl.note and "not a gain or an offset" in cl.note
+
+
+def test_silently_wrong_a_documented_wrap_is_unwrapped(instant_loop) -> None:
+    # The same accumulator crossing its top halfway: a wrap, one segment, the whole span.
+    t, e = _raw_reads(instant_loop)
+    e = (e + WRAP_32 - e[len(e) // 2] + 0.1) % WRAP_32
+    c = EnergyCounter.from_reads(t, e, quantum_j=QUANTUM, wrap_j=WRAP_32, tick_ns=1.0)
+    assert not c.breaks and c.segment.max() == 0
+    cl, caught = _closed(instant_loop, c)
+    assert cl.agrees and not caught and "broke" not in cl.note
+
+
+@pytest.mark.parametrize("jump_ms", [-300.0, -2.9, 250.0])
+def test_silently_wrong_a_counter_clock_reset_is_split_not_blamed_on_gain_or_offset(instant_loop, jump_ms) -> None:
+    # The counter's clock goes back (a firmware restart: by 300 ms, or by half a read) or jumps 250 ms ahead,
+    # 60 % into the capture. Sorted, the two time bases interleaved: a false disagreement blamed on a gain or an
+    # offset. Now a new time base: the side the map does not place (the shorter) is left out, and said.
+    t, e = _raw_reads(instant_loop)
+    k = 3 * len(t) // 5
+    t[k:] += int(jump_ms * 1e6)
+    c = EnergyCounter.from_reads(t, e, quantum_j=QUANTUM, tick_ns=1.0)
+    assert [b[:2] for b in c.breaks] == [(k, "clock")]
+    cl, caught = _closed(instant_loop, c)
+    assert cl.agrees and not caught, str(cl)
+    assert "the counter's clock" in cl.note and "another time base" in cl.note
+
+
+def test_silently_wrong_counter_steps_with_a_reset_or_a_clock_reset_are_split_in_record_order() -> None:
+    # Steps of 1 ms at 100 W; one negative (the accumulator reset between two reads), then the clock restarts
+    # near 0. Sorted by end, the restarted steps had been chained before the first ones.
+    end = np.array([1000, 2000, 3000, 4000, 5000, 1000, 2000, 3000], dtype=np.int64)
+    p = np.array([100.0, 100.0, -2e5, 100.0, 100.0, 100.0, 100.0, 100.0])
+    c = EnergyCounter.from_steps(end, np.full(8, 1e6), p, tick_ns=1000.0)
+    assert [b[1] for b in c.breaks] == ["reset", "clock"]
+    assert "negative power" in c.breaks[0][2] and "went back by 4 ms" in c.breaks[1][2]
+    assert c.segment.tolist() == [0, 0, 0, 1, 1, 1, 2, 2, 2, 2]
+    assert c.time_base().tolist() == [0] * 6 + [1] * 4
+    np.testing.assert_allclose(np.diff(c.energy_j)[np.diff(c.segment) == 0], 0.1)

@@ -54,7 +54,10 @@ class EnergyClosure:
     start_ns, end_ns : float
         The span compared: two counter readings inside the trace's kernel
         span and the logs' coverage, on the trace's timeline (ns from its
-        origin).
+        origin). Where the counter broke (a reset, a clock that went back or
+        jumped) the figures are summed over the segments of its readings
+        inside the span, none taken across a break, and ``note`` says where
+        and what.
     counter_j : float
         The counter's energy over the span.
     kernels_j : float
@@ -150,6 +153,8 @@ class EnergyClosure:
                     "sensor reads a few percent off the other) cannot be told from an offset (the counter and the "
                     "logs measure different scopes, e.g. a module or socket counter with the CPU or memory in "
                     "it); a trace with idle stretches separates them")
+        if "the counter broke" in self.note:
+            out += f". {self.note.split('; closed over')[0].capitalize()}: the figures are over the segments either side"
         return (out + ". A clock offset between the counter's readings and the trace moves energy across the span's "
                 "ends; a sensor model that does not fit the logs (a wrong window or delay) moves it between kernels "
                 "and gaps, not in total")

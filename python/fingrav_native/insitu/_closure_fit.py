@@ -237,44 +237,74 @@ def _model_energy(tl: _Timeline, lv: _Levels, a: Any, b: Any) -> tuple[np.ndarra
     return kern, parts[0], parts[1:].sum(axis=0)
 
 
-def _kernel_half_width(tp: TraceProfile, tl: _Timeline, a: float, b: float) -> float:
-    """95 % half-width (W ns) of the table's kernels over ``[a, b]``: one signature's executions share its error."""
-    ov = np.clip(np.minimum(b, tl.ex_end) - np.maximum(a, tl.ex_start), 0.0, None)
+def _kernel_half_width(tp: TraceProfile, tl: _Timeline, spans: list[tuple[float, float]]) -> float:
+    """95 % half-width (W ns) of the table's kernels over disjoint spans: one signature's executions share its error."""
+    ov = np.zeros(len(tl.ex_start))
+    for a, b in spans:
+        ov += np.clip(np.minimum(b, tl.ex_end) - np.maximum(a, tl.ex_start), 0.0, None)
     hw = tp.kernels["energy_half_width_j"][tl.ex_row]
     share = ov / (tl.ex_end - tl.ex_start) * np.nan_to_num(hw) * 1e9
     per_row = np.bincount(tl.ex_row, weights=share, minlength=len(tp.kernels)) if len(share) else np.zeros(1)
     return float(np.sqrt(np.sum(per_row ** 2)))
 
 
-def _span_reads(counter: EnergyCounter, t: np.ndarray, slack: np.ndarray, lo: float, hi: float) -> Optional[
+def _span_reads(counter: EnergyCounter, t: np.ndarray, slack: np.ndarray, lo: float, hi: float) -> list[
         tuple[int, int]]:
-    """The first and last readings of one segment inside ``[lo, hi]`` (with their slack): the longest such span."""
+    """Each segment's first and last readings inside ``[lo, hi]`` (with their slack), on one time base.
+
+    A counter whose clock went back has readings on two time bases, and the clock map places one of them
+    only: the base whose segments span the most of ``[lo, hi]`` is taken, the others left out (and said).
+    """
     inside = (t - slack >= lo) & (t + slack <= hi)
-    best: Optional[tuple[int, int]] = None
+    base = counter.time_base()
+    spans: dict[int, list[tuple[int, int]]] = {}
     for seg in np.unique(counter.segment[inside]):
         idx = np.flatnonzero(inside & (counter.segment == seg))
-        if len(idx) >= 2 and t[idx[-1]] > t[idx[0]] and (best is None or
-                                                         t[idx[-1]] - t[idx[0]] > t[best[1]] - t[best[0]]):
-            best = (int(idx[0]), int(idx[-1]))
-    return best
+        if len(idx) >= 2 and t[idx[-1]] > t[idx[0]]:
+            spans.setdefault(int(base[idx[0]]), []).append((int(idx[0]), int(idx[-1])))
+    if not spans:
+        return []
+    return max(spans.values(), key=lambda sp: sum(float(t[j] - t[i]) for i, j in sp))
 
 
-def _gain_offset(counter: EnergyCounter, t: np.ndarray, slack: np.ndarray, ia: int, ib: int, tl: _Timeline,
-                 lv: _Levels) -> tuple[float, float, float, float, int, str]:
+def _breaks_note(counter: EnergyCounter, t: np.ndarray, spans: list[tuple[int, int]]) -> str:
+    """Where the counter broke (on the trace's timeline) and what the closure did about it."""
+    if not counter.breaks:
+        return ""
+    kept = counter.time_base()[spans[0][0]]
+    said = []
+    for k, kind, text in counter.breaks[:5]:
+        where = f"{t[k - 1] / 1e9:.4f} s" if kind == "clock" else f"{t[k - 1] / 1e9:.4f}-{t[k] / 1e9:.4f} s"
+        said.append(f"{text} at {where} of the trace")
+    more = f" and {len(counter.breaks) - 5} more" if len(counter.breaks) > 5 else ""
+    others = int(np.max(counter.time_base())) > 0
+    return (f"the counter broke {len(counter.breaks)} time(s): {'; '.join(said)}{more}; closed over the "
+            f"{len(spans)} segment(s) of its readings inside the span, no energy taken across a break"
+            + (f" (readings on another time base than the kept one, base {kept}, left out: the clock map places "
+               "one base only)" if others else "") + "; the difference is not a gain or an offset of the counter")
+
+
+def _gain_offset(counter: EnergyCounter, t: np.ndarray, slack: np.ndarray, spans: list[tuple[int, int]],
+                 tl: _Timeline, lv: _Levels) -> tuple[float, float, float, float, int, str]:
     """Counter per interval on the profile's per interval: gain and offset with standard errors (NaN: confounded)."""
-    # Readings about 1/200 of the span apart (at least ten times their timing slack, which each interval's
-    # energy carries at both ends): the first reading at or after each step.
-    step = max(10.0 * float(np.max(slack[ia:ib + 1])), (t[ib] - t[ia]) / 200.0)
-    targets = t[ia] + step * np.arange(int((t[ib] - t[ia]) // step) + 1)
-    keep = np.unique(ia + np.searchsorted(t[ia:ib + 1], targets, side="left"))
-    keep = keep[keep <= ib]
-    if len(keep) < 5:
-        return math.nan, math.nan, math.nan, math.nan, len(keep) - 1, "too few counter intervals to tell a gain " \
-                                                                     "from an offset"
-    k = keep
-    dt = np.diff(t[k])
-    dc = np.diff(counter.energy_j[k]) * 1e9
-    kern, other, gaps = _model_energy(tl, lv, t[k][:-1], t[k][1:])
+    # Readings about 1/200 of the spans apart (at least ten times their timing slack, which each interval's
+    # energy carries at both ends): the first reading at or after each step; intervals within a segment only.
+    total = sum(float(t[ib] - t[ia]) for ia, ib in spans)
+    starts, ends = [], []
+    for ia, ib in spans:
+        step = max(10.0 * float(np.max(slack[ia:ib + 1])), total / 200.0)
+        targets = t[ia] + step * np.arange(int((t[ib] - t[ia]) // step) + 1)
+        keep = np.unique(ia + np.searchsorted(t[ia:ib + 1], targets, side="left"))
+        keep = keep[keep <= ib]
+        starts.append(keep[:-1])
+        ends.append(keep[1:])
+    i0, i1 = np.concatenate(starts), np.concatenate(ends)
+    if len(i0) < 4:
+        return math.nan, math.nan, math.nan, math.nan, len(i0), "too few counter intervals to tell a gain " \
+                                                                "from an offset"
+    dt = t[i1] - t[i0]
+    dc = (counter.energy_j[i1] - counter.energy_j[i0]) * 1e9
+    kern, other, gaps = _model_energy(tl, lv, t[i0], t[i1])
     xm, yc = (kern + other + gaps) / dt, dc / dt
     A = np.column_stack([xm, np.ones_like(xm)]) * np.sqrt(dt)[:, None]
     coef, *_ = np.linalg.lstsq(A, yc * np.sqrt(dt), rcond=None)
@@ -347,33 +377,37 @@ def energy_closure(tp: TraceProfile, counter: EnergyCounter, counter_t_ns: np.nd
     inside = ok & (lo_logs >= tl.first_ns) & (hi_logs <= tl.last_ns)
     lo_s = max(tl.first_ns, float(np.min(lo_logs[ok])) if ok.any() else math.inf)
     hi_s = min(tl.last_ns, float(np.max(hi_logs[ok])) if ok.any() else -math.inf)
-    span = _span_reads(counter, t, slack, lo_s, hi_s)
-    if span is None:
+    spans = _span_reads(counter, t, slack, lo_s, hi_s)
+    if not spans:
         raise ValueError(f"the energy counter has no two readings (of one segment) inside the trace's kernel span "
                          f"covered by the logs ([{lo_s / 1e9:.6f}, {hi_s / 1e9:.6f}] s after the trace's origin; its "
                          f"{len(t)} readings span [{np.min(t) / 1e9 if len(t) else math.nan:.6f}, "
                          f"{np.max(t) / 1e9 if len(t) else math.nan:.6f}] s)")
-    ia, ib = span
-    a, b = float(t[ia]), float(t[ib])
+    ia_s, ib_s = np.array([i for i, _ in spans]), np.array([j for _, j in spans])
+    a, b = float(t[ia_s[0]]), float(t[ib_s[-1]])
     lv = _fit_levels(tl, lo_logs[inside], hi_logs[inside], p[inside])
-    kern, other, gaps = (float(v[0]) * 1e-9 for v in _model_energy(tl, lv, a, b))
+    kern, other, gaps = (float(np.sum(v)) * 1e-9 for v in _model_energy(tl, lv, t[ia_s], t[ib_s]))
     model = kern + other + gaps
-    measure = np.array([float(c.over(a, b)) for c in tl.classes])
-    model_hw = math.hypot(_kernel_half_width(tp, tl, a, b),
+    measure = np.array([float(np.sum(c.over(t[ia_s], t[ib_s]))) for c in tl.classes])
+    model_hw = math.hypot(_kernel_half_width(tp, tl, [(float(t[i]), float(t[j])) for i, j in spans]),
                           Z95 * math.sqrt(max(float(measure @ lv.cov @ measure), 0.0))) * 1e-9
     p99 = float(np.percentile(p[inside], 99)) if inside.any() else float(np.max(p[ok]))
-    counter_hw = math.sqrt(counter.quantum_j ** 2 + (p99 * slack[ia] * 1e-9) ** 2 + (p99 * slack[ib] * 1e-9) ** 2)
-    counted = float(counter.energy_j[ib] - counter.energy_j[ia])
+    # Each segment's difference is off by its quantum and by its two ends' timing.
+    counter_hw = math.sqrt(len(spans) * counter.quantum_j ** 2 + float(np.sum((p99 * slack[ia_s] * 1e-9) ** 2))
+                           + float(np.sum((p99 * slack[ib_s] * 1e-9) ** 2)))
+    counted = float(np.sum(counter.energy_j[ib_s] - counter.energy_j[ia_s]))
     hw = math.hypot(model_hw, counter_hw)
     diff = model - counted
-    g, g_se, o, o_se, n_int, gnote = _gain_offset(counter, t, slack, ia, ib, tl, lv)
+    g, g_se, o, o_se, n_int, gnote = _gain_offset(counter, t, slack, spans, tl, lv)
     rel = diff / counted if counted > 0 else math.nan
     return EnergyClosure(counter=counter.describe(), start_ns=a, end_ns=b, counter_j=counted, kernels_j=kern,
                          other_kernels_j=other, gaps_j=gaps, model_j=model, difference_j=diff, relative=rel,
                          half_width_j=hw, relative_half_width=hw / counted if counted > 0 else math.nan,
                          model_half_width_j=model_hw, counter_half_width_j=counter_hw, gain=g, gain_se=g_se,
                          offset_w=o, offset_w_se=o_se, intervals=n_int, agrees=bool(abs(diff) <= hw),
-                         note="; ".join(x for x in (_levels_note(tl, lv, measure, b - a), gnote) if x))
+                         note="; ".join(x for x in (_breaks_note(counter, t, spans),
+                                                    _levels_note(tl, lv, measure, float(np.sum(t[ib_s] - t[ia_s]))),
+                                                    gnote) if x))
 
 
 def with_closure(tp: TraceProfile, counter: EnergyCounter, counter_t_ns: np.ndarray, counter_err_ns: np.ndarray,

@@ -8,7 +8,9 @@ in-situ profile's energies (each kernel's from the power logs, and the gaps'
 between them) must add up to over the trace (issue 28's energy closure).
 :class:`EnergyCounter` holds the readings as cumulative joules on the
 counter's own clock, in segments (a reset, a lost step or a paused sampler
-ends one: energy is never taken across a break).
+ends one: energy is never taken across a break), and says where each break
+is and what it was (:attr:`EnergyCounter.breaks`), so that a closure over
+the readings names it rather than blaming a gain or an offset.
 """
 
 from __future__ import annotations
@@ -20,7 +22,20 @@ from typing import Optional
 import numpy as np
 import numpy.typing as npt
 
-from fingrav_native._checks import numbers, positive_number, readonly
+from fingrav_native._checks import numbers, positive_number, power_limit, readonly
+
+#: A forward step of the counter's clock longer than this many times its median interval is a jump (a clock
+#: set forward, or a paused reader, which the readings cannot tell apart): a new time base, as a clock that
+#: went back, since a clock map fitted on one side misplaces the other.
+CLOCK_JUMP_FACTOR = 50.0
+
+#: Where the clock's tick is not given, a step (or a wrapped fall) at more than this many times the counter's
+#: median rate is no power (a board idles at a tenth of its peak at the least).
+STEP_RATIO = 100.0
+
+#: The kinds of :attr:`EnergyCounter.breaks`: the counter's value fell or stepped beyond any board's power
+#: ("reset"), its clock went back or jumped far ahead ("clock": a new time base), or it lost a few steps ("gap").
+BREAK_KINDS = ("reset", "clock", "gap")
 
 
 @dataclass(frozen=True)
@@ -52,6 +67,11 @@ class EnergyCounter:
         reads more than the GPU's power.
     name : str
         The counter, in words.
+    breaks : tuple of (int, str, str)
+        Each break between segments found in the raw readings: the index of
+        the first reading after it, its kind (:data:`BREAK_KINDS`: ``"clock"``
+        starts a new time base, whose readings a clock map fitted on the other
+        does not place) and what happened, in words.
 
     Raises
     ------
@@ -68,6 +88,7 @@ class EnergyCounter:
     stale_ns: float = 0.0
     scope: str = ""
     name: str = "energy counter"
+    breaks: tuple[tuple[int, str, str], ...] = ()
 
     def __post_init__(self) -> None:
         # Each column checked by name (a dict or text was a TypeError from numpy).
@@ -95,6 +116,13 @@ class EnergyCounter:
         for name in ("scope", "name"):
             if not isinstance(getattr(self, name), str):
                 raise ValueError(f"{name}={getattr(self, name)!r}: must be a string")
+        for b in self.breaks:
+            if not (isinstance(b, tuple) and len(b) == 3 and isinstance(b[0], (int, np.integer))
+                    and 0 < int(b[0]) < max(len(t), 1) and b[1] in BREAK_KINDS and isinstance(b[2], str)):
+                raise ValueError(f"breaks: each must be (index of a reading after the first, one of {BREAK_KINDS}, "
+                                 f"text), got {b!r}"[:200])
+            if seg[int(b[0])] == seg[int(b[0]) - 1]:
+                raise ValueError(f"breaks: reading {int(b[0])} does not start a new segment")
         object.__setattr__(self, "t", readonly(t))
         object.__setattr__(self, "energy_j", readonly(e.copy()))
         object.__setattr__(self, "segment", readonly(seg))
@@ -102,10 +130,18 @@ class EnergyCounter:
     def __len__(self) -> int:
         return int(self.t.shape[0])
 
+    def time_base(self) -> np.ndarray:
+        """The time base of each reading: 0 until the counter's clock first went back, then 1, ..."""
+        base = np.zeros(len(self), dtype=np.int64)
+        for k, kind, _ in self.breaks:
+            if kind == "clock":
+                base[int(k):] += 1
+        return base
+
     @classmethod
     def from_reads(cls, t: npt.ArrayLike, energy_j: npt.ArrayLike, *, quantum_j: float = 0.0,
                    wrap_j: Optional[float] = None, stale_ns: float = 0.0, scope: str = "",
-                   name: str = "energy counter") -> EnergyCounter:
+                   name: str = "energy counter", tick_ns: Optional[float] = None) -> EnergyCounter:
         """Raw counter readings (in J) as read: repeated values dropped, wraps undone, resets split.
 
         Parameters
@@ -117,8 +153,14 @@ class EnergyCounter:
         quantum_j, stale_ns, scope, name
             As the attributes.
         wrap_j : float, optional
-            The counter's range when it wraps (``2**64 * quantum``); None: a
-            backwards step is a reset and starts a new segment.
+            The counter's documented range when it wraps (``2**64 * quantum``;
+            ``2**32 * 2**-16`` J for a 32-bit accumulator of 2^-16 J): a fall
+            is a wrap when the step plus the range is a power a board draws;
+            any other fall is a reset. None: every fall is a reset.
+        tick_ns : float, optional
+            The clock's tick (ns): a step is then bounded by a board's power
+            ceiling; None: by :data:`STEP_RATIO` times the counter's median
+            rate.
 
         Returns
         -------
@@ -129,7 +171,14 @@ class EnergyCounter:
         As :func:`~fingrav_native.sensors.counter_to_logs`: a counter read
         faster than it refreshes repeats its value, and only the first
         reading of each value is kept (the value was reached at or before
-        it, within ``stale_ns``).
+        it, within ``stale_ns``). Readings are taken in the order given and
+        each break starts a new segment, named in :attr:`breaks` (the same
+        rules as :func:`~fingrav_native.sensors.counter_to_logs`): a fall no
+        wrap explains or a step beyond any board's power (a reset, a
+        glitch), a timestamp that goes back (the counter's clock reset: a
+        new time base; sorting would interleave the two), and a forward step
+        of the clock longer than :data:`CLOCK_JUMP_FACTOR` times the median
+        interval (a clock jump or a paused reader).
         """
         tt = np.asarray(t)
         ee = np.asarray(energy_j, dtype=np.float64)
@@ -137,20 +186,28 @@ class EnergyCounter:
             raise ValueError(f"t, energy_j: must be 1-D of one length, got {tt.shape} and {ee.shape}")
         if len(tt) and not np.issubdtype(tt.dtype, np.integer):
             raise ValueError(f"t: must be integers (counter ticks), got dtype {tt.dtype}")
-        order = np.argsort(tt, kind="stable")
-        tt, ee = tt[order].astype(np.int64), ee[order]
+        if not np.all(np.isfinite(ee)):
+            raise ValueError("energy_j: must be finite")
+        wrap = None if wrap_j is None else positive_number(wrap_j, "wrap_j")
+        # In read order: sorting would interleave the two time bases of a clock that went back.
+        tt = tt.astype(np.int64)
         if len(ee):
             keep = np.concatenate([[True], ee[1:] != ee[:-1]])
             tt, ee = tt[keep], ee[keep]
+        if len(ee) == 0:
+            z = np.zeros(0, dtype=np.int64)
+            return cls(z, np.zeros(0), z, quantum_j=quantum_j, stale_ns=stale_ns, scope=scope, name=name)
+        dt = np.diff(tt).astype(np.float64)
         step = np.diff(ee)
-        back = step < 0
-        if wrap_j is not None:
-            step = np.where(back, step + positive_number(wrap_j, "wrap_j"), step)
-            back = np.zeros_like(back)
-        # A reset (or an unknown wrap) starts a new segment at its own value.
-        seg = np.concatenate([[0], np.cumsum(back)]).astype(np.int64) if len(ee) else np.zeros(0, dtype=np.int64)
-        cum = np.concatenate([[0.0], np.cumsum(np.where(back, 0.0, step))]) if len(ee) else np.zeros(0)
-        return cls(tt, cum, seg, quantum_j=quantum_j, stale_ns=stale_ns, scope=scope, name=name)
+        tick = None if tick_ns is None else positive_number(tick_ns, "tick_ns")
+        kinds, texts = _read_breaks(tt, ee, dt, step, wrap, tick)
+        if wrap is not None:
+            step = np.where((kinds == "") & (step < 0), step + wrap, step)
+        brk = kinds != ""
+        seg = np.concatenate([[0], np.cumsum(brk)]).astype(np.int64)
+        cum = np.concatenate([[0.0], np.cumsum(np.where(brk, 0.0, step))])
+        breaks = tuple((int(k) + 1, str(kinds[k]), texts[k]) for k in np.flatnonzero(brk))
+        return cls(tt, cum, seg, quantum_j=quantum_j, stale_ns=stale_ns, scope=scope, name=name, breaks=breaks)
 
     @classmethod
     def from_steps(cls, end_ts: npt.ArrayLike, window_ns: npt.ArrayLike, power_w: npt.ArrayLike, *,
@@ -191,15 +248,20 @@ class EnergyCounter:
         if len(end) and not np.issubdtype(end.dtype, np.integer):
             raise ValueError(f"end_ts: must be integers (counter ticks), got dtype {end.dtype}")
         tick = positive_number(tick_ns, "tick_ns")
+        limit, why = power_limit(None)
         ok = (w > 0) & np.isfinite(p) & np.isfinite(w)
-        order = np.argsort(end[ok], kind="stable")
-        end, w, p = end[ok][order].astype(np.int64), w[ok][order], p[ok][order]
+        glitch = ok & ((p < 0) | (p > limit))
+        # In the order recorded: sorting would interleave the two time bases of a clock that went back.
+        end, w, p = end[ok & ~glitch].astype(np.int64), w[ok & ~glitch], p[ok & ~glitch]
         start = end - np.round(w / tick).astype(np.int64)
         if len(end) == 0:
             z = np.zeros(0, dtype=np.int64)
             return cls(z, np.zeros(0), z, quantum_j=quantum_j, stale_ns=stale_ns, scope=scope, name=name)
         # A step that does not start where the previous one ended (one tick of rounding allowed) breaks the chain.
         brk = np.concatenate([[True], np.abs(start[1:] - end[:-1]) > 1])
+        # A step left out (a negative or impossible power: the counter reset or glitched) breaks it too.
+        lost = np.cumsum(glitch)[ok & ~glitch]
+        brk[1:] |= lost[1:] != lost[:-1]
         seg_of_step = np.cumsum(brk) - 1
         e_step = p * w * 1e-9
         # Per segment: its first step's start at the energy reached so far, then each step's end.
@@ -215,7 +277,22 @@ class EnergyCounter:
         e_out[pos_end] = cum
         e_out[pos_start] = cum[first] - e_step[first]
         seg_out[pos_end], seg_out[pos_start] = seg_of_step, np.arange(n_seg)
-        return cls(t_out, e_out, seg_out, quantum_j=quantum_j, stale_ns=stale_ns, scope=scope, name=name)
+        breaks = []
+        for k in first[1:]:
+            if lost[k] != lost[k - 1]:
+                kind, text = "reset", (f"{int(lost[k] - lost[k - 1])} counter step(s) of a negative power or above "
+                                       f"{why} left out (a reset or a glitch)")
+            elif end[k] < end[k - 1]:
+                kind, text = "clock", (f"the counter's clock went back by {(end[k - 1] - end[k]) * tick / 1e6:.4g} ms "
+                                       "(a clock reset: a new time base)")
+            elif start[k] - end[k - 1] > CLOCK_JUMP_FACTOR * float(np.median(end - start)):
+                kind, text = "clock", (f"the counter's clock jumped {(start[k] - end[k - 1]) * tick / 1e6:.4g} ms ahead "
+                                       "(a clock jump, or a paused reader: taken as a new time base)")
+            else:
+                kind, text = "gap", f"{(start[k] - end[k - 1]) * tick / 1e6:.4g} ms without counter steps"
+            breaks.append((int(pos_start[seg_of_step[k]]), kind, text))
+        return cls(t_out, e_out, seg_out, quantum_j=quantum_j, stale_ns=stale_ns, scope=scope, name=name,
+                   breaks=tuple(breaks))
 
     def describe(self) -> str:
         """The counter in words: its name, scope and quantum."""
@@ -225,6 +302,47 @@ class EnergyCounter:
         if self.quantum_j > 0:
             parts.append(f"quantum {joules_text(self.quantum_j)}")
         return ", ".join(parts)
+
+
+def _read_breaks(t: np.ndarray, e: np.ndarray, dt: np.ndarray, step: np.ndarray, wrap: Optional[float],
+                 tick_ns: Optional[float]) -> tuple[np.ndarray, list[str]]:
+    """Each interval between raw readings: "" where it is energy, else the kind of break, and the words for it.
+
+    The most a step may hold: a board's ceiling (:func:`~fingrav_native._checks.power_limit`) over its interval
+    where the tick is known; else :data:`STEP_RATIO` times the counter's median rate.
+    """
+    pos = dt > 0
+    med = float(np.median(dt[pos])) if np.sum(pos) >= 4 else math.inf
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        rate = step / dt
+        rising = rate[pos & (step > 0)]
+        if tick_ns is not None:
+            limit, why = power_limit(None)
+            most = limit * tick_ns * 1e-9
+        else:
+            most = STEP_RATIO * float(np.median(rising)) if len(rising) >= 2 else math.inf
+            why = f"{STEP_RATIO:g} x the counter's median rate"
+        wrapped = (step + (wrap if wrap is not None else math.nan)) / dt
+    kinds = np.full(len(dt), "", dtype=object)
+    texts = [""] * len(dt)
+    unit = "ms" if tick_ns is not None else "ticks"
+    scale = (tick_ns or 1.0) / (1e6 if tick_ns is not None else 1.0)
+    for k in range(len(dt)):
+        if dt[k] < 0:
+            kinds[k], texts[k] = "clock", (f"the counter's clock went back by {-dt[k] * scale:.4g} {unit} (a clock "
+                                           "reset: a new time base)")
+        elif dt[k] > CLOCK_JUMP_FACTOR * med:
+            kinds[k], texts[k] = "clock", (f"the counter's clock jumped {dt[k] * scale:.4g} {unit} ahead, "
+                                           f"{dt[k] / med:.0f} x its median interval (a clock jump, or a paused "
+                                           "reader: taken as a new time base)")
+        elif step[k] < 0 and not (wrap is not None and wrapped[k] <= most):
+            kinds[k], texts[k] = "reset", (f"the counter fell from {joules_text(float(e[k]))} to "
+                                           f"{joules_text(float(e[k + 1]))} (a reset"
+                                           + (f": no wrap of {joules_text(wrap)} explains it)" if wrap else ")"))
+        elif step[k] >= 0 and not rate[k] <= most:
+            kinds[k], texts[k] = "reset", (f"the counter stepped {joules_text(float(step[k]))} in "
+                                           f"{dt[k] * scale:.4g} {unit}, above {why} (a reset or a glitch)")
+    return kinds, texts
 
 
 def joules_text(j: float) -> str:
