@@ -255,26 +255,24 @@ def _names_the_spec(exc: ModuleNotFoundError, mod_name: str) -> bool:
 
 def _import_spec_module(spec: str, mod_name: str) -> Any:
     """The spec's module, found on sys.path or, as ``python -m`` finds it, in the current folder."""
-    try:
-        return importlib.import_module(mod_name)
-    except ModuleNotFoundError as exc:
-        # A module that is there but imports something missing is the module's own error, raised as it is.
-        if not _names_the_spec(exc, mod_name):
-            raise
-        missing = exc.name
     cwd = os.getcwd()
     # The `fingrav` console script runs with its own folder first on sys.path, not the current one that
     # `python -m fingrav_native` puts there; a module beside the user is what "mywork:gemm" means. Searched
     # last, so that nothing in the current folder shadows an installed module.
-    if not any(os.path.abspath(p or os.curdir) == cwd for p in sys.path):
-        sys.path.append(cwd)
+    beside = not any(os.path.abspath(p or os.curdir) == cwd for p in sys.path)
+    missing = mod_name
+    for here in (False, True)[: 1 + beside]:
+        if here:
+            sys.path.append(cwd)
         try:
             return importlib.import_module(mod_name)
         except ModuleNotFoundError as exc:
+            # A module that is there but imports something missing is the module's own error, raised as it is.
             if not _names_the_spec(exc, mod_name):
                 raise
-            missing = exc.name
-            sys.path.remove(cwd)
+            missing = exc.name or mod_name
+            if here:
+                sys.path.remove(cwd)
     # Still a ModuleNotFoundError (a module missing is a failure to run, exit 1, as a missing library),
     # now naming the argument.
     raise ModuleNotFoundError(f"spec={spec!r}: no module named {missing!r} can be imported from sys.path or the "
