@@ -39,8 +39,6 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from fingrav_native._version import __version__
-
 if TYPE_CHECKING:
     from fingrav_native._core import (
         SAMPLE_DTYPE,
@@ -49,6 +47,7 @@ if TYPE_CHECKING:
         SamplerError,
         SymbolNotFoundError,
     )
+    from fingrav_native._version import __version__
     from fingrav_native.app._characterize import characterize
     from fingrav_native.app._open import open_device
     from fingrav_native.app._profile import profile
@@ -79,6 +78,7 @@ if TYPE_CHECKING:
 #: (and the ``fingrav`` command's start, which imports it first) loads neither scipy nor matplotlib nor any
 #: analysis module until a name that needs them is used.
 _WHERE = {
+    "__version__": "fingrav_native._version",  # read from the installed metadata (importlib.metadata: tens of ms)
     "DeviceUnavailableError": "fingrav_native._core",
     "LibraryNotFoundError": "fingrav_native._core",
     "SAMPLE_DTYPE": "fingrav_native._core",

@@ -186,7 +186,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         signal.getsignal(signal.SIGINT) is signal.default_int_handler
     seen: list[str] = []  # the command, once parsed: names it in a message about standard output
     try:
-        return _guarded_main(argv, as_program, seen)
+        code = _guarded_main(argv, as_program, seen)
     except KeyboardInterrupt:
         if not owns_sigint:
             raise  # called from a program with its own Ctrl-C handling: it is its to handle
@@ -194,7 +194,23 @@ def main(argv: Sequence[str] | None = None) -> int:
             signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C while the line is written
         print(f"{_named(argv, seen)}: interrupted; the files it named are whole, one it was writing may be cut "
               "short", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        code = EXIT_INTERRUPTED
+    if code == EXIT_INTERRUPTED:
+        _forget_handled_interrupt()
+    return code
+
+
+def _forget_handled_interrupt() -> None:
+    """Keep CPython from ending the process by SIGINT (exit -2) for a Ctrl-C the command has handled.
+
+    CPython marks a KeyboardInterrupt raised inside ``exec`` of a string
+    as unhandled even when it is caught (scipy and numpy run such code while
+    they import: a Ctrl-C there is common), and at exit kills the process
+    with SIGINT after the command said it was interrupted. Every evaluation
+    of a string clears the mark first (``run_eval_code_obj`` in
+    ``Python/pythonrun.c``), so one that raises nothing leaves it clear.
+    """
+    exec("pass")  # a constant string: it clears the mark, nothing else runs
 
 
 def _named(argv: Sequence[str] | None, seen: list[str]) -> str:
@@ -242,8 +258,9 @@ def _start(argv: Sequence[str] | None, as_program: bool, seen: list[str]) -> int
                 parser.error(f"unknown command {args.command!r}")
                 return EXIT_USAGE  # pragma: no cover - parser.error exits
             return (args, *_command(args.command))
-        except KeyboardInterrupt:
-            if not sigint.installed:
+        except (KeyboardInterrupt, ImportError) as exc:
+            # numpy turns a Ctrl-C during its compiled modules' start into an ImportError: ours when SIGINT fired.
+            if not sigint.installed or (isinstance(exc, ImportError) and not sigint.fired):
                 raise
             sigint.ignore()
             print(f"{_named(argv, seen)}: interrupted before it started; nothing was written", file=sys.stderr)
