@@ -37,41 +37,89 @@ objects and constants for experts.
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from fingrav_native._core import (
-    SAMPLE_DTYPE,
-    DeviceUnavailableError,
-    LibraryNotFoundError,
-    SamplerError,
-    SymbolNotFoundError,
-)
-from fingrav_native._version import __version__
-from fingrav_native.app._characterize import characterize
-from fingrav_native.app._open import open_device
-from fingrav_native.app._profile import profile
-from fingrav_native.app._recorder import record
-from fingrav_native.app._trace import profile_trace
-from fingrav_native.backends._nvidia import UnknownSensorWindowWarning
-from fingrav_native.clocks._epoch import ClockStepWarning
-from fingrav_native.files._campaign import CampaignFormatError, CampaignLockedError, CampaignMismatchError
-from fingrav_native.files._capture import CaptureFormatError
-from fingrav_native.files._io import load, save
-from fingrav_native.files._profiles import ProfileFormatError
-from fingrav_native.files._trace import export_trace
-from fingrav_native.insitu._closure import EnergyClosureWarning
-from fingrav_native.insitu._results import TraceProfile
-from fingrav_native.insitu._trace import KernelTrace, TraceFormatError
-from fingrav_native.method._align import NoLogsInExecutionsError
-from fingrav_native.method._phase import PhaseSteeringWarning
-from fingrav_native.method._pipeline import SensorResolutionWarning, stitch_logs
-from fingrav_native.method._results import ExecutionProfile, InterleavedProfile, Profile
-from fingrav_native.multi._results import NodeProfile
-from fingrav_native.records._layouts import EXECUTION_DTYPE, make_executions
-from fingrav_native.records._recording import Capabilities, Recording
-from fingrav_native.sensors._characterize import Characterisation
-from fingrav_native.sensors._from_logs import characterize_logs
-from fingrav_native.sensors._model import SensorModel, sensor_preset
+if TYPE_CHECKING:
+    from fingrav_native._core import (
+        SAMPLE_DTYPE,
+        DeviceUnavailableError,
+        LibraryNotFoundError,
+        SamplerError,
+        SymbolNotFoundError,
+    )
+    from fingrav_native._version import __version__
+    from fingrav_native.app._characterize import characterize
+    from fingrav_native.app._open import open_device
+    from fingrav_native.app._profile import profile
+    from fingrav_native.app._recorder import record
+    from fingrav_native.app._trace import profile_trace
+    from fingrav_native.backends._nvidia import UnknownSensorWindowWarning
+    from fingrav_native.clocks._epoch import ClockStepWarning
+    from fingrav_native.files._campaign import CampaignFormatError, CampaignLockedError, CampaignMismatchError
+    from fingrav_native.files._capture import CaptureFormatError
+    from fingrav_native.files._io import load, save
+    from fingrav_native.files._profiles import ProfileFormatError
+    from fingrav_native.files._trace import export_trace
+    from fingrav_native.insitu._closure import EnergyClosureWarning
+    from fingrav_native.insitu._results import TraceProfile
+    from fingrav_native.insitu._trace import KernelTrace, TraceFormatError
+    from fingrav_native.method._align import NoLogsInExecutionsError
+    from fingrav_native.method._phase import PhaseSteeringWarning
+    from fingrav_native.method._pipeline import SensorResolutionWarning, stitch_logs
+    from fingrav_native.method._results import ExecutionProfile, InterleavedProfile, Profile
+    from fingrav_native.multi._results import NodeProfile
+    from fingrav_native.records._layouts import EXECUTION_DTYPE, make_executions
+    from fingrav_native.records._recording import Capabilities, Recording
+    from fingrav_native.sensors._characterize import Characterisation
+    from fingrav_native.sensors._from_logs import characterize_logs
+    from fingrav_native.sensors._model import SensorModel, sensor_preset
+
+#: Each public name -> the module that defines it. Loaded on first use (PEP 562), so ``import fingrav_native``
+#: (and the ``fingrav`` command's start, which imports it first) loads neither scipy nor matplotlib nor any
+#: analysis module until a name that needs them is used.
+_WHERE = {
+    "__version__": "fingrav_native._version",  # read from the installed metadata (importlib.metadata: tens of ms)
+    "DeviceUnavailableError": "fingrav_native._core",
+    "LibraryNotFoundError": "fingrav_native._core",
+    "SAMPLE_DTYPE": "fingrav_native._core",
+    "SamplerError": "fingrav_native._core",
+    "SymbolNotFoundError": "fingrav_native._core",
+    "characterize": "fingrav_native.app._characterize",
+    "open_device": "fingrav_native.app._open",
+    "profile": "fingrav_native.app._profile",
+    "record": "fingrav_native.app._recorder",
+    "profile_trace": "fingrav_native.app._trace",
+    "UnknownSensorWindowWarning": "fingrav_native.backends._nvidia",
+    "ClockStepWarning": "fingrav_native.clocks._epoch",
+    "CampaignFormatError": "fingrav_native.files._campaign",
+    "CampaignLockedError": "fingrav_native.files._campaign",
+    "CampaignMismatchError": "fingrav_native.files._campaign",
+    "CaptureFormatError": "fingrav_native.files._capture",
+    "load": "fingrav_native.files._io",
+    "save": "fingrav_native.files._io",
+    "ProfileFormatError": "fingrav_native.files._profiles",
+    "export_trace": "fingrav_native.files._trace",
+    "EnergyClosureWarning": "fingrav_native.insitu._closure",
+    "TraceProfile": "fingrav_native.insitu._results",
+    "KernelTrace": "fingrav_native.insitu._trace",
+    "TraceFormatError": "fingrav_native.insitu._trace",
+    "NoLogsInExecutionsError": "fingrav_native.method._align",
+    "PhaseSteeringWarning": "fingrav_native.method._phase",
+    "SensorResolutionWarning": "fingrav_native.method._pipeline",
+    "stitch_logs": "fingrav_native.method._pipeline",
+    "ExecutionProfile": "fingrav_native.method._results",
+    "InterleavedProfile": "fingrav_native.method._results",
+    "Profile": "fingrav_native.method._results",
+    "NodeProfile": "fingrav_native.multi._results",
+    "EXECUTION_DTYPE": "fingrav_native.records._layouts",
+    "make_executions": "fingrav_native.records._layouts",
+    "Capabilities": "fingrav_native.records._recording",
+    "Recording": "fingrav_native.records._recording",
+    "Characterisation": "fingrav_native.sensors._characterize",
+    "characterize_logs": "fingrav_native.sensors._from_logs",
+    "SensorModel": "fingrav_native.sensors._model",
+    "sensor_preset": "fingrav_native.sensors._model",
+}
 
 #: The public names, by job (the module docstring lists them the same way; tests/test_public_api.py
 #: checks that the two agree and that nothing else is public).
@@ -102,7 +150,12 @@ _SUBPACKAGES = ("app", "backends", "clocks", "files", "insitu", "method", "multi
 
 
 def __getattr__(name: str) -> Any:
-    # A subpackage is imported on first use (PEP 562), so ``fg.sim.SimGPU`` works after ``import fingrav_native``.
+    # A public name or a subpackage is imported on first use (PEP 562), so ``fg.profile`` and ``fg.sim.SimGPU``
+    # work after ``import fingrav_native`` as they would with eager imports.
+    if name in _WHERE:
+        value = getattr(importlib.import_module(_WHERE[name]), name)
+        globals()[name] = value  # cached: the lookup runs once per name
+        return value
     if name in _SUBPACKAGES:
         return importlib.import_module(f"{__name__}.{name}")
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

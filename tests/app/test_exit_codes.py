@@ -393,6 +393,9 @@ CASES: dict[tuple[str, str, str], list[Callable[[Env], list[str]]]] = {
         [_interrupted(_cli_files, "profile_trace", _trace)],
     # every command
     ("every command", "1", "standard output that cannot be written (a full disk)"): [_stdout_full],
+    ("every command", "130", "interrupted while it starts (its modules loading, its arguments read): one line, "
+                             "nothing written"):
+        [_interrupted(cli, "build_parser", lambda e: [command]) for command in ("devices", "profile", "trace")],
     ("`fingrav` alone", "2", "prints the help"): [lambda e: []],
 }
 

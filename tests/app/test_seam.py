@@ -219,7 +219,8 @@ def test_profile_cli_and_recorder_share_the_resolver(monkeypatch):
     # profile() and the CLI go through open_device.
     import fingrav_native.app._profile as app_profile
     monkeypatch.setattr(app_profile, "open_device", spy)
-    monkeypatch.setattr(cli_common, "open_device", spy)
+    # The CLI imports open_device when it opens a device (its start stays light), so the spy goes where it looks.
+    monkeypatch.setattr(_open, "open_device", spy)
     fg.app.profile("cb-4k-gemm", "sim:1", mode="sse", runs=20)
     cli_common.make_backend("sim", 0, 3)
     assert seen == ["sim:1", "sim"]

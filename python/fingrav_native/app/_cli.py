@@ -11,21 +11,23 @@ from __future__ import annotations
 import argparse
 import errno
 import os
+import signal
 import sys
+import threading
 from typing import Any, Callable, Optional, Sequence
 
-from fingrav_native.app._cli_common import EXIT_BROKEN_PIPE, EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
-from fingrav_native.app._cli_demo import demo_command
-from fingrav_native.app._cli_device import characterize_command, devices_command, sync_command
-from fingrav_native.app._cli_files import export_command, plot_command, trace_command
-from fingrav_native.app._cli_parser import build_parser
-from fingrav_native.app._cli_profile import profile_command
+# Only what main needs before it holds SIGINT: the exit codes and the Ctrl-C handling (light modules). Each
+# command's module, and the package's analysis behind it (scipy, matplotlib), is imported when that command
+# runs, so a Ctrl-C at any moment of the start is one line and exit code 130, never a traceback.
+from fingrav_native.app._cli_common import (
+    EXIT_BROKEN_PIPE,
+    EXIT_FAILURE,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_USAGE,
+    SigintOnce,
+)
 from fingrav_native.app._cli_ranges import FloatRange, IntRange
-from fingrav_native.files._campaign import CampaignFormatError, CampaignMismatchError
-from fingrav_native.files._capture import CaptureFormatError
-from fingrav_native.files._profiles import ProfileFormatError
-from fingrav_native.insitu._trace import TraceFormatError
-from fingrav_native.method._align import NoLogsInExecutionsError
 
 __all__ = ["EXIT_BROKEN_PIPE", "EXIT_FAILURE", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_USAGE", "FloatRange", "IntRange",
            "build_parser", "main"]
@@ -40,24 +42,64 @@ _Run = Callable[[argparse.Namespace, bool], int]
 #: a failure to run, as is an output the disk refuses (a file where a folder goes, no permission, disk full).
 _CANNOT_RUN = (OSError, ImportError, RuntimeError)
 
-#: Each command: how main runs it, and the errors that make it exit 1; any other ValueError is bad usage
-#: (exit 2). None: the command sets its exit codes itself.
-_COMMANDS: dict[str, tuple[_Run, Optional[tuple[type[BaseException], ...]]]] = {
-    "demo": (lambda args, as_program: demo_command(args, as_program=as_program), None),
-    "devices": (lambda args, _: devices_command(args), None),
-    # A malformed trace or capture is named by its own error, a ValueError that is a failure to read.
-    "trace": (lambda args, _: trace_command(args), (OSError, ImportError, TraceFormatError, CaptureFormatError)),
-    # A damaged profile is a failure to read, as an output the disk refuses is a failure to write; a missing
-    # optional library (pyarrow for --parquet) is a failure to run, named with the extra that brings it.
-    "plot": (lambda args, _: plot_command(args), (ProfileFormatError, OSError, ImportError)),
-    "export": (lambda args, _: export_command(args), (ProfileFormatError, OSError, ImportError)),
+#: What a command's failure tuple may hold.
+_Failures = Optional[tuple[type[BaseException], ...]]
+
+
+def _command(name: str) -> tuple[_Run, _Failures]:
+    """How main runs command ``name``, and the errors that make it exit 1; any other ValueError is bad usage
+    (exit 2). None: the command sets its exit codes itself. Its module is imported here, on first use."""
+    if name == "demo":
+        from fingrav_native.app import _cli_demo as demo
+
+        return (lambda args, as_program: demo.demo_command(args, as_program=as_program)), None
+    if name in ("devices", "sync", "characterize"):
+        from fingrav_native.app import _cli_device as device
+
+        if name == "devices":
+            return (lambda args, _: device.devices_command(args)), None
+        run = device.sync_command if name == "sync" else device.characterize_command
+        return (lambda args, _: run(args)), _CANNOT_RUN
+    if name in ("trace", "plot", "export"):
+        return _files_command(name)
+    from fingrav_native.app import _cli_profile as profile
+    from fingrav_native.files._campaign import CampaignFormatError, CampaignMismatchError
+    from fingrav_native.method._align import NoLogsInExecutionsError
+
     # A campaign folder in use (CampaignLockedError, a RuntimeError), a damaged or incomplete folder, a
     # campaign that gave no logs (NoLogsInExecutionsError, a ValueError): the command failed, the usage was fine.
-    "profile": (lambda args, as_program: profile_command(args, as_program=as_program),
-                (CampaignMismatchError, CampaignFormatError, NoLogsInExecutionsError, *_CANNOT_RUN)),
-    "sync": (lambda args, _: sync_command(args), _CANNOT_RUN),
-    "characterize": (lambda args, _: characterize_command(args), _CANNOT_RUN),
-}
+    return ((lambda args, as_program: profile.profile_command(args, as_program=as_program)),
+            (CampaignMismatchError, CampaignFormatError, NoLogsInExecutionsError, *_CANNOT_RUN))
+
+
+def _files_command(name: str) -> tuple[_Run, _Failures]:
+    """``trace``, ``plot`` and ``export`` as :func:`_command` gives them."""
+    from fingrav_native.app import _cli_files as files
+
+    if name == "trace":
+        from fingrav_native.files._capture import CaptureFormatError
+        from fingrav_native.insitu._trace import TraceFormatError
+
+        # A malformed trace or capture is named by its own error, a ValueError that is a failure to read.
+        return (lambda args, _: files.trace_command(args)), (OSError, ImportError, TraceFormatError,
+                                                             CaptureFormatError)
+    from fingrav_native.files._profiles import ProfileFormatError
+
+    # A damaged profile is a failure to read, as an output the disk refuses is a failure to write; a missing
+    # optional library (pyarrow for --parquet) is a failure to run, named with the extra that brings it.
+    run = files.plot_command if name == "plot" else files.export_command
+    return (lambda args, _: run(args)), (ProfileFormatError, OSError, ImportError)
+
+
+#: The commands main knows (the parser lists the same ones).
+_COMMAND_NAMES = ("demo", "devices", "trace", "plot", "export", "profile", "sync", "characterize")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``fingrav`` argument parser (built on demand: it imports the modules whose choices it lists)."""
+    from fingrav_native.app._cli_parser import build_parser as build
+
+    return build()
 
 
 class _OutputFailed(BaseException):
@@ -138,11 +180,54 @@ def main(argv: Sequence[str] | None = None) -> int:
         The exit code.
     """
     as_program = argv is None
+    # Held from main's first line: a Ctrl-C while the command's modules load (seconds: scipy, matplotlib) or
+    # between its steps is one line and exit code 130 like one during its work.
+    owns_sigint = threading.current_thread() is threading.main_thread() and \
+        signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    seen: list[str] = []  # the command, once parsed: names it in a message about standard output
+    try:
+        code = _guarded_main(argv, as_program, seen)
+    except KeyboardInterrupt:
+        if not owns_sigint:
+            raise  # called from a program with its own Ctrl-C handling: it is its to handle
+        if as_program:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C while the line is written
+        print(f"{_named(argv, seen)}: interrupted; the files it named are whole, one it was writing may be cut "
+              "short", file=sys.stderr)
+        code = EXIT_INTERRUPTED
+    if code == EXIT_INTERRUPTED:
+        _forget_handled_interrupt()
+    return code
+
+
+def _forget_handled_interrupt() -> None:
+    """Keep CPython from ending the process by SIGINT (exit -2) for a Ctrl-C the command has handled.
+
+    CPython marks a KeyboardInterrupt raised inside ``exec`` of a string
+    as unhandled even when it is caught (scipy and numpy run such code while
+    they import: a Ctrl-C there is common), and at exit kills the process
+    with SIGINT after the command said it was interrupted. Every evaluation
+    of a string clears the mark first (``run_eval_code_obj`` in
+    ``Python/pythonrun.c``), so one that raises nothing leaves it clear.
+    """
+    exec("pass")  # a constant string: it clears the mark, nothing else runs
+
+
+def _named(argv: Sequence[str] | None, seen: list[str]) -> str:
+    """``fingrav COMMAND`` for a message: the parsed command, else the first argument that names one."""
+    if seen:
+        return f"fingrav {seen[0]}"
+    given = list(sys.argv[1:] if argv is None else argv)
+    command = next((a for a in given if a in _COMMAND_NAMES), None)
+    return f"fingrav {command}" if command else "fingrav"
+
+
+def _guarded_main(argv: Sequence[str] | None, as_program: bool, seen: list[str]) -> int:
+    """Main's body inside the standard-output guard."""
     real = sys.stdout
     guarded = _GuardedOutput(real) if real is not None else None
     if guarded is not None:
         sys.stdout = guarded
-    seen: list[str] = []  # the command, once parsed: names it in a message about standard output
     try:
         try:
             return _main(argv, as_program, seen)
@@ -158,19 +243,36 @@ def main(argv: Sequence[str] | None = None) -> int:
             sys.stdout = real
 
 
+def _start(argv: Sequence[str] | None, as_program: bool, seen: list[str]) -> int | tuple[argparse.Namespace, _Run,
+                                                                                         _Failures]:
+    """Parse the arguments and import the command's module, with Ctrl-C held: an exit code, or what to run."""
+    with SigintOnce(keep_ignoring=as_program) as sigint:
+        try:
+            parser = build_parser()
+            args = parser.parse_args(argv)
+            if args.command is None:
+                parser.print_help()
+                return EXIT_USAGE
+            seen.append(str(args.command))
+            if args.command not in _COMMAND_NAMES:
+                parser.error(f"unknown command {args.command!r}")
+                return EXIT_USAGE  # pragma: no cover - parser.error exits
+            return (args, *_command(args.command))
+        except (KeyboardInterrupt, ImportError) as exc:
+            # numpy turns a Ctrl-C during its compiled modules' start into an ImportError: ours when SIGINT fired.
+            if not sigint.installed or (isinstance(exc, ImportError) and not sigint.fired):
+                raise
+            sigint.ignore()
+            print(f"{_named(argv, seen)}: interrupted before it started; nothing was written", file=sys.stderr)
+            return EXIT_INTERRUPTED
+
+
 def _main(argv: Sequence[str] | None, as_program: bool, seen: list[str]) -> int:
-    """Parse and run the command (main's body, inside the standard-output guard)."""
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if args.command is not None:
-        seen.append(str(args.command))
-    if args.command is None:
-        parser.print_help()
-        return EXIT_USAGE
-    if args.command not in _COMMANDS:
-        parser.error(f"unknown command {args.command!r}")
-        return EXIT_USAGE  # pragma: no cover - parser.error exits
-    run, failures = _COMMANDS[args.command]
+    """Start the command, then run it under its own Ctrl-C handling (main's body, inside the output guard)."""
+    started = _start(argv, as_program, seen)
+    if isinstance(started, int):
+        return started
+    args, run, failures = started
     if failures is None:
         return run(args, as_program)
     try:

@@ -6,12 +6,13 @@ import argparse
 import functools
 import re
 import sys
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
-from fingrav_native.app._open import open_device
-from fingrav_native.backends._base import Backend
-from fingrav_native.backends._workloads import resolve_workload, torch_gemm, torch_gemv
-from fingrav_native.sim._device import kernel_presets
+if TYPE_CHECKING:
+    from fingrav_native.backends._base import Backend
+
+# The devices, workloads and simulator are imported by the functions that use them: ``fingrav``'s entry
+# module imports this one for the exit codes and Ctrl-C handling, before any of the heavy modules.
 
 #: The command did what it was asked.
 EXIT_OK = 0
@@ -119,6 +120,8 @@ def make_backend(name: str, device: int, seed: int) -> Backend:
         raise ValueError(f"--device={device}: must be >= 0")
     if seed < 0:
         raise ValueError(f"--seed={seed}: must be >= 0")
+    from fingrav_native.app._open import open_device
+
     # One resolver for every driver (open_device): the CLI's --backend/--device/--seed are its string.
     if name in ("sim", "sim-live"):
         return open_device(name, seed=seed)
@@ -144,6 +147,9 @@ _HW_PRESET = re.compile(r"^(cb|mb)-(\d+)k-(gemm|gemv)$")
 
 def resolve_kernel(backend_name: str, spec: str) -> object:
     """A kernel for the backend from the command line's KERNEL (a preset name or module:function)."""
+    from fingrav_native.backends._workloads import resolve_workload, torch_gemm, torch_gemv
+    from fingrav_native.sim._device import kernel_presets
+
     if ":" in spec:
         if backend_name.startswith("sim"):
             raise ValueError(f"kernel={spec!r}: a module:function workload runs on amd or nvidia; "
