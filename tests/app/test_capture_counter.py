@@ -1,4 +1,4 @@
-"""The energy counter a capture records beside the logs (issue 28's energy closure): recorder, file, loader.
+"""The energy counter a capture records beside the logs (for the energy closure): recorder, file, loader.
 
 The counter is polled by a second sampler on its own power source in energy mode; on a fake MI300X
 (tests/fakes/fake_amd.py: a caching driver's gpu_metrics at a constant 120 W) its readings must integrate to

@@ -1,4 +1,4 @@
-"""``fingrav trace --annotate OUT`` (issue 28): the output refused by name before any work, the copy written,
+"""``fingrav trace --annotate OUT``: the output refused by name before any work, the copy written,
 and the energy closure line printed when the capture holds a counter (the simulated loop's true-power
 accumulator)."""
 

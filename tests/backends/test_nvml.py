@@ -684,7 +684,7 @@ def test_usage_is_stamped_on_the_host_realtime_clock(fake):
         src.poll()
 
 
-# ---------------------------------------------------------------- the recorder's energy counter (issue 28)
+# ---------------------------------------------------------------- the recorder's energy counter
 
 
 def test_the_recorder_finds_nvmls_energy_counter_beside_each_mode(fake):

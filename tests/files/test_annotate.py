@@ -1,4 +1,4 @@
-"""The power written back into real Kineto traces (issue 28): every event kept, energies in args, counter tracks.
+"""The power written back into real Kineto traces: every event kept, energies in args, counter tracks.
 
 The traces are real ones others recorded (``traces/`` of the real-data folder, tests/real_data.py), with the
 synthetic power logs of tests/insitu/test_real_traces.py (no power was recorded with them). Each annotated

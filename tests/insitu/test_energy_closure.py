@@ -1,4 +1,4 @@
-"""Energy closure (issue 28): the kernel table plus the gaps against an energy counter, on closed-form truth.
+"""Energy closure: the kernel table plus the gaps against an energy counter, on closed-form truth.
 
 The analytic training loop (``sim._analytic_loop``) gives the true power as a formula; a counter read every
 2 ms integrates it exactly (quantised to 2^-16 J, as AMD's accumulator), so a counter consistent with the power

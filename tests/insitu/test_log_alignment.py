@@ -71,7 +71,7 @@ def test_profile_trace_finds_and_applies_a_known_clock_offset_of_the_simulated_l
     # The simulator's loop, its logs stamped 30.4 us late by a one-sided map: the offset measured against the
     # kernels moves them back. The loop's kernels ramp up at launch and relax after they end, which four
     # quarters and one symmetric lag fit only roughly: the offset comes back biased by a few us (2.4 here;
-    # 1-5 us over seeds, with an interval that does not cover it, as before issue 28's fix).
+    # 1-5 us over seeds, which a fit of quarters alone would state with an interval that does not cover it).
     sensor = sensors.sensor_preset("instant-1ms")
     loop = logged_loop(sensor, seed=3, iterations=400)
     tp = profile_trace(loop.trace, loop.samples, _LateMap(30_400.0), sensor=sensor)
@@ -101,7 +101,7 @@ def _many_signatures(seed: int, n: int = 1500, signatures: int = 300) -> tuple[n
 @pytest.mark.parametrize("seed", [2, 5])
 def test_fewer_logs_than_columns_pool_signatures_and_give_no_tight_wrong_offset(seed: int) -> None:
     # About 100 logs over ~250 signatures: one column per signature quarter would be ~1000 columns, a fit
-    # that passes through every log at any shift (issue 28; before the fix, seed 2 gave -10 us +- 0.5 and
+    # that passes through every log at any shift (so fitted, seed 2 gave -10 us +- 0.5 and
     # seed 5 +28 us +- 1.5 for a true -20 us, each with a 25 us lag that was not there). Signatures beyond
     # what the logs support share one group instead.
     t, y, s, e, k = _many_signatures(seed)

@@ -1,4 +1,4 @@
-"""In-situ profiling of a rocprofv3 run (issue 28, item 9): its three output formats, its clock, its agents.
+"""In-situ profiling of a rocprofv3 run: its three output formats, its clock, its agents.
 
 A training loop on the simulated GPU is written as rocprofv3 writes a run
 (kernel_trace.csv with its agent_info.csv, --output-format json, a rocpd
@@ -321,7 +321,7 @@ def test_the_synthesized_outputs_of_one_run_read_alike_with_gpu_ordinals():
 
 
 def test_the_energy_counter_closes_on_the_rocprofv3_traces_clock(loop, session, tmp_path):
-    # The closure (issue 28) maps the capture's energy counter onto the trace's clock as it maps the logs:
+    # The closure maps the capture's energy counter onto the trace's clock as it maps the logs:
     # onto CLOCK_BOOTTIME for rocprofv3. Mapped onto CLOCK_REALTIME (what the counter's map did before the
     # two branches met) it falls decades away from the kernels and the closure has nothing to close over.
     paths, _, _ = session

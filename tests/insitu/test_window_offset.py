@@ -2,9 +2,8 @@
 
 The simulator's training loop logged through 1 ms and 5 ms boxcars and a 1 ms first-order filter, with
 the logs' stamps moved by a known clock mismatch (0, 1, 5 and 50 ms: a trace from another host, an NTP
-step, a wrong baseTimeNanoseconds). Before issue 28's fix, profile_trace skipped the offset measurement
-for averaging sensors and printed every one of these tables without a word, the worst kernel 100 % to
-742 % off (bench/insitu_window_offset_bench.py --energies). Exact logs must not warn (pytest turns any warning into an error).
+step, a wrong baseTimeNanoseconds). Left unchecked for averaging sensors, every one of these tables
+would print without a word, the worst kernel 100 % to 742 % off (bench/insitu_window_offset_bench.py --energies). Exact logs must not warn (pytest turns any warning into an error).
 """
 
 from __future__ import annotations

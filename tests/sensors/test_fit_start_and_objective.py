@@ -1,6 +1,6 @@
 """The step fitters move every parameter from its start, and fit what the returned model predicts.
 
-Two regressions (issue 27): a delay started at exactly 0 never moved (scipy's finite-difference step is
+Two regressions: a delay started at exactly 0 never moved (scipy's finite-difference step is
 relative to the parameter, ~1.5e-8 ns at 0, below the log times' resolution: a zero derivative), and
 the meter fit chose window and delay with a drift term the returned model does not carry. The records
 are closed forms: a boxcar or a first-order filter of a known square-wave load, logged at random times

@@ -1,6 +1,6 @@
 """The energy counter a :class:`~fingrav_native.app.PowerRecorder` records beside the power logs.
 
-The energy closure of an in-situ profile (issue 28) needs the device's energy
+The energy closure of an in-situ profile needs the device's energy
 counter over the trace: AMD's ``energy_accumulator`` (``gpu_metrics``, 2^-16 J,
 stamped by the firmware's clock) or NVML's total energy (mJ, stamped by NVML
 where its field API answers). :class:`CounterSpec` says where a device's counter

@@ -35,7 +35,7 @@ class _Resolved:
     # Builds the sensor once the period is measured (NVML reports none for some modes).
     sensor_for_period: Optional[Callable[[float], SensorModel]]
     description: str
-    # The device's energy counter, where it has one (issue 28's energy closure).
+    # The device's energy counter, where it has one (for the energy closure).
     counter: Optional[CounterSpec] = None
 
 

@@ -365,7 +365,7 @@ class PowerCapture:
         header = {"format": CAPTURE_FORMAT, "version": CAPTURE_VERSION, "source": self.source,
                   "sensor": None if self.sensor is None else self.sensor.as_dict(), "period_ns": int(self.period_ns),
                   "stats": self.stats, "meta": self.meta, "clocks": list(self.clocks)}
-        if self.counter is not None:  # issue 28: the energy counter (files/_capture_counter.py)
+        if self.counter is not None:  # the energy counter (files/_capture_counter.py)
             header["counter"] = self.counter.header()
         return header
 

@@ -10,7 +10,7 @@ counter's steps (``"amd:N"``'s energy channel, ``"nvidia:N:energy"``) nothing
 more is recorded and the capture says so. :meth:`CapturedCounter.energy_counter`
 rebuilds the cumulative counter (:class:`~fingrav_native.sensors.EnergyCounter`)
 and its clock map, which :func:`~fingrav_native.profile_trace` closes the
-profile against (issue 28's energy closure).
+profile against (the energy closure).
 
 In the capture file (format version unchanged: a reader that does not know
 the counter ignores it and misreads nothing) the header's ``counter`` holds

@@ -7,7 +7,7 @@ for). An energy counter (AMD's ``energy_accumulator``, NVML's total energy)
 integrates the same power in the firmware: over the trace the two must add
 up to one figure, within their uncertainties. Where they do not, one of them
 is wrong, and a user meets a counter that disagrees with integrated power
-without a way to tell which to trust (issue 28); :func:`energy_closure`
+without a way to tell which to trust; :func:`energy_closure`
 (in ``_closure_fit``) says which side reads what, by how much beyond the
 uncertainty, and which of the common causes fits (a gain, an offset such as a counter of a wider
 scope, a clock offset at the span's ends).

@@ -103,7 +103,7 @@ def _warmup(samples: np.ndarray, ex: np.ndarray, logger_map: ClockMapLike, toler
 
     MSER's cut stands only where the part it cuts differs from the rest by
     three standard errors: on stationary power its minimum lands past zero
-    by chance about a third of the time (issue 28: 12 of 158 signatures of
+    by chance about a third of the time (12 of 158 signatures of
     a real trace marked warm-up).
     """
     try:

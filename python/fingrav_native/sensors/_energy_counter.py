@@ -5,7 +5,7 @@ NVML's ``nvmlDeviceGetTotalEnergyConsumption``) integrates power in the
 firmware, so the energy between two of its readings is exact up to its
 quantum, whatever the power did in between. That makes it the reference an
 in-situ profile's energies (each kernel's from the power logs, and the gaps'
-between them) must add up to over the trace (issue 28's energy closure).
+between them) must add up to over the trace (the energy closure).
 :class:`EnergyCounter` holds the readings as cumulative joules on the
 counter's own clock, in segments (a reset, a lost step or a paused sampler
 ends one: energy is never taken across a break), and says where each break
