@@ -19,8 +19,6 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-
 #: Libraries that make a start slow; none may load before ``main`` holds SIGINT.
 HEAVY = ("numpy", "scipy", "matplotlib", "pyarrow", "torch")
 
@@ -30,8 +28,9 @@ DELAYS_S = (0.05, 0.1, 0.2, 0.35, 0.5, 0.75, 1.0, 1.5, 2.0)
 
 
 def _env() -> dict[str, str]:
+    # The package as this interpreter finds it (installed, editable, or on an inherited PYTHONPATH): a source
+    # folder put first would hide an installed package's compiled core.
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "python"), env.get("PYTHONPATH", "")])
     env["OPENBLAS_NUM_THREADS"] = "1"
     return env
 
