@@ -420,6 +420,23 @@ def _drop(tmp: str) -> None:
 
 
 @contextlib.contextmanager
+def _replacing(path: str, sync: bool) -> Iterator[tuple[int, str]]:
+    """A temporary file beside ``path`` (its descriptor and name), renamed over ``path`` when the block ends.
+
+    Whatever stops the block leaves the previous file whole and removes the temporary one.
+    """
+    fd, tmp = temporary_beside(path)
+    try:
+        yield fd, tmp
+        if sync:
+            _fsync(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        _drop(tmp)
+        raise
+
+
+@contextlib.contextmanager
 def atomic_output(path: str, *, sync: bool = True) -> Iterator[IO[bytes]]:
     """A binary file to write ``path``'s new content into; on success it is renamed over ``path``.
 
@@ -444,18 +461,11 @@ def atomic_output(path: str, *, sync: bool = True) -> Iterator[IO[bytes]]:
     an exception, Ctrl-C) leaves the previous file whole and removes the
     partial one.
     """
-    fd, tmp = temporary_beside(path)
-    try:
+    with _replacing(path, sync) as (fd, _):
         with os.fdopen(fd, "wb") as f:
             yield f
             if not f.closed:  # a text or gzip layer over it may have closed it already
                 f.flush()
-        if sync:
-            _fsync(tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        _drop(tmp)
-        raise
 
 
 def write_atomically(path: str, write: Callable[[str], object], *, sync: bool = True) -> str:
@@ -466,16 +476,9 @@ def write_atomically(path: str, write: Callable[[str], object], *, sync: bool = 
     with ``path``'s name, so the format its suffix names is kept. As
     :func:`atomic_output`: a write cut short leaves the previous file whole.
     """
-    fd, tmp = temporary_beside(path)
-    os.close(fd)
-    try:
+    with _replacing(path, sync) as (fd, tmp):
+        os.close(fd)
         write(tmp)
-        if sync:
-            _fsync(tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        _drop(tmp)
-        raise
     return path
 
 
