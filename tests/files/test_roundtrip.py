@@ -358,3 +358,15 @@ def test_sensor_model_presets_survive_a_capture_header(tmp_path):
         assert isinstance(sensor, SensorModel)
         cap = PowerCapture(np.zeros(1, SAMPLE_DTYPE), np.zeros((1, 3), np.int64), source, sensor, 1000, {}, {})
         assert load_capture(cap.save(tmp_path / f"{name}.npz")).sensor == sensor
+
+
+@pytest.mark.parametrize("value", [math.nan, math.inf, -math.inf])
+def test_silently_wrong_a_non_finite_setting_reads_back_from_strict_json(value, tmp_path):
+    # campaign.json is strict JSON (no bare NaN), yet a resume compares the settings it reads back: a
+    # setting of inf written as null changed the campaign. Written tagged, read back as the float.
+    settings_ = {"max_power_w": value, "nested": [value, 1.0], "text": "NaN"}
+    write_manifest(str(tmp_path), {"kernel": "k", "backend": {"name": "sim", "device": "d"}, "settings": settings_,
+                                   "state": "running", "runs": 0, "campaign_id": "abc"})
+    raw = (tmp_path / "campaign.json").read_text()
+    json.loads(raw, parse_constant=lambda c: pytest.fail(f"bare {c} in campaign.json"))
+    assert same(read_manifest(str(tmp_path))["settings"], settings_)

@@ -31,6 +31,7 @@ from fingrav_native.files._campaign import (
     lock_holder,
     read_json_file,
     run_files,
+    tag_nonfinite,
 )
 from fingrav_native.files._outputs import check_output_path, write_json
 from fingrav_native.files._trace import export_trace
@@ -90,7 +91,7 @@ def _refuse_a_campaign(out: str) -> None:
 
 def _write_json_atomic(path: str, value: dict[str, Any]) -> None:
     """``value`` as JSON at ``path``, whole or not at all: a resume never reads half of it."""
-    write_json(path, value)
+    write_json(path, tag_nonfinite(value))
 
 
 def profile_command(args: argparse.Namespace, *, as_program: bool = False) -> int:

@@ -172,6 +172,35 @@ class StoredRun:
 
 
 
+#: How a campaign's JSON files hold a number JSON has no word for: ``{"$float": "NaN"}`` (or ``"Infinity"``,
+#: ``"-Infinity"``). Strict JSON to any parser, and read back as the float it was: a resume compares the
+#: settings it reads with the ones it is given, so a setting of inf written as null would change the campaign.
+NONFINITE_KEY = "$float"
+_NONFINITE = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
+
+
+def tag_nonfinite(value: Any) -> Any:
+    """``value`` with every NaN and infinity as ``{"$float": "..."}`` (:data:`NONFINITE_KEY`)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return {NONFINITE_KEY: "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")}
+    if isinstance(value, dict):
+        return {k: tag_nonfinite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [tag_nonfinite(v) for v in value]
+    return value
+
+
+def untag_nonfinite(value: Any) -> Any:
+    """:func:`tag_nonfinite` undone: each ``{"$float": "..."}`` read back as its float."""
+    if isinstance(value, dict):
+        if len(value) == 1 and value.get(NONFINITE_KEY) in _NONFINITE:
+            return _NONFINITE[value[NONFINITE_KEY]]
+        return {k: untag_nonfinite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [untag_nonfinite(v) for v in value]
+    return value
+
+
 def _jsonable(value: Any) -> Any:
     if isinstance(value, dict):
         out: dict[str, Any] = {}
@@ -528,7 +557,7 @@ def write_manifest(out_dir: str, manifest: dict[str, Any]) -> str:
     """Write ``campaign.json`` atomically (format and version added); return its path."""
     os.makedirs(out_dir, exist_ok=True)
     path = os.path.join(out_dir, CAMPAIGN_FILE)
-    body = {"format": CAMPAIGN_FORMAT, "version": CAMPAIGN_VERSION, **_jsonable(manifest)}
+    body = tag_nonfinite({"format": CAMPAIGN_FORMAT, "version": CAMPAIGN_VERSION, **_jsonable(manifest)})
     if json_too_deep(body, MAX_JSON_DEPTH) is not None:
         # read_manifest refuses such a file: it is not written.
         raise ValueError(f"manifest: nests deeper than the {MAX_JSON_DEPTH} levels campaign.json may have; "
@@ -619,7 +648,9 @@ def read_json_file(path: str, fix: str) -> Any:
         return CampaignFormatError(f"{path}: {what}; {fix}")
 
     raw = read_file(path, bad, MAX_MANIFEST_BYTES)
-    return loads_json(raw, bad, "not readable JSON", parse_float=float, parse_constant=float, depth=MAX_JSON_DEPTH)
+    # NaN and infinities: as the package writes them (tag_nonfinite), or as json.dump's literals.
+    return untag_nonfinite(loads_json(raw, bad, "not readable JSON", parse_float=float, parse_constant=float,
+                                      depth=MAX_JSON_DEPTH))
 
 
 def _describe_holder(fd: int) -> str:
