@@ -154,10 +154,15 @@ def test_traceback_ctrl_c_at_any_moment_of_the_start_is_one_line_and_130(form, l
     for delay in DELAYS_S:
         proc = subprocess.Popen([*form, "profile", "--resume", long_campaign, "--quiet"], stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True, env=_env())
-        time.sleep(base + delay)
-        assert proc.poll() is None, f"{delay} s: ended before the signal: {proc.communicate()}"
-        proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=120)
+        try:
+            time.sleep(base + delay)
+            assert proc.poll() is None, f"{delay} s: ended before the signal: {proc.communicate()}"
+            proc.send_signal(signal.SIGINT)
+            _, err = proc.communicate(timeout=120)
+        finally:  # a resume that missed its signal would run its 100,000 runs beside the tests that follow
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
         assert proc.returncode == 130, f"{delay} s: exit {proc.returncode}: {err}"
         assert "Traceback" not in err, f"{delay} s: {err}"
         lines = err.splitlines()
