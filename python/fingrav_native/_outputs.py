@@ -67,7 +67,7 @@ import numpy as np
 __all__ = ["CAMPAIGN_FILE", "COMMAND_FILE", "COMMAND_FORMAT", "LOCK_FILE", "PROFILE_FILE", "RUNS_DIR", "RUN_NAME",
            "OutputFolderMissingError", "OutputNotWritableError", "OutputPathError", "Writes", "archive_kind",
            "atomic_output", "check_output_path", "check_distinct_outputs", "file_kind", "json_problem",
-           "json_scalar", "strict_json", "temporary_beside", "write_atomically", "write_json"]
+           "json_scalar", "strict_json", "temporary_beside", "write_atomically", "write_json", "write_text"]
 
 #: A campaign folder's files (``files/_campaign.py`` writes and reads them; the guard spares them).
 CAMPAIGN_FILE = "campaign.json"
@@ -519,8 +519,18 @@ def write_json(path: str, doc: Any, *, indent: Optional[int] = 1, sync: bool = T
     (:func:`strict_json`).
     """
     text = json.dumps(strict_json(doc, infinities=infinities), indent=indent, allow_nan=False, default=json_scalar)
+    return write_text(path, text, sync=sync)
+
+
+def write_text(path: str, text: str, *, sync: bool = True) -> str:
+    """Write ``text`` as UTF-8 atomically (:func:`atomic_output`), gzipped where ``path`` ends in ``.gz``."""
+    data = text.encode("utf-8")
     with atomic_output(path, sync=sync) as f:
-        f.write(text.encode("utf-8"))
+        if path.endswith(".gz"):
+            with gzip.GzipFile(fileobj=f, mode="wb") as gz:
+                gz.write(data)
+        else:
+            f.write(data)
     return path
 
 

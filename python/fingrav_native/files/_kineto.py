@@ -36,7 +36,7 @@ from typing import Any, Union
 import numpy as np
 
 from fingrav_native._checks import file_path, integer_in, whole_numbers
-from fingrav_native.files._outputs import atomic_output, check_output_path
+from fingrav_native.files._outputs import check_output_path, write_text
 from fingrav_native.files._safe import file_problem, loads_json, read_file, short_repr
 from fingrav_native.insitu._trace import INT64_MAX, INT64_MIN, KernelTrace, TraceFormatError, missing_trace, row_columns
 
@@ -313,13 +313,7 @@ def write_kineto_trace(path: Union[str, os.PathLike[str]], names: Any, grid: Any
     token = uuid.uuid4().hex
     text = json.dumps(doc, default=lambda m: f"{token}{m}{token}")
     text = text.replace(f'"{token}', "").replace(f'{token}"', "")
-    with atomic_output(p) as f:
-        if p.endswith(".gz"):
-            with gzip.GzipFile(fileobj=f, mode="wb") as gz:
-                gz.write(text.encode("utf-8"))
-        else:
-            f.write(text.encode("utf-8"))
-    return p
+    return write_text(p, text)
 
 
 class _Micro:

@@ -22,8 +22,10 @@ from fingrav_native._outputs import (
     temporary_beside,
     write_atomically,
     write_json,
+    write_text,
 )
 
 __all__ = ["OutputFolderMissingError", "OutputNotWritableError", "OutputPathError", "Writes", "archive_kind",
            "atomic_output", "check_distinct_outputs", "check_output_path", "file_kind", "json_problem",
-           "json_scalar", "strict_json", "temporary_beside", "write_atomically", "write_json"]
+           "json_scalar", "strict_json", "temporary_beside", "write_atomically", "write_json",
+           "write_text"]

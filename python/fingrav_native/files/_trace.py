@@ -12,7 +12,6 @@ with other host-clock traces.
 
 from __future__ import annotations
 
-import gzip
 import json
 import math
 import os
@@ -20,7 +19,7 @@ from typing import Any, Union
 
 import numpy as np
 
-from fingrav_native.files._outputs import atomic_output, check_output_path
+from fingrav_native.files._outputs import check_output_path, write_text
 from fingrav_native.insitu._results import TraceProfile
 from fingrav_native.method._results import InterleavedProfile, Profile
 from fingrav_native.multi._results import NodeProfile
@@ -314,11 +313,4 @@ def export_trace(profile: Union[Profile, InterleavedProfile, NodeProfile, TraceP
         doc = insitu_trace_events(profile)
     else:
         doc = trace_events(profile)
-    text = json.dumps(doc, allow_nan=False)
-    with atomic_output(path) as raw:
-        if path.endswith(".gz"):
-            with gzip.GzipFile(fileobj=raw, mode="wb") as gz:
-                gz.write(text.encode("utf-8"))
-        else:
-            raw.write(text.encode("utf-8"))
-    return path
+    return write_text(path, json.dumps(doc, allow_nan=False))
