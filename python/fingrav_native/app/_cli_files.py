@@ -231,6 +231,8 @@ def trace_command(args: argparse.Namespace) -> int:
            "trace_clock": tp.trace.clock, "device": device,
            "device_numbering": tp.trace.device_numbering,
            "kernels": rows, "concurrent": tp.concurrent, "skipped": tp.skipped,
+           "skipped_by_reason": {words: len(labels) for words, labels in tp.skipped_by_reason()},
+           "warnings": list(tp.warnings),
            "iterations": None if tp.summary is None else dataclasses.asdict(tp.summary),
            "span": None if tp.span is None else summary_json(dataclasses.asdict(tp.span)),
            "closure": _closure_doc(tp)}

@@ -683,6 +683,7 @@ def profile_trace(
     if found.rows and joint:
         assert model is not None
         found.profiles = _joint(samples, t_logs, kt, model, on_device, found, bins, overlap, max_power_w)
+    _elsewhere(found, kt, on_device)
     if not found.rows:
         _nothing_profiled(found, bool(np.any(it_of[on_device] >= 0)))
     _power_limit_notes(found, max_power_w)
@@ -714,6 +715,23 @@ def _overlapped(kt: KernelTrace, samples: np.ndarray, t_logs: np.ndarray, on_dev
     attributed = samples.copy()
     attributed["total"] = total
     return conc, attributed, overlap
+
+
+def _elsewhere(found: _Signatures, kt: KernelTrace, on_device: np.ndarray) -> None:
+    """Signatures with no execution on the device to attribute, in ``skipped`` with why: every signature of the
+    trace is in the table or there."""
+    ids = kt.executions["kernel_id"]
+    missing = np.bincount(ids[on_device], minlength=len(kt.signatures)) == 0
+    if not missing.any():
+        return
+    off = missing[ids]
+    devices: dict[int, list[int]] = {}
+    for sid, dev in np.unique(np.stack([ids[off], kt.device[off]]), axis=1).T.tolist():
+        devices.setdefault(int(sid), []).append(int(dev))
+    for sid in np.flatnonzero(missing).tolist():
+        found.skipped[_label(kt.signatures[sid])] = (
+            f"no execution on the power logs' device (it ran on device(s) {devices[sid]})" if sid in devices else
+            "every execution has zero recorded duration (below the trace's resolution): none is left to attribute")
 
 
 def _nothing_profiled(found: _Signatures, iterations: bool) -> None:

@@ -8,6 +8,8 @@ writer and the plots can use them without importing the method.
 from __future__ import annotations
 
 import math
+import re
+import textwrap
 from dataclasses import dataclass
 from typing import Optional
 
@@ -18,7 +20,8 @@ from fingrav_native.insitu._closure import EnergyClosure
 from fingrav_native.insitu._trace import KernelTrace
 from fingrav_native.method._results import ExecutionProfile
 
-#: One row per kernel signature, in descending order of total energy.
+#: One row per kernel signature, in descending order of total energy. A profile's table is as wide in
+#: ``name`` as its longest name (:func:`kernel_table_dtype`), so a name is never cut; this is the narrowest.
 KERNEL_TABLE_DTYPE = np.dtype([
     ("name", "U256"),
     ("grid", "<i8", (3,)),
@@ -41,6 +44,94 @@ def kernel_table_dtype(width: int) -> np.dtype:
 
 
 _TABLE_FIELDS: tuple[str, ...] = tuple(KERNEL_TABLE_DTYPE.names or ())
+
+
+#: The widest line of a printed profile: longer sentences wrap (the table's names are cut to their column).
+PRINT_WIDTH = 160
+
+#: Characters of a name the printed table shows; the whole name is in ``kernels["name"]`` and kernels.json.
+NAME_COLUMN = 40
+
+#: Example names a printed group of signatures not profiled shows, and the characters of each.
+_EXAMPLES, _EXAMPLE_WIDTH = 3, 32
+
+#: Lines a printed warning takes at most; the whole text is in ``warnings`` (and kernels.json).
+_WARNING_LINES = 4
+
+
+def shown_name(name: str, width: int = NAME_COLUMN) -> str:
+    """A kernel name cut to ``width`` characters for display, ending in ``...`` where it was cut.
+
+    Parameters
+    ----------
+    name : str
+        The whole name (as :attr:`TraceProfile.kernels` and the saved and exported files keep it).
+    width : int
+        Characters shown, the marker included (at least 4).
+
+    Returns
+    -------
+    str
+        ``name`` itself when it fits, else its first ``width - 3`` characters and ``...``.
+    """
+    text, width = str(name), max(int(width), 4)
+    return text if len(text) <= width else text[:width - 3] + "..."
+
+
+def _cell(x: float, spec: str) -> str:
+    """``x`` formatted by ``spec`` (``"9.1f"``), or ``n/a`` as wide where it is not a number."""
+    return format(x, spec) if math.isfinite(x) else f"{'n/a':>{int(spec.split('.')[0])}s}"
+
+
+def _mj(j: float, spec: str = ".2f") -> str:
+    """An energy in mJ, or ``n/a`` where it is not a number."""
+    return format(1e3 * j, spec) if math.isfinite(j) else "n/a"
+
+
+def _us(ns: float) -> str:
+    """A signed time in us, or ``n/a`` where it is not a number."""
+    return f"{ns / 1e3:+.1f}" if math.isfinite(ns) else "n/a"
+
+
+#: The reasons profile_trace gives for leaving a signature out, in a group's words (the first match wins).
+_SKIP_GROUPS: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"fewer than min_executions=(\d+)"),
+     "with fewer than {0} executions alone on the device (min_executions={0})"),
+    (re.compile(r"^a communication kernel"),
+     "communication kernels, drawn as an additive level over what runs beside them (the warnings give it)"),
+    (re.compile(r"no power log landed"), "with no power log inside any of their golden executions"),
+    (re.compile(r"^no execution on the power logs' device"), "only on other devices than the power logs'"),
+    (re.compile(r"^every execution has zero recorded duration"),
+     "whose every execution has zero recorded duration (below the trace's resolution)"),
+)
+
+
+def skip_group(label: str, why: str) -> tuple[str, str]:
+    """The group of a signature left out: a key (numbers elided) and the group's words.
+
+    Parameters
+    ----------
+    label : str
+        The signature in words (a key of :attr:`TraceProfile.skipped`).
+    why : str
+        Why it was left out (its value).
+
+    Returns
+    -------
+    tuple of str
+        Signatures with one key share one reason; the words say it once for the group.
+    """
+    for pattern, words in _SKIP_GROUPS:
+        m = pattern.search(why)
+        if m is not None:
+            text = words.format(*m.groups())
+            return text, text
+    # A reason of its own: its first clause, without the label the method's errors start with.
+    own = why[len(label) + 2:] if why.startswith(label + ": ") else why
+    first = own.split("; ")[0]
+    return re.sub(r"\d+(\.\d+)?(e[+-]?\d+)?", "#", first), shown_name(first, 100)
+
+
 
 
 #: One iteration of the loop (``ProfilerStep#N``) on the GPU's timeline.
@@ -112,11 +203,14 @@ class IterationSummary:
     note: str = ""
 
     def __str__(self) -> str:
-        hw = f"{1e3 * self.energy_half_width_j:.2f}" if math.isfinite(self.energy_half_width_j) else "?"
-        out = (f"{self.iterations} steady iterations of {self.duration_ns / 1e6:.3f} ms: "
-               f"{1e3 * self.energy_j:.2f} +- {hw} mJ each, "
-               f"{1e3 * self.kernel_energy_j:.2f} mJ in kernels, {1e3 * self.between_kernels_j:.2f} mJ "
-               f"({100 * self.between_share:.1f} %) between them")
+        # A figure not determined reads n/a; the note or the profile's warnings say why.
+        between = (f"{_mj(self.between_kernels_j)} mJ ({100 * self.between_share:.1f} %) between them"
+                   if math.isfinite(self.between_kernels_j) and math.isfinite(self.between_share)
+                   else "the energy between them not reported (the warnings say why)")
+        duration = f"{self.duration_ns / 1e6:.3f} ms" if math.isfinite(self.duration_ns) else "n/a ms"
+        out = (f"{self.iterations} steady iterations of {duration}: "
+               f"{_mj(self.energy_j)} +- {_mj(self.energy_half_width_j)} mJ each, "
+               f"{_mj(self.kernel_energy_j)} mJ in kernels, {between}")
         if self.unattributed_busy_share > 0:
             out += (f" (including {100 * self.unattributed_busy_share:.0f} % of the kernels' busy time, in "
                     "signatures without an energy)")
@@ -166,7 +260,7 @@ class SpanEnergy:
         head = f"the trace's {self.duration_ns / 1e6:.3f} ms of kernels on this device"
         if not math.isfinite(self.energy_j):
             return f"{head}: energy not determined ({self.note})"
-        hw = f"{1e3 * self.energy_half_width_j:.3f}" if math.isfinite(self.energy_half_width_j) else "?"
+        hw = _mj(self.energy_half_width_j, ".3f")
         return (f"{head}: {1e3 * self.energy_j:.3f} +- {hw} mJ (mean {self.mean_power_w:.1f} W over {self.logs} logs)"
                 + (f"; {self.note}" if self.note else ""))
 
@@ -238,48 +332,134 @@ class TraceProfile:
         """The stitched profile of row ``i`` of :attr:`kernels`."""
         return self.profiles[int(i)]
 
-    def __str__(self) -> str:
-        lines = [f"{'kernel':40s} {'grid':>14s} {'count':>7s} {'golden':>7s} {'us':>9s} {'W':>7s} "
-                 f"{'mJ/exec':>16s} {'share':>6s}"]
-        for r in self.kernels:
+    def skipped_by_reason(self) -> list[tuple[str, list[str]]]:
+        """The signatures not profiled, grouped by why, the largest group first.
+
+        Returns
+        -------
+        list of (str, list of str)
+            Each reason in words and the labels (keys of :attr:`skipped`, whose
+            values say it for each signature in full) it holds.
+        """
+        groups: dict[str, tuple[str, list[str]]] = {}
+        for label, why in self.skipped.items():
+            key, words = skip_group(label, why)
+            groups.setdefault(key, (words, []))[1].append(label)
+        return sorted(groups.values(), key=lambda g: -len(g[1]))
+
+    def _no_interval(self, i: int) -> str:
+        """Why row ``i``'s energy has no interval, in a few words (its estimate's note says it in full)."""
+        est = self.profiles[i].energy.get("total") if i < len(self.profiles) else None
+        note = est.note if est is not None else ""
+        if "every LOI is in one bin" in note:
+            return "every log fell in one bin of the curve"
+        if "no bin has 2 LOIs" in note:
+            return "no bin of the curve holds two logs"
+        return "not determined"
+
+    def _table_lines(self) -> list[str]:
+        """The kernel table, names cut to their column and marked, and footnotes for what it cannot show."""
+        if not len(self.kernels):
+            return ["no kernel signature profiled (why: below)"]
+        lines = [f"{'#':>3s} {'kernel':{NAME_COLUMN}s} {'grid':>14s} {'count':>7s} {'golden':>7s} {'us':>9s} "
+                 f"{'W':>7s} {'mJ/exec':>16s} {'share':>6s}"]
+        cut, no_interval = False, dict[str, list[int]]()
+        for i, r in enumerate(self.kernels):
+            name = str(r["name"])
+            shown = shown_name(name)
+            cut |= shown != name
             grid = "x".join(str(int(g)) for g in r["grid"])
-            energy = (f"{1e3 * r['energy_j']:8.3f} +-{1e3 * r['energy_half_width_j']:6.3f}"
-                      if np.isfinite(r["energy_j"]) else f"{'not resolved':>16s}")
-            lines.append(f"{r['name'][:40]:40s} {grid:>14s} {r['count']:7d} {r['golden']:7d} "
-                         f"{r['duration_ns'] / 1e3:9.1f} {r['power_w']:7.1f} {energy} {100 * r['share']:5.1f}%")
-        if self.alignment is not None and self.alignment.window_ns > 0:
-            a = self.alignment
-            lines.append(f"logs placed {a.offset_ns / 1e3:+.1f} us (95 % {a.low_ns / 1e3:+.1f} to {a.high_ns / 1e3:+.1f}) "
-                         f"from their clock map, measured through their {a.window_ns / 1e6:.3g} ms responses against "
-                         "the kernels: " + ("not determined" if a.at_edge else "reported, not applied (an averaging "
-                                            "sensor's offset trades with its delay)"))
-        elif self.alignment is not None:
-            a = self.alignment
-            pooled = f"; {a.pooled} signatures share one group of columns" if a.pooled else ""
-            lines.append(f"logs placed {a.offset_ns / 1e3:+.1f} us (95 % {a.low_ns / 1e3:+.1f} to {a.high_ns / 1e3:+.1f}; "
-                         f"power lag {a.lag_ns / 1e3:.0f} us{pooled}) from their clock map, measured against the kernels: "
-                         + ("applied" if self.alignment_applied else
-                            "at the search edge, not applied" if a.at_edge else
-                            "a clock mismatch beyond the fine search, not applied (align=True applies it)" if a.far else
-                            "not applied (the map comes from bracketed reads, not a one-sided fit)"))
+            if not np.isfinite(r["energy_j"]):
+                energy = f"{'not resolved':>16s}"
+            elif np.isfinite(r["energy_half_width_j"]):
+                energy = f"{1e3 * r['energy_j']:8.3f} +-{1e3 * r['energy_half_width_j']:6.3f}"
+            else:
+                energy = f"{1e3 * r['energy_j']:8.3f} +-{'n/a':>6s}"
+                no_interval.setdefault(self._no_interval(i), []).append(i)
+            share = f"{100 * r['share']:5.1f}%" if np.isfinite(r["share"]) else f"{'n/a':>6s}"
+            lines.append(f"{i:3d} {shown:{NAME_COLUMN}s} {grid:>14s} {r['count']:7d} {r['golden']:7d} "
+                         f"{_cell(r['duration_ns'] / 1e3, '9.1f')} {_cell(r['power_w'], '7.1f')} {energy} {share}")
+        if cut:
+            lines.append('names ending in "..." are cut to fit; row #\'s whole name: kernels["name"][#] '
+                         '(kernels.json: "kernels"[#])')
+        if no_interval:
+            lines.append("+- n/a: no interval, " + "; ".join(
+                f"{why} (row{'s' if len(rows) > 1 else ''} {', '.join(map(str, rows[:8]))}"
+                f"{', ...' if len(rows) > 8 else ''})" for why, rows in no_interval.items()))
+        return lines
+
+    def _alignment_line(self) -> Optional[str]:
+        """How the logs were placed against the kernels, or None when not measured."""
+        a = self.alignment
+        if a is None:
+            return None
+        span = f"{_us(a.offset_ns)} us (95 % {_us(a.low_ns)} to {_us(a.high_ns)}"
+        if a.window_ns > 0:
+            return (f"logs placed {span}) from their clock map, measured through their {a.window_ns / 1e6:.3g} ms "
+                    "responses against the kernels: " + ("not determined" if a.at_edge else "reported, not applied "
+                                                        "(an averaging sensor's offset trades with its delay)"))
+        pooled = f"; {a.pooled} signatures share one group of columns" if a.pooled else ""
+        lag = f"{a.lag_ns / 1e3:.0f} us" if math.isfinite(a.lag_ns) else "n/a"
+        return (f"logs placed {span}; power lag {lag}{pooled}) from their clock map, measured against the kernels: "
+                + ("applied" if self.alignment_applied else
+                   "at the search edge, not applied" if a.at_edge else
+                   "a clock mismatch beyond the fine search, not applied (align=True applies it)" if a.far else
+                   "not applied (the map comes from bracketed reads, not a one-sided fit)"))
+
+    def _iteration_line(self) -> str:
+        """The energy per iteration, or why there is none."""
         if self.summary is not None:
-            lines.append(str(self.summary))
-        elif len(self.trace.steps):
-            lines.append(f"no energy per iteration: of the trace's {len(self.trace.steps)} ProfilerStep#N, "
-                         f"{len(self.iterations)} launched kernels on this device, and no power log falls inside "
-                         "one the capture covers whole")
-        elif self.trace.clock == "CLOCK_BOOTTIME":
-            lines.append("no iterations: a rocprofv3 kernel trace marks none (torch.profiler's prof.step() does)")
-        else:
-            lines.append("no iterations: the trace has no ProfilerStep#N (call prof.step() once per iteration)")
+            return str(self.summary)
+        if len(self.trace.steps):
+            return (f"no energy per iteration: of the trace's {len(self.trace.steps)} ProfilerStep#N, "
+                    f"{len(self.iterations)} launched kernels on this device, and no power log falls inside "
+                    "one the capture covers whole")
+        if self.trace.clock == "CLOCK_BOOTTIME":
+            return "no iterations: a rocprofv3 kernel trace marks none (torch.profiler's prof.step() does)"
+        return "no iterations: the trace has no ProfilerStep#N (call prof.step() once per iteration)"
+
+    def _skipped_lines(self) -> list[str]:
+        """The signatures not profiled, by reason with counts and a few names each (every one: :attr:`skipped`)."""
+        if not self.skipped:
+            return []
+        n = len(self.skipped)
+        lines = [f"{n} signature{'s' if n > 1 else ''} not profiled, by reason (each one's reason: "
+                 'TraceProfile.skipped, kernels.json "skipped"):']
+        for words, labels in self.skipped_by_reason():
+            line = f"  {len(labels)} {words}"
+            names = [shown_name(label, _EXAMPLE_WIDTH) for label in labels[:_EXAMPLES]]
+            while names and len(line) + len(", e.g. ") + len(", ".join(names)) + 5 > PRINT_WIDTH:
+                names.pop()
+            if names:
+                line += ", e.g. " + ", ".join(names) + (", ..." if len(labels) > len(names) else "")
+            lines.append(line)
+        return lines
+
+    def __str__(self) -> str:
+        lines = self._table_lines()
+        placed = self._alignment_line()
+        lines += [placed] if placed is not None else []
+        lines.append(self._iteration_line())
         if self.span is not None:
             lines.append(str(self.span))
         if self.concurrent:
             lines.append(f"{self.concurrent} executions overlapped another kernel on their device: left out")
-        for label, why in self.skipped.items():
-            lines.append(f"not profiled: {label}: {why}")
+        lines += self._skipped_lines()
         if self.closure is not None:
             lines.append(str(self.closure))
+        out = [part for line in lines for part in _wrapped(line)]
         for w in self.warnings:
-            lines.append(f"warning: {w}")
-        return "\n".join(lines)
+            parts = _wrapped(f"warning: {w}")
+            if len(parts) > _WARNING_LINES:
+                parts = parts[:_WARNING_LINES - 1] + [
+                    f"    ... ({len(parts) - _WARNING_LINES + 1} more lines: the whole warning is in TraceProfile.warnings "
+                    'and kernels.json "warnings")']
+            out += parts
+        return "\n".join(out)
+
+
+def _wrapped(line: str) -> list[str]:
+    """A line of the printout wrapped to :data:`PRINT_WIDTH` (a word longer than the width, a name, is broken)."""
+    if len(line) <= PRINT_WIDTH:
+        return [line]
+    return textwrap.wrap(line, PRINT_WIDTH, subsequent_indent="    ", break_on_hyphens=False)
