@@ -15,6 +15,7 @@ import numpy as np
 
 from fingrav_native.app import _plot as fplot
 from fingrav_native.app._cli_common import EXIT_FAILURE, EXIT_OK, interruptible
+from fingrav_native.app._progress import PhaseProgress
 from fingrav_native.app._trace import profile_trace
 from fingrav_native.files._annotate import annotate_trace, check_annotation_out
 from fingrav_native.files._capture import load_capture
@@ -184,7 +185,6 @@ def trace_command(args: argparse.Namespace) -> int:
     import matplotlib
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
 
     # The folder and the files it will hold, before the trace is read and profiled: none is an input.
     check_output_path(args.out, "--out", folder=True)
@@ -197,11 +197,15 @@ def trace_command(args: argparse.Namespace) -> int:
     # --annotate is none of --out's files: the second written would replace the first after all the work.
     check_distinct_outputs({"--annotate": annotate,
                             **{f"--out {name}": os.path.join(args.out, name) for name in names}})
+    quiet = False if args.quiet else None
     try:
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), PhaseProgress("fingrav trace", force=quiet) as progress:
             # Said below, in the command's words, not as a Python warning with a source line.
             warnings.simplefilter("ignore", EnergyClosureWarning)
-            tp = profile_trace(args.trace, load_capture(args.power), min_executions=args.min_executions,
+            progress.phase("reading the power capture")
+            capture = load_capture(args.power)
+            progress.phase("reading and profiling the trace")
+            tp = profile_trace(args.trace, capture, min_executions=args.min_executions,
                                sensor=args.sensor, device=args.device)
     except ValueError as exc:
         # The data, not the command line: logs that miss the trace, a capture without the trace's clock.
@@ -212,14 +216,30 @@ def trace_command(args: argparse.Namespace) -> int:
     print(tp)
     if tp.closure is not None and not tp.closure.agrees:
         print(f"fingrav trace: warning: {tp.closure.explain()}", file=sys.stderr)
+    with PhaseProgress("fingrav trace", force=quiet) as progress:
+        written = _trace_outputs(args, tp, annotate, progress)
+    for p in written:
+        print(p)
+    print("open power_trace.json.gz in https://ui.perfetto.dev")
+    return EXIT_OK
+
+
+def _trace_outputs(args: argparse.Namespace, tp: TraceProfile, annotate: Optional[str],
+                   progress: PhaseProgress) -> list[str]:
+    """``fingrav trace``'s files: the Perfetto trace, the figures, kernels.json and the annotated trace."""
+    import matplotlib.pyplot as plt
+
     os.makedirs(args.out, exist_ok=True)
+    progress.phase("writing the Perfetto trace")
     written = [export_trace(tp, os.path.join(args.out, "power_trace.json.gz"))]
+    progress.phase("drawing the figures")
     fig = fplot.plot_kernel_energy(tp).figure
     for name, f in (("energy_by_kernel", fig), ("top_kernels", fplot.figure_trace_profiles(tp, top=args.top))):
         path = os.path.join(args.out, f"{name}.{args.format}")
         write_atomically(path, functools.partial(f.savefig, dpi=120, format=args.format))
         plt.close(f)
         written.append(path)
+    progress.phase("writing kernels.json")
     rows = [{"name": str(r["name"]), "grid": r["grid"].tolist(), "block": r["block"].tolist(),
              **{k: (r[k].item() if np.isfinite(r[k]) else None) if r[k].dtype.kind == "f" else int(r[k])
                 for k in ("count", "golden", "warmup", "duration_ns", "power_w", "energy_j",
@@ -239,8 +259,6 @@ def trace_command(args: argparse.Namespace) -> int:
     # Strict JSON: a value not determined (NaN) is null, as in every JSON file the package writes.
     written.append(write_json(os.path.join(args.out, "kernels.json"), doc))
     if annotate is not None:
+        progress.phase("annotating the trace")
         written.append(annotate_trace(args.trace, tp, annotate, overwrite=args.force))
-    for p in written:
-        print(p)
-    print("open power_trace.json.gz in https://ui.perfetto.dev")
-    return EXIT_OK
+    return written

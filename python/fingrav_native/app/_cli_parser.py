@@ -213,6 +213,8 @@ def _add_trace_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]"
                             "each kernel's energy in its args and power counter tracks (opens in Perfetto, "
                             "TensorBoard, HTA); checked before any work")
     trace.add_argument("--force", action="store_true", help="let --annotate replace an existing file (never the trace)")
+    trace.add_argument("--quiet", action="store_true",
+                       help="no progress line (it is drawn on stderr, only on a terminal, past two seconds)")
 
 
 def _add_profile_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:

@@ -16,7 +16,7 @@ import numpy as np
 
 from fingrav_native._checks import choice, flag, integer_in, positive_number, short_repr, whole_numbers
 from fingrav_native.clocks._maps import ClockMapLike
-from fingrav_native.insitu._results import TraceProfile
+from fingrav_native.insitu._results import TraceProfile, shown_name
 from fingrav_native.method._results import ExecutionProfile, InterleavedProfile, Profile
 from fingrav_native.method._steady import SspSearch
 from fingrav_native.method._stitched import StitchedChannel
@@ -440,8 +440,9 @@ def plot_sync_error(brackets: np.ndarray, clock_map: ClockMapLike, ax: Any = Non
 
 
 def _row_label(tp: TraceProfile, i: int) -> str:
+    """Row ``i`` in a figure's words: its number (the table's, kernels.json's), its name cut and marked, its grid."""
     r = tp.kernels[i]
-    return f"{r['name'][:28]} {'x'.join(str(int(g)) for g in r['grid'])}"
+    return f"{i} {shown_name(r['name'], 28)} {'x'.join(str(int(g)) for g in r['grid'])}"
 
 
 def plot_kernel_energy(tp: TraceProfile, ax: Any = None, *, top: int = 12) -> Any:

@@ -13,9 +13,11 @@ file, a pipe, CI), so scripted use stays quiet.
 from __future__ import annotations
 
 import sys
+import threading
 import time
 from dataclasses import dataclass
-from typing import Callable, Optional, TextIO, Union
+from types import TracebackType
+from typing import Callable, Optional, TextIO, Type, Union
 
 from fingrav_native._checks import flag, positive_number, short_repr
 
@@ -167,6 +169,77 @@ class TerminalProgress(ProgressReporter):
             self.stream.write("\r")
             self.stream.flush()
             self._width = 0
+
+
+class PhaseProgress:
+    """What a command is doing, as one status line redrawn on stderr once it has run past ``after_s`` seconds.
+
+    A command whose steps give no count (reading a trace, profiling every signature of it) still shows
+    that it advances: the phase and the time elapsed, redrawn every ``interval_s`` from a background
+    thread, on a terminal only (as :class:`TerminalProgress`), and cleared when the phase ends, so what
+    the command prints to stdout afterwards starts on a clean line and a pipe or a log file gets nothing.
+
+    Parameters
+    ----------
+    command : str
+        Shown first (``fingrav trace``).
+    stream : text stream, optional
+        Where to draw (default ``sys.stderr``).
+    force : bool, optional
+        Draw (True) or stay silent (False) whatever ``stream`` is; default: only on a terminal.
+    after_s : float
+        Seconds before the line first shows (a quick command draws nothing).
+    interval_s : float
+        Seconds between redraws.
+    """
+
+    def __init__(self, command: str, *, stream: Optional[TextIO] = None, force: Optional[bool] = None,
+                 after_s: float = 2.0, interval_s: float = 0.25) -> None:
+        self._after = positive_number(after_s, "after_s", allow_zero=True)
+        self._interval = positive_number(interval_s, "interval_s")
+        self._term = TerminalProgress(stream, force=force)
+        self._command = str(command)
+        self._phase = ""
+        self._t0 = time.monotonic()
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: Optional[threading.Thread] = None
+        if self._term.enabled:
+            self._thread = threading.Thread(target=self._run, name="fingrav-progress", daemon=True)
+            self._thread.start()
+
+    @property
+    def enabled(self) -> bool:
+        """Whether the line is drawn at all."""
+        return self._term.enabled
+
+    def phase(self, text: str) -> None:
+        """The step under way, in a few words (``profiling the trace``)."""
+        with self._lock:
+            self._phase = str(text)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._interval):
+            elapsed = time.monotonic() - self._t0
+            if elapsed >= self._after:
+                with self._lock:
+                    self._term._draw(f"{self._command}: {self._phase}  elapsed {_clock(elapsed)}")
+
+    def close(self) -> None:
+        """Stop redrawing and clear the line."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+        with self._lock:
+            self._term.close()
+
+    def __enter__(self) -> "PhaseProgress":
+        return self
+
+    def __exit__(self, kind: Optional[Type[BaseException]], value: Optional[BaseException],
+                 tb: Optional[TracebackType]) -> None:
+        self.close()
 
 
 ProgressLike = Union[None, bool, Callable[[str], None], ProgressReporter]
