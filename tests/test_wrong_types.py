@@ -90,6 +90,8 @@ class Arg:
     checked: tuple[str, ...] = ()
     #: Structured arrays: a NaN total is a failed read the entry keeps (a recording, a capture).
     nan_total: bool = False
+    #: 0 is valid besides [lo, hi] (a figure not known).
+    zero_ok: bool = False
     #: Valid values above this are not run (a bootstrap of 10^5 resamples is valid and takes minutes);
     #: wrong values above it still must be refused.
     max_tried: Optional[float] = None
@@ -129,6 +131,8 @@ class Arg:
 
     def _in(self, value: Any) -> bool:
         x = float(value)
+        if self.zero_ok and x == 0:
+            return True
         above = self.lo is None or (x > self.lo if self.open_lo else x >= self.lo)
         below = self.hi is None or (x < self.hi if self.open_hi else x <= self.hi)
         return above and below
@@ -440,7 +444,8 @@ POS = Arg("num", lo=0.0)
 GT0 = Arg("num", lo=0.0, open_lo=True)
 UNIT = Arg("num", lo=0.0, hi=1.0, open_lo=True, open_hi=True)
 COUNT = Arg("int", lo=0)
-TICK = Arg("num", lo=0.0, hi=1e9, open_lo=True)  # a device clock's tick: above a second is none
+TICK = Arg("num", lo=1e-3, hi=1e9)  # a clock's tick: between a terahertz's and a second's (fg's MIN/MAX_TICK_NS)
+TICK_OR_0 = Arg("num", lo=1e-3, hi=1e9, zero_ok=True)  # a tick, or 0: not known
 S = Arg("str")
 FLAG = Arg("flag")
 PATH = Arg("path")
@@ -539,8 +544,8 @@ def _entries() -> list[Entry]:
               {"d": obj(dict)}, aliases={"d": ("sensor", "name", "kind", "period_ns")}),
         Entry("fg.Capabilities", fg.Capabilities, lambda: dataclasses.asdict(F.caps) | {"sensor": F.caps.sensor},
               {"name": S, "device": S, "logger_period_ns": GT0, "logger_window_ns": POS,
-               "logger_clock": S, "device_tick_ns": GT0, "gpu_markers": FLAG, "marker_err_ns": POS,
-               "channels": obj(tuple, list), "virtual_time": FLAG, "logger_tick_ns": POS,
+               "logger_clock": S, "device_tick_ns": TICK, "gpu_markers": FLAG, "marker_err_ns": POS,
+               "channels": obj(tuple, list), "virtual_time": FLAG, "logger_tick_ns": TICK_OR_0,
                "sensor": obj(fg.SensorModel, optional=True), "sensor_semantics": S, "provenance": obj(dict),
                "device_resolution_ticks": Arg("num", lo=1.0)}),
         Entry("fg.Recording", fg.Recording, lambda: {"samples": F.samples, "executions": F.executions},
@@ -704,7 +709,7 @@ def _entries() -> list[Entry]:
                "name": S}),
         Entry("clocks.nominal_durations", clocks.nominal_durations,
               lambda: {"markers": F.record.markers, "tick_ns": 10.0},
-              {"markers": READ, "tick_ns": Arg("num", lo=0.0, hi=1e9, open_lo=True)}),
+              {"markers": READ, "tick_ns": TICK}),
         Entry("clocks.summarize_read_latency", clocks.summarize_read_latency, lambda: {"brackets": F.brackets},
               {"brackets": Arg("ints")}),
         Entry("clocks.timeline_of", clocks.timeline_of, lambda: {"records": [F.record], "caps": F.caps},
@@ -778,7 +783,7 @@ def _entries() -> list[Entry]:
                "execution_of_interest": Arg("int", lo=-1), "runs": Arg("ints"), "kernel_id": opt(I),
                "bins": Arg("int", lo=2, hi=10_000), "bootstrap": Arg("int", lo=0, hi=100_000, max_tried=200),
                "confidence": UNIT, "lam": opt(Arg("num", lo=0.0, hi=1e6)),
-               "resolution_ns": opt(GT0), "seed": COUNT}),
+               "resolution_ns": opt(Arg("num", lo=1.0)), "seed": COUNT}),
         Entry("method.select_executions_of_interest", method.select_executions_of_interest,
               lambda: {ex: F.executions, "execution_of_interest": 0},
               {ex: EXECS, "execution_of_interest": opt(Arg("int", lo=-1)), "kernel_id": opt(I),
@@ -873,6 +878,12 @@ def _entries() -> list[Entry]:
                        "segment": np.zeros(10, dtype=np.int64)},
               {"t": Arg("ints"), "energy_j": Arg("nums"), "segment": Arg("ints"), "quantum_j": POS, "stale_ns": POS,
                "scope": S, "name": S}),
+        Entry("sensors.EnergyCounter.from_steps", sensors.EnergyCounter.from_steps,
+              lambda: {"end_ts": np.arange(1, 11, dtype=np.int64) * 1000, "window_ns": np.full(10, 1000.0),
+                       "power_w": np.full(10, 100.0), "tick_ns": 1.0},
+              {"end_ts": Arg("ints"), "window_ns": Arg("nums"), "power_w": Arg("power"), "tick_ns": TICK,
+               "quantum_j": POS, "stale_ns": POS},
+              aliases={k: ("end_ts, window_ns, power_w",) for k in ("end_ts", "window_ns", "power_w")}),
         Entry("sensors.counter_resolution", sensors.counter_resolution, lambda: {"energy_j": np.arange(20) * 0.3},
               {"energy_j": Arg("nums")}),
         Entry("sensors.estimate_period", sensors.estimate_period,
@@ -1070,6 +1081,39 @@ def test_wrong_values_get_documented_errors_deeply(name, data):
     _test(ENTRIES[name], data)
 
 
+#: Numbers at a float's edges and counts no run could take, for every numeric option: the random draws above
+#: rarely reach them (``tick_ns=1e-300`` raised OverflowError where ``1e9 / tick_ns`` met int()).
+EXTREMES = [1e-300, 5e-324, -1e-300, -5e-324, 1e-30, 1e300, -1e300, 1.7976931348623157e308, 10**12, 10**18,
+            2**63 - 1, 2**53 + 1, np.float64(1e-300), np.float32(1e-38), np.int64(2**62)]
+_NUMERIC = sorted(n for n, e in ENTRIES.items() if any(s.kind in ("int", "num") for s in e.args.values()))
+
+
+def _numeric_args(entry: Entry) -> list[str]:
+    return sorted(a for a, s in entry.args.items() if s.kind in ("int", "num"))
+
+
+@pytest.mark.parametrize("name", _NUMERIC)
+@settings(max_examples=4, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_traceback_extreme_numbers_at_every_numeric_option_get_documented_errors(name, data):
+    entry = ENTRIES[name]
+    for module in entry.needs:
+        pytest.importorskip(module)
+    arg = data.draw(st.sampled_from(_numeric_args(entry)), label="argument")
+    _check(entry, arg, data.draw(st.sampled_from(EXTREMES), label="value"))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", _NUMERIC)
+def test_traceback_extreme_numbers_at_every_numeric_option_get_documented_errors_all(name):
+    entry = ENTRIES[name]
+    for module in entry.needs:
+        pytest.importorskip(module)
+    for arg in _numeric_args(entry):
+        for value in EXTREMES:
+            _check(entry, arg, value)
+
+
 @pytest.mark.parametrize("name", sorted(ENTRIES))
 def test_the_valid_call_is_valid(name):
     """Each entry's base call succeeds, so a refusal above is for the value changed, not a broken baseline."""
@@ -1230,3 +1274,19 @@ def test_the_characterize_command_refuses_a_wave_the_sensor_cannot_resolve(capsy
     # A 1 us wave against a 1 ms sensor exited 0 with a fitted sensor.
     assert cli.main(["characterize", "--half-period-ms", "0.001", "--runs", "4"]) == 2
     assert "cannot be resolved" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("name", "arg", "value"), [
+    ("fg.Capabilities", "device_tick_ns", 1e-300), ("fg.Capabilities", "logger_tick_ns", 5e-324),
+    ("sensors.EnergyCounter.from_steps", "tick_ns", 1e-300), ("clocks.fit_clock_map", "tick_ns", 1e-300),
+    ("method.deconvolve", "resolution_ns", 5e-324)])
+def test_traceback_a_tick_or_resolution_near_zero_is_refused_by_name(name, arg, value):
+    """1e9 / tick_ns overflowed int() (OverflowError); a tick of 1e-300 ns was accepted and failed elsewhere."""
+    _check(ENTRIES[name], arg, value)
+
+
+def test_traceback_a_capture_whose_source_ticks_in_1e_300_ns_is_refused_by_name():
+    # Its logs' map divided a second by the tick: OverflowError when the capture was profiled.
+    source = {**F.capture.source, "tick_ns": 1e-300}
+    with pytest.raises(ValueError, match=r"source\.tick_ns=1e-300: must be a clock's tick"):
+        dataclasses.replace(F.capture, source=source)

@@ -533,7 +533,13 @@ void Scanner::begin_value(char c) {
     case kArgsSlot:
       for (int s = kDevice; s <= kBlock; ++s) f_[s].reset();
       args_dict_ = c == '{';
-      if (c == '{') role = Role::kArgs;
+      if (c == '{') {
+        role = Role::kArgs;
+        f_[kArgsSlot].reset();
+        f_[kArgsSlot].kind = ValueKind::kObject;
+      } else {
+        v = &f_[kArgsSlot];  // kept as written, for the refusal that names it
+      }
       break;
     case kBase:
       v = &base_;
@@ -953,8 +959,9 @@ void Scanner::kernel_event(bool args_dict) {
     err_problem_ = problem;
     err_value_ = v;
   };
-  const Value& name = f_[kName];  // absent: "" (ev.get("name", ""))
-  if (name.kind != ValueKind::kString && name.kind != ValueKind::kMissing) {
+  // A kernel's name is its signature: one absent is not guessed (Kineto writes it for every event).
+  const Value& name = f_[kName];
+  if (name.kind != ValueKind::kString) {
     return refuse("name", Problem::kNotString, name, false);
   }
   Int128 ts = 0, dur = 0;
@@ -969,6 +976,11 @@ void Scanner::kernel_event(bool args_dict) {
   err_start_ = static_cast<std::int64_t>(ts);
   err_end_ = static_cast<std::int64_t>(end);
   static const Value kAbsent;
+  // args absent or null: the trace says nothing of the launch; anything but an object is not guessed at.
+  const Value& args = f_[kArgsSlot];
+  if (args.kind != ValueKind::kMissing && args.kind != ValueKind::kNull && args.kind != ValueKind::kObject) {
+    return refuse("args", Problem::kNotObject, args, true);
+  }
   std::int64_t dims[2][3];
   const Slot dim_slots[2] = {kGrid, kBlock};
   const char* const dim_names[2] = {"args.grid", "args.block"};
@@ -987,9 +999,12 @@ void Scanner::kernel_event(bool args_dict) {
   const char* const id_names[3] = {"args.device", "args.stream", "args.correlation"};
   for (int j = 0; j < 3; ++j) {
     const Value& v = args_dict ? f_[id_slots[j]] : kAbsent;
-    ids[j] = -1;  // absent or not a number: the trace does not say
-    if (v.kind == ValueKind::kNumber && !json_int64(v.text, v.integer, &ids[j])) {
-      return refuse(id_names[j], Problem::kNotInt64, v, true);
+    ids[j] = -1;  // absent or null: the trace does not say
+    if (v.kind == ValueKind::kNumber) {
+      if (!json_int64(v.text, v.integer, &ids[j])) return refuse(id_names[j], Problem::kNotInt64, v, true);
+    } else if (v.kind != ValueKind::kMissing && v.kind != ValueKind::kNull) {
+      // Kineto writes ids as JSON numbers: "7" or true is another writer's guess, not read as one.
+      return refuse(id_names[j], Problem::kNotInteger, v, true);
     }
   }
   std::int32_t name_id;

@@ -68,13 +68,15 @@ struct Value {
 // Why a kernel event was refused (the Python side words each).
 enum class Problem : std::uint8_t {
   kNone = 0,
-  kNotString = 1,      // name is not a string
+  kNotString = 1,      // name is not a string (or is absent)
   kNotMicros = 2,      // ts/dur is not a number
   kMicrosRange = 3,    // ts/dur does not fit int64 ns
   kNegative = 4,       // dur < 0
   kClock = 5,          // ts + dur + baseTimeNanoseconds does not fit int64 ns
   kDims = 6,           // args.grid/args.block is not up to three integers
   kNotInt64 = 7,       // args.device/stream/correlation is a number that is not an int64
+  kNotInteger = 8,     // args.device/stream/correlation is not a number (a string, a boolean, a list, ...)
+  kNotObject = 9,      // args is not an object (nor null)
 };
 
 enum class Status : std::uint8_t {

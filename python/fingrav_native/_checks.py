@@ -19,7 +19,7 @@ import numpy.typing as npt
 
 __all__ = ["readonly", "positive_number", "integer_in", "relative_to", "real_number", "choice", "flag",
            "instance_of", "file_path", "whole_numbers", "power_limit", "check_power", "POWER_CEILING_W",
-           "finite_array", "structured", "clock_map", "numbers"]
+           "finite_array", "structured", "clock_map", "numbers", "tick_length", "MIN_TICK_NS", "MAX_TICK_NS"]
 
 _T = TypeVar("_T")
 _INT64_MAX = 2**63 - 1
@@ -55,6 +55,38 @@ def positive_number(value: Any, name: str, *, upper: Optional[float] = None, all
         low = ">= 0" if allow_zero else "> 0"
         bound = f" and <= {upper:g}" if upper is not None else ""
         raise ValueError(f"{name}={short_repr(value)}: must be a finite number {low}{bound}")
+    return x
+
+
+#: The shortest and longest tick a clock may have, ns. No counter ticks faster than a terahertz (a GPU's runs at
+#: 100 MHz to a few GHz, a host's at 1 GHz), and a tick past a second is no clock's; outside these, ticks times
+#: the tick overflow int64 ns and a second's worth of ticks overflows a float.
+MIN_TICK_NS, MAX_TICK_NS = 1e-3, 1e9
+
+
+def tick_length(value: Any, name: str, *, allow_zero: bool = False) -> float:
+    """``value`` as a clock's tick in ns: a finite number in [:data:`MIN_TICK_NS`, :data:`MAX_TICK_NS`].
+
+    Parameters
+    ----------
+    value : Any
+        What the caller passed.
+    name : str
+        The argument's name, for the message.
+    allow_zero : bool
+        Accept 0 (a tick not known).
+
+    Returns
+    -------
+    float
+    """
+    x = _real(value, name)
+    if allow_zero and x == 0:
+        return x
+    if not (math.isfinite(x) and MIN_TICK_NS <= x <= MAX_TICK_NS):
+        zero = "0 (not known) or " if allow_zero else ""
+        raise ValueError(f"{name}={short_repr(value)}: must be {zero}a clock's tick in ns, a finite number in "
+                         f"[{MIN_TICK_NS:g}, {MAX_TICK_NS:g}] (1 THz to 1 Hz)")
     return x
 
 

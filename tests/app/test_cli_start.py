@@ -52,6 +52,18 @@ def test_traceback_window_the_entry_module_imports_nothing_heavy():
                     "fingrav_native.app._cli_common", "fingrav_native.app._cli_ranges"}, sorted(ours)
 
 
+def test_slow_help_fingrav_and_each_command_help_import_nothing_heavy():
+    # --help only lists options: numpy and scipy (a second of a start) are for the work, not its usage. Every
+    # command's usage in one interpreter: what any of them loads stays loaded.
+    commands = [[], ["profile"], ["trace"], ["characterize"], ["export"], ["plot"], ["demo"], ["sync"], ["devices"]]
+    loaded = _modules_after("import contextlib, io\nfrom fingrav_native.app._cli import main\n"
+                            f"for command in {commands!r}:\n"
+                            "    with contextlib.redirect_stdout(io.StringIO()):\n"  # the usage names torch.profiler
+                            "        try:\n            main([*command, '--help'])\n        except SystemExit:\n"
+                            "            pass")
+    assert not [m for m in loaded if m.split(".")[0] in HEAVY], sorted(m for m in loaded if m.split(".")[0] in HEAVY)
+
+
 def test_traceback_window_import_fingrav_native_imports_none_of_its_modules():
     # PEP 562: every public name loads on first use (tests/test_public_api.py reaches each one).
     assert {m for m in _modules_after("import fingrav_native") if m.startswith("fingrav_native")} == {"fingrav_native"}

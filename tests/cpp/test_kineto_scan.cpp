@@ -147,5 +147,23 @@ int main() {
            CHECK(static_cast<int>(r.status) <= static_cast<int>(Status::kNoKernels));
          }
        }},
+      {"ids_of_another_type_are_refused_not_read_as_unknown", [] {
+         const std::string head = "{\"traceEvents\": [{\"ph\": \"X\", \"cat\": \"kernel\", \"name\": \"g\", "
+                                  "\"ts\": 1, \"dur\": 2, \"args\": ";
+         const char* const ids[] = {"{\"device\": \"0\"}", "{\"stream\": true}", "{\"correlation\": [1]}"};
+         const char* const fields[] = {"args.device", "args.stream", "args.correlation"};
+         for (int j = 0; j < 3; ++j) {
+           const Result r = scan(head + ids[j] + "}]}", 5);
+           CHECK_EQ(static_cast<int>(r.status), static_cast<int>(Status::kBadKernel));
+           CHECK_EQ(static_cast<int>(r.problem), static_cast<int>(Problem::kNotInteger));
+           CHECK(r.field == fields[j]);
+         }
+         Result r = scan(head + "\"x\"}]}", 3);
+         CHECK_EQ(static_cast<int>(r.problem), static_cast<int>(Problem::kNotObject));
+         CHECK(r.field == "args");
+         r = scan(head + "{\"device\": null}}]}", 4);  // null: the trace does not say
+         CHECK_EQ(static_cast<int>(r.status), static_cast<int>(Status::kOk));
+         CHECK_EQ(r.device[0], -1);
+       }},
   });
 }

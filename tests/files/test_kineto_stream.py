@@ -86,8 +86,19 @@ def _dims(v: Any, what: str, i: int, where: str) -> tuple[int, int, int]:
     raise _bad(where, f"kernel event {i} has args.{what}={short_repr(v)}; expected up to three integers")
 
 
+def _type_shown(v: Any) -> str:
+    """The type a refusal names (lists and dicts are already described by short_repr)."""
+    if isinstance(v, (list, dict)):
+        return ""
+    if v is None:
+        return " (null)"
+    return {bool: " (a boolean)", str: " (a string)", float: " (a non-finite number)"}.get(type(v), " (a number)")
+
+
 def _reference_kernel(ev: dict[str, Any], i: int, base: int, where: str) -> tuple[Any, ...]:
-    name = ev.get("name", "")
+    if "name" not in ev:
+        raise _bad(where, f"kernel event {i} has no name; every Kineto kernel event names its kernel")
+    name = ev["name"]
     if not isinstance(name, str):
         raise _bad(where, f"kernel event {i} has name={short_repr(name)}; expected a string")
     args = ev.get("args") if isinstance(ev.get("args"), dict) else {}
@@ -96,12 +107,18 @@ def _reference_kernel(ev: dict[str, Any], i: int, base: int, where: str) -> tupl
         raise _bad(where, f"kernel event {i} has dur={short_repr(ev.get('dur'))} < 0")
     if not (I64_MIN <= base + start <= I64_MAX and I64_MIN <= base + start + dur <= I64_MAX):
         raise _bad(where, f"kernel event {i}: ts + dur + baseTimeNanoseconds does not fit int64 ns")
+    if ev.get("args") is not None and not isinstance(ev["args"], dict):
+        raise _bad(where, f"kernel event {i} has args={short_repr(ev['args'])}{_type_shown(ev['args'])}; expected "
+                   "an object of the launch's ids and dimensions")
     grid, block = _dims(args.get("grid"), "grid", i, where), _dims(args.get("block"), "block", i, where)
     ids = []
     for key in ("device", "stream", "correlation"):
-        v = args.get(key, -1)
-        if isinstance(v, bool) or not isinstance(v, (int, Decimal)):
+        v = args.get(key)
+        if v is None:  # absent or null: the trace does not say
             ids.append(-1)
+        elif isinstance(v, bool) or not isinstance(v, (int, Decimal)):
+            raise _bad(where, f"kernel event {i} has args.{key}={short_repr(v)}{_type_shown(v)}; expected an "
+                       "integer (Kineto writes ids as JSON numbers)")
         elif _int64(v) is None:
             raise _bad(where, f"kernel event {i} has args.{key}={short_repr(v)}; expected an integer that fits int64")
         else:
@@ -525,3 +542,39 @@ def test_silently_wrong_steps_that_repeat_one_number_are_each_an_iteration(tmp_p
     assert len(kt.steps) == 300
     assert np.all(np.diff(kt.steps["start_ns"]) == 100_000)
     _assert_same_outcome(str(path))  # the whole-document reading agrees
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    ('{"device": "0", "stream": 7, "correlation": 1}', r"args.device='0' \(a string\); expected an integer"),
+    ('{"device": 0, "stream": "7", "correlation": 1}', r"args.stream='7' \(a string\); expected an integer"),
+    ('{"device": 0, "stream": 7, "correlation": "1"}', r"args.correlation='1' \(a string\); expected an integer"),
+    ('{"device": true, "stream": 7}', r"args.device=True \(a boolean\); expected an integer"),
+    ('{"device": 0, "stream": [7]}', r"args.stream=a list of 1 items; expected an integer"),
+    ('{"device": 0, "correlation": NaN}', r"args.correlation=nan \(a non-finite number\); expected an integer"),
+    ('"0"', r"args='0' \(a string\); expected an object"),
+    ("[0, 7]", r"args=a list of 2 items; expected an object"),
+])
+def test_silently_wrong_kineto_ids_of_another_type_are_refused_not_read_as_unknown(tmp_path, args, message):
+    # Each was read as -1 ("the trace does not say"): two streams' kernels merged, launches unmatched.
+    p = tmp_path / "t.json"
+    p.write_text('{"traceEvents": [{"ph": "X", "cat": "kernel", "name": "gemm", "ts": 1, "dur": 2, "args": '
+                 f'{{"device": 0, "stream": 7, "correlation": 1}}}}, {{"ph": "X", "cat": "kernel", "name": "gemm", '
+                 f'"ts": 5, "dur": 2, "args": {args}}}]}}')
+    with pytest.raises(TraceFormatError, match=rf"trace='.*t\.json': kernel event 1 has {message}"):
+        read_kineto_trace(p)
+    assert _outcome(reference_read, str(p)) == _outcome(read_kineto_trace, str(p))
+
+
+def test_silently_wrong_kineto_kernel_without_a_name_is_refused_not_named_empty(tmp_path):
+    p = tmp_path / "t.json"
+    p.write_text('{"traceEvents": [{"ph": "X", "cat": "kernel", "ts": 1, "dur": 2, "args": {"device": 0}}]}')
+    with pytest.raises(TraceFormatError, match=r"kernel event 0 has no name"):
+        read_kineto_trace(p)
+
+
+def test_kineto_ids_absent_or_null_stay_unknown(tmp_path):
+    p = tmp_path / "t.json"
+    p.write_text('{"traceEvents": [{"ph": "X", "cat": "kernel", "name": "g", "ts": 1, "dur": 2, "args": '
+                 '{"device": null}}, {"ph": "X", "cat": "kernel", "name": "g", "ts": 5, "dur": 2, "args": null}]}')
+    kt = read_kineto_trace(p)
+    assert kt.device.tolist() == [-1, -1] and kt.stream.tolist() == [-1, -1]

@@ -332,3 +332,44 @@ def test_the_energy_counter_closes_on_the_rocprofv3_traces_clock(loop, session, 
     c = tp.closure
     assert c is not None and abs(c.difference_j) <= c.half_width_j
     assert c.counter_j > 0 and c.end_ns > c.start_ns
+
+
+def _dispatch0(d):
+    return d["rocprofiler-sdk-tool"][0]["buffer_records"]["kernel_dispatch"][0]
+
+
+@pytest.mark.parametrize(("edit", "message"), [
+    # A stream id that is not an object was read as no stream, and the queue's taken in its place.
+    (lambda d: _dispatch0(d).update(stream_id="7"), r"kernel_dispatch\[0\] has stream_id='7'; expected an object"),
+    (lambda d: _dispatch0(d).update(stream_id=7), r"kernel_dispatch\[0\] has stream_id=7; expected an object"),
+    # A symbol of another type, or a kernel id that is not an integer, was skipped: its kernels unnamed.
+    (lambda d: d["rocprofiler-sdk-tool"][0]["kernel_symbols"].append("gemm"), r"kernel_symbols\[\d+\], is 'gemm'"),
+    (lambda d: d["rocprofiler-sdk-tool"][0]["kernel_symbols"][1].update(kernel_id="1"),
+     r"kernel_symbols\[1\], has kernel_id='1'; expected an integer"),
+    (lambda d: d["rocprofiler-sdk-tool"][0]["kernel_symbols"][1].update(formatted_kernel_name=5),
+     r"kernel_symbols\[1\], has formatted_kernel_name=5; expected a string"),
+    # Two symbols of one id: which kernel ran was the later one's guess.
+    (lambda d: d["rocprofiler-sdk-tool"][0]["kernel_symbols"].append(
+        {**d["rocprofiler-sdk-tool"][0]["kernel_symbols"][1], "formatted_kernel_name": "other"}),
+     r"names kernel_id=1 'other', which an earlier symbol named 'a'"),
+])
+def test_silently_wrong_rocprofv3_json_field_of_another_type_is_refused_not_defaulted(tmp_path, edit, message):
+    doc = _json_doc(tmp_path)
+    edit(doc)
+    path = tmp_path / "bad_results.json"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(TraceFormatError, match=rf"trace='.*bad_results\.json': .*{message}"):
+        read_rocprof_kernel_trace(path)
+
+
+@pytest.mark.parametrize("value", ["'three'", "3.5", "x'03'"])
+def test_silently_wrong_rocpd_stream_id_of_another_type_is_refused_not_read_as_the_queue(tmp_path, value):
+    # SQLite keeps any type in any column: a text stream id was read as none, and the queue taken for it.
+    p = _rocpd(tmp_path, "damaged.db")
+    with sqlite3.connect(p) as conn:
+        table = next(r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+                     if r[0].rsplit("_", 5)[0] == "rocpd_kernel_dispatch")
+        conn.execute(f'UPDATE "{table}" SET stream_id = {value} WHERE id = 1')
+    conn.close()
+    with pytest.raises(TraceFormatError, match=r"rocpd_kernel_dispatch id 1 has stream_id=.*; expected an integer"):
+        read_rocprof_kernel_trace(p)

@@ -28,7 +28,7 @@ from fingrav_native.app._cli_ranges import (
     FloatRange,
     IntRange,
 )
-from fingrav_native.method._phase import PHASES
+from fingrav_native.method._phase_modes import PHASES
 
 
 class _StoreOne(argparse.Action):

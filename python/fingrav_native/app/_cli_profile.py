@@ -35,7 +35,7 @@ from fingrav_native.files._campaign import (
 )
 from fingrav_native.files._outputs import check_output_path, write_json
 from fingrav_native.files._trace import export_trace
-from fingrav_native.method._phase import PHASES
+from fingrav_native.method._phase_modes import PHASES
 from fingrav_native.method._results import Profile
 
 #: What ``--mode`` takes.

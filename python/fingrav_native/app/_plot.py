@@ -14,7 +14,7 @@ from typing import Any, Literal, Mapping, Optional, Sequence, cast
 
 import numpy as np
 
-from fingrav_native._checks import choice, flag, integer_in, positive_number, short_repr, whole_numbers
+from fingrav_native._checks import choice, flag, integer_in, short_repr, tick_length, whole_numbers
 from fingrav_native.clocks._maps import ClockMapLike
 from fingrav_native.insitu._results import TraceProfile, shown_name
 from fingrav_native.method._results import ExecutionProfile, InterleavedProfile, Profile
@@ -405,7 +405,7 @@ def plot_sync_error(brackets: np.ndarray, clock_map: ClockMapLike, ax: Any = Non
     if b.ndim != 2 or b.shape[1] != 3 or len(b) == 0:
         raise ValueError(f"brackets: expected an (n, 3) array, got shape {b.shape}")
     integer_in(max_brackets, "max_brackets", 1)
-    positive_number(tick_ns, "tick_ns", upper=1e9)  # as the clock fits
+    tick_length(tick_ns, "tick_ns")  # as the clock fits
     if not callable(getattr(clock_map, "to_host", None)):
         raise ValueError(f"clock_map={short_repr(clock_map)}: must be a clock map (with to_host)")
     ax = _axes(ax)

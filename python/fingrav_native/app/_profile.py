@@ -40,7 +40,8 @@ from fingrav_native.files._profiles import save_profile
 from fingrav_native.method._agreement import Agreement, LocalAgreement
 from fingrav_native.method._deconvolve import needs_deconvolution
 from fingrav_native.method._guidance import Guidance, lookup_guidance, target_loi_count
-from fingrav_native.method._phase import PHASES, PhaseSteerer, PhaseSteeringWarning, make_steerer
+from fingrav_native.method._phase import PhaseSteerer, PhaseSteeringWarning, make_steerer
+from fingrav_native.method._phase_modes import PHASES
 from fingrav_native.method._pipeline import (
     ATTRIBUTIONS,
     PlacedRuns,
@@ -65,7 +66,7 @@ _log = logging.getLogger(__name__)
 Mode = Literal["sse", "ssp", "both"]
 #: How a log is attributed to the execution (the values of ``method._pipeline.ATTRIBUTIONS``).
 Attribution = Literal["auto", "instant", "deconvolve"]
-#: When each campaign run is launched (the values of ``method._phase.PHASES``).
+#: When each campaign run is launched (the values of ``method._phase_modes.PHASES``).
 Phase = Literal["auto", "steered", "random"]
 #: The stitched profile's smooth fit.
 Smoother = Literal["local", "poly4"]

@@ -13,7 +13,7 @@ import math
 import numpy as np
 import numpy.typing as npt
 
-from fingrav_native._checks import numbers, positive_number
+from fingrav_native._checks import numbers, positive_number, tick_length
 
 # 1.4826 * MAD estimates a Gaussian sigma robustly.
 _MAD_TO_SIGMA = 1.482602218505602
@@ -80,7 +80,7 @@ def check_common(
 ) -> None:
     # Each check names the argument; a non-number is refused as such (not a TypeError from math).
     # A tick longer than a second is no device clock's (and the fits' products overflow).
-    positive_number(tick_ns, "tick_ns", upper=1e9)
+    tick_length(tick_ns, "tick_ns")
     positive_number(coverage, "coverage")
     positive_number(wander_ppm_per_s, "wander_ppm_per_s", allow_zero=True)
     if isinstance(max_skew_ppm, (bool, np.bool_)) or not isinstance(max_skew_ppm, (int, float, np.integer,

@@ -12,7 +12,15 @@ from typing import Optional, Sequence, TypeVar, Union
 
 import numpy as np
 
-from fingrav_native._checks import clock_map, instance_of, positive_number, short_repr, structured, whole_numbers
+from fingrav_native._checks import (
+    clock_map,
+    instance_of,
+    positive_number,
+    short_repr,
+    structured,
+    tick_length,
+    whole_numbers,
+)
 from fingrav_native.clocks._maps import ClockMap, ClockMapLike, PiecewiseClockMap, host_ns_exact
 from fingrav_native.clocks._onesided import fit_one_sided_clock_map
 from fingrav_native.clocks._piecewise import fit_piecewise_clock_map
@@ -87,7 +95,7 @@ def nominal_durations(markers: np.ndarray, tick_ns: float) -> np.ndarray:
     """Execution durations (ns) from GPU-side markers at the nominal tick (timing runs, step 1)."""
     structured(markers, "markers", ("begin_ticks", "end_ticks"), "GPU-side markers (MARKER_RECORD_DTYPE)")
     # A tick of over a second is no GPU clock's (and durations would overflow to inf).
-    tick_ns = positive_number(tick_ns, "tick_ns", upper=1e9)
+    tick_ns = tick_length(tick_ns, "tick_ns")
     return np.asarray(markers["end_ticks"] - markers["begin_ticks"], dtype=np.float64) * tick_ns
 
 
@@ -136,7 +144,7 @@ def fit_logger_map(caps: Capabilities, device_map: _Map, samples: np.ndarray, ti
     instance_of(caps, "caps", Capabilities, "the backend's Capabilities")
     clock_map(device_map, "device_map", ("to_host", "error_bound_at"))
     structured(samples, "samples", ("source_ts", "host_ns"), "the run's logs (SAMPLE_DTYPE)")
-    positive_number(tick_ns, "tick_ns", upper=1e9)  # as every clock fit: a tick over a second is no clock's
+    tick_length(tick_ns, "tick_ns")  # as every clock fit
     if caps.logger_clock == "device":
         return device_map
     # The logger has its own clock: fit it one-sidedly from the logs

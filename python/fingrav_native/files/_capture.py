@@ -65,7 +65,7 @@ from typing import Any, Callable, Mapping, Optional, Union
 import numpy as np
 
 from fingrav_native import _core
-from fingrav_native._checks import integer_in, readonly
+from fingrav_native._checks import MAX_TICK_NS, MIN_TICK_NS, integer_in, readonly, tick_length
 from fingrav_native._core import SAMPLE_DTYPE
 from fingrav_native._version import __version__
 from fingrav_native.clocks._epoch import (
@@ -224,6 +224,7 @@ class PowerCapture:
         if not isinstance(self.source, dict) or any(k not in self.source for k in _SOURCE_KEYS):
             missing = [k for k in _SOURCE_KEYS if not isinstance(self.source, dict) or k not in self.source]
             raise ValueError(f"source: must be a dict with {', '.join(_SOURCE_KEYS)}; missing {missing}")
+        tick_length(self.source["tick_ns"], "source.tick_ns")
         if self.sensor is not None and not isinstance(self.sensor, SensorModel):
             raise ValueError(f"sensor={self.sensor!r}: must be a SensorModel or None")
         integer_in(self.period_ns, "period_ns", 1)
@@ -512,12 +513,15 @@ def _check_source(source: Any) -> Optional[str]:
     for key in ("name", "clock_domain"):
         if not isinstance(source[key], str):
             return f"source.{key}: expected a string, got {short_repr(source[key])}"
-    for key, low in (("tick_ns", "> 0"), ("native_period_ns", ">= 0"), ("window_ns", ">= 0")):
+    tick = source["tick_ns"]
+    if isinstance(tick, bool) or not isinstance(tick, (int, float)) or not (
+            math.isfinite(tick) and MIN_TICK_NS <= tick <= MAX_TICK_NS):
+        return (f"source.tick_ns: expected a clock's tick, a finite number in [{MIN_TICK_NS:g}, {MAX_TICK_NS:g}] ns, "
+                f"got {short_repr(tick)}")
+    for key in ("native_period_ns", "window_ns"):
         v = source[key]
-        ok = (isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
-              and (v > 0 if low == "> 0" else v >= 0))
-        if not ok:
-            return f"source.{key}: expected a finite number {low}, got {short_repr(v)}"
+        if not (isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v >= 0):
+            return f"source.{key}: expected a finite number >= 0, got {short_repr(v)}"
     channels = source["channels"]
     if not isinstance(channels, list) or not all(isinstance(c, str) for c in channels):
         return f"source.channels: expected a list of strings, got {short_repr(channels)}"

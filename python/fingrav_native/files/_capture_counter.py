@@ -28,7 +28,7 @@ from typing import Any, Callable, Optional
 
 import numpy as np
 
-from fingrav_native._checks import readonly
+from fingrav_native._checks import MAX_TICK_NS, MIN_TICK_NS, readonly
 from fingrav_native._core import SAMPLE_DTYPE
 from fingrav_native.clocks._maps import ClockMapLike
 from fingrav_native.sensors._energy_counter import EnergyCounter
@@ -167,8 +167,10 @@ def _problem(samples: Any, source: Any, quantum_j: Any, stale_ns: Any, scope: An
         missing = [k for k in _SOURCE_KEYS if not isinstance(source, dict) or k not in source]
         return f"counter.source: must be a dict with {', '.join(_SOURCE_KEYS)}; missing {missing}"
     tick = source["tick_ns"]
-    if isinstance(tick, bool) or not isinstance(tick, (int, float)) or not (math.isfinite(tick) and tick > 0):
-        return f"counter.source.tick_ns: expected a finite number > 0, got {tick!r}"[:200]
+    if isinstance(tick, bool) or not isinstance(tick, (int, float)) or not (
+            math.isfinite(tick) and MIN_TICK_NS <= tick <= MAX_TICK_NS):
+        return (f"counter.source.tick_ns: expected a clock's tick, a finite number in [{MIN_TICK_NS:g}, "
+                f"{MAX_TICK_NS:g}] ns, got {tick!r}")[:200]
     for key in ("name", "clock_domain"):
         if not isinstance(source[key], str):
             return f"counter.source.{key}: expected a string"

@@ -67,7 +67,14 @@ _PROBLEMS = {
     4: "{field}={value} < 0",
     6: "{field}={value}; expected up to three integers",
     7: "{field}={value}; expected an integer that fits int64",
+    8: "{field}={value}{kind}; expected an integer (Kineto writes ids as JSON numbers)",
+    9: "{field}={value}{kind}; expected an object of the launch's ids and dimensions",
 }
+
+# The type of a value the scanner refused, by its ValueKind (kineto_scan.hpp); lists and objects are shown
+# as such already.
+_KINDS = {0: " (absent)", 1: " (null)", 2: " (a boolean)", 3: " (a boolean)", 4: " (a number)", 5: " (a string)",
+          6: "", 7: "", 8: " (a non-finite number)"}
 
 
 #: Most bytes a JSON document read whole may have (:func:`load_trace_json`: a rocprofv3 JSON output, which
@@ -114,9 +121,11 @@ def read_kineto_trace(trace: Union[str, os.PathLike[str]]) -> KernelTrace:
         gzip stream, more than :data:`MAX_TRACE_BYTES` of JSON), not JSON or
         nested deeper than :data:`MAX_TRACE_DEPTH` levels, more kernel
         records than :data:`MAX_KEPT_BYTES` holds, no ``traceEvents``, no
-        kernel event, a kernel event whose ``name``, ``ts``, ``dur``,
-        ``grid``, ``block`` or integer ``args`` are malformed or do not fit
-        int64 ns (the message names the event and field), or kernel records
+        kernel event, a kernel event without a ``name`` or whose ``name``,
+        ``ts``, ``dur``, ``args``, ``grid``, ``block``, ``device``,
+        ``stream`` or ``correlation`` is of another type than Kineto writes
+        (ids written as strings included), malformed or out of int64 (the
+        message names the event, the field and its type), or kernel records
         that contradict each other.
     ValueError
         ``trace`` is not a path.
@@ -220,9 +229,11 @@ def _raise_refusal(got: dict[str, Any], where: str) -> None:
         what = "no GPU kernel events (cat 'kernel'); was the profiler run with ProfilerActivity.CUDA?"
     elif got["problem"] == 5:
         what = f"kernel event {got['event']}: ts + dur + baseTimeNanoseconds does not fit int64 ns"
+    elif got["field"] == "name" and got["value"]["kind"] == 0:
+        what = f"kernel event {got['event']} has no name; every Kineto kernel event names its kernel"
     else:
         what = f"kernel event {got['event']} has " + _PROBLEMS[got["problem"]].format(
-            field=got["field"], value=_shown(got["value"]))
+            field=got["field"], value=_shown(got["value"]), kind=_KINDS[got["value"]["kind"]])
     raise TraceFormatError(f"{where}: {what}")
 
 

@@ -157,8 +157,12 @@ def _row(r: tuple[Any, ...], where: str) -> tuple[Any, ...]:
     if r[11] != "GPU" or not isinstance(r[12], int) or r[12] < 0:
         raise TraceFormatError(f"{w} has agent_id={short_repr(r[10])}, which rocpd_info_agent does not give as a "
                                f"GPU with a type_index (type={short_repr(r[11])}, type_index={short_repr(r[12])})")
-    # A stream of 0 is the null stream (or none recorded): its queue, as the CSV's reader takes it.
-    use_queue = not (isinstance(r[13], int) and not isinstance(r[13], bool) and r[13] > 0)
+    # A stream of 0 is the null stream, NULL none recorded: its queue, as the CSV's reader takes it. SQLite
+    # keeps any type in any column: a stream id of text or a float is refused, not read as no stream.
+    if r[13] is not None and (isinstance(r[13], bool) or not isinstance(r[13], int)
+                              or not INT64_MIN <= r[13] <= INT64_MAX):
+        raise TraceFormatError(f"{w} has stream_id={short_repr(r[13])}; expected an integer (or NULL)")
+    use_queue = r[13] is None or r[13] <= 0
     stream = r[14] if use_queue else r[13]
     if isinstance(stream, bool) or not isinstance(stream, int) or not INT64_MIN <= stream <= INT64_MAX:
         raise TraceFormatError(f"{w} has queue_id={short_repr(r[14])} (and stream_id={short_repr(r[13])}); "

@@ -67,8 +67,17 @@ def _int(obj: Any, path: str, where: str) -> int:
 
 
 def _opt_int(obj: Any, path: str, where: str) -> Optional[int]:
-    """:func:`_int` of a field that may be absent (None then)."""
-    return None if _get(obj, path, where, required=False) is None else _int(obj, path, where)
+    """:func:`_int` of a field that may be absent or null (None then); a part of its path that is there but
+    not an object (``"stream_id": "7"``) is refused, not read as absent."""
+    cur = obj
+    for k, part in enumerate(path.split(".")):
+        if cur is None or (isinstance(cur, dict) and part not in cur):
+            return None
+        if not isinstance(cur, dict):
+            head = ".".join(path.split(".")[:k])
+            raise TraceFormatError(f"{where} has {head}={short_repr(cur)}; expected an object with {part!r}")
+        cur = cur[part]
+    return None if cur is None else _int(obj, path, where)
 
 
 def _agents(process: dict[str, Any], where: str) -> dict[int, int]:
@@ -92,13 +101,21 @@ def _kernel_names(process: dict[str, Any], where: str) -> dict[int, str]:
         raise TraceFormatError(f"{where} has no kernel_symbols list")
     names: dict[int, str] = {}
     for j, sym in enumerate(symbols):
+        w = f"{where}, kernel_symbols[{j}],"
         if not isinstance(sym, dict):
-            continue
-        kid = json_int64(sym.get("kernel_id"))
+            raise TraceFormatError(f"{w} is {short_repr(sym)}, not an object")
+        kid = _int(sym, "kernel_id", w)
+        for key in ("formatted_kernel_name", "kernel_name"):
+            if key in sym and not isinstance(sym[key], str):
+                raise TraceFormatError(f"{w} has {key}={short_repr(sym[key])}; expected a string")
         name = sym.get("formatted_kernel_name") or sym.get("kernel_name")
         # The writer fills the ids it never saw with empty symbols (get_kernel_symbols: index = kernel id).
-        if kid is not None and isinstance(name, str) and name:
-            names[kid] = name
+        if not name:
+            continue
+        if names.get(kid, name) != name:
+            raise TraceFormatError(f"{w} names kernel_id={kid} {short_repr(name)}, which an earlier symbol named "
+                                   f"{short_repr(names[kid])}: which kernel ran cannot be told")
+        names[kid] = name
     return names
 
 

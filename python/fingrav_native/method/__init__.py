@@ -30,12 +30,12 @@ if TYPE_CHECKING:
     from fingrav_native.method._guidance import TABLE_I, Guidance, GuidanceRow, lookup_guidance, target_loi_count
     from fingrav_native.method._joint import GAP_EDGES_NS, TimelineFit, fit_timeline
     from fingrav_native.method._phase import (
-        PHASES,
         PhaseSteerer,
         PhaseSteeringWarning,
         SamplePrediction,
         predict_sample_instants,
     )
+    from fingrav_native.method._phase_modes import PHASES
     from fingrav_native.method._pipeline import ATTRIBUTIONS, SensorResolutionWarning, stitch_logs
     from fingrav_native.method._results import (
         LOG_DTYPE,
@@ -84,7 +84,7 @@ _WHERE = {
     "LogAssignment": "_align",
     "LogQualityWarning": "_stitched",
     "NoLogsInExecutionsError": "_align",
-    "PHASES": "_phase",
+    "PHASES": "_phase_modes",
     "PhaseSteerer": "_phase",
     "PhaseSteeringWarning": "_phase",
     "PowerMeasurement": "_steady",

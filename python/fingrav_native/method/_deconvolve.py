@@ -406,6 +406,10 @@ def _warnings(results: Sequence[DeconvolvedChannel], sensor: SensorModel, lay: _
     return out
 
 
+#: The finest resolution a deconvolution may be asked for, ns: power logs resolve microseconds at best.
+_FINEST_NS = 1.0
+
+
 def _runs_for(bins: int, edge_logs: int, runs: int, sensor: SensorModel, dur: float) -> int:
     """Runs for ``bins`` bins of 20 window edges each: at this campaign's rate, or the sensor's period's."""
     per_run = edge_logs / max(runs, 1)
@@ -594,6 +598,9 @@ def deconvolve(
     asked, n_boot, conf, chans = _check_args(samples, sensor, bins, bootstrap, confidence, lam, channels)
     real_number(floor_w, "floor_w")
     integer_in(seed, "seed", 0)
+    if resolution_ns is not None and positive_number(resolution_ns, "resolution_ns") < _FINEST_NS:
+        raise ValueError(f"resolution_ns={resolution_ns!r}: must be at least {_FINEST_NS:g} ns; no power log resolves "
+                         "a finer feature (and the bins it asks for would not fit in memory)")
     lay = _layout(executions, runs, execution_of_interest, kernel_id, warmup)
     logs = _logs_on_host(samples, logger_map, origin, sensor, chans)
     cr = campaign_runs(executions, np.fromiter(lay.by_run, dtype=np.int64), lay.eoi, lay.by_run, lay.kernel)

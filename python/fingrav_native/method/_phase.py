@@ -47,19 +47,11 @@ import scipy.stats
 from fingrav_native._checks import finite_array, positive_number
 from fingrav_native.clocks._runs import Timeline, timeline_of
 from fingrav_native.method._forward_model import curve_precision_inverse, curve_variance, design_rows
+from fingrav_native.method._phase_modes import PHASES
 from fingrav_native.records._recording import Capabilities, RunRecord
 from fingrav_native.sensors._model import SensorModel
 
 _log = logging.getLogger(__name__)
-
-
-#: ``profile(phase=...)``: "auto" steers where the sensor is predictable, "steered" also (and warns when
-#: it must fall back), "random" is the paper's protocol.
-Phase = Literal["auto", "steered", "random"]
-
-
-#: The phases ``profile(phase=...)`` takes, for validation and choices.
-PHASES: tuple[Phase, ...] = ("auto", "steered", "random")
 
 
 #: Runs whose logs the prediction is fitted on (recent ones: drift is followed, cost stays bounded).

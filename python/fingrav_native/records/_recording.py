@@ -7,7 +7,16 @@ from typing import Any, Mapping, Optional
 
 import numpy as np
 
-from fingrav_native._checks import flag, instance_of, integer_in, positive_number, short_repr, structured, whole_numbers
+from fingrav_native._checks import (
+    flag,
+    instance_of,
+    integer_in,
+    positive_number,
+    short_repr,
+    structured,
+    tick_length,
+    whole_numbers,
+)
 from fingrav_native.records._layouts import check_channels
 from fingrav_native.sensors._model import SensorModel
 from fingrav_native.sensors._semantics import FIGURES, PROVENANCES
@@ -97,9 +106,10 @@ class Capabilities:
     def __post_init__(self) -> None:
         for text in ("name", "device", "logger_clock", "sensor_semantics"):
             instance_of(getattr(self, text), text, str, "a str")
-        for number in ("logger_period_ns", "device_tick_ns"):
-            positive_number(getattr(self, number), number)
-        for number in ("logger_window_ns", "marker_err_ns", "logger_tick_ns"):
+        positive_number(self.logger_period_ns, "logger_period_ns")
+        tick_length(self.device_tick_ns, "device_tick_ns")
+        tick_length(self.logger_tick_ns, "logger_tick_ns", allow_zero=True)
+        for number in ("logger_window_ns", "marker_err_ns"):
             positive_number(getattr(self, number), number, allow_zero=True)
         for switch in ("gpu_markers", "virtual_time"):
             flag(getattr(self, switch), switch)

@@ -22,7 +22,7 @@ from typing import Optional
 import numpy as np
 import numpy.typing as npt
 
-from fingrav_native._checks import numbers, positive_number, power_limit, readonly
+from fingrav_native._checks import numbers, positive_number, power_limit, readonly, tick_length
 
 #: A forward step of the counter's clock longer than this many times its median interval is a jump (a clock
 #: set forward, or a paused reader, which the readings cannot tell apart): a new time base, as a clock that
@@ -199,7 +199,7 @@ class EnergyCounter:
             return cls(z, np.zeros(0), z, quantum_j=quantum_j, stale_ns=stale_ns, scope=scope, name=name)
         dt = np.diff(tt).astype(np.float64)
         step = np.diff(ee)
-        tick = None if tick_ns is None else positive_number(tick_ns, "tick_ns")
+        tick = None if tick_ns is None else tick_length(tick_ns, "tick_ns")
         kinds, texts = _read_breaks(tt, ee, dt, step, wrap, tick)
         if wrap is not None:
             step = np.where((kinds == "") & (step < 0), step + wrap, step)
@@ -247,7 +247,7 @@ class EnergyCounter:
                              f"and {p.shape}")
         if len(end) and not np.issubdtype(end.dtype, np.integer):
             raise ValueError(f"end_ts: must be integers (counter ticks), got dtype {end.dtype}")
-        tick = positive_number(tick_ns, "tick_ns")
+        tick = tick_length(tick_ns, "tick_ns")
         limit, why = power_limit(None)
         ok = (w > 0) & np.isfinite(p) & np.isfinite(w)
         glitch = ok & ((p < 0) | (p > limit))
