@@ -31,6 +31,7 @@ a read in bounded memory (the baseline does not fit in this machine's
 memory there and is skipped, with the reason).
 
 Run:  python bench/insitu_scale.py            (10^4 .. 10^7; about an hour on 2 cores, ~25 GB of /tmp)
+      python bench/insitu_scale.py --sizes 1e6 --layers 60   (a mix of 300 signatures: per-signature costs show)
       python bench/insitu_scale.py --quick    (10^4 and 10^5; under a minute; writes nothing unless --json)
 Full runs write bench/results/insitu_scale.json and the "## In-situ scale" section of bench/results/README.md.
 """
@@ -58,7 +59,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 HERE = os.path.dirname(os.path.abspath(__file__))
 RESULTS = os.path.join(HERE, "results")
 EPOCH_NS = 1_763_900_000_000_000_000
-LAYERS = 8  # groups of the simulator's seven kernels per ProfilerStep
+LAYERS = 8  # groups of the simulator's seven kernels per ProfilerStep (each its own grid: 5 signatures a layer)
 SIZES = {True: (10_000, 100_000), False: (10_000, 100_000, 1_000_000, 10_000_000)}
 # What json.load needs per byte of a Kineto document (measured here at 10^6 kernels: ~5.4x); past this
 # machine's memory the baseline is not run.
@@ -165,14 +166,14 @@ def _schedule(kernels: int, seed: int) -> Any:
                         gap_w=180.0, gap_tau_ns=2_000.0, pause_tau_ns=50_000.0, drift_w_per_s=0.0, max_power_w=750.0)
 
 
-def write_trace(path: str, kernels: int, seed: int = 0) -> dict[str, Any]:
+def write_trace(path: str, kernels: int, seed: int = 0, layers: int = LAYERS) -> dict[str, Any]:
     """Stream a Kineto trace of ``kernels`` kernels to ``path`` and its 1 ms power logs beside it (.npy)."""
     sc = _schedule(kernels, seed)
     n = kernels
     start = np.round(sc.starts[:n]).astype(np.int64)
     end = np.maximum(np.round(sc.ends[:n]).astype(np.int64), start)
-    layer = sc.iteration[:n] % LAYERS
-    step = sc.iteration[:n] // LAYERS
+    layer = sc.iteration[:n] % layers
+    step = sc.iteration[:n] // layers
     rng = np.random.default_rng([seed, 1])
     launch = start - rng.integers(8_000, 40_000, n)
     op_ts = launch - rng.integers(3_000, 9_000, n)
@@ -267,7 +268,8 @@ class _Timer:
 def child(kind: str, path: str) -> dict[str, Any]:
     """One measurement in this (fresh) process: its wall time and the process's peak memory."""
     if kind.startswith("generate="):
-        return write_trace(path, int(kind.split("=", 1)[1]))
+        kernels, _, layers = kind.split("=", 1)[1].partition(":")
+        return write_trace(path, int(kernels), layers=int(layers or LAYERS))
     rss0 = _peak_bytes()
     out: dict[str, Any] = {"kind": kind}
     if kind == "baseline":
@@ -315,10 +317,11 @@ def measure(kind: str, path: str) -> dict[str, Any]:
     return got
 
 
-def one_size(kernels: int, folder: str, repeats: int) -> dict[str, Any]:
+def one_size(kernels: int, folder: str, repeats: int, layers: int = LAYERS) -> dict[str, Any]:
     path = os.path.join(folder, f"trace_{kernels}.json")
     # Written by a child too: this process stays small, whatever the trace's size.
-    row: dict[str, Any] = measure(f"generate={kernels}", path)
+    row: dict[str, Any] = measure(f"generate={kernels}:{layers}", path)
+    row["signatures_in_trace"] = 5 * layers
     mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     if BASELINE_BYTES_PER_BYTE * row["bytes"] > 0.9 * mem:
         row["baseline"] = None
@@ -387,6 +390,9 @@ def main() -> None:
     ap.add_argument("--sizes", type=float, nargs="*", help="kernel counts (default: 1e4 1e5 1e6 1e7)")
     ap.add_argument("--repeats", type=int, default=0, help="runs of each read, best kept (default 3 below 10^6, else 1)")
     ap.add_argument("--dir", default=None, help="where the traces are written (default: a temporary folder in /tmp)")
+    ap.add_argument("--layers", type=int, default=LAYERS,
+                    help=f"layers of the loop, five signatures each (default {LAYERS}: 40 signatures; 60 gives a "
+                    "mix of 300, as a real model's trace has hundreds); not the default: writes nothing unless --json")
     ap.add_argument("--json", help="write the results here")
     ap.add_argument("--readme-from", metavar="JSON", help="rewrite the README section from a saved run")
     ap.add_argument("--child", nargs=2, metavar=("KIND", "TRACE"), help=argparse.SUPPRESS)
@@ -410,7 +416,7 @@ def main() -> None:
                 print(f"insitu_scale: {k} kernels need about {need / 2**30:.1f} GiB in {folder}; "
                       f"{free / 2**30:.1f} GiB free: skipped", file=sys.stderr)
                 continue
-            r = one_size(k, folder, args.repeats or (3 if k < 1_000_000 else 1))
+            r = one_size(k, folder, args.repeats or (3 if k < 1_000_000 else 1), args.layers)
             rows.append(r)
             b = r["baseline"]
             print(f"{k:>9d} kernels {r['bytes'] / 2**20:8.0f} MiB: baseline "
@@ -428,7 +434,7 @@ def main() -> None:
     if args.json:
         with open(args.json, "w") as f:
             json.dump(out, f, indent=1)
-    if not args.quick and not args.sizes:
+    if not args.quick and not args.sizes and args.layers == LAYERS:
         os.makedirs(RESULTS, exist_ok=True)
         with open(os.path.join(RESULTS, "insitu_scale.json"), "w") as f:
             json.dump(out, f, indent=1)

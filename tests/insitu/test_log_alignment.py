@@ -165,3 +165,57 @@ def test_an_exact_map_and_a_small_offset_are_not_a_mismatch() -> None:
         tp = profile_trace(loop.trace, late, Identity())
         assert tp.alignment is not None and not tp.alignment.at_edge
         assert not any("clock mismatch" in w for w in tp.warnings)
+
+
+def _four_signatures(seed: int = 7) -> tuple[np.ndarray, ...]:
+    """The known-offset loop above: four signatures through a 10 us lag, logs stamped 17.3 us late."""
+    rng = np.random.default_rng(seed)
+    n = 4000
+    sig = rng.integers(0, 4, n)
+    dur = np.array([30e3, 60e3, 120e3, 45e3])[sig] * (1 + 0.01 * rng.standard_normal(n))
+    s = 1e6 + np.concatenate([[0.0], np.cumsum(dur + rng.uniform(3e3, 20e3, n))[:-1]])
+    e = s + dur
+    quarter_w = rng.uniform(100.0, 400.0, (4, 4))
+    a = (s[:, None] + dur[:, None] * np.arange(4) / 4).ravel()
+    b = (s[:, None] + dur[:, None] * np.arange(1, 5) / 4).ravel()
+    t = np.sort(rng.uniform(s[0], e[-1], 5000))
+    y = _lagged_power(t, a, b, quarter_w[sig].ravel(), 150.0, 10_000.0) + rng.normal(0.0, 3.0, len(t))
+    return t + 17_300.0, y, s, e, sig
+
+
+def test_slow_offset_search_builds_each_logs_regressors_a_bounded_number_of_times(monkeypatch) -> None:
+    # The lagged fits once built every log's regressors at every shift searched (a dense fit per shift and lag:
+    # 816 of them on a 10^6-kernel trace); a run of neighbouring shifts now shares one set of normal equations,
+    # and only the logs that cross a quarter's boundary within it are rebuilt.
+    from fingrav_native.insitu import _align
+
+    built = [0]
+    name = "rows" if hasattr(_align._Design, "rows") else "lagged"
+    plain = getattr(_align._Design, name)
+
+    def counted(self, at, *args):  # type: ignore[no-untyped-def]
+        built[0] += len(at.t)
+        return plain(self, at, *args)
+
+    monkeypatch.setattr(_align._Design, name, counted)
+    t, y, s, e, sig = _four_signatures()
+    al = align_logs_to_trace(t, y, s, e, sig)
+    assert not al.at_edge and al.low_ns <= -17_300.0 <= al.high_ns
+    # Per lag: the coarse search's every fourth shift on 1,000 logs (dense), and all 5,000 logs a few times
+    # (each once per run of shifts, and again at each boundary it crosses); a fit per shift built them 10 times.
+    assert built[0] / 4 < 1_000 * 51 + 4 * len(t)
+
+
+def test_silently_wrong_shared_normal_equations_match_the_dense_fit_at_every_shift() -> None:
+    # Closed-form truth: each shift's lagged fit solved densely over every log's regressors (least_squares_rss),
+    # against the run's shared normal equations, where many logs cross boundaries (a run of 60 us).
+    from fingrav_native.insitu import _align
+
+    t, y, s, e, sig = _four_signatures()
+    group, n_groups, _ = _align._groups(s, e, sig, len(t) // 10, 8)
+    design = _align._Design(s, e, group, n_groups)
+    yc = y - y.mean()
+    ds = np.arange(-47_000.0, 13_000.0, 5_000.0)
+    for tau in (5_000.0, 25_000.0):
+        at = design.locate((t[None, :] + ds[:, None]).ravel())
+        np.testing.assert_allclose(design.lagged_run(design.segments(at, len(ds), len(t)), yc, ds, tau), design.lagged(at, yc, tau, len(ds)), rtol=1e-9)
