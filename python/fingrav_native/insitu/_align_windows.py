@@ -34,10 +34,10 @@ it does not replace it.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Optional
 
-import dataclasses
 import numpy as np
 import scipy.fft
 from scipy import signal, stats
