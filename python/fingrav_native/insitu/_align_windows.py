@@ -25,6 +25,19 @@ one of nonlinear least squares (Bates and Watts 1988, Section 6.1), and the
 map's own placement (offset 0) is tested against the best shift at the
 strict level the instantaneous aligner uses (0.01 over the shifts searched).
 
+That search covers a quarter of the kernels' span at most, on the logs
+whose response stays inside it at every shift; a trace 150 or 300 ms off
+its capture lies beyond it. Every shift at which the responses still meet
+the kernels is therefore scanned at once, as the instantaneous aligner does
+(``insitu._align_scan``): the logs' least-squares residual on each group's
+busy share of their responses, computed on cells a fraction of the window or
+of the typical kernel (whichever is shorter, so that the window-smoothed
+statistic cannot step over the true shift's basin), with the share of each
+response outside the kernels' span a column of its own, and the sums of
+products for every shift cross-correlations by the FFT. The scan proposes;
+the best proposal is fitted finely on every log and must beat the best fit
+near the map's placement at the strict level over the shifts scanned.
+
 The measurement is reported, never applied: a shift through a window
 trades with the sensor model's ``delay_ns`` and with the power's shape inside
 the kernels, which the busy share does not model, so it checks the clock
@@ -47,9 +60,9 @@ from fingrav_native.insitu._align_scan import Scan, far_candidates
 from fingrav_native.method._joint import merged_intervals
 from fingrav_native.sensors._model import SensorModel
 
-#: Below this spread (standard deviation over the logs) of the kernels' busy share of each response, logs
-#: the kernels do not explain say nothing of the offset: every window sees the same mix (a 1 s average over
-#: a loop of sub-millisecond kernels: 0.1 %; a 1 ms one: 20-30 %).
+#: Below this spread (standard deviation over the logs) of the kernels' busy share of each response, the logs
+#: say nothing of the offset, whatever a fit explains: every window sees the same mix (a 1 s average over a
+#: loop of sub-millisecond kernels: 0.1 %; a 25 ms one without pauses: 0.8 %; a 1 ms one: 20-30 %).
 SAME_MIX = 0.02
 
 #: Coarse grid step (ns) and the shifts kept from it for the middle level.
@@ -354,8 +367,10 @@ def measure_window_offset(t_ns: np.ndarray, power_w: np.ndarray, windows_ns: np.
     starts_ns, ends_ns, kernel_ids : numpy.ndarray
         The kernels on the logs' device (any order; concurrent ones of one signature count once).
     search_ns : float
-        Offsets in ``[-search_ns, search_ns]`` are tried, and at most a quarter of the kernels' span, so
-        that the logs used (those whose response stays inside the span at every shift) are half of it.
+        The fine search around the map: offsets in ``[-search_ns, search_ns]``, and at most a quarter of the
+        kernels' span, so that the logs it uses (those whose response stays inside the span at every shift)
+        are half of it. Beyond it, every offset at which the responses meet the kernels is scanned
+        (``LogAlignment.far`` where the best lies there).
     step_ns : float
         The finest grid step (the interval's resolution).
     confidence : float
@@ -375,10 +390,11 @@ def measure_window_offset(t_ns: np.ndarray, power_w: np.ndarray, windows_ns: np.
         length: a boxcar's window, a filter's ``2 tau``), and why the logs
         cannot determine it, empty where they can: fewer than
         ``2 * logs_per_column`` logs whose response stays inside the kernels'
-        span at every shift (None then), or kernels that explain no more of
-        the logs than chance while every response covers them in about the
-        same mix (:data:`SAME_MIX`: a 25 ms or 1 s window over a loop of
-        sub-millisecond kernels), so that no shift could show.
+        span at every shift (None then), or responses that all cover the
+        kernels in about the same mix (:data:`SAME_MIX`: a 25 ms or 1 s
+        window over a loop of sub-millisecond kernels), so that no shift
+        could show (whatever the fit explains then is what else varies,
+        such as the chip heating up).
 
     Notes
     -----
