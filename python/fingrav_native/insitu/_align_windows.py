@@ -349,6 +349,27 @@ def _far_offset(near: LogAlignment, logs: tuple[np.ndarray, np.ndarray, np.ndarr
                                at_edge=bool(al.at_edge or accepted[0] or accepted[-1]))
 
 
+def _far_placeholder(hi_all: np.ndarray, power_w: np.ndarray, windows_ns: np.ndarray, sensor: SensorModel,
+                     starts_ns: np.ndarray, ends_ns: np.ndarray, kernel_ids: np.ndarray, reach: float, step_ns: float,
+                     confidence: float, max_logs: int, max_signatures: int,
+                     logs_per_column: int) -> Optional[LogAlignment]:
+    """The far offset where the near search has too few logs: compared with the map's placement (offset 0)."""
+    y = np.asarray(power_w, dtype=np.float64)
+    ok = int(np.sum(np.isfinite(y) & np.isfinite(hi_all)))
+    if ok < 2 * logs_per_column or len(starts_ns) == 0:
+        return None
+    w_all = np.maximum(np.asarray(windows_ns, dtype=np.float64) if np.ndim(windows_ns) else
+                       np.full(len(hi_all), float(windows_ns)), 1.0)
+    s, e = np.asarray(starts_ns, dtype=np.float64), np.asarray(ends_ns, dtype=np.float64)
+    group, n_groups, pooled = _groups(s, e, np.asarray(kernel_ids), max(1, min(max_signatures, ok // logs_per_column - 1)))
+    width = 2.0 * sensor.tau_ns if sensor.shape == "first_order" else float(np.median(w_all))
+    near = LogAlignment(offset_ns=0.0, low_ns=-reach, high_ns=reach, confidence=confidence, ss_ratio=math.nan,
+                        logs=0, at_edge=True, explained=False, search_ns=max(reach, 2 * _COARSE_STEP_NS),
+                        window_ns=width)
+    return _far_offset(near, (hi_all, y, w_all), sensor, (s, e, group, n_groups, pooled), step_ns, confidence,
+                       max_logs, 2 * logs_per_column)
+
+
 def measure_window_offset(t_ns: np.ndarray, power_w: np.ndarray, windows_ns: np.ndarray, sensor: SensorModel,
                           starts_ns: np.ndarray, ends_ns: np.ndarray, kernel_ids: np.ndarray, *,
                           search_ns: float = 250e6, step_ns: float = 2_000.0, confidence: float = 0.95,
@@ -411,6 +432,12 @@ def measure_window_offset(t_ns: np.ndarray, power_w: np.ndarray, windows_ns: np.
     reach = float(min(search_ns, 0.25 * (last - first)))
     use = (hi_all - memory >= first + reach) & (hi_all <= last - reach) & np.isfinite(power_w)
     if reach <= 2 * _COARSE_STEP_NS or int(use.sum()) < 2 * logs_per_column:
+        # Logs that leave the span near the map may still meet the kernels far from it (a trace 450 ms off a
+        # 0.6 s capture): the full scan, against the map's own placement.
+        far = _far_placeholder(hi_all, power_w, windows_ns, sensor, starts_ns, ends_ns, kernel_ids, reach, step_ns,
+                               confidence, max_logs, max_signatures, logs_per_column)
+        if far is not None:
+            return far, ""
         return None, (f"{int(use.sum())} logs whose response stays inside the kernels' span at every shift "
                       f"searched (+-{reach / 1e6:.3g} ms; {2 * logs_per_column} needed)")
     pick = np.flatnonzero(use)[_subset(int(use.sum()), max_logs)]
