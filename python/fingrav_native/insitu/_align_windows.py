@@ -25,6 +25,19 @@ one of nonlinear least squares (Bates and Watts 1988, Section 6.1), and the
 map's own placement (offset 0) is tested against the best shift at the
 strict level the instantaneous aligner uses (0.01 over the shifts searched).
 
+That search covers a quarter of the kernels' span at most, on the logs
+whose response stays inside it at every shift; a trace 150 or 300 ms off
+its capture lies beyond it. Every shift at which the responses still meet
+the kernels is therefore scanned at once, as the instantaneous aligner does
+(``insitu._align_scan``): the logs' least-squares residual on each group's
+busy share of their responses, computed on cells a fraction of the window or
+of the typical kernel (whichever is shorter, so that the window-smoothed
+statistic cannot step over the true shift's basin), with the share of each
+response outside the kernels' span a column of its own, and the sums of
+products for every shift cross-correlations by the FFT. The scan proposes;
+the best proposal is fitted finely on every log and must beat the best fit
+near the map's placement at the strict level over the shifts scanned.
+
 The measurement is reported, never applied: a shift through a window
 trades with the sensor model's ``delay_ns`` and with the power's shape inside
 the kernels, which the busy share does not model, so it checks the clock
@@ -34,19 +47,22 @@ it does not replace it.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Optional
 
 import numpy as np
-from scipy import stats
+import scipy.fft
+from scipy import signal, stats
 
 from fingrav_native.insitu._align import LogAlignment, least_squares_rss
+from fingrav_native.insitu._align_scan import Scan, far_candidates
 from fingrav_native.method._joint import merged_intervals
 from fingrav_native.sensors._model import SensorModel
 
-#: Below this spread (standard deviation over the logs) of the kernels' busy share of each response, logs
-#: the kernels do not explain say nothing of the offset: every window sees the same mix (a 1 s average over
-#: a loop of sub-millisecond kernels: 0.1 %; a 1 ms one: 20-30 %).
+#: Below this spread (standard deviation over the logs) of the kernels' busy share of each response, the logs
+#: say nothing of the offset, whatever a fit explains: every window sees the same mix (a 1 s average over a
+#: loop of sub-millisecond kernels: 0.1 %; a 25 ms one without pauses: 0.8 %; a 1 ms one: 20-30 %).
 SAME_MIX = 0.02
 
 #: Coarse grid step (ns) and the shifts kept from it for the middle level.
@@ -56,6 +72,15 @@ _CANDIDATES = 5
 
 #: Logs x shifts evaluated at once (memory bounded: a float64 per log, shift and group).
 _BATCH_ROWS = 200_000
+
+#: The far scan's cell is this fraction of the response or of the typical kernel, whichever is shorter (a
+#: response's busy share moves by at most ``2 cell / window`` within a cell, so the smoothed statistic keeps
+#: the true shift's basin), and it covers at most :data:`_SCAN_CELLS` cells (longer captures: coarser cells).
+_CELLS_PER_SCALE = 8
+_SCAN_CELLS = 1 << 18
+#: Signature groups in the far scan (the busiest own one, the rest pooled): its normal equations per shift
+#: cost the square of the columns in memory.
+_SCAN_GROUPS = 4
 
 
 class _Busy:
@@ -77,7 +102,7 @@ class _Busy:
                     lse = np.logaddexp.accumulate(b / tau + np.log(-np.expm1(-(b - a) / tau)))
             self.parts.append((a, b, cum, lse))
 
-    def _cumulative(self, g: int, x: np.ndarray) -> np.ndarray:
+    def cumulative(self, g: int, x: np.ndarray) -> np.ndarray:
         """Busy time of group ``g`` before each ``x``."""
         a, b, cum, _ = self.parts[g]
         j = np.searchsorted(a, x, side="right")
@@ -105,7 +130,7 @@ class _Busy:
             if self.sensor.shape == "first_order":
                 out[:, g] = self._filtered(g, x)
             else:
-                out[:, g] = (self._cumulative(g, x) - self._cumulative(g, x - ww)) / ww
+                out[:, g] = (self.cumulative(g, x) - self.cumulative(g, x - ww)) / ww
         return out.reshape(len(hi), len(shifts), -1).transpose(1, 0, 2)
 
 
@@ -142,9 +167,10 @@ def _candidates(fits: _Fits, reach: float) -> np.ndarray:
     return np.unique(np.append(best, 0.0))
 
 
-def _refine(fits: _Fits, centre: float, step: float, half: float, reach: float, crit: float
-            ) -> tuple[np.ndarray, np.ndarray]:
-    """Shifts every ``step`` around ``centre``, widened until the minimum and its interval lie inside."""
+def _refine(fits: _Fits, centre: float, step: float, half: float, reach: float, crit: float,
+            most: float = math.inf) -> tuple[np.ndarray, np.ndarray]:
+    """Shifts every ``step`` around ``centre``, widened until the minimum and its interval lie inside (or the
+    half-width passes ``most``)."""
     while True:
         lo, hi = max(centre - half, -reach), min(centre + half, reach)
         grid = np.arange(math.ceil(lo / step), math.floor(hi / step) + 1) * step
@@ -153,7 +179,7 @@ def _refine(fits: _Fits, centre: float, step: float, half: float, reach: float, 
         inside = ss <= crit * max(float(ss[j]), 1e-300)
         open_lo = grid[0] > -reach + step and (j == 0 or inside[0])
         open_hi = grid[-1] < reach - step and (j == len(grid) - 1 or inside[-1])
-        if not (open_lo or open_hi) or half > 4 * reach:
+        if not (open_lo or open_hi) or half > min(4 * reach, most):
             return grid, ss
         half *= 2.0
 
@@ -167,6 +193,181 @@ def _groups(starts: np.ndarray, ends: np.ndarray, kid: np.ndarray, most: int) ->
     rank = np.empty(len(sigs), dtype=np.int64)
     rank[np.argsort(-busy, kind="stable")] = np.arange(len(sigs))
     return np.minimum(rank[inv], most - 1), most, len(sigs) - most + 1
+
+
+def _responses(col: np.ndarray, cell: float, sensor: SensorModel, width: float) -> np.ndarray:
+    """Per cell, the column (constant within each cell, zero before the first) seen through the sensor's response
+    that ends at the cell's centre: a ``width`` boxcar's mean, or a first-order filter's output."""
+    if sensor.shape == "first_order":
+        half = math.exp(-0.5 * cell / sensor.tau_ns)
+        end = signal.lfilter([1.0 - half * half], [1.0, -half * half], col)
+        before = np.concatenate([[0.0], end[:-1]])
+        return np.asarray(half * before + (1.0 - half) * col)
+    cum = np.concatenate([[0.0], np.cumsum(col)])
+    at = np.arange(len(col)) + 0.5
+    cells = width / cell
+    knots = np.arange(len(cum), dtype=np.float64)
+    return np.asarray((np.interp(at, knots, cum) - np.interp(at - cells, knots, cum, left=0.0)) / cells)
+
+
+def _normal_rss(gram: np.ndarray, b: np.ndarray, yy: float) -> np.ndarray:
+    """``yy - b' gram^+ b`` per shift: the residual of least squares from its normal equations, columns scaled to
+    unit norm and a rank cut by eigenvalues as :func:`~fingrav_native.insitu._align.least_squares_rss` makes."""
+    diag = np.diagonal(gram, axis1=1, axis2=2)
+    # FFT rounding leaves a column no log sees at ~1e-12: below a millionth of a log it is empty.
+    empty = diag < 1e-6
+    norm = np.sqrt(np.where(empty, 1.0, diag))
+    scaled = gram / (norm[:, :, None] * norm[:, None, :])
+    scaled[empty[:, :, None] | empty[:, None, :]] = 0.0
+    w, U = np.linalg.eigh(scaled)
+    z = np.einsum("kji,kj->ki", U, np.where(empty, 0.0, b / norm))
+    keep = w > 1e-10 * np.maximum(w[:, -1:], 1e-300)
+    return np.asarray(yy - np.sum(np.where(keep, z * z / np.where(keep, w, 1.0), 0.0), axis=1))
+
+
+def _scan(hi: np.ndarray, y: np.ndarray, scale: float, memory: float, busy: _Busy, n_groups: int,
+          min_logs: float) -> Scan:
+    """The least-squares residual of the logs (response ends ``hi``, centred ``y``) on each group's busy share of
+    their responses, smoothed over a cell, at every shift at which the responses meet the kernels' span.
+
+    ``busy`` holds the groups and, as group ``n_groups``, the span itself: responses that leave the span see
+    it as their own level (a trace that covers part of the capture). Sums of products per shift are
+    cross-correlations of the binned logs with each column's response (Oppenheim and Schafer,
+    *Discrete-Time Signal Processing*, Section 8.7), so every shift costs the same few FFTs.
+    """
+    a, b, _, _ = busy.parts[n_groups]
+    first, last = float(a[0]), float(b[-1])
+    durations = np.concatenate([busy.parts[g][1] - busy.parts[g][0] for g in range(n_groups)])
+    order = np.argsort(durations, kind="stable")
+    cum = np.cumsum(durations[order])
+    typical = float(durations[order][np.searchsorted(cum, 0.5 * cum[-1])])
+    x = hi - busy.ref
+    t0, t1 = float(np.min(x)), float(np.max(x))
+    lo_shift, hi_shift = first - t1, last + memory - t0
+    cell = max(min(scale, typical) / _CELLS_PER_SCALE, (hi_shift - lo_shift + t1 - t0 + memory) / _SCAN_CELLS, 1.0)
+    m = int((t1 - t0) // cell) + 1
+    at = np.minimum(((x - t0) / cell).astype(np.int64), m - 1)
+    yy, nn = np.bincount(at, weights=y, minlength=m), np.bincount(at, minlength=m).astype(np.float64)
+    # The kernels' axis: cell i is [x0 + i cell, x0 + (i + 1) cell), ``lead`` cells of history before the
+    # first shift's earliest response; a log in log cell j at shift k = lo_shift + k cell reads cell j + k + lead.
+    lead = int(math.ceil(memory / cell)) + 1
+    shifts = int(math.ceil((hi_shift - lo_shift) / cell)) + 1
+    edges = lo_shift + t0 - lead * cell + cell * np.arange(lead + m + shifts + 1)
+    cols = [_responses(np.diff(busy.cumulative(g, edges)) / cell, cell, busy.sensor, scale)[lead:]
+            for g in range(n_groups + 1)]
+    size = scipy.fft.next_fast_len(m + shifts, real=True)
+    fy, fn = (np.conj(scipy.fft.rfft(v, size)) for v in (yy, nn))
+
+    def corr(f: np.ndarray, col: np.ndarray) -> np.ndarray:
+        return np.asarray(scipy.fft.irfft(scipy.fft.rfft(col, size) * f, size)[:shifts])
+
+    p = len(cols) + 1
+    gram, rhs = np.empty((shifts, p, p)), np.empty((shifts, p))
+    for c in range(len(cols)):
+        rhs[:, c] = corr(fy, cols[c])
+        gram[:, c, -1] = gram[:, -1, c] = corr(fn, cols[c])
+        for d in range(c, len(cols)):
+            gram[:, c, d] = gram[:, d, c] = corr(fn, cols[c] * cols[d])
+    gram[:, -1, -1], rhs[:, -1] = float(nn.sum()), float(yy.sum())
+    rss = _normal_rss(gram, rhs, float(y @ y))
+    rss[gram[:, n_groups, -1] < min_logs] = np.inf  # too few responses meet the span
+    return Scan(lo_shift + cell * np.arange(shifts), rss, cell)
+
+
+def _far_offset(near: LogAlignment, logs: tuple[np.ndarray, np.ndarray, np.ndarray], sensor: SensorModel,
+                kernels: tuple[np.ndarray, np.ndarray, np.ndarray, int, int], step_ns: float, confidence: float,
+                max_logs: int, min_logs: int) -> Optional[LogAlignment]:
+    """The best offset beyond the near search, where the logs place themselves there better than anywhere near the
+    map at the strict level over every shift scanned; None where none does.
+
+    Every finite log counts, its response's share outside the kernels' span a column of its own; the scan
+    (:func:`_scan`) proposes, each proposal and the near search's best are fitted finely on the same logs.
+    """
+    hi_all, y_all, w_all = logs
+    starts, ends, group, n_groups, pooled = kernels
+    ok = np.flatnonzero(np.isfinite(hi_all) & np.isfinite(y_all))
+    if len(ok) < min_logs:
+        return None
+    pick = ok[_subset(len(ok), max_logs)]
+    hi, w = hi_all[pick], w_all[pick]
+    y = y_all[pick] - float(np.mean(y_all[pick]))
+    first, last = float(np.min(starts)), float(np.max(ends))
+    # The span as one more group: its share, beside the intercept, is the level outside the trace.
+    busy = _Busy(np.append(starts, first), np.append(ends, last), np.append(group, n_groups), n_groups + 1, sensor)
+    memory = float(np.max(np.asarray(sensor.memory_ns(w), dtype=np.float64)))
+    scale = sensor.tau_ns if sensor.shape == "first_order" else float(np.median(w))
+    scan = _scan(hi, y, scale, memory, busy, n_groups, min_logs)
+    finite = np.isfinite(scan.rss)
+    if not np.any(finite):
+        return None
+    reach = float(np.max(np.abs(scan.shifts[finite])))
+    p = n_groups + 2
+    nu = max(len(y) - p - 1, 1)
+    searched = 2.0 * reach / step_ns + 1.0
+    crit = 1.0 + float(stats.f.ppf(confidence, 1, nu)) / nu
+    strict = 1.0 + float(stats.f.ppf(1.0 - 0.01 / searched, 1, nu)) / nu
+    candidates = far_candidates(scan, near.search_ns, 0.5 * (1.0 + strict))
+    if not candidates:
+        return None
+    sub = _subset(len(y), 4000)
+    mid, fine = _Fits(busy, hi[sub], w[sub], y[sub]), _Fits(busy, hi, w, y)
+
+    def fitted(fits: _Fits, centre: float, half: float, limit: float) -> tuple[np.ndarray, np.ndarray]:
+        # Widened at most to a few times the scan's cell: a flat profile beyond that is not determined.
+        grid, ss = _refine(mid, centre, _MID_STEP_NS, half, limit, crit, 4 * half)
+        return _refine(fits, float(grid[int(np.argmin(ss))]), step_ns, 2 * _MID_STEP_NS, limit, crit, 4 * half)
+
+    ss_total = float(y @ y)
+    df1 = max(p - 1, 1)
+    explained = 1.0 / (1.0 + float(stats.f.ppf(1.0 - 0.01 / searched, df1, nu)) * df1 / nu)
+    # Each proposal looked at closer on a subset of the logs; the best, if it beats the near shifts there, on all.
+    near_mid = float(np.min(_refine(mid, near.offset_ns, _MID_STEP_NS, 2 * _COARSE_STEP_NS, near.search_ns,
+                                    crit, 8 * _COARSE_STEP_NS)[1]))
+    half = max(2 * scan.cell_ns, 2 * _MID_STEP_NS)
+    low, centre = min((float(np.min(_refine(mid, c, _MID_STEP_NS, half, reach, crit, 4 * half)[1])), c)
+                      for c in candidates)
+    if near_mid <= strict * low:
+        return None
+    grid, ss = fitted(fine, centre, half, reach)
+    low = float(np.min(ss))
+    near_min = float(np.min(fitted(fine, near.offset_ns, 2 * _COARSE_STEP_NS, near.search_ns)[1]))
+    if low > explained * ss_total or near_min <= strict * low:
+        return None
+    # Reported from the logs whose response stays inside the span around the offset: a response across the
+    # span's edge sees the power ramp up from idle as a step, which pulled a 5 ms window's offset 0.6 ms.
+    best = float(grid[int(np.argmin(ss))])
+    margin = float(grid[-1] - grid[0]) + 2 * half
+    inside = (hi + best - margin - memory >= first) & (hi + best + margin <= last)
+    if int(inside.sum()) >= min_logs:
+        grid, ss = fitted(_Fits(busy, hi[inside], w[inside], y[inside] - float(np.mean(y[inside]))), best, half,
+                          reach)
+    al = _window_result(grid, ss, float(fine.rss(np.array([0.0]))[0]), ss_total, (crit, strict, explained),
+                        reach, confidence, len(y), p, pooled, near.window_ns)
+    accepted = ss <= crit * max(float(np.min(ss)), 1e-300)
+    # An interval cut by the widening's cap is not determined: said at the edge, not as a tight offset.
+    return dataclasses.replace(al, far=True, zero_rejected=True,
+                               at_edge=bool(al.at_edge or accepted[0] or accepted[-1]))
+
+
+def _far_placeholder(hi_all: np.ndarray, power_w: np.ndarray, windows_ns: np.ndarray, sensor: SensorModel,
+                     starts_ns: np.ndarray, ends_ns: np.ndarray, kernel_ids: np.ndarray, reach: float, step_ns: float,
+                     confidence: float, max_logs: int, max_signatures: int,
+                     logs_per_column: int) -> Optional[LogAlignment]:
+    """The far offset where the near search has too few logs: compared with the map's placement (offset 0)."""
+    y = np.asarray(power_w, dtype=np.float64)
+    ok = int(np.sum(np.isfinite(y) & np.isfinite(hi_all)))
+    if ok < 2 * logs_per_column or len(starts_ns) == 0:
+        return None
+    w_all = np.maximum(np.asarray(windows_ns, dtype=np.float64) if np.ndim(windows_ns) else
+                       np.full(len(hi_all), float(windows_ns)), 1.0)
+    s, e = np.asarray(starts_ns, dtype=np.float64), np.asarray(ends_ns, dtype=np.float64)
+    group, n_groups, pooled = _groups(s, e, np.asarray(kernel_ids), max(1, min(max_signatures, ok // logs_per_column - 1)))
+    width = 2.0 * sensor.tau_ns if sensor.shape == "first_order" else float(np.median(w_all))
+    near = LogAlignment(offset_ns=0.0, low_ns=-reach, high_ns=reach, confidence=confidence, ss_ratio=math.nan,
+                        logs=0, at_edge=True, explained=False, search_ns=max(reach, 2 * _COARSE_STEP_NS),
+                        window_ns=width)
+    return _far_offset(near, (hi_all, y, w_all), sensor, (s, e, group, n_groups, pooled), step_ns, confidence,
+                       max_logs, 2 * logs_per_column)
 
 
 def measure_window_offset(t_ns: np.ndarray, power_w: np.ndarray, windows_ns: np.ndarray, sensor: SensorModel,
@@ -187,8 +388,10 @@ def measure_window_offset(t_ns: np.ndarray, power_w: np.ndarray, windows_ns: np.
     starts_ns, ends_ns, kernel_ids : numpy.ndarray
         The kernels on the logs' device (any order; concurrent ones of one signature count once).
     search_ns : float
-        Offsets in ``[-search_ns, search_ns]`` are tried, and at most a quarter of the kernels' span, so
-        that the logs used (those whose response stays inside the span at every shift) are half of it.
+        The fine search around the map: offsets in ``[-search_ns, search_ns]``, and at most a quarter of the
+        kernels' span, so that the logs it uses (those whose response stays inside the span at every shift)
+        are half of it. Beyond it, every offset at which the responses meet the kernels is scanned
+        (``LogAlignment.far`` where the best lies there).
     step_ns : float
         The finest grid step (the interval's resolution).
     confidence : float
@@ -208,10 +411,11 @@ def measure_window_offset(t_ns: np.ndarray, power_w: np.ndarray, windows_ns: np.
         length: a boxcar's window, a filter's ``2 tau``), and why the logs
         cannot determine it, empty where they can: fewer than
         ``2 * logs_per_column`` logs whose response stays inside the kernels'
-        span at every shift (None then), or kernels that explain no more of
-        the logs than chance while every response covers them in about the
-        same mix (:data:`SAME_MIX`: a 25 ms or 1 s window over a loop of
-        sub-millisecond kernels), so that no shift could show.
+        span at every shift (None then), or responses that all cover the
+        kernels in about the same mix (:data:`SAME_MIX`: a 25 ms or 1 s
+        window over a loop of sub-millisecond kernels), so that no shift
+        could show (whatever the fit explains then is what else varies,
+        such as the chip heating up).
 
     Notes
     -----
@@ -228,6 +432,12 @@ def measure_window_offset(t_ns: np.ndarray, power_w: np.ndarray, windows_ns: np.
     reach = float(min(search_ns, 0.25 * (last - first)))
     use = (hi_all - memory >= first + reach) & (hi_all <= last - reach) & np.isfinite(power_w)
     if reach <= 2 * _COARSE_STEP_NS or int(use.sum()) < 2 * logs_per_column:
+        # Logs that leave the span near the map may still meet the kernels far from it (a trace 450 ms off a
+        # 0.6 s capture): the full scan, against the map's own placement.
+        far = _far_placeholder(hi_all, power_w, windows_ns, sensor, starts_ns, ends_ns, kernel_ids, reach, step_ns,
+                               confidence, max_logs, max_signatures, logs_per_column)
+        if far is not None:
+            return far, ""
         return None, (f"{int(use.sum())} logs whose response stays inside the kernels' span at every shift "
                       f"searched (+-{reach / 1e6:.3g} ms; {2 * logs_per_column} needed)")
     pick = np.flatnonzero(use)[_subset(int(use.sum()), max_logs)]
@@ -257,11 +467,17 @@ def measure_window_offset(t_ns: np.ndarray, power_w: np.ndarray, windows_ns: np.
     al = _window_result(grid, ss, float(fine.rss(np.array([0.0]))[0]), ss_total, (crit, strict, explained), reach,
                         confidence, len(y), p, pooled, width)
     spread = float(np.std(np.sum(busy.shares(hi, w, np.zeros(1))[0, :, :-1], axis=1)))
-    if not al.explained and spread < SAME_MIX:
+    if spread < SAME_MIX:
+        # Whatever the fit explains then comes from what else varies over the capture (the chip heating up),
+        # which the busy share does not model: a 25 ms average of a loop "found" +55 ms on exact clocks.
         return al, (f"every response covers the kernels in about the same mix (their busy share varies by "
-                    f"{100 * spread:.1f} % across the logs), so the kernels explain no more of the logs than chance "
-                    "at any shift")
-    return al, ""
+                    f"{100 * spread:.1f} % across the logs), so no shift could show in the logs")
+    w_all = np.maximum(np.asarray(windows_ns, dtype=np.float64) if np.ndim(windows_ns) else
+                       np.full(len(hi_all), float(windows_ns)), 1.0)
+    far = _far_offset(al, (hi_all, np.asarray(power_w, dtype=np.float64), w_all), sensor,
+                      (np.asarray(starts_ns, dtype=np.float64), np.asarray(ends_ns, dtype=np.float64), group, n_groups,
+                       pooled), step_ns, confidence, max_logs, 2 * logs_per_column)
+    return (al if far is None else far), ""
 
 
 def _window_result(grid: np.ndarray, ss: np.ndarray, ss0: float, ss_total: float, levels: tuple[float, float, float],
