@@ -112,7 +112,8 @@ class LogAlignment:
     far : bool
         The best offset lies beyond the fine search around the map's
         placement: found by the scan over every shift at which the logs
-        still meet the kernels (``insitu._align_scan``), fitted finely there,
+        still meet the kernels (``insitu._align_scan`` for instantaneous
+        logs, ``insitu._align_windows`` for averaging ones), fitted finely there,
         and better than every shift near the map at the strict level; a
         clock mismatch, reported and never applied (``search_ns`` is then the
         scan's reach).
