@@ -400,10 +400,10 @@ def energy_closure(tp: TraceProfile, counter: EnergyCounter, counter_t_ns: np.nd
     spans = _span_reads(counter, t, slack, lo_s, hi_s)
     if not spans:
         broke = "" if not counter.breaks else (
-            f"; it broke {len(counter.breaks)} time(s) ({_kinds_text(counter)}), e.g. {counter.breaks[0][2]}: "
-            "too little of the counter is left between its breaks")
-        raise ValueError(f"the energy counter ({counter.describe()}) has no two readings (of one segment) inside the "
-                         f"trace's kernel span ([{lo_s / 1e9:.6f}, {hi_s / 1e9:.6f}] s after the trace's origin; its "
+            f"; it ({counter.describe()}) broke {len(counter.breaks)} time(s) ({_kinds_text(counter)}), e.g. "
+            f"{counter.breaks[0][2]}: too little of the counter is left between its breaks")
+        raise ValueError(f"the energy counter has no two readings (of one segment) inside the trace's kernel span "
+                         f"([{lo_s / 1e9:.6f}, {hi_s / 1e9:.6f}] s after the trace's origin; its "
                          f"{len(t)} readings span [{np.min(t) / 1e9 if len(t) else math.nan:.6f}, "
                          f"{np.max(t) / 1e9 if len(t) else math.nan:.6f}] s){broke}")
     ia_s, ib_s = np.array([i for i, _ in spans]), np.array([j for _, j in spans])

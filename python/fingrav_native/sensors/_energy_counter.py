@@ -23,8 +23,14 @@ import numpy as np
 import numpy.typing as npt
 
 from fingrav_native._checks import numbers, positive_number, power_limit, readonly, tick_length
-from fingrav_native.sensors._counter_glitch import (glitched_steps, joules_text, lone_readings, lone_text, steps_text,
-                                                     stuck_holds)
+from fingrav_native.sensors._counter_glitch import (
+    glitched_steps,
+    joules_text,
+    lone_readings,
+    lone_text,
+    steps_text,
+    stuck_holds,
+)
 
 #: A forward step of the counter's clock longer than this many times its median interval is a jump (a clock
 #: set forward, or a paused reader, which the readings cannot tell apart): a new time base, as a clock that
