@@ -188,3 +188,22 @@ def test_silently_wrong_a_reset_stays_a_reset_not_a_glitch() -> None:
     e[30:] -= e[30] - 0.001
     c = EnergyCounter.from_reads(t, e, tick_ns=TICK_NS)
     assert [b[1] for b in c.breaks] == ["reset"]
+
+
+@pytest.mark.slow
+def test_unclear_the_cli_names_a_glitched_counter_in_one_line_and_exits_0(profiled, tmp_path, capsys) -> None:
+    # `fingrav trace --power` on a capture whose counter has one negative step: the table, the glitch in one
+    # warning naming the counter, exit 0, no traceback.
+    from fingrav_native.app import _cli as cli
+
+    _, cap, trace, _, _ = profiled
+    steps = cap.counter.samples.copy()
+    steps["total"][len(steps) // 2] = -50.0
+    power = dataclasses.replace(cap, counter=dataclasses.replace(cap.counter, samples=steps)).save(
+        tmp_path / "power.npz")
+    code = cli.main(["trace", str(trace), "--power", power, "--out", str(tmp_path / "r"), "--min-executions", "20"])
+    out = capsys.readouterr()
+    text = out.out + out.err
+    assert code == 0 and "Traceback" not in text
+    assert text.count("energy counter (simulated energy accumulator (true power)") == 1, text
+    assert "a glitched reading" in text and "energy closure not checked" not in text
