@@ -184,3 +184,21 @@ def test_amd_energy_channel_logs_are_the_counter(fake_mi300) -> None:
     assert c.counter is not None and c.counter.of_logs and c.counter.scope == "socket"
     counter, _ = c.energy_counter()
     assert (counter.energy_j[-1] - counter.energy_j[0]) > 0
+
+
+def test_unclear_a_glitched_counter_step_is_flagged_by_the_capture_not_refused(tmp_path) -> None:
+    # A counter on its own clock (its map fitted from its readings): the capture checked its steps as power
+    # logs and refused the whole counter for one negative step ("samples: total has 1 of 200 values that are
+    # not a power"). The step is the counter's glitch: its segments either side stay, the logs untouched.
+    source = {"name": "counter", "clock_domain": "counter-firmware", "tick_ns": 1.0, "native_period_ns": 0,
+              "window_ns": 0, "channels": ["total"]}
+    steps = _steps()
+    steps["total"][100] = -40.0
+    path = _capture(_counter(samples=steps, source=source)).save(tmp_path / "power.npz")
+    back = load_capture(path)
+    assert back.counter is not None and np.array_equal(back.counter.samples, steps)
+    counter, cmap = back.energy_counter()
+    assert [b[1] for b in counter.breaks] == ["glitch"] and "a glitched reading" in counter.breaks[0][2]
+    assert sorted(set(counter.segment.tolist())) == [0, 1]
+    np.testing.assert_allclose(np.diff(counter.energy_j)[np.diff(counter.segment) == 0], 0.5, rtol=1e-6)
+    assert cmap.to_host_ns(counter.t[:1])[0] > 1_700_000_000_000_000_000

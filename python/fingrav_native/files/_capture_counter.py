@@ -31,6 +31,7 @@ import numpy as np
 from fingrav_native._checks import MAX_TICK_NS, MIN_TICK_NS, readonly
 from fingrav_native._core import SAMPLE_DTYPE
 from fingrav_native.clocks._maps import ClockMapLike
+from fingrav_native.records._layouts import CHANNELS
 from fingrav_native.sensors._energy_counter import EnergyCounter
 
 #: The keys of a capture header's ``counter``.
@@ -120,7 +121,8 @@ class CapturedCounter:
             samples, source = self.samples, self.source
             assert source is not None
             cmap = capture.logger_map(clock=clock) if source["clock_domain"] == capture.source["clock_domain"] else \
-                dataclasses.replace(capture, samples=samples, source=source, counter=None).logger_map(clock=clock)
+                dataclasses.replace(capture, samples=_stamps_only(samples), source=source,
+                                    counter=None).logger_map(clock=clock)
         if len(samples) == 0:
             return None
         counter = EnergyCounter.from_steps(samples["source_ts"], samples["window_ns"], samples["total"],
@@ -139,6 +141,20 @@ class CapturedCounter:
     def members(self) -> dict[str, np.ndarray]:
         """The ``.npz`` members it adds to a capture file."""
         return {} if self.samples is None else {COUNTER_MEMBER: np.ascontiguousarray(self.samples)}
+
+
+def _stamps_only(samples: np.ndarray) -> np.ndarray:
+    """The counter's readings with their powers blanked: what fits its clock map (stamps only).
+
+    A capture's logs are checked as powers; the counter's steps are not logs, and a glitched one (a negative
+    or impossible step, which :meth:`EnergyCounter.from_steps` leaves out and names) must not refuse the map
+    its good readings are placed by.
+    """
+    out = samples.copy()
+    for name in CHANNELS:
+        if name in (out.dtype.names or ()):
+            out[name] = np.nan
+    return out
 
 
 def _number_problem(name: str, v: Any) -> Optional[str]:

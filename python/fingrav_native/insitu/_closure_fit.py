@@ -284,6 +284,26 @@ def _breaks_note(counter: EnergyCounter, t: np.ndarray, spans: list[tuple[int, i
                "one base only)" if others else "") + "; the difference is not a gain or an offset of the counter")
 
 
+def _kinds_text(counter: EnergyCounter) -> str:
+    """How many breaks of each kind, in words."""
+    kinds = [b[1] for b in counter.breaks]
+    return ", ".join(f"{kinds.count(k)} {k}" for k in dict.fromkeys(kinds))
+
+
+def _glitch_warnings(counter: EnergyCounter, t: np.ndarray) -> tuple[str, ...]:
+    """One warning per glitched reading of the counter: which counter, where on the trace, what and how much."""
+    said = []
+    glitches = [b for b in counter.breaks if b[1] == "glitch"]
+    for k, _, text in glitches[:5]:
+        said.append(f"energy counter ({counter.describe()}): {text}, at {t[k - 1] / 1e9:.4f}-{t[k] / 1e9:.4f} s of "
+                    "the trace; left out, the closure is over the counter's readings either side (the power logs "
+                    "are not concerned)")
+    if len(glitches) > 5:
+        said.append(f"energy counter ({counter.describe()}): {len(glitches) - 5} more glitched readings left out "
+                    "(the closure's note counts every break)")
+    return tuple(said)
+
+
 def _gain_offset(counter: EnergyCounter, t: np.ndarray, slack: np.ndarray, spans: list[tuple[int, int]],
                  tl: _Timeline, lv: _Levels) -> tuple[float, float, float, float, int, str]:
     """Counter per interval on the profile's per interval: gain and offset with standard errors (NaN: confounded)."""
@@ -379,10 +399,13 @@ def energy_closure(tp: TraceProfile, counter: EnergyCounter, counter_t_ns: np.nd
     hi_s = min(tl.last_ns, float(np.max(hi_logs[ok])) if ok.any() else -math.inf)
     spans = _span_reads(counter, t, slack, lo_s, hi_s)
     if not spans:
+        broke = "" if not counter.breaks else (
+            f"; it ({counter.describe()}) broke {len(counter.breaks)} time(s) ({_kinds_text(counter)}), e.g. "
+            f"{counter.breaks[0][2]}: too little of the counter is left between its breaks")
         raise ValueError(f"the energy counter has no two readings (of one segment) inside the trace's kernel span "
-                         f"covered by the logs ([{lo_s / 1e9:.6f}, {hi_s / 1e9:.6f}] s after the trace's origin; its "
+                         f"([{lo_s / 1e9:.6f}, {hi_s / 1e9:.6f}] s after the trace's origin; its "
                          f"{len(t)} readings span [{np.min(t) / 1e9 if len(t) else math.nan:.6f}, "
-                         f"{np.max(t) / 1e9 if len(t) else math.nan:.6f}] s)")
+                         f"{np.max(t) / 1e9 if len(t) else math.nan:.6f}] s){broke}")
     ia_s, ib_s = np.array([i for i, _ in spans]), np.array([j for _, j in spans])
     a, b = float(t[ia_s[0]]), float(t[ib_s[-1]])
     lv = _fit_levels(tl, lo_logs[inside], hi_logs[inside], p[inside])
@@ -418,14 +441,15 @@ def with_closure(tp: TraceProfile, counter: EnergyCounter, counter_t_ns: np.ndar
     A counter that cannot be compared (no two readings inside the trace) is
     said in the profile's warnings, not raised: the profile stands without it.
     """
+    said = _glitch_warnings(counter, np.asarray(counter_t_ns, dtype=np.float64))
     try:
         closure = energy_closure(tp, counter, counter_t_ns, counter_err_ns, log_lo_ns, log_hi_ns, log_power_w,
                                  on_device)
     except ValueError as exc:
-        return dataclasses.replace(tp, warnings=(*tp.warnings, f"energy closure not checked: {exc}"))
+        return dataclasses.replace(tp, warnings=(*tp.warnings, *said, f"energy closure not checked: {exc}"))
     if not closure.agrees:
         warnings.warn(EnergyClosureWarning(closure.explain()), stacklevel=4)
-    return dataclasses.replace(tp, closure=closure)
+    return dataclasses.replace(tp, closure=closure, warnings=(*tp.warnings, *said))
 
 
 # ---------------------------------------------------------------------------------------------- from profile_trace
@@ -475,8 +499,8 @@ def counter_of(capture: Any, energy_counter: Optional[EnergyCounter], logger_map
     except ValueError as exc:
         # A glitched reading of the counter is checked as the counter's own samples ("samples: total ..."):
         # said to be the counter's, so that it is not taken for the power logs, and the profile stands.
-        return (f"the capture's energy counter (not its power logs) cannot be read: {exc} (the reading numbered "
-                "there is the counter's)")
+        return (f"the capture's energy counter (not its power logs) cannot be read: {exc}"
+                + (" (the reading numbered there is the counter's)" if "at log" in str(exc) else ""))
     return None if got is None else (got[0], got[1])
 
 

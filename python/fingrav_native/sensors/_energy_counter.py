@@ -23,6 +23,14 @@ import numpy as np
 import numpy.typing as npt
 
 from fingrav_native._checks import numbers, positive_number, power_limit, readonly, tick_length
+from fingrav_native.sensors._counter_glitch import (
+    glitched_steps,
+    joules_text,
+    lone_readings,
+    lone_text,
+    steps_text,
+    stuck_holds,
+)
 
 #: A forward step of the counter's clock longer than this many times its median interval is a jump (a clock
 #: set forward, or a paused reader, which the readings cannot tell apart): a new time base, as a clock that
@@ -34,8 +42,9 @@ CLOCK_JUMP_FACTOR = 50.0
 STEP_RATIO = 100.0
 
 #: The kinds of :attr:`EnergyCounter.breaks`: the counter's value fell or stepped beyond any board's power
-#: ("reset"), its clock went back or jumped far ahead ("clock": a new time base), or it lost a few steps ("gap").
-BREAK_KINDS = ("reset", "clock", "gap")
+#: ("reset"), its clock went back or jumped far ahead ("clock": a new time base), it lost a few steps ("gap"),
+#: or a reading glitched: off and back, stuck while the clock ran, not a number ("glitch", left out).
+BREAK_KINDS = ("reset", "clock", "gap", "glitch")
 
 
 @dataclass(frozen=True)
@@ -186,21 +195,21 @@ class EnergyCounter:
             raise ValueError(f"t, energy_j: must be 1-D of one length, got {tt.shape} and {ee.shape}")
         if len(tt) and not np.issubdtype(tt.dtype, np.integer):
             raise ValueError(f"t: must be integers (counter ticks), got dtype {tt.dtype}")
-        if not np.all(np.isfinite(ee)):
-            raise ValueError("energy_j: must be finite")
         wrap = None if wrap_j is None else positive_number(wrap_j, "wrap_j")
+        tick = None if tick_ns is None else tick_length(tick_ns, "tick_ns")
         # In read order: sorting would interleave the two time bases of a clock that went back.
-        tt = tt.astype(np.int64)
-        if len(ee):
-            keep = np.concatenate([[True], ee[1:] != ee[:-1]])
-            tt, ee = tt[keep], ee[keep]
+        tt, ee, raw, notes = _glitched_reads(tt.astype(np.int64), ee, wrap, tick)
         if len(ee) == 0:
             z = np.zeros(0, dtype=np.int64)
             return cls(z, np.zeros(0), z, quantum_j=quantum_j, stale_ns=stale_ns, scope=scope, name=name)
         dt = np.diff(tt).astype(np.float64)
         step = np.diff(ee)
-        tick = None if tick_ns is None else tick_length(tick_ns, "tick_ns")
         kinds, texts = _read_breaks(tt, ee, dt, step, wrap, tick)
+        # A glitch is named on the interval across it (the reading after it ends that interval), left out.
+        for key, said in notes.items():
+            k = int(np.searchsorted(raw, key)) - 1
+            if 0 <= k < len(dt):
+                kinds[k], texts[k] = ("clock", f"{texts[k]}; {said}") if kinds[k] == "clock" else ("glitch", said)
         if wrap is not None:
             step = np.where((kinds == "") & (step < 0), step + wrap, step)
         brk = kinds != ""
@@ -249,18 +258,26 @@ class EnergyCounter:
             raise ValueError(f"end_ts: must be integers (counter ticks), got dtype {end.dtype}")
         tick = tick_length(tick_ns, "tick_ns")
         limit, why = power_limit(None)
-        ok = (w > 0) & np.isfinite(p) & np.isfinite(w)
-        glitch = ok & ((p < 0) | (p > limit))
         # In the order recorded: sorting would interleave the two time bases of a clock that went back.
-        end, w, p = end[ok & ~glitch].astype(np.int64), w[ok & ~glitch], p[ok & ~glitch]
+        valid = (w > 0) & np.isfinite(w)
+        end, w, p = end[valid].astype(np.int64), w[valid], p[valid]
         start = end - np.round(w / tick).astype(np.int64)
+        chained = np.zeros(len(end), dtype=bool)
+        chained[1:] = np.abs(start[1:] - end[:-1]) <= 1
+        what, words = glitched_steps(p, w, chained, limit)
+        out, w_all = what != "", w
+        kept = np.flatnonzero(~out)
+        lost = np.cumsum(out)[kept]
+        end, w, p, start = end[kept], w[kept], p[kept], start[kept]
+        if len(end) == 0 and out.any():
+            raise ValueError(f"the energy counter ({name}): all {len(out)} of its steps are left out, no energy "
+                             f"left to take: {steps_text(what, words, w_all, why)[1]}"[:600])
         if len(end) == 0:
             z = np.zeros(0, dtype=np.int64)
             return cls(z, np.zeros(0), z, quantum_j=quantum_j, stale_ns=stale_ns, scope=scope, name=name)
         # A step that does not start where the previous one ended (one tick of rounding allowed) breaks the chain.
         brk = np.concatenate([[True], np.abs(start[1:] - end[:-1]) > 1])
-        # A step left out (a negative or impossible power: the counter reset or glitched) breaks it too.
-        lost = np.cumsum(glitch)[ok & ~glitch]
+        # A step left out (a reset, a glitched reading, a stuck value, not a number) breaks it too.
         brk[1:] |= lost[1:] != lost[:-1]
         seg_of_step = np.cumsum(brk) - 1
         e_step = p * w * 1e-9
@@ -279,12 +296,12 @@ class EnergyCounter:
         seg_out[pos_end], seg_out[pos_start] = seg_of_step, np.arange(n_seg)
         breaks = []
         for k in first[1:]:
-            if lost[k] != lost[k - 1]:
-                kind, text = "reset", (f"{int(lost[k] - lost[k - 1])} counter step(s) of a negative power or above "
-                                       f"{why} left out (a reset or a glitch)")
-            elif end[k] < end[k - 1]:
+            if end[k] < end[k - 1]:
                 kind, text = "clock", (f"the counter's clock went back by {(end[k - 1] - end[k]) * tick / 1e6:.4g} ms "
                                        "(a clock reset: a new time base)")
+            elif lost[k] != lost[k - 1]:
+                gone = slice(int(kept[k - 1]) + 1, int(kept[k]))
+                kind, text = steps_text(what[gone], words[gone], w_all[gone], why)
             elif start[k] - end[k - 1] > CLOCK_JUMP_FACTOR * float(np.median(end - start)):
                 kind, text = "clock", (f"the counter's clock jumped {(start[k] - end[k - 1]) * tick / 1e6:.4g} ms ahead "
                                        "(a clock jump, or a paused reader: taken as a new time base)")
@@ -304,6 +321,64 @@ class EnergyCounter:
         return ", ".join(parts)
 
 
+def _glitched_reads(t: np.ndarray, e: np.ndarray, wrap: Optional[float], tick_ns: Optional[float]) -> tuple[
+        np.ndarray, np.ndarray, np.ndarray, dict[int, str]]:
+    """Raw reads without repeats and glitched readings: times, values, their raw indices, and the glitches.
+
+    The glitches: raw index of the reading after each -> its words. A read that is not a number, a value held
+    (read again) far longer than the counter moves (:func:`~fingrav_native.sensors._counter_glitch.stuck_holds`),
+    a value off its neighbours and back at the next read (:func:`~fingrav_native.sensors._counter_glitch.lone_readings`).
+    """
+    raw = np.arange(len(e))
+    notes: dict[int, list[str]] = {}
+    bad = ~np.isfinite(e)
+    if bad.any():
+        edge = np.diff(np.concatenate([[0], bad.astype(np.int8), [0]]))
+        for a, b in zip(np.flatnonzero(edge == 1), np.flatnonzero(edge == -1)):
+            notes.setdefault(int(b), []).append(f"{int(b - a)} reading(s) of the counter not a number")
+        t, e, raw = t[~bad], e[~bad], raw[~bad]
+    if len(e):
+        keep = np.concatenate([[True], e[1:] != e[:-1]])
+        first = np.flatnonzero(keep)
+        repeats = np.diff(np.append(first, len(e))) - 1
+        t, e, raw = t[keep], e[keep], raw[keep]
+        dt = np.diff(t).astype(np.float64)
+        for k in np.flatnonzero(stuck_holds(dt, repeats[:-1])):
+            notes.setdefault(int(raw[k + 1]), []).append(
+                f"the counter stuck at {joules_text(float(e[k]))} for {int(repeats[k])} repeated reads over "
+                f"{_ticks_text(float(dt[k]), tick_ns)} (then moved {joules_text(float(e[k + 1] - e[k]))}): the "
+                "interval across it left out")
+    if len(e) >= 3:
+        dt, step = np.diff(t).astype(np.float64), np.diff(e)
+        most, _ = _most_step(dt, step, tick_ns)
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            wrapped = (step + (wrap if wrap is not None else math.nan)) / dt
+        falls = np.flatnonzero((step < 0) & (dt > 0) & ~(wrapped <= most))
+        lone = lone_readings(t, e, falls, most)
+        if lone:
+            for j, off in lone.items():
+                notes.setdefault(int(raw[j + 1]), []).append(lone_text(off))
+            drop = np.zeros(len(e), dtype=bool)
+            drop[list(lone)] = True
+            t, e, raw = t[~drop], e[~drop], raw[~drop]
+    return t, e, raw, {k: "; ".join(v) for k, v in notes.items()}
+
+
+def _ticks_text(ticks: float, tick_ns: Optional[float]) -> str:
+    return f"{ticks * tick_ns / 1e6:.4g} ms" if tick_ns is not None else f"{ticks:.4g} ticks"
+
+
+def _most_step(dt: np.ndarray, step: np.ndarray, tick_ns: Optional[float]) -> tuple[float, str]:
+    """The most the counter may rise per tick (J), and why: a board's ceiling, else STEP_RATIO x its median rate."""
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        rising = (step / dt)[(dt > 0) & (step > 0)]
+    if tick_ns is not None:
+        limit, why = power_limit(None)
+        return limit * tick_ns * 1e-9, why
+    return (STEP_RATIO * float(np.median(rising)) if len(rising) >= 2 else math.inf,
+            f"{STEP_RATIO:g} x the counter's median rate")
+
+
 def _read_breaks(t: np.ndarray, e: np.ndarray, dt: np.ndarray, step: np.ndarray, wrap: Optional[float],
                  tick_ns: Optional[float]) -> tuple[np.ndarray, list[str]]:
     """Each interval between raw readings: "" where it is energy, else the kind of break, and the words for it.
@@ -313,15 +388,9 @@ def _read_breaks(t: np.ndarray, e: np.ndarray, dt: np.ndarray, step: np.ndarray,
     """
     pos = dt > 0
     med = float(np.median(dt[pos])) if np.sum(pos) >= 4 else math.inf
+    most, why = _most_step(dt, step, tick_ns)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         rate = step / dt
-        rising = rate[pos & (step > 0)]
-        if tick_ns is not None:
-            limit, why = power_limit(None)
-            most = limit * tick_ns * 1e-9
-        else:
-            most = STEP_RATIO * float(np.median(rising)) if len(rising) >= 2 else math.inf
-            why = f"{STEP_RATIO:g} x the counter's median rate"
         wrapped = (step + (wrap if wrap is not None else math.nan)) / dt
     kinds = np.full(len(dt), "", dtype=object)
     texts = [""] * len(dt)
@@ -345,13 +414,4 @@ def _read_breaks(t: np.ndarray, e: np.ndarray, dt: np.ndarray, step: np.ndarray,
     return kinds, texts
 
 
-def joules_text(j: float) -> str:
-    """An energy with a unit that keeps 3-4 significant figures readable."""
-    if not math.isfinite(j):
-        return "?"
-    a = abs(j)
-    if a >= 1.0 or a == 0.0:
-        return f"{j:.4g} J"
-    if a >= 1e-3:
-        return f"{1e3 * j:.4g} mJ"
-    return f"{1e6 * j:.4g} uJ"
+__all__ = ["BREAK_KINDS", "CLOCK_JUMP_FACTOR", "STEP_RATIO", "EnergyCounter", "joules_text"]
