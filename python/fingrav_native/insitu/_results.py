@@ -34,6 +34,7 @@ KERNEL_TABLE_DTYPE = np.dtype([
     ("energy_j", "<f8"),           # per execution
     ("energy_half_width_j", "<f8"),  # 95 % interval half-width
     ("share", "<f8"),              # of all kernels' energy (count x energy_j)
+    ("joint", "?"),                # a joint attribution: a communication kernel's additive level beside compute
 ])
 
 
