@@ -15,13 +15,15 @@ compute kernels share the device in proportions no log can tell.
 from __future__ import annotations
 
 import re
+import dataclasses
 from dataclasses import dataclass
 from typing import Optional
 
 import numpy as np
 import scipy.sparse
 
-from fingrav_native.insitu._trace import overlapping
+from fingrav_native.insitu._results import IterationSummary
+from fingrav_native.insitu._trace import KernelTrace, overlapping
 from fingrav_native.method._joint import merged_intervals
 
 #: Communication kernels by name: NCCL and RCCL collectives and point-to-point.
@@ -247,3 +249,65 @@ def keep_overlapped_compute(kt_start: np.ndarray, kt_end: np.ndarray, device: np
                  f"{lvl.logs_during} taken while one ran) subtracted from the logs taken while it ran; "
                  f"{int(compute_conc.sum())} overlapped another compute kernel: left out")
     return conc & ~over, adjusted, lvl
+
+
+def communication_split(summary: Optional[IterationSummary], kt: KernelTrace, it_of: np.ndarray,
+                        iterations: np.ndarray, comm: np.ndarray, compute: np.ndarray, table: np.ndarray,
+                        sig_rows: np.ndarray) -> Optional[IterationSummary]:
+    """The iteration summary with the communication's time and energy split into exposed and overlapped.
+
+    Parameters
+    ----------
+    summary : IterationSummary or None
+        As computed; returned unchanged when None or without communication.
+    kt : KernelTrace
+    it_of : numpy.ndarray
+        Per execution, its row of ``iterations`` by step (:meth:`KernelTrace.iteration`), -1 for none.
+    iterations : numpy.ndarray
+        ITERATION_DTYPE rows; their ``steady`` flag picks the iterations averaged over.
+    comm, compute : numpy.ndarray of bool
+        Per execution, the device's communication and compute kernels.
+    table, sig_rows : numpy.ndarray
+        The kernel table and each row's signature id.
+
+    Returns
+    -------
+    IterationSummary or None
+
+    Notes
+    -----
+    CompPow (Li et al., 2024) accounts for communication by whether compute
+    runs beside it: the exposed part costs the iteration time and its own
+    power, the overlapped part only what it adds. Each communication
+    execution's time is split by the union of the compute executions; its
+    energy is its row's power (the additive level for a joint attribution,
+    its whole power for one that runs alone) over each part.
+    """
+    if summary is None or not comm.any():
+        return summary
+    steps = iterations["step"][iterations["steady"]]
+    if not len(steps):
+        return summary
+    ex = kt.executions
+    step_of = np.where(it_of >= 0, kt.steps["step"][np.clip(it_of, 0, None)] if len(kt.steps) else -1, -1)
+    mine = comm & np.isin(step_of, steps)
+    exposed, over = split_time(ex["start_ns"][mine], ex["end_ns"][mine], ex["start_ns"][compute],
+                               ex["end_ns"][compute])
+    row = np.full(len(kt.signatures), -1, dtype=np.int64)
+    row[sig_rows] = np.arange(len(sig_rows))
+    r = row[ex["kernel_id"][mine]]
+    n = len(steps)
+    out = {"comm_exposed_ns": float(np.sum(exposed)) / n, "comm_overlapped_ns": float(np.sum(over)) / n}
+    note = summary.note
+    if np.any(r < 0) or not np.all(np.isfinite(table["energy_j"][r[r >= 0]])):
+        note = "; ".join(x for x in (note, "a communication signature has no energy: the communication's energy "
+                                     "per iteration is not reported") if x)
+        return dataclasses.replace(summary, note=note, **out)
+    d = np.maximum(ex["end_ns"][mine] - ex["start_ns"][mine], 1).astype(np.float64)
+    # Energy per ns of each execution's row: its energy and interval over its duration (a level's is the level).
+    rate = table["energy_j"][r] / table["duration_ns"][r]
+    half = table["energy_half_width_j"][r] / table["duration_ns"][r]
+    return dataclasses.replace(
+        summary, comm_exposed_j=float(np.sum(rate * exposed)) / n, comm_overlapped_j=float(np.sum(rate * over)) / n,
+        comm_exposed_half_width_j=float(np.sum(half * exposed)) / n,
+        comm_overlapped_half_width_j=float(np.sum(half * over)) / n, **out)
