@@ -15,14 +15,12 @@ compute kernels share the device in proportions no log can tell.
 from __future__ import annotations
 
 import re
-import dataclasses
 from dataclasses import dataclass
-from typing import Optional
+from typing import Any, Optional
 
 import numpy as np
 import scipy.sparse
 
-from fingrav_native.insitu._results import IterationSummary
 from fingrav_native.insitu._trace import KernelTrace, overlapping
 from fingrav_native.method._joint import merged_intervals
 
@@ -251,15 +249,14 @@ def keep_overlapped_compute(kt_start: np.ndarray, kt_end: np.ndarray, device: np
     return conc & ~over, adjusted, lvl
 
 
-def communication_split(summary: Optional[IterationSummary], kt: KernelTrace, it_of: np.ndarray,
-                        iterations: np.ndarray, comm: np.ndarray, compute: np.ndarray, table: np.ndarray,
-                        sig_rows: np.ndarray) -> Optional[IterationSummary]:
-    """The iteration summary with the communication's time and energy split into exposed and overlapped.
+def communication_split(note: str, kt: KernelTrace, it_of: np.ndarray, iterations: np.ndarray, comm: np.ndarray,
+                        compute: np.ndarray, table: np.ndarray, sig_rows: np.ndarray) -> dict[str, Any]:
+    """The communication's time and energy per steady iteration, split into exposed and overlapped.
 
     Parameters
     ----------
-    summary : IterationSummary or None
-        As computed; returned unchanged when None or without communication.
+    note : str
+        The iteration summary's note, to add to.
     kt : KernelTrace
     it_of : numpy.ndarray
         Per execution, its row of ``iterations`` by step (:meth:`KernelTrace.iteration`), -1 for none.
@@ -272,7 +269,9 @@ def communication_split(summary: Optional[IterationSummary], kt: KernelTrace, it
 
     Returns
     -------
-    IterationSummary or None
+    dict
+        The ``comm_*`` fields of :class:`~fingrav_native.insitu.IterationSummary` (and ``note`` where a
+        communication signature has no energy); empty without a steady iteration.
 
     Notes
     -----
@@ -283,11 +282,9 @@ def communication_split(summary: Optional[IterationSummary], kt: KernelTrace, it
     energy is its row's power (the additive level for a joint attribution,
     its whole power for one that runs alone) over each part.
     """
-    if summary is None or not comm.any():
-        return summary
     steps = iterations["step"][iterations["steady"]]
-    if not len(steps):
-        return summary
+    if not len(steps) or not comm.any():
+        return {}
     ex = kt.executions
     step_of = np.where(it_of >= 0, kt.steps["step"][np.clip(it_of, 0, None)] if len(kt.steps) else -1, -1)
     mine = comm & np.isin(step_of, steps)
@@ -297,17 +294,15 @@ def communication_split(summary: Optional[IterationSummary], kt: KernelTrace, it
     row[sig_rows] = np.arange(len(sig_rows))
     r = row[ex["kernel_id"][mine]]
     n = len(steps)
-    out = {"comm_exposed_ns": float(np.sum(exposed)) / n, "comm_overlapped_ns": float(np.sum(over)) / n}
-    note = summary.note
+    out: dict[str, Any] = {"comm_exposed_ns": float(np.sum(exposed)) / n, "comm_overlapped_ns": float(np.sum(over)) / n}
     if np.any(r < 0) or not np.all(np.isfinite(table["energy_j"][r[r >= 0]])):
         note = "; ".join(x for x in (note, "a communication signature has no energy: the communication's energy "
                                      "per iteration is not reported") if x)
-        return dataclasses.replace(summary, note=note, **out)
-    d = np.maximum(ex["end_ns"][mine] - ex["start_ns"][mine], 1).astype(np.float64)
+        return {**out, "note": note}
     # Energy per ns of each execution's row: its energy and interval over its duration (a level's is the level).
     rate = table["energy_j"][r] / table["duration_ns"][r]
     half = table["energy_half_width_j"][r] / table["duration_ns"][r]
-    return dataclasses.replace(
-        summary, comm_exposed_j=float(np.sum(rate * exposed)) / n, comm_overlapped_j=float(np.sum(rate * over)) / n,
-        comm_exposed_half_width_j=float(np.sum(half * exposed)) / n,
-        comm_overlapped_half_width_j=float(np.sum(half * over)) / n, **out)
+    return {**out, "comm_exposed_j": float(np.sum(rate * exposed)) / n,
+            "comm_overlapped_j": float(np.sum(rate * over)) / n,
+            "comm_exposed_half_width_j": float(np.sum(half * exposed)) / n,
+            "comm_overlapped_half_width_j": float(np.sum(half * over)) / n}

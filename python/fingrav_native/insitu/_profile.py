@@ -778,10 +778,10 @@ def profile_trace(
         _nothing_profiled(found, bool(np.any(it_of[on_device] >= 0)))
     _power_limit_notes(found, max_power_w)
     tp = _trace_profile(kt, samples, t_logs, model, found, conc, alignment, lmap, it_of)
-    if overlap.comm.any():
-        tp = dataclasses.replace(tp, summary=communication_split(
-            tp.summary, kt, it_of, tp.iterations, overlap.comm, on_device & ~overlap.comm, tp.kernels,
-            tp.signature_rows))
+    if overlap.comm.any() and tp.summary is not None:
+        tp = dataclasses.replace(tp, summary=dataclasses.replace(tp.summary, **communication_split(
+            tp.summary.note, kt, it_of, tp.iterations, overlap.comm, on_device & ~overlap.comm, tp.kernels,
+            tp.signature_rows)))
     if not found.rows and tp.summary is None:
         tp = dataclasses.replace(tp, span=_span_energy(kt, on_device, samples, t_logs, model))
     return closure_from(tp, counted, samples, model, on_device)
