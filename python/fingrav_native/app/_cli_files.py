@@ -243,7 +243,9 @@ def _trace_outputs(args: argparse.Namespace, tp: TraceProfile, annotate: Optiona
     rows = [{"name": str(r["name"]), "grid": r["grid"].tolist(), "block": r["block"].tolist(),
              **{k: (r[k].item() if np.isfinite(r[k]) else None) if r[k].dtype.kind == "f" else int(r[k])
                 for k in ("count", "golden", "warmup", "duration_ns", "power_w", "energy_j",
-                          "energy_half_width_j", "share")}}
+                          "energy_half_width_j", "share")},
+             # A communication kernel beside compute: its additive level x its duration (the table's [j]).
+             "joint": bool(r["joint"]) if "joint" in (r.dtype.names or ()) else False}
             for r in tp.kernels]
     # Without --device the trace held one GPU's kernels.
     device = args.device if args.device is not None else int(np.unique(tp.trace.device)[0])

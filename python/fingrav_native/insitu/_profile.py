@@ -28,7 +28,14 @@ from fingrav_native.clocks._maps import ClockMapLike, host_relative
 from fingrav_native.insitu._align import ClockMismatchWarning, LogAlignment, align_logs_to_trace, offset_disagreement
 from fingrav_native.insitu._align_windows import measure_window_offset
 from fingrav_native.insitu._closure_fit import closure_from, counter_of
-from fingrav_native.insitu._overlap import communication_overlap, is_communication, keep_overlapped_compute
+from fingrav_native.insitu._overlap import (
+    CommunicationLevel,
+    beside_compute,
+    communication_overlap,
+    communication_split,
+    is_communication,
+    keep_overlapped_compute,
+)
 from fingrav_native.insitu._results import (
     ITERATION_DTYPE,
     TRACE_LOG_DTYPE,
@@ -44,6 +51,7 @@ from fingrav_native.method._deconvolved import Deconvolution, DeconvolvedChannel
 from fingrav_native.method._joint import GAP_EDGES_NS, TimelineFit, fit_timeline
 from fingrav_native.method._pipeline import stitch_logs
 from fingrav_native.method._results import ExecutionProfile
+from fingrav_native.method._stitched import EnergyEstimate, StitchedChannel, StitchedProfile
 from fingrav_native.records._layouts import validate_executions, validate_samples
 from fingrav_native.sensors._energy_counter import EnergyCounter
 from fingrav_native.sensors._model import SensorModel, as_sensor
@@ -342,17 +350,22 @@ def _iterations(kt: KernelTrace, it: np.ndarray, table: np.ndarray, sig_rows: np
 @dataclasses.dataclass(frozen=True)
 class _Overlap:
     """Per execution: a communication kernel of the device, compute overlapped by communication alone, and
-    compute overlapped by other compute (insitu._overlap.communication_overlap)."""
+    compute overlapped by other compute (insitu._overlap.communication_overlap); the communication kernels
+    drawn as an additive level (their signature runs beside compute, insitu._overlap.beside_compute), and the
+    instantaneous logs' fitted level (None in the joint fit, which fits its own)."""
 
     comm: np.ndarray
     over: np.ndarray
     compute_conc: np.ndarray
+    overlay: np.ndarray
+    level: Optional[CommunicationLevel] = None
 
 
 def _timeline(kt: KernelTrace, on_device: np.ndarray, kept_ids: list[np.ndarray], comm: np.ndarray
               ) -> tuple[np.ndarray, np.ndarray, np.ndarray, Optional[tuple[np.ndarray, np.ndarray]]]:
-    """The joint fit's executions (start order, disjoint: compute kernels that overlap one another merged into
-    one excluded span), their classes, and the communication kernels' intervals (drawn as an overlay level)."""
+    """The joint fit's executions (start order, disjoint: kernels that overlap one another merged into one
+    excluded span), their classes, and the intervals of the communication kernels ``comm`` drawn as an
+    overlay level (those beside compute; one that runs alone is an execution like any other)."""
     ex = kt.executions
     dev = np.flatnonzero(on_device & ~comm)
     dev = dev[np.argsort(ex["start_ns"][dev], kind="stable")]
@@ -381,8 +394,12 @@ def _joint(samples: np.ndarray, t: np.ndarray, kt: KernelTrace, model: SensorMod
     an additive level of their own over whatever runs beside them, so the
     compute executions they overlap stay in the fit.
     """
-    kept_ids, profiles, rows, notes = found.kept_ids, found.profiles, found.rows, found.notes
-    starts, ends, classes, overlay = _timeline(kt, on_device, kept_ids, overlap.comm)
+    profiles, rows, notes = found.profiles, found.rows, found.notes
+    levels = _level_rows(found, kt, overlap)
+    # The signatures drawn as an additive level are the overlay's, not classes of the timeline.
+    fitted = [c for c in range(len(rows)) if not levels[c]]
+    kept_ids = [found.kept_ids[c] for c in fitted]
+    starts, ends, classes, overlay = _timeline(kt, on_device, kept_ids, overlap.overlay)
     present = [c for c in ("total", "compute", "io", "memory") if c in (samples.dtype.names or ())]
     channels = [c for c in present if np.all(np.isfinite(samples[c]))]
     for name in present:
@@ -396,47 +413,53 @@ def _joint(samples: np.ndarray, t: np.ndarray, kt: KernelTrace, model: SensorMod
     wins = samples["window_ns"] if "window_ns" in (samples.dtype.names or ()) else None
     fit = fit_timeline(model, t, {c: samples[c] for c in channels}, starts, ends, classes, [bins] * len(kept_ids),
                        windows_ns=wins,
-                       durations_ns=[ep.duration_ns for ep in profiles], max_power_w=max_power_w, overlay_ns=overlay)
-    out = []
+                       durations_ns=[profiles[c].duration_ns for c in fitted], max_power_w=max_power_w,
+                       overlay_ns=overlay)
+    out = list(profiles)
     gap_after = {ch: [g[np.isfinite(g)][-1] if np.isfinite(g).any() else math.nan for g in fit.gap_w[ch]]
                  for ch in channels}
-    _joint_notes(fit, [str(r[0]) for r in rows], notes)
+    _joint_notes(fit, [str(rows[c][0]) for c in fitted], notes)
     _overlap_note(fit, kt, on_device, overlap, found)
-    for c, ep in enumerate(profiles):
+    for c in np.flatnonzero(levels).tolist():
+        rows[c], out[c] = _level_row(rows[c], profiles[c], {
+            ch: (fit.overlay_w.get(ch, math.nan), fit.overlay_low_w.get(ch, math.nan),
+                 fit.overlay_high_w.get(ch, math.nan)) for ch in channels}, fit.confidence, fit.n_logs)
+    for j, c in enumerate(fitted):
+        ep = profiles[c]
         chans = tuple(DeconvolvedChannel(
             # The engine's band (its energy's too): Student's t for few blocks, the smoothing's span.
-            name=ch, curve=fit.curves[ch][c], low=fit.curve_low_w[ch][c], high=fit.curve_high_w[ch][c],
-            sd=fit.sd[ch][c], lam=fit.lam, edf=math.nan,
-            residual_w=fit.residual_w[ch], energy_j=float(fit.energy_j[ch][c]),
-            energy_half_width_j=float(fit.energy_half_width_j[ch][c]),
+            name=ch, curve=fit.curves[ch][j], low=fit.curve_low_w[ch][j], high=fit.curve_high_w[ch][j],
+            sd=fit.sd[ch][j], lam=fit.lam, edf=math.nan,
+            residual_w=fit.residual_w[ch], energy_j=float(fit.energy_j[ch][j]),
+            energy_half_width_j=float(fit.energy_half_width_j[ch][j]),
             # The power long after this kernel (the last gap step it was seen in): the nearest to idle.
-            idle_w=float(gap_after[ch][c]),
+            idle_w=float(gap_after[ch][j]),
             levels_w={"launch gap (shared by all kernels)": fit.launch_gap_w[ch],
-                      **{f"gap after it, {_span(i)}": float(v) for i, v in enumerate(fit.gap_w[ch][c])}})
+                      **{f"gap after it, {_span(i)}": float(v) for i, v in enumerate(fit.gap_w[ch][j])}})
             for ch in channels)
         warnings_: list[str] = []
-        k_c = int(fit.bins[c])
-        if fit.edge_logs[c] < 20 * k_c:
-            warnings_.append(f"{int(fit.edge_logs[c])} logs have a window edge inside this kernel's executions; "
+        k_c = int(fit.bins[j])
+        if fit.edge_logs[j] < 20 * k_c:
+            warnings_.append(f"{int(fit.edge_logs[j])} logs have a window edge inside this kernel's executions; "
                              f"its {k_c}-bin shape rests on the smoothing (its energy does not)")
-        if not fit.identifiable[c]:
+        if not fit.identifiable[j]:
             warnings_.append("the logs do not determine this kernel's energy: every window covers it in about the "
                              "same mix with other kernels (see the trace profile's warnings)")
         dec = Deconvolution(
             bin_edges=np.linspace(0.0, 1.0, k_c + 1), duration_ns=float(ep.duration_ns), channels=chans,
             resolution_ns=math.nan,
-            resolution_ns_per_bin=np.full(k_c, math.nan), n_logs=fit.n_logs, logs_per_bin=fit.logs_per_bin[c],
-            n_runs=int(len(kept_ids[c])), run_ids=np.asarray(kt.executions["run"][kept_ids[c]]),
-            edge_logs=int(fit.edge_logs[c]), dropped_logs=fit.dropped_logs, confidence=fit.confidence,
+            resolution_ns_per_bin=np.full(k_c, math.nan), n_logs=fit.n_logs, logs_per_bin=fit.logs_per_bin[j],
+            n_runs=int(len(kept_ids[j])), run_ids=np.asarray(kt.executions["run"][kept_ids[j]]),
+            edge_logs=int(fit.edge_logs[j]), dropped_logs=fit.dropped_logs, confidence=fit.confidence,
             confidence_note=(f"bootstrap over blocks of the record, {fit.n_boot} resamples, each choosing the model "
                              "and smoothing again; for the energy and each curve bin the percentile band joined "
                              "with Student's t on the bootstrap's deviation, widened over the smoothings "
                              "cross-validation cannot tell apart (no band for a kernel the logs do not determine)"),
             assumptions=TIMELINE_ASSUMPTIONS + (fit.model,), warnings=tuple(warnings_), sensor=model,
-            model=fit.model, check=fit.check, bins_asked=bins, info_share=float(fit.info_share[c]))
+            model=fit.model, check=fit.check, bins_asked=bins, info_share=float(fit.info_share[j]))
         stitched, energy = as_stitched(dec, uncert_ns_median=ep.stitched.uncert_ns_median,
                                        uncert_ns_max=ep.stitched.uncert_ns_max)
-        out.append(dataclasses.replace(ep, stitched=stitched, energy=energy, deconvolution=dec))
+        out[c] = dataclasses.replace(ep, stitched=stitched, energy=energy, deconvolution=dec)
         e = energy["total"]
         r = list(rows[c])
         r[7] = float(e.energy_j / (ep.duration_ns * 1e-9)) if ep.duration_ns > 0 else math.nan
@@ -445,14 +468,84 @@ def _joint(samples: np.ndarray, t: np.ndarray, kt: KernelTrace, model: SensorMod
     return out
 
 
+def _level_rows(found: _Signatures, kt: KernelTrace, overlap: _Overlap) -> np.ndarray:
+    """Per row of ``found``, whether its signature is a communication kernel drawn as an additive level."""
+    ids = np.unique(kt.executions["kernel_id"][overlap.overlay])
+    return np.isin(np.asarray(found.sig_ids, dtype=np.int64), ids)
+
+
+#: How a communication kernel beside compute is attributed, in the row's profile and the printout.
+LEVEL_NOTE = ("joint attribution: a communication kernel beside compute kernels, its energy the additive level it "
+              "draws over whatever runs beside it x its own duration (the compute kernels' draw is in their rows; "
+              "one level is shared by every communication signature beside compute)")
+
+
+def _level_row(row: tuple[Any, ...], ep: ExecutionProfile, levels: dict[str, tuple[float, float, float]],
+               confidence: float, n_logs: int) -> tuple[tuple[Any, ...], ExecutionProfile]:
+    """A communication signature's row and profile from its additive level: a flat curve at the level, and
+    level x its duration as its energy, with the level's interval (CompPow's accounting of concurrent
+    execution: the communication's share is what it adds; the compute kernels' draw is theirs).
+
+    ``levels`` maps each channel to the level, the low and the high end of its interval (W).
+    """
+    d = float(ep.duration_ns)
+    edges = np.array([0.0, d])
+    chans, energy = [], {}
+    for ch, (lvl, lo, hi) in levels.items():
+        half = max(lvl - lo, hi - lvl) if math.isfinite(lo) and math.isfinite(hi) else math.nan
+        chans.append(StitchedChannel(
+            name=ch, x="time", bin_edges=edges, bin_centres=np.array([0.5 * d]), count=np.array([n_logs]),
+            mean=np.array([lvl]), sd=np.array([half / 1.96]), ci_low=np.array([lo]), ci_high=np.array([hi]),
+            confidence=confidence, fit_kind=None, fit_x=np.zeros(0), fit_y=np.zeros(0), n_lois=n_logs))
+        energy[ch] = EnergyEstimate(
+            energy_j=lvl * d * 1e-9, uncertainty_j=half * d * 1e-9, duration_ns=d, channel=ch, confidence=confidence,
+            interpolated_share=0.0, pooled_share=0.0, note=LEVEL_NOTE)
+    stitched = StitchedProfile(
+        x="time", x_unit="ns", bin_width=d, channels=tuple(chans), n_lois=n_logs, runs=ep.stitched.runs,
+        duration_ns=d, smoother=None, span=math.nan, weighted=False,
+        uncert_ns_median=ep.stitched.uncert_ns_median, uncert_ns_max=ep.stitched.uncert_ns_max)
+    e = energy.get("total")
+    r = list(row)
+    r[7] = levels["total"][0] if "total" in levels else math.nan
+    r[8], r[9] = (e.energy_j, e.uncertainty_j) if e is not None else (math.nan, math.nan)
+    r[11] = True
+    return tuple(r), dataclasses.replace(ep, stitched=stitched, energy=energy, deconvolution=None)
+
+
+def _instant_levels(found: _Signatures, kt: KernelTrace, overlap: _Overlap) -> None:
+    """Instantaneous logs: each communication signature beside compute gets its row from the fitted level
+    (``overlap.level``, a normal interval on its standard error), or is skipped where none was
+    fitted."""
+    levels = _level_rows(found, kt, overlap)
+    if not levels.any():
+        return
+    lvl = overlap.level
+    keep = np.ones(len(found.rows), dtype=bool)
+    for c in np.flatnonzero(levels).tolist():
+        if lvl is None or not math.isfinite(lvl.level_w):
+            found.skipped[str(found.profiles[c].label)] = (
+                "a communication kernel beside compute kernels, and no log fell while one ran: its additive "
+                "level, and so its energy, is not determined")
+            keep[c] = False
+            continue
+        z = float(stats.norm.ppf(0.975))
+        found.rows[c], found.profiles[c] = _level_row(
+            found.rows[c], found.profiles[c],
+            {"total": (lvl.level_w, lvl.level_w - z * lvl.se_w, lvl.level_w + z * lvl.se_w)}, 0.95, lvl.logs_during)
+    if not keep.all():
+        for name in ("rows", "profiles", "sig_ids", "kept_ids"):
+            setattr(found, name, [x for x, k in zip(getattr(found, name), keep.tolist()) if k])
+
+
 def _overlap_note(fit: TimelineFit, kt: KernelTrace, on_device: np.ndarray, overlap: _Overlap,
                   found: _Signatures) -> None:
     """What the joint fit used of the compute executions, what it left out and why, and the communication's level."""
-    if not overlap.comm.any():
+    if not overlap.overlay.any():
         return
     compute = on_device & ~overlap.comm
-    n, used = int(compute.sum()), int(sum(len(k) for k in found.kept_ids))
-    warm = int(sum(int(r[5]) for r in found.rows))
+    mine = ~is_communication(kt.signatures["name"])[np.asarray(found.sig_ids, dtype=np.int64)]
+    n, used = int(compute.sum()), int(sum(len(k) for k, m in zip(found.kept_ids, mine) if m))
+    warm = int(sum(int(r[5]) for r, m in zip(found.rows, mine) if m))
     names = kt.signatures["name"][kt.executions["kernel_id"][overlap.comm]]
     kinds = sorted({str(x)[:40] for x in np.unique(names)})[:3]
     lvl, lo, hi = (fit.overlay_w.get("total", math.nan), fit.overlay_low_w.get("total", math.nan),
@@ -671,23 +764,24 @@ def profile_trace(
     # A window in a loop covers other kernels: the joint fit below replaces the attribution.
     found, it_of = _Signatures(notes=trace_notes), kt.iteration()
     near = _NearLogs(attributed, t_logs) if model is None and "seq" in (samples.dtype.names or ()) else None
-    comm_sig = is_communication(kt.signatures["name"])
     for sig, rows in zip(kt.signatures, _rows_by_signature(kt, on_device)):
-        if joint and comm_sig[int(sig["id"])] and len(rows):
-            found.skipped[_label(sig)] = ("a communication kernel: the joint fit draws it as an additive level over "
-                                          "whatever runs beside it (the warnings give it), not as a curve of its own")
-            continue
         _profile_signature(found, kt, sig, rows, attributed, near, lmap, conc, it_of, margin=margin,
                            min_executions=min_executions, warmup_tolerance=warmup_tolerance,
                            sensor=None if joint else model, attribution="instant" if joint else attribution)
     if found.rows and joint:
         assert model is not None
         found.profiles = _joint(samples, t_logs, kt, model, on_device, found, bins, overlap, max_power_w)
+    elif found.rows:
+        _instant_levels(found, kt, overlap)
     _elsewhere(found, kt, on_device)
     if not found.rows:
         _nothing_profiled(found, bool(np.any(it_of[on_device] >= 0)))
     _power_limit_notes(found, max_power_w)
     tp = _trace_profile(kt, samples, t_logs, model, found, conc, alignment, lmap, it_of)
+    if overlap.comm.any() and tp.summary is not None:
+        tp = dataclasses.replace(tp, summary=dataclasses.replace(tp.summary, **communication_split(
+            tp.summary.note, kt, it_of, tp.iterations, overlap.comm, on_device & ~overlap.comm, tp.kernels,
+            tp.signature_rows)))
     if not found.rows and tp.summary is None:
         tp = dataclasses.replace(tp, span=_span_energy(kt, on_device, samples, t_logs, model))
     return closure_from(tp, counted, samples, model, on_device)
@@ -703,13 +797,19 @@ def _overlapped(kt: KernelTrace, samples: np.ndarray, t_logs: np.ndarray, on_dev
     level of its own in the timeline (its executions modelled, not left out), the logs unchanged.
     """
     ex = kt.executions
-    overlap = _Overlap(*communication_overlap(ex["start_ns"], ex["end_ns"], kt.device, ex["kernel_id"],
-                                              kt.signatures["name"], on_device, conc))
+    comm, over, compute_conc = communication_overlap(ex["start_ns"], ex["end_ns"], kt.device, ex["kernel_id"],
+                                                     kt.signatures["name"], on_device, conc)
+    # A communication signature beside compute is profiled from its additive level over its executions; one
+    # that runs alone is a kernel like any other (its executions beside compute are left out).
+    overlay = beside_compute(ex["start_ns"], ex["end_ns"], ex["kernel_id"], comm, on_device & ~comm)
+    overlap = _Overlap(comm, over, compute_conc, overlay)
     if joint:
-        return conc & ~overlap.over & ~overlap.comm, samples, overlap
+        return conc & ~over & ~overlay, samples, overlap
     p_total = np.asarray(samples["total"], dtype=np.float64)
-    conc, total = keep_overlapped_compute(ex["start_ns"], ex["end_ns"], kt.device, ex["kernel_id"],
-                                          kt.signatures["name"], on_device, conc, t_logs, p_total, notes)
+    conc, total, level = keep_overlapped_compute(ex["start_ns"], ex["end_ns"], kt.device, ex["kernel_id"],
+                                                 kt.signatures["name"], on_device, conc, t_logs, p_total, notes)
+    overlap = dataclasses.replace(overlap, level=level)
+    conc = conc & ~overlay
     if total is p_total:
         return conc, samples, overlap
     attributed = samples.copy()
@@ -1110,7 +1210,7 @@ def _profile_signature(found: _Signatures, kt: KernelTrace, sig: Any, mine: np.n
     e = ep.energy["total"]
     found.rows.append((str(sig["name"]), sig["grid"], sig["block"], len(mine), int(ep.golden.count), warm,
                        float(ep.duration_ns), float(e.energy_j / (ep.duration_ns * 1e-9)) if ep.duration_ns > 0
-                       else math.nan, float(e.energy_j), float(e.uncertainty_j), 0.0))
+                       else math.nan, float(e.energy_j), float(e.uncertainty_j), 0.0, False))
     found.profiles.append(ep)
     found.sig_ids.append(int(sig["id"]))
     found.kept_ids.append(keep[warm:])

@@ -34,6 +34,7 @@ KERNEL_TABLE_DTYPE = np.dtype([
     ("energy_j", "<f8"),           # per execution
     ("energy_half_width_j", "<f8"),  # 95 % interval half-width
     ("share", "<f8"),              # of all kernels' energy (count x energy_j)
+    ("joint", "?"),                # a joint attribution: a communication kernel's additive level beside compute
 ])
 
 
@@ -190,6 +191,20 @@ class IterationSummary:
     note : str
         What limits the figure (iterations outside the capture left out, too
         few for an interval, no iteration past the warm-up); empty if nothing.
+    comm_exposed_ns, comm_overlapped_ns : float
+        Communication kernels' time per steady iteration with no compute
+        kernel running beside them (exposed) and with one (overlapped),
+        CompPow's accounting of concurrent execution (Li et al. 2024); NaN
+        without communication kernels.
+    comm_exposed_j, comm_overlapped_j : float
+        Their energy per iteration over that time: a communication kernel
+        beside compute draws its additive level (the compute's draw is in
+        the compute kernels' rows), one alone its row's energy; NaN where a
+        communication signature has no energy (skipped), and said in ``note``.
+    comm_exposed_half_width_j, comm_overlapped_half_width_j : float
+        Half-widths of their 95 % intervals: the rows' intervals scaled to
+        the time, added (the rows come from one fit, so their errors are
+        not taken as independent).
     """
 
     iterations: int
@@ -201,6 +216,21 @@ class IterationSummary:
     between_share: float
     unattributed_busy_share: float = 0.0
     note: str = ""
+    comm_exposed_ns: float = math.nan
+    comm_overlapped_ns: float = math.nan
+    comm_exposed_j: float = math.nan
+    comm_exposed_half_width_j: float = math.nan
+    comm_overlapped_j: float = math.nan
+    comm_overlapped_half_width_j: float = math.nan
+
+    def _communication(self) -> str:
+        """The communication's exposed and overlapped time and energy, or nothing without communication."""
+        if not math.isfinite(self.comm_exposed_ns):
+            return ""
+        return (f"; communication {self.comm_exposed_ns / 1e3:.1f} us exposed ({_mj(self.comm_exposed_j)} +- "
+                f"{_mj(self.comm_exposed_half_width_j)} mJ) and {self.comm_overlapped_ns / 1e3:.1f} us overlapped "
+                f"with compute ({_mj(self.comm_overlapped_j)} +- {_mj(self.comm_overlapped_half_width_j)} mJ, "
+                "what it adds) each")
 
     def __str__(self) -> str:
         # A figure not determined reads n/a; the note or the profile's warnings say why.
@@ -214,7 +244,7 @@ class IterationSummary:
         if self.unattributed_busy_share > 0:
             out += (f" (including {100 * self.unattributed_busy_share:.0f} % of the kernels' busy time, in "
                     "signatures without an energy)")
-        return out + (f"; {self.note}" if self.note else "")
+        return out + self._communication() + (f"; {self.note}" if self.note else "")
 
 
 @dataclass(frozen=True)
@@ -363,11 +393,14 @@ class TraceProfile:
             return ["no kernel signature profiled (why: below)"]
         lines = [f"{'#':>3s} {'kernel':{NAME_COLUMN}s} {'grid':>14s} {'count':>7s} {'golden':>7s} {'us':>9s} "
                  f"{'W':>7s} {'mJ/exec':>16s} {'share':>6s}"]
-        cut, no_interval = False, dict[str, list[int]]()
+        cut, joint, no_interval = False, False, dict[str, list[int]]()
         for i, r in enumerate(self.kernels):
             name = str(r["name"])
-            shown = shown_name(name)
+            flagged = "joint" in (r.dtype.names or ()) and bool(r["joint"])
+            shown = shown_name(name, NAME_COLUMN - 4 if flagged else NAME_COLUMN)
             cut |= shown != name
+            joint |= flagged
+            shown = "[j] " + shown if flagged else shown
             grid = "x".join(str(int(g)) for g in r["grid"])
             if not np.isfinite(r["energy_j"]):
                 energy = f"{'not resolved':>16s}"
@@ -382,6 +415,10 @@ class TraceProfile:
         if cut:
             lines.append('names ending in "..." are cut to fit; row #\'s whole name: kernels["name"][#] '
                          '(kernels.json: "kernels"[#])')
+        if joint:
+            lines.append("[j]: a joint attribution, a communication kernel beside compute: its energy is the additive "
+                         "level it draws over whatever runs beside it x its duration (the compute's draw is in the "
+                         "compute kernels' rows)")
         if no_interval:
             lines.append("+- n/a: no interval, " + "; ".join(
                 f"{why} (row{'s' if len(rows) > 1 else ''} {', '.join(map(str, rows[:8]))}"

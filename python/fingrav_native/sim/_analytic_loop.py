@@ -47,6 +47,11 @@ SEQUENCE = (0, 1, 2, 3, 0, 4, 1)
 #: compute executions overlap one on real DDP/FSDP traces).
 COMMUNICATION = ("ncclKernel_AllReduce_RING_LL_Sum_float", 1, 5)
 
+#: With ``communication_exposed``: the all-reduce runs alone in the host's pause instead, starting this long
+#: after the iteration's last kernel ends and lasting this long (ns): a gradient bucket synchronised after
+#: the backward pass, with no compute beside it (DDP's last bucket, a pipeline's send).
+EXPOSED_COMMUNICATION_NS = (10_000.0, 150_000.0)
+
 
 def kernel_curve(sig: int, f: npt.ArrayLike) -> np.ndarray:
     """Steady power (W) of signature ``sig`` over execution progress ``f`` in [0, 1].
@@ -258,7 +263,8 @@ def logged_loop(sensor: SensorModel, *, seed: int = 0, iterations: int = 1024, n
                 pause_ns: float = 300_000.0, pause_tau_ns: float = 50_000.0, idle_w: float = 120.0,
                 drift_w_per_s: float = 0.0, warmup: float = 0.04, warmup_fraction: float = 0.05,
                 duration_jitter: float = 0.005, pause_jitter: float = 0.1, max_power_w: float = 750.0,
-                grid_ns: float = 500.0, communication_w: float = 0.0) -> LoggedLoop:
+                grid_ns: float = 500.0, communication_w: float = 0.0,
+                communication_exposed: bool = False) -> LoggedLoop:
     """A training loop of several kernels, logged by ``sensor``, with its truth.
 
     Parameters
@@ -298,6 +304,12 @@ def logged_loop(sensor: SensorModel, *, seed: int = 0, iterations: int = 1024, n
         Above 0: a communication kernel per iteration (:data:`COMMUNICATION`,
         the last signature id) adds this much while it runs; the compute
         signatures' energies stay their own draw, the last one is its.
+    communication_exposed : bool
+        The communication kernel runs alone in the host's pause
+        (:data:`EXPOSED_COMMUNICATION_NS`) instead of beside the compute
+        kernels. Its energy is then what any kernel's is, the whole power
+        over its executions; beside compute it is its additive level over its
+        own executions (the compute kernels' draw is theirs).
 
     Returns
     -------
@@ -319,7 +331,11 @@ def logged_loop(sensor: SensorModel, *, seed: int = 0, iterations: int = 1024, n
     sc = LoopSchedule(starts, ends, sig, it, level, pause_after, record_end_ns=float(end), idle_w=idle_w, gap_w=gap_w,
                       gap_tau_ns=gap_tau_ns, pause_tau_ns=pause_tau_ns, drift_w_per_s=drift_w_per_s,
                       max_power_w=max_power_w)
-    if communication_w:
+    if communication_w and communication_exposed:
+        c0 = sc.ends[len(SEQUENCE) - 1::len(SEQUENCE)] + EXPOSED_COMMUNICATION_NS[0]
+        sc = dataclasses.replace(sc, comm_starts=c0, comm_ends=c0 + EXPOSED_COMMUNICATION_NS[1],
+                                 comm_w=float(communication_w))
+    elif communication_w:
         sc = dataclasses.replace(sc, comm_starts=sc.starts[COMMUNICATION[1]::len(SEQUENCE)],
                                  comm_ends=sc.ends[COMMUNICATION[2]::len(SEQUENCE)], comm_w=float(communication_w))
     # The grid reaches back a window (a boxcar's memory) and past either delay, idle before the loop.
@@ -337,8 +353,13 @@ def logged_loop(sensor: SensorModel, *, seed: int = 0, iterations: int = 1024, n
     if communication_w:
         # The compute kernels' own draw (the communication's level left out), and the communication's.
         own = cumulative_energy(t, dataclasses.replace(sc, comm_w=0.0).power(t + grid_ns / 2)) * 1e-9
-        energy = np.append(_energies(sc, np.vstack([t, own]), n_warm, iterations)[0],
-                           communication_w * 1e-9 * float(np.mean((sc.comm_ends - sc.comm_starts)[n_warm:])))
+        if communication_exposed:
+            # Alone on the device: the whole power over its executions, as every kernel's energy is.
+            whole = np.interp(sc.comm_ends, t, cum) - np.interp(sc.comm_starts, t, cum)
+            comm_j = float(np.mean(whole[n_warm:]))
+        else:
+            comm_j = communication_w * 1e-9 * float(np.mean((sc.comm_ends - sc.comm_starts)[n_warm:]))
+        energy = np.append(_energies(sc, np.vstack([t, own]), n_warm, iterations)[0], comm_j)
         ex, names, kt = _with_communication(ex, names, kt, sc)
         counts = np.append(counts, 1)
     return LoggedLoop(samples, ex, names, kt, energy, total, gap, pause, counts, iterations, n_warm,
