@@ -40,6 +40,7 @@ from typing import Optional
 import numpy as np
 from scipy import stats
 
+from fingrav_native._threads import numeric_threads
 from fingrav_native.insitu._align import LogAlignment, least_squares_rss
 from fingrav_native.method._joint import merged_intervals
 from fingrav_native.sensors._model import SensorModel
@@ -169,6 +170,7 @@ def _groups(starts: np.ndarray, ends: np.ndarray, kid: np.ndarray, most: int) ->
     return np.minimum(rank[inv], most - 1), most, len(sigs) - most + 1
 
 
+@numeric_threads()
 def measure_window_offset(t_ns: np.ndarray, power_w: np.ndarray, windows_ns: np.ndarray, sensor: SensorModel,
                           starts_ns: np.ndarray, ends_ns: np.ndarray, kernel_ids: np.ndarray, *,
                           search_ns: float = 250e6, step_ns: float = 2_000.0, confidence: float = 0.95,
