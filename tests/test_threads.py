@@ -13,6 +13,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import threading
+from pathlib import Path
 from typing import Any, Callable, Optional
 
 import pytest
@@ -164,3 +165,10 @@ def test_silently_slow_decorated_entry_point_keeps_its_signature_and_docstring()
 
     assert inspect.signature(_profile.profile_trace).parameters["trace"].name == "trace"
     assert _profile.profile_trace.__doc__ and "profile" in _profile.profile_trace.__doc__
+
+
+def test_silently_slow_no_module_sets_blas_threads_but_the_policy() -> None:
+    # One place sets the count: a second policy elsewhere would undo or fight this one.
+    root = Path(_threads.__file__).parent
+    setters = sorted(str(p.relative_to(root)) for p in root.rglob("*.py") if "threadpoolctl" in p.read_text("utf-8"))
+    assert setters == ["_threads.py"]
