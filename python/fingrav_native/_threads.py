@@ -156,19 +156,20 @@ class numeric_threads(ContextDecorator):
     def __init__(self, size: int = 0) -> None:
         if isinstance(size, bool) or not isinstance(size, int) or size < 0:
             raise ValueError(f"size={size!r}: expected a whole number >= 0 (the work's largest dense dimension)")
-        self.limit = threads_for(size)
+        self.size = size
 
     def __enter__(self) -> numeric_threads:
         stack: list[Optional[_Entry]] = _local.__dict__.setdefault("stack", [])
-        if self.limit is None:
+        limit = threads_for(self.size)  # at entry, not at decoration: the one place that decides
+        if limit is None:
             stack.append(None)
             return self
         with _lock:
             libs = _blas()
             saved = [(lib, int(lib.num_threads)) for lib in libs]
             for lib, n in saved:
-                if n > self.limit:
-                    _set(lib, self.limit)
+                if n > limit:
+                    _set(lib, limit)
             entry = _Entry(saved)
             _open.append(entry)
         stack.append(entry)
