@@ -9,11 +9,11 @@ core: the same ``profile_trace`` call took 312-339 s with OpenBLAS's default
 threads beside other work and 18 s with one. As scikit-learn does, the policy
 is set through threadpoolctl at coarse entry points and nowhere else.
 
-Measured on the 2-core development machine (OpenBLAS 0.3.30/0.3.31, SkylakeX;
+Measured on the 2-core development machine (`bench/blas_crossover.py`; OpenBLAS 0.3.30/0.3.31, SkylakeX;
 best of three, one thread / two threads, ``threadpool_limits(k, "blas")``):
 
 ==========================  ===================  =====================
-work (size n)               quiet host           busy host (load ~12)
+work (size n)               host at load 1.2     host at load 12
 ==========================  ===================  =====================
 batched Gram 20x1000x37     --                   4.9 ms / 1,618 ms
 batched eigh 200x37x37      --                   64 ms / 652 ms
@@ -26,9 +26,9 @@ lstsq 4096 x 1024           2.3 / 18.5 s         --
 Cholesky solve n = 1024     35 / 614 ms          --
 ==========================  ===================  =====================
 
-Two threads won only for plain matrix products of n >= 128 on a quiet host;
-every factorisation and every size on a busy host ran faster on one thread,
-up to n = 1024, the largest measured. So work whose largest dense dimension
+Two threads won only for plain matrix products of n >= 128 at load 1.2
+(and eigh at n = 256, by 9 %); every other factorisation, and every work
+at load 12, ran faster on one thread, up to n = 1024, the largest measured. So work whose largest dense dimension
 is below :data:`LARGE_SIZE` runs on one BLAS thread, and larger work keeps
 the thread count it inherits. The policy only ever lowers the count: a user's
 own lower limit (``OPENBLAS_NUM_THREADS=1``, an enclosing
