@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import gc
 import time
-from typing import Callable
+from typing import Callable, Iterator
 
 import numpy as np
 import pytest
 
 import fingrav_native
 import real_data
+from fingrav_native._threads import numeric_threads
 
 # A timeout that only ends a hang: conditions are normally met in milliseconds.
 WAIT_TIMEOUT_S = 20.0
@@ -74,6 +75,13 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, exitstatu
     terminalreporter.write_sep("-", "left out of the default run")
     terminalreporter.write_line(f"{len(left_out)} tests deselected: {', '.join(kinds)}. Run them (CI does) with:")
     terminalreporter.write_line(f'  {install}.venv/bin/python -m pytest -m "slow or optional"')
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _package_thread_policy() -> Iterator[None]:
+    """The tests' own numerical work (simulations, truths) on the package's thread policy, as its entry points run."""
+    with numeric_threads():
+        yield
 
 
 def wait_until(predicate: Callable[[], bool], what: str, timeout: float = WAIT_TIMEOUT_S) -> None:

@@ -20,6 +20,7 @@ from typing import Any, Literal, Optional, Sequence, Union
 import numpy as np
 
 from fingrav_native._checks import choice, file_path, flag, instance_of, integer_in, positive_number, short_repr
+from fingrav_native._threads import numeric_threads
 from fingrav_native.app._campaign import (
     Campaign,
     PooledProbe,
@@ -127,6 +128,7 @@ class _Plan:
     labels: list[tuple[str, int]] = dataclasses.field(default_factory=list)
 
 
+@numeric_threads()
 def profile(
     kernel: KernelSpec,
     backend: Union[Backend, str, None] = None,
@@ -637,6 +639,7 @@ def _package(camp: Campaign, name: str, tl: Timeline, plan: _Plan, profiles: dic
     )
 
 
+@numeric_threads()
 def profile_interleaved(
     kernel: str,
     preceded_by: Sequence[tuple[str, int]],

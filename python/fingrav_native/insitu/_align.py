@@ -54,6 +54,7 @@ import numpy.typing as npt
 from scipy import stats
 
 from fingrav_native._checks import check_power, finite_array, integer_in, positive_number, short_repr, whole_numbers
+from fingrav_native._threads import numeric_threads
 from fingrav_native.insitu._align_scan import far_candidates, scan_offsets
 
 #: Coarse search: every this many grid steps (lagged fits), at most ``coarse_logs`` logs.
@@ -522,6 +523,7 @@ def _checked(t_ns: npt.ArrayLike, power_w: npt.ArrayLike, starts_ns: npt.ArrayLi
     return t, y, s, e, k
 
 
+@numeric_threads()
 def align_logs_to_trace(
     t_ns: npt.ArrayLike,
     power_w: npt.ArrayLike,

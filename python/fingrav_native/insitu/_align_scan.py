@@ -32,6 +32,8 @@ from typing import NamedTuple
 import numpy as np
 import scipy.fft
 
+from fingrav_native._threads import numeric_threads
+
 #: Grid cells per typical execution (the busy-time-weighted median: the kernels that explain most of the
 #: logs), and the most cells scanned. Shorter kernels are blurred by the cell, never stepped over.
 CELLS_PER_KERNEL = 16
@@ -58,6 +60,7 @@ def _busy_share(starts: np.ndarray, ends: np.ndarray, edges: np.ndarray) -> np.n
     return np.asarray(np.diff(covered) / np.diff(edges))
 
 
+@numeric_threads()
 def scan_offsets(t: np.ndarray, y: np.ndarray, starts: np.ndarray, ends: np.ndarray, group: np.ndarray,
                  n_groups: int, min_logs: int) -> Scan:
     """The smoothed one-way residual of the logs ``(t, y)`` (``y`` centred) at every shift they meet the kernels.

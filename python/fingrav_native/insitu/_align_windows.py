@@ -55,6 +55,7 @@ import numpy as np
 import scipy.fft
 from scipy import signal, stats
 
+from fingrav_native._threads import numeric_threads
 from fingrav_native.insitu._align import LogAlignment, least_squares_rss
 from fingrav_native.insitu._align_scan import Scan, far_candidates
 from fingrav_native.method._joint import merged_intervals
@@ -349,7 +350,7 @@ def _far_offset(near: LogAlignment, logs: tuple[np.ndarray, np.ndarray, np.ndarr
                                at_edge=bool(al.at_edge or accepted[0] or accepted[-1]))
 
 
-def _far_placeholder(hi_all: np.ndarray, power_w: np.ndarray, windows_ns: np.ndarray, sensor: SensorModel,
+def _far_without_near(hi_all: np.ndarray, power_w: np.ndarray, windows_ns: np.ndarray, sensor: SensorModel,
                      starts_ns: np.ndarray, ends_ns: np.ndarray, kernel_ids: np.ndarray, reach: float, step_ns: float,
                      confidence: float, max_logs: int, max_signatures: int,
                      logs_per_column: int) -> Optional[LogAlignment]:
@@ -370,6 +371,7 @@ def _far_placeholder(hi_all: np.ndarray, power_w: np.ndarray, windows_ns: np.nda
                        max_logs, 2 * logs_per_column)
 
 
+@numeric_threads()
 def measure_window_offset(t_ns: np.ndarray, power_w: np.ndarray, windows_ns: np.ndarray, sensor: SensorModel,
                           starts_ns: np.ndarray, ends_ns: np.ndarray, kernel_ids: np.ndarray, *,
                           search_ns: float = 250e6, step_ns: float = 2_000.0, confidence: float = 0.95,
@@ -434,7 +436,7 @@ def measure_window_offset(t_ns: np.ndarray, power_w: np.ndarray, windows_ns: np.
     if reach <= 2 * _COARSE_STEP_NS or int(use.sum()) < 2 * logs_per_column:
         # Logs that leave the span near the map may still meet the kernels far from it (a trace 450 ms off a
         # 0.6 s capture): the full scan, against the map's own placement.
-        far = _far_placeholder(hi_all, power_w, windows_ns, sensor, starts_ns, ends_ns, kernel_ids, reach, step_ns,
+        far = _far_without_near(hi_all, power_w, windows_ns, sensor, starts_ns, ends_ns, kernel_ids, reach, step_ns,
                                confidence, max_logs, max_signatures, logs_per_column)
         if far is not None:
             return far, ""

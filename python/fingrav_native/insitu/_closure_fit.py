@@ -15,6 +15,7 @@ from typing import Any, Optional, Union
 
 import numpy as np
 
+from fingrav_native._threads import numeric_threads
 from fingrav_native.clocks._maps import ClockMapLike, host_relative
 from fingrav_native.insitu._closure import Z95, EnergyClosure, EnergyClosureWarning
 from fingrav_native.insitu._results import TraceProfile
@@ -338,6 +339,7 @@ def _gain_offset(counter: EnergyCounter, t: np.ndarray, slack: np.ndarray, spans
     return float(coef[0]), float(se[0]), float(coef[1]), float(se[1]), len(dt), ""
 
 
+@numeric_threads()
 def energy_closure(tp: TraceProfile, counter: EnergyCounter, counter_t_ns: np.ndarray, counter_err_ns: np.ndarray,
                    log_lo_ns: np.ndarray, log_hi_ns: np.ndarray, log_power_w: np.ndarray,
                    on_device: np.ndarray) -> EnergyClosure:
@@ -433,6 +435,7 @@ def energy_closure(tp: TraceProfile, counter: EnergyCounter, counter_t_ns: np.nd
                                                     gnote) if x))
 
 
+@numeric_threads()
 def with_closure(tp: TraceProfile, counter: EnergyCounter, counter_t_ns: np.ndarray, counter_err_ns: np.ndarray,
                  log_lo_ns: np.ndarray, log_hi_ns: np.ndarray, log_power_w: np.ndarray,
                  on_device: np.ndarray) -> TraceProfile:

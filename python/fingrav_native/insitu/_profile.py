@@ -23,6 +23,7 @@ import numpy as np
 from scipy import stats
 
 from fingrav_native._checks import integer_in, positive_number, short_repr
+from fingrav_native._threads import numeric_threads
 from fingrav_native._version import __version__
 from fingrav_native.clocks._maps import ClockMapLike, host_relative
 from fingrav_native.insitu._align import ClockMismatchWarning, LogAlignment, align_logs_to_trace, offset_disagreement
@@ -592,6 +593,7 @@ TIMELINE_ASSUMPTIONS = (
 )
 
 
+@numeric_threads()
 def profile_trace(
     trace: Union[str, os.PathLike[str], KernelTrace],
     samples: Any,

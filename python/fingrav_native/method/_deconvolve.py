@@ -54,6 +54,7 @@ import numpy.typing as npt
 
 from fingrav_native._checks import instance_of, integer_in, positive_number, real_number, structured, whole_numbers
 from fingrav_native._core import CHANNELS
+from fingrav_native._threads import numeric_threads
 from fingrav_native.clocks._maps import ClockMapLike, host_relative
 from fingrav_native.method._campaign_model import CampaignRuns, campaign_designs, campaign_runs
 from fingrav_native.method._deconvolved import Deconvolution, DeconvolvedChannel
@@ -491,6 +492,7 @@ def _bins_that_hold(fit: Any, K: int, dur: float, n_boot: int) -> tuple[int, tup
     return K, (fit(K, n_boot) if n_boot else out)
 
 
+@numeric_threads()
 def deconvolve(
     samples: np.ndarray,
     executions: np.ndarray,

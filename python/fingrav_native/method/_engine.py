@@ -52,10 +52,7 @@ import numpy as np
 import scipy.linalg
 from scipy import optimize, sparse, stats
 
-# threadpoolctl ships no type information (the engine only enters its context manager); stubtest runs
-# mypy without this project's configuration, so the ignore is here, not in pyproject.toml.
-from threadpoolctl import threadpool_limits  # type: ignore[import-untyped,unused-ignore]
-
+from fingrav_native._threads import numeric_threads
 from fingrav_native.sensors._model import SensorModel
 
 _log = logging.getLogger(__name__)
@@ -728,6 +725,7 @@ def _bootstrap(designs: Sequence[Design], variants: Sequence[_Variant], stats: S
     return draws
 
 
+@numeric_threads()
 def attribute(designs: Sequence[Design], sensor: SensorModel, t: np.ndarray, w: np.ndarray, y: np.ndarray,
               block_of: Optional[np.ndarray] = None, *, lam: Optional[float] = None, bootstrap: int = 100,
               seed: int = 0, n_folds: int = 5) -> Solution:
@@ -764,17 +762,15 @@ def attribute(designs: Sequence[Design], sensor: SensorModel, t: np.ndarray, w: 
         When no log's response lies within the tiles, or fewer logs than
         columns they reach.
     """
-    # Thousands of solves of a few hundred unknowns: BLAS threads cost more to wake than they save there
-    # (a 6 s loop record on 2 cores took 106 s with them, 14 s without).
-    with threadpool_limits(limits=1, user_api="blas"):
-        return _attribute(designs, sensor, t, w, y, block_of, lam=lam, bootstrap=bootstrap, seed=seed,
-                          n_folds=n_folds)
+    # Thousands of solves of a few hundred unknowns: one BLAS thread (the package's policy, _threads.py;
+    # a 6 s loop record on 2 cores took 106 s with BLAS's default threads, 14 s with one).
+    return _attribute(designs, sensor, t, w, y, block_of, lam=lam, bootstrap=bootstrap, seed=seed, n_folds=n_folds)
 
 
 def _attribute(designs: Sequence[Design], sensor: SensorModel, t: np.ndarray, w: np.ndarray, y: np.ndarray,
                block_of: Optional[np.ndarray], *, lam: Optional[float], bootstrap: int, seed: int,
                n_folds: int) -> Solution:
-    """:func:`attribute`'s work (BLAS threads already limited)."""
+    """:func:`attribute`'s work (under the thread policy its caller entered)."""
     ok = np.isfinite(t) & np.all(np.isfinite(y), axis=1)
     rows = [design_rows(d, sensor, t, w, ok) for d in designs]
     # Every candidate is scored on the same logs and folds: those all of them can use.

@@ -49,6 +49,7 @@ from fingrav_native._checks import (
     short_repr,
     whole_numbers,
 )
+from fingrav_native._threads import numeric_threads
 from fingrav_native.method._engine import (
     IDENTIFIABLE_SHARE,
     TILE_EXECUTION,
@@ -505,6 +506,7 @@ def _fit_warnings(K: np.ndarray, asked: np.ndarray, edges: np.ndarray, share: np
     return out + list(check.failed)
 
 
+@numeric_threads()
 def fit_timeline(
     sensor: SensorModel,
     t_ns: npt.ArrayLike,

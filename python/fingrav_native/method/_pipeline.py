@@ -18,6 +18,7 @@ from typing import Literal, Optional, Sequence, Union, cast
 import numpy as np
 
 from fingrav_native._checks import clock_map, integer_in, positive_number
+from fingrav_native._threads import numeric_threads
 from fingrav_native.clocks._maps import ClockMapLike
 from fingrav_native.method._align import NoLogsInExecutionsError, place_logs, select_executions_of_interest
 from fingrav_native.method._deconvolve import declared_windows, deconvolve, needs_deconvolution
@@ -358,6 +359,7 @@ def error_budget(lois_list: Sequence[np.ndarray], executions: np.ndarray, logger
     return ErrorBudget(clock, marker, caps.logger_window_ns / 2, float(np.median(lois["uncert_ns"])))
 
 
+@numeric_threads()
 def stitch_logs(
     samples: np.ndarray,
     executions: np.ndarray,

@@ -35,6 +35,7 @@ import scipy.stats
 from fingrav_native._checks import flag, integer_in, positive_number, short_repr
 from fingrav_native._checks import readonly as _readonly
 from fingrav_native._core import CHANNELS
+from fingrav_native._threads import numeric_threads
 from fingrav_native.method._guidance import lookup_guidance
 
 # MIN_WINDOW is re-exported: it is the floor of stitch's span="auto" (its docstring names it).
@@ -255,6 +256,7 @@ def _stitch_channel(lois: np.ndarray, name: str, x: XAxis, axis: _Axis, pos: np.
     )
 
 
+@numeric_threads()
 def stitch(
     lois: np.ndarray,
     *,

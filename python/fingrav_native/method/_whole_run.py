@@ -16,6 +16,7 @@ import numpy.typing as npt
 
 from fingrav_native._checks import check_power, finite_array, integer_in, numbers, positive_number, whole_numbers
 from fingrav_native._checks import readonly as _readonly
+from fingrav_native._threads import numeric_threads
 from fingrav_native.method._align import assign_logs_to_executions
 from fingrav_native.records._layouts import validate_executions
 
@@ -158,6 +159,7 @@ def _marks(idx: np.ndarray, ex_start: np.ndarray, ex_end: np.ndarray,
     return sse_start, sse_end, warmup_end
 
 
+@numeric_threads()
 def whole_run_view(
     samples_host_ns: npt.ArrayLike,
     values: npt.ArrayLike,
