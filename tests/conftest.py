@@ -13,9 +13,16 @@ from typing import Callable
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, settings
 
 import fingrav_native
 import real_data
+
+# Property tests assert what holds for every draw, never how long a draw takes: on a loaded machine (CI beside
+# other jobs, parallel test workers) hypothesis's per-example deadline and its too-slow health check would fail
+# a test by timing luck. Settings a test gives itself still apply on top.
+settings.register_profile("fingrav", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("fingrav")
 
 # A timeout that only ends a hang: conditions are normally met in milliseconds.
 WAIT_TIMEOUT_S = 20.0
