@@ -9,14 +9,21 @@ from __future__ import annotations
 
 import gc
 import time
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, settings
 
 import fingrav_native
 import real_data
 from fingrav_native._threads import numeric_threads
+
+# Property tests assert what holds for every draw, never how long a draw takes: on a loaded machine (CI beside
+# other jobs, parallel test workers) hypothesis's per-example deadline and its too-slow health check would fail
+# a test by timing luck. Settings a test gives itself still apply on top.
+settings.register_profile("fingrav", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("fingrav")
 
 # A timeout that only ends a hang: conditions are normally met in milliseconds.
 WAIT_TIMEOUT_S = 20.0
@@ -54,16 +61,41 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     gc.freeze()
 
 
+# What the run deselected, as counts: all, marked slow, marked optional. Counted where the tests are collected:
+# here, or in each pytest-xdist worker, which hands its counts to the controller that prints the summary.
+_LEFT_OUT = pytest.StashKey[list[int]]()
+
+
+def pytest_deselected(items: list[pytest.Item]) -> None:
+    for item in items:
+        counts = item.config.stash.setdefault(_LEFT_OUT, [0, 0, 0])
+        counts[0] += 1
+        counts[1] += item.get_closest_marker("slow") is not None
+        counts[2] += item.get_closest_marker("optional") is not None
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:  # a pytest-xdist worker
+        workeroutput["fingrav_left_out"] = session.config.stash.get(_LEFT_OUT, [0, 0, 0])
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: object) -> None:
+    # Every worker collects the whole suite, so any one's counts are the run's.
+    got = getattr(node, "workeroutput", {}).get("fingrav_left_out")
+    if got is not None:
+        node.config.stash[_LEFT_OUT] = list(got)
+
+
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, exitstatus: int,
                             config: pytest.Config) -> None:
     """Say what the default run left out and how to run it."""
     if config.option.markexpr != DEFAULT_MARKEXPR:
         return
-    left_out = terminalreporter.stats.get("deselected", [])
+    left_out, slow, optional = config.stash.get(_LEFT_OUT, [0, 0, 0])
     if not left_out:
         return
-    slow = sum(1 for item in left_out if item.get_closest_marker("slow"))
-    optional = sum(1 for item in left_out if item.get_closest_marker("optional"))
     kinds = []
     if slow:
         kinds.append(f"{slow} marked slow (over ~1 s each)")
@@ -73,7 +105,7 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, exitstatu
         return
     install = '.venv/bin/pip install ".[test-full]" && ' if optional else ""
     terminalreporter.write_sep("-", "left out of the default run")
-    terminalreporter.write_line(f"{len(left_out)} tests deselected: {', '.join(kinds)}. Run them (CI does) with:")
+    terminalreporter.write_line(f"{left_out} tests deselected: {', '.join(kinds)}. Run them (CI does) with:")
     terminalreporter.write_line(f'  {install}.venv/bin/python -m pytest -m "slow or optional"')
 
 

@@ -160,11 +160,12 @@ def fake_mi300(tmp_path, monkeypatch):
         yield root
 
 
-def test_amd_socket_power_records_the_energy_accumulator_beside_it(fake_mi300, tmp_path) -> None:
+def test_amd_socket_power_records_the_energy_accumulator_beside_it(fake_mi300, tmp_path, wait_for) -> None:
     with PowerRecorder("amd:0:socket", tmp_path / "power.npz", brackets_every_s=0.05) as rec:
-        import time
-        # 160 tables of the 5 ms cache: the logger map is fitted from at least 16 logs even on a loaded machine.
-        time.sleep(0.8)
+        # Twice the 16 logs the logger map is fitted from, and counter readings to integrate, however loaded the
+        # machine (a fixed sleep got fewer on a busy one).
+        wait_for(lambda: rec._sampler.stats().samples >= 32 and rec._counter.stats()["samples"] >= 8,
+                 "32 power logs and 8 counter readings")
     c = rec.capture
     assert c.counter is not None and not c.counter.of_logs
     assert c.counter.scope == "socket" and c.counter.quantum_j == 2.0 ** -16 and c.counter.stale_ns == 0.0
@@ -176,10 +177,9 @@ def test_amd_socket_power_records_the_energy_accumulator_beside_it(fake_mi300, t
     assert (e[-1] - e[0]) / ((t[-1] - t[0]) * 10e-9) == pytest.approx(120.0, abs=0.01)
 
 
-def test_amd_energy_channel_logs_are_the_counter(fake_mi300) -> None:
+def test_amd_energy_channel_logs_are_the_counter(fake_mi300, wait_for) -> None:
     with PowerRecorder("amd:0", brackets_every_s=0.05) as rec:
-        import time
-        time.sleep(0.3)
+        wait_for(lambda: rec._sampler.stats().samples >= 32, "32 logs")
     c = rec.capture
     assert c.counter is not None and c.counter.of_logs and c.counter.scope == "socket"
     counter, _ = c.energy_counter()

@@ -177,20 +177,21 @@ def test_hang_a_rocpd_dispatch_view_that_never_ends_is_stopped_by_its_limits(tmp
     _view(path, "rocpd_kernel_dispatch",
           f'WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n) SELECT K.* FROM n, "{table}" K '
           'WHERE n.i >= 0 AND n.i < -1 OR K.id < 0')
-    t0 = time.monotonic()
+    # The query runs in this process: its CPU time shows it stopped, however loaded the machine's wall clock is.
+    t0 = time.process_time()
     with pytest.raises(TraceFormatError, match=r"r.db.*longer than 0.5 s.*FINGRAV_ROCPD_MAX_S"):
         read_trace(path)
-    assert time.monotonic() - t0 < 5.0
+    assert time.process_time() - t0 < 5.0
     # A join of 10^10 rows and more (the view repeats every dispatch 10^10 times).
     monkeypatch.setenv("FINGRAV_ROCPD_MAX_S", "60")
     monkeypatch.setenv("FINGRAV_ROCPD_MAX_DISPATCHES", "1000")
     _view(path, "rocpd_kernel_dispatch",
           f'WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i < 10000000000) '
           f'SELECT K.* FROM n CROSS JOIN "{table}" K')
-    t0 = time.monotonic()
+    t0 = time.process_time()
     with pytest.raises(TraceFormatError, match=r"r.db.*more than 1000 dispatches.*FINGRAV_ROCPD_MAX_DISPATCHES"):
         read_trace(path)
-    assert time.monotonic() - t0 < 5.0
+    assert time.process_time() - t0 < 5.0
 
 
 @pytest.mark.parametrize("cell", ["", "abc", "0x10", "1_000", "12 W"])

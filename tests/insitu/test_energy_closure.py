@@ -14,6 +14,7 @@ import pytest
 
 import fingrav_native as fg
 from fingrav_native.insitu import EnergyClosure, EnergyClosureWarning
+from fingrav_native.insitu._closure_fit import closure_from
 from fingrav_native.sensors import EnergyCounter
 from fingrav_native.sim._analytic import Identity
 from fingrav_native.sim._analytic_loop import logged_loop
@@ -39,10 +40,32 @@ def instant_loop():
     return logged_loop(INSTANT, seed=3, iterations=512)
 
 
+@pytest.fixture(scope="module")
+def instant_profile(instant_loop):
+    """The instant loop's profile without a counter: the attribution every counter below is closed against.
+
+    A counter changes only profile_trace's last step (the closure), so the attribution is computed once here and
+    each counter closed on it (:func:`_close`); test_a_counter_consistent_with_the_power_closes checks that this
+    gives what ``profile_trace(..., energy_counter=counter)`` gives. Read-only: closing returns a new profile.
+    """
+    return fg.profile_trace(instant_loop.trace, instant_loop.samples, Identity(), sensor=INSTANT)
+
+
 def _profile(loop, sensor, counter):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         tp = fg.profile_trace(loop.trace, loop.samples, Identity(), sensor=sensor, energy_counter=counter)
+    return tp, [w for w in caught if issubclass(w.category, EnergyClosureWarning)]
+
+
+def _close(base, loop, counter):
+    """``base`` (:func:`instant_profile`) closed against ``counter`` as profile_trace closes it, and the
+    EnergyClosureWarnings that gives, as :func:`_profile` returns them."""
+    kt = base.trace
+    assert np.unique(kt.device).size == 1  # the loop's one device: every kernel is on the logs' device
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        tp = closure_from(base, (counter, Identity()), loop.samples, INSTANT, np.ones(len(kt.device), dtype=bool))
     return tp, [w for w in caught if issubclass(w.category, EnergyClosureWarning)]
 
 
@@ -52,9 +75,12 @@ def _true_energy(loop, a: float, b: float) -> float:
 
 
 @pytest.mark.parametrize("sensor", [INSTANT, fg.sensor_preset("amd-1ms-average")], ids=["instant", "1ms-average"])
-def test_a_counter_consistent_with_the_power_closes(sensor, instant_loop) -> None:
+def test_a_counter_consistent_with_the_power_closes(sensor, instant_loop, instant_profile) -> None:
     loop = instant_loop if sensor is INSTANT else logged_loop(sensor, seed=3, iterations=512)
     tp, caught = _profile(loop, sensor, truth_counter(loop))
+    if sensor is INSTANT:  # the shared attribution closed on the counter is the profile the counter gives
+        shared, shared_caught = _close(instant_profile, loop, truth_counter(loop))
+        assert shared.closure == tp.closure and str(shared) == str(tp) and not shared_caught
     cl = tp.closure
     assert isinstance(cl, EnergyClosure) and not caught
     assert cl.agrees and abs(cl.difference_j) <= cl.half_width_j
@@ -68,14 +94,14 @@ def test_a_counter_consistent_with_the_power_closes(sensor, instant_loop) -> Non
     assert "energy closure over" in str(tp) and "(agree)" in str(tp)
 
 
-def test_the_closure_is_saved_with_the_profile(instant_loop, tmp_path) -> None:
-    tp, _ = _profile(instant_loop, INSTANT, truth_counter(instant_loop))
+def test_the_closure_is_saved_with_the_profile(instant_loop, instant_profile, tmp_path) -> None:
+    tp, _ = _close(instant_profile, instant_loop, truth_counter(instant_loop))
     back = fg.load(fg.save(tp, tmp_path / "tp.fgprof"))
     assert back.closure == tp.closure
 
 
-def test_a_counter_with_a_10_percent_gain_is_named(instant_loop) -> None:
-    tp, caught = _profile(instant_loop, INSTANT, truth_counter(instant_loop, gain=1.10))
+def test_a_counter_with_a_10_percent_gain_is_named(instant_loop, instant_profile) -> None:
+    tp, caught = _close(instant_profile, instant_loop, truth_counter(instant_loop, gain=1.10))
     cl = tp.closure
     assert not cl.agrees and len(caught) == 1
     assert cl.relative == pytest.approx(1 / 1.10 - 1, abs=0.004)
@@ -88,9 +114,9 @@ def test_a_counter_with_a_10_percent_gain_is_named(instant_loop) -> None:
     assert "DISAGREE" in str(tp)
 
 
-def test_a_counter_of_a_wider_scope_is_an_offset(instant_loop) -> None:
+def test_a_counter_of_a_wider_scope_is_an_offset(instant_loop, instant_profile) -> None:
     # A module counter that also counts 50 W the GPU's logs do not see.
-    tp, caught = _profile(instant_loop, INSTANT, truth_counter(instant_loop, offset_w=50.0, scope="module"))
+    tp, caught = _close(instant_profile, instant_loop, truth_counter(instant_loop, offset_w=50.0, scope="module"))
     cl = tp.closure
     assert not cl.agrees and len(caught) == 1
     assert cl.offset_w == pytest.approx(50.0, abs=12.0) and cl.gain == pytest.approx(1.0, abs=0.03)
@@ -98,16 +124,16 @@ def test_a_counter_of_a_wider_scope_is_an_offset(instant_loop) -> None:
     assert "module scope" in text and "an offset of +5" in text and "different scopes" in text
 
 
-def test_a_counter_outside_the_trace_is_said_not_raised(instant_loop) -> None:
+def test_a_counter_outside_the_trace_is_said_not_raised(instant_loop, instant_profile) -> None:
     far = truth_counter(instant_loop)
     late = EnergyCounter(far.t + 10_000_000_000, far.energy_j, far.segment, quantum_j=QUANTUM)
-    tp, caught = _profile(instant_loop, INSTANT, late)
+    tp, caught = _close(instant_profile, instant_loop, late)
     assert tp.closure is None and not caught
     assert any(w.startswith("energy closure not checked: the energy counter has no two readings") for w in tp.warnings)
 
 
-def test_no_counter_no_closure(instant_loop) -> None:
-    tp = fg.profile_trace(instant_loop.trace, instant_loop.samples, Identity(), sensor=INSTANT)
+def test_no_counter_no_closure(instant_loop, instant_profile) -> None:
+    tp = instant_profile  # profile_trace(instant_loop.trace, instant_loop.samples, Identity(), sensor=INSTANT)
     assert tp.closure is None and "energy closure" not in str(tp)
     with pytest.raises(ValueError, match="energy_counter: expected an EnergyCounter"):
         fg.profile_trace(instant_loop.trace, instant_loop.samples, Identity(), energy_counter=[1, 2])
@@ -156,20 +182,20 @@ def _raw_reads(loop, every_ns: int = 2_000_000):
     return c.t.copy(), c.energy_j.copy()
 
 
-def _closed(loop, counter):
-    tp, caught = _profile(loop, INSTANT, counter)
+def _closed(base, loop, counter):
+    tp, caught = _close(base, loop, counter)
     assert tp.closure is not None
     return tp.closure, caught
 
 
-def test_silently_wrong_a_counter_reset_mid_capture_is_split_not_a_65536_J_step(instant_loop) -> None:
+def test_silently_wrong_a_counter_reset_mid_capture_is_split_not_a_65536_J_step(instant_loop, instant_profile) -> None:
     # A driver reload resets a 32-bit accumulator to near zero halfway: unwrapped at its width, the fall was a
     # 65,536 J step (a closure off by thousands of percent, blamed on a gain or an offset).
     t, e = _raw_reads(instant_loop)
     k = len(t) // 2
     e = e + 100.0
     e[k:] = e[k:] - e[k] + 0.25
-    cl, caught = _closed(instant_loop, EnergyCounter.from_reads(t, e, quantum_j=QUANTUM, wrap_j=WRAP_32,
+    cl, caught = _closed(instant_profile, instant_loop, EnergyCounter.from_reads(t, e, quantum_j=QUANTUM, wrap_j=WRAP_32,
                                                                  tick_ns=1.0, scope="gpu"))
     assert cl.agrees and not caught, str(cl)
     o = instant_loop.trace.origin_ns
@@ -180,18 +206,19 @@ def test_silently_wrong_a_counter_reset_mid_capture_is_split_not_a_65536_J_step(
     assert "2 segment(s)" in cl.note and "not a gain or an offset" in cl.note
 
 
-def test_silently_wrong_a_documented_wrap_is_unwrapped(instant_loop) -> None:
+def test_silently_wrong_a_documented_wrap_is_unwrapped(instant_loop, instant_profile) -> None:
     # The same accumulator crossing its top halfway: a wrap, one segment, the whole span.
     t, e = _raw_reads(instant_loop)
     e = (e + WRAP_32 - e[len(e) // 2] + 0.1) % WRAP_32
     c = EnergyCounter.from_reads(t, e, quantum_j=QUANTUM, wrap_j=WRAP_32, tick_ns=1.0)
     assert not c.breaks and c.segment.max() == 0
-    cl, caught = _closed(instant_loop, c)
+    cl, caught = _closed(instant_profile, instant_loop, c)
     assert cl.agrees and not caught and "broke" not in cl.note
 
 
 @pytest.mark.parametrize("jump_ms", [-300.0, -2.9, 250.0])
-def test_silently_wrong_a_counter_clock_reset_is_split_not_blamed_on_gain_or_offset(instant_loop, jump_ms) -> None:
+def test_silently_wrong_a_counter_clock_reset_is_split_not_blamed_on_gain_or_offset(instant_loop, instant_profile,
+                                                                                     jump_ms) -> None:
     # The counter's clock goes back (a firmware restart: by 300 ms, or by half a read) or jumps 250 ms ahead,
     # 60 % into the capture. Sorted, the two time bases interleaved: a false disagreement blamed on a gain or an
     # offset. Now a new time base: the side the map does not place (the shorter) is left out, and said.
@@ -200,7 +227,7 @@ def test_silently_wrong_a_counter_clock_reset_is_split_not_blamed_on_gain_or_off
     t[k:] += int(jump_ms * 1e6)
     c = EnergyCounter.from_reads(t, e, quantum_j=QUANTUM, tick_ns=1.0)
     assert [b[:2] for b in c.breaks] == [(k, "clock")]
-    cl, caught = _closed(instant_loop, c)
+    cl, caught = _closed(instant_profile, instant_loop, c)
     assert cl.agrees and not caught, str(cl)
     assert "the counter's clock" in cl.note and "another time base" in cl.note
 

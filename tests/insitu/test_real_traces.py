@@ -10,6 +10,7 @@ names of 600-2000 characters), not its accuracy.
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import os
 
@@ -85,11 +86,24 @@ def _synthetic_logs(kt, period_ns: int = 100_000) -> np.ndarray:
     return logs
 
 
+@functools.cache
+def _trace(name: str):
+    """The real trace ``name``, read once for the tests that profile it (shared: they only read it)."""
+    return read_trace(require(f"traces/{name}"))
+
+
+@functools.cache
+def _profiled(name: str, device=None):
+    """``profile_trace`` of trace ``name`` with its synthetic logs and default options (``device`` as given),
+    computed once for every test that asks the same (shared: they only read it)."""
+    kt = _trace(name)
+    return profile_trace(kt, _synthetic_logs(kt), EpochIdentity(), device=device)
+
+
 @pytest.mark.parametrize("name", ["hta/nccl_data.ProfilerStep5.json.gz",
                                   "kineto/resnet50_worker0.1623143089861.ProfilerStep6.pt.trace.json.gz"])
 def test_real_traces_profile_with_default_options(name: str) -> None:
-    kt = read_trace(require(f"traces/{name}"))
-    tp = profile_trace(kt, _synthetic_logs(kt), EpochIdentity())
+    tp = _profiled(name)
     assert len(tp.kernels) >= 1 and np.all(np.nan_to_num(tp.kernels["energy_j"]) >= 0)
     # ProfilerStep exists in each: an energy per iteration is reported (no interval from one or two steps).
     assert tp.summary is not None and tp.summary.energy_j > 0
@@ -107,8 +121,8 @@ def test_a_trace_of_too_few_executions_still_gives_the_energy_per_iteration(name
     # ProfilerStep#N and no signature with min_executions=20 executions alone on the device; the whole trace
     # was refused ("no kernel signature could be profiled"). Now: an empty table, the reason, the summary.
     # The logs are exact on the trace's clock: no clock mismatch may be reported (pytest fails on a warning).
-    kt = read_trace(require(f"traces/{name}"))
-    tp = profile_trace(kt, _synthetic_logs(kt), EpochIdentity(), device=int(np.unique(kt.device)[0]))
+    kt = _trace(name)
+    tp = _profiled(name, device=int(np.unique(kt.device)[0]))
     assert tp.summary is not None and tp.summary.energy_j > 0
     assert len(tp.kernels) == 0 or np.all(np.nan_to_num(tp.kernels["energy_j"]) >= 0)
     if len(tp.kernels) == 0:
@@ -133,8 +147,8 @@ def test_every_real_trace_profiles_with_default_options(name: str, tmp_path) -> 
     # profiled"). Now: an empty table, each signature's shortfall, and what the logs can say: the energy
     # per iteration, or without iterations the energy over the trace's kernel span, with its interval.
     # Exact logs on the trace's clock: no clock mismatch may be reported (pytest fails on a warning).
-    kt = read_trace(require(f"traces/{name}"))
-    tp = profile_trace(kt, _synthetic_logs(kt), EpochIdentity())
+    kt = _trace(name)
+    tp = _profiled(name)
     assert np.all(np.nan_to_num(tp.kernels["energy_j"]) >= 0)
     assert not any("clock mismatch" in w for w in tp.warnings)
     if len(tp.kernels):
@@ -240,12 +254,12 @@ def test_a_capture_that_misses_the_trace_is_refused_as_a_clock_mismatch() -> Non
 def test_silently_wrong_a_trace_without_launch_shapes_says_rows_are_keyed_by_name() -> None:
     # ROCm 6.2's Kineto trace gives no grid or block for any kernel: a kernel launched with two shapes
     # would share one row. That is said; a trace with shapes says nothing of the kind.
-    kt = read_trace(require("traces/hta/mi250_minitoy_train_ROCm6_2_kineto.json.gz"))
+    kt = _trace("hta/mi250_minitoy_train_ROCm6_2_kineto.json.gz")
     assert np.all(kt.signatures["grid"] < 0)
-    tp = profile_trace(kt, _synthetic_logs(kt), EpochIdentity(), device=2)
+    tp = _profiled("hta/mi250_minitoy_train_ROCm6_2_kineto.json.gz", device=2)
     assert any(f"{len(kt.signatures)} of {len(kt.signatures)} kernel signature(s) have no grid or block" in w
                for w in tp.warnings)
-    kt = read_trace(require("traces/kineto/gpu_metrics_input.json"))
+    kt = _trace("kineto/gpu_metrics_input.json")
     assert np.all(kt.signatures["grid"] >= 0)
-    tp = profile_trace(kt, _synthetic_logs(kt), EpochIdentity())
+    tp = _profiled("kineto/gpu_metrics_input.json")
     assert not any("have no grid or block" in w for w in tp.warnings)

@@ -335,11 +335,12 @@ def test_one_run_on_64_devices_is_cheap() -> None:
     node = SimNode(devices=64, seed=16)
     name = node.collective("allreduce", KB64)
     node.run(name, 4)
-    t = time.perf_counter()
+    # CPU time: what the run costs, which a loaded machine (CI beside other jobs, parallel workers) leaves alone.
+    t = time.process_time()
     res = node.run(name, 4)
-    elapsed = time.perf_counter() - t
+    elapsed = time.process_time() - t
     assert len(res) == 64
-    assert elapsed < 2.0, f"one 4-execution run on 64 devices took {elapsed:.2f} s"
+    assert elapsed < 2.0, f"one 4-execution run on 64 devices took {elapsed:.2f} s of CPU time"
 
 
 # ---------------------------------------------------------------------------- errors
