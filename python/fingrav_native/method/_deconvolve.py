@@ -33,6 +33,9 @@ tests the gap level, the timing, the window and drift on the residuals):
    executions draw less or more, the shape is the kernel's).
    1b. Warm-up executions (before the fourth, the paper's SSE execution,
    Section IV-A) each draw their own curve where the data prefer it.
+   1c. Executions before the execution of interest whose durations vary
+   over runs draw their index's energy where the data prefer it: a cold
+   execution runs longer at lower power for nearly the same energy.
 2. Executions of other kernels draw a constant level per execution index.
 3. A launch gap between executions draws a level of its own, or (where the
    data prefer it) the power of the end of the execution before it.
