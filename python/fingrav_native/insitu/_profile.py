@@ -47,7 +47,7 @@ from fingrav_native.insitu._results import (
 )
 from fingrav_native.insitu._trace import GPU_ORDINAL, TRACE_CLOCKS, KernelTrace
 from fingrav_native.method._align import place_logs
-from fingrav_native.method._deconvolve import declared_windows, needs_deconvolution
+from fingrav_native.method._deconvolve import declared_windows, logs_with_windows, needs_deconvolution
 from fingrav_native.method._deconvolved import Deconvolution, DeconvolvedChannel, as_stitched
 from fingrav_native.method._joint import GAP_EDGES_NS, TimelineFit, fit_timeline
 from fingrav_native.method._pipeline import stitch_logs
@@ -750,6 +750,8 @@ def profile_trace(
     if model is None:
         # Logs that declare their windows (window_ns) are windowed logs: the same engine as a SensorModel's.
         model = declared_windows(samples)
+    # A window declared by the model is written onto the logs, so every step reads one description of it.
+    samples = logs_with_windows(samples, model)
     on_device = kt.device == _device_of(kt, device)
     joint = model is not None and model.averages and attribution != "instant" and (
         attribution == "deconvolve" or needs_deconvolution(samples, model, 1.0, _RESOLUTION_NS))

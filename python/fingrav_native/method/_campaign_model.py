@@ -10,6 +10,9 @@ timeline into the tiles of :mod:`fingrav_native.method._engine`:
   itself;
 * warm-up executions (before the SSE, Section IV-A): their own coarser curve
   each, where cross-validation prefers it;
+* executions before the execution of interest: at their index's power, or
+  (the other candidate, where their durations vary) at their index's
+  energy, a longer one drawing less power (:func:`_energy_scale`);
 * executions of other kernels: a level per execution index;
 * a launch gap inside a run: a level of its own (compute units idle while
   clocks stay up: on real GPUs power falls within microseconds). The other
@@ -24,6 +27,7 @@ timeline into the tiles of :mod:`fingrav_native.method._engine`:
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass
 
@@ -110,7 +114,7 @@ def campaign_runs(executions: np.ndarray, golden_runs: np.ndarray, eoi_rows: dic
                         ex["index"].astype(np.int64), run, golden, ex["kernel_id"] == kernel_id, eoi, last)
 
 
-def _exec_tiles(cr: CampaignRuns, cols: CampaignColumns) -> tuple[np.ndarray, ...]:
+def _exec_tiles(cr: CampaignRuns, cols: CampaignColumns, fixed_energy: bool) -> tuple[np.ndarray, ...]:
     """Executions cut into their columns' tiles; excluded (non-golden) executions one tile of column -1."""
     warm = cr.golden & cr.same & ~cr.eoi & (cr.index < cols.warm)
     curve = cr.golden & cr.same & ~warm
@@ -129,7 +133,31 @@ def _exec_tiles(cr: CampaignRuns, cols: CampaignColumns) -> tuple[np.ndarray, ..
     col[w_rep] = cols.warm0 + cr.index[reps][w_rep] * cols.Kw + k[w_rep]
     other = g_rep & ~c_rep & ~w_rep
     col[other] = cols.level0 + cr.index[reps][other]
-    return a, b, col, col2, np.full(len(a), TILE_EXECUTION)
+    scale = _energy_scale(cr)[reps] if fixed_energy else np.ones(len(a))
+    return a, b, col, col2, np.full(len(a), TILE_EXECUTION), scale
+
+
+def _energy_scale(cr: CampaignRuns) -> np.ndarray:
+    """Per execution, its index's median duration over its own: the power of an execution of fixed energy.
+
+    Before the execution of interest a GPU still warming up runs each
+    execution at a clock of its own: a cold execution lasts longer at lower
+    power, for nearly the same energy (on the simulator a warm-up
+    execution's duration varies 11-14 % over runs, its energy 2-3 %). A
+    model whose power per execution index is shared makes such an
+    execution's energy grow with its duration; where the launch phase is
+    steered, the window edges' place in the execution of interest follows
+    the durations before it, and the error lands in its energy. The
+    execution of interest keeps its shared power (1): its duration barely
+    varies, and its curve is what is reported.
+    """
+    d = cr.e - cr.s
+    out = np.ones(len(d))
+    sel = cr.golden & ~cr.eoi & (d > 0)
+    for i in np.unique(cr.index[sel]):
+        m = sel & (cr.index == i) & (cr.same == cr.same[sel & (cr.index == i)][0])
+        out[m] = float(np.median(d[m])) / d[m]
+    return out
 
 
 def _last_tile_cols(cr: CampaignRuns, cols: CampaignColumns) -> tuple[np.ndarray, np.ndarray]:
@@ -152,12 +180,14 @@ def _gap_tiles(cr: CampaignRuns, cols: CampaignColumns, dur: float, hi: float, h
     parts: list[tuple[np.ndarray, ...]] = []
     if hold:
         sel = inside & (g1 > g0)
-        parts.append((g0[sel], g1[sel], held_col[sel], held_col2[sel], np.full(int(sel.sum()), TILE_GAP)))
+        parts.append((g0[sel], g1[sel], held_col[sel], held_col2[sel], np.full(int(sel.sum()), TILE_GAP),
+                      np.ones(int(sel.sum()))))
     else:
         # A launch gap's own level (compute idle, clocks up); excluded inside a run that is not golden.
         sel = inside & (g1 > g0)
         col = np.where(cr.golden[sel], cols.launch, -1)
-        parts.append((g0[sel], g1[sel], col, np.full(int(sel.sum()), -1), np.full(int(sel.sum()), TILE_GAP)))
+        parts.append((g0[sel], g1[sel], col, np.full(int(sel.sum()), -1), np.full(int(sel.sum()), TILE_GAP),
+                      np.ones(int(sel.sum()))))
     # After a run: the tail, by time since its last execution ended.
     stepped = ~inside
     for m in range(cols.T):
@@ -166,19 +196,21 @@ def _gap_tiles(cr: CampaignRuns, cols: CampaignColumns, dur: float, hi: float, h
         sel = stepped & (up > lo)
         col = np.full(int(sel.sum()), cols.tail0 + m)
         parts.append((lo[sel], up[sel], col, np.full(int(sel.sum()), -1),
-                      np.full(int(sel.sum()), TILE_IDLE if m == cols.T - 1 else TILE_GAP)))
-    return tuple(np.concatenate([p[i] for p in parts]) for i in range(5))
+                      np.full(int(sel.sum()), TILE_IDLE if m == cols.T - 1 else TILE_GAP), np.ones(int(sel.sum()))))
+    return tuple(np.concatenate([p[i] for p in parts]) for i in range(6))
 
 
-def _tiling(cr: CampaignRuns, cols: CampaignColumns, dur: float, lo: float, hi: float, hold: bool) -> Tiling:
+def _tiling(cr: CampaignRuns, cols: CampaignColumns, dur: float, lo: float, hi: float, hold: bool,
+            fixed_energy: bool) -> Tiling:
     """The whole campaign from ``lo`` to ``hi``: idle before the first run, executions, gaps and tails."""
-    parts = [_exec_tiles(cr, cols), _gap_tiles(cr, cols, dur, hi, hold)]
+    parts = [_exec_tiles(cr, cols, fixed_energy), _gap_tiles(cr, cols, dur, hi, hold)]
     if lo < cr.s[0]:
         parts.append((np.array([lo]), np.array([float(cr.s[0])]), np.array([cols.idle]), np.array([-1]),
-                      np.array([TILE_IDLE])))
-    a, b, col, col2, kind = (np.concatenate([p[i] for p in parts]) for i in range(5))
+                      np.array([TILE_IDLE]), np.ones(1)))
+    a, b, col, col2, kind, scale = (np.concatenate([p[i] for p in parts]) for i in range(6))
     order = np.lexsort((b, a))
-    return Tiling(a[order], b[order], col[order].astype(np.int64), col2[order].astype(np.int64), kind[order])
+    return Tiling(a[order], b[order], col[order].astype(np.int64), col2[order].astype(np.int64), kind[order],
+                  scale[order])
 
 
 def _smoothness(cols: CampaignColumns) -> np.ndarray:
@@ -230,8 +262,19 @@ def campaign_designs(cr: CampaignRuns, *, K: int, n_max: int, warms: list[int], 
                 "levels": np.eye(cols.n_col)[K:]}
         maps["energy"][0, :K] = dur * 1e-9 / K
         warm_txt = f"the first {warm} executions (warm-up) each draw their own curve" if warm else "no warm-up curves"
-        for hold, gap_txt in ((False, "launch gaps at their own level (time since the execution ended)"),
-                              (True, "launch gaps at the power of the end of the execution before them")):
-            out.append(Design(f"{gap_txt}; {warm_txt}", _tiling(cr, cols, dur, lo, hi, hold), cols.names(), lower,
-                              _smoothness(cols), np.zeros((cols.n_col, cols.n_col)), maps, "energy"))
+        for (hold, gap_txt), (fixed, energy_txt) in itertools.product(
+                ((False, "launch gaps at their own level (time since the execution ended)"),
+                 (True, "launch gaps at the power of the end of the execution before them")),
+                ((False, ""), (True, "; executions before the one of interest at their index's energy (a longer "
+                                     "one at lower power)"))):
+            if fixed and not _durations_vary(cr):
+                continue  # the same model: every scale is 1
+            out.append(Design(f"{gap_txt}; {warm_txt}{energy_txt}", _tiling(cr, cols, dur, lo, hi, hold, fixed),
+                              cols.names(), lower, _smoothness(cols), np.zeros((cols.n_col, cols.n_col)), maps,
+                              "energy"))
     return out
+
+
+def _durations_vary(cr: CampaignRuns) -> bool:
+    """Whether any execution before the one of interest lasts other than its index's median (by 0.1 %)."""
+    return bool(np.any(np.abs(_energy_scale(cr) - 1.0) > 1e-3))

@@ -33,6 +33,9 @@ tests the gap level, the timing, the window and drift on the residuals):
    executions draw less or more, the shape is the kernel's).
    1b. Warm-up executions (before the fourth, the paper's SSE execution,
    Section IV-A) each draw their own curve where the data prefer it.
+   1c. Executions before the execution of interest whose durations vary
+   over runs draw their index's energy where the data prefer it: a cold
+   execution runs longer at lower power for nearly the same energy.
 2. Executions of other kernels draw a constant level per execution index.
 3. A launch gap between executions draws a level of its own, or (where the
    data prefer it) the power of the end of the execution before it.
@@ -149,6 +152,53 @@ def declared_windows(samples: np.ndarray) -> Optional[SensorModel]:
     period = float(np.median(np.diff(stamps))) if len(stamps) > 2 else widest
     return SensorModel("declared windows", "window", period_ns=max(period, 1.0), window_ns=widest, source="assumed",
                        notes="boxcar windows as each log declares (window_ns)")
+
+
+def logs_with_windows(samples: np.ndarray, sensor: Optional[SensorModel]) -> np.ndarray:
+    """The logs with every log's boxcar window in their ``window_ns`` field: one description for every step.
+
+    A window declared per log (``window_ns``) and one declared by the sensor
+    model (``SensorModel(kind="window", window_ns=...)``) are the same
+    window; every step (placing the logs, Section IV-B step 6; the
+    deconvolution; the alignment) reads the field, so the model's window is
+    written into it where a log declares none, and the same logs give the
+    same answer however their window was declared.
+
+    Parameters
+    ----------
+    samples : numpy.ndarray
+        Power logs (SAMPLE_DTYPE or compatible), with or without a
+        ``window_ns`` field.
+    sensor : SensorModel or None
+        The sensor. Only a boxcar window sensor fills windows; an instant, a
+        first-order filter or no model leaves the logs as they are.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``samples`` itself where nothing is to fill; else a copy whose
+        ``window_ns`` (float ns, added where missing) is each log's own
+        window where positive, the sensor's elsewhere.
+    """
+    structured(samples, "samples", ("source_ts",), "power logs (SAMPLE_DTYPE)")
+    instance_of(sensor, "sensor", (SensorModel, type(None)), "a SensorModel or None")
+    if sensor is None or sensor.kind == "instant" or sensor.shape != "boxcar" or not sensor.window_ns > 0:
+        return samples
+    names = samples.dtype.names or ()
+    if "window_ns" in names:
+        own = np.asarray(samples["window_ns"], dtype=np.float64)
+        if np.all(own > 0):
+            return samples
+    else:
+        own = np.zeros(len(samples))
+    filled = np.where(own > 0, own, float(sensor.window_ns))
+    # The fields in their order, the window as float ns (a counter's uint32 field holds no model's window).
+    fields = [(n, np.dtype("<f8") if n == "window_ns" else samples.dtype[n]) for n in names]
+    out = np.empty(len(samples), dtype=fields if "window_ns" in names else [*fields, ("window_ns", "<f8")])
+    for n in names:
+        out[n] = samples[n]
+    out["window_ns"] = filled
+    return out
 
 
 def runs_needed(sensor: SensorModel, duration_ns: float, bins: int, edges_per_bin: int = 20) -> int:

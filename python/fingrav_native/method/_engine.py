@@ -89,6 +89,9 @@ class Tiling:
         A second column added to the first (a level offset), -1 for none.
     kind : numpy.ndarray
         :data:`TILE_EXECUTION`, :data:`TILE_GAP` or :data:`TILE_IDLE`.
+    scale : numpy.ndarray, optional
+        Per tile, the factor its columns' power is drawn at (default 1): an
+        execution of a fixed energy drawn over a longer time draws less power.
     """
 
     a: np.ndarray
@@ -96,6 +99,7 @@ class Tiling:
     col: np.ndarray
     col2: np.ndarray
     kind: np.ndarray
+    scale: Optional[np.ndarray] = None
 
 
 @dataclass(frozen=True)
@@ -245,6 +249,8 @@ def design_rows(design: Design, sensor: SensorModel, t: np.ndarray, w: np.ndarra
     """
     til = design.tiling
     rows, tile, wt, use = _tile_rows(sensor, t, w, til, ok)
+    if til.scale is not None:
+        wt = wt * til.scale[tile]
     used = np.flatnonzero(use)
     new_row = np.full(len(t), -1)
     new_row[used] = np.arange(len(used))

@@ -21,7 +21,7 @@ from fingrav_native._checks import clock_map, integer_in, positive_number
 from fingrav_native._threads import numeric_threads
 from fingrav_native.clocks._maps import ClockMapLike
 from fingrav_native.method._align import NoLogsInExecutionsError, place_logs, select_executions_of_interest
-from fingrav_native.method._deconvolve import declared_windows, deconvolve, needs_deconvolution
+from fingrav_native.method._deconvolve import declared_windows, deconvolve, logs_with_windows, needs_deconvolution
 from fingrav_native.method._deconvolved import Deconvolution, as_stitched
 from fingrav_native.method._golden import GoldenSelection, select_golden_runs
 from fingrav_native.method._guidance import Guidance, lookup_guidance, target_loi_count
@@ -278,6 +278,8 @@ def build_execution_profile(
     they are mostly a clock offset common to start and end (a trace's), which
     cancels in a duration.
     """
+    # A window declared by the model is written onto the logs, so placing and deconvolving read one description.
+    samples = logs_with_windows(samples, sensor)
     placed = place_runs(samples, executions, logger_map, execution_index=execution_index, margin=margin,
                     kernel_id=kernel_id)
     if not marker_duration_err:
