@@ -362,8 +362,8 @@ CASES: dict[tuple[str, str, str], list[Callable[[Env], list[str]]]] = {
         [_interrupted(_cli_files, "_load", lambda e: ["plot", e.profile, "--out", str(e.tmp)])],
     # trace
     ("`trace`", "0", "done (also when the energy closure fails: a warning on stderr; and when no signature can be "
-                     "profiled: an empty table naming each signature's shortfall, with the energy per iteration or "
-                     "over the trace's kernel span)"): [_trace, _trace_small, _trace_few_steps],
+                     "profiled: an empty table and the signatures not profiled counted by reason, each one's "
+                     "reason in `kernels.json`, with the energy per iteration or over the trace's kernel span)"): [_trace, _trace_small, _trace_few_steps],
     ("`trace`", "1", "the trace or capture missing or malformed"):
         [lambda e: _trace(e, power=e.file("junk.npz")), lambda e: ["trace", str(e.tmp / "absent.json"), "--power",
                                                                    e.file("p.npz"), "--out", str(e.tmp / "t")]],

@@ -698,7 +698,7 @@ def test_capture_limits_and_wrong_types_are_named(capture_file, tmp_path, monkey
         deep = [deep]
     cases = [
         (dict(header, meta={"x": deep}), r"nests deeper than the 64 levels"),
-        (dict(header, source=dict(header["source"], tick_ns="10")), r"source\.tick_ns: expected a finite number"),
+        (dict(header, source=dict(header["source"], tick_ns="10")), r"source\.tick_ns: expected a clock's tick, a finite number"),
         (dict(header, source=dict(header["source"], channels="total")), r"source\.channels: expected a list"),
         (dict(header, source=[1]), r"source: expected an object"),
         (dict(header, stats=[1]), r"stats: expected an object"),
