@@ -591,7 +591,8 @@ def _overlap_note(fit: TimelineFit, kt: KernelTrace, on_device: np.ndarray, over
         f"level of its own, {level}, over whatever runs beside it; {used} of the {n} compute executions "
         f"({100 * used / max(n, 1):.0f} %) are used, {warm} left out as warm-up, "
         f"{int(overlap.compute_conc.sum())} for overlapping another compute kernel (two compute kernels share the "
-        f"device in proportions no log can tell) and {max(n - used - warm - int(overlap.compute_conc.sum()), 0)} of "
+        f"device in proportions no log can tell: their spans are attributed jointly, TraceProfile.concurrency) "
+        f"and {max(n - used - warm - int(overlap.compute_conc.sum()), 0)} of "
         "signatures not profiled")
 
 
@@ -760,7 +761,11 @@ def profile_trace(
     is a run of one (``execution_of_interest=0``); golden executions by
     execution-time binning (step 5), logs of interest through the clock map
     (step 6), stitching and energy (step 8). Executions that overlap another
-    kernel on the same device are left out and counted, not mis-attributed.
+    kernel on the same device are left out of their signature's fit and
+    counted, not mis-attributed; compute kernels beside compute kernels
+    (several streams) form spans whose logs measure the sum, attributed
+    jointly and split by the signatures' fitted power
+    (``TraceProfile.concurrency``, :mod:`fingrav_native.insitu._concurrent`).
     The energy per iteration is a ratio estimator (mean power of the logs
     over the steady iterations x their mean duration) with a bootstrap
     interval over iterations (Efron and Tibshirani 1993, via

@@ -309,8 +309,10 @@ class TraceProfile:
     trace : KernelTrace
         The executions read.
     concurrent : int
-        Executions left out because another kernel ran beside them on the
-        same device (their power cannot be told apart).
+        Executions left out of the signatures' fits because another kernel
+        ran beside them on the same device (their power cannot be told
+        apart); compute kernels beside compute kernels are attributed
+        jointly in :attr:`concurrency`.
     skipped : dict
         Signatures not profiled and why (too few executions or logs).
     iterations : numpy.ndarray

@@ -391,7 +391,7 @@ def logged_loop(sensor: SensorModel, *, seed: int = 0, iterations: int = 1024, n
     kt = _trace(ex, names, sc)
     counts = np.bincount(np.array(SEQUENCE), minlength=len(SIGNATURES))
     span_j, spans = math.nan, 0
-    if concurrent_w:
+    if alone is not None:
         # The aux kernel's truth over its runs alone; a span's over the GEMM that holds it.
         own = cumulative_energy(t, dataclasses.replace(sc, comm_w=0.0).power(t + grid_ns / 2)) * 1e-9
         whole = np.interp(sc.aux_ends, t, own) - np.interp(sc.aux_starts, t, own)
