@@ -151,6 +151,12 @@ def test_every_real_trace_profiles_with_default_options(name: str, tmp_path) -> 
     tp = _profiled(name)
     assert np.all(np.nan_to_num(tp.kernels["energy_j"]) >= 0)
     assert not any("clock mismatch" in w for w in tp.warnings)
+    if tp.concurrency is not None:
+        # Compute kernels on several streams (rocprofv3's sample): at least 90 % of the executions accounted
+        # for, alone or in a span attributed jointly, or the printout says why not (signatures not profiled).
+        c = tp.concurrency
+        assert f"{c.used} of {c.device_executions} executions of the device" in str(tp).replace("\n    ", " ")
+        assert c.used_share >= 0.9 or ("not profiled, by reason" in str(tp) and tp.skipped)
     if len(tp.kernels):
         return
     note = [w for w in tp.warnings if w.startswith("no kernel signature could be profiled")]

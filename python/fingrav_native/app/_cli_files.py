@@ -257,6 +257,8 @@ def _trace_outputs(args: argparse.Namespace, tp: TraceProfile, annotate: Optiona
            "warnings": list(tp.warnings),
            "iterations": None if tp.summary is None else dataclasses.asdict(tp.summary),
            "span": None if tp.span is None else summary_json(dataclasses.asdict(tp.span)),
+           # Compute kernels on several streams: their spans' energy, split per row (row_* follow "kernels").
+           "concurrency": None if tp.concurrency is None else summary_json(dataclasses.asdict(tp.concurrency)),
            "closure": _closure_doc(tp)}
     # Strict JSON: a value not determined (NaN) is null, as in every JSON file the package writes.
     written.append(write_json(os.path.join(args.out, "kernels.json"), doc))

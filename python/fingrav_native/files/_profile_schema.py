@@ -14,6 +14,7 @@ import numpy as np
 from fingrav_native.files._safe import short_repr
 from fingrav_native.insitu._align import LogAlignment
 from fingrav_native.insitu._closure import EnergyClosure
+from fingrav_native.insitu._concurrent import ConcurrentEnergy
 from fingrav_native.insitu._results import IterationSummary, SpanEnergy, TraceProfile
 from fingrav_native.insitu._trace import KernelTrace
 from fingrav_native.method._deconvolved import Deconvolution, DeconvolvedChannel
@@ -43,7 +44,7 @@ CLASSES: dict[str, type] = {
               GoldenSelection, StitchedProfile, StitchedChannel, EnergyEstimate, WholeRunView, SspSearch, SspStep,
               PowerMeasurement, NodeProfile, NodeView, SteadyCheck, Deconvolution, DeconvolvedChannel,
               SensorModel, TraceProfile, KernelTrace, LogAlignment, IterationSummary, ModelCheck, EnergyClosure,
-              SpanEnergy)
+              SpanEnergy, ConcurrentEnergy)
 }
 
 

@@ -14,6 +14,7 @@ from fingrav_native._lazy import attach
 if TYPE_CHECKING:
     from fingrav_native.insitu._align import ClockMismatchWarning, LogAlignment, align_logs_to_trace
     from fingrav_native.insitu._closure import EnergyClosure, EnergyClosureWarning
+    from fingrav_native.insitu._concurrent import ConcurrentEnergy
     from fingrav_native.insitu._profile import profile_trace
     from fingrav_native.insitu._results import (
         ITERATION_DTYPE,
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
 # and scikit-image do), so importing one module of this package never imports the rest of it.
 _WHERE = {
     "ClockMismatchWarning": "_align",
+    "ConcurrentEnergy": "_concurrent",
     "EnergyClosure": "_closure",
     "EnergyClosureWarning": "_closure",
     "ITERATION_DTYPE": "_results",

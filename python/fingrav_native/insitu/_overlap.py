@@ -8,8 +8,9 @@ whatever runs beside them (links and copy engines), so they are modelled as an a
 idle + the running compute signature's draw + ``level`` while a communication kernel runs, fitted by
 least squares over every instantaneous log (each column an indicator of what was running at the log's
 time; Kay 1993, the linear model). The logs taken during communication have that level subtracted
-before the compute kernels are attributed. Compute kernels that overlap each other stay left out: two
-compute kernels share the device in proportions no log can tell.
+before the compute kernels are attributed. Compute kernels that overlap each other are left out of the
+signatures' fits (two compute kernels share the device in proportions no log can tell); their spans are
+attributed jointly (insitu._concurrent).
 """
 
 from __future__ import annotations
@@ -245,7 +246,8 @@ def keep_overlapped_compute(kt_start: np.ndarray, kt_end: np.ndarray, device: np
                  f"({', '.join(kinds)}{', ...' if len(kinds) == 3 else ''}): kept, with the communication's "
                  f"additive level {lvl.level_w:.1f} +- {1.96 * lvl.se_w:.1f} W (least squares over the logs, "
                  f"{lvl.logs_during} taken while one ran) subtracted from the logs taken while it ran; "
-                 f"{int(compute_conc.sum())} overlapped another compute kernel: left out")
+                 f"{int(compute_conc.sum())} overlapped another compute kernel: left out of the signatures' fits "
+                 "(their spans attributed jointly, TraceProfile.concurrency)")
     return conc & ~over, adjusted, lvl
 
 

@@ -29,6 +29,15 @@ from fingrav_native.clocks._maps import ClockMapLike, host_relative
 from fingrav_native.insitu._align import ClockMismatchWarning, LogAlignment, align_logs_to_trace, offset_disagreement
 from fingrav_native.insitu._align_windows import measure_window_offset
 from fingrav_native.insitu._closure_fit import closure_from, counter_of
+from fingrav_native.insitu._concurrent import (
+    ConcurrentEnergy,
+    Spans,
+    concurrent_energy,
+    concurrent_spans,
+    instant_span_power,
+    span_power_from_class,
+    steady_spans,
+)
 from fingrav_native.insitu._overlap import (
     CommunicationLevel,
     beside_compute,
@@ -362,10 +371,12 @@ class _Overlap:
     level: Optional[CommunicationLevel] = None
 
 
-def _timeline(kt: KernelTrace, on_device: np.ndarray, kept_ids: list[np.ndarray], comm: np.ndarray
+def _timeline(kt: KernelTrace, on_device: np.ndarray, kept_ids: list[np.ndarray], comm: np.ndarray,
+              spans: Optional[Spans] = None
               ) -> tuple[np.ndarray, np.ndarray, np.ndarray, Optional[tuple[np.ndarray, np.ndarray]]]:
     """The joint fit's executions (start order, disjoint: kernels that overlap one another merged into one
-    excluded span), their classes, and the intervals of the communication kernels ``comm`` drawn as an
+    excluded span; a span of ``spans``, compute kernels on several streams, is the class after the
+    signatures' instead), their classes, and the intervals of the communication kernels ``comm`` drawn as an
     overlay level (those beside compute; one that runs alone is an execution like any other)."""
     ex = kt.executions
     dev = np.flatnonzero(on_device & ~comm)
@@ -380,27 +391,34 @@ def _timeline(kt: KernelTrace, on_device: np.ndarray, kept_ids: list[np.ndarray]
     first = np.flatnonzero(new)
     size = np.diff(np.append(first, len(s)))
     s, e, k = s[first], reach[np.append(first[1:], len(s)) - 1], np.where(size == 1, k[first], -1)
+    if spans is not None and len(spans.start):
+        j = np.clip(np.searchsorted(spans.start, s), 0, len(spans.start) - 1)
+        k = np.where((size > 1) & (spans.start[j] == s) & (spans.end[j] == e), len(kept_ids), k)
     overlay = (ex["start_ns"][comm].astype(np.float64), ex["end_ns"][comm].astype(np.float64)) if comm.any() else None
     return s, e, k, overlay
 
 
 def _joint(samples: np.ndarray, t: np.ndarray, kt: KernelTrace, model: SensorModel, on_device: np.ndarray,
            found: _Signatures, bins: int, overlap: _Overlap,
-           max_power_w: Optional[float] = None) -> list[ExecutionProfile]:
+           max_power_w: Optional[float] = None, spans: Optional[Spans] = None) -> list[ExecutionProfile]:
     """Windowed logs over the loop's timeline: every signature's curve and energy at once (fit_timeline).
 
     Rewrites ``found.rows`` (power, energy, interval) in place, adds what
     the fit cannot resolve to ``found.notes`` (signatures by name), and
     returns the profiles with the fitted curves. Communication kernels draw
     an additive level of their own over whatever runs beside them, so the
-    compute executions they overlap stay in the fit.
+    compute executions they overlap stay in the fit. Compute kernels on several streams: their
+    ``spans`` are one more class, a curve over each span's progress (:func:`_span_class`): a flat level
+    puts the shape it misses into the kernels the same windows cover (a 25 us kernel 27 % off on a simulated
+    loop with a second stream).
     """
     profiles, rows, notes = found.profiles, found.rows, found.notes
     levels = _level_rows(found, kt, overlap)
     # The signatures drawn as an additive level are the overlay's, not classes of the timeline.
     fitted = [c for c in range(len(rows)) if not levels[c]]
     kept_ids = [found.kept_ids[c] for c in fitted]
-    starts, ends, classes, overlay = _timeline(kt, on_device, kept_ids, overlap.overlay)
+    starts, ends, classes, overlay = _timeline(kt, on_device, kept_ids, overlap.overlay, spans)
+    with_spans = spans is not None and bool(np.any(classes == len(kept_ids)))
     present = [c for c in ("total", "compute", "io", "memory") if c in (samples.dtype.names or ())]
     channels = [c for c in present if np.all(np.isfinite(samples[c]))]
     for name in present:
@@ -412,14 +430,17 @@ def _joint(samples: np.ndarray, t: np.ndarray, kt: KernelTrace, model: SensorMod
                          "the channel is left out of the averaging sensor's joint fit, so its curves are not "
                          "reported (the other channels' are)")
     wins = samples["window_ns"] if "window_ns" in (samples.dtype.names or ()) else None
-    fit = fit_timeline(model, t, {c: samples[c] for c in channels}, starts, ends, classes, [bins] * len(kept_ids),
-                       windows_ns=wins,
-                       durations_ns=[profiles[c].duration_ns for c in fitted], max_power_w=max_power_w,
+    span_d = [float(np.mean(ends[classes == len(kept_ids)] - starts[classes == len(kept_ids)]))] if with_spans else []
+    fit = fit_timeline(model, t, {c: samples[c] for c in channels}, starts, ends, classes,
+                       [bins] * (len(kept_ids) + len(span_d)), windows_ns=wins,
+                       durations_ns=[profiles[c].duration_ns for c in fitted] + span_d, max_power_w=max_power_w,
                        overlay_ns=overlay)
     out = list(profiles)
     gap_after = {ch: [g[np.isfinite(g)][-1] if np.isfinite(g).any() else math.nan for g in fit.gap_w[ch]]
                  for ch in channels}
-    _joint_notes(fit, [str(rows[c][0]) for c in fitted], notes)
+    _joint_notes(fit, [str(rows[c][0]) for c in fitted] + ["the spans of concurrent compute kernels"] * len(span_d),
+                 notes)
+    _span_class(fit, len(kept_ids) if with_spans else None, found)
     _overlap_note(fit, kt, on_device, overlap, found)
     for c in np.flatnonzero(levels).tolist():
         rows[c], out[c] = _level_row(rows[c], profiles[c], {
@@ -467,6 +488,19 @@ def _joint(samples: np.ndarray, t: np.ndarray, kt: KernelTrace, model: SensorMod
         r[8], r[9] = float(e.energy_j), float(e.uncertainty_j)
         rows[c] = tuple(r)
     return out
+
+
+def _span_class(fit: TimelineFit, c: Optional[int], found: _Signatures) -> None:
+    """The spans' mean power from the joint fit's class of spans, into ``found.span_fit``."""
+    if c is None:
+        found.span_note = "no span of concurrent compute kernels is a whole span of the joint fit's timeline"
+        return
+    p, h = span_power_from_class(float(fit.energy_j["total"][c]), float(fit.energy_half_width_j["total"][c]),
+                                 float(fit.durations_ns[c]))
+    found.span_fit = (p, h, int(np.sum(fit.logs_per_bin[c])))
+    found.span_how = "one more class of the averaging sensor's joint fit, a curve over each span's progress"
+    if not math.isfinite(p):
+        found.span_note = "the logs do not determine it: every window covers the spans in about the same mix"
 
 
 def _level_rows(found: _Signatures, kt: KernelTrace, overlap: _Overlap) -> np.ndarray:
@@ -558,7 +592,8 @@ def _overlap_note(fit: TimelineFit, kt: KernelTrace, on_device: np.ndarray, over
         f"level of its own, {level}, over whatever runs beside it; {used} of the {n} compute executions "
         f"({100 * used / max(n, 1):.0f} %) are used, {warm} left out as warm-up, "
         f"{int(overlap.compute_conc.sum())} for overlapping another compute kernel (two compute kernels share the "
-        f"device in proportions no log can tell) and {max(n - used - warm - int(overlap.compute_conc.sum()), 0)} of "
+        f"device in proportions no log can tell: their spans are attributed jointly, TraceProfile.concurrency) "
+        f"and {max(n - used - warm - int(overlap.compute_conc.sum()), 0)} of "
         "signatures not profiled")
 
 
@@ -728,7 +763,11 @@ def profile_trace(
     is a run of one (``execution_of_interest=0``); golden executions by
     execution-time binning (step 5), logs of interest through the clock map
     (step 6), stitching and energy (step 8). Executions that overlap another
-    kernel on the same device are left out and counted, not mis-attributed.
+    kernel on the same device are left out of their signature's fit and
+    counted, not mis-attributed; compute kernels beside compute kernels
+    (several streams) form spans whose logs measure the sum, attributed
+    jointly and split by the signatures' fitted power
+    (``TraceProfile.concurrency``, :mod:`fingrav_native.insitu._concurrent`).
     The energy per iteration is a ratio estimator (mean power of the logs
     over the steady iterations x their mean duration) with a bootstrap
     interval over iterations (Efron and Tibshirani 1993, via
@@ -772,16 +811,23 @@ def profile_trace(
         _profile_signature(found, kt, sig, rows, attributed, near, lmap, conc, it_of, margin=margin,
                            min_executions=min_executions, warmup_tolerance=warmup_tolerance,
                            sensor=None if joint else model, attribution="instant" if joint else attribution)
+    spans = _spans(kt, on_device & ~overlap.comm, it_of, found, joint, min_executions)
     if found.rows and joint:
         assert model is not None
-        found.profiles = _joint(samples, t_logs, kt, model, on_device, found, bins, overlap, max_power_w)
+        found.profiles = _joint(samples, t_logs, kt, model, on_device, found, bins, overlap, max_power_w, spans)
     elif found.rows:
         _instant_levels(found, kt, overlap)
+    if not joint and spans is not None:
+        found.span_fit = instant_span_power(t_logs, np.asarray(attributed["total"], dtype=np.float64), spans.start,
+                                            spans.end)
+        found.span_how = "the mean of the instantaneous logs in the spans"
     _elsewhere(found, kt, on_device)
     if not found.rows:
         _nothing_profiled(found, bool(np.any(it_of[on_device] >= 0)))
     _power_limit_notes(found, max_power_w)
     tp = _trace_profile(kt, samples, t_logs, model, found, conc, alignment, lmap, it_of)
+    if spans is not None:
+        tp = dataclasses.replace(tp, concurrency=_concurrency(tp, kt, on_device, overlap, spans, found))
     if overlap.comm.any() and tp.summary is not None:
         tp = dataclasses.replace(tp, summary=dataclasses.replace(tp.summary, **communication_split(
             tp.summary.note, kt, it_of, tp.iterations, overlap.comm, on_device & ~overlap.comm, tp.kernels,
@@ -789,6 +835,42 @@ def profile_trace(
     if not found.rows and tp.summary is None:
         tp = dataclasses.replace(tp, span=_span_energy(kt, on_device, samples, t_logs, model))
     return closure_from(tp, counted, samples, model, on_device)
+
+
+def _spans(kt: KernelTrace, compute: np.ndarray, it_of: np.ndarray, found: _Signatures, joint: bool,
+           min_executions: int) -> Optional[Spans]:
+    """Compute kernels on several streams: the spans past the warm-up where they overlap one another (None where
+    none do), and what keeps the joint fit from attributing them, in ``found.span_note``."""
+    ex = kt.executions
+    step_of = np.where(it_of >= 0, kt.steps["step"][np.clip(it_of, 0, None)] if len(kt.steps) else -1, -1)
+    spans = steady_spans(ex["start_ns"], ex["end_ns"], compute, step_of, found.first_steady)
+    if not spans.overlapped.any():
+        return None
+    if joint and not found.rows:
+        found.span_note = "no signature was profiled, so the averaging sensor's joint fit did not run"
+    elif joint and len(spans.start) < min_executions:
+        found.span_note = (f"{len(spans.start)} spans past the warm-up, fewer than min_executions={min_executions} "
+                           "for the averaging sensor's joint fit to draw them as a class of their own")
+        return spans.none()
+    return spans
+
+
+def _concurrency(tp: TraceProfile, kt: KernelTrace, on_device: np.ndarray, overlap: _Overlap, spans: Spans,
+                 found: _Signatures) -> ConcurrentEnergy:
+    """What ran on several compute streams: the spans' energy split by the rows' fitted power, and the counts."""
+    ex = kt.executions
+    used = np.zeros(len(ex), dtype=bool)
+    for k in found.kept_ids:
+        used[k] = True
+    # A communication signature with a row accounts for its executions beside compute (its additive level).
+    used |= overlap.overlay & np.isin(ex["kernel_id"], tp.signature_rows)
+    live = tp.kernels["joint"] if len(tp.kernels) else np.zeros(0, dtype=bool)
+    power = np.where(live, np.nan, tp.kernels["power_w"]) if len(tp.kernels) else np.zeros(0)
+    if not len(spans.start):
+        found.span_fit = (math.nan, math.nan, 0)
+    return concurrent_energy(spans, ex["kernel_id"], ex["start_ns"], ex["end_ns"], found.span_fit, power,
+                             tp.signature_rows, used, on_device, on_device & ~overlap.comm, found.span_how,
+                             found.span_note)
 
 
 def _overlapped(kt: KernelTrace, samples: np.ndarray, t_logs: np.ndarray, on_device: np.ndarray, conc: np.ndarray,
@@ -1064,7 +1146,7 @@ def _placed(kt: KernelTrace, samples: np.ndarray, t_logs: np.ndarray, model: Opt
     """
     if model is not None and model.averages:
         return _window_offset(kt, samples, t_logs, model, on_device, lmap, notes), t_logs
-    alignment = _measured_offset(kt, samples, t_logs, on_device & ~conc)
+    alignment = _measured_offset(kt, samples, t_logs, on_device & ~conc, on_device)
     if alignment is not None and not alignment.at_edge and (apply == "asked" or apply and not alignment.far):
         lmap.shift_ns, lmap.shift_err_ns = alignment.offset_ns, alignment.half_width_ns
         return alignment, t_logs + lmap.shift_ns
@@ -1114,13 +1196,23 @@ def _device_of(kt: KernelTrace, device: Optional[int]) -> int:
 
 
 def _measured_offset(kt: KernelTrace, samples: np.ndarray, t_logs: np.ndarray,
-                     alone: np.ndarray) -> Optional[LogAlignment]:
-    """The logs' offset against the device's kernels that ran ``alone``; None where too few logs fall on them."""
-    dev = np.flatnonzero(alone)
-    dev = dev[np.argsort(kt.executions["start_ns"][dev], kind="stable")]
+                     alone: np.ndarray, on_device: np.ndarray) -> Optional[LogAlignment]:
+    """The logs' offset against the device's kernels that ran ``alone``; None where too few logs fall on them.
+
+    Compute kernels on several streams: each group that overlaps is one execution of a class of its own
+    (its logs measure the group's sum), so the logs in it are modelled, not read as a gap between kernels:
+    read as a gap, a GEMM and a second stream's kernel beside it every other iteration put the logs 711 us
+    off on a simulated loop.
+    """
+    ex = kt.executions
+    comm = is_communication(kt.signatures["name"])[ex["kernel_id"]]
+    a, b, _ = concurrent_spans(ex["start_ns"], ex["end_ns"], on_device & ~comm)
+    s = np.concatenate([ex["start_ns"][alone], a.astype(np.int64)])
+    e = np.concatenate([ex["end_ns"][alone], b.astype(np.int64)])
+    k = np.concatenate([ex["kernel_id"][alone], np.full(len(a), len(kt.signatures), dtype=ex["kernel_id"].dtype)])
+    order = np.argsort(s, kind="stable")
     try:
-        return align_logs_to_trace(t_logs, samples["total"], kt.executions["start_ns"][dev],
-                                   kt.executions["end_ns"][dev], kt.executions["kernel_id"][dev])
+        return align_logs_to_trace(t_logs, samples["total"], s[order], e[order], k[order])
     except ValueError as exc:
         # The profiles below say so themselves where it matters.
         _log.debug("log offset not measured: %s", exc)
@@ -1140,6 +1232,10 @@ class _Signatures:
     notes: list[str] = dataclasses.field(default_factory=list)
     #: The first step past every signature's warm-up.
     first_steady: int = np.iinfo(np.int64).min
+    #: Compute kernels on several streams: their spans' mean power, its half-width and the logs behind it.
+    span_fit: tuple[float, float, int] = (math.nan, math.nan, 0)
+    span_how: str = ""
+    span_note: str = ""
 
 
 def _rows_by_signature(kt: KernelTrace, on_device: np.ndarray) -> list[np.ndarray]:

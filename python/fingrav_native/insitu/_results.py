@@ -17,6 +17,7 @@ import numpy as np
 
 from fingrav_native.insitu._align import LogAlignment
 from fingrav_native.insitu._closure import EnergyClosure
+from fingrav_native.insitu._concurrent import ConcurrentEnergy
 from fingrav_native.insitu._trace import KernelTrace
 from fingrav_native.method._results import ExecutionProfile
 
@@ -308,8 +309,10 @@ class TraceProfile:
     trace : KernelTrace
         The executions read.
     concurrent : int
-        Executions left out because another kernel ran beside them on the
-        same device (their power cannot be told apart).
+        Executions left out of the signatures' fits because another kernel
+        ran beside them on the same device (their power cannot be told
+        apart); compute kernels beside compute kernels are attributed
+        jointly in :attr:`concurrency`.
     skipped : dict
         Signatures not profiled and why (too few executions or logs).
     iterations : numpy.ndarray
@@ -340,6 +343,11 @@ class TraceProfile:
         The energy over the trace's kernel span from the logs alone, when no
         signature could be profiled and the trace marks no iteration (a
         trace of a few kernels); None otherwise.
+    concurrency : ConcurrentEnergy or None
+        Compute kernels that ran beside one another (several streams): what
+        share of the executions and time, and their spans' energy attributed
+        jointly, split among the rows by fitted power; None where no compute
+        kernel overlapped another.
     """
 
     kernels: np.ndarray
@@ -357,6 +365,7 @@ class TraceProfile:
     warnings: tuple[str, ...] = ()
     closure: Optional[EnergyClosure] = None
     span: Optional[SpanEnergy] = None
+    concurrency: Optional[ConcurrentEnergy] = None
 
     def profile(self, i: int) -> ExecutionProfile:
         """The stitched profile of row ``i`` of :attr:`kernels`."""
@@ -479,7 +488,9 @@ class TraceProfile:
         lines.append(self._iteration_line())
         if self.span is not None:
             lines.append(str(self.span))
-        if self.concurrent:
+        if self.concurrency is not None:
+            lines.append(str(self.concurrency))
+        elif self.concurrent:
             lines.append(f"{self.concurrent} executions overlapped another kernel on their device: left out")
         lines += self._skipped_lines()
         if self.closure is not None:

@@ -52,6 +52,11 @@ COMMUNICATION = ("ncclKernel_AllReduce_RING_LL_Sum_float", 1, 5)
 #: the backward pass, with no compute beside it (DDP's last bucket, a pipeline's send).
 EXPOSED_COMMUNICATION_NS = (10_000.0, 150_000.0)
 
+#: With ``concurrent_w``: a kernel on a second compute stream, one an iteration: its name, its start after the
+#: iteration's first kernel starts (even iterations: inside that 400 us GEMM, beside it) or after the
+#: iteration's last kernel ends (odd iterations: alone in the host's pause), and its duration (ns).
+CONCURRENT = ("copy_transpose_aux_stream_f16", 100_000.0, 20_000.0, 60_000.0)
+
 
 def kernel_curve(sig: int, f: npt.ArrayLike) -> np.ndarray:
     """Steady power (W) of signature ``sig`` over execution progress ``f`` in [0, 1].
@@ -99,6 +104,10 @@ class LoopSchedule:
         Communication kernels (NCCL/RCCL collectives on their own stream), host ns; none by default.
     comm_w : float
         What a communication kernel adds while it runs, whatever else does (links and copy engines).
+    aux_starts, aux_ends : numpy.ndarray
+        A second compute stream's kernels (:data:`CONCURRENT`), host ns; none by default.
+    aux_w : float
+        What a second stream's kernel adds while it runs, whatever else does.
     """
 
     starts: np.ndarray
@@ -117,6 +126,9 @@ class LoopSchedule:
     comm_starts: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0))
     comm_ends: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0))
     comm_w: float = 0.0
+    aux_starts: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0))
+    aux_ends: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0))
+    aux_w: float = 0.0
 
     def power(self, t_ns: npt.ArrayLike) -> np.ndarray:
         """True power (W) at host times.
@@ -129,8 +141,9 @@ class LoopSchedule:
         ``gap_tau_ns`` (launch gaps), or toward ``idle_w`` with
         ``pause_tau_ns`` (the host's pause: clocks and voltage fall too), until
         the next launch. Drift adds ``drift_w_per_s`` per second of host time,
-        a running communication kernel ``comm_w``; the board limit caps the
-        sum (the firmware's power cap).
+        a running communication kernel ``comm_w``, a running second stream's
+        kernel ``aux_w``; the board limit caps the sum (the firmware's power
+        cap).
         """
         t = np.asarray(t_ns, dtype=np.float64)
         k = np.searchsorted(self.starts, t, side="right") - 1
@@ -154,6 +167,9 @@ class LoopSchedule:
             # Communication kernels do not overlap one another here: one searchsorted says which runs.
             c = np.searchsorted(self.comm_starts, t, side="right") - 1
             p = p + self.comm_w * ((c >= 0) & (t < self.comm_ends[np.clip(c, 0, None)]))
+        if len(self.aux_starts):
+            c = np.searchsorted(self.aux_starts, t, side="right") - 1
+            p = p + self.aux_w * ((c >= 0) & (t < self.aux_ends[np.clip(c, 0, None)]))
         return np.asarray(np.minimum(p, self.max_power_w), dtype=np.float64)
 
 
@@ -187,6 +203,12 @@ class LoggedLoop:
         The board limit.
     schedule : LoopSchedule
         The whole truth, as a function of time.
+    span_energy_j : float
+        With ``concurrent_w``: the mean true energy (J) of the steady spans
+        in which the second stream's kernel runs beside a GEMM (the span is
+        the GEMM's execution, which holds it); NaN without.
+    spans : int
+        With ``concurrent_w``: the steady spans behind ``span_energy_j``.
     """
 
     samples: np.ndarray
@@ -202,6 +224,8 @@ class LoggedLoop:
     warmup_iterations: int
     max_power_w: float
     schedule: LoopSchedule
+    span_energy_j: float = math.nan
+    spans: int = 0
 
     def power(self, t_ns: npt.ArrayLike) -> np.ndarray:
         """True power (W) at host times (:meth:`LoopSchedule.power`)."""
@@ -239,15 +263,17 @@ def _schedule(rng: np.random.Generator, iterations: int, *, duration_jitter: flo
 
 
 def _energies(sc: LoopSchedule, cum_at: np.ndarray, warmup_iterations: int, iterations: int,
-              ) -> tuple[np.ndarray, float, float, float]:
-    # Per-signature energy per execution, and per-iteration energy in all, in gaps and in pauses,
-    # each a mean over the steady iterations; cum_at(t) is the grid's exact cumulative energy (J).
+              alone: Optional[np.ndarray] = None) -> tuple[np.ndarray, float, float, float]:
+    # Per-signature energy per execution (over the executions ``alone``, where given), and per-iteration
+    # energy in all, in gaps and in pauses, each a mean over the steady iterations; cum_at(t) is the grid's
+    # exact cumulative energy (J).
     def between(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         return np.asarray(np.interp(b, cum_at[0], cum_at[1]) - np.interp(a, cum_at[0], cum_at[1]))
 
-    steady = sc.iteration >= warmup_iterations
+    steady = (sc.iteration >= warmup_iterations) & (True if alone is None else alone)
     e_ex = between(sc.starts, sc.ends)
     energy = np.array([e_ex[steady & (sc.sig == s)].mean() for s in range(len(SIGNATURES))])
+    steady = sc.iteration >= warmup_iterations
     nxt = np.append(sc.starts[1:], sc.record_end_ns)
     e_after = between(sc.ends, nxt)
     n_steady = iterations - warmup_iterations
@@ -264,7 +290,7 @@ def logged_loop(sensor: SensorModel, *, seed: int = 0, iterations: int = 1024, n
                 drift_w_per_s: float = 0.0, warmup: float = 0.04, warmup_fraction: float = 0.05,
                 duration_jitter: float = 0.005, pause_jitter: float = 0.1, max_power_w: float = 750.0,
                 grid_ns: float = 500.0, communication_w: float = 0.0,
-                communication_exposed: bool = False) -> LoggedLoop:
+                communication_exposed: bool = False, concurrent_w: float = 0.0) -> LoggedLoop:
     """A training loop of several kernels, logged by ``sensor``, with its truth.
 
     Parameters
@@ -310,6 +336,14 @@ def logged_loop(sensor: SensorModel, *, seed: int = 0, iterations: int = 1024, n
         kernels. Its energy is then what any kernel's is, the whole power
         over its executions; beside compute it is its additive level over its
         own executions (the compute kernels' draw is theirs).
+    concurrent_w : float
+        Above 0: a kernel on a second compute stream per iteration
+        (:data:`CONCURRENT`, the signature id after the compute ones) adds
+        this much while it runs, whatever else does; in even iterations it
+        runs beside the first GEMM, in odd ones alone in the host's pause.
+        Every compute signature's energy is then its mean over the steady
+        executions that ran alone (as a profiler fits it), and
+        ``span_energy_j`` the mean energy of a steady GEMM that ran with it.
 
     Returns
     -------
@@ -331,6 +365,11 @@ def logged_loop(sensor: SensorModel, *, seed: int = 0, iterations: int = 1024, n
     sc = LoopSchedule(starts, ends, sig, it, level, pause_after, record_end_ns=float(end), idle_w=idle_w, gap_w=gap_w,
                       gap_tau_ns=gap_tau_ns, pause_tau_ns=pause_tau_ns, drift_w_per_s=drift_w_per_s,
                       max_power_w=max_power_w)
+    if concurrent_w:
+        if communication_exposed:
+            raise ValueError("concurrent_w: the second stream's kernel runs in the host's pause, as the exposed "
+                             "communication does; use one of them")
+        sc = _with_second_stream(sc, float(concurrent_w))
     if communication_w and communication_exposed:
         c0 = sc.ends[len(SEQUENCE) - 1::len(SEQUENCE)] + EXPOSED_COMMUNICATION_NS[0]
         sc = dataclasses.replace(sc, comm_starts=c0, comm_ends=c0 + EXPOSED_COMMUNICATION_NS[1],
@@ -343,13 +382,26 @@ def logged_loop(sensor: SensorModel, *, seed: int = 0, iterations: int = 1024, n
     t = np.arange(-reach, sc.record_end_ns + reach, grid_ns)
     p = sc.power(t + grid_ns / 2)
     cum = cumulative_energy(t, p) * 1e-9
-    energy, total, gap, pause = _energies(sc, np.vstack([t, cum]), n_warm, iterations)
+    alone = _alone(sc) if concurrent_w else None
+    energy, total, gap, pause = _energies(sc, np.vstack([t, cum]), n_warm, iterations, alone)
     samples = observe(t, p, sensor, rng=np.random.default_rng([seed, 2]), start_ns=0.0, stop_ns=sc.record_end_ns,
                       noise_w=noise_w, poll_ns=poll_ns)
     ex = make_executions(np.arange(len(sc.sig)), np.zeros(len(sc.sig), dtype=int), sc.sig, sc.starts, sc.ends)
     names = tuple(s[0] for s in SIGNATURES)
     kt = _trace(ex, names, sc)
     counts = np.bincount(np.array(SEQUENCE), minlength=len(SIGNATURES))
+    span_j, spans = math.nan, 0
+    if alone is not None:
+        # The aux kernel's truth over its runs alone; a span's over the GEMM that holds it.
+        own = cumulative_energy(t, dataclasses.replace(sc, comm_w=0.0).power(t + grid_ns / 2)) * 1e-9
+        whole = np.interp(sc.aux_ends, t, own) - np.interp(sc.aux_starts, t, own)
+        steady = np.arange(len(sc.aux_starts)) >= n_warm
+        energy = np.append(energy, float(np.mean(whole[steady & (np.arange(len(whole)) % 2 == 1)])))
+        held = np.flatnonzero(~alone & (sc.iteration >= n_warm))
+        span = np.interp(sc.ends[held], t, own) - np.interp(sc.starts[held], t, own)
+        span_j, spans = float(np.mean(span)), len(held)
+        ex, names, kt = _with_kernels(ex, names, kt, sc.aux_starts, sc.aux_ends, CONCURRENT[0])
+        counts = np.append(counts, 1)
     if communication_w:
         # The compute kernels' own draw (the communication's level left out), and the communication's.
         own = cumulative_energy(t, dataclasses.replace(sc, comm_w=0.0).power(t + grid_ns / 2)) * 1e-9
@@ -359,22 +411,39 @@ def logged_loop(sensor: SensorModel, *, seed: int = 0, iterations: int = 1024, n
             comm_j = float(np.mean(whole[n_warm:]))
         else:
             comm_j = communication_w * 1e-9 * float(np.mean((sc.comm_ends - sc.comm_starts)[n_warm:]))
-        energy = np.append(_energies(sc, np.vstack([t, own]), n_warm, iterations)[0], comm_j)
-        ex, names, kt = _with_communication(ex, names, kt, sc)
+        compute = _energies(sc, np.vstack([t, own]), n_warm, iterations, alone)[0]
+        energy = np.append(np.concatenate([compute, energy[len(SIGNATURES):]]), comm_j)
+        ex, names, kt = _with_kernels(ex, names, kt, sc.comm_starts, sc.comm_ends, COMMUNICATION[0])
         counts = np.append(counts, 1)
     return LoggedLoop(samples, ex, names, kt, energy, total, gap, pause, counts, iterations, n_warm,
-                      float(max_power_w), sc)
+                      float(max_power_w), sc, span_j, spans)
 
 
-def _with_communication(ex: np.ndarray, names: tuple[str, ...], kt: KernelTrace,
-                        sc: LoopSchedule) -> tuple[np.ndarray, tuple[str, ...], KernelTrace]:
-    """The executions, names and trace with the communication kernels added (in start order, the last id)."""
-    comm = make_executions(len(ex) + np.arange(len(sc.comm_starts)), np.zeros(len(sc.comm_starts), dtype=int),
-                           np.full(len(sc.comm_starts), len(names)), sc.comm_starts, sc.comm_ends)
-    both = np.concatenate([ex, comm])
+def _with_second_stream(sc: LoopSchedule, aux_w: float) -> LoopSchedule:
+    """The schedule with a second stream's kernel per iteration (:data:`CONCURRENT`): beside the first GEMM in even
+    iterations, alone in the host's pause in odd ones."""
+    per = len(SEQUENCE)
+    first, last = sc.starts[::per], sc.ends[per - 1::per]
+    it = np.arange(len(first))
+    a = np.where(it % 2 == 0, first + CONCURRENT[1], last + CONCURRENT[2])
+    return dataclasses.replace(sc, aux_starts=a, aux_ends=a + CONCURRENT[3], aux_w=aux_w)
+
+
+def _alone(sc: LoopSchedule) -> np.ndarray:
+    """Per execution of the main stream, whether no second stream's kernel runs beside it."""
+    k = np.searchsorted(sc.aux_starts, sc.ends, side="left") - np.searchsorted(sc.aux_ends, sc.starts, side="right")
+    return np.asarray(k <= 0)
+
+
+def _with_kernels(ex: np.ndarray, names: tuple[str, ...], kt: KernelTrace, starts: np.ndarray, ends: np.ndarray,
+                  name: str) -> tuple[np.ndarray, tuple[str, ...], KernelTrace]:
+    """The executions, names and trace with kernels of another stream added (in start order, the next id)."""
+    more = make_executions(len(ex) + np.arange(len(starts)), np.zeros(len(starts), dtype=int),
+                           np.full(len(starts), len(names)), starts, ends)
+    both = np.concatenate([ex, more])
     both = both[np.argsort(both["start_ns"], kind="stable")]
     both["run"] = np.arange(len(both))
-    names = names + (COMMUNICATION[0],)
+    names = names + (name,)
     full = KernelTrace.from_executions(both, [names[s] for s in both["kernel_id"]])
     assert full.origin_ns == kt.origin_ns  # the first kernel is still the first compute kernel
     return both, names, dataclasses.replace(full, steps=kt.steps)
