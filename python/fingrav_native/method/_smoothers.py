@@ -124,10 +124,8 @@ def _local_linear(x: np.ndarray, y: np.ndarray, w: np.ndarray, g: np.ndarray, k:
     """
     n = x.size
     ys = y if y.ndim == 2 else y[None, :]
-    if windows is None:
-        k = np.broadcast_to(np.clip(np.asarray(k, dtype=np.int64), 1, n), g.shape)
-        windows = _window_starts(x, g, k)
-    first, stop, h = windows
+    first, stop, h = windows if windows is not None else _window_starts(
+        x, g, np.broadcast_to(np.clip(np.asarray(k, dtype=np.int64), 1, n), g.shape))
     size = stop - first
     h_safe = np.where(h > 0, h, 1.0)  # h = 0: every point in the window sits at g
     fit = np.empty((ys.shape[0], g.size))
