@@ -160,3 +160,23 @@ def test_slow_placement_of_kernels_that_overlap_others_gives_each_its_own_record
     alone = profile_trace(lp.trace, lp.samples, Identity(), sensor=instant, align=False)
     assert int(np.sum(lp.trace.concurrent())) > 0 and len(shared.kernels) >= 5
     assert _same(shared, alone)
+
+
+def test_slow_placement_shared_by_signatures_is_redone_for_logs_given_twice(loop, monkeypatch) -> None:
+    # Logs given twice are counted once per signature (stitch_logs' rule): the records placed from the logs as
+    # given must then not be used, or each log would count twice after all.
+    import warnings
+
+    kt, logs = loop
+    twice = np.sort(np.concatenate([logs, logs]), order="seq", kind="stable")
+
+    def run() -> Any:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            tp = profile_trace(kt, twice, EpochIdentity())
+        assert any("counted once" in str(w.message) for w in caught)
+        return tp
+
+    shared = run()
+    monkeypatch.setattr(_profile, "_placed_by_signature", lambda *a: {})
+    assert _same(shared, run())
