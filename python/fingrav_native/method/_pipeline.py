@@ -192,7 +192,7 @@ def place_runs(
     eoi = executions[mask]
     durations = eoi["end_ns"] - eoi["start_ns"]
     golden = select_golden_runs(durations, margin, runs=eoi["run"])
-    if lois is not None:
+    if lois is not None and golden.run_ids is not None:
         # A pair's record depends on its log and its execution only: the golden runs' records, in order.
         lois = lois[np.isin(lois["run"], golden.run_ids)]
     else:
