@@ -126,3 +126,57 @@ def test_records_in_order_skip_the_sort_and_get_lexsorts_order(pairs, presort) -
     p = np.array([a for a, _ in pairs], dtype=np.int64)
     s = np.array([b for _, b in pairs], dtype=np.int64)
     assert lex_order(s, p).tolist() == np.lexsort((s, p)).tolist()
+
+
+def test_slow_placement_once_per_signature_is_one_pass_for_all_with_the_same_profile(loop, monkeypatch) -> None:
+    # Issue 29, item 3: each signature placed the logs in its executions twice (its warm-up, then its golden
+    # runs), each a validation, a sort and a search of its own: 600 placements for a 300-signature trace. One
+    # placement over the merged timeline now serves every signature's warm-up and golden runs, with the very
+    # records each placement alone gives (a pair's record depends on its log and its execution only).
+    kt, logs = loop
+    calls: list[int] = []
+    place = _profile.place_logs
+    monkeypatch.setattr(_profile, "place_logs", lambda *a, **k: calls.append(1) or place(*a, **k))
+    shared = profile_trace(kt, logs, EpochIdentity())
+    assert len(shared.kernels) == 20 and not calls
+    monkeypatch.setattr(_profile, "_placed_by_signature", lambda *a: {})
+    alone = profile_trace(kt, logs, EpochIdentity())
+    assert len(calls) == 20  # the warm-up's placement, one per signature (the golden runs' are stitch_logs')
+    assert _same(shared, alone)
+
+
+def test_slow_placement_of_kernels_that_overlap_others_gives_each_its_own_records(monkeypatch) -> None:
+    # An all-reduce beside the compute kernels (instantaneous logs: the compute it overlaps is kept, its level
+    # subtracted): executions of different signatures overlap on the merged timeline, and each signature's
+    # records must still be those its own placement gives.
+    from fingrav_native import SensorModel
+    from fingrav_native.sim._analytic import Identity
+    from fingrav_native.sim._analytic_loop import logged_loop
+
+    instant = SensorModel("instant 100 us", "instant", period_ns=100_000.0)
+    lp = logged_loop(instant, seed=5, iterations=200, communication_w=60.0)
+    shared = profile_trace(lp.trace, lp.samples, Identity(), sensor=instant, align=False)
+    monkeypatch.setattr(_profile, "_placed_by_signature", lambda *a: {})
+    alone = profile_trace(lp.trace, lp.samples, Identity(), sensor=instant, align=False)
+    assert int(np.sum(lp.trace.concurrent())) > 0 and len(shared.kernels) >= 5
+    assert _same(shared, alone)
+
+
+def test_slow_placement_shared_by_signatures_is_redone_for_logs_given_twice(loop, monkeypatch) -> None:
+    # Logs given twice are counted once per signature (stitch_logs' rule): the records placed from the logs as
+    # given must then not be used, or each log would count twice after all.
+    import warnings
+
+    kt, logs = loop
+    twice = np.sort(np.concatenate([logs, logs]), order="seq", kind="stable")
+
+    def run() -> Any:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            tp = profile_trace(kt, twice, EpochIdentity())
+        assert any("counted once" in str(w.message) for w in caught)
+        return tp
+
+    shared = run()
+    monkeypatch.setattr(_profile, "_placed_by_signature", lambda *a: {})
+    assert _same(shared, run())

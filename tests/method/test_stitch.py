@@ -561,3 +561,32 @@ def test_doctests_of_the_result_types_and_the_whole_run_view(name):
     # energy_per_execution and whole_run_view left the stitch module; their examples still run.
     failed, attempted = doctest.testmod(importlib.import_module(name))[:2]
     assert attempted > 0 and failed == 0
+
+
+def test_slow_bandwidth_search_finds_every_candidates_windows_in_one_search(monkeypatch) -> None:
+    # Issue 29, item 3: the span search ran the nearest-neighbour window search once per candidate window
+    # (twelve small binary searches per channel group, per signature of a trace); one vectorised search now
+    # finds them all, and each candidate's fit is the one its own search gives.
+    from fingrav_native.method import _smoothers
+
+    rng = np.random.default_rng(4)
+    x = np.sort(rng.uniform(0.0, 1e5, 200))
+    x[50:60] = x[50]  # ties: the window's edge must not depend on the search
+    y = np.stack([200.0 + 1e-3 * x + rng.normal(0.0, 2.0, x.size),
+                  300.0 + 50.0 * np.sin(x / 1e4) + rng.normal(0.0, 2.0, x.size)])
+    w = rng.uniform(0.5, 1.5, x.size)
+    calls: list[int] = []
+    search = _smoothers._window_starts
+    monkeypatch.setattr(_smoothers, "_window_starts", lambda *a: calls.append(len(a[1])) or search(*a))
+    chosen = _smoothers._choose_window(x, y, w)
+    assert calls == [12 * x.size]
+    monkeypatch.setattr(_smoothers, "_window_starts", search)
+    # The choice each candidate alone gives: generalised cross-validation over the twelve windows.
+    ks = np.unique(np.round(np.geomspace(6, x.size, 12)).astype(np.int64))
+    every = np.arange(x.size)
+    scores = []
+    for k in ks:
+        lf = _smoothers._local_linear(x, y, w, x, int(k), self_index=every, spread=False)
+        nu1 = float(np.sum(lf.self_weight))
+        scores.append(x.size * np.sum(w * (y - lf.y) ** 2, axis=1) / (x.size - nu1) ** 2)
+    assert chosen.tolist() == ks[np.argmin(np.array(scores), axis=0)].tolist()

@@ -55,11 +55,11 @@ from fingrav_native.insitu._results import (
     kernel_table_dtype,
 )
 from fingrav_native.insitu._trace import GPU_ORDINAL, TRACE_CLOCKS, KernelTrace
-from fingrav_native.method._align import place_logs
+from fingrav_native.method._align import place_logs, place_logs_of_kernels
 from fingrav_native.method._deconvolve import declared_windows, logs_with_windows, needs_deconvolution
 from fingrav_native.method._deconvolved import Deconvolution, DeconvolvedChannel, as_stitched
 from fingrav_native.method._joint import GAP_EDGES_NS, TimelineFit, fit_timeline
-from fingrav_native.method._pipeline import stitch_logs
+from fingrav_native.method._pipeline import stitch_logs, stitch_placed_logs
 from fingrav_native.method._results import ExecutionProfile
 from fingrav_native.method._stitched import EnergyEstimate, StitchedChannel, StitchedProfile
 from fingrav_native.records._layouts import validate_executions, validate_samples
@@ -102,7 +102,8 @@ def _one_sided(logger_map: ClockMapLike) -> bool:
     return "one-sided" in (getattr(logger_map, "method", None), getattr(inner, "method", None))
 
 
-def _warmup(samples: np.ndarray, ex: np.ndarray, logger_map: ClockMapLike, tolerance: float) -> int:
+def _warmup(samples: np.ndarray, ex: np.ndarray, logger_map: ClockMapLike, tolerance: float,
+            lois: Optional[np.ndarray] = None) -> int:
     """Executions (in start order) before power is steady across iterations.
 
     The larger of two truncations of the signature's logs of interest, taken
@@ -123,12 +124,15 @@ def _warmup(samples: np.ndarray, ex: np.ndarray, logger_map: ClockMapLike, toler
     three standard errors: on stationary power its minimum lands past zero
     by chance about a third of the time (12 of 158 signatures of
     a real trace marked warm-up).
+
+    ``lois``: the logs already placed in ``ex`` (:func:`_placed_by_signature`), or None to place them here.
     """
-    try:
-        lois = place_logs(samples, ex, logger_map)
-    except ValueError as exc:
-        _log.debug("warm-up not measured, none assumed: %s", exc)
-        return 0
+    if lois is None:
+        try:
+            lois = place_logs(samples, ex, logger_map)
+        except ValueError as exc:
+            _log.debug("warm-up not measured, none assumed: %s", exc)
+            return 0
     if len(lois) < 20:
         return 0
     # Each log of interest's execution, by its rank in start order (no per-log Python loop).
@@ -807,9 +811,12 @@ def profile_trace(
     # A window in a loop covers other kernels: the joint fit below replaces the attribution.
     found, it_of = _Signatures(notes=trace_notes), kt.iteration()
     near = _NearLogs(attributed, t_logs) if model is None and "seq" in (samples.dtype.names or ()) else None
-    for sig, rows in zip(kt.signatures, _rows_by_signature(kt, on_device)):
-        _profile_signature(found, kt, sig, rows, attributed, near, lmap, conc, it_of, margin=margin,
-                           min_executions=min_executions, warmup_tolerance=warmup_tolerance,
+    by_sig = _rows_by_signature(kt, on_device)
+    kept = [_kept(kt, rows, conc) for rows in by_sig]
+    placed = _placed_by_signature(kt, attributed, lmap, [k if len(k) >= min_executions else k[:0] for k in kept])
+    for sig, rows, keep in zip(kt.signatures, by_sig, kept):
+        _profile_signature(found, kt, sig, rows, keep, attributed, near, lmap, it_of, placed.get(int(sig["id"])),
+                           margin=margin, min_executions=min_executions, warmup_tolerance=warmup_tolerance,
                            sensor=None if joint else model, attribution="instant" if joint else attribution)
     spans = _spans(kt, on_device & ~overlap.comm, it_of, found, joint, min_executions)
     if found.rows and joint:
@@ -1281,16 +1288,52 @@ def _label(sig: Any) -> str:
     return f"{sig['name']} grid={tuple(int(g) for g in sig['grid'])} block={tuple(int(b) for b in sig['block'])}"
 
 
-def _profile_signature(found: _Signatures, kt: KernelTrace, sig: Any, mine: np.ndarray, samples: np.ndarray,
-                       near: Optional[_NearLogs], lmap: _Shifted, conc: np.ndarray, it_of: np.ndarray, *,
-                       margin: Optional[float], min_executions: int, warmup_tolerance: float,
-                       sensor: Optional[SensorModel], attribution: str) -> None:
-    """Profile one signature's executions (rows ``mine``) past the warm-up into ``found`` (or say why not)."""
+def _kept(kt: KernelTrace, mine: np.ndarray, conc: np.ndarray) -> np.ndarray:
+    """A signature's executions (rows ``mine``) without a concurrent kernel, in start order."""
+    keep = mine[~conc[mine]]
+    out: np.ndarray = keep[np.argsort(kt.executions["start_ns"][keep], kind="stable")]
+    return out
+
+
+def _placed_by_signature(kt: KernelTrace, samples: np.ndarray, lmap: _Shifted,
+                         kept: list[np.ndarray]) -> dict[int, np.ndarray]:
+    """Per signature id, the logs placed in its kept executions (``kept``, by id), all signatures in one pass.
+
+    Each signature's LOIs are what :func:`~fingrav_native.method.place_logs` gives its executions alone
+    (:func:`~fingrav_native.method._align.place_logs_of_kernels`), found with one search over the merged
+    timeline instead of one per signature, so the cost grows with kernels + logs, not signatures x logs.
+    Signatures whose executions place_logs would refuse on their own (one of no duration, two that overlap)
+    are left out: they are placed, and refused, one at a time as before.
+    """
+    ex = kt.executions
+    ok = [k for k in kept if len(k) and np.all(ex["end_ns"][k] > ex["start_ns"][k])
+          and np.all(ex["start_ns"][k][1:] >= ex["end_ns"][k][:-1])]
+    if not ok:
+        return {}
+    try:
+        lois = place_logs_of_kernels(samples, ex[np.concatenate(ok)], lmap)
+    except ValueError as exc:  # a map or logs every signature's placement would refuse: each says so itself
+        _log.debug("logs not placed for all signatures at once: %s", exc)
+        return {}
+    order = np.argsort(lois["kernel_id"], kind="stable")
+    ids = lois["kernel_id"][order]
+    out: dict[int, np.ndarray] = {}
+    for k in ok:
+        sid = int(ex["kernel_id"][k[0]])
+        a, b = np.searchsorted(ids, [sid, sid + 1])
+        out[sid] = lois[order[a:b]]
+    return out
+
+
+def _profile_signature(found: _Signatures, kt: KernelTrace, sig: Any, mine: np.ndarray, keep: np.ndarray,
+                       samples: np.ndarray, near: Optional[_NearLogs], lmap: _Shifted, it_of: np.ndarray,
+                       placed: Optional[np.ndarray], *, margin: Optional[float], min_executions: int,
+                       warmup_tolerance: float, sensor: Optional[SensorModel], attribution: str) -> None:
+    """Profile one signature's executions (rows ``mine``; ``keep`` those without a concurrent kernel, in start
+    order) past the warm-up into ``found`` (or say why not); ``placed``: their logs placed already, or None."""
     label = _label(sig)
     if not len(mine):
         return
-    keep = mine[~conc[mine]]
-    keep = keep[np.argsort(kt.executions["start_ns"][keep], kind="stable")]
     ex = kt.executions[keep]
     if len(ex) < min_executions:
         found.skipped[label] = f"{len(ex)} executions (of {len(mine)}) without a concurrent kernel, " \
@@ -1298,10 +1341,15 @@ def _profile_signature(found: _Signatures, kt: KernelTrace, sig: Any, mine: np.n
         return
     if near is not None:
         samples = near.around(ex)
-    warm = _warmup(samples, ex, lmap, warmup_tolerance)
+    warm = _warmup(samples, ex, lmap, warmup_tolerance, placed)
     try:
-        ep = stitch_logs(samples, ex[warm:], lmap, execution_of_interest=0, margin=margin, label=label,
-                         sensor=sensor, attribution=attribution)
+        if placed is None:
+            ep = stitch_logs(samples, ex[warm:], lmap, execution_of_interest=0, margin=margin, label=label,
+                             sensor=sensor, attribution=attribution)
+        else:
+            # The warm-up's runs left out (run = row in the trace: each execution is a run of its own).
+            ep = stitch_placed_logs(samples, ex[warm:], lmap, placed[np.isin(placed["run"], ex["run"][warm:])],
+                                    margin=margin, label=label, sensor=sensor, attribution=attribution)
     except ValueError as exc:
         found.skipped[label] = str(exc)
         return

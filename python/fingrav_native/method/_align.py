@@ -409,9 +409,48 @@ def place_logs(
     samples = validate_samples(samples)
     executions = validate_executions(executions)
     mo = _check_place_args(logger_map, min_overlap)
-    n = len(samples)
     window = _windows(samples)
     sel = _selected(executions, execution_of_interest, kernel_id, runs)
+    return _place(samples, window, sel, logger_map, mo)
+
+
+def place_logs_of_kernels(samples: np.ndarray, executions: np.ndarray, logger_map: ClockMapLike) -> np.ndarray:
+    """Every log placed in every execution it overlaps, executions of several kernels at once (LOI and TOI).
+
+    What :func:`place_logs` gives each kernel's executions alone, for all of
+    them in one pass (an application's trace has hundreds of kernels, and
+    placing each one's logs apart costs kernels x their logs): a
+    (log, execution) pair's record depends on that log and that execution
+    only, so each kernel's LOIs are those with its ``kernel_id``, in the
+    same order. Executions of different runs may overlap (kernels of other
+    streams); those of one run may not. Paper Section IV-B step 6.
+
+    Parameters
+    ----------
+    samples, executions, logger_map
+        As for :func:`place_logs` (every execution is of interest).
+
+    Returns
+    -------
+    numpy.ndarray
+        LOI_DTYPE records sorted by run, execution and host time; none where
+        no log overlaps an execution.
+    """
+    samples = validate_samples(samples)
+    executions = validate_executions(executions, exclusive=False)
+    _check_place_args(logger_map, 0.0)
+    window = _windows(samples)
+    sel = _selected(executions, None, None, None)
+    try:
+        return _place(samples, window, sel, logger_map, 0.0)
+    except NoLogsInExecutionsError:
+        return np.zeros(0, dtype=LOI_DTYPE)
+
+
+def _place(samples: np.ndarray, window: np.ndarray, sel: _Selected, logger_map: ClockMapLike,
+           mo: float) -> np.ndarray:
+    """Steps 1 and 3-5 of :func:`place_logs` on checked logs and the selected executions."""
+    n = len(samples)
 
     # ---- step 1: logs on the host timeline (relative to the origin)
     t = _as_host_array(host_relative(logger_map, samples["source_ts"], sel.origin, "logger_map"), n, "to_host()")

@@ -62,7 +62,7 @@ class SensorResolutionWarning(UserWarning):
 MIN_RUNS_REACHED = 0.1
 
 
-def _warn_degenerate(samples: np.ndarray, label: str) -> None:
+def _warn_degenerate(samples: np.ndarray, label: str, stacklevel: int = 3) -> None:
     """Warn when every log's total is one value: a sensor that reports nothing is not a measurement of it."""
     total = samples["total"]
     lo, hi = float(np.min(total)), float(np.max(total))
@@ -71,7 +71,8 @@ def _warn_degenerate(samples: np.ndarray, label: str) -> None:
     what = "zero" if hi == 0 else f"{hi:g} W"
     warnings.warn(f"{label}: samples: all {len(samples)} logs' total is {what}: a sensor that reports one value is "
                   "not measuring the power (a counter not running, a reading cached or clamped); the profile and "
-                  "its interval (zero width) describe the logs, not the kernel", LogQualityWarning, stacklevel=3)
+                  "its interval (zero width) describe the logs, not the kernel", LogQualityWarning,
+                      stacklevel=stacklevel)
 
 
 def _unit_hint(ratio: float) -> str:
@@ -181,24 +182,39 @@ def place_runs(
     execution_index: int,
     margin: float,
     kernel_id: Optional[int] = None,
+    lois: Optional[np.ndarray] = None,
 ) -> PlacedRuns:
-    """Steps 5 and 6: golden runs by the duration of each run's execution of interest, then LOIs."""
+    """Steps 5 and 6: golden runs by the duration of each run's execution of interest, then LOIs.
+
+    ``lois``: the logs already placed in these executions of interest (:func:`place_logs_of_kernels`); the golden
+    runs' are taken from them instead of placing the logs again.
+    """
     mask = select_executions_of_interest(executions, execution_of_interest=execution_index, kernel_id=kernel_id)
     eoi = executions[mask]
     durations = eoi["end_ns"] - eoi["start_ns"]
     golden = select_golden_runs(durations, margin, runs=eoi["run"])
+    if lois is not None and golden.run_ids is not None:
+        # A pair's record depends on its log and its execution only: the golden runs' records, in order.
+        lois = lois[np.isin(lois["run"], golden.run_ids)]
+    else:
+        lois = _golden_lois(samples, executions, logger_map, execution_index, kernel_id, golden)
+    # A probe's overhead shifts every execution's markers alike, so the duration's error does not average out
+    # over the golden runs: its bound is the markers' own, start plus end.
+    marker_err = (eoi["start_err_ns"].astype(np.float64) + eoi["end_err_ns"].astype(np.float64))[golden.mask]
+    return PlacedRuns(golden, lois, float(np.median(durations[golden.mask])), float(np.median(marker_err)))
+
+
+def _golden_lois(samples: np.ndarray, executions: np.ndarray, logger_map: ClockMapLike, execution_index: int,
+                 kernel_id: Optional[int], golden: GoldenSelection) -> np.ndarray:
+    """Step 6: the logs placed in the golden runs' executions of interest (none yet where none falls there)."""
     try:
-        lois = place_logs(samples, executions, logger_map, execution_of_interest=execution_index,
+        return place_logs(samples, executions, logger_map, execution_of_interest=execution_index,
                           kernel_id=kernel_id, runs=golden.run_ids)
     except NoLogsInExecutionsError as exc:
         # Short kernels: a few runs may hold no log at all in the execution
         # of interest. That is a shortfall for step 7, not an error yet.
         _log.debug("execution %d: no LOI in the %d golden runs yet (%s)", execution_index, golden.count, exc)
-        lois = np.zeros(0, dtype=LOI_DTYPE)
-    # A probe's overhead shifts every execution's markers alike, so the duration's error does not average out
-    # over the golden runs: its bound is the markers' own, start plus end.
-    marker_err = (eoi["start_err_ns"].astype(np.float64) + eoi["end_err_ns"].astype(np.float64))[golden.mask]
-    return PlacedRuns(golden, lois, float(np.median(durations[golden.mask])), float(np.median(marker_err)))
+        return np.zeros(0, dtype=LOI_DTYPE)
 
 
 def finish_profile(
@@ -267,6 +283,7 @@ def build_execution_profile(
     sensor: Optional[SensorModel] = None,
     attribution: Attribution = "auto",
     marker_duration_err: bool = True,
+    lois: Optional[np.ndarray] = None,
 ) -> ExecutionProfile:
     """Steps 5-8 for one execution of interest: its logs placed at an instant, or deconvolved.
 
@@ -276,12 +293,13 @@ def build_execution_profile(
     start and end errors are the markers' own (a campaign's probes), so they
     bound the duration's error and widen the energy interval; False where
     they are mostly a clock offset common to start and end (a trace's), which
-    cancels in a duration.
+    cancels in a duration. ``lois``: the logs already placed in the executions
+    of interest (:func:`place_runs`).
     """
     # A window declared by the model is written onto the logs, so placing and deconvolving read one description.
     samples = logs_with_windows(samples, sensor)
     placed = place_runs(samples, executions, logger_map, execution_index=execution_index, margin=margin,
-                    kernel_id=kernel_id)
+                        kernel_id=kernel_id, lois=lois)
     if not marker_duration_err:
         placed = dataclasses.replace(placed, duration_err_ns=0.0)
     use_deconv = attribution == "deconvolve" or (
@@ -475,6 +493,30 @@ def stitch_logs(
     >>> len(p.lois)
     50
     """
+    return _stitch_checked(samples, executions, logger_map, None, execution_of_interest=execution_of_interest,
+                           margin=margin, kernel_id=kernel_id, smoother=smoother, x=x, label=label, sensor=sensor,
+                           attribution=attribution)
+
+
+def stitch_placed_logs(samples: np.ndarray, executions: np.ndarray, logger_map: ClockMapLike, lois: np.ndarray, *,
+                       margin: Optional[float], label: str, sensor: Optional[SensorModel],
+                       attribution: str) -> ExecutionProfile:
+    """:func:`stitch_logs` of every execution (``execution_of_interest=0``, runs of one execution: an
+    application's trace) with its logs already placed: ``lois``, :func:`place_logs_of_kernels`'s records of
+    these executions. The same checks and result as :func:`stitch_logs` (Section IV-B steps 5-8); logs that
+    repeat one another are placed again once each.
+    """
+    return _stitch_checked(samples, executions, logger_map, lois, execution_of_interest=0, margin=margin,
+                           kernel_id=None, smoother="local", x="time", label=label, sensor=sensor,
+                           attribution=attribution)
+
+
+def _stitch_checked(samples: np.ndarray, executions: np.ndarray, logger_map: ClockMapLike,
+                    lois: Optional[np.ndarray], *, execution_of_interest: int, margin: Optional[float],
+                    kernel_id: Optional[int], smoother: Optional[Smoother], x: XAxis, label: str,
+                    sensor: Union[SensorModel, str, None], attribution: str) -> ExecutionProfile:
+    """:func:`stitch_logs`'s checks and steps, with ``lois`` placed already (or None); warnings point at the
+    caller of :func:`stitch_logs` or :func:`stitch_placed_logs`."""
     samples = validate_samples(samples, require_total=True)
     executions = validate_executions(executions)
     if not isinstance(label, str):
@@ -489,8 +531,11 @@ def stitch_logs(
     if attribution not in ATTRIBUTIONS:
         raise ValueError(f"attribution={attribution!r}: must be one of {ATTRIBUTIONS}")
     model = as_sensor(sensor)
-    samples = count_once(samples, "samples", label)
-    _warn_degenerate(samples, label)
+    once = count_once(samples, "samples", label, stacklevel=4)
+    if once is not samples:
+        lois = None  # placed from the logs as given: place the ones counted once again
+    samples = once
+    _warn_degenerate(samples, label, stacklevel=4)
     _check_log_cover(samples, executions, logger_map)
     durations = executions["end_ns"] - executions["start_ns"]
     guidance = lookup_guidance(float(np.median(durations)))
@@ -503,7 +548,7 @@ def stitch_logs(
             label, samples, executions, logger_map, execution_index=execution_of_interest,
             executions_per_run=int(executions["index"].max()) + 1, margin=margin, guidance=guidance,
             smoother=smoother, x=x, kernel_id=kernel_id, sensor=model, attribution=attribution,
-            marker_duration_err=False)
+            marker_duration_err=False, lois=lois)
     except NoLogsInExecutionsError as exc:
         # Where the logs lie tells a unit or clock mismatch from too few runs.
         _, words, ratio = _spans(samples, executions, logger_map)

@@ -109,7 +109,8 @@ class _LinearFit:
 
 
 def _local_linear(x: np.ndarray, y: np.ndarray, w: np.ndarray, g: np.ndarray, k: int | np.ndarray, *,
-                  self_index: Optional[np.ndarray] = None, spread: bool = True, tube: bool = False) -> _LinearFit:
+                  self_index: Optional[np.ndarray] = None, spread: bool = True, tube: bool = False,
+                  windows: Optional[tuple[np.ndarray, np.ndarray, np.ndarray]] = None) -> _LinearFit:
     """LOWESS-style local linear regression with a tricube kernel, evaluated at ``g``.
 
     ``x`` is sorted; each point's bandwidth h is the distance to its k-th
@@ -117,12 +118,14 @@ def _local_linear(x: np.ndarray, y: np.ndarray, w: np.ndarray, g: np.ndarray, k:
     the weights are computed once. ``self_index``: the LOI each point of
     ``g`` is (for the leverages); ``spread``: the fit's variance over the
     noise variance; ``tube``: also the path length of the normalised weight
-    vectors from one point of ``g`` to the next (``g`` ascending).
+    vectors from one point of ``g`` to the next (``g`` ascending). ``windows``:
+    :func:`_window_starts` of ``g`` and ``k``, where the caller found them
+    already (for several windows at once).
     """
     n = x.size
     ys = y if y.ndim == 2 else y[None, :]
-    k = np.broadcast_to(np.clip(np.asarray(k, dtype=np.int64), 1, n), g.shape)
-    first, stop, h = _window_starts(x, g, k)
+    first, stop, h = windows if windows is not None else _window_starts(
+        x, g, np.broadcast_to(np.clip(np.asarray(k, dtype=np.int64), 1, n), g.shape))
     size = stop - first
     h_safe = np.where(h > 0, h, 1.0)  # h = 0: every point in the window sits at g
     fit = np.empty((ys.shape[0], g.size))
@@ -239,9 +242,13 @@ def _choose_window(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> np.ndarray:
     ks = np.unique(np.round(np.geomspace(k_lo, n, _SPAN_CANDIDATES)).astype(np.int64))
     scores = np.full((y.shape[0], ks.size), np.inf)
     every = np.arange(n)
+    # Every candidate's windows in one vectorised search (the same per point as one search per candidate).
+    first, stop, h = _window_starts(x, np.tile(x, ks.size), np.repeat(np.minimum(ks, n), n))
     for c, k in enumerate(ks):
         # One pass for every channel: the weights depend on positions only.
-        lf = _local_linear(x, y, w, x, int(k), self_index=every, spread=False)
+        at = slice(c * n, (c + 1) * n)
+        lf = _local_linear(x, y, w, x, int(k), self_index=every, spread=False,
+                           windows=(first[at], stop[at], h[at]))
         assert lf.self_weight is not None
         nu1 = float(np.sum(lf.self_weight))
         if n - nu1 > 0.5:
