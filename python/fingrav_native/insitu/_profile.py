@@ -1060,7 +1060,7 @@ def _placed(kt: KernelTrace, samples: np.ndarray, t_logs: np.ndarray, model: Opt
     """
     if model is not None and model.averages:
         return _window_offset(kt, samples, t_logs, model, on_device, lmap, notes), t_logs
-    alignment = _measured_offset(kt, samples, t_logs, on_device & ~conc)
+    alignment = _measured_offset(kt, samples, t_logs, on_device, conc)
     if alignment is not None and not alignment.at_edge and (apply == "asked" or apply and not alignment.far):
         lmap.shift_ns, lmap.shift_err_ns = alignment.offset_ns, alignment.half_width_ns
         return alignment, t_logs + lmap.shift_ns
@@ -1109,14 +1109,20 @@ def _device_of(kt: KernelTrace, device: Optional[int]) -> int:
     return int(device)
 
 
-def _measured_offset(kt: KernelTrace, samples: np.ndarray, t_logs: np.ndarray,
-                     alone: np.ndarray) -> Optional[LogAlignment]:
-    """The logs' offset against the device's kernels that ran ``alone``; None where too few logs fall on them."""
-    dev = np.flatnonzero(alone)
-    dev = dev[np.argsort(kt.executions["start_ns"][dev], kind="stable")]
+def _measured_offset(kt: KernelTrace, samples: np.ndarray, t_logs: np.ndarray, on_device: np.ndarray,
+                     conc: np.ndarray) -> Optional[LogAlignment]:
+    """The logs' offset against the device's kernels that ran alone or beside communication only, the
+    communication beside them an additive level (``overlay_ns``); None where too few logs fall on them."""
+    ex = kt.executions
+    comm, over, _ = communication_overlap(ex["start_ns"], ex["end_ns"], kt.device, ex["kernel_id"],
+                                          kt.signatures["name"], on_device, conc)
+    dev = np.flatnonzero(on_device & (~conc | over))
+    dev = dev[np.argsort(ex["start_ns"][dev], kind="stable")]
+    beside = comm & conc
     try:
-        return align_logs_to_trace(t_logs, samples["total"], kt.executions["start_ns"][dev],
-                                   kt.executions["end_ns"][dev], kt.executions["kernel_id"][dev])
+        return align_logs_to_trace(t_logs, samples["total"], ex["start_ns"][dev], ex["end_ns"][dev],
+                                   ex["kernel_id"][dev],
+                                   overlay_ns=(ex["start_ns"][beside], ex["end_ns"][beside]) if beside.any() else None)
     except ValueError as exc:
         # The profiles below say so themselves where it matters.
         _log.debug("log offset not measured: %s", exc)
