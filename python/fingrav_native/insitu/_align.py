@@ -56,7 +56,6 @@ from scipy import stats
 from fingrav_native._checks import check_power, finite_array, integer_in, positive_number, short_repr, whole_numbers
 from fingrav_native.insitu._align_scan import far_candidates, scan_offsets
 from fingrav_native.insitu._overlap import communication_level, running
-from fingrav_native.method._joint import _checked_overlay
 
 #: Coarse search: every this many grid steps (lagged fits), at most ``coarse_logs`` logs.
 _COARSE_EVERY = 4
@@ -522,6 +521,19 @@ def _checked(t_ns: npt.ArrayLike, power_w: npt.ArrayLike, starts_ns: npt.ArrayLi
         raise ValueError("starts_ns, ends_ns: the kernels must not overlap (leave concurrent ones out) and must "
                          "end after they start")
     return t, y, s, e, k
+
+
+def _checked_overlay(overlay_ns: Optional[tuple[npt.ArrayLike, npt.ArrayLike]]
+                     ) -> Optional[tuple[np.ndarray, np.ndarray]]:
+    """The overlay's starts and ends as float64, checked; None for none or an empty one."""
+    if overlay_ns is None:
+        return None
+    if not isinstance(overlay_ns, (tuple, list)) or len(overlay_ns) != 2:
+        raise ValueError(f"overlay_ns={short_repr(overlay_ns)}: must be (starts, ends) of the overlay's kernels")
+    a, b = finite_array(overlay_ns[0], "overlay_ns"), finite_array(overlay_ns[1], "overlay_ns")
+    if a.shape != b.shape or a.ndim != 1 or np.any(b < a):
+        raise ValueError("overlay_ns: starts and ends must be 1-D of one length, each end at or after its start")
+    return (a, b) if len(a) else None
 
 
 def align_logs_to_trace(
