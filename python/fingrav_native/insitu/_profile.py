@@ -1053,9 +1053,9 @@ def _placed(kt: KernelTrace, samples: np.ndarray, t_logs: np.ndarray, model: Opt
     "one-sided" map); an offset beyond the fine search (``LogAlignment.far``) only where asked: a one-sided
     map errs by microseconds, so milliseconds are a mismatch to warn of, not a lag to correct.
 
-    Instantaneous logs against the device's kernels that ran alone; an averaging sensor's through its
-    windows against every kernel of the device, reported (warned beyond the map's bound) and never
-    applied: a window's offset trades with the model's delay_ns. Returns the alignment and the logs'
+    Instantaneous logs against the device's kernels that ran alone or beside communication only (its level
+    taken off the logs); an averaging sensor's through its windows against every kernel of the device,
+    reported (warned beyond the map's bound) and never applied: a window's offset trades with the model's delay_ns. Returns the alignment and the logs'
     times (moved where it was applied).
     """
     if model is not None and model.averages:
