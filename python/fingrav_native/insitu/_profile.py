@@ -1055,8 +1055,8 @@ def _placed(kt: KernelTrace, samples: np.ndarray, t_logs: np.ndarray, model: Opt
 
     Instantaneous logs against the device's kernels that ran alone or beside communication only (its level
     taken off the logs); an averaging sensor's through its windows against every kernel of the device,
-    reported (warned beyond the map's bound) and never applied: a window's offset trades with the model's delay_ns. Returns the alignment and the logs'
-    times (moved where it was applied).
+    reported (warned beyond the map's bound) and never applied: a window's offset trades with the model's
+    delay_ns. Returns the alignment and the logs' times (moved where it was applied).
     """
     if model is not None and model.averages:
         return _window_offset(kt, samples, t_logs, model, on_device, lmap, notes), t_logs
