@@ -159,9 +159,7 @@ def test_data_loss_communication_rows_under_instantaneous_logs(exposed: bool) ->
     # level fitted over every log was 69 W for 60 W (launch gaps inside it relax from the kernel before). Within
     # 3 % of the truth, inside the interval; one that runs alone (in the host's pause) is a kernel like any other.
     loop = logged_loop(INSTANT_100US, seed=3, iterations=256, communication_w=60.0, communication_exposed=exposed)
-    # align=False: the offset measured on the kernels that run alone here (the two outside the all-reduce) lands
-    # a GEMM's length off (+409 us), a clock mismatch warned of whether or not the all-reduce has a row.
-    tp = profile_trace(loop.trace, loop.samples, Identity(), sensor=INSTANT_100US, align=False)
+    tp = profile_trace(loop.trace, loop.samples, Identity(), sensor=INSTANT_100US)
     row = tp.kernels[tp.kernels["name"] == COMMUNICATION[0]]
     truth = loop.energy_j[loop.names.index(COMMUNICATION[0])]
     assert len(row) == 1 and bool(row["joint"][0]) is not exposed

@@ -56,6 +56,7 @@ from scipy import stats
 from fingrav_native._checks import check_power, finite_array, integer_in, positive_number, short_repr, whole_numbers
 from fingrav_native._threads import numeric_threads
 from fingrav_native.insitu._align_scan import far_candidates, scan_offsets
+from fingrav_native.insitu._overlap import communication_level, running
 
 #: Coarse search: every this many grid steps (lagged fits), at most ``coarse_logs`` logs.
 _COARSE_EVERY = 4
@@ -523,6 +524,19 @@ def _checked(t_ns: npt.ArrayLike, power_w: npt.ArrayLike, starts_ns: npt.ArrayLi
     return t, y, s, e, k
 
 
+def _checked_overlay(overlay_ns: Optional[tuple[npt.ArrayLike, npt.ArrayLike]]
+                     ) -> Optional[tuple[np.ndarray, np.ndarray]]:
+    """The overlay's starts and ends as float64, checked; None for none or an empty one."""
+    if overlay_ns is None:
+        return None
+    if not isinstance(overlay_ns, (tuple, list)) or len(overlay_ns) != 2:
+        raise ValueError(f"overlay_ns={short_repr(overlay_ns)}: must be (starts, ends) of the overlay's kernels")
+    a, b = finite_array(overlay_ns[0], "overlay_ns"), finite_array(overlay_ns[1], "overlay_ns")
+    if a.shape != b.shape or a.ndim != 1 or np.any(b < a):
+        raise ValueError("overlay_ns: starts and ends must be 1-D of one length, each end at or after its start")
+    return (a, b) if len(a) else None
+
+
 @numeric_threads()
 def align_logs_to_trace(
     t_ns: npt.ArrayLike,
@@ -539,6 +553,7 @@ def align_logs_to_trace(
     logs_per_column: int = 10,
     max_signatures: int = 8,
     coarse_logs: int = 1_000,
+    overlay_ns: Optional[tuple[npt.ArrayLike, npt.ArrayLike]] = None,
 ) -> LogAlignment:
     """Measure the offset between instantaneous power logs and a kernel trace.
 
@@ -575,6 +590,16 @@ def align_logs_to_trace(
     coarse_logs : int
         Logs of the coarse search (every fourth shift); the fine one uses
         all.
+    overlay_ns : (array_like, array_like), optional
+        Starts and ends (ns) of kernels that ran beside those of
+        ``starts_ns`` and add a level of their own (communication kernels on
+        their own streams, as :func:`~fingrav_native.method.fit_timeline`'s
+        ``overlay_ns``). Their level is fitted by least squares on what ran
+        at each log (``insitu._overlap.communication_level``) with the logs
+        where the map puts them, taken off the logs taken while one ran, and
+        the offset measured on the rest; an offset beyond the measurement's
+        resolution (:data:`MISMATCH_SLACK_NS`) places the logs for a second
+        fit of the level.
 
     Returns
     -------
@@ -598,6 +623,7 @@ def align_logs_to_trace(
     offset is its sensor model's delay (``SensorModel.delay_ns``).
     """
     t, y, s, e, k = _checked(t_ns, power_w, starts_ns, ends_ns, kernel_ids)
+    overlay = _checked_overlay(overlay_ns)
     search_ns, step_ns = positive_number(search_ns, "search_ns"), positive_number(step_ns, "step_ns")
     # The offsets tried: a grid of at most 100,000 (a finer one is a mistake, and its memory a crash).
     if not (step_ns < search_ns and search_ns / step_ns <= 50_000):
@@ -624,6 +650,50 @@ def align_logs_to_trace(
     group, n_groups, pooled = _groups(s, e, k, len(t) // logs_per_column, max_signatures)
     near = _near_logs(s, e, t, search_ns, 40.0 * float(taus.max()))
     design = _Design(s[near], e[near], group[near], n_groups)
+    fit = _Fit(s, e, group, n_groups, pooled, design, near, search_ns, step_ns, confidence, taus,
+               logs_per_column, coarse_logs)
+    if overlay is None:
+        return _offset(t, y, fit)
+    # Logs taken while an overlay (communication) ran draw its level on top of the kernels': left in, it is
+    # scatter the kernels' quarters do not explain, and a loop whose kernels run alone only outside it fit best
+    # one GEMM off (+409 us on exact clocks, a false mismatch). The offset is measured first with the level
+    # left in (it only adds scatter: +8 us there), the level fitted with the logs placed by it and taken off,
+    # and the offset measured again. A level fitted where a mismatch misplaces the logs is no level (-216 W
+    # for 60 W at -2 ms), so it is never fitted at the map's placement before the logs have placed themselves.
+    first = _offset(t, y, fit)
+    placed_at = first.offset_ns if first.explained and not first.at_edge else 0.0
+    level = communication_level(t + placed_at, y, np.concatenate([s, overlay[0]]), np.concatenate([e, overlay[1]]),
+                                np.concatenate([k, np.zeros(len(overlay[0]), dtype=k.dtype)]),
+                                np.arange(len(s) + len(overlay[0])) >= len(s)).level_w
+    if not math.isfinite(level):
+        return first
+    return _offset(t, y - level * running(t + placed_at, overlay[0], overlay[1]), fit)
+
+
+class _Fit(NamedTuple):
+    """What every fit of one set of logs against the kernels shares: the kernels, their groups and design, and
+    the search's settings."""
+
+    s: np.ndarray
+    e: np.ndarray
+    group: np.ndarray
+    n_groups: int
+    pooled: int
+    design: _Design
+    near: np.ndarray
+    search_ns: float
+    step_ns: float
+    confidence: float
+    taus: np.ndarray
+    logs_per_column: int
+    coarse_logs: int
+
+
+def _offset(t: np.ndarray, y: np.ndarray, fit: _Fit) -> LogAlignment:
+    """The offset of the logs ``(t, y)`` (sorted) against the kernels: the fine search around the map's placement,
+    and the scan for a far one (:func:`align_logs_to_trace`)."""
+    s, e, group, n_groups, pooled, design, near, search_ns, step_ns, confidence, taus, logs_per_column, \
+        coarse_logs = fit
     grid = np.arange(-search_ns, search_ns + 0.5 * step_ns, step_ns)
     yc = y - float(np.mean(y))
     prof = _Profile(design, t, yc, grid, taus, coarse_logs)

@@ -1146,14 +1146,14 @@ def _placed(kt: KernelTrace, samples: np.ndarray, t_logs: np.ndarray, model: Opt
     "one-sided" map); an offset beyond the fine search (``LogAlignment.far``) only where asked: a one-sided
     map errs by microseconds, so milliseconds are a mismatch to warn of, not a lag to correct.
 
-    Instantaneous logs against the device's kernels that ran alone; an averaging sensor's through its
-    windows against every kernel of the device, reported (warned beyond the map's bound) and never
-    applied: a window's offset trades with the model's delay_ns. Returns the alignment and the logs'
-    times (moved where it was applied).
+    Instantaneous logs against the device's kernels that ran alone or beside communication only (its level
+    taken off the logs); an averaging sensor's through its windows against every kernel of the device,
+    reported (warned beyond the map's bound) and never applied: a window's offset trades with the model's
+    delay_ns. Returns the alignment and the logs' times (moved where it was applied).
     """
     if model is not None and model.averages:
         return _window_offset(kt, samples, t_logs, model, on_device, lmap, notes), t_logs
-    alignment = _measured_offset(kt, samples, t_logs, on_device & ~conc, on_device)
+    alignment = _measured_offset(kt, samples, t_logs, on_device, conc)
     if alignment is not None and not alignment.at_edge and (apply == "asked" or apply and not alignment.far):
         lmap.shift_ns, lmap.shift_err_ns = alignment.offset_ns, alignment.half_width_ns
         return alignment, t_logs + lmap.shift_ns
@@ -1202,24 +1202,30 @@ def _device_of(kt: KernelTrace, device: Optional[int]) -> int:
     return int(device)
 
 
-def _measured_offset(kt: KernelTrace, samples: np.ndarray, t_logs: np.ndarray,
-                     alone: np.ndarray, on_device: np.ndarray) -> Optional[LogAlignment]:
-    """The logs' offset against the device's kernels that ran ``alone``; None where too few logs fall on them.
+def _measured_offset(kt: KernelTrace, samples: np.ndarray, t_logs: np.ndarray, on_device: np.ndarray,
+                     conc: np.ndarray) -> Optional[LogAlignment]:
+    """The logs' offset against the device's kernels that ran alone or beside communication only, the
+    communication beside them an additive level (``overlay_ns``); None where too few logs fall on them.
 
     Compute kernels on several streams: each group that overlaps is one execution of a class of its own
     (its logs measure the group's sum), so the logs in it are modelled, not read as a gap between kernels:
     read as a gap, a GEMM and a second stream's kernel beside it every other iteration put the logs 711 us
-    off on a simulated loop.
+    off on a simulated loop. Communication beside compute is a level of its own: read as a gap, an
+    all-reduce beside five of a loop's seven kernels put exact logs one GEMM (409 us) off.
     """
     ex = kt.executions
-    comm = is_communication(kt.signatures["name"])[ex["kernel_id"]]
+    comm, over, _ = communication_overlap(ex["start_ns"], ex["end_ns"], kt.device, ex["kernel_id"],
+                                          kt.signatures["name"], on_device, conc)
     a, b, _ = concurrent_spans(ex["start_ns"], ex["end_ns"], on_device & ~comm)
-    s = np.concatenate([ex["start_ns"][alone], a.astype(np.int64)])
-    e = np.concatenate([ex["end_ns"][alone], b.astype(np.int64)])
-    k = np.concatenate([ex["kernel_id"][alone], np.full(len(a), len(kt.signatures), dtype=ex["kernel_id"].dtype)])
+    dev = np.flatnonzero(on_device & (~conc | over))
+    s = np.concatenate([ex["start_ns"][dev], a.astype(np.int64)])
+    e = np.concatenate([ex["end_ns"][dev], b.astype(np.int64)])
+    k = np.concatenate([ex["kernel_id"][dev], np.full(len(a), len(kt.signatures), dtype=ex["kernel_id"].dtype)])
     order = np.argsort(s, kind="stable")
+    beside = comm & conc
     try:
-        return align_logs_to_trace(t_logs, samples["total"], s[order], e[order], k[order])
+        return align_logs_to_trace(t_logs, samples["total"], s[order], e[order], k[order],
+                                   overlay_ns=(ex["start_ns"][beside], ex["end_ns"][beside]) if beside.any() else None)
     except ValueError as exc:
         # The profiles below say so themselves where it matters.
         _log.debug("log offset not measured: %s", exc)
