@@ -3,10 +3,11 @@
 
 ``profile_trace(align="auto")`` measures the logs' offset against the
 kernels (``fg.insitu.align_logs_to_trace``) before attributing them; with
-``align=False`` it does not. Issue 28 found the default about 1,000x slower
-than ``align=False`` on a real 19k-kernel trace (dense least squares whose
-size grew with the signatures, a thousand of them per call). This bench
-times both in the same run, on two loops:
+``align=False`` it does not. A measurement whose cost grows with the
+signatures (dense least squares over every signature's column, a thousand
+of them per call) makes the default about 1,000x slower than
+``align=False`` on a real 19k-kernel trace. This bench times both in the
+same run, on two loops:
 
 * ``loop``: the simulator's training loop (``sim._analytic_loop.logged_loop``,
   instant 1 ms logs, five signatures, seven kernels per iteration);

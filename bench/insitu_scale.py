@@ -25,7 +25,7 @@ parent's over fork and exec):
   trace read, after the read (its time alone, against that process's own
   read; peak memory of the process).
 
-Targets (issue 28, item 8), at 10^6 kernels: read <= 1.2x the baseline's
+Targets, at 10^6 kernels: read <= 1.2x the baseline's
 time, profile_trace <= the read's time, peak memory <= 2x the file; at 10^7,
 a read in bounded memory (the baseline does not fit in this machine's
 memory there and is skipped, with the reason).
@@ -376,7 +376,7 @@ def readme(out: dict[str, Any]) -> str:
     if skipped:
         lines += ["", "Baseline skipped at " + ", ".join(f"10^{round(math.log10(r['kernels']))}: {r['baseline_skipped']}"
                                                           for r in skipped) + "."]
-    lines += ["", "Targets (issue 28, item 8) at 10^6 kernels: read <= 1.2x the baseline, profile_trace <= the "
+    lines += ["", "Targets at 10^6 kernels: read <= 1.2x the baseline, profile_trace <= the "
               "read, peak memory <= 2x the file; 10^7 kernels read in bounded memory (what the reader keeps grows "
               "with the kernels, about 60 bytes each, not with the document; the process's peak adds the "
               "interpreter's ~110 MB and the KernelTrace built from the kept columns).", "",

@@ -337,7 +337,7 @@ def test_logger_maps_by_clock_domain():
 
 
 def test_captures_bracket_boottime_and_monotonic_and_old_files_still_load(tmp_path):
-    # Issue 28, item 9: a capture bracketed only CLOCK_REALTIME, so a rocprofv3 trace (CLOCK_BOOTTIME)
+    # A capture bracketed only CLOCK_REALTIME, so a rocprofv3 trace (CLOCK_BOOTTIME)
     # could not be matched with it. Format version 2 brackets CLOCK_BOOTTIME and CLOCK_MONOTONIC too.
     c, true_host = synthetic_capture(clock_domain="host-monotonic-raw", tick_ns=1.0)
     boot = boot_brackets(0.6)

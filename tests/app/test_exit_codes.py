@@ -212,7 +212,7 @@ def _small_trace(env: Env, kernels: int = 12, steps: bool = False) -> tuple[str,
 
 
 def _trace_small(env: Env) -> list[str]:
-    # Issue 28: a trace of a dozen kernels and no ProfilerStep was refused whole (exit 1); it profiles now.
+    # A trace of a dozen kernels and no ProfilerStep was refused whole (exit 1); it profiles now.
     small, capture = _small_trace(env)
     return ["trace", small, "--power", capture, "--out", str(env.tmp / "t")]
 

@@ -235,7 +235,7 @@ def test_cli_devices_rejects_unknown_backend(capsys):
 
 
 def test_nvidia_sensor_semantics_are_stated_without_a_gpu(capsys, no_nvidia_libraries):
-    # Issue 19: per mode, what a log is and whether each figure is documented,
+    # Per mode, what a log is and whether each figure is documented,
     # measured (at start) or assumed, before any GPU is there to ask.
     (r,) = devices.list_backends(["nvidia"])
     modes = {m.mode: m for m in r.sensors}

@@ -558,7 +558,7 @@ def _paired(fake_libcuda: str, fake_nvml: str, code: str, arch: int = 9, cc: tup
 
 @pytest.mark.slow
 def test_backend_measures_the_globaltimer_step_and_maps_markers_with_it(fake_libcuda):
-    # Issue 19, item 6: the backend assumed a 1 ns %globaltimer step; on GPUs
+    # The backend assumed a 1 ns %globaltimer step; on GPUs
     # whose timer moves once a microsecond the clock map's bound missed half a
     # step. Here the fake timer moves every 1000 ns.
     out = run_py("""
@@ -592,7 +592,7 @@ def test_backend_measures_the_globaltimer_step_and_maps_markers_with_it(fake_lib
 
 
 def test_timeline_fits_the_device_map_with_the_timer_step():
-    # Issue 19, item 6: the step the backend measured reaches the clock map.
+    # The step the backend measured reaches the clock map.
     from fingrav_native.backends import MARKER_RECORD_DTYPE
     from fingrav_native.clocks import fit_clock_map, timeline_of
     from fingrav_native.records import Capabilities, RunRecord
@@ -620,7 +620,7 @@ def test_timeline_fits_the_device_map_with_the_timer_step():
 @pytest.mark.slow
 @pytest.mark.parametrize("mode", ["usage", "energy", "instant", "average"])
 def test_backend_logger_period_is_the_drivers_refresh_not_the_poll(fake_libcuda, fake_nvml, mode):
-    # Issue 19, items 3 and 4: NVML refreshes every 50 ms here while the
+    # NVML refreshes every 50 ms here while the
     # sampler polls every 1 ms. The period was measured as the poll period
     # (usage: every poll stamped and kept; energy: 0 W then a spike).
     out = _paired(fake_libcuda, fake_nvml, f"""
@@ -645,7 +645,7 @@ def test_backend_logger_period_is_the_drivers_refresh_not_the_poll(fake_libcuda,
 
 @pytest.mark.slow
 def test_unknown_window_warns_and_a_characterisation_replaces_it(fake_libcuda, fake_nvml):
-    # Issue 19, item 5: on a GPU for which no window is published (here an
+    # On a GPU for which no window is published (here an
     # RTX-class GA10x, compute capability 8.6) the instant field's window is
     # assumed 0: say so, and take a characterisation's figures instead.
     out = _paired(fake_libcuda, fake_nvml, """
@@ -670,7 +670,7 @@ def test_unknown_window_warns_and_a_characterisation_replaces_it(fake_libcuda, f
 
 @pytest.mark.slow
 def test_grace_hopper_logs_the_module_unless_the_gpu_alone_is_asked(fake_libcuda, fake_nvml):
-    # Issue 27: the power fields always read GPU scope; on Grace Hopper Zeus reads the module
+    # The power fields always read GPU scope; on Grace Hopper Zeus reads the module
     # (NVML_POWER_SCOPE_MODULE where nvmlDeviceGetC2cModeInfoV says C2C is on). Here the module
     # draws 150 W over the GPU's 300 W.
     out = _paired(fake_libcuda, fake_nvml, """

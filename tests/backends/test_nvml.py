@@ -247,7 +247,7 @@ def test_samples_mode_declares_clock_and_units(fake):
 
 
 def test_first_fetch_starts_after_the_drivers_history(fake):
-    # Issue 19, item 8: lastSeenTimeStamp 0 returns the driver's whole buffer
+    # LastSeenTimeStamp 0 returns the driver's whole buffer
     # (nvml.h, nvmlDeviceGetSamples), here a busy minute before the source
     # existed; an idle baseline taken from the first poll would include it.
     for k in range(40):
@@ -263,7 +263,7 @@ def test_first_fetch_starts_after_the_drivers_history(fake):
 
 
 def test_a_failed_history_fetch_starts_from_now_not_from_the_whole_history(fake):
-    # Issue 27: when the constructor's history fetch fails, lastSeenTimeStamp stayed 0 and the first
+    # When the constructor's history fetch fails, lastSeenTimeStamp stayed 0 and the first
     # poll returned the driver's whole buffer again (a busy minute before the source existed).
     now_us = time.time_ns() // 1000
     for k in range(40):
@@ -382,7 +382,7 @@ def test_field_modes_carry_nvml_timestamps_and_windows(fake, mode, field, window
     ((-1, -1), 0, False),         # unknown
 ])
 def test_instant_window_is_the_published_one_on_a100_and_h100_only(fake, cc, window, documented):
-    # Issue 19, item 5: the window was passed as 0, so the error budget ignored
+    # The window was passed as 0, so the error budget ignored
     # the 25 ms the instant field averages on A100/H100.
     fake.set_arch(0, 9 if cc[0] >= 9 else 7, *cc)
     src = _core.NvmlPowerSource(0, "instant")
@@ -392,7 +392,7 @@ def test_instant_window_is_the_published_one_on_a100_and_h100_only(fake, cc, win
 
 @pytest.mark.parametrize("mode,field", [("instant", FI_INSTANT), ("average", FI_AVERAGE)])
 def test_field_value_repeated_under_new_query_timestamps_is_not_a_new_log(fake, mode, field):
-    # Issue 19, item 4: nvml.h calls the field's timestamp the "CPU Timestamp
+    # Nvml.h calls the field's timestamp the "CPU Timestamp
     # of this value"; a driver that stamps the query gives a new stamp to the
     # same cached value on every poll. Deduplicating on the stamp alone kept each.
     src = _core.NvmlPowerSource(0, mode)
@@ -451,7 +451,7 @@ def test_a_discrete_board_reads_the_gpu_and_refuses_module_scope_saying_why(fake
 
 @pytest.mark.parametrize("mode,field", [("instant", FI_INSTANT), ("average", FI_AVERAGE)])
 def test_grace_hopper_reads_the_module_by_default_as_zeus_does(fake, mode, field):
-    # Issue 27: the power fields always read GPU scope; Zeus (zeus/device/gpu/nvidia.py) reads
+    # The power fields always read GPU scope; Zeus (zeus/device/gpu/nvidia.py) reads
     # NVML_POWER_SCOPE_MODULE wherever nvmlDeviceGetC2cModeInfoV says C2C is enabled.
     fake.set_c2c(0, 1, 150_000)  # the Grace CPU and its memory draw 150 W more than the GPU alone
     dev = _core.nvml_devices()[0]
@@ -527,7 +527,7 @@ def test_energy_field_power_is_exact_difference_quotient(fake):
 
 
 def test_slow_refreshing_energy_counter_gives_no_zero_then_spike(fake):
-    # Issue 19, item 4: the counter refreshes every 50 ms here while it is
+    # The counter refreshes every 50 ms here while it is
     # polled every 1 ms and its timestamp advances on every poll. Differencing
     # each poll gave 0 W, 0 W, ..., then 50x the power at the refresh.
     fake.set_field(0, FI_ENERGY, 0, 1_000)
@@ -599,7 +599,7 @@ def test_usage_window_follows_the_documented_architecture_rule(fake, arch, cc, w
 
 
 def test_usage_keeps_a_reading_only_when_the_1s_average_changes(fake):
-    # Issue 19, item 3: on Ampere and newer the value is a 1 s average that
+    # On Ampere and newer the value is a 1 s average that
     # the driver refreshes every ~100 ms (nvml.h, nvmlDeviceGetPowerUsage);
     # stamping and keeping every poll made the logger period the poll period.
     fake.set_usage(0, 300_000)

@@ -56,7 +56,7 @@ def test_round_trip_is_exact(prof, tmp_path):
 
 
 def test_nvidia_capabilities_round_trip(prof, tmp_path):
-    # Issue 19: a saved profile says what its logs were and where each figure
+    # A saved profile says what its logs were and where each figure
     # came from (here an H100 in usage mode, with a measured 1 us timer step).
     from fingrav_native.backends import nvml_provenance, nvml_semantics, nvml_sensor
 

@@ -152,7 +152,7 @@ def test_every_capture_saved_loads_back(source, sensor, stats, meta, n, brackets
 
 
 def test_a_capture_load_capture_would_refuse_is_not_written(tmp_path):
-    # Issue 29: a NaN in meta, a non-string sensor name: written, then refused by load_capture.
+    # A NaN in meta, a non-string sensor name: written, then refused by load_capture.
     source = {"name": "s", "clock_domain": "host-monotonic-raw", "tick_ns": 1.0, "native_period_ns": 0,
               "window_ns": 0, "channels": ["total"]}
     base = dict(samples=np.zeros(2, SAMPLE_DTYPE), epoch_brackets=np.zeros((2, 3), np.int64), source=source,

@@ -313,7 +313,7 @@ def test_the_perfetto_export_draws_power_over_the_kernels_and_the_cli_writes_eve
     assert bad.value.code == cli.EXIT_USAGE
 
 def test_the_trace_command_calls_data_problems_failures_not_bad_usage(tmp_path, capsys, monkeypatch) -> None:
-    # Issue 28, item 2: logs that miss the trace (a clock mismatch) exited 2, "bad usage", for a data problem.
+    # Logs that miss the trace (a clock mismatch) exited 2, "bad usage", for a data problem.
     from fingrav_native.app import _cli_files
 
     loop = simulate_training_loop(300, seed=5, pause_every=30)
@@ -433,7 +433,7 @@ class _HostMap:
 
 
 def test_zero_duration_kernels_are_left_out_and_counted_not_a_refusal(tmp_path) -> None:
-    # Issue 28, item 3: older Kineto traces record durations in whole microseconds, so 3-7 % of their
+    # Older Kineto traces record durations in whole microseconds, so 3-7 % of their
     # kernels have dur 0; the reader took them and profile_trace refused the whole trace.
     loop = simulate_training_loop(400, seed=2, pause_every=25)
     path, kernels = _edited_trace(loop, tmp_path / "t.json",
@@ -449,7 +449,7 @@ def test_zero_duration_kernels_are_left_out_and_counted_not_a_refusal(tmp_path) 
 
 
 def test_long_and_control_character_names_are_never_cut_or_merged(tmp_path) -> None:
-    # Issue 28, item 6: names were cut to 256 characters after the signatures were formed (about half of
+    # Names were cut to 256 characters after the signatures were formed (about half of
     # real C++ template kernel names are longer), so distinct signatures printed with one label and
     # vanished from `skipped`; numpy's strings drop trailing NULs, so "gemm" and "gemm\0" printed alike.
     prefix = "void at::native::elementwise_kernel<128, 4, at::native::gpu_kernel_impl<" * 5  # 360 characters

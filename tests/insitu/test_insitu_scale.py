@@ -1,6 +1,6 @@
 """profile_trace's shortcuts for long traces give the very profile the plain steps give.
 
-Issue 28, item 8: at 10^6 kernels each signature's placement paid for every
+At 10^6 kernels each signature's placement paid for every
 log of the capture (40 signatures, 210 000 logs each), and the iteration
 energy's bootstrap drew 999 x 17 858 indices at once. Each signature now
 gets only the logs near its executions, and the bootstrap runs in batches;
@@ -129,7 +129,7 @@ def test_records_in_order_skip_the_sort_and_get_lexsorts_order(pairs, presort) -
 
 
 def test_slow_placement_once_per_signature_is_one_pass_for_all_with_the_same_profile(loop, monkeypatch) -> None:
-    # Issue 29, item 3: each signature placed the logs in its executions twice (its warm-up, then its golden
+    # Each signature placed the logs in its executions twice (its warm-up, then its golden
     # runs), each a validation, a sort and a search of its own: 600 placements for a 300-signature trace. One
     # placement over the merged timeline now serves every signature's warm-up and golden runs, with the very
     # records each placement alone gives (a pair's record depends on its log and its execution only).

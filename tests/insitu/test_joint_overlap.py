@@ -87,7 +87,7 @@ def ddp():
 
 
 def test_the_joint_fit_uses_compute_overlapped_by_communication(ddp) -> None:
-    # Issue 28: "on a DDP trace at least 90 % of compute executions are used, with the attribution of the
+    # "on a DDP trace at least 90 % of compute executions are used, with the attribution of the
     # overlapped ones explained". A 1 ms average over the loop with an all-reduce beside five of its seven
     # kernels (71 % of the compute executions), adding 60 W while it runs.
     loop, kt, tp = ddp

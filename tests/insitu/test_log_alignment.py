@@ -118,7 +118,7 @@ def test_fewer_logs_than_columns_pool_signatures_and_give_no_tight_wrong_offset(
 
 
 def test_logs_that_do_not_place_themselves_are_not_aligned() -> None:
-    # Issue 28, item 2: where every shift fits alike (power that ignores the kernels, as when the logs
+    # Where every shift fits alike (power that ignores the kernels, as when the logs
     # belong to another run or clock), the aligner took the profile's chance minimum for an offset. Its
     # interval then reaches the search range's edge: at_edge, not applied, and the printout says so.
     sensor = sensors.sensor_preset("instant-1ms")
@@ -139,7 +139,7 @@ def test_logs_that_do_not_place_themselves_are_not_aligned() -> None:
     (2_000_000, "the power logs sit -199"),  # beyond the fine search: found by the scan over every shift
 ])
 def test_a_clock_mismatch_beyond_the_maps_bound_is_warned(late_ns: int, words: str) -> None:
-    # Issue 28, item 2: a trace and a capture whose clocks disagree (logs stamped late by 20 us, by one
+    # A trace and a capture whose clocks disagree (logs stamped late by 20 us, by one
     # iteration of the periodic loop, by 2 ms) gave per-kernel energies 54-89 % off in a table with no
     # warning: the measured offset was only printed as "not applied" under an exact (bracketed) map.
     sensor = sensors.sensor_preset("instant-1ms")

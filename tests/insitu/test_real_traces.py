@@ -59,7 +59,7 @@ def test_the_pinned_facts_are_those_of_the_real_traces() -> None:
 
 @pytest.mark.parametrize("name", sorted(FACTS))
 def test_real_traces_read_whole(name: str) -> None:
-    # Issue 28, items 3, 4 and 6: zero-duration kernels read, PyTorch 1.8's "Operator" ProfilerStep
+    # Zero-duration kernels read, PyTorch 1.8's "Operator" ProfilerStep
     # counted, names never cut.
     kernels, zero, steps, longest, devices = FACTS[name]
     kt = read_trace(require(f"traces/{name}"))
@@ -117,7 +117,7 @@ def test_real_traces_profile_with_default_options(name: str) -> None:
 @pytest.mark.parametrize("name", ["hta/sampled_rank-0.json.gz", "hta/mi250_minitoy_train_ROCm6_2_kineto.json.gz",
                                   "kineto/gpu_metrics_input.json"])
 def test_a_trace_of_too_few_executions_still_gives_the_energy_per_iteration(name: str) -> None:
-    # Issue 28: "the iteration summary present whenever ProfilerStep exists". These traces hold one or two
+    # "the iteration summary present whenever ProfilerStep exists". These traces hold one or two
     # ProfilerStep#N and no signature with min_executions=20 executions alone on the device; the whole trace
     # was refused ("no kernel signature could be profiled"). Now: an empty table, the reason, the summary.
     # The logs are exact on the trace's clock: no clock mismatch may be reported (pytest fails on a warning).
@@ -141,7 +141,7 @@ def _true_span_energy(kt) -> float:
 
 @pytest.mark.parametrize("name", sorted(FACTS))
 def test_every_real_trace_profiles_with_default_options(name: str, tmp_path) -> None:
-    # Issue 28: "every real trace in the test set profiles with default options (no whole-trace refusal)".
+    # "every real trace in the test set profiles with default options (no whole-trace refusal)".
     # HTA's inference_rank_1 (4 kernels) and rocprofv3's two sample CSVs (7 and 9) have no ProfilerStep and
     # no signature with min_executions=20 executions; they were refused whole ("no kernel signature could be
     # profiled"). Now: an empty table, each signature's shortfall, and what the logs can say: the energy
@@ -189,7 +189,7 @@ def test_a_span_no_log_measures_inside_says_so() -> None:
 
 
 def test_compute_overlapped_by_nccl_is_kept_with_the_communication_level_subtracted() -> None:
-    # Issue 28, item 7: on this DDP trace (rank 0 of 128) SendRecv kernels on streams 84 and 203 overlap
+    # On this DDP trace (rank 0 of 128) SendRecv kernels on streams 84 and 203 overlap
     # 22 % of the compute executions; "overlaps another kernel on the device, left out" dropped them all.
     # Synthetic truth on the real timeline: each compute signature draws its own power, communication
     # adds 60 W while it runs, whatever else does.
@@ -232,7 +232,7 @@ def test_compute_overlapped_by_nccl_is_kept_with_the_communication_level_subtrac
 
 
 def test_a_rocprofv3_csv_with_a_byte_order_mark_keeps_its_kind_column(tmp_path) -> None:
-    # Issue 28, item 9: with a UTF-8 BOM the first column read as "\ufeffKind", so a row of another kind
+    # With a UTF-8 BOM the first column read as "\ufeffKind", so a row of another kind
     # (a memory copy) was taken for a kernel dispatch.
     with open(require("traces/rocprofv3/kernel_trace.csv"), encoding="utf-8") as f:
         lines = f.read().splitlines()
@@ -244,7 +244,7 @@ def test_a_rocprofv3_csv_with_a_byte_order_mark_keeps_its_kind_column(tmp_path) 
 
 
 def test_a_capture_that_misses_the_trace_is_refused_as_a_clock_mismatch() -> None:
-    # Issue 28, item 2: a trace and a capture that do not overlap were refused with "run more runs
+    # A trace and a capture that do not overlap were refused with "run more runs
     # (runs=...)", an option `fingrav trace` does not have; one that half overlaps gave no word.
     kt = read_trace(require("traces/hta/nccl_data.ProfilerStep5.json.gz"))
     logs = _synthetic_logs(kt)

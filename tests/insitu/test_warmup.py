@@ -53,7 +53,7 @@ def test_a_5ms_average_loop_with_a_short_warmup_keeps_its_kernels() -> None:
 
 
 def test_stationary_power_is_not_called_warm_up() -> None:
-    # Issue 28, item 5: on a real trace 12 of 158 signatures were marked warm-up on stationary power and
+    # On a real trace 12 of 158 signatures were marked warm-up on stationary power and
     # half the iterations non-steady. MSER-5's minimum lands past zero by chance on about a third of
     # stationary records (31.5 % here before its cut had to be significant).
     from fingrav_native.insitu._profile import _mser_truncation, _tolerance_truncation

@@ -65,7 +65,7 @@ def test_exact_logs_of_an_averaging_sensor_are_not_a_mismatch(sensor: SensorMode
 @pytest.mark.parametrize("sensor", [AVG_1MS, AVG_5MS], ids=["1ms", "5ms"])
 @pytest.mark.parametrize("late_ns", [1_000_000, 5_000_000, 50_000_000])
 def test_a_clock_mismatch_under_an_averaging_sensor_is_warned(sensor: SensorModel, late_ns: int) -> None:
-    # Issue 28: "a clock mismatch beyond the map's bound never yields an unwarned table", for averaging
+    # "a clock mismatch beyond the map's bound never yields an unwarned table", for averaging
     # sensors too (the measurement was skipped for them: an exit-0 table, energies 100-550 % off).
     loop = logged_loop(sensor, seed=3, iterations=512)
     late = loop.samples.copy()

@@ -290,7 +290,7 @@ def test_intervals_carry_the_smoothings_cross_validation_cannot_tell_apart(monke
 
 
 def test_the_cramer_rao_floor_is_the_unsmoothed_scatter_and_tells_sensors_apart() -> None:
-    # Issue 26: "let every result say what the data cannot resolve". Each bin's floor is the standard
+    # "let every result say what the data cannot resolve". Each bin's floor is the standard
     # error an unbiased, unsmoothed fit would have. Checked against the scatter of unsmoothed fits
     # (lam near 0) over independent seeds, with an instantaneous logger; then the 1 ms average's floor at
     # the same bins must be far above it (its windows carry the shape only where their edges sweep).

@@ -564,7 +564,7 @@ def test_doctests_of_the_result_types_and_the_whole_run_view(name):
 
 
 def test_slow_bandwidth_search_finds_every_candidates_windows_in_one_search(monkeypatch) -> None:
-    # Issue 29, item 3: the span search ran the nearest-neighbour window search once per candidate window
+    # The span search ran the nearest-neighbour window search once per candidate window
     # (twelve small binary searches per channel group, per signature of a trace); one vectorised search now
     # finds them all, and each candidate's fit is the one its own search gives.
     from fingrav_native.method import _smoothers

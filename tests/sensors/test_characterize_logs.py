@@ -158,7 +158,7 @@ def _folded_period(tc: np.ndarray, near: float) -> float:
                                               ("A5000_transient", "power.draw", 100e6),
                                               ("K40m_transient", "power.draw", 15e6)])
 def test_real_update_period_from_half_a_record_matches_the_whole(rec: str, field: str, near: float) -> None:
-    # Issue 27: the period must come within 1 % of what the change times over the whole record imply.
+    # The period must come within 1 % of what the change times over the whole record imply.
     # Counting periods interval by interval put the A5000's first half 1.3 % off and the K40m's 1.6 %
     # (values unchanged for seconds at idle; a few changes off the update grid); here within 0.1 %.
     t, p, _ = _real(rec, field)
@@ -386,7 +386,7 @@ def _affine_rmse(x: np.ndarray, y: np.ndarray) -> float:
                                         ("3090_transient", "power.draw"), ("4090_transient", "power.draw"),
                                         ("A5000_transient", "power.draw"), ("K40m_transient", "power.draw")])
 def test_real_fit_is_no_worse_in_sample_than_a_brute_force_boxcar(rec: str, field: str) -> None:
-    # Issue 27's criterion as a check of the fitter: on each half of every record, and on the whole,
+    # The criterion as a check of the fitter: on each half of every record, and on the whole,
     # the model characterised against the meter predicts the field no worse than the best boxcar of a
     # brute-force grid (window 1-1000 ms, delay -100..100 ms by 2.5 ms), each with its own gain and
     # offset. Before the gapless null the free fit sat in a worse valley on the second half of the

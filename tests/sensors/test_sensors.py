@@ -118,7 +118,7 @@ def _score(dec, dip=0.25):
 
 @pytest.mark.slow
 def test_a_1ms_average_recovers_a_mid_kernel_dip():
-    # Issue 15's criterion: a few-hundred-us kernel with a 25 % mid-kernel dip,
+    # The criterion: a few-hundred-us kernel with a 25 % mid-kernel dip,
     # logged by a 1 ms averaging sensor with the window declared per log.
     sensor = sensor_preset("amd-1ms-average")
     samples, ex = logged_runs(400, sensor, seed=1)
@@ -277,7 +277,7 @@ def _sparse_updates(rng: np.random.Generator, period: float, poll: float, second
 
 
 def test_period_across_idle_stretches_of_unchanged_values():
-    # Issue 27: on the K40m record the value stays unchanged for seconds at idle; counting periods
+    # On the K40m record the value stays unchanged for seconds at idle; counting periods
     # interval by interval (round(interval / period)) then miscounts the long gaps by a period or more,
     # and both counts fit: 15.40 ms from the record's first half, 15.16 from its whole. The coherent
     # period (epoch folding) indexes every update from one grid.
@@ -324,7 +324,7 @@ def test_counter_quantum_and_file_round_trip(tmp_path):
 
 @pytest.mark.slow
 def test_stitch_logs_deconvolves_declared_windows_and_keeps_the_instant_path():
-    # Issue 15's criterion through the public entry point: the window declared per log.
+    # The criterion through the public entry point: the window declared per log.
     samples, ex = logged_runs(400, sensor_preset("amd-1ms-average"), seed=1)
     with pytest.warns(SensorResolutionWarning) as got:
         ep = stitch_logs(samples, ex, Identity(), execution_of_interest=-1, margin=0.05, x="fraction")

@@ -102,7 +102,7 @@ def _fidelity(preset: str, runs: int, seed: int = 1, kernel: str = "cb-4k-gemm",
 
 @pytest.mark.slow
 def test_one_ms_average_is_within_1_5x_of_instant_and_unbiased() -> None:
-    # Issue 15's criterion, on cb-8k-gemm's SSP execution (2.5 ms: the 1 ms
+    # The criterion, on cb-8k-gemm's SSP execution (2.5 ms: the 1 ms
     # window is 0.4 of it), 200 runs, mean over three seeds: measured 2.1 %
     # (instant) against 2.9 % (deconvolved 1 ms average), bias < 0.1 %.
     inst = [_fidelity("instant-1ms", 200, seed=s, kernel="cb-8k-gemm", executions=12) for s in (1, 2, 3)]

@@ -277,7 +277,7 @@ class PowerRecorder:
         self._thread_cpu_ns = 0
         self._capture: Optional[PowerCapture] = None
         self._trace_path: Optional[str] = None
-        # Issue 28: the device's energy counter, polled beside the logs (app/_counter_recorder.py).
+        # The device's energy counter, polled beside the logs (app/_counter_recorder.py).
         self._counter_spec = counter_spec(counter, self._resolved.counter)
         self._counter_period_ns = None if counter_period_ns is None else integer_in(
             counter_period_ns, "counter_period_ns", _core.MIN_PERIOD_NS, _core.MAX_PERIOD_NS)

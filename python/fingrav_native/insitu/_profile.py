@@ -786,7 +786,7 @@ def profile_trace(
     kt, trace_notes = _checked_trace(trace)
     capture = samples
     samples, logger_map, model = _from_capture(samples, logger_map, model, kt)
-    # Issue 28's energy closure (insitu/_closure.py), the counter on the trace's clock as the logs are.
+    # The energy closure's counter (insitu/_closure.py), on the trace's clock as the logs are.
     counted = counter_of(capture, energy_counter, logger_map, TRACE_CLOCKS.get(kt.clock) or "CLOCK_REALTIME")
     _check_logs(samples, logger_map, align, attribution, bins, max_power_w)
     assert logger_map is not None  # _check_logs refused a missing one
@@ -811,13 +811,9 @@ def profile_trace(
     # A window in a loop covers other kernels: the joint fit below replaces the attribution.
     found, it_of = _Signatures(notes=trace_notes), kt.iteration()
     near = _NearLogs(attributed, t_logs) if model is None and "seq" in (samples.dtype.names or ()) else None
-    by_sig = _rows_by_signature(kt, on_device)
-    kept = [_kept(kt, rows, conc) for rows in by_sig]
-    placed = _placed_by_signature(kt, attributed, lmap, [k if len(k) >= min_executions else k[:0] for k in kept])
-    for sig, rows, keep in zip(kt.signatures, by_sig, kept):
-        _profile_signature(found, kt, sig, rows, keep, attributed, near, lmap, it_of, placed.get(int(sig["id"])),
-                           margin=margin, min_executions=min_executions, warmup_tolerance=warmup_tolerance,
-                           sensor=None if joint else model, attribution="instant" if joint else attribution)
+    _profile_signatures(found, kt, on_device, conc, attributed, near, lmap, it_of, margin=margin,
+                        min_executions=min_executions, warmup_tolerance=warmup_tolerance,
+                        sensor=None if joint else model, attribution="instant" if joint else attribution)
     spans = _spans(kt, on_device & ~overlap.comm, it_of, found, joint, min_executions)
     if found.rows and joint:
         assert model is not None
@@ -1329,6 +1325,20 @@ def _placed_by_signature(kt: KernelTrace, samples: np.ndarray, lmap: _Shifted,
         a, b = np.searchsorted(ids, [sid, sid + 1])
         out[sid] = lois[order[a:b]]
     return out
+
+
+def _profile_signatures(found: _Signatures, kt: KernelTrace, on_device: np.ndarray, conc: np.ndarray,
+                        samples: np.ndarray, near: Optional[_NearLogs], lmap: _Shifted, it_of: np.ndarray, *,
+                        margin: Optional[float], min_executions: int, warmup_tolerance: float,
+                        sensor: Optional[SensorModel], attribution: str) -> None:
+    """Every signature of the device profiled into ``found``, the logs placed once for all of them."""
+    by_sig = _rows_by_signature(kt, on_device)
+    kept = [_kept(kt, rows, conc) for rows in by_sig]
+    placed = _placed_by_signature(kt, samples, lmap, [k if len(k) >= min_executions else k[:0] for k in kept])
+    for sig, rows, keep in zip(kt.signatures, by_sig, kept):
+        _profile_signature(found, kt, sig, rows, keep, samples, near, lmap, it_of, placed.get(int(sig["id"])),
+                           margin=margin, min_executions=min_executions, warmup_tolerance=warmup_tolerance,
+                           sensor=sensor, attribution=attribution)
 
 
 def _profile_signature(found: _Signatures, kt: KernelTrace, sig: Any, mine: np.ndarray, keep: np.ndarray,
