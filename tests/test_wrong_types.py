@@ -977,7 +977,7 @@ EXCLUDED = {
         "PowerMeasurement", "SamplePrediction", "SspSearch", "SspStep", "StitchedChannel", "StitchedProfile",
         "TimelineFit", "WholeRunView", "NodeView", "SteadyCheck", "CounterLogs", "PeriodEstimate",
         "SensorSemantics", "StepFit", "CollectiveTime", "Parameter", "RunResult", "PhaseSteerer", "Agreement",
-        "LocalAgreement", "ThreadAgreement", "TorchAgreement", "EnergyClosure", "CapturedCounter")},
+        "LocalAgreement", "ThreadAgreement", "TorchAgreement", "EnergyClosure", "CapturedCounter", "ConcurrentEnergy")},
     # Typing names: protocols and literal aliases, not called.
     **{n: "a typing protocol or alias" for n in (
         "Backend", "HostClock", "ClockMapLike", "AmdChannel", "AmdClock", "AmdKernelSpec", "AmdPrefer", "KernelSpec",

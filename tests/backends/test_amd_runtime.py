@@ -338,13 +338,14 @@ def test_compare_clocks_tells_one_counter_from_two():
     a = SimGPU(seed=1, realtime=True)
     same = amd.compare_clocks(a.timestamp_source(), a.timestamp_source())
     assert same["same_counter"] and abs(same["offset_ns"]) <= same["tolerance_ns"]
-    # Another counter 1 ms (100000 ticks) away from the first.
+    # Another counter 1 s (10^8 ticks) away from the first: far beyond any gap between the two devices'
+    # creations on a loaded host (at 1 ms a 0.98 ms gap on a busy machine left 20 us, inside ten tolerances).
     b = SimGPU(seed=1, realtime=True,
-               device_offset_ticks=float(a.params["device_offset_ticks"]) + 100_000.0)
+               device_offset_ticks=float(a.params["device_offset_ticks"]) + 100_000_000.0)
     other = amd.compare_clocks(a.timestamp_source(), b.timestamp_source())
     assert not other["same_counter"]
     # (Each simulated device starts its clock at its own creation, so the
-    # offset is 1 ms less the creation gap: far outside the tolerance anyway.)
+    # offset is 1 s less the creation gap: far outside the tolerance anyway.)
     assert abs(other["offset_ns"]) > 10 * other["tolerance_ns"]
     with pytest.raises(ValueError, match="reads"):
         amd.compare_clocks(a.timestamp_source(), a.timestamp_source(), reads=1)
