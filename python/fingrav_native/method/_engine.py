@@ -562,12 +562,14 @@ def _free_columns(M: np.ndarray, b: np.ndarray, lower: np.ndarray, x_free: np.nd
 
     Lawson and Hanson's active set (*Solving Least Squares Problems*, 1974,
     ch. 23; unbounded columns always free) on the normal equations, started
-    from the columns the unconstrained ``x_free`` keeps within their bounds.
+    from the unconstrained ``x_free`` cut to the bounds, its columns within
+    them free.
     """
     n = len(b)
     bounded = np.isfinite(lower)
     free = ~bounded | (x_free > lower)
-    x = np.where(bounded, lower, 0.0)
+    # A feasible start (every iterate is): the unconstrained solution cut to the bounds.
+    x = np.maximum(x_free, lower)
     tol = 1e-12 * max(float(np.max(np.abs(b))), float(np.max(np.abs(np.diag(M)))) * float(np.max(np.abs(x_free))),
                       1e-300)
     for _ in range(3 * n + 10):
