@@ -892,19 +892,24 @@ def _boot_fold_stats(stats: Sequence[_Stats], wts: np.ndarray, folds: np.ndarray
     """Per design, every resample's (rows of ``wts``) per-fold ``G``, ``b`` of channel 0, ``yy`` and presence.
 
     The resamples' per-fold normal equations are weighted sums of the same
-    per-block ones: one matrix product for a batch of resamples instead of
-    one pass over the blocks per resample and variant.
+    per-block ones: one matrix product per fold (over its own blocks) for a
+    batch of resamples, instead of one pass over the blocks per resample and
+    variant.
     """
-    W = np.stack([_fold_weights(w, folds, n_folds) for w in wts])
-    k, n_blocks = len(W), wts.shape[1]
-    Wr = W.reshape(k * n_folds, n_blocks)
-    present = W.any(axis=2)
+    k, n_blocks = wts.shape
+    present = np.stack([wts[:, folds == f].any(axis=1) for f in range(n_folds)], axis=1)
     out = []
     for st in stats:
         P = st.G.shape[1]
-        out.append(((Wr @ st.G.reshape(n_blocks, P * P)).reshape(k, n_folds, P, P),
-                    (Wr @ np.ascontiguousarray(st.B[:, :, 0])).reshape(k, n_folds, P),
-                    (Wr @ st.yy[:, 0]).reshape(k, n_folds), present))
+        G = np.empty((k, n_folds, P, P))
+        B = np.empty((k, n_folds, P))
+        yy = np.empty((k, n_folds))
+        for f in range(n_folds):
+            blk = folds == f
+            G[:, f] = (wts[:, blk] @ st.G[blk].reshape(-1, P * P)).reshape(k, P, P)
+            B[:, f] = wts[:, blk] @ st.B[blk, :, 0]
+            yy[:, f] = wts[:, blk] @ st.yy[blk, 0]
+        out.append((G, B, yy, present))
     return out
 
 
