@@ -24,13 +24,18 @@ ended, the idle baseline. Everything after that is here, shared:
    unlike GCV, which treats patterned residuals as noise to fit (Arlot and
    Celisse, Statistics Surveys 2010; Golub, Heath and Wahba 1979 for GCV).
 4. **Bounded solve.** Power columns are bounded below (0 W, or a stated
-   floor): :func:`scipy.optimize.lsq_linear` on the Cholesky factor of the
-   penalised normal equations (an exact reduction of the least-squares
-   problem), run only when the unconstrained solution leaves the bounds.
+   floor), only when the unconstrained solution leaves the bounds: the
+   columns on their bounds found by an active set on the penalised normal
+   equations (Lawson and Hanson 1974), the others solved on their Cholesky
+   factor (an exact reduction of the least-squares problem), with
+   :func:`scipy.optimize.lsq_linear` (bounded-variable least squares) where
+   that does not settle.
 5. **Bootstrap over blocks** that repeats the model and smoothing choice in
    every resample (a reduced grid around each model's choice), so the
    percentile intervals carry that uncertainty too (Efron and Tibshirani
-   1993, ch. 8 for blocks of dependent data).
+   1993, ch. 8 for blocks of dependent data). The resamples' per-fold normal
+   equations are weighted sums of the per-block ones, formed for a batch of
+   resamples in one product per fold.
 6. **Identifiability.** For every reported energy, the share of its
    precision that comes from the logs rather than from the prior; below a
    tenth the energy is not determined by the logs, and the quantities it is
@@ -507,17 +512,26 @@ def solve(G: np.ndarray, b: np.ndarray, M: np.ndarray, lower: np.ndarray) -> np.
     """``argmin x'Mx - 2b'x`` subject to ``x >= lower`` (``M = G + penalties``).
 
     The unconstrained solution where it keeps the bounds (then it is the
-    bounded one: the problem is convex); else :func:`scipy.optimize.lsq_linear`
-    on ``|L'x - L^-1 b|^2`` with ``M = L L'``, the same objective up to a
-    constant.
+    bounded one: the problem is convex); else the bounded minimum of
+    ``|L'x - L^-1 b|^2`` with ``M = L L'``, the same objective up to a
+    constant (:func:`_bounded`).
+
+    Parameters
+    ----------
+    G : numpy.ndarray
+        The logs' normal matrix (kept for the signature; ``M`` holds it).
+    b : numpy.ndarray
+        The right-hand side ``A'y``.
+    M : numpy.ndarray
+        The penalised normal matrix, positive definite.
+    lower : numpy.ndarray
+        Each column's lower bound (``-inf``: none).
+
+    Returns
+    -------
+    numpy.ndarray
     """
-    cf = scipy.linalg.cho_factor(M, lower=True)
-    x = scipy.linalg.cho_solve(cf, b)
-    tol = 1e-9 * max(float(np.max(np.abs(x))), 1.0)
-    if np.all(x >= lower - tol):
-        # Within rounding of the bounds: on them (a -1e-8 J energy is rounding, not a result).
-        return np.asarray(np.maximum(x, lower))
-    return _bounded(M, b, lower, x, cf)
+    return _solve_channels(np.asarray(b, dtype=np.float64)[:, None], M, lower)[:, 0]
 
 
 def _bounded(M: np.ndarray, b: np.ndarray, lower: np.ndarray, x_free: np.ndarray,
