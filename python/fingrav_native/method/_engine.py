@@ -376,7 +376,8 @@ def _variants(designs: Sequence[Design], rows: Sequence[Rows], stats: Sequence[_
 #: LAPACK's Cholesky factorisation and solve for float64, as :func:`scipy.linalg.cho_factor` and
 #: :func:`scipy.linalg.cho_solve` call them (upper factor), without their per-call checks: the
 #: cross-validation runs thousands of them on systems built here, finite by construction.
-_POTRF, _POTRS = scipy.linalg.get_lapack_funcs(("potrf", "potrs"), (np.zeros((1, 1)),))
+_POTRF = scipy.linalg.lapack.dpotrf
+_POTRS = scipy.linalg.lapack.dpotrs
 
 #: Memory for the bootstrap's batched normal equations (resamples x folds x unknowns^2 per design).
 _BATCH_BYTES = 96 * 2 ** 20
@@ -404,7 +405,7 @@ def _fold_weights(weights: np.ndarray, folds: np.ndarray, n_folds: int) -> np.nd
 def _fold_stats(st: _Stats, weights: np.ndarray, folds: np.ndarray, n_folds: int, ch: int = 0) -> _FoldStats:
     """Every fold's normal equations in one product."""
     W = _fold_weights(weights, folds, n_folds)
-    return _FoldStats(np.tensordot(W, st.G, axes=1), W @ st.B[:, :, ch], W @ st.yy[:, ch], W.any(axis=1))
+    return _FoldStats(np.tensordot(W, st.G, axes=1), W @ st.B[:, :, ch], W @ st.yy[:, ch], np.any(W, axis=1))
 
 
 def _cv_fold_scores(v: _Variant, fs: _FoldStats, lam_R: Sequence[np.ndarray],
@@ -430,7 +431,7 @@ def _cv_fold_scores(v: _Variant, fs: _FoldStats, lam_R: Sequence[np.ndarray],
         rest, rhs = Gw - Gf, Bw - Bf
         yyf = float(fs.yy[f])
         for i in np.flatnonzero(alive):
-            np.add(rest, lam_R[i], out=M)
+            np.add(rest, lam_R[int(i)], out=M)
             M += v.F
             c, info = _POTRF(M, lower=0, overwrite_a=1, clean=0)
             if info != 0:
@@ -552,10 +553,11 @@ def _bounded(M: np.ndarray, b: np.ndarray, lower: np.ndarray, x_free: np.ndarray
     L = np.tril(cf[0])
     rhs = scipy.linalg.solve_triangular(L, b, lower=True)
     A = L.T
-    free = _free_columns(M, b, lower, x_free)
+    found = _free_columns(M, b, lower, x_free)
+    free = np.zeros(n, dtype=bool) if found is None else found
     # A column the normal equations' rounding left on its bound while the gradient on L' pulls it off
     # (beyond bounded-variable least squares' own tolerance, 1e-10) is freed, and the free ones solved again.
-    for _ in range(n if free is not None else 0):
+    for _ in range(n if found is not None else 0):
         x = np.where(free, 0.0, lower)
         f = np.flatnonzero(free)
         if len(f):
@@ -609,7 +611,7 @@ def _free_columns(M: np.ndarray, b: np.ndarray, lower: np.ndarray, x_free: np.nd
         w = b - M @ x
         enter = ~free & (w > tol)
         if not enter.any():
-            return free
+            return np.asarray(free, dtype=bool)
         free[int(np.argmax(np.where(enter, w, -np.inf)))] = True
     return None
 
