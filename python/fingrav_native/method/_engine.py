@@ -24,13 +24,18 @@ ended, the idle baseline. Everything after that is here, shared:
    unlike GCV, which treats patterned residuals as noise to fit (Arlot and
    Celisse, Statistics Surveys 2010; Golub, Heath and Wahba 1979 for GCV).
 4. **Bounded solve.** Power columns are bounded below (0 W, or a stated
-   floor): :func:`scipy.optimize.lsq_linear` on the Cholesky factor of the
-   penalised normal equations (an exact reduction of the least-squares
-   problem), run only when the unconstrained solution leaves the bounds.
+   floor), only when the unconstrained solution leaves the bounds: the
+   columns on their bounds found by an active set on the penalised normal
+   equations (Lawson and Hanson 1974), the others solved on their Cholesky
+   factor (an exact reduction of the least-squares problem), with
+   :func:`scipy.optimize.lsq_linear` (bounded-variable least squares) where
+   that does not settle.
 5. **Bootstrap over blocks** that repeats the model and smoothing choice in
    every resample (a reduced grid around each model's choice), so the
    percentile intervals carry that uncertainty too (Efron and Tibshirani
-   1993, ch. 8 for blocks of dependent data).
+   1993, ch. 8 for blocks of dependent data). The resamples' per-fold normal
+   equations are weighted sums of the per-block ones, formed for a batch of
+   resamples in one product per fold.
 6. **Identifiability.** For every reported energy, the share of its
    precision that comes from the logs rather than from the prior; below a
    tenth the energy is not determined by the logs, and the quantities it is
@@ -46,7 +51,7 @@ from __future__ import annotations
 import logging
 import math
 from dataclasses import dataclass, field
-from typing import Optional, Sequence
+from typing import Callable, Optional, Sequence
 
 import numpy as np
 import scipy.linalg
@@ -374,31 +379,78 @@ def _variants(designs: Sequence[Design], rows: Sequence[Rows], stats: Sequence[_
     return out
 
 
-def _cv_fold_scores(v: _Variant, st: _Stats, weights: np.ndarray, folds: np.ndarray, n_folds: int,
-                    lams: np.ndarray, ch: int = 0) -> np.ndarray:
-    """``(folds, smoothings)``: each fold's squared prediction error of channel ``ch`` (inf: singular)."""
-    # Every fold's normal equations in one product (the folds partition the blocks: they sum to all).
-    W = np.where(folds[None, :] == np.arange(n_folds)[:, None], weights[None, :], 0.0)
-    Gfs = np.tensordot(W, st.G, axes=1)
-    Bfs = W @ st.B[:, :, ch]
+#: LAPACK's Cholesky factorisation and solve for float64, as :func:`scipy.linalg.cho_factor` and
+#: :func:`scipy.linalg.cho_solve` call them (upper factor), without their per-call checks: the
+#: cross-validation runs thousands of them on systems built here, finite by construction.
+_POTRF = scipy.linalg.lapack.dpotrf
+_POTRS = scipy.linalg.lapack.dpotrs
+
+#: Memory for the bootstrap's batched normal equations (resamples x folds x unknowns^2 per design).
+_BATCH_BYTES = 96 * 2 ** 20
+
+
+@dataclass(frozen=True)
+class _FoldStats:
+    """One design's normal equations per cross-validation fold under one weighting of the blocks.
+
+    ``G`` (folds, P, P) and ``b`` (folds, P) of the channel cross-validation scores, ``yy`` (folds,),
+    and which folds hold any weight.
+    """
+
+    G: np.ndarray
+    b: np.ndarray
+    yy: np.ndarray
+    present: np.ndarray
+
+
+def _fold_weights(weights: np.ndarray, folds: np.ndarray, n_folds: int) -> np.ndarray:
+    """``(folds, blocks)``: each fold's weight on every block (the folds partition the blocks)."""
+    return np.where(folds[None, :] == np.arange(n_folds)[:, None], weights[None, :], 0.0)
+
+
+def _fold_stats(st: _Stats, weights: np.ndarray, folds: np.ndarray, n_folds: int, ch: int = 0) -> _FoldStats:
+    """Every fold's normal equations in one product."""
+    W = _fold_weights(weights, folds, n_folds)
+    return _FoldStats(np.tensordot(W, st.G, axes=1), W @ st.B[:, :, ch], W @ st.yy[:, ch], np.any(W, axis=1))
+
+
+def _cv_fold_scores(v: _Variant, fs: _FoldStats, lam_R: Sequence[np.ndarray],
+                    bound: float = math.inf) -> tuple[np.ndarray, np.ndarray]:
+    """``(folds, smoothings)``: each fold's squared prediction error (inf: singular); and which smoothings were scored.
+
+    ``lam_R`` holds the variant's penalty at each smoothing (``lam * R``),
+    formed once per grid. A smoothing whose error over the folds scored so far
+    already exceeds ``bound`` (the least total found elsewhere) cannot be the
+    least: the errors are non-negative, and a rounded sum of non-negative
+    terms never falls as terms are added. Its remaining folds are not solved
+    and it is marked not scored.
+    """
+    Gfs, Bfs = fs.G, fs.b
     Gw, Bw = Gfs.sum(axis=0), Bfs.sum(axis=0)
-    scores = np.zeros((n_folds, len(lams)))
-    for f in range(n_folds):
-        wf = W[f]
-        if not wf.any():
-            continue
+    scores = np.zeros((len(Gfs), len(lam_R)))
+    alive = np.ones(len(lam_R), dtype=bool)
+    partial = np.zeros(len(lam_R))
+    # One system at a time, formed in place in the column order LAPACK factors (no copy per solve).
+    M = np.empty(Gw.shape, order="F")
+    for f in np.flatnonzero(fs.present):
         Gf, Bf = Gfs[f], Bfs[f]
-        yyf = float(wf @ st.yy[:, ch])
-        for i, lam in enumerate(lams):
-            try:
-                # Finite by construction (sums of finite rows and penalties): no check on each of thousands.
-                cf = scipy.linalg.cho_factor(Gw - Gf + lam * v.R + v.F, check_finite=False)
-                x = scipy.linalg.cho_solve(cf, Bw - Bf, check_finite=False)
-            except (np.linalg.LinAlgError, ValueError):
+        rest, rhs = Gw - Gf, Bw - Bf
+        yyf = float(fs.yy[f])
+        for i in np.flatnonzero(alive):
+            np.add(rest, lam_R[int(i)], out=M)
+            M += v.F
+            c, info = _POTRF(M, lower=0, overwrite_a=1, clean=0)
+            if info != 0:
                 scores[f, i] = math.inf
                 continue
-            scores[f, i] = max(yyf - 2.0 * float(x @ Bf) + float(x @ Gf @ x), 0.0)
-    return scores
+            x, info = _POTRS(c, rhs, lower=0)
+            scores[f, i] = max(yyf - 2.0 * float(x @ Bf) + float(x @ Gf @ x), 0.0) if info == 0 else math.inf
+        if bound < math.inf:
+            partial += scores[f]
+            alive &= ~(partial > bound)
+            if not alive.any():
+                break
+    return scores, alive
 
 
 def _smoothing_span(d: Design, r: Rows, v: _Variant, st: _Stats, fold_scores: np.ndarray, lam: float,
@@ -434,7 +486,7 @@ def _smoothing_span(d: Design, r: Rows, v: _Variant, st: _Stats, fold_scores: np
             continue
         M = G + float(LAMBDAS[i]) * v.R + v.F
         try:
-            xi = np.stack([solve(G, st.B[:, :, c].sum(axis=0), M, v.lower) for c in range(x.shape[1])], axis=1)
+            xi = _solve_channels(_summed_B(st), M, v.lower)
         except (np.linalg.LinAlgError, ValueError):
             continue
         for k, m in maps.items():
@@ -467,20 +519,147 @@ def solve(G: np.ndarray, b: np.ndarray, M: np.ndarray, lower: np.ndarray) -> np.
     """``argmin x'Mx - 2b'x`` subject to ``x >= lower`` (``M = G + penalties``).
 
     The unconstrained solution where it keeps the bounds (then it is the
-    bounded one: the problem is convex); else :func:`scipy.optimize.lsq_linear`
-    on ``|L'x - L^-1 b|^2`` with ``M = L L'``, the same objective up to a
-    constant.
+    bounded one: the problem is convex); else the bounded minimum of
+    ``|L'x - L^-1 b|^2`` with ``M = L L'``, the same objective up to a
+    constant (:func:`_bounded`).
+
+    Parameters
+    ----------
+    G : numpy.ndarray
+        The logs' normal matrix (kept for the signature; ``M`` holds it).
+    b : numpy.ndarray
+        The right-hand side ``A'y``.
+    M : numpy.ndarray
+        The penalised normal matrix, positive definite.
+    lower : numpy.ndarray
+        Each column's lower bound (``-inf``: none).
+
+    Returns
+    -------
+    numpy.ndarray
     """
-    cf = scipy.linalg.cho_factor(M, lower=True)
-    x = scipy.linalg.cho_solve(cf, b)
-    tol = 1e-9 * max(float(np.max(np.abs(x))), 1.0)
-    if np.all(x >= lower - tol):
-        # Within rounding of the bounds: on them (a -1e-8 J energy is rounding, not a result).
-        return np.asarray(np.maximum(x, lower))
+    return _solve_channels(np.asarray(b, dtype=np.float64)[:, None], M, lower)[:, 0]
+
+
+def _bounded(M: np.ndarray, b: np.ndarray, lower: np.ndarray, x_free: np.ndarray,
+             cf: tuple[np.ndarray, bool]) -> np.ndarray:
+    """``argmin x'Mx - 2b'x`` subject to ``x >= lower``, where the unconstrained ``x_free`` leaves the bounds.
+
+    The same least-squares problem bounded-variable least squares solves
+    (:func:`scipy.optimize.lsq_linear`, ``method="bvls"``, on ``|L'x - L^-1 b|``
+    with ``M = L L'``), with the columns on their bounds found first on the
+    normal equations (:func:`_free_columns`: a Cholesky solve per step, not a
+    singular value decomposition), then the free columns solved once on
+    ``L'`` (QR: the normal equations square the condition number, and a
+    small smoothing leaves a valley flat enough to show it). The problem is
+    strictly convex, so its minimum is unique; where that solution fails the
+    bounds or the optimality conditions, bounded-variable least squares runs.
+    """
+    n = len(b)
     L = np.tril(cf[0])
     rhs = scipy.linalg.solve_triangular(L, b, lower=True)
-    res = optimize.lsq_linear(L.T, rhs, bounds=(lower, np.full(len(b), np.inf)), method="bvls")
+    A = L.T
+    found = _free_columns(M, b, lower, x_free)
+    free = np.zeros(n, dtype=bool) if found is None else found
+    # A column the normal equations' rounding left on its bound while the gradient on L' pulls it off
+    # (beyond bounded-variable least squares' own tolerance, 1e-10) is freed, and the free ones solved again.
+    for _ in range(n if found is not None else 0):
+        x = np.where(free, 0.0, lower)
+        f = np.flatnonzero(free)
+        if len(f):
+            Q, R = np.linalg.qr(A[:, f])
+            x[f] = scipy.linalg.solve_triangular(R, Q.T @ (rhs - A[:, ~free] @ lower[~free]))
+        if not np.all(x >= lower - 1e-9 * max(float(np.max(np.abs(x))), 1.0)):
+            break
+        g = np.where(free, 0.0, A.T @ (A @ x - rhs))
+        if np.all(g >= -1e-10):
+            return np.asarray(np.maximum(x, lower))
+        free[int(np.argmin(g))] = True
+    res = optimize.lsq_linear(A, rhs, bounds=(lower, np.full(n, np.inf)), method="bvls")
     return np.asarray(res.x)
+
+
+def _free_columns(M: np.ndarray, b: np.ndarray, lower: np.ndarray, x_free: np.ndarray) -> Optional[np.ndarray]:
+    """The columns off their bounds at ``argmin x'Mx - 2b'x, x >= lower`` (None: the search did not settle).
+
+    Lawson and Hanson's active set (*Solving Least Squares Problems*, 1974,
+    ch. 23; unbounded columns always free) on the normal equations, started
+    from the unconstrained ``x_free`` cut to the bounds, its columns within
+    them free.
+    """
+    n = len(b)
+    bounded = np.isfinite(lower)
+    free = ~bounded | (x_free > lower)
+    # A feasible start (every iterate is): the unconstrained solution cut to the bounds.
+    x = np.maximum(x_free, lower)
+    tol = 1e-12 * max(float(np.max(np.abs(b))), float(np.max(np.abs(np.diag(M)))) * float(np.max(np.abs(x_free))),
+                      1e-300)
+    for _ in range(3 * n + 10):
+        # The minimum over the free columns, the others on their bounds; stepped back to the first bound
+        # it crosses (keeping every iterate feasible) until it crosses none.
+        for _ in range(n + 1):
+            s_ = _on_free(M, b, lower, free)
+            if s_ is None:
+                return None
+            cross = free & bounded & (s_ <= lower)
+            if not cross.any():
+                x = s_
+                break
+            with np.errstate(divide="ignore", invalid="ignore"):
+                alpha = np.where(cross, (x - lower) / (x - s_), np.inf)
+            k = int(np.argmin(alpha))
+            x = x + float(np.clip(alpha[k], 0.0, 1.0)) * (s_ - x)
+            free &= ~(bounded & (x <= lower))
+            free[k] = False
+            x = np.where(free | ~bounded, x, lower)
+        else:
+            return None
+        w = b - M @ x
+        enter = ~free & (w > tol)
+        if not enter.any():
+            return np.asarray(free, dtype=bool)
+        free[int(np.argmax(np.where(enter, w, -np.inf)))] = True
+    return None
+
+
+def _on_free(M: np.ndarray, b: np.ndarray, lower: np.ndarray, free: np.ndarray) -> Optional[np.ndarray]:
+    """The minimum of ``x'Mx - 2b'x`` over the free columns, every other column at its bound (None: singular)."""
+    x = np.where(free, 0.0, lower)
+    f = np.flatnonzero(free)
+    if len(f):
+        rhs = b[f] - M[np.ix_(f, ~free)] @ lower[~free]
+        c, info = _POTRF(M[np.ix_(f, f)], lower=0, overwrite_a=1, clean=0)
+        if info != 0:
+            return None
+        xf, info = _POTRS(c, rhs, lower=0)
+        if info != 0:
+            return None
+        x[f] = xf
+    return x
+
+
+def _summed_B(st: _Stats) -> np.ndarray:
+    """The whole record's right-hand sides ``(unknowns, channels)``, each channel summed over the blocks."""
+    return np.stack([st.B[:, :, c].sum(axis=0) for c in range(st.B.shape[2])], axis=1)
+
+
+def _solve_channels(B: np.ndarray, M: np.ndarray, lower: np.ndarray) -> np.ndarray:
+    """:func:`solve` for every channel (``B``: unknowns x channels) on one factorisation of ``M``.
+
+    The bounded solver runs only for a channel whose unconstrained solution leaves the bounds. Each
+    channel is its own right-hand side: the same operations as :func:`solve`, so the same rounding (a
+    system at a small smoothing is ill-conditioned enough to show a different order of operations).
+    """
+    cf = scipy.linalg.cho_factor(M, lower=True)
+    X = np.empty(B.shape)
+    for c in range(B.shape[1]):
+        x = scipy.linalg.cho_solve(cf, B[:, c])
+        tol = 1e-9 * max(float(np.max(np.abs(x))), 1.0)
+        if np.all(x >= lower - tol):
+            X[:, c] = np.maximum(x, lower)
+            continue
+        X[:, c] = _bounded(M, B[:, c], lower, x, cf)
+    return np.asarray(X)
 
 
 @dataclass(frozen=True)
@@ -490,27 +669,35 @@ class _Choice:
     score: float
 
 
-def _choose(variants: Sequence[_Variant], stats: Sequence[_Stats], weights: np.ndarray, folds: np.ndarray,
+def _pick(lams: Sequence[np.ndarray], scores: Sequence[np.ndarray]) -> _Choice:
+    """The first variant and smoothing with the least score (``scores[variant]`` over ``lams[variant]``)."""
+    best = _Choice(0, float(lams[0][0]), math.inf)
+    for i, sc in enumerate(scores):
+        j = int(np.argmin(sc))
+        if sc[j] < best.score:
+            best = _Choice(i, float(lams[i][j]), float(sc[j]))
+    return best
+
+
+def _choose(variants: Sequence[_Variant], stats: Sequence[_Stats], fold_stats: Callable[[int], _FoldStats],
             n_folds: int, grids: Sequence[np.ndarray],
             fixed_lam: Optional[float]) -> tuple[_Choice, np.ndarray, list[Optional[np.ndarray]]]:
     """The variant and smoothing with the least cross-validated error (GCV with too few blocks).
 
-    Also every variant's scores over its grid, and (cross-validation only)
-    its per-fold scores, which :func:`_smoothing_span` reads.
+    ``fold_stats(design)`` gives a design's per-fold normal equations under
+    the blocks' weights. Also every variant's scores over its grid, and
+    (cross-validation only) its per-fold scores, which
+    :func:`_smoothing_span` reads.
     """
-    best = _Choice(0, float(grids[0][0]), math.inf)
+    lams = [np.array([fixed_lam]) if fixed_lam is not None else g for g in grids]
     table = np.full((len(variants), max(len(g) for g in grids)), math.inf)
     per_fold: list[Optional[np.ndarray]] = []
     for i, v in enumerate(variants):
-        lams = np.array([fixed_lam]) if fixed_lam is not None else grids[i]
-        fs = _cv_fold_scores(v, stats[v.design], weights, folds, n_folds, lams) if n_folds >= 2 else None
+        fs = _cv_fold_scores(v, fold_stats(v.design), [lam * v.R for lam in lams[i]])[0] if n_folds >= 2 else None
         per_fold.append(fs)
-        sc = fs.sum(axis=0) if fs is not None else _gcv_scores(v, stats[v.design], lams)
+        sc = fs.sum(axis=0) if fs is not None else _gcv_scores(v, stats[v.design], lams[i])
         table[i, :len(sc)] = sc
-        j = int(np.argmin(sc))
-        if sc[j] < best.score:
-            best = _Choice(i, float(lams[j]), float(sc[j]))
-    return best, table, per_fold
+    return _pick(lams, [row[:len(g)] for row, g in zip(table, lams)]), table, per_fold
 
 
 @dataclass(frozen=True)
@@ -701,34 +888,117 @@ def _grids(choice_lams: Sequence[float], span: int = 2) -> list[np.ndarray]:
     return out
 
 
+def _boot_choice(variants: Sequence[_Variant], fold_stats: Callable[[int], _FoldStats],
+                 lam_R: Sequence[Sequence[np.ndarray]], lams: Sequence[np.ndarray], first: int) -> _Choice:
+    """:func:`_pick` over every variant's cross-validated error, without solving what cannot be the least.
+
+    The variants are scored starting with ``first`` (the whole record's
+    choice, the likeliest least), each smoothing dropped once its partial
+    error exceeds the least total so far (:func:`_cv_fold_scores`). Ties go
+    where :func:`_pick` puts them: the lowest variant, then the lowest
+    smoothing.
+    """
+    best: tuple[float, int, int] = (math.inf, 0, 0)
+    for i in [first] + [i for i in range(len(variants)) if i != first]:
+        fs, alive = _cv_fold_scores(variants[i], fold_stats(variants[i].design), lam_R[i], best[0])
+        sc = np.where(alive, fs.sum(axis=0), math.inf)
+        j = int(np.argmin(sc))
+        best = min(best, (float(sc[j]), i, j))
+    if best[0] == math.inf:
+        return _Choice(0, float(lams[0][0]), math.inf)
+    return _Choice(best[1], float(lams[best[1]][best[2]]), best[0])
+
+
+def _boot_fold_stats(stats: Sequence[_Stats], wts: np.ndarray, folds: np.ndarray,
+                     n_folds: int) -> list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
+    """Per design, every resample's (rows of ``wts``) per-fold ``G``, ``b`` of channel 0, ``yy`` and presence.
+
+    The resamples' per-fold normal equations are weighted sums of the same
+    per-block ones: one matrix product per fold (over its own blocks) for a
+    batch of resamples, instead of one pass over the blocks per resample and
+    variant.
+    """
+    k, n_blocks = wts.shape
+    present = np.stack([wts[:, folds == f].any(axis=1) for f in range(n_folds)], axis=1)
+    out = []
+    for st in stats:
+        P = st.G.shape[1]
+        G = np.empty((k, n_folds, P, P))
+        B = np.empty((k, n_folds, P))
+        yy = np.empty((k, n_folds))
+        for f in range(n_folds):
+            blk = folds == f
+            G[:, f] = (wts[:, blk] @ st.G[blk].reshape(-1, P * P)).reshape(k, P, P)
+            B[:, f] = wts[:, blk] @ st.B[blk, :, 0]
+            yy[:, f] = wts[:, blk] @ st.yy[blk, 0]
+        out.append((G, B, yy, present))
+    return out
+
+
 def _bootstrap(designs: Sequence[Design], variants: Sequence[_Variant], stats: Sequence[_Stats],
                rows: Sequence[Rows], folds: np.ndarray, n_folds: int, lam_by_variant: Sequence[float],
-               fixed_lam: Optional[float], n_boot: int, seed: int) -> dict[str, np.ndarray]:
-    """Maps re-estimated on blocks resampled with replacement, choosing model and smoothing again each time."""
+               fixed_lam: Optional[float], n_boot: int, seed: int, first: int = 0) -> dict[str, np.ndarray]:
+    """Maps re-estimated on blocks resampled with replacement, choosing model and smoothing again each time.
+
+    Every resample's choice is made first (:func:`_boot_choice`, starting
+    with ``first``, the whole record's choice; the per-fold normal equations
+    of a batch of resamples in one product), then each resample is solved at
+    its choice.
+    """
     n_blocks = len(stats[0].n)
     C = stats[0].B.shape[2]
     keys = list(designs[0].maps)
     draws = {k: np.full((n_boot, designs[0].maps[k].shape[0], C), np.nan) for k in keys}
     rng = np.random.default_rng(seed)
+    wts = np.stack([rng.multinomial(n_blocks, np.full(n_blocks, 1.0 / n_blocks))
+                    for _ in range(n_boot)]).astype(np.float64)
     grids = _grids(lam_by_variant)
+    lams = [np.array([fixed_lam]) if fixed_lam is not None else g for g in grids]
+    if n_folds >= 2:
+        lam_R = [[lam * v.R for lam in g] for v, g in zip(variants, lams)]
+        per = 8 * n_folds * sum(st.G.shape[1] * (st.G.shape[1] + 1) for st in stats)
+        chunk = int(np.clip(_BATCH_BYTES // per, 1, n_boot))
+        choices = []
+        for start in range(0, n_boot, chunk):
+            batch = _boot_fold_stats(stats, wts[start:start + chunk], folds, n_folds)
+            for j in range(len(batch[0][0])):
+                def fold_stats(design: int, j: int = j) -> _FoldStats:
+                    G, b, yy, present = batch[design]
+                    return _FoldStats(G[j], b[j], yy[j], present[j])
+                choices.append(_boot_choice(variants, fold_stats, lam_R, lams, first))
+    else:
+        # GCV scores the whole record whatever the weights: one choice for every resample.
+        choices = [_choose(variants, stats, _no_folds, n_folds, grids, fixed_lam)[0]] * n_boot
     failed = 0
-    for i in range(n_boot):
-        wts = rng.multinomial(n_blocks, np.full(n_blocks, 1.0 / n_blocks)).astype(np.float64)
-        try:
-            ch, _, _ = _choose(variants, stats, wts, folds, n_folds, grids, fixed_lam)
+    for dsg, (d, r, st) in enumerate(zip(designs, rows, stats)):
+        idx = [i for i, ch in enumerate(choices) if variants[ch.variant].design == dsg]
+        if not idx:
+            continue
+        maps = {k: _full_map(d, r, k) for k in keys}
+        for i in idx:
+            ch = choices[i]
             v = variants[ch.variant]
-            st, d = stats[v.design], designs[v.design]
-            G = np.tensordot(wts, st.G, axes=1)
-            M = G + ch.lam * v.R + v.F
-            for c in range(C):
-                x = solve(G, np.tensordot(wts, st.B[:, :, c], axes=1), M, v.lower)
-                for k in keys:
-                    draws[k][i, :, c] = _full_map(d, rows[v.design], k) @ x
-        except (np.linalg.LinAlgError, ValueError):
-            failed += 1
+            # The resample's normal equations summed as the choice on the whole record sums them (one
+            # product each, not a batched one): rounding amplified by a small smoothing stays the same.
+            G = np.tensordot(wts[i], st.G, axes=1)
+            B = np.stack([np.tensordot(wts[i], st.B[:, :, c], axes=1) for c in range(C)], axis=1)
+            try:
+                x = _solve_channels(B, G + ch.lam * v.R + v.F, v.lower)
+                # Channel by channel, map by map: a map whose rows do not fit (a design with other rows)
+                # fails the resample there, the maps before it in that channel kept.
+                for c in range(C):
+                    for k in keys:
+                        draws[k][i, :, c] = maps[k] @ x[:, c]
+            except (np.linalg.LinAlgError, ValueError):
+                failed += 1
     if failed:
         _log.debug("attribution bootstrap: %d of %d resamples failed and are left out", failed, n_boot)
     return draws
+
+
+def _no_folds(design: int) -> _FoldStats:
+    """The fold statistics of a choice made by GCV, which reads none."""
+    raise AssertionError("GCV reads no folds")
 
 
 @numeric_threads()
@@ -807,18 +1077,19 @@ def _attribute(designs: Sequence[Design], sensor: SensorModel, t: np.ndarray, w:
     folds_n = min(n_folds, n_blocks) if n_blocks >= 3 else 0
     folds = np.arange(n_blocks) % max(folds_n, 1)
     ones = np.ones(n_blocks)
-    choice, table, per_fold = _choose(variants, stats, ones, folds, folds_n, [LAMBDAS] * len(variants), lam)
+    fold_stats = {i: _fold_stats(st, ones, folds, max(folds_n, 1)) for i, st in enumerate(stats)} if folds_n >= 2 else {}
+    choice, table, per_fold = _choose(variants, stats, fold_stats.__getitem__, folds_n, [LAMBDAS] * len(variants), lam)
     lams = [float((LAMBDAS if lam is None else np.array([lam]))[int(np.argmin(row[:len(LAMBDAS)]))])
             if np.isfinite(row).any() else float(LAMBDAS[0]) for row in table]
     v = variants[choice.variant]
     d, st, r = designs[v.design], stats[v.design], rows[v.design]
     G = st.G.sum(axis=0)
     M = G + choice.lam * v.R + v.F
-    C = y.shape[1]
-    x = np.stack([solve(G, st.B[:, :, c].sum(axis=0), M, v.lower) for c in range(C)], axis=1)
+    x = _solve_channels(_summed_B(st), M, v.lower)
     values = {k: _full_map(d, r, k) @ x for k in d.maps}
     n_boot = bootstrap if n_blocks >= 3 else 0
-    draws = _bootstrap(designs, variants, stats, rows, folds, folds_n, lams, lam, n_boot, seed) if n_boot else \
+    draws = _bootstrap(designs, variants, stats, rows, folds, folds_n, lams, lam, n_boot, seed,
+                       choice.variant) if n_boot else \
         {k: np.zeros((0,) + values[k].shape) for k in d.maps}
     fs = per_fold[choice.variant]
     span = _smoothing_span(d, r, v, st, fs, choice.lam, x) if lam is None and fs is not None else {}
