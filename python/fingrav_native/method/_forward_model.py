@@ -141,7 +141,7 @@ def design_rows(sensor: SensorModel, stamps_ns: npt.ArrayLike, windows_ns: npt.A
         raise ValueError(f"run_executions: no single execution {execution_of_interest} in the run")
     K = integer_in(bins, "bins", 2, 10_000)
     n_max = integer_in(n_max, "n_max", 1, 1 << 20)
-    duration_ns = positive_number(duration_ns, "duration_ns")
+    duration_ns = positive_number(duration_ns, "duration_ns", upper=1e15)  # 11 days: past any kernel
     if int(ex["index"].max()) >= n_max:
         raise ValueError(f"n_max={n_max}: the run has execution index {int(ex['index'].max())}")
     t = finite_array(stamps_ns, "stamps_ns")

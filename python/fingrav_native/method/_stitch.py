@@ -194,10 +194,11 @@ def _axis(x: XAxis, bin_width: Optional[float], pos: np.ndarray, duration: np.nd
             width = positive_number(bin_width, "bin_width", upper=1.0)
         x_hi = float(max(1.0, pos.max()))
         x_unit = "fraction"
-    n_bins = max(1, math.ceil(x_hi / width * (1 - 1e-12)))
+    ratio = x_hi / width * (1 - 1e-12)
+    n_bins = max(1, math.ceil(ratio)) if math.isfinite(ratio) else MAX_BINS + 1  # a width near 0: beyond any count
     if n_bins > MAX_BINS:
         # A width of 1e-5 ns asked for 1e10 bins: 75 GiB of edges before any error.
-        raise ValueError(f"bin_width={bin_width!r}: {n_bins} bins over the executions' {x_hi:g} {x_unit}; at most "
+        raise ValueError(f"bin_width={bin_width!r}: {ratio:.3g} bins over the executions' {x_hi:g} {x_unit}; at most "
                          f"{MAX_BINS} (no sensor resolves bins that fine)")
     edges = np.arange(n_bins + 1, dtype=np.float64) * width
     centres = 0.5 * (edges[:-1] + edges[1:])

@@ -248,9 +248,10 @@ class EnergyCounter:
         -------
         EnergyCounter
         """
-        end = np.asarray(end_ts)
-        w = np.asarray(window_ns, dtype=np.float64)
-        p = np.asarray(power_w, dtype=np.float64)
+        end = numbers(end_ts, "end_ts")
+        w = numbers(window_ns, "window_ns").astype(np.float64)
+        # Not a number, negative or past any board: a glitched step, left out and named below, not refused.
+        p = numbers(power_w, "power_w").astype(np.float64)
         if end.ndim != 1 or w.shape != end.shape or p.shape != end.shape:
             raise ValueError(f"end_ts, window_ns, power_w: must be 1-D of one length, got {end.shape}, {w.shape} "
                              f"and {p.shape}")
@@ -259,7 +260,12 @@ class EnergyCounter:
         tick = tick_length(tick_ns, "tick_ns")
         limit, why = power_limit(None)
         # In the order recorded: sorting would interleave the two time bases of a clock that went back.
-        valid = (w > 0) & np.isfinite(w)
+        with np.errstate(invalid="ignore", over="ignore"):
+            bad = np.flatnonzero(~np.isfinite(w) | (w < 0) | ~(w / tick < 2.0**62))
+        if len(bad):
+            raise ValueError(f"window_ns: each step's length must be a finite number of ns, 0 or more, within the "
+                             f"counter's clock (2**62 ticks); step {int(bad[0])} is {float(w[bad[0]])!r}")
+        valid = w > 0  # a step of no length holds no energy
         end, w, p = end[valid].astype(np.int64), w[valid], p[valid]
         start = end - np.round(w / tick).astype(np.int64)
         chained = np.zeros(len(end), dtype=bool)
