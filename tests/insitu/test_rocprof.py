@@ -22,7 +22,6 @@ import numpy as np
 import pytest
 
 from fingrav_native import profile_trace
-from fingrav_native._core import SAMPLE_DTYPE
 from fingrav_native.app import _cli as cli
 from fingrav_native.app import simulate_training_loop
 from fingrav_native.files import (
@@ -34,6 +33,7 @@ from fingrav_native.files import (
     write_rocprof_trace,
 )
 from fingrav_native.insitu import ClockMismatchWarning, TraceFormatError
+from sim_captures import host_stamped_capture as _host_stamped
 
 FORMATS = (("csv", "4242_kernel_trace.csv"), ("json", "4242_results.json"), ("rocpd", "4242_results.db"))
 
@@ -120,19 +120,6 @@ def test_the_wrong_host_clock_is_never_a_table(loop, session):
             profile_trace(paths["csv"], capture.samples, capture.logger_map(clock=clock), min_executions=50)
 
 
-def _host_stamped(loop) -> PowerCapture:
-    """The loop's logs stamped with the host clock itself: a map from bracketed reads only, bound ~0.1 us."""
-    logs = loop.gpu.logs()
-    s = np.zeros(len(logs), dtype=SAMPLE_DTYPE)
-    s["source_ts"] = s["host_ns"] = logs["sample_ns"]
-    s["seq"] = np.arange(len(s))
-    for c in ("total", "compute", "io", "memory"):
-        s[c] = logs[c]
-    return PowerCapture(samples=s, epoch_brackets=loop.epoch_brackets,
-                        source={"name": "host-stamped", "clock_domain": "host-monotonic-raw", "tick_ns": 1.0,
-                                "native_period_ns": 1_000_000, "window_ns": 0, "channels": ["total"]},
-                        sensor=loop.sensor, period_ns=1_000_000, stats={}, meta={},
-                        clock_brackets=loop.clock_brackets)
 
 
 @pytest.mark.parametrize(("shift_ns", "warned"), [(0, None), (30_000, "from where the clock map puts them, beyond"),

@@ -15,12 +15,12 @@ import numpy as np
 import pytest
 
 from fingrav_native import profile_trace
-from fingrav_native._core import SAMPLE_DTYPE
 from fingrav_native.app import simulate_training_loop
-from fingrav_native.files import PowerCapture, write_kineto_trace, write_rocprof_trace
+from fingrav_native.files import write_kineto_trace, write_rocprof_trace
 from fingrav_native.insitu import ClockMismatchWarning, align_logs_to_trace
 from fingrav_native.insitu._align import MISMATCH_SLACK_NS, mismatch_slack_ns, offset_disagreement
 from fingrav_native.insitu._align_windows import measure_window_offset
+from sim_captures import host_stamped_capture as _host_stamped_capture
 
 #: Mismatches (ms) at which a trace off its capture gave an exit-0 table with no warning and intervals that
 #: excluded the truth (at +2.5 ms a GEMM 28 % low, a GEMV 56 % high).
@@ -76,19 +76,6 @@ def test_silently_wrong_no_false_alarm_on_exact_logs_of_the_periodic_loop(seed: 
         assert not text and not al.far, (seed, late_ms, al)
 
 
-def _host_stamped_capture(loop) -> PowerCapture:  # type: ignore[no-untyped-def]
-    """The loop's logs stamped with the host clock itself: a map from bracketed reads only (bound ~0.1 us)."""
-    logs = loop.gpu.logs()
-    s = np.zeros(len(logs), dtype=SAMPLE_DTYPE)
-    s["source_ts"] = s["host_ns"] = logs["sample_ns"]
-    s["seq"] = np.arange(len(s))
-    for c in ("total", "compute", "io", "memory"):
-        s[c] = logs[c]
-    return PowerCapture(samples=s, epoch_brackets=loop.epoch_brackets,
-                        source={"name": "host-stamped", "clock_domain": "host-monotonic-raw", "tick_ns": 1.0,
-                                "native_period_ns": 1_000_000, "window_ns": 0, "channels": ["total"]},
-                        sensor=loop.sensor, period_ns=1_000_000, stats={}, meta={},
-                        clock_brackets=loop.clock_brackets)
 
 
 @pytest.mark.parametrize("fmt", ["rocprofv3", "kineto"])

@@ -18,13 +18,13 @@ import numpy as np
 import pytest
 
 from fingrav_native import profile_trace
-from fingrav_native._core import SAMPLE_DTYPE
 from fingrav_native.app import simulate_training_loop
-from fingrav_native.files import PowerCapture, write_kineto_trace, write_rocprof_trace
+from fingrav_native.files import write_kineto_trace, write_rocprof_trace
 from fingrav_native.insitu import ClockMismatchWarning
 from fingrav_native.insitu._align import mismatch_slack_ns, offset_disagreement
 from fingrav_native.insitu._align_windows import measure_window_offset
 from fingrav_native.sensors import SensorModel
+from sim_captures import host_stamped_capture as _host_stamped_capture
 
 SENSORS = {"1ms": "amd-1ms-average",
            "filter": SensorModel("filter-1ms", "window", period_ns=1e6, shape="first_order", tau_ns=1e6)}
@@ -103,19 +103,6 @@ def test_silently_wrong_no_false_alarm_on_exact_clocks_over_seeds(sensor: str) -
     assert not alarms
 
 
-def _host_stamped_capture(loop) -> PowerCapture:  # type: ignore[no-untyped-def]
-    """The loop's logs stamped with the host clock itself: a map from bracketed reads only (bound ~0.1 us)."""
-    logs = loop.gpu.logs()
-    s = np.zeros(len(logs), dtype=SAMPLE_DTYPE)
-    s["source_ts"] = s["host_ns"] = logs["sample_ns"]
-    s["seq"] = np.arange(len(s))
-    for c in ("total", "compute", "io", "memory"):
-        s[c] = logs[c]
-    return PowerCapture(samples=s, epoch_brackets=loop.epoch_brackets,
-                        source={"name": "host-stamped", "clock_domain": "host-monotonic-raw", "tick_ns": 1.0,
-                                "native_period_ns": 1_000_000, "window_ns": 0, "channels": ["total"]},
-                        sensor=loop.sensor, period_ns=1_000_000, stats={}, meta={},
-                        clock_brackets=loop.clock_brackets)
 
 
 def _trace(loop, tmp_path, fmt: str, shift: int) -> str:  # type: ignore[no-untyped-def]
