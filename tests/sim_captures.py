@@ -23,3 +23,18 @@ def host_stamped_capture(loop: Any) -> PowerCapture:
                                 "native_period_ns": 1_000_000, "window_ns": 0, "channels": ["total"]},
                         sensor=loop.sensor, period_ns=1_000_000, stats={}, meta={},
                         clock_brackets=loop.clock_brackets)
+
+
+def synthetic_logs(kt: Any, period_ns: int = 100_000) -> np.ndarray:
+    """Instantaneous logs on the trace's clock: 80 W idle plus 150 W per kernel running (at most two)."""
+    ex = kt.executions
+    t = np.arange(int(ex["start_ns"].min()) - 2_000_000, int(ex["end_ns"].max()) + 2_000_000, period_ns)
+    s, e = np.sort(ex["start_ns"]), np.sort(ex["end_ns"])
+    running = np.searchsorted(s, t, side="right") - np.searchsorted(e, t, side="right")
+    logs = np.zeros(len(t), dtype=SAMPLE_DTYPE)
+    logs["source_ts"] = t + kt.origin_ns
+    logs["total"] = 80.0 + 150.0 * np.minimum(running, 2) + np.random.default_rng(0).normal(0, 1.0, len(t))
+    for ch in ("compute", "io", "memory"):
+        if ch in (logs.dtype.names or ()):
+            logs[ch] = np.nan
+    return logs

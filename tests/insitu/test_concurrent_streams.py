@@ -15,13 +15,13 @@ import numpy as np
 import pytest
 
 from fingrav_native import profile_trace, sensor_preset
-from fingrav_native._core import SAMPLE_DTYPE
 from fingrav_native.files import load_profile, read_trace, save_profile
 from fingrav_native.insitu._concurrent import concurrent_spans, instant_span_power, split_by_power
 from fingrav_native.sensors import SensorModel
 from fingrav_native.sim._analytic import EpochIdentity, Identity
 from fingrav_native.sim._analytic_loop import CONCURRENT, logged_loop
 from real_data import require
+from sim_captures import synthetic_logs
 
 AVG_1MS = sensor_preset("amd-1ms-average")
 
@@ -149,15 +149,7 @@ def test_data_loss_a_real_trace_of_concurrent_kernels_reports_its_span_energy() 
     kt = read_trace(require("traces/rocprofv3/kernel_trace.csv"))
     ex = kt.executions
     s, e = np.sort(ex["start_ns"]), np.sort(ex["end_ns"])
-    t = np.arange(int(s[0]) - 2_000_000, int(e[-1]) + 2_000_000, 1_000)
-    running = np.searchsorted(s, t, side="right") - np.searchsorted(e, t, side="right")
-    logs = np.zeros(len(t), dtype=SAMPLE_DTYPE)
-    logs["source_ts"] = t + kt.origin_ns
-    logs["total"] = 80.0 + 150.0 * np.minimum(running, 2) + np.random.default_rng(0).normal(0, 1.0, len(t))
-    for ch in ("compute", "io", "memory"):
-        if ch in (logs.dtype.names or ()):
-            logs[ch] = np.nan
-    tp = profile_trace(kt, logs, EpochIdentity())
+    tp = profile_trace(kt, synthetic_logs(kt, period_ns=1_000), EpochIdentity())
     c = tp.concurrency
     assert c is not None and c.executions == 6 and c.spans == 1 and c.unsplit_spans == 1
     a, b, member = concurrent_spans(ex["start_ns"], ex["end_ns"], np.ones(len(ex), dtype=bool))

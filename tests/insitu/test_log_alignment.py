@@ -35,18 +35,7 @@ def _lagged_power(t: np.ndarray, a: np.ndarray, b: np.ndarray, level: np.ndarray
 
 def test_a_known_offset_and_lag_are_found_inside_the_interval() -> None:
     # Four signatures, each quarter of its own power, through a 10 us lag; the logs stamped 17.3 us late.
-    rng = np.random.default_rng(7)
-    n = 4000
-    sig = rng.integers(0, 4, n)
-    dur = np.array([30e3, 60e3, 120e3, 45e3])[sig] * (1 + 0.01 * rng.standard_normal(n))
-    s = 1e6 + np.concatenate([[0.0], np.cumsum(dur + rng.uniform(3e3, 20e3, n))[:-1]])
-    e = s + dur
-    quarter_w = rng.uniform(100.0, 400.0, (4, 4))
-    a = (s[:, None] + dur[:, None] * np.arange(4) / 4).ravel()
-    b = (s[:, None] + dur[:, None] * np.arange(1, 5) / 4).ravel()
-    t = np.sort(rng.uniform(s[0], e[-1], 5000))
-    y = _lagged_power(t, a, b, quarter_w[sig].ravel(), 150.0, 10_000.0) + rng.normal(0.0, 3.0, len(t))
-    al = align_logs_to_trace(t + 17_300.0, y, s, e, sig)
+    al = align_logs_to_trace(*_four_signatures())
     assert al.low_ns <= -17_300.0 <= al.high_ns and al.half_width_ns <= 1_500.0 and not al.at_edge
     assert abs(al.offset_ns + 17_300.0) < 500.0
     assert al.lag_ns == 10_000.0 and al.columns == 17 and al.pooled == 0 and al.ss_ratio < 0.1

@@ -22,6 +22,7 @@ from fingrav_native._core import SAMPLE_DTYPE
 from fingrav_native.files import load_profile, read_trace, save_profile
 from fingrav_native.sim._analytic import EpochIdentity
 from real_data import require
+from sim_captures import synthetic_logs as _synthetic_logs
 
 # file: (kernels, zero-duration kernels, ProfilerStep#N read, longest name, devices) per facts.py.
 FACTS = {
@@ -71,19 +72,6 @@ def test_real_traces_read_whole(name: str) -> None:
     assert np.unique(kt.device).tolist() == devices
 
 
-def _synthetic_logs(kt, period_ns: int = 100_000) -> np.ndarray:
-    """Instantaneous logs on the trace's clock: 80 W idle plus 150 W per kernel running (at most two)."""
-    ex = kt.executions
-    t = np.arange(int(ex["start_ns"].min()) - 2_000_000, int(ex["end_ns"].max()) + 2_000_000, period_ns)
-    s, e = np.sort(ex["start_ns"]), np.sort(ex["end_ns"])
-    running = np.searchsorted(s, t, side="right") - np.searchsorted(e, t, side="right")
-    logs = np.zeros(len(t), dtype=SAMPLE_DTYPE)
-    logs["source_ts"] = t + kt.origin_ns
-    logs["total"] = 80.0 + 150.0 * np.minimum(running, 2) + np.random.default_rng(0).normal(0, 1.0, len(t))
-    for ch in ("compute", "io", "memory"):
-        if ch in (logs.dtype.names or ()):
-            logs[ch] = np.nan
-    return logs
 
 
 @functools.cache
