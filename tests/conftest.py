@@ -106,7 +106,7 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, exitstatu
     install = '.venv/bin/pip install ".[test-full]" && ' if optional else ""
     terminalreporter.write_sep("-", "left out of the default run")
     terminalreporter.write_line(f"{left_out} tests deselected: {', '.join(kinds)}. Run them (CI does) with:")
-    terminalreporter.write_line(f'  {install}.venv/bin/python -m pytest -m "slow or optional"')
+    terminalreporter.write_line(f'  {install}.venv/bin/python -m pytest -m "slow or optional" -n auto')
 
 
 @pytest.fixture(scope="session", autouse=True)
