@@ -70,7 +70,6 @@ BUSY_LOOP = ("import numpy as np\n"
 
 def _make(workload: str, quick: bool) -> tuple[Any, Any, Any]:
     """The trace, the logs and the clock map of a workload (made before any timing)."""
-    import numpy as np
 
     import fingrav_native as fg
     from fingrav_native.sim._analytic import EpochIdentity, Identity
@@ -87,21 +86,12 @@ def _make(workload: str, quick: bool) -> tuple[Any, Any, Any]:
         loop = logged_loop(fg.sensors.sensor_preset("amd-1ms-average"), seed=0, iterations=100 if quick else 300)
         return loop.trace, loop.samples, Identity()
     sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests"))
-    from fingrav_native._core import SAMPLE_DTYPE
     from fingrav_native.files import read_trace
     from real_data import require
+    from sim_captures import synthetic_logs
 
     kt = read_trace(require("traces/kineto/resnet50_worker0.1623143089861.ProfilerStep6.pt.trace.json.gz"))
-    ex = kt.executions
-    t = np.arange(int(ex["start_ns"].min()) - 2_000_000, int(ex["end_ns"].max()) + 2_000_000, 100_000)
-    s, e = np.sort(ex["start_ns"]), np.sort(ex["end_ns"])
-    running = np.searchsorted(s, t, side="right") - np.searchsorted(e, t, side="right")
-    logs = np.zeros(len(t), dtype=SAMPLE_DTYPE)
-    logs["source_ts"] = t + kt.origin_ns
-    logs["total"] = 80.0 + 150.0 * np.minimum(running, 2) + np.random.default_rng(0).normal(0, 1.0, len(t))
-    for ch in ("compute", "io", "memory"):
-        logs[ch] = np.nan
-    return kt, logs, EpochIdentity()
+    return kt, synthetic_logs(kt), EpochIdentity()
 
 
 def worker(workload: str, condition: str, quick: bool) -> None:

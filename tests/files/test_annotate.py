@@ -17,12 +17,12 @@ import numpy as np
 import pytest
 
 from fingrav_native import profile_trace
-from fingrav_native._core import SAMPLE_DTYPE
 from fingrav_native.files import _annotate as ann
 from fingrav_native.files import annotate_trace, read_trace
 from fingrav_native.insitu import TraceFormatError
 from fingrav_native.sim._analytic import EpochIdentity
 from real_data import require
+from sim_captures import synthetic_logs as _logs
 
 #: Kineto traces the reader reads, with the min_executions that profiles something in each.
 TRACES = {
@@ -33,18 +33,6 @@ TRACES = {
 }
 
 
-def _logs(kt, period_ns: int = 100_000) -> np.ndarray:
-    """Instantaneous logs on the trace's clock: 80 W idle plus 150 W per kernel running (test_real_traces')."""
-    ex = kt.executions
-    t = np.arange(int(ex["start_ns"].min()) - 2_000_000, int(ex["end_ns"].max()) + 2_000_000, period_ns)
-    s, e = np.sort(ex["start_ns"]), np.sort(ex["end_ns"])
-    running = np.searchsorted(s, t, side="right") - np.searchsorted(e, t, side="right")
-    logs = np.zeros(len(t), dtype=SAMPLE_DTYPE)
-    logs["source_ts"] = t + kt.origin_ns
-    logs["total"] = 80.0 + 150.0 * np.minimum(running, 2) + np.random.default_rng(0).normal(0, 1.0, len(t))
-    for ch in ("compute", "io", "memory"):
-        logs[ch] = np.nan
-    return logs
 
 
 def _profile(name: str):
