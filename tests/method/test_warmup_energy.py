@@ -82,3 +82,32 @@ def test_silently_wrong_warmup_executions_of_one_energy_and_varying_duration_are
     ch = dec.channels[0]
     assert ch.residual_w < 0.005
     assert ch.energy_j == pytest.approx(EOI_W * DUR_NS * 1e-9, rel=0.005)
+
+
+def test_silently_wrong_bootstrap_keeps_every_resample_of_the_maps_whose_rows_agree(monkeypatch) -> None:
+    # The candidate models differ in their levels (a warm-up curve adds rows): a resample that chose another
+    # model than the whole record's lost its curve and energy draws too, so their intervals rested on the
+    # resamples that happened to choose alike (29 of 60 here), a choice-biased subset.
+    import fingrav_native.method._deconvolve as dmod
+
+    seen = []
+    attribute = dmod.attribute
+
+    def spy(*args, **kwargs):  # type: ignore[no-untyped-def]
+        sol = attribute(*args, **kwargs)
+        seen.append(sol)
+        return sol
+
+    monkeypatch.setattr(dmod, "attribute", spy)
+    logs, ex = _campaign(1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        deconvolve(logs, ex, _Identity(), PART_TIME, execution_of_interest=3, runs=np.arange(120), bins=8,
+                   bootstrap=60)
+    sol = seen[-1]
+    whole = {k: int(np.all(np.isfinite(d), axis=(1, 2)).sum()) for k, d in sol.draws.items()}
+    assert whole["levels"] < 60, "every resample chose alike: the case is not exercised"
+    assert whole["curve"] == whole["energy"] == 60
+    for name in sol.draws:
+        low, high, _ = sol.interval(name, 0.95)
+        assert low.shape == sol.values[name].shape == high.shape

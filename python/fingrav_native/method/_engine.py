@@ -948,7 +948,10 @@ def _bootstrap(designs: Sequence[Design], variants: Sequence[_Variant], stats: S
     n_blocks = len(stats[0].n)
     C = stats[0].B.shape[2]
     keys = list(designs[0].maps)
-    draws = {k: np.full((n_boot, designs[0].maps[k].shape[0], C), np.nan) for k in keys}
+    # Sized as the whole record's choice reports its maps: a resample that chooses a design with other rows
+    # for a map (warm-up curves add levels) leaves that map's draw out, never the others'.
+    chosen = designs[variants[first].design]
+    draws = {k: np.full((n_boot, chosen.maps[k].shape[0], C), np.nan) for k in keys}
     rng = np.random.default_rng(seed)
     wts = np.stack([rng.multinomial(n_blocks, np.full(n_blocks, 1.0 / n_blocks))
                     for _ in range(n_boot)]).astype(np.float64)
@@ -970,6 +973,7 @@ def _bootstrap(designs: Sequence[Design], variants: Sequence[_Variant], stats: S
         # GCV scores the whole record whatever the weights: one choice for every resample.
         choices = [_choose(variants, stats, _no_folds, n_folds, grids, fixed_lam)[0]] * n_boot
     failed = 0
+    other: dict[str, int] = {}
     for dsg, (d, r, st) in enumerate(zip(designs, rows, stats)):
         idx = [i for i, ch in enumerate(choices) if variants[ch.variant].design == dsg]
         if not idx:
@@ -984,15 +988,17 @@ def _bootstrap(designs: Sequence[Design], variants: Sequence[_Variant], stats: S
             B = np.stack([np.tensordot(wts[i], st.B[:, :, c], axes=1) for c in range(C)], axis=1)
             try:
                 x = _solve_channels(B, G + ch.lam * v.R + v.F, v.lower)
-                # Channel by channel, map by map: a map whose rows do not fit (a design with other rows)
-                # fails the resample there, the maps before it in that channel kept.
-                for c in range(C):
-                    for k in keys:
-                        draws[k][i, :, c] = maps[k] @ x[:, c]
             except (np.linalg.LinAlgError, ValueError):
                 failed += 1
-    if failed:
-        _log.debug("attribution bootstrap: %d of %d resamples failed and are left out", failed, n_boot)
+                continue
+            for k in keys:
+                if maps[k].shape[0] == draws[k].shape[1]:
+                    draws[k][i] = maps[k] @ x
+                else:
+                    other[k] = other.get(k, 0) + 1
+    if failed or other:
+        _log.debug("attribution bootstrap: %d of %d resamples failed and are left out; resamples whose design "
+                   "has other rows, left out of that map only: %s", failed, n_boot, other)
     return draws
 
 
