@@ -99,8 +99,8 @@ def _us(ns: float) -> str:
 _SKIP_GROUPS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"fewer than min_executions=(\d+)"),
      "with fewer than {0} executions alone on the device (min_executions={0})"),
-    (re.compile(r"^a communication kernel"),
-     "communication kernels, drawn as an additive level over what runs beside them (the warnings give it)"),
+    (re.compile(r"^a communication kernel beside compute kernels, and no log fell"),
+     "communication kernels beside compute whose level no log determines (none fell while one ran)"),
     (re.compile(r"no power log landed"), "with no power log inside any of their golden executions"),
     (re.compile(r"^no execution on the power logs' device"), "only on other devices than the power logs'"),
     (re.compile(r"^every execution has zero recorded duration"),
