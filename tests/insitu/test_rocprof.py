@@ -194,6 +194,15 @@ def _json_doc(tmp_path) -> dict:
         return json.load(f)
 
 
+def _edited_json(tmp_path, edit):  # type: ignore[no-untyped-def]
+    """The synthesized rocprofv3 JSON with ``edit`` applied to its document, written as bad_results.json."""
+    doc = _json_doc(tmp_path)
+    edit(doc)
+    path = tmp_path / "bad_results.json"
+    path.write_text(json.dumps(doc))
+    return path
+
+
 @pytest.mark.parametrize(("edit", "message"), [
     (lambda d: d.pop("rocprofiler-sdk-tool"), None),  # then it is a Kineto trace without traceEvents
     (lambda d: d["rocprofiler-sdk-tool"][0]["buffer_records"]["kernel_dispatch"].clear(), "no kernel_dispatch"),
@@ -210,10 +219,7 @@ def _json_doc(tmp_path) -> dict:
      r"kernel_dispatch\[0\] has no start_timestamp"),
 ])
 def test_malformed_rocprofv3_json_is_refused_by_field(tmp_path, edit, message):
-    doc = _json_doc(tmp_path)
-    edit(doc)
-    path = tmp_path / "bad_results.json"
-    path.write_text(json.dumps(doc))
+    path = _edited_json(tmp_path, edit)
     with pytest.raises(TraceFormatError, match=message or "no traceEvents"):
         read_trace(path)
     if message is not None:
@@ -341,10 +347,7 @@ def _dispatch0(d):
      r"names kernel_id=1 'other', which an earlier symbol named 'a'"),
 ])
 def test_silently_wrong_rocprofv3_json_field_of_another_type_is_refused_not_defaulted(tmp_path, edit, message):
-    doc = _json_doc(tmp_path)
-    edit(doc)
-    path = tmp_path / "bad_results.json"
-    path.write_text(json.dumps(doc))
+    path = _edited_json(tmp_path, edit)
     with pytest.raises(TraceFormatError, match=rf"trace='.*bad_results\.json': .*{message}"):
         read_rocprof_kernel_trace(path)
 
