@@ -716,6 +716,51 @@ def realtime_stamped_map(epoch: EpochMap, ticks: np.ndarray, clock_domain: str, 
                     constant_bound_ns=float(tick_ns), clock=epoch.clock)
 
 
+def wall_stamped_map(ticks: np.ndarray, tick_ns: float, clock_domain: str, bound_ns: float, *,
+                     clock: str = "CLOCK_REALTIME", shift_ns: int = 0) -> EpochMap:
+    """The map of logs a tool stamped with the wall clock and wrote to a file: ``ticks x tick - shift``, no fit.
+
+    Parameters
+    ----------
+    ticks : numpy.ndarray
+        The logs' stamps, int64 ticks of CLOCK_REALTIME.
+    tick_ns : float
+        One tick, ns.
+    clock_domain : str
+        What the ticks are (a power-log file's domain).
+    bound_ns : float
+        The map's error bound, constant over the file: the stamp's
+        resolution plus the delay between the read and its stamp, plus the
+        bound of ``shift_ns`` where one is applied.
+    clock : str
+        The clock mapped onto (:data:`BRACKETED_CLOCKS`).
+    shift_ns : int
+        ``CLOCK_REALTIME - clock``: 0 onto CLOCK_REALTIME; the boot time on the
+        epoch onto CLOCK_BOOTTIME.
+
+    Returns
+    -------
+    EpochMap
+        No brackets behind it (``n_brackets`` 0): a file of logs holds none.
+    """
+    if clock not in BRACKETED_CLOCKS:
+        raise ValueError(f"clock={clock!r}: must be one of {', '.join(BRACKETED_CLOCKS)}")
+    if not (math.isfinite(bound_ns) and bound_ns >= 0):
+        raise ValueError(f"bound_ns={bound_ns!r}: must be a finite number >= 0")
+    t0 = int(ticks.min()) if len(ticks) else 0
+    x = np.array([t0, t0 + max(1, int(round(1e9 / tick_ns)))], dtype=np.int64)
+    if not float(tick_ns).is_integer():
+        raise ValueError(f"tick_ns={tick_ns!r}: a wall-clock log's tick must be a whole number of ns")
+    y = x * np.int64(int(tick_ns)) - np.int64(int(shift_ns))
+    yf = np.zeros(2)
+    seg = _Segment(x=readonly(x), y=readonly(y), yf=readonly(yf), slope=readonly(_chords(x, y, yf)), fit=None,
+                   mono_lo=0, mono_hi=0, epoch_offset=-int(shift_ns), step_before_ns=0.0, step_after_ns=0.0,
+                   chord_err_ns=0.0)
+    return EpochMap(clock_domain=clock_domain, tick_ns=tick_ns, segments=[seg], bounds=np.zeros(0, dtype=np.int64),
+                    offset_ns=-int(shift_ns), drift_ppm=0.0, residual_spread_ns=0.0, n_brackets=0, steps=(),
+                    constant_bound_ns=float(bound_ns), clock=clock)
+
+
 #: The host clock every sample is read on.
 HOST_CLOCK = "CLOCK_MONOTONIC_RAW"
 

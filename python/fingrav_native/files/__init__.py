@@ -2,6 +2,7 @@
 
 Versioned profile files (no pickle, checked field by field on load), power captures,
 sensor characterisations, campaign folders (run files, manifest, lock), the readers of
+power logs other tools write (nvidia-smi, amd-smi, rocm-smi, dcgmi), of
 application traces (torch.profiler / Kineto JSON; rocprofv3 CSV, JSON and rocpd) and the Perfetto /
 Chrome trace export, and the annotated copy of an application's own trace. Every loader goes through the guards of ``_safe`` (size caps,
 regular files only, JSON depth, .npy headers).
@@ -45,6 +46,12 @@ if TYPE_CHECKING:
     from fingrav_native.files._journal import RecoveredCaptureWarning
     from fingrav_native.files._kineto import read_kineto_trace, write_kineto_trace
     from fingrav_native.files._parquet import export_parquet
+    from fingrav_native.files._power_logs import (
+        POWER_LOG_KINDS,
+        PowerLogFormatError,
+        power_log_summary,
+        read_power_log,
+    )
     from fingrav_native.files._profiles import (
         FORMAT_NAME,
         FORMAT_VERSION,
@@ -74,6 +81,8 @@ _WHERE = {
     "LOCK_FILE": "_campaign",
     "PROFILE_FILE": "_campaign",
     "PowerCapture": "_capture",
+    "POWER_LOG_KINDS": "_power_logs",
+    "PowerLogFormatError": "_power_logs",
     "ProfileFormatError": "_profiles",
     "REALTIME_CLOCK_DOMAINS": "_capture",
     "RecoveredCaptureWarning": "_journal",
@@ -89,7 +98,9 @@ _WHERE = {
     "lock_campaign": "_campaign",
     "node_trace_events": "_trace",
     "read_kineto_trace": "_kineto",
+    "power_log_summary": "_power_logs",
     "read_manifest": "_campaign",
+    "read_power_log": "_power_logs",
     "read_rocprof_kernel_trace": "_rocprof",
     "read_trace": "_rocprof",
     "run_files": "_campaign",

@@ -75,6 +75,7 @@ from fingrav_native.clocks._epoch import (
     fit_epoch_map,
     identity_logger_map,
     realtime_stamped_map,
+    wall_stamped_map,
 )
 from fingrav_native.clocks._maps import MIN_BRACKETS, ClockMapLike
 from fingrav_native.clocks._onesided import fit_one_sided_clock_map
@@ -125,6 +126,12 @@ HOST_CLOCK_DOMAINS = frozenset({"host-monotonic-raw"})
 #: Clock domains whose timestamps are CLOCK_BOOTTIME ns already: the amdgpu driver's
 #: ``system_clock_counter`` in gpu_metrics (csrc/fingrav/amd/gpu_metrics.cpp, domain "boottime").
 BOOTTIME_CLOCK_DOMAINS = frozenset({"boottime"})
+
+
+#: The clock domain of logs read from a tool's file (nvidia-smi, amd-smi, rocm-smi, dcgmi:
+#: files/_power_logs.py): stamped on CLOCK_REALTIME ns by the tool, with no brackets; the map's
+#: bound and any boot-time offset are in ``meta["log_file"]``.
+LOG_FILE_CLOCK_DOMAIN = "log-file-realtime"
 
 
 #: The clock each of those families stamps on.
@@ -256,6 +263,8 @@ class PowerCapture:
     @property
     def clocks(self) -> tuple[str, ...]:
         """The host clocks this capture brackets against its own (CLOCK_REALTIME first)."""
+        if self.source.get("clock_domain") == LOG_FILE_CLOCK_DOMAIN:
+            return BRACKETED_CLOCKS  # a log file's stamps: logger_map says what each clock needs
         return ("CLOCK_REALTIME",) + tuple(c for c in BRACKETED_CLOCKS if c in self.clock_brackets)
 
     def brackets(self, clock: str = "CLOCK_REALTIME") -> np.ndarray:
@@ -337,6 +346,8 @@ class PowerCapture:
         domain = str(self.source["clock_domain"])
         tick = float(self.source["tick_ns"])
         ticks = np.asarray(self.samples["source_ts"], dtype=np.int64)
+        if domain == LOG_FILE_CLOCK_DOMAIN:
+            return _log_file_map(self, ticks, tick, clock)
         target = self.clock_map(clock, step_threshold_ns=step_threshold_ns)
         stamped_on = _STAMPED_ON.get(domain)
         if stamped_on == clock:
@@ -442,6 +453,26 @@ class PowerCapture:
         """This capture as a :class:`Recording` (logs, CLOCK_REALTIME brackets, source, sensor, stats)."""
         return Recording.from_capture(self)
 
+
+
+def _log_file_map(capture: PowerCapture, ticks: np.ndarray, tick: float, clock: str) -> EpochMap:
+    """The map of a log file's wall-clock stamps onto ``clock``, with the bound ``meta["log_file"]`` states."""
+    log = capture.meta.get("log_file")
+    if not isinstance(log, dict) or not isinstance(log.get("bound_ns"), (int, float)):
+        raise ValueError("samples: a capture read from a power log without its meta['log_file'] bound; read the log "
+                         "again (fingrav_native.files.read_power_log)")
+    bound = float(log["bound_ns"])
+    if clock == "CLOCK_REALTIME":
+        return wall_stamped_map(ticks, tick, LOG_FILE_CLOCK_DOMAIN, bound)
+    boot = log.get("boottime")
+    if clock == "CLOCK_BOOTTIME" and isinstance(boot, dict):
+        return wall_stamped_map(ticks, tick, LOG_FILE_CLOCK_DOMAIN, bound + float(boot["bound_ns"]),
+                                clock=clock, shift_ns=int(boot["offset_ns"]))
+    raise ValueError(f"samples: the trace's kernels are stamped on {clock}, and the {log.get('format')} log "
+                     f"{log.get('file')} on CLOCK_REALTIME (wall time) with no bracketed reads of {clock}: the "
+                     f"offset between the two is not known. Give it: boottime_offset_ns= (CLOCK_REALTIME - "
+                     f"CLOCK_BOOTTIME on the recording host; fingrav trace --boottime-offset-ns), or offsets_from= "
+                     f"a capture recorded on that host; or profile a trace stamped on CLOCK_REALTIME (torch.profiler)")
 
 
 def clock_offsets(brackets: Mapping[str, np.ndarray]) -> dict[str, dict[str, Optional[float]]]:
