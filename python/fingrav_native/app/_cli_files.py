@@ -7,6 +7,7 @@ import dataclasses
 import functools
 import math
 import os
+import re
 import sys
 import warnings
 from typing import Any, Optional
@@ -16,9 +17,8 @@ import numpy as np
 from fingrav_native.app import _plot as fplot
 from fingrav_native.app._cli_common import EXIT_FAILURE, EXIT_OK, interruptible
 from fingrav_native.app._progress import PhaseProgress
-from fingrav_native.app._trace import profile_trace
+from fingrav_native.app._trace import load_power, profile_trace
 from fingrav_native.files._annotate import annotate_trace, check_annotation_out
-from fingrav_native.files._capture import load_capture
 from fingrav_native.files._outputs import (
     Writes,
     check_distinct_outputs,
@@ -27,6 +27,7 @@ from fingrav_native.files._outputs import (
     write_json,
 )
 from fingrav_native.files._parquet import PYARROW_MISSING, export_parquet, pyarrow_missing
+from fingrav_native.files._power_logs import power_log_summary
 from fingrav_native.files._profiles import load_profile
 from fingrav_native.files._trace import export_trace
 from fingrav_native.insitu._closure import EnergyClosureWarning
@@ -179,6 +180,17 @@ def _closure_doc(tp: TraceProfile) -> Optional[dict[str, Any]]:
             for k, v in dataclasses.asdict(tp.closure).items()}
 
 
+def _power_log_args(args: argparse.Namespace) -> dict[str, Any]:
+    """``--log-*`` and ``--boottime-offset-ns`` as :func:`~fingrav_native.files.read_power_log`'s arguments."""
+    given = {"tz": args.log_tz, "start": args.log_start, "period_s": args.log_period,
+             "columns": None if args.log_columns is None else args.log_columns.split(","),
+             "boottime_offset_ns": args.boottime_offset_ns, "kind": None if args.log_kind == "auto" else args.log_kind}
+    start = given["start"]
+    if isinstance(start, str) and re.fullmatch(r"\d+(\.\d+)?", start):
+        given["start"] = float(start)  # epoch seconds
+    return {k: v for k, v in given.items() if v is not None}
+
+
 @interruptible("trace")
 def trace_command(args: argparse.Namespace) -> int:
     """``fingrav trace``: the in-situ profile printed; its Perfetto trace, figures and kernel table written."""
@@ -203,10 +215,14 @@ def trace_command(args: argparse.Namespace) -> int:
             # Said below, in the command's words, not as a Python warning with a source line.
             warnings.simplefilter("ignore", EnergyClosureWarning)
             progress.phase("reading the power capture")
-            capture = load_capture(args.power)
+            capture = load_power(args.power, device=args.device, sensor=args.sensor, power_log=_power_log_args(args))
+            summary = power_log_summary(capture)
+            if summary is not None:  # what the tool's log is taken to be: its clock, unit, bound and sensor
+                print(summary)
+            sensor = None if summary is not None else args.sensor  # the log's reader took --sensor
             progress.phase("reading and profiling the trace")
             tp = profile_trace(args.trace, capture, min_executions=args.min_executions,
-                               sensor=args.sensor, device=args.device)
+                               sensor=sensor, device=args.device)
     except ValueError as exc:
         # The data, not the command line: logs that miss the trace, a capture without the trace's clock.
         if str(exc).startswith(("samples:", "trace:")):

@@ -175,7 +175,8 @@ def _add_trace_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]"
              "power capture",
         description=(
             "In-situ FinGraV: read a torch.profiler (Kineto) trace or a rocprofv3 kernel trace (CSV, JSON or "
-            "rocpd) and the power logs a PowerRecorder captured while it ran, place the logs on the trace's "
+            "rocpd) and the power logs a PowerRecorder captured (or nvidia-smi, amd-smi, rocm-smi or dcgmi wrote) "
+            "while it ran, place the logs on the trace's "
             "clock (CLOCK_REALTIME for torch.profiler, CLOCK_BOOTTIME for rocprofv3) through the capture's "
             "bracketed clock reads, profile every kernel signature (name, grid, block) over its own "
             "executions, print the top-kernels table and the energy per iteration, and write a Perfetto "
@@ -187,6 +188,7 @@ def _add_trace_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]"
         epilog=("examples:\n  fingrav trace trace.json.gz --power power.npz --out insitu/\n"
                 "  fingrav trace trace.json.gz --power power.npz --top 6 --format pdf\n"
                 "  fingrav trace out/host/4242_results.db --power power.npz --device 0\n"
+                "  fingrav trace trace.json.gz --power smi.csv --log-tz Europe/Berlin --device 0\n"
                 "  fingrav trace trace.json.gz --power power.npz --annotate trace.power.json.gz"),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -194,7 +196,8 @@ def _add_trace_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]"
                                      "--kernel-trace wrote: <pid>_kernel_trace.csv, <pid>_results.json or "
                                      "<pid>_results.db (rocpd)")
     trace.add_argument("--power", required=True, metavar="CAPTURE",
-                       help="the power capture recorded beside it (PowerRecorder's .npz)")
+                       help="the power capture recorded beside it (PowerRecorder's .npz), or a power log nvidia-smi, "
+                            "amd-smi, rocm-smi or dcgmi wrote (see the options below)")
     trace.add_argument("--out", default="fingrav-trace", metavar="DIR",
                        help="folder for the Perfetto trace, figures and table (default ./fingrav-trace)")
     trace.add_argument("--top", type=TOP, default=4,
@@ -207,7 +210,26 @@ def _add_trace_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]"
                        help=f"the GPU the capture recorded (its ordinal, as amd:N / nvidia:N), {DEVICE}; needed "
                             "when the trace holds kernels of several GPUs")
     trace.add_argument("--sensor", default=None, metavar="PRESET",
-                       help="what each log measures, if not the capture's own sensor model (a preset name)")
+                       help="what each log measures, if not the capture's own sensor model (a preset name; for a "
+                            "tool's power log also a characterisation file)")
+    log = trace.add_argument_group(
+        "power logs other tools wrote (--power LOG: nvidia-smi, amd-smi, rocm-smi or dcgmi output, told apart by "
+        "content)")
+    log.add_argument("--log-tz", default=None, metavar="ZONE",
+                     help="the zone of the log's local wall-time stamps (nvidia-smi's): an IANA name, UTC, +01:00, "
+                          "or local (this host's); never guessed")
+    log.add_argument("--log-kind", default="auto", choices=("auto", "nvidia-smi", "amd-smi", "rocm-smi", "dcgmi"),
+                     help="the log's format (default: told apart by content)")
+    log.add_argument("--log-start", default=None, metavar="TIME",
+                     help="for a log without times (rocm-smi, dcgmi): its first row's wall-clock time, epoch "
+                          "seconds or ISO 8601 with its zone")
+    log.add_argument("--log-period", type=float, default=None, metavar="S",
+                     help="for a log without times: the period it was written at, seconds")
+    log.add_argument("--log-columns", default=None, metavar="A,B,...",
+                     help="the columns of an nvidia-smi log written with noheader, in --query-gpu's order")
+    log.add_argument("--boottime-offset-ns", type=int, default=None, metavar="NS",
+                     help="CLOCK_REALTIME - CLOCK_BOOTTIME on the recording host, to place a log's wall-clock "
+                          "stamps on a rocprofv3 trace's CLOCK_BOOTTIME")
     trace.add_argument("--annotate", default=None, metavar="OUT",
                        help="also write the trace again as OUT (.json, or .json.gz gzipped) with every event kept, "
                             "each kernel's energy in its args and power counter tracks (opens in Perfetto, "

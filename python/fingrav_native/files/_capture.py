@@ -376,7 +376,8 @@ class PowerCapture:
     def _header(self) -> dict[str, Any]:
         header = {"format": CAPTURE_FORMAT, "version": CAPTURE_VERSION, "source": self.source,
                   "sensor": None if self.sensor is None else self.sensor.as_dict(), "period_ns": int(self.period_ns),
-                  "stats": self.stats, "meta": self.meta, "clocks": list(self.clocks)}
+                  "stats": self.stats, "meta": self.meta,
+                  "clocks": ["CLOCK_REALTIME", *(c for c in BRACKETED_CLOCKS if c in self.clock_brackets)]}
         if self.counter is not None:  # the energy counter (files/_capture_counter.py)
             header["counter"] = self.counter.header()
         return header

@@ -360,13 +360,18 @@ def _stamped_times(path: str, t: _Table, rows: np.ndarray, tz: Optional[str]) ->
             raise PowerLogFormatError(f"{path}: {short_repr(stamps[bad])} is not nvidia-smi's timestamp "
                                       "(YYYY/MM/DD HH:MM:SS.fff)")
         zone, zwords = _zone(tz, path, "nvidia-smi's timestamps as")
-        return _Times(_local_ns(stamps, "%Y/%m/%d %H:%M:%S", zone), 1e6, READ_DELAY_NS,
-                      f"nvidia-smi's local wall time to the millisecond in {zwords}, on CLOCK_REALTIME")
+        # The stamp truncates to its millisecond: the instant lies in [stamp, stamp + 1 ms), so the middle
+        # is unbiased (left at the stamp, every log sits 0.5 ms early, 1 % of a 60 ms kernel's energy).
+        return _Times(_local_ns(stamps, "%Y/%m/%d %H:%M:%S", zone) + 500_000, 1e6, READ_DELAY_NS,
+                      f"nvidia-smi's local wall time to the millisecond in {zwords}, on CLOCK_REALTIME, each log at "
+                      "the middle of its millisecond")
     if all(re.match(r"^\d+(\.\d+)?$", s) for s in stamps):
         digits = max((len(s.partition(".")[2]) for s in stamps), default=0)
         ns = np.array([int(round(float(s) * 1e9)) for s in stamps], dtype=np.int64)
         res = 10.0 ** (9 - min(digits, 9))
-        return _Times(ns, res, READ_DELAY_NS, f"epoch seconds to {res / 1e9:g} s, on CLOCK_REALTIME")
+        return _Times(ns + int(res) // 2, res, READ_DELAY_NS,
+                      f"epoch seconds to {res / 1e9:g} s, on CLOCK_REALTIME, each log at the middle of its stamp's "
+                      "resolution (the stamp truncates)")
     try:
         parsed = [datetime.datetime.fromisoformat(s) for s in stamps]
     except ValueError as exc:

@@ -831,7 +831,9 @@ def offset_disagreement(alignment: LogAlignment, bound_ns: float) -> str:
     kernels explain nothing of the logs (the offset is far outside the search
     or the logs are not of these kernels); the best offset or its interval
     reaches the search's edge while the kernels do explain them (a mismatch
-    beyond ``search_ns``); the interval excludes the map's bound plus
+    beyond ``search_ns``, where the map's bound is narrower than the search:
+    a coarser map, such as a tool's millisecond wall-clock stamps, may put
+    the logs anywhere within its bound, so its edge is no mismatch); the interval excludes the map's bound plus
     :func:`mismatch_slack_ns` (:data:`MISMATCH_SLACK_NS` for instantaneous
     logs, a window's :data:`WINDOW_SLACK_SHARE` and at least
     :data:`WINDOW_SLACK_NS` for averaging ones). The last two only where the logs reject the
@@ -853,13 +855,14 @@ def offset_disagreement(alignment: LogAlignment, bound_ns: float) -> str:
                 "figures rest on the map alone")
     if not a.zero_rejected:
         return ""
-    if a.at_edge:
+    if a.at_edge and not (math.isfinite(a.search_ns) and a.search_ns <= bound_ns):
         return (f"the power logs fit the kernels best at the edge of the offsets searched ({reach}, best "
                 f"{a.offset_ns / 1e3:+.1f} us): the trace's and the capture's clocks disagree by more than that "
                 f"({causes}); the per-kernel figures are not trustworthy")
     slack = mismatch_slack_ns(a)
     limit = (bound_ns if math.isfinite(bound_ns) else math.inf) + slack
-    if a.low_ns > limit or a.high_ns < -limit:
+    # A map coarser than the search (a tool's millisecond wall-clock stamps): the edge lies inside its bound.
+    if not a.at_edge and (a.low_ns > limit or a.high_ns < -limit):
         where = (f"measured through their {a.window_ns / 1e6:.3g} ms responses, beyond its bound of +-{bound_ns / 1e3:.1f} "
                  f"us and the measurement's {slack / 1e3:.0f} us resolution" if windowed else
                  f"beyond its bound of +-{bound_ns / 1e3:.1f} us")
