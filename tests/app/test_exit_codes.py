@@ -190,6 +190,18 @@ def _trace(env: Env, *, out: str | None = None, power: str | None = None) -> lis
             "20"]
 
 
+#: An nvidia-smi power log of one GPU (local wall-time stamps, no zone in the file).
+_SMI = ("timestamp, index, power.draw [W]\n2024/05/01 14:00:00.000, 0, 100.00 W\n"
+        "2024/05/01 14:00:00.020, 0, 101.00 W\n2024/05/01 14:00:00.040, 0, 102.00 W\n")
+
+
+def _log(env: Env, text: str) -> str:
+    """A tool's power log written into the case's folder."""
+    path = env.tmp / "power-log.csv"
+    path.write_text(text)
+    return str(path)
+
+
 def _trace_data(message: str) -> Callable[[Env], list[str]]:
     def case(env: Env) -> list[str]:
         env.raising(_cli_files, "profile_trace", ValueError(message))
@@ -373,11 +385,24 @@ CASES: dict[tuple[str, str, str], list[Callable[[Env], list[str]]]] = {
                      "rocprofv3 trace)"):
         [_trace_data("samples: the trace's kernels are stamped on CLOCK_BOOTTIME (rocprofv3), and this capture "
                      "brackets only CLOCK_REALTIME")],
+    ("`trace`", "1", "a tool's power log that is malformed (not a format read, a unit not W or mW, time going "
+                     "back, no value)"):
+        [lambda e: _trace(e, power=_log(e, "time,watts\n1,2\n")),
+         lambda e: _trace(e, power=_log(e, "gpu,socket_power\n0,3 kW\n")),
+         lambda e: _trace(e, power=_log(e, _SMI.replace(".040", ".001").replace(".020", ".040"))) + ["--log-tz", "UTC"],
+         lambda e: _trace(e, power=_log(e, "gpu,socket_power,timestamp\n0,N/A,1\n"))],
     ("`trace`", "1", "`--out` cannot be written"): [lambda e: _trace(e, out=os.path.join(e.unwritable, "t"))],
     ("`trace`", "2", "a number out of range"): [lambda e: ["trace", "t.json", "--power", "p.npz", "--top", "0"]],
     ("`trace`", "2", "an unknown sensor preset"): [lambda e: _trace(e) + ["--sensor", "no-such-sensor"]],
     ("`trace`", "2", "a `--device` the trace has no kernels of, or none with kernels of several GPUs"):
         [lambda e: _trace(e) + ["--device", "7"]],
+    ("`trace`", "2", "a tool's power log without what it lacks (`--log-tz` for local wall-time stamps, `--log-start` "
+                     "and `--log-period` for a log without times, `--device` for a log of several GPUs, `--sensor` "
+                     "for a column no preset describes)"):
+        [lambda e: _trace(e, power=_log(e, _SMI)),
+         lambda e: _trace(e, power=_log(e, "device,Current Socket Graphics Package Power (W)\ncard0,35\n")),
+         lambda e: _trace(e, power=_log(e, _SMI.replace(", 0,", ", 1,", 1))) + ["--log-tz", "UTC"],
+         lambda e: _trace(e, power=_log(e, "gpu,average_socket_power,timestamp\n0,300,1\n"))],
     ("`trace`", "2", "`--out` holding the trace or capture read"): [_trace_onto_input],
     ("`trace`", "2", "`--annotate` a folder, in a missing or unwritable folder, the trace itself, the capture read, "
                      "one of `--out`'s files, a measured or saved file of another kind (with `--force` too), or an "

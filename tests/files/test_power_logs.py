@@ -228,3 +228,31 @@ def test_nvidia_smi_stamp_helper_matches_the_reader(tmp_path) -> None:
     c = read_power_log(_write(tmp_path, text), tz="Asia/Kolkata")
     assert int(c.samples["source_ts"][0]) == T0_NS + 123_500_000
     assert np.all(c.samples["total"] == 10.0)
+
+
+def test_real_nvidia_smi_record_read_back_at_its_stamps(tmp_path) -> None:
+    # Yang, Adamek and Armour's RTX 3090 square wave (SC'24): every nvidia-smi poll (7-9 ms apart, cached values
+    # repeated) printed again as nvidia-smi printed it, on their host's UTC+1 wall clock to the millisecond.
+    import csv
+    import gzip
+
+    from real_data import require
+
+    fields = ("power.draw", "power.draw.average", "power.draw.instant")
+    cols = {}
+    for f in fields:
+        with gzip.open(require(f"yang_sc24/3090_5050/{f}.csv.gz"), "rt") as fh:
+            rows = list(csv.DictReader(fh))
+        cols[f] = (np.array([int(r["t_ns"]) for r in rows]), [r["power_w"] for r in rows])
+    t = cols["power.draw"][0]
+    assert all(np.array_equal(cols[f][0], t) for f in fields)
+    lines = ["timestamp, power.draw [W], power.draw.average [W], power.draw.instant [W]"]
+    lines += [f"{smi_stamp(int(ns), 'Etc/GMT-1')}, " + ", ".join(f"{cols[f][1][k]} W" for f in fields)
+              for k, ns in enumerate(t)]
+    path = _write(tmp_path, "\n".join(lines) + "\n", "3090.csv")
+    for column, preset in (("power.draw.instant", "part-time-100ms"), ("power.draw.average", "nvidia-average-1s")):
+        c = read_power_log(path, tz="+01:00", column=None if column == "power.draw.instant" else column)
+        assert len(c) == len(t) == 1359 and c.sensor.name == preset
+        assert np.array_equal(c.samples["source_ts"], t + 500_000)  # the middle of each stamped millisecond
+        assert np.allclose(c.samples["total"], [float(v) for v in cols[column][1]], atol=5e-3)
+        assert c.meta["log_file"]["missing"] == {}
