@@ -256,3 +256,23 @@ def test_real_nvidia_smi_record_read_back_at_its_stamps(tmp_path) -> None:
         assert np.array_equal(c.samples["source_ts"], t + 500_000)  # the middle of each stamped millisecond
         assert np.allclose(c.samples["total"], [float(v) for v in cols[column][1]], atol=5e-3)
         assert c.meta["log_file"]["missing"] == {}
+
+
+def test_boottime_offset_measured_from_a_capture_of_the_same_host(tmp_path) -> None:
+    # A capture's brackets: CLOCK_REALTIME = raw + 5 s, CLOCK_BOOTTIME = raw + 2 s (each read inside a 200 ns
+    # bracket), so CLOCK_REALTIME - CLOCK_BOOTTIME = 3 s, bounded by the two brackets' half widths.
+    from fingrav_native._core import SAMPLE_DTYPE
+    from fingrav_native.files import PowerCapture
+
+    raw = np.arange(0, 10_000_000_000, 1_000_000_000, dtype=np.int64)
+    rt = np.stack([raw, raw + 100 + 5_000_000_000, raw + 200], axis=1)
+    bt = np.stack([raw, raw + 100 + 2_000_000_000, raw + 200], axis=1)
+    cap = PowerCapture(samples=np.zeros(0, dtype=SAMPLE_DTYPE), epoch_brackets=rt,
+                       source={"name": "x", "clock_domain": "host-monotonic-raw", "tick_ns": 1.0,
+                               "native_period_ns": 1, "window_ns": 0, "channels": ["total"]},
+                       sensor=None, period_ns=1, stats={}, meta={}, clock_brackets={"CLOCK_BOOTTIME": bt})
+    c = read_power_log(_write(tmp_path, SMI), device=0, tz="UTC", offsets_from=cap)
+    m = c.logger_map(clock="CLOCK_BOOTTIME")
+    assert m.to_host_ns(T0_NS) == T0_NS - 3_000_000_000 and m.error_bound_at(0) == 2e6 + 200.0
+    with pytest.raises(ValueError, match="^boottime_offset_ns, offsets_from: give one"):
+        read_power_log(_write(tmp_path, SMI), device=0, tz="UTC", offsets_from=cap, boottime_offset_ns=1)
