@@ -75,6 +75,9 @@ def test_nvidia_smi_nounits_and_noheader(tmp_path) -> None:
     c = read_power_log(_write(tmp_path, body, "nh.csv"), device=1, tz="+02:00",
                        columns=["timestamp", "index", "power.draw", "power.draw.instant"])
     assert list(c.samples["total"]) == [52.0, 53.0]
+    one = "timestamp, power.draw [W]\n2024/05/01 14:00:00.000, 100.00 W\n"
+    c = read_power_log(_write(tmp_path, one, "one.csv"), device=3, tz="+02:00")
+    assert c.meta["device"] == 3 and "GPU 3 (the log names no GPU: taken as this one)" in power_log_summary(c)
 
 
 def test_amd_smi_watch_layout_and_without_times(tmp_path) -> None:

@@ -284,9 +284,7 @@ def _pick_device(path: str, t: _Table, device: Optional[int]) -> tuple[np.ndarra
     """Rows of ``device`` (all rows when the log has one GPU), and the GPUs the log holds."""
     name = _DEVICE_COLUMN[t.kind]
     if name not in t.header:
-        if device is not None:
-            raise ValueError(f"device={device!r}: {path} has no {name} column, so its GPU is not known; drop "
-                             f"device= (the log is taken as the one GPU it names none of) or query {name} too")
+        # A log that names no GPU is one GPU's: the one ``device`` names where given (the trace's), said in meta.
         return np.ones(len(t.rows), dtype=bool), []
     col = t.header.index(name)
     ids = np.array([_device_of(r[col]) for r in t.rows], dtype=np.int64)
@@ -619,8 +617,9 @@ def power_log_summary(capture: PowerCapture) -> Optional[str]:
     log = capture.meta.get("log_file")
     if not isinstance(log, dict):
         return None
-    gpu = f"GPU {log['device']}" if log.get("device") is not None else (
-        f"GPU {log['gpus'][0]}" if log.get("gpus") else "its one GPU")
+    named = "" if log.get("gpus") else " (the log names no GPU: taken as this one)"
+    gpu = f"GPU {log['device']}{named}" if log.get("device") is not None else (
+        f"GPU {log['gpus'][0]}" if log.get("gpus") else "the one GPU it names none of")
     missing = log.get("missing") or {}
     gaps = (f"; {sum(missing.values())} values not given ({', '.join(f'{v} x {k}' for k, v in missing.items())}) "
             "left out, never read as 0" if missing else "")
