@@ -449,7 +449,7 @@ def _check_order(path: str, t: _Table, rows: np.ndarray, ns: np.ndarray) -> None
                                   "daylight-saving change in the wrong zone, or files joined out of order")
 
 
-def _boottime(boottime_offset_ns: Any, offsets_from: Any, bound_ns: Any) -> Optional[dict[str, float]]:
+def _boottime(boottime_offset_ns: Any, offsets_from: Any, bound_ns: Any) -> Optional[dict[str, Any]]:
     """CLOCK_REALTIME - CLOCK_BOOTTIME and its bound: given, or measured from a capture's brackets (None: neither)."""
     if boottime_offset_ns is not None and offsets_from is not None:
         raise ValueError("boottime_offset_ns, offsets_from: give one")
@@ -577,7 +577,7 @@ def read_power_log(path: Union[str, "os.PathLike[str]"], *, kind: PowerLogKind =
 
 
 def _capture(path: str, kind: str, col: str, t: _Table, times: _Times, w: np.ndarray, ns: np.ndarray,
-             model: SensorModel, why: str, boot: Optional[dict[str, float]], gpus: list[int], device: Optional[int],
+             model: SensorModel, why: str, boot: Optional[dict[str, Any]], gpus: list[int], device: Optional[int],
              missing: dict[str, int]) -> PowerCapture:
     """The capture of the logs read, with what they are and how they map stated in ``meta["log_file"]``."""
     s = np.zeros(len(ns), dtype=SAMPLE_DTYPE)
