@@ -7,6 +7,7 @@ missing, and each power mode what one of its logs is and where each figure comes
 from __future__ import annotations
 
 import dataclasses
+import re
 from typing import Any, Optional, cast
 
 from fingrav_native import _core
@@ -76,7 +77,9 @@ def memory_power_line(nvml_device: dict[str, Any]) -> str:
     if modes:
         return (f"GPU memory (NVML_POWER_SCOPE_MEMORY) beside the total in mode(s) {', '.join(modes)}; "
                 f"profiles carry memory and rest (total minus memory); {MEMORY_UNVERIFIED}")
-    why = sorted({str(w) for w in dict(nvml_device.get("memory_unsupported", {})).values() if w})
+    # The two power fields answer alike at one scope: their reasons differ by the field's name only.
+    why = sorted({re.sub(r"NVML_FI_DEV_POWER_(INSTANT|AVERAGE)", "NVML_FI_DEV_POWER_INSTANT/AVERAGE", str(w))
+                  for w in dict(nvml_device.get("memory_unsupported", {})).values() if w})
     return "absent (no memory channel, never zeros): " + ("; ".join(why) or "NVML gave no reason")
 
 
