@@ -133,3 +133,19 @@ def test_silently_wrong_split_deconvolved_window_logs_keep_memory_plus_rest_equa
     e = p.energy
     assert e["memory"].energy_j + e["rest"].energy_j == pytest.approx(e["total"].energy_j, rel=1e-9)
     assert e["rest"].uncertainty_j == pytest.approx(e["total"].uncertainty_j + e["memory"].uncertainty_j)
+
+
+@pytest.mark.slow  # matplotlib's import: ~3 s
+def test_unclear_plot_draws_memory_and_rest_where_the_profile_splits_them():
+    pytest.importorskip("matplotlib")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from fingrav_native.app import plot_kernel
+
+    logs, ex = _logs(("total", "memory"))
+    p = fg.stitch_logs(logs, ex, Identity(), execution_of_interest=10)
+    ax = plot_kernel(p)
+    assert [ln.get_label() for ln in ax.get_lines() if not ln.get_label().startswith("_")] == [
+        "total", "memory", "rest"]
+    matplotlib.pyplot.close("all")
