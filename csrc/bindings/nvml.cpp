@@ -48,6 +48,17 @@ py::dict nvml_device_dict(const NvmlDeviceInfo& d, const std::string& driver, co
     scopes[nvml_mode_name(m)] = ok;
   }
   out["field_scopes"] = scopes;
+  py::list memory_modes;  // field modes that read GPU memory power beside the total
+  py::dict memory_unsupported;
+  for (NvmlMode m : {NvmlMode::kInstant, NvmlMode::kAverage}) {
+    if (d.memory_scope_modes & (1u << static_cast<unsigned>(m))) {
+      memory_modes.append(nvml_mode_name(m));
+    } else {
+      memory_unsupported[nvml_mode_name(m)] = d.memory_unsupported[static_cast<unsigned>(m)];
+    }
+  }
+  out["memory_modes"] = memory_modes;
+  out["memory_unsupported"] = memory_unsupported;
   out["sample_buffer"] = d.sample_buffer;
   out["driver_version"] = driver;
   out["library_path"] = path;
@@ -89,8 +100,9 @@ void register_nvml(py::module_& m) {
       "Every GPU NVML sees, each a dict: index, name, uuid, pci_bus_id, power_limit_w, architecture,\n"
       "compute_capability, modes (the power modes that work, each probed), unsupported (mode -> NVML's\n"
       "reason), energy_from_field, c2c_enabled (a Grace Hopper superchip; None: unknown), field_scopes\n"
-      "(instant/average -> the power scopes that work: 'gpu', 'module'), sample_buffer, driver_version,\n"
-      "library_path. [] when NVML sees no GPU.\n"
+      "(instant/average -> the power scopes that work: 'gpu', 'module'), memory_modes (the field modes that\n"
+      "also read GPU memory power at NVML_POWER_SCOPE_MEMORY), memory_unsupported (field mode -> why not),\n"
+      "sample_buffer, driver_version, library_path. [] when NVML sees no GPU.\n"
       "Raises LibraryNotFoundError, SymbolNotFoundError or DeviceUnavailableError (nvmlInit failed).");
 
   m.def(
@@ -164,6 +176,14 @@ void register_nvml(py::module_& m) {
                              "Fetches that came back full of new samples: the driver may have overwritten some.")
       .def_property_readonly("energy_resets", &NvmlPowerSource::energy_resets,
                              "Times the energy counter went backwards and was re-baselined (energy mode).")
+      .def_property_readonly("memory_channel", &NvmlPowerSource::memory_channel,
+                             "Whether the readings carry GPU memory power (NVML_POWER_SCOPE_MEMORY) in the\n"
+                             "'memory' channel, read in the same call as the total (field modes where the GPU and\n"
+                             "driver have the scope). False: the channel is NaN, never 0.")
+      .def_property_readonly("memory_reference", &NvmlPowerSource::memory_reference,
+                             "Why the memory channel is there or not, in words.")
+      .def_property_readonly("memory_missing", &NvmlPowerSource::memory_missing,
+                             "Polls whose memory value failed or read 0 while the total was read (NaN there).")
       .def_property_readonly("device_info", [](const NvmlPowerSource& s) {
         return nvml_device_dict(s.device_info(), s.nvml().driver_version(), s.library_path());
       });

@@ -641,6 +641,8 @@ class _NvmlDeviceDict(TypedDict):
     energy_from_field: bool
     c2c_enabled: bool | None
     field_scopes: dict[str, list[str]]
+    memory_modes: list[str]
+    memory_unsupported: dict[str, str]
     sample_buffer: int
     driver_version: str
     library_path: str
@@ -695,6 +697,15 @@ class NvmlPowerSource(PowerSource):
     def possible_overruns(self) -> int: ...
     @property
     def energy_resets(self) -> int: ...
+    @property
+    def memory_channel(self) -> bool:
+        """Whether the readings carry GPU memory power (NVML_POWER_SCOPE_MEMORY) in the 'memory' channel."""
+    @property
+    def memory_reference(self) -> str:
+        """Why the memory channel is there or not, in words."""
+    @property
+    def memory_missing(self) -> int:
+        """Polls whose memory value failed or read 0 while the total was read (NaN there)."""
     @property
     def device_info(self) -> _NvmlDeviceDict: ...
 

@@ -79,6 +79,7 @@ class Fake:
             "fake_nvml_set_identity": [u, ctypes.c_char_p, u],
             "fake_nvml_set_refresh": [u, ull, u],
             "fake_nvml_set_c2c": [u, i, u],
+            "fake_nvml_set_memory": [u, i, u],
             "fake_nvml_fail_next": [i, i, i],
             "fake_nvml_fail_after": [i, i, i, i],
             "fake_nvml_init_calls": [],
@@ -717,3 +718,85 @@ def test_the_recorder_finds_nvmls_energy_counter_beside_each_mode(fake):
     # No counter at all: none.
     fake.set_supported(0, SUP_ALL & ~SUP_ENERGY_FIELD & ~SUP_ENERGY_FN)
     assert _nvml_counter(0, "instant", _core.NvmlPowerSource(0, "instant")) is None
+
+
+# ---------------------------------------------------------------- memory scope (Hopper)
+
+
+def test_data_loss_memory_scope_is_read_beside_the_total_on_a_fake_hopper(fake):
+    # A Hopper whose driver answers NVML_POWER_SCOPE_MEMORY: the field modes read it in the same call as the
+    # total, as the memory channel (GPU memory power, a part of the total).
+    fake.set_memory(0, 1, 90_000)
+    fake.set_field(0, FI_INSTANT, 1_000, 400_000)
+    dev = _core.nvml_devices()[0]
+    assert dev["memory_modes"] == ["instant", "average"] and dev["memory_unsupported"] == {}
+    src = _core.NvmlPowerSource(0, "instant", "gpu")
+    assert src.memory_channel and "NVML_POWER_SCOPE_MEMORY" in src.memory_reference
+    assert src.info.channel_mask == (1 << 0) | (1 << 3)
+    assert len(src.poll()) == 0  # baseline
+    fake.set_memory(0, 1, 120_000)  # memory alone moved: a new log all the same
+    fake.set_field(0, FI_INSTANT, 2_000, 400_000)
+    r = src.poll()
+    assert len(r) == 1 and r["total"][0] == 400.0 and r["memory"][0] == 120.0
+    assert np.isnan(r["compute"][0]) and np.isnan(r["io"][0])
+    fake.set_field(0, FI_INSTANT, 3_000, 410_000)
+    r = src.poll()
+    assert r["total"][0] == 410.0 and r["memory"][0] == 120.0 and src.memory_missing == 0
+
+
+@pytest.mark.parametrize("on, mw, words", [
+    (0, 0, "Not Supported"),  # a driver older than the scope refuses it
+    (1, 0, "answered 0"),     # a GPU without the memory rail answers SUCCESS with 0 W (Zeus sees this on A40)
+])
+def test_silently_wrong_memory_channel_without_the_scope_is_absent_never_zero(fake, on, mw, words):
+    from fingrav_native.backends._nvidia_report import memory_power_line
+
+    fake.set_memory(0, on, mw)
+    fake.set_field(0, FI_INSTANT, 1_000, 400_000)
+    dev = _core.nvml_devices()[0]
+    assert dev["memory_modes"] == [] and words in dev["memory_unsupported"]["instant"]
+    line = memory_power_line(dev)
+    assert line.startswith("absent") and words in line and line.count(words) == 1  # said once for the device
+    src = _core.NvmlPowerSource(0, "instant")
+    assert not src.memory_channel and words in src.memory_reference
+    assert src.info.channel_mask == 1
+    src.poll()
+    fake.set_field(0, FI_INSTANT, 2_000, 410_000)
+    r = src.poll()
+    assert len(r) == 1 and r["total"][0] == 410.0 and np.isnan(r["memory"][0])
+
+
+def test_silently_wrong_modes_without_a_scope_argument_carry_no_memory_channel(fake):
+    fake.set_memory(0, 1, 90_000)
+    src = _core.NvmlPowerSource(0, "usage")
+    assert not src.memory_channel and "no scope argument" in src.memory_reference
+
+
+def test_unclear_device_report_says_once_where_memory_power_is_and_that_it_is_unverified(fake):
+    from fingrav_native.backends._nvidia_report import memory_power_line
+
+    fake.set_memory(0, 1, 90_000)
+    line = memory_power_line(_core.nvml_devices()[0])
+    assert "NVML_POWER_SCOPE_MEMORY" in line and "instant, average" in line
+    assert "unverified on hardware: tested on the fake NVML only" in line
+    # A build whose NVML layer predates the scope says so rather than nothing.
+    assert "does not read" in memory_power_line({"modes": ["samples"]})
+
+
+def test_data_loss_memory_channel_round_trips_through_a_capture(fake, tmp_path):
+    from fingrav_native.app import PowerRecorder
+    from fingrav_native.files import load_capture
+
+    # Every value refreshed every 20 ms; memory a quarter of the board plus a ripple of its own.
+    fake.set_memory(0, 1, 75_000)
+    fake.set_refresh(0, 20_000, 300_000)
+    src = _core.NvmlPowerSource(0, "instant")
+    with PowerRecorder(src, tmp_path / "power.npz", brackets_every_s=0.05):
+        time.sleep(0.3)
+    c = load_capture(tmp_path / "power.npz")
+    s = c.samples
+    assert len(s) >= 5
+    mem = s["memory"].astype(np.float64)
+    assert np.all(np.isfinite(mem)) and np.all((mem >= 75.0) & (mem <= 75.0 + 0.018))
+    assert np.all(mem < s["total"])
+    assert np.all(np.isnan(s["compute"])) and np.all(np.isnan(s["io"]))

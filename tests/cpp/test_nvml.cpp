@@ -35,6 +35,7 @@ struct Fake {
   void (*set_field)(unsigned, unsigned, long long, unsigned long long) = nullptr;
   void (*set_device_count)(unsigned) = nullptr;
   void (*set_refresh)(unsigned, unsigned long long, unsigned) = nullptr;
+  void (*set_memory)(unsigned, int, unsigned) = nullptr;
 
   template <typename F>
   void bind(F& f, const char* name) {
@@ -51,6 +52,7 @@ struct Fake {
     bind(set_field, "fake_nvml_set_field");
     bind(set_device_count, "fake_nvml_set_device_count");
     bind(set_refresh, "fake_nvml_set_refresh");
+    bind(set_memory, "fake_nvml_set_memory");
   }
   ~Fake() { dlclose(h); }
 };
@@ -107,6 +109,40 @@ int main() {
     CHECK_EQ(r[0].power_w[kTotal], 400.0f);
     CHECK_EQ(r[0].window_ns, 250'000'000u);
     CHECK_EQ(r[0].flags, static_cast<std::uint32_t>(kFlagDerived));
+  }},
+
+  {"memory scope: one poll reads total and memory, the channel is the memory field's", [&] {
+    fake.reset();
+    fake.set_memory(0, 1, 90'000);
+    fake.set_field(0, nvml_abi::NVML_FI_DEV_POWER_INSTANT, 1'000, 400'000);
+    NvmlPowerSource src(0, NvmlMode::kInstant, NvmlScope::kGpu);
+    CHECK(src.memory_channel());
+    CHECK_EQ(src.info().channel_mask, (1u << kTotal) | (1u << kMemory));
+    Reading r[2];
+    CHECK_EQ(src.poll(r, 2).count, 0u);  // baseline
+    fake.set_memory(0, 1, 120'000);       // only memory moved: still a new reading
+    fake.set_field(0, nvml_abi::NVML_FI_DEV_POWER_INSTANT, 2'000, 400'000);
+    CHECK_EQ(src.poll(r, 2).count, 1u);
+    CHECK_EQ(r[0].power_w[kTotal], 400.0f);
+    CHECK_EQ(r[0].power_w[kMemory], 120.0f);
+    CHECK(std::isnan(r[0].power_w[kCompute]) && std::isnan(r[0].power_w[kIo]));
+  }},
+
+  {"memory scope refused or 0: the channel is absent (NaN), never 0, and says why", [&] {
+    for (int on : {0, 1}) {  // NOT_SUPPORTED (an older driver), then SUCCESS with 0 W (no memory rail)
+      fake.reset();
+      fake.set_memory(0, on, 0);
+      fake.set_field(0, nvml_abi::NVML_FI_DEV_POWER_INSTANT, 1'000, 400'000);
+      NvmlPowerSource src(0, NvmlMode::kInstant);
+      CHECK(!src.memory_channel());
+      CHECK_EQ(src.info().channel_mask, 1u << kTotal);
+      CHECK(src.memory_reference().find(on ? "answered 0" : "Not Supported") != std::string::npos);
+      Reading r[2];
+      CHECK_EQ(src.poll(r, 2).count, 0u);
+      fake.set_field(0, nvml_abi::NVML_FI_DEV_POWER_INSTANT, 2'000, 410'000);
+      CHECK_EQ(src.poll(r, 2).count, 1u);
+      CHECK(std::isnan(r[0].power_w[kMemory]));
+    }
   }},
 
   {"no device: DeviceUnavailable", [&] {

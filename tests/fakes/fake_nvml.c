@@ -67,9 +67,11 @@ enum { FI_ENERGY = 83, FI_POWER_AVERAGE = 185, FI_POWER_INSTANT = 186 };
 /* Bits of fake_nvml_set_supported. */
 enum {
   SUP_SAMPLES = 1, SUP_INSTANT = 2, SUP_AVERAGE = 4, SUP_ENERGY_FIELD = 8, SUP_ENERGY_FN = 16, SUP_USAGE = 32,
-  SUP_MODULE = 64 /* the power fields at NVML_POWER_SCOPE_MODULE (needs C2C on: fake_nvml_set_c2c) */
+  SUP_MODULE = 64, /* the power fields at NVML_POWER_SCOPE_MODULE (needs C2C on: fake_nvml_set_c2c) */
+  SUP_MEMORY = 128 /* the power fields at NVML_POWER_SCOPE_MEMORY (fake_nvml_set_memory; off by default: a driver
+                      older than the scope, which answers NOT_SUPPORTED) */
 };
-enum { SCOPE_GPU = 0, SCOPE_MODULE = 1 };
+enum { SCOPE_GPU = 0, SCOPE_MODULE = 1, SCOPE_MEMORY = 2 };
 /* Functions fake_nvml_fail_next can make fail. */
 enum { FN_SAMPLES = 0, FN_FIELDS = 1, FN_ENERGY = 2, FN_USAGE = 3, FN_COUNT = 4 };
 
@@ -100,6 +102,8 @@ struct fake_device {
    * power fields read the GPU's plus module_extra_mw (the Grace CPU and its memory) */
   int c2c;
   unsigned int module_extra_mw;
+  /* GPU memory power (fake_nvml_set_memory): what the power fields read at NVML_POWER_SCOPE_MEMORY */
+  unsigned int memory_mw;
   /* time-driven sensors (fake_nvml_set_refresh) */
   unsigned long long refresh_us, refresh_start;
   unsigned int refresh_mw;
@@ -178,6 +182,7 @@ static void refresh_locked(struct fake_device *d) {
   if (d->refresh_us == 0) return;
   k = refresh_index(d);
   d->inst_mw = d->avg_mw = d->usage_mw = d->refresh_mw + 10u * (unsigned int)(k % 5u);
+  if (d->supported & SUP_MEMORY) d->memory_mw = d->refresh_mw / 4u + 3u * (unsigned int)(k % 7u);
   d->energy_mj = (unsigned long long)((double)k * (double)d->refresh_mw * (double)d->refresh_us / 1e6);
   d->inst_ts = d->avg_ts = d->energy_ts = (long long)realtime_us();
 }
@@ -299,6 +304,18 @@ API void fake_nvml_set_c2c(unsigned int dev, int state, unsigned int extra_mw) {
   if (dev < MAX_DEVICES) {
     devs[dev].c2c = state;
     devs[dev].module_extra_mw = extra_mw;
+  }
+  pthread_mutex_unlock(&mu);
+}
+/* A GPU whose power fields answer at NVML_POWER_SCOPE_MEMORY with mw (Hopper as Zeus reads it; on = 0: the
+ * scope answers NOT_SUPPORTED, an older driver's answer). mw = 0 with on = 1 is a GPU without the memory rail
+ * that still answers SUCCESS with 0 (Zeus sees this on A40). */
+API void fake_nvml_set_memory(unsigned int dev, int on, unsigned int mw) {
+  pthread_mutex_lock(&mu);
+  if (dev < MAX_DEVICES) {
+    if (on) devs[dev].supported |= SUP_MEMORY;
+    else devs[dev].supported &= ~(unsigned int)SUP_MEMORY;
+    devs[dev].memory_mw = mw;
   }
   pthread_mutex_unlock(&mu);
 }
@@ -532,19 +549,23 @@ API nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t device, int valuesCount, 
   r = injected(FN_FIELDS);
   for (k = 0; r == SUCCESS && k < valuesCount; ++k) {
     nvmlFieldValue_t *v = &values[k];
-    /* nvml.h: the power fields take scopeId 0 (GPU) or 1 (module: GPU and Grace CPU); the module's only
-     * on a C2C device. Other fields ignore it. */
+    /* nvml.h: the power fields take scopeId 0 (GPU), 1 (module: GPU and Grace CPU; only on a C2C device) or
+     * 2 (the GPU's memory, where the driver has the scope). Other fields ignore it. */
     int power = v->fieldId == FI_POWER_INSTANT || v->fieldId == FI_POWER_AVERAGE;
     int module = power && v->scopeId == SCOPE_MODULE;
-    int scope_ok = !power || v->scopeId == SCOPE_GPU || (module && d->c2c == 1 && (d->supported & SUP_MODULE));
+    int memory = power && v->scopeId == SCOPE_MEMORY;
     unsigned int gpu_bit = v->fieldId == FI_POWER_INSTANT ? SUP_INSTANT : SUP_AVERAGE;
+    int scope_ok = !power || v->scopeId == SCOPE_GPU || (module && d->c2c == 1 && (d->supported & SUP_MODULE)) ||
+                   (memory && (d->supported & SUP_MEMORY) && (d->supported & gpu_bit));
     v->latencyUsec = 5;
     memset(&v->value, 0, sizeof v->value);
     if (power && scope_ok && (module || (d->supported & gpu_bit))) {
       v->nvmlReturn = SUCCESS;
       v->valueType = 1;
       v->timestamp = v->fieldId == FI_POWER_INSTANT ? d->inst_ts : d->avg_ts;
-      v->value.uiVal = (v->fieldId == FI_POWER_INSTANT ? d->inst_mw : d->avg_mw) + (module ? d->module_extra_mw : 0);
+      v->value.uiVal = memory ? d->memory_mw
+                              : (v->fieldId == FI_POWER_INSTANT ? d->inst_mw : d->avg_mw) +
+                                    (module ? d->module_extra_mw : 0);
     } else if (v->fieldId == FI_ENERGY && (d->supported & SUP_ENERGY_FIELD)) {
       v->nvmlReturn = SUCCESS;
       v->valueType = 3;

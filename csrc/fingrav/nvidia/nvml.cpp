@@ -48,6 +48,7 @@ const std::vector<Constant>& constants() {
       C(NVML_FI_DEV_POWER_INSTANT),
       C(NVML_POWER_SCOPE_GPU),
       C(NVML_POWER_SCOPE_MODULE),
+      C(NVML_POWER_SCOPE_MEMORY),
       C(NVML_DEVICE_ARCH_AMPERE),
       C(NVML_DEVICE_ARCH_UNKNOWN),
       C(NVML_DEVICE_PCI_BUS_ID_BUFFER_SIZE),
@@ -134,11 +135,14 @@ bool value_as_u64(nvmlValueType_t type, const nvmlValue_t& v, unsigned long long
   }
 }
 
-Reading total_reading(std::int64_t ts_us, double watts, std::uint32_t window_ns, std::uint32_t flags) {
+// memory_watts: the memory scope's power, NaN where it was not read (the channel stays NaN, never 0).
+Reading total_reading(std::int64_t ts_us, double watts, std::uint32_t window_ns, std::uint32_t flags,
+                      double memory_watts = std::numeric_limits<double>::quiet_NaN()) {
   Reading r;
   r.source_ts = ts_us;
   for (float& p : r.power_w) p = std::numeric_limits<float>::quiet_NaN();
   r.power_w[kTotal] = static_cast<float>(watts);
+  r.power_w[kMemory] = static_cast<float>(memory_watts);
   r.window_ns = window_ns;
   r.flags = flags;
   return r;
@@ -148,6 +152,9 @@ std::uint32_t clamp_window(long long ns) {
   if (ns <= 0) return 0;
   return static_cast<std::uint32_t>(std::min<long long>(ns, std::numeric_limits<std::uint32_t>::max()));
 }
+
+// Two memory readings alike: equal, or both absent (NaN).
+bool same_memory(double a, double b) { return a == b || (std::isnan(a) && std::isnan(b)); }
 
 // Errors after which polling again cannot help.
 bool is_fatal(nvmlReturn_t r) {
@@ -357,6 +364,12 @@ NvmlDeviceInfo Nvml::describe(unsigned int index) const {
     vm[1].fieldId = NVML_FI_DEV_POWER_AVERAGE;
     vm[0].scopeId = vm[1].scopeId = NVML_POWER_SCOPE_MODULE;
     const nvmlReturn_t rm = d.c2c == 1 ? nvmlDeviceGetFieldValues(h, 2, vm) : NVML_ERROR_NOT_SUPPORTED;
+    // Memory scope in a call of its own too: a driver older than the scope may refuse the whole call.
+    nvmlFieldValue_t vmem[2] = {};
+    vmem[0].fieldId = NVML_FI_DEV_POWER_INSTANT;
+    vmem[1].fieldId = NVML_FI_DEV_POWER_AVERAGE;
+    vmem[0].scopeId = vmem[1].scopeId = NVML_POWER_SCOPE_MEMORY;
+    const nvmlReturn_t rmem = nvmlDeviceGetFieldValues(h, 2, vmem);
     auto field_ok = [&](int i) { return r == NVML_SUCCESS && v[i].nvmlReturn == NVML_SUCCESS; };
     auto field_why = [&](int i, const char* name) {
       return error_text((std::string("nvmlDeviceGetFieldValues(") + name + ")").c_str(),
@@ -370,6 +383,19 @@ NvmlDeviceInfo Nvml::describe(unsigned int index) const {
     const char* field_names[2] = {"NVML_FI_DEV_POWER_INSTANT", "NVML_FI_DEV_POWER_AVERAGE"};
     for (int k = 0; k < 2; ++k) {
       const NvmlMode m = field_modes[k];
+      const std::string memory_name =
+          "nvmlDeviceGetFieldValues(" + std::string(field_names[k]) + ", NVML_POWER_SCOPE_MEMORY)";
+      double memory_mw = 0;
+      if (rmem != NVML_SUCCESS || vmem[k].nvmlReturn != NVML_SUCCESS) {
+        d.memory_unsupported[static_cast<unsigned>(m)] =
+            error_text(memory_name.c_str(), rmem != NVML_SUCCESS ? rmem : vmem[k].nvmlReturn);
+      } else if (!value_as_double(vmem[k].valueType, vmem[k].value, &memory_mw) || !(memory_mw > 0)) {
+        // Zeus (zeus/device/gpu/nvidia.py) finds the memory scope answering 0 on GPUs without it (A40).
+        d.memory_unsupported[static_cast<unsigned>(m)] =
+            memory_name + " answered " + std::to_string(memory_mw) + " mW: no memory power on this GPU";
+      } else {
+        d.memory_scope_modes |= mode_bit(m);
+      }
       if (field_ok(k)) {
         d.gpu_scope_modes |= mode_bit(m);
       } else {
@@ -392,6 +418,8 @@ NvmlDeviceInfo Nvml::describe(unsigned int index) const {
          field_why(2, "NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION") + "; " + energy_function_why);
   } else {
     const std::string why = std::string("nvmlDeviceGetFieldValues") + absent;
+    d.memory_unsupported[static_cast<unsigned>(NvmlMode::kInstant)] = why;
+    d.memory_unsupported[static_cast<unsigned>(NvmlMode::kAverage)] = why;
     mark(NvmlMode::kInstant, false, why);
     mark(NvmlMode::kAverage, false, why);
     mark(NvmlMode::kEnergy, energy_function, why + "; " + energy_function_why);
@@ -443,15 +471,23 @@ NvmlPowerSource::NvmlPowerSource(unsigned int device, NvmlMode mode, std::shared
 
   if (field_mode) {
     choose_scope(scope);
+    memory_ = (dev_.memory_scope_modes & mode_bit(mode)) != 0;
+    memory_reference_ = memory_ ? "GPU memory (NVML_POWER_SCOPE_MEMORY), read with the total in one "
+                                  "nvmlDeviceGetFieldValues call"
+                                : "no memory channel: " + dev_.memory_unsupported[static_cast<unsigned>(mode)];
   } else {
     scope_reference_ = std::string("mode '") + nvml_mode_name(mode) + "' has no scope argument in nvml.h: the GPU";
+    memory_reference_ = std::string("no memory channel: mode '") + nvml_mode_name(mode) +
+                        "' has no scope argument in nvml.h; the field modes 'instant' and 'average' read "
+                        "NVML_POWER_SCOPE_MEMORY where the GPU has it";
   }
 
   info_.name = "nvml:" + std::to_string(device) + ":" + nvml_mode_name(mode) +
                (scope_ == NvmlScope::kModule ? ":module" : "");
   info_.clock_domain = "nvml-host-us";
   info_.tick_ns = 1000.0;
-  info_.channel_mask = 1u << kTotal;  // NVML reports board power only
+  // The total at the chosen scope, and GPU memory where its scope answers.
+  info_.channel_mask = (1u << kTotal) | (memory_ ? (1u << kMemory) : 0u);
   info_.has_sequence = false;         // deduplicated by timestamp
   info_.native_period_ns = 0;
 
@@ -639,16 +675,18 @@ PollResult NvmlPowerSource::poll_samples(Reading* out, std::size_t max) {
   return {k, PollStatus::kOk};
 }
 
-PollResult NvmlPowerSource::keep_if_changed(Reading* out, std::int64_t ts_us, std::int64_t seen_us, double mw) {
+PollResult NvmlPowerSource::keep_if_changed(Reading* out, std::int64_t ts_us, std::int64_t seen_us, double mw,
+                                            double memory_mw) {
   if (!have_value_) {
     // The first value: how long ago it appeared is unknown, so it only sets
     // the baseline a change is detected against.
     have_value_ = true;
     last_mw_ = mw;
+    last_memory_mw_ = memory_mw;
     last_value_us_ = ts_us;
     return {0, PollStatus::kOk};
   }
-  if (mw == last_mw_) {
+  if (mw == last_mw_ && same_memory(memory_mw, last_memory_mw_)) {
     // The cached value again (the driver refreshes every ~100 ms; a 1 s
     // average is the same number until then), whatever its timestamp says:
     // keeping it would make the poll period look like the logger period.
@@ -662,18 +700,23 @@ PollResult NvmlPowerSource::keep_if_changed(Reading* out, std::int64_t ts_us, st
     ts_us = std::max<std::int64_t>(seen_us, last_value_us_ + 1);
   }
   last_mw_ = mw;
+  last_memory_mw_ = memory_mw;
   last_value_us_ = ts_us;
-  out[0] = total_reading(ts_us, mw / 1000.0, info_.window_ns, 0);
+  out[0] = total_reading(ts_us, mw / 1000.0, info_.window_ns, 0, memory_mw / 1000.0);
   return {1, PollStatus::kOk};
 }
 
 PollResult NvmlPowerSource::poll_field(Reading* out, std::size_t max, unsigned int field) {
   if (max == 0) return {0, PollStatus::kOk};
-  nvmlFieldValue_t v{};
+  // The total at its scope and, where the GPU has it, the memory scope: one call, so both are one poll's.
+  nvmlFieldValue_t vs[2] = {};
+  nvmlFieldValue_t& v = vs[0];
   v.fieldId = field;
   v.scopeId = scope_ == NvmlScope::kModule ? NVML_POWER_SCOPE_MODULE : NVML_POWER_SCOPE_GPU;
+  vs[1].fieldId = field;
+  vs[1].scopeId = NVML_POWER_SCOPE_MEMORY;
   const std::int64_t a = realtime_now_us();
-  const nvmlReturn_t r = nvml_->nvmlDeviceGetFieldValues(handle_, 1, &v);
+  const nvmlReturn_t r = nvml_->nvmlDeviceGetFieldValues(handle_, memory_ ? 2 : 1, vs);
   const std::int64_t b = realtime_now_us();
   if (r != NVML_SUCCESS) return fail("nvmlDeviceGetFieldValues", r);
   if (v.nvmlReturn != NVML_SUCCESS) return fail("nvmlDeviceGetFieldValues (field value)", v.nvmlReturn);
@@ -687,7 +730,18 @@ PollResult NvmlPowerSource::poll_field(Reading* out, std::size_t max, unsigned i
   // this value", not the time the sensor refreshed it: a driver that stamps
   // the query gives a new timestamp for the same cached value on every poll.
   // So a reading is kept when the value changes, not when the stamp does.
-  return keep_if_changed(out, v.timestamp, a + (b - a) / 2, mw);
+  double memory_mw = std::numeric_limits<double>::quiet_NaN();
+  if (memory_) {
+    // A memory value that fails or reads 0 this once leaves the channel NaN for this reading (never 0): the
+    // total is still good.
+    double m = 0;
+    if (vs[1].nvmlReturn == NVML_SUCCESS && value_as_double(vs[1].valueType, vs[1].value, &m) && m > 0) {
+      memory_mw = m;
+    } else {
+      ++memory_missing_;
+    }
+  }
+  return keep_if_changed(out, v.timestamp, a + (b - a) / 2, mw, memory_mw);
 }
 
 PollResult NvmlPowerSource::poll_energy(Reading* out, std::size_t max) {

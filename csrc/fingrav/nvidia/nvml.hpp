@@ -27,6 +27,18 @@
 // module, as Zeus reads it there; a GPU-only scope is chosen by asking for
 // it. The other modes have no scope argument and read what NVML defines.
 //
+// Memory power: where the driver answers the same field at
+// NVML_POWER_SCOPE_MEMORY ("Targets the GPU Memory", nvml.h; Hopper, e.g.
+// H100 as Zeus reads it), a field-mode source reads it in the same
+// nvmlDeviceGetFieldValues call as the total and reports it as the kMemory
+// channel, so both values are one poll's. The probe takes NOT_SUPPORTED, an
+// older driver's refusal of the scope, or a value of 0 (what Zeus sees on
+// GPUs without the rail) as "no memory channel": the channel is then absent
+// (NaN), never zero. nvmlDeviceGetPowerUsage documents the GPU's power as
+// "this GPU ... and its associated circuitry (e.g. memory)", so memory is a
+// part of the total and total minus memory is the rest of the board.
+// Unverified on hardware: tested on the fake NVML only.
+//
 // Every mode but samples reads a value the driver caches and refreshes more
 // slowly than we may poll (100 ms is typical), and a field's timestamp may be
 // the time of the query rather than of the refresh: a new timestamp does not
@@ -54,6 +66,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -107,6 +120,9 @@ inline constexpr unsigned int NVML_FI_DEV_POWER_INSTANT = 186;
 // nvmlPowerScopeType_t values (nvml.h NVML_POWER_SCOPE_*), for nvmlFieldValue_t::scopeId.
 inline constexpr unsigned int NVML_POWER_SCOPE_GPU = 0;
 inline constexpr unsigned int NVML_POWER_SCOPE_MODULE = 1;
+// The field documentation's scope list (0 GPU, 1 module, 2 "GPU base") is older than the constants, which
+// give 2 to memory and 3 to GPU base: the constant is what the driver reads.
+inline constexpr unsigned int NVML_POWER_SCOPE_MEMORY = 2;
 
 inline constexpr unsigned int NVML_DEVICE_ARCH_AMPERE = 7;
 inline constexpr unsigned int NVML_DEVICE_ARCH_UNKNOWN = 0xffffffffu;
@@ -273,6 +289,10 @@ struct NvmlDeviceInfo {
   // Why a field mode fails at each scope ("" where it works or is not a field mode).
   std::string gpu_unsupported[kNvmlModeCount];
   std::string module_unsupported[kNvmlModeCount];
+  // The field modes whose field answers at NVML_POWER_SCOPE_MEMORY with a power above 0, and why
+  // the others do not (NVML's error, or the 0 a GPU without the memory rail returns).
+  std::uint32_t memory_scope_modes = 0;
+  std::string memory_unsupported[kNvmlModeCount];
 };
 
 // The NVML library, opened and initialised once per process while anyone uses
@@ -359,6 +379,13 @@ class NvmlPowerSource final : public PowerSource {
   // Energy mode: times the counter went backwards (driver reload) and the
   // baseline was taken afresh.
   std::uint64_t energy_resets() const noexcept { return energy_resets_; }
+  // Whether the readings carry GPU memory power in the kMemory channel
+  // (field modes where NVML_POWER_SCOPE_MEMORY answers), and why or why not.
+  bool memory_channel() const noexcept { return memory_; }
+  const std::string& memory_reference() const noexcept { return memory_reference_; }
+  // Polls whose memory value failed or read 0 while the total was read: that
+  // reading's memory is NaN (read after the sampler stops).
+  std::uint64_t memory_missing() const noexcept { return memory_missing_; }
 
  private:
   PollResult fail(const char* fn, nvml_abi::nvmlReturn_t r);
@@ -368,8 +395,9 @@ class NvmlPowerSource final : public PowerSource {
   void choose_scope(NvmlScope asked);
   PollResult poll_energy(Reading* out, std::size_t max);
   PollResult poll_usage(Reading* out, std::size_t max);
-  // Keeps a value reading only when it differs from the last value seen.
-  PollResult keep_if_changed(Reading* out, std::int64_t ts_us, std::int64_t seen_us, double mw);
+  // Keeps a value reading only when it (or its memory value, NaN for none) differs from the last seen.
+  PollResult keep_if_changed(Reading* out, std::int64_t ts_us, std::int64_t seen_us, double mw,
+                             double memory_mw = std::numeric_limits<double>::quiet_NaN());
 
   std::shared_ptr<Nvml> nvml_;
   unsigned int index_;
@@ -385,9 +413,15 @@ class NvmlPowerSource final : public PowerSource {
   std::uint64_t unchanged_polls_ = 0;
   std::uint64_t restamped_ = 0;
 
+  // memory scope (field modes)
+  bool memory_ = false;
+  std::string memory_reference_;
+  std::uint64_t memory_missing_ = 0;
+
   // value modes: the last value seen and the stamp it was kept with
   bool have_value_ = false;
   double last_mw_ = 0;
+  double last_memory_mw_ = std::numeric_limits<double>::quiet_NaN();
   std::int64_t last_value_us_ = 0;
 
   // samples mode

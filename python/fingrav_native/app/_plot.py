@@ -22,16 +22,18 @@ from fingrav_native.method._steady import SspSearch
 from fingrav_native.method._stitched import StitchedChannel
 
 #: A power channel a figure draws.
-Channel = Literal["total", "compute", "io", "memory"]
+Channel = Literal["total", "compute", "io", "memory", "rest"]
 #: What a kernel's profile is drawn over: fraction of the execution, or time in it.
 PlotX = Literal["fraction", "time"]
 
 # Channel -> (line style, marker, colour): distinct in colour and in grey.
-_STYLE = {
+_STYLE: dict[str, tuple[Any, str, str]] = {
     "total": ("-", "o", "black"),
     "compute": ("--", "s", "tab:blue"),
     "io": ("-.", "^", "tab:orange"),
     "memory": (":", "D", "tab:green"),
+    # Total minus memory, where the device reports memory power and no other component (NVIDIA's memory scope).
+    "rest": ((0, (5, 1, 1, 1)), "v", "tab:purple"),
 }
 
 
@@ -119,7 +121,8 @@ def plot_whole_run(profile: Profile, ax: Any = None, *, max_runs: Optional[int] 
 
 
 def plot_kernel(ep: ExecutionProfile, ax: Any = None, *,
-                channels: Sequence[Channel] = ("total", "compute", "io", "memory"), bands: bool = True) -> Any:
+                channels: Sequence[Channel] = ("total", "compute", "io", "memory", "rest"),
+                bands: bool = True) -> Any:
     """One execution's stitched profile per component, with confidence bands.
 
     Parameters
@@ -127,8 +130,9 @@ def plot_kernel(ep: ExecutionProfile, ax: Any = None, *,
     ep : ExecutionProfile
         ``profile.profiles["sse"]`` or ``["ssp"]``.
     ax : matplotlib Axes, optional
-    channels : sequence of {"total", "compute", "io", "memory"}
-        Channels to draw (those the logger lacks are skipped).
+    channels : sequence of {"total", "compute", "io", "memory", "rest"}
+        Channels to draw (those the logger lacks are skipped); ``"rest"`` is total minus memory where
+        the device reports memory power and no other component (NVIDIA's memory scope).
     bands : bool
         Shade the smooth fit's simultaneous confidence band (each bin's
         interval where the profile has no fit band: a deconvolution, or a

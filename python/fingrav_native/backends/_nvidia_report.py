@@ -7,6 +7,7 @@ missing, and each power mode what one of its logs is and where each figure comes
 from __future__ import annotations
 
 import dataclasses
+import re
 from typing import Any, Optional, cast
 
 from fingrav_native import _core
@@ -48,6 +49,38 @@ def _device_sensors(nvml_index: int, modes: list[str], dev: dict[str, Any]) -> t
         except RuntimeError as exc:  # the mode failed between the probe and now: say so
             out.append(SensorSemantics(mode=f"nvml {mode}", semantics=f"could not open: {exc}"))
     return tuple(out)
+
+
+#: What the memory channel is, and how far it is verified.
+MEMORY_UNVERIFIED = "unverified on hardware: tested on the fake NVML only"
+
+
+def memory_power_line(nvml_device: dict[str, Any]) -> str:
+    """Whether one NVML device's power logs carry GPU memory power, said once for the device.
+
+    Parameters
+    ----------
+    nvml_device : dict
+        One entry of ``nvml_devices()`` (``memory_modes``, ``memory_unsupported``).
+
+    Returns
+    -------
+    str
+        The field modes that read ``NVML_POWER_SCOPE_MEMORY`` beside the total (the profiles' memory and
+        rest curves, CompPow's compute / memory split), or why the channel is absent: NVML's own answer
+        (a driver older than the scope, a GPU without it). A build whose NVML layer predates the scope
+        says so.
+    """
+    if "memory_modes" not in nvml_device:
+        return "absent: this build of fingrav_native does not read NVML's memory scope"
+    modes = [str(m) for m in nvml_device.get("memory_modes", ())]
+    if modes:
+        return (f"GPU memory (NVML_POWER_SCOPE_MEMORY) beside the total in mode(s) {', '.join(modes)}; "
+                f"profiles carry memory and rest (total minus memory); {MEMORY_UNVERIFIED}")
+    # The two power fields answer alike at one scope: their reasons differ by the field's name only.
+    why = sorted({re.sub(r"NVML_FI_DEV_POWER_(INSTANT|AVERAGE)", "NVML_FI_DEV_POWER_INSTANT/AVERAGE", str(w))
+                  for w in dict(nvml_device.get("memory_unsupported", {})).values() if w})
+    return "absent (no memory channel, never zeros): " + ("; ".join(why) or "NVML gave no reason")
 
 
 def _cuda_side(components: list[Component], reasons: list[str]) -> list[dict[str, Any]]:
@@ -115,6 +148,7 @@ def _device_entry(d: dict[str, Any], nvml_devs: list[dict[str, Any]],
             if "c2c_enabled" in nd:
                 details["c2c_enabled"] = nd["c2c_enabled"]
                 details["power_scopes"] = {k: list(v) for k, v in dict(nd.get("field_scopes", {})).items()}
+            details["memory_power"] = memory_power_line(nd)
             per_device[int(d["index"])] = _device_sensors(idx, [str(m) for m in modes], nd)
     return DeviceEntry(int(d["index"]), str(d["name"]), details), idx is not None
 

@@ -56,6 +56,7 @@ from fingrav_native.insitu._results import (
 )
 from fingrav_native.insitu._trace import GPU_ORDINAL, TRACE_CLOCKS, KernelTrace
 from fingrav_native.method._align import place_logs, place_logs_of_kernels
+from fingrav_native.method._components import with_rest
 from fingrav_native.method._deconvolve import declared_windows, logs_with_windows, needs_deconvolution
 from fingrav_native.method._deconvolved import Deconvolution, DeconvolvedChannel, as_stitched
 from fingrav_native.method._joint import GAP_EDGES_NS, TimelineFit, fit_timeline
@@ -492,6 +493,12 @@ def _joint(samples: np.ndarray, t: np.ndarray, kt: KernelTrace, model: SensorMod
         r[8], r[9] = float(e.energy_j), float(e.uncertainty_j)
         rows[c] = tuple(r)
     return out
+
+
+def _with_rest(ep: ExecutionProfile) -> ExecutionProfile:
+    """``ep`` with the ``"rest"`` curve (total minus memory) where the device reports memory power alone."""
+    stitched, energy = with_rest(ep.stitched, ep.energy)
+    return ep if stitched is ep.stitched else dataclasses.replace(ep, stitched=stitched, energy=energy)
 
 
 def _span_class(fit: TimelineFit, c: Optional[int], found: _Signatures) -> None:
@@ -1400,7 +1407,7 @@ def _trace_profile(kt: KernelTrace, samples: np.ndarray, t_logs: np.ndarray, mod
     logs["t_ns"] = t_logs
     for ch in ("total", "compute", "io", "memory"):
         logs[ch] = samples[ch] if ch in (samples.dtype.names or ()) else np.nan
-    return TraceProfile(kernels=table[order], profiles=tuple(found.profiles[i] for i in order), trace=kt,
+    return TraceProfile(kernels=table[order], profiles=tuple(_with_rest(found.profiles[i]) for i in order), trace=kt,
                         concurrent=int(conc.sum()), skipped=found.skipped, iterations=iters, summary=summary,
                         signature_rows=sig_rows[order], logs=logs, alignment=alignment,
                         alignment_applied=lmap.shift_ns != 0.0,

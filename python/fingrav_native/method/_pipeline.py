@@ -21,6 +21,7 @@ from fingrav_native._checks import clock_map, integer_in, positive_number
 from fingrav_native._threads import numeric_threads
 from fingrav_native.clocks._maps import ClockMapLike
 from fingrav_native.method._align import NoLogsInExecutionsError, place_logs, select_executions_of_interest
+from fingrav_native.method._components import with_rest
 from fingrav_native.method._deconvolve import declared_windows, deconvolve, logs_with_windows, needs_deconvolution
 from fingrav_native.method._deconvolved import Deconvolution, as_stitched
 from fingrav_native.method._golden import GoldenSelection, select_golden_runs
@@ -250,6 +251,8 @@ def _execution_profile(label: str, placed: PlacedRuns, stitched: StitchedProfile
                        duration_ns: float, *, execution_index: int, executions_per_run: int, guidance: Guidance,
                        top_up_runs: int, deconvolution: Optional[Deconvolution] = None) -> ExecutionProfile:
     """The result of steps 5-8 for one execution of interest, however its curve was made."""
+    # NVIDIA's memory scope beside the total: the per-component curves carry memory and the rest.
+    stitched, energy = with_rest(stitched, energy)
     return ExecutionProfile(
         label=label,
         execution_index=int(execution_index),
