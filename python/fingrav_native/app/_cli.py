@@ -62,6 +62,13 @@ def _command(name: str) -> tuple[_Run, _Failures]:
         return (lambda args, _: run(args)), _CANNOT_RUN
     if name in ("trace", "plot", "export"):
         return _files_command(name)
+    if name in ("record", "run"):
+        from fingrav_native.app import _cli_run as run_module
+
+        command = run_module.record_command if name == "record" else run_module.run_command
+        # A device or library missing, a capture the disk refuses, launch records that cannot be read or
+        # attributed: the command failed (exit 1); the application's own exit status is returned otherwise.
+        return (lambda args, _: command(args)), _CANNOT_RUN
     from fingrav_native.app import _cli_profile as profile
     from fingrav_native.files._campaign import CampaignFormatError, CampaignMismatchError
     from fingrav_native.method._align import NoLogsInExecutionsError
@@ -92,7 +99,7 @@ def _files_command(name: str) -> tuple[_Run, _Failures]:
 
 
 #: The commands main knows (the parser lists the same ones).
-_COMMAND_NAMES = ("demo", "devices", "trace", "plot", "export", "profile", "sync", "characterize")
+_COMMAND_NAMES = ("demo", "devices", "trace", "plot", "export", "profile", "sync", "characterize", "record", "run")
 
 
 def build_parser() -> argparse.ArgumentParser:
