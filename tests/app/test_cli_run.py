@@ -143,7 +143,7 @@ def test_unclear_trace_power_with_a_run_folder_or_without_a_trace_file(run_folde
 def test_data_loss_dropped_records_and_tool_notes_are_said(loop, tmp_path, capsys) -> None:
     folder = write_run_folder(str(tmp_path / "dropped"), loop, dropped=17, vendor_dropped=3, capacity=1024,
                               notes=[("subscriber_conflict", "another CUPTI subscriber (torch.profiler) holds it")])
-    _cli_run.report_launches(read_launches(os.path.join(folder, "launches")), folder)
+    _cli_run.report_launches(read_launches(os.path.join(folder, "launches")), os.path.join(folder, "launches"))
     err = capsys.readouterr().err
     assert "17 launch record(s) were dropped" in err and "capacity 1024" in err and "FINGRAV_LAUNCH_CAPACITY" in err
     assert "reported 3 launch record(s) lost" in err

@@ -213,9 +213,10 @@ def run_command(args: argparse.Namespace) -> int:
     except CommandNotRunnableError as exc:
         say("run", f"{exc}; nothing was run or recorded")
         return exc.exit_code
+    # The tool's variables first (a tool missing, an injection already set): refused before the folder is made.
+    injected = launch_environment(device, run_folder_paths(os.path.abspath(args.out))[1], dict(os.environ))
     out = _run_folder(args.out, args.force)
     power, launches = run_folder_paths(out)
-    injected = launch_environment(device, launches, dict(os.environ))
     recorded = _recorded_device(device, out, injected)
     try:
         with ForwardedSignals() as signals, PowerRecorder(recorded, power) as rec:
@@ -223,7 +224,8 @@ def run_command(args: argparse.Namespace) -> int:
     except CommandNotRunnableError as exc:
         say("run", f"{exc}; the power of the time it took is saved to {power}")
         return exc.exit_code
-    say("run", f"{len(rec.capture)} power logs saved to {power}; the application exited with status {code}")
+    if code != EXIT_OK:
+        say("run", f"the application exited with status {code}; its launch records and power are attributed")
     attributed = attribute_run(args, out, injected)
     return code if code != EXIT_OK else attributed
 
@@ -242,7 +244,7 @@ def _no_launches(launches: str, injected: dict[str, str], notes: list[dict[str, 
                  "application writes its launch file itself")
     for note in notes:
         said += f"; the tool noted {note.get('key')}: {note.get('text')}"
-    say("run", said)
+    say("run", said + f". The power recorded is kept in {os.path.join(os.path.dirname(launches), 'power.npz')}")
     return EXIT_FAILURE
 
 
@@ -250,7 +252,8 @@ def report_launches(log: Any, launches: str) -> None:
     """The launch records in one line: how many, from which processes, on which clock; drops and notes, each said."""
     processes = len(getattr(log, "pids", ()) or (1,))
     say("run", f"{len(log.records)} kernel executions of {len(set(log.names))} kernel name(s) recorded by the "
-               f"{log.vendor} tool in {processes} process(es), stamped on {log.clock}")
+               f"{log.vendor} tool in {processes} process(es), stamped on {log.clock}, beside the power in "
+               f"{os.path.join(os.path.dirname(launches), 'power.npz')}")
     dropped, vendor_dropped = int(log.dropped), int(log.vendor_dropped)
     if dropped:
         heads = getattr(log, "heads", ()) or ({},)
