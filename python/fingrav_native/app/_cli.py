@@ -64,7 +64,6 @@ def _command(name: str) -> tuple[_Run, _Failures]:
         return _files_command(name)
     if name in ("record", "run"):
         from fingrav_native.app import _cli_run as run_module
-
         from fingrav_native.files._capture import CaptureFormatError
         from fingrav_native.files._launches import LaunchFormatError
 

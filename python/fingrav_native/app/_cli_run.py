@@ -146,14 +146,19 @@ def _default_device() -> str:
 
 
 def _tool(vendor: str) -> str:
-    """The installed launch-capture tool library for ``vendor`` (``fingrav_native.native.tool_library``)."""
-    from fingrav_native import native
+    """The installed launch-capture tool library for ``vendor`` (a FileNotFoundError names it and how to build it)."""
+    from fingrav_native.native import tool_library
 
-    tool_library = getattr(native, "tool_library", None)
-    if tool_library is None:
-        raise RuntimeError(f"the {vendor} launch-capture tool: this build of fingrav_native has no "
-                           "native.tool_library; rebuild it from a source tree with csrc/fingrav/launch")
-    return str(tool_library(vendor))
+    return tool_library(vendor)
+
+
+def _has_tool(vendor: str) -> bool:
+    """Whether ``vendor``'s tool is installed (the CUPTI one is built only where CUPTI's headers were found)."""
+    try:
+        _tool(vendor)
+    except FileNotFoundError:
+        return False
+    return True
 
 
 def launch_environment(device: str, launches: str, env: dict[str, str]) -> dict[str, str]:
@@ -162,8 +167,10 @@ def launch_environment(device: str, launches: str, env: dict[str, str]) -> dict[
     ROCm loads a tool library through ``ROCP_TOOL_LIBRARIES`` (appended to a
     value already there: rocprofiler-sdk loads each), CUDA through
     ``CUDA_INJECTION64_PATH`` (one library: one already set is refused,
-    never replaced). ``sim-live`` runs inside fingrav, so only the launch
-    folder is set: an application writes its own launch file there.
+    never replaced). ``sim`` sets both (the CUDA one where its tool was
+    built) for the stand-in runtimes of the simulated application.
+    ``sim-live`` runs inside fingrav, so only the launch folder is set: an
+    application writes its own launch file there.
     """
     from fingrav_native.app._open import parse_device
 
@@ -172,7 +179,7 @@ def launch_environment(device: str, launches: str, env: dict[str, str]) -> dict[
     if vendor in ("amd", "sim"):
         lib, previous = _tool("rocm"), env.get("ROCP_TOOL_LIBRARIES")
         out["ROCP_TOOL_LIBRARIES"] = f"{previous}:{lib}" if previous else lib
-    if vendor in ("nvidia", "sim"):
+    if vendor == "nvidia" or (vendor == "sim" and _has_tool("cuda")):
         lib, previous = _tool("cuda"), env.get("CUDA_INJECTION64_PATH")
         if previous and previous != lib:
             raise ValueError(f"CUDA_INJECTION64_PATH={previous!r} is set already (another CUDA injection: Nsight, "
@@ -219,7 +226,7 @@ def run_command(args: argparse.Namespace) -> int:
     power, launches = run_folder_paths(out)
     recorded = _recorded_device(device, out, injected)
     try:
-        with ForwardedSignals() as signals, PowerRecorder(recorded, power) as rec:
+        with ForwardedSignals() as signals, PowerRecorder(recorded, power):
             code = run_child(cmd, signals, {**os.environ, **injected})
     except CommandNotRunnableError as exc:
         say("run", f"{exc}; the power of the time it took is saved to {power}")
