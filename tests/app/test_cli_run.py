@@ -190,9 +190,7 @@ def test_unclear_run_refusals_name_their_cause(tmp_path, capfd) -> None:
 
 
 def test_silently_wrong_tool_variables_by_vendor(monkeypatch) -> None:
-    from fingrav_native import native
-
-    monkeypatch.setattr(native, "tool_library", lambda vendor: f"/lib/{vendor}.so", raising=False)
+    monkeypatch.setattr(_cli_run, "_tool", lambda vendor: f"/lib/{vendor}.so")
     env = _cli_run.launch_environment("amd:0", "/d/launches", {"ROCP_TOOL_LIBRARIES": "/other/tool.so"})
     # Appended, never replacing the tool already named (rocprofiler-sdk loads each).
     assert env == {"FINGRAV_LAUNCH_DIR": "/d/launches", "ROCP_TOOL_LIBRARIES": "/other/tool.so:/lib/rocm.so"}
@@ -233,7 +231,7 @@ def test_silently_wrong_run_end_to_end_on_the_live_simulator(tmp_path, monkeypat
     from fingrav_native.app._open import open_device
 
     live = open_device("sim-live", seed=3)
-    monkeypatch.setattr(_cli_run, "_recorded_device", lambda device, out, env: live)
+    monkeypatch.setattr(_cli_run, "_recorded_device", lambda device: live)
     ready = tmp_path / "ran"
 
     def kernels() -> None:

@@ -286,9 +286,7 @@ def _run_launching(env: Env) -> list[str]:
 
 
 def _run_with_injection_set(env: Env) -> list[str]:
-    from fingrav_native import native
-
-    env.mp.setattr(native, "tool_library", lambda vendor: f"/lib/fingrav_{vendor}_tool.so", raising=False)
+    env.mp.setattr(_cli_run, "_tool", lambda vendor: f"/lib/fingrav_{vendor}_tool.so")
     env.mp.setenv("CUDA_INJECTION64_PATH", "/opt/nsight/libinjection.so")
     return _run_app(env, "true", device="nvidia:0")
 

@@ -147,7 +147,7 @@ def _default_device() -> str:
 
 def _tool(vendor: str) -> str:
     """The installed launch-capture tool library for ``vendor`` (a FileNotFoundError names it and how to build it)."""
-    from fingrav_native.native import tool_library
+    from fingrav_native._tools import tool_library
 
     return tool_library(vendor)
 
@@ -189,20 +189,15 @@ def launch_environment(device: str, launches: str, env: dict[str, str]) -> dict[
     return out
 
 
-def _recorded_device(device: str, out: str, env: dict[str, str]) -> object:
-    """What the recorder records for ``device`` (``sim``: the shared simulated GPU made in ``out``, named in ``env``)."""
+def _recorded_device(device: str) -> object:
+    """What the recorder records for ``device``; ``sim`` (the shared simulated GPU) is refused until it is built."""
     from fingrav_native.app._open import parse_device
 
-    if parse_device(device).vendor != "sim":
-        return device
-    from fingrav_native import sim
-
-    shared = getattr(sim, "SharedSimGPU", None)
-    if shared is None:
-        raise RuntimeError("--device sim: this build has no shared simulated GPU (fingrav_native.sim.SharedSimGPU)")
-    gpu = shared.create(os.path.join(out, "sim.device"))
-    env["FINGRAV_SIM_DEVICE"] = gpu.path
-    return gpu
+    if parse_device(device).vendor == "sim":
+        raise RuntimeError("--device sim: the shared simulated GPU's Python side (the device file the simulated "
+                           "application and the recorder share) is not in this build; use --device sim-live with "
+                           "an application that writes its own launch file")
+    return device
 
 
 def run_command(args: argparse.Namespace) -> int:
@@ -224,7 +219,7 @@ def run_command(args: argparse.Namespace) -> int:
     injected = launch_environment(device, run_folder_paths(os.path.abspath(args.out))[1], dict(os.environ))
     out = _run_folder(args.out, args.force)
     power, launches = run_folder_paths(out)
-    recorded = _recorded_device(device, out, injected)
+    recorded = _recorded_device(device)
     try:
         with ForwardedSignals() as signals, PowerRecorder(recorded, power):
             code = run_child(cmd, signals, {**os.environ, **injected})
