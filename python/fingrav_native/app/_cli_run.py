@@ -258,7 +258,7 @@ def report_launches(log: Any, launches: str) -> None:
                f"{os.path.join(os.path.dirname(launches), 'power.npz')}")
     dropped, vendor_dropped = int(log.dropped), int(log.vendor_dropped)
     if dropped:
-        heads = getattr(log, "heads", ()) or ({},)
+        heads: tuple[dict[str, Any], ...] = tuple(getattr(log, "heads", ())) or ({},)
         capacity = heads[0].get("capacity") or DEFAULT_LAUNCH_CAPACITY
         say("run", f"warning: {dropped} launch record(s) were dropped: the tool's ring (capacity {capacity} records) "
                    "was full; set FINGRAV_LAUNCH_CAPACITY to a larger power of two and run again. The kernels "

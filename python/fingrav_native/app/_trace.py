@@ -65,7 +65,7 @@ def profile_trace(trace: Union[str, "os.PathLike[str]", KernelTrace, Any], sampl
     capture's brackets of that clock being the fallback (paper Section IV-A
     places each log by bracketed reads of the clocks involved).
     """
-    if is_run_folder(trace):
+    if isinstance(trace, (str, os.PathLike)) and is_run_folder(trace):
         launches, capture = load_run_folder(trace)
         return _launch_profile(launches, capture if samples is None else samples, logger_map, options)
     if _is_launch_log(trace):
