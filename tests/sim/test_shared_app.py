@@ -32,7 +32,7 @@ def standin(tmp_path_factory) -> str:
     cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
     assert cc, "no C compiler: the package itself needs one to build"
     out = tmp_path_factory.mktemp("standin") / "libfingrav-standin-record.so"
-    subprocess.run([cc, "-std=c99", "-shared", "-fPIC", "-O1", "-pthread", "-o", str(out),
+    subprocess.run([cc, "-std=c99", "-shared", "-fPIC", "-O1", "-pthread", "-I", str(REPO / "csrc"), "-o", str(out),
                     str(REPO / "tests" / "fakes" / "standin_record.c")], check=True)
     return str(out)
 

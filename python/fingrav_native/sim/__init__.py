@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from fingrav_native.sim._node import SimNode
     from fingrav_native.sim._rank import SimRankBackend
     from fingrav_native.sim._shared import DEVICE_ENV, SharedSimGPU, SharedSimTruth, app_path
+    from fingrav_native.sim._standin import STANDIN_LIBRARIES, standin_library
 
 # Each public name -> the private module that defines it. Loaded on first use (PEP 562, as scipy
 # and scikit-image do), so importing one module of this package never imports the rest of it.
@@ -54,12 +55,14 @@ _WHERE = {
     "SimNode": "_node",
     "SharedSimGPU": "_shared",
     "SharedSimTruth": "_shared",
+    "STANDIN_LIBRARIES": "_standin",
     "SimRankBackend": "_rank",
     "app_path": "_shared",
     "collective_time": "_fabric",
     "kernel_presets": "_device",
     "parameters": "_device",
     "sensor_params": "_device",
+    "standin_library": "_standin",
     "steady_state_index": "_device",
 }
 

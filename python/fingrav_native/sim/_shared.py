@@ -66,7 +66,7 @@ def app_path() -> str:
     [--seed N] [--rate R]``, with ``FINGRAV_SIM_DEVICE`` naming a file made
     by :meth:`SharedSimGPU.create`. The stand-in vendor runtime is
     ``--standin``, else ``FINGRAV_STANDIN_LIBRARY``, else the vendor's
-    stand-in beside the executable. ``--rate R`` delivers R dispatch records
+    stand-in installed with it (:func:`standin_library`). ``--rate R`` delivers R dispatch records
     per second (at most 10^5) without simulating the kernels, for the
     overhead bench. SIGTERM and SIGINT end the run cleanly (stand-in
     flushed and shut down, truth written), then the process ends by that
