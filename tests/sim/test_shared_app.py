@@ -207,3 +207,36 @@ def test_unclear_app_path_names_where_it_looked(monkeypatch, tmp_path):
     monkeypatch.setattr(sys, "path", [str(tmp_path)])
     with pytest.raises(FileNotFoundError, match="fingrav-sim-app.*pip install"):
         _shared.app_path()
+
+
+def test_silently_wrong_app_through_the_rocprofiler_standin_and_tool(tmp_path):
+    """The whole native path: every execution the device ran arrives once in the tool's journal, on CLOCK_BOOTTIME."""
+    from fingrav_native import native
+    from fingrav_native.files import read_launches
+    from fingrav_native.sim import standin_library
+
+    try:
+        tool, standin_rocm = native.tool_library("rocm"), standin_library("rocm")
+    except FileNotFoundError as exc:
+        pytest.skip(f"the ROCm tool library or its stand-in runtime is not built here: {exc}")
+    gpu = SharedSimGPU.create(tmp_path / "gpu.sim", seed=9)
+    launches = tmp_path / "launches"
+    launches.mkdir()
+    env = _env(gpu, tmp_path / "unused.txt", FINGRAV_LAUNCH_DIR=str(launches), ROCP_TOOL_LIBRARIES=tool)
+    r = subprocess.run([app_path(), "--vendor", "rocm", "--standin", standin_rocm, "--iterations", "25"], env=env,
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    truth = gpu.truth()
+    log = read_launches(launches)
+    assert log.closed and log.dropped == 0 and log.vendor_dropped == 0
+    ex = truth.executions
+    assert len(log.records) == len(ex) == truth.meta["dispatched"]
+    b = log.brackets.astype(np.float64)
+    offset = np.median(b[:, 1] - 0.5 * (b[:, 0] + b[:, 2]))  # CLOCK_BOOTTIME - CLOCK_MONOTONIC_RAW
+    rec = log.records[np.argsort(log.records["start_ns"], kind="stable")]
+    want = ex[np.argsort(ex["start_ns"], kind="stable")]
+    assert [log.names[s] for s in rec["symbol"]] == want["kernel"].astype(str).tolist()
+    np.testing.assert_array_equal(rec["end_ns"] - rec["start_ns"], want["end_ns"] - want["start_ns"])
+    # The stand-in moves each time by the offset it reads when it converts; NTP's slew moves that a few us a second.
+    assert np.all(np.abs(rec["start_ns"] - offset - want["start_ns"]) < 200_000)
+    assert np.all(rec["grid"][:, 0] % rec["block"][:, 0] == 0)  # ROCm counts the grid in work-items
