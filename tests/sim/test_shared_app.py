@@ -240,3 +240,28 @@ def test_silently_wrong_app_through_the_rocprofiler_standin_and_tool(tmp_path):
     # The stand-in moves each time by the offset it reads when it converts; NTP's slew moves that a few us a second.
     assert np.all(np.abs(rec["start_ns"] - offset - want["start_ns"]) < 200_000)
     assert np.all(rec["grid"][:, 0] % rec["block"][:, 0] == 0)  # ROCm counts the grid in work-items
+
+
+def test_data_loss_killed_app_is_said_lost_and_rate_mode_delivers_every_record(tmp_path, standin):
+    gpu = SharedSimGPU.create(tmp_path / "gpu.sim")
+    calls = tmp_path / "calls.txt"
+    proc = subprocess.Popen([app_path(), "--vendor", "rocm", "--standin", standin, "--seconds", "60"],
+                            env=_env(gpu, calls))
+    deadline = time.monotonic() + 20
+    while gpu.published < 5 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert gpu.state == "attached"
+    proc.kill()
+    proc.wait(timeout=20)
+    assert gpu.state == "lost"  # not "attached" forever: no more logs will come
+    with pytest.raises(FileNotFoundError, match="'lost'"):
+        gpu.truth()
+    # The stress mode: R records a second handed to the stand-in, every one delivered.
+    gpu = SharedSimGPU.create(tmp_path / "rate.sim")
+    r = subprocess.run([app_path(), "--vendor", "cuda", "--standin", standin, "--rate", "50000", "--iterations",
+                        "5000"], env=_env(gpu, calls), capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    order, dispatched = _calls(calls)
+    assert order == ["init", "flush", "fini"] and len(dispatched) == 5000 == gpu.truth().meta["dispatched"]
+    starts = np.array([d[1] for d in dispatched])
+    assert np.all(np.diff(starts) == pytest.approx(20_000, abs=1))  # paced at 1/R on the host clock

@@ -86,6 +86,17 @@ def app_path() -> str:
                             "pip install -e . (or pip install fingrav-native)")
 
 
+def _alive(pid: int) -> bool:
+    # A process that exists, a zombie not yet reaped included (its parent has not seen it end).
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 @dataclass(frozen=True)
 class SharedSimTruth:
     """What the simulated application really did, written by it at exit beside the device file.
@@ -235,8 +246,17 @@ class SharedSimGPU:
 
     @property
     def state(self) -> str:
-        """``"waiting"`` (no application yet), ``"attached"`` (one runs) or ``"detached"`` (it ended)."""
-        return str(self._dev.state)
+        """Whether an application runs on the device.
+
+        ``"waiting"`` (none yet), ``"attached"`` (one runs), ``"detached"``
+        (it ended and wrote its truth), or ``"lost"`` (its process is gone
+        without detaching: killed, so no more logs will come and no truth
+        was written).
+        """
+        state = str(self._dev.state)
+        if state == "attached" and not _alive(int(self._dev.producer_pid)):
+            return "lost"
+        return state
 
     @property
     def published(self) -> int:
