@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <pthread.h>
 
+#include "fingrav/sim/standin_abi.h"
+
 static FILE* out_file = NULL;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -16,23 +18,24 @@ int fingrav_standin_init(void) {
   const char* fail = getenv("FINGRAV_TEST_STANDIN_FAIL_INIT");
   if (fail != NULL && atoi(fail) != 0) return atoi(fail);
   const char* path = getenv("FINGRAV_TEST_STANDIN_OUT");
-  if (path == NULL) return 3;
+  if (path == NULL) return FINGRAV_STANDIN_TOOL_LOAD_FAILED;
   pthread_mutex_lock(&lock);
   out_file = fopen(path, "w");
   if (out_file != NULL) fputs("init\n", out_file);
   pthread_mutex_unlock(&lock);
-  return out_file == NULL ? 4 : 0;
+  return out_file == NULL ? FINGRAV_STANDIN_TOOL_LOAD_FAILED : FINGRAV_STANDIN_OK;
 }
 
 int fingrav_standin_dispatch(const char* kernel_name, int64_t start_ns, int64_t end_ns, int32_t device,
                              uint64_t queue, const uint32_t grid[3], const uint32_t block[3]) {
-  if (out_file == NULL || kernel_name == NULL || end_ns < start_ns) return 1;
+  if (out_file == NULL) return FINGRAV_STANDIN_NOT_INITIALISED;
+  if (kernel_name == NULL || end_ns < start_ns || grid == NULL || block == NULL) return FINGRAV_STANDIN_BAD_ARGUMENT;
   pthread_mutex_lock(&lock);
   fprintf(out_file, "D %s %lld %lld %d %llu %u %u %u %u %u %u\n", kernel_name, (long long)start_ns,
           (long long)end_ns, (int)device, (unsigned long long)queue, grid[0], grid[1], grid[2], block[0], block[1],
           block[2]);
   pthread_mutex_unlock(&lock);
-  return 0;
+  return FINGRAV_STANDIN_OK;
 }
 
 void fingrav_standin_flush(void) {

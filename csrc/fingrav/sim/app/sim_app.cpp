@@ -27,6 +27,7 @@
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #include "fingrav/host_clock.hpp"
@@ -34,24 +35,25 @@
 #include "fingrav/sim/app/truth_file.hpp"
 #include "fingrav/sim/device.hpp"
 #include "fingrav/sim/shared_device.hpp"
+#include "fingrav/sim/standin_abi.h"
 
 namespace {
 
 using fingrav::host_now_ns;
 namespace sim = fingrav::sim;
 
-// The stand-in C ABI (csrc/fingrav/sim/standin_abi.h), resolved at run time.
-using InitFn = int (*)();
-using DispatchFn = int (*)(const char*, std::int64_t, std::int64_t, std::int32_t, std::uint64_t, const std::uint32_t*,
-                           const std::uint32_t*);
-using VoidFn = void (*)();
+// The stand-in C ABI (standin_abi.h), resolved at run time from the library chosen.
+using InitFn = decltype(&fingrav_standin_init);
+using DispatchFn = decltype(&fingrav_standin_dispatch);
+using VoidFn = decltype(&fingrav_standin_flush);
+static_assert(std::is_same_v<VoidFn, decltype(&fingrav_standin_fini)>);
 
 constexpr const char* kUsage =
     "usage: fingrav-sim-app --vendor rocm|cuda [--standin PATH] [--workload train-step|gemm-loop]\n"
     "                       [--seconds S | --iterations N] [--seed N] [--rate R]\n"
     "Runs a workload on the shared simulated GPU named by FINGRAV_SIM_DEVICE and reports each kernel\n"
     "execution through a stand-in vendor runtime (--standin, else FINGRAV_STANDIN_LIBRARY, else the\n"
-    "vendor's stand-in beside this program). --rate R (1 to 100000) instead delivers R dispatch records\n"
+    "vendor's stand-in installed with this program in ../lib). --rate R (1 to 100000) instead delivers R dispatch records\n"
     "per second without the power model (the overhead bench).\n";
 
 struct UsageError : std::runtime_error {
@@ -146,12 +148,15 @@ Standin load_standin(const Options& o) {
     }
   }
   if (path.empty()) {
-    path = self_dir() + (o.vendor == "rocm" ? "/libfingrav_standin_rocprofiler.so" : "/libfingrav_standin_cupti.so");
-    from = "the default beside fingrav-sim-app";
+    // Installed as fingrav_native/sim/bin/fingrav-sim-app beside fingrav_native/sim/lib/.
+    path = self_dir() + (o.vendor == "rocm" ? "/../lib/libfingrav_standin_rocprofiler.so"
+                                            : "/../lib/libfingrav_standin_cupti.so");
+    from = "the installed stand-in";
     if (::access(path.c_str(), R_OK) != 0) {
       throw std::runtime_error("no stand-in " + o.vendor + " runtime: give --standin PATH or set "
                                "FINGRAV_STANDIN_LIBRARY (" + path + " does not exist; the stand-ins are built "
-                               "with the package's tests: pip install -e '.[test]')");
+                               "with the package: pip install .; the CUDA one only where the CUPTI headers are "
+                               "found: pip install nvidia-cuda-cupti-cu12 first)");
     }
   }
   Standin s;
