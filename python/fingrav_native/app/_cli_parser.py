@@ -402,16 +402,21 @@ def _add_run_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") 
             "does (sensor-aware, with the energy closure where the device has an energy counter), print the "
             "per-kernel table and write fingrav trace's files into DIR. Launch records dropped by a full ring "
             "are counted and said (FINGRAV_LAUNCH_CAPACITY raises the ring's size); no launch records at all "
-            "is said with the variable that was set and what to check. fingrav trace DIR reopens the folder.\n\n"
+            "is said with the variable that was set and what to check. fingrav trace DIR reopens the folder. "
+            "--device sim makes a shared simulated GPU in DIR (FINGRAV_SIM_DEVICE) for the simulated application, "
+            "whose stand-in runtimes load the same tools.\n\n"
             "exit codes: CMD's own (128 + N when signal N ended it); 127 CMD not found, 126 not executable; "
             "1 the recording or the attribution failed; 2 bad usage"),
         epilog=("examples:\n  fingrav run --device amd:0 --out run1/ -- ./my_hip_app\n"
                 "  fingrav run --device nvidia:0 --out run2/ -- python train.py --steps 200\n"
+                "  fingrav run --device sim --out simrun/ -- \"$(python -c 'from fingrav_native.sim import app_path; "
+                "print(app_path())')\" --vendor rocm --seconds 2\n"
                 "  fingrav trace run1/ --out run1/figs"),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     run.add_argument("--device", default=None, metavar="DEV",
-                     help="the GPU the application runs on: nvidia:N[:MODE], amd:N[:CHANNEL], or sim-live (the "
+                     help="the GPU the application runs on: nvidia:N[:MODE], amd:N[:CHANNEL], sim[:SEED] (a "
+                          "shared simulated GPU made in --out, for the simulated application), or sim-live (the "
                           "simulator in real time, for an application that writes its own launch file) (default: "
                           "nvidia:0 or amd:0, whichever is found)")
     run.add_argument("--out", default="fingrav-run", metavar="DIR",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -102,7 +103,7 @@ def _wait(seconds: float, signals: ForwardedSignals) -> int:
 
 #: What a ``fingrav run`` folder may already hold for ``--force`` to reuse it: the files an earlier run wrote.
 _RUN_FILES = ("power.npz", "launches", "power_trace.json.gz", "kernels.json")
-_RUN_FIGURES = ("energy_by_kernel.", "top_kernels.")
+_RUN_PREFIXES = ("energy_by_kernel.", "top_kernels.", "sim.device")
 
 #: The launch ring's capacity when ``FINGRAV_LAUNCH_CAPACITY`` is not set (the contract's default, records).
 DEFAULT_LAUNCH_CAPACITY = 1 << 16
@@ -115,7 +116,7 @@ def _run_folder(path: str, force: bool) -> str:
     if entries and not force:
         raise ValueError(f"--out={out!r}: exists and is not empty; a run's records are never mixed with or written "
                          "over others: choose another folder, or give --force to replace an earlier fingrav run's")
-    foreign = [e for e in entries if e not in _RUN_FILES and not e.startswith(_RUN_FIGURES)]
+    foreign = [e for e in entries if e not in _RUN_FILES and not e.startswith(_RUN_PREFIXES)]
     if foreign:
         raise ValueError(f"--out={out!r}: holds {foreign[0]!r}, which no fingrav run wrote; --force replaces only "
                          "an earlier run's files: choose another folder")
@@ -126,6 +127,10 @@ def _run_folder(path: str, force: bool) -> str:
                 os.unlink(os.path.join(launches, name))  # an earlier run's records, replaced as --force asks
     if os.path.lexists(power):
         recorded_out(power, force=True, option="--out")
+    for name in entries:
+        if name.startswith("sim.device"):  # an earlier run's shared simulated GPU and its truth, as --force asks
+            target = os.path.join(out, name)
+            shutil.rmtree(target) if os.path.isdir(target) else os.unlink(target)
     os.makedirs(launches, exist_ok=True)
     return out
 
@@ -189,15 +194,21 @@ def launch_environment(device: str, launches: str, env: dict[str, str]) -> dict[
     return out
 
 
-def _recorded_device(device: str) -> object:
-    """What the recorder records for ``device``; ``sim`` (the shared simulated GPU) is refused until it is built."""
-    from fingrav_native.app._open import parse_device
+#: The shared simulated GPU's file in a ``fingrav run --device sim`` folder (its truth is written beside it).
+SIM_DEVICE_FILE = "sim.device"
 
-    if parse_device(device).vendor == "sim":
-        raise RuntimeError("--device sim: the shared simulated GPU's Python side (the device file the simulated "
-                           "application and the recorder share) is not in this build; use --device sim-live with "
-                           "an application that writes its own launch file")
-    return device
+
+def _recorded_device(device: str, out: str, env: dict[str, str]) -> object:
+    """What the recorder records for ``device``: for ``sim`` the shared simulated GPU, made in ``out`` and named in
+    ``env`` (``FINGRAV_SIM_DEVICE``) for the simulated application."""
+    from fingrav_native.app._open import parse_device
+    from fingrav_native.sim._shared import SharedSimGPU
+
+    if parse_device(device).vendor != "sim":
+        return device
+    gpu = SharedSimGPU.create(os.path.join(os.path.abspath(out), SIM_DEVICE_FILE), seed=parse_device(device).index)
+    env["FINGRAV_SIM_DEVICE"] = gpu.path
+    return gpu
 
 
 def run_command(args: argparse.Namespace) -> int:
@@ -219,7 +230,7 @@ def run_command(args: argparse.Namespace) -> int:
     injected = launch_environment(device, run_folder_paths(os.path.abspath(args.out))[1], dict(os.environ))
     out = _run_folder(args.out, args.force)
     power, launches = run_folder_paths(out)
-    recorded = _recorded_device(device)
+    recorded = _recorded_device(device, out, injected)
     try:
         with ForwardedSignals() as signals, PowerRecorder(recorded, power):
             code = run_child(cmd, signals, {**os.environ, **injected})
