@@ -108,7 +108,9 @@ void ring_never_returns_a_torn_or_stale_log() {
     std::uint64_t newest_seen = 0;
     bool any = false;
     std::uint64_t polls = 0;
-    while (!done.load(std::memory_order_acquire) || polls < 10) {
+    for (bool finished = false; !finished || polls < 10;) {
+      // Read `done` before polling, so the poll after it has seen every log.
+      finished = done.load(std::memory_order_acquire);
       const std::size_t n = dev->newest(out.data(), max);
       ++polls;
       for (std::size_t i = 0; i < n; ++i) {
