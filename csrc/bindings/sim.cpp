@@ -15,6 +15,7 @@
 #include "fingrav/sample.hpp"
 #include "fingrav/sim/device.hpp"
 #include "fingrav/sim/kernels.hpp"
+#include "fingrav/sim/shared_device.hpp"
 #include "fingrav/timestamp_source.hpp"
 #include "register.hpp"
 
@@ -174,6 +175,70 @@ py::array_t<std::int64_t> map_i64(const py::array_t<std::int64_t, py::array::c_s
   return out;
 }
 
+const char* state_name(sim::SharedState s) {
+  switch (s) {
+    case sim::SharedState::kWaiting: return "waiting";
+    case sim::SharedState::kAttached: return "attached";
+    case sim::SharedState::kDetached: return "detached";
+  }
+  return "unknown";
+}
+
+void register_shared_sim(py::module_& m) {
+  m.attr("SHARED_SIM_DEVICE_ENV") = sim::kSharedDeviceEnv;
+  m.attr("SHARED_SIM_DEFAULT_CAPACITY") = sim::kSharedDefaultCapacity;
+  py::class_<sim::SharedSimDevice, std::shared_ptr<sim::SharedSimDevice>>(
+      m, "SharedSimDevice",
+      "A simulated GPU shared with an application process through a file (see fingrav_native.sim.SharedSimGPU).")
+      .def_static("create", [](const std::string& path, const py::dict& params, const py::object& capacity) {
+             const auto c = static_cast<std::uint64_t>(
+                 int_arg(capacity, "capacity", 16, sim::kSharedMaxCapacity, "a power of two in [16, 2^24] logs"));
+             auto p = params_from_dict(params);
+             py::gil_scoped_release nogil;
+             return sim::SharedSimDevice::create(path, p, c);
+           }, py::arg("path"), py::arg("params") = py::dict(), py::kw_only(),
+           py::arg("capacity") = sim::kSharedDefaultCapacity,
+           "Creates the shared device file (never over an existing file).")
+      .def_static("open", &sim::SharedSimDevice::open, py::arg("path"), "Opens an existing shared device file.")
+      .def_property_readonly("path", &sim::SharedSimDevice::path)
+      .def_property_readonly("params", [](const sim::SharedSimDevice& d) {
+        py::dict out;
+        for (const auto& e : sim::param_table()) out[py::str(e.name)] = e.get(d.params());
+        return out;
+      })
+      .def_property_readonly("clock_epoch_ns", &sim::SharedSimDevice::clock_epoch_ns)
+      .def_property_readonly("capacity", &sim::SharedSimDevice::capacity)
+      .def_property_readonly("state", [](const sim::SharedSimDevice& d) { return std::string(state_name(d.state())); },
+                             "'waiting' (no application yet), 'attached' or 'detached' (it ended).")
+      .def_property_readonly("producer_pid", &sim::SharedSimDevice::producer_pid)
+      .def_property_readonly("attach_ns", &sim::SharedSimDevice::attach_ns)
+      .def_property_readonly("detach_ns", &sim::SharedSimDevice::detach_ns)
+      .def_property_readonly("published", &sim::SharedSimDevice::published, "Logs the application published.")
+      .def("newest", [](const sim::SharedSimDevice& d, const py::object& n_arg) {
+             const auto n = static_cast<std::size_t>(int_arg(n_arg, "n", 1, 1 << 24, "in [1, 2^24]"));
+             std::vector<sim::LogRecord> out(n);
+             out.resize(d.newest(out.data(), n));
+             return vector_array(log_dtype(), std::move(out));
+           }, py::arg("n"), "The newest n logs in the ring (LOG_DTYPE), oldest first.");
+
+  py::class_<sim::SharedSimPowerSource, PowerSource, std::shared_ptr<sim::SharedSimPowerSource>>(
+      m, "SharedSimPowerSource", "A shared simulated device's power logger as a PowerSource for the Sampler.")
+      .def(py::init<std::shared_ptr<sim::SharedSimDevice>, std::uint32_t>(), py::arg("device"), py::kw_only(),
+           py::arg("depth") = 1);
+
+  py::class_<sim::SharedSimTimestampSource, TimestampSource, std::shared_ptr<sim::SharedSimTimestampSource>>(
+      m, "SharedSimTimestampSource", "A shared simulated device's clock as a TimestampSource.")
+      .def(py::init<std::shared_ptr<sim::SharedSimDevice>>(), py::arg("device"))
+      .def("read", [](sim::SharedSimTimestampSource& t) {
+        Bracket b;
+        {
+          py::gil_scoped_release nogil;
+          b = t.read();
+        }
+        return py::make_tuple(b.host_before, b.device_ticks, b.host_after);
+      }, "One bracketed read: (host_before_ns, device_ticks, host_after_ns).");
+}
+
 }  // namespace
 
 void register_sim(py::module_& m) {
@@ -298,6 +363,8 @@ void register_sim(py::module_& m) {
   py::class_<sim::SimTimestampSource, TimestampSource, std::shared_ptr<sim::SimTimestampSource>>(
       m, "SimTimestampSource", "A SimDevice's clock as a TimestampSource.")
       .def(py::init<std::shared_ptr<sim::SimDevice>>(), py::arg("device"));
+
+  register_shared_sim(m);
 }
 
 }  // namespace fingrav::bindings

@@ -41,7 +41,7 @@ NUMBERS = settings(max_examples=20, deadline=None, database=None,
 
 #: What each command needs besides the option, so only the option can be wrong.
 PREFIX = {"plot": ["p.fgprof"], "export": ["p.fgprof"], "trace": ["t.json", "--power", "c.npz"],
-          "profile": ["cb-4k-gemm"]}
+          "profile": ["cb-4k-gemm"], "record": ["--device", "sim-live", "--out", "p.npz"]}
 
 
 def _subcommands() -> dict[str, argparse.ArgumentParser]:

@@ -22,7 +22,7 @@ import pytest
 
 from fingrav_native import DeviceUnavailableError, LibraryNotFoundError
 from fingrav_native.app import _cli as cli
-from fingrav_native.app import _cli_demo, _cli_device, _cli_files, _cli_profile
+from fingrav_native.app import _cli_demo, _cli_device, _cli_files, _cli_profile, _cli_run
 from fingrav_native.method._align import NoLogsInExecutionsError
 from fingrav_native.sensors._from_logs import SplitDisagreementWarning
 
@@ -257,6 +257,68 @@ def _trace_onto_input(env: Env) -> list[str]:
 
 
 #: Every item of the table: its cases (argv builders; each may set up files or monkeypatch a step).
+
+# --- record and run -------------------------------------------------------------------------------------------------
+
+
+def _record(env: Env, *cmd: str, out: str | None = None) -> list[str]:
+    return ["record", "--device", "sim-live", "--out", out or str(env.tmp / "p.npz"), "--", *cmd]
+
+
+def _run_app(env: Env, *cmd: str, out: str | None = None, device: str = "sim-live") -> list[str]:
+    return ["run", "--device", device, "--out", out or str(env.tmp / "r"), "--quiet", "--", *cmd]
+
+
+#: A child that sends Ctrl-C's signal to fingrav (its parent), which forwards it: the child ends by it (130).
+_CTRL_C_CHILD = "import os, signal, time; os.kill(os.getppid(), signal.SIGINT); time.sleep(20)"
+
+#: An application that writes its own launch file: 40 kernels of 2 ms on CLOCK_BOOTTIME, over the last 0.2 s.
+_LAUNCHING_CHILD = (
+    "import os, sys, time\n"
+    "import numpy as np\n"
+    "sys.path.insert(0, sys.argv[1])\n"
+    "from launch_files import launch_records, write_launch_file\n"
+    "time.sleep(0.3)\n"
+    "rows = []\n"
+    "for _ in range(16):\n"
+    "    a = time.clock_gettime_ns(time.CLOCK_MONOTONIC_RAW); b = time.clock_gettime_ns(time.CLOCK_BOOTTIME)\n"
+    "    rows.append((a, b, time.clock_gettime_ns(time.CLOCK_MONOTONIC_RAW)))\n"
+    "start = rows[0][1] - 250_000_000 + np.arange(40) * 5_000_000\n"
+    "rec, names = launch_records(['k'] * 40, start, start + 2_000_000, [[64, 1, 1]] * 40, [[64, 1, 1]] * 40)\n"
+    "write_launch_file(os.environ['FINGRAV_LAUNCH_DIR'], rec, names, np.array(rows, dtype=np.int64))\n"
+)
+
+
+def _run_launching(env: Env) -> list[str]:
+    from fingrav_native.method._stitched import LogQualityWarning
+
+    # The live simulator idles while the child runs (its kernels run nowhere): its logs are one value, said so.
+    warnings.simplefilter("ignore", LogQualityWarning)
+    return _run_app(env, sys.executable, "-c", _LAUNCHING_CHILD, str(Path(__file__).resolve().parents[1]))
+
+
+def _run_with_injection_set(env: Env) -> list[str]:
+    env.mp.setattr(_cli_run, "_tool", lambda vendor: f"/lib/fingrav_{vendor}_tool.so")
+    env.mp.setenv("CUDA_INJECTION64_PATH", "/opt/nsight/libinjection.so")
+    return _run_app(env, "true", device="nvidia:0")
+
+
+def _run_folder_without_launches(env: Env) -> list[str]:
+    import shutil
+
+    folder = env.tmp / "runfolder"
+    (folder / "launches").mkdir(parents=True)
+    shutil.copy(env.session()[1], folder / "power.npz")
+    return ["trace", str(folder), "--out", str(env.tmp / "t")]
+
+
+def _used_folder(env: Env, name: str) -> str:
+    folder = env.tmp / "used"
+    folder.mkdir(exist_ok=True)
+    (folder / name).write_text("x")
+    return str(folder)
+
+
 CASES: dict[tuple[str, str, str], list[Callable[[Env], list[str]]]] = {
     # demo
     ("`demo`", "0", "done"): [lambda e: ["demo", "--live", "--source", "synthetic", "--seconds", "0.05"]],
@@ -416,6 +478,52 @@ CASES: dict[tuple[str, str, str], list[Callable[[Env], list[str]]]] = {
     ("`trace`", "130", "files named so far are whole; none is ever half written (each is written beside and "
                        "renamed)"):
         [_interrupted(_cli_files, "profile_trace", _trace)],
+    # record
+    ("`record`", "0", "the command's own exit status, passed through (128 + N when signal N ended it; 127 a command "
+                      "not found and 126 one not executable, nothing recorded); with `--seconds`, done (128 + N when "
+                      "signal N ended it early, the capture saved)"):
+        [lambda e: _record(e, "true"),
+         lambda e: ["record", "--device", "sim-live", "--out", str(e.tmp / "p.npz"), "--seconds", "0.1"]],
+    ("`record`", "1", "a device or library missing"):
+        [lambda e: (e.raising(_cli_run, "PowerRecorder", LibraryNotFoundError("libnvidia-ml.so.1 not found"))
+                    or ["record", "--device", "nvidia:0", "--out", str(e.tmp / "p.npz"), "--", "true"])],
+    ("`record`", "1", "`--out` cannot be written"): [lambda e: _record(e, "true", out=os.path.join(e.unwritable, "p.npz"))],
+    ("`record`", "2", "no command and no `--seconds`, or both"):
+        [lambda e: _record(e)[:-1], lambda e: _record(e, "true")[:-2] + ["--seconds", "1", "--", "true"]],
+    ("`record`", "2", "`--out` existing without `--force`, or a file of another kind or a folder (with `--force` too)"):
+        [lambda e: _record(e, "true", out=e.session()[1]),
+         lambda e: _record(e, "true", out=e.profile)[:-2] + ["--force", "--", "true"],
+         lambda e: _record(e, "true", out=str(e.tmp))[:-2] + ["--force", "--", "true"]],
+    ("`record`", "2", "`--device sim` (virtual time has no live power)"):
+        [lambda e: ["record", "--device", "sim", "--out", str(e.tmp / "p.npz"), "--", "true"]],
+    ("`record`", "130", "forwarded to the command; the capture is saved once it ends, and its status is fingrav's"):
+        [lambda e: _record(e, sys.executable, "-c", _CTRL_C_CHILD)],
+    # run
+    ("`run`", "0", "the application's own exit status, passed through (128 + N when signal N ended it; 127 a "
+                   "command not found and 126 one not executable, nothing run), the per-kernel table printed and "
+                   "`fingrav trace`'s files written into `--out`"): [_run_launching],
+    ("`run`", "1", "a device, library or launch-capture tool missing"):
+        [lambda e: (e.raising(_cli_run, "_tool", RuntimeError("the rocm launch-capture tool is not installed"))
+                    or _run_app(e, "true", device="amd:0"))],
+    ("`run`", "1", "no launch record came (the tool did not load: the variables set are named, and a note of the "
+                   "tool such as another subscriber)"): [lambda e: _run_app(e, "true")],
+    ("`run`", "1", "launch files or the capture malformed"):
+        [lambda e: _run_app(e, "sh", "-c", 'printf junk > "$FINGRAV_LAUNCH_DIR/launches.1.journal"')],
+    ("`run`", "1", "`--out` cannot be written"): [lambda e: _run_app(e, "true", out=os.path.join(e.unwritable, "r"))],
+    ("`run`", "2", "no command"): [lambda e: _run_app(e)[:-1]],
+    ("`run`", "2", "an unknown `--device`"): [lambda e: _run_app(e, "true", device="tpu:0")],
+    ("`run`", "2", "`--out` not empty without `--force`, or holding files no `fingrav run` wrote (with `--force` "
+                   "too)"):
+        [lambda e: _run_app(e, "true", out=_used_folder(e, "power.npz")),
+         lambda e: _run_app(e, "true", out=_used_folder(e, "mine.txt"))[:-2] + ["--force", "--", "true"]],
+    ("`run`", "2", "`CUDA_INJECTION64_PATH` set already to another library"): [_run_with_injection_set],
+    ("`run`", "130", "forwarded to the application; the capture is saved once it ends, and its status is fingrav's"):
+        [lambda e: _run_app(e, sys.executable, "-c", _CTRL_C_CHILD)],
+    ("`trace`", "1", "a `fingrav run` folder without launch files"): [_run_folder_without_launches],
+    ("`trace`", "2", "`--power` missing with a trace file, or given with a `fingrav run` folder (it holds its own)"):
+        [lambda e: ["trace", e.file("t.json"), "--out", str(e.tmp / "t")],
+         lambda e: (_run_folder_without_launches(e) and
+                    ["trace", str(e.tmp / "runfolder"), "--power", e.session()[1], "--out", str(e.tmp / "t")])],
     # every command
     ("every command", "1", "standard output that cannot be written (a full disk)"): [_stdout_full],
     ("every command", "130", "interrupted while it starts (its modules loading, its arguments read): one line, "

@@ -208,3 +208,13 @@ def test_silently_wrong_shared_normal_equations_match_the_dense_fit_at_every_shi
     for tau in (5_000.0, 25_000.0):
         at = design.locate((t[None, :] + ds[:, None]).ravel())
         np.testing.assert_allclose(design.lagged_run(design.segments(at, len(ds), len(t)), yc, ds, tau), design.lagged(at, yc, tau, len(ds)), rtol=1e-9)
+
+
+def test_silently_wrong_constant_logs_leave_the_offset_undetermined() -> None:
+    # Readings that never change (a flat load, a sensor quantised coarser than the kernels move it): every shift
+    # explains them exactly, so no offset is measured, and no 0/0 decides which shifts lie inside the interval.
+    t = np.arange(0, 200_000_000, 1_000_000, dtype=np.int64)
+    starts = np.arange(40, dtype=np.int64) * 5_000_000 + 10_000_000
+    a = align_logs_to_trace(t, np.full(len(t), 90.0), starts, starts + 2_000_000, np.zeros(40, dtype=np.int64))
+    assert not a.explained
+    assert a.low_ns <= -a.search_ns and a.high_ns >= a.search_ns

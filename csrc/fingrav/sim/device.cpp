@@ -235,6 +235,9 @@ void validate_params(const SimParams& p) {
 // ------------------------------------------------------------------ device
 
 SimDevice::SimDevice(const SimParams& params, bool realtime)
+    : SimDevice(params, realtime, realtime ? host_now_ns() : kVirtualEpochNs) {}
+
+SimDevice::SimDevice(const SimParams& params, bool realtime, std::int64_t clock_epoch_ns)
     : p_(params),
       realtime_(realtime),
       epoch_ns_(realtime ? host_now_ns() : kVirtualEpochNs),
@@ -245,8 +248,8 @@ SimDevice::SimDevice(const SimParams& params, bool realtime)
       rng_read_(params.seed, 5),
       rng_noise_(params.seed, 6) {
   validate_params(p_);
-  device_clock_ = ClockModel(p_.device_clock, epoch_ns_, "device");
-  logger_clock_ = ClockModel(p_.logger_clock, epoch_ns_, "logger");
+  device_clock_ = ClockModel(p_.device_clock, clock_epoch_ns, "device");
+  logger_clock_ = ClockModel(p_.logger_clock, clock_epoch_ns, "logger");
   logger_own_ = p_.logger_own_clock;
   kernels_ = kernel_presets();
   t_ = epoch_ns_;
@@ -959,6 +962,19 @@ void SimDevice::clear_records() {
 
 // ------------------------------------------------------------------ adapters
 
+SourceInfo sim_source_info(const SimParams& p) {
+  SourceInfo info;
+  info.name = "sim";
+  info.clock_domain = p.logger_own_clock ? "sim-logger" : "sim-device";
+  info.channel_mask = kAllChannels;
+  info.native_period_ns = static_cast<std::int64_t>(p.logger_period_ns);
+  info.tick_ns = p.logger_own_clock ? p.logger_clock.tick_ns : p.device_clock.tick_ns;
+  info.has_sequence = true;
+  // A counter's logs are windows of one period (each carries its own).
+  info.window_ns = static_cast<std::uint32_t>(p.logger_counter ? p.logger_period_ns : p.logger_window_ns);
+  return info;
+}
+
 SimPowerSource::SimPowerSource(std::shared_ptr<SimDevice> device, std::uint32_t depth)
     : dev_(std::move(device)), depth_(depth) {
   if (!dev_) throw std::invalid_argument("device: must not be None");
@@ -969,15 +985,7 @@ SimPowerSource::SimPowerSource(std::shared_ptr<SimDevice> device, std::uint32_t 
   if (!dev_->realtime()) {
     throw std::invalid_argument("device: a sampler polls live, so the device must be in real time (realtime=True)");
   }
-  const SimParams& p = dev_->params();
-  info_.name = "sim";
-  info_.clock_domain = p.logger_own_clock ? "sim-logger" : "sim-device";
-  info_.channel_mask = kAllChannels;
-  info_.native_period_ns = static_cast<std::int64_t>(p.logger_period_ns);
-  info_.tick_ns = p.logger_own_clock ? p.logger_clock.tick_ns : p.device_clock.tick_ns;
-  info_.has_sequence = true;
-  // A counter's logs are windows of one period (each carries its own).
-  info_.window_ns = static_cast<std::uint32_t>(p.logger_counter ? p.logger_period_ns : p.logger_window_ns);
+  info_ = sim_source_info(dev_->params());
   buf_.resize(kMaxReadingsPerPoll);
 }
 

@@ -224,6 +224,10 @@ inline constexpr int kMaxPendingExecutions = 1 << 20;
 class SimDevice {
  public:
   SimDevice(const SimParams& params, bool realtime);
+  // Real time with the device and logger clocks anchored at clock_epoch_ns
+  // (host time) instead of the construction instant: a second process
+  // simulating the same GPU (shared_device.hpp) reads the same clocks.
+  SimDevice(const SimParams& params, bool realtime, std::int64_t clock_epoch_ns);
 
   bool realtime() const noexcept { return realtime_; }
   const SimParams& params() const noexcept { return p_; }
@@ -381,6 +385,10 @@ class SimDevice {
   std::vector<FirmwareRecord> fw_;
   std::vector<TruthSegment> truth_;
 };
+
+// SourceInfo of a simulated logger with these parameters (SimPowerSource's
+// and SharedSimPowerSource's, so a recorder sees one kind of source).
+SourceInfo sim_source_info(const SimParams& p);
 
 // The device as a PowerSource for the sampler thread (real-time mode): each
 // poll advances the device to now and returns the newest published logs.

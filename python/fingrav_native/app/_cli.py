@@ -62,6 +62,15 @@ def _command(name: str) -> tuple[_Run, _Failures]:
         return (lambda args, _: run(args)), _CANNOT_RUN
     if name in ("trace", "plot", "export"):
         return _files_command(name)
+    if name in ("record", "run"):
+        from fingrav_native.app import _cli_run as run_module
+        from fingrav_native.files._capture import CaptureFormatError
+        from fingrav_native.files._launches import LaunchFormatError
+
+        command = run_module.record_command if name == "record" else run_module.run_command
+        # A device or library missing, a capture the disk refuses, launch files that cannot be read: the command
+        # failed (exit 1); the application's own exit status is returned otherwise.
+        return (lambda args, _: command(args)), (*_CANNOT_RUN, LaunchFormatError, CaptureFormatError)
     from fingrav_native.app import _cli_profile as profile
     from fingrav_native.files._campaign import CampaignFormatError, CampaignMismatchError
     from fingrav_native.method._align import NoLogsInExecutionsError
@@ -78,11 +87,12 @@ def _files_command(name: str) -> tuple[_Run, _Failures]:
 
     if name == "trace":
         from fingrav_native.files._capture import CaptureFormatError
+        from fingrav_native.files._launches import LaunchFormatError
         from fingrav_native.insitu._trace import TraceFormatError
 
-        # A malformed trace or capture is named by its own error, a ValueError that is a failure to read.
+        # A malformed trace, capture or launch file is named by its own error, a ValueError that is a failure to read.
         return (lambda args, _: files.trace_command(args)), (OSError, ImportError, TraceFormatError,
-                                                             CaptureFormatError)
+                                                             CaptureFormatError, LaunchFormatError)
     from fingrav_native.files._profiles import ProfileFormatError
 
     # A damaged profile is a failure to read, as an output the disk refuses is a failure to write; a missing
@@ -92,7 +102,7 @@ def _files_command(name: str) -> tuple[_Run, _Failures]:
 
 
 #: The commands main knows (the parser lists the same ones).
-_COMMAND_NAMES = ("demo", "devices", "trace", "plot", "export", "profile", "sync", "characterize")
+_COMMAND_NAMES = ("demo", "devices", "trace", "plot", "export", "profile", "sync", "characterize", "record", "run")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -29,6 +29,7 @@ from fingrav_native.files._outputs import (
 from fingrav_native.files._parquet import PYARROW_MISSING, export_parquet, pyarrow_missing
 from fingrav_native.files._power_logs import power_log_summary
 from fingrav_native.files._profiles import load_profile
+from fingrav_native.files._run_folder import is_run_folder, run_folder_paths
 from fingrav_native.files._trace import export_trace
 from fingrav_native.insitu._closure import EnergyClosureWarning
 from fingrav_native.insitu._results import TraceProfile
@@ -191,6 +192,18 @@ def _power_log_args(args: argparse.Namespace) -> dict[str, Any]:
     return {k: v for k, v in given.items() if v is not None}
 
 
+def _trace_inputs(args: argparse.Namespace) -> None:
+    """``--power`` for a trace file; a ``fingrav run`` folder brings its own capture (``args.power`` set to it)."""
+    if is_run_folder(args.trace):
+        if args.power is not None:
+            raise ValueError(f"--power={args.power!r}: {args.trace!r} is a fingrav run folder, which holds its own "
+                             "capture (power.npz); leave --power out")
+        args.power = run_folder_paths(args.trace)[0]
+    elif args.power is None:
+        raise ValueError(f"--power: required with a trace file ({args.trace!r}): the power capture recorded beside "
+                         "it; only a fingrav run folder holds its own")
+
+
 @interruptible("trace")
 def trace_command(args: argparse.Namespace) -> int:
     """``fingrav trace``: the in-situ profile printed; its Perfetto trace, figures and kernel table written."""
@@ -198,6 +211,7 @@ def trace_command(args: argparse.Namespace) -> int:
 
     matplotlib.use("Agg")
 
+    _trace_inputs(args)
     # The folder and the files it will hold, before the trace is read and profiled: none is an input.
     check_output_path(args.out, "--out", folder=True)
     names: dict[str, Writes] = {"power_trace.json.gz": "trace", f"energy_by_kernel.{args.format}": "file",
@@ -229,15 +243,25 @@ def trace_command(args: argparse.Namespace) -> int:
             print(f"fingrav trace: {exc}", file=sys.stderr)
             return EXIT_FAILURE
         raise
+    report_trace_profile(args, tp, annotate, quiet, "trace")
+    return EXIT_OK
+
+
+def report_trace_profile(args: argparse.Namespace, tp: TraceProfile, annotate: Optional[str], quiet: Optional[bool],
+                         command: str) -> None:
+    """Print the per-kernel table and write ``fingrav trace``'s files (``fingrav run`` reports the same way).
+
+    ``args`` holds ``out``, ``format``, ``top``, ``trace``, ``power``,
+    ``device`` and ``force`` as ``fingrav trace`` parses them.
+    """
     print(tp)
     if tp.closure is not None and not tp.closure.agrees:
-        print(f"fingrav trace: warning: {tp.closure.explain()}", file=sys.stderr)
-    with PhaseProgress("fingrav trace", force=quiet) as progress:
+        print(f"fingrav {command}: warning: {tp.closure.explain()}", file=sys.stderr)
+    with PhaseProgress(f"fingrav {command}", force=quiet) as progress:
         written = _trace_outputs(args, tp, annotate, progress)
     for p in written:
         print(p)
     print("open power_trace.json.gz in https://ui.perfetto.dev")
-    return EXIT_OK
 
 
 def _trace_outputs(args: argparse.Namespace, tp: TraceProfile, annotate: Optional[str],

@@ -16,6 +16,7 @@ from fingrav_native.app._cli_ranges import (
     HALF_PERIOD_MS,
     MARGIN,
     MIN_EXECUTIONS,
+    RECORD_SECONDS,
     RUNS,
     SAMPLER_PERIOD_US,
     SEED,
@@ -61,7 +62,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="fingrav",
         description="Fine-grain GPU power profiles of sub-millisecond kernels (FinGraV).",
-        epilog="examples:\n  fingrav demo\n  fingrav demo --live --source synthetic --seconds 1 --period-us 100",
+        epilog=("examples:\n  fingrav demo\n  fingrav demo --live --source synthetic --seconds 1 --period-us 100\n"
+                "  fingrav record --device nvidia:0 --out power.npz -- ./my_app --steps 100\n"
+                "  fingrav run --device amd:0 --out run1/ -- python train.py\n"
+                "  fingrav trace run1/"),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     # Each command's parser is a _Parser too (add_subparsers makes its own class); the builders take any.
@@ -75,6 +79,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_sync_parser(sub)
     _add_characterize_parser(sub)
     _add_trace_parser(sub)
+    _add_record_parser(sub)
+    _add_run_parser(sub)
     return parser
 
 
@@ -189,15 +195,18 @@ def _add_trace_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]"
                 "  fingrav trace trace.json.gz --power power.npz --top 6 --format pdf\n"
                 "  fingrav trace out/host/4242_results.db --power power.npz --device 0\n"
                 "  fingrav trace trace.json.gz --power smi.csv --log-tz Europe/Berlin --device 0\n"
-                "  fingrav trace trace.json.gz --power power.npz --annotate trace.power.json.gz"),
+                "  fingrav trace trace.json.gz --power power.npz --annotate trace.power.json.gz\n"
+                "  fingrav trace run1/ --out run1/   # a folder fingrav run wrote"),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    trace.add_argument("trace", help="a torch.profiler Chrome trace (.json or .json.gz), or what rocprofv3 "
-                                     "--kernel-trace wrote: <pid>_kernel_trace.csv, <pid>_results.json or "
-                                     "<pid>_results.db (rocpd)")
-    trace.add_argument("--power", required=True, metavar="CAPTURE",
+    trace.add_argument("trace", help="a torch.profiler Chrome trace (.json or .json.gz), what rocprofv3 "
+                                     "--kernel-trace wrote (<pid>_kernel_trace.csv, <pid>_results.json or "
+                                     "<pid>_results.db (rocpd)), or the folder fingrav run wrote (its launch "
+                                     "records and power capture)")
+    trace.add_argument("--power", default=None, metavar="CAPTURE",
                        help="the power capture recorded beside it (PowerRecorder's .npz), or a power log nvidia-smi, "
-                            "amd-smi, rocm-smi or dcgmi wrote (see the options below)")
+                            "amd-smi, rocm-smi or dcgmi wrote (see the options below); not with a fingrav run "
+                            "folder, which holds its own")
     trace.add_argument("--out", default="fingrav-trace", metavar="DIR",
                        help="folder for the Perfetto trace, figures and table (default ./fingrav-trace)")
     trace.add_argument("--top", type=TOP, default=4,
@@ -366,3 +375,81 @@ def _add_characterize_parser(sub: "argparse._SubParsersAction[argparse.ArgumentP
                          "wave, and its gain and offset are the field against the meter; --load may be left out")
     ch.add_argument("--out", metavar="FILE", help="write the characterisation (JSON) here")
     ch.add_argument("--json", action="store_true", help="print the characterisation as JSON")
+
+
+def _add_record_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    """``fingrav record``: a device's power recorded around any command, or for a number of seconds."""
+    rec = sub.add_parser(
+        "record",
+        help="record a GPU's power into a capture while any command runs (or for --seconds); the command's exit "
+             "code is fingrav's",
+        description=(
+            "Record the device's power logs, with the clock brackets that place them on a profiler trace's clock, "
+            "while CMD runs (or for --seconds without a command), and save them as a power capture (--out, "
+            "read by fingrav trace --power and fingrav_native.load). The capture is journaled beside --out as it "
+            "is taken, so a recorder killed outright (SIGKILL, out of memory) keeps all but the last second. "
+            "CMD's standard streams are its own; fingrav's lines go to stderr, prefixed 'fingrav record:'. "
+            "SIGINT, SIGTERM and SIGHUP are forwarded to CMD (its process group when it leads one; a terminal's "
+            "Ctrl-C, which reached CMD already, is not sent twice); the capture is saved once CMD has ended.\n\n"
+            "exit codes: CMD's own (128 + N when signal N ended it, as a shell reports it); 127 CMD not found, "
+            "126 CMD not executable (nothing recorded); 1 the recording failed (a device, a library); 2 bad "
+            "usage; with --seconds: 0, or 128 + N when signal N ended the recording early (the capture saved)"),
+        epilog=("examples:\n  fingrav record --device nvidia:0 --out power.npz -- ./my_app --steps 100\n"
+                "  fingrav record --device amd:0:socket --out power.npz -- python train.py\n"
+                "  fingrav record --device sim-live --out idle.npz --seconds 2"),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    rec.add_argument("--device", required=True, metavar="DEV",
+                     help="what to record: nvidia:N[:MODE], amd:N[:CHANNEL] or sim-live (the simulator in real time)")
+    rec.add_argument("--out", required=True, metavar="CAPTURE", help="the power capture to write (.npz)")
+    rec.add_argument("--seconds", type=RECORD_SECONDS, default=None,
+                     help=f"record this long with no command, {RECORD_SECONDS}")
+    rec.add_argument("--force", action="store_true",
+                     help="replace an existing --out capture (never a file of another kind)")
+    rec.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD [ARGS]",
+                     help="the command to run while recording, after --")
+
+
+def _add_run_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    """``fingrav run``: any application with its kernel launches captured natively beside the power logs."""
+    run = sub.add_parser(
+        "run",
+        help="run any application with its kernel launches captured natively beside the power; print the "
+             "per-kernel table (no profiler trace needed)",
+        description=(
+            "Run CMD with fingrav's launch-capture tool injected for the device's vendor (ROCm: "
+            "ROCP_TOOL_LIBRARIES, rocprofiler-sdk; NVIDIA: CUDA_INJECTION64_PATH, CUPTI) and "
+            "FINGRAV_LAUNCH_DIR=DIR/launches, record the device's power as fingrav record does into "
+            "DIR/power.npz, then read the launch records, attribute the power logs to them as fingrav trace "
+            "does (sensor-aware, with the energy closure where the device has an energy counter), print the "
+            "per-kernel table and write fingrav trace's files into DIR. Launch records dropped by a full ring "
+            "are counted and said (FINGRAV_LAUNCH_CAPACITY raises the ring's size); no launch records at all "
+            "is said with the variable that was set and what to check. fingrav trace DIR reopens the folder. "
+            "--device sim makes a shared simulated GPU in DIR (FINGRAV_SIM_DEVICE) for the simulated application, "
+            "whose stand-in runtimes load the same tools.\n\n"
+            "exit codes: CMD's own (128 + N when signal N ended it); 127 CMD not found, 126 not executable; "
+            "1 the recording or the attribution failed; 2 bad usage"),
+        epilog=("examples:\n  fingrav run --device amd:0 --out run1/ -- ./my_hip_app\n"
+                "  fingrav run --device nvidia:0 --out run2/ -- python train.py --steps 200\n"
+                "  fingrav run --device sim --out simrun/ -- \"$(python -c 'from fingrav_native.sim import app_path; "
+                "print(app_path())')\" --vendor rocm --seconds 2\n"
+                "  fingrav trace run1/ --out run1/figs"),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    run.add_argument("--device", default=None, metavar="DEV",
+                     help="the GPU the application runs on: nvidia:N[:MODE], amd:N[:CHANNEL], sim[:SEED] (a "
+                          "shared simulated GPU made in --out, for the simulated application), or sim-live (the "
+                          "simulator in real time, for an application that writes its own launch file) (default: "
+                          "nvidia:0 or amd:0, whichever is found)")
+    run.add_argument("--out", default="fingrav-run", metavar="DIR",
+                     help="the folder to create (default ./fingrav-run)")
+    run.add_argument("--force", action="store_true",
+                     help="reuse an existing --out folder of an earlier fingrav run, replacing its files")
+    run.add_argument("--top", type=TOP, default=4,
+                     help=f"kernels whose stitched profiles are drawn, {TOP} (default 4)")
+    run.add_argument("--format", choices=("png", "pdf", "svg"), default="png", help="image format (default png)")
+    run.add_argument("--min-executions", type=MIN_EXECUTIONS, default=20,
+                     help=f"signatures with fewer executions are listed as not profiled, {MIN_EXECUTIONS} "
+                          "(default 20)")
+    run.add_argument("--quiet", action="store_true", help="no progress line")
+    run.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD [ARGS]", help="the application, after --")

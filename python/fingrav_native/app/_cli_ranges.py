@@ -186,6 +186,10 @@ DEMO_SECONDS = FloatRange(0, 60, unit="s")
 SYNC_SECONDS = FloatRange(0, 3600, unit="s")
 
 
+#: record --seconds: a week of recording without a command (the journal keeps it if the host goes down).
+RECORD_SECONDS = FloatRange(0, 7 * 24 * 3600, unit="s")
+
+
 #: sync --burst: reads per burst.
 SYNC_BURST = IntRange(2, 10_000)
 

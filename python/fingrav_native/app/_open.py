@@ -26,6 +26,7 @@ from fingrav_native.backends._nvidia_sensors import NVML_MODES, NvmlMode, nvml_s
 from fingrav_native.backends._sim import LiveSimBackend, SimBackend
 from fingrav_native.sensors._model import SensorModel
 from fingrav_native.sim._device import SimGPU
+from fingrav_native.sim._shared import SharedSimGPU
 
 
 @dataclass(frozen=True)
@@ -240,6 +241,9 @@ def resolve_device(device: Any) -> _Resolved:
         # depth 8: a drain stall of up to 8 logger periods loses no log.
         return _Resolved(device.power_source(depth=8), device.sensor, None,
                          f"SimGPU (real time, seed {int(device.params['seed'])})")
+    if isinstance(device, SharedSimGPU):
+        # The GPU a simulated application runs on in another process (fingrav run --device sim).
+        return _Resolved(device.power_source(), device.sensor, None, f"SharedSimGPU ({device.path})")
     if isinstance(device, LivePower):  # LiveSimBackend, NvidiaBackend, AmdBackend
         caps = getattr(device, "capabilities")
         return _Resolved(device.power_source, caps.sensor, None, str(caps.device), counter_of_source(device.power_source))
@@ -261,5 +265,5 @@ def resolve_device(device: Any) -> _Resolved:
             # Same type, with which device string led here; the loader's text
             # already names the library paths tried and what to install.
             raise type(exc)(f"device={device!r}: {exc}") from exc
-    raise ValueError(f"device={device!r}: must be a PowerSource, a real-time SimGPU, a LiveSimBackend, "
-                     "NvidiaBackend or AmdBackend, or a string 'nvidia:N' / 'amd:N'")
+    raise ValueError(f"device={device!r}: must be a PowerSource, a real-time SimGPU, a SharedSimGPU, a "
+                     "LiveSimBackend, NvidiaBackend or AmdBackend, or a string 'nvidia:N' / 'amd:N'")

@@ -120,9 +120,10 @@ class PowerRecorder:
 
     Parameters
     ----------
-    device : PowerSource, SimGPU, LiveSimBackend, NvidiaBackend, AmdBackend or str
+    device : PowerSource, SimGPU, SharedSimGPU, LiveSimBackend, NvidiaBackend, AmdBackend or str
         What to record: a power source; a real-time
-        :class:`~fingrav_native.sim.SimGPU` (its logger, sensor model
+        :class:`~fingrav_native.sim.SimGPU` or a
+        :class:`~fingrav_native.sim.SharedSimGPU` (its logger, sensor model
         included); a hardware or live-sim backend (its power source and
         ``capabilities.sensor``); or ``"nvidia:N"`` (NVML power of CUDA
         device N as torch numbers it; ``"nvidia:N:MODE"`` picks an NVML mode

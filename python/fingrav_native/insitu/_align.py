@@ -479,7 +479,8 @@ def _fine_window(prof: _Profile, crit: float) -> tuple[int, int, int]:
         prof.fill(prof.grid[lo:hi + 1])
         ss = np.array([prof.best(i) for i in range(lo, hi + 1)])
         j = lo + int(np.argmin(ss))
-        inside = ss / ss.min() <= crit
+        # As a product: logs the fit explains exactly (constant readings, a flat load) leave a zero minimum.
+        inside = ss <= crit * ss.min()
         # Widen while the minimum, or a shift still inside the interval, is at the window's end.
         grow_lo = lo > 0 and (j == lo or inside[0])
         grow_hi = hi < m - 1 and (j == hi or inside[-1])

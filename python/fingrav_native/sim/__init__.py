@@ -1,4 +1,4 @@
-"""The simulated device: one GPU in virtual or real time, a multi-GPU node, an analytic curve.
+"""The simulated device: one GPU in virtual or real time, shared with an application process, a multi-GPU node, an analytic curve.
 
 It knows the ground truth of everything it simulates, so every method is scored against it.
 """
@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     )
     from fingrav_native.sim._node import SimNode
     from fingrav_native.sim._rank import SimRankBackend
+    from fingrav_native.sim._shared import DEVICE_ENV, SharedSimGPU, SharedSimTruth, app_path
     from fingrav_native.sim._standin import STANDIN_LIBRARIES, standin_library
 
 # Each public name -> the private module that defines it. Loaded on first use (PEP 562, as scipy
@@ -42,6 +43,7 @@ _WHERE = {
     "COLLECTIVE_TRUTH_DTYPE": "_fabric",
     "CollectiveKind": "_fabric",
     "CollectiveTime": "_fabric",
+    "DEVICE_ENV": "_shared",
     "EXEC_DTYPE": "_device",
     "FIRMWARE_DTYPE": "_device",
     "FabricParams": "_fabric",
@@ -51,8 +53,11 @@ _WHERE = {
     "RunResult": "_device",
     "SimGPU": "_device",
     "SimNode": "_node",
+    "SharedSimGPU": "_shared",
+    "SharedSimTruth": "_shared",
     "STANDIN_LIBRARIES": "_standin",
     "SimRankBackend": "_rank",
+    "app_path": "_shared",
     "collective_time": "_fabric",
     "kernel_presets": "_device",
     "parameters": "_device",

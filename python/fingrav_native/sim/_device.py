@@ -204,7 +204,7 @@ def sensor_params(sensor: SensorModel | str) -> dict[str, float]:
     }
 
 
-def _sensor_of(params: dict[str, float]) -> SensorModel:
+def sensor_of_params(params: dict[str, float]) -> SensorModel:
     # The sensor a parameter set simulates, for a device made without
     # sensor=: a preset when the parameters are exactly one, else a
     # description of them.
@@ -228,6 +228,24 @@ def _sensor_of(params: dict[str, float]) -> SensorModel:
                        period_ns=mine["logger_period_ns"], window_ns=mine["logger_window_ns"],
                        delay_ns=mine["logger_delay_ns"], gain=mine["logger_gain"], offset_w=mine["logger_offset_w"],
                        quantum=mine["logger_quantum_w"], notes="the simulator's logger parameters")
+
+
+def device_params(seed: int, sensor: SensorModel | str | None, params: dict[str, Any]) -> dict[str, float]:
+    """The parameter dict a simulated device is made with: ``params``, the sensor's logger parameters, the seed.
+
+    Raises ValueError naming a parameter that is not a number, or a ``logger_*``
+    parameter given together with ``sensor`` (the C++ device names an unknown one).
+    """
+    merged = {k: real_number(v, k) for k, v in params.items()}
+    if sensor is not None:
+        sp = sensor_params(sensor)
+        clash = sorted(set(sp) & set(params))
+        if clash:
+            raise ValueError(f"{clash[0]}: set by sensor={sensor if isinstance(sensor, str) else sensor.name!r}; "
+                             "pass the sensor or the logger parameters, not both")
+        merged.update(sp)
+    merged["seed"] = float(seed)
+    return merged
 
 
 class SimGPU:
@@ -271,19 +289,10 @@ class SimGPU:
         if cached_poll_ns is not None and (realtime or not positive_number(cached_poll_ns, "cached_poll_ns") >= 1.0):
             raise ValueError(f"cached_poll_ns={cached_poll_ns!r}: a poll period >= 1 ns, in virtual time only")
         self._cached_poll_ns = cached_poll_ns
-        # Every parameter is a number (the C++ device names an unknown one); a string or None is named here.
-        merged = {k: real_number(v, k) for k, v in params.items()}
-        if sensor is not None:
-            sp = sensor_params(sensor)
-            clash = sorted(set(sp) & set(params))
-            if clash:
-                raise ValueError(f"{clash[0]}: set by sensor={sensor if isinstance(sensor, str) else sensor.name!r}; "
-                                 "pass the sensor or the logger parameters, not both")
-            merged.update(sp)
-        merged["seed"] = float(seed)
+        merged = device_params(seed, sensor, params)
         self._dev = _core.SimDevice(merged, realtime=bool(realtime))
         given = as_sensor(sensor)
-        self._sensor = given if given is not None else _sensor_of(dict(self._dev.params))
+        self._sensor = given if given is not None else sensor_of_params(dict(self._dev.params))
         self._next_run = 0
 
     # ------------------------------------------------------------------ setup

@@ -1,0 +1,57 @@
+"""The launch-capture tool libraries installed beside the extension: where each is, or how to build it.
+
+In the foundation layer so that the ``fingrav run`` command (the app layer)
+finds them; :mod:`fingrav_native.native` exports :func:`tool_library` to users.
+"""
+
+from __future__ import annotations
+
+import os
+
+__all__ = ["TOOL_LIBRARIES", "tool_library"]
+
+
+#: Each vendor's launch-capture tool library, as installed beside the extension in ``fingrav_native/lib``.
+TOOL_LIBRARIES = {"rocm": "libfingrav_rocprofiler_tool.so", "cuda": "libfingrav_cupti_tool.so"}
+
+#: How each library gets built, for the error that finds it missing.
+_TOOL_BUILD = {
+    "rocm": "it is built with the package (pip install .); in a source tree, build the CMake target "
+            "fingrav_rocprofiler_tool and copy it into python/fingrav_native/lib/",
+    "cuda": "it is built only where the CUPTI headers are found: pip install nvidia-cuda-cupti-cu12, then "
+            "reinstall the package (pip install .)",
+}
+
+
+def tool_library(vendor: str) -> str:
+    """The installed path of a vendor's launch-capture tool library.
+
+    The tool library is what a vendor runtime loads into an application to
+    hand it every kernel execution (issue 42's native launch capture):
+    rocprofiler-sdk through ``ROCP_TOOL_LIBRARIES``, CUDA through
+    ``CUDA_INJECTION64_PATH``. It writes a launch journal into
+    ``FINGRAV_LAUNCH_DIR`` (read by :func:`fingrav_native.files.read_launches`).
+
+    Parameters
+    ----------
+    vendor : {"rocm", "cuda"}
+
+    Returns
+    -------
+    str
+        Absolute path of the ``.so`` in ``fingrav_native/lib``.
+
+    Raises
+    ------
+    ValueError
+        ``vendor`` is not one of the two.
+    FileNotFoundError
+        The library is not installed: the message names the file and how to build it.
+    """
+    if not isinstance(vendor, str) or vendor not in TOOL_LIBRARIES:
+        raise ValueError(f"vendor={vendor!r}: must be one of {sorted(TOOL_LIBRARIES)}")
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib", TOOL_LIBRARIES[vendor])
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"{path}: the {vendor} launch-capture tool library is not installed; "
+                                f"{_TOOL_BUILD[vendor]}")
+    return path

@@ -1,0 +1,313 @@
+"""One simulated GPU shared by the recorder and a simulated application in another process.
+
+``fingrav run --device sim -- APP`` runs APP as a child process, and the
+recorder in the parent samples the power of the GPU APP launches on; on the
+simulator the two processes must see the same GPU, as on hardware the
+application and the power sensor share one. The parent creates the device
+with :meth:`SharedSimGPU.create`: a file holding the device's parameters,
+the host time its clocks are anchored at, and a lock-free ring of published
+power logs (``csrc/fingrav/sim/shared_device.hpp``). The application,
+``fingrav-sim-app`` (:func:`app_path`), opens it through the environment
+variable ``FINGRAV_SIM_DEVICE``, runs the simulated device in real time with
+those parameters, publishes each log when the simulated firmware makes it
+visible to the host, reports each kernel execution through a stand-in vendor
+runtime, and at exit writes the simulator's truth beside the file
+(:meth:`SharedSimGPU.truth`).
+
+Examples
+--------
+>>> import os, subprocess, tempfile
+>>> from fingrav_native.sim import SharedSimGPU, app_path
+>>> folder = tempfile.mkdtemp()
+>>> gpu = SharedSimGPU.create(os.path.join(folder, "gpu.sim"), seed=1)
+>>> gpu.state
+'waiting'
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from dataclasses import dataclass
+from typing import Any, Optional, Union
+
+import numpy as np
+
+from fingrav_native import _core
+from fingrav_native._checks import integer_in, real_number
+from fingrav_native.sensors._model import SensorModel, as_sensor
+from fingrav_native.sim._device import device_params, sensor_of_params
+
+#: The environment variable that names the shared device file to the application.
+DEVICE_ENV = _core.SHARED_SIM_DEVICE_ENV
+
+_APP_NAME = "fingrav-sim-app"
+
+
+def app_path() -> str:
+    """The simulated application's executable, ``fingrav-sim-app``, installed with the simulator.
+
+    Returns
+    -------
+    str
+        Its path (``fingrav_native/sim/bin/fingrav-sim-app`` in the installed
+        package, or in the package folder of a development checkout).
+
+    Raises
+    ------
+    FileNotFoundError
+        Naming every place looked in and how to build it.
+
+    Notes
+    -----
+    Usage: ``fingrav-sim-app --vendor rocm|cuda [--standin PATH]
+    [--workload train-step|gemm-loop] [--seconds S | --iterations N]
+    [--seed N] [--rate R]``, with ``FINGRAV_SIM_DEVICE`` naming a file made
+    by :meth:`SharedSimGPU.create`. The stand-in vendor runtime is
+    ``--standin``, else ``FINGRAV_STANDIN_LIBRARY``, else the vendor's
+    stand-in installed with it (:func:`standin_library`). ``--rate R`` delivers R dispatch records
+    per second (at most 10^5) without simulating the kernels, for the
+    overhead bench. SIGTERM and SIGINT end the run cleanly (stand-in
+    flushed and shut down, truth written), then the process ends by that
+    signal.
+    """
+    here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "bin", _APP_NAME)
+    tried = [here]
+    # An editable install keeps compiled files in site-packages while the Python sources stay in the checkout.
+    for entry in sys.path:
+        if entry and os.path.isdir(os.path.join(entry, "fingrav_native")):
+            tried.append(os.path.join(entry, "fingrav_native", "sim", "bin", _APP_NAME))
+    for candidate in tried:
+        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+            return candidate
+    raise FileNotFoundError(f"{_APP_NAME}: the simulated application is not built (looked in "
+                            f"{', '.join(dict.fromkeys(tried))}); it is built and installed with the package: "
+                            "pip install -e . (or pip install fingrav-native)")
+
+
+def _alive(pid: int) -> bool:
+    # A process that exists, a zombie not yet reaped included (its parent has not seen it end).
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+@dataclass(frozen=True)
+class SharedSimTruth:
+    """What the simulated application really did, written by it at exit beside the device file.
+
+    Times are host time (CLOCK_MONOTONIC_RAW ns), the recorder's timeline.
+
+    Attributes
+    ----------
+    executions : numpy.ndarray
+        One row per kernel execution: ``kernel`` (bytes), ``kernel_id``,
+        ``run`` (the iteration), ``start_ns``, ``end_ns``, ``energy_j`` (exact
+        energy from the truth power), ``mean_total_w``, ``mean_compute_w``,
+        ``mean_io_w``, ``mean_memory_w``.
+    kernels : numpy.ndarray
+        One row per kernel name: ``kernel``, ``count``, ``busy_ns``,
+        ``energy_j``, ``mean_power_w`` (energy over busy time).
+    energy : numpy.ndarray
+        ``t_ns``, ``energy_j``: the exact cumulative energy of total power
+        every 100 us over the whole run, idle time included.
+    meta : dict
+        ``workload``, ``vendor``, ``seed``, ``attach_ns``, ``detach_ns``,
+        ``dispatched`` (records handed to the stand-in), ``dispatch_errors``,
+        ``logs_published``, ``signal`` (the signal that ended it, 0 none).
+    """
+
+    executions: np.ndarray
+    kernels: np.ndarray
+    energy: np.ndarray
+    meta: dict[str, Any]
+
+    def energy_between(self, t0_ns: float, t1_ns: float) -> float:
+        """The exact energy of total power over ``[t0_ns, t1_ns]``, J (linear between the 100 us samples).
+
+        Raises ValueError naming the bound outside the span the truth covers.
+        """
+        t0 = real_number(t0_ns, "t0_ns")
+        t1 = real_number(t1_ns, "t1_ns", low=t0)
+        t = self.energy["t_ns"]
+        if len(t) < 2 or t0 < t[0] or t1 > t[-1]:
+            span = f"[{int(t[0])}, {int(t[-1])}]" if len(t) else "empty"
+            raise ValueError(f"t0_ns={t0_ns!r}, t1_ns={t1_ns!r}: outside the span the truth covers ({span} ns)")
+        e = np.interp([t0, t1], t.astype(np.float64), self.energy["energy_j"])
+        return float(e[1] - e[0])
+
+
+class SharedSimGPU:
+    """A simulated GPU in a file, shared with the application that runs on it.
+
+    Make one with :meth:`create` (the recorder's side) or :meth:`open`.
+    Before an application attaches and after it ends, its power source gives
+    no logs: :attr:`state` says which (``"waiting"``, ``"attached"``,
+    ``"detached"``). No idle power is made up for those spans, so every log
+    recorded is one the application's device produced.
+    """
+
+    def __init__(self, device: _core.SharedSimDevice, sensor: Optional[SensorModel] = None) -> None:
+        if not isinstance(device, _core.SharedSimDevice):
+            raise ValueError(f"device={device!r}: must be a _core.SharedSimDevice; use SharedSimGPU.create or .open")
+        self._dev = device
+        self._sensor = sensor if sensor is not None else sensor_of_params(dict(device.params))
+
+    @classmethod
+    def create(cls, path: Union[str, os.PathLike[str]], *, seed: int = 0, sensor: SensorModel | str | None = None,
+               capacity: Optional[int] = None, **params: float) -> SharedSimGPU:
+        """Create the shared device file at ``path`` (the parent's side; never over an existing file).
+
+        Parameters
+        ----------
+        path : str or path-like
+            The file to create; its folder must exist. The application
+            writes its truth beside it (``PATH.truth/``).
+        seed : int
+            Seed of every random stream of the device.
+        sensor : SensorModel or str, optional
+            The power sensor the logger simulates, as for
+            :class:`~fingrav_native.sim.SimGPU`.
+        capacity : int, optional
+            Logs the ring holds (a power of two in [16, 2^24]; default
+            16384, 16 s of 1 ms logs): a reader may fall that far behind.
+        **params : float
+            Any simulator parameter (:func:`~fingrav_native.sim.parameters`).
+
+        Raises
+        ------
+        ValueError
+            Naming the argument: an existing path, an unknown or invalid
+            parameter, a bad capacity.
+        OSError
+            The file cannot be created.
+        """
+        if not isinstance(path, (str, os.PathLike)):
+            raise ValueError(f"path={path!r}: must be a file path")
+        target = os.fspath(path)
+        if os.path.lexists(target):
+            raise ValueError(f"path={target!r}: exists; a shared device file is never written over "
+                             "(remove it or choose another path)")
+        folder = os.path.dirname(os.path.abspath(target))
+        if not os.path.isdir(folder):
+            raise ValueError(f"path={target!r}: its folder {folder!r} does not exist")
+        seed = integer_in(seed, "seed", 0)
+        merged = device_params(seed, sensor, params)
+        cap = _core.SHARED_SIM_DEFAULT_CAPACITY if capacity is None else integer_in(capacity, "capacity", 16, 1 << 24)
+        if cap & (cap - 1):
+            raise ValueError(f"capacity={capacity!r}: must be a power of two in [16, 2^24]")
+        try:
+            dev = _core.SharedSimDevice.create(target, merged, capacity=cap)
+        except RuntimeError as exc:
+            raise OSError(str(exc)) from exc
+        return cls(dev, as_sensor(sensor))
+
+    @classmethod
+    def open(cls, path: Union[str, os.PathLike[str]]) -> SharedSimGPU:
+        """Open an existing shared device file (made by :meth:`create`).
+
+        Raises ValueError naming the path when it is missing or not a shared device file.
+        """
+        if not isinstance(path, (str, os.PathLike)):
+            raise ValueError(f"path={path!r}: must be a file path")
+        target = os.fspath(path)
+        if not os.path.isfile(target):
+            raise ValueError(f"path={target!r}: no such file")
+        try:
+            return cls(_core.SharedSimDevice.open(target))
+        except RuntimeError as exc:
+            raise ValueError(f"path={target!r}: {exc}") from exc
+
+    # ------------------------------------------------------------------ state
+    @property
+    def device(self) -> _core.SharedSimDevice:
+        """The underlying C++ object (for tool builders)."""
+        return self._dev
+
+    @property
+    def path(self) -> str:
+        """The shared device file."""
+        return str(self._dev.path)
+
+    @property
+    def params(self) -> dict[str, float]:
+        """Every parameter's value on this device."""
+        return dict(self._dev.params)
+
+    @property
+    def sensor(self) -> SensorModel:
+        """The sensor the logger simulates."""
+        return self._sensor
+
+    @property
+    def state(self) -> str:
+        """Whether an application runs on the device.
+
+        ``"waiting"`` (none yet), ``"attached"`` (one runs), ``"detached"``
+        (it ended and wrote its truth), or ``"lost"`` (its process is gone
+        without detaching: killed, so no more logs will come and no truth
+        was written).
+        """
+        state = str(self._dev.state)
+        if state == "attached" and not _alive(int(self._dev.producer_pid)):
+            return "lost"
+        return state
+
+    @property
+    def published(self) -> int:
+        """Logs the application has published into the ring."""
+        return int(self._dev.published)
+
+    def env(self) -> dict[str, str]:
+        """The environment the application needs to find this device: ``{"FINGRAV_SIM_DEVICE": path}``."""
+        return {DEVICE_ENV: os.path.abspath(self.path)}
+
+    # ------------------------------------------------------------------ live
+    def power_source(self, depth: int = 64) -> _core.SharedSimPowerSource:
+        """The logger as a PowerSource for a live Sampler or PowerRecorder.
+
+        The same source info (name, clock domain, tick, period) as
+        :meth:`SimGPU.power_source <fingrav_native.sim.SimGPU.power_source>`;
+        ``depth`` logs at most per poll (default 64: a sampler stalled for up
+        to 64 logger periods, as a busy host stalls it, loses no log; a longer
+        stall is counted in the sampler's ``source_missed``).
+        """
+        return _core.SharedSimPowerSource(self._dev, depth=integer_in(depth, "depth", 1, 128))
+
+    def timestamp_source(self) -> _core.SharedSimTimestampSource:
+        """The device clock as a TimestampSource: the application's clock model, each read costing the simulated round trip."""
+        return _core.SharedSimTimestampSource(self._dev)
+
+    # ------------------------------------------------------------------ truth
+    @property
+    def truth_path(self) -> str:
+        """Where the application writes its truth: ``PATH.truth/``."""
+        return self.path + ".truth"
+
+    def truth(self) -> SharedSimTruth:
+        """What the application did, from the truth it wrote at exit (see :class:`SharedSimTruth`).
+
+        Raises
+        ------
+        FileNotFoundError
+            No truth yet: the application has not ended, was killed before
+            it could write it, or never ran (:attr:`state` says which).
+        """
+        folder = self.truth_path
+        if not os.path.isdir(folder):
+            raise FileNotFoundError(f"{folder}: no truth from the simulated application (its state is "
+                                    f"{self.state!r}: it writes the truth when it ends, also on SIGTERM/SIGINT, "
+                                    "not when killed)")
+        with open(os.path.join(folder, "meta.json"), encoding="utf-8") as f:
+            meta = json.load(f)
+        if meta.get("format") != "fingrav-sim-truth" or meta.get("version") != 1:
+            raise ValueError(f"{folder}: not a simulated application's truth (format "
+                             f"{meta.get('format')!r} version {meta.get('version')!r})")
+        load = {name: np.load(os.path.join(folder, name + ".npy"), allow_pickle=False)
+                for name in ("executions", "kernels", "energy")}
+        return SharedSimTruth(load["executions"], load["kernels"], load["energy"], meta)
