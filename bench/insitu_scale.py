@@ -351,7 +351,9 @@ def real_mix(kernels: int, folder: str, rounds: int) -> dict[str, Any]:
         row[cond] = {"profile_over_read": statistics.median(g["profile_s"] / g["read_s"] for g in rs),
                      "profile_over_read_cpu": statistics.median(g["profile_cpu_s"] / g["read_cpu_s"] for g in rs),
                      "profile_s": statistics.median(g["profile_s"] for g in rs),
-                     "read_s": statistics.median(g["read_s"] for g in rs)}
+                     "read_s": statistics.median(g["read_s"] for g in rs),
+                     "profile_cpu_s": statistics.median(g["profile_cpu_s"] for g in rs),
+                     "read_cpu_s": statistics.median(g["read_cpu_s"] for g in rs)}
     row["default_over_one_thread"] = row["default"]["profile_s"] / row["one_thread"]["profile_s"]
     row["target_met"] = row["default"]["profile_over_read"] <= 1.0
     row["runs"] = runs
@@ -596,6 +598,7 @@ def _real_mix_main(kernels: int, args: argparse.Namespace) -> None:
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     out = {"meta": {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "cpus": os.cpu_count(),
+                    "requested": kernels, "rounds": args.rounds,
                     "python": platform.python_version(), "load_average_at_start": load0,
                     "load_average_at_end": os.getloadavg(), "wall_s": time.perf_counter() - t0}, "row": row}
     d, o = row["default"], row["one_thread"]
@@ -616,20 +619,31 @@ def _real_mix_main(kernels: int, args: argparse.Namespace) -> None:
 def _real_mix_section(out: dict[str, Any]) -> str:
     row, m = out["row"], out["meta"]
     lines = ["## In-situ scale: a real kernel mix", "",
-             f"`python bench/insitu_scale.py --real-mix {row['kernels']:.0e}` ({m['date']}, {m['cpus']} cores shared "
+             f"`python bench/insitu_scale.py --real-mix {_kernels_arg(m.get('requested', row['kernels']))}` "
+             f"({m['date']}, {m['cpus']} cores shared "
              f"with other work, load average {m['load_average_at_start'][0]:.1f} at the start and "
              f"{m['load_average_at_end'][0]:.1f} at the end): the real V100 resnet50 trace's iteration repeated "
              f"{row['copies']} times ({row['kernels']:,} kernels, 208 signatures, {row['bytes'] / 2**30:.2f} GiB), "
              "instantaneous 1 ms logs; read and `profile_trace` with default options in one fresh process per call "
              "while one busy process per core runs, alternating the default environment with one BLAS thread "
-             "forced. Target: profile_trace <= the read in the default environment.", "",
-             "| environment | read s | profile_trace s | profile / read (wall; median of rounds) | profile / read (CPU) |",
+             f"forced, {m.get('rounds', 2)} rounds (medians). Target: profile_trace <= the read in the default "
+             "environment. Wall seconds are stretched by the machine's load (others' work and the busy processes; "
+             "the read also waits for the disk: the file does not stay in the page cache), CPU seconds are not.", "",
+             "| environment | read s (CPU s) | profile_trace s (CPU s) | profile / read (wall; median of rounds) | "
+             "profile / read (CPU) |",
              "| --- | --- | --- | --- | --- |"]
     for cond in ("default", "one_thread"):
         r = row[cond]
-        lines.append(f"| {cond.replace('_', ' ')} | {r['read_s']:.1f} | {r['profile_s']:.1f} | "
+        lines.append(f"| {cond.replace('_', ' ')} | {r['read_s']:.1f} ({r.get('read_cpu_s', math.nan):.1f}) | "
+                     f"{r['profile_s']:.1f} ({r.get('profile_cpu_s', math.nan):.1f}) | "
                      f"**{r['profile_over_read']:.2f}x** | {r['profile_over_read_cpu']:.2f}x |")
     return "\n".join(lines + ["", f"Default / forced one thread: {row['default_over_one_thread']:.2f}x.", ""])
+
+
+def _kernels_arg(k: int) -> str:
+    """A kernel count as the command line gives it (1e6 for a power of ten)."""
+    e = round(math.log10(k)) if k > 0 else 0
+    return f"1e{e}" if 10 ** e == k else str(k)
 
 
 def _write_readme(out: dict[str, Any]) -> None:
