@@ -169,7 +169,7 @@ def test_every_real_trace_profiles_with_default_options(name: str, tmp_path) -> 
 def test_silently_wrong_the_kernel_span_energy_accounts_for_the_execution_outside_the_concurrent_spans() -> None:
     # rocprofv3's sample: 6 of its 7 executions overlap on several streams, the 7th runs alone and its signature
     # runs fewer than min_executions times. The energy over the kernel span (its interval holding the closed-form
-    # truth) holds all seven jointly, so all are accounted for; "6 of 7 (86 %)" counted the seventh as lost.
+    # truth) holds all seven jointly, so all seven are accounted for, not only the six in the concurrent span.
     kt = _trace("rocprofv3/kernel_trace.csv")
     tp = _profiled("rocprofv3/kernel_trace.csv")
     span, c = tp.span, tp.concurrency
