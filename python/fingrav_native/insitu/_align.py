@@ -215,9 +215,9 @@ class _Design:
         # eigendecompositions), kept where the same logs are fitted again with other power (the offset measured
         # a second time with a communication level taken off): keyed by the logs' times, the shifts and the lag.
         self.keep_fits = False
-        self._fits: dict[tuple[bytes, bool, tuple[float, ...], float], Any] = {}
+        self._fits: dict[tuple[Any, ...], Any] = {}
 
-    def _kept_fit(self, key: tuple[bytes, bool, tuple[float, ...], float], make: Callable[[], Any]) -> Any:
+    def _kept_fit(self, key: tuple[Any, ...], make: Callable[[], Any]) -> Any:
         """``make()``, once per key while fits are kept (:attr:`keep_fits`)."""
         if not self.keep_fits:
             return make()
@@ -263,7 +263,7 @@ class _Design:
         return self._totals[tau]
 
     def lagged(self, at: _Located, y: np.ndarray, tau: float, blocks: int,
-               key: Optional[tuple[bytes, bool, tuple[float, ...]]] = None) -> np.ndarray:
+               key: Optional[tuple[Any, ...]] = None) -> np.ndarray:
         """Residual sums of squares, one per block of ``len(y)`` logs, of each quarter's indicator through a lag
         (``key``: the logs' times and shifts, under which the power-free part is kept, :attr:`keep_fits`)."""
         def make() -> tuple[np.ndarray, _Factors]:
@@ -295,9 +295,10 @@ class _Design:
         since = np.minimum((at.u[:, None] - 0.25 * at.d[:, None] * np.arange(4)[None, :]) / tau, 600.0)
         done = np.maximum(since - 0.25 * at.d[:, None] / tau, 0.0)
         part = np.where(since > 0, np.exp(-done) - np.exp(-np.maximum(since, 0.0)), 0.0)  # masked: no overflow
-        mine = at.j >= 0
-        X[np.flatnonzero(mine)[:, None], at.col[mine, None] + np.arange(4)[None, :]] += part[mine]
-        X[X < 1e-100] = 0.0
+        # Flat indices into X (one index array, not two broadcast ones: the same sums, half the time).
+        mine = np.flatnonzero(at.j >= 0)
+        X.reshape(-1)[(mine * self.p + at.col[mine])[:, None] + np.arange(4)[None, :]] += part[mine]
+        np.putmask(X, X < 1e-100, 0.0)
         return X
 
     def phase(self, at: _Located) -> np.ndarray:
@@ -327,7 +328,7 @@ class _Design:
         return _Segments(k0, i, nxt, _Located(*(f[k0 * n + i] for f in at)), ph[k0, i])
 
     def lagged_run(self, segs: _Segments, y: np.ndarray, ds: np.ndarray, tau: float,
-                   key: Optional[tuple[bytes, bool, tuple[float, ...]]] = None) -> np.ndarray:
+                   key: Optional[tuple[Any, ...]] = None) -> np.ndarray:
         """Residual sums of squares of the lagged fit at each shift of ``ds`` (sorted, a few steps apart).
 
         ``segs``: the logs' phases over the shifts (:meth:`segments`). Within one
@@ -487,14 +488,15 @@ class _Profile:
         per = max(_BATCH_ROWS // len(t), 1)
         for i in range(0, len(todo), per):
             ds = np.asarray(todo[i:i + per])
-            where = self.design.locate((t[None, :] + ds[:, None]).ravel())
+            key = (self.times[full], full, tuple(ds.tolist()))
+            where = self.design._kept_fit((*key, "located"),
+                                          lambda: self.design.locate((t[None, :] + ds[:, None]).ravel()))
             out = np.full((len(ds), len(self.taus)), np.nan)
             for k, tau in enumerate(self.taus):
                 if tau == 0:
                     out[:, k] = self.design.anova(where, y, len(ds))
                 elif lagged:
-                    out[:, k] = self.design.lagged(where, y, float(tau), len(ds),
-                                                   (self.times[full], full, tuple(ds.tolist())))
+                    out[:, k] = self.design.lagged(where, y, float(tau), len(ds), key)
             for d, row in zip(ds, out):
                 self.cache[(full, float(d))] = row
 
@@ -511,16 +513,20 @@ class _Profile:
                 if len(part) < 2:
                     alone.extend(part.tolist())
                     continue
-                where = self.design.locate((t[None, :] + part[:, None]).ravel())
+                key = (self.times[full], full, tuple(part.tolist()))
+                where, segs = self.design._kept_fit((*key, "segments"), lambda: self._segments(t, part))
                 out = np.full((len(part), len(self.taus)), np.nan)
-                segs = self.design.segments(where, len(part), len(y))
                 for k, tau in enumerate(self.taus):
                     out[:, k] = (self.design.anova(where, y, len(part)) if tau == 0 else
-                                 self.design.lagged_run(segs, y, part, float(tau),
-                                                        (self.times[full], full, tuple(part.tolist()))))
+                                 self.design.lagged_run(segs, y, part, float(tau), key))
                 for d, row in zip(part.tolist(), out):
                     self.cache[(full, d)] = row
         return alone
+
+    def _segments(self, t: np.ndarray, part: np.ndarray) -> tuple[_Located, _Segments]:
+        """Where the logs ``t`` fall at each shift of ``part``, and their phases over the run."""
+        where = self.design.locate((t[None, :] + part[:, None]).ravel())
+        return where, self.design.segments(where, len(part), len(t))
 
     def shifted(self, delta: float, full: bool = True) -> np.ndarray:
         """Per lag, the residual with the logs shifted by ``delta``."""
