@@ -291,21 +291,23 @@ def main() -> None:
 
 def _table(summary: dict[str, Any]) -> list[str]:
     lines = ["| trace | executions | parse s (quiet / loaded) | profile_trace s (quiet / loaded) | profile / parse "
-             "(quiet / loaded) | limit s (quiet / loaded) | within | executions used |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+             "(quiet / loaded) | limit s (quiet / loaded) | within | executions used | load average (quiet / loaded) |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for name, r in summary.items():
         q, b, s = r["quiet"], r["loaded"], r["share"]
         ok = "yes" if q["within"] and b["within"] else "**no**"
         lines.append(f"| {name.split('/')[0]}/{name.split('/')[1][:40]} | {s['executions']:,} | {q['parse_s']:.3f} / "
                      f"{b['parse_s']:.3f} | {q['profile_s']:.2f} / {b['profile_s']:.2f} | {q['ratio']:.1f}x / "
                      f"{b['ratio']:.1f}x | {q['limit_s']:.1f} / {b['limit_s']:.1f} | {ok} | {s['used']} "
-                     f"({100 * s['share']:.0f} %) |")
+                     f"({100 * s['share']:.0f} %) | {q['load']:.1f} / {b['load']:.1f} |")
     return lines
 
 
 def report(summary: dict[str, Any]) -> str:
     """The table and, per trace below 90 % of executions used, why."""
     lines = _table(summary)
+    if any(r["share"]["why_below_target"] for r in summary.values()):
+        lines.append("")
     for name, r in summary.items():
         if r["share"]["why_below_target"]:
             lines.append(f"- {name}: {r['share']['used']} of {r['share']['executions']} executions used: "
