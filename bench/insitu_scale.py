@@ -33,6 +33,18 @@ memory there and is skipped, with the reason).
 Run:  python bench/insitu_scale.py            (10^4 .. 10^7; about an hour on 2 cores, ~25 GB of /tmp)
       python bench/insitu_scale.py --sizes 1e6 --layers 60   (a mix of 300 signatures: per-signature costs show)
       python bench/insitu_scale.py --quick    (10^4 and 10^5; under a minute; writes nothing unless --json)
+      python bench/insitu_scale.py --real-mix 1e6   (a real kernel mix: the V100 resnet50 trace's iteration
+                                                   repeated, 208 signatures; beside one busy process per core)
+
+``--real-mix N`` writes a trace of N kernels by repeating the one ProfilerStep of the real V100 resnet50 trace
+(``$FINGRAV_REAL_DATA/traces/kineto/resnet50_...ProfilerStep6``: 1,455 kernels of 208 signatures, every event
+kept, its times, ids and step number shifted per copy), with the instantaneous 1 ms logs of
+``tests/sim_captures.py``'s ``synthetic_logs`` (made after the read, untimed). While one busy process per core
+runs (``bench/busy_host_bench.py``'s loop), it times the read and ``profile_trace`` with default options in
+one fresh process per call, alternating the default environment (no ``OPENBLAS_NUM_THREADS`` or its kin: the
+package's thread policy decides) with one BLAS thread forced (``OPENBLAS_NUM_THREADS=1``). Target:
+profile_trace <= the read, in the default environment. Writes bench/results/insitu_scale_real_mix.json and the
+"## In-situ scale: a real kernel mix" section of bench/results/README.md (with --json: only that file).
 Full runs write bench/results/insitu_scale.json and the "## In-situ scale" section of bench/results/README.md.
 """
 
@@ -43,8 +55,10 @@ import json
 import math
 import os
 import platform
+import re
 import resource
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -229,6 +243,123 @@ def write_trace(path: str, kernels: int, seed: int = 0, layers: int = LAYERS) ->
             "logs": len(logs)}
 
 
+# The real V100 training trace whose one iteration --real-mix repeats (tests/real_data.py's folder).
+REAL_MIX_TRACE = "traces/kineto/resnet50_worker0.1623143089861.ProfilerStep6.pt.trace.json.gz"
+# Per event, the fields a copy shifts: times by the iteration's period, ids by a stride past every id of the file.
+_TIME_FIELDS = ("ts",)
+_TIME_ARGS = ("external ts",)
+_ID_ARGS = ("correlation", "External id", "external id")
+_MARK = re.compile(r'"@@(\d+)@@"')
+
+
+def write_real_mix(path: str, kernels: int) -> dict[str, Any]:
+    """Stream a Kineto trace of ``kernels`` kernels made of copies of the real resnet50 trace's iteration.
+
+    Every event of the iteration is kept as recorded; per copy its ``ts`` (and ``external ts``) move by the
+    iteration's length plus 1 ms, its correlation and external ids and flow ids by a stride past the file's
+    largest, and ``ProfilerStep#6`` becomes ``ProfilerStep#(6 + copy)``. The document is serialised once with
+    a marker per shifted value, and each copy joins the pieces with its values.
+    """
+    import gzip
+
+    sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests"))
+    from real_data import path as real_path
+
+    with gzip.open(real_path(REAL_MIX_TRACE), "rb") as f:
+        doc = json.loads(f.read())
+    meta = [e for e in doc["traceEvents"] if e.get("ph") == "M"]
+    events = [e for e in doc["traceEvents"] if e.get("ph") != "M"]
+    step = next(e for e in events if str(e.get("name", "")).startswith("ProfilerStep#"))
+    per_copy = sum(1 for e in events if e.get("ph") == "X" and e.get("cat") == "Kernel")
+    period_us = int(step["dur"]) + 1000
+    values: list[tuple[str, int]] = []  # (kind, recorded value): "t" time, "i" id, "s" step number
+
+    def mark(kind: str, v: Any) -> str:
+        values.append((kind, int(v)))
+        return f"@@{len(values) - 1}@@"
+
+    ids = [int(e["id"]) for e in events if "id" in e]
+    ids += [int(a[k]) for e in events for a in [e.get("args", {})] for k in _ID_ARGS if isinstance(a.get(k), int)]
+    stride = 10 ** len(str(max(ids) + 1))
+    for e in events:
+        for k in _TIME_FIELDS:
+            if isinstance(e.get(k), int):
+                e[k] = mark("t", e[k])
+        if isinstance(e.get("id"), int):
+            e["id"] = mark("i", e["id"])
+        a = e.get("args", {})
+        for k in _TIME_ARGS:
+            if isinstance(a.get(k), int):
+                a[k] = mark("t", a[k])
+        for k in _ID_ARGS:
+            if isinstance(a.get(k), int):
+                a[k] = mark("i", a[k])
+        if e is step:
+            e["name"] = mark("s", str(e["name"]).split("#")[1])
+    pieces = _MARK.split(json.dumps(events, separators=(",", ":"))[1:-1])
+    text, idx = pieces[0::2], [int(i) for i in pieces[1::2]]
+    kind = np.array([values[i][0] for i in idx])
+    base = np.array([values[i][1] for i in idx], dtype=np.int64)
+    head = {k: v for k, v in doc.items() if k != "traceEvents"}
+    copies = -(-kernels // per_copy)
+    t0 = time.perf_counter()
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(json.dumps(head)[:-1] + ', "traceEvents": [' + json.dumps(meta)[1:-1])
+        for c in range(copies):
+            v = base + np.where(kind == "t", c * period_us, np.where(kind == "i", c * stride, c))
+            shown = [f'"ProfilerStep#{x}"' if k == "s" else str(x) for k, x in zip(kind.tolist(), v.tolist())]
+            parts = [","]
+            for a, b in zip(text, shown):
+                parts += (a, b)
+            parts.append(text[-1])
+            f.write("".join(parts))
+        f.write("]}\n")
+    return {"kernels": copies * per_copy, "copies": copies, "kernels_per_copy": per_copy,
+            "signatures_in_trace": None, "bytes": os.path.getsize(path), "write_s": time.perf_counter() - t0,
+            "source": REAL_MIX_TRACE}
+
+
+def real_mix(kernels: int, folder: str, rounds: int) -> dict[str, Any]:
+    """Read and profile_trace of the repeated real trace, beside one busy process per core: the default
+    environment and one BLAS thread forced, alternating."""
+    sys.path.insert(0, HERE)
+    from busy_host_bench import THREAD_VARS, _busy, _stop
+
+    path = os.path.join(folder, f"real_mix_{kernels}.json")
+    row: dict[str, Any] = measure(f"real-mix={kernels}", path)
+    default = {k: v for k, v in os.environ.items() if k not in THREAD_VARS}
+    envs = {"default": default, "one_thread": dict(default, OPENBLAS_NUM_THREADS="1")}
+    runs: dict[str, list[dict[str, Any]]] = {c: [] for c in envs}
+    try:
+        for r in range(rounds):
+            for cond in (("default", "one_thread") if r % 2 == 0 else ("one_thread", "default")):
+                load = _busy(True)
+                try:
+                    time.sleep(0.5)
+                    got = measure("profile-real", path, envs[cond])
+                finally:
+                    _stop(load)
+                got["load_after"] = os.getloadavg()[0]
+                runs[cond].append(got)
+                print(f"  round {r + 1} {cond:10s}: read {got['read_s']:.1f} s ({got['read_cpu_s']:.1f} CPU), "
+                      f"profile_trace {got['profile_s']:.1f} s ({got['profile_cpu_s']:.1f} CPU): "
+                      f"{got['profile_s'] / got['read_s']:.2f}x the read; BLAS threads {got['blas_threads']}, load "
+                      f"{got['load_before']:.1f} -> {got['load_after']:.1f}", flush=True)
+    finally:
+        os.remove(path)
+    for cond, rs in runs.items():
+        row[cond] = {"profile_over_read": statistics.median(g["profile_s"] / g["read_s"] for g in rs),
+                     "profile_over_read_cpu": statistics.median(g["profile_cpu_s"] / g["read_cpu_s"] for g in rs),
+                     "profile_s": statistics.median(g["profile_s"] for g in rs),
+                     "read_s": statistics.median(g["read_s"] for g in rs),
+                     "profile_cpu_s": statistics.median(g["profile_cpu_s"] for g in rs),
+                     "read_cpu_s": statistics.median(g["read_cpu_s"] for g in rs)}
+    row["default_over_one_thread"] = row["default"]["profile_s"] / row["one_thread"]["profile_s"]
+    row["target_met"] = row["default"]["profile_over_read"] <= 1.0
+    row["runs"] = runs
+    return row
+
+
 # --------------------------------------------------------------------------- measurements (one per process)
 
 
@@ -270,6 +401,8 @@ def child(kind: str, path: str) -> dict[str, Any]:
     if kind.startswith("generate="):
         kernels, _, layers = kind.split("=", 1)[1].partition(":")
         return write_trace(path, int(kernels), layers=int(layers or LAYERS))
+    if kind.startswith("real-mix="):
+        return write_real_mix(path, int(kind.split("=", 1)[1]))
     rss0 = _peak_bytes()
     out: dict[str, Any] = {"kind": kind}
     if kind == "baseline":
@@ -293,10 +426,19 @@ def child(kind: str, path: str) -> dict[str, Any]:
         with _Timer() as tm:
             kt = fg.files.read_trace(path)
         out.update(read_s=tm.wall, read_cpu_s=tm.cpu, kernels=len(kt), read_peak_bytes=_peak_bytes())
-        if kind == "profile":
+        if kind in ("profile", "profile-real"):
             from fingrav_native.sim._analytic import EpochIdentity
 
-            logs = np.load(path + ".logs.npy")
+            if kind == "profile-real":
+                sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests"))
+                from fingrav_native import _threads
+                from sim_captures import synthetic_logs
+
+                logs = synthetic_logs(kt, period_ns=1_000_000)
+                out.update(logs=len(logs), blas_threads=sorted(set(_threads.blas_threads().values())),
+                           load_before=os.getloadavg()[0])
+            else:
+                logs = np.load(path + ".logs.npy")
             with _Timer() as tm:
                 tp = fg.profile_trace(kt, logs, EpochIdentity())
             out.update(profile_s=tm.wall, profile_cpu_s=tm.cpu, signatures=len(tp.kernels),
@@ -306,9 +448,9 @@ def child(kind: str, path: str) -> dict[str, Any]:
     return out
 
 
-def measure(kind: str, path: str) -> dict[str, Any]:
-    """Run :func:`child` in a fresh interpreter and return what it printed."""
-    env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
+def measure(kind: str, path: str, env: dict[str, str] | None = None) -> dict[str, Any]:
+    """Run :func:`child` in a fresh interpreter and return what it printed (one BLAS thread unless ``env``)."""
+    env = env if env is not None else dict(os.environ, OPENBLAS_NUM_THREADS="1")
     r = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", kind, path], env=env,
                        capture_output=True, text=True)
     if r.returncode != 0:
@@ -393,6 +535,9 @@ def main() -> None:
     ap.add_argument("--layers", type=int, default=LAYERS,
                     help=f"layers of the loop, five signatures each (default {LAYERS}: 40 signatures; 60 gives a "
                     "mix of 300, as a real model's trace has hundreds); not the default: writes nothing unless --json")
+    ap.add_argument("--real-mix", type=float, metavar="N", help="N kernels of the real resnet50 trace's iteration "
+                    "repeated, profiled beside busy processes in the default environment and with one BLAS thread")
+    ap.add_argument("--rounds", type=int, default=2, help="--real-mix: rounds of both environments (medians)")
     ap.add_argument("--json", help="write the results here")
     ap.add_argument("--readme-from", metavar="JSON", help="rewrite the README section from a saved run")
     ap.add_argument("--child", nargs=2, metavar=("KIND", "TRACE"), help=argparse.SUPPRESS)
@@ -405,6 +550,9 @@ def main() -> None:
             _write_readme(json.load(f))
         return
     t0 = time.perf_counter()
+    if args.real_mix:
+        _real_mix_main(int(args.real_mix), args)
+        return
     sizes = [int(s) for s in args.sizes] if args.sizes else list(SIZES[args.quick])
     folder = tempfile.mkdtemp(prefix="insitu_scale_", dir=args.dir)
     rows = []
@@ -440,6 +588,62 @@ def main() -> None:
             json.dump(out, f, indent=1)
         _write_readme(out)
     print(f"done in {time.perf_counter() - t0:.0f} s")
+
+
+def _real_mix_main(kernels: int, args: argparse.Namespace) -> None:
+    t0, load0 = time.perf_counter(), os.getloadavg()
+    folder = tempfile.mkdtemp(prefix="insitu_scale_", dir=args.dir)
+    try:
+        row = real_mix(kernels, folder, args.rounds)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    out = {"meta": {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "cpus": os.cpu_count(),
+                    "requested": kernels, "rounds": args.rounds,
+                    "python": platform.python_version(), "load_average_at_start": load0,
+                    "load_average_at_end": os.getloadavg(), "wall_s": time.perf_counter() - t0}, "row": row}
+    d, o = row["default"], row["one_thread"]
+    print(f"{row['kernels']} kernels ({row['bytes'] / 2**30:.2f} GiB): profile_trace / read {d['profile_over_read']:.2f}x "
+          f"in the default environment, {o['profile_over_read']:.2f}x with one BLAS thread forced (medians); "
+          f"default / forced {row['default_over_one_thread']:.2f}x; target <= 1: "
+          f"{'met' if row['target_met'] else 'MISSED'}")
+    path = args.json or os.path.join(RESULTS, "insitu_scale_real_mix.json")
+    with open(path, "w") as f:
+        json.dump(out, f, indent=1)
+        f.write("\n")
+    if not args.json:
+        from results_readme import write_section
+
+        write_section("## In-situ scale: a real kernel mix", _real_mix_section(out))
+
+
+def _real_mix_section(out: dict[str, Any]) -> str:
+    row, m = out["row"], out["meta"]
+    lines = ["## In-situ scale: a real kernel mix", "",
+             f"`python bench/insitu_scale.py --real-mix {_kernels_arg(m.get('requested', row['kernels']))}` "
+             f"({m['date']}, {m['cpus']} cores shared "
+             f"with other work, load average {m['load_average_at_start'][0]:.1f} at the start and "
+             f"{m['load_average_at_end'][0]:.1f} at the end): the real V100 resnet50 trace's iteration repeated "
+             f"{row['copies']} times ({row['kernels']:,} kernels, 208 signatures, {row['bytes'] / 2**30:.2f} GiB), "
+             "instantaneous 1 ms logs; read and `profile_trace` with default options in one fresh process per call "
+             "while one busy process per core runs, alternating the default environment with one BLAS thread "
+             f"forced, {m.get('rounds', 2)} rounds (medians). Target: profile_trace <= the read in the default "
+             "environment. Wall seconds are stretched by the machine's load (others' work and the busy processes; "
+             "the read also waits for the disk: the file does not stay in the page cache), CPU seconds are not.", "",
+             "| environment | read s (CPU s) | profile_trace s (CPU s) | profile / read (wall; median of rounds) | "
+             "profile / read (CPU) |",
+             "| --- | --- | --- | --- | --- |"]
+    for cond in ("default", "one_thread"):
+        r = row[cond]
+        lines.append(f"| {cond.replace('_', ' ')} | {r['read_s']:.1f} ({r.get('read_cpu_s', math.nan):.1f}) | "
+                     f"{r['profile_s']:.1f} ({r.get('profile_cpu_s', math.nan):.1f}) | "
+                     f"**{r['profile_over_read']:.2f}x** | {r['profile_over_read_cpu']:.2f}x |")
+    return "\n".join(lines + ["", f"Default / forced one thread: {row['default_over_one_thread']:.2f}x.", ""])
+
+
+def _kernels_arg(k: int) -> str:
+    """A kernel count as the command line gives it (1e6 for a power of ten)."""
+    e = round(math.log10(k)) if k > 0 else 0
+    return f"1e{e}" if 10 ** e == k else str(k)
 
 
 def _write_readme(out: dict[str, Any]) -> None:

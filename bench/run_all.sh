@@ -11,6 +11,9 @@
 #              (e.g. RING_ARGS="--reps 5" SAMPLER_ARGS="--seconds 2 --reps 1" for a smoke run)
 #   MULTIGPU_ARGS  extra arguments for multigpu_bench.py (e.g. "--quick" for a smoke run,
 #              which writes nothing); it writes multigpu.json, multigpu.png and its README section
+#   REALTRACE_ARGS  extra arguments for realtrace_speed.py (e.g. "--quick"); it needs the real traces
+#              ($FINGRAV_REAL_DATA, tests/real_data.py; skipped without them) and writes realtrace_speed.json
+#              and its README section
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -54,3 +57,7 @@ echo "== wrote $results/ring.json, $results/sampler.json, $results/README.md"
 echo "== many GPUs: merge and stitch cost against ranks, alignment error"
 # shellcheck disable=SC2086
 "$venv/bin/python" "$root/bench/multigpu_bench.py" ${MULTIGPU_ARGS:-}
+
+echo "== real traces: profile_trace against a plain parse, quiet and beside busy processes"
+# shellcheck disable=SC2086
+"$venv/bin/python" "$root/bench/realtrace_speed.py" ${REALTRACE_ARGS:-}

@@ -218,3 +218,29 @@ def test_silently_wrong_constant_logs_leave_the_offset_undetermined() -> None:
     a = align_logs_to_trace(t, np.full(len(t), 90.0), starts, starts + 2_000_000, np.zeros(40, dtype=np.int64))
     assert not a.explained
     assert a.low_ns <= -a.search_ns and a.high_ns >= a.search_ns
+
+
+def test_slow_the_offset_measured_again_beside_communication_builds_the_regressors_once(monkeypatch) -> None:
+    # Beside communication the offset is measured twice on the same logs (with its level left in, then taken
+    # off): the second measurement rebuilt every regressor, Gram matrix and eigendecomposition of the first,
+    # which depend on the logs' times and not on their power (half of profile_trace on a real NCCL trace).
+    from fingrav_native.insitu import _align
+    from fingrav_native.insitu._overlap import running
+
+    built = [0]
+    plain = _align._Design.rows
+
+    def counted(self, at, *args):  # type: ignore[no-untyped-def]
+        built[0] += len(at.t)
+        return plain(self, at, *args)
+
+    monkeypatch.setattr(_align._Design, "rows", counted)
+    t, y, s, e, sig = _four_signatures()
+    # An all-reduce of 60 W on its own stream beside every 25th kernel (closed form, at the logs' true times).
+    o_s = s[::25] + 0.25 * (e[::25] - s[::25])
+    o_e = o_s + 40_000.0
+    y_comm = y + 60.0 * running(t - 17_300.0, o_s, o_e)
+    al = align_logs_to_trace(t, y_comm, s, e, sig, overlay_ns=(o_s, o_e))
+    assert not al.at_edge and al.low_ns <= -17_300.0 <= al.high_ns and abs(al.offset_ns + 17_300.0) < 500.0
+    # Per lag, what one measurement builds (the bound of the test above): the second adds none.
+    assert built[0] / 4 < 1_000 * 51 + 4 * len(t), built[0] / 4

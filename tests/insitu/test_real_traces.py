@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import importlib.util
+import math
 import os
 
 import numpy as np
@@ -163,6 +164,21 @@ def test_every_real_trace_profiles_with_default_options(name: str, tmp_path) -> 
     assert f"{span.duration_ns / 1e6:.3f} ms of kernels on this device: {1e3 * span.energy_j:.3f} +-" in text
     # Saved and loaded whole, as every result is.
     assert load_profile(save_profile(tp, tmp_path / "small.fgprof")).span == span
+
+
+def test_silently_wrong_the_kernel_span_energy_accounts_for_the_execution_outside_the_concurrent_spans() -> None:
+    # rocprofv3's sample: 6 of its 7 executions overlap on several streams, the 7th runs alone and its signature
+    # runs fewer than min_executions times. The energy over the kernel span (its interval holding the closed-form
+    # truth) holds all seven jointly, so all seven are accounted for, not only the six in the concurrent span.
+    kt = _trace("rocprofv3/kernel_trace.csv")
+    tp = _profiled("rocprofv3/kernel_trace.csv")
+    span, c = tp.span, tp.concurrency
+    assert span is not None and c is not None and math.isfinite(span.energy_half_width_j)
+    assert abs(span.energy_j - _true_span_energy(kt)) <= span.energy_half_width_j
+    assert c.used == c.device_executions == len(kt.executions) == 7
+    text = str(tp).replace("\n    ", " ")
+    assert "7 of 7 executions of the device (100 %) accounted for" in text
+    assert "in the energy over the trace's kernel span" in text
 
 
 def test_a_span_no_log_measures_inside_says_so() -> None:

@@ -45,9 +45,10 @@ logs times the shifts.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import math
 from dataclasses import dataclass
-from typing import NamedTuple, Optional, Sequence
+from typing import Any, Callable, NamedTuple, Optional, Sequence
 
 import numpy as np
 import numpy.typing as npt
@@ -210,6 +211,19 @@ class _Design:
         seen -= group[:, None] == np.arange(n_groups)[None, :]
         self.before = np.where(seen > 0, seen - 1 + first_row[None, :], 0)
         self._totals: dict[float, tuple[np.ndarray, np.ndarray]] = {}
+        # What a set of shifts' lagged fits share whatever the logs' power (their regressors, Gram matrices and
+        # eigendecompositions), kept where the same logs are fitted again with other power (the offset measured
+        # a second time with a communication level taken off): keyed by the logs' times, the shifts and the lag.
+        self.keep_fits = False
+        self._fits: dict[tuple[Any, ...], Any] = {}
+
+    def _kept_fit(self, key: tuple[Any, ...], make: Callable[[], Any]) -> Any:
+        """``make()``, once per key while fits are kept (:attr:`keep_fits`)."""
+        if not self.keep_fits:
+            return make()
+        if key not in self._fits:
+            self._fits[key] = make()
+        return self._fits[key]
 
     def locate(self, t: np.ndarray) -> _Located:
         """Where the logs at times ``t`` (sorted) fall."""
@@ -248,9 +262,16 @@ class _Design:
             self._totals[tau] = (tot[:, 3], share)
         return self._totals[tau]
 
-    def lagged(self, at: _Located, y: np.ndarray, tau: float, blocks: int) -> np.ndarray:
-        """Residual sums of squares, one per block of ``len(y)`` logs, of each quarter's indicator through a lag."""
-        return least_squares_rss(self.rows(at, tau).reshape(blocks, len(y), self.p), y)
+    def lagged(self, at: _Located, y: np.ndarray, tau: float, blocks: int,
+               key: Optional[tuple[Any, ...]] = None) -> np.ndarray:
+        """Residual sums of squares, one per block of ``len(y)`` logs, of each quarter's indicator through a lag
+        (``key``: the logs' times and shifts, under which the power-free part is kept, :attr:`keep_fits`)."""
+        def make() -> tuple[np.ndarray, _Factors]:
+            X = self.rows(at, tau).reshape(blocks, len(y), self.p)
+            return X, _factors(X)
+
+        X, f = make() if key is None else self._kept_fit((*key, tau), make)
+        return least_squares_rss(X, y, f)
 
     def rows(self, at: _Located, tau: float) -> np.ndarray:
         """The regressors of the logs at ``at``: each quarter's indicator convolved with ``exp(-u / tau) / tau``.
@@ -274,9 +295,10 @@ class _Design:
         since = np.minimum((at.u[:, None] - 0.25 * at.d[:, None] * np.arange(4)[None, :]) / tau, 600.0)
         done = np.maximum(since - 0.25 * at.d[:, None] / tau, 0.0)
         part = np.where(since > 0, np.exp(-done) - np.exp(-np.maximum(since, 0.0)), 0.0)  # masked: no overflow
-        mine = at.j >= 0
-        X[np.flatnonzero(mine)[:, None], at.col[mine, None] + np.arange(4)[None, :]] += part[mine]
-        X[X < 1e-100] = 0.0
+        # Flat indices into X (one index array, not two broadcast ones: the same sums, half the time).
+        mine = np.flatnonzero(at.j >= 0)
+        X.reshape(-1)[(mine * self.p + at.col[mine])[:, None] + np.arange(4)[None, :]] += part[mine]
+        np.putmask(X, X < 1e-100, 0.0)
         return X
 
     def phase(self, at: _Located) -> np.ndarray:
@@ -305,7 +327,8 @@ class _Design:
         nxt[order[:-1][same]] = k0[order][1:][same]
         return _Segments(k0, i, nxt, _Located(*(f[k0 * n + i] for f in at)), ph[k0, i])
 
-    def lagged_run(self, segs: _Segments, y: np.ndarray, ds: np.ndarray, tau: float) -> np.ndarray:
+    def lagged_run(self, segs: _Segments, y: np.ndarray, ds: np.ndarray, tau: float,
+                   key: Optional[tuple[Any, ...]] = None) -> np.ndarray:
         """Residual sums of squares of the lagged fit at each shift of ``ds`` (sorted, a few steps apart).
 
         ``segs``: the logs' phases over the shifts (:meth:`segments`). Within one
@@ -314,8 +337,28 @@ class _Design:
         ``a``: its part of the normal equations is ``a^2 V'V + a (V'E + E'V) + E'E``. Each log's stretch in
         one phase (a segment) is built once, added where it begins and taken off where it ends, and the sums
         are accumulated over the shifts: the run costs the logs plus their crossings of a boundary, not the
-        logs times the shifts.
+        logs times the shifts. ``key``: the logs' times and shifts, under which the power-free part (``V``,
+        ``E``, the Gram matrices and their eigendecompositions) is kept (:attr:`keep_fits`).
         """
+        run = (self._run_design(segs, ds, tau) if key is None
+               else self._kept_fit((*key, tau), lambda: self._run_design(segs, ds, tau)))
+        V, E, a, moves, f = run
+        yi = y[segs.i]
+        p, m = self.p, len(ds)
+        sy = np.zeros((m + 1, 2, p))
+        for sign, pieces in moves:
+            for s_, rows in pieces:
+                Vk, Ek, yk = V[rows], E[rows], yi[rows]
+                sy[s_] += sign * np.stack([Vk.T @ yk, Ek.T @ yk])
+        accy = np.cumsum(sy[:m], axis=0)
+        xy = a[:, None] * accy[:, 0] + accy[:, 1]
+        return normal_rss(None, xy, float(y @ y), f)
+
+    def _run_design(self, segs: _Segments, ds: np.ndarray, tau: float
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[tuple[float, list[tuple[int, np.ndarray]]]],
+                               _Factors]:
+        """What :meth:`lagged_run` computes whatever the logs' power: ``V``, ``E``, the shifts' ``a``, where each
+        segment is added and taken off, and the eigendecompositions of the shifts' Gram matrices."""
         k0, i, nxt, sub, phs = segs
         m = len(ds)
         d0 = float(ds[m // 2])
@@ -326,41 +369,62 @@ class _Design:
         going = (phs >= 0) & (phs % 5 < 4)
         E[np.flatnonzero(going), sub.col[going] + phs[going] % 5] = 1.0
         V = (R - E) / a[k0][:, None]
-        yi = y[i]
         p = self.p
         step = np.zeros((m + 1, 3, p, p))
-        sy = np.zeros((m + 1, 2, p))
+        moves: list[tuple[float, list[tuple[int, np.ndarray]]]] = []
         for k, sign in ((k0, 1.0), (nxt, -1.0)):
             order_k = np.argsort(k, kind="stable")
             bounds = np.searchsorted(k[order_k], np.arange(m + 1), side="left")
+            pieces: list[tuple[int, np.ndarray]] = []
             for s_ in range(m):
                 rows = order_k[bounds[s_]:bounds[s_ + 1]]
                 if not len(rows):
                     continue
-                Vk, Ek, yk = V[rows], E[rows], yi[rows]
+                pieces.append((s_, rows))
+                Vk, Ek = V[rows], E[rows]
                 VE = Vk.T @ Ek
                 step[s_] += sign * np.stack([Vk.T @ Vk, VE + VE.T, Ek.T @ Ek])
-                sy[s_] += sign * np.stack([Vk.T @ yk, Ek.T @ yk])
+            moves.append((sign, pieces))
         acc = np.cumsum(step[:m], axis=0)
-        accy = np.cumsum(sy[:m], axis=0)
         gram = (a * a)[:, None, None] * acc[:, 0] + a[:, None, None] * acc[:, 1] + acc[:, 2]
-        xy = a[:, None] * accy[:, 0] + accy[:, 1]
-        return normal_rss(gram, xy, float(y @ y))
+        return V, E, a, moves, _normal_factors(gram)
 
 
-def least_squares_rss(X: np.ndarray, y: np.ndarray) -> np.ndarray:
+class _Factors(NamedTuple):
+    """The power-free part of a batch of least-squares fits: the columns' norms and the scaled Gram matrices'
+    eigendecompositions, with the eigenvalues kept (the rank cut)."""
+
+    norm: np.ndarray
+    w: np.ndarray
+    U: np.ndarray
+    keep: np.ndarray
+
+
+def _factors(X: np.ndarray) -> _Factors:
+    """:func:`least_squares_rss`'s factorisation of ``X`` (blocks x rows x columns), which ``y`` does not enter."""
+    Xt = X.transpose(0, 2, 1)
+    return _normal_factors(Xt @ X, clip=False)
+
+
+def _normal_factors(gram: np.ndarray, clip: bool = True) -> _Factors:
+    """Columns scaled to unit norm, the eigendecomposition, and the eigenvalues above ``1e-10`` of the largest
+    (``clip``: a diagonal that rounding left below zero read as zero; a Gram matrix of the rows has none)."""
+    diag = np.diagonal(gram, axis1=1, axis2=2)
+    norm = np.sqrt(np.maximum(diag, 0.0) if clip else diag)
+    norm = np.where(norm > 0, norm, 1.0)  # a column of zeros stays zero: its eigenvalue is cut below
+    w, U = np.linalg.eigh(gram / (norm[:, :, None] * norm[:, None, :]))
+    return _Factors(norm, w, U, w > 1e-10 * w[:, -1:])
+
+
+def least_squares_rss(X: np.ndarray, y: np.ndarray, factors: Optional[_Factors] = None) -> np.ndarray:
     """Residual sums of squares of ``y`` on each ``X[b]`` through the normal equations (columns x columns).
 
     Columns scaled to unit norm, then a pseudo-inverse by eigenvalues: a
     column no log sees, or two a lag makes alike, drops out as in a
-    least-squares solver's rank cut.
+    least-squares solver's rank cut. ``factors``: :func:`_factors` of ``X``, where already made.
     """
     Xt = X.transpose(0, 2, 1)
-    gram = Xt @ X
-    norm = np.sqrt(np.diagonal(gram, axis1=1, axis2=2))
-    norm = np.where(norm > 0, norm, 1.0)  # a column of zeros stays zero: its eigenvalue is cut below
-    w, U = np.linalg.eigh(gram / (norm[:, :, None] * norm[:, None, :]))
-    keep = w > 1e-10 * w[:, -1:]
+    norm, w, U, keep = factors if factors is not None else _factors(X)
     c = np.einsum("bji,bj->bi", U, (Xt @ y) / norm)
     c = np.where(keep, c / np.where(keep, w, 1.0), 0.0)
     coef = np.einsum("bij,bj->bi", U, c) / norm
@@ -368,17 +432,20 @@ def least_squares_rss(X: np.ndarray, y: np.ndarray) -> np.ndarray:
     return np.asarray(np.einsum("bn,bn->b", r, r))
 
 
-def normal_rss(gram: np.ndarray, xy: np.ndarray, yy: float) -> np.ndarray:
+def normal_rss(gram: Optional[np.ndarray], xy: np.ndarray, yy: float, factors: Optional[_Factors] = None
+               ) -> np.ndarray:
     """Residual sums of squares from the normal equations alone: ``y'y - z' G^+ z`` per block.
 
-    ``gram`` is ``X'X`` (blocks x columns x columns), ``xy`` is ``X'y``, ``yy`` is ``y'y``. The same
-    pseudo-inverse as :func:`least_squares_rss` (columns scaled to unit norm, eigenvalues below ``1e-10`` of the
-    largest cut), without the pass over the rows that the residuals would take.
+    ``gram`` is ``X'X`` (blocks x columns x columns; None where ``factors``, :func:`_normal_factors` of it, are
+    given), ``xy`` is ``X'y``, ``yy`` is ``y'y``. The same pseudo-inverse as :func:`least_squares_rss`
+    (columns scaled to unit norm, eigenvalues below ``1e-10`` of the largest cut), without the pass over the
+    rows that the residuals would take.
     """
-    norm = np.sqrt(np.maximum(np.diagonal(gram, axis1=1, axis2=2), 0.0))
-    norm = np.where(norm > 0, norm, 1.0)
-    w, U = np.linalg.eigh(gram / (norm[:, :, None] * norm[:, None, :]))
-    keep = w > 1e-10 * w[:, -1:]
+    if factors is None:
+        if gram is None:
+            raise ValueError("normal_rss: give gram or its factors")
+        factors = _normal_factors(gram)
+    norm, w, U, keep = factors
     proj = np.einsum("bji,bj->bi", U, xy / norm)
     explained = np.sum(np.where(keep, proj * proj / np.where(keep, w, 1.0), 0.0), axis=1)
     return np.asarray(np.maximum(yy - explained, 0.0))
@@ -404,6 +471,9 @@ class _Profile:
         self.design, self.grid, self.taus = design, grid, taus
         pick = np.unique(np.linspace(0, len(t) - 1, min(coarse_logs, len(t))).astype(np.int64))
         self.sets = {True: (t, y), False: (t[pick], y[pick] - float(np.mean(y[pick])))}
+        # The logs' times, by which the design keeps the power-free part of their fits (_Design.keep_fits).
+        self.times = {full: hashlib.blake2b(tt.tobytes(), digest_size=16).digest() if design.keep_fits else b""
+                      for full, (tt, _) in self.sets.items()}
         self.whole = len(pick) == len(t)  # the subset is every log: one set of fits serves both
         self.cache: dict[tuple[bool, float], np.ndarray] = {}
 
@@ -418,13 +488,15 @@ class _Profile:
         per = max(_BATCH_ROWS // len(t), 1)
         for i in range(0, len(todo), per):
             ds = np.asarray(todo[i:i + per])
-            where = self.design.locate((t[None, :] + ds[:, None]).ravel())
+            key = (self.times[full], full, tuple(ds.tolist()))
+            where = self.design._kept_fit((*key, "located"),
+                                          lambda: self.design.locate((t[None, :] + ds[:, None]).ravel()))
             out = np.full((len(ds), len(self.taus)), np.nan)
             for k, tau in enumerate(self.taus):
                 if tau == 0:
                     out[:, k] = self.design.anova(where, y, len(ds))
                 elif lagged:
-                    out[:, k] = self.design.lagged(where, y, float(tau), len(ds))
+                    out[:, k] = self.design.lagged(where, y, float(tau), len(ds), key)
             for d, row in zip(ds, out):
                 self.cache[(full, float(d))] = row
 
@@ -441,15 +513,20 @@ class _Profile:
                 if len(part) < 2:
                     alone.extend(part.tolist())
                     continue
-                where = self.design.locate((t[None, :] + part[:, None]).ravel())
+                key = (self.times[full], full, tuple(part.tolist()))
+                where, segs = self.design._kept_fit((*key, "segments"), lambda: self._segments(t, part))
                 out = np.full((len(part), len(self.taus)), np.nan)
-                segs = self.design.segments(where, len(part), len(y))
                 for k, tau in enumerate(self.taus):
                     out[:, k] = (self.design.anova(where, y, len(part)) if tau == 0 else
-                                 self.design.lagged_run(segs, y, part, float(tau)))
+                                 self.design.lagged_run(segs, y, part, float(tau), key))
                 for d, row in zip(part.tolist(), out):
                     self.cache[(full, d)] = row
         return alone
+
+    def _segments(self, t: np.ndarray, part: np.ndarray) -> tuple[_Located, _Segments]:
+        """Where the logs ``t`` fall at each shift of ``part``, and their phases over the run."""
+        where = self.design.locate((t[None, :] + part[:, None]).ravel())
+        return where, self.design.segments(where, len(part), len(t))
 
     def shifted(self, delta: float, full: bool = True) -> np.ndarray:
         """Per lag, the residual with the logs shifted by ``delta``."""
@@ -655,6 +732,8 @@ def align_logs_to_trace(
                logs_per_column, coarse_logs)
     if overlay is None:
         return _offset(t, y, fit)
+    # The offset is measured twice on the same logs (below): the second fits reuse the first's power-free part.
+    design.keep_fits = True
     # Logs taken while an overlay (communication) ran draw its level on top of the kernels': left in, it is
     # scatter the kernels' quarters do not explain, and a loop whose kernels run alone only outside it fit best
     # one GEMM off (+409 us on exact clocks, a false mismatch). The offset is measured first with the level

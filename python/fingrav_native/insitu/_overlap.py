@@ -15,6 +15,7 @@ attributed jointly (insitu._concurrent).
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from typing import Any, Optional
@@ -32,7 +33,13 @@ COMMUNICATION = re.compile(r"nccl|rccl|allreduce|allgather|reducescatter|sendrec
 
 def is_communication(names: np.ndarray) -> np.ndarray:
     """Per signature name, whether it is a communication kernel (NCCL, RCCL collectives)."""
-    return np.array([bool(COMMUNICATION.search(str(n))) for n in names], dtype=bool)
+    return np.array([_communication_name(str(n)) for n in names], dtype=bool)
+
+
+@functools.lru_cache(maxsize=4096)
+def _communication_name(name: str) -> bool:
+    # One search per name however often a trace's names are asked (names of 2,000 characters are common).
+    return bool(COMMUNICATION.search(name))
 
 
 def running(t: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:

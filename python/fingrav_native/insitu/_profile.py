@@ -843,7 +843,7 @@ def profile_trace(
             tp.summary.note, kt, it_of, tp.iterations, overlap.comm, on_device & ~overlap.comm, tp.kernels,
             tp.signature_rows)))
     if not found.rows and tp.summary is None:
-        tp = dataclasses.replace(tp, span=_span_energy(kt, on_device, samples, t_logs, model))
+        tp = _with_span(tp, _span_energy(kt, on_device, samples, t_logs, model))
     return closure_from(tp, counted, samples, model, on_device)
 
 
@@ -863,6 +863,19 @@ def _spans(kt: KernelTrace, compute: np.ndarray, it_of: np.ndarray, found: _Sign
                            "for the averaging sensor's joint fit to draw them as a class of their own")
         return spans.none()
     return spans
+
+
+def _with_span(tp: TraceProfile, span: SpanEnergy) -> TraceProfile:
+    """The result with its kernel span's energy; where that energy has an interval, it holds every execution of
+    the device jointly, so the concurrency counts say each one is accounted for."""
+    tp = dataclasses.replace(tp, span=span)
+    c = tp.concurrency
+    if c is None or not (math.isfinite(span.energy_j) and math.isfinite(span.energy_half_width_j)):
+        return tp
+    held = (f"every execution is in the energy over the trace's kernel span ({1e3 * span.energy_j:.3f} +- "
+            f"{1e3 * span.energy_half_width_j:.3f} mJ), attributed jointly")
+    return dataclasses.replace(tp, concurrency=dataclasses.replace(
+        c, used=c.device_executions, note="; ".join(w for w in (c.note, held) if w)))
 
 
 def _concurrency(tp: TraceProfile, kt: KernelTrace, on_device: np.ndarray, overlap: _Overlap, spans: Spans,
