@@ -344,6 +344,16 @@ class FX:
         return self.capture.save(os.path.join(self.tmp, "c.npz"))
 
     @functools.cached_property
+    def power_log_path(self) -> str:
+        # nvidia-smi --query-gpu=timestamp,index,power.draw --format=csv -lms 100, as the tool writes it.
+        path = os.path.join(self.tmp, "smi.csv")
+        with open(path, "w") as f:
+            f.write("timestamp, index, power.draw [W]\n")
+            for i in range(50):
+                f.write(f"2026/11/29 10:00:{i // 10:02d}.{(i % 10) * 100:03d}, 0, {100.0 + i:.2f} W\n")
+        return path
+
+    @functools.cached_property
     def kernel_trace(self) -> fg.KernelTrace:
         return files.read_trace(self.trace_path)
 
@@ -453,6 +463,8 @@ TICK_OR_0 = Arg("num", lo=1e-3, hi=1e9, zero_ok=True)  # a tick, or 0: not known
 S = Arg("str")
 FLAG = Arg("flag")
 PATH = Arg("path")
+#: A launch journal the C++ launch-capture test wrote (tests/cpp/test_launch_capture.cpp).
+LAUNCH_JOURNAL = os.path.join(os.path.dirname(__file__), "data", "launches_cpp.journal")
 ANY = Arg("any")
 SENSOR = Arg("obj", types=(fg.SensorModel, str))
 OPT_SENSOR = Arg("obj", optional=True, types=(fg.SensorModel, str))
@@ -729,6 +741,13 @@ def _entries() -> list[Entry]:
         Entry("files.load_characterisation", files.load_characterisation, lambda: {"path": F.characterisation_path},
               {"path": PATH}),
         Entry("files.read_trace", files.read_trace, lambda: {"trace": F.trace_path}, {"trace": PATH}),
+        Entry("files.read_launches", files.read_launches, lambda: {"path": LAUNCH_JOURNAL}, {"path": PATH}),
+        Entry("files.read_power_log", files.read_power_log, lambda: {"path": F.power_log_path, "tz": "UTC"},
+              {"path": PATH, "tz": opt(S), "device": opt(Arg("int", lo=0)), "period_s": opt(GT0)}),
+        Entry("files.power_log_summary", files.power_log_summary, lambda: {"capture": F.capture},
+              {"capture": obj(files.PowerCapture)}),
+        Entry("sim.standin_library", sim.standin_library, lambda: {"vendor": "rocm"},
+              {"vendor": choice("rocm", "cuda")}, also=(FileNotFoundError,)),
         Entry("files.read_kineto_trace", files.read_kineto_trace, lambda: {"trace": F.trace_path}, {"trace": PATH}),
         Entry("files.read_rocprof_kernel_trace", files.read_rocprof_kernel_trace, lambda: {"trace": ROCPROF_CSV},
               {"trace": PATH}),
@@ -977,7 +996,8 @@ EXCLUDED = {
         "PowerMeasurement", "SamplePrediction", "SspSearch", "SspStep", "StitchedChannel", "StitchedProfile",
         "TimelineFit", "WholeRunView", "NodeView", "SteadyCheck", "CounterLogs", "PeriodEstimate",
         "SensorSemantics", "StepFit", "CollectiveTime", "Parameter", "RunResult", "PhaseSteerer", "Agreement",
-        "LocalAgreement", "ThreadAgreement", "TorchAgreement", "EnergyClosure", "CapturedCounter", "ConcurrentEnergy")},
+        "LocalAgreement", "ThreadAgreement", "TorchAgreement", "EnergyClosure", "CapturedCounter", "ConcurrentEnergy",
+        "LaunchLog")},
     # Typing names: protocols and literal aliases, not called.
     **{n: "a typing protocol or alias" for n in (
         "Backend", "HostClock", "ClockMapLike", "AmdChannel", "AmdClock", "AmdKernelSpec", "AmdPrefer", "KernelSpec",

@@ -36,6 +36,8 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
+from fingrav_native._checks import file_path
+
 from fingrav_native.files._journal import FRAME as _FRAME
 from fingrav_native.files._journal import JOURNAL_MAGIC
 from fingrav_native.files._journal import MAX_RECORD_BYTES as _MAX_RECORD_BYTES
@@ -175,8 +177,10 @@ def read_launches(path: str | os.PathLike[str]) -> LaunchLog:
         Not a launch journal, its header not whole, a record of the wrong
         layout (named), symbol ids out of order, or a folder's journals on
         different clocks or vendors.
+    ValueError
+        ``path`` is not a path.
     """
-    path = os.fspath(path)
+    path = file_path(path, "path")
     if os.path.isdir(path):
         files = sorted(os.path.join(path, n) for n in os.listdir(path)
                        if n.startswith("launches.") and n.endswith(".journal"))

@@ -47,6 +47,7 @@ from typing import Any, Literal, Optional, Sequence, Union
 
 import numpy as np
 
+from fingrav_native._checks import file_path
 from fingrav_native._core import SAMPLE_DTYPE
 from fingrav_native.files._capture import LOG_FILE_CLOCK_DOMAIN, CaptureFormatError, PowerCapture
 from fingrav_native.files._safe import file_problem, short_repr
@@ -551,9 +552,12 @@ def read_power_log(path: Union[str, "os.PathLike[str]"], *, kind: PowerLogKind =
     FileNotFoundError
         No such file.
     """
-    path = os.fspath(path)
+    path = file_path(path, "path")
     if not os.path.lexists(path):
         raise FileNotFoundError(f"{path}: no such power log")
+    if period_s is not None and (isinstance(period_s, bool) or not isinstance(period_s, (int, float)) or not (
+            math.isfinite(period_s) and period_s > 0)):
+        raise ValueError(f"period_s={short_repr(period_s)}: must be a positive number of seconds")
     if kind not in ("auto", *POWER_LOG_KINDS):
         raise ValueError(f"kind={short_repr(kind)}: must be 'auto' or one of {', '.join(POWER_LOG_KINDS)}")
     if device is not None and (isinstance(device, bool) or not isinstance(device, (int, np.integer)) or device < 0):
@@ -565,6 +569,10 @@ def read_power_log(path: Union[str, "os.PathLike[str]"], *, kind: PowerLogKind =
     rows, gpus = _pick_device(path, t, None if device is None else int(device))
     watts, missing = _values(path, t, t.header.index(col), rows)
     timed = "timestamp" in t.header
+    if timed and (start is not None or period_s is not None):
+        given = " and ".join(n for n, v in (("start", start), ("period_s", period_s)) if v is not None)
+        raise ValueError(f"{given}: {path} stamps every row itself; the given {given} would be ignored, so leave "
+                         "it out")
     times = _stamped_times(path, t, rows, tz) if timed else _given_times(path, t, rows, start, period_s)
     _check_order(path, t, rows, times.ns)
     model, why = _sensor(t, col, sensor)
@@ -613,7 +621,14 @@ def power_log_summary(capture: PowerCapture) -> Optional[str]:
     Returns
     -------
     str or None
+
+    Raises
+    ------
+    ValueError
+        ``capture`` is not a PowerCapture.
     """
+    if not isinstance(capture, PowerCapture):
+        raise ValueError(f"capture={short_repr(capture)}: must be a PowerCapture, not a {type(capture).__name__}")
     log = capture.meta.get("log_file")
     if not isinstance(log, dict):
         return None
