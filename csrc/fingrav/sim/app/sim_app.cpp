@@ -50,7 +50,7 @@ static_assert(std::is_same_v<VoidFn, decltype(&fingrav_standin_fini)>);
 
 constexpr const char* kUsage =
     "usage: fingrav-sim-app --vendor rocm|cuda [--standin PATH] [--workload train-step|gemm-loop]\n"
-    "                       [--seconds S | --iterations N] [--seed N] [--rate R]\n"
+    "                       [--seconds S (default 1) | --iterations N] [--seed N] [--rate R]\n"
     "Runs a workload on the shared simulated GPU named by FINGRAV_SIM_DEVICE and reports each kernel\n"
     "execution through a stand-in vendor runtime (--standin, else FINGRAV_STANDIN_LIBRARY, else the\n"
     "vendor's stand-in installed with this program in ../lib). --rate R (1 to 100000) instead delivers R dispatch records\n"
