@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     from fingrav_native.files._characterisation import load_characterisation
     from fingrav_native.files._journal import RecoveredCaptureWarning
     from fingrav_native.files._kineto import read_kineto_trace, write_kineto_trace
+    from fingrav_native.files._launches import LAUNCHES_FORMAT, LaunchFormatError, LaunchLog, read_launches
     from fingrav_native.files._parquet import export_parquet
     from fingrav_native.files._profiles import (
         FORMAT_NAME,
@@ -71,7 +72,10 @@ _WHERE = {
     "CaptureFormatError": "_capture",
     "FORMAT_NAME": "_profiles",
     "FORMAT_VERSION": "_profiles",
+    "LAUNCHES_FORMAT": "_launches",
     "LOCK_FILE": "_campaign",
+    "LaunchFormatError": "_launches",
+    "LaunchLog": "_launches",
     "PROFILE_FILE": "_campaign",
     "PowerCapture": "_capture",
     "ProfileFormatError": "_profiles",
@@ -89,6 +93,7 @@ _WHERE = {
     "lock_campaign": "_campaign",
     "node_trace_events": "_trace",
     "read_kineto_trace": "_kineto",
+    "read_launches": "_launches",
     "read_manifest": "_campaign",
     "read_rocprof_kernel_trace": "_rocprof",
     "read_trace": "_rocprof",

@@ -38,7 +38,7 @@ import numpy as np
 from fingrav_native import _outputs
 from fingrav_native.files._safe import loads_json, read_npy
 
-__all__ = ["JOURNAL_MAGIC", "JOURNAL_SUFFIX", "Journal", "JournalContents", "RecoveredCaptureWarning",
+__all__ = ["FRAME", "JOURNAL_MAGIC", "MAX_RECORD_BYTES", "JOURNAL_SUFFIX", "Journal", "JournalContents", "RecoveredCaptureWarning",
            "is_journal", "journal_path", "read_journal"]
 
 #: The first bytes of every journal file (the output guard recognises a journal by them).
@@ -57,6 +57,10 @@ ARRAY_TAGS = {b"SMPL": "samples", b"CNTR": "counter_samples", b"BRRT": "epoch_br
 
 #: The most one record may hold: far above a drain's (a second of a 1 MHz source is 64 MB).
 _MAX_RECORD_BYTES = 1 << 31
+
+#: The framing and the size cap, for the other journal formats (launch journals) that share them.
+FRAME = _FRAME
+MAX_RECORD_BYTES = _MAX_RECORD_BYTES
 
 #: Data is fsync'd at most this often (s): the page cache already survives a killed process.
 FSYNC_EVERY_S = 1.0

@@ -54,6 +54,25 @@ EXECUTION_DTYPE_V1 = np.dtype(
 )
 
 
+#: One kernel execution as a vendor profiling runtime reported it (rocprofiler-sdk's kernel-dispatch
+#: record, CUPTI's concurrent-kernel activity), field for field the C++ ``fingrav::launch::LaunchRecord``
+#: (csrc/fingrav/launch/launch_record.hpp): the rows of a launch journal's ``LNCH`` records.
+LAUNCH_DTYPE = np.dtype(
+    [
+        ("start_ns", "<i8"),        # on the journal's record clock (HEAD's record_clock), ns
+        ("end_ns", "<i8"),
+        ("correlation_id", "<u8"),  # the vendor's own id
+        ("queue", "<u8"),           # HSA queue id (ROCm) or CUDA stream id
+        ("symbol", "<u4"),          # index into the journal's kernel names (SYMB records)
+        ("device", "<i4"),          # GPU ordinal as the runtime numbers devices; -1 unknown
+        ("grid", "<u4", (3,)),      # ROCm: work-items, as rocprofv3 reports; CUDA: blocks; 0 unknown
+        ("block", "<u4", (3,)),     # work-items per workgroup / threads per block; 0 unknown
+        ("flags", "<u4"),           # bit 0: the runtime adjusted (clamped) the times
+        ("reserved", "<u4"),
+    ]
+)
+
+
 #: A log of interest: one power log placed inside one execution of interest.
 LOI_DTYPE = np.dtype(
     [

@@ -1,0 +1,144 @@
+// LaunchCapture: the vendor-neutral half of native launch capture. A tool
+// library (rocprofiler-sdk, CUPTI) pushes LaunchRecords from the vendor's
+// callback thread; a writer thread drains them into a journal file every
+// flush period, with the kernel names (once per symbol), the vendor's and
+// our own drop counts and bursts of clock brackets of the record clock
+// against CLOCK_MONOTONIC_RAW (the power sampler's clock), so the records can
+// be placed beside the power logs.
+//
+// File format (read by fingrav_native.files.read_launches): the framing of
+// python/fingrav_native/files/_journal.py (8 magic bytes, then records of
+// <4s tag, u64 length, u32 CRC-32> + payload), with the records
+//   HEAD  JSON {"format": "fingrav-launches", "version": 1, "vendor", "record_clock", "pid",
+//         "tool", "tool_version", "runtime_version" (when known), "capacity"}   first
+//   SYMB  JSON {"first": k, "names": [...]}   ids k, k+1, ...; before any LNCH that uses them
+//   LNCH  .npy (1.0) of LaunchRecord (LAUNCH_DTYPE), one per drain
+//   BRBT / BRRT  .npy int64 (n, 3): (raw_before, record clock, raw_after)
+//   NOTE  JSON {"key", "text"}
+//   STAT  JSON {"records", "dropped", "vendor_dropped", "closed"}   after each drain; the last wins
+// Each drain is one write(2) to a file opened O_APPEND, so a killed process
+// keeps every drain that returned; fsync at most once a second and at close.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "fingrav/launch/launch_record.hpp"
+#include "fingrav/spsc_ring.hpp"
+
+namespace fingrav::launch {
+
+// The first bytes of every journal (python/fingrav_native/_outputs.py's JOURNAL_MAGIC).
+inline constexpr char kJournalMagic[8] = {'F', 'G', 'J', 'R', 'N', 'L', '1', '\n'};
+
+// The largest ring a capture accepts (records): 2^26 x 72 bytes is 4.5 GiB.
+inline constexpr std::size_t kMaxCapacity = std::size_t{1} << 26;
+
+struct CaptureOptions {
+  std::string path;                          // the journal to create (O_EXCL: never written over)
+  std::string vendor;                        // "rocm" or "cuda"
+  std::string record_clock = "CLOCK_BOOTTIME";  // or "CLOCK_REALTIME"
+  std::size_t capacity = std::size_t{1} << 16;  // ring slots, a power of two in [2, kMaxCapacity]
+  std::int64_t flush_period_ns = 100'000'000;    // writer drains this often; in [1 ms, 10 s]
+  std::string tool;                          // the tool library's name
+  std::string tool_version;
+  std::string runtime_version;               // the vendor runtime's, when known (empty: left out)
+  std::size_t brackets_per_flush = 8;        // clock brackets taken at each drain, in [1, 1024]
+};
+
+class LaunchCapture {
+ public:
+  // Creates the file, writes its header and starts the writer thread.
+  // Throws std::invalid_argument naming a bad option, std::system_error when
+  // the file cannot be created (it exists, the folder is missing).
+  static std::unique_ptr<LaunchCapture> open(const CaptureOptions& options);
+
+  // From the environment: FINGRAV_LAUNCH_DIR (a folder; the file is
+  // launches.<pid>.journal in it) and FINGRAV_LAUNCH_CAPACITY (optional ring
+  // size). FINGRAV_LAUNCH_DIR unset or empty: nullptr (the tool stays
+  // passive). Throws as open(), and std::invalid_argument naming
+  // FINGRAV_LAUNCH_CAPACITY when it is not a power of two in range.
+  static std::unique_ptr<LaunchCapture> open_from_env(std::string_view vendor, std::string_view record_clock,
+                                                      std::string_view tool = {}, std::string_view tool_version = {},
+                                                      std::string_view runtime_version = {});
+
+  LaunchCapture(const LaunchCapture&) = delete;
+  LaunchCapture& operator=(const LaunchCapture&) = delete;
+  ~LaunchCapture();
+
+  // The id of name, the same for every call with the same name; thread-safe.
+  // A new name is written to the file (SYMB) before any drain that could hold
+  // a record using it.
+  std::uint32_t intern(std::string_view name);
+
+  // Producer side; any thread (a tiny spin lock serialises producers, since a
+  // vendor may deliver from several threads). Never blocks on the writer: a
+  // full ring (or a closed capture) counts a drop and returns false.
+  bool push(const LaunchRecord& record) noexcept;
+
+  // A note for the reader, e.g. key "subscriber_conflict"; thread-safe.
+  void note(std::string_view key, std::string_view text);
+
+  // Records the vendor runtime itself says it lost (its buffer overflowed).
+  void add_vendor_drops(std::uint64_t n) noexcept;
+
+  // Final drain, STAT with closed=true, fsync, close. Idempotent and
+  // thread-safe; also run by the destructor.
+  void close() noexcept;
+
+  const std::string& path() const noexcept { return options_.path; }
+  std::uint64_t records_written() const noexcept { return written_.load(std::memory_order_relaxed); }
+  std::uint64_t dropped() const noexcept { return dropped_.load(std::memory_order_relaxed); }
+  bool closed() const noexcept { return closed_.load(std::memory_order_acquire); }
+  // The first write error (errno text), empty while none; writing stops at it.
+  std::string write_error() const;
+
+ private:
+  LaunchCapture(const CaptureOptions& options, int fd, int clock_id);
+  void writer_loop();
+  void drain(bool final_drain);
+  void append(const std::string& bytes, bool sync);
+
+  const CaptureOptions options_;
+  const int clock_id_;
+  int fd_;
+  SpscRing<LaunchRecord> ring_;
+  std::atomic_flag push_lock_ = ATOMIC_FLAG_INIT;
+
+  std::atomic<std::uint64_t> dropped_{0};
+  std::atomic<std::uint64_t> vendor_dropped_{0};
+  std::atomic<std::uint64_t> written_{0};
+  std::atomic<bool> closing_{false};
+  std::atomic<bool> closed_{false};
+
+  // Symbols and notes: taken by the writer at each drain.
+  std::mutex table_mutex_;
+  std::unordered_map<std::string, std::uint32_t> ids_;
+  std::vector<std::string> names_;     // by id
+  std::size_t names_written_ = 0;      // ids below this are in the file (writer only)
+  std::vector<std::pair<std::string, std::string>> pending_notes_;
+
+  // Writer thread control.
+  std::mutex wake_mutex_;
+  std::condition_variable wake_;
+  bool stop_ = false;
+  std::mutex close_mutex_;
+  std::thread writer_;
+
+  // Writer-only state.
+  std::vector<LaunchRecord> batch_;
+  std::int64_t last_sync_ns_ = 0;
+  mutable std::mutex error_mutex_;
+  std::string write_error_;
+};
+
+}  // namespace fingrav::launch
