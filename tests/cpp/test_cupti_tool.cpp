@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <string>
@@ -86,11 +87,22 @@ int child(const std::string& scenario, std::int64_t t0, std::uint64_t n, std::ui
   return 0;  // exit: the tool's atexit handler flushes CUPTI and closes the capture
 }
 
+// One child's run; its folder is removed when the case is done.
 struct Run {
   std::string dir;
   std::string journal;
   std::string err;  // the child's stderr
   std::int64_t t0 = 0;
+  Run() = default;
+  Run(const Run&) = delete;
+  Run& operator=(const Run&) = delete;
+  Run(Run&& o) noexcept : dir(std::move(o.dir)), journal(std::move(o.journal)), err(std::move(o.err)), t0(o.t0) {
+    o.dir.clear();
+  }
+  ~Run() {
+    std::error_code ec;
+    if (!dir.empty()) std::filesystem::remove_all(dir, ec);
+  }
 };
 
 std::string slurp(const std::string& path) {
