@@ -27,6 +27,9 @@ Vendor libraries
     ``cuda_devices``, ``cuda_driver_version``, ``cuda_library_path``,
     ``nvml_library_path``, ``hip_runtime_info``; a missing one raises
     :class:`LibraryNotFoundError` naming it and how to install it.
+Launch capture
+    :func:`tool_library` (the path of the rocprofiler-sdk tool or the CUPTI consumer an
+    application of that vendor loads, for ``ROCP_TOOL_LIBRARIES`` / ``CUDA_INJECTION64_PATH``).
 """
 
 from __future__ import annotations
@@ -104,6 +107,7 @@ from fingrav_native._core import (
     sim_parameters,
     wait_until_ns,
 )
+from fingrav_native._tools import tool_library
 
 __all__ = [
     "AMD_DRIVER_CACHE_INTERVAL_NS",
@@ -176,5 +180,6 @@ __all__ = [
     "read_epoch_brackets",
     "sim_kernel_presets",
     "sim_parameters",
+    "tool_library",
     "wait_until_ns",
 ]

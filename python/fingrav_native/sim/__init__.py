@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     )
     from fingrav_native.sim._node import SimNode
     from fingrav_native.sim._rank import SimRankBackend
+    from fingrav_native.sim._standin import standin_library
 
 # Each public name -> the private module that defines it. Loaded on first use (PEP 562, as scipy
 # and scikit-image do), so importing one module of this package never imports the rest of it.
@@ -55,6 +56,7 @@ _WHERE = {
     "kernel_presets": "_device",
     "parameters": "_device",
     "sensor_params": "_device",
+    "standin_library": "_standin",
     "steady_state_index": "_device",
 }
 
