@@ -1,4 +1,4 @@
-"""Where the native launch-capture libraries are: the vendor tool libraries and the simulator's stand-ins.
+"""Where the native launch-capture libraries are: the vendor tool libraries (and the lookup the stand-ins share).
 
 The tool libraries (``libfingrav_rocprofiler_tool.so``, ``libfingrav_cupti_tool.so``) are installed
 beside the compiled core in ``fingrav_native/lib/``: an application loads them through its vendor
@@ -19,8 +19,8 @@ Vendor = Literal["rocm", "cuda"]
 VENDORS: tuple[str, ...] = ("rocm", "cuda")
 
 _TOOLS = {"rocm": "libfingrav_rocprofiler_tool.so", "cuda": "libfingrav_cupti_tool.so"}
-_STANDINS = {"rocm": "libfingrav_standin_rocprofiler.so", "cuda": "libfingrav_standin_cupti.so"}
-_BUILT_WHEN = {
+STANDINS = {"rocm": "libfingrav_standin_rocprofiler.so", "cuda": "libfingrav_standin_cupti.so"}
+BUILT_WHEN = {
     "rocm": "it is built with the package on Linux",
     "cuda": (
         "it is built only where the CUPTI headers are found at build time: install them "
@@ -31,16 +31,18 @@ _BUILT_WHEN = {
     ),
 }
 
-_PACKAGE = Path(__file__).resolve().parent
+PACKAGE_DIR = Path(__file__).resolve().parent
 
 
-def _vendor(vendor: str) -> str:
+def check_vendor(vendor: str) -> str:
+    """``vendor`` when it is one of ``VENDORS``, else ValueError naming the argument."""
     if vendor not in VENDORS:
         raise ValueError(f"vendor={vendor!r}: expected one of {', '.join(map(repr, VENDORS))}")
     return vendor
 
 
-def _find(name: str, installed: Path, vendor: str, what: str) -> str:
+def find_library(name: str, installed: Path, vendor: str, what: str) -> str:
+    """``FINGRAV_NATIVE_LIB_DIR``/name, else installed/name; FileNotFoundError saying how to build it."""
     tried = []
     override = os.environ.get("FINGRAV_NATIVE_LIB_DIR", "")
     for folder in ([Path(override)] if override else []) + [installed]:
@@ -49,7 +51,7 @@ def _find(name: str, installed: Path, vendor: str, what: str) -> str:
             return str(candidate)
         tried.append(str(candidate))
     raise FileNotFoundError(
-        f"{what} for vendor={vendor!r} not found (tried {', '.join(tried)}): {_BUILT_WHEN[vendor]}; "
+        f"{what} for vendor={vendor!r} not found (tried {', '.join(tried)}): {BUILT_WHEN[vendor]}; "
         "FINGRAV_NATIVE_LIB_DIR=<folder> names a folder holding it (a CMake build folder)"
     )
 
@@ -80,34 +82,5 @@ def tool_library(vendor: Vendor) -> str:
     FileNotFoundError
         The library was not built; the message says how to build it.
     """
-    v = _vendor(vendor)
-    return _find(_TOOLS[v], _PACKAGE / "lib", v, f"the launch-capture tool library {_TOOLS[v]}")
-
-
-def standin_library(vendor: Vendor) -> str:
-    """The path of the stand-in vendor runtime the simulated application drives (tests, the demo).
-
-    It exports the vendor functions the tool uses with their documented behaviour, and the stand-in
-    C ABI (``fingrav_standin_init``, ``fingrav_standin_dispatch``, ``fingrav_standin_flush``,
-    ``fingrav_standin_fini``; ``csrc/fingrav/sim/standin_abi.h``).
-
-    Parameters
-    ----------
-    vendor : {"rocm", "cuda"}
-        ``"rocm"``: the stand-in rocprofiler-sdk; ``"cuda"``: the stand-in libcupti (the tool finds
-        it through ``FINGRAV_CUPTI_LIBRARY``).
-
-    Returns
-    -------
-    str
-        The library's path: ``FINGRAV_NATIVE_LIB_DIR`` first, else the installed ``fingrav_native/sim/lib/``.
-
-    Raises
-    ------
-    ValueError
-        ``vendor`` is not one of the two.
-    FileNotFoundError
-        The library was not built; the message says how to build it.
-    """
-    v = _vendor(vendor)
-    return _find(_STANDINS[v], _PACKAGE / "sim" / "lib", v, f"the stand-in vendor runtime {_STANDINS[v]}")
+    v = check_vendor(vendor)
+    return find_library(_TOOLS[v], PACKAGE_DIR / "lib", v, f"the launch-capture tool library {_TOOLS[v]}")
