@@ -104,10 +104,8 @@ def test_each_face_lists_exactly_what_it_loads(face):
         value = getattr(mod, name)
         home = getattr(value, "__module__", None)
         if inspect.isclass(value) or inspect.isfunction(value):
-            # Defined behind this face (or re-exported from the compiled core; native's tool_library, the
-            # path of a tool library built beside the core, from the foundation's _tools).
-            assert home is not None and (home.startswith(face + "._") or home == "fingrav_native._core"
-                                         or (face, home) == ("fingrav_native.native", "fingrav_native._tools")), \
+            # Defined behind this face (or re-exported from the compiled core).
+            assert home is not None and (home.startswith(face + "._") or home == "fingrav_native._core"), \
                 f"{face}.{name} is defined in {home}"
     with pytest.raises(AttributeError, match="no attribute 'no_such_name'"):
         getattr(mod, "no_such_name")

@@ -2,11 +2,13 @@
 loads the tool through CUDA_INJECTION64_PATH as the CUDA driver does; read_launches reads what it wrote.
 
 Optional: the consumer and the stand-in are built only where the CUPTI headers were found (the test-full
-extra's nvidia wheels); FINGRAV_NATIVE_LIB_DIR points at a CMake build folder holding them.
+extra's nvidia wheels). The installed libraries are used, else those of the CMake build folder that
+FINGRAV_CUPTI_BUILD_DIR names (``cmake -S . -B build/dev -DFINGRAV_BUILD_TESTS=ON ...``).
 """
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -47,10 +49,13 @@ _APP = textwrap.dedent("""
 
 
 def _libraries() -> tuple[str, str]:
+    build = Path(os.environ.get("FINGRAV_CUPTI_BUILD_DIR", "/nonexistent"))
+    if (build / "libfingrav_cupti_tool.so").is_file() and (build / "libfingrav_standin_cupti.so").is_file():
+        return str(build / "libfingrav_cupti_tool.so"), str(build / "libfingrav_standin_cupti.so")
     try:
         return tool_library("cuda"), standin_library("cuda")
     except FileNotFoundError as e:
-        pytest.skip(f"the CUPTI consumer is not built: {e}")
+        pytest.skip(f"the CUPTI consumer is not built (nor in FINGRAV_CUPTI_BUILD_DIR): {e}")
 
 
 def _run(tmp_path: Path, n: int, mode: str = "plain") -> tuple[int, str]:

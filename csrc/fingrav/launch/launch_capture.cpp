@@ -251,7 +251,14 @@ bool LaunchCapture::push(const LaunchRecord& record) noexcept {
   // so a record pushed here is either before the final drain or counted.
   const bool ok = !closing_.load(std::memory_order_relaxed) && ring_.try_push(record);
   push_lock_.clear(std::memory_order_release);
-  if (!ok) dropped_.fetch_add(1, std::memory_order_relaxed);
+  if (!ok) {
+    dropped_.fetch_add(1, std::memory_order_relaxed);
+  } else if (ring_.size_approx() >= options_.capacity / 2 && !kicked_.exchange(true, std::memory_order_acq_rel)) {
+    // Half full: drain now rather than at the next period (a vendor hands over
+    // its buffer in bursts of thousands). notify_one never blocks; a wake-up
+    // lost to the race with the writer's wait costs at most one period.
+    wake_.notify_one();
+  }
   return ok;
 }
 
@@ -297,9 +304,11 @@ void LaunchCapture::append(const std::string& bytes, bool sync) {
 void LaunchCapture::writer_loop() {
   std::unique_lock<std::mutex> lock(wake_mutex_);
   while (!stop_) {
-    wake_.wait_for(lock, std::chrono::nanoseconds(options_.flush_period_ns), [this] { return stop_; });
+    wake_.wait_for(lock, std::chrono::nanoseconds(options_.flush_period_ns),
+                   [this] { return stop_ || kicked_.load(std::memory_order_acquire); });
     if (stop_) break;
     lock.unlock();
+    kicked_.store(false, std::memory_order_release);
     drain(false);
     lock.lock();
   }

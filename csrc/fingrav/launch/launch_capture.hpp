@@ -118,6 +118,7 @@ class LaunchCapture {
   std::atomic<std::uint64_t> vendor_dropped_{0};
   std::atomic<std::uint64_t> written_{0};
   std::atomic<bool> closing_{false};
+  std::atomic<bool> kicked_{false};  // a producer found the ring half full: drain early
   std::atomic<bool> closed_{false};
 
   // Symbols and notes: taken by the writer at each drain.

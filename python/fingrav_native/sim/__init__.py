@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     )
     from fingrav_native.sim._node import SimNode
     from fingrav_native.sim._rank import SimRankBackend
-    from fingrav_native.sim._standin import standin_library
+    from fingrav_native.sim._standin import STANDIN_LIBRARIES, standin_library
 
 # Each public name -> the private module that defines it. Loaded on first use (PEP 562, as scipy
 # and scikit-image do), so importing one module of this package never imports the rest of it.
@@ -51,6 +51,7 @@ _WHERE = {
     "RunResult": "_device",
     "SimGPU": "_device",
     "SimNode": "_node",
+    "STANDIN_LIBRARIES": "_standin",
     "SimRankBackend": "_rank",
     "collective_time": "_fabric",
     "kernel_presets": "_device",

@@ -1,36 +1,58 @@
-"""The stand-in vendor runtimes (rocprofiler-sdk, libcupti) the simulated application drives through the tools."""
+"""Where the stand-in vendor runtimes are: the simulator's side of native launch capture.
+
+The stand-ins (``libfingrav_standin_rocprofiler.so``, ``libfingrav_standin_cupti.so``)
+implement a vendor's documented tool contract (they load the tool library,
+call its entry points and deliver dispatch records through its callbacks) so
+the simulated application exercises the native capture path without a GPU.
+They are installed in ``fingrav_native/sim/lib``, apart from the shipped tool
+libraries (``fingrav_native/lib``), and declared by ``csrc/fingrav/sim/standin_abi.h``.
+"""
 
 from __future__ import annotations
 
-from fingrav_native._tools import PACKAGE_DIR, STANDINS, Vendor, check_vendor, find_library
+import os
 
-__all__ = ["standin_library"]
+__all__ = ["STANDIN_LIBRARIES", "standin_library"]
+
+#: Each vendor's stand-in runtime.
+STANDIN_LIBRARIES = {"rocm": "libfingrav_standin_rocprofiler.so", "cuda": "libfingrav_standin_cupti.so"}
+
+_BUILD = {
+    "rocm": "it is built with the package (pip install .); in a source tree, build the CMake target "
+            "fingrav_standin_rocprofiler and copy it into python/fingrav_native/sim/lib/",
+    # The headers must be visible to the build: pip's isolated build environment does not see the
+    # wheels installed beside the package, hence --no-build-isolation (or the include folders named).
+    "cuda": "it is built only where the CUPTI headers are found at build time: pip install "
+            "nvidia-cuda-cupti-cu12 nvidia-cuda-runtime-cu12 nvidia-cuda-nvcc-cu12 (the test-full extra has "
+            "them), then reinstall with pip install --no-build-isolation . (or pass -C "
+            "cmake.define.CUPTI_INCLUDE_DIR=<CUDA>/extras/CUPTI/include -C "
+            "cmake.define.CUPTI_CUDA_INCLUDE_DIR=<CUDA>/include); in a source tree, build the CMake target "
+            "fingrav_standin_cupti and copy it into python/fingrav_native/sim/lib/",
+}
 
 
-def standin_library(vendor: Vendor) -> str:
-    """The path of the stand-in vendor runtime the simulated application drives (tests, the demo).
-
-    It exports the vendor functions the tool uses with their documented behaviour, and the stand-in
-    C ABI (``fingrav_standin_init``, ``fingrav_standin_dispatch``, ``fingrav_standin_flush``,
-    ``fingrav_standin_fini``; ``csrc/fingrav/sim/standin_abi.h``).
+def standin_library(vendor: str) -> str:
+    """The installed path of a vendor's stand-in runtime library.
 
     Parameters
     ----------
     vendor : {"rocm", "cuda"}
-        ``"rocm"``: the stand-in rocprofiler-sdk; ``"cuda"``: the stand-in libcupti (the tool finds
-        it through ``FINGRAV_CUPTI_LIBRARY``).
 
     Returns
     -------
     str
-        The library's path: ``FINGRAV_NATIVE_LIB_DIR`` first, else the installed ``fingrav_native/sim/lib/``.
+        Absolute path of the ``.so`` in ``fingrav_native/sim/lib``.
 
     Raises
     ------
     ValueError
         ``vendor`` is not one of the two.
     FileNotFoundError
-        The library was not built; the message says how to build it.
+        Not installed: the message names the file and how to build it.
     """
-    v = check_vendor(vendor)
-    return find_library(STANDINS[v], PACKAGE_DIR / "sim" / "lib", v, f"the stand-in vendor runtime {STANDINS[v]}")
+    if not isinstance(vendor, str) or vendor not in STANDIN_LIBRARIES:
+        raise ValueError(f"vendor={vendor!r}: must be one of {sorted(STANDIN_LIBRARIES)}")
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib", STANDIN_LIBRARIES[vendor])
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"{path}: the {vendor} stand-in runtime is not installed; {_BUILD[vendor]}")
+    return path
