@@ -269,6 +269,15 @@ void test_unclear_missing_libcupti_is_noted() {
             run.err);
 }
 
+// A bad FINGRAV_LAUNCH_CAPACITY: stderr names the variable, no file is
+// written, and the application runs on (its exit status is untouched; under
+// LeakSanitizer the consumer's state must stay reachable on this path too).
+void test_unclear_bad_capacity_is_named() {
+  const Run run = spawn("bad_capacity", 10, 0, {"FINGRAV_LAUNCH_CAPACITY=3"});
+  CHECK(access(run.journal.c_str(), F_OK) != 0);
+  CHECK_MSG(run.err.find("FINGRAV_LAUNCH_CAPACITY='3'") != std::string::npos, run.err);
+}
+
 // Without FINGRAV_LAUNCH_DIR the tool stays passive: no file, no CUPTI.
 void test_silently_wrong_passive_without_launch_dir() {
   const Run run = spawn("passive", 10, 0, {"FINGRAV_LAUNCH_DIR"});
@@ -288,6 +297,7 @@ int main(int argc, char** argv) {
       {"test_data_loss_cupti_drops_reach_vendor_dropped", test_data_loss_cupti_drops_reach_vendor_dropped},
       {"test_unclear_subscriber_conflict_is_noted", test_unclear_subscriber_conflict_is_noted},
       {"test_unclear_missing_libcupti_is_noted", test_unclear_missing_libcupti_is_noted},
+      {"test_unclear_bad_capacity_is_named", test_unclear_bad_capacity_is_named},
       {"test_silently_wrong_passive_without_launch_dir", test_silently_wrong_passive_without_launch_dir},
   });
 }

@@ -98,11 +98,16 @@ class NameCache {
     auto it = by_ptr_.find(name);
     if (it != by_ptr_.end() && it->second.name == name) return it->second.id;
     const std::uint32_t sym = capture.intern(name);
+    // Bounded: a runtime that handed out a fresh pointer per record would
+    // otherwise grow the cache with every launch (the capture's own table
+    // still holds each name once).
+    if (by_ptr_.size() >= kMaxEntries) by_ptr_.clear();
     by_ptr_[name] = Entry{name, sym};
     return sym;
   }
 
  private:
+  static constexpr std::size_t kMaxEntries = 1 << 16;
   struct Entry {
     std::string name;
     std::uint32_t id;
@@ -331,6 +336,7 @@ StartStatus start() noexcept {
     say("out of memory starting the CUPTI consumer");
     return StartStatus::kCaptureError;
   }
+  g_owned.store(st);
   std::string unavailable;
   try {
     st->api = load_api();
@@ -350,7 +356,6 @@ StartStatus start() noexcept {
     return StartStatus::kCaptureError;
   }
   if (!st->capture) return StartStatus::kPassive;
-  g_owned.store(st);
   std::atexit(&stop_at_exit);
   try {
     if (!unavailable.empty()) {
