@@ -212,9 +212,10 @@ void test_data_loss_none_at_1e5_records() {
     worst = std::max(worst, std::abs(r.start_ns - offset - raw_start));
   }
   // Placed back on CLOCK_MONOTONIC_RAW through the capture's own brackets:
-  // the error is the stand-in's two clock reads and the brackets' width (a
-  // loaded host can preempt either for milliseconds).
-  CHECK_MSG(worst < 50'000'000, "worst start error on CLOCK_MONOTONIC_RAW: " << worst << " ns");
+  // the error is the widths of the stand-in's conversion and of the brackets
+  // (each the narrowest or the median of several) and CLOCK_REALTIME's slew
+  // over the run; a wrong clock or unit is off by seconds or more.
+  CHECK_MSG(worst < 20'000'000, "worst start error on CLOCK_MONOTONIC_RAW: " << worst << " ns");
   CHECK(has_note(j, "cupti"));
 }
 

@@ -88,7 +88,7 @@ def test_data_loss_none_through_the_stand_in_cupti(tmp_path: Path) -> None:
     b = log.brackets
     offset = np.median(b[:, 1] - (b[:, 0] + b[:, 2]) // 2)
     error = r["start_ns"] - offset - (t0 + 5000 * i)
-    assert np.max(np.abs(error)) < 50e6, np.max(np.abs(error))
+    assert np.max(np.abs(error)) < 20e6, np.max(np.abs(error))  # a wrong clock or unit: seconds off
     trace = log.to_trace()
     assert trace.clock == "unix-epoch"
 
