@@ -48,9 +48,12 @@ struct Standin {
   decltype(&fingrav_standin_fini) fini = nullptr;
 };
 
+// The stand-in the child loads: the built one, or the copy FINGRAV_TEST_STANDIN
+// names (laid out as the nvidia-cuda-cupti-cu12 wheel's libcupti.so.12).
 Standin open_standin() {
   Standin s;
-  s.handle = dlopen(STANDIN_CUPTI_PATH, RTLD_NOW | RTLD_LOCAL);
+  const char* copy = std::getenv("FINGRAV_TEST_STANDIN");
+  s.handle = dlopen(copy != nullptr ? copy : STANDIN_CUPTI_PATH, RTLD_NOW | RTLD_LOCAL);
   CHECK_MSG(s.handle != nullptr, dlerror());
   s.init = reinterpret_cast<decltype(s.init)>(dlsym(s.handle, "fingrav_standin_init"));
   s.dispatch = reinterpret_cast<decltype(s.dispatch)>(dlsym(s.handle, "fingrav_standin_dispatch"));
@@ -279,6 +282,40 @@ void test_unclear_bad_capacity_is_named() {
   CHECK_MSG(run.err.find("FINGRAV_LAUNCH_CAPACITY='3'") != std::string::npos, run.err);
 }
 
+// Installed as a wheel: site-packages/fingrav_native/lib/ holds the tool and
+// site-packages/nvidia/cuda_cupti/lib/ the CUPTI wheel's libcupti.so.12 (here a
+// copy of the stand-in). Without FINGRAV_CUPTI_LIBRARY the tool finds it there.
+void test_data_loss_none_with_the_wheels_libcupti() {
+  void* system_cupti = dlopen("libcupti.so.12", RTLD_LAZY | RTLD_LOCAL);
+  if (system_cupti != nullptr) {
+    std::printf("  skipped: this host's loader finds a libcupti.so.12 of its own, which the tool prefers\n");
+    dlclose(system_cupti);
+    return;
+  }
+  char tmpl[] = "/tmp/fingrav-site-XXXXXX";
+  CHECK(mkdtemp(tmpl) != nullptr);
+  const std::filesystem::path site = tmpl;
+  std::filesystem::create_directories(site / "fingrav_native" / "lib");
+  std::filesystem::create_directories(site / "nvidia" / "cuda_cupti" / "lib");
+  const auto tool = site / "fingrav_native" / "lib" / "libfingrav_cupti_tool.so";
+  const auto cupti = site / "nvidia" / "cuda_cupti" / "lib" / "libcupti.so.12";
+  std::filesystem::copy_file(CUPTI_TOOL_PATH, tool);
+  std::filesystem::copy_file(STANDIN_CUPTI_PATH, cupti);
+  constexpr std::uint64_t n = 500;
+  {
+    const Run run = spawn("wheel", n, 0,
+                          {"FINGRAV_CUPTI_LIBRARY", "CUDA_INJECTION64_PATH=" + tool.string(),
+                           "FINGRAV_TEST_STANDIN=" + cupti.string()});
+    const auto j = launch_test::read_journal(run.journal);
+    CHECK_EQ(j.records.size(), n);
+    bool named = false;
+    for (const auto& note : j.notes) named = named || note.find(cupti.filename().string()) != std::string::npos;
+    CHECK_MSG(named, "the cupti NOTE does not name the wheel's library");
+  }
+  std::error_code ec;
+  std::filesystem::remove_all(site, ec);
+}
+
 // Without FINGRAV_LAUNCH_DIR the tool stays passive: no file, no CUPTI.
 void test_silently_wrong_passive_without_launch_dir() {
   const Run run = spawn("passive", 10, 0, {"FINGRAV_LAUNCH_DIR"});
@@ -299,6 +336,7 @@ int main(int argc, char** argv) {
       {"test_unclear_subscriber_conflict_is_noted", test_unclear_subscriber_conflict_is_noted},
       {"test_unclear_missing_libcupti_is_noted", test_unclear_missing_libcupti_is_noted},
       {"test_unclear_bad_capacity_is_named", test_unclear_bad_capacity_is_named},
+      {"test_data_loss_none_with_the_wheels_libcupti", test_data_loss_none_with_the_wheels_libcupti},
       {"test_silently_wrong_passive_without_launch_dir", test_silently_wrong_passive_without_launch_dir},
   });
 }

@@ -73,9 +73,24 @@ LibrarySpec cupti_spec() {
   return spec;
 }
 
+// CUPTI 12 (the headers' major) first: a copy already loaded (torch loads the
+// wheel's) or on the loader's path, else the wheel's beside this package;
+// only then any other copy (a toolkit's unversioned libcupti.so, CUDA 13's).
+DynamicLibrary open_cupti() {
+  const LibrarySpec spec = cupti_spec();
+  LibrarySpec twelve = spec;
+  twelve.names = {"libcupti.so.12"};
+  twelve.root_env.clear();
+  try {
+    return DynamicLibrary::open(twelve);
+  } catch (const LibraryNotFound&) {
+    return DynamicLibrary::open(spec);  // its error lists every attempt
+  }
+}
+
 Api load_api() {
   Api a;
-  a.lib = DynamicLibrary::open(cupti_spec());
+  a.lib = open_cupti();
   a.get_version = a.lib.require_fn<decltype(a.get_version)>({"cuptiGetVersion"});
   a.result_string = a.lib.require_fn<decltype(a.result_string)>({"cuptiGetResultString"});
   a.subscribe = a.lib.require_fn<decltype(a.subscribe)>({"cuptiSubscribe"});
