@@ -939,6 +939,9 @@ def _entries() -> list[Entry]:
               lambda: {"kind": "allreduce", "nbytes": 1 << 20, "devices": 4},
               {"kind": choice(*sim.COLLECTIVE_KINDS), "nbytes": COUNT, "devices": Arg("int", lo=1),
                "fabric": obj(sim.FabricParams, optional=True)}),
+        # Where the stand-in runtime is; not built here (no CUPTI headers at build time) is FileNotFoundError.
+        Entry("sim.standin_library", sim.standin_library, lambda: {"vendor": "cuda"},
+              {"vendor": choice("rocm", "cuda")}, also=(FileNotFoundError,)),
         Entry("sim.sensor_params", sim.sensor_params, lambda: {"sensor": "instant-1ms"}, {"sensor": SENSOR}),
         Entry("sim.steady_state_index", sim.steady_state_index, lambda: {"power": np.linspace(200, 300, 40)},
               {"power": Arg("power"), "start": COUNT, "tolerance": GT0, "tail": Arg("int", lo=1)}),

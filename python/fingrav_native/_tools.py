@@ -18,8 +18,14 @@ TOOL_LIBRARIES = {"rocm": "libfingrav_rocprofiler_tool.so", "cuda": "libfingrav_
 _TOOL_BUILD = {
     "rocm": "it is built with the package (pip install .); in a source tree, build the CMake target "
             "fingrav_rocprofiler_tool and copy it into python/fingrav_native/lib/",
-    "cuda": "it is built only where the CUPTI headers are found: pip install nvidia-cuda-cupti-cu12, then "
-            "reinstall the package (pip install .)",
+    # The headers must be visible to the build: pip's isolated build environment does not see the
+    # wheels installed beside the package, hence --no-build-isolation (or the include folders named).
+    "cuda": "it is built only where the CUPTI headers are found at build time: pip install "
+            "nvidia-cuda-cupti-cu12 nvidia-cuda-runtime-cu12 nvidia-cuda-nvcc-cu12 (the test-full extra has "
+            "them), then reinstall with pip install --no-build-isolation . (or pass -C "
+            "cmake.define.CUPTI_INCLUDE_DIR=<CUDA>/extras/CUPTI/include -C "
+            "cmake.define.CUPTI_CUDA_INCLUDE_DIR=<CUDA>/include); in a source tree, build the CMake target "
+            "fingrav_cupti_tool and copy it into python/fingrav_native/lib/",
 }
 
 
@@ -27,7 +33,7 @@ def tool_library(vendor: str) -> str:
     """The installed path of a vendor's launch-capture tool library.
 
     The tool library is what a vendor runtime loads into an application to
-    hand it every kernel execution (issue 42's native launch capture):
+    hand it every kernel execution:
     rocprofiler-sdk through ``ROCP_TOOL_LIBRARIES``, CUDA through
     ``CUDA_INJECTION64_PATH``. It writes a launch journal into
     ``FINGRAV_LAUNCH_DIR`` (read by :func:`fingrav_native.files.read_launches`).

@@ -20,8 +20,14 @@ STANDIN_LIBRARIES = {"rocm": "libfingrav_standin_rocprofiler.so", "cuda": "libfi
 _BUILD = {
     "rocm": "it is built with the package (pip install .); in a source tree, build the CMake target "
             "fingrav_standin_rocprofiler and copy it into python/fingrav_native/sim/lib/",
-    "cuda": "it is built only where the CUPTI headers are found: pip install nvidia-cuda-cupti-cu12, then "
-            "reinstall the package (pip install .)",
+    # The headers must be visible to the build: pip's isolated build environment does not see the
+    # wheels installed beside the package, hence --no-build-isolation (or the include folders named).
+    "cuda": "it is built only where the CUPTI headers are found at build time: pip install "
+            "nvidia-cuda-cupti-cu12 nvidia-cuda-runtime-cu12 nvidia-cuda-nvcc-cu12 (the test-full extra has "
+            "them), then reinstall with pip install --no-build-isolation . (or pass -C "
+            "cmake.define.CUPTI_INCLUDE_DIR=<CUDA>/extras/CUPTI/include -C "
+            "cmake.define.CUPTI_CUDA_INCLUDE_DIR=<CUDA>/include); in a source tree, build the CMake target "
+            "fingrav_standin_cupti and copy it into python/fingrav_native/sim/lib/",
 }
 
 
