@@ -48,6 +48,11 @@ TOP_LEVEL = {
     "SymbolNotFoundError", "DeviceUnavailableError", "SamplerError",
     "SensorResolutionWarning", "PhaseSteeringWarning", "ClockStepWarning", "UnknownSensorWindowWarning",
     "EnergyClosureWarning",
+    "FingravError", "FingravWarning",
+    "RecordingFormatError", "PowerLogFormatError", "TraceFileNotFoundError", "GpuMetricsFormatError",
+    "OutputPathError", "OutputFolderMissingError", "OutputNotWritableError",
+    "ClockMismatchWarning", "SplitDisagreementWarning", "LogQualityWarning", "CounterDiscontinuityWarning",
+    "RecoveredCaptureWarning",
 }
 
 

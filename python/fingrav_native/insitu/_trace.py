@@ -10,6 +10,7 @@ from typing import Any, Optional
 import numpy as np
 
 from fingrav_native._checks import instance_of, integer_in, short_repr, whole_numbers
+from fingrav_native._errors import FingravError
 from fingrav_native.records._layouts import EXECUTION_DTYPE, validate_executions
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
@@ -67,7 +68,7 @@ TRACE_CLOCKS = {"unix-epoch": "CLOCK_REALTIME", "CLOCK_REALTIME": "CLOCK_REALTIM
 GPU_ORDINAL = "GPU ordinal"
 
 
-class TraceFormatError(ValueError):
+class TraceFormatError(ValueError, FingravError):
     """The file is not a Chrome trace with GPU kernel events (the message says what is missing)."""
 
 
