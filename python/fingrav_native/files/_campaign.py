@@ -78,8 +78,8 @@ from fingrav_native._outputs import PROFILE_FILE as PROFILE_FILE
 from fingrav_native._outputs import RUN_NAME as RUN_NAME
 from fingrav_native._outputs import RUNS_DIR as RUNS_DIR
 from fingrav_native._outputs import atomic_output, write_json
-from fingrav_native.backends._base import MARKER_RECORD_DTYPE
 from fingrav_native.files._safe import MAX_JSON_DEPTH, ZIP_ERRORS, file_problem, json_too_deep, loads_json, read_file
+from fingrav_native.records._layouts import MARKER_RECORD_DTYPE
 from fingrav_native.records._recording import Capabilities, Recording, RunRecord
 
 try:
