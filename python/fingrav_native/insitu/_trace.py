@@ -1,4 +1,10 @@
-"""Split from insitu.kineto."""
+"""The kernels of an application's profiler trace as one value: :class:`KernelTrace`, and what its readers share.
+
+Every trace reader (``files/``: Kineto, rocprofv3 CSV / JSON / rocpd) produces a :class:`KernelTrace`:
+executions on the trace's own clock, each kernel's signature (name, grid, block), the iteration steps.
+The errors a trace is refused with (:class:`TraceFormatError`) and the row checks the readers share live
+here, below the readers, so the analysis never imports a file format.
+"""
 
 from __future__ import annotations
 
