@@ -167,3 +167,34 @@ def test_the_top_level_objects_are_those_of_the_faces():
 
     assert fingrav_native.profile is app.profile
     assert fingrav_native.stitch_logs is method.stitch_logs
+
+
+def _public_functions():
+    for face in PUBLIC_MODULES:
+        mod = importlib.import_module(face)
+        for name in getattr(mod, "__all__", []):
+            value = getattr(mod, name)
+            if inspect.isfunction(value):
+                yield f"{face}.{name}", inspect.signature(value)
+
+
+#: What may come before the device: the kernels a driver runs (the paper's unit of work).
+_BEFORE_THE_DEVICE = {"kernel", "preceded_by"}
+
+
+def test_unclear_signature_the_device_comes_first():
+    # docs/ARCHITECTURE.md, Conventions: a function that takes a device (a backend or a device string) takes
+    # it first, or right after the kernels it runs.
+    late = [f"{name}{sig}" for name, sig in _public_functions() if "backend" in sig.parameters
+            and not set(list(sig.parameters)[:list(sig.parameters).index("backend")]) <= _BEFORE_THE_DEVICE]
+    assert not late, late
+
+
+def test_unclear_signature_every_optional_margin_defaults_to_table_i():
+    # docs/ARCHITECTURE.md, Conventions: one margin policy. None is the paper's Table I row for the execution's
+    # duration (tests/method/test_bad_input.py::test_stitch_logs_without_a_margin_takes_table_is); a function
+    # whose margin is optional takes no other default.
+    defaults = {name: sig.parameters["margin"].default for name, sig in _public_functions()
+                if "margin" in sig.parameters and sig.parameters["margin"].default is not inspect.Parameter.empty}
+    assert len(defaults) >= 4, defaults  # stitch_logs, profile, profile_interleaved, insitu.profile_trace
+    assert {name: d for name, d in defaults.items() if d is not None} == {}

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import importlib.util
 import inspect
 import itertools
 import math
@@ -1299,3 +1300,34 @@ def test_traceback_a_capture_whose_source_ticks_in_1e_300_ns_is_refused_by_name(
     source = {**F.capture.source, "tick_ns": 1e-300}
     with pytest.raises(ValueError, match=r"source\.tick_ns=1e-300: must be a clock's tick"):
         dataclasses.replace(F.capture, source=source)
+
+
+def _literal_options(fn: Callable[..., Any]) -> dict[str, tuple[str, ...]]:
+    """Each parameter of ``fn`` typed as a ``Literal`` of strings (or an optional one) -> its choices."""
+    import typing
+
+    hints = typing.get_type_hints(getattr(fn, "__init__", fn) if inspect.isclass(fn) else fn)
+    out = {}
+    for name, hint in hints.items():
+        for h in (hint, *typing.get_args(hint)):
+            if typing.get_origin(h) is typing.Literal and all(isinstance(c, str) for c in typing.get_args(h)):
+                out[name] = typing.get_args(h)
+    return out
+
+
+@pytest.mark.slow  # every entry with a Literal option called once per option: seconds
+def test_unclear_option_every_literal_option_is_checked_at_run_time():
+    # docs/ARCHITECTURE.md, Conventions: string options are Literals, validated at run time as well (a
+    # type checker is not there when the option comes from a config file or a command line).
+    checked, unchecked = [], []
+    for name, entry in ENTRIES.items():
+        if any(importlib.util.find_spec(m) is None for m in entry.needs):
+            continue
+        for arg in _literal_options(entry.fn):
+            _, exc, _ = _call(entry, {**entry.base(), arg: "no-such-option"})
+            if isinstance(exc, ValueError) and _names(exc, arg, entry):
+                checked.append(f"{name}({arg})")
+            else:
+                unchecked.append(f"{name}({arg}): {type(exc).__name__ if exc else 'accepted'}")
+    assert not unchecked, unchecked
+    assert len(checked) >= 5, checked
