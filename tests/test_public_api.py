@@ -11,8 +11,11 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import json
+import os
 import pkgutil
-import warnings
+import subprocess
+import sys
 
 import pytest
 
@@ -48,6 +51,11 @@ TOP_LEVEL = {
     "SymbolNotFoundError", "DeviceUnavailableError", "SamplerError",
     "SensorResolutionWarning", "PhaseSteeringWarning", "ClockStepWarning", "UnknownSensorWindowWarning",
     "EnergyClosureWarning",
+    "FingravError", "FingravWarning",
+    "RecordingFormatError", "PowerLogFormatError", "TraceFileNotFoundError", "GpuMetricsFormatError",
+    "OutputPathError", "OutputFolderMissingError", "OutputNotWritableError",
+    "ClockMismatchWarning", "SplitDisagreementWarning", "LogQualityWarning", "CounterDiscontinuityWarning",
+    "RecoveredCaptureWarning",
 }
 
 
@@ -65,11 +73,42 @@ def test_the_public_modules_are_exactly_the_listed_ones():
         "subpackage's face, or add it to PUBLIC_MODULES on purpose")
 
 
+#: Imports each module named on the command line, in order, and prints what each import warned.
+_WARNINGS_CHILD = """
+import importlib, json, sys, warnings
+found = {}
+for name in sys.argv[1:]:
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        importlib.import_module(name)
+    if caught:
+        found[name] = [f"{w.category.__name__}: {w.message}" for w in caught]
+print(json.dumps(found))
+"""
+
+
+def import_warnings(modules: list[str], *, path: tuple[str, ...] = ()) -> dict[str, list[str]]:
+    """What importing ``modules`` warns, in a fresh interpreter: this one has imported them already,
+    and a module's import-time warning is issued only on its first import."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([*path, *sys.path]))
+    out = subprocess.run([sys.executable, "-c", _WARNINGS_CHILD, *modules], capture_output=True, text=True,
+                         env=env, timeout=120, check=True)
+    found: dict[str, list[str]] = json.loads(out.stdout)
+    return found
+
+
 def test_every_public_module_imports_without_warnings():
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        for name in PUBLIC_MODULES:
-            importlib.import_module(name)
+    assert import_warnings(PUBLIC_MODULES) == {}
+
+
+def test_the_warning_check_catches_a_module_that_warns_on_import(tmp_path):
+    # Fed a violation: a package whose module warns when it is imported, after a clean one.
+    pkg = tmp_path / "warns_on_import"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "noisy.py").write_text("import warnings\nwarnings.warn('deprecated layout', DeprecationWarning)\n")
+    found = import_warnings(["warns_on_import", "warns_on_import.noisy"], path=(str(tmp_path),))
+    assert found == {"warns_on_import.noisy": ["DeprecationWarning: deprecated layout"]}
 
 
 def test_the_top_level_is_the_curated_list():
@@ -128,3 +167,34 @@ def test_the_top_level_objects_are_those_of_the_faces():
 
     assert fingrav_native.profile is app.profile
     assert fingrav_native.stitch_logs is method.stitch_logs
+
+
+def _public_functions():
+    for face in PUBLIC_MODULES:
+        mod = importlib.import_module(face)
+        for name in getattr(mod, "__all__", []):
+            value = getattr(mod, name)
+            if inspect.isfunction(value):
+                yield f"{face}.{name}", inspect.signature(value)
+
+
+#: What may come before the device: the kernels a driver runs (the paper's unit of work).
+_BEFORE_THE_DEVICE = {"kernel", "preceded_by"}
+
+
+def test_unclear_signature_the_device_comes_first():
+    # docs/ARCHITECTURE.md, Conventions: a function that takes a device (a backend or a device string) takes
+    # it first, or right after the kernels it runs.
+    late = [f"{name}{sig}" for name, sig in _public_functions() if "backend" in sig.parameters
+            and not set(list(sig.parameters)[:list(sig.parameters).index("backend")]) <= _BEFORE_THE_DEVICE]
+    assert not late, late
+
+
+def test_unclear_signature_every_optional_margin_defaults_to_table_i():
+    # docs/ARCHITECTURE.md, Conventions: one margin policy. None is the paper's Table I row for the execution's
+    # duration (tests/method/test_bad_input.py::test_stitch_logs_without_a_margin_takes_table_is); a function
+    # whose margin is optional takes no other default.
+    defaults = {name: sig.parameters["margin"].default for name, sig in _public_functions()
+                if "margin" in sig.parameters and sig.parameters["margin"].default is not inspect.Parameter.empty}
+    assert len(defaults) >= 4, defaults  # stitch_logs, profile, profile_interleaved, insitu.profile_trace
+    assert {name: d for name, d in defaults.items() if d is not None} == {}

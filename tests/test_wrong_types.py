@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import importlib.util
 import inspect
 import itertools
 import math
@@ -1182,11 +1183,11 @@ def test_every_public_callable_is_covered():
 
 def test_a_sensor_model_refuses_what_it_cannot_be():
     with pytest.raises(ValueError, match=r"sensor: missing fields \['name', 'kind', 'period_ns'\]"):
-        fg.SensorModel.from_dict({})  # was a TypeError from the constructor
+        fg.SensorModel.from_dict({})  # not the constructor's TypeError
     with pytest.raises(ValueError, match=r"sensor: must be a dict"):
         fg.SensorModel.from_dict([("name", "x")])
     with pytest.raises(ValueError, match=r"period_ns='1e6': must be a number, not a str"):
-        fg.SensorModel("s", "instant", period_ns="1e6")  # was stored, and failed at first use
+        fg.SensorModel("s", "instant", period_ns="1e6")  # not stored, to fail at first use
     m = fg.SensorModel("s", "window", period_ns=np.float32(1e6), window_ns=np.int64(1000))
     assert type(m.period_ns) is float and type(m.window_ns) is float  # stored as the floats checked
     with pytest.raises(ValueError, match=r"name=5: must be a str"):
@@ -1195,24 +1196,24 @@ def test_a_sensor_model_refuses_what_it_cannot_be():
 
 def test_a_kernel_trace_from_no_rows_is_refused_by_name():
     with pytest.raises(ValueError, match=r"end_ns, names, grid, block: required; from_rows takes columns"):
-        fg.KernelTrace.from_rows([])  # was a TypeError (missing arguments)
+        fg.KernelTrace.from_rows([])  # not a TypeError (missing arguments)
     with pytest.raises(fg.TraceFormatError, match="start_ns: no executions"):
-        fg.KernelTrace.from_rows([], [], [], [], [], clock="c", source="s")  # was an IndexError
+        fg.KernelTrace.from_rows([], [], [], [], [], clock="c", source="s")  # not an IndexError
     rows = {"end_ns": [5_000, 15_000], "names": ["a", "b"], "grid": [(1, 1, 1)] * 2, "block": [(64, 1, 1)] * 2,
             "clock": "c", "source": "s"}
     with pytest.raises(ValueError, match=r"start_ns: position 1 is 10000.5, not a whole number"):
-        fg.KernelTrace.from_rows([0, 10_000.5], **rows)  # was truncated to 10000
+        fg.KernelTrace.from_rows([0, 10_000.5], **rows)  # not truncated to 10000
     with pytest.raises(ValueError, match=r"grid"):
-        fg.KernelTrace.from_rows([0, 10_000], **{**rows, "grid": [1, 2]})  # was a TypeError (tuple(1))
+        fg.KernelTrace.from_rows([0, 10_000], **{**rows, "grid": [1, 2]})  # not a TypeError (tuple(1))
 
 
 def test_profile_trace_refuses_wrong_types_by_name():
     with pytest.raises(ValueError, match=r"trace=123: must be a file path"):
-        fg.profile_trace(123, F.capture)  # was a TypeError from os.fspath
+        fg.profile_trace(123, F.capture)  # not a TypeError from os.fspath
     with pytest.raises(ValueError, match=r"sensor=5: must be a SensorModel, a preset name"):
-        fg.profile_trace(F.trace_path, F.capture, sensor=5, min_executions=5)  # was an AttributeError
+        fg.profile_trace(F.trace_path, F.capture, sensor=5, min_executions=5)  # not an AttributeError
     with pytest.raises(ValueError, match=r"device=0.5: must be an integer"):
-        fg.profile_trace(F.trace_path, F.capture, device=0.5, min_executions=5)  # was truncated to device 0
+        fg.profile_trace(F.trace_path, F.capture, device=0.5, min_executions=5)  # not truncated to device 0
 
 
 def test_fractional_runs_are_refused_not_truncated():
@@ -1231,7 +1232,7 @@ def test_estimate_period_refuses_a_nan_stamp():
     t = np.arange(50) * 1e6
     t[7] = math.nan
     with pytest.raises(ValueError, match=r"timestamps_ns: 1 of 50 values are not finite, the first at position 7"):
-        sensors.estimate_period(t)  # it was dropped, without a word
+        sensors.estimate_period(t)  # not dropped without a word
     with pytest.raises(ValueError, match=r"values: 1 of 50 values are not finite"):
         sensors.estimate_period(np.arange(50) * 1e6, np.where(np.arange(50) == 3, math.nan, 1.0))
 
@@ -1292,7 +1293,7 @@ def test_fits_of_power_that_ignores_the_load_are_refused():
     with pytest.raises(ValueError, match=r"values: the power does not follow the step"):
         sensors.fit_step_response(u, np.full(400, 300.0))
     with pytest.raises(ValueError, match=r"busy_ns: 10 of 10 intervals end before they start .* row 0"):
-        sensors.fit_load_response(t, p, on[:, ::-1], scale_ns=1e6)  # inverted intervals were fitted
+        sensors.fit_load_response(t, p, on[:, ::-1], scale_ns=1e6)  # inverted intervals refused, not fitted
 
 
 def test_characterize_refuses_a_wave_the_sensor_cannot_resolve():
@@ -1327,3 +1328,34 @@ def test_traceback_a_capture_whose_source_ticks_in_1e_300_ns_is_refused_by_name(
     source = {**F.capture.source, "tick_ns": 1e-300}
     with pytest.raises(ValueError, match=r"source\.tick_ns=1e-300: must be a clock's tick"):
         dataclasses.replace(F.capture, source=source)
+
+
+def _literal_options(fn: Callable[..., Any]) -> dict[str, tuple[str, ...]]:
+    """Each parameter of ``fn`` typed as a ``Literal`` of strings (or an optional one) -> its choices."""
+    import typing
+
+    hints = typing.get_type_hints(getattr(fn, "__init__", fn) if inspect.isclass(fn) else fn)
+    out = {}
+    for name, hint in hints.items():
+        for h in (hint, *typing.get_args(hint)):
+            if typing.get_origin(h) is typing.Literal and all(isinstance(c, str) for c in typing.get_args(h)):
+                out[name] = typing.get_args(h)
+    return out
+
+
+@pytest.mark.slow  # every entry with a Literal option called once per option: seconds
+def test_unclear_option_every_literal_option_is_checked_at_run_time():
+    # docs/ARCHITECTURE.md, Conventions: string options are Literals, validated at run time as well (a
+    # type checker is not there when the option comes from a config file or a command line).
+    checked, unchecked = [], []
+    for name, entry in ENTRIES.items():
+        if any(importlib.util.find_spec(m) is None for m in entry.needs):
+            continue
+        for arg in _literal_options(entry.fn):
+            _, exc, _ = _call(entry, {**entry.base(), arg: "no-such-option"})
+            if isinstance(exc, ValueError) and _names(exc, arg, entry):
+                checked.append(f"{name}({arg})")
+            else:
+                unchecked.append(f"{name}({arg}): {type(exc).__name__ if exc else 'accepted'}")
+    assert not unchecked, unchecked
+    assert len(checked) >= 5, checked

@@ -23,7 +23,9 @@ Result and value types
     :class:`Capabilities`; :func:`sensor_preset`, :func:`make_executions` and
     the array layouts ``EXECUTION_DTYPE`` and ``SAMPLE_DTYPE``.
 Errors and warnings
-    Every one the entry points above raise.
+    Every one the package raises: each error is a :class:`FingravError` and
+    each warning a :class:`FingravWarning` (one ``except`` or one filter for
+    all of them), and keeps its standard base (``ValueError``, ...) too.
 
 The pieces are in subpackages, each a public face over private modules:
 ``records`` (array layouts, the recording), ``sensors`` (sensor models and
@@ -43,10 +45,13 @@ if TYPE_CHECKING:
     from fingrav_native._core import (
         SAMPLE_DTYPE,
         DeviceUnavailableError,
+        GpuMetricsFormatError,
         LibraryNotFoundError,
         SamplerError,
         SymbolNotFoundError,
     )
+    from fingrav_native._errors import FingravError, FingravWarning
+    from fingrav_native._outputs import OutputFolderMissingError, OutputNotWritableError, OutputPathError
     from fingrav_native._version import __version__
     from fingrav_native.app._characterize import characterize
     from fingrav_native.app._open import open_device
@@ -57,21 +62,26 @@ if TYPE_CHECKING:
     from fingrav_native.clocks._epoch import ClockStepWarning
     from fingrav_native.files._campaign import CampaignFormatError, CampaignLockedError, CampaignMismatchError
     from fingrav_native.files._capture import CaptureFormatError
-    from fingrav_native.files._io import load, save
+    from fingrav_native.files._io import RecordingFormatError, load, save
+    from fingrav_native.files._journal import RecoveredCaptureWarning
+    from fingrav_native.files._power_logs import PowerLogFormatError
     from fingrav_native.files._profiles import ProfileFormatError
     from fingrav_native.files._trace import export_trace
+    from fingrav_native.insitu._align import ClockMismatchWarning
     from fingrav_native.insitu._closure import EnergyClosureWarning
     from fingrav_native.insitu._results import TraceProfile
-    from fingrav_native.insitu._trace import KernelTrace, TraceFormatError
+    from fingrav_native.insitu._trace import KernelTrace, TraceFileNotFoundError, TraceFormatError
     from fingrav_native.method._align import NoLogsInExecutionsError
     from fingrav_native.method._phase import PhaseSteeringWarning
     from fingrav_native.method._pipeline import SensorResolutionWarning, stitch_logs
     from fingrav_native.method._results import ExecutionProfile, InterleavedProfile, Profile
+    from fingrav_native.method._stitched import LogQualityWarning
     from fingrav_native.multi._results import NodeProfile
     from fingrav_native.records._layouts import EXECUTION_DTYPE, make_executions
     from fingrav_native.records._recording import Capabilities, Recording
     from fingrav_native.sensors._characterize import Characterisation
-    from fingrav_native.sensors._from_logs import characterize_logs
+    from fingrav_native.sensors._counter import CounterDiscontinuityWarning
+    from fingrav_native.sensors._from_logs import SplitDisagreementWarning, characterize_logs
     from fingrav_native.sensors._model import SensorModel, sensor_preset
 
 #: Each public name -> the module that defines it. Loaded on first use (PEP 562), so ``import fingrav_native``
@@ -80,6 +90,13 @@ if TYPE_CHECKING:
 _WHERE = {
     "__version__": "fingrav_native._version",  # read from the installed metadata (importlib.metadata: tens of ms)
     "DeviceUnavailableError": "fingrav_native._core",
+    "GpuMetricsFormatError": "fingrav_native._core",
+    # The root: loading it gives the compiled core's errors the root as well (fingrav_native/_errors.py).
+    "FingravError": "fingrav_native._errors",
+    "FingravWarning": "fingrav_native._errors",
+    "OutputFolderMissingError": "fingrav_native._outputs",
+    "OutputNotWritableError": "fingrav_native._outputs",
+    "OutputPathError": "fingrav_native._outputs",
     "LibraryNotFoundError": "fingrav_native._core",
     "SAMPLE_DTYPE": "fingrav_native._core",
     "SamplerError": "fingrav_native._core",
@@ -95,6 +112,9 @@ _WHERE = {
     "CampaignLockedError": "fingrav_native.files._campaign",
     "CampaignMismatchError": "fingrav_native.files._campaign",
     "CaptureFormatError": "fingrav_native.files._capture",
+    "RecordingFormatError": "fingrav_native.files._io",
+    "RecoveredCaptureWarning": "fingrav_native.files._journal",
+    "PowerLogFormatError": "fingrav_native.files._power_logs",
     "load": "fingrav_native.files._io",
     "save": "fingrav_native.files._io",
     "ProfileFormatError": "fingrav_native.files._profiles",
@@ -103,6 +123,11 @@ _WHERE = {
     "TraceProfile": "fingrav_native.insitu._results",
     "KernelTrace": "fingrav_native.insitu._trace",
     "TraceFormatError": "fingrav_native.insitu._trace",
+    "TraceFileNotFoundError": "fingrav_native.insitu._trace",
+    "ClockMismatchWarning": "fingrav_native.insitu._align",
+    "LogQualityWarning": "fingrav_native.method._stitched",
+    "CounterDiscontinuityWarning": "fingrav_native.sensors._counter",
+    "SplitDisagreementWarning": "fingrav_native.sensors._from_logs",
     "NoLogsInExecutionsError": "fingrav_native.method._align",
     "PhaseSteeringWarning": "fingrav_native.method._phase",
     "SensorResolutionWarning": "fingrav_native.method._pipeline",
@@ -136,12 +161,17 @@ __all__ = [
     "KernelTrace", "Characterisation", "SensorModel", "Capabilities", "sensor_preset", "make_executions",
     "EXECUTION_DTYPE", "SAMPLE_DTYPE",
     # errors
+    "FingravError",
     "ProfileFormatError", "CaptureFormatError", "TraceFormatError", "CampaignFormatError",
     "CampaignMismatchError", "CampaignLockedError", "NoLogsInExecutionsError", "LibraryNotFoundError",
     "SymbolNotFoundError", "DeviceUnavailableError", "SamplerError",
+    "RecordingFormatError", "PowerLogFormatError", "TraceFileNotFoundError", "GpuMetricsFormatError",
+    "OutputPathError", "OutputFolderMissingError", "OutputNotWritableError",
     # warnings
+    "FingravWarning",
     "SensorResolutionWarning", "PhaseSteeringWarning", "ClockStepWarning", "UnknownSensorWindowWarning",
-    "EnergyClosureWarning",
+    "EnergyClosureWarning", "ClockMismatchWarning", "SplitDisagreementWarning", "LogQualityWarning",
+    "CounterDiscontinuityWarning", "RecoveredCaptureWarning",
 ]
 
 

@@ -64,6 +64,8 @@ from typing import IO, Any, Callable, Iterable, Iterator, Literal, Optional
 
 import numpy as np
 
+from fingrav_native._errors import FingravError
+
 __all__ = ["CAMPAIGN_FILE", "COMMAND_FILE", "COMMAND_FORMAT", "LOCK_FILE", "PROFILE_FILE", "RUNS_DIR", "RUN_NAME",
            "OutputFolderMissingError", "OutputNotWritableError", "OutputPathError", "Writes", "archive_kind",
            "atomic_output", "check_output_path", "check_distinct_outputs", "file_kind", "json_problem",
@@ -89,7 +91,7 @@ RUN_NAME = re.compile(r"^run_(\d{6,})\.npz$")
 Writes = Literal["profile", "capture", "recording", "characterisation", "trace", "kineto", "rocprof", "file"]
 
 
-class OutputPathError(ValueError):
+class OutputPathError(ValueError, FingravError):
     """An output path that names the wrong thing (a directory, an input, a measured file); the message names it."""
 
 

@@ -292,6 +292,6 @@ def test_a_resumed_steered_campaign_records_its_replayed_runs_as_steered(tmp_pat
 
 
 def test_executions_with_mode_sse_is_refused_not_ignored():
-    # SSE runs have four executions; a count given was ignored without a word.
+    # SSE runs have four executions; a count given must not be ignored without a word.
     with pytest.raises(ValueError, match="executions=8: sets the executions per run of SSP runs; mode 'sse'"):
         fn.profile(KERNEL, SimBackend(seed=0), mode="sse", executions=8, runs=10)

@@ -233,8 +233,8 @@ def test_profile_takes_the_launch_phase_and_resume_keeps_it(tmp_path, capsys):
     (["characterize", "--device", "3"], "--device=3: picks a GPU on amd or nvidia"),
 ])
 def test_options_that_would_be_ignored_are_refused(tmp_path, monkeypatch, capsys, argv, message):
-    # --out '' had fallen back to ./fingrav-cb-4k-gemm, --executions with --mode sse was dropped, --device
-    # with the simulator and --seed on hardware did nothing.
+    # Each would otherwise be ignored: --out '' falling back to ./fingrav-cb-4k-gemm, --executions with
+    # --mode sse dropped, --device with the simulator and --seed on hardware doing nothing.
     monkeypatch.chdir(tmp_path)
     assert cli.main(argv) == cli.EXIT_USAGE
     err = capsys.readouterr().err

@@ -224,7 +224,7 @@ def _small_trace(env: Env, kernels: int = 12, steps: bool = False) -> tuple[str,
 
 
 def _trace_small(env: Env) -> list[str]:
-    # A trace of a dozen kernels and no ProfilerStep was refused whole (exit 1); it profiles now.
+    # A trace of a dozen kernels and no ProfilerStep is enough to profile: not refused whole (exit 1).
     small, capture = _small_trace(env)
     return ["trace", small, "--power", capture, "--out", str(env.tmp / "t")]
 

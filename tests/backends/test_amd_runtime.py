@@ -476,7 +476,7 @@ def test_backend_measures_the_period_and_follows_it(fake_mi300, monkeypatch):
 
 
 def test_backend_on_hwmon_measures_the_period(tmp_path, monkeypatch):
-    # hwmon's files carry no period (0), which used to become 1 ms.
+    # hwmon's files carry no period (0), which must be measured, not taken as 1 ms.
     root = tmp_path / "sys"
     gm = fake_amd.make_sysfs(root, b"")
     gm.unlink()

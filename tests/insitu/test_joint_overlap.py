@@ -1,11 +1,10 @@
 """Averaging sensors on a DDP-like loop: compute kernels overlapped by a communication kernel stay in the joint fit.
 
 The instant path keeps compute executions that only NCCL/RCCL communication overlaps (the communication
-an additive level). The joint timeline fit of an averaging sensor's logs took every execution of the
-device as one timeline and refused the trace outright when a communication kernel overlapped compute
-("starts_ns, ends_ns: executions must be in start order and not overlap"): none of its compute
-executions were used. Now the communication draws an additive level of its own (fit_timeline's
-``overlay_ns``) over whatever runs beside it.
+an additive level). The joint timeline fit of an averaging sensor's logs takes every execution of the
+device as one timeline, which must be in start order and not overlap; a communication kernel beside
+compute would break that and lose every compute execution of the trace. So the communication draws an
+additive level of its own (fit_timeline's ``overlay_ns``) over whatever runs beside it.
 """
 
 from __future__ import annotations

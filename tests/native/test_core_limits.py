@@ -1,8 +1,8 @@
 """Sizes the compiled core refuses by name before allocating.
 
-An absurd size used to end in ``std::bad_alloc`` (a MemoryError naming
+An absurd size unchecked ends in ``std::bad_alloc`` (a MemoryError naming
 nothing), in the OOM killer, or in pybind11's "incompatible function
-arguments". Each is now one line naming the argument and its limit; where
+arguments". Each is one line naming the argument and its limit; where
 memory really runs out below the limit, the MemoryError names the argument
 too (checked in a child process with a small address-space limit).
 """

@@ -502,7 +502,7 @@ def test_capacity_up_to_the_maximum():
 
 @pytest.mark.parametrize("capacity", [2 * MAX_CAPACITY, 2**31, 2**40, 2**62])
 def test_capacity_above_the_maximum_is_refused_before_allocating(capacity):
-    # Was std::bad_alloc (MemoryError naming nothing): now the argument, the
+    # Not std::bad_alloc (a MemoryError naming nothing): the argument, the
     # limit and the memory it would take.
     gib = capacity * 64 / 2**30
     with pytest.raises(ValueError, match=rf"^capacity={capacity}: must be at most 2\^26 = {MAX_CAPACITY} samples "

@@ -1,4 +1,10 @@
-"""Split from sensors.characterize."""
+"""Characterise a device's power sensor by driving it: a square wave of load, its logs, the fitted sensor.
+
+The driver runs a heavy and a light kernel in alternating levels on the device, places every edge by
+the kernels' GPU-side markers, and hands the logs to the pure fits of ``sensors/_characterize.py``
+(:func:`~fingrav_native.sensors.estimate_period`, :func:`~fingrav_native.sensors.fit_load_response`),
+which also serve logs recorded elsewhere (:func:`~fingrav_native.characterize_logs`).
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,10 @@
-"""Split from multi.alignment."""
+"""Ranks of a distributed job on one timeline: their host clocks' brackets exchanged over torch.distributed.
+
+Each non-root rank trades timed messages with the root (:func:`exchange_brackets`); the round trips
+bound each rank's clock against the root's and ``clocks/_host.py`` fits the map
+(:func:`align_ranks`); ranks on one host share its clock and need none (:func:`shares_host_clock_with_root`).
+torch is imported only when a function here runs (the ``distributed`` extra).
+"""
 
 from __future__ import annotations
 

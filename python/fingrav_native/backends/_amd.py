@@ -32,7 +32,7 @@ import logging
 import os
 import time
 import warnings
-from typing import Any, Literal, Sequence, Union
+from typing import Any, Literal, Sequence, Union, get_args
 
 import numpy as np
 
@@ -288,6 +288,9 @@ class AmdBackend(HostRelease, LivePower):
         kfd_path: str = KFD_PATH,
     ) -> None:
         _check_arguments(device, clock, period_ns, brackets_per_run, idle_tolerance, max_idle_ns, marker_err_ns)
+        # Named before the device is looked for: a wrong option is the usage's fault on any machine.
+        choice(channel, "channel", get_args(AmdChannel))
+        choice(prefer, "prefer", get_args(AmdPrefer))
         gpus = gpus_in_hip_order(sysfs_root)
         self.gpu = _pick_gpu(gpus, device, sysfs_root)
         self.device = device

@@ -32,24 +32,11 @@ import numpy as np
 
 from fingrav_native import _core
 from fingrav_native._checks import instance_of, integer_in, positive_number, short_repr, whole_numbers
+from fingrav_native.records._layouts import MARKER_RECORD_DTYPE as MARKER_RECORD_DTYPE  # what a backend returns
 from fingrav_native.records._recording import Capabilities, RunRecord
 
 #: A kernel, or a sequence of (kernel, executions) run back to back.
 KernelSpec = Union[str, int, Sequence[tuple[Union[str, int], int]]]
-
-
-#: GPU-side markers of one execution, in device-clock ticks.
-MARKER_RECORD_DTYPE = np.dtype(
-    [
-        ("run", "<i4"),
-        ("index", "<i4"),
-        ("kernel_id", "<i4"),
-        ("begin_ticks", "<i8"),
-        ("end_ticks", "<i8"),
-        ("host_launch_ns", "<i8"),  # host time of the launch call (host-side marker)
-        ("host_sync_ns", "<i8"),    # host time completion was seen (last of a launch), else -1
-    ]
-)
 
 
 @runtime_checkable

@@ -41,6 +41,7 @@ import numpy as np
 
 from fingrav_native import _core
 from fingrav_native._checks import integer_in, short_repr
+from fingrav_native._errors import FingravWarning
 from fingrav_native.backends._base import HostRelease, LivePower, drain_all, marker_records, wait_for_idle
 from fingrav_native.backends._nvidia_sensors import (
     CHANGE_ONLY_MODES,
@@ -60,7 +61,7 @@ from fingrav_native.sensors._model import SensorModel
 _Figures = tuple[Optional[SensorModel], float, str, dict[str, str]]
 
 
-class UnknownSensorWindowWarning(UserWarning):
+class UnknownSensorWindowWarning(FingravWarning):
     """An NVIDIA power mode whose averaging window nobody has published or measured for this GPU.
 
     The window is then taken as 0 (instantaneous), so the error budget and the

@@ -88,7 +88,7 @@ class _SimCommon(HostRelease, abc.ABC):
         # How long after power changes until a log describes only the new
         # level: the window (a counter's is one period), the reporting delay
         # and five filter time constants (e^-5 < 1%). Zero for the paper's
-        # instantaneous logger, whose behaviour stays as it was.
+        # instantaneous logger, which describes the new level at once.
         self._settle_ns = int(float(p["logger_window_ns"]) + float(p["logger_delay_ns"])
                               + 5 * float(p["logger_tau_ns"])
                               + (self._logger_period if bool(p["logger_counter"]) else 0.0))

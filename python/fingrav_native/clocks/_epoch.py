@@ -22,6 +22,7 @@ import numpy as np
 import numpy.typing as npt
 
 from fingrav_native._checks import number_array, numbers, positive_number, readonly
+from fingrav_native._errors import FingravWarning
 from fingrav_native.clocks._maps import MIN_BRACKETS, ClockMap, ClockMapLike, PiecewiseClockMap
 from fingrav_native.clocks._runs import fit_device_map
 from fingrav_native.clocks._twosided import fit_clock_map
@@ -53,7 +54,7 @@ ArrayLike = Union[npt.ArrayLike, int, float]
 _Fit = Union[ClockMap, PiecewiseClockMap]
 
 
-class ClockStepWarning(UserWarning):
+class ClockStepWarning(FingravWarning):
     """A bracketed clock stepped against the host clock while power was captured.
 
     CLOCK_REALTIME steps with an NTP step, settimeofday or a resumed VM;

@@ -68,6 +68,7 @@ from typing import Any, Iterator, Optional
 import numpy as np
 
 from fingrav_native._core import SAMPLE_DTYPE
+from fingrav_native._errors import FingravError
 
 # The folder's names are kept with the guard that spares them; the rest of the package reads them from here.
 from fingrav_native._outputs import CAMPAIGN_FILE as CAMPAIGN_FILE
@@ -77,8 +78,8 @@ from fingrav_native._outputs import PROFILE_FILE as PROFILE_FILE
 from fingrav_native._outputs import RUN_NAME as RUN_NAME
 from fingrav_native._outputs import RUNS_DIR as RUNS_DIR
 from fingrav_native._outputs import atomic_output, write_json
-from fingrav_native.backends._base import MARKER_RECORD_DTYPE
 from fingrav_native.files._safe import MAX_JSON_DEPTH, ZIP_ERRORS, file_problem, json_too_deep, loads_json, read_file
+from fingrav_native.records._layouts import MARKER_RECORD_DTYPE
 from fingrav_native.records._recording import Capabilities, Recording, RunRecord
 
 try:
@@ -118,15 +119,15 @@ _MAX_MEMBERS = 256
 _RUN_FILE_ERRORS: tuple[type[BaseException], ...] = (*ZIP_ERRORS, LookupError)
 
 
-class CampaignFormatError(ValueError):
+class CampaignFormatError(ValueError, FingravError):
     """A campaign folder or run file that cannot be read (names the file and why)."""
 
 
-class CampaignMismatchError(ValueError):
+class CampaignMismatchError(ValueError, FingravError):
     """A resumed campaign asks for runs that differ from those on disk."""
 
 
-class CampaignLockedError(RuntimeError):
+class CampaignLockedError(RuntimeError, FingravError):
     """Another process (or thread) holds the campaign folder; the message names it."""
 
 

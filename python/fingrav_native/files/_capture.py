@@ -67,6 +67,7 @@ import numpy as np
 from fingrav_native import _core
 from fingrav_native._checks import MAX_TICK_NS, MIN_TICK_NS, integer_in, readonly, tick_length
 from fingrav_native._core import SAMPLE_DTYPE
+from fingrav_native._errors import FingravError
 from fingrav_native._version import __version__
 from fingrav_native.clocks._epoch import (
     BRACKETED_CLOCKS,
@@ -139,7 +140,7 @@ _STAMPED_ON = {**{d: "CLOCK_REALTIME" for d in REALTIME_CLOCK_DOMAINS},
                **{d: "CLOCK_BOOTTIME" for d in BOOTTIME_CLOCK_DOMAINS}}
 
 
-class CaptureFormatError(ValueError):
+class CaptureFormatError(ValueError, FingravError):
     """A file is not a readable power capture (foreign, newer, truncated); the message names the path."""
 
 

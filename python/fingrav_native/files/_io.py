@@ -16,6 +16,7 @@ from typing import Any, Union
 
 import numpy as np
 
+from fingrav_native._errors import FingravError
 from fingrav_native.files._capture import PowerCapture, load_capture
 from fingrav_native.files._characterisation import load_characterisation
 from fingrav_native.files._journal import JOURNAL_MAGIC, journal_path
@@ -47,7 +48,7 @@ RECORDING_FORMAT = "fingrav-recording"
 RECORDING_VERSION = 1
 
 
-class RecordingFormatError(ValueError):
+class RecordingFormatError(ValueError, FingravError):
     """A recording file that is damaged, of another format or of a newer version."""
 
 

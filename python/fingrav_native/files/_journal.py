@@ -36,6 +36,7 @@ from typing import Any, Callable, Optional
 import numpy as np
 
 from fingrav_native import _outputs
+from fingrav_native._errors import FingravWarning
 from fingrav_native.files._safe import loads_json, read_npy
 
 __all__ = ["FRAME", "JOURNAL_MAGIC", "MAX_RECORD_BYTES", "JOURNAL_SUFFIX", "Journal", "JournalContents", "RecoveredCaptureWarning",
@@ -66,7 +67,7 @@ MAX_RECORD_BYTES = _MAX_RECORD_BYTES
 FSYNC_EVERY_S = 1.0
 
 
-class RecoveredCaptureWarning(UserWarning):
+class RecoveredCaptureWarning(FingravWarning):
     """A capture was rebuilt from the journal of a recording that did not end: its end may be missing."""
 
 

@@ -37,6 +37,7 @@ from typing import Any, Sequence, Union
 
 import numpy as np
 
+from fingrav_native._errors import FingravError
 from fingrav_native._version import __version__
 from fingrav_native.files._outputs import atomic_output, check_output_path
 from fingrav_native.files._profile_codec import Reader, Writer
@@ -69,7 +70,7 @@ _META = "fingrav.json"
 PathLike = Union[str, "os.PathLike[str]"]
 
 
-class ProfileFormatError(ValueError):
+class ProfileFormatError(ValueError, FingravError):
     """A file is not a readable fingrav profile (truncated, foreign, newer format)."""
 
 

@@ -55,6 +55,7 @@ import numpy.typing as npt
 from scipy import stats
 
 from fingrav_native._checks import check_power, finite_array, integer_in, positive_number, short_repr, whole_numbers
+from fingrav_native._errors import FingravWarning
 from fingrav_native._threads import numeric_threads
 from fingrav_native.insitu._align_scan import far_candidates, scan_offsets
 from fingrav_native.insitu._overlap import communication_level, running
@@ -851,7 +852,7 @@ def _result(prof: _Profile, crits: tuple[float, float], confidence: float, poole
                         zero_rejected=bool(ss0 > strict * ss_min)), ss_min
 
 
-class ClockMismatchWarning(UserWarning):
+class ClockMismatchWarning(FingravWarning):
     """The logs sit elsewhere on the trace's timeline than the clock map puts them, beyond the map's bound.
 
     Issued by :func:`~fingrav_native.profile_trace` (and recorded in

@@ -27,13 +27,14 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from fingrav_native._errors import FingravWarning
 from fingrav_native.sensors._energy_counter import joules_text
 
 #: z of a two-sided 95 % interval: the table's half-widths are 95 %, and the closure's is too.
 Z95 = 1.959963984540054
 
 
-class EnergyClosureWarning(UserWarning):
+class EnergyClosureWarning(FingravWarning):
     """An in-situ profile's kernels and gaps do not add up to the energy counter's reading over the trace.
 
     Raised (as a warning) by :func:`~fingrav_native.profile_trace` when the

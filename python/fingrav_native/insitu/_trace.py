@@ -1,4 +1,10 @@
-"""Split from insitu.kineto."""
+"""The kernels of an application's profiler trace as one value: :class:`KernelTrace`, and what its readers share.
+
+Every trace reader (``files/``: Kineto, rocprofv3 CSV / JSON / rocpd) produces a :class:`KernelTrace`:
+executions on the trace's own clock, each kernel's signature (name, grid, block), the iteration steps.
+The errors a trace is refused with (:class:`TraceFormatError`) and the row checks the readers share live
+here, below the readers, so the analysis never imports a file format.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +16,7 @@ from typing import Any, Optional
 import numpy as np
 
 from fingrav_native._checks import instance_of, integer_in, short_repr, whole_numbers
+from fingrav_native._errors import FingravError
 from fingrav_native.records._layouts import EXECUTION_DTYPE, validate_executions
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
@@ -67,7 +74,7 @@ TRACE_CLOCKS = {"unix-epoch": "CLOCK_REALTIME", "CLOCK_REALTIME": "CLOCK_REALTIM
 GPU_ORDINAL = "GPU ordinal"
 
 
-class TraceFormatError(ValueError):
+class TraceFormatError(ValueError, FingravError):
     """The file is not a Chrome trace with GPU kernel events (the message says what is missing)."""
 
 

@@ -54,11 +54,12 @@ import numpy.typing as npt
 from fingrav_native._checks import clock_map, numbers, real_number, whole_numbers
 from fingrav_native._checks import readonly as _readonly
 from fingrav_native._core import CHANNELS
+from fingrav_native._errors import FingravError
 from fingrav_native.clocks._maps import ClockMapLike, host_relative
 from fingrav_native.records._layouts import LOI_DTYPE, lex_order, validate_executions, validate_samples
 
 
-class NoLogsInExecutionsError(ValueError):
+class NoLogsInExecutionsError(ValueError, FingravError):
     """No power log overlaps any execution of interest.
 
     A ValueError (the inputs cannot yield a profile), and its own type so a

@@ -45,6 +45,7 @@ import numpy as np
 import scipy.stats
 
 from fingrav_native._checks import finite_array, positive_number
+from fingrav_native._errors import FingravWarning
 from fingrav_native.clocks._runs import Timeline, timeline_of
 from fingrav_native.method._forward_model import curve_precision_inverse, curve_variance, design_rows
 from fingrav_native.method._phase_modes import PHASES
@@ -71,7 +72,7 @@ _GOLDEN = (math.sqrt(5.0) - 1.0) / 2.0
 _JUDGE_AFTER = 16
 
 
-class PhaseSteeringWarning(UserWarning):
+class PhaseSteeringWarning(FingravWarning):
     """``phase="steered"`` was asked for but the campaign fell back to random phase (the reason is given)."""
 
 

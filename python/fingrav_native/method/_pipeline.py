@@ -18,6 +18,7 @@ from typing import Literal, Optional, Sequence, Union, cast
 import numpy as np
 
 from fingrav_native._checks import clock_map, integer_in, positive_number
+from fingrav_native._errors import FingravWarning
 from fingrav_native._threads import numeric_threads
 from fingrav_native.clocks._maps import ClockMapLike
 from fingrav_native.method._align import NoLogsInExecutionsError, place_logs, select_executions_of_interest
@@ -55,7 +56,7 @@ Attribution = Literal["auto", "instant", "deconvolve"]
 ATTRIBUTIONS: tuple[Attribution, ...] = ("auto", "instant", "deconvolve")
 
 
-class SensorResolutionWarning(UserWarning):
+class SensorResolutionWarning(FingravWarning):
     """The sensor cannot resolve what was asked (window much longer than the kernel, too few window edges)."""
 
 

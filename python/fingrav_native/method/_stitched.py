@@ -19,12 +19,13 @@ import scipy.stats
 
 from fingrav_native._checks import positive_number, real_number
 from fingrav_native._checks import readonly as _readonly
+from fingrav_native._errors import FingravWarning
 
 #: Where a profile places an LOI: ns from its execution's start, or a fraction of the execution's duration.
 XAxis = Literal["time", "fraction"]
 
 
-class LogQualityWarning(UserWarning):
+class LogQualityWarning(FingravWarning):
     """The logs are not independent measurements of a varying power (logs given twice, one value throughout)."""
 
 

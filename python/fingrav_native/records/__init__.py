@@ -2,7 +2,8 @@
 
 Lowest layer of the analysis (docs/ARCHITECTURE.md): nothing here talks to a device
 or a folder. ``EXECUTION_DTYPE`` and ``LOI_DTYPE`` are the layouts of executions and of
-logs of interest; :class:`Capabilities` says what a device and its power logger are;
+logs of interest, ``MARKER_RECORD_DTYPE`` that of a run's GPU-side
+markers; :class:`Capabilities` says what a device and its power logger are;
 :class:`RunRecord` is one run as a device returned it.
 """
 
@@ -19,6 +20,7 @@ if TYPE_CHECKING:
         EXECUTION_DTYPE_V1,
         LAUNCH_DTYPE,
         LOI_DTYPE,
+        MARKER_RECORD_DTYPE,
         SAMPLE_DTYPE,
         make_executions,
         validate_executions,
@@ -35,6 +37,7 @@ _WHERE = {
     "EXECUTION_DTYPE_V1": "_layouts",
     "LAUNCH_DTYPE": "_layouts",
     "LOI_DTYPE": "_layouts",
+    "MARKER_RECORD_DTYPE": "_layouts",
     "Recording": "_recording",
     "RunRecord": "_recording",
     "SAMPLE_DTYPE": "_layouts",

@@ -73,6 +73,21 @@ LAUNCH_DTYPE = np.dtype(
 )
 
 
+#: GPU-side markers of one execution, in device-clock ticks, as a backend returns them (RunRecord.markers)
+#: and a campaign folder keeps them.
+MARKER_RECORD_DTYPE = np.dtype(
+    [
+        ("run", "<i4"),
+        ("index", "<i4"),
+        ("kernel_id", "<i4"),
+        ("begin_ticks", "<i8"),
+        ("end_ticks", "<i8"),
+        ("host_launch_ns", "<i8"),  # host time of the launch call (host-side marker)
+        ("host_sync_ns", "<i8"),    # host time completion was seen (last of a launch), else -1
+    ]
+)
+
+
 #: A log of interest: one power log placed inside one execution of interest.
 LOI_DTYPE = np.dtype(
     [

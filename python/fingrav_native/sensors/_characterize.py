@@ -188,7 +188,7 @@ def estimate_period(timestamps_ns: npt.ArrayLike, values: Optional[npt.ArrayLike
        the updates drifts slowly, neighbouring stamps are late together.
     """
     nb = integer_in(blocks, "blocks", 2)
-    # A NaN stamp is a log with no time: refused, not dropped (it was left out without a word).
+    # A NaN stamp is a log with no time: refused, not dropped (dropped, it would change the fit without a word).
     t = _changes(finite_array(timestamps_ns, "timestamps_ns").ravel(), values)
     if len(t) < 3:
         raise ValueError(f"timestamps_ns: need at least 3 distinct updates, got {len(t)}")
@@ -789,9 +789,9 @@ class _LoadResponse:
         k = J.shape[1]
         # A delay or length whose column is zero moves no prediction: every log sits at the same place
         # against the load's edges (logs on the load's own grid, a 1 ms logger under a wave of whole
-        # milliseconds), so the logs place that edge only between two logs. Inverting J'J then failed (or,
-        # nearly singular, gave whatever rounding left) and the fit was refused as "the power does not
-        # follow the load" although its effect was 90 standard errors. Its error is the spread of a
+        # milliseconds), so the logs place that edge only between two logs. Inverting J'J would fail (or,
+        # nearly singular, give whatever rounding left) and refuse a fit as "the power does not follow the
+        # load" whose effect is 90 standard errors. Its error is the spread of a
         # position uniform over one log interval; the other parameters' come from the columns that move.
         size = float(np.linalg.norm(X @ coef)) or 1.0
         moves = np.array([True] * X.shape[1] + [float(np.linalg.norm(J[:, j])) * sc > 1e-9 * size

@@ -100,7 +100,7 @@ class EnergyCounter:
     breaks: tuple[tuple[int, str, str], ...] = ()
 
     def __post_init__(self) -> None:
-        # Each column checked by name (a dict or text was a TypeError from numpy).
+        # Each column checked by name (a dict or text would reach numpy, whose TypeError names no argument).
         t = numbers(self.t, "t")
         e = numbers(self.energy_j, "energy_j").astype(np.float64)
         seg = numbers(self.segment, "segment")

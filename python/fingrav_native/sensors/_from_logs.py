@@ -17,6 +17,7 @@ import numpy.typing as npt
 import scipy.stats
 
 from fingrav_native._checks import check_power, finite_array, flag, instance_of, numbers, positive_number, short_repr
+from fingrav_native._errors import FingravWarning
 from fingrav_native.sensors._characterize import (
     Characterisation,
     PeriodEstimate,
@@ -32,7 +33,7 @@ from fingrav_native.sensors._model import SensorModel
 SPLIT_Z = 3.0
 
 
-class SplitDisagreementWarning(UserWarning):
+class SplitDisagreementWarning(FingravWarning):
     """The two halves of a record characterise the sensor differently (beyond their errors)."""
 
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Cut one ProfilerStep#N window out of a Kineto/Chrome JSON trace (plain json/gzip only).
 
-Used to make the trimmed real traces (kept outside the repository, in ``traces/`` of
+Makes the trimmed real traces (kept outside the repository, in ``traces/`` of
 the real-data folder, tests/real_data.py) from their upstream originals (that
 folder's README.md gives the exact upstream paths and commits):
 
