@@ -7,8 +7,30 @@ finds them; :mod:`fingrav_native.native` exports :func:`tool_library` to users.
 from __future__ import annotations
 
 import os
+import sys
+from typing import Optional
 
-__all__ = ["TOOL_LIBRARIES", "tool_library"]
+__all__ = ["TOOL_LIBRARIES", "installed_file", "tool_library"]
+
+
+def installed_file(*parts: str, executable: bool = False) -> tuple[Optional[str], list[str]]:
+    """A file the build installs into the package (``fingrav_native/<parts>``), and every place looked in.
+
+    Looked for beside this module first, then in each ``fingrav_native``
+    folder on ``sys.path``: an editable install keeps the compiled files in
+    site-packages while the Python sources stay in the checkout, so the
+    package's own folder is not enough.
+    """
+    tried = [os.path.join(os.path.dirname(os.path.abspath(__file__)), *parts)]
+    for entry in sys.path:
+        if entry and os.path.isdir(os.path.join(entry, "fingrav_native")):
+            candidate = os.path.join(os.path.abspath(entry), "fingrav_native", *parts)
+            if candidate not in tried:
+                tried.append(candidate)
+    for candidate in tried:
+        if os.path.isfile(candidate) and (not executable or os.access(candidate, os.X_OK)):
+            return candidate, tried
+    return None, tried
 
 
 #: Each vendor's launch-capture tool library, as installed beside the extension in ``fingrav_native/lib``.
@@ -56,8 +78,8 @@ def tool_library(vendor: str) -> str:
     """
     if not isinstance(vendor, str) or vendor not in TOOL_LIBRARIES:
         raise ValueError(f"vendor={vendor!r}: must be one of {sorted(TOOL_LIBRARIES)}")
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib", TOOL_LIBRARIES[vendor])
-    if not os.path.isfile(path):
-        raise FileNotFoundError(f"{path}: the {vendor} launch-capture tool library is not installed; "
+    path, tried = installed_file("lib", TOOL_LIBRARIES[vendor])
+    if path is None:
+        raise FileNotFoundError(f"{' or '.join(tried)}: the {vendor} launch-capture tool library is not installed; "
                                 f"{_TOOL_BUILD[vendor]}")
     return path

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from dataclasses import dataclass
 from typing import Any, Optional, Union
 
@@ -36,6 +35,7 @@ import numpy as np
 
 from fingrav_native import _core
 from fingrav_native._checks import integer_in, real_number
+from fingrav_native._tools import installed_file
 from fingrav_native.sensors._model import SensorModel, as_sensor
 from fingrav_native.sim._device import device_params, sensor_of_params
 
@@ -77,17 +77,11 @@ def app_path() -> str:
     flushed and shut down, truth written), then the process ends by that
     signal.
     """
-    here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "bin", _APP_NAME)
-    tried = [here]
-    # An editable install keeps compiled files in site-packages while the Python sources stay in the checkout.
-    for entry in sys.path:
-        if entry and os.path.isdir(os.path.join(entry, "fingrav_native")):
-            tried.append(os.path.join(entry, "fingrav_native", "sim", "bin", _APP_NAME))
-    for candidate in tried:
-        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
-            return candidate
+    path, tried = installed_file("sim", "bin", _APP_NAME, executable=True)
+    if path is not None:
+        return path
     raise FileNotFoundError(f"{_APP_NAME}: the simulated application is not built (looked in "
-                            f"{', '.join(dict.fromkeys(tried))}); it is built and installed with the package: "
+                            f"{', '.join(tried)}); it is built and installed with the package: "
                             "pip install -e . (or pip install fingrav-native)")
 
 

@@ -10,7 +10,7 @@ libraries (``fingrav_native/lib``), and declared by ``csrc/fingrav/sim/standin_a
 
 from __future__ import annotations
 
-import os
+from fingrav_native._tools import installed_file
 
 __all__ = ["STANDIN_LIBRARIES", "standin_library"]
 
@@ -52,7 +52,8 @@ def standin_library(vendor: str) -> str:
     """
     if not isinstance(vendor, str) or vendor not in STANDIN_LIBRARIES:
         raise ValueError(f"vendor={vendor!r}: must be one of {sorted(STANDIN_LIBRARIES)}")
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib", STANDIN_LIBRARIES[vendor])
-    if not os.path.isfile(path):
-        raise FileNotFoundError(f"{path}: the {vendor} stand-in runtime is not installed; {_BUILD[vendor]}")
+    path, tried = installed_file("sim", "lib", STANDIN_LIBRARIES[vendor])
+    if path is None:
+        raise FileNotFoundError(f"{' or '.join(tried)}: the {vendor} stand-in runtime is not installed; "
+                                f"{_BUILD[vendor]}")
     return path
