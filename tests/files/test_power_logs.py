@@ -19,7 +19,7 @@ from fingrav_native.files import (
     read_power_log,
     write_kineto_trace,
 )
-from fingrav_native.insitu import KernelTrace
+from fingrav_native.insitu import ClockMismatchWarning, KernelTrace
 from fingrav_native.sensors import SensorModel
 from power_log_sim import (
     T0_NS,
@@ -279,3 +279,61 @@ def test_boottime_offset_measured_from_a_capture_of_the_same_host(tmp_path) -> N
     assert m.to_host_ns(T0_NS) == T0_NS - 3_000_000_000 and m.error_bound_at(0) == 2e6 + 200.0
     with pytest.raises(ValueError, match="^boottime_offset_ns, offsets_from: give one"):
         read_power_log(_write(tmp_path, SMI), device=0, tz="UTC", offsets_from=cap, boottime_offset_ns=1)
+
+
+# ------------------------------------------------------------------ a start given by hand, off
+
+def _off_start(tmp_path, writer, sensor, seconds, period_s, off_ms, seed):
+    """A log without times read with a start ``off_ms`` late (the user's clock or note off), and its profile."""
+    import warnings
+
+    app = sim_app(sensor, seconds=seconds, seed=seed)
+    path = writer(str(tmp_path / f"log{seed}.txt"), app)
+    start = (int(app.stamps_ns[0]) + int(off_ms * 1e6)) / 1e9
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        tp = fg.profile_trace(app.trace, path, device=0, sensor=sensor, power_log={"start": start,
+                                                                                   "period_s": period_s})
+    mismatch = [w for w in caught if issubclass(w.category, ClockMismatchWarning)]
+    return app, tp, mismatch
+
+
+def test_silently_wrong_start_off_within_the_maps_bound_is_measured_and_applied(tmp_path) -> None:
+    # A rocm-smi log at 100 ms (the map's bound: one period) read with a start 50 ms late: searched over +-100 us
+    # only, the GEMM read 36 % low and the reduction 36 % high, without a warning. The offset is inside the bound:
+    # measured (-50 ms, the logs moved back), applied and reported, the energies within the closed form's 1.5 %.
+    app, tp, mismatch = _off_start(tmp_path, write_rocm_smi, INSTANT_100MS, 80.0, 0.1, 50.0, 0)
+    assert not mismatch
+    _check_energies(tp, app, rel=0.015)
+    assert tp.alignment_applied and abs(tp.alignment.offset_ns + 50e6) < 0.5e6
+    assert tp.alignment.low_ns <= -50e6 <= tp.alignment.high_ns
+
+
+def test_silently_wrong_start_off_beyond_the_maps_bound_is_warned_by_name(tmp_path) -> None:
+    # The same log read with a start 500 ms late, five periods beyond the map's bound: not applied (a loop's
+    # iterations alias one another at 120 ms) and warned as a clock mismatch beyond the bound; it was silent.
+    _, tp, mismatch = _off_start(tmp_path, write_rocm_smi, INSTANT_100MS, 80.0, 0.1, 500.0, 0)
+    assert mismatch and "from where the clock map puts them, beyond its bound of +-10" in str(mismatch[0].message)
+    assert not tp.alignment_applied and tp.alignment.far
+
+
+@pytest.mark.slow  # 14 offsets x 3 seeds x 2 periods, about a second each
+@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize(("writer", "sensor", "seconds", "period_s"), [
+    (write_dcgmi, INSTANT_20MS, 40.0, 0.02), (write_rocm_smi, INSTANT_100MS, 80.0, 0.1)], ids=["20ms", "100ms"])
+def test_silently_wrong_or_false_alarm_start_off_swept_against_the_maps_bound(tmp_path, writer, sensor, seconds,
+                                                                            period_s, seed) -> None:
+    # Offsets inside the bound (one period) measured and applied, the energies within 1.5 % of the closed form;
+    # beyond it warned; the exact start never warned.
+    for off_ms in (0.0, 5.0, -5.0, 50.0, -50.0, 500.0, -500.0):
+        app, tp, mismatch = _off_start(tmp_path, writer, sensor, seconds, period_s, off_ms, seed)
+        if abs(off_ms) * 1e-3 < period_s:
+            assert not mismatch, (off_ms, [str(w.message) for w in mismatch])
+            assert tp.alignment_applied, off_ms
+            for r in tp.kernels:
+                truth = app.energy_j[str(r["name"])]
+                assert abs(r["energy_j"] - truth) <= 0.015 * truth, (off_ms, r["name"], r["energy_j"], truth)
+                # No interval where no bin holds two logs of interest (stated in the profile's note).
+                assert not abs(r["energy_j"] - truth) > r["energy_half_width_j"], (off_ms, r["name"])
+        else:
+            assert mismatch, off_ms
