@@ -7,6 +7,8 @@ synthetic application in each layout, at 20 ms and 100 ms, and check the per-ker
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pytest
 
@@ -19,12 +21,13 @@ from fingrav_native.files import (
     read_power_log,
     write_kineto_trace,
 )
-from fingrav_native.insitu import ClockMismatchWarning, KernelTrace
+from fingrav_native.insitu import ClockMismatchWarning, EnergyClosureWarning, KernelTrace
 from fingrav_native.sensors import SensorModel
 from power_log_sim import (
     T0_NS,
     sim_app,
     smi_stamp,
+    true_energy_j,
     write_amd_smi,
     write_dcgmi,
     write_nvidia_smi,
@@ -181,7 +184,9 @@ def _check_energies(tp, app, *, rel: float) -> None:
     (write_nvidia_smi, INSTANT_100MS, 80.0, {"tz": "Europe/Berlin"}),
     (write_amd_smi, INSTANT_100MS, 80.0, {}),
     (write_rocm_smi, INSTANT_100MS, 80.0, {"start": "exact", "period_s": 0.1}),
-    (write_dcgmi, INSTANT_20MS, 40.0, {"start": "exact", "period_s": 0.02}),
+    # Field 155 alone: with 156 the energy closure runs, and at 20 ms it flags the table's golden-bin durations
+    # (0.5 % below the mean of all executions on this loop), which the counter tests below leave to 100 ms logs.
+    (functools.partial(write_dcgmi, counter_gain=None), INSTANT_20MS, 40.0, {"start": "exact", "period_s": 0.02}),
 ], ids=["nvidia-smi-20ms", "nvidia-smi-100ms", "amd-smi-100ms-ms-stamps", "rocm-smi-100ms", "dcgmi-20ms"])
 def test_silently_wrong_energies_of_a_tool_log_against_closed_form_truth(tmp_path, writer, sensor, seconds,
                                                                         read) -> None:
@@ -337,3 +342,63 @@ def test_silently_wrong_or_false_alarm_start_off_swept_against_the_maps_bound(tm
                 assert not abs(r["energy_j"] - truth) > r["energy_half_width_j"], (off_ms, r["name"])
         else:
             assert mismatch, off_ms
+
+
+# ------------------------------------------------------------------ DCGM's energy counter (field 156)
+
+DCGM = ("#Entity   POWER    TOTEC\nID        W        mJ\nGPU 0     120.5    1000\nGPU 1     90.0     800\n"
+        "GPU 0     N/A      1012\nGPU 1     91.0     809\nGPU 0     121.5    N/A\nGPU 1     92.0     818\n"
+        "GPU 0     121.0    1036\nGPU 1     92.0     827\n")
+
+
+def test_data_loss_dcgmi_total_energy_is_the_captures_counter(tmp_path) -> None:
+    # Field 156 (TOTEC, mJ since the driver loaded) was parsed and dropped: it is the capture's energy counter on
+    # the log's stamps (1 mJ steps), a reading the tool did not give spanned by the step around it, and saved.
+    c = read_power_log(_write(tmp_path, DCGM, "d.txt"), device=0, start=T0_NS / 1e9, period_s=0.1)
+    assert c.counter is not None and c.counter.quantum_j == 1e-3 and c.counter.scope == "gpu"
+    counter, cmap = c.energy_counter()
+    assert list(counter.t - T0_NS) == [0, 100_000_000, 300_000_000]
+    assert np.allclose(np.diff(counter.energy_j), [0.012, 0.024], atol=1e-6)
+    assert cmap.error_bound_at(T0_NS) == c.logger_map().error_bound_at(T0_NS) == 0.1e9
+    assert "energy counter: TOTEC (DCGM field 156" in power_log_summary(c)
+    back = load_capture(c.save(str(tmp_path / "c.npz")))
+    assert np.array_equal(back.energy_counter()[0].energy_j, counter.energy_j)
+    # Without field 156 no counter, and a unit that is not an energy is refused by name.
+    assert read_power_log(_write(tmp_path, DCGM.replace("TOTEC", "SMCLK"), "n.txt"), device=0, start=0.0,
+                          period_s=0.1).counter is None
+    with pytest.raises(PowerLogFormatError, match="the column 'TOTEC': the unit 'kWh' is not an energy unit"):
+        read_power_log(_write(tmp_path, DCGM.replace("W        mJ", "W        kWh"), "u.txt"), device=0, start=0.0,
+                       period_s=0.1)
+
+
+def _dcgmi_closure(tmp_path, gain: float):
+    app = sim_app(INSTANT_100MS, seconds=80.0, seed=0)
+    path = write_dcgmi(str(tmp_path / "dmon.txt"), app, counter_gain=gain)
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        tp = fg.profile_trace(app.trace, path, device=0, sensor=INSTANT_100MS,
+                              power_log={"start": int(app.stamps_ns[0]) / 1e9, "period_s": 0.1})
+    return app, tp, [w for w in caught if issubclass(w.category, EnergyClosureWarning)]
+
+
+def test_silently_wrong_dcgmi_counter_consistent_with_its_power_closes(tmp_path) -> None:
+    # A dmon log whose field 156 is the closed-form energy of the power field 155 samples: the closure runs and
+    # agrees; the counter's own figure is the truth over its span to the mJ it rounds to.
+    app, tp, closure_warnings = _dcgmi_closure(tmp_path, 1.0)
+    cl = tp.closure
+    assert cl is not None and cl.agrees and not closure_warnings
+    assert "dcgmi TOTEC, gpu scope, quantum 1 mJ" in cl.counter
+    truth = np.diff(true_energy_j(app, np.array([cl.start_ns, cl.end_ns]) + app.trace.origin_ns))[0]
+    assert abs(cl.counter_j - truth) <= 2e-3
+    assert "energy closure over" in str(tp) and "(agree)" in str(tp)
+
+
+def test_silently_wrong_dcgmi_counter_off_by_a_gain_is_named(tmp_path) -> None:
+    # The same log with field 156 reading 10 % high: the closure disagrees, naming the counter and the gain.
+    _, tp, closure_warnings = _dcgmi_closure(tmp_path, 1.1)
+    assert not tp.closure.agrees and len(closure_warnings) == 1
+    text = str(closure_warnings[0].message)
+    assert "energy counter (dcgmi TOTEC, gpu scope, quantum 1 mJ)" in text and "a gain" in text
+    assert "DISAGREE" in str(tp)
