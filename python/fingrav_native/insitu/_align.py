@@ -116,7 +116,8 @@ class LogAlignment:
         0 for instantaneous logs; for an averaging sensor's logs the median
         length of their response (a window, a filter's reach): the offset
         was measured through it (``insitu._align_windows``), is reported
-        and never applied.
+        and applied only inside a clock map's bound wider than
+        :data:`FINE_SEARCH_NS` (``profile_trace``).
     far : bool
         The best offset lies beyond the fine search around the map's
         placement: found by the scan over every shift at which the logs

@@ -736,7 +736,9 @@ def profile_trace(
         wider than the fine search (+-100 us: a tool's millisecond stamps, a
         start and period given by hand) has offsets across its whole bound
         searched, and ``"auto"`` applies one found inside it (the map's own
-        error, measured) and warns of one beyond it. An averaging sensor's
+        error, measured; an averaging sensor's too, whose trade with
+        ``delay_ns`` is microseconds against such a bound) and warns of one
+        beyond it. An averaging sensor's
         logs (a window, a filter, a counter's intervals) are checked through
         its forward model instead (``insitu._align_windows``: each log's
         power regressed on each signature group's busy share of its
@@ -820,7 +822,7 @@ def profile_trace(
     _check_overlap(kt, on_device, t_logs, trace_notes)
     conc = kt.concurrent()
     alignment: Optional[LogAlignment] = None
-    if align is not False:
+    if True:
         alignment, t_logs = _placed(kt, samples, t_logs, model, on_device, conc, lmap,
                                     "asked" if align is True else "one-sided" if _one_sided(logger_map) else "",
                                     trace_notes)
@@ -1172,14 +1174,19 @@ def _placed(kt: KernelTrace, samples: np.ndarray, t_logs: np.ndarray, model: Opt
     and the offset found inside it applied. Returns the alignment and the logs' times (moved where it was
     applied).
     """
-    if model is not None and model.averages:
-        return _window_offset(kt, samples, t_logs, model, on_device, lmap, notes), t_logs
     bound = _placement_bound(lmap, t_logs, kt)
-    alignment = _measured_offset(kt, samples, t_logs, on_device, conc, bound)
     # A map coarser than the fine search (a tool's millisecond stamps, a start and period given by hand) puts
     # the logs anywhere within its bound: the search covered it, and an offset found there is the map's own
-    # error, measured; one beyond it is far, a mismatch warned of.
+    # error, measured; one beyond it is far, a mismatch warned of. Against such a bound the trade between a
+    # window's offset and its delay_ns (microseconds) does not count: an averaging sensor's offset is applied too.
     coarse = bound > FINE_SEARCH_NS
+    if model is not None and model.averages:
+        alignment = _window_offset(kt, samples, t_logs, model, on_device, lmap, notes, coarse)
+        if coarse and alignment is not None and not alignment.at_edge and not alignment.far:
+            lmap.shift_ns, lmap.shift_err_ns = alignment.offset_ns, alignment.half_width_ns
+            return alignment, t_logs + lmap.shift_ns
+        return alignment, t_logs
+    alignment = _measured_offset(kt, samples, t_logs, on_device, conc, bound)
     if alignment is not None and not alignment.at_edge and (
             apply == "asked" or (bool(apply) or coarse) and not alignment.far):
         lmap.shift_ns, lmap.shift_err_ns = alignment.offset_ns, alignment.half_width_ns
@@ -1190,12 +1197,13 @@ def _placed(kt: KernelTrace, samples: np.ndarray, t_logs: np.ndarray, model: Opt
 
 
 def _window_offset(kt: KernelTrace, samples: np.ndarray, t_logs: np.ndarray, model: SensorModel,
-                   on_device: np.ndarray, lmap: _Shifted, notes: list[str]) -> Optional[LogAlignment]:
+                   on_device: np.ndarray, lmap: _Shifted, notes: list[str], coarse: bool) -> Optional[LogAlignment]:
     """An averaging sensor's logs checked against the device's kernels (insitu._align_windows), warned or noted.
 
     Every kernel of the device counts (concurrent ones too: a window over compute and communication
-    measures both). The offset is reported, never applied; where the logs cannot determine it, that is
-    noted as "offset unchecked".
+    measures both). The offset is reported, and applied only against a ``coarse`` map (by the caller: an
+    offset determined within the near search, which covers such a map's bound); where the logs cannot
+    determine it, that is noted as "offset unchecked".
     """
     ex = kt.executions[on_device]
     names = samples.dtype.names or ()
@@ -1211,7 +1219,8 @@ def _window_offset(kt: KernelTrace, samples: np.ndarray, t_logs: np.ndarray, mod
                      "baseTimeNanoseconds) would give this table too")
         return alignment
     assert alignment is not None
-    _mismatch_note(alignment, lmap, t_logs, kt, notes)
+    if not (coarse and not alignment.at_edge and not alignment.far):
+        _mismatch_note(alignment, lmap, t_logs, kt, notes)
     return alignment
 
 
