@@ -110,15 +110,32 @@ def write_rocm_smi(path: str, app: SimApp) -> str:
     return path
 
 
-def write_dcgmi(path: str, app: SimApp) -> str:
-    """``dcgmi dmon -e 155,156 -d MS`` of the logs: the header and unit lines every 25 rows, no time."""
+def true_energy_j(app: SimApp, t_ns: np.ndarray) -> np.ndarray:
+    """The application's energy (J) from its first kernel's start to each epoch time ``t_ns``, in closed form:
+    idle power throughout, and each kernel's power above idle over the part of it before ``t``."""
+    ex = app.trace.executions
+    s, e = ex["start_ns"].astype(np.float64), ex["end_ns"].astype(np.float64)
+    level = {str(name): w for name, _, w in KERNELS}
+    above = np.array([level[str(app.trace.signatures["name"][k])] for k in ex["kernel_id"]]) - IDLE_W
+    done = np.concatenate([[0.0], np.cumsum(above * (e - s))])
+    t = np.asarray(t_ns, dtype=np.float64) - float(app.trace.origin_ns)
+    j = np.searchsorted(s, t, side="right") - 1
+    k = np.clip(j, 0, None)
+    inside = np.where(j >= 0, above[k] * np.clip(t - s[k], 0.0, e[k] - s[k]), 0.0)
+    return 1e-9 * (IDLE_W * t + np.where(j >= 0, done[k], 0.0) + inside)
+
+
+def write_dcgmi(path: str, app: SimApp, *, counter_gain: Optional[float] = 1.0) -> str:
+    """``dcgmi dmon -e 155,156 -d MS`` of the logs: the header and unit lines every 25 rows, no time; field 156
+    (TOTEC) the true energy since a driver load 1 h before, times ``counter_gain``, in whole mJ (None:
+    ``-e 155``, power alone)."""
     lines = []
-    energy_mj = 0.0
+    energy_mj = np.floor((counter_gain or 0.0) * (true_energy_j(app, app.stamps_ns) + 3600.0 * IDLE_W) * 1e3)
     for k, w in enumerate(app.watts):
         if k % 25 == 0:
-            lines += ["#Entity   POWER    TOTEC", "ID        W        mJ"]
-        energy_mj += w * 100.0
-        lines.append(f"GPU 0     {w:<8.3f} {energy_mj:.0f}")
+            lines += ["#Entity   POWER    TOTEC", "ID        W        mJ"] if counter_gain is not None else [
+                "#Entity   POWER", "ID        W"]
+        lines.append(f"GPU 0     {w:<8.3f} {energy_mj[k]:.0f}" if counter_gain is not None else f"GPU 0     {w:.3f}")
     with open(path, "w") as f:
         f.write("\n".join(lines) + "\n")
     return path

@@ -24,7 +24,10 @@ with no time at all:
 ``dcgmi dmon -e 155,156 -d MS``
     Whitespace columns under ``#Entity  POWER  TOTEC`` and a unit line
     ``ID  W  mJ`` (both repeated every screenful), rows ``GPU 0  120.5  ...``;
-    field 155 is power usage (W), 156 the total energy (mJ). No time.
+    field 155 is power usage (W), 156 the total energy (mJ since the driver
+    loaded). No time. Field 156, where present, is the capture's energy
+    counter (1 mJ steps, on the log's stamps): ``profile_trace`` closes the
+    kernel table against it.
 
 A file without times is read only with the start of its first row and the
 period, given by name (``start=``, ``period_s=``): never assumed. Each
@@ -50,6 +53,7 @@ import numpy as np
 from fingrav_native._checks import file_path
 from fingrav_native._core import SAMPLE_DTYPE
 from fingrav_native.files._capture import LOG_FILE_CLOCK_DOMAIN, CaptureFormatError, PowerCapture
+from fingrav_native.files._capture_counter import CapturedCounter
 from fingrav_native.files._safe import file_problem, short_repr
 from fingrav_native.sensors._model import SensorModel, as_sensor, sensor_preset
 
@@ -106,6 +110,12 @@ _COLUMNS = {
 
 #: The device column of each format.
 _DEVICE_COLUMN = {"nvidia-smi": "index", "amd-smi": "gpu", "rocm-smi": "device", "dcgmi": "#Entity"}
+
+#: Energy-counter columns: DCGM field 156 (DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION, short name TOTEC), the
+#: total energy since the driver loaded, in mJ (NVML's nvmlDeviceGetTotalEnergyConsumption), 1 mJ steps.
+_COUNTER_COLUMNS = {"dcgmi": "TOTEC"}
+_COUNTER_QUANTUM_J = {"dcgmi": 1e-3}
+_ENERGY_UNITS = {"mJ": 1e-3, "J": 1.0}
 
 
 class PowerLogFormatError(CaptureFormatError):
@@ -273,6 +283,61 @@ def _values(path: str, t: _Table, col: int, rows: np.ndarray) -> tuple[np.ndarra
         scale = _unit_scale(path, m.group(2), f"line {t.lines[k]}") if m.group(2) else head_scale
         out[k] = number * scale
     return out, missing
+
+
+def _counter(path: str, t: _Table, rows: np.ndarray, ns: np.ndarray, period_ns: int
+             ) -> tuple[Optional[CapturedCounter], Optional[str]]:
+    """The log's energy counter (DCGM field 156) as the steps between its readings, on the logs' stamps.
+
+    Each step is the energy between two readings over the time between their rows: the mean power a
+    counter-mode source logs (:meth:`~fingrav_native.sensors.EnergyCounter.from_steps`, which leaves out and
+    names a step that goes back: a driver reload resets the total). A reading the tool did not give is skipped,
+    the step spanning it. Returns the counter (None: no column, or fewer than two readings) and its words.
+    """
+    name = _COUNTER_COLUMNS.get(t.kind)
+    if name is None or name not in t.header:
+        return None, None
+    unit = t.units.get(name, "mJ")
+    if unit not in _ENERGY_UNITS:
+        raise PowerLogFormatError(f"{path}: the column {name!r}: the unit {unit!r} is not an energy unit this reader "
+                                  f"converts ({' or '.join(_ENERGY_UNITS)})")
+    col = t.header.index(name)
+    energy = np.full(len(ns), np.nan)
+    for i, k in enumerate(np.flatnonzero(rows).tolist()):
+        v = t.rows[k][col]
+        if _MISSING.match(v):
+            continue
+        try:
+            energy[i] = float(v) * _ENERGY_UNITS[unit]
+        except ValueError:
+            energy[i] = math.nan
+        if not math.isfinite(energy[i]):
+            raise PowerLogFormatError(f"{path}: line {t.lines[k]}: {name} = {short_repr(v)} is not an energy")
+    have = np.flatnonzero(np.isfinite(energy))
+    words = (f"{name} (DCGM field 156, total energy since the driver loaded, in {unit}; 1 mJ steps) on the "
+             "log's stamps: the energy closure's counter")
+    if len(have) < 2:
+        return None, f"{name}: fewer than two readings, no energy counter"
+    end = ns[have]
+    window = np.diff(end)
+    joules = np.diff(energy[have])
+    # A step's length is stored in 32 bits (4.29 s): a longer one (readings missing for that long) is left out,
+    # said here, and the counter's segments meet there (the closure sums either side, never across it).
+    fits = window <= np.iinfo(np.uint32).max
+    if not fits.all():
+        words += f"; {int((~fits).sum())} steps over 4.29 s between readings left out (the closure sums either side)"
+    s = np.zeros(int(fits.sum()), dtype=SAMPLE_DTYPE)
+    s["host_ns"] = s["source_ts"] = end[1:][fits]
+    s["seq"] = s["source_seq"] = np.arange(len(s))
+    s["window_ns"] = window[fits]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        s["total"] = joules[fits] / (window[fits] * 1e-9)
+    for c in ("compute", "io", "memory"):
+        s[c] = np.nan
+    source = {"name": f"{t.kind} {name}", "clock_domain": LOG_FILE_CLOCK_DOMAIN, "tick_ns": 1.0,
+              "native_period_ns": period_ns, "window_ns": 0, "channels": ["total"]}
+    return CapturedCounter(samples=s, source=source, quantum_j=_COUNTER_QUANTUM_J[t.kind], stale_ns=0.0,
+                           scope="gpu", period_ns=period_ns, stats={"readings": int(len(have))}), words
 
 
 def _device_of(v: str) -> int:
@@ -536,14 +601,18 @@ def read_power_log(path: Union[str, "os.PathLike[str]"], *, kind: PowerLogKind =
         Logs on CLOCK_REALTIME ns (``host_ns`` and ``source_ts`` alike: a
         file holds no other clock), the sensor model, and
         ``meta["log_file"]``: the format, column, unit, clock, the map's
-        bound, the sensor's reason, the GPUs seen, the values not given.
+        bound, the sensor's reason, the GPUs seen, the values not given,
+        and the energy counter read (DCGM's field 156, where logged: the
+        capture's ``counter``, which ``profile_trace`` closes the table
+        against).
 
     Raises
     ------
     PowerLogFormatError
         Not a format this reads (the first line shown), a unit other than W
-        or mW, a value that is not a power, a row of the wrong width, time
-        going back (the line named), no values at all.
+        or mW (mJ or J for an energy counter), a value that is not a power
+        (or an energy), a row of the wrong width, time going back (the line
+        named), no values at all.
     ValueError
         Named: ``device`` missing for a file of several GPUs (or naming one it
         lacks), ``tz`` missing for local stamps, ``start``/``period_s``
@@ -581,12 +650,14 @@ def read_power_log(path: Union[str, "os.PathLike[str]"], *, kind: PowerLogKind =
     keep = np.isfinite(w)
     if not keep.any():
         raise PowerLogFormatError(f"{path}: no {col} value in {int(rows.sum())} rows (all {missing})")
-    return _capture(path, found, col, t, times, w[keep], times.ns[keep], model, why, boot, gpus, device, missing)
+    ns = times.ns[keep]
+    counter = _counter(path, t, rows, times.ns, int(np.median(np.diff(ns))) if len(ns) > 1 else 0)
+    return _capture(path, found, col, t, times, w[keep], ns, model, why, boot, gpus, device, missing, counter)
 
 
 def _capture(path: str, kind: str, col: str, t: _Table, times: _Times, w: np.ndarray, ns: np.ndarray,
              model: SensorModel, why: str, boot: Optional[dict[str, Any]], gpus: list[int], device: Optional[int],
-             missing: dict[str, int]) -> PowerCapture:
+             missing: dict[str, int], counter: tuple[Optional[CapturedCounter], Optional[str]]) -> PowerCapture:
     """The capture of the logs read, with what they are and how they map stated in ``meta["log_file"]``."""
     s = np.zeros(len(ns), dtype=SAMPLE_DTYPE)
     s["host_ns"] = s["source_ts"] = ns
@@ -601,14 +672,15 @@ def _capture(path: str, kind: str, col: str, t: _Table, times: _Times, w: np.nda
     log = {"format": kind, "file": os.path.abspath(path), "column": col, "unit": unit, "clock": times.words,
            "resolution_ns": times.resolution_ns, "read_delay_ns": times.read_delay_ns,
            "bound_ns": times.resolution_ns + times.read_delay_ns, "sensor": why, "gpus": gpus,
-           "device": device, "logs": len(ns), "missing": missing, "boottime": boot}
+           "device": device, "logs": len(ns), "missing": missing, "boottime": boot, "counter": counter[1]}
     source = {"name": kind, "clock_domain": LOG_FILE_CLOCK_DOMAIN, "tick_ns": 1.0, "native_period_ns": period,
               "window_ns": int(model.window_ns), "channels": ["total"]}
     meta = {"device": device if device is not None else (gpus[0] if len(gpus) == 1 else None),
             "host_clock": "CLOCK_REALTIME (the log's own stamps; a file holds no other clock)", "log_file": log,
             "started_epoch_ns": int(ns[0]), "stopped_epoch_ns": int(ns[-1])}
     return PowerCapture(samples=s, epoch_brackets=brackets, source=source, sensor=model, period_ns=max(period, 1),
-                        stats={"logs": len(ns), "missing_values": int(sum(missing.values()))}, meta=meta)
+                        stats={"logs": len(ns), "missing_values": int(sum(missing.values()))}, meta=meta,
+                        counter=counter[0])
 
 
 def power_log_summary(capture: PowerCapture) -> Optional[str]:
@@ -642,7 +714,8 @@ def power_log_summary(capture: PowerCapture) -> Optional[str]:
     bt = (f"; onto CLOCK_BOOTTIME through the boot time's offset ({boot['from']}, +-{boot['bound_ns'] / 1e6:g} ms)"
           if isinstance(boot, dict) else "")
     sensor = capture.sensor.name if capture.sensor is not None else "none"
+    counter = f"; energy counter: {log['counter']}" if log.get("counter") else ""
     return (f"power log: {log['format']} {log['file']}: {log['logs']} logs of {gpu}, {log['column']} in "
             f"{log['unit']}; clock: {log['clock']}; map bound {log['bound_ns'] / 1e6:g} ms (stamp resolution "
             f"{log['resolution_ns'] / 1e6:g} ms + read delay {log['read_delay_ns'] / 1e6:g} ms){bt}; sensor "
-            f"{sensor} ({log['sensor']}){gaps}")
+            f"{sensor} ({log['sensor']}){gaps}{counter}")

@@ -63,6 +63,12 @@ from fingrav_native.insitu._overlap import communication_level, running
 #: Coarse search: every this many grid steps (lagged fits), at most ``coarse_logs`` logs.
 _COARSE_EVERY = 4
 
+#: The fine search around the clock map's placement: offsets within this (ns), on a grid of this step. A map
+#: from bracketed reads errs by microseconds; a map coarser than this has its bound searched instead
+#: (``profile_trace``).
+FINE_SEARCH_NS = 100_000.0
+FINE_SEARCH_STEP_NS = 1_000.0
+
 
 @dataclass(frozen=True)
 class LogAlignment:
@@ -112,7 +118,8 @@ class LogAlignment:
         0 for instantaneous logs; for an averaging sensor's logs the median
         length of their response (a window, a filter's reach): the offset
         was measured through it (``insitu._align_windows``), is reported
-        and never applied.
+        and applied only inside a clock map's bound wider than
+        :data:`FINE_SEARCH_NS` (``profile_trace``).
     far : bool
         The best offset lies beyond the fine search around the map's
         placement: found by the scan over every shift at which the logs
@@ -624,8 +631,8 @@ def align_logs_to_trace(
     ends_ns: npt.ArrayLike,
     kernel_ids: npt.ArrayLike,
     *,
-    search_ns: float = 100_000.0,
-    step_ns: float = 1_000.0,
+    search_ns: float = FINE_SEARCH_NS,
+    step_ns: float = FINE_SEARCH_STEP_NS,
     confidence: float = 0.95,
     max_logs: int = 30_000,
     lags_ns: Sequence[float] = (0.0, 5_000.0, 10_000.0, 15_000.0, 25_000.0),
@@ -798,9 +805,13 @@ def _offset(t: np.ndarray, y: np.ndarray, fit: _Fit) -> LogAlignment:
     strict_far = 1.0 + float(stats.f.ppf(1.0 - 0.01 / len(scan.shifts), 1, df2)) / df2
     candidates = far_candidates(scan, search_ns, 0.5 * (1.0 + strict_far))
     far_design = _Design(s, e, group, n_groups) if candidates and not np.all(near) else design
+    # A proposal is off by at most the scan's cell: refined within that (and the fine search's own width) of
+    # it, not across a search widened to a coarse map's bound, three times over.
+    half = min(search_ns, max(FINE_SEARCH_NS, 2.0 * scan.cell_ns))
+    far_grid = grid[np.abs(grid) <= half + 0.5 * step_ns]
     best: Optional[tuple[float, LogAlignment]] = None
     for c in candidates:
-        far_prof = _Profile(far_design, t, yc, step_ns * round(c / step_ns) + grid, taus, coarse_logs)
+        far_prof = _Profile(far_design, t, yc, step_ns * round(c / step_ns) + far_grid, taus, coarse_logs)
         far, far_min = _result(far_prof, (crit, strict_far), confidence, pooled, float(yc @ yc), explained)
         if far.explained and near_min > strict_far * far_min and (best is None or far_min < best[0]):
             best = far_min, far

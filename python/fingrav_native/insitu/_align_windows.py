@@ -38,11 +38,13 @@ products for every shift cross-correlations by the FFT. The scan proposes;
 the best proposal is fitted finely on every log and must beat the best fit
 near the map's placement at the strict level over the shifts scanned.
 
-The measurement is reported, never applied: a shift through a window
+The measurement is reported, not applied: a shift through a window
 trades with the sensor model's ``delay_ns`` and with the power's shape inside
 the kernels, which the busy share does not model, so it checks the clock
 map at the resolution of :func:`~fingrav_native.insitu._align.mismatch_slack_ns`;
-it does not replace it.
+it does not replace it. A map whose own bound is far wider than that (a
+tool's log placed by a start and period given by hand, one period) is the
+exception: ``profile_trace`` applies an offset measured inside its bound.
 """
 
 from __future__ import annotations

@@ -26,7 +26,15 @@ from fingrav_native._checks import integer_in, positive_number, short_repr
 from fingrav_native._threads import numeric_threads
 from fingrav_native._version import __version__
 from fingrav_native.clocks._maps import ClockMapLike, host_relative
-from fingrav_native.insitu._align import ClockMismatchWarning, LogAlignment, align_logs_to_trace, offset_disagreement
+from fingrav_native.insitu._align import (
+    FINE_SEARCH_NS,
+    FINE_SEARCH_STEP_NS,
+    MISMATCH_SLACK_NS,
+    ClockMismatchWarning,
+    LogAlignment,
+    align_logs_to_trace,
+    offset_disagreement,
+)
 from fingrav_native.insitu._align_windows import measure_window_offset
 from fingrav_native.insitu._closure_fit import closure_from, counter_of
 from fingrav_native.insitu._concurrent import (
@@ -95,6 +103,11 @@ class _Shifted:
 #: Logs that reach back more than half of this (a window, a filter) are deconvolved: the table's
 #: kernels last tens of microseconds, and a point placement smears them by the log's reach.
 _RESOLUTION_NS = 10_000.0
+
+#: Offsets tried across a map's bound where it is wider than the fine search (each step at least 1 us; a
+#: parabola refines the minimum between steps): a 100 ms bound in 500 us steps. At 100 steps two of the tool
+#: logs' closed-form tests (tests/files/test_power_logs.py) missed their 1.5 %.
+WIDE_SEARCH_STEPS = 200
 
 
 def _one_sided(logger_map: ClockMapLike) -> bool:
@@ -726,7 +739,13 @@ def profile_trace(
         profiled out), so it is not taken for one; a map from bracketed
         reads is trusted and ``"auto"`` only reports the offset there, with
         a warning where it lies beyond the map's own error bound (the
-        trace and the capture disagree on the clock). An averaging sensor's
+        trace and the capture disagree on the clock). A map whose bound is
+        wider than the fine search (+-100 us: a tool's millisecond stamps, a
+        start and period given by hand) has offsets across its whole bound
+        searched, and ``"auto"`` applies one found inside it (the map's own
+        error, measured; an averaging sensor's too, whose trade with
+        ``delay_ns`` is microseconds against such a bound) and warns of one
+        beyond it. An averaging sensor's
         logs (a window, a filter, a counter's intervals) are checked through
         its forward model instead (``insitu._align_windows``: each log's
         power regressed on each signature group's busy share of its
@@ -810,7 +829,7 @@ def profile_trace(
     _check_overlap(kt, on_device, t_logs, trace_notes)
     conc = kt.concurrent()
     alignment: Optional[LogAlignment] = None
-    if align is not False:
+    if True:
         alignment, t_logs = _placed(kt, samples, t_logs, model, on_device, conc, lmap,
                                     "asked" if align is True else "one-sided" if _one_sided(logger_map) else "",
                                     trace_notes)
@@ -1121,6 +1140,19 @@ def _check_overlap(kt: KernelTrace, on_device: np.ndarray, t_logs: np.ndarray, n
 
 
 
+def _placement_bound(lmap: _Shifted, t_logs: np.ndarray, kt: KernelTrace) -> float:
+    """How far off the clock map may put the logs against the kernels: its error bound over the logs plus the
+    trace's own placement error (inf where the map states no bound)."""
+    try:
+        with np.errstate(invalid="ignore"):
+            b = np.asarray(lmap.error_bound_at(t_logs), dtype=np.float64)
+        bound = float(np.max(b)) if b.size and np.all(np.isfinite(b)) else math.inf
+    except (AttributeError, TypeError, ValueError):  # a user's map without a bound: only the edge tests apply
+        bound = math.inf
+    placed = float(np.median(kt.executions["start_err_ns"])) if len(kt.executions) else 0.0
+    return bound + placed
+
+
 def _mismatch_note(alignment: LogAlignment, lmap: _Shifted, t_logs: np.ndarray, kt: KernelTrace,
                    notes: list[str]) -> None:
     """A warning where the logs' measured offset disagrees with the clock map (a clock mismatch).
@@ -1134,14 +1166,7 @@ def _mismatch_note(alignment: LogAlignment, lmap: _Shifted, t_logs: np.ndarray, 
     says which, issued as :class:`ClockMismatchWarning` and noted in the
     table. An offset the logs cannot determine is noted as unchecked.
     """
-    try:
-        with np.errstate(invalid="ignore"):
-            b = np.asarray(lmap.error_bound_at(t_logs), dtype=np.float64)
-        bound = float(np.max(b)) if b.size and np.all(np.isfinite(b)) else math.inf
-    except (AttributeError, TypeError, ValueError):  # a user's map without a bound: only the edge tests apply
-        bound = math.inf
-    placed = float(np.median(kt.executions["start_err_ns"])) if len(kt.executions) else 0.0
-    text = offset_disagreement(alignment, bound + placed)
+    text = offset_disagreement(alignment, _placement_bound(lmap, t_logs, kt))
     if text:
         notes.append("clock mismatch: " + text)
         warnings.warn("profile_trace: clock mismatch: " + text, ClockMismatchWarning, stacklevel=3)
@@ -1165,12 +1190,25 @@ def _placed(kt: KernelTrace, samples: np.ndarray, t_logs: np.ndarray, model: Opt
     Instantaneous logs against the device's kernels that ran alone or beside communication only (its level
     taken off the logs); an averaging sensor's through its windows against every kernel of the device,
     reported (warned beyond the map's bound) and never applied: a window's offset trades with the model's
-    delay_ns. Returns the alignment and the logs' times (moved where it was applied).
+    delay_ns. A map whose bound exceeds the fine search (:data:`FINE_SEARCH_NS`) has its whole bound searched
+    and the offset found inside it applied. Returns the alignment and the logs' times (moved where it was
+    applied).
     """
+    bound = _placement_bound(lmap, t_logs, kt)
+    # A map coarser than the fine search (a tool's millisecond stamps, a start and period given by hand) puts
+    # the logs anywhere within its bound: the search covered it, and an offset found there is the map's own
+    # error, measured; one beyond it is far, a mismatch warned of. Against such a bound the trade between a
+    # window's offset and its delay_ns (microseconds) does not count: an averaging sensor's offset is applied too.
+    coarse = bound > FINE_SEARCH_NS
     if model is not None and model.averages:
-        return _window_offset(kt, samples, t_logs, model, on_device, lmap, notes), t_logs
-    alignment = _measured_offset(kt, samples, t_logs, on_device, conc)
-    if alignment is not None and not alignment.at_edge and (apply == "asked" or apply and not alignment.far):
+        alignment = _window_offset(kt, samples, t_logs, model, on_device, lmap, notes, coarse)
+        if coarse and alignment is not None and not alignment.at_edge and not alignment.far:
+            lmap.shift_ns, lmap.shift_err_ns = alignment.offset_ns, alignment.half_width_ns
+            return alignment, t_logs + lmap.shift_ns
+        return alignment, t_logs
+    alignment = _measured_offset(kt, samples, t_logs, on_device, conc, bound)
+    if alignment is not None and not alignment.at_edge and (
+            apply == "asked" or (bool(apply) or coarse) and not alignment.far):
         lmap.shift_ns, lmap.shift_err_ns = alignment.offset_ns, alignment.half_width_ns
         return alignment, t_logs + lmap.shift_ns
     if alignment is not None:
@@ -1179,12 +1217,13 @@ def _placed(kt: KernelTrace, samples: np.ndarray, t_logs: np.ndarray, model: Opt
 
 
 def _window_offset(kt: KernelTrace, samples: np.ndarray, t_logs: np.ndarray, model: SensorModel,
-                   on_device: np.ndarray, lmap: _Shifted, notes: list[str]) -> Optional[LogAlignment]:
+                   on_device: np.ndarray, lmap: _Shifted, notes: list[str], coarse: bool) -> Optional[LogAlignment]:
     """An averaging sensor's logs checked against the device's kernels (insitu._align_windows), warned or noted.
 
     Every kernel of the device counts (concurrent ones too: a window over compute and communication
-    measures both). The offset is reported, never applied; where the logs cannot determine it, that is
-    noted as "offset unchecked".
+    measures both). The offset is reported, and applied only against a ``coarse`` map (by the caller: an
+    offset determined within the near search, which covers such a map's bound); where the logs cannot
+    determine it, that is noted as "offset unchecked".
     """
     ex = kt.executions[on_device]
     names = samples.dtype.names or ()
@@ -1200,7 +1239,8 @@ def _window_offset(kt: KernelTrace, samples: np.ndarray, t_logs: np.ndarray, mod
                      "baseTimeNanoseconds) would give this table too")
         return alignment
     assert alignment is not None
-    _mismatch_note(alignment, lmap, t_logs, kt, notes)
+    if not (coarse and not alignment.at_edge and not alignment.far):
+        _mismatch_note(alignment, lmap, t_logs, kt, notes)
     return alignment
 
 
@@ -1219,9 +1259,14 @@ def _device_of(kt: KernelTrace, device: Optional[int]) -> int:
 
 
 def _measured_offset(kt: KernelTrace, samples: np.ndarray, t_logs: np.ndarray, on_device: np.ndarray,
-                     conc: np.ndarray) -> Optional[LogAlignment]:
+                     conc: np.ndarray, bound_ns: float) -> Optional[LogAlignment]:
     """The logs' offset against the device's kernels that ran alone or beside communication only, the
     communication beside them an additive level (``overlay_ns``); None where too few logs fall on them.
+
+    Offsets within :data:`FINE_SEARCH_NS` of the map are searched, or within its bound ``bound_ns`` plus the
+    measurement's resolution where that is wider (in :data:`WIDE_SEARCH_STEPS` steps, at least 1 us each):
+    a start given by hand to the second's fraction, off by 50 ms under a 100 ms period's bound, read a GEMM
+    36 % low with the offset searched over +-100 us only.
 
     Compute kernels on several streams: each group that overlaps is one execution of a class of its own
     (its logs measure the group's sum), so the logs in it are modelled, not read as a gap between kernels:
@@ -1239,8 +1284,13 @@ def _measured_offset(kt: KernelTrace, samples: np.ndarray, t_logs: np.ndarray, o
     k = np.concatenate([ex["kernel_id"][dev], np.full(len(a), len(kt.signatures), dtype=ex["kernel_id"].dtype)])
     order = np.argsort(s, kind="stable")
     beside = comm & conc
+    search_ns, step_ns = FINE_SEARCH_NS, FINE_SEARCH_STEP_NS
+    if math.isfinite(bound_ns) and bound_ns > FINE_SEARCH_NS:
+        search_ns = bound_ns + MISMATCH_SLACK_NS
+        step_ns = max(FINE_SEARCH_STEP_NS, search_ns / WIDE_SEARCH_STEPS)
     try:
-        return align_logs_to_trace(t_logs, samples["total"], s[order], e[order], k[order],
+        return align_logs_to_trace(t_logs, samples["total"], s[order], e[order], k[order], search_ns=search_ns,
+                                   step_ns=step_ns,
                                    overlay_ns=(ex["start_ns"][beside], ex["end_ns"][beside]) if beside.any() else None)
     except ValueError as exc:
         # The profiles below say so themselves where it matters.

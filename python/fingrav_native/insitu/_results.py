@@ -329,7 +329,8 @@ class TraceProfile:
     alignment : LogAlignment or None
         The logs' offset against the kernels as measured (instantaneous
         logs; an averaging sensor's through its windows, ``window_ns`` > 0,
-        reported and never applied); None when not measured.
+        reported and applied only inside a clock map's bound wider than the
+        fine search); None when not measured.
     alignment_applied : bool
         Whether the logs were moved by it.
     warnings : tuple of str
@@ -442,8 +443,11 @@ class TraceProfile:
         span = f"{_us(a.offset_ns)} us (95 % {_us(a.low_ns)} to {_us(a.high_ns)}"
         if a.window_ns > 0:
             return (f"logs placed {span}) from their clock map, measured through their {a.window_ns / 1e6:.3g} ms "
-                    "responses against the kernels: " + ("not determined" if a.at_edge else "reported, not applied "
-                                                        "(an averaging sensor's offset trades with its delay)"))
+                    "responses against the kernels: " + ("not determined" if a.at_edge else
+                                                        "applied (inside a clock map's bound wider than the fine "
+                                                        "search)" if self.alignment_applied else
+                                                        "reported, not applied (an averaging sensor's offset trades "
+                                                        "with its delay)"))
         pooled = f"; {a.pooled} signatures share one group of columns" if a.pooled else ""
         lag = f"{a.lag_ns / 1e3:.0f} us" if math.isfinite(a.lag_ns) else "n/a"
         return (f"logs placed {span}; power lag {lag}{pooled}) from their clock map, measured against the kernels: "
