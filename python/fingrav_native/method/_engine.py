@@ -317,14 +317,17 @@ def _block_stats(A: sparse.csr_matrix, y: np.ndarray, blocks: np.ndarray, n_bloc
     n = np.bincount(blocks, minlength=n_blocks)
     order = np.argsort(blocks, kind="stable")
     cuts = np.searchsorted(blocks[order], np.arange(n_blocks + 1))
+    # The rows in block order once: each block's rows are then a slice (the same rows, in the same order,
+    # as picking them out of A block by block, for a fraction of the indexing).
+    A_sorted, y_sorted = A[order], y[order]
     for k in range(n_blocks):
-        idx = order[cuts[k]:cuts[k + 1]]
-        if len(idx) == 0:
+        lo, hi = int(cuts[k]), int(cuts[k + 1])
+        if hi == lo:
             continue
-        Ak = A[idx]
+        Ak, yk = A_sorted[lo:hi], y_sorted[lo:hi]
         G[k] = (Ak.T @ Ak).toarray()
-        B[k] = Ak.T @ y[idx]
-        yy[k] = np.sum(y[idx] ** 2, axis=0)
+        B[k] = Ak.T @ yk
+        yy[k] = np.sum(yk ** 2, axis=0)
     reach = np.diff(A.tocsc().indptr)
     return _Stats(G, B, yy, n, reach)
 
