@@ -317,14 +317,17 @@ def _block_stats(A: sparse.csr_matrix, y: np.ndarray, blocks: np.ndarray, n_bloc
     n = np.bincount(blocks, minlength=n_blocks)
     order = np.argsort(blocks, kind="stable")
     cuts = np.searchsorted(blocks[order], np.arange(n_blocks + 1))
+    # The rows in block order once: each block's rows are then a slice (the same rows, in the same order,
+    # as picking them out of A block by block, for a fraction of the indexing).
+    A_sorted, y_sorted = A[order], y[order]
     for k in range(n_blocks):
-        idx = order[cuts[k]:cuts[k + 1]]
-        if len(idx) == 0:
+        lo, hi = int(cuts[k]), int(cuts[k + 1])
+        if hi == lo:
             continue
-        Ak = A[idx]
+        Ak, yk = A_sorted[lo:hi], y_sorted[lo:hi]
         G[k] = (Ak.T @ Ak).toarray()
-        B[k] = Ak.T @ y[idx]
-        yy[k] = np.sum(y[idx] ** 2, axis=0)
+        B[k] = Ak.T @ yk
+        yy[k] = np.sum(yk ** 2, axis=0)
     reach = np.diff(A.tocsc().indptr)
     return _Stats(G, B, yy, n, reach)
 
@@ -364,16 +367,18 @@ def _variants(designs: Sequence[Design], rows: Sequence[Rows], stats: Sequence[_
         P = Gt.shape[0]
         # The scale of the model's own columns (a drift's columns must not change the priors' weight).
         scale = max(float(np.trace(Gt[:d.n_col, :d.n_col])) / d.n_col, 1e-300)
-        R = np.zeros((P, P))
+        # Both in the column order LAPACK factors, as every system cross-validation forms from them is
+        # (:func:`_cv_fold_scores`): adding arrays of one layout runs along memory, of two it strides across it.
+        R = np.zeros((P, P), order="F")
         R[:d.n_col, :d.n_col] = d.smooth
         R *= scale / max(float(np.trace(R)) / d.n_col, 1e-300) if R.any() else 0.0
-        F = np.zeros((P, P))
+        F = np.zeros((P, P), order="F")
         F[:d.n_col, :d.n_col] = scale * _without(d.fixed, st.reach[:d.n_col] == 0)
         F[np.diag_indices(P)] += 1e-9 * scale + np.where(st.reach == 0, scale, 0.0)
         lower = np.concatenate([d.lower, np.full(P - d.n_col, -np.inf)])
         out.append(_Variant(i, P > d.n_col, d.name + (", with a slow drift" if P > d.n_col else ""), R, F, lower))
         if P > d.n_col:
-            F0 = F.copy()
+            F0 = F.copy(order="F")
             F0[np.arange(d.n_col, P), np.arange(d.n_col, P)] += _NO_DRIFT * scale
             out.append(_Variant(i, False, d.name, R, F0, lower))
     return out
@@ -430,15 +435,21 @@ def _cv_fold_scores(v: _Variant, fs: _FoldStats, lam_R: Sequence[np.ndarray],
     scores = np.zeros((len(Gfs), len(lam_R)))
     alive = np.ones(len(lam_R), dtype=bool)
     partial = np.zeros(len(lam_R))
-    # One system at a time, formed in place in the column order LAPACK factors (no copy per solve).
+    # One system at a time, formed in place in the column order LAPACK factors (no copy per solve), from
+    # terms in that order too (the penalties are; each fold's rest is put in it once): the same sums, added
+    # along memory.
     M = np.empty(Gw.shape, order="F")
+    rest = np.empty(Gw.shape, order="F")
+    lam_R = [np.asfortranarray(r) for r in lam_R]
+    F = np.asfortranarray(v.F)
     for f in np.flatnonzero(fs.present):
         Gf, Bf = Gfs[f], Bfs[f]
-        rest, rhs = Gw - Gf, Bw - Bf
+        np.subtract(Gw, Gf, out=rest)
+        rhs = Bw - Bf
         yyf = float(fs.yy[f])
         for i in np.flatnonzero(alive):
             np.add(rest, lam_R[int(i)], out=M)
-            M += v.F
+            M += F
             c, info = _POTRF(M, lower=0, overwrite_a=1, clean=0)
             if info != 0:
                 scores[f, i] = math.inf
