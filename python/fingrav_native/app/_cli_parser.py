@@ -7,6 +7,7 @@ from typing import Any, cast
 
 from fingrav_native.app._cli_common import BACKENDS
 from fingrav_native.app._cli_ranges import (
+    BOOTTIME_OFFSET_NS,
     CHARACTERIZE_MAX_RUN_MS,
     CYCLES,
     DEMO_SECONDS,
@@ -14,6 +15,7 @@ from fingrav_native.app._cli_ranges import (
     DPI,
     EXECUTIONS,
     HALF_PERIOD_MS,
+    LOG_PERIOD_S,
     MARGIN,
     MIN_EXECUTIONS,
     RECORD_SECONDS,
@@ -232,13 +234,13 @@ def _add_trace_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]"
     log.add_argument("--log-start", default=None, metavar="TIME",
                      help="for a log without times (rocm-smi, dcgmi): its first row's wall-clock time, epoch "
                           "seconds or ISO 8601 with its zone")
-    log.add_argument("--log-period", type=float, default=None, metavar="S",
-                     help="for a log without times: the period it was written at, seconds")
+    log.add_argument("--log-period", type=LOG_PERIOD_S, default=None, metavar="S",
+                     help=f"for a log without times: the period it was written at, seconds, {LOG_PERIOD_S}")
     log.add_argument("--log-columns", default=None, metavar="A,B,...",
                      help="the columns of an nvidia-smi log written with noheader, in --query-gpu's order")
-    log.add_argument("--boottime-offset-ns", type=int, default=None, metavar="NS",
+    log.add_argument("--boottime-offset-ns", type=BOOTTIME_OFFSET_NS, default=None, metavar="NS",
                      help="CLOCK_REALTIME - CLOCK_BOOTTIME on the recording host, to place a log's wall-clock "
-                          "stamps on a rocprofv3 trace's CLOCK_BOOTTIME")
+                          f"stamps on a rocprofv3 trace's CLOCK_BOOTTIME, {BOOTTIME_OFFSET_NS}")
     trace.add_argument("--annotate", default=None, metavar="OUT",
                        help="also write the trace again as OUT (.json, or .json.gz gzipped) with every event kept, "
                             "each kernel's energy in its args and power counter tracks (opens in Perfetto, "

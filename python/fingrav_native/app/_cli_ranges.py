@@ -226,6 +226,14 @@ TOP = IntRange(1, 100)
 MIN_EXECUTIONS = IntRange(2, 1_000_000_000)
 
 
+#: trace --log-period: a tool's logging period, 1 ms (nvidia-smi -lms 1) to an hour.
+LOG_PERIOD_S = FloatRange(0, 3600, unit="s")
+
+
+#: trace --boottime-offset-ns: CLOCK_REALTIME - CLOCK_BOOTTIME, from the epoch to 2**62 ns (the year 2116).
+BOOTTIME_OFFSET_NS = IntRange(0, 2**62)
+
+
 def _is_int(value: object) -> bool:
     # JSON true/false are bools, which Python counts as ints.
     return isinstance(value, int) and not isinstance(value, bool)
