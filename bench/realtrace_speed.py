@@ -211,6 +211,10 @@ def summarise(runs: dict[str, list[dict[str, dict[str, Any]]]]) -> dict[str, Any
 
 def _because(words: str, steps: int) -> str:
     """What a reason for leaving executions out says of the limit: the excerpt's, the logs', the trace's."""
+    if "no log determines" in words:
+        return ("run too few times to stitch (or with no log inside a golden execution), and no log at the logs' "
+                "100 us period falls inside any of their executions, so no level is determined for a coarse row "
+                "(a limit of the logs: a faster logger)")
     if "fewer than" in words:
         return (f"run fewer than min_executions=20 times in an excerpt of {steps} ProfilerStep(s) (a limit of the "
                 "excerpt: a trace of 20 iterations holds each 20 times)" if steps else

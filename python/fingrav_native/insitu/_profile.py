@@ -62,6 +62,7 @@ from fingrav_native.insitu._results import (
     TraceProfile,
     kernel_table_dtype,
 )
+from fingrav_native.insitu._rare import coarse_profile, coarse_row, instant_level
 from fingrav_native.insitu._trace import GPU_ORDINAL, TRACE_CLOCKS, KernelTrace
 from fingrav_native.method._align import place_logs, place_logs_of_kernels
 from fingrav_native.method._components import with_rest
@@ -596,6 +597,45 @@ def _instant_levels(found: _Signatures, kt: KernelTrace, overlap: _Overlap) -> N
             setattr(found, name, [x for x, k in zip(getattr(found, name), keep.tolist()) if k])
 
 
+def _coarse_added(found: _Signatures, kt: KernelTrace, sid: int, keep: np.ndarray,
+                  levels: dict[str, tuple[float, float, float]], n_logs: int, confidence: float, how: str) -> None:
+    """A coarse row for signature ``sid`` (its executions ``keep``) into ``found``, out of ``skipped``; or, where the
+    logs give its level no interval, its reason in ``skipped`` saying so."""
+    sig, label = kt.signatures[sid], _label(kt.signatures[sid])
+    ex = kt.executions[keep]
+    lvl, lo, hi = levels.get("total", (math.nan, math.nan, math.nan))
+    if not (math.isfinite(lvl) and math.isfinite(lo) and math.isfinite(hi)):
+        was = found.skipped.get(label, "not stitched")
+        found.skipped[label] = (f"{was}; and {'no log falls' if n_logs == 0 else f'{n_logs} log(s) fall'} in or "
+                                "across its executions: its level (its power while it runs) is not determined")
+        return
+    ep = coarse_profile(label, (ex["end_ns"] - ex["start_ns"]).astype(np.float64), ex["run"], levels, n_logs,
+                        confidence, how)
+    mine = int(np.count_nonzero(kt.executions["kernel_id"] == sid))
+    found.rows.append(coarse_row(sig, mine, len(keep), ep))
+    found.profiles.append(ep)
+    found.sig_ids.append(sid)
+    found.kept_ids.append(keep)
+    found.skipped.pop(label, None)
+
+
+def _instant_rare(found: _Signatures, kt: KernelTrace, t_logs: np.ndarray, power: np.ndarray) -> None:
+    """Instantaneous logs: each signature the stitch could not profile gets a coarse row from the mean of the logs
+    inside its executions alone (insitu._rare.instant_level), or its reason says no log determines it."""
+    if not found.rare:
+        return
+    order = np.argsort(t_logs, kind="stable")  # once, for every signature's search
+    t_logs, power = np.asarray(t_logs, dtype=np.float64)[order], power[order]
+    for sid, keep in found.rare:
+        if not len(keep):
+            continue
+        ex = kt.executions[keep]
+        lvl, lo, hi, n = instant_level(t_logs, power, ex["start_ns"], ex["end_ns"])
+        _coarse_added(found, kt, sid, keep, {"total": (lvl, lo, hi)}, n, 0.95,
+                      f"the mean of the {n} instantaneous logs inside its {len(keep)} executions alone, with a "
+                      "Student t interval")
+
+
 def _overlap_note(fit: TimelineFit, kt: KernelTrace, on_device: np.ndarray, overlap: _Overlap,
                   found: _Signatures) -> None:
     """What the joint fit used of the compute executions, what it left out and why, and the communication's level."""
@@ -846,6 +886,8 @@ def profile_trace(
         found.profiles = _joint(samples, t_logs, kt, model, on_device, found, bins, overlap, max_power_w, spans)
     elif found.rows:
         _instant_levels(found, kt, overlap)
+    if not joint:
+        _instant_rare(found, kt, t_logs, np.asarray(attributed["total"], dtype=np.float64))
     if not joint and spans is not None:
         found.span_fit = instant_span_power(t_logs, np.asarray(attributed["total"], dtype=np.float64), spans.start,
                                             spans.end)
@@ -1315,6 +1357,9 @@ class _Signatures:
     span_fit: tuple[float, float, int] = (math.nan, math.nan, 0)
     span_how: str = ""
     span_note: str = ""
+    #: Signatures the stitch cannot profile (too few executions, no log inside their golden executions): their
+    #: id and executions alone on the device, in start order, for a coarse row (insitu._rare).
+    rare: list[tuple[int, np.ndarray]] = dataclasses.field(default_factory=list)
 
 
 def _rows_by_signature(kt: KernelTrace, on_device: np.ndarray) -> list[np.ndarray]:
@@ -1424,6 +1469,7 @@ def _profile_signature(found: _Signatures, kt: KernelTrace, sig: Any, mine: np.n
     if len(ex) < min_executions:
         found.skipped[label] = f"{len(ex)} executions (of {len(mine)}) without a concurrent kernel, " \
                                f"fewer than min_executions={min_executions}"
+        found.rare.append((int(sig["id"]), keep))
         return
     if near is not None:
         samples = near.around(ex)
@@ -1438,6 +1484,7 @@ def _profile_signature(found: _Signatures, kt: KernelTrace, sig: Any, mine: np.n
                                     margin=margin, label=label, sensor=sensor, attribution=attribution)
     except ValueError as exc:
         found.skipped[label] = str(exc)
+        found.rare.append((int(sig["id"]), keep))
         return
     if warm and len(kt.steps):
         found.first_steady = max(found.first_steady, int(kt.steps["step"][max(int(it_of[keep[warm]]), 0)]))

@@ -35,8 +35,13 @@ KERNEL_TABLE_DTYPE = np.dtype([
     ("energy_j", "<f8"),           # per execution
     ("energy_half_width_j", "<f8"),  # 95 % interval half-width
     ("share", "<f8"),              # of all kernels' energy (count x energy_j)
-    ("joint", "?"),                # a joint attribution: a communication kernel's additive level beside compute
+    ("joint", "?"),                # a joint attribution: a communication kernel's additive level, or a coarse level
 ])
+
+#: How a coarse row's energy was found (the start of its estimate's note, and what marks it ``[c]`` in the printout):
+#: a signature the stitch cannot profile (too few executions, or no log inside its golden ones).
+COARSE_NOTE = ("coarse attribution: no stitched curve; one level (its power while it runs) fitted jointly from every "
+               "log in or across its executions, its energy the level x its own durations")
 
 
 def kernel_table_dtype(width: int) -> np.dtype:
@@ -97,6 +102,8 @@ def _us(ns: float) -> str:
 
 #: The reasons profile_trace gives for leaving a signature out, in a group's words (the first match wins).
 _SKIP_GROUPS: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"its level \(its power while it runs\) is not determined"),
+     "without a stitched curve whose level no log determines (none falls in or across their executions)"),
     (re.compile(r"fewer than min_executions=(\d+)"),
      "with fewer than {0} executions alone on the device (min_executions={0})"),
     (re.compile(r"^a communication kernel beside compute kernels, and no log fell"),
@@ -387,6 +394,11 @@ class TraceProfile:
             groups.setdefault(key, (words, []))[1].append(label)
         return sorted(groups.values(), key=lambda g: -len(g[1]))
 
+    def _coarse(self, i: int) -> bool:
+        """Whether row ``i`` is a coarse attribution (one level, no stitched curve)."""
+        est = self.profiles[i].energy.get("total") if i < len(self.profiles) else None
+        return est is not None and est.note.startswith(COARSE_NOTE)
+
     def _no_interval(self, i: int) -> str:
         """Why row ``i``'s energy has no interval, in a few words (its estimate's note says it in full)."""
         est = self.profiles[i].energy.get("total") if i < len(self.profiles) else None
@@ -403,14 +415,15 @@ class TraceProfile:
             return ["no kernel signature profiled (why: below)"]
         lines = [f"{'#':>3s} {'kernel':{NAME_COLUMN}s} {'grid':>14s} {'count':>7s} {'golden':>7s} {'us':>9s} "
                  f"{'W':>7s} {'mJ/exec':>16s} {'share':>6s}"]
-        cut, joint, no_interval = False, False, dict[str, list[int]]()
+        cut, marks, no_interval = False, set[str](), dict[str, list[int]]()
         for i, r in enumerate(self.kernels):
             name = str(r["name"])
             flagged = "joint" in (r.dtype.names or ()) and bool(r["joint"])
-            shown = shown_name(name, NAME_COLUMN - 4 if flagged else NAME_COLUMN)
+            mark = ("[c] " if self._coarse(i) else "[j] ") if flagged else ""
+            shown = shown_name(name, NAME_COLUMN - len(mark))
             cut |= shown != name
-            joint |= flagged
-            shown = "[j] " + shown if flagged else shown
+            marks.add(mark)
+            shown = mark + shown
             grid = "x".join(str(int(g)) for g in r["grid"])
             if not np.isfinite(r["energy_j"]):
                 energy = f"{'not resolved':>16s}"
@@ -425,7 +438,11 @@ class TraceProfile:
         if cut:
             lines.append('names ending in "..." are cut to fit; row #\'s whole name: kernels["name"][#] '
                          '(kernels.json: "kernels"[#])')
-        if joint:
+        if "[c] " in marks:
+            lines.append("[c]: a coarse attribution, a signature too rare to stitch (or with no log inside its golden "
+                         "executions): no curve, one level (its power while it runs) fitted jointly from the logs in or "
+                         "across its executions, its energy the level x its own durations, with the fit's interval")
+        if "[j] " in marks:
             lines.append("[j]: a joint attribution, a communication kernel beside compute: its energy is the additive "
                          "level it draws over whatever runs beside it x its duration (the compute's draw is in the "
                          "compute kernels' rows)")
