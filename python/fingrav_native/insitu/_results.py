@@ -356,6 +356,11 @@ class TraceProfile:
         share of the executions and time, and their spans' energy attributed
         jointly, split among the rows by fitted power; None where no compute
         kernel overlapped another.
+    device_executions : int
+        Executions of the logs' device with a duration (0 where not counted).
+    zero_duration : int
+        Executions of zero recorded duration (below the trace's resolution, a trace artefact): they carry
+        no energy to attribute, and count neither as used nor as left out.
     """
 
     kernels: np.ndarray
@@ -374,6 +379,42 @@ class TraceProfile:
     closure: Optional[EnergyClosure] = None
     span: Optional[SpanEnergy] = None
     concurrency: Optional[ConcurrentEnergy] = None
+    device_executions: int = 0
+    zero_duration: int = 0
+
+    def used_executions(self) -> tuple[int, int]:
+        """Executions of the device whose energy the result gives with an interval, and the device's executions.
+
+        Returns
+        -------
+        tuple of int
+            Used: every one where the kernel span's energy has an interval (:attr:`span`); else those the
+            table and the concurrent spans account for (:attr:`concurrency`); else those of rows with an
+            interval, past their warm-up (stitched rows and coarse ``[c]`` ones alike). Then
+            :attr:`device_executions` (zero-duration ones, :attr:`zero_duration`, in neither).
+        """
+        n = self.device_executions
+        sp = self.span
+        if sp is not None and math.isfinite(sp.energy_j) and math.isfinite(sp.energy_half_width_j):
+            return n, n
+        if self.concurrency is not None:
+            return int(self.concurrency.used), n
+        k = self.kernels
+        if not len(k):
+            return 0, n
+        ok = np.isfinite(k["energy_j"]) & np.isfinite(k["energy_half_width_j"])
+        return int(np.sum((k["count"] - k["warmup"])[ok])), n
+
+    def _used_line(self) -> Optional[str]:
+        """The share of the device's executions used, on one line (None where not counted)."""
+        used, n = self.used_executions()
+        if n <= 0:
+            return None
+        coarse = sum(int(r["count"]) for i, r in enumerate(self.kernels) if self._coarse(i))
+        zero = (f"; {self.zero_duration} more of zero recorded duration (a trace artefact: no energy to attribute, "
+                "counted neither as used nor as left out)" if self.zero_duration else "")
+        return (f"executions used: {used} of {n} on this device ({100 * used / n:.0f} %, each one's energy given with "
+                f"an interval), {coarse} of them in coarse rows [c]{zero}")
 
     def profile(self, i: int) -> ExecutionProfile:
         """The stitched profile of row ``i`` of :attr:`kernels`."""
@@ -504,6 +545,8 @@ class TraceProfile:
 
     def __str__(self) -> str:
         lines = self._table_lines()
+        used = self._used_line()
+        lines += [used] if used is not None else []
         placed = self._alignment_line()
         lines += [placed] if placed is not None else []
         lines.append(self._iteration_line())
