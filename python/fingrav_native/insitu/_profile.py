@@ -17,7 +17,7 @@ import logging
 import math
 import os
 import warnings
-from typing import Any, Literal, Optional, Union
+from typing import Any, Literal, Optional, Sequence, Union
 
 import numpy as np
 from scipy import stats
@@ -517,7 +517,7 @@ def _joint(samples: np.ndarray, t: np.ndarray, kt: KernelTrace, model: SensorMod
 
 
 def _joint_rare(found: _Signatures, kt: KernelTrace, fit: TimelineFit, rare: list[tuple[int, np.ndarray]],
-                first: int, channels: list[str]) -> None:
+                first: int, channels: Sequence[str]) -> None:
     """The coarse rows of the joint fit's one-bin classes ``first``.. (``rare``'s signatures): each one's level
     is its fitted energy over the duration it was taken over, with the engine's interval."""
     for j, (sid, keep) in enumerate(rare, start=first):
@@ -629,9 +629,8 @@ def _coarse_added(found: _Signatures, kt: KernelTrace, sid: int, keep: np.ndarra
     ex = kt.executions[keep]
     lvl, lo, hi = levels.get("total", (math.nan, math.nan, math.nan))
     if not (math.isfinite(lvl) and math.isfinite(lo) and math.isfinite(hi)):
-        was = found.skipped.get(label, "not stitched")
-        found.skipped[label] = (f"{was}; and {'no log falls' if n_logs == 0 else f'{n_logs} log(s) fall'} in or "
-                                "across its executions: its level (its power while it runs) is not determined")
+        # Its reason in skipped stays the stitch's; the count of such signatures is one warning (_undetermined).
+        found.undetermined += 1
         return
     ep = coarse_profile(label, (ex["end_ns"] - ex["start_ns"]).astype(np.float64), ex["run"], levels, n_logs,
                         confidence, how)
@@ -640,6 +639,7 @@ def _coarse_added(found: _Signatures, kt: KernelTrace, sid: int, keep: np.ndarra
     found.profiles.append(ep)
     found.sig_ids.append(sid)
     found.kept_ids.append(keep)
+    found.coarse += 1
     found.skipped.pop(label, None)
 
 
@@ -918,8 +918,7 @@ def profile_trace(
                                             spans.end)
         found.span_how = "the mean of the instantaneous logs in the spans"
     _elsewhere(found, kt, on_device)
-    if not found.rows:
-        _nothing_profiled(found, bool(np.any(it_of[on_device] >= 0)))
+    _nothing_or_undetermined(found, bool(np.any(it_of[on_device] >= 0)))
     _power_limit_notes(found, max_power_w)
     tp = _trace_profile(kt, samples, t_logs, model, found, conc, alignment, lmap, it_of)
     if spans is not None:
@@ -928,7 +927,7 @@ def profile_trace(
         tp = dataclasses.replace(tp, summary=dataclasses.replace(tp.summary, **communication_split(
             tp.summary.note, kt, it_of, tp.iterations, overlap.comm, on_device & ~overlap.comm, tp.kernels,
             tp.signature_rows)))
-    if not found.rows and tp.summary is None:
+    if len(found.rows) == found.coarse and tp.summary is None:
         tp = _with_span(tp, _span_energy(kt, on_device, samples, t_logs, model))
     tp = dataclasses.replace(tp, device_executions=int(on_device.sum()), zero_duration=zero)
     return closure_from(tp, counted, samples, model, on_device)
@@ -1028,6 +1027,17 @@ def _elsewhere(found: _Signatures, kt: KernelTrace, on_device: np.ndarray) -> No
         found.skipped[_label(kt.signatures[sid])] = (
             f"no execution on the power logs' device (it ran on device(s) {devices[sid]})" if sid in devices else
             "every execution has zero recorded duration (below the trace's resolution): none is left to attribute")
+
+
+def _nothing_or_undetermined(found: _Signatures, iterations: bool) -> None:
+    """The warnings for signatures without a coarse row (no log determines their level) and for a trace with no
+    stitched row."""
+    if found.undetermined:
+        found.notes.append(f"{found.undetermined} signature(s) without a stitched curve (in skipped) have no log in or "
+                           "across their executions, or one: their level (their power while they run) is not "
+                           "determined, so they have no coarse row")
+    if len(found.rows) == found.coarse:
+        _nothing_profiled(found, iterations)
 
 
 def _nothing_profiled(found: _Signatures, iterations: bool) -> None:
@@ -1397,6 +1407,10 @@ class _Signatures:
     #: Signatures the stitch cannot profile (too few executions, no log inside their golden executions): their
     #: id and executions alone on the device, in start order, for a coarse row (insitu._rare).
     rare: list[tuple[int, np.ndarray]] = dataclasses.field(default_factory=list)
+    #: Coarse rows among ``rows`` (a trace with no stitched row still reports its span's or iterations' energy).
+    coarse: int = 0
+    #: Signatures without a stitched curve whose level no log determines (no coarse row).
+    undetermined: int = 0
 
 
 def _rows_by_signature(kt: KernelTrace, on_device: np.ndarray) -> list[np.ndarray]:
