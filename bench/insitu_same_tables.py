@@ -8,7 +8,10 @@ it), then saves what each profile says or compares it with a saved run.
 
 Run:  PYTHONPATH=<old checkout>/python python bench/insitu_same_tables.py save /tmp/old.pkl [TRACE]
       PYTHONPATH=python python bench/insitu_same_tables.py compare /tmp/old.pkl [TRACE]
-Each case prints IDENTICAL or its first differences (with their relative size).
+Each case prints whether its stitched rows (table and curves) are IDENTICAL, then whether all it says is, or their
+first differences (with their relative size); coarse rows ([c]: signatures too rare to stitch, one level each) are
+counted, not compared, since a version without them lists those signatures as not profiled instead (and the
+stitched rows' share of all kernels' energy, which counts theirs, is left out of that comparison).
 """
 
 from __future__ import annotations
@@ -39,13 +42,23 @@ REAL = ("hta/nccl_data.ProfilerStep5.json.gz", "kineto/resnet50_worker0.16231430
         "hta/sampled_rank-0.json.gz", "hta/mi250_minitoy_train_ROCm6_2_kineto.json.gz", "kineto/gpu_metrics_input.json")
 
 
+def _stitched(tp: Any) -> list[int]:
+    """The rows with a stitched (or jointly fitted) curve: coarse rows ([c], one level) are compared apart, since a
+    version without them lists their signatures as not profiled instead."""
+    return [i for i, ep in enumerate(tp.profiles)
+            if not ep.energy.get("total", None) or not ep.energy["total"].note.startswith("coarse attribution")]
+
+
 def digest(tp: Any, caught: list[warnings.WarningMessage]) -> dict[str, Any]:
-    """What a TraceProfile says, as plain values: its tables, warnings, each profile's curves and placed logs."""
-    d: dict[str, Any] = {"kernels": tp.kernels.tolist(), "skipped": dict(tp.skipped), "warnings": list(tp.warnings),
+    """What a TraceProfile says, as plain values: its tables, warnings, each stitched profile's curves and placed logs
+    (coarse rows, which one level describes, in ``coarse``)."""
+    keep = _stitched(tp)
+    d: dict[str, Any] = {"kernels": tp.kernels[keep].tolist(),
+                         "coarse": len(tp.kernels) - len(keep), "skipped": dict(tp.skipped), "warnings": list(tp.warnings),
                          "summary": str(tp.summary), "iterations": tp.iterations.tolist(),
                          "alignment": str(tp.alignment), "caught": sorted(str(w.message) for w in caught),
                          "curves": []}
-    for ep in tp.profiles:
+    for ep in (tp.profiles[i] for i in keep):
         for c in ep.stitched.channels:
             d["curves"].append((ep.label, c.name, np.asarray(c.fit_y).tolist(), np.asarray(c.fit_low).tolist(),
                                 np.asarray(c.fit_high).tolist(), np.asarray(c.mean).tolist(), float(c.fit_span)))
@@ -107,6 +120,14 @@ def main() -> None:
     with open(saved, "rb") as f:
         old = pickle.load(f)
     for name in got:
+        # A saved run from before coarse rows has none: every row it lists is a stitched one.
+        old[name].setdefault("coarse", 0)
+        # A stitched row's share of all kernels' energy (field 10) counts the coarse rows' energy too: not compared.
+        diffs = differences(*({"kernels": [r[:10] + r[11:] for r in d["kernels"]], "curves": d["curves"]}
+                              for d in (old[name], got[name])), name)
+        print(name, "stitched rows IDENTICAL" if not diffs else f"stitched rows: {len(diffs)} differences")
+        for d in diffs[:8]:
+            print("   ", d)
         diffs = differences(old[name], got[name], name)
         print(name, "IDENTICAL" if not diffs else f"{len(diffs)} differences")
         for d in diffs[:8]:

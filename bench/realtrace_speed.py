@@ -97,7 +97,12 @@ def plain_parse(path: str) -> int:
 
 
 def share_used(kt: Any, tp: Any) -> dict[str, Any]:
-    """Of the device's executions, those whose energy the result gives with an interval, and the rest by why."""
+    """Of the device's executions, those whose energy the result gives with an interval, and the rest by why.
+
+    ``TraceProfile.used_executions`` counts them (stitched rows, coarse ``[c]`` rows, spans attributed jointly, or
+    the kernel span's energy); executions of zero recorded duration (a trace artefact, no energy to attribute) are
+    counted apart, neither used nor left out.
+    """
     import math
 
     import numpy as np
@@ -106,19 +111,16 @@ def share_used(kt: Any, tp: Any) -> dict[str, Any]:
 
     ex = kt.executions
     device = int(np.unique(kt.device)[0])
-    on = kt.device == device
-    n = int(on.sum())
+    on = (kt.device == device) & (ex["end_ns"] > ex["start_ns"])
     per_sig = np.bincount(ex["kernel_id"][on], minlength=len(kt.signatures))
     label_of = {_label(s): int(s["id"]) for s in kt.signatures}
+    used, n = tp.used_executions()
     warm = int(np.sum(tp.kernels["warmup"])) if len(tp.kernels) else 0
-    rows = int(np.sum(tp.kernels["count"])) - warm if len(tp.kernels) else 0
-    span = tp.span
-    if span is not None and math.isfinite(span.energy_j) and math.isfinite(span.energy_half_width_j):
-        used, how = n, "the kernel span's energy with its interval holds every execution"
-    elif tp.concurrency is not None:
-        used, how = int(tp.concurrency.used), "rows past warm-up and spans attributed jointly (tp.concurrency)"
-    else:
-        used, how = rows, "executions of signatures with a row, past their warm-up"
+    coarse = sum(int(r["count"]) for i, r in enumerate(tp.kernels) if tp._coarse(i))
+    how = ("the kernel span's energy with its interval holds every execution" if used == n and tp.span is not None
+           else "rows past warm-up (stitched and coarse [c]) and spans attributed jointly (tp.concurrency)"
+           if tp.concurrency is not None else "executions of rows with an interval (stitched and coarse [c]), past "
+           "their warm-up")
     why: list[tuple[str, int, int]] = []
     if used < n:
         if warm:
@@ -128,6 +130,7 @@ def share_used(kt: Any, tp: Any) -> dict[str, Any]:
             if count:
                 why.append((words, count, len(labels)))
     return {"device": device, "executions": n, "used": used, "share": used / n if n else math.nan, "how": how,
+            "coarse": coarse, "zero_duration": int(tp.zero_duration),
             "signatures": int(np.count_nonzero(per_sig)), "rows": int(len(tp.kernels)),
             "steps": int(len(kt.steps)), "not_used_by_reason": why}
 
@@ -202,8 +205,8 @@ def summarise(runs: dict[str, list[dict[str, dict[str, Any]]]]) -> dict[str, Any
             row[cond] = {**med, "ratio": med["profile_s"] / med["parse_s"], "limit_s": limit,
                          "within": med["profile_s"] <= limit}
         last = runs["quiet"][-1][name]
-        row["share"] = {k: last[k] for k in ("device", "executions", "used", "share", "how", "signatures", "rows",
-                                             "steps", "not_used_by_reason")}
+        row["share"] = {k: last[k] for k in ("device", "executions", "used", "share", "how", "coarse", "zero_duration",
+                                             "signatures", "rows", "steps", "not_used_by_reason")}
         row["share"]["why_below_target"] = why_below(row["share"])
         out[name] = row
     return out
@@ -211,6 +214,10 @@ def summarise(runs: dict[str, list[dict[str, dict[str, Any]]]]) -> dict[str, Any
 
 def _because(words: str, steps: int) -> str:
     """What a reason for leaving executions out says of the limit: the excerpt's, the logs', the trace's."""
+    if "no log determines" in words:
+        return ("run too few times to stitch (or with no log inside a golden execution), and no log at the logs' "
+                "100 us period falls inside any of their executions, so no level is determined for a coarse row "
+                "(a limit of the logs: a faster logger)")
     if "fewer than" in words:
         return (f"run fewer than min_executions=20 times in an excerpt of {steps} ProfilerStep(s) (a limit of the "
                 "excerpt: a trace of 20 iterations holds each 20 times)" if steps else
@@ -291,15 +298,17 @@ def main() -> None:
 
 def _table(summary: dict[str, Any]) -> list[str]:
     lines = ["| trace | executions | parse s (quiet / loaded) | profile_trace s (quiet / loaded) | profile / parse "
-             "(quiet / loaded) | limit s (quiet / loaded) | within | executions used | load average (quiet / loaded) |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+             "(quiet / loaded) | limit s (quiet / loaded) | within | executions used (in coarse rows) | zero duration "
+             "| load average (quiet / loaded) |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for name, r in summary.items():
         q, b, s = r["quiet"], r["loaded"], r["share"]
         ok = "yes" if q["within"] and b["within"] else "**no**"
         lines.append(f"| {name.split('/')[0]}/{name.split('/')[1][:40]} | {s['executions']:,} | {q['parse_s']:.3f} / "
                      f"{b['parse_s']:.3f} | {q['profile_s']:.2f} / {b['profile_s']:.2f} | {q['ratio']:.1f}x / "
                      f"{b['ratio']:.1f}x | {q['limit_s']:.1f} / {b['limit_s']:.1f} | {ok} | {s['used']} "
-                     f"({100 * s['share']:.0f} %) | {q['load']:.1f} / {b['load']:.1f} |")
+                     f"({100 * s['share']:.0f} %; {s['coarse']}) | {s['zero_duration']} | {q['load']:.1f} / "
+                     f"{b['load']:.1f} |")
     return lines
 
 

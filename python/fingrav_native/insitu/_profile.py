@@ -17,7 +17,7 @@ import logging
 import math
 import os
 import warnings
-from typing import Any, Literal, Optional, Union
+from typing import Any, Literal, Optional, Sequence, Union
 
 import numpy as np
 from scipy import stats
@@ -54,6 +54,7 @@ from fingrav_native.insitu._overlap import (
     is_communication,
     keep_overlapped_compute,
 )
+from fingrav_native.insitu._rare import coarse_profile, coarse_row, instant_level
 from fingrav_native.insitu._results import (
     ITERATION_DTYPE,
     TRACE_LOG_DTYPE,
@@ -434,7 +435,11 @@ def _joint(samples: np.ndarray, t: np.ndarray, kt: KernelTrace, model: SensorMod
     levels = _level_rows(found, kt, overlap)
     # The signatures drawn as an additive level are the overlay's, not classes of the timeline.
     fitted = [c for c in range(len(rows)) if not levels[c]]
-    kept_ids = [found.kept_ids[c] for c in fitted]
+    # Signatures the stitch could not profile: one level each (a class of one bin), fitted with the rest
+    # (a communication kernel is the overlay's, not a class of the timeline).
+    comm_sig = is_communication(kt.signatures["name"])
+    rare = [(sid, keep) for sid, keep in found.rare if len(keep) and not comm_sig[sid]]
+    kept_ids = [found.kept_ids[c] for c in fitted] + [keep for _, keep in rare]
     starts, ends, classes, overlay = _timeline(kt, on_device, kept_ids, overlap.overlay, spans)
     with_spans = spans is not None and bool(np.any(classes == len(kept_ids)))
     present = [c for c in ("total", "compute", "io", "memory") if c in (samples.dtype.names or ())]
@@ -449,15 +454,16 @@ def _joint(samples: np.ndarray, t: np.ndarray, kt: KernelTrace, model: SensorMod
                          "reported (the other channels' are)")
     wins = samples["window_ns"] if "window_ns" in (samples.dtype.names or ()) else None
     span_d = [float(np.mean(ends[classes == len(kept_ids)] - starts[classes == len(kept_ids)]))] if with_spans else []
+    rare_d = [float(np.mean(kt.executions["end_ns"][k] - kt.executions["start_ns"][k])) for _, k in rare]
     fit = fit_timeline(model, t, {c: samples[c] for c in channels}, starts, ends, classes,
-                       [bins] * (len(kept_ids) + len(span_d)), windows_ns=wins,
-                       durations_ns=[profiles[c].duration_ns for c in fitted] + span_d, max_power_w=max_power_w,
-                       overlay_ns=overlay)
+                       [bins] * len(fitted) + [1] * len(rare) + [bins] * len(span_d), windows_ns=wins,
+                       durations_ns=[profiles[c].duration_ns for c in fitted] + rare_d + span_d,
+                       max_power_w=max_power_w, overlay_ns=overlay)
     out = list(profiles)
     gap_after = {ch: [g[np.isfinite(g)][-1] if np.isfinite(g).any() else math.nan for g in fit.gap_w[ch]]
                  for ch in channels}
-    _joint_notes(fit, [str(rows[c][0]) for c in fitted] + ["the spans of concurrent compute kernels"] * len(span_d),
-                 notes)
+    _joint_notes(fit, [str(rows[c][0]) for c in fitted] + [str(kt.signatures["name"][sid]) for sid, _ in rare]
+                 + ["the spans of concurrent compute kernels"] * len(span_d), notes)
     _span_class(fit, len(kept_ids) if with_spans else None, found)
     _overlap_note(fit, kt, on_device, overlap, found)
     for c in np.flatnonzero(levels).tolist():
@@ -505,7 +511,26 @@ def _joint(samples: np.ndarray, t: np.ndarray, kt: KernelTrace, model: SensorMod
         r[7] = float(e.energy_j / (ep.duration_ns * 1e-9)) if ep.duration_ns > 0 else math.nan
         r[8], r[9] = float(e.energy_j), float(e.uncertainty_j)
         rows[c] = tuple(r)
-    return out
+    found.profiles = out
+    _joint_rare(found, kt, fit, rare, len(fitted), channels)
+    return found.profiles
+
+
+def _joint_rare(found: _Signatures, kt: KernelTrace, fit: TimelineFit, rare: list[tuple[int, np.ndarray]],
+                first: int, channels: Sequence[str]) -> None:
+    """The coarse rows of the joint fit's one-bin classes ``first``.. (``rare``'s signatures): each one's level
+    is its fitted energy over the duration it was taken over, with the engine's interval."""
+    for j, (sid, keep) in enumerate(rare, start=first):
+        d = float(fit.durations_ns[j]) * 1e-9
+        levels = {}
+        for ch in channels:
+            e, h = float(fit.energy_j[ch][j]), float(fit.energy_half_width_j[ch][j])
+            ok = bool(fit.identifiable[j]) and math.isfinite(h) and d > 0
+            levels[ch] = (e / d, (e - h) / d, (e + h) / d) if ok else (math.nan, math.nan, math.nan)
+        n = int(np.sum(fit.logs_per_bin[j]))
+        _coarse_added(found, kt, sid, keep, levels, n, fit.confidence,
+                      f"one bin of the averaging sensor's joint fit over every kernel of the timeline, from the {n} "
+                      "logs whose windows reach its executions, with the engine's bootstrap interval")
 
 
 def _with_rest(ep: ExecutionProfile) -> ExecutionProfile:
@@ -594,6 +619,45 @@ def _instant_levels(found: _Signatures, kt: KernelTrace, overlap: _Overlap) -> N
     if not keep.all():
         for name in ("rows", "profiles", "sig_ids", "kept_ids"):
             setattr(found, name, [x for x, k in zip(getattr(found, name), keep.tolist()) if k])
+
+
+def _coarse_added(found: _Signatures, kt: KernelTrace, sid: int, keep: np.ndarray,
+                  levels: dict[str, tuple[float, float, float]], n_logs: int, confidence: float, how: str) -> None:
+    """A coarse row for signature ``sid`` (its executions ``keep``) into ``found``, out of ``skipped``; or, where the
+    logs give its level no interval, its reason in ``skipped`` saying so."""
+    sig, label = kt.signatures[sid], _label(kt.signatures[sid])
+    ex = kt.executions[keep]
+    lvl, lo, hi = levels.get("total", (math.nan, math.nan, math.nan))
+    if not (math.isfinite(lvl) and math.isfinite(lo) and math.isfinite(hi)):
+        # Its reason in skipped stays the stitch's; the count of such signatures is one warning (_undetermined).
+        found.undetermined += 1
+        return
+    ep = coarse_profile(label, (ex["end_ns"] - ex["start_ns"]).astype(np.float64), ex["run"], levels, n_logs,
+                        confidence, how)
+    mine = int(np.count_nonzero(kt.executions["kernel_id"] == sid))
+    found.rows.append(coarse_row(sig, mine, len(keep), ep))
+    found.profiles.append(ep)
+    found.sig_ids.append(sid)
+    found.kept_ids.append(keep)
+    found.coarse += 1
+    found.skipped.pop(label, None)
+
+
+def _instant_rare(found: _Signatures, kt: KernelTrace, t_logs: np.ndarray, power: np.ndarray) -> None:
+    """Instantaneous logs: each signature the stitch could not profile gets a coarse row from the mean of the logs
+    inside its executions alone (insitu._rare.instant_level), or its reason says no log determines it."""
+    if not found.rare:
+        return
+    order = np.argsort(t_logs, kind="stable")  # once, for every signature's search
+    t_logs, power = np.asarray(t_logs, dtype=np.float64)[order], power[order]
+    for sid, keep in found.rare:
+        if not len(keep):
+            continue
+        ex = kt.executions[keep]
+        lvl, lo, hi, n = instant_level(t_logs, power, ex["start_ns"], ex["end_ns"])
+        _coarse_added(found, kt, sid, keep, {"total": (lvl, lo, hi)}, n, 0.95,
+                      f"the mean of the {n} instantaneous logs inside its {len(keep)} executions alone, with a "
+                      "Student t interval")
 
 
 def _overlap_note(fit: TimelineFit, kt: KernelTrace, on_device: np.ndarray, overlap: _Overlap,
@@ -810,6 +874,7 @@ def profile_trace(
     if device is not None:
         device = integer_in(device, "device", 0)
     kt, trace_notes = _checked_trace(trace)
+    zero = _zero_duration_on(trace, kt, device)
     capture = samples
     samples, logger_map, model = _from_capture(samples, logger_map, model, kt)
     # The energy closure's counter (insitu/_closure.py), on the trace's clock as the logs are.
@@ -841,18 +906,19 @@ def profile_trace(
                         min_executions=min_executions, warmup_tolerance=warmup_tolerance,
                         sensor=None if joint else model, attribution="instant" if joint else attribution)
     spans = _spans(kt, on_device & ~overlap.comm, it_of, found, joint, min_executions)
-    if found.rows and joint:
+    if (found.rows or found.rare) and joint:
         assert model is not None
         found.profiles = _joint(samples, t_logs, kt, model, on_device, found, bins, overlap, max_power_w, spans)
     elif found.rows:
         _instant_levels(found, kt, overlap)
+    if not joint:
+        _instant_rare(found, kt, t_logs, np.asarray(attributed["total"], dtype=np.float64))
     if not joint and spans is not None:
         found.span_fit = instant_span_power(t_logs, np.asarray(attributed["total"], dtype=np.float64), spans.start,
                                             spans.end)
         found.span_how = "the mean of the instantaneous logs in the spans"
     _elsewhere(found, kt, on_device)
-    if not found.rows:
-        _nothing_profiled(found, bool(np.any(it_of[on_device] >= 0)))
+    _nothing_or_undetermined(found, bool(np.any(it_of[on_device] >= 0)))
     _power_limit_notes(found, max_power_w)
     tp = _trace_profile(kt, samples, t_logs, model, found, conc, alignment, lmap, it_of)
     if spans is not None:
@@ -861,8 +927,9 @@ def profile_trace(
         tp = dataclasses.replace(tp, summary=dataclasses.replace(tp.summary, **communication_split(
             tp.summary.note, kt, it_of, tp.iterations, overlap.comm, on_device & ~overlap.comm, tp.kernels,
             tp.signature_rows)))
-    if not found.rows and tp.summary is None:
+    if len(found.rows) == found.coarse and tp.summary is None:
         tp = _with_span(tp, _span_energy(kt, on_device, samples, t_logs, model))
+    tp = dataclasses.replace(tp, device_executions=int(on_device.sum()), zero_duration=zero)
     return closure_from(tp, counted, samples, model, on_device)
 
 
@@ -960,6 +1027,17 @@ def _elsewhere(found: _Signatures, kt: KernelTrace, on_device: np.ndarray) -> No
         found.skipped[_label(kt.signatures[sid])] = (
             f"no execution on the power logs' device (it ran on device(s) {devices[sid]})" if sid in devices else
             "every execution has zero recorded duration (below the trace's resolution): none is left to attribute")
+
+
+def _nothing_or_undetermined(found: _Signatures, iterations: bool) -> None:
+    """The warnings for signatures without a coarse row (no log determines their level) and for a trace with no
+    stitched row."""
+    if found.undetermined:
+        found.notes.append(f"{found.undetermined} signature(s) without a stitched curve (in skipped) have no log in or "
+                           "across their executions, or one: their level (their power while they run) is not "
+                           "determined, so they have no coarse row")
+    if len(found.rows) == found.coarse:
+        _nothing_profiled(found, iterations)
 
 
 def _nothing_profiled(found: _Signatures, iterations: bool) -> None:
@@ -1102,8 +1180,9 @@ def _checked_trace(trace: object) -> tuple[KernelTrace, list[str]]:
                              "nothing can be attributed (a trace whose clock ticks coarser than its kernels)")
         names = np.unique(trace.signatures["name"][ex["kernel_id"][zero]])
         notes.append(f"{int(zero.sum())} of {len(ex)} kernel executions have zero recorded duration (below the "
-                     f"trace's resolution; {len(names)} kernel name(s), e.g. {str(names[0])[:60]!r}): left out of the "
-                     "per-kernel attribution; their energy is counted between kernels")
+                     f"trace's resolution; {len(names)} kernel name(s), e.g. {str(names[0])[:60]!r}): a trace artefact, "
+                     "with no energy to attribute, counted apart (neither used nor left out); what ran then is "
+                     "counted between kernels")
         trace = trace.without(zero)
     unshaped = np.any(trace.signatures["grid"] < 0, axis=1) | np.any(trace.signatures["block"] < 0, axis=1)
     if unshaped.any():
@@ -1114,6 +1193,16 @@ def _checked_trace(trace: object) -> tuple[KernelTrace, list[str]]:
                      "alone, so launches of one kernel with different shapes share its row")
     validate_executions(trace.executions, "trace", exclusive=False)
     return trace, notes
+
+
+def _zero_duration_on(trace: object, kept: KernelTrace, device: Optional[int]) -> int:
+    """Executions of zero recorded duration on the logs' device, which ``_checked_trace`` took out of ``kept``."""
+    if not isinstance(trace, KernelTrace) or len(trace.executions) == len(kept.executions):
+        return 0
+    ex = trace.executions
+    zero = ex["end_ns"] == ex["start_ns"]
+    dev = _device_of(trace, device)
+    return int(np.count_nonzero(zero & (trace.device == dev)))
 
 
 def _check_overlap(kt: KernelTrace, on_device: np.ndarray, t_logs: np.ndarray, notes: list[str]) -> None:
@@ -1315,6 +1404,13 @@ class _Signatures:
     span_fit: tuple[float, float, int] = (math.nan, math.nan, 0)
     span_how: str = ""
     span_note: str = ""
+    #: Signatures the stitch cannot profile (too few executions, no log inside their golden executions): their
+    #: id and executions alone on the device, in start order, for a coarse row (insitu._rare).
+    rare: list[tuple[int, np.ndarray]] = dataclasses.field(default_factory=list)
+    #: Coarse rows among ``rows`` (a trace with no stitched row still reports its span's or iterations' energy).
+    coarse: int = 0
+    #: Signatures without a stitched curve whose level no log determines (no coarse row).
+    undetermined: int = 0
 
 
 def _rows_by_signature(kt: KernelTrace, on_device: np.ndarray) -> list[np.ndarray]:
@@ -1424,6 +1520,7 @@ def _profile_signature(found: _Signatures, kt: KernelTrace, sig: Any, mine: np.n
     if len(ex) < min_executions:
         found.skipped[label] = f"{len(ex)} executions (of {len(mine)}) without a concurrent kernel, " \
                                f"fewer than min_executions={min_executions}"
+        found.rare.append((int(sig["id"]), keep))
         return
     if near is not None:
         samples = near.around(ex)
@@ -1438,6 +1535,7 @@ def _profile_signature(found: _Signatures, kt: KernelTrace, sig: Any, mine: np.n
                                     margin=margin, label=label, sensor=sensor, attribution=attribution)
     except ValueError as exc:
         found.skipped[label] = str(exc)
+        found.rare.append((int(sig["id"]), keep))
         return
     if warm and len(kt.steps):
         found.first_steady = max(found.first_steady, int(kt.steps["step"][max(int(it_of[keep[warm]]), 0)]))

@@ -35,8 +35,13 @@ KERNEL_TABLE_DTYPE = np.dtype([
     ("energy_j", "<f8"),           # per execution
     ("energy_half_width_j", "<f8"),  # 95 % interval half-width
     ("share", "<f8"),              # of all kernels' energy (count x energy_j)
-    ("joint", "?"),                # a joint attribution: a communication kernel's additive level beside compute
+    ("joint", "?"),                # a joint attribution: a communication kernel's additive level, or a coarse level
 ])
+
+#: How a coarse row's energy was found (the start of its estimate's note, and what marks it ``[c]`` in the printout):
+#: a signature the stitch cannot profile (too few executions, or no log inside its golden ones).
+COARSE_NOTE = ("coarse attribution: no stitched curve; one level (its power while it runs) fitted jointly from every "
+               "log in or across its executions, its energy the level x its own durations")
 
 
 def kernel_table_dtype(width: int) -> np.dtype:
@@ -97,6 +102,8 @@ def _us(ns: float) -> str:
 
 #: The reasons profile_trace gives for leaving a signature out, in a group's words (the first match wins).
 _SKIP_GROUPS: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"its level \(its power while it runs\) is not determined"),
+     "without a stitched curve whose level no log determines (none falls in or across their executions)"),
     (re.compile(r"fewer than min_executions=(\d+)"),
      "with fewer than {0} executions alone on the device (min_executions={0})"),
     (re.compile(r"^a communication kernel beside compute kernels, and no log fell"),
@@ -349,6 +356,11 @@ class TraceProfile:
         share of the executions and time, and their spans' energy attributed
         jointly, split among the rows by fitted power; None where no compute
         kernel overlapped another.
+    device_executions : int
+        Executions of the logs' device with a duration (0 where not counted).
+    zero_duration : int
+        Executions of zero recorded duration (below the trace's resolution, a trace artefact): they carry
+        no energy to attribute, and count neither as used nor as left out.
     """
 
     kernels: np.ndarray
@@ -367,6 +379,42 @@ class TraceProfile:
     closure: Optional[EnergyClosure] = None
     span: Optional[SpanEnergy] = None
     concurrency: Optional[ConcurrentEnergy] = None
+    device_executions: int = 0
+    zero_duration: int = 0
+
+    def used_executions(self) -> tuple[int, int]:
+        """Executions of the device whose energy the result gives with an interval, and the device's executions.
+
+        Returns
+        -------
+        tuple of int
+            Used: every one where the kernel span's energy has an interval (:attr:`span`); else those the
+            table and the concurrent spans account for (:attr:`concurrency`); else those of rows with an
+            interval, past their warm-up (stitched rows and coarse ``[c]`` ones alike). Then
+            :attr:`device_executions` (zero-duration ones, :attr:`zero_duration`, in neither).
+        """
+        n = self.device_executions
+        sp = self.span
+        if sp is not None and math.isfinite(sp.energy_j) and math.isfinite(sp.energy_half_width_j):
+            return n, n
+        if self.concurrency is not None:
+            return int(self.concurrency.used), n
+        k = self.kernels
+        if not len(k):
+            return 0, n
+        ok = np.isfinite(k["energy_j"]) & np.isfinite(k["energy_half_width_j"])
+        return int(np.sum((k["count"] - k["warmup"])[ok])), n
+
+    def _used_line(self) -> Optional[str]:
+        """The share of the device's executions used, on one line (None where not counted)."""
+        used, n = self.used_executions()
+        if n <= 0:
+            return None
+        coarse = sum(int(r["count"]) for i, r in enumerate(self.kernels) if self._coarse(i))
+        zero = (f"; {self.zero_duration} more of zero recorded duration (a trace artefact: no energy to attribute, "
+                "counted neither as used nor as left out)" if self.zero_duration else "")
+        return (f"executions used: {used} of {n} on this device ({100 * used / n:.0f} %, each one's energy given with "
+                f"an interval), {coarse} of them in coarse rows [c]{zero}")
 
     def profile(self, i: int) -> ExecutionProfile:
         """The stitched profile of row ``i`` of :attr:`kernels`."""
@@ -387,6 +435,11 @@ class TraceProfile:
             groups.setdefault(key, (words, []))[1].append(label)
         return sorted(groups.values(), key=lambda g: -len(g[1]))
 
+    def _coarse(self, i: int) -> bool:
+        """Whether row ``i`` is a coarse attribution (one level, no stitched curve)."""
+        est = self.profiles[i].energy.get("total") if i < len(self.profiles) else None
+        return est is not None and est.note.startswith(COARSE_NOTE)
+
     def _no_interval(self, i: int) -> str:
         """Why row ``i``'s energy has no interval, in a few words (its estimate's note says it in full)."""
         est = self.profiles[i].energy.get("total") if i < len(self.profiles) else None
@@ -403,14 +456,15 @@ class TraceProfile:
             return ["no kernel signature profiled (why: below)"]
         lines = [f"{'#':>3s} {'kernel':{NAME_COLUMN}s} {'grid':>14s} {'count':>7s} {'golden':>7s} {'us':>9s} "
                  f"{'W':>7s} {'mJ/exec':>16s} {'share':>6s}"]
-        cut, joint, no_interval = False, False, dict[str, list[int]]()
+        cut, marks, no_interval = False, set[str](), dict[str, list[int]]()
         for i, r in enumerate(self.kernels):
             name = str(r["name"])
             flagged = "joint" in (r.dtype.names or ()) and bool(r["joint"])
-            shown = shown_name(name, NAME_COLUMN - 4 if flagged else NAME_COLUMN)
+            mark = ("[c] " if self._coarse(i) else "[j] ") if flagged else ""
+            shown = shown_name(name, NAME_COLUMN - len(mark))
             cut |= shown != name
-            joint |= flagged
-            shown = "[j] " + shown if flagged else shown
+            marks.add(mark)
+            shown = mark + shown
             grid = "x".join(str(int(g)) for g in r["grid"])
             if not np.isfinite(r["energy_j"]):
                 energy = f"{'not resolved':>16s}"
@@ -425,7 +479,11 @@ class TraceProfile:
         if cut:
             lines.append('names ending in "..." are cut to fit; row #\'s whole name: kernels["name"][#] '
                          '(kernels.json: "kernels"[#])')
-        if joint:
+        if "[c] " in marks:
+            lines.append("[c]: a coarse attribution, a signature too rare to stitch (or with no log inside its golden "
+                         "executions): no curve, one level (its power while it runs) fitted jointly from the logs in or "
+                         "across its executions, its energy the level x its own durations, with the fit's interval")
+        if "[j] " in marks:
             lines.append("[j]: a joint attribution, a communication kernel beside compute: its energy is the additive "
                          "level it draws over whatever runs beside it x its duration (the compute's draw is in the "
                          "compute kernels' rows)")
@@ -487,6 +545,8 @@ class TraceProfile:
 
     def __str__(self) -> str:
         lines = self._table_lines()
+        used = self._used_line()
+        lines += [used] if used is not None else []
         placed = self._alignment_line()
         lines += [placed] if placed is not None else []
         lines.append(self._iteration_line())

@@ -1,0 +1,93 @@
+"""Signatures too rare to stitch: a coarse row (one level, fitted jointly) whose interval holds the truth.
+
+The paper's stitch needs many executions of one kernel (Section IV-B steps 5-8); a kernel that runs a few
+times in an excerpt has no curve, but every log in (instantaneous) or across (a window) its executions
+measures its power. On the closed-form loop (sim._analytic_loop) a few steady executions of the 150 us
+attention kernel are relabelled as a kernel of their own: their true energy is the integral of the loop's
+power formula over them, which no step of the method sees.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import numpy as np
+import pytest
+
+from fingrav_native import SensorModel, profile_trace, sensor_preset
+from fingrav_native.insitu import KernelTrace
+from fingrav_native.sim._analytic import Identity
+from fingrav_native.sim._analytic_loop import logged_loop
+
+INSTANT = SensorModel("instant 100 us", "instant", period_ns=100_000.0)
+AVG_1MS = sensor_preset("amd-1ms-average")
+RARE = "attention_fwd_h128_rare_variant"
+
+
+def _with_rare(sensor: SensorModel, seed: int, iterations: int = 120) -> tuple[Any, Any, float, int]:
+    """A loop whose 3-10 steady attention executions (drawn by ``seed``) are a signature of their own, the trace,
+    their true mean energy per execution (J) and how many there are."""
+    lp = logged_loop(sensor, seed=seed, iterations=iterations)
+    rng = np.random.default_rng([seed, 41])
+    ex = lp.executions.copy()
+    att = np.flatnonzero((lp.schedule.sig == 2) & (lp.schedule.iteration >= lp.warmup_iterations))
+    pick = np.sort(rng.choice(att, size=int(rng.integers(3, 11)), replace=False))
+    names = [lp.names[k] for k in ex["kernel_id"]]
+    for i in pick:
+        names[i] = RARE
+    kt = dataclasses.replace(KernelTrace.from_executions(ex, names), steps=lp.trace.steps)
+    # The truth: the loop's power formula integrated over each picked execution (1001 points, trapezoids).
+    f = np.linspace(0.0, 1.0, 1001)
+    s, e = lp.schedule.starts[pick], lp.schedule.ends[pick]
+    t = s[:, None] + f[None, :] * (e - s)[:, None]
+    energy = np.trapezoid(lp.power(t), t, axis=1) * 1e-9
+    return lp, kt, float(np.mean(energy)), len(pick)
+
+
+def _row(tp: Any) -> Any:
+    r = tp.kernels[tp.kernels["name"] == RARE]
+    assert len(r) == 1, f"{RARE} has no row: {tp.skipped.get(next((k for k in tp.skipped if RARE in k), ''), '')}"
+    return r[0]
+
+
+def _covered(sensor: SensorModel, seed: int) -> tuple[bool, float]:
+    lp, kt, truth, n = _with_rare(sensor, seed)
+    tp = profile_trace(kt, lp.samples, Identity(), sensor=sensor)
+    r = _row(tp)
+    assert r["joint"] and r["count"] == n
+    return abs(r["energy_j"] - truth) <= r["energy_half_width_j"], (r["energy_j"] - truth) / truth
+
+
+@pytest.mark.parametrize("sensor", [INSTANT, pytest.param(AVG_1MS, marks=pytest.mark.slow)],
+                         ids=["instant", "1ms-average"])
+def test_data_loss_rare_kernel_gets_a_coarse_row_holding_its_energy(sensor: SensorModel) -> None:
+    ok, err = _covered(sensor, 0)
+    assert ok and abs(err) < 0.05, err
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sensor", [
+    pytest.param(INSTANT, marks=pytest.mark.xfail(strict=True, reason=(
+        "17 of 20: the attention kernel's narrow softmax dip makes its power over phase skewed, and a Student t "
+        "interval on the 4-18 logs inside 3-10 executions is too narrow where the dip is missed or hit once"))),
+    AVG_1MS], ids=["instant", "1ms-average"])
+def test_data_loss_rare_kernel_interval_covers_on_90_percent_of_seeds(sensor: SensorModel) -> None:
+    got = [_covered(sensor, seed) for seed in range(20)]
+    assert sum(ok for ok, _ in got) >= 18, [round(e, 4) for _, e in got]
+
+
+def test_unclear_rare_kernel_without_a_log_is_said_and_not_given_a_row() -> None:
+    # Logs every 100 us only in the host's pauses: none falls inside the rare kernel, so its level is unknown.
+    lp, kt, _, _ = _with_rare(INSTANT, 1)
+    ex = kt.executions
+    rare = kt.signatures["id"][kt.signatures["name"] == RARE][0]
+    t = lp.samples["source_ts"].astype(np.float64) - kt.origin_ns
+    inside = np.zeros(len(t), dtype=bool)
+    for s, e in zip(ex["start_ns"][ex["kernel_id"] == rare], ex["end_ns"][ex["kernel_id"] == rare]):
+        inside |= (t >= s - 1e3) & (t <= e + 1e3)
+    tp = profile_trace(kt, lp.samples[~inside], Identity(), sensor=INSTANT)
+    assert RARE not in tp.kernels["name"]
+    why = next(v for k, v in tp.skipped.items() if k.startswith(RARE + " "))
+    assert "fewer than min_executions" in why
+    assert any("no log in or across their executions" in w and "not determined" in w for w in tp.warnings)
