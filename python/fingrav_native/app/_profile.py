@@ -19,7 +19,15 @@ from typing import Any, Literal, Optional, Sequence, Union
 
 import numpy as np
 
-from fingrav_native._checks import choice, file_path, flag, instance_of, integer_in, positive_number, short_repr
+from fingrav_native._checks import (
+    choice,
+    file_path,
+    flag,
+    fraction,
+    instance_of,
+    integer_in,
+    short_repr,
+)
 from fingrav_native._threads import numeric_threads
 from fingrav_native.app._campaign import (
     Campaign,
@@ -45,6 +53,7 @@ from fingrav_native.method._phase import PhaseSteerer, PhaseSteeringWarning, mak
 from fingrav_native.method._phase_modes import PHASES
 from fingrav_native.method._pipeline import (
     ATTRIBUTIONS,
+    Attribution,
     PlacedRuns,
     SensorResolutionWarning,
     build_execution_profile,
@@ -65,8 +74,6 @@ _log = logging.getLogger(__name__)
 
 #: Which execution(s) of interest a campaign profiles (Section IV-A).
 Mode = Literal["sse", "ssp", "both"]
-#: How a log is attributed to the execution (the values of ``method._pipeline.ATTRIBUTIONS``).
-Attribution = Literal["auto", "instant", "deconvolve"]
 #: When each campaign run is launched (the values of ``method._phase_modes.PHASES``).
 Phase = Literal["auto", "steered", "random"]
 #: The stitched profile's smooth fit.
@@ -360,8 +367,8 @@ def _check_what_to_run(mode: str, runs: Optional[int], margin: Optional[float], 
     choice(mode, "mode", ("sse", "ssp", "both"))
     if runs is not None:
         integer_in(runs, "runs", 2, MAX_RUNS)
-    if margin is not None and not 0 < positive_number(margin, "margin") < 1:
-        raise ValueError(f"margin={margin}: must be in (0, 1)")
+    if margin is not None:
+        fraction(margin, "margin")
     if executions is not None:
         integer_in(executions, "executions", SSE_EXECUTIONS, 1 << 20)
     integer_in(timing_executions, "timing_executions", 2, 100_000)
@@ -375,8 +382,7 @@ MAX_RUNS = 100_000
 def _check_campaign_size(ssp_tolerance: Any, max_executions: Any, top_up: Any, max_top_up_runs: Any,
                          probe_lois: Any, seed: Any) -> None:
     """:func:`profile`'s search and top-up limits, each named when it is wrong or absurd."""
-    if not 0 < positive_number(ssp_tolerance, "ssp_tolerance") < 1:
-        raise ValueError(f"ssp_tolerance={ssp_tolerance!r}: must be in (0, 1)")
+    fraction(ssp_tolerance, "ssp_tolerance")
     integer_in(max_executions, "max_executions", 2, 1 << 20)
     flag(top_up, "top_up")
     if max_top_up_runs is not None:
@@ -689,8 +695,8 @@ def profile_interleaved(
     plan = [(str(k), int(n)) for k, n in preceded_by]
     if runs is not None:
         integer_in(runs, "runs", 2, MAX_RUNS)
-    if margin is not None and not 0 < positive_number(margin, "margin") < 1:
-        raise ValueError(f"margin={margin}: must be in (0, 1)")
+    if margin is not None:
+        fraction(margin, "margin")
     instance_of(reference, "reference", (Profile, type(None)), "the kernel's own SSP Profile, or None")
     integer_in(seed, "seed", 0)
     backend = open_device("sim", seed=seed) if backend is None else open_device(backend)

@@ -13,11 +13,11 @@ import logging
 import math
 import warnings
 from dataclasses import dataclass
-from typing import Literal, Optional, Sequence, Union, cast
+from typing import Literal, Optional, Sequence, Union, cast, get_args
 
 import numpy as np
 
-from fingrav_native._checks import clock_map, integer_in, positive_number
+from fingrav_native._checks import choice, clock_map, fraction, integer_in
 from fingrav_native._errors import FingravWarning
 from fingrav_native._threads import numeric_threads
 from fingrav_native.clocks._maps import ClockMapLike
@@ -52,8 +52,8 @@ _log = logging.getLogger(__name__)
 Attribution = Literal["auto", "instant", "deconvolve"]
 
 
-#: The attributions stitch_logs and profile take, for validation and choices.
-ATTRIBUTIONS: tuple[Attribution, ...] = ("auto", "instant", "deconvolve")
+#: The attributions stitch_logs, profile and profile_trace take, for validation and choices.
+ATTRIBUTIONS: tuple[Attribution, ...] = get_args(Attribution)
 
 
 class SensorResolutionWarning(FingravWarning):
@@ -526,14 +526,11 @@ def _stitch_checked(samples: np.ndarray, executions: np.ndarray, logger_map: Clo
     if not isinstance(label, str):
         raise ValueError(f"label={label!r}: must be a str")
     if margin is not None:
-        margin = positive_number(margin, "margin")
-        if not margin < 1:
-            raise ValueError(f"margin={margin}: must be in (0, 1)")
+        margin = fraction(margin, "margin")
     execution_of_interest = integer_in(execution_of_interest, "execution_of_interest", -1)
     if kernel_id is not None:
         kernel_id = integer_in(kernel_id, "kernel_id", -2**31, 2**31 - 1)
-    if attribution not in ATTRIBUTIONS:
-        raise ValueError(f"attribution={attribution!r}: must be one of {ATTRIBUTIONS}")
+    choice(attribution, "attribution", ATTRIBUTIONS)
     model = as_sensor(sensor)
     once = count_once(samples, "samples", label, stacklevel=4)
     if once is not samples:
