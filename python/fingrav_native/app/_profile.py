@@ -47,7 +47,6 @@ from fingrav_native.files._campaign import (
 )
 from fingrav_native.files._profiles import save_profile
 from fingrav_native.method._agreement import Agreement, LocalAgreement
-from fingrav_native.method._deconvolve import needs_deconvolution
 from fingrav_native.method._guidance import Guidance, lookup_guidance, target_loi_count
 from fingrav_native.method._phase import PhaseSteerer, PhaseSteeringWarning, make_steerer
 from fingrav_native.method._phase_modes import PHASES
@@ -55,11 +54,9 @@ from fingrav_native.method._pipeline import (
     ATTRIBUTIONS,
     Attribution,
     PlacedRuns,
-    SensorResolutionWarning,
     build_execution_profile,
     error_budget,
-    finish_deconvolved,
-    finish_profile,
+    finish_execution,
     log_records,
     place_runs,
 )
@@ -255,6 +252,11 @@ def profile(
         asked for smears them: the sensor is part of the measurement; Yang
         et al., SC'24), and the SSP search's probes take the deconvolved mean of
         execution n-1 when the sensor's window is longer than the execution.
+        The same policy as :func:`stitch_logs`'s
+        (:func:`~fingrav_native.method._pipeline.finish_execution`): with
+        ``"auto"``, logs too few to deconvolve are stitched at their instants
+        with a :class:`~fingrav_native.method.SensorResolutionWarning` (the
+        profile's ``deconvolution`` is None); with ``"deconvolve"`` they raise.
     phase : {"auto", "steered", "random"}
         When each campaign run is launched. ``"random"``: the paper's
         protocol (Section IV-A), logs land at whatever phase the free-running
@@ -582,40 +584,14 @@ def _place_and_top_up(camp: Campaign, kernel: KernelSpec, agree: Agreement, plan
 
 def _finish_profiles(tl: Timeline, placed: dict[str, PlacedRuns], plan: _Plan, top_ups: int,
                      settings: _Settings) -> dict[str, ExecutionProfile]:
-    """Step 8: each execution of interest stitched, or deconvolved where the sensor averages over too long."""
-    profiles = {}
-    for label, idx in plan.labels:
-        pl = placed[label]
-        use_deconv = settings.attribution == "deconvolve" or (
-            settings.attribution == "auto"
-            and needs_deconvolution(tl.samples, settings.sensor, pl.duration_ns, plan.guidance.loi_interval_ns))
-        ep = _deconvolved(label, idx, pl, tl, plan, top_ups, settings) if use_deconv else None
-        if ep is None:
-            ep = finish_profile(label, pl, execution_index=idx, executions_per_run=plan.executions,
-                                guidance=plan.guidance, smoother=settings.smoother, x=settings.x,
-                                top_up_runs=top_ups, span=settings.span)
-        profiles[label] = ep
-    return profiles
-
-
-def _deconvolved(label: str, idx: int, pl: PlacedRuns, tl: Timeline, plan: _Plan, top_ups: int,
-                 settings: _Settings) -> Optional[ExecutionProfile]:
-    """The deconvolved profile of one execution of interest; None (and a warning) where the logs are too few."""
-    try:
-        return finish_deconvolved(label, pl, tl.samples, tl.executions, tl.logger_map, settings.sensor,
-                                  execution_index=idx, executions_per_run=plan.executions, guidance=plan.guidance,
-                                  x=settings.x, kernel_id=None, top_up_runs=top_ups)
-    except ValueError as exc:
-        # Too few logs for the deconvolution (a 25 ms window every
-        # 100 ms over a sub-millisecond kernel needs ~10^5 runs):
-        # say so, with the count it needs, and keep the point
-        # attribution so the campaign still yields its profile.
-        if settings.attribution == "deconvolve":
-            raise
-        # Level 4: profile() itself (through _run_profile and _finish_profiles), where it always pointed.
-        warnings.warn(f"{label}: cannot deconvolve ({exc}); the profile attributes each log to one "
-                      "instant and is smeared by the sensor's window", SensorResolutionWarning, stacklevel=4)
-        return None
+    """Step 8: each execution of interest by the attribution policy :func:`stitch_logs` applies too."""
+    # Level 4: profile() itself (through _run_profile and _finish_profiles), where it always pointed.
+    return {label: finish_execution(label, placed[label], tl.samples, tl.executions, tl.logger_map, settings.sensor,
+                                    attribution=settings.attribution, execution_index=idx,
+                                    executions_per_run=plan.executions, guidance=plan.guidance,
+                                    smoother=settings.smoother, x=settings.x, kernel_id=None, top_up_runs=top_ups,
+                                    span=settings.span, stacklevel=4)
+            for label, idx in plan.labels}
 
 
 def _package(camp: Campaign, name: str, tl: Timeline, plan: _Plan, profiles: dict[str, ExecutionProfile],

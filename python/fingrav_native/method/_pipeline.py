@@ -1,9 +1,11 @@
 """Steps 5-8 of FinGraV on logs and executions brought from anywhere: golden runs, LOIs, curve, energy.
 
 :func:`stitch_logs` is the public entry; the campaign driver
-(:func:`fingrav_native.profile`) calls the same steps one by one
-(:func:`place_runs`, then :func:`finish_profile` for logs placed at an
-instant or :func:`finish_deconvolved` for logs that average windows).
+(:func:`fingrav_native.profile`) calls the same steps one by one, because its
+top-up loop places the logs before it stitches them: :func:`place_runs`, then
+:func:`finish_execution`, where both end, which stitches logs placed at an
+instant (:func:`finish_profile`) or deconvolves logs that average windows
+(:func:`finish_deconvolved`) by one attribution policy.
 """
 
 from __future__ import annotations
@@ -306,14 +308,86 @@ def build_execution_profile(
                         kernel_id=kernel_id, lois=lois)
     if not marker_duration_err:
         placed = dataclasses.replace(placed, duration_err_ns=0.0)
+    # Level 5: the caller of stitch_logs or stitch_placed_logs (through _stitch_checked and this function).
+    return finish_execution(label, placed, samples, executions, logger_map, sensor, attribution=attribution,
+                            execution_index=execution_index, executions_per_run=executions_per_run,
+                            guidance=guidance, smoother=smoother, x=x, kernel_id=kernel_id, top_up_runs=top_up_runs,
+                            span=span, stacklevel=5)
+
+
+def finish_execution(
+    label: str,
+    placed: PlacedRuns,
+    samples: np.ndarray,
+    executions: np.ndarray,
+    logger_map: ClockMapLike,
+    sensor: Optional[SensorModel],
+    *,
+    attribution: str,
+    execution_index: int,
+    executions_per_run: int,
+    guidance: Guidance,
+    smoother: Optional[str],
+    x: str,
+    kernel_id: Optional[int],
+    top_up_runs: int,
+    span: float | str = "auto",
+    stacklevel: int = 2,
+) -> ExecutionProfile:
+    """Step 8 for one execution of interest: stitched or deconvolved, by the package's one attribution policy.
+
+    Both :func:`stitch_logs` and :func:`~fingrav_native.profile` end here,
+    so the same logs get the same attribution from either.
+
+    Parameters
+    ----------
+    label, placed, samples, executions, logger_map, sensor
+        The execution of interest's name, its golden runs and LOIs
+        (:func:`place_runs`), and the logs, executions, map and sensor model
+        they were placed with.
+    attribution : {"auto", "instant", "deconvolve"}
+        The policy:
+
+        * ``"instant"``: each log at its instant, stitched (the paper's
+          steps 6-8, Section IV-B);
+        * ``"deconvolve"``: the curve deconvolved across the golden runs
+          (:func:`finish_deconvolved`); logs too few to deconvolve raise
+          its ``ValueError``: what was asked for explicitly is never
+          replaced by something else;
+        * ``"auto"``: deconvolved where a log's window (or filter) exceeds
+          half the resolution asked for (:func:`needs_deconvolution`), else
+          stitched. Where the logs are too few to deconvolve, a
+          :class:`SensorResolutionWarning` says why (and the runs it would
+          take) and the logs are stitched at their instants, smeared by the
+          sensor's window; the result's ``deconvolution`` is None. A
+          campaign's hours of runs are not thrown away for a resolution
+          the user did not ask for explicitly, and the result says which
+          attribution it holds.
+    execution_index, executions_per_run, guidance, smoother, x, kernel_id, top_up_runs, span
+        As :func:`finish_profile` and :func:`finish_deconvolved` take them.
+    stacklevel : int
+        Where the fallback's warning points, counted from this function.
+
+    Returns
+    -------
+    ExecutionProfile
+    """
     use_deconv = attribution == "deconvolve" or (
         attribution == "auto" and needs_deconvolution(samples, sensor, placed.duration_ns, guidance.loi_interval_ns))
-    if not use_deconv:
-        return finish_profile(label, placed, execution_index=execution_index, executions_per_run=executions_per_run,
-                       guidance=guidance, smoother=smoother, x=x, top_up_runs=top_up_runs, span=span)
-    return finish_deconvolved(label, placed, samples, executions, logger_map, sensor,
-                               execution_index=execution_index, executions_per_run=executions_per_run,
-                               guidance=guidance, x=x, kernel_id=kernel_id, top_up_runs=top_up_runs)
+    if use_deconv:
+        try:
+            return finish_deconvolved(label, placed, samples, executions, logger_map, sensor,
+                                      execution_index=execution_index, executions_per_run=executions_per_run,
+                                      guidance=guidance, x=x, kernel_id=kernel_id, top_up_runs=top_up_runs)
+        except ValueError as exc:
+            # Too few logs for the deconvolution (a 25 ms window every 100 ms over a sub-millisecond kernel
+            # needs ~10^5 runs).
+            if attribution == "deconvolve":
+                raise
+            warnings.warn(f"{label}: cannot deconvolve ({exc}); the profile attributes each log to one instant "
+                          "and is smeared by the sensor's window", SensorResolutionWarning, stacklevel=stacklevel)
+    return finish_profile(label, placed, execution_index=execution_index, executions_per_run=executions_per_run,
+                          guidance=guidance, smoother=smoother, x=x, top_up_runs=top_up_runs, span=span)
 
 
 def finish_deconvolved(
@@ -436,7 +510,11 @@ def stitch_logs(
         from what each window covers
         (:func:`~fingrav_native.method.deconvolve`). ``"auto"``
         (default): deconvolve when a window (or filter) exceeds half the
-        profile's resolution (Table I's LOI interval).
+        profile's resolution (Table I's LOI interval). The policy
+        :func:`~fingrav_native.profile` applies too (:func:`finish_execution`):
+        with ``"auto"``, logs too few to deconvolve are stitched at their
+        instants with a :class:`SensorResolutionWarning` (the result's
+        ``deconvolution`` is None); with ``"deconvolve"`` they raise.
 
     Returns
     -------
