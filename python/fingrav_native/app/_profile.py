@@ -58,6 +58,7 @@ from fingrav_native.method._pipeline import (
     error_budget,
     finish_execution,
     log_records,
+    place_every_run,
     place_runs,
 )
 from fingrav_native.method._results import CampaignTimeline, ExecutionProfile, InterleavedProfile, Profile
@@ -437,17 +438,37 @@ def _shortest(placed: dict[str, PlacedRuns], guidance: Guidance) -> tuple[int, i
     return max(counts, key=lambda c: c[1] - c[0])
 
 
-def _count_lois(camp: Campaign, labels: Sequence[tuple[str, int]], margin: float, guidance: Guidance) -> None:
-    """Count the LOIs of the golden runs so far into the campaign's progress state."""
-    try:
-        tl = camp.timeline(camp.records)
-        placed = {label: place_runs(tl.samples, tl.executions, tl.logger_map, execution_index=idx, margin=margin)
-                  for label, idx in labels}
-    except ValueError as exc:
-        # Too few runs yet for a clock map or a golden bin: nothing to count.
-        _log.debug("LOIs not counted after %d runs: %s", len(camp.records), exc)
-        return
-    camp.lois, camp.loi_target = _shortest(placed, guidance)
+class _LoiCount:
+    """The LOIs of the golden runs so far, for the progress line, counted at every tenth of the runs.
+
+    Each count fits the clock maps of the runs since the last one only and
+    keeps their placed logs (:func:`place_every_run`), so a campaign fits
+    each run's clocks once for its progress, not once per count; the
+    profile's own placement (step 5) fits every run together.
+    """
+
+    def __init__(self) -> None:
+        self.counted = 0
+        self.placed: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {}
+
+    def update(self, camp: Campaign, labels: Sequence[tuple[str, int]], margin: float, guidance: Guidance) -> None:
+        """Place the runs not counted yet, then count into the campaign's progress state."""
+        try:
+            tl = camp.timeline(list(camp.records[self.counted:]))
+            batch = {label: place_every_run(tl.samples, tl.executions, tl.logger_map, execution_index=idx)
+                     for label, idx in labels}
+            for label, placed in batch.items():
+                self.placed.setdefault(label, []).append(placed)
+            self.counted = len(camp.records)
+            placed_runs = {label: place_runs(tl.samples, np.concatenate([e for e, _ in self.placed[label]]),
+                                             tl.logger_map, execution_index=idx, margin=margin,
+                                             lois=np.concatenate([lois for _, lois in self.placed[label]]))
+                           for label, idx in labels}
+        except ValueError as exc:
+            # Too few runs yet for a clock map (they are counted with the next ones) or a golden bin.
+            _log.debug("LOIs not counted after %d runs: %s", len(camp.records), exc)
+            return
+        camp.lois, camp.loi_target = _shortest(placed_runs, guidance)
 
 
 def _run_profile(camp: Campaign, kernel: KernelSpec, name: str, agree: Agreement, settings: _Settings) -> Profile:
@@ -528,7 +549,7 @@ def _run_campaign(camp: Campaign, kernel: KernelSpec, plan: _Plan, settings: _Se
     """Step 4: the campaign's runs; a steered one ends early once every bin is covered (``plan.runs`` says when)."""
     steer, say, n_runs = camp.steerer, camp.reporter.line, plan.runs
     camp.set_phase("runs", camp.next_run + n_runs)
-    step = max(1, n_runs // 10)
+    step, count = max(1, n_runs // 10), _LoiCount()
     for i in range(n_runs):
         camp.run(kernel, plan.executions)
         if settings.runs is None and steer is not None and steer.active and steer.complete:
@@ -539,7 +560,7 @@ def _run_campaign(camp: Campaign, kernel: KernelSpec, plan: _Plan, settings: _Se
             break
         # The last count is the placement below (step 5), not a second one here.
         if (i + 1) % step == 0 and i + 1 < n_runs:
-            _count_lois(camp, plan.labels, plan.margin, plan.guidance)
+            count.update(camp, plan.labels, plan.margin, plan.guidance)
             say(f"  runs {i + 1}/{n_runs}, LOIs {camp.lois}/{camp.loi_target}")
     if steer is not None and not steer.active and steer.note:
         say(f"  phase: random from run {steer.summary()['steered_runs']} on: {steer.note}")

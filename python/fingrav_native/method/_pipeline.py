@@ -208,6 +208,24 @@ def place_runs(
     return PlacedRuns(golden, lois, float(np.median(durations[golden.mask])), float(np.median(marker_err)))
 
 
+def place_every_run(samples: np.ndarray, executions: np.ndarray, logger_map: ClockMapLike, *,
+                    execution_index: int) -> tuple[np.ndarray, np.ndarray]:
+    """Step 6 before step 5: every run's execution of interest and the logs placed in it (LOI_DTYPE).
+
+    A (log, execution) pair's record depends on that log and that execution
+    only, so the runs can be placed a batch at a time, each batch on its own
+    clock maps, and :func:`place_runs` (``lois=``) picks the golden runs'
+    records from all the batches' without placing any log again: a running
+    count that fits each run's clocks once, however often it is counted.
+    """
+    eoi = executions[select_executions_of_interest(executions, execution_of_interest=execution_index)]
+    try:
+        lois = place_logs(samples, executions, logger_map, execution_of_interest=execution_index)
+    except NoLogsInExecutionsError:  # no log in these runs' executions of interest yet: a shortfall, not an error
+        lois = np.zeros(0, dtype=LOI_DTYPE)
+    return eoi, lois
+
+
 def _golden_lois(samples: np.ndarray, executions: np.ndarray, logger_map: ClockMapLike, execution_index: int,
                  kernel_id: Optional[int], golden: GoldenSelection) -> np.ndarray:
     """Step 6: the logs placed in the golden runs' executions of interest (none yet where none falls there)."""
