@@ -60,7 +60,7 @@ import math
 import os
 import warnings
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional, Union
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Mapping, Optional, Union
 
 import numpy as np
 
@@ -215,8 +215,8 @@ class PowerCapture:
     meta: dict[str, Any]
     clock_brackets: Mapping[str, np.ndarray] = field(default_factory=dict)
     counter: Optional[CapturedCounter] = None
-    if TYPE_CHECKING:  # set in __post_init__, not a field: see clock_map
-        _fitted: dict[tuple[Any, ...], tuple[np.ndarray, EpochMap, tuple[tuple[Any, ...], ...]]]
+    if TYPE_CHECKING:  # per capture, set in __post_init__; not a field (see clock_map)
+        _fitted: ClassVar[dict[tuple[Any, ...], tuple[np.ndarray, EpochMap, tuple[tuple[Any, ...], ...]]]]
 
     def __post_init__(self) -> None:
         s = self.samples

@@ -626,7 +626,7 @@ def _stitch_checked(samples: np.ndarray, executions: np.ndarray, logger_map: Clo
     execution_of_interest = integer_in(execution_of_interest, "execution_of_interest", -1)
     if kernel_id is not None:
         kernel_id = integer_in(kernel_id, "kernel_id", -2**31, 2**31 - 1)
-    choice(attribution, "attribution", ATTRIBUTIONS)
+    attributed = choice(attribution, "attribution", ATTRIBUTIONS)
     model = as_sensor(sensor)
     once = count_once(samples, "samples", label, stacklevel=4)
     if once is not samples:
@@ -644,7 +644,7 @@ def _stitch_checked(samples: np.ndarray, executions: np.ndarray, logger_map: Clo
         return build_execution_profile(
             label, samples, executions, logger_map, execution_index=execution_of_interest,
             executions_per_run=int(executions["index"].max()) + 1, margin=margin, guidance=guidance,
-            smoother=smoother, x=x, kernel_id=kernel_id, sensor=model, attribution=attribution,
+            smoother=smoother, x=x, kernel_id=kernel_id, sensor=model, attribution=attributed,
             marker_duration_err=False, lois=lois)
     except NoLogsInExecutionsError as exc:
         # Where the logs lie tells a unit or clock mismatch from too few runs.
