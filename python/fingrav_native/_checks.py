@@ -17,7 +17,7 @@ from typing import Any, Optional, Sequence, TypeVar
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["readonly", "positive_number", "integer_in", "relative_to", "real_number", "choice", "flag",
+__all__ = ["readonly", "positive_number", "fraction", "integer_in", "relative_to", "real_number", "choice", "flag",
            "instance_of", "file_path", "whole_numbers", "power_limit", "check_power", "POWER_CEILING_W",
            "finite_array", "structured", "clock_map", "numbers", "tick_length", "MIN_TICK_NS", "MAX_TICK_NS"]
 
@@ -55,6 +55,31 @@ def positive_number(value: Any, name: str, *, upper: Optional[float] = None, all
         low = ">= 0" if allow_zero else "> 0"
         bound = f" and <= {upper:g}" if upper is not None else ""
         raise ValueError(f"{name}={short_repr(value)}: must be a finite number {low}{bound}")
+    return x
+
+
+def fraction(value: Any, name: str) -> float:
+    """``value`` as a float strictly between 0 and 1: a bin margin, a tolerance, a confidence level.
+
+    Every such argument of the package is checked here, so each says the
+    same when it is wrong: ``name=value: must be a fraction in (0, 1)``
+    (0 and 1 themselves are refused: a margin of 0 bins nothing together, a
+    confidence of 1 has an infinite interval).
+
+    Parameters
+    ----------
+    value : Any
+        What the caller passed; bools and strings are refused (as every number here).
+    name : str
+        The argument's name (or the command's option, ``"--margin"``), for the message.
+
+    Returns
+    -------
+    float
+    """
+    x = _real(value, name)
+    if not (math.isfinite(x) and 0.0 < x < 1.0):
+        raise ValueError(f"{name}={short_repr(value)}: must be a fraction in (0, 1)")
     return x
 
 

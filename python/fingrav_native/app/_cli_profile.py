@@ -7,6 +7,7 @@ import os
 import sys
 from typing import Any, Callable, cast
 
+from fingrav_native._checks import fraction
 from fingrav_native._outputs import COMMAND_FORMAT
 from fingrav_native.app._cli_common import (
     BACKENDS,
@@ -202,8 +203,8 @@ def _check_request(request: dict[str, Any]) -> None:
     """The campaign's numbers, as profile() takes them (a resumed request was checked as read, a new one parsed)."""
     if request["runs"] is not None and request["runs"] < 2:
         raise ValueError(f"--runs={request['runs']}: must be >= 2")
-    if request["margin"] is not None and not 0 < request["margin"] < 1:
-        raise ValueError(f"--margin={request['margin']}: must be in (0, 1)")
+    if request["margin"] is not None:
+        fraction(request["margin"], "--margin")
     if request["executions"] is not None and request["executions"] < 4:
         raise ValueError(f"--executions={request['executions']}: must be >= 4")
 

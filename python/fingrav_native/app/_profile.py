@@ -19,7 +19,15 @@ from typing import Any, Literal, Optional, Sequence, Union
 
 import numpy as np
 
-from fingrav_native._checks import choice, file_path, flag, instance_of, integer_in, positive_number, short_repr
+from fingrav_native._checks import (
+    choice,
+    file_path,
+    flag,
+    fraction,
+    instance_of,
+    integer_in,
+    short_repr,
+)
 from fingrav_native._threads import numeric_threads
 from fingrav_native.app._campaign import (
     Campaign,
@@ -39,19 +47,18 @@ from fingrav_native.files._campaign import (
 )
 from fingrav_native.files._profiles import save_profile
 from fingrav_native.method._agreement import Agreement, LocalAgreement
-from fingrav_native.method._deconvolve import needs_deconvolution
 from fingrav_native.method._guidance import Guidance, lookup_guidance, target_loi_count
 from fingrav_native.method._phase import PhaseSteerer, PhaseSteeringWarning, make_steerer
 from fingrav_native.method._phase_modes import PHASES
 from fingrav_native.method._pipeline import (
     ATTRIBUTIONS,
+    Attribution,
     PlacedRuns,
-    SensorResolutionWarning,
     build_execution_profile,
     error_budget,
-    finish_deconvolved,
-    finish_profile,
+    finish_execution,
     log_records,
+    place_every_run,
     place_runs,
 )
 from fingrav_native.method._results import CampaignTimeline, ExecutionProfile, InterleavedProfile, Profile
@@ -65,8 +72,6 @@ _log = logging.getLogger(__name__)
 
 #: Which execution(s) of interest a campaign profiles (Section IV-A).
 Mode = Literal["sse", "ssp", "both"]
-#: How a log is attributed to the execution (the values of ``method._pipeline.ATTRIBUTIONS``).
-Attribution = Literal["auto", "instant", "deconvolve"]
 #: When each campaign run is launched (the values of ``method._phase_modes.PHASES``).
 Phase = Literal["auto", "steered", "random"]
 #: The stitched profile's smooth fit.
@@ -248,6 +253,11 @@ def profile(
         asked for smears them: the sensor is part of the measurement; Yang
         et al., SC'24), and the SSP search's probes take the deconvolved mean of
         execution n-1 when the sensor's window is longer than the execution.
+        The same policy as :func:`stitch_logs`'s
+        (:func:`~fingrav_native.method._pipeline.finish_execution`): with
+        ``"auto"``, logs too few to deconvolve are stitched at their instants
+        with a :class:`~fingrav_native.method.SensorResolutionWarning` (the
+        profile's ``deconvolution`` is None); with ``"deconvolve"`` they raise.
     phase : {"auto", "steered", "random"}
         When each campaign run is launched. ``"random"``: the paper's
         protocol (Section IV-A), logs land at whatever phase the free-running
@@ -360,8 +370,8 @@ def _check_what_to_run(mode: str, runs: Optional[int], margin: Optional[float], 
     choice(mode, "mode", ("sse", "ssp", "both"))
     if runs is not None:
         integer_in(runs, "runs", 2, MAX_RUNS)
-    if margin is not None and not 0 < positive_number(margin, "margin") < 1:
-        raise ValueError(f"margin={margin}: must be in (0, 1)")
+    if margin is not None:
+        fraction(margin, "margin")
     if executions is not None:
         integer_in(executions, "executions", SSE_EXECUTIONS, 1 << 20)
     integer_in(timing_executions, "timing_executions", 2, 100_000)
@@ -375,8 +385,7 @@ MAX_RUNS = 100_000
 def _check_campaign_size(ssp_tolerance: Any, max_executions: Any, top_up: Any, max_top_up_runs: Any,
                          probe_lois: Any, seed: Any) -> None:
     """:func:`profile`'s search and top-up limits, each named when it is wrong or absurd."""
-    if not 0 < positive_number(ssp_tolerance, "ssp_tolerance") < 1:
-        raise ValueError(f"ssp_tolerance={ssp_tolerance!r}: must be in (0, 1)")
+    fraction(ssp_tolerance, "ssp_tolerance")
     integer_in(max_executions, "max_executions", 2, 1 << 20)
     flag(top_up, "top_up")
     if max_top_up_runs is not None:
@@ -429,17 +438,37 @@ def _shortest(placed: dict[str, PlacedRuns], guidance: Guidance) -> tuple[int, i
     return max(counts, key=lambda c: c[1] - c[0])
 
 
-def _count_lois(camp: Campaign, labels: Sequence[tuple[str, int]], margin: float, guidance: Guidance) -> None:
-    """Count the LOIs of the golden runs so far into the campaign's progress state."""
-    try:
-        tl = camp.timeline(camp.records)
-        placed = {label: place_runs(tl.samples, tl.executions, tl.logger_map, execution_index=idx, margin=margin)
-                  for label, idx in labels}
-    except ValueError as exc:
-        # Too few runs yet for a clock map or a golden bin: nothing to count.
-        _log.debug("LOIs not counted after %d runs: %s", len(camp.records), exc)
-        return
-    camp.lois, camp.loi_target = _shortest(placed, guidance)
+class _LoiCount:
+    """The LOIs of the golden runs so far, for the progress line, counted at every tenth of the runs.
+
+    Each count fits the clock maps of the runs since the last one only and
+    keeps their placed logs (:func:`place_every_run`), so a campaign fits
+    each run's clocks once for its progress, not once per count; the
+    profile's own placement (step 5) fits every run together.
+    """
+
+    def __init__(self) -> None:
+        self.counted = 0
+        self.placed: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {}
+
+    def update(self, camp: Campaign, labels: Sequence[tuple[str, int]], margin: float, guidance: Guidance) -> None:
+        """Place the runs not counted yet, then count into the campaign's progress state."""
+        try:
+            tl = camp.timeline(list(camp.records[self.counted:]))
+            batch = {label: place_every_run(tl.samples, tl.executions, tl.logger_map, execution_index=idx)
+                     for label, idx in labels}
+            for label, placed in batch.items():
+                self.placed.setdefault(label, []).append(placed)
+            self.counted = len(camp.records)
+            placed_runs = {label: place_runs(tl.samples, np.concatenate([e for e, _ in self.placed[label]]),
+                                             tl.logger_map, execution_index=idx, margin=margin,
+                                             lois=np.concatenate([lois for _, lois in self.placed[label]]))
+                           for label, idx in labels}
+        except ValueError as exc:
+            # Too few runs yet for a clock map (they are counted with the next ones) or a golden bin.
+            _log.debug("LOIs not counted after %d runs: %s", len(camp.records), exc)
+            return
+        camp.lois, camp.loi_target = _shortest(placed_runs, guidance)
 
 
 def _run_profile(camp: Campaign, kernel: KernelSpec, name: str, agree: Agreement, settings: _Settings) -> Profile:
@@ -520,7 +549,7 @@ def _run_campaign(camp: Campaign, kernel: KernelSpec, plan: _Plan, settings: _Se
     """Step 4: the campaign's runs; a steered one ends early once every bin is covered (``plan.runs`` says when)."""
     steer, say, n_runs = camp.steerer, camp.reporter.line, plan.runs
     camp.set_phase("runs", camp.next_run + n_runs)
-    step = max(1, n_runs // 10)
+    step, count = max(1, n_runs // 10), _LoiCount()
     for i in range(n_runs):
         camp.run(kernel, plan.executions)
         if settings.runs is None and steer is not None and steer.active and steer.complete:
@@ -531,7 +560,7 @@ def _run_campaign(camp: Campaign, kernel: KernelSpec, plan: _Plan, settings: _Se
             break
         # The last count is the placement below (step 5), not a second one here.
         if (i + 1) % step == 0 and i + 1 < n_runs:
-            _count_lois(camp, plan.labels, plan.margin, plan.guidance)
+            count.update(camp, plan.labels, plan.margin, plan.guidance)
             say(f"  runs {i + 1}/{n_runs}, LOIs {camp.lois}/{camp.loi_target}")
     if steer is not None and not steer.active and steer.note:
         say(f"  phase: random from run {steer.summary()['steered_runs']} on: {steer.note}")
@@ -576,40 +605,14 @@ def _place_and_top_up(camp: Campaign, kernel: KernelSpec, agree: Agreement, plan
 
 def _finish_profiles(tl: Timeline, placed: dict[str, PlacedRuns], plan: _Plan, top_ups: int,
                      settings: _Settings) -> dict[str, ExecutionProfile]:
-    """Step 8: each execution of interest stitched, or deconvolved where the sensor averages over too long."""
-    profiles = {}
-    for label, idx in plan.labels:
-        pl = placed[label]
-        use_deconv = settings.attribution == "deconvolve" or (
-            settings.attribution == "auto"
-            and needs_deconvolution(tl.samples, settings.sensor, pl.duration_ns, plan.guidance.loi_interval_ns))
-        ep = _deconvolved(label, idx, pl, tl, plan, top_ups, settings) if use_deconv else None
-        if ep is None:
-            ep = finish_profile(label, pl, execution_index=idx, executions_per_run=plan.executions,
-                                guidance=plan.guidance, smoother=settings.smoother, x=settings.x,
-                                top_up_runs=top_ups, span=settings.span)
-        profiles[label] = ep
-    return profiles
-
-
-def _deconvolved(label: str, idx: int, pl: PlacedRuns, tl: Timeline, plan: _Plan, top_ups: int,
-                 settings: _Settings) -> Optional[ExecutionProfile]:
-    """The deconvolved profile of one execution of interest; None (and a warning) where the logs are too few."""
-    try:
-        return finish_deconvolved(label, pl, tl.samples, tl.executions, tl.logger_map, settings.sensor,
-                                  execution_index=idx, executions_per_run=plan.executions, guidance=plan.guidance,
-                                  x=settings.x, kernel_id=None, top_up_runs=top_ups)
-    except ValueError as exc:
-        # Too few logs for the deconvolution (a 25 ms window every
-        # 100 ms over a sub-millisecond kernel needs ~10^5 runs):
-        # say so, with the count it needs, and keep the point
-        # attribution so the campaign still yields its profile.
-        if settings.attribution == "deconvolve":
-            raise
-        # Level 4: profile() itself (through _run_profile and _finish_profiles), where it always pointed.
-        warnings.warn(f"{label}: cannot deconvolve ({exc}); the profile attributes each log to one "
-                      "instant and is smeared by the sensor's window", SensorResolutionWarning, stacklevel=4)
-        return None
+    """Step 8: each execution of interest by the attribution policy :func:`stitch_logs` applies too."""
+    # Level 4: profile() itself (through _run_profile and _finish_profiles), where it always pointed.
+    return {label: finish_execution(label, placed[label], tl.samples, tl.executions, tl.logger_map, settings.sensor,
+                                    attribution=settings.attribution, execution_index=idx,
+                                    executions_per_run=plan.executions, guidance=plan.guidance,
+                                    smoother=settings.smoother, x=settings.x, kernel_id=None, top_up_runs=top_ups,
+                                    span=settings.span, stacklevel=4)
+            for label, idx in plan.labels}
 
 
 def _package(camp: Campaign, name: str, tl: Timeline, plan: _Plan, profiles: dict[str, ExecutionProfile],
@@ -689,8 +692,8 @@ def profile_interleaved(
     plan = [(str(k), int(n)) for k, n in preceded_by]
     if runs is not None:
         integer_in(runs, "runs", 2, MAX_RUNS)
-    if margin is not None and not 0 < positive_number(margin, "margin") < 1:
-        raise ValueError(f"margin={margin}: must be in (0, 1)")
+    if margin is not None:
+        fraction(margin, "margin")
     instance_of(reference, "reference", (Profile, type(None)), "the kernel's own SSP Profile, or None")
     integer_in(seed, "seed", 0)
     backend = open_device("sim", seed=seed) if backend is None else open_device(backend)

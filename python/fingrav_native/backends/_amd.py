@@ -37,7 +37,7 @@ from typing import Any, Literal, Sequence, Union, get_args
 import numpy as np
 
 from fingrav_native import _core
-from fingrav_native._checks import choice, integer_in, positive_number
+from fingrav_native._checks import choice, fraction, integer_in, positive_number
 from fingrav_native.backends import _amd_sysfs as amd_sysfs
 from fingrav_native.backends._amd_sensors import power_semantics
 from fingrav_native.backends._amd_sysfs import AmdChannel, AmdPrefer
@@ -194,8 +194,7 @@ def _check_arguments(device: int, clock: str, period_ns: int, brackets_per_run: 
     choice(clock, "clock", ("auto", "kfd", "hip"))
     integer_in(period_ns, "period_ns", _core.MIN_PERIOD_NS, _core.MAX_PERIOD_NS)
     integer_in(brackets_per_run, "brackets_per_run", 2, 100_000)
-    if not 0 < positive_number(idle_tolerance, "idle_tolerance") < 1:
-        raise ValueError(f"idle_tolerance={idle_tolerance}: must be in (0, 1)")
+    fraction(idle_tolerance, "idle_tolerance")
     integer_in(max_idle_ns, "max_idle_ns", 1)
     positive_number(marker_err_ns, "marker_err_ns", allow_zero=True)
 

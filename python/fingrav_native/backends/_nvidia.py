@@ -40,7 +40,7 @@ from typing import Any, Optional, Union
 import numpy as np
 
 from fingrav_native import _core
-from fingrav_native._checks import integer_in, short_repr
+from fingrav_native._checks import fraction, integer_in, short_repr
 from fingrav_native._errors import FingravWarning
 from fingrav_native.backends._base import HostRelease, LivePower, drain_all, marker_records, wait_for_idle
 from fingrav_native.backends._nvidia_sensors import (
@@ -234,8 +234,7 @@ class NvidiaBackend(HostRelease, LivePower):
         if power_source is not None and not isinstance(power_source, _core.PowerSource):
             raise ValueError(f"power_source={power_source!r}: must be a fingrav_native PowerSource")
         self._brackets_per_run = integer_in(brackets_per_run, "brackets_per_run", 2)
-        if not isinstance(idle_tolerance, (int, float)) or not 0 < idle_tolerance < 1:
-            raise ValueError(f"idle_tolerance={idle_tolerance!r}: must be in (0, 1)")
+        fraction(idle_tolerance, "idle_tolerance")
         self._idle_tol = float(idle_tolerance)
         self._max_idle_ns = integer_in(max_idle_ns, "max_idle_ns", 1)
         marker_slots = integer_in(marker_slots, "marker_slots", 2, 1 << 28)

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from fingrav_native import _core
-from fingrav_native._checks import integer_in, positive_number, short_repr, structured
+from fingrav_native._checks import fraction, integer_in, short_repr, structured
 from fingrav_native.backends._base import (
     MARKER_RECORD_DTYPE,
     HostRelease,
@@ -64,8 +64,7 @@ class _SimCommon(HostRelease, abc.ABC):
         kind = "real-time" if self._realtime else "virtual-time"
         # Checked before the device is built: a count of 2**62 reads is a mistake, not a run to start.
         integer_in(brackets_per_run, "brackets_per_run", 2, 100_000)
-        if not 0 < positive_number(idle_tolerance, "idle_tolerance") < 1:
-            raise ValueError(f"idle_tolerance={idle_tolerance}: must be in (0, 1)")
+        fraction(idle_tolerance, "idle_tolerance")
         integer_in(max_idle_ns, "max_idle_ns", 1, 3_600 * 10**9)
         if gpu is not None and not isinstance(gpu, SimGPU):
             raise ValueError(f"gpu={short_repr(gpu)}: must be a SimGPU or None")

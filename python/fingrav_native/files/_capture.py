@@ -60,7 +60,7 @@ import math
 import os
 import warnings
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Optional, Union
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Mapping, Optional, Union
 
 import numpy as np
 
@@ -215,6 +215,8 @@ class PowerCapture:
     meta: dict[str, Any]
     clock_brackets: Mapping[str, np.ndarray] = field(default_factory=dict)
     counter: Optional[CapturedCounter] = None
+    if TYPE_CHECKING:  # per capture, set in __post_init__; not a field (see clock_map)
+        _fitted: ClassVar[dict[tuple[Any, ...], tuple[np.ndarray, EpochMap, tuple[tuple[Any, ...], ...]]]]
 
     def __post_init__(self) -> None:
         s = self.samples
@@ -245,6 +247,8 @@ class PowerCapture:
         object.__setattr__(self, "samples", readonly(s.copy() if s.flags.writeable else s))
         object.__setattr__(self, "epoch_brackets", readonly(b.copy() if b.flags.writeable else b))
         object.__setattr__(self, "clock_brackets", _checked_clock_brackets(self.clock_brackets))
+        # Fitted clock maps by (clock, threshold): not a field, so equality, replace() and saving ignore it.
+        object.__setattr__(self, "_fitted", {})
 
     def __len__(self) -> int:
         return int(self.samples.shape[0])
@@ -291,8 +295,32 @@ class PowerCapture:
         return self.clock_brackets[clock]
 
     def clock_map(self, clock: str = "CLOCK_REALTIME", *, step_threshold_ns: float = 20_000.0) -> EpochMap:
-        """The host clock (the samples' ``host_ns``) onto ``clock``: :func:`fit_epoch_map` on its brackets."""
-        return fit_epoch_map(self.brackets(clock), step_threshold_ns=step_threshold_ns, clock=clock)
+        """The host clock (the samples' ``host_ns``) onto ``clock``: :func:`fit_epoch_map` on its brackets.
+
+        Fitted once per clock and threshold and kept: the capture is frozen
+        and its brackets read-only, and the fit of a long capture takes
+        seconds, which every analysis of it (the logger map, the energy
+        counter's map, the alignment) would otherwise pay again. A map is
+        fitted anew only for other brackets (another clock, another capture
+        made by :func:`dataclasses.replace`) or another threshold; the fit's
+        warnings (:class:`~fingrav_native.clocks.ClockStepWarning`) are
+        given again with the kept map, as a new fit would give them.
+        """
+        brackets = self.brackets(clock)
+        key = (clock, type(step_threshold_ns), step_threshold_ns)
+        try:
+            kept = self._fitted.get(key)
+        except TypeError:  # an unhashable threshold: fit_epoch_map names what is wrong with it
+            return fit_epoch_map(brackets, step_threshold_ns=step_threshold_ns, clock=clock)
+        if kept is None or kept[0] is not brackets:
+            with warnings.catch_warnings(record=True) as said:
+                warnings.simplefilter("always")
+                fitted = fit_epoch_map(brackets, step_threshold_ns=step_threshold_ns, clock=clock)
+            kept = (brackets, fitted, tuple((w.message, w.category, w.filename, w.lineno) for w in said))
+            self._fitted[key] = kept
+        for message, category, filename, lineno in kept[2]:
+            warnings.warn_explicit(message, category, filename, lineno)
+        return kept[1]
 
     def epoch_map(self, *, step_threshold_ns: float = 20_000.0) -> EpochMap:
         """The host clock (the samples' ``host_ns``) onto epoch ns: :func:`fit_epoch_map` on the brackets."""

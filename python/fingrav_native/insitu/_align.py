@@ -54,7 +54,15 @@ import numpy as np
 import numpy.typing as npt
 from scipy import stats
 
-from fingrav_native._checks import check_power, finite_array, integer_in, positive_number, short_repr, whole_numbers
+from fingrav_native._checks import (
+    check_power,
+    finite_array,
+    fraction,
+    integer_in,
+    positive_number,
+    short_repr,
+    whole_numbers,
+)
 from fingrav_native._errors import FingravWarning
 from fingrav_native._threads import numeric_threads
 from fingrav_native.insitu._align_scan import far_candidates, scan_offsets
@@ -715,8 +723,7 @@ def align_logs_to_trace(
     if not (step_ns < search_ns and search_ns / step_ns <= 50_000):
         raise ValueError(f"search_ns={search_ns!r}, step_ns={step_ns!r}: need 0 < step_ns < search_ns and at most "
                          "100,000 offsets (2 x search_ns / step_ns)")
-    if not 0 < positive_number(confidence, "confidence") < 1:
-        raise ValueError(f"confidence={confidence!r}: must be in (0, 1)")
+    fraction(confidence, "confidence")
     integer_in(logs_per_column, "logs_per_column", 2)
     integer_in(max_signatures, "max_signatures", 1)
     max_logs = integer_in(max_logs, "max_logs", 1)

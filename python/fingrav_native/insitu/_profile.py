@@ -22,7 +22,7 @@ from typing import Any, Literal, Optional, Sequence, Union
 import numpy as np
 from scipy import stats
 
-from fingrav_native._checks import integer_in, positive_number, short_repr
+from fingrav_native._checks import choice, fraction, integer_in, positive_number, short_repr
 from fingrav_native._threads import numeric_threads
 from fingrav_native._version import __version__
 from fingrav_native.clocks._maps import ClockMapLike, host_relative
@@ -69,7 +69,7 @@ from fingrav_native.method._components import with_rest
 from fingrav_native.method._deconvolve import declared_windows, logs_with_windows, needs_deconvolution
 from fingrav_native.method._deconvolved import Deconvolution, DeconvolvedChannel, as_stitched
 from fingrav_native.method._joint import GAP_EDGES_NS, TimelineFit, fit_timeline
-from fingrav_native.method._pipeline import stitch_logs, stitch_placed_logs
+from fingrav_native.method._pipeline import ATTRIBUTIONS, Attribution, stitch_logs, stitch_placed_logs
 from fingrav_native.method._results import ExecutionProfile
 from fingrav_native.method._stitched import EnergyEstimate, StitchedChannel, StitchedProfile
 from fingrav_native.records._layouts import validate_executions, validate_samples
@@ -78,8 +78,6 @@ from fingrav_native.sensors._model import SensorModel, as_sensor
 
 _log = logging.getLogger(__name__)
 
-#: How a log is attributed to the kernels (the values of ``method._pipeline.ATTRIBUTIONS``).
-Attribution = Literal["auto", "instant", "deconvolve"]
 
 
 class _Shifted:
@@ -1102,11 +1100,10 @@ def _power_limit_notes(found: _Signatures, max_power_w: Optional[float]) -> None
 
 def _check_options(margin: Optional[float], min_executions: int, warmup_tolerance: float) -> None:
     """:func:`profile_trace`'s numbers, each named when it is wrong."""
-    if margin is not None and not 0 < positive_number(margin, "margin") < 1:
-        raise ValueError(f"margin={margin!r}: must be in (0, 1)")
+    if margin is not None:
+        fraction(margin, "margin")
     integer_in(min_executions, "min_executions", 2)
-    if not 0 < positive_number(warmup_tolerance, "warmup_tolerance") < 1:
-        raise ValueError(f"warmup_tolerance={warmup_tolerance!r}: must be in (0, 1)")
+    fraction(warmup_tolerance, "warmup_tolerance")
 
 
 def _from_capture(samples: Any, logger_map: Optional[ClockMapLike], sensor: Optional[SensorModel],
@@ -1155,8 +1152,7 @@ def _check_logs(samples: Any, logger_map: Optional[ClockMapLike], align: object,
                          f"not a {type(logger_map).__name__}")
     if align not in ("auto", True, False):
         raise ValueError(f"align={align!r}: must be 'auto', True or False")
-    if attribution not in ("auto", "instant", "deconvolve"):
-        raise ValueError(f"attribution={attribution!r}: must be 'auto', 'instant' or 'deconvolve'")
+    choice(attribution, "attribution", ATTRIBUTIONS)
     if not isinstance(bins, int) or not 2 <= bins <= 64:
         raise ValueError(f"bins={bins!r}: must be an integer in [2, 64]")
 

@@ -55,7 +55,15 @@ from typing import Any, Optional, Sequence
 import numpy as np
 import numpy.typing as npt
 
-from fingrav_native._checks import instance_of, integer_in, positive_number, real_number, structured, whole_numbers
+from fingrav_native._checks import (
+    fraction,
+    instance_of,
+    integer_in,
+    positive_number,
+    real_number,
+    structured,
+    whole_numbers,
+)
 from fingrav_native._core import CHANNELS
 from fingrav_native._threads import numeric_threads
 from fingrav_native.clocks._maps import ClockMapLike, host_relative
@@ -271,9 +279,7 @@ def _check_args(samples: np.ndarray, sensor: SensorModel, bins: int, bootstrap: 
         raise ValueError(f"sensor: must be a SensorModel, got {type(sensor).__name__}")
     K = integer_in(bins, "bins", 2, 10_000)
     n_boot = integer_in(bootstrap, "bootstrap", 0, 100_000)
-    conf = positive_number(confidence, "confidence")
-    if not conf < 1:
-        raise ValueError(f"confidence={confidence!r}: must be in (0, 1)")
+    conf = fraction(confidence, "confidence")
     if lam is not None:
         # The cross-validation grid ends at 1e3; far beyond it the curve is the penalty's straight line and
         # the solve loses all precision (an ill-conditioned matrix), so larger values are refused.

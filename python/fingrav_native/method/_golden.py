@@ -15,14 +15,13 @@ Examples
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Optional
 
 import numpy as np
 import numpy.typing as npt
 
-from fingrav_native._checks import numbers, whole_numbers
+from fingrav_native._checks import fraction, numbers, whole_numbers
 from fingrav_native._checks import readonly as _readonly
 
 
@@ -132,12 +131,7 @@ def select_golden_runs(
     >>> sel.mask.tolist()
     [True, True, True, False, False, False]
     """
-    try:
-        m = float(margin)
-    except (TypeError, ValueError):
-        raise ValueError(f"margin: must be a fraction in (0, 1), got {margin!r}") from None
-    if not (math.isfinite(m) and 0.0 < m < 1.0):
-        raise ValueError(f"margin: must be a fraction in (0, 1) (0.05 for 5%), got {m!r}")
+    m = fraction(margin, "margin")
     d = numbers(durations_ns, "durations_ns")
     if d.ndim != 1:
         raise ValueError(f"durations_ns: must be 1-D (one duration per run), got shape {d.shape}")

@@ -42,6 +42,7 @@ import numpy.typing as npt
 from fingrav_native._checks import (
     check_power,
     finite_array,
+    fraction,
     instance_of,
     integer_in,
     positive_number,
@@ -209,8 +210,7 @@ def _check_timeline(t_ns: npt.ArrayLike, starts_ns: npt.ArrayLike, ends_ns: npt.
         raise ValueError(f"bins={short_repr(bins)}: one count >= 1 per class")
     if np.any(cls >= len(K)) or np.any(cls < -1):
         raise ValueError(f"classes: must be -1 or in [0, {len(K)})")
-    if not 0 < positive_number(confidence, "confidence") < 1:
-        raise ValueError(f"confidence={confidence!r}: must be in (0, 1)")
+    fraction(confidence, "confidence")
     return t, s, e, cls, K
 
 

@@ -1,9 +1,11 @@
 """Steps 5-8 of FinGraV on logs and executions brought from anywhere: golden runs, LOIs, curve, energy.
 
 :func:`stitch_logs` is the public entry; the campaign driver
-(:func:`fingrav_native.profile`) calls the same steps one by one
-(:func:`place_runs`, then :func:`finish_profile` for logs placed at an
-instant or :func:`finish_deconvolved` for logs that average windows).
+(:func:`fingrav_native.profile`) calls the same steps one by one, because its
+top-up loop places the logs before it stitches them: :func:`place_runs`, then
+:func:`finish_execution`, where both end, which stitches logs placed at an
+instant (:func:`finish_profile`) or deconvolves logs that average windows
+(:func:`finish_deconvolved`) by one attribution policy.
 """
 
 from __future__ import annotations
@@ -13,11 +15,11 @@ import logging
 import math
 import warnings
 from dataclasses import dataclass
-from typing import Literal, Optional, Sequence, Union, cast
+from typing import Literal, Optional, Sequence, Union, cast, get_args
 
 import numpy as np
 
-from fingrav_native._checks import clock_map, integer_in, positive_number
+from fingrav_native._checks import choice, clock_map, fraction, integer_in
 from fingrav_native._errors import FingravWarning
 from fingrav_native._threads import numeric_threads
 from fingrav_native.clocks._maps import ClockMapLike
@@ -52,8 +54,8 @@ _log = logging.getLogger(__name__)
 Attribution = Literal["auto", "instant", "deconvolve"]
 
 
-#: The attributions stitch_logs and profile take, for validation and choices.
-ATTRIBUTIONS: tuple[Attribution, ...] = ("auto", "instant", "deconvolve")
+#: The attributions stitch_logs, profile and profile_trace take, for validation and choices.
+ATTRIBUTIONS: tuple[Attribution, ...] = get_args(Attribution)
 
 
 class SensorResolutionWarning(FingravWarning):
@@ -206,6 +208,24 @@ def place_runs(
     return PlacedRuns(golden, lois, float(np.median(durations[golden.mask])), float(np.median(marker_err)))
 
 
+def place_every_run(samples: np.ndarray, executions: np.ndarray, logger_map: ClockMapLike, *,
+                    execution_index: int) -> tuple[np.ndarray, np.ndarray]:
+    """Step 6 before step 5: every run's execution of interest and the logs placed in it (LOI_DTYPE).
+
+    A (log, execution) pair's record depends on that log and that execution
+    only, so the runs can be placed a batch at a time, each batch on its own
+    clock maps, and :func:`place_runs` (``lois=``) picks the golden runs'
+    records from all the batches' without placing any log again: a running
+    count that fits each run's clocks once, however often it is counted.
+    """
+    eoi = executions[select_executions_of_interest(executions, execution_of_interest=execution_index)]
+    try:
+        lois = place_logs(samples, executions, logger_map, execution_of_interest=execution_index)
+    except NoLogsInExecutionsError:  # no log in these runs' executions of interest yet: a shortfall, not an error
+        lois = np.zeros(0, dtype=LOI_DTYPE)
+    return eoi, lois
+
+
 def _golden_lois(samples: np.ndarray, executions: np.ndarray, logger_map: ClockMapLike, execution_index: int,
                  kernel_id: Optional[int], golden: GoldenSelection) -> np.ndarray:
     """Step 6: the logs placed in the golden runs' executions of interest (none yet where none falls there)."""
@@ -306,14 +326,86 @@ def build_execution_profile(
                         kernel_id=kernel_id, lois=lois)
     if not marker_duration_err:
         placed = dataclasses.replace(placed, duration_err_ns=0.0)
+    # Level 5: the caller of stitch_logs or stitch_placed_logs (through _stitch_checked and this function).
+    return finish_execution(label, placed, samples, executions, logger_map, sensor, attribution=attribution,
+                            execution_index=execution_index, executions_per_run=executions_per_run,
+                            guidance=guidance, smoother=smoother, x=x, kernel_id=kernel_id, top_up_runs=top_up_runs,
+                            span=span, stacklevel=5)
+
+
+def finish_execution(
+    label: str,
+    placed: PlacedRuns,
+    samples: np.ndarray,
+    executions: np.ndarray,
+    logger_map: ClockMapLike,
+    sensor: Optional[SensorModel],
+    *,
+    attribution: str,
+    execution_index: int,
+    executions_per_run: int,
+    guidance: Guidance,
+    smoother: Optional[str],
+    x: str,
+    kernel_id: Optional[int],
+    top_up_runs: int,
+    span: float | str = "auto",
+    stacklevel: int = 2,
+) -> ExecutionProfile:
+    """Step 8 for one execution of interest: stitched or deconvolved, by the package's one attribution policy.
+
+    Both :func:`stitch_logs` and :func:`~fingrav_native.profile` end here,
+    so the same logs get the same attribution from either.
+
+    Parameters
+    ----------
+    label, placed, samples, executions, logger_map, sensor
+        The execution of interest's name, its golden runs and LOIs
+        (:func:`place_runs`), and the logs, executions, map and sensor model
+        they were placed with.
+    attribution : {"auto", "instant", "deconvolve"}
+        The policy:
+
+        * ``"instant"``: each log at its instant, stitched (the paper's
+          steps 6-8, Section IV-B);
+        * ``"deconvolve"``: the curve deconvolved across the golden runs
+          (:func:`finish_deconvolved`); logs too few to deconvolve raise
+          its ``ValueError``: what was asked for explicitly is never
+          replaced by something else;
+        * ``"auto"``: deconvolved where a log's window (or filter) exceeds
+          half the resolution asked for (:func:`needs_deconvolution`), else
+          stitched. Where the logs are too few to deconvolve, a
+          :class:`SensorResolutionWarning` says why (and the runs it would
+          take) and the logs are stitched at their instants, smeared by the
+          sensor's window; the result's ``deconvolution`` is None. A
+          campaign's hours of runs are not thrown away for a resolution
+          the user did not ask for explicitly, and the result says which
+          attribution it holds.
+    execution_index, executions_per_run, guidance, smoother, x, kernel_id, top_up_runs, span
+        As :func:`finish_profile` and :func:`finish_deconvolved` take them.
+    stacklevel : int
+        Where the fallback's warning points, counted from this function.
+
+    Returns
+    -------
+    ExecutionProfile
+    """
     use_deconv = attribution == "deconvolve" or (
         attribution == "auto" and needs_deconvolution(samples, sensor, placed.duration_ns, guidance.loi_interval_ns))
-    if not use_deconv:
-        return finish_profile(label, placed, execution_index=execution_index, executions_per_run=executions_per_run,
-                       guidance=guidance, smoother=smoother, x=x, top_up_runs=top_up_runs, span=span)
-    return finish_deconvolved(label, placed, samples, executions, logger_map, sensor,
-                               execution_index=execution_index, executions_per_run=executions_per_run,
-                               guidance=guidance, x=x, kernel_id=kernel_id, top_up_runs=top_up_runs)
+    if use_deconv:
+        try:
+            return finish_deconvolved(label, placed, samples, executions, logger_map, sensor,
+                                      execution_index=execution_index, executions_per_run=executions_per_run,
+                                      guidance=guidance, x=x, kernel_id=kernel_id, top_up_runs=top_up_runs)
+        except ValueError as exc:
+            # Too few logs for the deconvolution (a 25 ms window every 100 ms over a sub-millisecond kernel
+            # needs ~10^5 runs).
+            if attribution == "deconvolve":
+                raise
+            warnings.warn(f"{label}: cannot deconvolve ({exc}); the profile attributes each log to one instant "
+                          "and is smeared by the sensor's window", SensorResolutionWarning, stacklevel=stacklevel)
+    return finish_profile(label, placed, execution_index=execution_index, executions_per_run=executions_per_run,
+                          guidance=guidance, smoother=smoother, x=x, top_up_runs=top_up_runs, span=span)
 
 
 def finish_deconvolved(
@@ -436,7 +528,11 @@ def stitch_logs(
         from what each window covers
         (:func:`~fingrav_native.method.deconvolve`). ``"auto"``
         (default): deconvolve when a window (or filter) exceeds half the
-        profile's resolution (Table I's LOI interval).
+        profile's resolution (Table I's LOI interval). The policy
+        :func:`~fingrav_native.profile` applies too (:func:`finish_execution`):
+        with ``"auto"``, logs too few to deconvolve are stitched at their
+        instants with a :class:`SensorResolutionWarning` (the result's
+        ``deconvolution`` is None); with ``"deconvolve"`` they raise.
 
     Returns
     -------
@@ -526,14 +622,11 @@ def _stitch_checked(samples: np.ndarray, executions: np.ndarray, logger_map: Clo
     if not isinstance(label, str):
         raise ValueError(f"label={label!r}: must be a str")
     if margin is not None:
-        margin = positive_number(margin, "margin")
-        if not margin < 1:
-            raise ValueError(f"margin={margin}: must be in (0, 1)")
+        margin = fraction(margin, "margin")
     execution_of_interest = integer_in(execution_of_interest, "execution_of_interest", -1)
     if kernel_id is not None:
         kernel_id = integer_in(kernel_id, "kernel_id", -2**31, 2**31 - 1)
-    if attribution not in ATTRIBUTIONS:
-        raise ValueError(f"attribution={attribution!r}: must be one of {ATTRIBUTIONS}")
+    attributed = choice(attribution, "attribution", ATTRIBUTIONS)
     model = as_sensor(sensor)
     once = count_once(samples, "samples", label, stacklevel=4)
     if once is not samples:
@@ -551,7 +644,7 @@ def _stitch_checked(samples: np.ndarray, executions: np.ndarray, logger_map: Clo
         return build_execution_profile(
             label, samples, executions, logger_map, execution_index=execution_of_interest,
             executions_per_run=int(executions["index"].max()) + 1, margin=margin, guidance=guidance,
-            smoother=smoother, x=x, kernel_id=kernel_id, sensor=model, attribution=attribution,
+            smoother=smoother, x=x, kernel_id=kernel_id, sensor=model, attribution=attributed,
             marker_duration_err=False, lois=lois)
     except NoLogsInExecutionsError as exc:
         # Where the logs lie tells a unit or clock mismatch from too few runs.

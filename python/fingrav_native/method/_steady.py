@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass
 from typing import Callable
 
-from fingrav_native._checks import flag, integer_in, positive_number
+from fingrav_native._checks import flag, fraction, integer_in, positive_number
 
 #: Executions per run for the SSE profile: three warm-up executions, then the SSE one.
 SSE_EXECUTIONS = 4
@@ -66,8 +66,7 @@ def _check_search(measure: Callable[[int], PowerMeasurement], start: int, tolera
     if not callable(measure):
         raise ValueError("measure: must be callable as measure(executions) -> PowerMeasurement")
     integer_in(start, "start", 1, 1 << 40)
-    if not 0 < positive_number(tolerance, "tolerance") < 1:
-        raise ValueError(f"tolerance={tolerance}: must be in (0, 1)")
+    fraction(tolerance, "tolerance")
     integer_in(max_executions, "max_executions", 2 * start, 1 << 40)
     positive_number(sigmas, "sigmas", allow_zero=True)
 

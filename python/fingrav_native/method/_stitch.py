@@ -32,7 +32,7 @@ from typing import Optional, Sequence
 import numpy as np
 import scipy.special
 
-from fingrav_native._checks import flag, integer_in, positive_number, short_repr
+from fingrav_native._checks import flag, fraction, integer_in, positive_number, short_repr
 from fingrav_native._checks import readonly as _readonly
 from fingrav_native._core import CHANNELS
 from fingrav_native._threads import numeric_threads
@@ -133,9 +133,7 @@ def check_stitch_options(smoother: Optional[Smoother], confidence: float, span: 
     """The confidence level and the span, once the smoother, span and grid are checked."""
     if smoother not in _SMOOTHERS:
         raise ValueError(f"smoother: must be 'local', 'poly4' or None, got {smoother!r}")
-    conf = positive_number(confidence, "confidence")
-    if conf >= 1:
-        raise ValueError(f"confidence: must be in (0, 1), got {conf!r}")
+    conf = fraction(confidence, "confidence")
     sp: Span
     if isinstance(span, str):
         if span != "auto":

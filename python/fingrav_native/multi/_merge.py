@@ -30,7 +30,7 @@ from typing import Optional, Sequence
 import numpy as np
 import numpy.typing as npt
 
-from fingrav_native._checks import instance_of, integer_in, positive_number, short_repr
+from fingrav_native._checks import fraction, instance_of, integer_in, positive_number, short_repr
 from fingrav_native.clocks._host import HostAlignment
 from fingrav_native.method._results import CampaignTimeline, ExecutionProfile, Profile
 from fingrav_native.multi._results import CHANNELS, NodeProfile, NodeView, SteadyCheck
@@ -63,8 +63,7 @@ def check_steady_states(prof: Profile, *, z: float = 3.0, tolerance: float = 0.0
     """
     instance_of(prof, "prof", Profile, "a Profile")
     positive_number(z, "z")
-    if not 0 < positive_number(tolerance, "tolerance") < 1:
-        raise ValueError(f"tolerance={tolerance!r}: must be in (0, 1)")
+    fraction(tolerance, "tolerance")
     if not {"sse", "ssp"} <= set(prof.profiles):
         return None
     sse, ssp = prof.profiles["sse"], prof.profiles["ssp"]

@@ -78,7 +78,7 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 
 from fingrav_native import _core
-from fingrav_native._checks import check_power, finite_array, flag, integer_in, positive_number, real_number
+from fingrav_native._checks import check_power, finite_array, flag, fraction, integer_in, positive_number, real_number
 from fingrav_native.sensors._model import SensorModel, as_sensor
 
 EXEC_DTYPE = _core.EXEC_DTYPE
@@ -623,8 +623,7 @@ def steady_state_index(
         Too few executions, or bad tolerance.
     """
     p = check_power(finite_array(power, "power"), "power").ravel()
-    if not 0 < positive_number(tolerance, "tolerance") < 1:
-        raise ValueError(f"tolerance={tolerance}: must be in (0, 1)")
+    fraction(tolerance, "tolerance")
     start = integer_in(start, "start", 0)
     tail = integer_in(tail, "tail", 1)
     if p.size < start + tail + 1:

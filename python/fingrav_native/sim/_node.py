@@ -98,7 +98,7 @@ from typing import Any, Optional, Sequence
 import numpy as np
 
 from fingrav_native import _core
-from fingrav_native._checks import finite_array, flag, integer_in, positive_number
+from fingrav_native._checks import finite_array, flag, fraction, integer_in, positive_number
 from fingrav_native.backends._base import KernelSpec, execution_plan, wait_for_idle
 from fingrav_native.backends._sim import sim_markers
 from fingrav_native.records._recording import RunRecord
@@ -659,8 +659,7 @@ class SimNode:
         if r not in self._backends:
             if isinstance(brackets_per_run, bool) or not isinstance(brackets_per_run, int) or brackets_per_run < 2:
                 raise ValueError(f"brackets_per_run={brackets_per_run!r}: must be an integer >= 2")
-            if not 0 < idle_tolerance < 1:
-                raise ValueError(f"idle_tolerance={idle_tolerance!r}: must be in (0, 1)")
+            fraction(idle_tolerance, "idle_tolerance")
             if self._baseline_w is None:
                 self._baseline_w = self._idle_levels(50_000_000)
             self._backends[r] = SimRankBackend(self, r, brackets_per_run, idle_tolerance, int(max_idle_ns))
