@@ -257,3 +257,17 @@ register(DeviceKind("amd", "HIP device N; 'energy' or 'socket'", False, _open_am
                     report=_report_amd, live="source"))
 register(DeviceKind("nvidia", "CUDA device N, an NVML power mode", False, _open_nvidia, _nvidia_modes, "NVML mode",
                     report=_report_nvidia, live="source"))
+
+
+def device_usage(what: Callable[[DeviceKind], bool] = lambda k: True) -> str:
+    """The device strings in a usage line's shorthand: ``sim[:SEED], ..., nvidia:N[:MODE]``."""
+    forms = []
+    for k in DEVICES.values():
+        if not what(k):
+            continue
+        if k.simulated:
+            forms.append(f"{k.name}[:SEED]")
+        else:
+            word = k.mode_word.split()[-1].upper()
+            forms.append(f"{k.name}:N" + (f"[:{word}]" if k.modes is not _no_modes else ""))
+    return ", ".join(forms)
