@@ -20,7 +20,7 @@ from fingrav_native import _core
 from fingrav_native.app._counter_recorder import AMD_COUNTER_QUANTUM_J, NVML_COUNTER_QUANTUM_J, CounterSpec
 from fingrav_native.backends import _amd_sysfs as amd_sysfs
 from fingrav_native.backends._amd_sysfs import AmdChannel
-from fingrav_native.backends._base import Backend, LivePower, is_backend
+from fingrav_native.backends._base import Backend, LivePower, is_backend, protocol_members
 from fingrav_native.backends._nvidia import match_nvml_device
 from fingrav_native.backends._nvidia_sensors import NvmlMode, nvml_sensor
 from fingrav_native.backends._registry import DEVICES, device_forms, parse_device
@@ -83,6 +83,11 @@ def open_device(device: Any = "sim", *, seed: Optional[int] = None, **options: A
     if not isinstance(device, str):
         if is_backend(device):
             return device
+        missing = [name for name in protocol_members(Backend) if not hasattr(device, name)]
+        if len(missing) < len(protocol_members(Backend)):
+            # Part of the protocol is there: name what a backend would still need.
+            raise ValueError(f"device={device!r}: a backend must offer every member of the Backend protocol; "
+                             f"lacks {', '.join(missing)}")
         raise ValueError(f"device={device!r}: must be a backend or a device string; one of {device_forms()}")
     spec = parse_device(device)
     kind = DEVICES[spec.vendor]

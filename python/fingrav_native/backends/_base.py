@@ -90,7 +90,7 @@ class VirtualTime(Protocol):
     def advance_to(self, host_ns: int) -> None: ...
 
 
-def _members(protocol: type) -> tuple[str, ...]:
+def protocol_members(protocol: type) -> tuple[str, ...]:
     """The methods and properties a protocol declares (its own, not Protocol's machinery)."""
     return tuple(name for name, value in vars(protocol).items()
                  if not name.startswith("_") and (callable(value) or isinstance(value, property)))
@@ -100,7 +100,7 @@ def _offers(backend: object, protocol: type) -> bool:
     # getattr, not isinstance: Python 3.12's runtime protocols look attributes up statically, which would not see
     # what a BackendWrapper delegates through __getattr__.
     return all(callable(getattr(backend, name, None)) if callable(vars(protocol)[name]) else hasattr(backend, name)
-               for name in _members(protocol))
+               for name in protocol_members(protocol))
 
 
 def is_backend(value: object) -> TypeGuard[Backend]:
