@@ -20,8 +20,8 @@ from fingrav_native.app._cli_common import (
 from fingrav_native.app._cli_files import plot_command
 from fingrav_native.app._cli_ranges import DEVICE, EXECUTIONS, MARGIN, RUNS, SEED, within
 from fingrav_native.app._profile import profile
-from fingrav_native.backends._registry import kinds
 from fingrav_native.app._progress import ProgressReporter, TerminalProgress
+from fingrav_native.backends._registry import kinds
 from fingrav_native.files._campaign import (
     COMMAND_FILE,
     PROFILE_FILE,
