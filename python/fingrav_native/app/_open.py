@@ -23,8 +23,9 @@ from fingrav_native.backends._amd_sysfs import AmdChannel
 from fingrav_native.backends._base import Backend, LivePower, is_backend, protocol_members
 from fingrav_native.backends._nvidia import match_nvml_device
 from fingrav_native.backends._nvidia_sensors import NvmlMode, nvml_sensor
-from fingrav_native.backends._registry import DEVICES, device_forms, parse_device
+from fingrav_native.backends._registry import DEVICES, device_forms
 from fingrav_native.backends._registry import DeviceSpec as DeviceSpec  # re-exported: what parse_device returns
+from fingrav_native.backends._registry import parse_device as parse_device  # re-exported: the drivers read it here
 from fingrav_native.backends._sim import SimBackend
 from fingrav_native.sensors._model import SensorModel
 from fingrav_native.sim._device import SimGPU
