@@ -367,6 +367,10 @@ CASES: dict[tuple[str, str, str], list[Callable[[Env], list[str]]]] = {
     ("`profile`", "2", "`--executions` with `--mode sse`"):
         [lambda e: ["profile", "cb-4k-gemm", "--mode", "sse", "--executions", "8"]],
     ("`profile`", "2", "`--device` with the simulator"): [lambda e: ["profile", "cb-4k-gemm", "--device", "1"]],
+    ("`profile`", "2", "a device string with `--backend`, an unknown one, or the simulator's with `--seed`"):
+        [lambda e: ["profile", "cb-4k-gemm", "--backend", "amd", "--device", "nvidia:0"],
+         lambda e: ["profile", "cb-4k-gemm", "--device", "tpu:0"],
+         lambda e: ["profile", "cb-4k-gemm", "--device", "sim:2", "--seed", "3"]],
     ("`profile`", "130", "every completed run kept; `fingrav profile --resume DIR` goes on"):
         [_interrupted(_cli_profile, "profile", lambda e: ["profile", "cb-4k-gemm", "--out", str(e.tmp / "c")])],
     # sync
@@ -382,6 +386,9 @@ CASES: dict[tuple[str, str, str], list[Callable[[Env], list[str]]]] = {
         [lambda e: ["sync", "--plot", str(e.tmp)], lambda e: ["sync", "--plot", str(e.tmp / "s")]],
     ("`sync`", "2", "`--device` with the simulator"): [lambda e: ["sync", "--device", "2"]],
     ("`sync`", "2", "`--seed` on amd or nvidia"): [lambda e: ["sync", "--backend", "amd", "--seed", "2"]],
+    ("`sync`", "2", "a device string with `--backend`, an unknown one, or the simulator's with `--seed`"):
+        [lambda e: ["sync", "--backend", "sim", "--device", "sim:1"], lambda e: ["sync", "--device", "nvidia:0:x"],
+         lambda e: ["sync", "--device", "sim", "--seed", "3"]],
     ("`sync`", "130", "stopped; `--plot` not written"): [_interrupted(_cli_device, "sync_report", lambda e: ["sync"])],
     # characterize
     ("`characterize`", "0", "done"): [lambda e: ["characterize", "--logs", e.csvs()[0], "--load", e.csvs()[1]]],

@@ -9,6 +9,7 @@ import pytest
 from fingrav_native.app import _cli as cli
 from fingrav_native.backends import BackendReport, Component, DeviceEntry
 from fingrav_native.backends import _devices as devices
+from fingrav_native.backends import _registry as registry
 from fingrav_native.sensors import FIGURES, SensorSemantics
 
 
@@ -38,7 +39,9 @@ def test_a_backend_that_breaks_is_reported_not_raised(monkeypatch):
     def broken() -> BackendReport:
         raise OSError("libbroken.so: cannot open shared object file")
 
-    monkeypatch.setitem(devices.BACKENDS, "broken", broken)
+    # A kind is added to the device registry, the one table fingrav devices reads.
+    monkeypatch.setitem(registry.DEVICES, "broken", registry.DeviceKind("broken", "a broken backend", False,
+                                                                       lambda n, m: None, report=broken))
     (r,) = devices.list_backends(["broken"])
     assert not r.available
     assert "OSError" in r.reason and "libbroken.so" in r.reason

@@ -21,7 +21,7 @@ import numpy as np
 from fingrav_native._checks import short_repr
 from fingrav_native._version import __version__
 from fingrav_native.app._progress import CampaignProgress, ProgressReporter
-from fingrav_native.backends._base import Backend, KernelSpec
+from fingrav_native.backends._base import Backend, KernelSpec, can_advance, can_arm_release, can_steer
 from fingrav_native.clocks._runs import Timeline, timeline_of
 from fingrav_native.files._campaign import (
     CAMPAIGN_FILE,
@@ -143,8 +143,7 @@ class Campaign:
         last = max(int(r.brackets[:, 2].max()) for r in done if len(r.brackets))
         now = int(self.backend.read_clocks(1)[0, 0])
         if now <= last:
-            advance = getattr(self.backend, "advance_to", None)
-            if advance is None:
+            if not can_advance(self.backend):
                 raise RuntimeError(
                     f"cannot resume: the host clock ({now} ns) is behind the interrupted campaign's last run "
                     f"({last} ns), as after a reboot; the runs on disk and new ones would not share a "
@@ -152,7 +151,7 @@ class Campaign:
             # A simulated device restarts at its own time zero: let it sit idle
             # (as the real one did while the campaign was stopped) until after
             # the last run on disk.
-            advance(last + 1_000_000_000)
+            self.backend.advance_to(last + 1_000_000_000)
         top = max(r.run for r in done)
         while self.backend.new_run_id() < top:
             pass
@@ -207,18 +206,21 @@ class Campaign:
         # sensor sample lands where the coverage is thinnest. A
         # target already past returns the host time at once: that is
         # how the campaign reads "now" (no other device call).
-        wait_until = self.backend.wait_until  # type: ignore[attr-defined]
-        now = _host_ns(wait_until(0), self.backend)
+        backend = self.backend
+        if not can_steer(backend):
+            # make_steerer leaves the steerer inactive on such a backend; one made by hand is refused by name.
+            raise ValueError(f"steerer: active, but the {type(backend).__name__} backend cannot release a launch "
+                             "at a chosen host time (no wait_until)")
+        now = _host_ns(backend.wait_until(0), backend)
         release = steer.plan(now)
         released: Optional[float] = None
         if release is not None:
-            arm = getattr(self.backend, "release_at", None)
-            if callable(arm):
+            if can_arm_release(backend):
                 # The run sets itself up, then launches at the release.
-                arm(release)
+                backend.release_at(release)
                 released = float(release)
             else:
-                released = _host_ns(wait_until(release), self.backend)
+                released = _host_ns(backend.wait_until(release), backend)
             steer.released(released)
         return {"now_ns": now, "release_ns": released}
 

@@ -1,4 +1,4 @@
-"""What every ``fingrav`` command shares: exit codes, Ctrl-C handling, the backend and kernel it names."""
+"""What every ``fingrav`` command shares: exit codes, Ctrl-C handling, the device and kernel it names."""
 
 from __future__ import annotations
 
@@ -6,7 +6,8 @@ import argparse
 import functools
 import re
 import sys
-from typing import TYPE_CHECKING, Any, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 if TYPE_CHECKING:
     from fingrav_native.backends._base import Backend
@@ -110,22 +111,75 @@ def interruptible(command: str) -> Callable[[Command], Command]:
     return wrap
 
 
-#: What ``--backend`` takes.
-BACKENDS = ("sim", "sim-live", "amd", "nvidia")
+def _kind(name: str) -> Any:
+    """The device registry's entry for a kind (imported here: the entry module stays light)."""
+    from fingrav_native.backends._registry import kind_of
+
+    return kind_of(name)
 
 
-def make_backend(name: str, device: int, seed: int) -> Backend:
-    """The backend ``--backend NAME --device N --seed S`` names, opened."""
+@dataclass(frozen=True)
+class DeviceChoice:
+    """The device a command runs on: ``kind`` (a device registry name), GPU ``index``, simulator ``seed``, ``mode``."""
+
+    kind: str
+    index: int
+    seed: int
+    mode: Optional[str] = None
+
+    @property
+    def string(self) -> str:
+        """The device string it is (``"sim:3"``, ``"nvidia:0:instant"``)."""
+        if _kind(self.kind).simulated:
+            return f"{self.kind}:{self.seed}"
+        return f"{self.kind}:{self.index}" + (f":{self.mode}" if self.mode else "")
+
+
+def choose_device(backend: Optional[str], device: "int | str | None", seed: Optional[int], *,
+                  seed_used: bool = False) -> DeviceChoice:
+    """The device ``--device DEVICE`` names, or the old ``--backend NAME --device N --seed S`` (default sim).
+
+    A device string (``nvidia:0:instant``, ``sim:3``) names the kind, the GPU
+    or the simulator's seed, and the mode; given with ``--backend``, or with
+    ``--seed`` where its number is the seed, the two are refused by name
+    rather than one of them ignored. ``seed_used``: the command uses the
+    seed for more than the device (``profile``'s launch-phase dither), so
+    ``--seed`` goes with a hardware device string.
+    """
+    if not isinstance(device, str):
+        name = backend or "sim"
+        refuse_unused_device_options(name, device, seed, seed_used=seed_used)
+        return DeviceChoice(name, 0 if device is None else device, 0 if seed is None else seed)
+    from fingrav_native.backends._registry import parse_device
+
+    if backend is not None:
+        raise ValueError(f"--backend={backend}: --device={device!r} names the device already; give the device "
+                         f"string alone (or the old --backend NAME --device N)")
+    try:
+        spec = parse_device(device)
+    except ValueError as exc:
+        raise ValueError(f"--{exc}") from None  # the registry's message, naming the option
+    if _kind(spec.vendor).simulated:
+        if seed is not None:
+            raise ValueError(f"--seed={seed}: --device={device!r} names the simulator, whose seed is its number "
+                             f"(--device {spec.vendor}:{seed}); give one or the other")
+        return DeviceChoice(spec.vendor, 0, spec.index)
+    refuse_unused_device_options(spec.vendor, None, seed, seed_used=seed_used)
+    return DeviceChoice(spec.vendor, spec.index, 0 if seed is None else seed, spec.mode)
+
+
+def make_backend(name: str, device: int, seed: int, mode: Optional[str] = None) -> Backend:
+    """The backend ``--backend NAME --device N --seed S`` (or the device string, with its ``mode``) names, opened."""
     if device < 0:
         raise ValueError(f"--device={device}: must be >= 0")
     if seed < 0:
         raise ValueError(f"--seed={seed}: must be >= 0")
     from fingrav_native.app._open import open_device
 
-    # One resolver for every driver (open_device): the CLI's --backend/--device/--seed are its string.
-    if name in ("sim", "sim-live"):
+    # One resolver for every driver (open_device): the CLI's options are its string.
+    if _kind(name).simulated:
         return open_device(name, seed=seed)
-    return open_device(f"{name}:{device}")
+    return open_device(f"{name}:{device}" + (f":{mode}" if mode else ""))
 
 
 def refuse_unused_device_options(backend: str, device: int | None, seed: int | None, *, seed_used: bool = False) -> None:
@@ -135,10 +189,14 @@ def refuse_unused_device_options(backend: str, device: int | None, seed: int | N
     with the simulator (one device), ``--seed 3`` on amd or nvidia (unless
     the command uses the seed for more than the device: ``seed_used``).
     """
-    if backend.startswith("sim") and device not in (None, 0):
-        raise ValueError(f"--device={device}: picks a GPU on amd or nvidia; the simulator is one device: leave "
-                         "it out, or give --backend amd or nvidia")
-    if not backend.startswith("sim") and seed not in (None, 0) and not seed_used:
+    from fingrav_native.backends._registry import DEVICES
+
+    simulated = _kind(backend).simulated
+    if simulated and device not in (None, 0):
+        gpus = " or ".join(name for name, k in DEVICES.items() if not k.simulated)
+        raise ValueError(f"--device={device}: picks a GPU on {gpus}; the simulator is one device: leave "
+                         f"it out, or give --backend {gpus}")
+    if not simulated and seed not in (None, 0) and not seed_used:
         raise ValueError(f"--seed={seed}: seeds the simulated device; {backend} has none to seed: leave it out")
 
 
@@ -151,11 +209,11 @@ def resolve_kernel(backend_name: str, spec: str) -> object:
     from fingrav_native.sim._device import kernel_presets
 
     if ":" in spec:
-        if backend_name.startswith("sim"):
+        if _kind(backend_name).simulated:
             raise ValueError(f"kernel={spec!r}: a module:function workload runs on amd or nvidia; "
                              "the simulator runs its presets (fingrav_native.sim.kernel_presets())")
         return resolve_workload(spec)
-    if backend_name.startswith("sim"):
+    if _kind(backend_name).simulated:
         names = [k["name"] for k in kernel_presets()]
         if spec not in names:
             raise ValueError(f"kernel={spec!r}: not a simulator preset; choose one of {', '.join(names)}")

@@ -12,15 +12,16 @@ from fingrav_native.app._characterize import characterize
 from fingrav_native.app._cli_common import (
     EXIT_FAILURE,
     EXIT_OK,
+    choose_device,
     interruptible,
     make_backend,
-    refuse_unused_device_options,
     resolve_kernel,
 )
 from fingrav_native.app._cli_ranges import CHARACTERIZE_MAX_RUN_MS, SYNC_MAX_READS
 from fingrav_native.app._plot import plot_sync_error
 from fingrav_native.app._sync import sync_report
 from fingrav_native.backends._devices import format_reports, list_backends
+from fingrav_native.backends._registry import DEVICES
 from fingrav_native.files._characterisation import read_logs_csv
 from fingrav_native.files._outputs import check_output_path, strict_json, write_atomically
 from fingrav_native.sensors._from_logs import characterize_logs
@@ -53,8 +54,8 @@ def sync_command(args: argparse.Namespace) -> int:
         raise ValueError(f"--seconds={args.seconds:g}, --interval-ms={args.interval_ms:g}, --burst={args.burst}: "
                          f"{bursts:,} bursts of {args.burst} reads is more than {SYNC_MAX_READS:,}; take fewer "
                          "seconds, a longer interval or smaller bursts")
-    refuse_unused_device_options(args.backend, args.device, args.seed)
-    backend = make_backend(args.backend, args.device, args.seed)
+    choice = choose_device(args.backend, args.device, args.seed)
+    backend = make_backend(choice.kind, choice.index, choice.seed, choice.mode)
     report = sync_report(backend, seconds=args.seconds, burst=args.burst, interval_s=args.interval_ms / 1e3)
     if args.json:
         print(json.dumps(strict_json(report.as_dict()), indent=1, allow_nan=False))
@@ -73,8 +74,9 @@ def sync_command(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-#: What ``fingrav characterize`` runs a device with, and each option's default (None in the parser: given or not).
-_DEVICE_OPTIONS = {"backend": "sim", "device": 0, "seed": 0, "kernel": "cb-8k-gemm", "light": "mb-2k-gemv",
+#: What ``fingrav characterize`` runs a device with, and each option's default (None in the parser: given or not;
+#: the device's defaults are choose_device's).
+_DEVICE_OPTIONS = {"backend": None, "device": None, "seed": None, "kernel": "cb-8k-gemm", "light": "mb-2k-gemv",
                    "runs": 40, "cycles": 4, "half_period_ms": None}
 
 
@@ -90,11 +92,13 @@ def _characterize_options(args: argparse.Namespace) -> None:
     if args.logs is not None and given:
         raise ValueError(f"--{given[0].replace('_', '-')}: runs a device; with --logs the logs are characterised "
                          "as recorded, no device runs: leave it out")
-    if args.logs is None:
-        refuse_unused_device_options(args.backend or "sim", args.device, args.seed)
     for name, default in _DEVICE_OPTIONS.items():
         if getattr(args, name) is None:
             setattr(args, name, default)
+    if args.logs is None:
+        # The device as one choice (a device string, or --backend/--device/--seed): the rest of the command reads it.
+        choice = choose_device(args.backend, args.device, args.seed)
+        args.backend, args.device, args.seed, args.device_mode = choice.kind, choice.index, choice.seed, choice.mode
 
 
 @interruptible("characterize")
@@ -124,7 +128,7 @@ def characterize_command(args: argparse.Namespace) -> int:
         # The kernels before the device: an unknown one is refused without opening anything.
         kernel = resolve_kernel(args.backend, args.kernel)
         light = resolve_kernel(args.backend, args.light)
-        backend = make_backend(args.backend, args.device, args.seed)
+        backend = make_backend(args.backend, args.device, args.seed, args.device_mode)
         # The hardware backends take a Workload where the protocol says KernelSpec; the runtime contract is
         # the same.
         c = characterize(backend, kernel, light, runs=args.runs, cycles=args.cycles,
@@ -163,4 +167,5 @@ def devices_command(args: argparse.Namespace) -> int:
     if args.backend:
         return EXIT_OK if all(r.available for r in reports) else EXIT_FAILURE
     # Without --backend the question a script asks is "is there real hardware here?"
-    return EXIT_OK if any(r.available for r in reports if r.backend != "sim") else EXIT_FAILURE
+    simulated = {name for name, kind in DEVICES.items() if kind.simulated}
+    return EXIT_OK if any(r.available for r in reports if r.backend not in simulated) else EXIT_FAILURE

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any, cast
+import re
+from typing import Any, Union, cast
 
-from fingrav_native.app._cli_common import BACKENDS
 from fingrav_native.app._cli_ranges import (
     BOOTTIME_OFFSET_NS,
     CHARACTERIZE_MAX_RUN_MS,
@@ -31,7 +31,24 @@ from fingrav_native.app._cli_ranges import (
     FloatRange,
     IntRange,
 )
+from fingrav_native.backends._registry import device_usage, kinds, reported
 from fingrav_native.method._phase_modes import PHASES
+
+
+def device_option(value: str) -> Union[int, str]:
+    """``--device``: a GPU index (with ``--backend``, checked against its range here) or a device string.
+
+    The string is read by the device registry when the command runs, so an
+    unknown one is refused naming ``--device`` and listing the forms.
+    """
+    if re.fullmatch(r"\s*[+-]?\d+\s*", value):
+        return int(DEVICE(value))
+    return value
+
+
+def _device_help(what: str) -> str:
+    return (f"{what}: a device string ({device_usage()}; e.g. nvidia:0:instant, sim:3), or with --backend the "
+            f"GPU index, {DEVICE} (default sim)")
 
 
 class _StoreOne(argparse.Action):
@@ -125,7 +142,7 @@ def _add_devices_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser
         "devices",
         help="list every backend, what was found, and why any is unavailable",
         description=(
-            "Report each backend (sim, amd, nvidia): whether it can profile here, the devices it "
+            f"Report each backend ({', '.join(reported())}): whether it can profile here, the devices it "
             "found, and for an unavailable one why and the one fix (what to install or set). "
             "--verbose adds every library and device file looked for, with the path that loaded or "
             "every path tried. Exit code 0 when at least one hardware backend (or, with "
@@ -137,7 +154,7 @@ def _add_devices_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser
     devices.add_argument("--json", action="store_true", help="print the reports as JSON (always in full)")
     devices.add_argument("-v", "--verbose", action="store_true",
                          help="also list every library and device file looked for and every path tried")
-    devices.add_argument("--backend", action="append", choices=("sim", "amd", "nvidia"),
+    devices.add_argument("--backend", action="append", choices=tuple(reported()),
                          help="report only this backend (repeatable)")
 
 
@@ -267,7 +284,8 @@ def _add_profile_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser
             "PyTorch fp16 GEMMs/GEMVs of that size."),
         epilog=("examples:\n  fingrav profile cb-4k-gemm --out cb4k/\n"
                 "  fingrav profile mb-2k-gemv --mode sse --runs 400 --margin 0.02 --out gemv/ --plots --trace\n"
-                "  fingrav profile mymodels.layers:attention_workload --backend nvidia --device 1 --out attn/\n"
+                "  fingrav profile mymodels.layers:attention_workload --device nvidia:1:instant --out attn/\n"
+                "  fingrav profile cb-4k-gemm --device sim:3 --out cb4k-seed3/\n"
                 "  fingrav profile --resume cb4k/\n\n"
                 "exit codes: 0 done, 1 the campaign failed (device, library, no logs, folder in use or damaged), "
                 "2 bad usage (a number out of range, an unknown kernel, other settings on --resume), "
@@ -275,9 +293,11 @@ def _add_profile_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     prof.add_argument("kernel", nargs="?", help="a preset name or module:function (not needed with --resume)")
-    prof.add_argument("--backend", choices=BACKENDS, default=None,
-                      help="where to run (default sim: the simulated GPU in virtual time)")
-    prof.add_argument("--device", type=DEVICE, default=None, help=f"GPU index for amd/nvidia, {DEVICE} (default 0)")
+    prof.add_argument("--backend", choices=kinds(), default=None,
+                      help="where to run, with --device N and --seed (default sim: the simulated GPU in virtual "
+                           "time); or give --device a device string")
+    prof.add_argument("--device", type=device_option, default=None, metavar="DEVICE",
+                      help=_device_help("where to run"))
     prof.add_argument("--mode", choices=("sse", "ssp", "both"), default=None,
                       help="execution(s) of interest (default both)")
     prof.add_argument("--runs", type=RUNS, default=None,
@@ -298,17 +318,19 @@ def _add_profile_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser
     prof.add_argument("--quiet", action="store_true", help="no progress (progress is shown only on a terminal)")
 
 
-def _add_device_arguments(parser: argparse.ArgumentParser, what: str, *, unset: bool = False) -> None:
-    """--backend (default sim), --device and --seed, as `sync` and `characterize` take them.
+def _add_device_arguments(parser: argparse.ArgumentParser, what: str) -> None:
+    """--device (a device string, or a GPU index with --backend) and --seed, as `sync` and `characterize` take them.
 
-    ``unset``: the parser leaves them None when not given (the command fills
-    in the defaults, and can tell an option given from one left out).
+    The parser leaves them None when not given: the command fills in the
+    defaults, and can tell an option given from one left out (a device
+    string given with --backend is refused, not one of them ignored).
     """
-    parser.add_argument("--backend", choices=BACKENDS, default=None if unset else "sim",
-                        help=f"which {what} (default sim)")
-    parser.add_argument("--device", type=DEVICE, default=None if unset else 0,
-                        help=f"GPU index for amd/nvidia, {DEVICE} (default 0)")
-    parser.add_argument("--seed", type=SEED, default=None if unset else 0,
+    parser.add_argument("--backend", choices=kinds(), default=None,
+                        help=f"which {what}, with --device N and --seed (default sim); or give --device a device "
+                             "string")
+    parser.add_argument("--device", type=device_option, default=None, metavar="DEVICE",
+                        help=_device_help(f"which {what}"))
+    parser.add_argument("--seed", type=SEED, default=None,
                         help=f"seed of the simulated device, {SEED} (default 0)")
 
 
@@ -322,8 +344,8 @@ def _add_sync_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]")
             "report the read latency, the floor no calibration removes (half the best round trip), the "
             "fitted skew, the error bound of the map at the end, and how far a drift-following piecewise "
             "map departs from a single line. On the simulator the true error is reported as well."),
-        epilog=("examples:\n  fingrav sync\n  fingrav sync --backend nvidia --seconds 10 --json\n"
-                "  fingrav sync --backend amd --device 1 --plot sync.png"),
+        epilog=("examples:\n  fingrav sync\n  fingrav sync --device nvidia:0 --seconds 10 --json\n"
+                "  fingrav sync --device amd:1 --plot sync.png\n  fingrav sync --backend amd --device 1"),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     _add_device_arguments(sync, "clock")
@@ -353,11 +375,11 @@ def _add_characterize_parser(sub: "argparse._SubParsersAction[argparse.ArgumentP
         epilog=("examples:\n  fingrav characterize --out sim-sensor.json\n"
                 "  fingrav characterize --logs LOGS.csv --load LOAD.csv --out SENSOR.json\n"
                 "  fingrav characterize --logs LOGS.csv --meter METER.csv --out SENSOR.json\n"
-                "  fingrav characterize --backend nvidia --kernel cb-8k-gemm --light mb-2k-gemv --out h100.json"),
+                "  fingrav characterize --device nvidia:0 --kernel cb-8k-gemm --light mb-2k-gemv --out h100.json"),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     # Defaults filled in by the command: with --logs no device runs, and a device option given is refused.
-    _add_device_arguments(ch, "device", unset=True)
+    _add_device_arguments(ch, "device")
     ch.add_argument("--kernel", default=None, help="the heavy kernel (default cb-8k-gemm)")
     ch.add_argument("--light", default=None, help="the light kernel (default mb-2k-gemv)")
     ch.add_argument("--runs", type=RUNS, default=None, help=f"runs, {RUNS} (default 40)")
@@ -402,7 +424,8 @@ def _add_record_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     rec.add_argument("--device", required=True, metavar="DEV",
-                     help="what to record: nvidia:N[:MODE], amd:N[:CHANNEL] or sim-live (the simulator in real time)")
+                     help=f"what to record: {device_usage(lambda k: k.live != 'none')} (sim-live: the simulator "
+                          "in real time)")
     rec.add_argument("--out", required=True, metavar="CAPTURE", help="the power capture to write (.npz)")
     rec.add_argument("--seconds", type=RECORD_SECONDS, default=None,
                      help=f"record this long with no command, {RECORD_SECONDS}")

@@ -10,18 +10,19 @@ from typing import Any, Callable, cast
 from fingrav_native._checks import fraction
 from fingrav_native._outputs import COMMAND_FORMAT
 from fingrav_native.app._cli_common import (
-    BACKENDS,
     EXIT_INTERRUPTED,
     EXIT_OK,
+    DeviceChoice,
     SigintOnce,
+    choose_device,
     make_backend,
-    refuse_unused_device_options,
     resolve_kernel,
 )
 from fingrav_native.app._cli_files import plot_command
 from fingrav_native.app._cli_ranges import DEVICE, EXECUTIONS, MARGIN, RUNS, SEED, within
 from fingrav_native.app._profile import profile
 from fingrav_native.app._progress import ProgressReporter, TerminalProgress
+from fingrav_native.backends._registry import kinds
 from fingrav_native.files._campaign import (
     COMMAND_FILE,
     PROFILE_FILE,
@@ -46,7 +47,7 @@ _MODES = ("sse", "ssp", "both")
 #: command.json's fields: what each must be (as the options that wrote them), in words for the message.
 _COMMAND_FIELDS: dict[str, tuple[Callable[[object], bool], str]] = {
     "kernel": (lambda v: isinstance(v, str) and v != "", "a kernel name"),
-    "backend": (lambda v: v in BACKENDS, f"one of {', '.join(BACKENDS)}"),
+    "backend": (lambda v: v in kinds(), f"one of {', '.join(kinds())}"),
     "device": (lambda v: within(DEVICE, v), f"{DEVICE}"),
     "mode": (lambda v: v in _MODES, f"one of {', '.join(_MODES)}"),
     "runs": (lambda v: within(RUNS, v, optional=True), f"{RUNS} or null"),
@@ -64,8 +65,12 @@ def _read_command(path: str) -> dict[str, Any]:
         raise CampaignFormatError(f"{path}: must be a JSON object of the command's settings, "
                                   f"not a {type(saved).__name__}; restore it to resume")
     # Folders written before phase steering existed ran at random phase.
-    fields = {**_COMMAND_FIELDS, "phase": (lambda v: v in PHASES, f"one of {', '.join(PHASES)}")}
+    fields = {**_COMMAND_FIELDS, "phase": (lambda v: v in PHASES, f"one of {', '.join(PHASES)}"),
+              "device_mode": (lambda v: v is None or (isinstance(v, str) and v.isidentifier()),
+                              "a power mode of the device string (nvidia:0:instant) or null")}
     saved.setdefault("phase", "random")
+    # Folders started with --backend/--device N (or before device strings) name no mode: the backend's default.
+    saved.setdefault("device_mode", None)
     for key, (ok, what) in fields.items():
         if key not in saved or not ok(saved[key]):
             got = "missing" if key not in saved else f"not {repr(saved[key])[:60]}"
@@ -135,7 +140,7 @@ def _run_profile_command(args: argparse.Namespace) -> int:
     if not resume:
         _refuse_a_campaign(out)
     kernel = resolve_kernel(request["backend"], request["kernel"])
-    backend = make_backend(request["backend"], request["device"], request["seed"])
+    backend = make_backend(request["backend"], request["device"], request["seed"], request["device_mode"])
     _make_folder(out, option)
     reporter = ProgressReporter() if args.quiet else TerminalProgress()
     # The folder is locked before anything is written in it (command.json
@@ -145,7 +150,9 @@ def _run_profile_command(args: argparse.Namespace) -> int:
         if not resume:
             _refuse_a_campaign(out)  # again under the lock: another process may have started one meanwhile
             # Its format named, so the output guard knows the file by its content wherever it is copied.
-            _write_json_atomic(os.path.join(out, COMMAND_FILE), {"format": COMMAND_FORMAT, **request})
+            # The mode only where one was named: a folder without it reads as before.
+            written = {k: v for k, v in request.items() if k != "device_mode" or v is not None}
+            _write_json_atomic(os.path.join(out, COMMAND_FILE), {"format": COMMAND_FORMAT, **written})
         prof = profile(kernel, backend, mode=request["mode"], runs=request["runs"],  # type: ignore[arg-type]
                        margin=request["margin"], executions=request["executions"], seed=request["seed"],
                        out_dir=out, resume=resume, progress=reporter, phase=request["phase"])
@@ -173,6 +180,14 @@ def _resumed_request(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
     saved = _read_command(path)
     given = {k: getattr(args, k) for k in ("kernel", "backend", "device", "mode", "runs", "margin",
                                            "executions", "seed", "phase")}
+    if isinstance(args.device, str):
+        # A device string given on resume must name the device the campaign was started on.
+        choice = choose_device(args.backend, args.device, args.seed, seed_used=True)
+        started = DeviceChoice(saved["backend"], saved["device"], saved["seed"], saved["device_mode"])
+        if choice.string != started.string:
+            raise ValueError(f"--device={args.device!r}: the campaign in {args.resume!r} was started on "
+                             f"{started.string!r}; --resume uses the settings it was started with")
+        given.update(backend=None, device=None)  # --seed, where given, is compared as ever
     for key, value in given.items():
         if value is not None and value != saved.get(key):
             raise ValueError(f"--{key}={value!r}: the campaign in {args.resume!r} was started with "
@@ -185,17 +200,16 @@ def _new_request(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
     if not args.kernel:
         raise ValueError("kernel: give a preset or module:function (or --resume DIR)")
     # The seed also seeds the launch-phase dither on hardware: only --device can mean nothing here.
-    refuse_unused_device_options(args.backend or "sim", args.device, args.seed, seed_used=True)
+    choice = choose_device(args.backend, args.device, args.seed, seed_used=True)
     if args.executions is not None and args.mode == "sse":
         # SSE runs have the four executions the SSE needs (Section IV-A): a count given would be ignored.
         raise ValueError(f"--executions={args.executions}: sets the executions per run of SSP runs; --mode sse "
                          "profiles the SSE execution of four-execution runs: leave --executions out, or use "
                          "--mode ssp or both")
-    request = {"kernel": args.kernel, "backend": args.backend or "sim",
-               "device": 0 if args.device is None else args.device,
+    request = {"kernel": args.kernel, "backend": choice.kind, "device": choice.index,
                "mode": args.mode or "both", "runs": args.runs, "margin": args.margin,
-               "executions": args.executions, "seed": 0 if args.seed is None else args.seed,
-               "phase": args.phase or "auto"}
+               "executions": args.executions, "seed": choice.seed,
+               "phase": args.phase or "auto", "device_mode": choice.mode}
     return request, cast(str, _campaign_folder(args))
 
 

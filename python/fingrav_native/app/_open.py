@@ -4,26 +4,29 @@ A device is named by one string everywhere, as zeus's ``get_gpus`` and
 pyvisa's ``open_resource`` do: ``"sim"`` (the simulated GPU in virtual time),
 ``"sim-live"`` (in real time), ``"nvidia:N"`` or ``"nvidia:N:MODE"`` (CUDA
 device N, an NVML power mode), ``"amd:N"`` or ``"amd:N:CHANNEL"`` (HIP device
-N, ``energy`` or ``socket``). :func:`parse_device` reads such a string;
-:func:`open_device` builds the backend a campaign drives; the recorder opens
-only the power source of the same device (:func:`resolve_device`).
+N, ``energy`` or ``socket``): the kinds of the device registry
+(``backends/_registry.py``), whose :func:`parse_device` reads such a string.
+:func:`open_device` builds the backend a campaign drives, through the kind's
+entry; the recorder opens only the power source of the same device
+(:func:`resolve_device`).
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any, Callable, Optional, cast
 
 from fingrav_native import _core
 from fingrav_native.app._counter_recorder import AMD_COUNTER_QUANTUM_J, NVML_COUNTER_QUANTUM_J, CounterSpec
 from fingrav_native.backends import _amd_sysfs as amd_sysfs
-from fingrav_native.backends._amd import AmdBackend
 from fingrav_native.backends._amd_sysfs import AmdChannel
-from fingrav_native.backends._base import Backend, LivePower
-from fingrav_native.backends._nvidia import NvidiaBackend, match_nvml_device
-from fingrav_native.backends._nvidia_sensors import NVML_MODES, NvmlMode, nvml_sensor
-from fingrav_native.backends._sim import LiveSimBackend, SimBackend
+from fingrav_native.backends._base import Backend, LivePower, is_backend, protocol_members
+from fingrav_native.backends._nvidia import match_nvml_device
+from fingrav_native.backends._nvidia_sensors import NvmlMode, nvml_sensor
+from fingrav_native.backends._registry import DEVICES, device_forms
+from fingrav_native.backends._registry import DeviceSpec as DeviceSpec  # re-exported: what parse_device returns
+from fingrav_native.backends._registry import parse_device as parse_device  # re-exported: the drivers read it here
+from fingrav_native.backends._sim import SimBackend
 from fingrav_native.sensors._model import SensorModel
 from fingrav_native.sim._device import SimGPU
 from fingrav_native.sim._shared import SharedSimGPU
@@ -40,83 +43,30 @@ class _Resolved:
     counter: Optional[CounterSpec] = None
 
 
-_DEVICE_RE = re.compile(r"^(nvidia|amd):(\d+)(?::([a-z_]+))?$")
-_SIM_RE = re.compile(r"^(sim|sim-live)(?::(\d+))?$")
-
-#: What a device string may name, for error messages.
-DEVICE_FORMS = ("'sim' or 'sim:SEED' (simulated, virtual time), 'sim-live' (simulated, real time), "
-                "'nvidia:N' or 'nvidia:N:MODE' (CUDA device N, an NVML power mode), "
-                "'amd:N' or 'amd:N:CHANNEL' (HIP device N; 'energy' or 'socket')")
-
-
-@dataclass(frozen=True)
-class DeviceSpec:
-    """A parsed device string: ``vendor`` ("sim", "sim-live", "nvidia", "amd"), ``index`` and ``mode``."""
-
-    vendor: str
-    index: int
-    mode: Optional[str]
-
-
-def parse_device(device: str) -> DeviceSpec:
-    """Read a device string (``"sim"``, ``"nvidia:0"``, ``"amd:1:socket"``, ...).
-
-    Parameters
-    ----------
-    device : str
-        One of the forms in :data:`DEVICE_FORMS`. For ``sim`` the number is
-        the simulator's seed; for hardware it is the device's index in the
-        vendor runtime's order (CUDA_VISIBLE_DEVICES, HIP's).
-
-    Returns
-    -------
-    DeviceSpec
-
-    Raises
-    ------
-    ValueError
-        When the string has none of those forms (the message lists them).
-    """
-    if not isinstance(device, str):
-        raise ValueError(f"device={device!r}: a device string must be a str; one of {DEVICE_FORMS}")
-    s = device.strip().lower()
-    m = _SIM_RE.match(s)
-    if m is not None:
-        return DeviceSpec(m.group(1), int(m.group(2) or 0), None)
-    m = _DEVICE_RE.match(s)
-    if m is None:
-        raise ValueError(f"device={device!r}: unknown device string; expected {DEVICE_FORMS}")
-    vendor, mode = m.group(1), m.group(3)
-    # The mode is checked here, once, for every driver that reads a device string.
-    if vendor == "nvidia" and mode is not None and mode not in NVML_MODES:
-        raise ValueError(f"device={device!r}: unknown NVML mode {mode!r}; one of {', '.join(NVML_MODES)}")
-    if vendor == "amd" and mode is not None and mode not in ("energy", "socket"):
-        raise ValueError(f"device={device!r}: unknown channel {mode!r}; 'energy' or 'socket'")
-    return DeviceSpec(vendor, int(m.group(2)), mode)
-
-
 def open_device(device: Any = "sim", *, seed: Optional[int] = None, **options: Any) -> Backend:
     """Open a device for a campaign: the one resolver the CLI, :func:`profile` and the recorder share.
 
     Parameters
     ----------
     device : str or Backend
-        A device string (:func:`parse_device`: ``"sim"``, ``"sim-live"``,
-        ``"nvidia:0"``, ``"nvidia:0:instant"``, ``"amd:0"``,
+        A device string of a kind in the device registry
+        (:func:`~fingrav_native.backends._registry.parse_device`: ``"sim"``,
+        ``"sim-live"``, ``"nvidia:0"``, ``"nvidia:0:instant"``, ``"amd:0"``,
         ``"amd:0:socket"``), or a backend already made, returned as it is.
     seed : int, optional
-        The simulator's seed (``"sim"`` and ``"sim-live"`` only; default the
-        string's number, else 0).
+        The simulator's seed (simulated kinds only; default the string's
+        number, else 0).
     **options
         Passed to the backend's constructor (``period_ns``, ``sensor``, ...).
 
     Returns
     -------
     Backend
+        What the kind's entry opens:
         :class:`~fingrav_native.backends.SimBackend`,
         :class:`~fingrav_native.backends.LiveSimBackend`,
-        :class:`~fingrav_native.backends.NvidiaBackend` or
-        :class:`~fingrav_native.backends.AmdBackend`.
+        :class:`~fingrav_native.backends.NvidiaBackend`,
+        :class:`~fingrav_native.backends.AmdBackend`, or a registered one.
 
     Raises
     ------
@@ -125,28 +75,31 @@ def open_device(device: Any = "sim", *, seed: Optional[int] = None, **options: A
     LibraryNotFoundError, DeviceUnavailableError
         The vendor library or the device is missing (the message names which
         and how to get it).
+
+    Notes
+    -----
+    FinGraV needs, per device, a power logger, a device clock and GPU-side
+    execution markers (paper Section IV-A); a backend provides the three.
     """
     if not isinstance(device, str):
-        if all(hasattr(device, a) for a in ("capabilities", "execute_run", "wait_idle")):
-            return cast(Backend, device)
-        raise ValueError(f"device={device!r}: must be a backend or a device string; one of {DEVICE_FORMS}")
+        if is_backend(device):
+            return device
+        missing = [name for name in protocol_members(Backend) if not hasattr(device, name)]
+        if len(missing) < len(protocol_members(Backend)):
+            # Part of the protocol is there: name what a backend would still need.
+            raise ValueError(f"device={device!r}: a backend must offer every member of the Backend protocol; "
+                             f"lacks {', '.join(missing)}")
+        raise ValueError(f"device={device!r}: must be a backend or a device string; one of {device_forms()}")
     spec = parse_device(device)
-    if spec.vendor in ("sim", "sim-live"):
+    kind = DEVICES[spec.vendor]
+    if kind.simulated:
         s = spec.index if seed is None else seed
         if isinstance(s, bool) or not isinstance(s, int) or s < 0:
             raise ValueError(f"seed={seed!r}: must be an int >= 0")
-        cls = SimBackend if spec.vendor == "sim" else LiveSimBackend
-        return cls(seed=s, **options)
+        return kind.open(s, None, **options)
     if seed is not None:
         raise ValueError(f"seed={seed!r}: only a simulated device takes a seed (device={device!r})")
-    if spec.vendor == "nvidia":
-        if spec.mode is not None:
-            options.setdefault("power", spec.mode)
-        # The hardware backends take their own kernel type (a Workload): Backend in every other respect.
-        return cast(Backend, NvidiaBackend(device=spec.index, **options))
-    if spec.mode is not None:
-        options.setdefault("channel", spec.mode)
-    return cast(Backend, AmdBackend(device=spec.index, **options))
+    return kind.open(spec.index, spec.mode, **options)
 
 
 def _nvml_device(index: int, mode: str) -> _Resolved:
@@ -251,19 +204,32 @@ def resolve_device(device: Any) -> _Resolved:
         raise ValueError("device: a virtual-time SimBackend cannot be recorded live; use LiveSimBackend "
                          "or SimGPU(realtime=True)")
     if isinstance(device, str):
-        spec = parse_device(device)
-        if spec.vendor == "sim-live":
-            # The simulator in real time: its live power source, as for a LiveSimBackend passed in.
-            return resolve_device(open_device(device))
-        if spec.vendor == "sim":
-            raise ValueError(f"device={device!r}: the recorder reads a live power source and the simulator in "
-                             "virtual time has none; use 'sim-live', SimGPU(realtime=True) or LiveSimBackend()")
-        vendor, index, mode = spec.vendor, spec.index, spec.mode
-        try:
-            return _nvml_device(index, mode or "samples") if vendor == "nvidia" else _amd_device(index, mode)
-        except (_core.LibraryNotFoundError, _core.DeviceUnavailableError) as exc:
-            # Same type, with which device string led here; the loader's text
-            # already names the library paths tried and what to install.
-            raise type(exc)(f"device={device!r}: {exc}") from exc
+        return _resolve_string(device)
     raise ValueError(f"device={device!r}: must be a PowerSource, a real-time SimGPU, a SharedSimGPU, a "
-                     "LiveSimBackend, NvidiaBackend or AmdBackend, or a string 'nvidia:N' / 'amd:N'")
+                     f"backend with a live power source, or a device string: "
+                     f"{device_forms(lambda k: k.live != 'none')}")
+
+
+#: The kinds (device registry, ``live="source"``) whose power the recorder opens without the backend, so no
+#: compute context is made: the vendor's power source, with what it says of its sensor and energy counter.
+_SOURCE_OPENERS: dict[str, Callable[[int, Optional[str]], _Resolved]] = {
+    "nvidia": lambda index, mode: _nvml_device(index, mode or "samples"),
+    "amd": _amd_device,
+}
+
+
+def _resolve_string(device: str) -> _Resolved:
+    """What the recorder reads for a device string, as its kind's registry entry says."""
+    spec = parse_device(device)
+    kind = DEVICES[spec.vendor]
+    if kind.live == "none":
+        raise ValueError(f"device={device!r}: {kind.not_live}")
+    if kind.live == "backend" or spec.vendor not in _SOURCE_OPENERS:
+        # The backend opened, its live power source read, as for a backend passed in (LiveSimBackend).
+        return resolve_device(open_device(device))
+    try:
+        return _SOURCE_OPENERS[spec.vendor](spec.index, spec.mode)
+    except (_core.LibraryNotFoundError, _core.DeviceUnavailableError) as exc:
+        # Same type, with which device string led here; the loader's text
+        # already names the library paths tried and what to install.
+        raise type(exc)(f"device={device!r}: {exc}") from exc

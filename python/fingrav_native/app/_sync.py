@@ -20,7 +20,7 @@ from typing import Any, Callable, Optional
 import numpy as np
 
 from fingrav_native._checks import integer_in, positive_number, short_repr
-from fingrav_native.backends._base import Backend
+from fingrav_native.backends._base import Backend, can_advance
 from fingrav_native.clocks._latency import ReadLatency, summarize_read_latency
 from fingrav_native.clocks._maps import ClockMap, PiecewiseClockMap
 from fingrav_native.clocks._piecewise import fit_piecewise_clock_map
@@ -152,7 +152,7 @@ def sync_report(
         raise ValueError(f"sleep={short_repr(sleep)}: must be a callable taking seconds")
     caps = backend.capabilities
     bursts = max(2, int(seconds / interval_s) + 1)
-    advance = getattr(backend, "advance_to", None) if caps.virtual_time else None
+    advance = backend.advance_to if caps.virtual_time and can_advance(backend) else None
     chunks = []
     for i in range(bursts):
         chunks.append(np.asarray(backend.read_clocks(burst), dtype=np.int64))

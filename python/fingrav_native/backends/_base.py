@@ -13,11 +13,23 @@ simulated GPU from a real one except through declared capabilities:
   the power logs rather than a fixed sleep;
 * ``capabilities`` says what the logger and markers are (period, averaging
   window, which clock stamps the logs);
-* optionally, ``wait_until(host_ns) -> int`` releases the next launch at a
-  chosen host time and returns the host time reached (a target already past
-  returns at once: ``wait_until(0)`` reads the time). Phase-steered
-  campaigns (:mod:`fingrav_native.method`) need it, and fall back to
-  random phase, saying so, on a backend without it.
+* ``kernel_name``, ``new_run_id`` and ``read_clocks`` name a kernel, number
+  the runs and take bracketed clock reads (host, device, host).
+
+Optional capabilities are protocols of their own, each checked by its
+``can_*`` function (which reads the members the protocol declares, so a
+:class:`BackendWrapper` offers what its wrapped backend offers):
+
+* :class:`Steerable`: ``wait_until(host_ns) -> int`` releases the next
+  launch at a chosen host time and returns the host time reached (a target
+  already past returns at once: ``wait_until(0)`` reads the time).
+  Phase-steered campaigns (:mod:`fingrav_native.method`) need it, and fall
+  back to random phase, saying so, on a backend without it;
+* :class:`ArmedRelease`: ``release_at(host_ns)`` arms the next
+  ``execute_run`` to launch at that time after its own setup (without it the
+  campaign waits with ``wait_until`` before the run);
+* :class:`VirtualTime`: ``advance_to(host_ns)`` lets a device on its own
+  virtual clock sit idle until then (a resumed campaign, ``sync_report``).
 
 Markers stay in device ticks until the whole campaign's clock reads are
 fitted (:mod:`fingrav_native.clocks`), so a drifting clock is mapped by the
@@ -26,7 +38,7 @@ map fitted around each run, not by one offset taken at the start.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Optional, Protocol, Sequence, Union, cast, runtime_checkable
+from typing import TYPE_CHECKING, Any, Callable, Optional, Protocol, Sequence, Union, cast, runtime_checkable
 
 import numpy as np
 
@@ -34,6 +46,9 @@ from fingrav_native import _core
 from fingrav_native._checks import instance_of, integer_in, positive_number, short_repr, whole_numbers
 from fingrav_native.records._layouts import MARKER_RECORD_DTYPE as MARKER_RECORD_DTYPE  # what a backend returns
 from fingrav_native.records._recording import Capabilities, RunRecord
+
+if TYPE_CHECKING:
+    from typing_extensions import TypeGuard
 
 #: A kernel, or a sequence of (kernel, executions) run back to back.
 KernelSpec = Union[str, int, Sequence[tuple[Union[str, int], int]]]
@@ -55,6 +70,57 @@ class Backend(Protocol):
     def execute_run(self, kernel: KernelSpec, executions: int, run: int) -> RunRecord: ...
 
     def read_clocks(self, n: int) -> np.ndarray: ...
+
+
+class Steerable(Protocol):
+    """Optional capability: launches released at a chosen host time (phase steering)."""
+
+    def wait_until(self, host_ns: float) -> int: ...
+
+
+class ArmedRelease(Protocol):
+    """Optional capability: the next run's first launch armed for a host time, after the run's own setup."""
+
+    def release_at(self, host_ns: float) -> None: ...
+
+
+class VirtualTime(Protocol):
+    """Optional capability: a device on a virtual clock, moved on while idle."""
+
+    def advance_to(self, host_ns: int) -> None: ...
+
+
+def protocol_members(protocol: type) -> tuple[str, ...]:
+    """The methods and properties a protocol declares (its own, not Protocol's machinery)."""
+    return tuple(name for name, value in vars(protocol).items()
+                 if not name.startswith("_") and (callable(value) or isinstance(value, property)))
+
+
+def _offers(backend: object, protocol: type) -> bool:
+    # getattr, not isinstance: Python 3.12's runtime protocols look attributes up statically, which would not see
+    # what a BackendWrapper delegates through __getattr__.
+    return all(callable(getattr(backend, name, None)) if callable(vars(protocol)[name]) else hasattr(backend, name)
+               for name in protocol_members(protocol))
+
+
+def is_backend(value: object) -> TypeGuard[Backend]:
+    """Whether ``value`` offers every member of the :class:`Backend` protocol."""
+    return _offers(value, Backend)
+
+
+def can_steer(backend: object) -> TypeGuard[Steerable]:
+    """Whether ``backend`` offers :class:`Steerable` (``wait_until``)."""
+    return _offers(backend, Steerable)
+
+
+def can_arm_release(backend: object) -> TypeGuard[ArmedRelease]:
+    """Whether ``backend`` offers :class:`ArmedRelease` (``release_at``)."""
+    return _offers(backend, ArmedRelease)
+
+
+def can_advance(backend: object) -> TypeGuard[VirtualTime]:
+    """Whether ``backend`` offers :class:`VirtualTime` (``advance_to``)."""
+    return _offers(backend, VirtualTime)
 
 
 class BackendWrapper:

@@ -13,20 +13,33 @@ unavailable backend, the one fix; ``verbose=True`` (``fingrav devices
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from typing import Callable, Optional
 
 from fingrav_native._checks import flag, short_repr
-from fingrav_native.backends import _amd_report as amd
-from fingrav_native.backends import _nvidia_report as nvidia
-from fingrav_native.backends import _sim as sim
+from fingrav_native.backends._registry import reported
 from fingrav_native.backends._report import BackendReport
 
-#: Backend name -> its ``report()``.
-BACKENDS: dict[str, Callable[[], BackendReport]] = {
-    "sim": sim.report,
-    "amd": amd.report,
-    "nvidia": nvidia.report,
-}
+
+class _Reports(Mapping[str, Callable[[], BackendReport]]):
+    """Backend name -> its ``report()``, read from the device registry at each use (a kind registered later too)."""
+
+    def __getitem__(self, name: str) -> Callable[[], BackendReport]:
+        return reported()[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(reported())
+
+    def __len__(self) -> int:
+        return len(reported())
+
+    def __repr__(self) -> str:
+        return f"BACKENDS({sorted(self)})"
+
+
+#: Backend name -> its ``report()``: each kind of the device registry that reports for itself
+#: (``sim-live`` is reported under ``sim``).
+BACKENDS: Mapping[str, Callable[[], BackendReport]] = _Reports()
 
 
 def _report_of(name: str, report: Callable[[], BackendReport]) -> BackendReport:
@@ -57,11 +70,12 @@ def list_backends(backends: Optional[list[str]] = None) -> list[BackendReport]:
     """
     if backends is not None and (isinstance(backends, (str, bytes, dict)) or not isinstance(backends, (list, tuple))):
         raise ValueError(f"backends={short_repr(backends)}: must be a list of names from {sorted(BACKENDS)}, or None")
-    names = list(BACKENDS) if backends is None else list(backends)
+    table = reported()
+    names = list(table) if backends is None else list(backends)
     for n in names:
-        if not isinstance(n, str) or n not in BACKENDS:
-            raise ValueError(f"backends: unknown backend {n!r}; choose from {sorted(BACKENDS)}")
-    return [_report_of(n, BACKENDS[n]) for n in names]
+        if not isinstance(n, str) or n not in table:
+            raise ValueError(f"backends: unknown backend {n!r}; choose from {sorted(table)}")
+    return [_report_of(n, table[n]) for n in names]
 
 
 def format_reports(reports: list[BackendReport], verbose: bool = False) -> str:
