@@ -18,7 +18,7 @@ import numpy as np
 from fingrav_native.insitu._align import LogAlignment
 from fingrav_native.insitu._closure import EnergyClosure
 from fingrav_native.insitu._concurrent import ConcurrentEnergy
-from fingrav_native.insitu._trace import KernelTrace
+from fingrav_native.insitu._trace import NATIVE_LAUNCH_SOURCE, KernelTrace
 from fingrav_native.method._results import ExecutionProfile
 
 #: One row per kernel signature, in descending order of total energy. A profile's table is as wide in
@@ -464,6 +464,10 @@ class TraceProfile:
             return (f"no energy per iteration: of the trace's {len(self.trace.steps)} ProfilerStep#N, "
                     f"{len(self.iterations)} launched kernels on this device, and no power log falls inside "
                     "one the capture covers whole")
+        if self.trace.source.startswith(NATIVE_LAUNCH_SOURCE):
+            # fingrav run's own launch records: one per kernel dispatch, with no iteration marks.
+            return (f"no iterations: {self.trace.source}'s records are kernel dispatches only and mark none "
+                    "(the energy per iteration needs a trace that marks them: torch.profiler's prof.step())")
         if self.trace.clock == "CLOCK_BOOTTIME":
             return "no iterations: a rocprofv3 kernel trace marks none (torch.profiler's prof.step() does)"
         return "no iterations: the trace has no ProfilerStep#N (call prof.step() once per iteration)"
