@@ -422,6 +422,12 @@ class TraceProfile:
             share = f"{100 * r['share']:5.1f}%" if np.isfinite(r["share"]) else f"{'n/a':>6s}"
             lines.append(f"{i:3d} {shown:{NAME_COLUMN}s} {grid:>14s} {r['count']:7d} {r['golden']:7d} "
                          f"{_cell(r['duration_ns'] / 1e3, '9.1f')} {_cell(r['power_w'], '7.1f')} {energy} {share}")
+        if np.any(self.kernels["golden"] < self.kernels["count"]):
+            # FinGraV's figure is the execution of interest over the golden runs (paper Section IV-B, step 5);
+            # a reader takes "per execution" for the mean over all of them, which differs where durations spread.
+            lines.append("us, W, mJ/exec: per execution of the golden duration class (the 'golden' executions, the "
+                         "fullest execution-time bin past the warm-up), not the mean over all 'count' executions: "
+                         "the two differ where a kernel's durations spread (throttling, clocks ramping)")
         if cut:
             lines.append('names ending in "..." are cut to fit; row #\'s whole name: kernels["name"][#] '
                          '(kernels.json: "kernels"[#])')
