@@ -15,7 +15,8 @@ mean over every execution is reported beside it (clocks parked before a
 burst and the over-cap GEMM throttled spread a kernel's durations over
 several bins, so the two differ by several percent).
 
-Run:  python bench/sim_app_scoring.py [--seconds 3] [--seeds 0-9] [--json bench/results/sim_app_scoring.json]
+Run:  python bench/sim_app_scoring.py [--seconds 3] [--seeds 0-9] [--workload train-step|gemm-loop]
+      [--json bench/results/sim_app_scoring.json]
 Needs the package built with its simulator (fingrav-sim-app, the stand-in and the tool library).
 """
 
@@ -38,8 +39,8 @@ from fingrav_native.files._run_folder import launch_capture
 from fingrav_native.sim import SharedSimGPU, app_path, standin_library
 
 
-def one_seed(seconds: float, seed: int) -> list[dict[str, object]]:
-    """One capture of the train-step workload on a fresh shared device, scored per kernel."""
+def one_seed(seconds: float, seed: int, workload: str = "train-step") -> list[dict[str, object]]:
+    """One capture of ``workload`` on a fresh shared device, scored per kernel."""
     folder = tempfile.mkdtemp(prefix="fingrav-simapp-")
     gpu = SharedSimGPU.create(os.path.join(folder, "gpu.sim"), seed=seed)
     launches = os.path.join(folder, "launches")
@@ -47,7 +48,7 @@ def one_seed(seconds: float, seed: int) -> list[dict[str, object]]:
     env = dict(os.environ, **gpu.env(), FINGRAV_LAUNCH_DIR=launches, ROCP_TOOL_LIBRARIES=native.tool_library("rocm"))
     with PowerRecorder(gpu) as rec:
         r = subprocess.run([app_path(), "--vendor", "rocm", "--standin", standin_library("rocm"), "--seconds",
-                            str(seconds), "--seed", str(seed)], env=env, capture_output=True, text=True)
+                            str(seconds), "--seed", str(seed), "--workload", workload], env=env, capture_output=True, text=True)
     if r.returncode != 0:
         raise RuntimeError(f"seed {seed}: fingrav-sim-app failed: {r.stderr}")
     log = read_launches(launches)
@@ -71,13 +72,14 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seconds", type=float, default=3.0)
     ap.add_argument("--seeds", default="0-9", help="a seed or a range A-B")
+    ap.add_argument("--workload", default="train-step", choices=("train-step", "gemm-loop"))
     ap.add_argument("--json", help="also write the rows and the per-kernel summary here")
     args = ap.parse_args()
     rows = []
     print(f"{'seed':>4s} {'kernel':16s} {'golden':>10s} {'estimate mJ':>18s} {'golden mJ':>10s} {'err':>7s} "
           f"{'all mJ':>10s} {'err':>7s} covered")
     for seed in _seeds(args.seeds):
-        for d in one_seed(args.seconds, seed):
+        for d in one_seed(args.seconds, seed, args.workload):
             rows.append(d)
             print(f"{seed:4d} {d['kernel']:16s} {d['golden']:4d}/{d['executions']:5d} {d['estimate_j'] * 1e3:9.3f}"
                   f"+-{d['half_width_j'] * 1e3:7.3f} {d['truth_golden_j'] * 1e3:10.3f} {d['error']:+7.2%} "
@@ -96,7 +98,7 @@ def main() -> int:
               f"{cov:7.0%}")
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:
-            json.dump({"seconds": args.seconds, "seeds": args.seeds, "workload": "train-step", "summary": summary,
+            json.dump({"seconds": args.seconds, "seeds": args.seeds, "workload": args.workload, "summary": summary,
                        "rows": rows}, f, indent=1)
     return 0
 
