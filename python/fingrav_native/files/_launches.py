@@ -37,7 +37,6 @@ from typing import Any, BinaryIO
 import numpy as np
 
 from fingrav_native._checks import file_path
-
 from fingrav_native.files._journal import FRAME as _FRAME
 from fingrav_native.files._journal import JOURNAL_MAGIC
 from fingrav_native.files._journal import MAX_RECORD_BYTES as _MAX_RECORD_BYTES
