@@ -97,10 +97,33 @@ def main() -> int:
         print(f"{name:16s} {len(mine):5d} {err.mean():+8.2%} {np.abs(err).max():9.2%} {np.median(hw):9.2%} "
               f"{cov:7.0%}")
     if args.json:
+        doc = {"seconds": args.seconds, "seeds": args.seeds, "workload": args.workload, "summary": summary,
+               "rows": rows}
         with open(args.json, "w", encoding="utf-8") as f:
-            json.dump({"seconds": args.seconds, "seeds": args.seeds, "workload": args.workload, "summary": summary,
-                       "rows": rows}, f, indent=1)
+            json.dump(doc, f, indent=1)
+        write_readme(doc, os.path.basename(args.json))
     return 0
+
+
+def write_readme(doc: dict[str, object], name: str) -> None:
+    """The per-kernel summary as this workload's section of bench/results/README.md."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from results_readme import write_section
+
+    lines = [f"## Native capture on the simulator: {doc['workload']}", "",
+             f"`python bench/sim_app_scoring.py --workload {doc['workload']} --seconds {doc['seconds']:g} --seeds "
+             f"{doc['seeds']} --json bench/results/{name}`: `fingrav run --device sim`'s path (PowerRecorder, the "
+             "stand-in rocprofiler-sdk, the tool library, `profile_trace` on the launch records), one capture per "
+             "seed, each kernel's energy per execution against the mean truth of the golden executions it stands "
+             "for (`SharedSimTruth.score`); half-width relative to the estimate; covered: the truth inside the "
+             "interval.", "", "| kernel | seeds | mean error | max abs error | within 3 % | median half-width | "
+             "covered |", "| --- | --- | --- | --- | --- | --- | --- |"]
+    summary = doc["summary"]
+    assert isinstance(summary, dict)
+    for kernel, v in summary.items():
+        lines.append(f"| {kernel} | {v['seeds']} | {v['mean_error']:+.2%} | {v['max_abs_error']:.2%} | "
+                     f"{v['within_3pc']:.0%} | {v['median_rel_half_width']:.1%} | {v['coverage']:.0%} |")
+    write_section(str(lines[0]), "\n".join(lines) + "\n")
 
 
 if __name__ == "__main__":
