@@ -860,7 +860,15 @@ def profile_trace(
     -------
     TraceProfile
         The kernel table, a profile per signature, and per-iteration energy
-        when the trace marks iterations (``prof.step()``). A trace in which
+        when the trace marks iterations (``prof.step()``). A row's
+        ``duration_ns``, ``power_w`` and ``energy_j`` are those of an
+        execution of the golden duration class (its ``golden`` executions:
+        the fullest execution-time bin past the warm-up, step 5), not the
+        mean over all ``count`` executions, which differs where a kernel's
+        durations spread (throttling, clocks ramping); its interval covers
+        the logs' placement error against the kernels too (instantaneous
+        logs: the measured offset's interval and resolution, or the map's
+        bound, times the power step at the executions' edges). A trace in which
         no signature has ``min_executions`` executions is not refused: its
         table is empty, a warning names each signature's shortfall, and the
         energy per iteration (``summary``) or, without iterations, over the
