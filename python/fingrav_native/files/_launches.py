@@ -42,7 +42,7 @@ from fingrav_native.files._journal import FRAME as _FRAME
 from fingrav_native.files._journal import JOURNAL_MAGIC
 from fingrav_native.files._journal import MAX_RECORD_BYTES as _MAX_RECORD_BYTES
 from fingrav_native.files._safe import file_problem, loads_json, read_npy
-from fingrav_native.insitu._trace import KernelTrace
+from fingrav_native.insitu._trace import NATIVE_LAUNCH_SOURCE, KernelTrace
 from fingrav_native.records._layouts import LAUNCH_DTYPE
 
 __all__ = ["LAUNCHES_FORMAT", "LaunchFormatError", "LaunchLog", "read_launches"]
@@ -137,7 +137,7 @@ class LaunchLog:
         names = [self.names[i] for i in r["symbol"].tolist()]
         return KernelTrace.from_rows(
             r["start_ns"], r["end_ns"], names, r["grid"], r["block"],
-            clock=_TRACE_CLOCK[self.clock], source=f"fingrav native launch capture ({self.vendor})",
+            clock=_TRACE_CLOCK[self.clock], source=f"{NATIVE_LAUNCH_SOURCE} ({self.vendor})",
             device=r["device"].astype(np.int64), stream=r["queue"].astype(np.int64),
             correlation=r["correlation_id"].astype(np.int64), err_ns=err_ns)
 

@@ -594,6 +594,92 @@ def _level_row(row: tuple[Any, ...], ep: ExecutionProfile, levels: dict[str, tup
     return tuple(r), dataclasses.replace(ep, stitched=stitched, energy=energy, deconvolution=None)
 
 
+def _placement_half_width(lmap: _Shifted, starts: np.ndarray, kt: KernelTrace, rows: np.ndarray) -> float:
+    """How far the logs may sit from where they are placed against these executions (ns, a half-width).
+
+    With an offset measured against the kernels and applied, its interval and the measurement's stated
+    resolution (:data:`MISMATCH_SLACK_NS`: the lag and quarter model bias it by a few us); else the clock
+    map's bound at the executions. The trace's own placement error of each start adds (paper Section IV-A's
+    sync error: the records' clock against the logs').
+    """
+    placed = float(np.median(kt.executions["start_err_ns"][rows]))
+    if lmap.shift_ns != 0.0:
+        return lmap.shift_err_ns + MISMATCH_SLACK_NS + placed
+    try:
+        with np.errstate(invalid="ignore"):
+            b = np.asarray(lmap.error_bound_at(starts), dtype=np.float64)
+    except (AttributeError, TypeError, ValueError):  # a user's map without a bound
+        return placed
+    return (float(np.median(b)) if b.size and np.all(np.isfinite(b)) else 0.0) + placed
+
+
+def _edge_powers(t: np.ndarray, power: np.ndarray, starts: np.ndarray, ends: np.ndarray, width: float
+                 ) -> Optional[tuple[float, float, float, float]]:
+    """Mean power of the logs just before the starts, just after them, just before the ends and just after the
+    ends (windows of ``width`` ns, widened to hold a log each, up to the execution's duration); None where a
+    window holds none."""
+    dur = float(np.median(ends - starts))
+    w = max(width, 1000.0)
+    while True:
+        sums = []
+        for a, b in ((starts - w, starts), (starts, np.minimum(starts + w, ends)),
+                     (np.maximum(ends - w, starts), ends), (ends, ends + w)):
+            lo = np.searchsorted(t, a, side="left")
+            hi = np.searchsorted(t, b, side="left")
+            cnt = int(np.sum(np.clip(hi - lo, 0, None)))
+            csum = np.concatenate([[0.0], np.cumsum(power)])
+            sums.append((float(np.sum(csum[hi] - csum[lo])), cnt))
+        if all(c > 0 for _, c in sums):
+            return tuple(v / c for v, c in sums)  # type: ignore[return-value]
+        if w >= dur:
+            return None
+        w = min(2.0 * w, dur)
+
+
+def _placement_terms(found: _Signatures, kt: KernelTrace, samples: np.ndarray, t_logs: np.ndarray,
+                     lmap: _Shifted) -> None:
+    """Each instantaneous row's interval widened by what the logs' placement error can move its energy.
+
+    Logs placed ``e`` later than they were taken select the power of ``[s - e, t_end - e]`` as the
+    execution's: to first order the energy moves by ``e (P(s-) - P(t_end-))`` (``-e (P(t_end+) - P(s+))``
+    for logs placed early), ``P(s-)`` the power just before the start and ``P(s+)`` just after it. The
+    error is the same in every golden run, so its bound, ``half-width x`` the larger of those steps, adds
+    to the statistical interval linearly (as the duration's marker error does, paper Section IV-B step 8).
+    The steps are the mean power of the logs in windows of the half-width at the golden executions' edges
+    (widened until each holds a log); a kernel whose edges no log falls near says so.
+    """
+    order = np.argsort(t_logs, kind="stable")
+    t, power = np.asarray(t_logs, dtype=np.float64)[order], np.asarray(samples["total"], dtype=np.float64)[order]
+    ex = kt.executions
+    for c, ep in enumerate(found.profiles):
+        est = ep.energy.get("total")
+        if est is None or ep.golden.run_ids is None or not math.isfinite(est.uncertainty_j):
+            continue
+        rows = np.flatnonzero(np.isin(ex["run"], np.asarray(ep.golden.run_ids)))
+        if not len(rows):
+            continue
+        starts, ends = ex["start_ns"][rows].astype(np.float64), ex["end_ns"][rows].astype(np.float64)
+        half = _placement_half_width(lmap, starts, kt, rows)
+        edges = _edge_powers(t, power, np.sort(starts), np.sort(ends), half)
+        if half <= 0:
+            continue
+        if edges is None:
+            note = (f"no log fell near its executions' edges: the +-{half / 1e3:.3g} us placement error of the logs "
+                    "is not in the interval")
+            bound = 0.0
+        else:
+            before, after_start, before_end, after = edges
+            bound = half * max(abs(before - before_end), abs(after - after_start)) * 1e-9
+            note = (f"the interval adds {bound * 1e3:.4g} mJ for the logs' placement error (+-{half / 1e3:.3g} us "
+                    "against the kernels, times the power step at the executions' edges)")
+        new = dataclasses.replace(est, uncertainty_j=est.uncertainty_j + bound,
+                                  note="; ".join(n for n in (est.note, note) if n))
+        found.profiles[c] = dataclasses.replace(ep, energy={**ep.energy, "total": new})
+        r = list(found.rows[c])
+        r[9] = float(new.uncertainty_j)
+        found.rows[c] = tuple(r)
+
+
 def _instant_levels(found: _Signatures, kt: KernelTrace, overlap: _Overlap) -> None:
     """Instantaneous logs: each communication signature beside compute gets its row from the fitted level
     (``overlap.level``, a normal interval on its standard error), or is skipped where none was
@@ -836,7 +922,15 @@ def profile_trace(
     -------
     TraceProfile
         The kernel table, a profile per signature, and per-iteration energy
-        when the trace marks iterations (``prof.step()``). A trace in which
+        when the trace marks iterations (``prof.step()``). A row's
+        ``duration_ns``, ``power_w`` and ``energy_j`` are those of an
+        execution of the golden duration class (its ``golden`` executions:
+        the fullest execution-time bin past the warm-up, step 5), not the
+        mean over all ``count`` executions, which differs where a kernel's
+        durations spread (throttling, clocks ramping); its interval covers
+        the logs' placement error against the kernels too (instantaneous
+        logs: the measured offset's interval and resolution, or the map's
+        bound, times the power step at the executions' edges). A trace in which
         no signature has ``min_executions`` executions is not refused: its
         table is empty, a warning names each signature's shortfall, and the
         energy per iteration (``summary``) or, without iterations, over the
@@ -908,6 +1002,7 @@ def profile_trace(
         assert model is not None
         found.profiles = _joint(samples, t_logs, kt, model, on_device, found, bins, overlap, max_power_w, spans)
     elif found.rows:
+        _placement_terms(found, kt, attributed, t_logs, lmap)
         _instant_levels(found, kt, overlap)
     if not joint:
         _instant_rare(found, kt, t_logs, np.asarray(attributed["total"], dtype=np.float64))

@@ -18,7 +18,7 @@ import numpy as np
 from fingrav_native.insitu._align import LogAlignment
 from fingrav_native.insitu._closure import EnergyClosure
 from fingrav_native.insitu._concurrent import ConcurrentEnergy
-from fingrav_native.insitu._trace import KernelTrace
+from fingrav_native.insitu._trace import NATIVE_LAUNCH_SOURCE, KernelTrace
 from fingrav_native.method._results import ExecutionProfile
 
 #: One row per kernel signature, in descending order of total energy. A profile's table is as wide in
@@ -476,6 +476,12 @@ class TraceProfile:
             share = f"{100 * r['share']:5.1f}%" if np.isfinite(r["share"]) else f"{'n/a':>6s}"
             lines.append(f"{i:3d} {shown:{NAME_COLUMN}s} {grid:>14s} {r['count']:7d} {r['golden']:7d} "
                          f"{_cell(r['duration_ns'] / 1e3, '9.1f')} {_cell(r['power_w'], '7.1f')} {energy} {share}")
+        if np.any(self.kernels["golden"] < self.kernels["count"]):
+            # FinGraV's figure is the execution of interest over the golden runs (paper Section IV-B, step 5);
+            # a reader takes "per execution" for the mean over all of them, which differs where durations spread.
+            lines.append("us, W, mJ/exec: per execution of the golden duration class (the 'golden' executions, the "
+                         "fullest execution-time bin past the warm-up), not the mean over all 'count' executions: "
+                         "the two differ where a kernel's durations spread (throttling, clocks ramping)")
         if cut:
             lines.append('names ending in "..." are cut to fit; row #\'s whole name: kernels["name"][#] '
                          '(kernels.json: "kernels"[#])')
@@ -522,6 +528,10 @@ class TraceProfile:
             return (f"no energy per iteration: of the trace's {len(self.trace.steps)} ProfilerStep#N, "
                     f"{len(self.iterations)} launched kernels on this device, and no power log falls inside "
                     "one the capture covers whole")
+        if self.trace.source.startswith(NATIVE_LAUNCH_SOURCE):
+            # fingrav run's own launch records: one per kernel dispatch, with no iteration marks.
+            return (f"no iterations: {self.trace.source}'s records are kernel dispatches only and mark none "
+                    "(the energy per iteration needs a trace that marks them: torch.profiler's prof.step())")
         if self.trace.clock == "CLOCK_BOOTTIME":
             return "no iterations: a rocprofv3 kernel trace marks none (torch.profiler's prof.step() does)"
         return "no iterations: the trace has no ProfilerStep#N (call prof.step() once per iteration)"

@@ -29,6 +29,10 @@ def signature_dtype(width: int) -> np.dtype:
                      ("block", "<i8", (3,))])
 
 
+#: How a trace made of fingrav's own launch records (``fingrav run``, ``files.read_launches``) names its source;
+#: the vendor's tool follows in parentheses.
+NATIVE_LAUNCH_SOURCE = "fingrav native launch capture"
+
 #: One kernel signature: launches of one kernel with one grid and block shape. A trace whose names are
 #: longer than 256 characters (about half of real C++ template kernel names) gets the same fields with a
 #: name as wide as its longest (:func:`signature_dtype`): a name is never cut.

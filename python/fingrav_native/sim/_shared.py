@@ -34,7 +34,7 @@ from typing import Any, Optional, Union
 import numpy as np
 
 from fingrav_native import _core
-from fingrav_native._checks import integer_in, real_number
+from fingrav_native._checks import integer_in, real_number, short_repr
 from fingrav_native._tools import installed_file
 from fingrav_native.sensors._model import SensorModel, as_sensor
 from fingrav_native.sim._device import device_params, sensor_of_params
@@ -96,6 +96,12 @@ def _alive(pid: int) -> bool:
     return True
 
 
+#: One row of :meth:`SharedSimTruth.score`.
+SCORE_DTYPE = np.dtype([("kernel", "U64"), ("executions", np.int64), ("golden", np.int64), ("estimate_j", np.float64),
+                        ("half_width_j", np.float64), ("truth_golden_j", np.float64), ("truth_all_j", np.float64),
+                        ("error", np.float64), ("error_all", np.float64), ("covered", np.bool_)])
+
+
 @dataclass(frozen=True)
 class SharedSimTruth:
     """What the simulated application really did, written by it at exit beside the device file.
@@ -139,6 +145,70 @@ class SharedSimTruth:
             raise ValueError(f"t0_ns={t0_ns!r}, t1_ns={t1_ns!r}: outside the span the truth covers ({span} ns)")
         e = np.interp([t0, t1], t.astype(np.float64), self.energy["energy_j"])
         return float(e[1] - e[0])
+
+    def score(self, profile: Any) -> np.ndarray:
+        """Each kernel of a trace profile of this run against the truth of the same quantity.
+
+        The table's ``energy_j`` is FinGraV's energy per execution of
+        interest (paper Section IV-B, steps 5-8): the logs of interest of the
+        *golden* executions (those in the fullest execution-time bin, Table
+        I's margin, past the warm-up) stitched over the fraction of the
+        execution and integrated over the golden executions' median duration.
+        Its truth is the mean exact energy of those same golden executions
+        (``truth_golden_j``), not of every execution of the kernel
+        (``truth_all_j``): the two differ wherever the kernel's durations
+        spread wider than one bin (a throttled GEMM, clocks parked before a
+        burst).
+
+        Parameters
+        ----------
+        profile : TraceProfile
+            What :func:`~fingrav_native.profile_trace` made of this run's
+            launch records and power (``fingrav run``'s table): its
+            ``kernels``, ``profiles`` (their golden run ids) and ``trace``.
+
+        Returns
+        -------
+        numpy.ndarray
+            One row per table row: ``kernel``, ``executions``, ``golden``,
+            ``estimate_j``, ``half_width_j``, ``truth_golden_j``,
+            ``truth_all_j``, ``error`` (estimate over ``truth_golden_j``,
+            minus one), ``error_all``, ``covered`` (the golden truth inside
+            the estimate's interval).
+
+        Raises
+        ------
+        ValueError
+            ``profile`` is not a trace profile, or its trace holds a kernel's
+            executions in another number than the truth does (a trace of
+            another run).
+        """
+        kernels, profiles, trace = (getattr(profile, a, None) for a in ("kernels", "profiles", "trace"))
+        if kernels is None or profiles is None or trace is None:
+            raise ValueError(f"profile={short_repr(profile)}: must be a TraceProfile (profile_trace's result)")
+        names = self.executions["kernel"].astype(str)
+        t_start = self.executions["start_ns"]
+        sig_names = np.asarray(trace.signatures["name"]).astype(str)
+        tex = trace.executions
+        tex_names = sig_names[tex["kernel_id"]]
+        rows = np.zeros(len(kernels), dtype=SCORE_DTYPE)
+        for i, (k, ep) in enumerate(zip(kernels, profiles)):
+            name = str(k["name"])
+            mine = np.flatnonzero(names == name)
+            theirs = np.flatnonzero(tex_names == name)
+            if len(mine) != len(theirs):
+                raise ValueError(f"profile: its trace holds {len(theirs)} executions of {name!r}, the truth "
+                                 f"{len(mine)}: a profile of another run")
+            # The k-th execution of a kernel in start order is the same one in the trace and in the truth.
+            mine = mine[np.argsort(t_start[mine], kind="stable")]
+            theirs = theirs[np.argsort(tex["start_ns"][theirs], kind="stable")]
+            golden = np.isin(tex["run"][theirs], np.asarray(ep.golden.run_ids))
+            energy = self.executions["energy_j"]
+            est, truth_g, truth_a = float(k["energy_j"]), float(np.mean(energy[mine[golden]])), \
+                float(np.mean(energy[mine]))
+            rows[i] = (name, len(mine), int(golden.sum()), est, float(k["energy_half_width_j"]), truth_g, truth_a,
+                       est / truth_g - 1.0, est / truth_a - 1.0, abs(est - truth_g) <= float(k["energy_half_width_j"]))
+        return rows
 
 
 class SharedSimGPU:
