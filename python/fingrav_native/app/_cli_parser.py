@@ -81,7 +81,23 @@ def build_parser() -> argparse.ArgumentParser:
     _add_trace_parser(sub)
     _add_record_parser(sub)
     _add_run_parser(sub)
+    _add_help_parser(sub, list(sub.choices))
+    # The package's version from its installed metadata (importlib.metadata): no analysis module is loaded.
+    from fingrav_native._version import __version__
+
+    parser.add_argument("--version", action="version", version=f"fingrav {__version__}",
+                        help="print the package's version and exit")
     return parser
+
+
+def _add_help_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]", commands: list[str]) -> None:
+    """``fingrav help COMMAND``: a command's help, as ``fingrav COMMAND --help`` prints it (git's convention)."""
+    helper = sub.add_parser(
+        "help", help="print a command's help (the same as fingrav COMMAND --help)",
+        description="Print the help of COMMAND, exactly as fingrav COMMAND --help does; without COMMAND, fingrav's.",
+        epilog="examples:\n  fingrav help trace\n  fingrav help", formatter_class=argparse.RawDescriptionHelpFormatter)
+    helper.add_argument("topic", nargs="?", choices=commands, metavar="COMMAND",
+                        help="the command whose help to print: " + ", ".join(commands))
 
 
 def _add_demo_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:

@@ -50,7 +50,7 @@ class Component:
         """What to install or set to make this part work; empty when the message names none.
 
         The unindented lines after a loader's list of paths tried (its
-        "Install ..." and "Set FINGRAV_..._LIBRARY ..." sentences).
+        "Install ..." and "Set ``FINGRAV_..._LIBRARY`` ..." sentences).
         """
         if self.found:
             return ""
