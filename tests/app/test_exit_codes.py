@@ -376,15 +376,15 @@ CASES: dict[tuple[str, str, str], list[Callable[[Env], list[str]]]] = {
     ("`sync`", "1", "a device or library missing"):
         [lambda e: (e.raising(_cli_device, "make_backend", LibraryNotFoundError("libnvidia-ml.so.1: not found"))
                     or ["sync", "--backend", "nvidia"])],
-    ("`sync`", "1", "`--plot` cannot be written"): [lambda e: ["sync", "--plot", os.path.join(e.unwritable, "s.png")]],
+    ("`sync`", "1", "`--out` cannot be written"): [lambda e: ["sync", "--out", os.path.join(e.unwritable, "s.png")]],
     ("`sync`", "2", "a number out of range"): [lambda e: ["sync", "--burst", "1"]],
     ("`sync`", "2", "more than 10,000,000 reads in all"):
         [lambda e: ["sync", "--seconds", "3600", "--interval-ms", "1", "--burst", "10000"]],
-    ("`sync`", "2", "`--plot` a directory or not a .png, .pdf or .svg name"):
-        [lambda e: ["sync", "--plot", str(e.tmp)], lambda e: ["sync", "--plot", str(e.tmp / "s")]],
+    ("`sync`", "2", "`--out` a directory or not a .png, .pdf or .svg name"):
+        [lambda e: ["sync", "--out", str(e.tmp)], lambda e: ["sync", "--plot", str(e.tmp / "s")]],
     ("`sync`", "2", "`--device` with the simulator"): [lambda e: ["sync", "--device", "2"]],
     ("`sync`", "2", "`--seed` on amd or nvidia"): [lambda e: ["sync", "--backend", "amd", "--seed", "2"]],
-    ("`sync`", "130", "stopped; `--plot` not written"): [_interrupted(_cli_device, "sync_report", lambda e: ["sync"])],
+    ("`sync`", "130", "stopped; `--out` not written"): [_interrupted(_cli_device, "sync_report", lambda e: ["sync"])],
     # characterize
     ("`characterize`", "0", "done"): [lambda e: ["characterize", "--logs", e.csvs()[0], "--load", e.csvs()[1]]],
     ("`characterize`", "1", "a device or library missing"):

@@ -48,6 +48,21 @@ class _StoreOne(argparse.Action):
         setattr(namespace, self.dest, values)
 
 
+class _OneOutput(_StoreOne):
+    """An output option with a hidden earlier spelling: given twice under either name, it is refused.
+
+    A plain store would keep the last of ``--out A --plot B`` and drop the
+    first without a word.
+    """
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        if getattr(namespace, self.dest, None) is not None:
+            parser.error(f"argument {option_string}: the output is named twice (--out, or its earlier name); "
+                         "give it once")
+        super().__call__(parser, namespace, values, option_string)
+
+
 class _Parser(argparse.ArgumentParser):
     """The parser of ``fingrav`` and (through ``add_subparsers``) of each command: stores with :class:`_StoreOne`."""
 
@@ -166,7 +181,7 @@ def _add_plot_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]")
     )
     plot.add_argument("profile", nargs="+",
                       help="saved profile(s) (.fgprof); with several, also their kernels side by side per component")
-    plot.add_argument("--out", default=".", help="folder for the figures (default: current folder)")
+    plot.add_argument("--out", default=".", metavar="DIR", help="folder for the figures (default: current folder)")
     plot.add_argument("--format", choices=("png", "pdf", "svg"), default="png", help="image format (default png)")
     plot.add_argument("--dpi", type=DPI, default=120, help=f"resolution of raster images, {DPI} (default 120)")
 
@@ -337,7 +352,7 @@ def _add_sync_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]")
             "fitted skew, the error bound of the map at the end, and how far a drift-following piecewise "
             "map departs from a single line. On the simulator the true error is reported as well."),
         epilog=("examples:\n  fingrav sync\n  fingrav sync --backend nvidia --seconds 10 --json\n"
-                "  fingrav sync --backend amd --device 1 --plot sync.png"),
+                "  fingrav sync --backend amd --device 1 --out sync.png"),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     _add_device_arguments(sync, "clock")
@@ -348,8 +363,10 @@ def _add_sync_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]")
                       help=f"time between bursts, {SYNC_INTERVAL_MS} (default 100); at most "
                            f"{SYNC_MAX_READS:,} reads in all")
     sync.add_argument("--json", action="store_true", help="print the report as JSON")
-    sync.add_argument("--plot", metavar="FILE",
-                      help="also draw each read's distance from the map (FILE.png, .pdf or .svg)")
+    # Every command names its output --out; --plot, this option's earlier name, stays accepted but unlisted.
+    sync.add_argument("--out", metavar="FILE", dest="plot", action=_OneOutput,
+                      help="also draw each read's distance from the map into FILE (.png, .pdf or .svg)")
+    sync.add_argument("--plot", metavar="FILE", dest="plot", action=_OneOutput, help=argparse.SUPPRESS)
 
 
 def _add_characterize_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
