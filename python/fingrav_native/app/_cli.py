@@ -171,7 +171,7 @@ def _output_failed(command: Optional[str], error: OSError, as_program: bool) -> 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``fingrav`` command; returns the process exit code.
 
-    Exit codes (the README's table has them per command): 0 done, 1 the
+    Exit codes (docs/reference/exit-codes.md has them per command): 0 done, 1 the
     command failed, 2 bad usage, 130 interrupted by Ctrl-C, 141 standard
     output closed by its reader (``fingrav devices | head``: quietly, as a
     program stopped by SIGPIPE). A number out of its option's range is bad
