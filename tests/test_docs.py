@@ -1,6 +1,6 @@
-"""The documentation runs: every code block of docs/**/*.md, the README's front page, the figures it quotes.
+"""The documentation runs: every code block of the README and docs/**/*.md, and the figures they quote.
 
-Each fenced ``python``, ``bash`` or ``console`` block of a docs page is run here, a page's blocks in order in
+Each fenced ``python``, ``bash`` or ``console`` block of the README or a docs page is run here, a page's blocks in order in
 one fresh folder (a page's later blocks use what its earlier ones made). A block that cannot run on this
 machine says why in an HTML comment on the line before its fence, which the page does not show::
 
@@ -66,7 +66,8 @@ class Block:
 
 
 def pages() -> list[Path]:
-    return sorted(p for p in DOCS.rglob("*.md") if "_build" not in p.parts and p not in GENERATED)
+    """The hand-written pages: the README (the front page) and docs/**/*.md."""
+    return [README] + sorted(p for p in DOCS.rglob("*.md") if "_build" not in p.parts and p not in GENERATED)
 
 
 def blocks(page: Path) -> list[Block]:
@@ -238,7 +239,7 @@ def _page_params() -> list[object]:
         if not run:
             continue
         fast = all(b.mark("fast") is not None for b in run)
-        out.append(pytest.param(page, id=str(page.relative_to(DOCS)), marks=() if fast else pytest.mark.slow))
+        out.append(pytest.param(page, id=str(page.relative_to(ROOT)), marks=() if fast else pytest.mark.slow))
     return out
 
 
