@@ -85,7 +85,7 @@ def why_missing(rel: str) -> str:
         return (f"real data {rel!r} is not here: it is public data from {source_of(rel)}, kept outside the "
                 f"repository; set {ENV} to the folder that holds it (default: {DEFAULT}, absent)")
     return (f"real data {rel!r} is missing from {ENV}={where}: it is public data from {source_of(rel)}; "
-            "that folder should hold traces/ and yang_sc24/ as the project's README says")
+            "that folder should hold traces/ and yang_sc24/ as docs/howto/development.md says")
 
 
 def path(rel: str) -> str:

@@ -1,6 +1,6 @@
 """Wrong types and absurd values at every public entry point: only the documented errors come out.
 
-README "Guarantees" promises that bad input gives one line naming the
+The guarantees (docs/explanation/guarantees.md) promise that bad input gives one line naming the
 argument, as a ``ValueError`` (or a subclass: ``fg.ProfileFormatError``,
 ``fg.CaptureFormatError``, ...), a ``FileNotFoundError`` or
 ``fg.CampaignLockedError``, never a ``TypeError``, ``AttributeError`` or
@@ -45,7 +45,7 @@ from hypothesis import strategies as st
 import fingrav_native as fg
 from fingrav_native import _core, app, backends, clocks, files, insitu, method, multi, records, sensors, sim
 
-#: The errors README "Guarantees" documents for bad input.
+#: The errors the guarantees (docs/explanation/guarantees.md) document for bad input.
 DOCUMENTED = (ValueError, FileNotFoundError, fg.CampaignLockedError)
 #: The package's own warnings (anything else, e.g. numpy's RuntimeWarning, is an internal leaking out).
 OWN_WARNINGS = (fg.SensorResolutionWarning, fg.PhaseSteeringWarning, fg.ClockStepWarning,

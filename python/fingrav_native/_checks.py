@@ -4,7 +4,7 @@ Every check raises ``ValueError`` whose message starts with the argument's
 name and the value given, ``name=value: what was expected`` (validate, then
 compute; the error names the argument), and returns the value converted to
 the type the caller uses. A wrong type is a ``ValueError`` too, never a
-``TypeError`` from deep inside numpy: README "Guarantees" promises only
+``TypeError`` from deep inside numpy: the guarantees (docs/explanation/guarantees.md) promise only
 ``ValueError`` (and its subclasses) for bad input.
 """
 

@@ -519,7 +519,7 @@ def test_two_processes_on_one_campaign_folder_cannot_both_write(tmp_path):
         resumed, started = (p.communicate() for p in others)
         assert others[0].returncode == cli.EXIT_FAILURE, resumed
         assert f"in use by pid {first.pid} on " in _one_line(resumed[1])
-        # A start while the campaign runs is told the folder is in use (exit 1), as the README says, not
+        # A start while the campaign runs is told the folder is in use (exit 1), as the exit-code table says, not
         # that it holds a campaign to resume (exit 2).
         assert others[1].returncode == cli.EXIT_FAILURE, started
         assert f"in use by pid {first.pid}" in _one_line(started[1])

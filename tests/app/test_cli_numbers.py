@@ -33,7 +33,8 @@ from fingrav_native.app import _demo as demo_module
 from fingrav_native.method import NoLogsInExecutionsError
 
 SUBPROCESS_TIMEOUT_S = 300  # bounds a hang only
-README = Path(__file__).resolve().parents[2] / "README.md"
+#: The exit-code and range tables, in the documentation's reference.
+EXIT_CODES = Path(__file__).resolve().parents[2] / "docs" / "reference" / "exit-codes.md"
 
 # Parsing only, so examples are fast; no database: nothing worth replaying.
 NUMBERS = settings(max_examples=20, deadline=None, database=None,
@@ -211,7 +212,7 @@ def test_options_in_range_that_together_ask_too_much_exit_2(capsys, argv, messag
 
 
 def test_a_campaign_that_gave_no_logs_exits_1(tmp_path, monkeypatch, capsys):
-    # A failure of the run, not bad usage (the README's exit-code table).
+    # A failure of the run, not bad usage (the exit-code table).
     def no_logs(*args: object, **kwargs: object) -> None:
         raise NoLogsInExecutionsError("samples: no log overlaps an execution of interest")
 
@@ -221,10 +222,9 @@ def test_a_campaign_that_gave_no_logs_exits_1(tmp_path, monkeypatch, capsys):
     assert "fingrav profile: samples: no log overlaps" in capsys.readouterr().err
 
 
-def test_the_readme_documents_every_exit_code_and_every_range():
-    text = README.read_text()
-    section = text[text.index("### Exit codes"):]
-    section = section[:section.index("\n## ")]
+def test_the_exit_code_page_documents_every_exit_code_and_every_range():
+    text = EXIT_CODES.read_text()
+    section = text[text.index("# Exit codes"):]
     header = next(line for line in section.splitlines() if line.startswith("| command |"))
     assert [c.strip().split(":")[0] for c in header.strip("|").split("|")] == ["command", "0", "1", "2", "130"]
     rows = [line for line in section.splitlines() if line.startswith("| `")]

@@ -132,13 +132,13 @@ def test_export_checks_its_outputs_before_it_reads_the_profile(tmp_path, monkeyp
     ("dir", cli.EXIT_USAGE, "is a directory; give a file name"),
     ("sync", cli.EXIT_USAGE, "give a file name ending .png, .pdf, .svg"),
     ("sync.jpeg", cli.EXIT_USAGE, "give a file name ending .png, .pdf, .svg"),
-    ("", cli.EXIT_USAGE, "--plot='': empty"),
+    ("", cli.EXIT_USAGE, "--out='': empty"),
 ])
 def test_sync_plot_is_checked_before_the_reads(tmp_path, monkeypatch, capsys, name, code, message):
     # --plot DIR wrote DIR.png and printed DIR; --plot '' drew nothing without a word.
     monkeypatch.setattr(_cli_device, "sync_report", _never)
     path = str(tmp_path) if name == "dir" else (str(tmp_path / name) if name else "")
-    assert cli.main(["sync", "--plot", path]) == code
+    assert cli.main(["sync", "--out", path]) == code
     assert message in _err_line(capsys)
     assert os.listdir(tmp_path) == []
 

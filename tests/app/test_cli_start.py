@@ -1,4 +1,4 @@
-"""Ctrl-C while ``fingrav`` starts: one line and exit code 130 (the README's exit-code table), never a traceback.
+"""Ctrl-C while ``fingrav`` starts: one line and exit code 130 (docs/reference/exit-codes.md), never a traceback.
 
 The package's analysis (scipy, matplotlib) takes seconds to import on a
 loaded machine; a command holds SIGINT only once its own code runs. So the

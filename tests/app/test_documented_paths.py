@@ -1,8 +1,8 @@
-"""Documented paths that failed for a new user: each runs as the README says, from a plain install.
+"""Documented paths that failed for a new user: each runs as the README and the docs say, from a plain install.
 
-The README's commands are run here as a user types them: through the installed ``fingrav`` console
-script (not ``python -m``, which puts the current folder on ``sys.path`` itself), in a clean folder,
-with the optional libraries absent where the plain install lacks them.
+The commands of the README and of the docs pages a new user reads first are run here as a user types them:
+through the installed ``fingrav`` console script (not ``python -m``, which puts the current folder on
+``sys.path`` itself), in a clean folder, with the optional libraries absent where the plain install lacks them.
 """
 
 from __future__ import annotations
@@ -19,7 +19,11 @@ import pytest
 
 from fingrav_native.app import _cli as cli
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+ROOT = Path(__file__).resolve().parents[2]
+#: The front page and the docs pages that hold the commands a new user types first.
+DOCUMENTED = [ROOT / "README.md"] + [ROOT / "docs" / page for page in (
+    "tutorials/first-profile.md", "tutorials/first-insitu.md", "howto/profile-your-kernel.md",
+    "howto/torch-profiler.md", "howto/rocprofv3.md", "reference/commands.md")]
 SCRIPT = Path(sys.executable).parent / "fingrav"
 
 
@@ -95,12 +99,22 @@ _NEEDS = {
     "mymodels.layers": None,  # a module the reader writes
     "--backend amd": "torch",  # mywork's gemm builds a torch workload before any AMD device is opened
     "fingrav devices": "unavailable",  # exits 0 only where real hardware is usable, as the README says
+    "./my_app": None,  # a program of the reader's
+    "train.py": None,  # a script of the reader's
+    "run1/": None,  # the folder a run on a GPU writes
+    "$(": None,  # a shell's command substitution (tests/test_docs.py runs that block in bash)
+    "simrun/": None,  # the folder that block writes
 }
 
 
 def _readme_commands() -> list[str]:
-    """Every `fingrav ...` and `python -c "...fingrav_native..."` line in the README's fenced blocks, in order."""
-    text = README.read_text(encoding="utf-8")
+    """Every `fingrav ...` and `python -c "...fingrav_native..."` line in the documented pages' fenced blocks."""
+    return [cmd for page in DOCUMENTED for cmd in _page_commands(page)]
+
+
+def _page_commands(page: Path) -> list[str]:
+    """The commands of one page, in order (a page's later commands read what its earlier ones wrote)."""
+    text = page.read_text(encoding="utf-8")
     out = []
     for block in re.findall(r"^```[^\n]*\n(.*?)^```", text, flags=re.S | re.M):
         prompted = any(ln.startswith("$ ") for ln in block.splitlines())
@@ -126,19 +140,30 @@ def test_the_readme_lists_the_commands_this_test_runs() -> None:
 def test_unclear_every_readme_command_runs_as_written_through_the_console_script(tmp_path) -> None:
     if not SCRIPT.exists():
         pytest.skip(f"no installed console script at {SCRIPT}: the package is imported from a source folder")
-    (tmp_path / "mywork.py").write_text(
-        "import fingrav_native as fg\n\ndef gemm():\n    return fg.backends.torch_gemm(4096, 4096, 4096)\n")
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
     env["PATH"] = f"{SCRIPT.parent}{os.pathsep}{env.get('PATH', '')}"
     ran = 0
-    for cmd in _readme_commands():
+    # Each page in a folder of its own, as a reader follows one page.
+    for i, page in enumerate(DOCUMENTED):
+        folder = tmp_path / str(i)
+        folder.mkdir()
+        (folder / "mywork.py").write_text(
+            "import fingrav_native as fg\n\ndef gemm():\n    return fg.backends.torch_gemm(4096, 4096, 4096)\n")
+        ran += _run_page_commands(page, folder, env)
+    assert ran >= 8
+
+
+def _run_page_commands(page: Path, folder: Path, env: dict[str, str]) -> int:
+    """Run the commands of ``page`` in ``folder``; how many ran."""
+    ran = 0
+    for cmd in _page_commands(page):
         need = next((v for k, v in _NEEDS.items() if k in cmd), "")
         if need is None:
             continue
         argv = shlex.split(cmd)
         if argv[0] == "python":
             argv[0] = sys.executable
-        proc = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600,
+        proc = subprocess.run(argv, cwd=folder, env=env, capture_output=True, text=True, timeout=600,
                               stdin=subprocess.DEVNULL)
         assert "Traceback" not in proc.stderr, f"{cmd}\n{proc.stderr}"
         if need:
@@ -147,4 +172,4 @@ def test_unclear_every_readme_command_runs_as_written_through_the_console_script
         else:
             assert proc.returncode == 0, f"{cmd} exited {proc.returncode}\n{proc.stderr[-2000:]}"
         ran += 1
-    assert ran >= 8
+    return ran

@@ -1,6 +1,7 @@
-"""The README's exit-code table, case by case: every item of every cell is run and gives its column's code.
+"""The exit-code table of docs/reference/exit-codes.md, case by case: every item of every cell is run and
+gives its column's code.
 
-The table is read from README.md, each cell split at "; " into its items;
+The table is read from that page, each cell split at "; " into its items;
 every item has cases here (and every case an item there), so the table and
 the command cannot drift apart. Cases that need hardware, a long campaign or
 a Ctrl-C stand in with a monkeypatched step that raises what that situation
@@ -26,15 +27,16 @@ from fingrav_native.app import _cli_demo, _cli_device, _cli_files, _cli_profile,
 from fingrav_native.method._align import NoLogsInExecutionsError
 from fingrav_native.sensors._from_logs import SplitDisagreementWarning
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+#: The exit-code table, in the documentation's reference.
+EXIT_CODES = Path(__file__).resolve().parents[2] / "docs" / "reference" / "exit-codes.md"
 
 CODES = {"0": cli.EXIT_OK, "1": cli.EXIT_FAILURE, "2": cli.EXIT_USAGE, "130": cli.EXIT_INTERRUPTED}
 
 
 def read_table() -> dict[tuple[str, str, str], None]:
-    """(row, code, item) of every item of the README's exit-code table."""
-    text = README.read_text(encoding="utf-8")
-    section = text[text.index("### Exit codes"):]
+    """(row, code, item) of every item of the exit-code table."""
+    text = EXIT_CODES.read_text(encoding="utf-8")
+    section = text[text.index("# Exit codes"):]
     lines = [line for line in section.splitlines()[1:] if line.startswith("| ")]
     header = [c.strip() for c in lines[0].strip("|").split("|")]
     codes = [h.split(":")[0] for h in header[1:]]
@@ -378,18 +380,18 @@ CASES: dict[tuple[str, str, str], list[Callable[[Env], list[str]]]] = {
     ("`sync`", "1", "a device or library missing"):
         [lambda e: (e.raising(_cli_device, "make_backend", LibraryNotFoundError("libnvidia-ml.so.1: not found"))
                     or ["sync", "--backend", "nvidia"])],
-    ("`sync`", "1", "`--plot` cannot be written"): [lambda e: ["sync", "--plot", os.path.join(e.unwritable, "s.png")]],
+    ("`sync`", "1", "`--out` cannot be written"): [lambda e: ["sync", "--out", os.path.join(e.unwritable, "s.png")]],
     ("`sync`", "2", "a number out of range"): [lambda e: ["sync", "--burst", "1"]],
     ("`sync`", "2", "more than 10,000,000 reads in all"):
         [lambda e: ["sync", "--seconds", "3600", "--interval-ms", "1", "--burst", "10000"]],
-    ("`sync`", "2", "`--plot` a directory or not a .png, .pdf or .svg name"):
-        [lambda e: ["sync", "--plot", str(e.tmp)], lambda e: ["sync", "--plot", str(e.tmp / "s")]],
+    ("`sync`", "2", "`--out` a directory or not a .png, .pdf or .svg name"):
+        [lambda e: ["sync", "--out", str(e.tmp)], lambda e: ["sync", "--plot", str(e.tmp / "s")]],
     ("`sync`", "2", "`--device` with the simulator"): [lambda e: ["sync", "--device", "2"]],
     ("`sync`", "2", "`--seed` on amd or nvidia"): [lambda e: ["sync", "--backend", "amd", "--seed", "2"]],
     ("`sync`", "2", "a device string with `--backend`, an unknown one, or the simulator's with `--seed`"):
         [lambda e: ["sync", "--backend", "sim", "--device", "sim:1"], lambda e: ["sync", "--device", "nvidia:0:x"],
          lambda e: ["sync", "--device", "sim", "--seed", "3"]],
-    ("`sync`", "130", "stopped; `--plot` not written"): [_interrupted(_cli_device, "sync_report", lambda e: ["sync"])],
+    ("`sync`", "130", "stopped; `--out` not written"): [_interrupted(_cli_device, "sync_report", lambda e: ["sync"])],
     # characterize
     ("`characterize`", "0", "done"): [lambda e: ["characterize", "--logs", e.csvs()[0], "--load", e.csvs()[1]]],
     ("`characterize`", "1", "a device or library missing"):
@@ -537,6 +539,10 @@ CASES: dict[tuple[str, str, str], list[Callable[[Env], list[str]]]] = {
                              "nothing written"):
         [_interrupted(cli, "build_parser", lambda e: [command]) for command in ("devices", "profile", "trace")],
     ("`fingrav` alone", "2", "prints the help"): [lambda e: []],
+    ("`help`", "0", "the command's help printed, as `fingrav COMMAND --help` prints it"):
+        [lambda e: ["help", "trace"], lambda e: ["help"]],
+    ("`help`", "2", "an unknown command"): [lambda e: ["help", "nosuch"]],
+    ("`fingrav --version`", "0", "the package's version printed"): [lambda e: ["--version"]],
 }
 
 

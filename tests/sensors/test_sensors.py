@@ -411,7 +411,7 @@ def test_a_known_load_pattern_gives_back_the_sensor(model):
 #: A simulated GPU whose power follows activity within tau_power (15 us): clocks pinned, no
 #: leakage creep, no cap. Characterising a sensor needs power that switches sharply with the
 #: load; the default physics adds ms-scale clock ramps and heating, which a step cannot tell
-#: from the sensor's own window (README, "Real sensors").
+#: from the sensor's own window (docs/explanation/deconvolution.md).
 SHARP_GPU = {"f_park": 1.0, "f_min": 1.0, "r_fast_k_per_w": 0.0, "r_slow_k_per_w": 0.0, "cap_w": 3000.0}
 
 

@@ -102,7 +102,8 @@ def _files_command(name: str) -> tuple[_Run, _Failures]:
 
 
 #: The commands main knows (the parser lists the same ones).
-_COMMAND_NAMES = ("demo", "devices", "trace", "plot", "export", "profile", "sync", "characterize", "record", "run")
+_COMMAND_NAMES = ("demo", "devices", "trace", "plot", "export", "profile", "sync", "characterize", "record", "run",
+                  "help")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -170,7 +171,7 @@ def _output_failed(command: Optional[str], error: OSError, as_program: bool) -> 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``fingrav`` command; returns the process exit code.
 
-    Exit codes (the README's table has them per command): 0 done, 1 the
+    Exit codes (docs/reference/exit-codes.md has them per command): 0 done, 1 the
     command failed, 2 bad usage, 130 interrupted by Ctrl-C, 141 standard
     output closed by its reader (``fingrav devices | head``: quietly, as a
     program stopped by SIGPIPE). A number out of its option's range is bad
@@ -264,6 +265,10 @@ def _start(argv: Sequence[str] | None, as_program: bool, seen: list[str]) -> int
                 parser.print_help()
                 return EXIT_USAGE
             seen.append(str(args.command))
+            if args.command == "help":
+                # The command's own --help: one text for both spellings (argparse prints it and exits 0).
+                parser.parse_args([args.topic, "--help"] if args.topic else ["--help"])
+                return EXIT_OK  # pragma: no cover - --help exits
             if args.command not in _COMMAND_NAMES:
                 parser.error(f"unknown command {args.command!r}")
                 return EXIT_USAGE  # pragma: no cover - parser.error exits

@@ -26,19 +26,19 @@ from fingrav_native.files._characterisation import read_logs_csv
 from fingrav_native.files._outputs import check_output_path, strict_json, write_atomically
 from fingrav_native.sensors._from_logs import characterize_logs
 
-#: The figure formats ``--plot`` takes, by the file name's extension.
+#: The figure formats ``sync --out`` takes, by the file name's extension.
 _FIGURE_FORMATS = (".png", ".pdf", ".svg")
 
 
 def _check_plot(path: str | None) -> str | None:
-    """``--plot FILE``: a file the figure can go to, its format named by its extension (checked before any read)."""
+    """``--out FILE`` (or ``--plot``): a file the figure can go to, its format named by its extension (checked before any read)."""
     if path is None:
         return None
-    check_output_path(path, "--plot")
+    check_output_path(path, "--out")
     ext = os.path.splitext(path)[1].lower()
     if ext not in _FIGURE_FORMATS:
         # matplotlib would add ".png" to a name without one (and print nothing of it): the file named is the file.
-        raise ValueError(f"--plot={path!r}: give a file name ending {', '.join(_FIGURE_FORMATS)} (the format is "
+        raise ValueError(f"--out={path!r}: give a file name ending {', '.join(_FIGURE_FORMATS)} (the format is "
                          "read from it)")
     return ext[1:]
 

@@ -67,6 +67,21 @@ class _StoreOne(argparse.Action):
         setattr(namespace, self.dest, values)
 
 
+class _OneOutput(_StoreOne):
+    """An output option with a hidden earlier spelling: given twice under either name, it is refused.
+
+    A plain store would keep the last of ``--out A --plot B`` and drop the
+    first without a word.
+    """
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        if getattr(namespace, self.dest, None) is not None:
+            parser.error(f"argument {option_string}: the output is named twice (--out, or its earlier name); "
+                         "give it once")
+        super().__call__(parser, namespace, values, option_string)
+
+
 class _Parser(argparse.ArgumentParser):
     """The parser of ``fingrav`` and (through ``add_subparsers``) of each command: stores with :class:`_StoreOne`."""
 
@@ -100,7 +115,23 @@ def build_parser() -> argparse.ArgumentParser:
     _add_trace_parser(sub)
     _add_record_parser(sub)
     _add_run_parser(sub)
+    _add_help_parser(sub, list(sub.choices))
+    # The package's version from its installed metadata (importlib.metadata): no analysis module is loaded.
+    from fingrav_native._version import __version__
+
+    parser.add_argument("--version", action="version", version=f"fingrav {__version__}",
+                        help="print the package's version and exit")
     return parser
+
+
+def _add_help_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]", commands: list[str]) -> None:
+    """``fingrav help COMMAND``: a command's help, as ``fingrav COMMAND --help`` prints it (git's convention)."""
+    helper = sub.add_parser(
+        "help", help="print a command's help (the same as fingrav COMMAND --help)",
+        description="Print the help of COMMAND, exactly as fingrav COMMAND --help does; without COMMAND, fingrav's.",
+        epilog="examples:\n  fingrav help trace\n  fingrav help", formatter_class=argparse.RawDescriptionHelpFormatter)
+    helper.add_argument("topic", nargs="?", choices=commands, metavar="COMMAND",
+                        help="the command whose help to print: " + ", ".join(commands))
 
 
 def _add_demo_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
@@ -169,7 +200,7 @@ def _add_plot_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]")
     )
     plot.add_argument("profile", nargs="+",
                       help="saved profile(s) (.fgprof); with several, also their kernels side by side per component")
-    plot.add_argument("--out", default=".", help="folder for the figures (default: current folder)")
+    plot.add_argument("--out", default=".", metavar="DIR", help="folder for the figures (default: current folder)")
     plot.add_argument("--format", choices=("png", "pdf", "svg"), default="png", help="image format (default png)")
     plot.add_argument("--dpi", type=DPI, default=120, help=f"resolution of raster images, {DPI} (default 120)")
 
@@ -345,7 +376,7 @@ def _add_sync_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]")
             "fitted skew, the error bound of the map at the end, and how far a drift-following piecewise "
             "map departs from a single line. On the simulator the true error is reported as well."),
         epilog=("examples:\n  fingrav sync\n  fingrav sync --device nvidia:0 --seconds 10 --json\n"
-                "  fingrav sync --device amd:1 --plot sync.png\n  fingrav sync --backend amd --device 1"),
+                "  fingrav sync --device amd:1 --out sync.png\n  fingrav sync --backend amd --device 1"),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     _add_device_arguments(sync, "clock")
@@ -356,8 +387,10 @@ def _add_sync_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]")
                       help=f"time between bursts, {SYNC_INTERVAL_MS} (default 100); at most "
                            f"{SYNC_MAX_READS:,} reads in all")
     sync.add_argument("--json", action="store_true", help="print the report as JSON")
-    sync.add_argument("--plot", metavar="FILE",
-                      help="also draw each read's distance from the map (FILE.png, .pdf or .svg)")
+    # Every command names its output --out; --plot, this option's earlier name, stays accepted but unlisted.
+    sync.add_argument("--out", metavar="FILE", dest="plot", action=_OneOutput,
+                      help="also draw each read's distance from the map into FILE (.png, .pdf or .svg)")
+    sync.add_argument("--plot", metavar="FILE", dest="plot", action=_OneOutput, help=argparse.SUPPRESS)
 
 
 def _add_characterize_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:

@@ -327,6 +327,7 @@ def power_source(gpu: AmdGpu, prefer: AmdPrefer = "gpu_metrics", channel: AmdCha
     1. Try the preferred file, then the other.
     2. A ``gpu_metrics`` table of an unsupported revision falls back to hwmon
        with a RuntimeWarning that names the revision (never a misread).
+
     The energy channel exists because the paper's profiles resolve power
     differences between sub-millisecond kernels (paper Section IV-A) that
     integer watts would round away.

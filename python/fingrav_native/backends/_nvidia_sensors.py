@@ -66,7 +66,7 @@ def nvml_sensor(mode: NvmlMode, period_ns: float, window_ns: float, window_docum
         ``source="assumed"``; characterise it (``fingrav characterize
         --backend nvidia``) before trusting a profile. The measured period
         replaces the preset's. Built to nvml.h and the paper, not verified on
-        NVIDIA hardware in this repository (see the README).
+        NVIDIA hardware in this repository (see docs/reference/hardware.md).
     """
     choice(mode, "mode", NVML_MODES)
     period_ns = positive_number(period_ns, "period_ns", allow_zero=True)

@@ -50,7 +50,7 @@ class Component:
         """What to install or set to make this part work; empty when the message names none.
 
         The unindented lines after a loader's list of paths tried (its
-        "Install ..." and "Set FINGRAV_..._LIBRARY ..." sentences).
+        "Install ..." and "Set ``FINGRAV_..._LIBRARY`` ..." sentences).
         """
         if self.found:
             return ""
@@ -96,7 +96,7 @@ class BackendReport:
     reason : str
         Why the backend is unavailable (empty when available).
     verified_on : str
-        Which hardware this backend has been verified on (README's table).
+        Which hardware this backend has been verified on (docs/reference/hardware.md).
     sensors : tuple of SensorSemantics
         The power modes the backend can log with, the one it would use
         first; empty when the backend does not say.
