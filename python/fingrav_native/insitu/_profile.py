@@ -469,49 +469,55 @@ def _joint(samples: np.ndarray, t: np.ndarray, kt: KernelTrace, model: SensorMod
             ch: (fit.overlay_w.get(ch, math.nan), fit.overlay_low_w.get(ch, math.nan),
                  fit.overlay_high_w.get(ch, math.nan)) for ch in channels}, fit.confidence, fit.n_logs)
     for j, c in enumerate(fitted):
-        ep = profiles[c]
-        chans = tuple(DeconvolvedChannel(
-            # The engine's band (its energy's too): Student's t for few blocks, the smoothing's span.
-            name=ch, curve=fit.curves[ch][j], low=fit.curve_low_w[ch][j], high=fit.curve_high_w[ch][j],
-            sd=fit.sd[ch][j], lam=fit.lam, edf=math.nan,
-            residual_w=fit.residual_w[ch], energy_j=float(fit.energy_j[ch][j]),
-            energy_half_width_j=float(fit.energy_half_width_j[ch][j]),
-            # The power long after this kernel (the last gap step it was seen in): the nearest to idle.
-            idle_w=float(gap_after[ch][j]),
-            levels_w={"launch gap (shared by all kernels)": fit.launch_gap_w[ch],
-                      **{f"gap after it, {_span(i)}": float(v) for i, v in enumerate(fit.gap_w[ch][j])}})
-            for ch in channels)
-        warnings_: list[str] = []
-        k_c = int(fit.bins[j])
-        if fit.edge_logs[j] < 20 * k_c:
-            warnings_.append(f"{int(fit.edge_logs[j])} logs have a window edge inside this kernel's executions; "
-                             f"its {k_c}-bin shape rests on the smoothing (its energy does not)")
-        if not fit.identifiable[j]:
-            warnings_.append("the logs do not determine this kernel's energy: every window covers it in about the "
-                             "same mix with other kernels (see the trace profile's warnings)")
-        dec = Deconvolution(
-            bin_edges=np.linspace(0.0, 1.0, k_c + 1), duration_ns=float(ep.duration_ns), channels=chans,
-            resolution_ns=math.nan,
-            resolution_ns_per_bin=np.full(k_c, math.nan), n_logs=fit.n_logs, logs_per_bin=fit.logs_per_bin[j],
-            n_runs=int(len(kept_ids[j])), run_ids=np.asarray(kt.executions["run"][kept_ids[j]]),
-            edge_logs=int(fit.edge_logs[j]), dropped_logs=fit.dropped_logs, confidence=fit.confidence,
-            confidence_note=(f"bootstrap over blocks of the record, {fit.n_boot} resamples, each choosing the model "
-                             "and smoothing again; for the energy and each curve bin the percentile band joined "
-                             "with Student's t on the bootstrap's deviation, widened over the smoothings "
-                             "cross-validation cannot tell apart (no band for a kernel the logs do not determine)"),
-            assumptions=TIMELINE_ASSUMPTIONS + (fit.model,), warnings=tuple(warnings_), sensor=model,
-            model=fit.model, check=fit.check, bins_asked=bins, info_share=float(fit.info_share[j]))
-        stitched, energy = as_stitched(dec, uncert_ns_median=ep.stitched.uncert_ns_median,
-                                       uncert_ns_max=ep.stitched.uncert_ns_max)
-        out[c] = dataclasses.replace(ep, stitched=stitched, energy=energy, deconvolution=dec)
-        e = energy["total"]
+        out[c] = _joint_class_profile(fit, j, profiles[c], channels, gap_after, kept_ids[j], kt, bins, model)
+        e = out[c].energy["total"]
         r = list(rows[c])
-        r[7] = float(e.energy_j / (ep.duration_ns * 1e-9)) if ep.duration_ns > 0 else math.nan
+        r[7] = float(e.energy_j / (profiles[c].duration_ns * 1e-9)) if profiles[c].duration_ns > 0 else math.nan
         r[8], r[9] = float(e.energy_j), float(e.uncertainty_j)
         rows[c] = tuple(r)
     found.profiles = out
     _joint_rare(found, kt, fit, rare, len(fitted), channels)
     return found.profiles
+
+
+def _joint_class_profile(fit: TimelineFit, j: int, ep: ExecutionProfile, channels: list[str],
+                         gap_after: dict[str, list[float]], kept: np.ndarray, kt: KernelTrace, bins: int,
+                         model: SensorModel) -> ExecutionProfile:
+    """Class ``j`` of the joint fit as the signature's profile: its curves, energy and bands (the engine's)."""
+    chans = tuple(DeconvolvedChannel(
+        # The engine's band (its energy's too): Student's t for few blocks, the smoothing's span.
+        name=ch, curve=fit.curves[ch][j], low=fit.curve_low_w[ch][j], high=fit.curve_high_w[ch][j],
+        sd=fit.sd[ch][j], lam=fit.lam, edf=math.nan,
+        residual_w=fit.residual_w[ch], energy_j=float(fit.energy_j[ch][j]),
+        energy_half_width_j=float(fit.energy_half_width_j[ch][j]),
+        # The power long after this kernel (the last gap step it was seen in): the nearest to idle.
+        idle_w=float(gap_after[ch][j]),
+        levels_w={"launch gap (shared by all kernels)": fit.launch_gap_w[ch],
+                  **{f"gap after it, {_span(i)}": float(v) for i, v in enumerate(fit.gap_w[ch][j])}})
+        for ch in channels)
+    warnings_: list[str] = []
+    k_c = int(fit.bins[j])
+    if fit.edge_logs[j] < 20 * k_c:
+        warnings_.append(f"{int(fit.edge_logs[j])} logs have a window edge inside this kernel's executions; "
+                         f"its {k_c}-bin shape rests on the smoothing (its energy does not)")
+    if not fit.identifiable[j]:
+        warnings_.append("the logs do not determine this kernel's energy: every window covers it in about the "
+                         "same mix with other kernels (see the trace profile's warnings)")
+    dec = Deconvolution(
+        bin_edges=np.linspace(0.0, 1.0, k_c + 1), duration_ns=float(ep.duration_ns), channels=chans,
+        resolution_ns=math.nan,
+        resolution_ns_per_bin=np.full(k_c, math.nan), n_logs=fit.n_logs, logs_per_bin=fit.logs_per_bin[j],
+        n_runs=int(len(kept)), run_ids=np.asarray(kt.executions["run"][kept]),
+        edge_logs=int(fit.edge_logs[j]), dropped_logs=fit.dropped_logs, confidence=fit.confidence,
+        confidence_note=(f"bootstrap over blocks of the record, {fit.n_boot} resamples, each choosing the model "
+                         "and smoothing again; for the energy and each curve bin the percentile band joined "
+                         "with Student's t on the bootstrap's deviation, widened over the smoothings "
+                         "cross-validation cannot tell apart (no band for a kernel the logs do not determine)"),
+        assumptions=TIMELINE_ASSUMPTIONS + (fit.model,), warnings=tuple(warnings_), sensor=model,
+        model=fit.model, check=fit.check, bins_asked=bins, info_share=float(fit.info_share[j]))
+    stitched, energy = as_stitched(dec, uncert_ns_median=ep.stitched.uncert_ns_median,
+                                   uncert_ns_max=ep.stitched.uncert_ns_max)
+    return dataclasses.replace(ep, stitched=stitched, energy=energy, deconvolution=dec)
 
 
 def _joint_rare(found: _Signatures, kt: KernelTrace, fit: TimelineFit, rare: list[tuple[int, np.ndarray]],
@@ -985,11 +991,9 @@ def profile_trace(
     t_logs = lmap.to_host(samples["source_ts"])  # once: the profiles below map through lmap themselves
     _check_overlap(kt, on_device, t_logs, trace_notes)
     conc = kt.concurrent()
-    alignment: Optional[LogAlignment] = None
-    if True:
-        alignment, t_logs = _placed(kt, samples, t_logs, model, on_device, conc, lmap,
-                                    "asked" if align is True else "one-sided" if _one_sided(logger_map) else "",
-                                    trace_notes)
+    alignment, t_logs = _placed(kt, samples, t_logs, model, on_device, conc, lmap,
+                                "asked" if align is True else "one-sided" if _one_sided(logger_map) else "",
+                                trace_notes)
     conc, attributed, overlap = _overlapped(kt, samples, t_logs, on_device, conc, joint, trace_notes)
     # A window in a loop covers other kernels: the joint fit below replaces the attribution.
     found, it_of = _Signatures(notes=trace_notes), kt.iteration()
@@ -1005,11 +1009,7 @@ def profile_trace(
         _placement_terms(found, kt, attributed, t_logs, lmap)
         _instant_levels(found, kt, overlap)
     if not joint:
-        _instant_rare(found, kt, t_logs, np.asarray(attributed["total"], dtype=np.float64))
-    if not joint and spans is not None:
-        found.span_fit = instant_span_power(t_logs, np.asarray(attributed["total"], dtype=np.float64), spans.start,
-                                            spans.end)
-        found.span_how = "the mean of the instantaneous logs in the spans"
+        _instant_extras(found, kt, t_logs, np.asarray(attributed["total"], dtype=np.float64), spans)
     _elsewhere(found, kt, on_device)
     _nothing_or_undetermined(found, bool(np.any(it_of[on_device] >= 0)))
     _power_limit_notes(found, max_power_w)
@@ -1024,6 +1024,15 @@ def profile_trace(
         tp = _with_span(tp, _span_energy(kt, on_device, samples, t_logs, model))
     tp = dataclasses.replace(tp, device_executions=int(on_device.sum()), zero_duration=zero)
     return closure_from(tp, counted, samples, model, on_device)
+
+
+def _instant_extras(found: _Signatures, kt: KernelTrace, t_logs: np.ndarray, total_w: np.ndarray,
+                    spans: Optional[Spans]) -> None:
+    """Instantaneous logs: the coarse rows of the signatures the stitch could not use, and the spans' power."""
+    _instant_rare(found, kt, t_logs, total_w)
+    if spans is not None:
+        found.span_fit = instant_span_power(t_logs, total_w, spans.start, spans.end)
+        found.span_how = "the mean of the instantaneous logs in the spans"
 
 
 def _spans(kt: KernelTrace, compute: np.ndarray, it_of: np.ndarray, found: _Signatures, joint: bool,
