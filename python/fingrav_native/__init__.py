@@ -91,7 +91,7 @@ _WHERE = {
     "__version__": "fingrav_native._version",  # read from the installed metadata (importlib.metadata: tens of ms)
     "DeviceUnavailableError": "fingrav_native._core",
     "GpuMetricsFormatError": "fingrav_native._core",
-    # The root: loading it gives the compiled core's errors the root as well (fingrav_native/_errors.py).
+    # The root (the compiled core imports it to create its errors under it: fingrav_native/_errors.py).
     "FingravError": "fingrav_native._errors",
     "FingravWarning": "fingrav_native._errors",
     "OutputFolderMissingError": "fingrav_native._outputs",

@@ -17,6 +17,8 @@ import subprocess
 import threading
 from typing import Any, Callable, Mapping, Optional, Sequence
 
+from fingrav_native._errors import FingravError
+
 __all__ = ["EXIT_CANNOT_EXECUTE", "EXIT_NOT_FOUND", "FORWARDED_SIGNALS", "CommandNotRunnableError",
            "ForwardedSignals", "exit_status", "find_command"]
 
@@ -30,7 +32,7 @@ EXIT_CANNOT_EXECUTE = 126
 FORWARDED_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name))
 
 
-class CommandNotRunnableError(Exception):
+class CommandNotRunnableError(FingravError):
     """The command cannot be started: not found (``exit_code`` 127) or not executable (126)."""
 
     def __init__(self, message: str, exit_code: int) -> None:

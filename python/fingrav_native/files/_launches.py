@@ -37,7 +37,7 @@ from typing import Any, BinaryIO
 import numpy as np
 
 from fingrav_native._checks import file_path
-
+from fingrav_native._errors import FingravError
 from fingrav_native.files._journal import FRAME as _FRAME
 from fingrav_native.files._journal import JOURNAL_MAGIC
 from fingrav_native.files._journal import MAX_RECORD_BYTES as _MAX_RECORD_BYTES
@@ -57,7 +57,7 @@ _ARRAY_TAGS = (b"LNCH", *_BRACKET_TAGS)
 _TRACE_CLOCK = {"CLOCK_BOOTTIME": "CLOCK_BOOTTIME", "CLOCK_REALTIME": "unix-epoch"}
 
 
-class LaunchFormatError(ValueError):
+class LaunchFormatError(ValueError, FingravError):
     """The file is not a readable launch journal (the message names the file and what is wrong)."""
 
 
