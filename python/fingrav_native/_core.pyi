@@ -824,3 +824,13 @@ class GlobaltimerSource(TimestampSource):
     def measure_steps(self, n: SupportsIndex) -> npt.NDArray[np.uint64]: ...
     @property
     def device(self) -> int: ...
+
+# ---------------------------------------------------------------- native launch capture
+
+def launch_clock_brackets(clock: str, n: SupportsIndex) -> npt.NDArray[np.int64]:
+    """n bracketed reads of a launch record clock ('CLOCK_BOOTTIME': rocprofiler-sdk's, 'CLOCK_REALTIME':
+    CUPTI's) as the launch capture takes them at each flush: (n, 3) int64 (CLOCK_MONOTONIC_RAW before,
+    the clock, CLOCK_MONOTONIC_RAW after), ns. ValueError naming clock or n (in [1, 2^24])."""
+
+def journal_crc32(data: bytes, crc: SupportsIndex = 0) -> int:
+    """The CRC-32 the launch journal frames each record with, continuing from crc: zlib.crc32(data, crc)."""

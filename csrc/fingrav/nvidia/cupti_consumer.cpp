@@ -215,6 +215,10 @@ void CUPTIAPI buffer_requested(uint8_t** buffer, size_t* size, size_t* max_recor
 
 void consume(State& st, uint8_t* buffer, size_t valid) {
   launch::LaunchCapture& cap = *st.capture;
+  // Ringed in batches (one producer-lock acquisition each), as CUPTI hands
+  // records over a buffer at a time.
+  constexpr std::size_t kPushBatch = 256;
+  launch::PushBatch<kPushBatch> batch(cap);
   CUpti_Activity* rec = nullptr;
   while (st.api.next_record(buffer, valid, &rec) == CUPTI_SUCCESS) {
     if (rec->kind != CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL && rec->kind != CUPTI_ACTIVITY_KIND_KERNEL) continue;
@@ -236,7 +240,8 @@ void consume(State& st, uint8_t* buffer, size_t valid) {
       cap.add_vendor_drops(1);
       continue;
     }
-    cap.push(to_launch_record(f, st.names.id(cap, k->name)));
+    const std::uint32_t symbol = st.names.id(cap, k->name);
+    batch.next() = to_launch_record(f, symbol);
   }
 }
 
