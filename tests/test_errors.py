@@ -13,6 +13,8 @@ import builtins
 import importlib
 import inspect
 import pkgutil
+import subprocess
+import sys
 import warnings
 from pathlib import Path
 
@@ -108,6 +110,30 @@ def test_unclear_error_the_core_errors_are_rooted():
     # Raised by the compiled code itself, the error is caught by the root.
     with pytest.raises(FingravError, match="gpu_metrics"):
         _core.parse_gpu_metrics(b"\x00" * 4)
+
+
+def test_unclear_error_the_core_errors_are_rooted_as_created():
+    # Imported alone (nothing of the package's Python run after it), the core's classes already have the
+    # root among their own bases: it is part of how they are made, not a later patch of __bases__.
+    code = (
+        "import sys, fingrav_native._core as c\n"
+        "root = sys.modules['fingrav_native._errors'].FingravError\n"
+        "for n in ('SamplerError', 'LibraryNotFoundError', 'SymbolNotFoundError', 'DeviceUnavailableError',"
+        " 'GpuMetricsFormatError'):\n"
+        "    print(n, [b.__name__ for b in getattr(c, n).__bases__], getattr(c, n).__bases__[1] is root)\n"
+    )
+    src = Path(_core.__file__).resolve().parents[1]
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                         env={"PYTHONPATH": str(src), "PATH": "/usr/bin:/bin"}, check=True).stdout.split("\n")
+    assert out[:5] == [
+        "SamplerError ['RuntimeError', 'FingravError'] True",
+        "LibraryNotFoundError ['RuntimeError', 'FingravError'] True",
+        "SymbolNotFoundError ['RuntimeError', 'FingravError'] True",
+        "DeviceUnavailableError ['RuntimeError', 'FingravError'] True",
+        "GpuMetricsFormatError ['ValueError', 'FingravError'] True",
+    ]
+    # The root module itself patches nothing: it imports nothing compiled.
+    assert "__bases__" not in (PACKAGE_DIR / "_errors.py").read_text()
 
 
 def test_unclear_error_the_root_is_exported_and_keeps_the_standard_bases():

@@ -49,6 +49,7 @@ TOP_LEVEL = {
     "ProfileFormatError", "CaptureFormatError", "TraceFormatError", "CampaignFormatError",
     "CampaignMismatchError", "CampaignLockedError", "NoLogsInExecutionsError", "LibraryNotFoundError",
     "SymbolNotFoundError", "DeviceUnavailableError", "SamplerError",
+    "LaunchFormatError", "CommandNotRunnableError",
     "SensorResolutionWarning", "PhaseSteeringWarning", "ClockStepWarning", "UnknownSensorWindowWarning",
     "EnergyClosureWarning",
     "FingravError", "FingravWarning",

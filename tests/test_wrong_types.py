@@ -729,6 +729,8 @@ def _entries() -> list[Entry]:
               {"markers": READ, "tick_ns": TICK}),
         Entry("clocks.summarize_read_latency", clocks.summarize_read_latency, lambda: {"brackets": F.brackets},
               {"brackets": Arg("ints")}),
+        Entry("clocks.record_clock_error", clocks.record_clock_error,
+              lambda: {"brackets": F.brackets, "clock": "CLOCK_BOOTTIME"}, {"brackets": Arg("ints"), "clock": S}),
         Entry("clocks.timeline_of", clocks.timeline_of, lambda: {"records": [F.record], "caps": F.caps},
               {"records": ANY, "caps": obj(fg.Capabilities)}),
         Entry("clocks.SkewedClock", clocks.SkewedClock, lambda: {"offset_ns": 0, "skew_ppm": 1.0},
@@ -1001,7 +1003,7 @@ EXCLUDED = {
         "TimelineFit", "WholeRunView", "NodeView", "SteadyCheck", "CounterLogs", "PeriodEstimate",
         "SensorSemantics", "StepFit", "CollectiveTime", "Parameter", "RunResult", "PhaseSteerer", "Agreement",
         "LocalAgreement", "ThreadAgreement", "TorchAgreement", "EnergyClosure", "CapturedCounter", "ConcurrentEnergy",
-        "LaunchLog")},
+        "LaunchLog", "RecordClockError")},
     # Typing names: protocols and literal aliases, not called.
     **{n: "a typing protocol or alias" for n in (
         "Backend", "HostClock", "ClockMapLike", "AmdChannel", "AmdClock", "AmdKernelSpec", "AmdPrefer", "KernelSpec",

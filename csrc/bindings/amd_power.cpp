@@ -51,7 +51,7 @@ py::dict gpu_metrics_dict(const amd::GpuMetrics& g) {
 
 void register_amd_power(py::module_& m) {
   // A ValueError: the bytes are wrong, not the machine.
-  py::register_exception<amd::GpuMetricsFormatError>(m, "GpuMetricsFormatError", PyExc_ValueError);
+  py::register_exception<amd::GpuMetricsFormatError>(m, "GpuMetricsFormatError", rooted_bases(PyExc_ValueError));
   m.attr("AMD_ENERGY_UNIT_UJ") = amd::kEnergyUnitUj;
   m.attr("AMD_FIRMWARE_TICK_NS") = amd::kFirmwareTickNs;
   m.attr("AMD_DRIVER_CACHE_INTERVAL_NS") = amd::kDriverCacheIntervalNs;

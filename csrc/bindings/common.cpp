@@ -70,13 +70,24 @@ std::int64_t int_arg(const py::handle& v, const char* name, std::int64_t lo, std
   return static_cast<std::int64_t>(x);
 }
 
+py::object rooted_bases(PyObject* standard_base) {
+  // The package's error root lives in Python (fingrav_native/_errors.py, which
+  // imports nothing compiled), so one `except FingravError` also catches what
+  // the core raises. PyErr_NewException takes a tuple of bases; importing the
+  // root here, at module init, makes the relation hold from the first moment
+  // the class exists.
+  const py::object root = py::module_::import("fingrav_native._errors").attr("FingravError");
+  return py::make_tuple(py::handle(standard_base), root);
+}
+
 void register_errors(py::module_& m) {
-  py::register_exception<SamplerFailure>(m, "SamplerError", PyExc_RuntimeError);
+  const py::object runtime = rooted_bases(PyExc_RuntimeError);
+  py::register_exception<SamplerFailure>(m, "SamplerError", runtime);
   // A missing vendor library or device: the message names the library, the
   // paths tried and what to install (see dynlib.hpp).
-  py::register_exception<LibraryNotFound>(m, "LibraryNotFoundError", PyExc_RuntimeError);
-  py::register_exception<SymbolNotFound>(m, "SymbolNotFoundError", PyExc_RuntimeError);
-  py::register_exception<DeviceUnavailable>(m, "DeviceUnavailableError", PyExc_RuntimeError);
+  py::register_exception<LibraryNotFound>(m, "LibraryNotFoundError", runtime);
+  py::register_exception<SymbolNotFound>(m, "SymbolNotFoundError", runtime);
+  py::register_exception<DeviceUnavailable>(m, "DeviceUnavailableError", runtime);
 }
 
 }  // namespace fingrav::bindings

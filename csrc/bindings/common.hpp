@@ -40,6 +40,10 @@ py::dtype make_dtype(std::initializer_list<std::tuple<const char*, const char*, 
 // SAMPLE_DTYPE: what the Sampler drains and SimDevice.observed_samples returns.
 py::dtype sample_dtype();
 
+// (standard_base, fingrav_native.FingravError): the bases of a compiled error
+// class, so it is caught both as the standard error and by the package's root.
+py::object rooted_bases(PyObject* standard_base);
+
 // Hands a heap array of T to numpy; the capsule deletes it with the array.
 template <typename T>
 py::array owning_array(const py::dtype& dt, std::unique_ptr<T[]> data, std::size_t n) {

@@ -25,4 +25,5 @@ PYBIND11_MODULE(_core, m) {
   register_nvml(m);
   register_cuda(m);
   register_kineto(m);
+  register_launch(m);
 }

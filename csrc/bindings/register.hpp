@@ -20,5 +20,6 @@ void register_amd_runtime(py::module_& m);  // amd_runtime.cpp: KFD clock, HIP, 
 void register_nvml(py::module_& m);         // nvml.cpp: NVML power
 void register_cuda(py::module_& m);         // cuda.cpp: CUDA driver, %globaltimer probe
 void register_kineto(py::module_& m);       // kineto.cpp: the streaming Kineto trace reader
+void register_launch(py::module_& m);       // launch.cpp: launch record clock brackets, journal CRC-32
 
 }  // namespace fingrav::bindings

@@ -54,6 +54,7 @@ if TYPE_CHECKING:
     from fingrav_native._outputs import OutputFolderMissingError, OutputNotWritableError, OutputPathError
     from fingrav_native._version import __version__
     from fingrav_native.app._characterize import characterize
+    from fingrav_native.app._child import CommandNotRunnableError
     from fingrav_native.app._open import open_device
     from fingrav_native.app._profile import profile
     from fingrav_native.app._recorder import record
@@ -64,6 +65,7 @@ if TYPE_CHECKING:
     from fingrav_native.files._capture import CaptureFormatError
     from fingrav_native.files._io import RecordingFormatError, load, save
     from fingrav_native.files._journal import RecoveredCaptureWarning
+    from fingrav_native.files._launches import LaunchFormatError
     from fingrav_native.files._power_logs import PowerLogFormatError
     from fingrav_native.files._profiles import ProfileFormatError
     from fingrav_native.files._trace import export_trace
@@ -91,7 +93,7 @@ _WHERE = {
     "__version__": "fingrav_native._version",  # read from the installed metadata (importlib.metadata: tens of ms)
     "DeviceUnavailableError": "fingrav_native._core",
     "GpuMetricsFormatError": "fingrav_native._core",
-    # The root: loading it gives the compiled core's errors the root as well (fingrav_native/_errors.py).
+    # The root (the compiled core imports it to create its errors under it: fingrav_native/_errors.py).
     "FingravError": "fingrav_native._errors",
     "FingravWarning": "fingrav_native._errors",
     "OutputFolderMissingError": "fingrav_native._outputs",
@@ -123,6 +125,8 @@ _WHERE = {
     "TraceProfile": "fingrav_native.insitu._results",
     "KernelTrace": "fingrav_native.insitu._trace",
     "TraceFormatError": "fingrav_native.insitu._trace",
+    "LaunchFormatError": "fingrav_native.files._launches",
+    "CommandNotRunnableError": "fingrav_native.app._child",
     "TraceFileNotFoundError": "fingrav_native.insitu._trace",
     "ClockMismatchWarning": "fingrav_native.insitu._align",
     "LogQualityWarning": "fingrav_native.method._stitched",
@@ -167,6 +171,7 @@ __all__ = [
     "SymbolNotFoundError", "DeviceUnavailableError", "SamplerError",
     "RecordingFormatError", "PowerLogFormatError", "TraceFileNotFoundError", "GpuMetricsFormatError",
     "OutputPathError", "OutputFolderMissingError", "OutputNotWritableError",
+    "LaunchFormatError", "CommandNotRunnableError",
     # warnings
     "FingravWarning",
     "SensorResolutionWarning", "PhaseSteeringWarning", "ClockStepWarning", "UnknownSensorWindowWarning",

@@ -13,6 +13,8 @@ import numpy as np
 import numpy.typing as npt
 import typing_extensions
 
+from fingrav_native._errors import FingravError
+
 # ---------------------------------------------------------------- constants
 
 SAMPLE_DTYPE: np.dtype[np.void]
@@ -52,16 +54,16 @@ class _Pybind11Type(type):
     class bound with ``py::class_``: declared so the stub says what the runtime
     has (stubtest checks that a metaclass is present)."""
 
-class LibraryNotFoundError(RuntimeError):
+class LibraryNotFoundError(RuntimeError, FingravError):
     """A vendor library could not be loaded: the message lists every path tried and what to install."""
 
-class SymbolNotFoundError(RuntimeError):
+class SymbolNotFoundError(RuntimeError, FingravError):
     """A vendor library lacks a function fingrav needs (too old)."""
 
-class DeviceUnavailableError(RuntimeError):
+class DeviceUnavailableError(RuntimeError, FingravError):
     """The library loaded but the device is absent or not accessible."""
 
-class SamplerError(RuntimeError):
+class SamplerError(RuntimeError, FingravError):
     """The sampler thread failed; raised by ``Sampler.stop()`` and the with-block exit."""
 
 # ---------------------------------------------------------------- host clock
@@ -591,7 +593,7 @@ class HipTimestampSource(TimestampSource):
 
 # ---------------------------------------------------------------- AMD power (gpu_metrics, hwmon)
 
-class GpuMetricsFormatError(ValueError):
+class GpuMetricsFormatError(ValueError, FingravError):
     """A gpu_metrics table of an unknown revision or size, or bytes that disagree with its header."""
 
 AMD_ENERGY_UNIT_UJ: float
@@ -822,3 +824,13 @@ class GlobaltimerSource(TimestampSource):
     def measure_steps(self, n: SupportsIndex) -> npt.NDArray[np.uint64]: ...
     @property
     def device(self) -> int: ...
+
+# ---------------------------------------------------------------- native launch capture
+
+def launch_clock_brackets(clock: str, n: SupportsIndex) -> npt.NDArray[np.int64]:
+    """n bracketed reads of a launch record clock ('CLOCK_BOOTTIME': rocprofiler-sdk's, 'CLOCK_REALTIME':
+    CUPTI's) as the launch capture takes them at each flush: (n, 3) int64 (CLOCK_MONOTONIC_RAW before,
+    the clock, CLOCK_MONOTONIC_RAW after), ns. ValueError naming clock or n (in [1, 2^24])."""
+
+def journal_crc32(data: bytes, crc: SupportsIndex = 0) -> int:
+    """The CRC-32 the launch journal frames each record with, continuing from crc: zlib.crc32(data, crc)."""

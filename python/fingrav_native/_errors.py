@@ -7,9 +7,9 @@ warnings only. Each class also keeps its standard base (``class TraceFormatError
 FingravError)``), so code that catches ``ValueError`` or ``RuntimeError`` goes on catching it.
 
 The compiled core's errors (``SamplerError``, ``LibraryNotFoundError``, ``SymbolNotFoundError``,
-``DeviceUnavailableError``, ``GpuMetricsFormatError``) are made by pybind11 with one standard base
-each; they are given the root here, when this module loads. That is before any code can hold
-:class:`FingravError` to catch with or test against, so the relation holds wherever it can be observed.
+``DeviceUnavailableError``, ``GpuMetricsFormatError``) are created with two bases, their standard one
+and :class:`FingravError`, which the core imports from this module when it initialises; so this module
+must import nothing compiled.
 """
 
 from __future__ import annotations
@@ -23,18 +23,3 @@ class FingravError(Exception):
 
 class FingravWarning(UserWarning):
     """The root of every warning fingrav-native issues: filter this class to act on all of them at once."""
-
-
-def _root_the_core_errors() -> None:
-    # pybind11's register_exception takes a single base, so the core's classes are made without the root;
-    # they are ordinary heap types, whose bases may be extended while their layout (BaseException's) holds.
-    from fingrav_native import _core
-
-    for name in ("SamplerError", "LibraryNotFoundError", "SymbolNotFoundError", "DeviceUnavailableError",
-                 "GpuMetricsFormatError"):
-        cls = getattr(_core, name)
-        if not issubclass(cls, FingravError):
-            setattr(cls, "__bases__", (*cls.__bases__, FingravError))
-
-
-_root_the_core_errors()

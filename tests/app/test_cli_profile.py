@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 
+import numpy as np
 import pytest
 
 from fingrav_native.app import CampaignProgress, TerminalProgress, as_reporter
@@ -279,3 +280,33 @@ def test_a_workload_function_annotated_to_return_something_else_is_never_called(
     import mywork_annotated
 
     assert mywork_annotated.CALLS == []
+
+
+def test_unclear_sync_reports_the_launch_record_clocks(capsys):
+    from fingrav_native.app._sync import sync_report
+    from fingrav_native.backends import SimBackend
+
+    calls = [0]
+
+    def synthetic(clock: str, n: int) -> np.ndarray:
+        # Width 200 ns; offset 7 us (BOOTTIME), or 1.7e18 ns with a 1 us step between bursts (REALTIME).
+        calls[0] += 1
+        before = 1_000_000_000 * calls[0] + 1_000 * np.arange(n, dtype=np.int64)
+        base = 7_000 if clock == "CLOCK_BOOTTIME" else 1_700_000_000_000_000_000 + 1_000 * (calls[0] // 2 % 2)
+        return np.stack([before, before + 100 + base, before + 200], axis=1)
+
+    report = sync_report(SimBackend(seed=1), seconds=0.2, burst=4, interval_s=0.1, read_record_clock=synthetic)
+    text = report.format()
+    assert "launch record clocks against CLOCK_MONOTONIC_RAW" in text
+    boot, real = report.record_clocks
+    assert boot.clock == "CLOCK_BOOTTIME" and boot.width_p50_ns == 200 and boot.offset_spread_ns == 0
+    assert real.offset_spread_ns == 1_000 and real.offset_ns > 1.6e18
+    assert "CLOCK_BOOTTIME: 12 reads" in text and "spread 1000 ns" in text
+    # The command's report, with the native reads, has both lines and their JSON.
+    assert cli.main(["sync", "--seconds", "0.2"]) == cli.EXIT_OK
+    out = capsys.readouterr().out
+    assert "    CLOCK_BOOTTIME: " in out and "    CLOCK_REALTIME: " in out and "bracket width min" in out
+    assert cli.main(["sync", "--seconds", "0.2", "--json"]) == cli.EXIT_OK
+    doc = json.loads(capsys.readouterr().out)
+    assert [r["clock"] for r in doc["record_clocks"]] == ["CLOCK_BOOTTIME", "CLOCK_REALTIME"]
+    assert doc["record_clocks"][0]["width_min_ns"] >= 0

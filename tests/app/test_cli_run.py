@@ -380,3 +380,17 @@ def test_silently_wrong_run_of_the_training_step_on_seeds_0_to_4_against_the_gol
     long_ = ~np.isin(rows["kernel"], ["mb-2k-gemv", "mb-8k-gemv"])
     assert np.all(np.abs(rows["error"][long_]) <= 0.03), rows[long_]
     assert np.mean(rows["covered"]) >= 0.95, rows[~rows["covered"]]
+
+
+def test_unclear_run_says_the_launch_clock_bracket_width_and_offset_spread(loop, tmp_path, capsys) -> None:
+    folder = write_run_folder(str(tmp_path / "clock"), loop)
+    log = read_launches(os.path.join(folder, "launches"))
+    _cli_run.report_launches(log, os.path.join(folder, "launches"))
+    err = capsys.readouterr().err
+    b = np.asarray(log.brackets, dtype=np.int64)
+    width = b[:, 2] - b[:, 0]
+    offset = (b[:, 1] - b[:, 0]) - width / 2
+    assert (f"launch clock CLOCK_BOOTTIME against the sampler's CLOCK_MONOTONIC_RAW: {len(b)} bracketed reads"
+            in err)
+    assert f"width median {np.median(width):.0f} ns (max {width.max():.0f} ns)" in err
+    assert f"offset spread {np.ptp(offset):.0f} ns" in err

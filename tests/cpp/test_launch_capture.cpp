@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "check.hpp"
+#include "fingrav/launch/crc32.hpp"
 #include "fingrav/launch/launch_capture.hpp"
 #include "launch_journal.hpp"
 
@@ -251,6 +252,29 @@ void write_fixture() {
   cap->close();
 }
 
+// The journal's CRC-32 against its definition (the bitwise shift register of
+// launch_journal.hpp): every length 0..300 at every start offset 0..7 (the
+// slice-by-8 main loop, its tail and unaligned loads), the standard check
+// value, and continuation across any split.
+void crc32_matches_the_definition() {
+  std::uint64_t x = 0x9E3779B97F4A7C15ull;
+  std::string buf(310, '\0');
+  for (auto& c : buf) {
+    x ^= x << 13; x ^= x >> 7; x ^= x << 17;
+    c = static_cast<char>(x);
+  }
+  for (std::size_t off = 0; off < 8; ++off) {
+    for (std::size_t n = 0; n <= 300; ++n) {
+      const std::string piece = buf.substr(off, n);
+      CHECK_EQ(fingrav::launch::crc32(buf.data() + off, n), launch_test::crc32_bitwise(piece));
+      const std::size_t cut = n / 3;
+      CHECK_EQ(fingrav::launch::crc32(buf.data() + off + cut, n - cut, fingrav::launch::crc32(buf.data() + off, cut)),
+               launch_test::crc32_bitwise(piece));
+    }
+  }
+  CHECK_EQ(fingrav::launch::crc32("123456789", 9), 0xCBF43926u);  // zlib.crc32(b"123456789")
+}
+
 }  // namespace
 
 int main() {
@@ -261,5 +285,7 @@ int main() {
                                                        {"cut_short_keeps_whole_records", cut_short_keeps_whole_records},
                                                        {"bad_options_are_named", bad_options_are_named},
                                                        {"write_fixture", write_fixture},
+                                                       {"crc32_matches_the_definition",
+                                                        crc32_matches_the_definition},
                                                    });
 }

@@ -15,12 +15,14 @@
 // ROCm and stays passive there.
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <iterator>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -168,12 +170,23 @@ std::uint32_t symbol_of(Tool* tool, std::uint64_t kernel_id) {
   return id;
 }
 
+// Records are ringed in batches of this many (one producer-lock acquisition each).
+constexpr std::size_t kPushBatch = 256;
+
 void on_buffer(rocp::ContextId, rocp::BufferId, rocp::RecordHeader** headers, std::size_t n, void* data,
                std::uint64_t drop_count) {
   auto* tool = static_cast<Tool*>(data);
   if (drop_count > 0) tool->capture->add_vendor_drops(drop_count);
-  std::uint64_t last_kernel = UINT64_MAX;
-  std::uint32_t last_symbol = 0;
+  // Per-buffer caches: an application alternates among a few kernels on a few
+  // agents, so the symbol table's mutex and both hash lookups are paid once
+  // per kernel or agent per buffer, not once per record.
+  constexpr std::size_t kCache = 64;
+  std::uint64_t cached_kernel[kCache];
+  std::uint32_t cached_symbol[kCache];
+  std::fill(std::begin(cached_kernel), std::end(cached_kernel), UINT64_MAX);
+  std::uint64_t last_agent = UINT64_MAX;
+  std::int32_t last_device = -1;
+  fingrav::launch::PushBatch<kPushBatch> batch(*tool->capture);
   for (std::size_t i = 0; i < n; ++i) {
     const rocp::RecordHeader* h = headers[i];
     if (h == nullptr || h->category != rocp::kBufferCategoryTracing ||
@@ -192,18 +205,24 @@ void on_buffer(rocp::ContextId, rocp::BufferId, rocp::RecordHeader** headers, st
       continue;
     }
     const std::uint64_t kernel_id = r->dispatch_info.kernel_id;
-    if (kernel_id != last_kernel) {
-      last_symbol = symbol_of(tool, kernel_id);
-      last_kernel = kernel_id;
+    const std::size_t slot = (kernel_id ^ (kernel_id >> 17)) % kCache;
+    if (cached_kernel[slot] != kernel_id) {
+      cached_symbol[slot] = symbol_of(tool, kernel_id);
+      cached_kernel[slot] = kernel_id;
     }
-    LaunchRecord rec{};
+    if (r->dispatch_info.agent_id.handle != last_agent) {
+      last_agent = r->dispatch_info.agent_id.handle;
+      const auto it = tool->ordinals.find(last_agent);
+      last_device = it != tool->ordinals.end() ? it->second : -1;
+    }
+    LaunchRecord& rec = batch.next();
+    rec = LaunchRecord{};
     rec.start_ns = static_cast<std::int64_t>(r->start_timestamp);
     rec.end_ns = static_cast<std::int64_t>(r->end_timestamp);
     rec.correlation_id = r->correlation_internal;
     rec.queue = r->dispatch_info.queue_id.handle;
-    rec.symbol = last_symbol;
-    const auto it = tool->ordinals.find(r->dispatch_info.agent_id.handle);
-    rec.device = it != tool->ordinals.end() ? it->second : -1;
+    rec.symbol = cached_symbol[slot];
+    rec.device = last_device;
     const auto& g = r->dispatch_info.grid_size;
     const auto& b = r->dispatch_info.workgroup_size;
     rec.grid[0] = g.x;
@@ -212,7 +231,6 @@ void on_buffer(rocp::ContextId, rocp::BufferId, rocp::RecordHeader** headers, st
     rec.block[0] = b.x;
     rec.block[1] = b.y;
     rec.block[2] = b.z;
-    (void)tool->capture->push(rec);  // a refusal is counted by the capture
   }
 }
 

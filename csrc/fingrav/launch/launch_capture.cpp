@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <array>
@@ -15,42 +16,25 @@
 #include <system_error>
 
 #include "fingrav/host_clock.hpp"
+#include "fingrav/launch/crc32.hpp"
 
 namespace fingrav::launch {
 namespace {
-
-// CRC-32 (IEEE 802.3, reflected, polynomial 0xEDB88320): the checksum
-// Python's zlib.crc32 computes, which the journal reader checks. Table-driven
-// here so the tool libraries link no zlib into an application.
-struct Crc32Table {
-  std::array<std::uint32_t, 256> t{};
-  constexpr Crc32Table() {
-    for (std::uint32_t i = 0; i < 256; ++i) {
-      std::uint32_t c = i;
-      for (int k = 0; k < 8; ++k) c = (c & 1u) ? (0xEDB88320u ^ (c >> 1)) : (c >> 1);
-      t[i] = c;
-    }
-  }
-};
-constexpr Crc32Table kCrc{};
-
-std::uint32_t crc32(const char* data, std::size_t n) noexcept {
-  std::uint32_t c = 0xFFFFFFFFu;
-  for (std::size_t i = 0; i < n; ++i) {
-    c = kCrc.t[(c ^ static_cast<unsigned char>(data[i])) & 0xFFu] ^ (c >> 8);
-  }
-  return c ^ 0xFFFFFFFFu;
-}
 
 template <typename T>
 void put_le(std::string& out, T v) {
   for (std::size_t i = 0; i < sizeof(T); ++i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xFF));
 }
 
-void frame(std::string& out, const char tag[4], const std::string& payload) {
+// A record's 16-byte frame (tag, payload length, the payload's CRC-32).
+void frame_header(std::string& out, const char tag[4], std::uint64_t length, std::uint32_t crc) {
   out.append(tag, 4);
-  put_le<std::uint64_t>(out, payload.size());
-  put_le<std::uint32_t>(out, crc32(payload.data(), payload.size()));
+  put_le<std::uint64_t>(out, length);
+  put_le<std::uint32_t>(out, crc);
+}
+
+void frame(std::string& out, const char tag[4], const std::string& payload) {
+  frame_header(out, tag, payload.size(), crc32(payload.data(), payload.size()));
   out += payload;
 }
 
@@ -139,17 +123,27 @@ std::string errno_text(int err) { return std::error_code(err, std::generic_categ
 
 }  // namespace
 
+int record_clock_id(std::string_view name) noexcept {
+  if (name == "CLOCK_BOOTTIME") return CLOCK_BOOTTIME;
+  if (name == "CLOCK_REALTIME") return CLOCK_REALTIME;
+  return -1;
+}
+
+void read_clock_brackets(int clock_id, std::int64_t* rows, std::size_t n) noexcept {
+  for (std::size_t i = 0; i < n; ++i) {
+    rows[3 * i] = host_now_ns();
+    rows[3 * i + 1] = read_clock(clock_id);
+    rows[3 * i + 2] = host_now_ns();
+  }
+}
+
 std::unique_ptr<LaunchCapture> LaunchCapture::open(const CaptureOptions& options) {
   if (options.path.empty()) throw std::invalid_argument("path: empty; name the launch journal to create");
   if (options.vendor != "rocm" && options.vendor != "cuda") {
     throw std::invalid_argument("vendor='" + options.vendor + "': must be 'rocm' or 'cuda'");
   }
-  int clock_id = 0;
-  if (options.record_clock == "CLOCK_BOOTTIME") {
-    clock_id = CLOCK_BOOTTIME;
-  } else if (options.record_clock == "CLOCK_REALTIME") {
-    clock_id = CLOCK_REALTIME;
-  } else {
+  const int clock_id = record_clock_id(options.record_clock);
+  if (clock_id < 0) {
     throw std::invalid_argument("record_clock='" + options.record_clock +
                                 "': must be 'CLOCK_BOOTTIME' or 'CLOCK_REALTIME'");
   }
@@ -262,6 +256,21 @@ bool LaunchCapture::push(const LaunchRecord& record) noexcept {
   return ok;
 }
 
+std::size_t LaunchCapture::push_batch(const LaunchRecord* records, std::size_t n) noexcept {
+  if (n == 0) return 0;
+  while (push_lock_.test_and_set(std::memory_order_acquire)) cpu_relax();
+  std::size_t ok = 0;
+  if (!closing_.load(std::memory_order_relaxed)) {
+    while (ok < n && ring_.try_push(records[ok])) ++ok;
+  }
+  push_lock_.clear(std::memory_order_release);
+  if (ok < n) dropped_.fetch_add(n - ok, std::memory_order_relaxed);
+  if ((ok < n || ring_.size_approx() >= options_.capacity / 2) && !kicked_.exchange(true, std::memory_order_acq_rel)) {
+    wake_.notify_one();  // as in push(): drain now, not at the next period
+  }
+  return ok;
+}
+
 void LaunchCapture::note(std::string_view key, std::string_view text) {
   std::lock_guard<std::mutex> lock(table_mutex_);
   pending_notes_.emplace_back(std::string(key), std::string(text));
@@ -277,13 +286,20 @@ std::string LaunchCapture::write_error() const {
 }
 
 void LaunchCapture::append(const std::string& bytes, bool sync) {
+  iovec one{const_cast<char*>(bytes.data()), bytes.size()};
+  append(&one, 1, sync);
+}
+
+void LaunchCapture::append(iovec* parts, int count, bool sync) {
   {
     std::lock_guard<std::mutex> lock(error_mutex_);
     if (!write_error_.empty()) return;
   }
-  std::size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t n = ::write(fd_, bytes.data() + done, bytes.size() - done);
+  // One writev(2) a drain, so the records travel from the batch to the page
+  // cache without being copied into a buffer first; a short write (a signal,
+  // a full disk) resumes where it stopped.
+  while (count > 0) {
+    const ssize_t n = ::writev(fd_, parts, count);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
       const int err = n < 0 ? errno : EIO;
@@ -291,7 +307,16 @@ void LaunchCapture::append(const std::string& bytes, bool sync) {
       write_error_ = errno_text(err);
       return;
     }
-    done += static_cast<std::size_t>(n);
+    auto left = static_cast<std::size_t>(n);
+    while (count > 0 && left >= parts->iov_len) {
+      left -= parts->iov_len;
+      ++parts;
+      --count;
+    }
+    if (count > 0) {
+      parts->iov_base = static_cast<char*>(parts->iov_base) + left;
+      parts->iov_len -= left;
+    }
   }
   const std::int64_t now = host_now_ns();
   // The page cache already outlives a killed process; fsync bounds what a power cut loses.
@@ -347,30 +372,32 @@ void LaunchCapture::drain(bool final_drain) {
     json += "}";
     frame(out, "NOTE", json);
   }
+  // The records are written from the batch itself (the middle part of the
+  // writev); their CRC continues the .npy header's.
+  const char* records = reinterpret_cast<const char*>(batch_.data());
+  const std::size_t record_bytes = n * sizeof(LaunchRecord);
   if (n > 0) {
-    std::string npy = npy_header(kLaunchDescr, "(" + std::to_string(n) + ",)");
-    npy.append(reinterpret_cast<const char*>(batch_.data()), n * sizeof(LaunchRecord));
-    frame(out, "LNCH", npy);
+    const std::string npy = npy_header(kLaunchDescr, "(" + std::to_string(n) + ",)");
+    frame_header(out, "LNCH", npy.size() + record_bytes, crc32(records, record_bytes, crc32(npy.data(), npy.size())));
+    out += npy;
   }
+  std::string tail;
   // A burst of brackets: (raw before, record clock, raw after), back to back.
   const std::size_t nb = options_.brackets_per_flush;
   std::vector<std::int64_t> rows(3 * nb);
-  for (std::size_t i = 0; i < nb; ++i) {
-    rows[3 * i] = host_now_ns();
-    rows[3 * i + 1] = read_clock(clock_id_);
-    rows[3 * i + 2] = host_now_ns();
-  }
+  read_clock_brackets(clock_id_, rows.data(), nb);
   std::string npy = npy_header("'<i8'", "(" + std::to_string(nb) + ", 3)");
   npy.append(reinterpret_cast<const char*>(rows.data()), rows.size() * sizeof(std::int64_t));
-  frame(out, clock_id_ == CLOCK_BOOTTIME ? "BRBT" : "BRRT", npy);
+  frame(tail, clock_id_ == CLOCK_BOOTTIME ? "BRBT" : "BRRT", npy);
   const std::uint64_t written = written_.load(std::memory_order_relaxed) + n;
   written_.store(written, std::memory_order_relaxed);
   const std::string stat = "{\"records\": " + std::to_string(written) +
                            ", \"dropped\": " + std::to_string(dropped_.load(std::memory_order_relaxed)) +
                            ", \"vendor_dropped\": " + std::to_string(vendor_dropped_.load(std::memory_order_relaxed)) +
                            ", \"closed\": " + (final_drain ? "true" : "false") + "}";
-  frame(out, "STAT", stat);
-  append(out, final_drain);
+  frame(tail, "STAT", stat);
+  iovec parts[3] = {{out.data(), out.size()}, {const_cast<char*>(records), record_bytes}, {tail.data(), tail.size()}};
+  append(parts, 3, final_drain);
 }
 
 void LaunchCapture::close() noexcept {

@@ -16,9 +16,11 @@
 //   BRBT / BRRT  .npy int64 (n, 3): (raw_before, record clock, raw_after)
 //   NOTE  JSON {"key", "text"}
 //   STAT  JSON {"records", "dropped", "vendor_dropped", "closed"}   after each drain; the last wins
-// Each drain is one write(2) to a file opened O_APPEND, so a killed process
+// Each drain is one writev(2) to a file opened O_APPEND, so a killed process
 // keeps every drain that returned; fsync at most once a second and at close.
 #pragma once
+
+#include <sys/uio.h>
 
 #include <atomic>
 #include <condition_variable>
@@ -43,6 +45,15 @@ inline constexpr char kJournalMagic[8] = {'F', 'G', 'J', 'R', 'N', 'L', '1', '\n
 // The largest ring a capture accepts (records): 2^26 x 72 bytes is 4.5 GiB.
 inline constexpr std::size_t kMaxCapacity = std::size_t{1} << 26;
 
+// The clock_gettime id of a record clock named as CaptureOptions::record_clock
+// ("CLOCK_BOOTTIME", "CLOCK_REALTIME"); -1 for any other name.
+int record_clock_id(std::string_view name) noexcept;
+
+// n bracketed reads, back to back, into rows[3i..3i+2]: (CLOCK_MONOTONIC_RAW
+// before, clock_id, CLOCK_MONOTONIC_RAW after). What each drain writes as its
+// BRBT/BRRT record, and what `fingrav sync` measures the record clocks with.
+void read_clock_brackets(int clock_id, std::int64_t* rows, std::size_t n) noexcept;
+
 struct CaptureOptions {
   std::string path;                          // the journal to create (O_EXCL: never written over)
   std::string vendor;                        // "rocm" or "cuda"
@@ -53,6 +64,31 @@ struct CaptureOptions {
   std::string tool_version;
   std::string runtime_version;               // the vendor runtime's, when known (empty: left out)
   std::size_t brackets_per_flush = 8;        // clock brackets taken at each drain, in [1, 1024]
+};
+
+class LaunchCapture;
+
+// Records gathered on the producer's stack and ringed N at a time through
+// LaunchCapture::push_batch; what is gathered is ringed at the latest when the
+// batch goes out of scope (an exception included), so nothing is lost uncounted.
+template <std::size_t N>
+class PushBatch {
+ public:
+  explicit PushBatch(LaunchCapture& capture) noexcept : capture_(capture) {}
+  PushBatch(const PushBatch&) = delete;
+  PushBatch& operator=(const PushBatch&) = delete;
+  ~PushBatch() { flush(); }
+  // The next record to fill; ringed on the call after the batch fills.
+  LaunchRecord& next() noexcept {
+    if (queued_ == N) flush();
+    return records_[queued_++];
+  }
+  inline void flush() noexcept;
+
+ private:
+  LaunchCapture& capture_;
+  std::size_t queued_ = 0;
+  LaunchRecord records_[N];
 };
 
 class LaunchCapture {
@@ -85,6 +121,12 @@ class LaunchCapture {
   // full ring (or a closed capture) counts a drop and returns false.
   bool push(const LaunchRecord& record) noexcept;
 
+  // push() for n records at once, under one acquisition of the producer lock
+  // and one fill check (a vendor hands its records over in buffers of
+  // thousands). Those that find the ring full are counted as drops; returns
+  // how many were ringed.
+  std::size_t push_batch(const LaunchRecord* records, std::size_t n) noexcept;
+
   // A note for the reader, e.g. key "subscriber_conflict"; thread-safe.
   void note(std::string_view key, std::string_view text);
 
@@ -107,6 +149,7 @@ class LaunchCapture {
   void writer_loop();
   void drain(bool final_drain);
   void append(const std::string& bytes, bool sync);
+  void append(iovec* parts, int count, bool sync);
 
   const CaptureOptions options_;
   const int clock_id_;
@@ -141,5 +184,11 @@ class LaunchCapture {
   mutable std::mutex error_mutex_;
   std::string write_error_;
 };
+
+template <std::size_t N>
+void PushBatch<N>::flush() noexcept {
+  (void)capture_.push_batch(records_, queued_);  // a refusal is counted by the capture
+  queued_ = 0;
+}
 
 }  // namespace fingrav::launch

@@ -267,6 +267,15 @@ def report_launches(log: Any, launches: str) -> None:
     say("run", f"{len(log.records)} kernel executions of {len(set(log.names))} kernel name(s) recorded by the "
                f"{log.vendor} tool in {processes} process(es), stamped on {log.clock}, beside the power in "
                f"{os.path.join(os.path.dirname(launches), 'power.npz')}")
+    if len(log.brackets):
+        from fingrav_native.clocks._record_clocks import record_clock_error
+
+        e = record_clock_error(log.brackets, log.clock)
+        # The record clock is placed on the sampler's through these brackets: their width bounds each
+        # placement, their offset spread is what a constant offset misses (NTP slew, a wall-clock step).
+        say("run", f"launch clock {log.clock} against the sampler's CLOCK_MONOTONIC_RAW: {e.reads} bracketed reads "
+                   f"over {e.span_ns / 1e9:.2f} s, width median {e.width_p50_ns:.0f} ns (max {e.width_max_ns:.0f} "
+                   f"ns), offset spread {e.offset_spread_ns:.0f} ns")
     dropped, vendor_dropped = int(log.dropped), int(log.vendor_dropped)
     if dropped:
         heads: tuple[dict[str, Any], ...] = tuple(getattr(log, "heads", ())) or ({},)

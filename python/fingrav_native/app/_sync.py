@@ -8,6 +8,11 @@ reads span long enough, the piecewise one that follows a wandering skew,
 and says how far apart the two are at the end. On the simulated device the
 truth is known, so the report also gives the map's actual error and how
 often the reported bound covers it.
+
+Beside the device clock, the same bursts read the launch capture's record clocks
+(``CLOCK_BOOTTIME``, rocprofiler-sdk's; ``CLOCK_REALTIME``, CUPTI's) between two reads of the
+sampler's ``CLOCK_MONOTONIC_RAW``, exactly as the native tools do at each flush, and report each
+one's bracket width and offset stability (:func:`fingrav_native.clocks.record_clock_error`).
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 
@@ -24,6 +29,7 @@ from fingrav_native.backends._base import Backend, can_advance
 from fingrav_native.clocks._latency import ReadLatency, summarize_read_latency
 from fingrav_native.clocks._maps import ClockMap, PiecewiseClockMap
 from fingrav_native.clocks._piecewise import fit_piecewise_clock_map
+from fingrav_native.clocks._record_clocks import RecordClockError, record_clock_error
 from fingrav_native.clocks._twosided import fit_clock_map
 
 
@@ -57,6 +63,8 @@ class SyncReport:
         Simulated device only: ``median_error_ns``, ``max_error_ns`` of the
         linear map at every read against the device's true clock, and
         ``covered`` (share of reads whose true error is within the bound).
+    record_clocks : tuple of RecordClockError
+        The launch record clocks against ``CLOCK_MONOTONIC_RAW``, one per clock read.
     """
 
     backend: str
@@ -69,6 +77,7 @@ class SyncReport:
     bound_end_ns: float
     piecewise_gap_ns: float
     truth: Optional[dict[str, float]]
+    record_clocks: tuple[RecordClockError, ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
         """Plain values for JSON (the reads themselves left out)."""
@@ -82,6 +91,7 @@ class SyncReport:
             "bound_end_ns": self.bound_end_ns,
             "piecewise_gap_ns": None if math.isnan(self.piecewise_gap_ns) else self.piecewise_gap_ns,
             "truth": self.truth,
+            "record_clocks": [r.as_dict() for r in self.record_clocks],
         }
 
     def format(self) -> str:
@@ -109,7 +119,17 @@ class SyncReport:
         # 1 ppm of skew is 1 us of error per second of campaign.
         drift_us_per_s = abs(m.skew_ppm)
         lines.append(f"  a single offset without skew would drift {drift_us_per_s:.2f} us per second of campaign")
+        if self.record_clocks:
+            lines.append("  launch record clocks against CLOCK_MONOTONIC_RAW (the sampler's), read as the launch "
+                         "capture reads them:")
+            lines.extend(f"    {r.format()}" for r in self.record_clocks)
         return "\n".join(lines)
+
+
+def _native_record_clock(clock: str, n: int) -> np.ndarray:
+    from fingrav_native import _core
+
+    return np.asarray(_core.launch_clock_brackets(clock, n), dtype=np.int64)
 
 
 def sync_report(
@@ -119,6 +139,8 @@ def sync_report(
     burst: int = 32,
     interval_s: float = 0.1,
     sleep: Callable[[float], None] = time.sleep,
+    record_clocks: Sequence[str] = ("CLOCK_BOOTTIME", "CLOCK_REALTIME"),
+    read_record_clock: Optional[Callable[[str, int], Any]] = None,
 ) -> SyncReport:
     """Measure a backend's device-clock sync over ``seconds`` (paper Section IV-A).
 
@@ -135,6 +157,11 @@ def sync_report(
         Time between bursts (> 0).
     sleep : callable
         How to wait on a real-time backend (tests pass a fake).
+    record_clocks : sequence of str
+        Launch record clocks to bracket against ``CLOCK_MONOTONIC_RAW`` in each burst (empty: none).
+    read_record_clock : callable or None
+        ``(clock, n) -> (n, 3) int64`` brackets; None: the native capture's own reads
+        (``_core.launch_clock_brackets``). Tests pass synthetic ones.
 
     Returns
     -------
@@ -150,12 +177,23 @@ def sync_report(
                          f"{type(backend).__name__}")
     if not callable(sleep):
         raise ValueError(f"sleep={short_repr(sleep)}: must be a callable taking seconds")
+    clocks = tuple(record_clocks)
+    for c in clocks:
+        if c not in ("CLOCK_BOOTTIME", "CLOCK_REALTIME"):
+            raise ValueError(f"record_clocks: {short_repr(c)} is not a launch record clock; "
+                             "use 'CLOCK_BOOTTIME' or 'CLOCK_REALTIME'")
+    if read_record_clock is not None and not callable(read_record_clock):
+        raise ValueError(f"read_record_clock={short_repr(read_record_clock)}: must be a callable (clock, n)")
+    reader = read_record_clock if read_record_clock is not None else _native_record_clock
     caps = backend.capabilities
     bursts = max(2, int(seconds / interval_s) + 1)
+    record_chunks: dict[str, list[np.ndarray]] = {c: [] for c in clocks}
     advance = backend.advance_to if caps.virtual_time and can_advance(backend) else None
     chunks = []
     for i in range(bursts):
         chunks.append(np.asarray(backend.read_clocks(burst), dtype=np.int64))
+        for c in clocks:
+            record_chunks[c].append(np.asarray(reader(c, burst), dtype=np.int64))
         if i + 1 < bursts:
             if advance is not None:
                 advance(int(chunks[-1][-1, 2] + interval_s * 1e9))
@@ -185,6 +223,7 @@ def sync_report(
         bound = np.asarray(linear.error_bound_at(mapped), dtype=np.float64)
         truth = {"median_error_ns": float(np.median(err)), "max_error_ns": float(err.max()),
                  "covered": float(np.mean(err <= bound))}
+    record = tuple(record_clock_error(np.concatenate(record_chunks[c]), c) for c in clocks)
     return SyncReport(backend=caps.name, device=caps.device, tick_ns=tick, brackets=brackets,
                       latency=summarize_read_latency(brackets), linear=linear, piecewise=piecewise,
-                      bound_end_ns=bound_end, piecewise_gap_ns=gap, truth=truth)
+                      bound_end_ns=bound_end, piecewise_gap_ns=gap, truth=truth, record_clocks=record)

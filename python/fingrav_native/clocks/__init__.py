@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     )
     from fingrav_native.clocks._onesided import fit_one_sided_clock_map
     from fingrav_native.clocks._piecewise import fit_piecewise_clock_map
+    from fingrav_native.clocks._record_clocks import RecordClockError, record_clock_error
     from fingrav_native.clocks._runs import (
         Timeline,
         executions_from_markers,
@@ -63,6 +64,7 @@ _WHERE = {
     "OffsetMethod": "_twosided",
     "PiecewiseClockMap": "_maps",
     "ReadLatency": "_latency",
+    "RecordClockError": "_record_clocks",
     "SkewedClock": "_host",
     "Timeline": "_runs",
     "executions_from_markers": "_runs",
@@ -76,6 +78,7 @@ _WHERE = {
     "host_ns_exact": "_maps",
     "host_relative": "_maps",
     "nominal_durations": "_runs",
+    "record_clock_error": "_record_clocks",
     "summarize_read_latency": "_latency",
     "timeline_of": "_runs",
 }
