@@ -202,9 +202,8 @@ def test_data_loss_shared_device_never_written_over_and_idle_until_attached(tmp_
 
 
 def test_unclear_app_path_names_where_it_looked(monkeypatch, tmp_path):
-    from fingrav_native.sim import _shared
-
     from fingrav_native import _tools
+    from fingrav_native.sim import _shared
 
     # The finder looks beside the package (the module that finds installed files) and on sys.path.
     monkeypatch.setattr(_tools, "__file__", str(tmp_path / "_tools.py"))
