@@ -2,12 +2,28 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
 
 from fingrav_native._core import SAMPLE_DTYPE
 from fingrav_native.files import PowerCapture
+from fingrav_native.sensors import SensorModel
+from fingrav_native.sim._analytic_loop import LoggedLoop, logged_loop
+
+
+@functools.lru_cache(maxsize=32)
+def shared_loop(sensor: SensorModel, seed: int, iterations: int) -> LoggedLoop:
+    """``logged_loop(sensor, seed=seed, iterations=iterations)``, built once per test process for every test that asks.
+
+    The same loop is the case of several tests (parametrised over what they do to it); its logs and executions are
+    read-only, so a test that changes them works on its own copy (``loop.samples.copy()``) and none sees another's.
+    """
+    loop = logged_loop(sensor, seed=seed, iterations=iterations)
+    for a in (loop.samples, loop.executions, loop.trace.executions):
+        a.setflags(write=False)
+    return loop
 
 
 def host_stamped_capture(loop: Any) -> PowerCapture:

@@ -14,7 +14,7 @@ import pytest
 from fingrav_native import profile_trace, sensors
 from fingrav_native.insitu import ClockMismatchWarning, align_logs_to_trace
 from fingrav_native.sim._analytic import Identity
-from fingrav_native.sim._analytic_loop import logged_loop
+from sim_captures import shared_loop
 
 
 def _lagged_power(t: np.ndarray, a: np.ndarray, b: np.ndarray, level: np.ndarray, base_w: float,
@@ -62,7 +62,7 @@ def test_profile_trace_finds_and_applies_a_known_clock_offset_of_the_simulated_l
     # quarters and one symmetric lag fit only roughly: the offset comes back biased by a few us (2.4 here;
     # 1-5 us over seeds, which a fit of quarters alone would state with an interval that does not cover it).
     sensor = sensors.sensor_preset("instant-1ms")
-    loop = logged_loop(sensor, seed=3, iterations=400)
+    loop = shared_loop(sensor, 3, 400)
     tp = profile_trace(loop.trace, loop.samples, _LateMap(30_400.0), sensor=sensor)
     al = tp.alignment
     assert al is not None and tp.alignment_applied and not al.at_edge
@@ -111,7 +111,7 @@ def test_logs_that_do_not_place_themselves_are_not_aligned() -> None:
     # belong to another run or clock), the aligner took the profile's chance minimum for an offset. Its
     # interval then reaches the search range's edge: at_edge, not applied, and the printout says so.
     sensor = sensors.sensor_preset("instant-1ms")
-    loop = logged_loop(sensor, seed=3, iterations=400)
+    loop = shared_loop(sensor, 3, 400)
     flat = loop.samples.copy()
     flat["total"] = 300.0 + np.random.default_rng(4).normal(0.0, 2.0, len(flat))
     with pytest.warns(ClockMismatchWarning, match="kernels explain no more of the power logs' scatter than chance"):
@@ -132,7 +132,7 @@ def test_a_clock_mismatch_beyond_the_maps_bound_is_warned(late_ns: int, words: s
     # iteration of the periodic loop, by 2 ms) gave per-kernel energies 54-89 % off in a table with no
     # warning: the measured offset was only printed as "not applied" under an exact (bracketed) map.
     sensor = sensors.sensor_preset("instant-1ms")
-    loop = logged_loop(sensor, seed=3, iterations=1024)
+    loop = shared_loop(sensor, 3, 1024)
     late = loop.samples.copy()
     late["source_ts"] += late_ns
     with pytest.warns(ClockMismatchWarning, match="clock mismatch: the") as got:
@@ -147,7 +147,7 @@ def test_an_exact_map_and_a_small_offset_are_not_a_mismatch() -> None:
     # The same loop on an exact map (the aligner reports +1.4 us, interval 0.5 to 1.5 us) and logs late by
     # 1 us: within the aligner's resolution (MISMATCH_SLACK_NS), no warning (pytest turns one into an error).
     sensor = sensors.sensor_preset("instant-1ms")
-    loop = logged_loop(sensor, seed=3, iterations=1024)
+    loop = shared_loop(sensor, 3, 1024)
     for late_ns in (0, 1_000):
         late = loop.samples.copy()
         late["source_ts"] += late_ns

@@ -18,6 +18,7 @@ from fingrav_native.insitu._align_windows import measure_window_offset
 from fingrav_native.sensors import SensorModel
 from fingrav_native.sim._analytic import Identity
 from fingrav_native.sim._analytic_loop import logged_loop
+from sim_captures import shared_loop
 
 AVG_1MS = sensor_preset("amd-1ms-average")
 AVG_5MS = SensorModel("avg-5ms", "window", period_ns=1e6, window_ns=5e6)
@@ -38,7 +39,7 @@ def _measured(loop, sensor: SensorModel, late_ns: float):
 def test_the_offset_through_windows_is_found_within_the_slack(sensor: SensorModel, seed: int) -> None:
     # Each mismatch comes back to within the measurement's slack (the exact logs' own bias, -14 to -25 us,
     # is the busy share's blindness to the power's shape and relaxation), its interval inside the slack too.
-    loop = logged_loop(sensor, seed=seed, iterations=512)
+    loop = shared_loop(sensor, seed, 512)
     for late_ns in (0.0, 1e6, 5e6, 50e6):
         al, why = _measured(loop, sensor, late_ns)
         assert not why and al is not None and al.explained and not al.at_edge
@@ -55,7 +56,7 @@ def test_the_offset_through_windows_is_found_within_the_slack(sensor: SensorMode
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_exact_logs_of_an_averaging_sensor_are_not_a_mismatch(sensor: SensorModel, seed: int) -> None:
     # Exact clocks: the offset is measured and reported, never applied, and nothing is warned.
-    loop = logged_loop(sensor, seed=seed, iterations=512)
+    loop = shared_loop(sensor, seed, 512)
     tp = profile_trace(loop.trace, loop.samples, Identity(), sensor=sensor, attribution="instant")
     assert tp.alignment is not None and tp.alignment.window_ns > 0 and not tp.alignment_applied
     assert not any("clock mismatch" in w or "offset unchecked" in w for w in tp.warnings)
@@ -67,7 +68,7 @@ def test_exact_logs_of_an_averaging_sensor_are_not_a_mismatch(sensor: SensorMode
 def test_a_clock_mismatch_under_an_averaging_sensor_is_warned(sensor: SensorModel, late_ns: int) -> None:
     # "a clock mismatch beyond the map's bound never yields an unwarned table", for averaging
     # sensors too (the measurement was skipped for them: an exit-0 table, energies 100-550 % off).
-    loop = logged_loop(sensor, seed=3, iterations=512)
+    loop = shared_loop(sensor, 3, 512)
     late = loop.samples.copy()
     late["source_ts"] += late_ns
     with pytest.warns(ClockMismatchWarning, match="measured through their .* ms responses") as got:

@@ -52,3 +52,26 @@ def test_cost_bounded_solve_meets_its_optimality_conditions_without_bvls(seed: i
     L = np.linalg.cholesky(M)
     ref = real(L.T, np.linalg.solve(L, b), bounds=(lower, np.inf), method="bvls").x
     assert np.abs(x - ref).max() <= 1e-6 * np.abs(ref).max()
+
+
+@pytest.mark.parametrize("folds", [np.arange(23) % 5, np.array([0, 0, 1, 2, 1, 0, 2, 2, 1, 0, 1])],
+                         ids=["dealt-in-turn", "uneven"])
+def test_cost_resampled_fold_sums_are_each_folds_own_blocks_exactly(folds: np.ndarray) -> None:
+    # The bootstrap's per-fold normal equations, read through strided views where a fold's blocks are evenly
+    # spaced, are the weighted sums over that fold's blocks alone: equal to the bit to the sums taken over a copy
+    # of those blocks (the choice on every resample depends on them), and refused blocks of other folds add nothing.
+    rng = np.random.default_rng(4)
+    n_blocks, P, n_folds = len(folds), 6, int(folds.max()) + 1
+    X = rng.standard_normal((n_blocks, 9, P))
+    G = np.einsum("kip,kiq->kpq", X, X)
+    B = rng.standard_normal((n_blocks, P, 2))
+    st = _engine._Stats(G, B, rng.random((n_blocks, 2)), np.full(n_blocks, 9), np.full(P, 9))
+    wts = rng.multinomial(n_blocks, np.full(n_blocks, 1.0 / n_blocks), size=7).astype(np.float64)
+    ((Gf, Bf, yyf, present),) = _engine._boot_fold_stats([st], wts, folds, n_folds)
+    for f in range(n_folds):
+        blk = np.flatnonzero(folds == f)
+        assert np.array_equal(Gf[:, f], (wts[:, blk] @ G[blk].reshape(len(blk), -1)).reshape(-1, P, P))
+        assert np.array_equal(Bf[:, f], wts[:, blk] @ B[blk, :, 0])
+        assert np.array_equal(yyf[:, f], wts[:, blk] @ st.yy[blk, 0])
+        assert np.array_equal(present[:, f], wts[:, blk].any(axis=1))
+        np.testing.assert_allclose(Gf[:, f], np.einsum("rk,kpq->rpq", wts[:, blk], G[blk]), rtol=1e-12)

@@ -920,6 +920,16 @@ def _boot_choice(variants: Sequence[_Variant], fold_stats: Callable[[int], _Fold
     return _Choice(best[1], float(lams[best[1]][best[2]]), best[0])
 
 
+def _as_slice(idx: np.ndarray) -> slice | np.ndarray:
+    """Sorted indices as the slice that picks them where they are evenly spaced; else the indices themselves."""
+    if len(idx) == 0:
+        return idx
+    step = int(idx[1] - idx[0]) if len(idx) > 1 else 1
+    if step > 0 and np.array_equal(idx, idx[0] + step * np.arange(len(idx))):
+        return slice(int(idx[0]), int(idx[-1]) + 1, step)
+    return idx
+
+
 def _boot_fold_stats(stats: Sequence[_Stats], wts: np.ndarray, folds: np.ndarray,
                      n_folds: int) -> list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
     """Per design, every resample's (rows of ``wts``) per-fold ``G``, ``b`` of channel 0, ``yy`` and presence.
@@ -931,15 +941,19 @@ def _boot_fold_stats(stats: Sequence[_Stats], wts: np.ndarray, folds: np.ndarray
     """
     k, n_blocks = wts.shape
     present = np.stack([wts[:, folds == f].any(axis=1) for f in range(n_folds)], axis=1)
+    fold_blocks = [np.flatnonzero(folds == f) for f in range(n_folds)]
+    fold_views = [_as_slice(blk) for blk in fold_blocks]
     out = []
     for st in stats:
         P = st.G.shape[1]
         G = np.empty((k, n_folds, P, P))
         B = np.empty((k, n_folds, P))
         yy = np.empty((k, n_folds))
-        for f in range(n_folds):
-            blk = folds == f
-            G[:, f] = (wts[:, blk] @ st.G[blk].reshape(-1, P * P)).reshape(k, P, P)
+        for f, blk in enumerate(fold_blocks):
+            # A fold's normal matrices as a strided view where its blocks are evenly spaced (the folds deal the
+            # blocks out in turn), not a copy per batch: the product packs the same rows in the same order, so
+            # the sums are the same to the bit (the vectors below are copied: a strided one is summed otherwise).
+            G[:, f] = (wts[:, blk] @ st.G[fold_views[f]].reshape(-1, P * P)).reshape(k, P, P)
             B[:, f] = wts[:, blk] @ st.B[blk, :, 0]
             yy[:, f] = wts[:, blk] @ st.yy[blk, 0]
         out.append((G, B, yy, present))
