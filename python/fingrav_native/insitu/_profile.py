@@ -17,7 +17,7 @@ import logging
 import math
 import os
 import warnings
-from typing import Any, Literal, Optional, Sequence, Union
+from typing import Any, Literal, Mapping, Optional, Sequence, Union
 
 import numpy as np
 from scipy import stats
@@ -458,8 +458,9 @@ def _joint(samples: np.ndarray, t: np.ndarray, kt: KernelTrace, model: SensorMod
                        durations_ns=[profiles[c].duration_ns for c in fitted] + rare_d + span_d,
                        max_power_w=max_power_w, overlay_ns=overlay)
     out = list(profiles)
-    gap_after = {ch: [g[np.isfinite(g)][-1] if np.isfinite(g).any() else math.nan for g in fit.gap_w[ch]]
-                 for ch in channels}
+    gap_after: dict[str, list[float]] = {
+        ch: [float(g[np.isfinite(g)][-1]) if np.isfinite(g).any() else math.nan for g in fit.gap_w[ch]]
+        for ch in channels}
     _joint_notes(fit, [str(rows[c][0]) for c in fitted] + [str(kt.signatures["name"][sid]) for sid, _ in rare]
                  + ["the spans of concurrent compute kernels"] * len(span_d), notes)
     _span_class(fit, len(kept_ids) if with_spans else None, found)
@@ -480,8 +481,8 @@ def _joint(samples: np.ndarray, t: np.ndarray, kt: KernelTrace, model: SensorMod
     return found.profiles
 
 
-def _joint_class_profile(fit: TimelineFit, j: int, ep: ExecutionProfile, channels: list[str],
-                         gap_after: dict[str, list[float]], kept: np.ndarray, kt: KernelTrace, bins: int,
+def _joint_class_profile(fit: TimelineFit, j: int, ep: ExecutionProfile, channels: Sequence[str],
+                         gap_after: Mapping[str, Sequence[float]], kept: np.ndarray, kt: KernelTrace, bins: int,
                          model: SensorModel) -> ExecutionProfile:
     """Class ``j`` of the joint fit as the signature's profile: its curves, energy and bands (the engine's)."""
     chans = tuple(DeconvolvedChannel(
