@@ -992,14 +992,7 @@ SimPowerSource::SimPowerSource(std::shared_ptr<SimDevice> device, std::uint32_t 
 PollResult SimPowerSource::poll(Reading* out, std::size_t max) {
   const std::size_t want = std::min<std::size_t>(depth_, max);
   const std::size_t n = dev_->published_logs(host_now_ns(), buf_.data(), want);
-  for (std::size_t i = 0; i < n; ++i) {
-    const LogRecord& r = buf_[i];
-    out[i].source_ts = r.logger_ticks;
-    out[i].source_seq = r.seq;
-    for (int c = 0; c < 4; ++c) out[i].power_w[c] = r.power_w[c];
-    out[i].flags = 0;
-    out[i].window_ns = r.window_ns;
-  }
+  for (std::size_t i = 0; i < n; ++i) to_reading(buf_[i], out[i]);
   return {n, PollStatus::kOk};
 }
 

@@ -197,6 +197,15 @@ struct LogRecord {
   std::uint32_t window_ns;
 };
 
+// A published log as the sampler reads it (both simulated power sources, in process and shared).
+inline void to_reading(const LogRecord& r, Reading& out) noexcept {
+  out.source_ts = r.logger_ticks;
+  out.source_seq = r.seq;
+  for (int c = 0; c < 4; ++c) out.power_w[c] = r.power_w[c];
+  out.flags = 0;
+  out.window_ns = r.window_ns;
+}
+
 struct FirmwareRecord {
   std::int64_t t_ns;
   double power_avg_w;  // what the loop measured over its last window

@@ -262,14 +262,7 @@ SharedSimPowerSource::SharedSimPowerSource(std::shared_ptr<SharedSimDevice> devi
 PollResult SharedSimPowerSource::poll(Reading* out, std::size_t max) {
   const std::size_t want = std::min<std::size_t>(depth_, max);
   const std::size_t n = dev_->newest(buf_.data(), want);
-  for (std::size_t i = 0; i < n; ++i) {
-    const LogRecord& r = buf_[i];
-    out[i].source_ts = r.logger_ticks;
-    out[i].source_seq = r.seq;
-    for (int c = 0; c < 4; ++c) out[i].power_w[c] = r.power_w[c];
-    out[i].flags = 0;
-    out[i].window_ns = r.window_ns;
-  }
+  for (std::size_t i = 0; i < n; ++i) to_reading(buf_[i], out[i]);
   return {n, PollStatus::kOk};
 }
 
