@@ -8,6 +8,7 @@ from typing import Any, Mapping, Optional, Union
 from fingrav_native._checks import file_path
 from fingrav_native.clocks._maps import ClockMapLike
 from fingrav_native.files._capture import PowerCapture, load_capture
+from fingrav_native.files._launches import LaunchLog
 from fingrav_native.files._power_logs import read_power_log
 from fingrav_native.files._rocprof import read_trace
 from fingrav_native.files._run_folder import is_run_folder, launch_capture, load_run_folder
@@ -48,12 +49,7 @@ def load_power(path: Union[str, "os.PathLike[str]"], *, device: Optional[int] = 
     return read_power_log(path, device=device, sensor=sensor, **dict(power_log or {}))
 
 
-def _is_launch_log(value: Any) -> bool:
-    """A LaunchLog (``fingrav_native.files.read_launches``), told by what it has: records to turn into a trace."""
-    return callable(getattr(value, "to_trace", None)) and hasattr(value, "brackets") and hasattr(value, "clock")
-
-
-def profile_trace(trace: Union[str, "os.PathLike[str]", KernelTrace, Any], samples: Any = None,
+def profile_trace(trace: Union[str, "os.PathLike[str]", KernelTrace, LaunchLog], samples: Any = None,
                   logger_map: Optional[ClockMapLike] = None, *, power_log: Optional[Mapping[str, Any]] = None,
                   **options: Any) -> TraceProfile:
     """Per-kernel power and energy of a running application, from its kernels and the power logs taken beside it.
@@ -112,7 +108,7 @@ def profile_trace(trace: Union[str, "os.PathLike[str]", KernelTrace, Any], sampl
     if isinstance(trace, (str, os.PathLike)) and is_run_folder(trace):
         launches, capture = load_run_folder(trace)
         return _launch_profile(launches, capture if samples is None else samples, logger_map, options)
-    if _is_launch_log(trace):
+    if isinstance(trace, LaunchLog):
         return _launch_profile(trace, samples, logger_map, options)
     if samples is None:
         raise ValueError("samples: required (the power logs or PowerCapture taken beside the trace); only a "
@@ -121,7 +117,7 @@ def profile_trace(trace: Union[str, "os.PathLike[str]", KernelTrace, Any], sampl
     return _attribute(kt, samples, logger_map, **options)
 
 
-def _launch_profile(launches: Any, samples: Any, logger_map: Optional[ClockMapLike],
+def _launch_profile(launches: LaunchLog, samples: Any, logger_map: Optional[ClockMapLike],
                     options: dict[str, Any]) -> TraceProfile:
     """Attribute the logs to native launch records, the capture mapped through the records' own brackets."""
     if samples is None:
