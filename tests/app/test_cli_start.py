@@ -72,6 +72,10 @@ def test_traceback_window_import_fingrav_native_imports_none_of_its_modules():
     assert "fingrav_native.records._layouts" in loaded and "fingrav_native.method" not in loaded
 
 
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _main_in_subprocess(start: str) -> subprocess.CompletedProcess[str]:
     """``fingrav profile --resume x`` whose start (the parser's build) runs ``start`` instead."""
     script = textwrap.dedent("""
@@ -85,7 +89,10 @@ def _main_in_subprocess(start: str) -> subprocess.CompletedProcess[str]:
         sys.argv = ["fingrav", "profile", "--resume", "x"]
         raise SystemExit(_cli.main())
     """).replace("{start}", textwrap.indent(textwrap.dedent(start), "    "))
-    return subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=_env(), timeout=60)
+    # The child starts with Ctrl-C at its default disposition whatever this process inherited (a test run started
+    # in the background of a shell ignores SIGINT, and Python then installs no KeyboardInterrupt handler).
+    return subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=_env(), timeout=60,
+                          preexec_fn=_default_sigint)
 
 
 def test_silently_wrong_exit_code_ctrl_c_inside_exec_during_start_is_130_not_a_signal_death():
