@@ -306,14 +306,22 @@ def _run_power(t: np.ndarray, starts: np.ndarray, ends: np.ndarray, levels: np.n
                idle: float, tau: float, gap_w: Optional[float], gap_tau: float, drift: float) -> np.ndarray:
     p = np.full_like(t, idle)
     end_w = shape(np.ones(len(dips)), dips) + levels
-    for i, (s, e) in enumerate(zip(starts, ends)):
-        m = (t >= s) & (t < e)
-        p[m] = shape((t[m] - s) / (e - s), dips[i]) + levels[i]
-        if i + 1 < len(starts):
-            g = (t >= e) & (t < starts[i + 1])
-            # None: the method's assumption, the gap holds the end of the execution; else the
-            # compute units go idle and power falls toward gap_w until the next launch.
-            p[g] = end_w[i] if gap_w is None else relax(t[g] - e, end_w[i], gap_w, gap_tau)
+    n = len(starts)
+    # Each instant's execution is the last one started at or before it (the executions of a run follow each
+    # other); inside it the kernel's curve, after it until the next start the gap, after the last the cooling.
+    i = np.searchsorted(starts, t, side="right") - 1
+    j = np.clip(i, 0, n - 1)
+    s, e = starts[j], ends[j]
+    inside = (i >= 0) & (t < e)
+    k = j[inside]
+    p[inside] = shape((t[inside] - s[inside]) / (e[inside] - s[inside]), dips[k]) + levels[k]
+    gap = (i >= 0) & (i + 1 < n) & (t >= e)
+    # None: the method's assumption, the gap holds the end of the execution; else the compute units go idle
+    # and power falls toward gap_w until the next launch.
+    if gap_w is None:
+        p[gap] = end_w[j[gap]]
+    else:
+        p[gap] = relax(t[gap] - e[gap], end_w[j[gap]], gap_w, gap_tau)
     m = t >= ends[-1]
     p[m] = idle + (end_w[-1] - idle) * np.exp(-(t[m] - ends[-1]) / tau)
     if drift:
