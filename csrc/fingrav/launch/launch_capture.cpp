@@ -248,9 +248,12 @@ bool LaunchCapture::push(const LaunchRecord& record) noexcept {
   push_lock_.clear(std::memory_order_release);
   if (!ok) {
     dropped_.fetch_add(1, std::memory_order_relaxed);
-  } else if (armed_.load(std::memory_order_relaxed) && armed_.exchange(false, std::memory_order_acq_rel)) {
+    return false;
+  }
+  if (armed_.load(std::memory_order_relaxed) && armed_.exchange(false, std::memory_order_acq_rel)) {
     wake_.notify_one();  // the writer sleeps its idle period: the first record wakes it
-  } else if (ring_.size_approx() >= options_.capacity / 2 && !kicked_.exchange(true, std::memory_order_acq_rel)) {
+  }
+  if (ring_.size_approx() >= options_.capacity / 2 && !kicked_.exchange(true, std::memory_order_acq_rel)) {
     // Half full: drain now rather than at the next period (a vendor hands over
     // its buffer in bursts of thousands). notify_one never blocks; a wake-up
     // lost to the race with the writer's wait costs at most one period.
