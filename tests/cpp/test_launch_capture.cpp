@@ -8,9 +8,11 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <stdexcept>
 #include <string>
 #include <system_error>
@@ -18,6 +20,7 @@
 #include <vector>
 
 #include "check.hpp"
+#include "fingrav/host_clock.hpp"
 #include "fingrav/launch/crc32.hpp"
 #include "fingrav/launch/launch_capture.hpp"
 #include "launch_journal.hpp"
@@ -275,6 +278,52 @@ void crc32_matches_the_definition() {
   CHECK_EQ(fingrav::launch::crc32("123456789", 9), 0xCBF43926u);  // zlib.crc32(b"123456789")
 }
 
+
+// An idle capture (nothing pushed) writes nothing between drains: each write
+// is an inode update in the file system's journal, the fixed per-second cost
+// of a capture beside an application that launches little. Its clock
+// brackets are kept in memory and written with the next drain; a record
+// pushed to the idle writer wakes it and is written within a flush period.
+void idle_capture_writes_nothing_and_keeps_its_brackets() {
+  const std::string path = temp_dir() + "/idle.journal";
+  auto cap = LaunchCapture::open(options(path));  // a 5 ms flush period
+  const std::uint32_t id = cap->intern("k");
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));  // the name's drain
+  struct stat before{};
+  CHECK_EQ(::stat(path.c_str(), &before), 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // 40 flush periods with nothing to write
+  struct stat after{};
+  CHECK_EQ(::stat(path.c_str(), &after), 0);
+  CHECK_MSG(after.st_size == before.st_size,
+            "an idle capture wrote " << (after.st_size - before.st_size) << " bytes in 40 flush periods");
+  const std::int64_t pushed_ns = fingrav::host_now_ns();
+  CHECK(cap->push(record_of(0, id)));
+  // Written well before the idle period ends (one flush period, plus a busy host's scheduling).
+  const auto t0 = std::chrono::steady_clock::now();
+  struct stat written{};
+  while (std::chrono::steady_clock::now() - t0 < std::chrono::milliseconds(900)) {
+    CHECK_EQ(::stat(path.c_str(), &written), 0);
+    if (written.st_size > after.st_size) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  CHECK_MSG(written.st_size > after.st_size, "a record pushed to an idle capture was not written within 0.9 s");
+  cap->close();
+  const auto j = launch_test::read_journal(path);
+  CHECK_EQ(j.records.size(), 1u);
+  // The brackets taken while idle reached the file: some were read before the push.
+  std::size_t before_push = 0;
+  for (const auto& fr : j.frames) {
+    if (fr.tag != "BRBT") continue;
+    const std::size_t off = launch_test::npy_data_offset(fr.payload);
+    for (std::size_t at = off; at + 24 <= fr.payload.size(); at += 24) {
+      std::int64_t raw_before = 0;
+      std::memcpy(&raw_before, fr.payload.data() + at, 8);
+      if (raw_before < pushed_ns) ++before_push;
+    }
+  }
+  CHECK_MSG(before_push >= 8, "only " << before_push << " bracket rows from before the push reached the file");
+}
+
 }  // namespace
 
 int main() {
@@ -287,5 +336,7 @@ int main() {
                                                        {"write_fixture", write_fixture},
                                                        {"crc32_matches_the_definition",
                                                         crc32_matches_the_definition},
+                                                       {"idle_capture_writes_nothing_and_keeps_its_brackets",
+                                                        idle_capture_writes_nothing_and_keeps_its_brackets},
                                                    });
 }

@@ -5,6 +5,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <chrono>
@@ -202,7 +203,7 @@ std::unique_ptr<LaunchCapture> LaunchCapture::open_from_env(std::string_view ven
 
 LaunchCapture::LaunchCapture(const CaptureOptions& options, int fd, int clock_id)
     : options_(options), clock_id_(clock_id), fd_(fd), ring_(options.capacity) {
-  batch_.reserve(options.capacity);
+  batch_.reserve(options.capacity);  // address space only: pages are touched as drains grow the batch
   std::string head;
   head.append(kJournalMagic, sizeof kJournalMagic);
   std::string json = "{\"format\": \"fingrav-launches\", \"version\": 1, \"vendor\": ";
@@ -247,7 +248,12 @@ bool LaunchCapture::push(const LaunchRecord& record) noexcept {
   push_lock_.clear(std::memory_order_release);
   if (!ok) {
     dropped_.fetch_add(1, std::memory_order_relaxed);
-  } else if (ring_.size_approx() >= options_.capacity / 2 && !kicked_.exchange(true, std::memory_order_acq_rel)) {
+    return false;
+  }
+  if (armed_.load(std::memory_order_relaxed) && armed_.exchange(false, std::memory_order_acq_rel)) {
+    wake_.notify_one();  // the writer sleeps its idle period: the first record wakes it
+  }
+  if (ring_.size_approx() >= options_.capacity / 2 && !kicked_.exchange(true, std::memory_order_acq_rel)) {
     // Half full: drain now rather than at the next period (a vendor hands over
     // its buffer in bursts of thousands). notify_one never blocks; a wake-up
     // lost to the race with the writer's wait costs at most one period.
@@ -265,6 +271,9 @@ std::size_t LaunchCapture::push_batch(const LaunchRecord* records, std::size_t n
   }
   push_lock_.clear(std::memory_order_release);
   if (ok < n) dropped_.fetch_add(n - ok, std::memory_order_relaxed);
+  if (ok > 0 && armed_.load(std::memory_order_relaxed) && armed_.exchange(false, std::memory_order_acq_rel)) {
+    wake_.notify_one();  // as in push(): the first record wakes an idle writer
+  }
   if ((ok < n || ring_.size_approx() >= options_.capacity / 2) && !kicked_.exchange(true, std::memory_order_acq_rel)) {
     wake_.notify_one();  // as in push(): drain now, not at the next period
   }
@@ -327,23 +336,52 @@ void LaunchCapture::append(iovec* parts, int count, bool sync) {
 }
 
 void LaunchCapture::writer_loop() {
+  // Active: a drain every flush period. Idle (the last drain found nothing to
+  // write): a burst of brackets every idle period, and the first push into
+  // the ring disarms armed_ and wakes the writer, which then drains one flush
+  // period later, as when active. An idle capture so costs a wake-up a second
+  // rather than ten (each one, on a busy host, tens of microseconds of CPU).
+  const auto period = std::chrono::nanoseconds(options_.flush_period_ns);
+  const auto idle_period = std::chrono::nanoseconds(std::max<std::int64_t>(options_.flush_period_ns, kIdlePeriodNs));
   std::unique_lock<std::mutex> lock(wake_mutex_);
+  bool idle = false;
   while (!stop_) {
-    wake_.wait_for(lock, std::chrono::nanoseconds(options_.flush_period_ns),
-                   [this] { return stop_ || kicked_.load(std::memory_order_acquire); });
-    if (stop_) break;
+    if (idle) {
+      armed_.store(true, std::memory_order_seq_cst);
+      // Checked after arming: a push that came before it saw armed_ false.
+      // A wake-up lost to the race with the wait costs at most one idle period.
+      const bool woken = wake_.wait_for(lock, idle_period, [this] {
+        return stop_ || kicked_.load(std::memory_order_acquire) || !armed_.load(std::memory_order_acquire) ||
+               ring_.size_approx() > 0;
+      });
+      armed_.store(false, std::memory_order_relaxed);
+      if (stop_) break;
+      if (woken && !kicked_.load(std::memory_order_acquire)) {
+        idle = false;  // records arrived: drain them one flush period from now, with what follows them
+        continue;
+      }
+    } else {
+      wake_.wait_for(lock, period, [this] { return stop_ || kicked_.load(std::memory_order_acquire); });
+      if (stop_) break;
+    }
     lock.unlock();
     kicked_.store(false, std::memory_order_release);
-    drain(false);
+    idle = !drain(false);
     lock.lock();
   }
 }
 
-void LaunchCapture::drain(bool final_drain) {
+bool LaunchCapture::drain(bool final_drain) {
   // Records first, then the symbols: every name interned before a record was
-  // pushed is in the table by the time that record is popped here.
-  batch_.resize(options_.capacity);
-  const std::size_t n = ring_.pop_into(batch_.data(), batch_.size());
+  // pushed is in the table by the time that record is popped here. The batch
+  // grows to the largest drain seen rather than to the ring's capacity: a
+  // 2^16-slot ring would otherwise cost 4.7 MB of zeroing and page faults in
+  // a capture that never holds more than a few thousand records at a time.
+  // size_approx() is a lower bound on the consumer side, so what arrives
+  // after it is read waits for the next drain.
+  const std::size_t avail = ring_.size_approx();
+  if (batch_.size() < avail) batch_.resize(avail);
+  const std::size_t n = avail > 0 ? ring_.pop_into(batch_.data(), avail) : 0;
   std::vector<std::string> new_names;
   std::size_t first = 0;
   std::vector<std::pair<std::string, std::string>> notes;
@@ -353,6 +391,22 @@ void LaunchCapture::drain(bool final_drain) {
     new_names.assign(names_.begin() + static_cast<std::ptrdiff_t>(first), names_.end());
     names_written_ = names_.size();
     notes.swap(pending_notes_);
+  }
+  // A burst of brackets every period: (raw before, record clock, raw after),
+  // back to back, so the clock fit has their density over the whole capture.
+  const std::size_t nb = options_.brackets_per_flush;
+  const std::size_t held = pending_brackets_.size();
+  pending_brackets_.resize(held + 3 * nb);
+  read_clock_brackets(clock_id_, pending_brackets_.data() + held, nb);
+  const std::uint64_t dropped = dropped_.load(std::memory_order_relaxed);
+  const std::uint64_t vendor_dropped = vendor_dropped_.load(std::memory_order_relaxed);
+  // Nothing arrived and nothing changed: the brackets wait in memory for the
+  // next drain that writes, so an idle period costs no write(2) (each one an
+  // inode update in the file system's journal) and no fsync; a long idle
+  // stretch still writes them every kMaxHeldBracketRows.
+  if (!final_drain && n == 0 && new_names.empty() && notes.empty() && dropped == stat_dropped_ &&
+      vendor_dropped == stat_vendor_dropped_ && pending_brackets_.size() < 3 * kMaxHeldBracketRows) {
+    return false;
   }
   std::string out;
   if (!new_names.empty()) {
@@ -382,22 +436,22 @@ void LaunchCapture::drain(bool final_drain) {
     out += npy;
   }
   std::string tail;
-  // A burst of brackets: (raw before, record clock, raw after), back to back.
-  const std::size_t nb = options_.brackets_per_flush;
-  std::vector<std::int64_t> rows(3 * nb);
-  read_clock_brackets(clock_id_, rows.data(), nb);
-  std::string npy = npy_header("'<i8'", "(" + std::to_string(nb) + ", 3)");
-  npy.append(reinterpret_cast<const char*>(rows.data()), rows.size() * sizeof(std::int64_t));
+  const std::size_t rows = pending_brackets_.size() / 3;
+  std::string npy = npy_header("'<i8'", "(" + std::to_string(rows) + ", 3)");
+  npy.append(reinterpret_cast<const char*>(pending_brackets_.data()), pending_brackets_.size() * sizeof(std::int64_t));
+  pending_brackets_.clear();
   frame(tail, clock_id_ == CLOCK_BOOTTIME ? "BRBT" : "BRRT", npy);
   const std::uint64_t written = written_.load(std::memory_order_relaxed) + n;
   written_.store(written, std::memory_order_relaxed);
-  const std::string stat = "{\"records\": " + std::to_string(written) +
-                           ", \"dropped\": " + std::to_string(dropped_.load(std::memory_order_relaxed)) +
-                           ", \"vendor_dropped\": " + std::to_string(vendor_dropped_.load(std::memory_order_relaxed)) +
+  stat_dropped_ = dropped;
+  stat_vendor_dropped_ = vendor_dropped;
+  const std::string stat = "{\"records\": " + std::to_string(written) + ", \"dropped\": " + std::to_string(dropped) +
+                           ", \"vendor_dropped\": " + std::to_string(vendor_dropped) +
                            ", \"closed\": " + (final_drain ? "true" : "false") + "}";
   frame(tail, "STAT", stat);
   iovec parts[3] = {{out.data(), out.size()}, {const_cast<char*>(records), record_bytes}, {tail.data(), tail.size()}};
   append(parts, 3, final_drain);
+  return true;
 }
 
 void LaunchCapture::close() noexcept {

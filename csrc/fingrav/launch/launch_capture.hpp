@@ -13,10 +13,15 @@
 //         "tool", "tool_version", "runtime_version" (when known), "capacity"}   first
 //   SYMB  JSON {"first": k, "names": [...]}   ids k, k+1, ...; before any LNCH that uses them
 //   LNCH  .npy (1.0) of LaunchRecord (LAUNCH_DTYPE), one per drain
-//   BRBT / BRRT  .npy int64 (n, 3): (raw_before, record clock, raw_after)
+//   BRBT / BRRT  .npy int64 (n, 3): (raw_before, record clock, raw_after), a burst
+//         taken every flush period; a period with nothing to write keeps its
+//         burst in memory for the next write (at the latest kMaxHeldBracketRows on)
 //   NOTE  JSON {"key", "text"}
-//   STAT  JSON {"records", "dropped", "vendor_dropped", "closed"}   after each drain; the last wins
-// Each drain is one writev(2) to a file opened O_APPEND, so a killed process
+//   STAT  JSON {"records", "dropped", "vendor_dropped", "closed"}   after each drain that writes; the last wins
+// A drain writes only when something arrived (records, names, notes, drops)
+// or at close; a writer whose drain found nothing sleeps kIdlePeriodNs (or the
+// flush period, if longer) until a push wakes it, so an idle capture takes a
+// burst of brackets a second rather than every flush period. Each drain is one writev(2) to a file opened O_APPEND, so a killed process
 // keeps every drain that returned; fsync at most once a second and at close.
 #pragma once
 
@@ -42,6 +47,14 @@ namespace fingrav::launch {
 // The first bytes of every journal (python/fingrav_native/_outputs.py's JOURNAL_MAGIC).
 inline constexpr char kJournalMagic[8] = {'F', 'G', 'J', 'R', 'N', 'L', '1', '\n'};
 
+// How often an idle writer (its last drain found nothing) wakes to take its
+// clock brackets, when the flush period is shorter.
+inline constexpr std::int64_t kIdlePeriodNs = 1'000'000'000;
+
+// Bracket rows an idle capture holds in memory before it writes them anyway
+// (at the defaults, 8 every 100 ms: one write every 12.8 s).
+inline constexpr std::size_t kMaxHeldBracketRows = 1024;
+
 // The largest ring a capture accepts (records): 2^26 x 72 bytes is 4.5 GiB.
 inline constexpr std::size_t kMaxCapacity = std::size_t{1} << 26;
 
@@ -59,7 +72,7 @@ struct CaptureOptions {
   std::string vendor;                        // "rocm" or "cuda"
   std::string record_clock = "CLOCK_BOOTTIME";  // or "CLOCK_REALTIME"
   std::size_t capacity = std::size_t{1} << 16;  // ring slots, a power of two in [2, kMaxCapacity]
-  std::int64_t flush_period_ns = 100'000'000;    // writer drains this often; in [1 ms, 10 s]
+  std::int64_t flush_period_ns = 100'000'000;    // writer drains this often while records arrive; in [1 ms, 10 s]
   std::string tool;                          // the tool library's name
   std::string tool_version;
   std::string runtime_version;               // the vendor runtime's, when known (empty: left out)
@@ -147,7 +160,8 @@ class LaunchCapture {
  private:
   LaunchCapture(const CaptureOptions& options, int fd, int clock_id);
   void writer_loop();
-  void drain(bool final_drain);
+  // Writes what arrived; false when there was nothing to write (the brackets kept for later).
+  bool drain(bool final_drain);
   void append(const std::string& bytes, bool sync);
   void append(iovec* parts, int count, bool sync);
 
@@ -162,6 +176,7 @@ class LaunchCapture {
   std::atomic<std::uint64_t> written_{0};
   std::atomic<bool> closing_{false};
   std::atomic<bool> kicked_{false};  // a producer found the ring half full: drain early
+  std::atomic<bool> armed_{false};   // the writer sleeps its idle period: the next push wakes it
   std::atomic<bool> closed_{false};
 
   // Symbols and notes: taken by the writer at each drain.
@@ -180,6 +195,9 @@ class LaunchCapture {
 
   // Writer-only state.
   std::vector<LaunchRecord> batch_;
+  std::vector<std::int64_t> pending_brackets_;  // rows of 3, taken since the last write
+  std::uint64_t stat_dropped_ = 0;              // the counts the last STAT wrote
+  std::uint64_t stat_vendor_dropped_ = 0;
   std::int64_t last_sync_ns_ = 0;
   mutable std::mutex error_mutex_;
   std::string write_error_;
