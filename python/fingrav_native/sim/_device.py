@@ -79,15 +79,14 @@ import numpy as np
 
 from fingrav_native import _core
 from fingrav_native._checks import check_power, finite_array, flag, fraction, integer_in, positive_number, real_number
+from fingrav_native.records._log_layouts import SIM_EXEC_DTYPE, SIM_FIRMWARE_DTYPE, SIM_LOG_DTYPE
 from fingrav_native.sensors._model import SensorModel, as_sensor
 
-EXEC_DTYPE = _core.EXEC_DTYPE
-
-
-LOG_DTYPE = _core.LOG_DTYPE
-
-
-FIRMWARE_DTYPE = _core.FIRMWARE_DTYPE
+#: The simulated device's record layouts, under their old names: aliases of ``records.SIM_EXEC_DTYPE``,
+#: ``records.SIM_LOG_DTYPE`` (a raw device log, not ``method.LOG_DTYPE``) and ``records.SIM_FIRMWARE_DTYPE``.
+EXEC_DTYPE = SIM_EXEC_DTYPE
+LOG_DTYPE = SIM_LOG_DTYPE
+FIRMWARE_DTYPE = SIM_FIRMWARE_DTYPE
 
 
 @dataclass(frozen=True)
