@@ -39,3 +39,14 @@ def test_unclear_distinct_layouts_have_distinct_names_and_the_old_names_are_the_
     assert _analytic.ANALYTIC_LOG_DTYPE is records.ANALYTIC_LOG_DTYPE
     assert sim.COLLECTIVE_TRUTH_DTYPE is records.COLLECTIVE_TRUTH_DTYPE
     assert insitu.KERNEL_SIGNATURE_DTYPE is records.KERNEL_SIGNATURE_DTYPE
+
+
+def test_unclear_the_kernel_description_lives_below_backends_and_sim_under_its_public_names() -> None:
+    # backends/ and sim/ take what a kernel is from records/, not from each other; the names users import
+    # from backends/ are the same objects.
+    from fingrav_native import backends
+
+    assert backends.KernelSpec is records.KernelSpec
+    assert backends.execution_plan is records.execution_plan and backends.wait_for_idle is records.wait_for_idle
+    assert backends.sim_markers is sim.sim_markers
+    assert records.execution_plan([("a", 2), ("b", 3)], 5) == [("a", 2), ("b", 3)]

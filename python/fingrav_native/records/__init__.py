@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from fingrav_native._lazy import attach
 
 if TYPE_CHECKING:
+    from fingrav_native.records._kernels import KernelSpec, execution_plan, wait_for_idle
     from fingrav_native.records._layouts import (
         CHANNELS,
         EXECUTION_DTYPE,
@@ -49,6 +50,9 @@ if TYPE_CHECKING:
 # Each public name -> the private module that defines it. Loaded on first use (PEP 562, as scipy
 # and scikit-image do), so importing one module of this package never imports the rest of it.
 _WHERE = {
+    "KernelSpec": "_kernels",
+    "execution_plan": "_kernels",
+    "wait_for_idle": "_kernels",
     "ANALYTIC_LOG_DTYPE": "_log_layouts",
     "COLLECTIVE_TRUTH_DTYPE": "_log_layouts",
     "COUNTER_LOG_DTYPE": "_log_layouts",

@@ -99,10 +99,9 @@ import numpy as np
 
 from fingrav_native import _core
 from fingrav_native._checks import finite_array, flag, fraction, integer_in, positive_number
-from fingrav_native.backends._base import KernelSpec, execution_plan, wait_for_idle
-from fingrav_native.backends._sim import sim_markers
+from fingrav_native.records._kernels import KernelSpec, execution_plan, wait_for_idle
 from fingrav_native.records._recording import RunRecord
-from fingrav_native.sim._device import RunResult, SimGPU, kernel_presets, parameters
+from fingrav_native.sim._device import RunResult, SimGPU, kernel_presets, parameters, sim_markers
 from fingrav_native.sim._fabric import (
     COLLECTIVE_TRUTH_DTYPE,
     MIN_KERNEL_NS,
