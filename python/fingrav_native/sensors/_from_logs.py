@@ -262,6 +262,19 @@ def _split_check(t: np.ndarray, p: np.ndarray, iv: np.ndarray, scale: float, who
     return a, b, notes
 
 
+def _check_options(name: object, device: object, split_check: object, reference: Any,
+                   scale_ns: Optional[float]) -> bool:
+    """:func:`characterize_logs`'s options, each named when it is wrong; the split check as a bool."""
+    instance_of(name, "name", str, "the sensor's name, a str")
+    instance_of(device, "device", str, "what was measured, a str")
+    if reference is not None and (isinstance(reference, (str, bytes, dict)) or not hasattr(reference, "__len__")
+                                  or len(reference) != 2):
+        raise ValueError(f"reference={short_repr(reference)}: a (t_ns, power_w) pair of arrays")
+    if scale_ns is not None:
+        positive_number(scale_ns, "scale_ns")
+    return flag(split_check, "split_check")
+
+
 def _recording_arrays(recording: Recording, power_w: Any, load: Any, beside_meter: bool
                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """A Recording's log times, total power and load intervals (its executions), for :func:`characterize_logs`."""
@@ -404,16 +417,9 @@ def characterize_logs(
        reader logs them; the sensor's own delay is earlier by
        :data:`READER_DELAY_BIAS` of a poll (measured on synthetic records).
     """
-    instance_of(name, "name", str, "the sensor's name, a str")
-    instance_of(device, "device", str, "what was measured, a str")
-    split_check = flag(split_check, "split_check")
+    split_check = _check_options(name, device, split_check, reference, scale_ns)
     if isinstance(t_ns, Recording):
         t_ns, power_w, load = _recording_arrays(t_ns, power_w, load, reference is not None)
-    if reference is not None and (isinstance(reference, (str, bytes, dict)) or not hasattr(reference, "__len__")
-                                  or len(reference) != 2):
-        raise ValueError(f"reference={short_repr(reference)}: a (t_ns, power_w) pair of arrays")
-    if scale_ns is not None:
-        positive_number(scale_ns, "scale_ns")
     t, p, iv, t_origin = _arrays(t_ns, power_w, load, allow_empty=reference is not None)
     tc, pc = _collapse(t, p)
     if len(tc) < 8:
