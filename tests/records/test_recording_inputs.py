@@ -135,6 +135,8 @@ def test_unclear_characterize_logs_refuses_a_recording_without_what_it_needs() -
         fg.characterize_logs(Recording(samples=no_host, executions=ex))
     with pytest.raises(ValueError, match=r"^power_w: the Recording given as t_ns holds it"):
         fg.characterize_logs(Recording(samples=logs, executions=ex), logs["total"])
+    with pytest.raises(ValueError, match=r"^load: required with an array of times"):
+        fg.characterize_logs(logs["host_ns"], logs["total"])
 
 
 # ------------------------------------------------------------------ profile_trace and the capture

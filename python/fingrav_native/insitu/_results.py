@@ -21,7 +21,7 @@ from fingrav_native.insitu._concurrent import ConcurrentEnergy
 from fingrav_native.insitu._trace import NATIVE_LAUNCH_SOURCE, KernelTrace
 from fingrav_native.method._results import ExecutionProfile
 from fingrav_native.records._log_layouts import ITERATION_DTYPE as ITERATION_DTYPE  # re-exported (the face)
-from fingrav_native.records._log_layouts import KERNEL_TABLE_DTYPE
+from fingrav_native.records._log_layouts import KERNEL_TABLE_DTYPE as KERNEL_TABLE_DTYPE
 from fingrav_native.records._log_layouts import TRACE_LOG_DTYPE as TRACE_LOG_DTYPE
 
 #: How a coarse row's energy was found (the start of its estimate's note, and what marks it ``[c]`` in the printout):

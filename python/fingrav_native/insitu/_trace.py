@@ -19,7 +19,8 @@ from fingrav_native._checks import instance_of, integer_in, short_repr, whole_nu
 from fingrav_native._errors import FingravError
 from fingrav_native.records._layouts import EXECUTION_DTYPE, validate_executions
 from fingrav_native.records._log_layouts import KERNEL_SIGNATURE_DTYPE as KERNEL_SIGNATURE_DTYPE  # re-exported
-from fingrav_native.records._log_layouts import STEP_DTYPE, signature_dtype
+from fingrav_native.records._log_layouts import STEP_DTYPE as STEP_DTYPE
+from fingrav_native.records._log_layouts import signature_dtype
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 

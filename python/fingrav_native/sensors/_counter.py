@@ -44,7 +44,7 @@ import numpy.typing as npt
 
 from fingrav_native._checks import positive_number, power_limit, short_repr, whole_numbers
 from fingrav_native._errors import FingravWarning
-from fingrav_native.records._log_layouts import COUNTER_LOG_DTYPE
+from fingrav_native.records._log_layouts import COUNTER_LOG_DTYPE as COUNTER_LOG_DTYPE  # re-exported (the face)
 
 
 class CounterDiscontinuityWarning(FingravWarning):

@@ -275,6 +275,16 @@ def _check_options(name: object, device: object, split_check: object, reference:
     return flag(split_check, "split_check")
 
 
+def _given_arrays(t_ns: Any, power_w: Any, load: Any, beside_meter: bool) -> tuple[Any, Any, Any]:
+    """The log times, powers and load intervals given as arrays, or held by a Recording given as ``t_ns``."""
+    if isinstance(t_ns, Recording):
+        return _recording_arrays(t_ns, power_w, load, beside_meter)
+    for given, what in ((power_w, "power_w"), (load, "load")):
+        if given is None:
+            raise ValueError(f"{what}: required with an array of times (a Recording given as t_ns holds it)")
+    return t_ns, power_w, load
+
+
 def _recording_arrays(recording: Recording, power_w: Any, load: Any, beside_meter: bool
                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """A Recording's log times, total power and load intervals (its executions), for :func:`characterize_logs`."""
@@ -418,9 +428,8 @@ def characterize_logs(
        :data:`READER_DELAY_BIAS` of a poll (measured on synthetic records).
     """
     split_check = _check_options(name, device, split_check, reference, scale_ns)
-    if isinstance(t_ns, Recording):
-        t_ns, power_w, load = _recording_arrays(t_ns, power_w, load, reference is not None)
-    t, p, iv, t_origin = _arrays(t_ns, power_w, load, allow_empty=reference is not None)
+    t, p, iv, t_origin = _arrays(*_given_arrays(t_ns, power_w, load, reference is not None),
+                                 allow_empty=reference is not None)
     tc, pc = _collapse(t, p)
     if len(tc) < 8:
         raise ValueError(f"power_w: {len(tc)} distinct readings after collapsing repeated polls; at least 8 are "
