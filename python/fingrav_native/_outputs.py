@@ -24,7 +24,10 @@ checks its outputs first, with :func:`check_output_path`, and refuses, with
   manifest (by the ``format`` its JSON names), a measured application
   trace (a torch.profiler/Kineto or rocprofv3 JSON trace, a rocprofv3
   kernel-trace CSV, a rocpd database) or a CSV of power logs or load
-  windows. A plain file of none of these kinds may be replaced.
+  windows. A plain file of none of these kinds may be replaced;
+* with ``overwrite=False`` (a writer that replaces nothing unless asked:
+  ``fingrav record`` without ``--force``, ``annotate_trace``), any existing
+  file, the message saying how to allow it.
 
 Every writer then writes through :func:`atomic_output` (or
 :func:`write_atomically` for a library that wants a path): into a new file
@@ -42,10 +45,16 @@ both that and an ``OSError`` (``FileNotFoundError`` for a missing folder,
 ``PermissionError`` for a location that cannot be written), so the
 ``fingrav`` command maps them to its exit codes 2 and 1.
 
-This module is in the foundation layer, below every writer (the sensor
-characterisation's own ``save`` among them): it knows the package's formats
-only by the marks in their content, and the campaign folder's file names,
-which :mod:`fingrav_native.files._campaign` takes from here.
+This module is the one output guard and the one atomic writer of the
+package (``tests/files/test_outputs.py`` checks that no other module
+renames or syncs a file into place, or refuses an existing file on its own).
+It is in the foundation layer, below every writer, because one writer is
+below the files layer: the sensor characterisation's public ``save``
+(``sensors/``, layer 2), which may not import ``files/`` (layer 6); the
+files layer takes it through :mod:`fingrav_native.files._outputs`. It knows
+the package's formats only by the marks in their content, and the campaign
+folder's file names, which :mod:`fingrav_native.files._campaign` takes from
+here.
 """
 
 from __future__ import annotations
@@ -308,7 +317,8 @@ def _check_existing_file(p: str, shown: str, writes: Writes) -> None:
 
 
 def check_output_path(path: Any, option: str, *, folder: bool = False, writes: Writes = "file",
-                      protect: Iterable[Any] = (), shown: Optional[str] = None) -> str:
+                      protect: Iterable[Any] = (), shown: Optional[str] = None, overwrite: bool = True,
+                      why: str = "") -> str:
     """Check an output path before the work that fills it starts; return it as a string.
 
     Parameters
@@ -329,6 +339,13 @@ def check_output_path(path: Any, option: str, *, folder: bool = False, writes: W
         link or another spelling of the same file counts).
     shown : str, optional
         How messages name the path (default ``option='path'``).
+    overwrite : bool
+        False: an existing file is refused too, whatever its kind; the
+        message says how to allow it (``--force`` for an option of the
+        ``fingrav`` command, ``overwrite=True`` for an argument).
+    why : str
+        With ``overwrite`` False, why the file is not replaced by default
+        (``"a capture is never written over"``), for the message.
 
     Returns
     -------
@@ -340,7 +357,8 @@ def check_output_path(path: Any, option: str, *, folder: bool = False, writes: W
         A ``ValueError``: not a path, empty, a directory where a file goes
         or a file where a folder goes, a pipe or device, one of ``protect``,
         a campaign folder's own file, or a saved or measured file of another
-        kind (read from its content).
+        kind (read from its content); with ``overwrite`` False, any existing
+        file.
     OutputFolderMissingError
         Also a ``FileNotFoundError``: the file's folder does not exist.
     OutputNotWritableError
@@ -368,6 +386,10 @@ def check_output_path(path: Any, option: str, *, folder: bool = False, writes: W
         return p
     if os.path.lexists(p):
         _check_existing_file(p, shown, writes)
+        if not overwrite:
+            how = "--force" if option.startswith("--") else "overwrite=True"
+            raise OutputPathError(f"{shown}: exists; {why + ': ' if why else ''}choose another name or replace it "
+                                  f"({how})")
     parent = os.path.dirname(os.path.abspath(p))
     if not os.path.isdir(parent):
         if os.path.lexists(parent):

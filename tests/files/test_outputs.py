@@ -204,3 +204,44 @@ def test_export_trace_is_written_whole_with_the_permissions_of_a_plain_file(tmp_
     with open(tmp_path / "t.json") as f:
         assert json.load(f)["traceEvents"]
     assert sorted(os.listdir(tmp_path)) == ["plain", "t.json", "t.json.gz"]  # no temporary left
+
+
+def test_data_loss_without_overwrite_an_existing_file_is_refused_by_the_one_guard(tmp_path):
+    # The guard that refuses to replace without --force / overwrite=True is the same check every writer makes,
+    # so a writer that asks for it cannot forget the others (a directory, an input, a measured file).
+    path = tmp_path / "power.npz"
+    path.write_bytes(b"plain")
+    with pytest.raises(OutputPathError, match=r"^--out='.*power\.npz': exists; a capture is kept: choose another "
+                                              r"name or replace it \(--force\)$"):
+        check_output_path(str(path), "--out", overwrite=False, why="a capture is kept")
+    with pytest.raises(OutputPathError, match=r"^out='.*': exists; choose another name or replace it "
+                                              r"\(overwrite=True\)$"):
+        check_output_path(str(path), "out", overwrite=False)
+    assert check_output_path(str(path), "--out", overwrite=True) == str(path)
+    assert check_output_path(str(tmp_path / "new.npz"), "--out", overwrite=False) == str(tmp_path / "new.npz")
+
+
+def test_data_loss_one_atomic_writer_and_one_output_guard_in_the_tree():
+    # Every file the package writes goes through one writer (temporary file, fsync, rename) and one guard:
+    # a second copy of either is where a write cut short or an unchecked overwrite comes back.
+    import re
+
+    import fingrav_native
+
+    root = os.path.dirname(fingrav_native.__file__)
+    renames, guards = [], []
+    for folder, _, names in os.walk(root):
+        for name in names:
+            if not name.endswith(".py"):
+                continue
+            path = os.path.join(folder, name)
+            with open(path, encoding="utf-8") as f:
+                code = "\n".join(line.split("#", 1)[0] for line in f)
+            rel = os.path.relpath(path, root)
+            # (the recorder's journal appends and fsyncs its records: it never replaces a file)
+            if re.search(r"\bos\.(replace|rename)\(|\bshutil\.move\(|\bos\.fsync\(", code) and "_journal" not in rel:
+                renames.append(rel)
+            if re.search(r"lexists\([^)]*\)\s+and\s+not\s+(force|overwrite)\b", code):
+                guards.append(rel)
+    assert renames == ["_outputs.py"]
+    assert guards == []

@@ -40,11 +40,8 @@ def child_command(args: argparse.Namespace) -> list[str]:
 
 def recorded_out(path: str, force: bool, option: str = "--out") -> str:
     """The capture's path, checked before anything runs: an existing file only with ``--force``, and only a capture."""
-    out = check_output_path(path, option, writes="capture")
-    if os.path.lexists(out) and not force:
-        raise ValueError(f"{option}={out!r}: exists; a capture is never written over: choose another name, or "
-                         "give --force to replace it")
-    return out
+    return check_output_path(path, option, writes="capture", overwrite=force,
+                             why="a capture is not written over unless asked")
 
 
 def _record_args(args: argparse.Namespace) -> tuple[list[str], str]:

@@ -5,9 +5,12 @@ from __future__ import annotations
 import os
 from typing import Any, Mapping, Optional, Union
 
+import numpy as np
+
 from fingrav_native._checks import file_path
 from fingrav_native.clocks._maps import ClockMapLike
-from fingrav_native.files._capture import PowerCapture, load_capture
+from fingrav_native.files._capture import PowerCapture
+from fingrav_native.files._capture_read import load_capture
 from fingrav_native.files._launches import LaunchLog
 from fingrav_native.files._power_logs import read_power_log
 from fingrav_native.files._rocprof import read_trace
@@ -15,6 +18,7 @@ from fingrav_native.files._run_folder import is_run_folder, launch_capture, load
 from fingrav_native.insitu._profile import profile_trace as _attribute
 from fingrav_native.insitu._results import TraceProfile
 from fingrav_native.insitu._trace import KernelTrace
+from fingrav_native.records._recording import Recording
 
 __all__ = ["load_power", "profile_trace"]
 
@@ -66,12 +70,20 @@ def profile_trace(trace: Union[str, "os.PathLike[str]", KernelTrace, LaunchLog],
     ----------
     trace : str, path, KernelTrace or LaunchLog
         The application's kernels.
-    samples : numpy.ndarray, PowerCapture or path, optional
+    samples : numpy.ndarray, Recording, PowerCapture or path, optional
         The power logs taken while it ran; a path is read by :func:`load_power`:
         a capture file, or a log nvidia-smi, amd-smi, rocm-smi or dcgmi wrote
         (:func:`~fingrav_native.files.read_power_log`). Required except with a
         ``fingrav run`` folder (which holds its capture; one given instead is
-        used).
+        used). A :class:`~fingrav_native.records.Recording` brings its logs,
+        its sensor model (used unless ``sensor`` is given) and its clock
+        brackets: without ``logger_map`` it is the capture it holds
+        (:meth:`~fingrav_native.files.PowerCapture.from_recording`, placed on
+        the trace's clock through those brackets, as a capture is); with
+        ``logger_map``, its logs are placed through that map. A Recording
+        holding executions or markers (the kernels come from ``trace``), or,
+        without ``logger_map``, lacking the CLOCK_REALTIME brackets or the
+        capture's ``period_ns``, is refused, naming what it lacks.
     logger_map : clock map, optional
         Maps the logs' timestamps onto the trace's clock (a capture brings its own).
     power_log : dict, optional
@@ -99,7 +111,9 @@ def profile_trace(trace: Union[str, "os.PathLike[str]", KernelTrace, LaunchLog],
     capture's brackets of that clock being the fallback (paper Section IV-A
     places each log by bracketed reads of the clocks involved).
     """
-    if isinstance(samples, (str, os.PathLike)):
+    if isinstance(samples, Recording):
+        samples = _recording_logs(samples, logger_map, options)
+    elif isinstance(samples, (str, os.PathLike)):
         samples = load_power(samples, device=options.get("device"), sensor=options.get("sensor"), power_log=power_log)
         if options.get("sensor") is not None:  # read by the reader (a preset, a model or a characterisation file)
             options["sensor"] = samples.sensor
@@ -115,6 +129,19 @@ def profile_trace(trace: Union[str, "os.PathLike[str]", KernelTrace, LaunchLog],
                          "fingrav run folder brings its own")
     kt = trace if isinstance(trace, KernelTrace) else read_trace(file_path(trace, "trace"))
     return _attribute(kt, samples, logger_map, **options)
+
+
+def _recording_logs(recording: Recording, logger_map: Optional[ClockMapLike], options: dict[str, Any]) -> Any:
+    """What a Recording given as ``samples`` stands for: the capture it holds, or its logs beside ``logger_map``."""
+    if logger_map is None:
+        return PowerCapture.from_recording(recording, "samples")
+    for part in ("executions", "markers"):
+        if getattr(recording, part) is not None:
+            raise ValueError(f"samples: the Recording holds {part}, which profile_trace does not take (the kernels "
+                             "come from trace=); give a Recording of the logs and their clocks")
+    if options.get("sensor") is None and recording.sensor is not None:
+        options["sensor"] = recording.sensor
+    return np.array(recording.samples)
 
 
 def _launch_profile(launches: LaunchLog, samples: Any, logger_map: Optional[ClockMapLike],

@@ -15,9 +15,8 @@ from typing import Any
 import numpy as np
 
 from fingrav_native import _core
-from fingrav_native._checks import fraction, integer_in, short_repr, structured
+from fingrav_native._checks import fraction, integer_in, short_repr
 from fingrav_native.backends._base import (
-    MARKER_RECORD_DTYPE,
     HostRelease,
     KernelSpec,
     LivePower,
@@ -28,29 +27,7 @@ from fingrav_native.backends._base import (
 from fingrav_native.backends._report import BackendReport, Component, DeviceEntry
 from fingrav_native.records._recording import Capabilities, RunRecord
 from fingrav_native.sim._device import SimGPU
-
-
-def sim_markers(ex: np.ndarray) -> np.ndarray:
-    """The GPU-side markers of simulated executions as MARKER_RECORD_DTYPE.
-
-    Parameters
-    ----------
-    ex : numpy.ndarray
-        Executions as the simulator returns them (its EXEC_DTYPE).
-
-    Returns
-    -------
-    numpy.ndarray
-        MARKER_RECORD_DTYPE, device ticks as the markers of Section IV-A.
-    """
-    structured(ex, "ex", ("run", "index", "kernel_id", "begin_marker_ticks", "end_marker_ticks", "host_launch_ns",
-                          "host_sync_ns"), "the simulator's executions (EXEC_DTYPE)")
-    markers = np.zeros(len(ex), dtype=MARKER_RECORD_DTYPE)
-    for name, src in (("run", "run"), ("index", "index"), ("kernel_id", "kernel_id"),
-                      ("begin_ticks", "begin_marker_ticks"), ("end_ticks", "end_marker_ticks"),
-                      ("host_launch_ns", "host_launch_ns"), ("host_sync_ns", "host_sync_ns")):
-        markers[name] = ex[src]
-    return markers
+from fingrav_native.sim._device import sim_markers as sim_markers  # re-exported (the backends face)
 
 
 class _SimCommon(HostRelease, abc.ABC):

@@ -39,9 +39,9 @@ if TYPE_CHECKING:
         REALTIME_CLOCK_DOMAINS,
         CaptureFormatError,
         PowerCapture,
-        load_capture,
     )
     from fingrav_native.files._capture_counter import CapturedCounter
+    from fingrav_native.files._capture_read import load_capture
     from fingrav_native.files._characterisation import load_characterisation
     from fingrav_native.files._journal import RecoveredCaptureWarning
     from fingrav_native.files._kineto import read_kineto_trace, write_kineto_trace
@@ -96,7 +96,7 @@ _WHERE = {
     "export_trace": "_trace",
     "insitu_trace_events": "_trace",
     "load_campaign_runs": "_campaign",
-    "load_capture": "_capture",
+    "load_capture": "_capture_read",
     "load_characterisation": "_characterisation",
     "load_profile": "_profiles",
     "lock_campaign": "_campaign",

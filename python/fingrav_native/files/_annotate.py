@@ -113,10 +113,7 @@ def check_annotation_out(trace: Path, out: Path, *, overwrite: bool = False, nam
                                                     and os.path.samefile(o, t)):
         raise OutputPathError(f"{name}={o!r}: is the trace itself; the annotated trace is written beside it, "
                               "never over it")
-    check_output_path(o, name, writes="trace", protect=[t, *protect])
-    if os.path.lexists(o) and not overwrite:
-        raise OutputPathError(f"{name}={o!r}: exists; choose another name or replace it ("
-                              + ("--force" if name.startswith("--") else "overwrite=True") + ")")
+    check_output_path(o, name, writes="trace", protect=[t, *protect], overwrite=overwrite)
     return o
 
 

@@ -17,7 +17,8 @@ from typing import Any, Union
 import numpy as np
 
 from fingrav_native._errors import FingravError
-from fingrav_native.files._capture import PowerCapture, load_capture
+from fingrav_native.files._capture import PowerCapture
+from fingrav_native.files._capture_read import load_capture
 from fingrav_native.files._characterisation import load_characterisation
 from fingrav_native.files._journal import JOURNAL_MAGIC, journal_path
 from fingrav_native.files._outputs import check_output_path, json_problem, json_scalar

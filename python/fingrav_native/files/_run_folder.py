@@ -24,7 +24,8 @@ import numpy as np
 
 from fingrav_native.clocks._epoch import fit_epoch_map
 from fingrav_native.clocks._maps import MIN_BRACKETS
-from fingrav_native.files._capture import PowerCapture, load_capture
+from fingrav_native.files._capture import PowerCapture
+from fingrav_native.files._capture_read import load_capture
 from fingrav_native.insitu._align import ClockMismatchWarning
 
 __all__ = ["RUN_LAUNCHES", "RUN_POWER", "has_launch_files", "is_run_folder", "launch_capture", "load_run_folder",

@@ -20,23 +20,9 @@ from fingrav_native.insitu._closure import EnergyClosure
 from fingrav_native.insitu._concurrent import ConcurrentEnergy
 from fingrav_native.insitu._trace import NATIVE_LAUNCH_SOURCE, KernelTrace
 from fingrav_native.method._results import ExecutionProfile
-
-#: One row per kernel signature, in descending order of total energy. A profile's table is as wide in
-#: ``name`` as its longest name (:func:`kernel_table_dtype`), so a name is never cut; this is the narrowest.
-KERNEL_TABLE_DTYPE = np.dtype([
-    ("name", "U256"),
-    ("grid", "<i8", (3,)),
-    ("block", "<i8", (3,)),
-    ("count", "<i8"),              # executions in the trace
-    ("golden", "<i8"),             # golden executions the profile used
-    ("warmup", "<i8"),             # executions left out as warm-up
-    ("duration_ns", "<f8"),        # median of the golden executions
-    ("power_w", "<f8"),            # mean power over an execution
-    ("energy_j", "<f8"),           # per execution
-    ("energy_half_width_j", "<f8"),  # 95 % interval half-width
-    ("share", "<f8"),              # of all kernels' energy (count x energy_j)
-    ("joint", "?"),                # a joint attribution: a communication kernel's additive level, or a coarse level
-])
+from fingrav_native.records._log_layouts import ITERATION_DTYPE as ITERATION_DTYPE  # re-exported (the face)
+from fingrav_native.records._log_layouts import KERNEL_TABLE_DTYPE as KERNEL_TABLE_DTYPE
+from fingrav_native.records._log_layouts import TRACE_LOG_DTYPE as TRACE_LOG_DTYPE
 
 #: How a coarse row's energy was found (the start of its estimate's note, and what marks it ``[c]`` in the printout):
 #: a signature the stitch cannot profile (too few executions, or no log inside its golden ones).
@@ -143,28 +129,6 @@ def skip_group(label: str, why: str) -> tuple[str, str]:
 
 
 
-#: One iteration of the loop (``ProfilerStep#N``) on the GPU's timeline.
-ITERATION_DTYPE = np.dtype([
-    ("step", "<i8"),
-    ("start_ns", "<i8"),          # first kernel it launched starts (relative to the trace's origin)
-    ("end_ns", "<i8"),            # the next iteration's first kernel starts (the last: its last kernel ends)
-    ("kernels", "<i8"),           # executions it launched
-    ("busy_ns", "<i8"),           # time with a kernel running
-    ("logs", "<i8"),              # power logs attributed to it (by the middle of what each log measures)
-    ("energy_j", "<f8"),          # mean of its logs x its duration (NaN without a log; noisy alone)
-    ("kernel_energy_j", "<f8"),   # its executions x their signature's energy per execution
-    ("steady", "?"),              # past every signature's warm-up
-])
-
-
-#: The power logs on the trace's timeline (what the Perfetto export draws as counter tracks).
-TRACE_LOG_DTYPE = np.dtype([
-    ("t_ns", "<f8"),       # middle of what the log measures, relative to the trace's origin
-    ("total", "<f4"),
-    ("compute", "<f4"),
-    ("io", "<f4"),
-    ("memory", "<f4"),
-])
 
 
 @dataclass(frozen=True)

@@ -18,25 +18,18 @@ import numpy as np
 from fingrav_native._checks import instance_of, integer_in, short_repr, whole_numbers
 from fingrav_native._errors import FingravError
 from fingrav_native.records._layouts import EXECUTION_DTYPE, validate_executions
+from fingrav_native.records._log_layouts import KERNEL_SIGNATURE_DTYPE as KERNEL_SIGNATURE_DTYPE  # re-exported
+from fingrav_native.records._log_layouts import STEP_DTYPE as STEP_DTYPE
+from fingrav_native.records._log_layouts import signature_dtype
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
-
-
-def signature_dtype(width: int) -> np.dtype:
-    """:data:`KERNEL_SIGNATURE_DTYPE` with names ``width`` characters wide (at least 256)."""
-    return np.dtype([("id", "<i4"), ("name", f"U{max(int(width), 256)}"), ("grid", "<i8", (3,)),
-                     ("block", "<i8", (3,))])
 
 
 #: How a trace made of fingrav's own launch records (``fingrav run``, ``files.read_launches``) names its source;
 #: the vendor's tool follows in parentheses.
 NATIVE_LAUNCH_SOURCE = "fingrav native launch capture"
 
-#: One kernel signature: launches of one kernel with one grid and block shape. A trace whose names are
-#: longer than 256 characters (about half of real C++ template kernel names) gets the same fields with a
-#: name as wide as its longest (:func:`signature_dtype`): a name is never cut.
-KERNEL_SIGNATURE_DTYPE = signature_dtype(256)
 
 
 def printable_name(name: str) -> str:
@@ -51,12 +44,6 @@ def printable_name(name: str) -> str:
     return name.encode("unicode_escape").decode("ascii")
 
 
-#: One iteration of the application as the profiler marked it (``ProfilerStep#N``), on the CPU.
-STEP_DTYPE = np.dtype([
-    ("step", "<i8"),       # N of ProfilerStep#N
-    ("start_ns", "<i8"),   # relative to the trace's origin_ns
-    ("end_ns", "<i8"),
-])
 
 
 #: Kineto's categories of runtime calls that launch kernels (CUDA and ROCm builds).

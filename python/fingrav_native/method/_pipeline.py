@@ -43,7 +43,7 @@ from fingrav_native.method._stitched import (
     energy_per_execution,
 )
 from fingrav_native.records._layouts import LOI_DTYPE, validate_executions, validate_samples
-from fingrav_native.records._recording import Capabilities
+from fingrav_native.records._recording import Capabilities, Recording
 from fingrav_native.sensors._model import SensorModel, as_sensor
 
 _log = logging.getLogger(__name__)
@@ -477,9 +477,9 @@ def error_budget(lois_list: Sequence[np.ndarray], executions: np.ndarray, logger
 
 @numeric_threads()
 def stitch_logs(
-    samples: np.ndarray,
-    executions: np.ndarray,
-    logger_map: ClockMapLike,
+    samples: Union[np.ndarray, Recording],
+    executions: Optional[np.ndarray] = None,
+    logger_map: Optional[ClockMapLike] = None,
     *,
     execution_of_interest: int,
     margin: Optional[float] = None,
@@ -494,16 +494,25 @@ def stitch_logs(
 
     Parameters
     ----------
-    samples : numpy.ndarray
+    samples : numpy.ndarray or Recording
         Power logs with ``source_ts`` in the logger's clock and one field per
-        channel (SAMPLE_DTYPE or compatible).
+        channel (SAMPLE_DTYPE or compatible); or a
+        :class:`~fingrav_native.records.Recording`, which brings the logs,
+        the executions, the brackets of the logs' clock (fitted into
+        ``logger_map`` when none is given:
+        :meth:`~fingrav_native.records.Recording.logger_clock_map`) and the
+        sensor model (used when ``sensor`` is not given). A Recording
+        without executions (raw markers only, or none), or without brackets
+        of its logs' clock and no ``logger_map``, is refused, naming what it
+        lacks.
     executions : numpy.ndarray
         EXECUTION_DTYPE records on the host timeline (see
-        :func:`~fingrav_native.records.make_executions`).
+        :func:`~fingrav_native.records.make_executions`). Required with an
+        array of samples; not given with a Recording (it holds them).
     logger_map : clock map
         Maps ``source_ts`` to host time (``to_host``, ``error_bound_at``):
         e.g. :func:`~fingrav_native.clocks.fit_clock_map` of your
-        bracketed reads.
+        bracketed reads. Required with an array of samples.
     execution_of_interest : int
         Execution index within each run (3 for SSE; -1 for each run's last).
     margin : float, optional
@@ -593,6 +602,14 @@ def stitch_logs(
     >>> len(p.lois)
     50
     """
+    if isinstance(samples, Recording):
+        samples, executions, logger_map, sensor = _recording_parts(samples, executions, logger_map, sensor)
+    elif executions is None:
+        raise ValueError("executions: required with an array of samples (a Recording given as samples brings its "
+                         "own)")
+    if logger_map is None:
+        raise ValueError("logger_map: required with an array of samples (a Recording given as samples fits its own "
+                         "from the brackets of its logs' clock)")
     return _stitch_checked(samples, executions, logger_map, None, execution_of_interest=execution_of_interest,
                            margin=margin, kernel_id=kernel_id, smoother=smoother, x=x, label=label, sensor=sensor,
                            attribution=attribution)
@@ -609,6 +626,18 @@ def stitch_placed_logs(samples: np.ndarray, executions: np.ndarray, logger_map: 
     return _stitch_checked(samples, executions, logger_map, lois, execution_of_interest=0, margin=margin,
                            kernel_id=None, smoother="local", x="time", label=label, sensor=sensor,
                            attribution=attribution)
+
+
+def _recording_parts(recording: Recording, executions: Optional[np.ndarray], logger_map: Optional[ClockMapLike],
+                     sensor: Union[SensorModel, str, None]
+                     ) -> tuple[np.ndarray, np.ndarray, ClockMapLike, Union[SensorModel, str, None]]:
+    """A Recording's logs, executions, logs' clock map (unless given) and sensor (unless given)."""
+    if executions is not None:
+        raise ValueError("executions: the Recording given as samples holds its executions; give either the "
+                         "Recording or the arrays, not both")
+    held = recording.executions_for("samples", "stitch_logs")
+    lmap = recording.logger_clock_map("logger_map") if logger_map is None else logger_map
+    return recording.samples, held, lmap, recording.sensor if sensor is None else sensor
 
 
 def _stitch_checked(samples: np.ndarray, executions: np.ndarray, logger_map: ClockMapLike,

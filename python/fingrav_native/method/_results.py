@@ -19,6 +19,7 @@ from fingrav_native.method._guidance import Guidance
 from fingrav_native.method._steady import SspSearch
 from fingrav_native.method._stitched import EnergyEstimate, StitchedProfile
 from fingrav_native.method._whole_run import WholeRunView
+from fingrav_native.records._log_layouts import PLACED_LOG_DTYPE
 from fingrav_native.records._recording import Capabilities, Recording
 
 
@@ -48,12 +49,10 @@ class ErrorBudget:
     total_ns: float
 
 
-#: A power log placed on host time (CampaignTimeline.logs).
-LOG_DTYPE = np.dtype([
-    ("host_ns", "<f8"),    # host time of the log (the end of its window if windowed)
-    ("window_ns", "<f8"),  # averaging window ending at host_ns (0 = instantaneous)
-    ("total", "<f4"), ("compute", "<f4"), ("io", "<f4"), ("memory", "<f4"),
-])
+#: A power log placed on host time (CampaignTimeline.logs): an alias of
+#: :data:`fingrav_native.records.PLACED_LOG_DTYPE`, the same object (not the simulated device's raw log,
+#: ``native.LOG_DTYPE``, which is :data:`fingrav_native.records.SIM_LOG_DTYPE`).
+LOG_DTYPE = PLACED_LOG_DTYPE
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Optional
+from typing import TYPE_CHECKING, Any, Mapping, Optional
 
 import numpy as np
 
@@ -20,6 +20,9 @@ from fingrav_native._checks import (
 from fingrav_native.records._layouts import check_channels
 from fingrav_native.sensors._model import SensorModel
 from fingrav_native.sensors._semantics import FIGURES, PROVENANCES
+
+if TYPE_CHECKING:
+    from fingrav_native.clocks._maps import ClockMap
 
 
 def _ns_words(ns: float) -> str:
@@ -212,9 +215,10 @@ class Recording:
     sensor's model, the source that was read, and where it all came from. A
     campaign run (:class:`RunRecord`, a stored run), a live capture
     (``PowerCapture``) and logs a user brings are each a recording
-    (:meth:`from_run`, :meth:`from_capture`, or the constructor); the
-    analyses (:func:`fingrav_native.stitch_logs`,
-    :func:`fingrav_native.profile_trace`) take its arrays.
+    (:meth:`from_run`, ``PowerCapture.to_recording``, or the constructor);
+    the analyses (:func:`fingrav_native.stitch_logs`,
+    :func:`fingrav_native.profile_trace`,
+    :func:`fingrav_native.characterize_logs`) take it as their log input.
 
     Attributes
     ----------
@@ -321,20 +325,57 @@ class Recording:
         return RunRecord(run=int(run), executions=int(executions), samples=np.array(self.samples),
                          markers=np.array(self.markers), brackets=np.array(brackets), idle_wait_ns=int(idle), meta=prov)
 
-    @classmethod
-    def from_capture(cls, capture: Any) -> Recording:
-        """A live capture (``PowerCapture``) as a recording: logs, every clock's brackets, source, sensor, stats.
+    def executions_for(self, argument: str, analysis: str) -> np.ndarray:
+        """The executions on the host clock, or an error naming ``argument`` and what the recording lacks.
 
         Parameters
         ----------
-        capture : PowerCapture
-            What :func:`fingrav_native.record` wrote or ``load`` read.
+        argument : str
+            The caller's name for the recording (messages start with it).
+        analysis : str
+            What needs the executions, for the message.
+
+        Raises
+        ------
+        ValueError
+            No executions: with raw markers only, says to place them first
+            (their device ticks are not on the host clock the logs are
+            placed on, paper Section IV-B step 2).
         """
-        for attr in ("samples", "epoch_brackets", "source", "sensor", "period_ns", "stats", "meta"):
-            if not hasattr(capture, attr):
-                raise ValueError(f"capture: must be a PowerCapture (it has no {attr!r})")
-        # Every host clock the capture bracketed (CLOCK_BOOTTIME and CLOCK_MONOTONIC since its format 2).
-        clocks = {"CLOCK_REALTIME": capture.epoch_brackets, **dict(getattr(capture, "clock_brackets", {}))}
-        return cls(samples=capture.samples, clocks=clocks,
-                   sensor=capture.sensor, source=dict(capture.source),
-                   provenance={"period_ns": int(capture.period_ns), "stats": dict(capture.stats), **capture.meta})
+        if self.executions is not None:
+            return self.executions
+        if self.markers is not None:
+            raise ValueError(f"{argument}: the Recording holds raw markers (device ticks) but no executions on the "
+                             f"host clock, which {analysis} needs; place them first "
+                             "(fingrav_native.clocks.timeline_of, then Timeline.to_recording)")
+        raise ValueError(f"{argument}: the Recording holds no executions, which {analysis} needs")
+
+    def logger_clock_map(self, argument: str) -> ClockMap:
+        """The map of the logs' ``source_ts`` onto the host clock, fitted on the brackets of their clock domain.
+
+        The domain is ``source["clock_domain"]``; its reads in ``clocks``
+        are fitted two-sidedly (:func:`~fingrav_native.clocks.fit_clock_map`,
+        paper Section IV-A: bracketed reads place each log) with the tick
+        ``source["tick_ns"]`` (1 ns where not given).
+
+        Parameters
+        ----------
+        argument : str
+            The caller's name for the clock map (messages start with it).
+
+        Raises
+        ------
+        ValueError
+            No brackets of the logs' clock domain: the message names
+            ``argument`` (give the map) and the domains the recording has.
+        """
+        from fingrav_native.clocks._twosided import fit_clock_map
+
+        domain = self.source.get("clock_domain")
+        if not isinstance(domain, str) or domain not in self.clocks:
+            held = ", ".join(repr(d) for d in self.clocks) or "none"
+            raise ValueError(f"{argument}: required: the Recording holds no bracketed reads of its logs' clock "
+                             f"(source['clock_domain']={domain!r}; clock domains held: {held}), so the logs cannot "
+                             "be placed on the host clock without a map")
+        tick = self.source.get("tick_ns", 1.0)
+        return fit_clock_map(self.clocks[domain], tick_ns=float(tick))

@@ -44,10 +44,7 @@ import numpy.typing as npt
 
 from fingrav_native._checks import positive_number, power_limit, short_repr, whole_numbers
 from fingrav_native._errors import FingravWarning
-
-#: Windowed logs made from counter reads: the window ends at ``source_ts``.
-COUNTER_LOG_DTYPE = np.dtype([("source_ts", "<i8"), ("window_ns", "<u4"), ("total", "<f4"),
-                              ("energy_j", "<f8"), ("quantum_w", "<f4")])
+from fingrav_native.records._log_layouts import COUNTER_LOG_DTYPE as COUNTER_LOG_DTYPE  # re-exported (the face)
 
 
 class CounterDiscontinuityWarning(FingravWarning):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from typing import Optional
+from typing import Any, Optional, Union
 
 import numpy as np
 import numpy.typing as npt
@@ -18,6 +18,7 @@ import scipy.stats
 
 from fingrav_native._checks import check_power, finite_array, flag, instance_of, numbers, positive_number, short_repr
 from fingrav_native._errors import FingravWarning
+from fingrav_native.records._recording import Recording
 from fingrav_native.sensors._characterize import (
     Characterisation,
     PeriodEstimate,
@@ -261,10 +262,52 @@ def _split_check(t: np.ndarray, p: np.ndarray, iv: np.ndarray, scale: float, who
     return a, b, notes
 
 
+def _check_options(name: object, device: object, split_check: object, reference: Any,
+                   scale_ns: Optional[float]) -> bool:
+    """:func:`characterize_logs`'s options, each named when it is wrong; the split check as a bool."""
+    instance_of(name, "name", str, "the sensor's name, a str")
+    instance_of(device, "device", str, "what was measured, a str")
+    if reference is not None and (isinstance(reference, (str, bytes, dict)) or not hasattr(reference, "__len__")
+                                  or len(reference) != 2):
+        raise ValueError(f"reference={short_repr(reference)}: a (t_ns, power_w) pair of arrays")
+    if scale_ns is not None:
+        positive_number(scale_ns, "scale_ns")
+    return flag(split_check, "split_check")
+
+
+def _given_arrays(t_ns: Any, power_w: Any, load: Any, beside_meter: bool) -> tuple[Any, Any, Any]:
+    """The log times, powers and load intervals given as arrays, or held by a Recording given as ``t_ns``."""
+    if isinstance(t_ns, Recording):
+        return _recording_arrays(t_ns, power_w, load, beside_meter)
+    for given, what in ((power_w, "power_w"), (load, "load")):
+        if given is None:
+            raise ValueError(f"{what}: required with an array of times (a Recording given as t_ns holds it)")
+    return t_ns, power_w, load
+
+
+def _recording_arrays(recording: Recording, power_w: Any, load: Any, beside_meter: bool
+                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A Recording's log times, total power and load intervals (its executions), for :func:`characterize_logs`."""
+    for given, what in ((power_w, "power_w"), (load, "load")):
+        if given is not None:
+            raise ValueError(f"{what}: the Recording given as t_ns holds it; give either the Recording or the "
+                             "arrays, not both")
+    names = recording.samples.dtype.names or ()
+    for field, what in (("host_ns", "each log's host time, the load's clock"), ("total", "each log's power")):
+        if field not in names:
+            raise ValueError(f"t_ns: the Recording's logs have no {field} field ({what})")
+    if recording.executions is None and beside_meter:
+        intervals = np.zeros((0, 2), dtype=np.int64)
+    else:
+        ex = recording.executions_for("t_ns", "characterize_logs (the intervals the load was on)")
+        intervals = np.column_stack([ex["start_ns"], ex["end_ns"]])
+    return np.asarray(recording.samples["host_ns"]), np.asarray(recording.samples["total"]), intervals
+
+
 def characterize_logs(
-    t_ns: npt.ArrayLike,
-    power_w: npt.ArrayLike,
-    load: npt.ArrayLike,
+    t_ns: Union[npt.ArrayLike, Recording],
+    power_w: Optional[npt.ArrayLike] = None,
+    load: Optional[npt.ArrayLike] = None,
     *,
     scale_ns: Optional[float] = None,
     name: str = "characterised",
@@ -276,10 +319,17 @@ def characterize_logs(
 
     Parameters
     ----------
-    t_ns : array_like
-        Each log's host time (ns, any epoch; the load's clock).
+    t_ns : array_like or Recording
+        Each log's host time (ns, any epoch; the load's clock). Or a
+        :class:`~fingrav_native.records.Recording` holding the whole record:
+        its logs' ``host_ns`` and ``total`` are ``t_ns`` and ``power_w``, and
+        its executions (``start_ns``, ``end_ns``, on the same host clock) the
+        intervals the load was on; ``power_w`` and ``load`` are then not
+        given. A Recording without executions (unless beside a
+        ``reference``) or whose logs have no ``host_ns`` is refused, naming
+        what it lacks.
     power_w : array_like
-        Each log's power (W). Repeated polls of a cached reading are
+        Each log's power (W); required with an array of times. Repeated polls of a cached reading are
         collapsed to the first poll that saw it. NaN, infinite, negative and
         absurd values (above 10 kW, more than any accelerator draws) are
         refused: drop a log without a reading first.
@@ -377,15 +427,9 @@ def characterize_logs(
        reader logs them; the sensor's own delay is earlier by
        :data:`READER_DELAY_BIAS` of a poll (measured on synthetic records).
     """
-    instance_of(name, "name", str, "the sensor's name, a str")
-    instance_of(device, "device", str, "what was measured, a str")
-    split_check = flag(split_check, "split_check")
-    if reference is not None and (isinstance(reference, (str, bytes, dict)) or not hasattr(reference, "__len__")
-                                  or len(reference) != 2):
-        raise ValueError(f"reference={short_repr(reference)}: a (t_ns, power_w) pair of arrays")
-    if scale_ns is not None:
-        positive_number(scale_ns, "scale_ns")
-    t, p, iv, t_origin = _arrays(t_ns, power_w, load, allow_empty=reference is not None)
+    split_check = _check_options(name, device, split_check, reference, scale_ns)
+    t, p, iv, t_origin = _arrays(*_given_arrays(t_ns, power_w, load, reference is not None),
+                                 allow_empty=reference is not None)
     tc, pc = _collapse(t, p)
     if len(tc) < 8:
         raise ValueError(f"power_w: {len(tc)} distinct readings after collapsing repeated polls; at least 8 are "

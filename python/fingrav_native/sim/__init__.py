@@ -21,6 +21,7 @@ if TYPE_CHECKING:
         kernel_presets,
         parameters,
         sensor_params,
+        sim_markers,
         steady_state_index,
     )
     from fingrav_native.sim._fabric import (
@@ -62,6 +63,7 @@ _WHERE = {
     "kernel_presets": "_device",
     "parameters": "_device",
     "sensor_params": "_device",
+    "sim_markers": "_device",
     "standin_library": "_standin",
     "steady_state_index": "_device",
 }

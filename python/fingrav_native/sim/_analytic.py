@@ -35,14 +35,12 @@ import numpy.typing as npt
 import scipy.signal
 
 from fingrav_native.records._layouts import make_executions
+from fingrav_native.records._log_layouts import ANALYTIC_LOG_DTYPE
 from fingrav_native.sensors._counter import counter_to_logs
 from fingrav_native.sensors._model import SensorModel
 
 DURATION_NS = 366_000.0  # cb-4k-gemm's SSP execution, so the sensor study matches the simulated kernel
 
-#: What :func:`observe` returns: a log's host-time stamp, its value (W) and, for boxcar and
-#: counter logs, the window it averages (0 for instants and filters).
-ANALYTIC_LOG_DTYPE = np.dtype([("source_ts", "<i8"), ("total", "<f4"), ("window_ns", "<u4")])
 
 #: Time constant (ns) with which a launch gap's power falls when ``gap_w`` is given: compute
 #: units go idle within microseconds while clocks and voltage stay up.

@@ -78,16 +78,25 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 
 from fingrav_native import _core
-from fingrav_native._checks import check_power, finite_array, flag, fraction, integer_in, positive_number, real_number
+from fingrav_native._checks import (
+    check_power,
+    finite_array,
+    flag,
+    fraction,
+    integer_in,
+    positive_number,
+    real_number,
+    structured,
+)
+from fingrav_native.records._layouts import MARKER_RECORD_DTYPE
+from fingrav_native.records._log_layouts import SIM_EXEC_DTYPE, SIM_FIRMWARE_DTYPE, SIM_LOG_DTYPE
 from fingrav_native.sensors._model import SensorModel, as_sensor
 
-EXEC_DTYPE = _core.EXEC_DTYPE
-
-
-LOG_DTYPE = _core.LOG_DTYPE
-
-
-FIRMWARE_DTYPE = _core.FIRMWARE_DTYPE
+#: The simulated device's record layouts, under their old names: aliases of ``records.SIM_EXEC_DTYPE``,
+#: ``records.SIM_LOG_DTYPE`` (a raw device log, not ``method.LOG_DTYPE``) and ``records.SIM_FIRMWARE_DTYPE``.
+EXEC_DTYPE = SIM_EXEC_DTYPE
+LOG_DTYPE = SIM_LOG_DTYPE
+FIRMWARE_DTYPE = SIM_FIRMWARE_DTYPE
 
 
 @dataclass(frozen=True)
@@ -633,3 +642,26 @@ def steady_state_index(
     outside[:start] = True
     bad = np.nonzero(outside)[0]
     return int(bad[-1] + 1)
+
+
+def sim_markers(ex: np.ndarray) -> np.ndarray:
+    """The GPU-side markers of simulated executions as MARKER_RECORD_DTYPE.
+
+    Parameters
+    ----------
+    ex : numpy.ndarray
+        Executions as the simulator returns them (its EXEC_DTYPE).
+
+    Returns
+    -------
+    numpy.ndarray
+        MARKER_RECORD_DTYPE, device ticks as the markers of Section IV-A.
+    """
+    structured(ex, "ex", ("run", "index", "kernel_id", "begin_marker_ticks", "end_marker_ticks", "host_launch_ns",
+                          "host_sync_ns"), "the simulator's executions (EXEC_DTYPE)")
+    markers = np.zeros(len(ex), dtype=MARKER_RECORD_DTYPE)
+    for name, src in (("run", "run"), ("index", "index"), ("kernel_id", "kernel_id"),
+                      ("begin_ticks", "begin_marker_ticks"), ("end_ticks", "end_marker_ticks"),
+                      ("host_launch_ns", "host_launch_ns"), ("host_sync_ns", "host_sync_ns")):
+        markers[name] = ex[src]
+    return markers

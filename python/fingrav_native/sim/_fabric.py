@@ -19,6 +19,7 @@ from typing import Literal
 import numpy as np
 
 from fingrav_native._checks import instance_of, integer_in, real_number
+from fingrav_native.records._log_layouts import COLLECTIVE_TRUTH_DTYPE as COLLECTIVE_TRUTH_DTYPE  # re-exported
 
 #: A collective the fabric model knows (ring algorithm).
 CollectiveKind = Literal["allreduce", "allgather", "reducescatter"]
@@ -27,18 +28,6 @@ CollectiveKind = Literal["allreduce", "allgather", "reducescatter"]
 COLLECTIVE_KINDS: tuple[CollectiveKind, ...] = ("allreduce", "allgather", "reducescatter")
 
 
-#: One row per (collective execution, rank): where it really started and ended.
-COLLECTIVE_TRUTH_DTYPE = np.dtype([
-    ("run", "<i4"),
-    ("index", "<i4"),            # execution index within the run
-    ("kernel_id", "<i4"),        # node kernel id of the collective
-    ("rank", "<i4"),
-    ("start_true_ns", "<i8"),    # the rank arrived: its execution began (spin)
-    ("transfer_true_ns", "<i8"), # the data exchange began, on every rank
-    ("end_true_ns", "<i8"),      # the execution ended (same on every rank, within a few ns)
-    ("start_host_ns", "<i8"),    # start, in this rank's host clock
-    ("end_host_ns", "<i8"),      # end, in this rank's host clock
-])
 
 
 # Busy-wait of a rank that arrived early: a few workgroups poll a flag

@@ -99,10 +99,9 @@ import numpy as np
 
 from fingrav_native import _core
 from fingrav_native._checks import finite_array, flag, fraction, integer_in, positive_number
-from fingrav_native.backends._base import KernelSpec, execution_plan, wait_for_idle
-from fingrav_native.backends._sim import sim_markers
+from fingrav_native.records._kernels import KernelSpec, execution_plan, wait_for_idle
 from fingrav_native.records._recording import RunRecord
-from fingrav_native.sim._device import RunResult, SimGPU, kernel_presets, parameters
+from fingrav_native.sim._device import RunResult, SimGPU, kernel_presets, parameters, sim_markers
 from fingrav_native.sim._fabric import (
     COLLECTIVE_TRUTH_DTYPE,
     MIN_KERNEL_NS,
@@ -117,6 +116,24 @@ from fingrav_native.sim._fabric import (
 )
 from fingrav_native.sim._lockstep import EXACT, LockstepRun, NodeRun, merge_records
 from fingrav_native.sim._rank import SimRankBackend
+
+
+def _node_gpus(n: int, seed: int, params: dict[str, Any], clock_rng: np.random.Generator) -> list[SimGPU]:
+    """The node's ``n`` simulated GPUs, each with its own device and logger clocks (drawn from ``clock_rng``)."""
+    gpus = []
+    for r in range(n):
+        p: dict[str, Any] = dict(params)
+        # Each device its own clock, as real GPUs in one node have.
+        p.setdefault("device_offset_ticks", float(int(clock_rng.integers(1 << 40, 1 << 52))))
+        p.setdefault("device_skew_ppm", float(clock_rng.uniform(-40, 40)))
+        p.setdefault("device_wander_phase", float(clock_rng.uniform(0, 2 * np.pi)))
+        p.setdefault("logger_offset_ticks", float(int(clock_rng.integers(1 << 40, 1 << 52))))
+        p.setdefault("logger_skew_ppm", float(clock_rng.uniform(-40, 40)))
+        p.setdefault("logger_wander_phase", float(clock_rng.uniform(0, 2 * np.pi)))
+        dev_seed = int(np.random.SeedSequence([seed, r]).generate_state(1, dtype=np.uint32)[0])
+        p.update(launch_latency_ns=1.0, launch_jitter_ns=0.0)
+        gpus.append(SimGPU(seed=dev_seed, realtime=False, **p))
+    return gpus
 
 
 class SimNode:
@@ -191,19 +208,7 @@ class SimNode:
         ss = np.random.SeedSequence([int(seed), 0x51A0DE])
         self._rng = np.random.default_rng(ss.spawn(1)[0])
         clock_rng = np.random.default_rng(np.random.SeedSequence([int(seed), 0xC10C]))
-        self.gpus: list[SimGPU] = []
-        for r in range(n):
-            p: dict[str, Any] = dict(params)
-            # Each device its own clock, as real GPUs in one node have.
-            p.setdefault("device_offset_ticks", float(int(clock_rng.integers(1 << 40, 1 << 52))))
-            p.setdefault("device_skew_ppm", float(clock_rng.uniform(-40, 40)))
-            p.setdefault("device_wander_phase", float(clock_rng.uniform(0, 2 * np.pi)))
-            p.setdefault("logger_offset_ticks", float(int(clock_rng.integers(1 << 40, 1 << 52))))
-            p.setdefault("logger_skew_ppm", float(clock_rng.uniform(-40, 40)))
-            p.setdefault("logger_wander_phase", float(clock_rng.uniform(0, 2 * np.pi)))
-            dev_seed = int(np.random.SeedSequence([int(seed), r]).generate_state(1, dtype=np.uint32)[0])
-            p.update(launch_latency_ns=1.0, launch_jitter_ns=0.0)
-            self.gpus.append(SimGPU(seed=dev_seed, realtime=False, **p))
+        self.gpus: list[SimGPU] = _node_gpus(n, int(seed), params, clock_rng)
         self._offsets, self._skews = self._host_clocks(n, clock_rng, host_offsets_ns, host_skews_ppm,
                                                        bool(shared_host_clock))
         self.shared_host_clock = bool(shared_host_clock)

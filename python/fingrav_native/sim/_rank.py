@@ -13,7 +13,7 @@ import numpy as np
 
 from fingrav_native import _core
 from fingrav_native._checks import integer_in
-from fingrav_native.backends._base import KernelSpec
+from fingrav_native.records._kernels import KernelSpec
 from fingrav_native.records._recording import Capabilities, RunRecord
 from fingrav_native.sim._device import SimGPU
 

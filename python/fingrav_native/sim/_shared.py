@@ -36,6 +36,7 @@ import numpy as np
 from fingrav_native import _core
 from fingrav_native._checks import integer_in, real_number, short_repr
 from fingrav_native._tools import installed_file
+from fingrav_native.records._log_layouts import SCORE_DTYPE
 from fingrav_native.sensors._model import SensorModel, as_sensor
 from fingrav_native.sim._device import device_params, sensor_of_params
 
@@ -96,10 +97,6 @@ def _alive(pid: int) -> bool:
     return True
 
 
-#: One row of :meth:`SharedSimTruth.score`.
-SCORE_DTYPE = np.dtype([("kernel", "U64"), ("executions", np.int64), ("golden", np.int64), ("estimate_j", np.float64),
-                        ("half_width_j", np.float64), ("truth_golden_j", np.float64), ("truth_all_j", np.float64),
-                        ("error", np.float64), ("error_all", np.float64), ("covered", np.bool_)])
 
 
 @dataclass(frozen=True)
