@@ -41,10 +41,8 @@ from fingrav_native.app._open import open_device
 from fingrav_native.app._progress import ProgressLike, as_reporter
 from fingrav_native.backends._base import Backend, KernelSpec, check_kernel_spec
 from fingrav_native.clocks._runs import Timeline, nominal_durations
-from fingrav_native.files._campaign import (
-    PROFILE_FILE,
-    lock_campaign,
-)
+from fingrav_native.files._campaign import PROFILE_FILE
+from fingrav_native.files._campaign_lock import lock_campaign
 from fingrav_native.files._profiles import save_profile
 from fingrav_native.method._agreement import Agreement, LocalAgreement
 from fingrav_native.method._guidance import Guidance, lookup_guidance, target_loi_count
