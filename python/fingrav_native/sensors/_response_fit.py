@@ -128,6 +128,36 @@ def _filter(u: np.ndarray, d: float, tau: float) -> np.ndarray:
 MAX_SCALE_NS = 3.6e12
 
 
+def _step_shape_fit(f: Any, u: np.ndarray, y: np.ndarray, scale: float, lo0: float,
+                    hi0: float) -> tuple[np.ndarray, np.ndarray, float, int]:
+    """One response shape ``f`` fitted to the step's logs in view: parameters, their errors, the residual sum of
+    squares and the logs fitted (robust least squares from a few starts, the best kept)."""
+    us = u / scale  # the fit runs in units of the scale: delay, length and slope per scale
+
+    def resid(p: np.ndarray, f: Any = f) -> np.ndarray:
+        return np.asarray(p[0] + p[1] * us + p[2] * f(u, p[3] * scale, p[4] * scale) - y)
+    best = None
+    for d0 in (0.0, 0.25):
+        for l0 in (0.1, 0.5, 1.0):
+            r = scipy.optimize.least_squares(
+                resid, np.array([lo0, 0.0, hi0 - lo0, d0, l0]), loss="soft_l1",
+                f_scale=max(float(np.std(y)) * 0.05, 1e-6), x_scale="jac",
+                jac=_central_jac(resid, np.array([1.0, 1.0, 1.0, FD_STEP, FD_STEP])),
+                bounds=([-np.inf, -np.inf, -np.inf, -1.0, 1.0 / scale], [np.inf, np.inf, np.inf, 1.0, 3.0]))
+            if best is None or r.cost < best.cost:
+                best = r
+    assert best is not None
+    rss = float(np.sum(resid(best.x) ** 2))
+    dof = max(len(u) - 5, 1)
+    units = np.array([1.0, 1.0 / scale, 1.0, scale, scale])  # back to W, W/ns, W, ns, ns
+    try:
+        jac = np.asarray(best.jac, dtype=np.float64)
+        err = np.sqrt(np.clip(np.diag(np.linalg.inv(jac.T @ jac) * rss / dof), 0.0, None)) * units
+    except np.linalg.LinAlgError:
+        err = np.full(5, np.nan)
+    return (best.x * units, err, rss, len(u))
+
+
 def fit_step_response(offset_ns: npt.ArrayLike, values: npt.ArrayLike, *,
                       scale_ns: Optional[float] = None) -> StepFit:
     """Fit a sensor's response to a sharp power step, pooled over many steps.
@@ -193,31 +223,8 @@ def fit_step_response(offset_ns: npt.ArrayLike, values: npt.ArrayLike, *,
         lo0 = float(np.median(y[before])) if before.any() else float(y.min())
         after = u > 2.0 * scale
         hi0 = float(np.median(y[after])) if after.any() else float(y.max())
-        fits = {}
-        us = u / scale  # the fit runs in units of the scale: delay, length and slope per scale
-        for name, f in (("boxcar", _boxcar), ("first_order", _filter)):
-            def resid(p: np.ndarray, f: Any = f) -> np.ndarray:
-                return np.asarray(p[0] + p[1] * us + p[2] * f(u, p[3] * scale, p[4] * scale) - y)
-            best = None
-            for d0 in (0.0, 0.25):
-                for l0 in (0.1, 0.5, 1.0):
-                    r = scipy.optimize.least_squares(
-                        resid, np.array([lo0, 0.0, hi0 - lo0, d0, l0]), loss="soft_l1",
-                        f_scale=max(float(np.std(y)) * 0.05, 1e-6), x_scale="jac",
-                        jac=_central_jac(resid, np.array([1.0, 1.0, 1.0, FD_STEP, FD_STEP])),
-                        bounds=([-np.inf, -np.inf, -np.inf, -1.0, 1.0 / scale], [np.inf, np.inf, np.inf, 1.0, 3.0]))
-                    if best is None or r.cost < best.cost:
-                        best = r
-            assert best is not None
-            rss = float(np.sum(resid(best.x) ** 2))
-            dof = max(len(u) - 5, 1)
-            units = np.array([1.0, 1.0 / scale, 1.0, scale, scale])  # back to W, W/ns, W, ns, ns
-            try:
-                jac = np.asarray(best.jac, dtype=np.float64)
-                err = np.sqrt(np.clip(np.diag(np.linalg.inv(jac.T @ jac) * rss / dof), 0.0, None)) * units
-            except np.linalg.LinAlgError:
-                err = np.full(5, np.nan)
-            fits[name] = (best.x * units, err, rss, len(u))
+        fits = {name: _step_shape_fit(f, u, y, scale, lo0, hi0)
+                for name, f in (("boxcar", _boxcar), ("first_order", _filter))}
         shape = min(fits, key=lambda k: fits[k][2])
         reach = float(fits[shape][0][3] + (fits[shape][0][4] if shape == "boxcar" else 3 * fits[shape][0][4]))
         if reach < 1.5 * scale:
