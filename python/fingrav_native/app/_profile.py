@@ -131,6 +131,22 @@ class _Plan:
     labels: list[tuple[str, int]] = dataclasses.field(default_factory=list)
 
 
+def _check_profile_args(kernel: KernelSpec, what: tuple[Any, Any, Any, Any, Any],
+                        how: tuple[Any, Any, Any, Any, Any, Any], size: tuple[Any, Any, Any, Any, Any, Any],
+                        smoother: Any, span: Any, agreement: Any) -> None:
+    """Every argument of :func:`profile` checked by name, before the device is opened or a run is taken."""
+    mode, runs, margin, executions, timing_executions = what
+    x, resume, out_dir, attribution, phase, sensor = how
+    ssp_tolerance, max_executions, top_up, max_top_up_runs, probe_lois, seed = size
+    check_kernel_spec(kernel)
+    _check_what_to_run(mode, runs, margin, executions, timing_executions)
+    _check_executions_used(mode, executions)
+    _check_how_to_run(x, resume, out_dir, attribution, phase, sensor)
+    _check_campaign_size(ssp_tolerance, max_executions, top_up, max_top_up_runs, probe_lois, seed)
+    check_stitch_options(smoother, 0.95, span, 201)  # before the campaign, not after it
+    instance_of(agreement, "agreement", (Agreement, type(None)), "an Agreement or None")
+
+
 @numeric_threads()
 def profile(
     kernel: KernelSpec,
@@ -318,13 +334,10 @@ def profile(
     8. Stitch (:func:`~fingrav_native.method.stitch`), integrate energy per
        execution, and build the whole-run view.
     """
-    check_kernel_spec(kernel)
-    _check_what_to_run(mode, runs, margin, executions, timing_executions)
-    _check_executions_used(mode, executions)
-    _check_how_to_run(x, resume, out_dir, attribution, phase, sensor)
-    _check_campaign_size(ssp_tolerance, max_executions, top_up, max_top_up_runs, probe_lois, seed)
-    check_stitch_options(smoother, 0.95, span, 201)  # before the campaign, not after it
-    instance_of(agreement, "agreement", (Agreement, type(None)), "an Agreement or None")
+    _check_profile_args(kernel, (mode, runs, margin, executions, timing_executions),
+                        (x, resume, out_dir, attribution, phase, sensor),
+                        (ssp_tolerance, max_executions, top_up, max_top_up_runs, probe_lois, seed), smoother, span,
+                        agreement)
     # Every driver opens its device through the one resolver (a string, or a backend as it is).
     backend = open_device("sim", seed=seed) if backend is None else open_device(backend)
     model, caps = _sensor_of(backend.capabilities, sensor)
