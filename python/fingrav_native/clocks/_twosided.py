@@ -239,7 +239,7 @@ def fit_sorted(
 
 def _tightest_spread(rtt: np.ndarray, dv: np.ndarray, limit: float, min_reads: int, fit_skew: bool) -> np.ndarray:
     """:func:`_tightest`, refused where a skew is to be fitted and those reads all show one device value."""
-    idx = _tightest(rtt, select_factor * best, min_reads)
+    idx = _tightest(rtt, limit, min_reads)
     if fit_skew and dv[idx[-1]] == dv[idx[0]]:
         raise ValueError(
             f"brackets: the {idx.size} tightest reads all have device value {int(dv[idx[0]])}: "
