@@ -10,8 +10,8 @@ into *tiles* and which unknown (a *column*) each tile draws: a bin of an
 execution's curve, a level, a gap's power by time since the last kernel
 ended, the idle baseline. Everything after that is here, shared:
 
-1. **Design.** Each log's row: the weight of every tile its response covers
-   (sparse); a log that reaches an excluded tile (a warm-up, a concurrent
+1. **Design** (:mod:`fingrav_native.method._engine_design`). Each log's row:
+   the weight of every tile its response covers (sparse); a log that reaches an excluded tile (a warm-up, a concurrent
    kernel, an outlier run) is left out and counted.
 2. **Normal equations per block** of runs or iterations (memory bounded by
    the unknowns, not the logs); the blocks are the units of cross-validation
@@ -23,7 +23,7 @@ ended, the idle baseline. Everything after that is here, shared:
    for the blocks it did not see. A criterion that survives model misfit,
    unlike GCV, which treats patterned residuals as noise to fit (Arlot and
    Celisse, Statistics Surveys 2010; Golub, Heath and Wahba 1979 for GCV).
-4. **Bounded solve.** Power columns are bounded below (0 W, or a stated
+4. **Bounded solve** (:mod:`fingrav_native.method._engine_solve`). Power columns are bounded below (0 W, or a stated
    floor), only when the unconstrained solution leaves the bounds: the
    columns on their bounds found by an active set on the penalised normal
    equations (Lawson and Hanson 1974), the others solved on their Cholesky
