@@ -7,7 +7,8 @@ sampling: many runs each switch the GPU from idle to a long busy block and
 back, at random phase against the sensor; every log is placed on the host
 timeline relative to the switching edges (through the calibrated clock maps,
 whose bounds say how far a log may be misplaced), so the pooled logs trace
-the sensor's step response at a resolution far finer than its period. The response is fitted as
+the sensor's step response at a resolution far finer than its period. The response is fitted
+(:mod:`fingrav_native.sensors._response_fit`) as
 
 * a boxcar window ``W`` after a delay ``d``: a linear ramp from ``d`` to ``d + W``;
 * a first-order filter of time constant ``tau`` after ``d``: ``1 - exp(-(u - d) / tau)``;
