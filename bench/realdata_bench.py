@@ -61,7 +61,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "tests"))  # real_data: where the re
 import fingrav_native as fg  # noqa: E402
 from fingrav_native.files._characterisation import read_logs_csv  # noqa: E402
 from fingrav_native.method import fit_timeline  # noqa: E402
-from fingrav_native.sensors._characterize import _MeterResponse, fit_meter_response  # noqa: E402
+from fingrav_native.sensors._response_fit import _MeterResponse, fit_meter_response  # noqa: E402
 from real_data import MissingRealData  # noqa: E402
 from real_data import path as real_data_path  # noqa: E402
 

@@ -423,7 +423,7 @@ def test_the_lock_is_released_when_profile_fails(tmp_path):
 
 HOLDER = """
 import os, sys
-from fingrav_native.files._campaign import lock_campaign
+from fingrav_native.files._campaign_lock import lock_campaign
 with lock_campaign(sys.argv[1]):
     if sys.argv[2] == "fork":
         # The lock outlives its taker in a child that inherited it.

@@ -45,7 +45,8 @@ from fingrav_native.files._outputs import json_scalar
 from fingrav_native.files._parquet import export_parquet
 from fingrav_native.files._trace import export_trace
 from fingrav_native.sensors import SENSOR_PRESETS, SensorModel
-from fingrav_native.sensors._characterize import Characterisation, PeriodEstimate, StepFit
+from fingrav_native.sensors._characterize import Characterisation, PeriodEstimate
+from fingrav_native.sensors._response_fit import StepFit
 
 EXAMPLES = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                                              HealthCheck.data_too_large])

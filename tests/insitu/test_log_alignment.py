@@ -176,17 +176,17 @@ def test_slow_offset_search_builds_each_logs_regressors_a_bounded_number_of_time
     # The lagged fits once built every log's regressors at every shift searched (a dense fit per shift and lag:
     # 816 of them on a 10^6-kernel trace); a run of neighbouring shifts now shares one set of normal equations,
     # and only the logs that cross a quarter's boundary within it are rebuilt.
-    from fingrav_native.insitu import _align
+    from fingrav_native.insitu import _align_design
 
     built = [0]
-    name = "rows" if hasattr(_align._Design, "rows") else "lagged"
-    plain = getattr(_align._Design, name)
+    name = "rows" if hasattr(_align_design.RegressionDesign, "rows") else "lagged"
+    plain = getattr(_align_design.RegressionDesign, name)
 
     def counted(self, at, *args):  # type: ignore[no-untyped-def]
         built[0] += len(at.t)
         return plain(self, at, *args)
 
-    monkeypatch.setattr(_align._Design, name, counted)
+    monkeypatch.setattr(_align_design.RegressionDesign, name, counted)
     t, y, s, e, sig = _four_signatures()
     al = align_logs_to_trace(t, y, s, e, sig)
     assert not al.at_edge and al.low_ns <= -17_300.0 <= al.high_ns
@@ -198,11 +198,11 @@ def test_slow_offset_search_builds_each_logs_regressors_a_bounded_number_of_time
 def test_silently_wrong_shared_normal_equations_match_the_dense_fit_at_every_shift() -> None:
     # Closed-form truth: each shift's lagged fit solved densely over every log's regressors (least_squares_rss),
     # against the run's shared normal equations, where many logs cross boundaries (a run of 60 us).
-    from fingrav_native.insitu import _align
+    from fingrav_native.insitu import _align_design
 
     t, y, s, e, sig = _four_signatures()
-    group, n_groups, _ = _align._groups(s, e, sig, len(t) // 10, 8)
-    design = _align._Design(s, e, group, n_groups)
+    group, n_groups, _ = _align_design.kernel_groups(s, e, sig, len(t) // 10, 8)
+    design = _align_design.RegressionDesign(s, e, group, n_groups)
     yc = y - y.mean()
     ds = np.arange(-47_000.0, 13_000.0, 5_000.0)
     for tau in (5_000.0, 25_000.0):
@@ -224,17 +224,17 @@ def test_slow_the_offset_measured_again_beside_communication_builds_the_regresso
     # Beside communication the offset is measured twice on the same logs (with its level left in, then taken
     # off): the second measurement rebuilt every regressor, Gram matrix and eigendecomposition of the first,
     # which depend on the logs' times and not on their power (half of profile_trace on a real NCCL trace).
-    from fingrav_native.insitu import _align
+    from fingrav_native.insitu import _align_design
     from fingrav_native.insitu._overlap import running
 
     built = [0]
-    plain = _align._Design.rows
+    plain = _align_design.RegressionDesign.rows
 
     def counted(self, at, *args):  # type: ignore[no-untyped-def]
         built[0] += len(at.t)
         return plain(self, at, *args)
 
-    monkeypatch.setattr(_align._Design, "rows", counted)
+    monkeypatch.setattr(_align_design.RegressionDesign, "rows", counted)
     t, y, s, e, sig = _four_signatures()
     # An all-reduce of 60 W on its own stream beside every 25th kernel (closed form, at the logs' true times).
     o_s = s[::25] + 0.25 * (e[::25] - s[::25])

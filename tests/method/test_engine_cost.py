@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from scipy import optimize
 
-from fingrav_native.method import _engine
+from fingrav_native.method import _engine, _engine_solve
 
 
 def _problem(seed: int, cond: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -37,8 +37,8 @@ def test_cost_bounded_solve_meets_its_optimality_conditions_without_bvls(seed: i
     G, b, M, lower = _problem(seed, cond)
     calls = []
     real = optimize.lsq_linear
-    monkeypatch.setattr(_engine.optimize, "lsq_linear", lambda *a, **k: calls.append(1) or real(*a, **k))
-    x = _engine.solve(G, b, M, lower)
+    monkeypatch.setattr(_engine_solve.optimize, "lsq_linear", lambda *a, **k: calls.append(1) or real(*a, **k))
+    x = _engine_solve.solve(G, b, M, lower)
     assert not calls, "the bounded solve fell back to bounded-variable least squares"
     # KKT of min x'Mx - 2b'x, x >= lower: feasible; gradient zero on the free columns, pushing into the bound
     # on the others. For a strictly convex problem these hold at the one minimum and nowhere else.

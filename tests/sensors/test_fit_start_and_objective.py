@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from fingrav_native.sensors import fit_load_response, fit_step_response
-from fingrav_native.sensors._characterize import fit_meter_response
+from fingrav_native.sensors._response_fit import fit_meter_response
 
 LIGHT, EXCESS, NOISE, SCALE = 100.0, 200.0, 1.0, 100e6
 

@@ -17,8 +17,10 @@ from fingrav_native._checks import instance_of, integer_in, positive_number
 from fingrav_native.app._open import open_device
 from fingrav_native.backends._base import Backend
 from fingrav_native.clocks._runs import nominal_durations, timeline_of
-from fingrav_native.sensors._characterize import Characterisation, estimate_period, fit_load_response
+from fingrav_native.records._recording import Capabilities
+from fingrav_native.sensors._characterize import Characterisation, estimate_period
 from fingrav_native.sensors._model import SensorModel
+from fingrav_native.sensors._response_fit import fit_load_response
 
 #: The longest level: an hour (a count of executions beyond it is an absurd value, not a wave).
 _MAX_HALF_NS = 3.6e12
@@ -35,6 +37,21 @@ def _half_period(half_period_ns: Optional[float], prior: SensorModel, reach: flo
                          f"{prior.period_ns / (2 * half):.0f} cycles); give at least {prior.period_ns / 1e7:.3g} ms "
                          "(a tenth of the period), or leave it out to size the wave from the sensor")
     return half
+
+
+def _level_counts(backend: Backend, caps: Capabilities, kernels: tuple[Any, Any], half: float) -> list[int]:
+    """Executions of each kernel that fill one level of the square wave (``half`` ns), each timed on the device."""
+    counts = []
+    for k in kernels:
+        backend.wait_idle()
+        rec = backend.execute_run(k, 5, backend.new_run_id())
+        one = float(np.median(nominal_durations(rec.markers, caps.device_tick_ns)))
+        if one > 2.0 * half:
+            raise ValueError(f"half_period_ns={half:g}: one execution of {k!r} lasts {one / 1e3:.1f} us, so a level "
+                             f"would last {one / 1e3:.1f} us, not the {half / 1e3:.3g} us asked; give at least "
+                             f"{one:.0f} ns or a shorter kernel")
+        counts.append(max(1, int(math.ceil(half / one))))
+    return counts
 
 
 def characterize(
@@ -121,16 +138,7 @@ def characterize(
                             period_ns=caps.logger_period_ns, window_ns=caps.logger_window_ns, source="assumed")
     reach = prior.window_ns + prior.delay_ns + 5.0 * prior.tau_ns
     half = _half_period(half_period_ns, prior, reach)
-    counts = []
-    for k in (kernel, light):
-        backend.wait_idle()
-        rec = backend.execute_run(k, 5, backend.new_run_id())
-        one = float(np.median(nominal_durations(rec.markers, caps.device_tick_ns)))
-        if one > 2.0 * half:
-            raise ValueError(f"half_period_ns={half:g}: one execution of {k!r} lasts {one / 1e3:.1f} us, so a level "
-                             f"would last {one / 1e3:.1f} us, not the {half / 1e3:.3g} us asked; give at least "
-                             f"{one:.0f} ns or a shorter kernel")
-        counts.append(max(1, int(math.ceil(half / one))))
+    counts = _level_counts(backend, caps, (kernel, light), half)
     plan: list[tuple[Any, int]] = [(kernel, counts[0]), (light, counts[1])] * n_cyc
     total = sum(c for _, c in plan)
     records = []

@@ -271,6 +271,18 @@ def _add_trace_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]"
     trace.add_argument("--sensor", default=None, metavar="PRESET",
                        help="what each log measures, if not the capture's own sensor model (a preset name; for a "
                             "tool's power log also a characterisation file)")
+    _add_power_log_options(trace)
+    trace.add_argument("--annotate", default=None, metavar="OUT",
+                       help="also write the trace again as OUT (.json, or .json.gz gzipped) with every event kept, "
+                            "each kernel's energy in its args and power counter tracks (opens in Perfetto, "
+                            "TensorBoard, HTA); checked before any work")
+    trace.add_argument("--force", action="store_true", help="let --annotate replace an existing file (never the trace)")
+    trace.add_argument("--quiet", action="store_true",
+                       help="no progress line (it is drawn on stderr, only on a terminal, past two seconds)")
+
+
+def _add_power_log_options(trace: argparse.ArgumentParser) -> None:
+    """``fingrav trace``'s options for a power log another tool wrote (``--power LOG``)."""
     log = trace.add_argument_group(
         "power logs other tools wrote (--power LOG: nvidia-smi, amd-smi, rocm-smi or dcgmi output, told apart by "
         "content)")
@@ -289,13 +301,6 @@ def _add_trace_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]"
     log.add_argument("--boottime-offset-ns", type=BOOTTIME_OFFSET_NS, default=None, metavar="NS",
                      help="CLOCK_REALTIME - CLOCK_BOOTTIME on the recording host, to place a log's wall-clock "
                           f"stamps on a rocprofv3 trace's CLOCK_BOOTTIME, {BOOTTIME_OFFSET_NS}")
-    trace.add_argument("--annotate", default=None, metavar="OUT",
-                       help="also write the trace again as OUT (.json, or .json.gz gzipped) with every event kept, "
-                            "each kernel's energy in its args and power counter tracks (opens in Perfetto, "
-                            "TensorBoard, HTA); checked before any work")
-    trace.add_argument("--force", action="store_true", help="let --annotate replace an existing file (never the trace)")
-    trace.add_argument("--quiet", action="store_true",
-                       help="no progress line (it is drawn on stderr, only on a terminal, past two seconds)")
 
 
 def _add_profile_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:

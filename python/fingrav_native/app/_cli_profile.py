@@ -28,13 +28,11 @@ from fingrav_native.files._campaign import (
     PROFILE_FILE,
     CampaignFormatError,
     campaign_contents,
-    in_use,
-    lock_campaign,
-    lock_holder,
     read_json_file,
     run_files,
     tag_nonfinite,
 )
+from fingrav_native.files._campaign_lock import in_use, lock_campaign, lock_holder
 from fingrav_native.files._outputs import check_output_path, write_json
 from fingrav_native.files._trace import export_trace
 from fingrav_native.method._phase_modes import PHASES

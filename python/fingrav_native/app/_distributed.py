@@ -138,6 +138,34 @@ def _exchange_group(dist: Any, group: Any) -> Any:
     return _GLOO_GROUPS[key][1]
 
 
+def _serve_exchanges(dist: Any, g: Any, root: int, size: int, now: Callable[[], int], ping: Any, pong: Any) -> None:
+    """The root's side of :func:`exchange_brackets`: each other rank in turn, its pings answered with the root's
+    clock read at each one's arrival."""
+    send, isend, recv = dist.send, dist.isend, dist.recv
+    ping_np, pong_np = ping.numpy(), pong.numpy()
+    for peer in range(size):
+        if peer == root:
+            continue
+        peer_global = dist.get_global_rank(g, peer)
+        recv(ping, peer_global, g)
+        count = int(ping_np[0])
+        if not (0 < count <= 2 * MAX_EXCHANGES):  # warmup + n
+            raise RuntimeError(f"rank {peer} announced {count} exchanges: mismatched calls?")
+        send(pong, peer_global, g)
+        work = None
+        for _ in range(count):
+            recv(ping, peer_global, g)
+            t2 = now()
+            # The previous reply has arrived (the rank sent this ping
+            # after it), so its buffer is free; waiting is instant.
+            if work is not None:
+                work.wait()
+            pong_np[0] = t2
+            work = isend(pong, peer_global, g)
+        if work is not None:
+            work.wait()
+
+
 def exchange_brackets(
     group: Any = None,
     clock: Optional[HostClock] = None,
@@ -224,27 +252,7 @@ def exchange_brackets(
     ping_np, pong_np = ping.numpy(), pong.numpy()
 
     if me == root:
-        for peer in range(size):
-            if peer == root:
-                continue
-            peer_global = dist.get_global_rank(g, peer)
-            recv(ping, peer_global, g)
-            count = int(ping_np[0])
-            if not (0 < count <= 2 * MAX_EXCHANGES):  # warmup + n
-                raise RuntimeError(f"rank {peer} announced {count} exchanges: mismatched calls?")
-            send(pong, peer_global, g)
-            work = None
-            for _ in range(count):
-                recv(ping, peer_global, g)
-                t2 = now()
-                # The previous reply has arrived (the rank sent this ping
-                # after it), so its buffer is free; waiting is instant.
-                if work is not None:
-                    work.wait()
-                pong_np[0] = t2
-                work = isend(pong, peer_global, g)
-            if work is not None:
-                work.wait()
+        _serve_exchanges(dist, g, root, size, now, ping, pong)
         return None
 
     root_global = dist.get_global_rank(g, root)

@@ -41,10 +41,8 @@ from fingrav_native.app._open import open_device
 from fingrav_native.app._progress import ProgressLike, as_reporter
 from fingrav_native.backends._base import Backend, KernelSpec, check_kernel_spec
 from fingrav_native.clocks._runs import Timeline, nominal_durations
-from fingrav_native.files._campaign import (
-    PROFILE_FILE,
-    lock_campaign,
-)
+from fingrav_native.files._campaign import PROFILE_FILE
+from fingrav_native.files._campaign_lock import lock_campaign
 from fingrav_native.files._profiles import save_profile
 from fingrav_native.method._agreement import Agreement, LocalAgreement
 from fingrav_native.method._guidance import Guidance, lookup_guidance, target_loi_count
@@ -131,6 +129,22 @@ class _Plan:
     executions: int = 0
     search: Optional[SspSearch] = None
     labels: list[tuple[str, int]] = dataclasses.field(default_factory=list)
+
+
+def _check_profile_args(kernel: KernelSpec, what: tuple[Any, Any, Any, Any, Any],
+                        how: tuple[Any, Any, Any, Any, Any, Any], size: tuple[Any, Any, Any, Any, Any, Any],
+                        smoother: Any, span: Any, agreement: Any) -> None:
+    """Every argument of :func:`profile` checked by name, before the device is opened or a run is taken."""
+    mode, runs, margin, executions, timing_executions = what
+    x, resume, out_dir, attribution, phase, sensor = how
+    ssp_tolerance, max_executions, top_up, max_top_up_runs, probe_lois, seed = size
+    check_kernel_spec(kernel)
+    _check_what_to_run(mode, runs, margin, executions, timing_executions)
+    _check_executions_used(mode, executions)
+    _check_how_to_run(x, resume, out_dir, attribution, phase, sensor)
+    _check_campaign_size(ssp_tolerance, max_executions, top_up, max_top_up_runs, probe_lois, seed)
+    check_stitch_options(smoother, 0.95, span, 201)  # before the campaign, not after it
+    instance_of(agreement, "agreement", (Agreement, type(None)), "an Agreement or None")
 
 
 @numeric_threads()
@@ -320,13 +334,10 @@ def profile(
     8. Stitch (:func:`~fingrav_native.method.stitch`), integrate energy per
        execution, and build the whole-run view.
     """
-    check_kernel_spec(kernel)
-    _check_what_to_run(mode, runs, margin, executions, timing_executions)
-    _check_executions_used(mode, executions)
-    _check_how_to_run(x, resume, out_dir, attribution, phase, sensor)
-    _check_campaign_size(ssp_tolerance, max_executions, top_up, max_top_up_runs, probe_lois, seed)
-    check_stitch_options(smoother, 0.95, span, 201)  # before the campaign, not after it
-    instance_of(agreement, "agreement", (Agreement, type(None)), "an Agreement or None")
+    _check_profile_args(kernel, (mode, runs, margin, executions, timing_executions),
+                        (x, resume, out_dir, attribution, phase, sensor),
+                        (ssp_tolerance, max_executions, top_up, max_top_up_runs, probe_lois, seed), smoother, span,
+                        agreement)
     # Every driver opens its device through the one resolver (a string, or a backend as it is).
     backend = open_device("sim", seed=seed) if backend is None else open_device(backend)
     model, caps = _sensor_of(backend.capabilities, sensor)

@@ -132,6 +132,30 @@ def _native_record_clock(clock: str, n: int) -> np.ndarray:
     return np.asarray(_core.launch_clock_brackets(clock, n), dtype=np.int64)
 
 
+def _checked_record_clocks(record_clocks: Sequence[str]) -> tuple[str, ...]:
+    """The launch record clocks asked for, each one a launch record can stamp on."""
+    clocks = tuple(record_clocks)
+    for c in clocks:
+        if c not in ("CLOCK_BOOTTIME", "CLOCK_REALTIME"):
+            raise ValueError(f"record_clocks: {short_repr(c)} is not a launch record clock; "
+                             "use 'CLOCK_BOOTTIME' or 'CLOCK_REALTIME'")
+    return clocks
+
+
+def _against_truth(backend: Backend, brackets: np.ndarray, linear: ClockMap) -> Optional[dict[str, float]]:
+    """The linear map's error against the simulator's true clock (None: a device without one)."""
+    truth = None
+    gpu = getattr(backend, "gpu", None)
+    if gpu is not None and hasattr(gpu, "host_at_device_ticks"):
+        true_host = np.asarray(gpu.host_at_device_ticks(brackets[:, 1]), dtype=np.float64)
+        mapped = np.asarray(linear.to_host(brackets[:, 1]), dtype=np.float64)
+        err = np.abs(mapped - true_host)
+        bound = np.asarray(linear.error_bound_at(mapped), dtype=np.float64)
+        truth = {"median_error_ns": float(np.median(err)), "max_error_ns": float(err.max()),
+                 "covered": float(np.mean(err <= bound))}
+    return truth
+
+
 def sync_report(
     backend: Backend,
     *,
@@ -177,11 +201,7 @@ def sync_report(
                          f"{type(backend).__name__}")
     if not callable(sleep):
         raise ValueError(f"sleep={short_repr(sleep)}: must be a callable taking seconds")
-    clocks = tuple(record_clocks)
-    for c in clocks:
-        if c not in ("CLOCK_BOOTTIME", "CLOCK_REALTIME"):
-            raise ValueError(f"record_clocks: {short_repr(c)} is not a launch record clock; "
-                             "use 'CLOCK_BOOTTIME' or 'CLOCK_REALTIME'")
+    clocks = _checked_record_clocks(record_clocks)
     if read_record_clock is not None and not callable(read_record_clock):
         raise ValueError(f"read_record_clock={short_repr(read_record_clock)}: must be a callable (clock, n)")
     reader = read_record_clock if read_record_clock is not None else _native_record_clock
@@ -214,15 +234,7 @@ def sync_report(
         gap = float(np.max(np.abs(np.asarray(piecewise.to_host(ticks), dtype=np.float64)
                                   - np.asarray(linear.to_host(ticks), dtype=np.float64))))
     bound_end = float(linear.error_bound_at(brackets[-1, 0]))
-    truth = None
-    gpu = getattr(backend, "gpu", None)
-    if gpu is not None and hasattr(gpu, "host_at_device_ticks"):
-        true_host = np.asarray(gpu.host_at_device_ticks(brackets[:, 1]), dtype=np.float64)
-        mapped = np.asarray(linear.to_host(brackets[:, 1]), dtype=np.float64)
-        err = np.abs(mapped - true_host)
-        bound = np.asarray(linear.error_bound_at(mapped), dtype=np.float64)
-        truth = {"median_error_ns": float(np.median(err)), "max_error_ns": float(err.max()),
-                 "covered": float(np.mean(err <= bound))}
+    truth = _against_truth(backend, brackets, linear)
     record = tuple(record_clock_error(np.concatenate(record_chunks[c]), c) for c in clocks)
     return SyncReport(backend=caps.name, device=caps.device, tick_ns=tick, brackets=brackets,
                       latency=summarize_read_latency(brackets), linear=linear, piecewise=piecewise,

@@ -60,30 +60,7 @@ def report(sysfs_root: str = "/sys", kfd_path: str = KFD_PATH) -> BackendReport:
     else:
         comps.append(Component(kfd_path, False, "absent: the amdgpu driver (KFD) is not loaded or there is no AMD GPU"))
 
-    hip_devices = 0
-    try:
-        info = _core.hip_runtime_info()
-        hip_devices = int(info["device_count"])
-        detail = f"{info['library_path']} (HIP {info['runtime_version']}), {hip_devices} device(s)"
-        if info["init_error"]:
-            detail += f"; {info['init_error']}"
-        comps.append(Component("HIP runtime (libamdhip64)", True, detail))
-    except _core.LibraryNotFoundError as exc:
-        comps.append(Component("HIP runtime (libamdhip64)", False, str(exc)))
-        reasons.append("the HIP runtime is not installed")
-
-    # gfx90a, not the device's own target: every hiprtc since ROCm 4.3 knows
-    # it, while ROCm 5.2's hiprtc corrupts its heap and aborts the process
-    # when asked for a target newer than itself (gfx942, gfx1100), and a
-    # report must never crash. The backend compiles for the device's target
-    # only after HIP has shown it supports that device.
-    arch = "gfx90a"
-    try:
-        code = _core.hiprtc_compile_probe(arch)
-        comps.append(Component("hiprtc (marker probe)", True, f"compiled the probe for {arch} ({len(code)} bytes)"))
-    except (_core.LibraryNotFoundError, _core.SymbolNotFoundError, RuntimeError) as exc:
-        comps.append(Component("hiprtc (marker probe)", False, str(exc)))
-        reasons.append("hiprtc cannot compile the marker probe")
+    hip_devices = _hip_components(comps, reasons)
 
     in_use: SensorSemantics | None = None
     for i, g in enumerate(gpus):
@@ -115,6 +92,35 @@ def report(sysfs_root: str = "/sys", kfd_path: str = KFD_PATH) -> BackendReport:
                     "GPU; gpu_metrics layouts and the 1.9 encoding checked against the kernel headers only)",
         sensors=_report_sensors(in_use),
     )
+
+
+def _hip_components(comps: list[Component], reasons: list[str]) -> int:
+    """The HIP runtime and hiprtc, each appended to ``comps`` (why one is missing to ``reasons``); HIP's devices."""
+    hip_devices = 0
+    try:
+        info = _core.hip_runtime_info()
+        hip_devices = int(info["device_count"])
+        detail = f"{info['library_path']} (HIP {info['runtime_version']}), {hip_devices} device(s)"
+        if info["init_error"]:
+            detail += f"; {info['init_error']}"
+        comps.append(Component("HIP runtime (libamdhip64)", True, detail))
+    except _core.LibraryNotFoundError as exc:
+        comps.append(Component("HIP runtime (libamdhip64)", False, str(exc)))
+        reasons.append("the HIP runtime is not installed")
+
+    # gfx90a, not the device's own target: every hiprtc since ROCm 4.3 knows
+    # it, while ROCm 5.2's hiprtc corrupts its heap and aborts the process
+    # when asked for a target newer than itself (gfx942, gfx1100), and a
+    # report must never crash. The backend compiles for the device's target
+    # only after HIP has shown it supports that device.
+    arch = "gfx90a"
+    try:
+        code = _core.hiprtc_compile_probe(arch)
+        comps.append(Component("hiprtc (marker probe)", True, f"compiled the probe for {arch} ({len(code)} bytes)"))
+    except (_core.LibraryNotFoundError, _core.SymbolNotFoundError, RuntimeError) as exc:
+        comps.append(Component("hiprtc (marker probe)", False, str(exc)))
+        reasons.append("hiprtc cannot compile the marker probe")
+    return hip_devices
 
 
 def _power_mode_of(gpu: Any) -> str:

@@ -144,6 +144,18 @@ def match_nvml_device(cuda_device: dict[str, Any], nvml_devices: list[dict[str, 
         f"NVML sees: {seen}")
 
 
+def _check_power_args(power: Any, power_source: Any, sensor: Any, power_scope: Any) -> None:
+    """Refuse a power mode, power source, sensor model or power scope the backend cannot take, by name."""
+    if power_scope not in ("auto", "gpu", "module"):
+        raise ValueError(f"power_scope={power_scope!r}: must be 'auto', 'gpu' or 'module'")
+    if sensor is not None and not isinstance(sensor, SensorModel):
+        raise ValueError(f"sensor={sensor!r}: must be a SensorModel (e.g. a characterisation's .sensor)")
+    if power_source is None and power not in NVML_MODES:
+        raise ValueError(f"power={power!r}: must be one of {', '.join(NVML_MODES)}")
+    if power_source is not None and not isinstance(power_source, _core.PowerSource):
+        raise ValueError(f"power_source={power_source!r}: must be a fingrav_native PowerSource")
+
+
 class NvidiaBackend(HostRelease, LivePower):
     """An NVIDIA GPU as a FinGraV backend (NVML power, %globaltimer markers).
 
@@ -225,14 +237,7 @@ class NvidiaBackend(HostRelease, LivePower):
         power_scope: str = "auto",
     ) -> None:
         device = integer_in(device, "device", 0)
-        if power_scope not in ("auto", "gpu", "module"):
-            raise ValueError(f"power_scope={power_scope!r}: must be 'auto', 'gpu' or 'module'")
-        if sensor is not None and not isinstance(sensor, SensorModel):
-            raise ValueError(f"sensor={sensor!r}: must be a SensorModel (e.g. a characterisation's .sensor)")
-        if power_source is None and power not in NVML_MODES:
-            raise ValueError(f"power={power!r}: must be one of {', '.join(NVML_MODES)}")
-        if power_source is not None and not isinstance(power_source, _core.PowerSource):
-            raise ValueError(f"power_source={power_source!r}: must be a fingrav_native PowerSource")
+        _check_power_args(power, power_source, sensor, power_scope)
         self._brackets_per_run = integer_in(brackets_per_run, "brackets_per_run", 2)
         fraction(idle_tolerance, "idle_tolerance")
         self._idle_tol = float(idle_tolerance)

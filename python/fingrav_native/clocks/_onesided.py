@@ -120,11 +120,8 @@ def fit_one_sided_clock_map(
     >>> bool(abs(m.to_host(ticks[1000]) - true_host[1000]) < 1_000)
     True
     """
-    check_common(tick_ns, coverage, wander_ppm_per_s, max_skew_ppm, 1.0)
-    integer_in(min_logs, "min_logs", 3)
-    min_delay_ns = positive_number(min_delay_ns, "min_delay_ns", allow_zero=True)
-    fit_skew = flag(fit_skew, "fit_skew")
-    positive_number(prior_skew_ppm, "prior_skew_ppm", allow_zero=True)
+    min_delay_ns, fit_skew = _checked_args(tick_ns, coverage, wander_ppm_per_s, max_skew_ppm, min_logs, min_delay_ns,
+                                           fit_skew, prior_skew_ppm)
     h, t = _observations(read_host_ns, log_ticks, min_logs)
     n = h.size
 
@@ -182,6 +179,17 @@ def fit_one_sided_clock_map(
         wander_ppm_per_s=float(wander_ppm_per_s),
         coverage=float(coverage),
     )
+
+
+def _checked_args(tick_ns: float, coverage: float, wander_ppm_per_s: float, max_skew_ppm: float, min_logs: int,
+                  min_delay_ns: float, fit_skew: bool, prior_skew_ppm: float) -> tuple[float, bool]:
+    """:func:`fit_one_sided_clock_map`'s settings checked by name; the delay and the skew flag as read."""
+    check_common(tick_ns, coverage, wander_ppm_per_s, max_skew_ppm, 1.0)
+    integer_in(min_logs, "min_logs", 3)
+    min_delay_ns = positive_number(min_delay_ns, "min_delay_ns", allow_zero=True)
+    fit_skew = flag(fit_skew, "fit_skew")
+    positive_number(prior_skew_ppm, "prior_skew_ppm", allow_zero=True)
+    return min_delay_ns, fit_skew
 
 
 def _skew_unresolved(b: float, tick_ns: float, max_skew_ppm: float, coverage: float,

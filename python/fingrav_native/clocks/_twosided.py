@@ -187,12 +187,7 @@ def fit_sorted(
     best = int(rtt.min())
 
     # Step 2: the tightest brackets.
-    idx = _tightest(rtt, select_factor * best, min_reads)
-    if fit_skew and dv[idx[-1]] == dv[idx[0]]:
-        raise ValueError(
-            f"brackets: the {idx.size} tightest reads all have device value {int(dv[idx[0]])}: "
-            "spread the reads over a longer time (or pass fit_skew=False)"
-        )
+    idx = _tightest_spread(rtt, dv, select_factor * best, min_reads, fit_skew)
 
     # Step 3: reference read, then exact integer offsets.
     ref = int(idx[idx.size // 2])
@@ -240,6 +235,17 @@ def fit_sorted(
         wander_ppm_per_s=wander_ppm_per_s,
         coverage=coverage,
     )
+
+
+def _tightest_spread(rtt: np.ndarray, dv: np.ndarray, limit: float, min_reads: int, fit_skew: bool) -> np.ndarray:
+    """:func:`_tightest`, refused where a skew is to be fitted and those reads all show one device value."""
+    idx = _tightest(rtt, limit, min_reads)
+    if fit_skew and dv[idx[-1]] == dv[idx[0]]:
+        raise ValueError(
+            f"brackets: the {idx.size} tightest reads all have device value {int(dv[idx[0]])}: "
+            "spread the reads over a longer time (or pass fit_skew=False)"
+        )
+    return idx
 
 
 def _tightest(rtt: np.ndarray, limit: float, min_reads: int) -> np.ndarray:

@@ -27,12 +27,12 @@ if TYPE_CHECKING:
         StoredRun,
         campaign_contents,
         load_campaign_runs,
-        lock_campaign,
         read_manifest,
         run_files,
         write_manifest,
         write_run,
     )
+    from fingrav_native.files._campaign_lock import lock_campaign
     from fingrav_native.files._capture import (
         CAPTURE_FORMAT,
         CAPTURE_VERSION,
@@ -99,7 +99,7 @@ _WHERE = {
     "load_capture": "_capture_read",
     "load_characterisation": "_characterisation",
     "load_profile": "_profiles",
-    "lock_campaign": "_campaign",
+    "lock_campaign": "_campaign_lock",
     "node_trace_events": "_trace",
     "read_kineto_trace": "_kineto",
     "power_log_summary": "_power_logs",

@@ -12,8 +12,9 @@ from typing import Any, Union
 import numpy as np
 
 from fingrav_native.files._safe import MAX_JSON_BYTES, loads_json, read_file
-from fingrav_native.sensors._characterize import Characterisation, PeriodEstimate, StepFit
+from fingrav_native.sensors._characterize import Characterisation, PeriodEstimate
 from fingrav_native.sensors._model import SensorModel
+from fingrav_native.sensors._response_fit import StepFit
 
 #: How a characterisation file writes the numbers strict JSON has no form for (``Characterisation.save``).
 _NON_FINITE: dict[Any, float] = {None: math.nan, "Infinity": math.inf, "-Infinity": -math.inf}

@@ -21,6 +21,7 @@ import numpy as np
 
 from fingrav_native.files._outputs import check_output_path, write_text
 from fingrav_native.insitu._results import TraceProfile
+from fingrav_native.insitu._trace import KernelTrace
 from fingrav_native.method._results import InterleavedProfile, Profile
 from fingrav_native.multi._results import NodeProfile
 
@@ -185,6 +186,20 @@ def trace_events(profile: Union[Profile, InterleavedProfile]) -> dict[str, Any]:
     }
 
 
+def _device_tracks(kt: KernelTrace) -> tuple[list[dict[str, Any]], dict[int, int]]:
+    """A process per GPU of the trace and a thread per stream (their metadata events), and each GPU's process id."""
+    events: list[dict[str, Any]] = []
+    pid_of: dict[int, int] = {}
+    for dev in np.unique(kt.device):
+        pid = 10 + len(pid_of)
+        pid_of[int(dev)] = pid
+        events.append({"ph": "M", "pid": pid, "tid": 0, "name": "process_name", "args": {"name": f"GPU {int(dev)}"}})
+        for st in np.unique(kt.stream[kt.device == dev]):
+            events.append({"ph": "M", "pid": pid, "tid": int(st) + 1, "name": "thread_name",
+                           "args": {"name": f"stream {int(st)}"}})
+    return events, pid_of
+
+
 def insitu_trace_events(tp: TraceProfile) -> dict[str, Any]:
     """The trace-event document of an in-situ profile: power counter tracks over the kernel slices.
 
@@ -227,15 +242,7 @@ def insitu_trace_events(tp: TraceProfile) -> dict[str, Any]:
         mine = mine[np.argsort(ex["start_ns"][mine], kind="stable")]
         w = int(tp.kernels["warmup"][i])
         warm_before[sid] = float(ex["start_ns"][mine[w]]) if w < len(mine) else math.inf
-    events: list[dict[str, Any]] = []
-    pid_of: dict[int, int] = {}
-    for dev in np.unique(kt.device):
-        pid = 10 + len(pid_of)
-        pid_of[int(dev)] = pid
-        events.append({"ph": "M", "pid": pid, "tid": 0, "name": "process_name", "args": {"name": f"GPU {int(dev)}"}})
-        for st in np.unique(kt.stream[kt.device == dev]):
-            events.append({"ph": "M", "pid": pid, "tid": int(st) + 1, "name": "thread_name",
-                           "args": {"name": f"stream {int(st)}"}})
+    events, pid_of = _device_tracks(kt)
     for j, e in enumerate(ex):
         sid = int(e["kernel_id"])
         sig = kt.signatures[sid]

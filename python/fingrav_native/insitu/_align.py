@@ -48,7 +48,7 @@ import dataclasses
 import hashlib
 import math
 from dataclasses import dataclass
-from typing import Any, Callable, NamedTuple, Optional, Sequence
+from typing import NamedTuple, Optional, Sequence
 
 import numpy as np
 import numpy.typing as npt
@@ -65,6 +65,7 @@ from fingrav_native._checks import (
 )
 from fingrav_native._errors import FingravWarning
 from fingrav_native._threads import numeric_threads
+from fingrav_native.insitu._align_design import Located, RegressionDesign, Segments, kernel_groups
 from fingrav_native.insitu._align_scan import far_candidates, scan_offsets
 from fingrav_native.insitu._overlap import communication_level, running
 
@@ -160,315 +161,8 @@ class LogAlignment:
         return 0.5 * (self.high_ns - self.low_ns)
 
 
-def _groups(starts: np.ndarray, ends: np.ndarray, kid: np.ndarray, budget: int,
-            max_signatures: int) -> tuple[np.ndarray, int, int]:
-    """Each kernel's regression group, the number of groups and how many signatures were pooled.
-
-    The signatures with the most busy time keep their own group while the
-    columns (four per group and one level) fit in ``budget``; the rest share
-    the last group.
-    """
-    if len(kid) and int(kid.max()) <= 4 * len(kid):
-        # Signature ids are small integers: a table of the ids present is np.unique's answer without its sort.
-        present = np.bincount(kid) > 0
-        sigs = np.flatnonzero(present)
-        inv = (np.cumsum(present) - 1)[kid]
-    else:
-        sigs, inv = np.unique(kid, return_inverse=True)
-    if len(sigs) <= max_signatures and 4 * len(sigs) + 1 <= budget:
-        return inv.astype(np.int64), len(sigs), 0
-    keep = max(min(max_signatures, (budget - 1) // 4 - 1), 0)
-    busy = np.bincount(inv, weights=ends - starts, minlength=len(sigs))
-    rank = np.empty(len(sigs), dtype=np.int64)
-    rank[np.argsort(-busy, kind="stable")] = np.arange(len(sigs))
-    return np.minimum(rank[inv], keep), keep + 1, len(sigs) - keep
-
-
-class _Located(NamedTuple):
-    """Where each log (sorted times) falls among the kernels, for every lag at one shift."""
-
-    t: np.ndarray  # the logs' times, relative to the first kernel
-    j: np.ndarray  # the last kernel started by then (-1: none yet)
-    u: np.ndarray  # time since that kernel started
-    d: np.ndarray  # its duration
-    col: np.ndarray  # its first column (4 x its group)
-    prev: np.ndarray  # per group, its last kernel before that one, as a row of the running totals
-
-
-class _Segments(NamedTuple):
-    """Each log's stretches of a run's shifts in one phase (``_Design.phase``): the shift each begins at, its log,
-    the shift it ends at (exclusive), where the log lies at its beginning, and its phase."""
-
-    k0: np.ndarray
-    i: np.ndarray
-    end: np.ndarray
-    at: _Located
-    phase: np.ndarray
-
-
-class _Design:
-    """The regression of a log's power on the kernels around it: quarters of each group's executions.
-
-    Column ``4 g + q`` is quarter ``q`` of group ``g``'s executions, the last
-    column the level between kernels (the intercept).
-    """
-
-    def __init__(self, starts: np.ndarray, ends: np.ndarray, group: np.ndarray, n_groups: int) -> None:
-        self.ref = float(starts[0])  # times relative to the first kernel keep exp's arguments small
-        self.s = starts - self.ref
-        self.d = ends - starts
-        self.group, self.n_groups = group, n_groups
-        self.p = 4 * n_groups + 1
-        self.members = [np.flatnonzero(group == g) for g in range(n_groups)]
-        # Per kernel and group, the row in the running totals (the groups stacked after a row of -inf) of the
-        # group's last kernel before it; 0 (the -inf row) where there is none.
-        first_row = 1 + np.concatenate([[0], np.cumsum([len(m) for m in self.members])[:-1]])
-        seen = np.cumsum(group[:, None] == np.arange(n_groups)[None, :], axis=0, dtype=np.int64)
-        seen -= group[:, None] == np.arange(n_groups)[None, :]
-        self.before = np.where(seen > 0, seen - 1 + first_row[None, :], 0)
-        self._totals: dict[float, tuple[np.ndarray, np.ndarray]] = {}
-        # What a set of shifts' lagged fits share whatever the logs' power (their regressors, Gram matrices and
-        # eigendecompositions), kept where the same logs are fitted again with other power (the offset measured
-        # a second time with a communication level taken off): keyed by the logs' times, the shifts and the lag.
-        self.keep_fits = False
-        self._fits: dict[tuple[Any, ...], Any] = {}
-
-    def _kept_fit(self, key: tuple[Any, ...], make: Callable[[], Any]) -> Any:
-        """``make()``, once per key while fits are kept (:attr:`keep_fits`)."""
-        if not self.keep_fits:
-            return make()
-        if key not in self._fits:
-            self._fits[key] = make()
-        return self._fits[key]
-
-    def locate(self, t: np.ndarray) -> _Located:
-        """Where the logs at times ``t`` (sorted) fall."""
-        tr = t - self.ref
-        j = np.searchsorted(self.s, tr, side="right") - 1
-        jj = np.maximum(j, 0)
-        prev = np.where((j >= 0)[:, None], self.before[jj], 0)
-        return _Located(tr, j, tr - self.s[jj], self.d[jj], 4 * self.group[jj], prev)
-
-    def anova(self, at: _Located, y: np.ndarray, blocks: int) -> np.ndarray:
-        """Residual sums of squares without a lag, one per block of ``len(y)`` logs (one shift each): each log in
-        its quarter or between kernels, a one-way analysis of variance."""
-        inside = (at.j >= 0) & (at.u < at.d)
-        q = np.clip((4.0 * at.u / np.where(at.d > 0, at.d, 1.0)).astype(np.int64), 0, 3)
-        col = np.where(inside, at.col + q, self.p - 1) + self.p * np.repeat(np.arange(blocks), len(y))
-        cnt = np.bincount(col, minlength=blocks * self.p).reshape(blocks, self.p)
-        tot = np.bincount(col, weights=np.tile(y, blocks), minlength=blocks * self.p).reshape(blocks, self.p)
-        explained = np.sum(tot * tot / np.maximum(cnt, 1), axis=1)
-        return np.asarray(float(y @ y) - explained)
-
-    def _running(self, tau: float) -> tuple[np.ndarray, np.ndarray]:
-        """Per group (stacked, after an empty row), per kernel in order: the log of the summed
-        ``exp(b / tau) - exp(a / tau)`` of its group's kernels so far over their last quarter ``[a, b)``
-        (log-sum-exp: no overflow, no cut-off), and each quarter's total over the last quarter's.
-        """
-        if tau not in self._totals:
-            q = self.d[:, None] / 4.0
-            b = self.s[:, None] + q * np.arange(1, 5)[None, :]
-            with np.errstate(divide="ignore"):
-                v = b / tau + np.log(-np.expm1(-q / tau))  # -inf for a kernel of no duration: adds nothing
-            tot = np.concatenate([np.full((1, 4), -np.inf)]
-                                 + [np.logaddexp.accumulate(v[m], axis=0) for m in self.members])
-            # A later quarter ends later, so its total is the largest: the shares are in [0, 1].
-            with np.errstate(invalid="ignore"):
-                share = np.nan_to_num(np.exp(tot - tot[:, 3:]), nan=0.0)
-            self._totals[tau] = (tot[:, 3], share)
-        return self._totals[tau]
-
-    def lagged(self, at: _Located, y: np.ndarray, tau: float, blocks: int,
-               key: Optional[tuple[Any, ...]] = None) -> np.ndarray:
-        """Residual sums of squares, one per block of ``len(y)`` logs, of each quarter's indicator through a lag
-        (``key``: the logs' times and shifts, under which the power-free part is kept, :attr:`keep_fits`)."""
-        def make() -> tuple[np.ndarray, _Factors]:
-            X = self.rows(at, tau).reshape(blocks, len(y), self.p)
-            return X, _factors(X)
-
-        X, f = make() if key is None else self._kept_fit((*key, tau), make)
-        return least_squares_rss(X, y, f)
-
-    def rows(self, at: _Located, tau: float) -> np.ndarray:
-        """The regressors of the logs at ``at``: each quarter's indicator convolved with ``exp(-u / tau) / tau``.
-
-        Power follows activity through a first-order lag (the simulator's
-        ``tau_power_ns``; a board's regulators and sensor path), so a lag is
-        fitted as a lag and not taken for a clock offset. At time ``t`` a
-        finished quarter ``[a, b)`` adds ``exp((b - t) / tau) - exp((a - t) / tau)``;
-        the kernels before the current one are finished (they do not overlap).
-        """
-        n = len(at.t)
-        X = np.empty((n, self.p))
-        X[:, -1] = 1.0
-        last, share = self._running(tau)
-        # One exp per group (its last quarters' total), the other quarters by their shares. Arguments are floored
-        # at -600 and the regressors below 1e-100 zeroed: they add nothing, and exp's underflow and subnormal
-        # products (squares below 2e-308 in the normal equations) are slow arithmetic.
-        past = np.exp(np.maximum(np.take(last, at.prev) - (at.t / tau)[:, None], -600.0))
-        X[:, :-1] = (np.take(share, at.prev, axis=0) * past[:, :, None]).reshape(n, -1)
-        # The current kernel: its quarters begun by the log's time, finished or not.
-        since = np.minimum((at.u[:, None] - 0.25 * at.d[:, None] * np.arange(4)[None, :]) / tau, 600.0)
-        done = np.maximum(since - 0.25 * at.d[:, None] / tau, 0.0)
-        part = np.where(since > 0, np.exp(-done) - np.exp(-np.maximum(since, 0.0)), 0.0)  # masked: no overflow
-        # Flat indices into X (one index array, not two broadcast ones: the same sums, half the time).
-        mine = np.flatnonzero(at.j >= 0)
-        X.reshape(-1)[(mine * self.p + at.col[mine])[:, None] + np.arange(4)[None, :]] += part[mine]
-        np.putmask(X, X < 1e-100, 0.0)
-        return X
-
-    def phase(self, at: _Located) -> np.ndarray:
-        """Per log, which stretch of the lagged regressors' formula it is in: the kernel and its quarter in
-        progress (4 once it has ended), -1 before the first kernel.
-
-        Within one phase a shift ``delta`` multiplies every lagged regressor by ``exp(-delta / tau)`` but the
-        quarter in progress's ``1``: all of them decay from finished activity, and that quarter's is
-        ``1 - exp(-since / tau)``.
-        """
-        rel = at.u[:, None] - 0.25 * at.d[:, None] * np.arange(4)[None, :]
-        going = (rel > 0) & (rel - 0.25 * at.d[:, None] <= 0)
-        q = np.where(going.any(axis=1), np.argmax(going, axis=1), 4)
-        return np.where(at.j >= 0, 5 * at.j + q, -1)
-
-    def segments(self, at: _Located, m: int, n: int) -> _Segments:
-        """Each log's stretches of shifts in one phase, from the ``n`` logs located at ``m`` shifts (shift-major)."""
-        ph = self.phase(at).reshape(m, n)
-        begins = np.ones((m, n), dtype=bool)
-        begins[1:] = ph[1:] != ph[:-1]
-        k0, i = np.nonzero(begins)  # shift-major: each shift's beginning segments together
-        # Where each segment ends: the next beginning of its log (m where none).
-        order = np.lexsort((k0, i))
-        nxt = np.full(len(k0), m)
-        same = i[order][1:] == i[order][:-1]
-        nxt[order[:-1][same]] = k0[order][1:][same]
-        return _Segments(k0, i, nxt, _Located(*(f[k0 * n + i] for f in at)), ph[k0, i])
-
-    def lagged_run(self, segs: _Segments, y: np.ndarray, ds: np.ndarray, tau: float,
-                   key: Optional[tuple[Any, ...]] = None) -> np.ndarray:
-        """Residual sums of squares of the lagged fit at each shift of ``ds`` (sorted, a few steps apart).
-
-        ``segs``: the logs' phases over the shifts (:meth:`segments`). Within one
-        phase (:meth:`phase`) a log's regressors are ``a V + E`` at every shift, ``a = exp(-(delta - delta_0) /
-        tau)``, ``E`` the indicators of its quarter in progress and of the level, ``V`` the rest divided by
-        ``a``: its part of the normal equations is ``a^2 V'V + a (V'E + E'V) + E'E``. Each log's stretch in
-        one phase (a segment) is built once, added where it begins and taken off where it ends, and the sums
-        are accumulated over the shifts: the run costs the logs plus their crossings of a boundary, not the
-        logs times the shifts. ``key``: the logs' times and shifts, under which the power-free part (``V``,
-        ``E``, the Gram matrices and their eigendecompositions) is kept (:attr:`keep_fits`).
-        """
-        run = (self._run_design(segs, ds, tau) if key is None
-               else self._kept_fit((*key, tau), lambda: self._run_design(segs, ds, tau)))
-        V, E, a, moves, f = run
-        yi = y[segs.i]
-        p, m = self.p, len(ds)
-        sy = np.zeros((m + 1, 2, p))
-        for sign, pieces in moves:
-            for s_, rows in pieces:
-                Vk, Ek, yk = V[rows], E[rows], yi[rows]
-                sy[s_] += sign * np.stack([Vk.T @ yk, Ek.T @ yk])
-        accy = np.cumsum(sy[:m], axis=0)
-        xy = a[:, None] * accy[:, 0] + accy[:, 1]
-        return normal_rss(None, xy, float(y @ y), f)
-
-    def _run_design(self, segs: _Segments, ds: np.ndarray, tau: float
-                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[tuple[float, list[tuple[int, np.ndarray]]]],
-                               _Factors]:
-        """What :meth:`lagged_run` computes whatever the logs' power: ``V``, ``E``, the shifts' ``a``, where each
-        segment is added and taken off, and the eigendecompositions of the shifts' Gram matrices."""
-        k0, i, nxt, sub, phs = segs
-        m = len(ds)
-        d0 = float(ds[m // 2])
-        a = np.exp(-(ds - d0) / tau)
-        R = self.rows(sub, tau)
-        E = np.zeros_like(R)
-        E[:, -1] = 1.0
-        going = (phs >= 0) & (phs % 5 < 4)
-        E[np.flatnonzero(going), sub.col[going] + phs[going] % 5] = 1.0
-        V = (R - E) / a[k0][:, None]
-        p = self.p
-        step = np.zeros((m + 1, 3, p, p))
-        moves: list[tuple[float, list[tuple[int, np.ndarray]]]] = []
-        for k, sign in ((k0, 1.0), (nxt, -1.0)):
-            order_k = np.argsort(k, kind="stable")
-            bounds = np.searchsorted(k[order_k], np.arange(m + 1), side="left")
-            pieces: list[tuple[int, np.ndarray]] = []
-            for s_ in range(m):
-                rows = order_k[bounds[s_]:bounds[s_ + 1]]
-                if not len(rows):
-                    continue
-                pieces.append((s_, rows))
-                Vk, Ek = V[rows], E[rows]
-                VE = Vk.T @ Ek
-                step[s_] += sign * np.stack([Vk.T @ Vk, VE + VE.T, Ek.T @ Ek])
-            moves.append((sign, pieces))
-        acc = np.cumsum(step[:m], axis=0)
-        gram = (a * a)[:, None, None] * acc[:, 0] + a[:, None, None] * acc[:, 1] + acc[:, 2]
-        return V, E, a, moves, _normal_factors(gram)
-
-
-class _Factors(NamedTuple):
-    """The power-free part of a batch of least-squares fits: the columns' norms and the scaled Gram matrices'
-    eigendecompositions, with the eigenvalues kept (the rank cut)."""
-
-    norm: np.ndarray
-    w: np.ndarray
-    U: np.ndarray
-    keep: np.ndarray
-
-
-def _factors(X: np.ndarray) -> _Factors:
-    """:func:`least_squares_rss`'s factorisation of ``X`` (blocks x rows x columns), which ``y`` does not enter."""
-    Xt = X.transpose(0, 2, 1)
-    return _normal_factors(Xt @ X, clip=False)
-
-
-def _normal_factors(gram: np.ndarray, clip: bool = True) -> _Factors:
-    """Columns scaled to unit norm, the eigendecomposition, and the eigenvalues above ``1e-10`` of the largest
-    (``clip``: a diagonal that rounding left below zero read as zero; a Gram matrix of the rows has none)."""
-    diag = np.diagonal(gram, axis1=1, axis2=2)
-    norm = np.sqrt(np.maximum(diag, 0.0) if clip else diag)
-    norm = np.where(norm > 0, norm, 1.0)  # a column of zeros stays zero: its eigenvalue is cut below
-    w, U = np.linalg.eigh(gram / (norm[:, :, None] * norm[:, None, :]))
-    return _Factors(norm, w, U, w > 1e-10 * w[:, -1:])
-
-
-def least_squares_rss(X: np.ndarray, y: np.ndarray, factors: Optional[_Factors] = None) -> np.ndarray:
-    """Residual sums of squares of ``y`` on each ``X[b]`` through the normal equations (columns x columns).
-
-    Columns scaled to unit norm, then a pseudo-inverse by eigenvalues: a
-    column no log sees, or two a lag makes alike, drops out as in a
-    least-squares solver's rank cut. ``factors``: :func:`_factors` of ``X``, where already made.
-    """
-    Xt = X.transpose(0, 2, 1)
-    norm, w, U, keep = factors if factors is not None else _factors(X)
-    c = np.einsum("bji,bj->bi", U, (Xt @ y) / norm)
-    c = np.where(keep, c / np.where(keep, w, 1.0), 0.0)
-    coef = np.einsum("bij,bj->bi", U, c) / norm
-    r = y[None, :] - np.einsum("bnp,bp->bn", X, coef)
-    return np.asarray(np.einsum("bn,bn->b", r, r))
-
-
-def normal_rss(gram: Optional[np.ndarray], xy: np.ndarray, yy: float, factors: Optional[_Factors] = None
-               ) -> np.ndarray:
-    """Residual sums of squares from the normal equations alone: ``y'y - z' G^+ z`` per block.
-
-    ``gram`` is ``X'X`` (blocks x columns x columns; None where ``factors``, :func:`_normal_factors` of it, are
-    given), ``xy`` is ``X'y``, ``yy`` is ``y'y``. The same pseudo-inverse as :func:`least_squares_rss`
-    (columns scaled to unit norm, eigenvalues below ``1e-10`` of the largest cut), without the pass over the
-    rows that the residuals would take.
-    """
-    if factors is None:
-        if gram is None:
-            raise ValueError("normal_rss: give gram or its factors")
-        factors = _normal_factors(gram)
-    norm, w, U, keep = factors
-    proj = np.einsum("bji,bj->bi", U, xy / norm)
-    explained = np.sum(np.where(keep, proj * proj / np.where(keep, w, 1.0), 0.0), axis=1)
-    return np.asarray(np.maximum(yy - explained, 0.0))
-
-
-#: Shifts in one run of the lagged fits' shared normal equations (``_Design.lagged_run``): a run longer than the
-#: shortest quarters moves most logs across a boundary, and those are rebuilt at every shift.
+#: Shifts in one run of the lagged fits' shared normal equations (``RegressionDesign.lagged_run``): a run longer than
+#: the shortest quarters moves most logs across a boundary, and those are rebuilt at every shift.
 _RUN = 12
 
 #: Fewer logs than this are fitted densely at every shift: it costs little there, and residuals from the rows keep
@@ -482,12 +176,12 @@ _BATCH_ROWS = 20_000
 class _Profile:
     """Residual sums of squares per shift and lag, each computed once, on all logs or a coarse subset."""
 
-    def __init__(self, design: _Design, t: np.ndarray, y: np.ndarray, grid: np.ndarray, taus: np.ndarray,
+    def __init__(self, design: RegressionDesign, t: np.ndarray, y: np.ndarray, grid: np.ndarray, taus: np.ndarray,
                  coarse_logs: int) -> None:
         self.design, self.grid, self.taus = design, grid, taus
         pick = np.unique(np.linspace(0, len(t) - 1, min(coarse_logs, len(t))).astype(np.int64))
         self.sets = {True: (t, y), False: (t[pick], y[pick] - float(np.mean(y[pick])))}
-        # The logs' times, by which the design keeps the power-free part of their fits (_Design.keep_fits).
+        # The logs' times, by which the design keeps the power-free part of their fits (RegressionDesign.keep_fits).
         self.times = {full: hashlib.blake2b(tt.tobytes(), digest_size=16).digest() if design.keep_fits else b""
                       for full, (tt, _) in self.sets.items()}
         self.whole = len(pick) == len(t)  # the subset is every log: one set of fits serves both
@@ -518,7 +212,7 @@ class _Profile:
 
     def _fill_runs(self, ds: np.ndarray, t: np.ndarray, y: np.ndarray, full: bool) -> list[float]:
         """Fit the shifts of ``ds`` (sorted) that lie in runs of evenly spaced neighbours (the fine search's
-        every shift, the coarse one's every fourth) by shared normal equations (``_Design.lagged_run``); the
+        every shift, the coarse one's every fourth) by shared normal equations (``RegressionDesign.lagged_run``); the
         shifts left alone, for the plain fits."""
         gaps = np.diff(ds)
         cut = np.flatnonzero(gaps > 1.5 * float(np.min(gaps))) + 1
@@ -539,7 +233,7 @@ class _Profile:
                     self.cache[(full, d)] = row
         return alone
 
-    def _segments(self, t: np.ndarray, part: np.ndarray) -> tuple[_Located, _Segments]:
+    def _segments(self, t: np.ndarray, part: np.ndarray) -> tuple[Located, Segments]:
         """Where the logs ``t`` fall at each shift of ``part``, and their phases over the run."""
         where = self.design.locate((t[None, :] + part[:, None]).ravel())
         return where, self.design.segments(where, len(part), len(t))
@@ -740,9 +434,9 @@ def align_logs_to_trace(
     if len(t) < 5 * logs_per_column:
         raise ValueError(f"t_ns: {len(t)} logs over the trace's kernels; at least {5 * logs_per_column} are needed "
                          f"to align them ({logs_per_column} per regression column, five columns at the least)")
-    group, n_groups, pooled = _groups(s, e, k, len(t) // logs_per_column, max_signatures)
+    group, n_groups, pooled = kernel_groups(s, e, k, len(t) // logs_per_column, max_signatures)
     near = _near_logs(s, e, t, search_ns, 40.0 * float(taus.max()))
-    design = _Design(s[near], e[near], group[near], n_groups)
+    design = RegressionDesign(s[near], e[near], group[near], n_groups)
     fit = _Fit(s, e, group, n_groups, pooled, design, near, search_ns, step_ns, confidence, taus,
                logs_per_column, coarse_logs)
     if overlay is None:
@@ -774,7 +468,7 @@ class _Fit(NamedTuple):
     group: np.ndarray
     n_groups: int
     pooled: int
-    design: _Design
+    design: RegressionDesign
     near: np.ndarray
     search_ns: float
     step_ns: float
@@ -811,7 +505,7 @@ def _offset(t: np.ndarray, y: np.ndarray, fit: _Fit) -> LogAlignment:
     scan = scan_offsets(t, yc, s, e, group, n_groups, 5 * logs_per_column)
     strict_far = 1.0 + float(stats.f.ppf(1.0 - 0.01 / len(scan.shifts), 1, df2)) / df2
     candidates = far_candidates(scan, search_ns, 0.5 * (1.0 + strict_far))
-    far_design = _Design(s, e, group, n_groups) if candidates and not np.all(near) else design
+    far_design = RegressionDesign(s, e, group, n_groups) if candidates and not np.all(near) else design
     # A proposal is off by at most the scan's cell: refined within that (and the fine search's own width) of
     # it, not across a search widened to a coarse map's bound, three times over.
     half = min(search_ns, max(FINE_SEARCH_NS, 2.0 * scan.cell_ns))

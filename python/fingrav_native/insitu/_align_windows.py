@@ -58,7 +58,8 @@ import scipy.fft
 from scipy import signal, stats
 
 from fingrav_native._threads import numeric_threads
-from fingrav_native.insitu._align import LogAlignment, least_squares_rss
+from fingrav_native.insitu._align import LogAlignment
+from fingrav_native.insitu._align_design import least_squares_rss
 from fingrav_native.insitu._align_scan import Scan, far_candidates
 from fingrav_native.method._joint import merged_intervals
 from fingrav_native.sensors._model import SensorModel

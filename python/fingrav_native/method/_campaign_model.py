@@ -2,7 +2,7 @@
 
 The campaign (paper Section IV-A) runs one kernel back to back, run after
 run, with the GPU idle in between. :func:`campaign_designs` cuts that
-timeline into the tiles of :mod:`fingrav_native.method._engine`:
+timeline into the tiles of :mod:`fingrav_native.method._engine_design`:
 
 * each execution of the kernel of interest: ``bins`` steps of one curve over
   execution progress, plus a level per execution index (an offset: power
@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from fingrav_native.method._engine import TILE_EXECUTION, TILE_GAP, TILE_IDLE, Design, Tiling
+from fingrav_native.method._engine_design import TILE_EXECUTION, TILE_GAP, TILE_IDLE, Design, Tiling
 from fingrav_native.method._forward_model import warm_bins
 
 #: Tail steps after an execution, in multiples of the execution of interest's duration: geometric

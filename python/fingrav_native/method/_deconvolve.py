@@ -69,16 +69,9 @@ from fingrav_native._threads import numeric_threads
 from fingrav_native.clocks._maps import ClockMapLike, host_relative
 from fingrav_native.method._campaign_model import CampaignRuns, campaign_designs, campaign_runs
 from fingrav_native.method._deconvolved import Deconvolution, DeconvolvedChannel
-from fingrav_native.method._engine import (
-    IDENTIFIABLE_SHARE,
-    Design,
-    Solution,
-    attribute,
-    floor_sd,
-    resolution,
-    response_span,
-)
+from fingrav_native.method._engine import IDENTIFIABLE_SHARE, Solution, attribute, floor_sd, resolution
 from fingrav_native.method._engine_check import ModelCheck, check_model
+from fingrav_native.method._engine_design import Design, response_span
 from fingrav_native.records._layouts import validate_executions, validate_samples
 from fingrav_native.sensors._model import SensorModel
 
@@ -548,6 +541,26 @@ def _bins_that_hold(fit: Any, K: int, dur: float, n_boot: int) -> tuple[int, tup
     return K, (fit(K, n_boot) if n_boot else out)
 
 
+def _edges_in_reach(cr: CampaignRuns, lay: _Layout, logs: _Logs, sensor: SensorModel, asked: int
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, int]:
+    """Each log's response span and usability, the window edges inside the golden executions of interest, and the
+    golden runs the logs reach; too few edges for one bin is an error that says how many runs would do."""
+    lo, hi = response_span(sensor, logs.t, logs.win)
+    ok = logs.ok & np.isfinite(lo)
+    two = sensor.shape == "boxcar" and sensor.kind != "instant"
+    edge_logs = _edge_logs(cr, lo[ok], hi[ok], two)
+    # The golden runs the logs reach: the rate at which more runs add window edges.
+    reached = int(np.sum(cr.golden & cr.eoi & (cr.s < np.max(hi[ok], initial=-np.inf))
+                         & (cr.e > np.min(lo[ok], initial=np.inf))))
+    if edge_logs < EDGES_PER_BIN:
+        more = _runs_for(asked, edge_logs, reached, sensor, lay.dur)
+        raise ValueError(f"samples: the logs cannot determine the kernel's power: {edge_logs} window edges fall "
+                         f"inside the executions of interest of the {reached} golden runs the logs reach, {EDGES_PER_BIN} at "
+                         f"least for one bin; about {more} runs would give the {asked} bins asked, 20 window "
+                         "edges each")
+    return lo, hi, ok, edge_logs, reached
+
+
 @numeric_threads()
 def deconvolve(
     samples: np.ndarray,
@@ -662,19 +675,7 @@ def deconvolve(
     lay = _layout(executions, runs, execution_of_interest, kernel_id, warmup)
     logs = _logs_on_host(samples, logger_map, origin, sensor, chans)
     cr = campaign_runs(executions, np.fromiter(lay.by_run, dtype=np.int64), lay.eoi, lay.by_run, lay.kernel)
-    lo, hi = response_span(sensor, logs.t, logs.win)
-    ok = logs.ok & np.isfinite(lo)
-    two = sensor.shape == "boxcar" and sensor.kind != "instant"
-    edge_logs = _edge_logs(cr, lo[ok], hi[ok], two)
-    # The golden runs the logs reach: the rate at which more runs add window edges.
-    reached = int(np.sum(cr.golden & cr.eoi & (cr.s < np.max(hi[ok], initial=-np.inf))
-                         & (cr.e > np.min(lo[ok], initial=np.inf))))
-    if edge_logs < EDGES_PER_BIN:
-        more = _runs_for(asked, edge_logs, reached, sensor, lay.dur)
-        raise ValueError(f"samples: the logs cannot determine the kernel's power: {edge_logs} window edges fall "
-                         f"inside the executions of interest of the {reached} golden runs the logs reach, {EDGES_PER_BIN} at "
-                         f"least for one bin; about {more} runs would give the {asked} bins asked, 20 window "
-                         "edges each")
+    lo, hi, ok, edge_logs, reached = _edges_in_reach(cr, lay, logs, sensor, asked)
     K_edges = int(min(asked, edge_logs // EDGES_PER_BIN))
     y = np.where(ok[:, None], logs.y, np.nan)
 

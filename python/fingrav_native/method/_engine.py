@@ -10,8 +10,8 @@ into *tiles* and which unknown (a *column*) each tile draws: a bin of an
 execution's curve, a level, a gap's power by time since the last kernel
 ended, the idle baseline. Everything after that is here, shared:
 
-1. **Design.** Each log's row: the weight of every tile its response covers
-   (sparse); a log that reaches an excluded tile (a warm-up, a concurrent
+1. **Design** (:mod:`fingrav_native.method._engine_design`). Each log's row:
+   the weight of every tile its response covers (sparse); a log that reaches an excluded tile (a warm-up, a concurrent
    kernel, an outlier run) is left out and counted.
 2. **Normal equations per block** of runs or iterations (memory bounded by
    the unknowns, not the logs); the blocks are the units of cross-validation
@@ -23,7 +23,7 @@ ended, the idle baseline. Everything after that is here, shared:
    for the blocks it did not see. A criterion that survives model misfit,
    unlike GCV, which treats patterned residuals as noise to fit (Arlot and
    Celisse, Statistics Surveys 2010; Golub, Heath and Wahba 1979 for GCV).
-4. **Bounded solve.** Power columns are bounded below (0 W, or a stated
+4. **Bounded solve** (:mod:`fingrav_native.method._engine_solve`). Power columns are bounded below (0 W, or a stated
    floor), only when the unconstrained solution leaves the bounds: the
    columns on their bounds found by an active set on the penalised normal
    equations (Lawson and Hanson 1974), the others solved on their Cholesky
@@ -55,15 +55,24 @@ from typing import Callable, Optional, Sequence
 
 import numpy as np
 import scipy.linalg
-from scipy import optimize, sparse, stats
+from scipy import sparse, stats
 
 from fingrav_native._threads import numeric_threads
+from fingrav_native.method._engine_design import (
+    MAX_BLOCKS,
+    Design,
+    Rows,
+    design_rows,
+    effective_width,
+    full_map,
+    response_span,
+    time_blocks,
+)
+from fingrav_native.method._engine_solve import POTRF, POTRS, solve_channels
 from fingrav_native.sensors._model import SensorModel
 
 _log = logging.getLogger(__name__)
 
-#: Kinds of tile, for grouping residuals by where a window's edges fall.
-TILE_EXECUTION, TILE_GAP, TILE_IDLE = 0, 1, 2
 
 #: The smoothing grid, relative to the data's scale over the penalty's.
 LAMBDAS = np.logspace(-7.0, 3.0, 21)
@@ -71,229 +80,8 @@ LAMBDAS = np.logspace(-7.0, 3.0, 21)
 #: A drift variant's columns are held at zero by this ridge (relative to the data's scale): "no drift".
 _NO_DRIFT = 1e6
 
-#: Most blocks kept (memory: blocks x unknowns^2 per design).
-MAX_BLOCKS = 64
-
 #: An energy is determined by the logs when they supply at least this share of its precision.
 IDENTIFIABLE_SHARE = 0.1
-
-
-@dataclass(frozen=True)
-class Tiling:
-    """The host timeline cut into contiguous tiles, each drawing the power of one or two columns.
-
-    Attributes
-    ----------
-    a, b : numpy.ndarray
-        Tile starts and ends (ns, on the logs' timeline), sorted, each tile
-        ending where the next starts.
-    col : numpy.ndarray
-        The column each tile draws; -1: excluded (a log whose response
-        reaches it is left out).
-    col2 : numpy.ndarray
-        A second column added to the first (a level offset), -1 for none.
-    kind : numpy.ndarray
-        :data:`TILE_EXECUTION`, :data:`TILE_GAP` or :data:`TILE_IDLE`.
-    scale : numpy.ndarray, optional
-        Per tile, the factor its columns' power is drawn at (default 1): an
-        execution of a fixed energy drawn over a longer time draws less power.
-    """
-
-    a: np.ndarray
-    b: np.ndarray
-    col: np.ndarray
-    col2: np.ndarray
-    kind: np.ndarray
-    scale: Optional[np.ndarray] = None
-
-
-@dataclass(frozen=True)
-class Design:
-    """One candidate model of what the windows cover: its tiling, its unknowns' bounds and prior, what is reported.
-
-    Attributes
-    ----------
-    name : str
-        What this model assumes, in words (reported with the choice).
-    tiling : Tiling
-    names : list of str
-        Each column's name.
-    lower : numpy.ndarray
-        Lower bound per column (0 for a power; ``-inf`` for an offset).
-    smooth : numpy.ndarray
-        The penalty scaled by the chosen smoothing (second differences of
-        each curve).
-    fixed : numpy.ndarray
-        A fixed prior on differences of columns (rows summing to zero: the
-        continuity of the gaps' steps), relative to the data's scale; zeros
-        for none.
-    maps : dict of str to numpy.ndarray
-        Linear maps from the columns to what is reported (``(rows, columns)``):
-        curves, energies.
-    energies : str
-        The key of ``maps`` whose rows are energies (checked for identifiability).
-    drift_ns : float
-        Knot spacing of a slow drift shared by every column (0: none); the
-        engine adds its columns and a variant without it.
-    offset_maps : tuple of str
-        Keys of ``maps`` whose rows are offsets added on top of a level (a
-        tiling's ``col2``): reported without the drift's mean, which the
-        level under them already holds.
-    """
-
-    name: str
-    tiling: Tiling
-    names: list[str]
-    lower: np.ndarray
-    smooth: np.ndarray
-    fixed: np.ndarray
-    maps: dict[str, np.ndarray]
-    energies: str
-    drift_ns: float = 0.0
-    offset_maps: tuple[str, ...] = ()
-
-    @property
-    def n_col(self) -> int:
-        return len(self.names)
-
-
-@dataclass(frozen=True)
-class Rows:
-    """A design's rows for the logs it can use: the sparse matrix, which logs, their responses and blocks."""
-
-    A: sparse.csr_matrix
-    used: np.ndarray  # indices of the logs used
-    lo: np.ndarray  # each used log's response [lo, hi]
-    hi: np.ndarray
-    drift_mean: np.ndarray  # the drift columns' mean over the logs (added back to every level)
-    n_model: int  # columns before the drift's
-
-
-def response_span(sensor: SensorModel, t: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Where each log's response lies on the timeline: ``[lo, hi]`` (ns)."""
-    hi = t - sensor.delay_ns
-    return hi - np.asarray(sensor.memory_ns(w), dtype=np.float64), hi
-
-
-def effective_width(sensor: SensorModel, w: np.ndarray) -> np.ndarray:
-    """Each log's response as long as the boxcar with the same noise-equivalent width (ns).
-
-    A boxcar's is its window; a first-order filter's is ``2 tau`` (its
-    weights' squared integral equals a boxcar's of that length), so that
-    logs further apart than a few of these have nearly independent errors
-    (autocorrelation ``exp(-lag / tau)``), while its support runs to
-    ``tau ln(1e4)``.
-    """
-    if sensor.shape == "first_order":
-        return np.full(len(w), 2.0 * sensor.tau_ns)
-    return np.asarray(sensor.memory_ns(w), dtype=np.float64)
-
-
-def _tile_rows(sensor: SensorModel, t: np.ndarray, w: np.ndarray, til: Tiling,
-               ok: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Every (log, tile, weight) a usable log's response covers, and which logs are usable."""
-    a, b, col = til.a, til.b, til.col
-    lo, hi = response_span(sensor, t, w)
-    inside = ok & (lo >= a[0]) & (hi <= b[-1])
-    j0 = np.searchsorted(b, lo, side="right")
-    j1 = np.searchsorted(a, hi, side="left")
-    cnt = np.where(inside, np.maximum(j1 - j0, 0), 0)
-    rows = np.repeat(np.arange(len(t)), cnt)
-    tile = np.repeat(j0, cnt) + (np.arange(int(cnt.sum())) - np.repeat(np.cumsum(cnt) - cnt, cnt))
-    wt = sensor.interval_weights(t[rows], a[tile], b[tile], window_ns=w[rows])
-    bad = np.zeros(len(t), dtype=bool)
-    bad[rows[(col[tile] < 0) & (wt > 0)]] = True
-    use = inside & ~bad & (cnt > 0)
-    keep = use[rows] & (wt > 0)
-    return rows[keep], tile[keep], wt[keep], use
-
-
-def _drift_columns(mid: np.ndarray, drift_ns: float) -> Optional[sparse.csr_matrix]:
-    """Hat functions of a piecewise-linear drift at each log's response midpoint, the first hat dropped.
-
-    The columns of every tiling sum to one over a log's response (the tiles
-    partition it), so a constant drift is already there; dropping the first
-    hat makes the drift zero at the first knot (an exact reparametrisation).
-    None when the logs span fewer than three knots: too short to tell a drift
-    from the signal.
-    """
-    if not drift_ns > 0 or len(mid) < 2:
-        return None
-    nk = int(min(max(2, math.ceil((mid.max() - mid.min()) / drift_ns) + 1), 200))
-    if nk < 3:
-        return None
-    n = len(mid)
-    step = (mid.max() - mid.min()) / (nk - 1)
-    u = (mid - mid.min()) / step
-    j = np.minimum(np.floor(u).astype(np.int64), nk - 2)
-    f = u - j
-    r_ = np.concatenate([np.arange(n), np.arange(n)])
-    c_ = np.concatenate([j, j + 1])
-    v_ = np.concatenate([1.0 - f, f])
-    keep = c_ > 0
-    return sparse.csr_matrix((v_[keep], (r_[keep], c_[keep] - 1)), shape=(n, nk - 1))
-
-
-def design_rows(design: Design, sensor: SensorModel, t: np.ndarray, w: np.ndarray, ok: np.ndarray) -> Rows:
-    """The rows of the logs a design can use (sparse), with the drift's columns when the record is long enough.
-
-    Parameters
-    ----------
-    design : Design
-    sensor : SensorModel
-        The response (window or filter, delay); gain and offset are undone on
-        the values, not here.
-    t, w : numpy.ndarray
-        Each log's stamp on the timeline and its boxcar window (ns).
-    ok : numpy.ndarray
-        Logs with finite stamps and values.
-
-    Returns
-    -------
-    Rows
-    """
-    til = design.tiling
-    rows, tile, wt, use = _tile_rows(sensor, t, w, til, ok)
-    if til.scale is not None:
-        wt = wt * til.scale[tile]
-    used = np.flatnonzero(use)
-    new_row = np.full(len(t), -1)
-    new_row[used] = np.arange(len(used))
-    r = new_row[rows]
-    c2 = til.col2[tile]
-    has2 = c2 >= 0
-    P = design.n_col
-    A = sparse.csr_matrix((np.concatenate([wt, wt[has2]]), (np.concatenate([r, r[has2]]),
-                                                            np.concatenate([til.col[tile], c2[has2]]))),
-                          shape=(len(used), P))
-    lo, hi = response_span(sensor, t[used], w[used])
-    D = _drift_columns(0.5 * (lo + hi), design.drift_ns)
-    if D is None:
-        return Rows(A, used, lo, hi, np.zeros(0), P)
-    return Rows(sparse.hstack([A, D], format="csr"), used, lo, hi, np.asarray(D.mean(axis=0)).ravel(), P)
-
-
-def time_blocks(lo: np.ndarray, hi: np.ndarray, windows: float = 10.0, max_blocks: int = MAX_BLOCKS,
-                width_ns: Optional[np.ndarray] = None) -> np.ndarray:
-    """Blocks of consecutive logs spanning at least ``windows`` responses (at most ``max_blocks``): per log, its block.
-
-    A sliding average's errors are shared by overlapping windows, and a
-    kernel's departures from its shared curve by every log over it: blocks
-    long against a response are nearly independent, which cross-validation
-    and the bootstrap need (the moving-block idea, Kuensch 1989). A
-    response's length is ``width_ns`` where given (a first-order filter's
-    effective width, far shorter than the support ``[lo, hi]`` its tail is
-    cut at), else ``hi - lo``.
-    """
-    mid = 0.5 * (lo + hi)
-    if len(mid) == 0:
-        return np.zeros(0, dtype=np.int64)
-    order = np.argsort(mid, kind="stable")
-    width = hi - lo if width_ns is None else np.asarray(width_ns, dtype=np.float64)
-    span = max(float(np.median(width)), float(np.median(np.diff(mid[order]))) if len(mid) > 1 else 1.0, 1.0)
-    length = max(windows * span, (float(mid.max() - mid.min()) + 1.0) / max_blocks)
-    blk = np.floor((mid - mid.min()) / length).astype(np.int64)
-    return np.asarray(np.unique(blk, return_inverse=True)[1], dtype=np.int64).ravel()
 
 
 @dataclass
@@ -385,12 +173,6 @@ def _variants(designs: Sequence[Design], rows: Sequence[Rows], stats: Sequence[_
     return out
 
 
-#: LAPACK's Cholesky factorisation and solve for float64, as :func:`scipy.linalg.cho_factor` and
-#: :func:`scipy.linalg.cho_solve` call them (upper factor), without their per-call checks: the
-#: cross-validation runs thousands of them on systems built here, finite by construction.
-_POTRF = scipy.linalg.lapack.dpotrf
-_POTRS = scipy.linalg.lapack.dpotrs
-
 #: Memory for the bootstrap's batched normal equations (resamples x folds x unknowns^2 per design).
 _BATCH_BYTES = 96 * 2 ** 20
 
@@ -451,11 +233,11 @@ def _cv_fold_scores(v: _Variant, fs: _FoldStats, lam_R: Sequence[np.ndarray],
         for i in np.flatnonzero(alive):
             np.add(rest, lam_R[int(i)], out=M)
             M += F
-            c, info = _POTRF(M, lower=0, overwrite_a=1, clean=0)
+            c, info = POTRF(M, lower=0, overwrite_a=1, clean=0)
             if info != 0:
                 scores[f, i] = math.inf
                 continue
-            x, info = _POTRS(c, rhs, lower=0)
+            x, info = POTRS(c, rhs, lower=0)
             scores[f, i] = max(yyf - 2.0 * float(x @ Bf) + float(x @ Gf @ x), 0.0) if info == 0 else math.inf
         if bound < math.inf:
             partial += scores[f]
@@ -480,7 +262,7 @@ def _smoothing_span(d: Design, r: Rows, v: _Variant, st: _Stats, fold_scores: np
     lowest and highest offset from the chosen value widen its interval
     (:meth:`Solution.interval`).
     """
-    maps = {k: _full_map(d, r, k) for k in d.maps}
+    maps = {k: full_map(d, r, k) for k in d.maps}
     lo = {k: np.zeros((m.shape[0], x.shape[1])) for k, m in maps.items()}
     hi = {k: z.copy() for k, z in lo.items()}
     n_folds = fold_scores.shape[0]
@@ -498,7 +280,7 @@ def _smoothing_span(d: Design, r: Rows, v: _Variant, st: _Stats, fold_scores: np
             continue
         M = G + float(LAMBDAS[i]) * v.R + v.F
         try:
-            xi = _solve_channels(_summed_B(st), M, v.lower)
+            xi = solve_channels(_summed_B(st), M, v.lower)
         except (np.linalg.LinAlgError, ValueError):
             continue
         for k, m in maps.items():
@@ -527,151 +309,12 @@ def _gcv_scores(v: _Variant, st: _Stats, lams: np.ndarray, ch: int = 0) -> np.nd
     return out
 
 
-def solve(G: np.ndarray, b: np.ndarray, M: np.ndarray, lower: np.ndarray) -> np.ndarray:
-    """``argmin x'Mx - 2b'x`` subject to ``x >= lower`` (``M = G + penalties``).
-
-    The unconstrained solution where it keeps the bounds (then it is the
-    bounded one: the problem is convex); else the bounded minimum of
-    ``|L'x - L^-1 b|^2`` with ``M = L L'``, the same objective up to a
-    constant (:func:`_bounded`).
-
-    Parameters
-    ----------
-    G : numpy.ndarray
-        The logs' normal matrix (kept for the signature; ``M`` holds it).
-    b : numpy.ndarray
-        The right-hand side ``A'y``.
-    M : numpy.ndarray
-        The penalised normal matrix, positive definite.
-    lower : numpy.ndarray
-        Each column's lower bound (``-inf``: none).
-
-    Returns
-    -------
-    numpy.ndarray
-    """
-    return _solve_channels(np.asarray(b, dtype=np.float64)[:, None], M, lower)[:, 0]
-
-
-def _bounded(M: np.ndarray, b: np.ndarray, lower: np.ndarray, x_free: np.ndarray,
-             cf: tuple[np.ndarray, bool]) -> np.ndarray:
-    """``argmin x'Mx - 2b'x`` subject to ``x >= lower``, where the unconstrained ``x_free`` leaves the bounds.
-
-    The same least-squares problem bounded-variable least squares solves
-    (:func:`scipy.optimize.lsq_linear`, ``method="bvls"``, on ``|L'x - L^-1 b|``
-    with ``M = L L'``), with the columns on their bounds found first on the
-    normal equations (:func:`_free_columns`: a Cholesky solve per step, not a
-    singular value decomposition), then the free columns solved once on
-    ``L'`` (QR: the normal equations square the condition number, and a
-    small smoothing leaves a valley flat enough to show it). The problem is
-    strictly convex, so its minimum is unique; where that solution fails the
-    bounds or the optimality conditions, bounded-variable least squares runs.
-    """
-    n = len(b)
-    L = np.tril(cf[0])
-    rhs = scipy.linalg.solve_triangular(L, b, lower=True)
-    A = L.T
-    found = _free_columns(M, b, lower, x_free)
-    free = np.zeros(n, dtype=bool) if found is None else found
-    # A column the normal equations' rounding left on its bound while the gradient on L' pulls it off
-    # (beyond bounded-variable least squares' own tolerance, 1e-10) is freed, and the free ones solved again.
-    for _ in range(n if found is not None else 0):
-        x = np.where(free, 0.0, lower)
-        f = np.flatnonzero(free)
-        if len(f):
-            Q, R = np.linalg.qr(A[:, f])
-            x[f] = scipy.linalg.solve_triangular(R, Q.T @ (rhs - A[:, ~free] @ lower[~free]))
-        if not np.all(x >= lower - 1e-9 * max(float(np.max(np.abs(x))), 1.0)):
-            break
-        g = np.where(free, 0.0, A.T @ (A @ x - rhs))
-        if np.all(g >= -1e-10):
-            return np.asarray(np.maximum(x, lower))
-        free[int(np.argmin(g))] = True
-    res = optimize.lsq_linear(A, rhs, bounds=(lower, np.full(n, np.inf)), method="bvls")
-    return np.asarray(res.x)
-
-
-def _free_columns(M: np.ndarray, b: np.ndarray, lower: np.ndarray, x_free: np.ndarray) -> Optional[np.ndarray]:
-    """The columns off their bounds at ``argmin x'Mx - 2b'x, x >= lower`` (None: the search did not settle).
-
-    Lawson and Hanson's active set (*Solving Least Squares Problems*, 1974,
-    ch. 23; unbounded columns always free) on the normal equations, started
-    from the unconstrained ``x_free`` cut to the bounds, its columns within
-    them free.
-    """
-    n = len(b)
-    bounded = np.isfinite(lower)
-    free = ~bounded | (x_free > lower)
-    # A feasible start (every iterate is): the unconstrained solution cut to the bounds.
-    x = np.maximum(x_free, lower)
-    tol = 1e-12 * max(float(np.max(np.abs(b))), float(np.max(np.abs(np.diag(M)))) * float(np.max(np.abs(x_free))),
-                      1e-300)
-    for _ in range(3 * n + 10):
-        # The minimum over the free columns, the others on their bounds; stepped back to the first bound
-        # it crosses (keeping every iterate feasible) until it crosses none.
-        for _ in range(n + 1):
-            s_ = _on_free(M, b, lower, free)
-            if s_ is None:
-                return None
-            cross = free & bounded & (s_ <= lower)
-            if not cross.any():
-                x = s_
-                break
-            with np.errstate(divide="ignore", invalid="ignore"):
-                alpha = np.where(cross, (x - lower) / (x - s_), np.inf)
-            k = int(np.argmin(alpha))
-            x = x + float(np.clip(alpha[k], 0.0, 1.0)) * (s_ - x)
-            free &= ~(bounded & (x <= lower))
-            free[k] = False
-            x = np.where(free | ~bounded, x, lower)
-        else:
-            return None
-        w = b - M @ x
-        enter = ~free & (w > tol)
-        if not enter.any():
-            return np.asarray(free, dtype=bool)
-        free[int(np.argmax(np.where(enter, w, -np.inf)))] = True
-    return None
-
-
-def _on_free(M: np.ndarray, b: np.ndarray, lower: np.ndarray, free: np.ndarray) -> Optional[np.ndarray]:
-    """The minimum of ``x'Mx - 2b'x`` over the free columns, every other column at its bound (None: singular)."""
-    x = np.where(free, 0.0, lower)
-    f = np.flatnonzero(free)
-    if len(f):
-        rhs = b[f] - M[np.ix_(f, ~free)] @ lower[~free]
-        c, info = _POTRF(M[np.ix_(f, f)], lower=0, overwrite_a=1, clean=0)
-        if info != 0:
-            return None
-        xf, info = _POTRS(c, rhs, lower=0)
-        if info != 0:
-            return None
-        x[f] = xf
-    return x
-
 
 def _summed_B(st: _Stats) -> np.ndarray:
     """The whole record's right-hand sides ``(unknowns, channels)``, each channel summed over the blocks."""
     return np.stack([st.B[:, :, c].sum(axis=0) for c in range(st.B.shape[2])], axis=1)
 
 
-def _solve_channels(B: np.ndarray, M: np.ndarray, lower: np.ndarray) -> np.ndarray:
-    """:func:`solve` for every channel (``B``: unknowns x channels) on one factorisation of ``M``.
-
-    The bounded solver runs only for a channel whose unconstrained solution leaves the bounds. Each
-    channel is its own right-hand side: the same operations as :func:`solve`, so the same rounding (a
-    system at a small smoothing is ill-conditioned enough to show a different order of operations).
-    """
-    cf = scipy.linalg.cho_factor(M, lower=True)
-    X = np.empty(B.shape)
-    for c in range(B.shape[1]):
-        x = scipy.linalg.cho_solve(cf, B[:, c])
-        tol = 1e-9 * max(float(np.max(np.abs(x))), 1.0)
-        if np.all(x >= lower - tol):
-            X[:, c] = np.maximum(x, lower)
-            continue
-        X[:, c] = _bounded(M, B[:, c], lower, x, cf)
-    return np.asarray(X)
 
 
 @dataclass(frozen=True)
@@ -813,18 +456,6 @@ class Solution:
         return low, np.maximum(q_hi, self.values[name] + z * sd) + hi, sd
 
 
-def _full_map(design: Design, rows: Rows, key: str) -> np.ndarray:
-    """A map over every column, the drift's columns at their mean over the logs (the reported level)."""
-    m = design.maps[key]
-    P = rows.A.shape[1]
-    full = np.zeros((m.shape[0], P))
-    full[:, :design.n_col] = m
-    if P > design.n_col and key not in design.offset_maps:
-        # A curve or level is at the drift's mean: each row's weight on the columns times the drift's mean.
-        full[:, design.n_col:] = m.sum(axis=1)[:, None] * rows.drift_mean[None, :]
-    return full
-
-
 def floor_sd(design: Design, sol: Solution, key: str) -> np.ndarray:
     """The standard error of each row of map ``key`` for an unbiased, unsmoothed fit at these unknowns.
 
@@ -834,7 +465,7 @@ def floor_sd(design: Design, sol: Solution, key: str) -> np.ndarray:
     variance; where the band sits near it, more logs (runs) are the only remedy at these bins. A row
     the logs do not determine is ``inf``.
     """
-    H = _full_map(design, sol.rows, key)
+    H = full_map(design, sol.rows, key)
     Gi = scipy.linalg.pinvh(sol.G)
     var = np.einsum("ij,jk,ik->i", H, Gi, H)
     # A row the logs leave undetermined (its direction outside the range of G) has no finite floor.
@@ -1004,7 +635,7 @@ def _bootstrap(designs: Sequence[Design], variants: Sequence[_Variant], stats: S
         idx = [i for i, ch in enumerate(choices) if variants[ch.variant].design == dsg]
         if not idx:
             continue
-        maps = {k: _full_map(d, r, k) for k in keys}
+        maps = {k: full_map(d, r, k) for k in keys}
         for i in idx:
             ch = choices[i]
             v = variants[ch.variant]
@@ -1013,7 +644,7 @@ def _bootstrap(designs: Sequence[Design], variants: Sequence[_Variant], stats: S
             G = np.tensordot(wts[i], st.G, axes=1)
             B = np.stack([np.tensordot(wts[i], st.B[:, :, c], axes=1) for c in range(C)], axis=1)
             try:
-                x = _solve_channels(B, G + ch.lam * v.R + v.F, v.lower)
+                x = solve_channels(B, G + ch.lam * v.R + v.F, v.lower)
             except (np.linalg.LinAlgError, ValueError):
                 failed += 1
                 continue
@@ -1117,15 +748,15 @@ def _attribute(designs: Sequence[Design], sensor: SensorModel, t: np.ndarray, w:
     d, st, r = designs[v.design], stats[v.design], rows[v.design]
     G = st.G.sum(axis=0)
     M = G + choice.lam * v.R + v.F
-    x = _solve_channels(_summed_B(st), M, v.lower)
-    values = {k: _full_map(d, r, k) @ x for k in d.maps}
+    x = solve_channels(_summed_B(st), M, v.lower)
+    values = {k: full_map(d, r, k) @ x for k in d.maps}
     n_boot = bootstrap if n_blocks >= 3 else 0
     draws = _bootstrap(designs, variants, stats, rows, folds, folds_n, lams, lam, n_boot, seed,
                        choice.variant) if n_boot else \
         {k: np.zeros((0,) + values[k].shape) for k in d.maps}
     fs = per_fold[choice.variant]
     span = _smoothing_span(d, r, v, st, fs, choice.lam, x) if lam is None and fs is not None else {}
-    H = _full_map(d, r, d.energies)
+    H = full_map(d, r, d.energies)
     # Without a drift its columns are held at zero: they are no unknowns the energies could trade with
     # (counted, a 6 s load would be "confounded" with a drift that the chosen model does not have).
     keep = slice(None) if v.drift else slice(0, d.n_col)

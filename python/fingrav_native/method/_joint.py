@@ -51,18 +51,9 @@ from fingrav_native._checks import (
     whole_numbers,
 )
 from fingrav_native._threads import numeric_threads
-from fingrav_native.method._engine import (
-    IDENTIFIABLE_SHARE,
-    TILE_EXECUTION,
-    TILE_GAP,
-    TILE_IDLE,
-    Design,
-    Solution,
-    Tiling,
-    attribute,
-    response_span,
-)
+from fingrav_native.method._engine import IDENTIFIABLE_SHARE, Solution, attribute
 from fingrav_native.method._engine_check import ModelCheck, check_model
+from fingrav_native.method._engine_design import TILE_EXECUTION, TILE_GAP, TILE_IDLE, Design, Tiling, response_span
 from fingrav_native.sensors._model import SensorModel
 
 #: Gap power steps by time since the last kernel ended (ns): launch gaps, host gaps, pauses.

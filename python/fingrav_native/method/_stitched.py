@@ -229,6 +229,22 @@ def _interpolation_bound(power: np.ndarray, has: np.ndarray) -> np.ndarray:
     return np.where(has, 0.0, np.maximum(power - lo, hi - power))
 
 
+def _half_widths(ch: StitchedChannel, count: np.ndarray, half_bin: np.ndarray) -> tuple[np.ndarray, int, np.ndarray]:
+    """Each segment's interval half-width (its bin's; the pooled sd's where it holds fewer than 2 LOIs), the pooled
+    degrees of freedom, and which segments use the pooled sd."""
+    sd = np.asarray(ch.sd, dtype=np.float64)
+    multi = np.asarray(ch.count) >= 2
+    dof = int(np.sum(np.asarray(ch.count)[multi] - 1))
+    pooled = count < 2
+    if dof > 0:
+        s_p = math.sqrt(float(np.sum((np.asarray(ch.count)[multi] - 1) * sd[multi] ** 2)) / dof)
+        t = float(scipy.stats.t.ppf(0.5 * (1.0 + ch.confidence), dof))
+        half = np.where(pooled, t * s_p / np.sqrt(np.maximum(count, 1)), half_bin)
+    else:
+        half = np.full(count.shape, np.nan)
+    return half, dof, pooled
+
+
 def energy_per_execution(stitched_channel: StitchedChannel, duration_ns: float, *,
                          duration_err_ns: float = 0.0) -> EnergyEstimate:
     """Integrate a stitched channel's binned mean power over one execution.
@@ -322,16 +338,7 @@ def energy_per_execution(stitched_channel: StitchedChannel, duration_ns: float, 
     length = np.clip(np.minimum(hi, dur) - np.maximum(lo, 0.0), 0.0, None)
     power = np.where(has, mean, np.interp(centres, centres[has], mean[has]))
 
-    sd = np.asarray(ch.sd, dtype=np.float64)
-    multi = np.asarray(ch.count) >= 2
-    dof = int(np.sum(np.asarray(ch.count)[multi] - 1))
-    pooled = count < 2
-    if dof > 0:
-        s_p = math.sqrt(float(np.sum((np.asarray(ch.count)[multi] - 1) * sd[multi] ** 2)) / dof)
-        t = float(scipy.stats.t.ppf(0.5 * (1.0 + ch.confidence), dof))
-        half = np.where(pooled, t * s_p / np.sqrt(np.maximum(count, 1)), half_bin)
-    else:
-        half = np.full(count.shape, np.nan)
+    half, dof, pooled = _half_widths(ch, count, half_bin)
     energy = float(np.sum(power * length)) * 1e-9
     interp_bound = float(np.sum(_interpolation_bound(power, has) * length)) * 1e-9
     # The statistical half-width covers the noise of the bin means; what interpolation misses is a bias

@@ -15,14 +15,10 @@ from fingrav_native._lazy import attach
 
 if TYPE_CHECKING:
     from fingrav_native.sensors._characterize import (
-        GAPLESS_LEVEL,
         Characterisation,
         PeriodEstimate,
-        StepFit,
         counter_resolution,
         estimate_period,
-        fit_load_response,
-        fit_step_response,
     )
     from fingrav_native.sensors._counter import (
         COUNTER_LOG_DTYPE,
@@ -33,13 +29,14 @@ if TYPE_CHECKING:
     from fingrav_native.sensors._energy_counter import EnergyCounter
     from fingrav_native.sensors._from_logs import SplitDisagreementWarning, characterize_logs
     from fingrav_native.sensors._model import SENSOR_PRESETS, SensorModel, SensorPresetName, sensor_preset
+    from fingrav_native.sensors._response_fit import GAPLESS_LEVEL, StepFit, fit_load_response, fit_step_response
     from fingrav_native.sensors._semantics import FIGURES, PROVENANCES, SensorSemantics
 
 # Each public name -> the private module that defines it. Loaded on first use (PEP 562, as scipy
 # and scikit-image do), so importing one module of this package never imports the rest of it.
 _WHERE = {
     "COUNTER_LOG_DTYPE": "_counter",
-    "GAPLESS_LEVEL": "_characterize",
+    "GAPLESS_LEVEL": "_response_fit",
     "Characterisation": "_characterize",
     "CounterDiscontinuityWarning": "_counter",
     "CounterLogs": "_counter",
@@ -52,13 +49,13 @@ _WHERE = {
     "SensorPresetName": "_model",
     "SensorSemantics": "_semantics",
     "SplitDisagreementWarning": "_from_logs",
-    "StepFit": "_characterize",
+    "StepFit": "_response_fit",
     "characterize_logs": "_from_logs",
     "counter_resolution": "_characterize",
     "counter_to_logs": "_counter",
     "estimate_period": "_characterize",
-    "fit_load_response": "_characterize",
-    "fit_step_response": "_characterize",
+    "fit_load_response": "_response_fit",
+    "fit_step_response": "_response_fit",
     "sensor_preset": "_model",
 }
 

@@ -300,20 +300,7 @@ class EnergyCounter:
         e_out[pos_end] = cum
         e_out[pos_start] = cum[first] - e_step[first]
         seg_out[pos_end], seg_out[pos_start] = seg_of_step, np.arange(n_seg)
-        breaks = []
-        for k in first[1:]:
-            if end[k] < end[k - 1]:
-                kind, text = "clock", (f"the counter's clock went back by {(end[k - 1] - end[k]) * tick / 1e6:.4g} ms "
-                                       "(a clock reset: a new time base)")
-            elif lost[k] != lost[k - 1]:
-                gone = slice(int(kept[k - 1]) + 1, int(kept[k]))
-                kind, text = steps_text(what[gone], words[gone], w_all[gone], why)
-            elif start[k] - end[k - 1] > CLOCK_JUMP_FACTOR * float(np.median(end - start)):
-                kind, text = "clock", (f"the counter's clock jumped {(start[k] - end[k - 1]) * tick / 1e6:.4g} ms ahead "
-                                       "(a clock jump, or a paused reader: taken as a new time base)")
-            else:
-                kind, text = "gap", f"{(start[k] - end[k - 1]) * tick / 1e6:.4g} ms without counter steps"
-            breaks.append((int(pos_start[seg_of_step[k]]), kind, text))
+        breaks = _step_breaks(first, start, end, kept, lost, (what, words, w_all, why), tick, pos_start, seg_of_step)
         return cls(t_out, e_out, seg_out, quantum_j=quantum_j, stale_ns=stale_ns, scope=scope, name=name,
                    breaks=tuple(breaks))
 
@@ -325,6 +312,30 @@ class EnergyCounter:
         if self.quantum_j > 0:
             parts.append(f"quantum {joules_text(self.quantum_j)}")
         return ", ".join(parts)
+
+
+def _step_breaks(first: np.ndarray, start: np.ndarray, end: np.ndarray, kept: np.ndarray, lost: np.ndarray,
+                 left_out: tuple[np.ndarray, list[str], np.ndarray, str], tick: float, pos_start: np.ndarray,
+                 seg_of_step: np.ndarray) -> list[tuple[int, str, str]]:
+    """Where each segment after the first opens, and why the chain broke there: a clock reset or jump, steps left
+    out (``left_out``: :func:`glitched_steps`'s kinds and words, every step's length, the power limit's reason), a
+    gap."""
+    what, words, w_all, why = left_out
+    breaks = []
+    for k in first[1:]:
+        if end[k] < end[k - 1]:
+            kind, text = "clock", (f"the counter's clock went back by {(end[k - 1] - end[k]) * tick / 1e6:.4g} ms "
+                                   "(a clock reset: a new time base)")
+        elif lost[k] != lost[k - 1]:
+            gone = slice(int(kept[k - 1]) + 1, int(kept[k]))
+            kind, text = steps_text(what[gone], words[gone], w_all[gone], why)
+        elif start[k] - end[k - 1] > CLOCK_JUMP_FACTOR * float(np.median(end - start)):
+            kind, text = "clock", (f"the counter's clock jumped {(start[k] - end[k - 1]) * tick / 1e6:.4g} ms ahead "
+                                   "(a clock jump, or a paused reader: taken as a new time base)")
+        else:
+            kind, text = "gap", f"{(start[k] - end[k - 1]) * tick / 1e6:.4g} ms without counter steps"
+        breaks.append((int(pos_start[seg_of_step[k]]), kind, text))
+    return breaks
 
 
 def _glitched_reads(t: np.ndarray, e: np.ndarray, wrap: Optional[float], tick_ns: Optional[float]) -> tuple[

@@ -19,15 +19,9 @@ import scipy.stats
 from fingrav_native._checks import check_power, finite_array, flag, instance_of, numbers, positive_number, short_repr
 from fingrav_native._errors import FingravWarning
 from fingrav_native.records._recording import Recording
-from fingrav_native.sensors._characterize import (
-    Characterisation,
-    PeriodEstimate,
-    StepFit,
-    estimate_period,
-    fit_load_response,
-    fit_meter_response,
-)
+from fingrav_native.sensors._characterize import Characterisation, PeriodEstimate, estimate_period
 from fingrav_native.sensors._model import SensorModel
+from fingrav_native.sensors._response_fit import StepFit, fit_load_response, fit_meter_response
 
 #: Two halves of a record whose fitted window (or time constant) or delay differ by more than this many
 #: combined standard errors are reported: the errors, or the model, are not to be trusted.

@@ -365,18 +365,7 @@ def logged_loop(sensor: SensorModel, *, seed: int = 0, iterations: int = 1024, n
     sc = LoopSchedule(starts, ends, sig, it, level, pause_after, record_end_ns=float(end), idle_w=idle_w, gap_w=gap_w,
                       gap_tau_ns=gap_tau_ns, pause_tau_ns=pause_tau_ns, drift_w_per_s=drift_w_per_s,
                       max_power_w=max_power_w)
-    if concurrent_w:
-        if communication_exposed:
-            raise ValueError("concurrent_w: the second stream's kernel runs in the host's pause, as the exposed "
-                             "communication does; use one of them")
-        sc = _with_second_stream(sc, float(concurrent_w))
-    if communication_w and communication_exposed:
-        c0 = sc.ends[len(SEQUENCE) - 1::len(SEQUENCE)] + EXPOSED_COMMUNICATION_NS[0]
-        sc = dataclasses.replace(sc, comm_starts=c0, comm_ends=c0 + EXPOSED_COMMUNICATION_NS[1],
-                                 comm_w=float(communication_w))
-    elif communication_w:
-        sc = dataclasses.replace(sc, comm_starts=sc.starts[COMMUNICATION[1]::len(SEQUENCE)],
-                                 comm_ends=sc.ends[COMMUNICATION[2]::len(SEQUENCE)], comm_w=float(communication_w))
+    sc = _with_side_work(sc, concurrent_w, communication_w, communication_exposed)
     # The grid reaches back a window (a boxcar's memory) and past either delay, idle before the loop.
     reach = sensor.window_ns + abs(sensor.delay_ns) + 20 * grid_ns
     t = np.arange(-reach, sc.record_end_ns + reach, grid_ns)
@@ -417,6 +406,25 @@ def logged_loop(sensor: SensorModel, *, seed: int = 0, iterations: int = 1024, n
         counts = np.append(counts, 1)
     return LoggedLoop(samples, ex, names, kt, energy, total, gap, pause, counts, iterations, n_warm,
                       float(max_power_w), sc, span_j, spans)
+
+
+def _with_side_work(sc: LoopSchedule, concurrent_w: float, communication_w: float,
+                    communication_exposed: bool) -> LoopSchedule:
+    """The schedule with a second stream's kernel (``concurrent_w``) or communication (``communication_w``: beside
+    the compute kernels, or ``communication_exposed`` in the host's pause) added."""
+    if concurrent_w:
+        if communication_exposed:
+            raise ValueError("concurrent_w: the second stream's kernel runs in the host's pause, as the exposed "
+                             "communication does; use one of them")
+        sc = _with_second_stream(sc, float(concurrent_w))
+    if communication_w and communication_exposed:
+        c0 = sc.ends[len(SEQUENCE) - 1::len(SEQUENCE)] + EXPOSED_COMMUNICATION_NS[0]
+        sc = dataclasses.replace(sc, comm_starts=c0, comm_ends=c0 + EXPOSED_COMMUNICATION_NS[1],
+                                 comm_w=float(communication_w))
+    elif communication_w:
+        sc = dataclasses.replace(sc, comm_starts=sc.starts[COMMUNICATION[1]::len(SEQUENCE)],
+                                 comm_ends=sc.ends[COMMUNICATION[2]::len(SEQUENCE)], comm_w=float(communication_w))
+    return sc
 
 
 def _with_second_stream(sc: LoopSchedule, aux_w: float) -> LoopSchedule:
