@@ -106,6 +106,19 @@ class SamplePrediction:
         return self.anchor_ns + k * self.period_ns
 
 
+#: The median absolute deviation's scale to a normal's deviation, 1 / Phi^-1(3/4)
+#: (``scipy.stats.median_abs_deviation(..., scale="normal")``).
+_MAD_NORMAL = 1.482602218505602
+
+
+def _line(k: np.ndarray, t: np.ndarray) -> tuple[float, float]:
+    """Least-squares slope and intercept of ``t`` on ``k`` (centred sums: no normal matrix to form)."""
+    km, tm = float(np.mean(k)), float(np.mean(t))
+    dk = k - km
+    slope = float(np.dot(dk, t - tm) / np.dot(dk, dk))
+    return slope, tm - slope * km
+
+
 def _unwrap(t: np.ndarray, period: float) -> np.ndarray:
     """Sample index of each sorted instant: bursts unwrapped in turn against the line fitted to those before.
 
@@ -115,27 +128,33 @@ def _unwrap(t: np.ndarray, period: float) -> np.ndarray:
     for a guess a few percent off, and for instants up to half a period off
     the grid; the first instant of the next burst is placed by the line
     fitted to every burst before it, which is as precise as the span seen.
-    The loop is over bursts (runs), not samples.
+    The loop is over bursts (runs), not samples; each refit is a closed-form
+    line on instants relative to the first (epoch-scale nanoseconds lose
+    their low bits in a product), so a campaign's steering refits cost
+    linear time per run.
     """
     gaps = np.diff(t)
     cuts = np.flatnonzero(gaps > 10 * period) + 1
     k = np.zeros(len(t))
-    slope, icept = period, float(t[0])
+    rel = t - float(t[0])
+    slope, icept = period, 0.0
     start = 0
     for stop in (*cuts.tolist(), len(t)):
         if start > 0:
             # The burst's first index from the line so far; the rest by its own gaps.
-            k[start] = np.rint((t[start] - icept) / slope)
+            k[start] = np.rint((rel[start] - icept) / slope)
         k[start + 1:stop] = k[start] + np.cumsum(np.rint(gaps[start:stop - 1] / slope))
         if stop >= 2 and k[stop - 1] > k[0]:
             # Refit once without outliers: one log 300 us off in a burst of 40
             # tilts the line enough to misplace a burst 3000 periods later.
-            slope, icept = np.polyfit(k[:stop], t[:stop], 1)
-            resid = t[:stop] - (icept + slope * k[:stop])
-            mad = float(scipy.stats.median_abs_deviation(resid, scale="normal"))
-            good = np.abs(resid - np.median(resid)) <= max(5 * mad, 1e-3 * slope)
-            if 2 <= good.sum() < stop and np.ptp(k[:stop][good]) > 0:
-                slope, icept = np.polyfit(k[:stop][good], t[:stop][good], 1)
+            ks, ts = k[:stop], rel[:stop]
+            slope, icept = _line(ks, ts)
+            resid = ts - (icept + slope * ks)
+            centre = float(np.median(resid))
+            mad = _MAD_NORMAL * float(np.median(np.abs(resid - centre)))
+            good = np.abs(resid - centre) <= max(5 * mad, 1e-3 * slope)
+            if 2 <= good.sum() < stop and np.ptp(ks[good]) > 0:
+                slope, icept = _line(ks[good], ts[good])
         start = stop
     return k
 
