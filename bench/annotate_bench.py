@@ -43,7 +43,7 @@ from fingrav_native.files import annotate_trace, read_trace, write_kineto_trace
 from fingrav_native.files._annotate import _counter_events, _Plan
 
 # The identity clock map for logs stamped on the trace's epoch clock is where the tests take it.
-from fingrav_native.sim._analytic import EpochIdentity
+from fingrav_native.sim import EpochIdentity
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 RESULTS = os.path.join(HERE, "results")

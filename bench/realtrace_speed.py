@@ -143,7 +143,7 @@ def worker(rounds_tag: str) -> None:
     import fingrav_native as fg
     from fingrav_native import _threads
     from fingrav_native.files import read_trace
-    from fingrav_native.sim._analytic import EpochIdentity
+    from fingrav_native.sim import EpochIdentity
     from real_data import path as real_path
     from sim_captures import synthetic_logs
 

@@ -21,8 +21,7 @@ from fingrav_native import profile_trace
 from fingrav_native._core import SAMPLE_DTYPE
 from fingrav_native.insitu import KernelTrace, _profile
 from fingrav_native.records._layouts import lex_order
-from fingrav_native.sim._analytic import EpochIdentity
-from fingrav_native.sim._analytic_loop import SIGNATURES, LoopSchedule, _schedule
+from fingrav_native.sim import SIGNATURES, EpochIdentity, LoopSchedule, draw_schedule
 
 EPOCH = 1_763_900_000_000_000_000
 
@@ -30,7 +29,7 @@ EPOCH = 1_763_900_000_000_000_000
 def _loop(kernels: int, layers: int = 4, seed: int = 3) -> tuple[KernelTrace, np.ndarray]:
     """The simulator's loop as a trace of ``layers`` x 5 signatures, and instantaneous 1 ms logs of it."""
     rng = np.random.default_rng(seed)
-    starts, ends, sig, it, level, pause_after, end = _schedule(
+    starts, ends, sig, it, level, pause_after, end = draw_schedule(
         rng, kernels // 7, duration_jitter=0.005, pause_ns=300_000.0, pause_jitter=0.1, warmup=0.04,
         warmup_iterations=20, lead_ns=2e6, gap_range_ns=(2_000.0, 8_000.0))
     sc = LoopSchedule(starts, ends, sig, it, level, pause_after, record_end_ns=float(end), idle_w=120.0, gap_w=180.0,
@@ -150,8 +149,7 @@ def test_slow_placement_of_kernels_that_overlap_others_gives_each_its_own_record
     # subtracted): executions of different signatures overlap on the merged timeline, and each signature's
     # records must still be those its own placement gives.
     from fingrav_native import SensorModel
-    from fingrav_native.sim._analytic import Identity
-    from fingrav_native.sim._analytic_loop import logged_loop
+    from fingrav_native.sim import Identity, logged_loop
 
     instant = SensorModel("instant 100 us", "instant", period_ns=100_000.0)
     lp = logged_loop(instant, seed=5, iterations=200, communication_w=60.0)

@@ -138,7 +138,7 @@ def _sparse_iteration_energy(seed: int, pause_jitter: float, window_s: float = 1
     from fingrav_native import sensors
     from fingrav_native.insitu import _profile
     from fingrav_native.insitu._results import kernel_table_dtype
-    from fingrav_native.sim._analytic_loop import logged_loop
+    from fingrav_native.sim import logged_loop
 
     sensor = sensors.sensor_preset("nvidia-average-1s")
     sensor = sensors.SensorModel("long", "window", period_ns=sensor.period_ns, window_ns=window_s * 1e9)
