@@ -107,7 +107,7 @@ def share_used(kt: Any, tp: Any) -> dict[str, Any]:
 
     import numpy as np
 
-    from fingrav_native.insitu._profile import _label
+    from fingrav_native.insitu import signature_label as _label
 
     ex = kt.executions
     device = int(np.unique(kt.device)[0])

@@ -1034,6 +1034,9 @@ EXCLUDED = {
     **{n: "the analytic simulator's ground truth for tests and benches (tests/sim/test_analytic.py)" for n in (
         "Identity", "EpochIdentity", "shape", "observe", "logged_runs", "simulate_runs", "logged_loop",
         "draw_schedule", "LoggedRuns", "RunsTruth", "LoggedLoop", "LoopSchedule")},
+    # Formats a KernelTrace's own signature record; anything else is refused by name
+    # (tests/insitu/test_joint_stitch.py::test_unclear_a_signature_label_refuses_what_is_not_a_signature).
+    "signature_label": "formats a KernelTrace's own signature records; tests/insitu/test_joint_stitch.py",
     # Campaign folders and the recorder's sampler: the files-and-campaign checks (tests/app/test_campaign_safety.py).
     **{n: "a campaign-folder or sampler function, checked in tests/app/test_campaign_safety.py" for n in (
         "campaign_contents", "load_campaign_runs", "lock_campaign", "read_manifest", "run_files", "write_manifest",

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
         SpanEnergy,
         TraceProfile,
     )
+    from fingrav_native.insitu._signatures import signature_label
     from fingrav_native.insitu._trace import KERNEL_SIGNATURE_DTYPE, STEP_DTYPE, KernelTrace, TraceFormatError
 
 # Each public name -> the private module that defines it. Loaded on first use (PEP 562, as scipy
@@ -45,6 +46,7 @@ _WHERE = {
     "TraceFormatError": "_trace",
     "TraceProfile": "_results",
     "align_logs_to_trace": "_align",
+    "signature_label": "_signatures",
 }
 
 __getattr__, __dir__, __all__ = attach(__name__, _WHERE)

@@ -35,24 +35,25 @@ from fingrav_native.insitu._concurrent import (
     Spans,
     steady_spans,
 )
-from fingrav_native.insitu._instant_attribution import instant_extras, instant_levels, overlapped, placement_terms
-from fingrav_native.insitu._joint_attribution import joint_attribution
-from fingrav_native.insitu._overlap import (
-    communication_split,
+from fingrav_native.insitu._instant_attribution import (
+    Overlap,
+    instant_extras,
+    instant_levels,
+    overlapped,
+    placement_terms,
 )
+from fingrav_native.insitu._joint_attribution import joint_attribution
 from fingrav_native.insitu._placement import ShiftedMap, aligned_logs, check_overlap, device_of, one_sided
 from fingrav_native.insitu._results import (
     TraceProfile,
 )
 from fingrav_native.insitu._signatures import NearLogs, Signatures, profile_signatures
 from fingrav_native.insitu._summary import (
-    concurrency_of,
     elsewhere,
     nothing_or_undetermined,
     power_limit_notes,
-    span_energy,
     trace_profile,
-    with_span,
+    trace_wide,
 )
 from fingrav_native.insitu._trace import TRACE_CLOCKS, KernelTrace
 from fingrav_native.method._deconvolve import declared_windows, logs_with_windows, needs_deconvolution
@@ -263,28 +264,30 @@ def attribute_trace(
                         sensor=None if joint else model, attribution="instant" if joint else attribution,
                         smoother=None if joint else "local")
     spans = _spans(kt, on_device & ~overlap.comm, it_of, found, joint, min_executions)
-    if (found.rows or found.rare) and joint:
+    if joint:
         assert model is not None
-        found.profiles = joint_attribution(samples, t_logs, kt, model, on_device, found, bins, overlap, max_power_w, spans)
-    elif found.rows:
-        placement_terms(found, kt, attributed, t_logs, lmap)
-        instant_levels(found, kt, overlap)
-    if not joint:
-        instant_extras(found, kt, t_logs, np.asarray(attributed["total"], dtype=np.float64), spans)
+        if found.rows or found.rare:
+            found.profiles = joint_attribution(samples, t_logs, kt, model, on_device, found, bins, overlap,
+                                               max_power_w, spans)
+    else:
+        _instant(found, kt, attributed, t_logs, lmap, overlap, spans)
     elsewhere(found, kt, on_device)
     nothing_or_undetermined(found, bool(np.any(it_of[on_device] >= 0)))
     power_limit_notes(found, max_power_w)
     tp = trace_profile(kt, samples, t_logs, model, found, conc, alignment, lmap, it_of)
-    if spans is not None:
-        tp = dataclasses.replace(tp, concurrency=concurrency_of(tp, kt, on_device, overlap, spans, found))
-    if overlap.comm.any() and tp.summary is not None:
-        tp = dataclasses.replace(tp, summary=dataclasses.replace(tp.summary, **communication_split(
-            tp.summary.note, kt, it_of, tp.iterations, overlap.comm, on_device & ~overlap.comm, tp.kernels,
-            tp.signature_rows)))
-    if len(found.rows) == found.coarse and tp.summary is None:
-        tp = with_span(tp, span_energy(kt, on_device, samples, t_logs, model))
+    tp = trace_wide(tp, found, kt, on_device, overlap, spans, it_of, samples, t_logs, model)
     tp = dataclasses.replace(tp, device_executions=int(on_device.sum()), zero_duration=zero)
     return closure_from(tp, counted, samples, model, on_device)
+
+
+def _instant(found: Signatures, kt: KernelTrace, attributed: np.ndarray, t_logs: np.ndarray, lmap: ShiftedMap,
+             overlap: Overlap, spans: Optional[Spans]) -> None:
+    """Instantaneous logs: the stitched rows' intervals widened for the placement, the communication's rows
+    from its level, and the coarse rows and the spans' power from the logs."""
+    if found.rows:
+        placement_terms(found, kt, attributed, t_logs, lmap)
+        instant_levels(found, kt, overlap)
+    instant_extras(found, kt, t_logs, np.asarray(attributed["total"], dtype=np.float64), spans)
 
 
 def _spans(kt: KernelTrace, compute: np.ndarray, it_of: np.ndarray, found: Signatures, joint: bool,

@@ -206,7 +206,23 @@ class NearLogs:
 
 
 def signature_label(sig: Any) -> str:
-    """A signature in words: its name, grid and block."""
+    """A kernel signature in words: its name, grid and block, as a TraceProfile's ``skipped`` keys it.
+
+    Parameters
+    ----------
+    sig : numpy.void
+        One record of :attr:`KernelTrace.signatures <fingrav_native.insitu.KernelTrace>`
+        (:data:`~fingrav_native.insitu.KERNEL_SIGNATURE_DTYPE`).
+
+    Returns
+    -------
+    str
+        ``"name grid=(x, y, z) block=(x, y, z)"``: the signature of the paper's in-situ
+        grouping (Section IV-A's runs, one per execution of a kernel of that name and shape).
+    """
+    if not isinstance(sig, np.void) or not {"name", "grid", "block"} <= set(sig.dtype.names or ()):
+        raise ValueError(f"sig: must be a record of KernelTrace.signatures (name, grid, block), not "
+                         f"{type(sig).__name__}")
     return f"{sig['name']} grid={tuple(int(g) for g in sig['grid'])} block={tuple(int(b) for b in sig['block'])}"
 
 

@@ -25,6 +25,7 @@ from fingrav_native.insitu._concurrent import (
     concurrent_energy,
 )
 from fingrav_native.insitu._instant_attribution import Overlap
+from fingrav_native.insitu._overlap import communication_split
 from fingrav_native.insitu._placement import ShiftedMap
 from fingrav_native.insitu._results import (
     ITERATION_DTYPE,
@@ -376,3 +377,20 @@ def power_limit_notes(found: Signatures, max_power_w: Optional[float]) -> None:
             found.notes.append(f"{row.name}: {row.power_w:.0f} W mean, {peak:.0f} W peak, above the board's "
                                f"{max_power_w:.0f} W: the sensor model is wrong for these logs, or the logs do not "
                                "separate this kernel from its neighbours; do not read its power")
+
+
+def trace_wide(tp: TraceProfile, found: Signatures, kt: KernelTrace, on_device: np.ndarray, overlap: Overlap,
+               spans: Optional[Spans], it_of: np.ndarray, samples: np.ndarray, t_logs: np.ndarray,
+               model: Optional[SensorModel]) -> TraceProfile:
+    """The result's trace-wide parts: what ran on several compute streams (:func:`concurrency_of`), the
+    communication's share of each iteration, and, where no signature has a stitched row and the trace marks
+    no iteration, the energy over the device's kernel span (:func:`span_energy`)."""
+    if spans is not None:
+        tp = dataclasses.replace(tp, concurrency=concurrency_of(tp, kt, on_device, overlap, spans, found))
+    if overlap.comm.any() and tp.summary is not None:
+        tp = dataclasses.replace(tp, summary=dataclasses.replace(tp.summary, **communication_split(
+            tp.summary.note, kt, it_of, tp.iterations, overlap.comm, on_device & ~overlap.comm, tp.kernels,
+            tp.signature_rows)))
+    if len(found.rows) == found.coarse and tp.summary is None:
+        tp = with_span(tp, span_energy(kt, on_device, samples, t_logs, model))
+    return tp
