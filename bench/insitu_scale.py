@@ -230,7 +230,7 @@ def write_trace(path: str, kernels: int, seed: int = 0, layers: int = LAYERS) ->
                 f'  "displayTimeUnit": "ms",\n  "baseTimeNanoseconds": {EPOCH_NS}\n}}\n')
     write_s = time.perf_counter() - t0
     # Instantaneous 1 ms logs of the loop's closed-form power, on the trace's clock.
-    from fingrav_native._core import SAMPLE_DTYPE
+    from fingrav_native.records import SAMPLE_DTYPE
 
     t = np.arange(1e6, float(end[-1]) + 1e6, 1e6) + 137.0
     logs = np.zeros(len(t), dtype=SAMPLE_DTYPE)
