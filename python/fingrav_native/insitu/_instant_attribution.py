@@ -18,13 +18,8 @@ from typing import Optional
 import numpy as np
 from scipy import stats
 
-from fingrav_native.insitu._align import (
-    MISMATCH_SLACK_NS,
-)
-from fingrav_native.insitu._concurrent import (
-    Spans,
-    instant_span_power,
-)
+from fingrav_native.insitu._align import MISMATCH_SLACK_NS
+from fingrav_native.insitu._concurrent import Spans, instant_span_power
 from fingrav_native.insitu._overlap import (
     CommunicationLevel,
     beside_compute,

@@ -18,14 +18,9 @@ from typing import Mapping, Optional, Sequence
 
 import numpy as np
 
-from fingrav_native.insitu._concurrent import (
-    Spans,
-    span_power_from_class,
-)
+from fingrav_native.insitu._concurrent import Spans, span_power_from_class
 from fingrav_native.insitu._instant_attribution import Overlap, coarse_added, level_row, level_rows
-from fingrav_native.insitu._overlap import (
-    is_communication,
-)
+from fingrav_native.insitu._overlap import is_communication
 from fingrav_native.insitu._signatures import Signatures
 from fingrav_native.insitu._trace import KernelTrace
 from fingrav_native.method._deconvolved import Deconvolution, DeconvolvedChannel, as_stitched

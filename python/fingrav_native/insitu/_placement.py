@@ -30,12 +30,8 @@ from fingrav_native.insitu._align import (
     offset_disagreement,
 )
 from fingrav_native.insitu._align_windows import measure_window_offset
-from fingrav_native.insitu._concurrent import (
-    concurrent_spans,
-)
-from fingrav_native.insitu._overlap import (
-    communication_overlap,
-)
+from fingrav_native.insitu._concurrent import concurrent_spans
+from fingrav_native.insitu._overlap import communication_overlap
 from fingrav_native.insitu._trace import GPU_ORDINAL, KernelTrace
 from fingrav_native.sensors._model import SensorModel
 

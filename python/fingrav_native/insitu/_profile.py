@@ -31,10 +31,7 @@ from fingrav_native._threads import numeric_threads
 from fingrav_native._version import __version__
 from fingrav_native.clocks._maps import ClockMapLike
 from fingrav_native.insitu._closure_fit import closure_from, counter_of
-from fingrav_native.insitu._concurrent import (
-    Spans,
-    steady_spans,
-)
+from fingrav_native.insitu._concurrent import Spans, steady_spans
 from fingrav_native.insitu._instant_attribution import (
     Overlap,
     instant_extras,
@@ -44,9 +41,7 @@ from fingrav_native.insitu._instant_attribution import (
 )
 from fingrav_native.insitu._joint_attribution import joint_attribution
 from fingrav_native.insitu._placement import ShiftedMap, aligned_logs, check_overlap, device_of, one_sided
-from fingrav_native.insitu._results import (
-    TraceProfile,
-)
+from fingrav_native.insitu._results import TraceProfile
 from fingrav_native.insitu._signatures import NearLogs, Signatures, profile_signatures
 from fingrav_native.insitu._summary import (
     elsewhere,

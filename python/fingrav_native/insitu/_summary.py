@@ -16,14 +16,8 @@ from typing import Any, Optional
 import numpy as np
 from scipy import stats
 
-from fingrav_native.insitu._align import (
-    LogAlignment,
-)
-from fingrav_native.insitu._concurrent import (
-    ConcurrentEnergy,
-    Spans,
-    concurrent_energy,
-)
+from fingrav_native.insitu._align import LogAlignment
+from fingrav_native.insitu._concurrent import ConcurrentEnergy, Spans, concurrent_energy
 from fingrav_native.insitu._instant_attribution import Overlap
 from fingrav_native.insitu._overlap import communication_split
 from fingrav_native.insitu._placement import ShiftedMap
