@@ -160,7 +160,7 @@ def coarse_added(found: Signatures, kt: KernelTrace, sid: int, keep: np.ndarray,
     ep = coarse_profile(label, (ex["end_ns"] - ex["start_ns"]).astype(np.float64), ex["run"], levels, n_logs,
                         confidence, how)
     mine = int(np.count_nonzero(kt.executions["kernel_id"] == sid))
-    found.rows.append(KernelRow(*coarse_row(sig, mine, len(keep), ep)))
+    found.rows.append(KernelRow._make(coarse_row(sig, mine, len(keep), ep)))
     found.profiles.append(ep)
     found.sig_ids.append(sid)
     found.kept_ids.append(keep)

@@ -130,7 +130,8 @@ class KernelRow(NamedTuple):
     name: str
     grid: Any
     block: Any
-    count: int
+    # The table's column name, so it hides tuple.count on a row (never called on one).
+    count: int  # type: ignore[assignment]
     golden: int
     warmup: int
     duration_ns: float
