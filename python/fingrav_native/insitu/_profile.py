@@ -225,8 +225,7 @@ def attribute_trace(
     if max_power_w is not None:
         max_power_w = positive_number(max_power_w, "max_power_w")
     model = as_sensor(sensor)
-    if device is not None:
-        device = integer_in(device, "device", 0)
+    device = None if device is None else integer_in(device, "device", 0)
     kt, trace_notes = _checked_trace(trace)
     zero = _zero_duration_on(trace, kt, device)
     capture = samples
@@ -235,29 +234,24 @@ def attribute_trace(
     counted = counter_of(capture, energy_counter, logger_map, TRACE_CLOCKS.get(kt.clock) or "CLOCK_REALTIME")
     _check_logs(samples, logger_map, align, attribution, bins, max_power_w)
     assert logger_map is not None  # _check_logs refused a missing one
-    if model is None:
-        # Logs that declare their windows (window_ns) are windowed logs: the same engine as a SensorModel's.
-        model = declared_windows(samples)
-    # A window declared by the model is written onto the logs, so every step reads one description of it.
-    samples = logs_with_windows(samples, model)
+    samples, model = _windowed(samples, model)
     on_device = kt.device == device_of(kt, device)
-    joint = model is not None and model.averages and attribution != "instant" and (
-        attribution == "deconvolve" or needs_deconvolution(samples, model, 1.0, _RESOLUTION_NS))
+    joint = _joint(samples, model, attribution)
     lmap = ShiftedMap(logger_map, kt.origin_ns)
     t_logs = lmap.to_host(samples["source_ts"])  # once: the profiles below map through lmap themselves
     check_overlap(kt, on_device, t_logs, trace_notes)
     conc = kt.concurrent()
     alignment, t_logs = aligned_logs(kt, samples, t_logs, model, on_device, conc, lmap,
-                                "asked" if align is True else "one-sided" if one_sided(logger_map) else "",
-                                trace_notes)
+                                     "asked" if align is True else "one-sided" if one_sided(logger_map) else "",
+                                     trace_notes)
     conc, attributed, overlap = overlapped(kt, samples, t_logs, on_device, conc, joint, trace_notes)
     # A window in a loop covers other kernels: the joint fit below replaces the attribution.
     found, it_of = Signatures(notes=trace_notes), kt.iteration()
     near = NearLogs(attributed, t_logs) if model is None and "seq" in (samples.dtype.names or ()) else None
     profile_signatures(found, kt, on_device, conc, attributed, near, lmap, it_of, margin=margin,
-                        min_executions=min_executions, warmup_tolerance=warmup_tolerance,
-                        sensor=None if joint else model, attribution="instant" if joint else attribution,
-                        smoother=None if joint else "local")
+                       min_executions=min_executions, warmup_tolerance=warmup_tolerance,
+                       sensor=None if joint else model, attribution="instant" if joint else attribution,
+                       smoother=None if joint else "local")
     spans = _spans(kt, on_device & ~overlap.comm, it_of, found, joint, min_executions)
     if joint:
         assert model is not None
@@ -273,6 +267,22 @@ def attribute_trace(
     tp = trace_wide(tp, found, kt, on_device, overlap, spans, it_of, samples, t_logs, model)
     tp = dataclasses.replace(tp, device_executions=int(on_device.sum()), zero_duration=zero)
     return closure_from(tp, counted, samples, model, on_device)
+
+
+def _windowed(samples: np.ndarray, model: Optional[SensorModel]) -> tuple[np.ndarray, Optional[SensorModel]]:
+    """The logs with their sensor's window written on them, and the sensor: the model given, or, where none is,
+    the windows the logs declare (``window_ns``: windowed logs, the same engine as a SensorModel's)."""
+    if model is None:
+        model = declared_windows(samples)
+    # Written onto the logs, so every step reads one description of the window.
+    return logs_with_windows(samples, model), model
+
+
+def _joint(samples: np.ndarray, model: Optional[SensorModel], attribution: str) -> bool:
+    """Whether the logs are attributed by the joint fit over the whole timeline: an averaging sensor, unless
+    ``"instant"`` is asked, whose reach exceeds half of :data:`_RESOLUTION_NS` (or ``"deconvolve"`` asked)."""
+    return model is not None and model.averages and attribution != "instant" and (
+        attribution == "deconvolve" or needs_deconvolution(samples, model, 1.0, _RESOLUTION_NS))
 
 
 def _instant(found: Signatures, kt: KernelTrace, attributed: np.ndarray, t_logs: np.ndarray, lmap: ShiftedMap,

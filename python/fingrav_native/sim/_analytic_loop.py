@@ -331,7 +331,7 @@ def logged_loop(sensor: SensorModel, *, seed: int = 0, iterations: int = 1024, n
     Parameters
     ----------
     sensor : SensorModel
-        Any sensor (:func:`~fingrav_native.sim._analytic.observe`).
+        Any sensor (:func:`~fingrav_native.sim.observe`).
     seed : int
         Draws the schedule; the sensor's phases and noise draw from their
         own stream, so one seed gives one loop whatever the sensor.
