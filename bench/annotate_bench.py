@@ -38,12 +38,12 @@ from typing import Any, Callable
 import numpy as np
 
 import fingrav_native as fg
-from fingrav_native._core import SAMPLE_DTYPE
 from fingrav_native.files import annotate_trace, read_trace, write_kineto_trace
 from fingrav_native.files._annotate import _counter_events, _Plan
+from fingrav_native.records import SAMPLE_DTYPE
 
 # The identity clock map for logs stamped on the trace's epoch clock is where the tests take it.
-from fingrav_native.sim._analytic import EpochIdentity
+from fingrav_native.sim import EpochIdentity
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 RESULTS = os.path.join(HERE, "results")

@@ -25,7 +25,7 @@ data is made before the clock starts):
 Workloads: ``many``, 10^4 kernels of 300 signatures (Zipf popularity, 5-300
 us kernels, instantaneous 1 ms logs through a 10 us lag: the kernel mix of
 ``bench/insitu_align_bench.py``); ``averaging``, the simulator's training
-loop (``sim._analytic_loop.logged_loop``) logged by a 1 ms average (the
+loop (``fingrav_native.sim.logged_loop``) logged by a 1 ms average (the
 joint attribution engine); ``real``, the largest real Kineto trace of
 ``$FINGRAV_REAL_DATA`` (resnet50, 1,455 executions) with instantaneous
 100 us logs of a closed-form power (as ``tests/insitu/test_real_traces.py``
@@ -72,7 +72,7 @@ def _make(workload: str, quick: bool) -> tuple[Any, Any, Any]:
     """The trace, the logs and the clock map of a workload (made before any timing)."""
 
     import fingrav_native as fg
-    from fingrav_native.sim._analytic import EpochIdentity, Identity
+    from fingrav_native.sim import EpochIdentity, Identity
 
     if workload == "many":
         sys.path.insert(0, HERE)
@@ -81,7 +81,7 @@ def _make(workload: str, quick: bool) -> tuple[Any, Any, Any]:
         kt, samples = many_signatures(3_000 if quick else 10_000)
         return kt, samples, Identity()
     if workload == "averaging":
-        from fingrav_native.sim._analytic_loop import logged_loop
+        from fingrav_native.sim import logged_loop
 
         loop = logged_loop(fg.sensors.sensor_preset("amd-1ms-average"), seed=0, iterations=100 if quick else 300)
         return loop.trace, loop.samples, Identity()

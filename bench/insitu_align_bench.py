@@ -9,7 +9,7 @@ of them per call) makes the default about 1,000x slower than
 ``align=False`` on a real 19k-kernel trace. This bench times both in the
 same run, on two loops:
 
-* ``loop``: the simulator's training loop (``sim._analytic_loop.logged_loop``,
+* ``loop``: the simulator's training loop (``fingrav_native.sim.logged_loop``,
   instant 1 ms logs, five signatures, seven kernels per iteration);
 * ``many``: the issue's shape, a trace of 300 signatures (Zipf popularity,
   5-300 us kernels, 2-10 us launch gaps, a level per signature, a first-order
@@ -50,8 +50,7 @@ from fingrav_native.insitu import KernelTrace, align_logs_to_trace
 
 # The closed-form truth (loop, logger, identity clock map) is not public: the bench imports it where the tests do.
 from fingrav_native.records import make_executions
-from fingrav_native.sim._analytic import ANALYTIC_LOG_DTYPE, EpochIdentity, Identity
-from fingrav_native.sim._analytic_loop import SEQUENCE, logged_loop
+from fingrav_native.sim import ANALYTIC_LOG_DTYPE, SEQUENCE, EpochIdentity, Identity, logged_loop
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 RESULTS = os.path.join(HERE, "results")

@@ -22,8 +22,11 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "python"))
 
 import fingrav_native as fg  # noqa: E402
-from fingrav_native.sim._analytic import Identity  # noqa: E402
-from fingrav_native.sim._analytic_loop import COMMUNICATION, logged_loop  # noqa: E402
+from fingrav_native.sim import (  # noqa: E402
+    COMMUNICATION,
+    Identity,  # noqa: E402
+    logged_loop,
+)
 
 
 def main() -> None:

@@ -34,8 +34,11 @@ from test_real_traces import _synthetic_logs  # noqa: E402
 
 import fingrav_native as fg  # noqa: E402
 from fingrav_native.files import read_trace  # noqa: E402
-from fingrav_native.sim._analytic import EpochIdentity, Identity  # noqa: E402
-from fingrav_native.sim._analytic_loop import logged_loop  # noqa: E402
+from fingrav_native.sim import (  # noqa: E402
+    EpochIdentity,
+    Identity,
+    logged_loop,  # noqa: E402
+)
 from real_data import require  # noqa: E402
 
 REAL = ("hta/nccl_data.ProfilerStep5.json.gz", "kineto/resnet50_worker0.1623143089861.ProfilerStep6.pt.trace.json.gz",

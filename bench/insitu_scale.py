@@ -168,12 +168,12 @@ def _us(ns: np.ndarray) -> list[str]:
 
 def _schedule(kernels: int, seed: int) -> Any:
     """The simulator's closed-form loop for ``kernels`` executions (at least one ProfilerStep)."""
-    # The closed-form loop is not public: the bench imports it where the tests do.
-    from fingrav_native.sim._analytic_loop import SEQUENCE, LoopSchedule, _schedule
+    # The simulator's closed-form loop, its schedule drawn alone (the truth logged_loop logs).
+    from fingrav_native.sim import SEQUENCE, LoopSchedule, draw_schedule
 
     iterations = -(-kernels // len(SEQUENCE))
     rng = np.random.default_rng(seed)
-    starts, ends, sig, it, level, pause_after, end = _schedule(
+    starts, ends, sig, it, level, pause_after, end = draw_schedule(
         rng, iterations, duration_jitter=0.005, pause_ns=300_000.0, pause_jitter=0.1, warmup=0.04,
         warmup_iterations=max(1, iterations // 20), lead_ns=2e6, gap_range_ns=(2_000.0, 8_000.0))
     return LoopSchedule(starts, ends, sig, it, level, pause_after, record_end_ns=float(end), idle_w=120.0,
@@ -230,7 +230,7 @@ def write_trace(path: str, kernels: int, seed: int = 0, layers: int = LAYERS) ->
                 f'  "displayTimeUnit": "ms",\n  "baseTimeNanoseconds": {EPOCH_NS}\n}}\n')
     write_s = time.perf_counter() - t0
     # Instantaneous 1 ms logs of the loop's closed-form power, on the trace's clock.
-    from fingrav_native._core import SAMPLE_DTYPE
+    from fingrav_native.records import SAMPLE_DTYPE
 
     t = np.arange(1e6, float(end[-1]) + 1e6, 1e6) + 137.0
     logs = np.zeros(len(t), dtype=SAMPLE_DTYPE)
@@ -427,7 +427,7 @@ def child(kind: str, path: str) -> dict[str, Any]:
             kt = fg.files.read_trace(path)
         out.update(read_s=tm.wall, read_cpu_s=tm.cpu, kernels=len(kt), read_peak_bytes=_peak_bytes())
         if kind in ("profile", "profile-real"):
-            from fingrav_native.sim._analytic import EpochIdentity
+            from fingrav_native.sim import EpochIdentity
 
             if kind == "profile-real":
                 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests"))

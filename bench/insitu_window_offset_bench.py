@@ -38,8 +38,10 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.p
 
 import fingrav_native as fg  # noqa: E402
 from fingrav_native.insitu import ClockMismatchWarning  # noqa: E402
-from fingrav_native.sim._analytic import Identity  # noqa: E402
-from fingrav_native.sim._analytic_loop import logged_loop  # noqa: E402
+from fingrav_native.sim import (
+    Identity,  # noqa: E402
+    logged_loop,  # noqa: E402
+)
 
 SHIFTS_NS = (0, 300_000, 1_000_000, 5_000_000, 50_000_000)
 SENSORS = {"1 ms": fg.sensor_preset("amd-1ms-average"),
@@ -63,11 +65,11 @@ def one(loop, sensor, shift: int, attribution: str) -> tuple[bool, float, float]
 def scale(kernels: int) -> None:
     """CPU seconds of the windowed offset check on a loop of ``kernels`` kernels, exact and 5 ms late."""
     from fingrav_native.insitu._align_windows import _Busy, measure_window_offset
-    from fingrav_native.sim._analytic_loop import SEQUENCE, _schedule
+    from fingrav_native.sim import SEQUENCE, draw_schedule
 
     iterations = -(-kernels // len(SEQUENCE))
     rng = np.random.default_rng(0)
-    starts, ends, sig, it, _, _, end = _schedule(rng, iterations, duration_jitter=0.005, pause_ns=300_000.0,
+    starts, ends, sig, it, _, _, end = draw_schedule(rng, iterations, duration_jitter=0.005, pause_ns=300_000.0,
                                                  pause_jitter=0.1, warmup=0.04, warmup_iterations=iterations // 20,
                                                  lead_ns=2e6, gap_range_ns=(2_000.0, 8_000.0))
     kid = sig + 5 * (it % 8)  # eight layers of the five kernels: 40 signatures, as insitu_scale.py has

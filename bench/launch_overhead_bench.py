@@ -88,7 +88,7 @@ def _run(exe: Path, vendor: str, paths: dict[str, Path], client: str, n: int, ra
             raise SystemExit(f"{' '.join(cmd)} failed ({proc.returncode}): {proc.stderr.strip()}")
         out: dict[str, Any] = json.loads(proc.stdout)
         if client == "tool":
-            from fingrav_native.files._launches import read_launches
+            from fingrav_native.files import read_launches
 
             log = read_launches(d)
             out.update(written=int(len(log.records)), dropped=int(log.dropped),

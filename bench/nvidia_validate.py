@@ -56,12 +56,12 @@ def _pct(a: np.ndarray, qs: tuple[float, ...] = (0, 10, 50, 90, 99, 100)) -> dic
 def check_environment(device: int) -> tuple[Any, Any, dict]:
     """The modules needed, or a clear exit naming what is missing.
 
-    Returns the compiled core for its CUDA and NVML entry points (``cuda_devices``, ``nvml_devices``,
-    ``NvmlPowerSource``, the driver's version and path): no public face exports them, and this check
-    must read the driver below the backend. Everything else goes through ``fg``.
+    Returns the compiled core's face for experts (``fingrav_native.native``) for its CUDA and NVML entry
+    points (``cuda_devices``, ``nvml_devices``, ``NvmlPowerSource``, the driver's version and path): this
+    check must read the driver below the backend. Everything else goes through ``fg``.
     """
     try:
-        from fingrav_native import _core
+        from fingrav_native import native as _core
     except ImportError as exc:
         _fail(f"fingrav_native is not installed ({exc}); pip install . first")
     try:
@@ -72,7 +72,7 @@ def check_environment(device: int) -> tuple[Any, Any, dict]:
         _fail(f"--device {device}: the CUDA driver sees {len(devs)} device(s)")
     for name in ("NvmlPowerSource", "nvml_devices"):
         if not hasattr(_core, name):
-            _fail(f"this build of fingrav_native has no NVML support (_core.{name} missing)")
+            _fail(f"this build of fingrav_native has no NVML support (fingrav_native.native.{name} missing)")
     try:
         import torch
     except ImportError:

@@ -107,7 +107,7 @@ def share_used(kt: Any, tp: Any) -> dict[str, Any]:
 
     import numpy as np
 
-    from fingrav_native.insitu._profile import _label
+    from fingrav_native.insitu import signature_label as _label
 
     ex = kt.executions
     device = int(np.unique(kt.device)[0])
@@ -143,7 +143,7 @@ def worker(rounds_tag: str) -> None:
     import fingrav_native as fg
     from fingrav_native import _threads
     from fingrav_native.files import read_trace
-    from fingrav_native.sim._analytic import EpochIdentity
+    from fingrav_native.sim import EpochIdentity
     from real_data import path as real_path
     from sim_captures import synthetic_logs
 

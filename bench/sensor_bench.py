@@ -6,7 +6,7 @@ mid-kernel, 15 executions per run (the last is the execution of interest,
 power creeping 60 W over the run), the GPU idle before and cooling after,
 logged by a boxcar sensor whose window is 0 to 50 times the kernel, at
 random phase, 2 W of noise (the closed-form curve and logger of
-``fingrav_native.sim._analytic``, an internal the tests share). For each
+``fingrav_native.sim``: ``shape``, ``logged_runs``, shared with the tests). For each
 ratio both attributions are scored on the same logs:
 
 * ``old``: the paper's step 6 as the package did it before (each log at the
@@ -27,10 +27,10 @@ average, 5 ms average, first-order tau 10 ms + 2 ms delay, NVIDIA part-time
 power, over held-out seeds 1000.. (never used in development, nothing tuned
 to them):
 
-* ``campaign``: ``sim._analytic.simulate_runs(gap_w=300)`` then
+* ``campaign``: ``fingrav_native.sim.simulate_runs(gap_w=300)`` then
   ``fg.method.deconvolve`` of the last execution: energy error, 95 % interval
   coverage of the true mean energy, curve RMSE, warnings, negatives;
-* ``loop``: ``sim._analytic_loop.logged_loop`` then ``fg.profile_trace``:
+* ``loop``: ``fingrav_native.sim.logged_loop`` then ``fg.profile_trace``:
   per-kernel energy error and coverage (kernels >= 40 us; a NaN energy counts
   as "not resolved", not as a miss), iteration energy error and coverage,
   warnings, negatives.
@@ -62,8 +62,7 @@ import fingrav_native as fg
 
 # The closed-form truth (curve, logger, identity clock map) is not public: no face exports it, so the
 # bench imports it where the tests do.
-from fingrav_native.sim._analytic import DURATION_NS, Identity, logged_runs, shape, simulate_runs
-from fingrav_native.sim._analytic_loop import SIGNATURES, logged_loop
+from fingrav_native.sim import DURATION_NS, SIGNATURES, Identity, logged_loop, logged_runs, shape, simulate_runs
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from results_readme import write_section  # noqa: E402

@@ -19,7 +19,7 @@ import numpy as np
 
 from fingrav_native.insitu import KernelTrace
 from fingrav_native.sensors import SensorModel
-from fingrav_native.sim._analytic import observe
+from fingrav_native.sim import observe
 
 #: The application's first kernel starts here on CLOCK_REALTIME (2024-05-01 12:00:00 UTC).
 T0_NS = 1_714_564_800_000_000_000

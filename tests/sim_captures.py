@@ -10,7 +10,7 @@ import numpy as np
 from fingrav_native._core import SAMPLE_DTYPE
 from fingrav_native.files import PowerCapture
 from fingrav_native.sensors import SensorModel
-from fingrav_native.sim._analytic_loop import LoggedLoop, logged_loop
+from fingrav_native.sim import LoggedLoop, logged_loop
 
 
 @functools.lru_cache(maxsize=32)

@@ -209,5 +209,15 @@ def test_unclear_signature_every_optional_margin_defaults_to_table_i():
     # whose margin is optional takes no other default.
     defaults = {name: sig.parameters["margin"].default for name, sig in _public_functions()
                 if "margin" in sig.parameters and sig.parameters["margin"].default is not inspect.Parameter.empty}
-    assert len(defaults) >= 4, defaults  # stitch_logs, profile, profile_interleaved, insitu.profile_trace
+    assert len(defaults) >= 4, defaults  # stitch_logs, profile, profile_interleaved (profile_trace: its options)
     assert {name: d for name, d in defaults.items() if d is not None} == {}
+
+
+def test_unclear_api_one_profile_trace():
+    # One public profile_trace (app/_trace.py's, which reads paths and launch records); the in-situ engine
+    # it calls has a name of its own (insitu._profile.attribute_trace) and no face shows it: two public
+    # functions of one name with different arguments send a user to the one that refuses a path.
+    same_name = {face: getattr(importlib.import_module(face), "profile_trace") for face in FACES
+                 if "profile_trace" in importlib.import_module(face).__all__}
+    others = sorted(face for face, f in same_name.items() if f is not fingrav_native.profile_trace)
+    assert not others, f"faces with a profile_trace other than fingrav_native.profile_trace: {others}"

@@ -51,7 +51,7 @@ class _Spy:
 # Every entry point that runs many small solves or BLAS calls, and, where the entry point checks its
 # argument's type before using it, the check it calls first (the spy takes its place).
 ENTRY_POINTS = [
-    ("insitu._profile", "profile_trace", "_checked_trace"),
+    ("insitu._profile", "attribute_trace", "_checked_trace"),
     ("insitu._align", "align_logs_to_trace", None),
     ("insitu._align_windows", "measure_window_offset", None),
     ("insitu._align_scan", "scan_offsets", None),
@@ -165,8 +165,8 @@ def test_unclear_size_error_names_the_argument(size: Any) -> None:
 def test_silently_slow_decorated_entry_point_keeps_its_signature_and_docstring() -> None:
     from fingrav_native.insitu import _profile
 
-    assert inspect.signature(_profile.profile_trace).parameters["trace"].name == "trace"
-    assert _profile.profile_trace.__doc__ and "profile" in _profile.profile_trace.__doc__
+    assert inspect.signature(_profile.attribute_trace).parameters["trace"].name == "trace"
+    assert _profile.attribute_trace.__doc__ and "profile" in _profile.attribute_trace.__doc__
 
 
 def test_silently_slow_no_module_sets_blas_threads_but_the_policy() -> None:

@@ -786,7 +786,8 @@ def _entries() -> list[Entry]:
         Entry("files.PowerCapture.save", lambda capture, path: capture.save(path),
               lambda: {"capture": F.capture, "path": os.path.join(F.tmp, "c2.npz")}, {"path": PATH}),
         # ---- insitu
-        Entry("insitu.profile_trace", insitu.profile_trace,
+        # The public entry given a trace already read (a KernelTrace): the in-situ engine's own checks.
+        Entry("fg.profile_trace(KernelTrace)", fg.profile_trace,
               lambda: {"trace": F.kernel_trace, "samples": F.capture, "min_executions": 5},
               {"trace": obj(fg.KernelTrace), "samples": obj(np.ndarray, files.PowerCapture),
                "min_executions": Arg("int", lo=2), "bins": Arg("int", lo=2, hi=64), "sensor": OPT_SENSOR,
@@ -1028,6 +1029,14 @@ EXCLUDED = {
     **{n: "needs a torch.distributed process group (tests/clocks/test_distributed.py)" for n in (
         "align_ranks", "exchange_brackets", "gather_to_root", "shares_host_clock_with_root", "profile_distributed",
         "record_torch", "SimRankBackend")},
+    # The analytic simulator: the tests' and benches' closed-form truth (tests/sim/test_analytic.py scores it),
+    # called with the arguments a test chooses, never with a user's data.
+    **{n: "the analytic simulator's ground truth for tests and benches (tests/sim/test_analytic.py)" for n in (
+        "Identity", "EpochIdentity", "shape", "observe", "logged_runs", "simulate_runs", "logged_loop",
+        "draw_schedule", "LoggedRuns", "RunsTruth", "LoggedLoop", "LoopSchedule")},
+    # Formats a KernelTrace's own signature record; anything else is refused by name
+    # (tests/insitu/test_joint_stitch.py::test_unclear_a_signature_label_refuses_what_is_not_a_signature).
+    "signature_label": "formats a KernelTrace's own signature records; tests/insitu/test_joint_stitch.py",
     # Campaign folders and the recorder's sampler: the files-and-campaign checks (tests/app/test_campaign_safety.py).
     **{n: "a campaign-folder or sampler function, checked in tests/app/test_campaign_safety.py" for n in (
         "campaign_contents", "load_campaign_runs", "lock_campaign", "read_manifest", "run_files", "write_manifest",

@@ -20,7 +20,7 @@ from fingrav_native import profile_trace
 from fingrav_native.files import _annotate as ann
 from fingrav_native.files import annotate_trace, read_trace
 from fingrav_native.insitu import TraceFormatError
-from fingrav_native.sim._analytic import EpochIdentity
+from fingrav_native.sim import EpochIdentity
 from real_data import require
 from sim_captures import synthetic_logs as _logs
 

@@ -18,8 +18,7 @@ from fingrav_native import profile_trace
 from fingrav_native.insitu import ClockMismatchWarning, KernelTrace, LogAlignment, align_logs_to_trace
 from fingrav_native.insitu._align import MISMATCH_SLACK_NS
 from fingrav_native.sensors import SensorModel
-from fingrav_native.sim._analytic import Identity
-from fingrav_native.sim._analytic_loop import COMMUNICATION, LoggedLoop, logged_loop
+from fingrav_native.sim import COMMUNICATION, Identity, LoggedLoop, logged_loop
 
 INSTANT_100US = SensorModel("instant 100 us", "instant", period_ns=100_000.0)
 

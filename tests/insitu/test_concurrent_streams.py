@@ -18,8 +18,7 @@ from fingrav_native import profile_trace, sensor_preset
 from fingrav_native.files import load_profile, read_trace, save_profile
 from fingrav_native.insitu._concurrent import concurrent_spans, instant_span_power, split_by_power
 from fingrav_native.sensors import SensorModel
-from fingrav_native.sim._analytic import EpochIdentity, Identity
-from fingrav_native.sim._analytic_loop import CONCURRENT, logged_loop
+from fingrav_native.sim import CONCURRENT, EpochIdentity, Identity, logged_loop
 from real_data import require
 from sim_captures import synthetic_logs
 

@@ -1,6 +1,6 @@
 """Energy closure: the kernel table plus the gaps against an energy counter, on closed-form truth.
 
-The analytic training loop (``sim._analytic_loop``) gives the true power as a formula; a counter read every
+The analytic training loop (``fingrav_native.sim.logged_loop``) gives the true power as a formula; a counter read every
 2 ms integrates it exactly (quantised to 2^-16 J, as AMD's accumulator), so a counter consistent with the power
 must close, and one with a 10 % gain or a 50 W scope offset must not, with the warning naming both figures.
 """
@@ -16,8 +16,7 @@ import fingrav_native as fg
 from fingrav_native.insitu import EnergyClosure, EnergyClosureWarning
 from fingrav_native.insitu._closure_fit import closure_from
 from fingrav_native.sensors import EnergyCounter
-from fingrav_native.sim._analytic import Identity
-from fingrav_native.sim._analytic_loop import logged_loop
+from fingrav_native.sim import Identity, logged_loop
 
 INSTANT = fg.SensorModel("instant 100 us", "instant", period_ns=100_000.0)
 QUANTUM = 2.0 ** -16

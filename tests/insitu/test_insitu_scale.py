@@ -19,10 +19,9 @@ from hypothesis import strategies as st
 
 from fingrav_native import profile_trace
 from fingrav_native._core import SAMPLE_DTYPE
-from fingrav_native.insitu import KernelTrace, _profile
+from fingrav_native.insitu import KernelTrace, _signatures, _summary
 from fingrav_native.records._layouts import lex_order
-from fingrav_native.sim._analytic import EpochIdentity
-from fingrav_native.sim._analytic_loop import SIGNATURES, LoopSchedule, _schedule
+from fingrav_native.sim import SIGNATURES, EpochIdentity, LoopSchedule, draw_schedule
 
 EPOCH = 1_763_900_000_000_000_000
 
@@ -30,7 +29,7 @@ EPOCH = 1_763_900_000_000_000_000
 def _loop(kernels: int, layers: int = 4, seed: int = 3) -> tuple[KernelTrace, np.ndarray]:
     """The simulator's loop as a trace of ``layers`` x 5 signatures, and instantaneous 1 ms logs of it."""
     rng = np.random.default_rng(seed)
-    starts, ends, sig, it, level, pause_after, end = _schedule(
+    starts, ends, sig, it, level, pause_after, end = draw_schedule(
         rng, kernels // 7, duration_jitter=0.005, pause_ns=300_000.0, pause_jitter=0.1, warmup=0.04,
         warmup_iterations=20, lead_ns=2e6, gap_range_ns=(2_000.0, 8_000.0))
     sc = LoopSchedule(starts, ends, sig, it, level, pause_after, record_end_ns=float(end), idle_w=120.0, gap_w=180.0,
@@ -86,8 +85,8 @@ def test_each_signature_placed_on_the_logs_near_it_profiles_as_on_all_logs(loop,
     assert _same(fast, whole)
     # And the shortcut really hands each signature a fraction of the capture.
     sizes = []
-    around = _profile._NearLogs.around
-    monkeypatch.setattr(_profile._NearLogs, "around", lambda self, ex: sizes.append(len(r := around(self, ex))) or r)
+    around = _signatures.NearLogs.around
+    monkeypatch.setattr(_signatures.NearLogs, "around", lambda self, ex: sizes.append(len(r := around(self, ex))) or r)
     profile_trace(kt, logs, EpochIdentity())
     assert len(sizes) == 20 and max(sizes) < 0.5 * len(logs), sizes
 
@@ -103,13 +102,13 @@ def test_logs_with_a_nan_anywhere_are_refused_whole(loop) -> None:
 def test_the_iteration_bootstrap_in_batches_draws_the_same_resamples(loop, monkeypatch) -> None:
     kt, logs = loop
     batched = profile_trace(kt, logs, EpochIdentity())
-    bootstrap = _profile.stats.bootstrap
+    bootstrap = _summary.stats.bootstrap
 
     def at_once(*args: Any, **kwargs: Any) -> Any:
         kwargs.pop("batch")
         return bootstrap(*args, **kwargs)
 
-    monkeypatch.setattr(_profile.stats, "bootstrap", at_once)
+    monkeypatch.setattr(_summary.stats, "bootstrap", at_once)
     whole = profile_trace(kt, logs, EpochIdentity())
     assert batched.summary is not None and whole.summary is not None
     assert batched.summary.iterations >= 10 and np.isfinite(batched.summary.energy_half_width_j)
@@ -135,11 +134,11 @@ def test_slow_placement_once_per_signature_is_one_pass_for_all_with_the_same_pro
     # records each placement alone gives (a pair's record depends on its log and its execution only).
     kt, logs = loop
     calls: list[int] = []
-    place = _profile.place_logs
-    monkeypatch.setattr(_profile, "place_logs", lambda *a, **k: calls.append(1) or place(*a, **k))
+    place = _signatures.place_logs
+    monkeypatch.setattr(_signatures, "place_logs", lambda *a, **k: calls.append(1) or place(*a, **k))
     shared = profile_trace(kt, logs, EpochIdentity())
     assert len(shared.kernels) == 20 and not calls
-    monkeypatch.setattr(_profile, "_placed_by_signature", lambda *a: {})
+    monkeypatch.setattr(_signatures, "_placed_by_signature", lambda *a: {})
     alone = profile_trace(kt, logs, EpochIdentity())
     assert len(calls) == 20  # the warm-up's placement, one per signature (the golden runs' are stitch_logs')
     assert _same(shared, alone)
@@ -150,13 +149,12 @@ def test_slow_placement_of_kernels_that_overlap_others_gives_each_its_own_record
     # subtracted): executions of different signatures overlap on the merged timeline, and each signature's
     # records must still be those its own placement gives.
     from fingrav_native import SensorModel
-    from fingrav_native.sim._analytic import Identity
-    from fingrav_native.sim._analytic_loop import logged_loop
+    from fingrav_native.sim import Identity, logged_loop
 
     instant = SensorModel("instant 100 us", "instant", period_ns=100_000.0)
     lp = logged_loop(instant, seed=5, iterations=200, communication_w=60.0)
     shared = profile_trace(lp.trace, lp.samples, Identity(), sensor=instant, align=False)
-    monkeypatch.setattr(_profile, "_placed_by_signature", lambda *a: {})
+    monkeypatch.setattr(_signatures, "_placed_by_signature", lambda *a: {})
     alone = profile_trace(lp.trace, lp.samples, Identity(), sensor=instant, align=False)
     assert int(np.sum(lp.trace.concurrent())) > 0 and len(shared.kernels) >= 5
     assert _same(shared, alone)
@@ -178,5 +176,5 @@ def test_slow_placement_shared_by_signatures_is_redone_for_logs_given_twice(loop
         return tp
 
     shared = run()
-    monkeypatch.setattr(_profile, "_placed_by_signature", lambda *a: {})
+    monkeypatch.setattr(_signatures, "_placed_by_signature", lambda *a: {})
     assert _same(shared, run())

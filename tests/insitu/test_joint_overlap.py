@@ -17,8 +17,7 @@ import pytest
 from fingrav_native import profile_trace, sensor_preset
 from fingrav_native.method import fit_timeline
 from fingrav_native.sensors import SensorModel
-from fingrav_native.sim._analytic import Identity
-from fingrav_native.sim._analytic_loop import COMMUNICATION, logged_loop
+from fingrav_native.sim import COMMUNICATION, Identity, logged_loop
 
 AVG_1MS = sensor_preset("amd-1ms-average")
 

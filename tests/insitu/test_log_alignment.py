@@ -13,7 +13,7 @@ import pytest
 
 from fingrav_native import profile_trace, sensors
 from fingrav_native.insitu import ClockMismatchWarning, align_logs_to_trace
-from fingrav_native.sim._analytic import Identity
+from fingrav_native.sim import Identity
 from sim_captures import shared_loop
 
 

@@ -19,7 +19,7 @@ from fingrav_native import profile_trace
 from fingrav_native.app import simulate_training_loop
 from fingrav_native.app._progress import PhaseProgress
 from fingrav_native.files import annotate_trace, export_trace, load_profile, read_trace, save_profile
-from fingrav_native.sim._analytic import EpochIdentity
+from fingrav_native.sim import EpochIdentity
 from real_data import require
 
 # Names that differ only past 256 characters, and past 1,000 (the simulated loop's three signatures:

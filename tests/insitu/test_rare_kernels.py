@@ -2,7 +2,7 @@
 
 The paper's stitch needs many executions of one kernel (Section IV-B steps 5-8); a kernel that runs a few
 times in an excerpt has no curve, but every log in (instantaneous) or across (a window) its executions
-measures its power. On the closed-form loop (sim._analytic_loop) a few steady executions of the 150 us
+measures its power. On the closed-form loop (fingrav_native.sim.logged_loop) a few steady executions of the 150 us
 attention kernel are relabelled as a kernel of their own: their true energy is the integral of the loop's
 power formula over them, which no step of the method sees.
 """
@@ -17,8 +17,7 @@ import pytest
 
 from fingrav_native import SensorModel, profile_trace, sensor_preset
 from fingrav_native.insitu import KernelTrace
-from fingrav_native.sim._analytic import Identity
-from fingrav_native.sim._analytic_loop import logged_loop
+from fingrav_native.sim import Identity, logged_loop
 
 INSTANT = SensorModel("instant 100 us", "instant", period_ns=100_000.0)
 AVG_1MS = sensor_preset("amd-1ms-average")

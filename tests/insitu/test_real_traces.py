@@ -21,7 +21,7 @@ import pytest
 from fingrav_native import profile_trace
 from fingrav_native._core import SAMPLE_DTYPE
 from fingrav_native.files import load_profile, read_trace, save_profile
-from fingrav_native.sim._analytic import EpochIdentity
+from fingrav_native.sim import EpochIdentity
 from real_data import require
 from sim_captures import synthetic_logs as _synthetic_logs
 

@@ -136,20 +136,20 @@ def _sparse_iteration_energy(seed: int, pause_jitter: float, window_s: float = 1
     """Energy per iteration of the closed-form loop under a long average (by default 1 s over 3000 iterations,
     ~4 s): from the windows' overlaps, from the windows' midpoints, and the truth."""
     from fingrav_native import sensors
-    from fingrav_native.insitu import _profile
+    from fingrav_native.insitu import _summary
     from fingrav_native.insitu._results import kernel_table_dtype
-    from fingrav_native.sim._analytic_loop import logged_loop
+    from fingrav_native.sim import logged_loop
 
     sensor = sensors.sensor_preset("nvidia-average-1s")
     sensor = sensors.SensorModel("long", "window", period_ns=sensor.period_ns, window_ns=window_s * 1e9)
     loop = logged_loop(sensor, seed=seed, iterations=iterations, grid_ns=2000.0 * window_s,
                        pause_jitter=pause_jitter)
     kt, s = loop.trace, loop.samples
-    mid = _profile._log_times(s, s["source_ts"].astype(np.float64) - kt.origin_ns, sensor)
+    mid = _summary._log_times(s, s["source_ts"].astype(np.float64) - kt.origin_ns, sensor)
     args = (kt, kt.iteration(), np.zeros(0, dtype=kernel_table_dtype(8)), np.zeros(0, dtype=np.int64),
             loop.warmup_iterations if first_steady < 0 else first_steady, mid, s["total"].astype(np.float64))
-    overlap = _profile._iterations(*args, seed=1, windows_ns=_profile._log_windows(s, sensor))[1]
-    return overlap, _profile._iterations(*args, seed=1)[1], loop.iteration_energy_j
+    overlap = _summary._iterations(*args, seed=1, windows_ns=_summary._log_windows(s, sensor))[1]
+    return overlap, _summary._iterations(*args, seed=1)[1], loop.iteration_energy_j
 
 
 def test_silently_wrong_energy_per_iteration_under_a_1s_average_is_not_length_biased() -> None:

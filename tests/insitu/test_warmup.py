@@ -13,9 +13,8 @@ import numpy as np
 import pytest
 
 import fingrav_native as fg
-from fingrav_native.insitu._profile import _mser_truncation
-from fingrav_native.sim._analytic import Identity
-from fingrav_native.sim._analytic_loop import SIGNATURES, logged_loop
+from fingrav_native.insitu._signatures import _mser_truncation
+from fingrav_native.sim import SIGNATURES, Identity, logged_loop
 
 
 def test_a_short_exponential_transient_is_truncated_past_its_bulk() -> None:
@@ -56,7 +55,7 @@ def test_stationary_power_is_not_called_warm_up() -> None:
     # On a real trace 12 of 158 signatures were marked warm-up on stationary power and
     # half the iterations non-steady. MSER-5's minimum lands past zero by chance on about a third of
     # stationary records (31.5 % here before its cut had to be significant).
-    from fingrav_native.insitu._profile import _mser_truncation, _tolerance_truncation
+    from fingrav_native.insitu._signatures import _mser_truncation, _tolerance_truncation
 
     rng = np.random.default_rng(0)
     mser = tol = 0

@@ -16,8 +16,7 @@ from fingrav_native.insitu import ClockMismatchWarning
 from fingrav_native.insitu._align import WINDOW_SLACK_NS, mismatch_slack_ns
 from fingrav_native.insitu._align_windows import measure_window_offset
 from fingrav_native.sensors import SensorModel
-from fingrav_native.sim._analytic import Identity
-from fingrav_native.sim._analytic_loop import logged_loop
+from fingrav_native.sim import Identity, logged_loop
 from sim_captures import shared_loop
 
 AVG_1MS = sensor_preset("amd-1ms-average")

@@ -12,8 +12,7 @@ import fingrav_native as fg
 from fingrav_native.insitu import ClockMismatchWarning
 from fingrav_native.method import deconvolve, fit_timeline
 from fingrav_native.sensors import SensorModel
-from fingrav_native.sim._analytic import DURATION_NS, Identity, simulate_runs
-from fingrav_native.sim._analytic_loop import logged_loop
+from fingrav_native.sim import DURATION_NS, Identity, logged_loop, simulate_runs
 
 AVG_1MS = SensorModel("avg-1ms", "window", period_ns=1e6, window_ns=1e6)
 

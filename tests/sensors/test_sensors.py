@@ -21,7 +21,7 @@ from fingrav_native.sensors import (
     fit_step_response,
     sensor_preset,
 )
-from fingrav_native.sim._analytic import DURATION_NS, Identity, logged_runs, shape
+from fingrav_native.sim import DURATION_NS, Identity, logged_runs, shape
 
 # ---------------------------------------------------------------- the model
 

@@ -1,4 +1,4 @@
-"""The closed-form device (sim._analytic): exact sensors, and runs that break the method's assumptions."""
+"""The closed-form device (sim.observe, sim.simulate_runs): exact sensors, and runs that break the method's assumptions."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pytest
 
 from fingrav_native.records import make_executions
 from fingrav_native.sensors import SensorModel, sensor_preset
-from fingrav_native.sim._analytic import logged_runs, observe, shape, simulate_runs
+from fingrav_native.sim import logged_runs, observe, shape, simulate_runs
 
 STEP = 500.0
 
@@ -236,7 +236,7 @@ def test_the_breaks_keep_the_runs_and_move_only_what_they_break():
 
 @pytest.fixture(scope="module")
 def loop():
-    from fingrav_native.sim._analytic_loop import logged_loop
+    from fingrav_native.sim import logged_loop
 
     return logged_loop(SensorModel("i", "instant", period_ns=37_000.0), seed=4, iterations=300)
 
@@ -255,7 +255,7 @@ def test_the_loops_energies_add_up_to_an_independent_integral(loop):
 
 
 def test_the_loop_is_deterministic_per_seed_and_one_schedule_whatever_the_sensor():
-    from fingrav_native.sim._analytic_loop import logged_loop
+    from fingrav_native.sim import logged_loop
 
     a = logged_loop(sensor_preset("amd-1ms-average"), seed=2, iterations=60)
     b = logged_loop(sensor_preset("amd-1ms-average"), seed=2, iterations=60)

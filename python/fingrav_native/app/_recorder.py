@@ -752,7 +752,7 @@ def record_torch(
     -----
     The paper's Section IV-A protocol in situ: each kernel execution in
     the steps is one run at a random phase against the logger, and
-    :func:`fingrav_native.insitu.profile_trace` turns the pair into
+    :func:`fingrav_native.profile_trace` turns the pair into
     per-kernel profiles. torch is imported here, not with the package.
     """
     import torch

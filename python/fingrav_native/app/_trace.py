@@ -15,7 +15,7 @@ from fingrav_native.files._launches import LaunchLog
 from fingrav_native.files._power_logs import read_power_log
 from fingrav_native.files._rocprof import read_trace
 from fingrav_native.files._run_folder import is_run_folder, launch_capture, load_run_folder
-from fingrav_native.insitu._profile import profile_trace as _attribute
+from fingrav_native.insitu._profile import attribute_trace as _attribute
 from fingrav_native.insitu._results import TraceProfile
 from fingrav_native.insitu._trace import KernelTrace
 from fingrav_native.records._recording import Recording

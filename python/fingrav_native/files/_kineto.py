@@ -135,7 +135,7 @@ def read_kineto_trace(trace: Union[str, os.PathLike[str]]) -> KernelTrace:
     In-situ FinGraV: every execution of a kernel in a running application is
     a run at random phase against the power logger (paper Section IV-A's
     protocol, for free), grouped by signature (name, grid, block) so that two
-    shapes of one GEMM stay apart (:func:`fingrav_native.insitu.profile_trace`).
+    shapes of one GEMM stay apart (:func:`fingrav_native.profile_trace`).
 
     The file is streamed through the C++ core's scanner
     (``_core.KinetoScanner``) in chunks of a few MB: memory grows with the

@@ -1,8 +1,9 @@
 """In-situ profiling: per-kernel power and energy inside a running application, from its profiler trace.
 
 :class:`KernelTrace` holds an application's kernel executions on the host clock;
-:func:`profile_trace` attributes power logs to them and, given an energy counter, checks that
-the kernels and the gaps between them add up to it (:class:`EnergyClosure`).
+:func:`fingrav_native.profile_trace` attributes power logs to them and, given an energy counter,
+checks that the kernels and the gaps between them add up to it (:class:`EnergyClosure`); its result
+is a :class:`TraceProfile`.
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ if TYPE_CHECKING:
     from fingrav_native.insitu._align import ClockMismatchWarning, LogAlignment, align_logs_to_trace
     from fingrav_native.insitu._closure import EnergyClosure, EnergyClosureWarning
     from fingrav_native.insitu._concurrent import ConcurrentEnergy
-    from fingrav_native.insitu._profile import profile_trace
     from fingrav_native.insitu._results import (
         ITERATION_DTYPE,
         KERNEL_TABLE_DTYPE,
@@ -24,6 +24,7 @@ if TYPE_CHECKING:
         SpanEnergy,
         TraceProfile,
     )
+    from fingrav_native.insitu._signatures import signature_label
     from fingrav_native.insitu._trace import KERNEL_SIGNATURE_DTYPE, STEP_DTYPE, KernelTrace, TraceFormatError
 
 # Each public name -> the private module that defines it. Loaded on first use (PEP 562, as scipy
@@ -45,7 +46,7 @@ _WHERE = {
     "TraceFormatError": "_trace",
     "TraceProfile": "_results",
     "align_logs_to_trace": "_align",
-    "profile_trace": "_profile",
+    "signature_label": "_signatures",
 }
 
 __getattr__, __dir__, __all__ = attach(__name__, _WHERE)

@@ -1,7 +1,7 @@
 """The energy closure's arithmetic: the profile's side over a span, fitted to the power logs, and the counter's.
 
 :func:`energy_closure` (the figures, :class:`~fingrav_native.insitu.EnergyClosure`) and the glue
-:func:`~fingrav_native.insitu.profile_trace` calls (:func:`counter_of`, :func:`closure_from`). What is
+:func:`~fingrav_native.profile_trace` calls (:func:`counter_of`, :func:`closure_from`). What is
 compared and why is in :mod:`fingrav_native.insitu._closure`.
 """
 

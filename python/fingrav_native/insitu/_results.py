@@ -1,4 +1,4 @@
-"""Result types of in-situ profiling: what :func:`~fingrav_native.insitu.profile_trace` returns.
+"""Result types of in-situ profiling: what :func:`~fingrav_native.profile_trace` returns.
 
 They sit below the orchestrator and the file layer (as
 :mod:`fingrav_native.method` does for campaigns), so the Perfetto

@@ -617,14 +617,15 @@ def stitch_logs(
 
 def stitch_placed_logs(samples: np.ndarray, executions: np.ndarray, logger_map: ClockMapLike, lois: np.ndarray, *,
                        margin: Optional[float], label: str, sensor: Optional[SensorModel],
-                       attribution: str) -> ExecutionProfile:
+                       attribution: str, smoother: Optional[Smoother] = "local") -> ExecutionProfile:
     """:func:`stitch_logs` of every execution (``execution_of_interest=0``, runs of one execution: an
     application's trace) with its logs already placed: ``lois``, :func:`place_logs_of_kernels`'s records of
     these executions. The same checks and result as :func:`stitch_logs` (Section IV-B steps 5-8); logs that
-    repeat one another are placed again once each.
+    repeat one another are placed again once each. ``smoother``: :func:`stitch`'s; None bins only (the
+    energy, from the bins' means, is the same), for a caller that replaces the curve.
     """
     return _stitch_checked(samples, executions, logger_map, lois, execution_of_interest=0, margin=margin,
-                           kernel_id=None, smoother="local", x="time", label=label, sensor=sensor,
+                           kernel_id=None, smoother=smoother, x="time", label=label, sensor=sensor,
                            attribution=attribution)
 
 

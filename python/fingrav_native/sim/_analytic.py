@@ -50,7 +50,21 @@ GAP_TAU_NS = 2_000.0
 def shape(f: np.ndarray, dip: Any = 0.25) -> np.ndarray:
     """Power (W) over execution progress ``f`` in [0, 1]: a ramp with a ``dip`` mid-kernel.
 
-    ``dip`` may be an array broadcast against ``f`` (one depth per execution).
+    The closed-form kernel curve of :func:`logged_runs` and :func:`simulate_runs`: 600 W rising to
+    700 W, with a Gaussian dip (width 0.06 of the execution) at its middle, so a method that smooths or
+    misplaces the logs misses a known feature.
+
+    Parameters
+    ----------
+    f : numpy.ndarray
+        Execution progress, 0 at the start and 1 at the end.
+    dip : float or numpy.ndarray
+        Relative depth of the dip; an array is broadcast against ``f`` (one depth per execution).
+
+    Returns
+    -------
+    numpy.ndarray
+        The power (W) at each ``f``.
     """
     f = np.asarray(f, dtype=np.float64)
     out: np.ndarray = (600.0 + 100.0 * f) * (1.0 - dip * np.exp(-0.5 * ((f - 0.5) / 0.06) ** 2))
@@ -328,7 +342,11 @@ def _run_power(t: np.ndarray, starts: np.ndarray, ends: np.ndarray, levels: np.n
 
 
 class Identity:
-    """A clock map for logs already stamped in host ns."""
+    """A clock map for logs already stamped in host ns: ``to_host`` returns its input, with no error.
+
+    The simulator's logs (:func:`logged_runs`, :func:`~fingrav_native.sim.logged_loop`) are stamped on the
+    host's clock, so this map is the truth a fitted clock map approximates (``ClockMapLike``).
+    """
 
     def to_host(self, t: Any) -> np.ndarray:
         """Host ns of logger timestamps (the same numbers)."""

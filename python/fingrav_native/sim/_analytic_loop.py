@@ -241,10 +241,45 @@ class LoggedLoop:
         return np.asarray(np.minimum(p, sc.max_power_w).mean(axis=0), dtype=np.float64)
 
 
-def _schedule(rng: np.random.Generator, iterations: int, *, duration_jitter: float, pause_ns: float,
-              pause_jitter: float, warmup: float, warmup_iterations: int, lead_ns: float,
-              gap_range_ns: tuple[float, float]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray,
-                                                          np.ndarray, float]:
+def draw_schedule(rng: np.random.Generator, iterations: int, *, duration_jitter: float, pause_ns: float,
+                  pause_jitter: float, warmup: float, warmup_iterations: int, lead_ns: float,
+                  gap_range_ns: tuple[float, float]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray,
+                                                              np.ndarray, np.ndarray, float]:
+    """When each execution of :func:`logged_loop`'s loop runs, and how far its power has warmed up.
+
+    The loop's kernels (:data:`SIGNATURES`) run in :data:`SEQUENCE` every
+    iteration, each with a launch gap after it and the host's pause after the
+    iteration's last; the truth :func:`logged_loop` logs, drawn alone so a
+    bench or test can build its own power or trace on the same timeline.
+
+    Parameters
+    ----------
+    rng : numpy.random.Generator
+        Draws the durations' jitter, the gaps and the pauses.
+    iterations : int
+        Iterations of the loop.
+    duration_jitter : float
+        Relative standard deviation of each execution's duration.
+    pause_ns : float
+        The host's median pause after each iteration (ns).
+    pause_jitter : float
+        Standard deviation of the pause's logarithm.
+    warmup : float
+        Relative power deficit at the first iteration (0: none).
+    warmup_iterations : int
+        Iterations the warm-up lasts; its level rises with a time constant of a fifth of them.
+    lead_ns : float
+        Time before the first execution (ns).
+    gap_range_ns : (float, float)
+        Uniform range of the launch gap after each kernel (ns).
+
+    Returns
+    -------
+    tuple
+        ``(starts, ends, signature, iteration, level, pause_after, end_ns)``: each execution's start and
+        end (ns), its index into :data:`SIGNATURES`, its iteration, its warm-up level (1 when steady) and
+        whether the host's pause follows it; and when the last gap ends.
+    """
     # Launch times: each kernel's duration jittered, a launch gap after each, the host's pause
     # after the last of an iteration; warm-up levels rise to 1 with a time constant of a fifth of
     # the warm-up, so what is left at its end (e^-5 of it) is below 0.1 % of steady.
@@ -296,7 +331,7 @@ def logged_loop(sensor: SensorModel, *, seed: int = 0, iterations: int = 1024, n
     Parameters
     ----------
     sensor : SensorModel
-        Any sensor (:func:`~fingrav_native.sim._analytic.observe`).
+        Any sensor (:func:`~fingrav_native.sim.observe`).
     seed : int
         Draws the schedule; the sensor's phases and noise draw from their
         own stream, so one seed gives one loop whatever the sensor.
@@ -359,7 +394,7 @@ def logged_loop(sensor: SensorModel, *, seed: int = 0, iterations: int = 1024, n
         raise ValueError(f"iterations={iterations!r}: at least 2")
     rng = np.random.default_rng(seed)
     n_warm = min(int(math.ceil(warmup_fraction * iterations)), iterations - 1)
-    starts, ends, sig, it, level, pause_after, end = _schedule(
+    starts, ends, sig, it, level, pause_after, end = draw_schedule(
         rng, iterations, duration_jitter=duration_jitter, pause_ns=pause_ns, pause_jitter=pause_jitter, warmup=warmup,
         warmup_iterations=n_warm, lead_ns=2e6, gap_range_ns=(2_000.0, 8_000.0))
     sc = LoopSchedule(starts, ends, sig, it, level, pause_after, record_end_ns=float(end), idle_w=idle_w, gap_w=gap_w,
