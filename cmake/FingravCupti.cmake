@@ -99,15 +99,16 @@ else()
   # [build-system] requires): elsewhere the message says so rather than asking for wheels that do not
   # exist there.
   if(CMAKE_SYSTEM_NAME STREQUAL "Linux" AND CMAKE_SYSTEM_PROCESSOR MATCHES "^(x86_64|AMD64|amd64)$")
-    set(_fingrav_cupti_where
+    string(CONCAT _fingrav_cupti_where
       "install the headers with `pip install nvidia-cuda-cupti-cu12 nvidia-cuda-runtime-cu12 nvidia-cuda-crt` "
       "(a plain `pip install .` does so in its build environment) into the Python given as -DPython_EXECUTABLE=..., or")
   else()
-    set(_fingrav_cupti_where
+    string(CONCAT _fingrav_cupti_where
       "the CUPTI header wheels are installed at build time on Linux x86_64 only, not on "
-      "${CMAKE_SYSTEM_NAME} ${CMAKE_SYSTEM_PROCESSOR}; to build the tool here")
+      "${CMAKE_SYSTEM_NAME} ${CMAKE_SYSTEM_PROCESSOR}: to build the tool here")
   endif()
-  set(_fingrav_cupti_msg
+  # One string (string(CONCAT)): set() with several would make a list, printed with semicolons.
+  string(CONCAT _fingrav_cupti_msg
     "CUPTI consumer skipped (libfingrav_cupti_tool, the stand-in libcupti and their tests):${_fingrav_cupti_why} "
     "${_fingrav_cupti_where} pass -DCUPTI_INCLUDE_DIR=... -DCUPTI_CUDA_INCLUDE_DIR=... (a CUDA toolkit's "
     "extras/CUPTI/include/ and include/)")
