@@ -157,7 +157,7 @@ Standin load_standin(const Options& o) {
       throw std::runtime_error("no stand-in " + o.vendor + " runtime: give --standin PATH or set "
                                "FINGRAV_STANDIN_LIBRARY (" + path + " does not exist; the stand-ins are built "
                                "with the package: pip install .; the CUDA one only where the CUPTI headers are "
-                               "found: pip install nvidia-cuda-cupti-cu12 first)");
+                               "found at build time, which a plain pip install . brings on Linux x86_64)");
     }
   }
   Standin s;
