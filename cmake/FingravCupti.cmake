@@ -11,7 +11,8 @@
 # fingrav::cupti_headers. Cache variables:
 #   CUPTI_INCLUDE_DIR       folder of cupti.h (default: asked of Python_EXECUTABLE's wheel)
 #   CUPTI_CUDA_INCLUDE_DIR  folder of cuda.h  (default: the same folder, else the runtime wheel's)
-#   CUPTI_CRT_INCLUDE_DIR   folder of crt/host_defines.h (default: the folder of cuda.h, else the nvcc wheel's)
+#   CUPTI_CRT_INCLUDE_DIR   folder of crt/host_defines.h (default: the folder of cuda.h, else the nvcc
+#                           wheel's, else the nvidia-cuda-crt wheel's)
 #   FINGRAV_REQUIRE_CUPTI   fail the configure when either is missing (CI's sanitizer stages)
 
 set(CUPTI_INCLUDE_DIR "" CACHE PATH
@@ -19,7 +20,7 @@ set(CUPTI_INCLUDE_DIR "" CACHE PATH
 set(CUPTI_CUDA_INCLUDE_DIR "" CACHE PATH
     "Folder holding cuda.h (cupti.h includes it); empty: the nvidia-cuda-runtime-cu12 wheel of Python_EXECUTABLE")
 set(CUPTI_CRT_INCLUDE_DIR "" CACHE PATH
-    "Folder holding crt/host_defines.h; empty: the folder of cuda.h, else the nvidia-cuda-nvcc-cu12 wheel of Python_EXECUTABLE")
+    "Folder holding crt/host_defines.h; empty: the folder of cuda.h, else the nvidia-cuda-nvcc-cu12 or nvidia-cuda-crt wheel of Python_EXECUTABLE")
 option(FINGRAV_REQUIRE_CUPTI "Fail the configure when the CUPTI headers are not found" OFF)
 
 # The include folder of an installed nvidia-* wheel (a namespace package, hence
@@ -57,9 +58,15 @@ set(_fingrav_crt_dir "${CUPTI_CRT_INCLUDE_DIR}")
 if(NOT _fingrav_crt_dir AND _fingrav_cuda_dir AND EXISTS "${_fingrav_cuda_dir}/crt/host_defines.h")
   set(_fingrav_crt_dir "${_fingrav_cuda_dir}")
 endif()
-if(NOT _fingrav_crt_dir)
-  _fingrav_wheel_include(nvidia.cuda_nvcc _fingrav_crt_dir)
-endif()
+# crt/ comes with nvidia-cuda-nvcc-cu12 (the test-full extra) or, in the isolated build environment
+# of a plain `pip install .`, with nvidia-cuda-crt (CUDA 13's crt/ alone, in the nvidia.cu13 namespace
+# that nvidia-nvml-dev shares, hence the check for the header itself).
+foreach(_fingrav_crt_module nvidia.cuda_nvcc nvidia.cu13)
+  if(_fingrav_crt_dir AND EXISTS "${_fingrav_crt_dir}/crt/host_defines.h")
+    break()
+  endif()
+  _fingrav_wheel_include(${_fingrav_crt_module} _fingrav_crt_dir)
+endforeach()
 
 set(FINGRAV_HAVE_CUPTI OFF)
 if(_fingrav_cupti_dir AND EXISTS "${_fingrav_cupti_dir}/cupti_activity.h"
@@ -88,11 +95,23 @@ else()
   if(NOT _fingrav_crt_dir OR NOT EXISTS "${_fingrav_crt_dir}/crt/host_defines.h")
     string(APPEND _fingrav_cupti_why " crt/host_defines.h not found (CUPTI_CRT_INCLUDE_DIR='${CUPTI_CRT_INCLUDE_DIR}');")
   endif()
-  set(_fingrav_cupti_msg
+  # pip's isolated build installs the header wheels only on Linux x86_64 (pyproject.toml's
+  # [build-system] requires): elsewhere the message says so rather than asking for wheels that do not
+  # exist there.
+  if(CMAKE_SYSTEM_NAME STREQUAL "Linux" AND CMAKE_SYSTEM_PROCESSOR MATCHES "^(x86_64|AMD64|amd64)$")
+    string(CONCAT _fingrav_cupti_where
+      "install the headers with `pip install nvidia-cuda-cupti-cu12 nvidia-cuda-runtime-cu12 nvidia-cuda-crt` "
+      "(a plain `pip install .` does so in its build environment) into the Python given as -DPython_EXECUTABLE=..., or")
+  else()
+    string(CONCAT _fingrav_cupti_where
+      "the CUPTI header wheels are installed at build time on Linux x86_64 only, not on "
+      "${CMAKE_SYSTEM_NAME} ${CMAKE_SYSTEM_PROCESSOR}: to build the tool here")
+  endif()
+  # One string (string(CONCAT)): set() with several would make a list, printed with semicolons.
+  string(CONCAT _fingrav_cupti_msg
     "CUPTI consumer skipped (libfingrav_cupti_tool, the stand-in libcupti and their tests):${_fingrav_cupti_why} "
-    "install the headers with `pip install nvidia-cuda-cupti-cu12 nvidia-cuda-runtime-cu12 nvidia-cuda-nvcc-cu12` "
-    "(the test-full extra has them) into the Python given as -DPython_EXECUTABLE=..., or pass "
-    "-DCUPTI_INCLUDE_DIR=... -DCUPTI_CUDA_INCLUDE_DIR=... (a CUDA toolkit's include/ and extras/CUPTI/include/)")
+    "${_fingrav_cupti_where} pass -DCUPTI_INCLUDE_DIR=... -DCUPTI_CUDA_INCLUDE_DIR=... (a CUDA toolkit's "
+    "extras/CUPTI/include/ and include/)")
   if(FINGRAV_REQUIRE_CUPTI)
     message(FATAL_ERROR "${_fingrav_cupti_msg}")
   endif()

@@ -296,6 +296,7 @@ def attribute_run(args: argparse.Namespace, out: str, injected: dict[str, str]) 
 
     from fingrav_native.app._cli_files import report_trace_profile
     from fingrav_native.app._trace import profile_trace
+    from fingrav_native.clocks._epoch import ClockStepWarning
     from fingrav_native.files._launches import read_launches
     from fingrav_native.insitu._align import ClockMismatchWarning
 
@@ -307,7 +308,10 @@ def attribute_run(args: argparse.Namespace, out: str, injected: dict[str, str]) 
         return _no_launches(launches, injected, list(log.notes))
     report_launches(log, launches)
     with warnings.catch_warnings(record=True) as caught:
+        # The record clock's two warnings are the run's own findings (a clock stepped in the application, the
+        # launch file's clock against the recorder's): said as fingrav's lines, never Python's warning format.
         warnings.simplefilter("always", ClockMismatchWarning)
+        warnings.simplefilter("always", ClockStepWarning)
         try:
             tp = profile_trace(out, min_executions=args.min_executions)
         except ValueError as exc:
@@ -316,7 +320,7 @@ def attribute_run(args: argparse.Namespace, out: str, injected: dict[str, str]) 
                 return EXIT_FAILURE
             raise
     for w in caught:
-        if issubclass(w.category, ClockMismatchWarning):
+        if issubclass(w.category, (ClockMismatchWarning, ClockStepWarning)):
             say("run", f"warning: {w.message}")
         else:
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)

@@ -20,13 +20,14 @@ STANDIN_LIBRARIES = {"rocm": "libfingrav_standin_rocprofiler.so", "cuda": "libfi
 _BUILD = {
     "rocm": "it is built with the package (pip install .); in a source tree, build the CMake target "
             "fingrav_standin_rocprofiler and copy it into python/fingrav_native/sim/lib/",
-    # The headers must be visible to the build: pip's isolated build environment does not see the
-    # wheels installed beside the package, hence --no-build-isolation (or the include folders named).
-    "cuda": "it is built only where the CUPTI headers are found at build time: pip install "
-            "nvidia-cuda-cupti-cu12 nvidia-cuda-runtime-cu12 nvidia-cuda-nvcc-cu12 (the test-full extra has "
-            "them), then reinstall with pip install --no-build-isolation . (or pass -C "
+    # A plain `pip install .` puts the header wheels into its isolated build environment on Linux x86_64
+    # (pyproject.toml's [build-system] requires); elsewhere the headers must be named.
+    "cuda": "it is built only where the CUPTI headers are found at build time: on Linux x86_64 a plain pip "
+            "install . brings them into its build environment (reinstall if this install was built without "
+            "them, e.g. with --no-build-isolation in a Python lacking nvidia-cuda-cupti-cu12, "
+            "nvidia-cuda-runtime-cu12 and nvidia-cuda-crt); elsewhere pass -C "
             "cmake.define.CUPTI_INCLUDE_DIR=<CUDA>/extras/CUPTI/include -C "
-            "cmake.define.CUPTI_CUDA_INCLUDE_DIR=<CUDA>/include); in a source tree, build the CMake target "
+            "cmake.define.CUPTI_CUDA_INCLUDE_DIR=<CUDA>/include; in a source tree, build the CMake target "
             "fingrav_standin_cupti and copy it into python/fingrav_native/sim/lib/",
 }
 

@@ -53,7 +53,8 @@ constexpr const char* kUsage =
     "                       [--seconds S (default 1) | --iterations N] [--seed N] [--rate R]\n"
     "Runs a workload on the shared simulated GPU named by FINGRAV_SIM_DEVICE and reports each kernel\n"
     "execution through a stand-in vendor runtime (--standin, else FINGRAV_STANDIN_LIBRARY, else the\n"
-    "vendor's stand-in installed with this program in ../lib). --rate R (1 to 100000) instead delivers R dispatch records\n"
+    "vendor's stand-in installed with this program in ../lib; for cuda, FINGRAV_CUPTI_LIBRARY is set to it unless\n"
+    "set). --rate R (1 to 100000) instead delivers R dispatch records\n"
     "per second without the power model (the overhead bench).\n";
 
 struct UsageError : std::runtime_error {
@@ -156,7 +157,7 @@ Standin load_standin(const Options& o) {
       throw std::runtime_error("no stand-in " + o.vendor + " runtime: give --standin PATH or set "
                                "FINGRAV_STANDIN_LIBRARY (" + path + " does not exist; the stand-ins are built "
                                "with the package: pip install .; the CUDA one only where the CUPTI headers are "
-                               "found: pip install nvidia-cuda-cupti-cu12 first)");
+                               "found at build time, which a plain pip install . brings on Linux x86_64)");
     }
   }
   Standin s;
@@ -178,6 +179,11 @@ Standin load_standin(const Options& o) {
   s.dispatch = reinterpret_cast<DispatchFn>(sym("fingrav_standin_dispatch"));
   s.flush = reinterpret_cast<VoidFn>(sym("fingrav_standin_flush"));
   s.fini = reinterpret_cast<VoidFn>(sym("fingrav_standin_fini"));
+  // The stand-in is this process's libcupti, as a loaded libcupti.so.12 is a CUDA application's: the
+  // injected consumer must open it, not a real libcupti found on its search path (the
+  // nvidia-cuda-cupti-cu12 wheel beside the package), which would see no GPU and deliver nothing.
+  // One named already is the caller's exact choice and is kept.
+  if (o.vendor == "cuda") ::setenv("FINGRAV_CUPTI_LIBRARY", path.c_str(), /*overwrite=*/0);
   return s;
 }
 
