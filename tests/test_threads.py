@@ -67,6 +67,9 @@ ENTRY_POINTS = [
     ("app._profile", "profile_interleaved", None),
 ]
 
+# Inputs an entry point takes as optional (a Recording may bring them) but needs with arrays: given spies too.
+_ARRAY_INPUTS = {"stitch_logs": ("executions", "logger_map")}
+
 # Imported at collection: the first import of the in-situ stack takes seconds, not the check.
 _MODULES = {module: importlib.import_module(f"fingrav_native.{module}") for module, _, _ in ENTRY_POINTS}
 
@@ -81,6 +84,7 @@ def test_silently_slow_entry_point_runs_on_one_blas_thread(module: str, entry: s
     params = inspect.signature(fn).parameters.values()
     args = [_Spy() for p in params if p.default is p.empty and p.kind is p.POSITIONAL_OR_KEYWORD]
     kwargs = {p.name: _Spy() for p in params if p.default is p.empty and p.kind is p.KEYWORD_ONLY}
+    kwargs.update({name: _Spy() for name in _ARRAY_INPUTS.get(entry, ())})
     _Spy.seen = []
     with threadpool_limits(limits=2, user_api="blas"):
         assert _counts() == {2}
