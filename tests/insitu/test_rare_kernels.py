@@ -91,3 +91,23 @@ def test_unclear_rare_kernel_without_a_log_is_said_and_not_given_a_row() -> None
     why = next(v for k, v in tp.skipped.items() if k.startswith(RARE + " "))
     assert "fewer than min_executions" in why
     assert any("no log in or across their executions" in w and "not determined" in w for w in tp.warnings)
+
+
+def test_silently_wrong_rare_kernel_level_counts_no_log_on_an_edge() -> None:
+    # Closed form: the rare kernel draws 300 W over [start, end), the rest of the timeline 100 W. Logs on its
+    # edges measure the neighbour as much as it (the trace's stamps are rounded to its tick), and the log on
+    # the edge two back-to-back executions share belongs to at most one of them: counting it in both drew the
+    # level towards 100 W with an interval too narrow to hold 300 W.
+    from fingrav_native.insitu._rare import instant_level
+
+    starts = np.array([0.0, 100e3, 110e3, 300e3])
+    ends = starts + 10e3
+    rng = np.random.default_rng(3)
+    inside = np.concatenate([s + np.array([2.5e3, 5e3, 7.5e3]) for s in starts])
+    edges = np.array([10e3, 110e3, 120e3, 310e3])  # ends: the idle (or, at 110 us, the next execution) follows
+    t = np.concatenate([inside, edges])
+    truth = np.where(np.any((t[:, None] >= starts) & (t[:, None] < ends), axis=1), 300.0, 100.0)
+    power = truth + rng.normal(0.0, 1.0, len(t))
+    level, lo, hi, n = instant_level(t, power, starts, ends)
+    assert n == len(inside)
+    assert lo <= 300.0 <= hi and abs(level - 300.0) < 2.0
