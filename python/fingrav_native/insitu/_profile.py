@@ -1008,9 +1008,10 @@ def profile_trace(
         found.profiles = _joint(samples, t_logs, kt, model, on_device, found, bins, overlap, max_power_w, spans)
     elif found.rows:
         _placement_terms(found, kt, attributed, t_logs, lmap)
-        _instant_levels(found, kt, overlap)
     if not joint:
         _instant_extras(found, kt, t_logs, np.asarray(attributed["total"], dtype=np.float64), spans)
+        # After the coarse rows: a communication signature beside compute is its additive level, rare or not.
+        _instant_levels(found, kt, overlap)
     _elsewhere(found, kt, on_device)
     _nothing_or_undetermined(found, bool(np.any(it_of[on_device] >= 0)))
     _power_limit_notes(found, max_power_w)
