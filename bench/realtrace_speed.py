@@ -184,10 +184,14 @@ def share_used(kt: Any, tp: Any, logs: Any, logger: str) -> dict[str, Any]:
                 c = causes.setdefault(f"a row whose energy has no interval ({tp._no_interval(i)})", [0, 0])
                 c[0], c[1] = c[0] + int(r["count"]), c[1] + 1
     why = sorted(((w, c[0], c[1]) for w, c in causes.items()), key=lambda x: -x[1])
+    # How much of the kernel span the kernels keep the GPU busy: what a 1 ms window can see of them.
+    span_ns = float(ex["end_ns"][on].max() - ex["start_ns"][on].min()) if on.any() else math.nan
+    busy = float(np.sum(ex["end_ns"][on] - ex["start_ns"][on])) / span_ns if on.any() else math.nan
     return {"logger": logger, "device": device, "executions": n, "used": used, "share": used / n if n else math.nan,
             "how": how, "coarse": coarse, "zero_duration": int(tp.zero_duration),
             "signatures": int(sum(1 for r in rows_of.values() if len(r))), "rows": int(len(tp.kernels)),
-            "steps": int(len(kt.steps)), "not_used_by_cause": why, **coverage(kt, tp)}
+            "steps": int(len(kt.steps)), "span_ms": span_ns / 1e6, "busy_share": busy, "not_used_by_cause": why,
+            **coverage(kt, tp)}
 
 
 def coverage(kt: Any, tp: Any) -> dict[str, Any]:
@@ -342,6 +346,10 @@ def why_below(s: dict[str, Any]) -> str:
         return ""
     parts = [f"{count} executions of {nsig} signature{'s' if nsig != 1 else ''}: {words}"
              for words, count, nsig in s["not_used_by_cause"]]
+    if s["logger"] == "window":
+        parts.append(f"the kernels keep the GPU busy {100 * s['busy_share']:.1f} % of a {s['span_ms']:.2f} ms span, "
+                     "so a 1 ms window holds a few microseconds of any one of them (150 W x 10 us / 1 ms = 1.5 W, "
+                     "against the logs' 1 W of noise)")
     where = (f"the energy per iteration, which has no interval from {s['steps']} iteration(s)" if s["steps"] else
              "the energy over the kernel span")
     return "; ".join(parts) + f". Their energy is only in {where}"
