@@ -42,6 +42,7 @@ import gzip
 import json
 import os
 import platform
+import resource
 import statistics
 import subprocess
 import sys
@@ -59,6 +60,8 @@ TRACES = ("hta/inference_rank_1.json.gz", "hta/mi250_minitoy_train_ROCm6_2_kinet
           "kineto/resnet50_worker0.1623143089861.ProfilerStep6.pt.trace.json.gz",
           "rocprofv3/kernel_trace.agent-string.csv", "rocprofv3/kernel_trace.csv")
 TARGET_SHARE = 0.9
+# The address space one share process may take (the traces run side by side).
+SHARE_MEMORY_BYTES = 4 << 30
 # One process per core, each a loop of matrix products on one BLAS thread (bench/busy_host_bench.py's).
 BUSY_LOOP = ("import numpy as np\n"
              "a = np.random.default_rng(0).standard_normal((256, 256))\n"
@@ -238,6 +241,9 @@ def shares(logger: str, name: str) -> None:
     from fingrav_native.sim._analytic import EpochIdentity
     from real_data import path as real_path
 
+    # A cap on this process's memory: a fit that outgrows it fails here (reported as not measured) instead of
+    # the host's OOM killer choosing among everyone's processes (the 1 ms joint fit of sampled_rank-0 passed 17 GB).
+    resource.setrlimit(resource.RLIMIT_AS, (SHARE_MEMORY_BYTES, SHARE_MEMORY_BYTES))
     kt = read_trace(real_path(f"traces/{name}"))
     logs, kw = logged(kt, logger)
     with warnings.catch_warnings():
