@@ -361,7 +361,8 @@ def run_shares(logger: str, timeout_s: float) -> dict[str, dict[str, Any]]:
             out[name] = {"not_measured": f"profile_trace ran past {timeout_s:.0f} s (wall, beside the host's load)"}
             continue
         if p.returncode != 0:  # killed (memory) or failed: said per trace, the rest still reported
-            out[name] = {"not_measured": f"the process ended with exit code {p.returncode} {stderr[-300:]}".strip()}
+            last = stderr.strip().splitlines()[-1] if stderr.strip() else ""
+            out[name] = {"not_measured": f"exit code {p.returncode}: {last[:200]}"}
             continue
         out[name] = json.loads(stdout.splitlines()[-1])
     return out
