@@ -90,3 +90,56 @@ def test_unclear_rare_kernel_without_a_log_is_said_and_not_given_a_row() -> None
     why = next(v for k, v in tp.skipped.items() if k.startswith(RARE + " "))
     assert "fewer than min_executions" in why
     assert any("no log in or across their executions" in w and "not determined" in w for w in tp.warnings)
+
+
+def test_silently_wrong_rare_kernel_level_counts_no_log_on_an_edge() -> None:
+    # Closed form: the rare kernel draws 300 W over [start, end), the rest of the timeline 100 W. Logs on its
+    # edges measure the neighbour as much as it (the trace's stamps are rounded to its tick), and the log on
+    # the edge two back-to-back executions share belongs to at most one of them: counting it in both drew the
+    # level towards 100 W with an interval too narrow to hold 300 W.
+    from fingrav_native.insitu._rare import instant_level
+
+    starts = np.array([0.0, 100e3, 110e3, 300e3])
+    ends = starts + 10e3
+    rng = np.random.default_rng(3)
+    inside = np.concatenate([s + np.array([2.5e3, 5e3, 7.5e3]) for s in starts])
+    edges = np.array([10e3, 110e3, 120e3, 310e3])  # ends: the idle (or, at 110 us, the next execution) follows
+    t = np.concatenate([inside, edges])
+    truth = np.where(np.any((t[:, None] >= starts) & (t[:, None] < ends), axis=1), 300.0, 100.0)
+    power = truth + rng.normal(0.0, 1.0, len(t))
+    level, lo, hi, n = instant_level(t, power, starts, ends)
+    assert n == len(inside)
+    assert lo <= 300.0 <= hi and abs(level - 300.0) < 2.0
+
+
+def test_silently_wrong_rare_communication_kernel_beside_compute_gets_its_additive_level() -> None:
+    # Closed form: 80 W idle, a GEMM draws 200 W more, an NCCL kernel 60 W more over whatever runs beside it.
+    # The NCCL kernel runs 4 times (fewer than min_executions), each across a GEMM and the gap after it. Its
+    # coarse row took the mean of the logs with its own 60 W already subtracted: the GEMM's and the idle's power
+    # (about 200 W), its energy 3x the 60 W x its duration that CompPow's accounting gives it.
+    from fingrav_native._core import SAMPLE_DTYPE
+    from fingrav_native.records import EXECUTION_DTYPE
+
+    n_gemm, comm_of = 40, (5, 15, 25, 35)
+    ex = np.zeros(n_gemm + len(comm_of), dtype=EXECUTION_DTYPE)
+    ex["start_ns"][:n_gemm] = np.arange(n_gemm) * 400_000
+    ex["end_ns"][:n_gemm] = ex["start_ns"][:n_gemm] + 300_000
+    ex["start_ns"][n_gemm:] = ex["start_ns"][list(comm_of)] + 150_000
+    ex["end_ns"][n_gemm:] = ex["start_ns"][n_gemm:] + 500_000
+    ex["run"] = ex["index"] = np.arange(len(ex))
+    names = ["gemm_bf16"] * n_gemm + ["ncclKernel_AllReduce_RING_LL_Sum_bfloat16"] * len(comm_of)
+    kt = KernelTrace.from_executions(ex, names, stream=[7] * n_gemm + [20] * len(comm_of))
+    t = np.arange(-1_000_000, int(ex["end_ns"].max()) + 1_000_000, 7_000)
+    p = np.full(len(t), 80.0)
+    for (s, e), extra in zip(zip(ex["start_ns"], ex["end_ns"]), [200.0] * n_gemm + [60.0] * len(comm_of)):
+        p[(t >= s) & (t < e)] += extra
+    logs = np.zeros(len(t), dtype=SAMPLE_DTYPE)
+    logs["source_ts"] = t
+    logs["total"] = p + np.random.default_rng(5).normal(0.0, 1.0, len(t))
+    for ch in ("compute", "io", "memory"):
+        logs[ch] = np.nan
+    tp = profile_trace(kt, logs, Identity(), align=False)
+    r = tp.kernels[tp.kernels["name"] == names[-1]]
+    assert len(r) == 1 and r[0]["count"] == len(comm_of)
+    truth = 60.0 * 500_000 * 1e-9
+    assert abs(r[0]["energy_j"] - truth) <= r[0]["energy_half_width_j"], (r[0]["energy_j"], truth)

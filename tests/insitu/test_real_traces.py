@@ -23,6 +23,7 @@ from fingrav_native._core import SAMPLE_DTYPE
 from fingrav_native.files import load_profile, read_trace, save_profile
 from fingrav_native.sim import EpochIdentity
 from real_data import require
+from sim_captures import synthetic_energy as _synthetic_energy
 from sim_captures import synthetic_logs as _synthetic_logs
 
 # file: (kernels, zero-duration kernels, ProfilerStep#N read, longest name, devices) per facts.py.
@@ -273,3 +274,46 @@ def test_silently_wrong_a_trace_without_launch_shapes_says_rows_are_keyed_by_nam
     assert np.all(kt.signatures["grid"] >= 0)
     tp = _profiled("kineto/gpu_metrics_input.json")
     assert not any("have no grid or block" in w for w in tp.warnings)
+
+
+# Under the tests' instantaneous 100 us logs, the traces whose executions are at least 90 % used (each one's
+# energy given with an interval): those with no iteration, whose kernel span's energy holds every execution.
+# The rest are excerpts of one or two ProfilerSteps whose signatures run a few times each, mostly shorter than
+# the logs' period: no log falls inside them, nothing measures their power, and they are left out
+# (bench/realtrace_speed.py counts them by cause; bench/results/README.md).
+SHARE_MET = ("hta/inference_rank_1.json.gz", "rocprofv3/kernel_trace.agent-string.csv", "rocprofv3/kernel_trace.csv")
+
+
+@pytest.mark.parametrize("name", SHARE_MET)
+def test_data_loss_real_trace_uses_at_least_90_percent_of_its_executions(name: str) -> None:
+    kt = _trace(name)
+    tp = _profiled(name)
+    used, n = tp.used_executions()
+    assert n == len(kt.executions) and used >= 0.9 * n
+    # The energy that holds them holds the closed-form truth, so the share is not bought with a wrong interval.
+    span = tp.span
+    assert span is not None and math.isfinite(span.energy_half_width_j)
+    truth = float(_synthetic_energy(kt, np.array([span.start_ns]), np.array([span.end_ns]))[0])
+    assert abs(span.energy_j - truth) <= span.energy_half_width_j
+
+
+def _rows_covered(name: str) -> tuple[int, int]:
+    """Of the rows whose energy has an interval, those holding the closed-form truth: 230 W (80 W idle + 150 W for
+    the kernel) x the row's duration, or 150 W x it for a communication kernel's additive level."""
+    tp = _profiled(name)
+    ok = [abs(r["energy_j"] - (150.0 if r["joint"] and not tp._coarse(i) else 230.0) * r["duration_ns"] * 1e-9)
+          <= r["energy_half_width_j"] for i, r in enumerate(tp.kernels) if np.isfinite(r["energy_half_width_j"])]
+    return sum(ok), len(ok)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", [
+    "hta/nccl_data.ProfilerStep5.json.gz", "kineto/resnet50_worker0.1623143089861.ProfilerStep6.pt.trace.json.gz",
+    pytest.param("hta/sampled_rank-0.json.gz", marks=pytest.mark.xfail(strict=True, reason=(
+        "127 of 142: a communication signature that runs alone gets its coarse level from logs with the "
+        "communication's additive level already subtracted (80 W for 230 W), and the coarse rows of compute "
+        "kernels beside communication carry no share of that level's uncertainty"))),
+])
+def test_silently_wrong_real_trace_rows_hold_the_synthetic_truth(name: str) -> None:
+    covered, rows = _rows_covered(name)
+    assert rows > 50 and covered >= 0.9 * rows, (covered, rows)

@@ -291,8 +291,9 @@ def _instant(found: Signatures, kt: KernelTrace, attributed: np.ndarray, t_logs:
     from its level, and the coarse rows and the spans' power from the logs."""
     if found.rows:
         placement_terms(found, kt, attributed, t_logs, lmap)
-        instant_levels(found, kt, overlap)
     instant_extras(found, kt, t_logs, np.asarray(attributed["total"], dtype=np.float64), spans)
+    # After the coarse rows: a communication signature beside compute is its additive level, rare or not.
+    instant_levels(found, kt, overlap)
 
 
 def _spans(kt: KernelTrace, compute: np.ndarray, it_of: np.ndarray, found: Signatures, joint: bool,

@@ -45,8 +45,9 @@ def instant_level(t_logs: np.ndarray, power: np.ndarray, starts: np.ndarray, end
     Returns
     -------
     tuple
-        The mean power of the logs inside the executions (NaN with none), the low and high ends of its
-        Student t interval (:func:`scipy.stats.ttest_1samp`; NaN with fewer than two logs), and the logs used.
+        The mean power of the logs strictly inside the executions (NaN with none; a log on an edge is not
+        counted), the low and high ends of its Student t interval (:func:`scipy.stats.ttest_1samp`; NaN with
+        fewer than two logs), and the logs used.
 
     Notes
     -----
@@ -58,8 +59,10 @@ def instant_level(t_logs: np.ndarray, power: np.ndarray, starts: np.ndarray, end
     # Sorted logs (as the caller's loop over signatures passes them) are searched as they are.
     order = np.arange(len(t_logs)) if bool(np.all(t_logs[1:] >= t_logs[:-1])) else np.argsort(t_logs, kind="stable")
     t = t_logs[order]
-    lo = np.searchsorted(t, np.asarray(starts, dtype=np.float64), side="left")
-    hi = np.searchsorted(t, np.asarray(ends, dtype=np.float64), side="right")
+    # Strictly inside: a log on an edge measures the kernel before or after it as much as this one (the trace's
+    # stamps are rounded to its tick), and one on the edge two executions share would be counted twice.
+    lo = np.searchsorted(t, np.asarray(starts, dtype=np.float64), side="right")
+    hi = np.searchsorted(t, np.asarray(ends, dtype=np.float64), side="left")
     cnt = np.clip(hi - lo, 0, None)
     n = int(cnt.sum())
     if n == 0:
