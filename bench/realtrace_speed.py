@@ -235,7 +235,7 @@ def shares(logger: str, name: str) -> None:
     sys.path.insert(0, TESTS)
     import fingrav_native as fg
     from fingrav_native.files import read_trace
-    from fingrav_native.sim._analytic import EpochIdentity
+    from fingrav_native.sim import EpochIdentity
     from real_data import path as real_path
 
     # A cap on this process's memory: a fit that outgrows it fails here (reported as not measured) instead of
