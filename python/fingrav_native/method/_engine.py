@@ -105,15 +105,16 @@ def _block_stats(A: sparse.csr_matrix, y: np.ndarray, blocks: np.ndarray, n_bloc
     n = np.bincount(blocks, minlength=n_blocks)
     order = np.argsort(blocks, kind="stable")
     cuts = np.searchsorted(blocks[order], np.arange(n_blocks + 1))
-    # The rows in block order once, each block's rows then a slice. Dense: a log's response reaches most
-    # of a design's columns (over half of them through a window long against the kernels), where a sparse
-    # product per block pays its bookkeeping on every entry; a dense product per block is one BLAS call.
-    A_sorted, y_sorted = A.toarray()[order], y[order]
+    # The rows in block order once, each block's rows then a slice. Dense per block: a log's response reaches
+    # most of a design's columns (over half of them through a window long against the kernels), where a sparse
+    # product pays its bookkeeping on every entry; a dense product is one BLAS call, and one block's rows at a
+    # time keep the dense copy a block's size, not the record's.
+    A_sorted, y_sorted = A[order], y[order]
     for k in range(n_blocks):
         lo, hi = int(cuts[k]), int(cuts[k + 1])
         if hi == lo:
             continue
-        Ak, yk = A_sorted[lo:hi], y_sorted[lo:hi]
+        Ak, yk = A_sorted[lo:hi].toarray(), y_sorted[lo:hi]
         np.matmul(Ak.T, Ak, out=G[k])
         B[k] = Ak.T @ yk
         yy[k] = np.sum(yk ** 2, axis=0)
