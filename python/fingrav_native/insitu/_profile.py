@@ -107,78 +107,10 @@ def attribute_trace(
         ``to_host_relative`` keeps epoch times exact (int64); any other
         passes them through a float64 once (about 0.1 us of rounding, below
         the trace's microsecond timestamps).
-    margin : float, optional
-        Golden-execution bin margin in (0, 1); default: the paper's Table I
-        for each signature's median duration (5 % below 200 us, 2 % above),
-        the policy :func:`~fingrav_native.stitch_logs` and
-        :func:`~fingrav_native.profile` share.
-    min_executions : int
-        Signatures with fewer executions are listed in ``skipped``.
-    warmup_tolerance : float
-        Relative power difference from the loop's steady state below which
-        executions count as past the warm-up.
-    sensor : SensorModel or str, optional
-        What each log measures (a capture's own model by default; None:
-        instantaneous logs).
-    attribution : {"auto", "instant", "deconvolve"}
-        ``"auto"``: logs that average over more than a few microseconds are
-        deconvolved over the whole timeline
-        (:func:`~fingrav_native.method.fit_timeline`: every
-        signature's curve and the gaps' power at once, since a window in a
-        loop covers several kernels); ``"instant"``: each log is placed at
-        one instant (paper step 6).
-    device : int, optional
-        The trace's device the power logs belong to; needed when the trace
-        holds kernels of several devices.
-    bins : int
-        Curve bins asked per signature when deconvolving: the most a curve
-        gets; each gets fewer where its executions hold fewer than ten window
-        edges per bin. Coarse bins misfit a kernel whose power changes
-        within one (a GEMM's first microseconds as work fills the GPU), and
-        averaging windows hand that misfit to the short kernels beside it:
-        on a simulated loop under a 1 ms average, 8 bins left a 40 us
-        kernel 1.6 % low with no noise at all, 16 left 0.7 %.
-    align : {"auto", True, False}
-        Measure the logs' offset against the trace's kernels
-        (:func:`~fingrav_native.insitu.align_logs_to_trace`,
-        instantaneous logs; reported in ``TraceProfile.alignment``) and
-        correct it: ``"auto"`` when the logger's clock map is one-sided (it
-        lands on each log's publication, tens of microseconds late), True
-        always, False never (not even measured). The power's own lag
-        behind activity is fitted beside the offset (a first-order response,
-        profiled out), so it is not taken for one; a map from bracketed
-        reads is trusted and ``"auto"`` only reports the offset there, with
-        a warning where it lies beyond the map's own error bound (the
-        trace and the capture disagree on the clock). A map whose bound is
-        wider than the fine search (+-100 us: a tool's millisecond stamps, a
-        start and period given by hand) has offsets across its whole bound
-        searched, and ``"auto"`` applies one found inside it (the map's own
-        error, measured; an averaging sensor's too, whose trade with
-        ``delay_ns`` is microseconds against such a bound) and warns of one
-        beyond it. An averaging sensor's
-        logs (a window, a filter, a counter's intervals) are checked through
-        its forward model instead (``insitu._align_windows``: each log's
-        power regressed on each signature group's busy share of its
-        response, offsets of up to 250 ms searched coarse to fine): the
-        offset is reported and never applied (it trades with the model's
-        ``delay_ns``), with a :class:`ClockMismatchWarning` where its
-        interval lies beyond the map's bound, the trace's placement error and
-        the measurement's resolution (5 % of the window, at least 50 us),
-        and a note "offset unchecked" where the logs cannot determine it. The
-        measurement costs about what the rest of the attribution does,
-        whatever the trace's length: its regression has a bounded number of
-        columns (the eight busiest signatures, the rest pooled; fewer where
-        the logs are few, ``LogAlignment.pooled``).
-    max_power_w : float, optional
-        What the board can draw (its power limit, e.g. NVML's enforced limit
-        or the device's TDP): a kernel whose power exceeds it is a warning
-        (the sensor model is wrong, or the logs do not separate it).
-    energy_counter : EnergyCounter, optional
-        An energy counter's readings on the logs' clock (``logger_map``
-        maps them): the kernels and gaps are checked against it over the
-        trace (``TraceProfile.closure``; an
-        :class:`~fingrav_native.insitu.EnergyClosureWarning` when they
-        disagree). Default: the capture's counter, where it holds one.
+    margin, min_executions, warmup_tolerance, sensor, attribution, device, bins, align, max_power_w, energy_counter
+        The attribution's options, as the public entry
+        :func:`fingrav_native.profile_trace` documents them (one description
+        of each, where users read it).
 
     Returns
     -------
