@@ -32,21 +32,6 @@ WAIT_TIMEOUT_S = 20.0
 CHANNEL_SHARES = (1.0, 0.6, 0.25, 0.15)
 
 
-# Test files whose tests run the attribution engine's bootstrap or whole campaigns (seconds each): started first,
-# so that parallel workers (pytest-xdist hands tests out in collection order) share them out at the start and
-# finish together on the many short tests, instead of one worker running a long test alone at the end.
-HEAVY_FILES = ("method/test_engine.py", "method/test_phase.py", "insitu/test_insitu.py", "insitu/test_joint_overlap.py",
-               "insitu/test_window_offset.py", "insitu/test_energy_closure.py", "insitu/test_real_traces.py",
-               "insitu/test_rocprof.py", "files/test_kineto_stream.py", "test_wrong_types.py")
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Put the heavy files' tests first (a stable sort: every file keeps its own order)."""
-    def heavy(item: pytest.Item) -> bool:
-        return str(item.path).replace("\\", "/").endswith(HEAVY_FILES)
-    items.sort(key=lambda item: not heavy(item))
-
-
 # The marker expression of a plain `pytest` run (addopts in pyproject.toml).
 DEFAULT_MARKEXPR = "not slow and not optional"
 
