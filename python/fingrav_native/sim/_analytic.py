@@ -35,7 +35,7 @@ import numpy.typing as npt
 import scipy.signal
 
 from fingrav_native.records._layouts import make_executions
-from fingrav_native.records._log_layouts import ANALYTIC_LOG_DTYPE
+from fingrav_native.records._log_layouts import ANALYTIC_LOG_DTYPE as ANALYTIC_LOG_DTYPE  # re-exported on the sim face
 from fingrav_native.sensors._counter import counter_to_logs
 from fingrav_native.sensors._model import SensorModel
 
