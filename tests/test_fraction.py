@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import ast
 import math
-import os
 import re
 from typing import Any, Callable
 
@@ -22,8 +21,7 @@ from fingrav_native.app._cli_profile import _check_request
 from fingrav_native.backends import SimBackend
 from fingrav_native.method import find_ssp_executions, select_golden_runs
 from fingrav_native.sim import steady_state_index
-
-PACKAGE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "python", "fingrav_native")
+from package_sources import package_sources
 
 #: Entry points with a fraction argument, each called with the value under test (checked before any work).
 ENTRIES: dict[str, tuple[str, Callable[[Any], object]]] = {
@@ -66,14 +64,6 @@ def _open_interval_checks(tree: ast.AST) -> list[int]:
 
 
 def test_unclear_the_fraction_check_is_written_once() -> None:
-    found = {}
-    for root, _, files in os.walk(PACKAGE):
-        for name in files:
-            if name.endswith(".py"):
-                path = os.path.join(root, name)
-                with open(path, encoding="utf-8") as f:
-                    text = f.read()
-                lines = _open_interval_checks(ast.parse(text)) if re.search(r"\b0(\.0)? <", text) else []
-                if lines:
-                    found[os.path.relpath(path, PACKAGE)] = lines
+    found = {path: lines for path, text in package_sources().items()
+             if re.search(r"\b0(\.0)? <", text) and (lines := _open_interval_checks(ast.parse(text)))}
     assert list(found) == ["_checks.py"], found

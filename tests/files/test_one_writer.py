@@ -13,11 +13,9 @@ append-only log read back record by record) and a campaign's lock file.
 from __future__ import annotations
 
 import ast
-import os
 import re
 
-PACKAGE = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "python",
-                       "fingrav_native")
+from package_sources import package_sources
 
 #: Calls that put a file in place or make a temporary one: the atomic writer's own steps.
 _RENAMES = {("os", "replace"), ("os", "rename"), ("os", "renames"), ("shutil", "move"), ("tempfile", "mkstemp"),
@@ -52,14 +50,6 @@ def _writes(tree: ast.AST) -> list[str]:
 
 
 def test_data_loss_every_file_is_written_by_the_one_atomic_writer() -> None:
-    found = {}
-    for root, _, files in os.walk(PACKAGE):
-        for name in files:
-            if name.endswith(".py"):
-                path = os.path.join(root, name)
-                with open(path, encoding="utf-8") as f:
-                    text = f.read()
-                writes = _writes(ast.parse(text)) if _MAYBE.search(text) else []
-                if writes:
-                    found[os.path.relpath(path, PACKAGE)] = writes
+    found = {path: writes for path, text in package_sources().items()
+             if _MAYBE.search(text) and (writes := _writes(ast.parse(text)))}
     assert set(found) == {"_outputs.py"}, found

@@ -20,9 +20,8 @@ import fingrav_native as fg
 from fingrav_native.app import _campaign
 from fingrav_native.backends import SimBackend
 from fingrav_native.method import SensorResolutionWarning
+from package_sources import package_sources
 
-PACKAGE = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "python",
-                       "fingrav_native")
 SENSOR = "part-time-100ms"
 SSE_INDEX = 3
 
@@ -70,17 +69,6 @@ def test_silently_inconsistent_an_explicit_deconvolution_is_refused_by_both(monk
         _campaign_and_its_logs(monkeypatch, attribution="deconvolve")
 
 
-def _sources() -> dict[str, str]:
-    out = {}
-    for root, _, files in os.walk(PACKAGE):
-        for name in files:
-            if name.endswith(".py"):
-                path = os.path.join(root, name)
-                with open(path, encoding="utf-8") as f:
-                    out[os.path.relpath(path, PACKAGE)] = f.read()
-    return out
-
-
 def _attribution_literals(text: str) -> int:
     """How many ``Literal["auto", "instant", "deconvolve"]`` a module declares."""
     n = 0
@@ -93,7 +81,7 @@ def _attribution_literals(text: str) -> int:
 
 
 def test_unclear_the_attribution_literal_and_the_fallback_are_written_once() -> None:
-    sources = _sources()
+    sources = package_sources()
     literals = {path: n for path, text in sources.items() if "Literal" in text and "deconvolve" in text
                 and (n := _attribution_literals(text))}
     assert literals == {os.path.join("method", "_pipeline.py"): 1}, literals

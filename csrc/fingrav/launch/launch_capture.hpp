@@ -21,8 +21,9 @@
 // A drain writes only when something arrived (records, names, notes, drops)
 // or at close; a writer whose drain found nothing sleeps kIdlePeriodNs (or the
 // flush period, if longer) until a push wakes it, so an idle capture takes a
-// burst of brackets a second rather than every flush period. Each drain is one writev(2) to a file opened O_APPEND, so a killed process
-// keeps every drain that returned; fsync at most once a second and at close.
+// burst of brackets a second rather than every flush period. Each drain is one
+// writev(2) to a file opened O_APPEND, so a killed process keeps every drain
+// that returned; fsync at most once a second and at close.
 #pragma once
 
 #include <sys/uio.h>
@@ -52,7 +53,7 @@ inline constexpr char kJournalMagic[8] = {'F', 'G', 'J', 'R', 'N', 'L', '1', '\n
 inline constexpr std::int64_t kIdlePeriodNs = 1'000'000'000;
 
 // Bracket rows an idle capture holds in memory before it writes them anyway
-// (at the defaults, 8 every 100 ms: one write every 12.8 s).
+// (at the defaults, a burst of 8 each idle second: one write every 128 s).
 inline constexpr std::size_t kMaxHeldBracketRows = 1024;
 
 // The largest ring a capture accepts (records): 2^26 x 72 bytes is 4.5 GiB.
