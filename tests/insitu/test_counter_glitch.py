@@ -19,6 +19,7 @@ import pytest
 
 from fingrav_native import profile_trace
 from fingrav_native.app import simulate_training_loop
+from fingrav_native.app._trace import capture_counter
 from fingrav_native.insitu import EnergyClosureWarning
 from fingrav_native.insitu._closure_fit import closure_from, counter_of
 from fingrav_native.sensors import EnergyCounter
@@ -65,7 +66,7 @@ def _closed(profiled, steps):
     try:
         counted = (_counter(cap, steps), cmap)
     except ValueError as exc:
-        counted = counter_of(_Unreadable(exc), None, None)
+        counted = counter_of(capture_counter(_Unreadable(exc)), None)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         out = closure_from(tp, counted, cap.samples, None, np.ones(len(tp.trace.executions), dtype=bool))

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from typing import Any, Mapping, Optional, Union
 
 import numpy as np
 
 from fingrav_native._checks import file_path
+from fingrav_native._version import __version__
 from fingrav_native.clocks._maps import ClockMapLike
 from fingrav_native.files._capture import PowerCapture
 from fingrav_native.files._capture_read import load_capture
@@ -15,12 +17,14 @@ from fingrav_native.files._launches import LaunchLog
 from fingrav_native.files._power_logs import read_power_log
 from fingrav_native.files._rocprof import read_trace
 from fingrav_native.files._run_folder import is_run_folder, launch_capture, load_run_folder
+from fingrav_native.insitu._closure_fit import MappedCounter
 from fingrav_native.insitu._profile import attribute_trace as _attribute
 from fingrav_native.insitu._results import TraceProfile
-from fingrav_native.insitu._trace import KernelTrace
+from fingrav_native.insitu._trace import TRACE_CLOCKS, KernelTrace
 from fingrav_native.records._recording import Recording
+from fingrav_native.sensors._model import SensorModel
 
-__all__ = ["load_power", "profile_trace"]
+__all__ = ["CaptureInputs", "capture_counter", "capture_inputs", "load_power", "profile_trace"]
 
 
 def load_power(path: Union[str, "os.PathLike[str]"], *, device: Optional[int] = None, sensor: Any = None,
@@ -207,7 +211,7 @@ def profile_trace(trace: Union[str, "os.PathLike[str]", KernelTrace, LaunchLog],
         raise ValueError("samples: required (the power logs or PowerCapture taken beside the trace); only a "
                          "fingrav run folder brings its own")
     kt = trace if isinstance(trace, KernelTrace) else read_trace(file_path(trace, "trace"))
-    return _attribute(kt, samples, logger_map, **options)
+    return _attribute_logs(kt, samples, logger_map, options)
 
 
 def _recording_logs(recording: Recording, logger_map: Optional[ClockMapLike], options: dict[str, Any]) -> Any:
@@ -232,4 +236,126 @@ def _launch_profile(launches: LaunchLog, samples: Any, logger_map: Optional[Cloc
         raise ValueError("trace: the launch records hold no kernel execution; nothing to attribute")
     if isinstance(samples, PowerCapture) and logger_map is None:
         samples = launch_capture(samples, launches)
-    return _attribute(launches.to_trace(), samples, logger_map, **options)
+    return _attribute_logs(launches.to_trace(), samples, logger_map, options)
+
+
+def _attribute_logs(kt: KernelTrace, samples: Any, logger_map: Optional[ClockMapLike],
+                    options: dict[str, Any]) -> TraceProfile:
+    """Attribute the logs to ``kt``'s kernels, a capture first resolved into what the attribution reads."""
+    if isinstance(samples, PowerCapture):
+        given = options.get("energy_counter")
+        inputs = capture_inputs(samples, kt, logger_map, counter=given is None)
+        options = {**options, "sensor": inputs.sensor if options.get("sensor") is None else options["sensor"],
+                   "energy_counter": inputs.counter if given is None else given}
+        return _attribute(kt, inputs.samples, inputs.logger_map, **options)
+    if not isinstance(samples, np.ndarray):
+        raise ValueError("samples: expected a structured array with source_ts and power fields, or a PowerCapture")
+    return _attribute(kt, samples, logger_map, **options)
+
+
+@dataclass(frozen=True)
+class CaptureInputs:
+    """A capture as the attribution reads it (:func:`capture_inputs`).
+
+    Attributes
+    ----------
+    samples : numpy.ndarray
+        Its power logs.
+    logger_map : clock map
+        The logs' timestamps onto the trace's clock.
+    sensor : SensorModel, optional
+        What each log measures (None: instantaneous logs).
+    counter : MappedCounter, optional
+        Its energy counter with the map of the counter's own stamps onto the
+        trace's clock, or why the counter cannot be read; None: it holds none,
+        or it was not asked for.
+    """
+
+    samples: np.ndarray
+    logger_map: ClockMapLike
+    sensor: Optional[SensorModel]
+    counter: Optional[MappedCounter]
+
+
+def capture_inputs(capture: PowerCapture, trace: KernelTrace, logger_map: Optional[ClockMapLike] = None, *,
+                   counter: bool = True) -> CaptureInputs:
+    """A power capture resolved into the arrays and maps the in-situ attribution reads.
+
+    Parameters
+    ----------
+    capture : PowerCapture
+        The power recorded beside the application.
+    trace : KernelTrace
+        The application's kernels: their clock picks which of the capture's
+        bracketed host clocks the logs are mapped onto (CLOCK_REALTIME for
+        Kineto, CLOCK_BOOTTIME for rocprofv3 and rocpd, :data:`TRACE_CLOCKS`).
+    logger_map : clock map, optional
+        Maps the logs onto the trace's clock instead of the capture's own
+        brackets (no clock is then checked).
+    counter : bool
+        Read the capture's energy counter (False where one is given instead).
+
+    Returns
+    -------
+    CaptureInputs
+        The logs, their map, the capture's sensor and its counter.
+
+    Raises
+    ------
+    ValueError
+        Without ``logger_map``: a trace on a clock no capture brackets, or a
+        capture without brackets of the trace's clock (format version 1
+        brackets only CLOCK_REALTIME), saying what to record again.
+
+    Notes
+    -----
+    Paper Section IV-A places each power log by bracketed reads of the
+    clocks involved: the capture's brackets of the trace's own clock
+    (:meth:`~fingrav_native.files.PowerCapture.logger_map`). The counter
+    brings its own map (:func:`capture_counter`), fitted from its readings
+    where they are not on the logs' clock.
+    """
+    clock = TRACE_CLOCKS.get(trace.clock)
+    if logger_map is None:
+        if clock is None:
+            raise ValueError(f"trace: its kernels are on the {trace.clock} clock ({trace.source}), which a capture "
+                             "does not bracket; pass logger_map= mapping the logs onto that clock")
+        if clock not in capture.clocks:
+            made_by = capture.meta.get("fingrav_native_version", "an older version")
+            raise ValueError(f"samples: the trace's kernels are stamped on {clock} ({trace.source}), and this capture "
+                             f"brackets only {', '.join(capture.clocks)} (recorded by fingrav_native {made_by}), so "
+                             f"its logs cannot be placed on the trace. Record the power again with fingrav_native "
+                             f"{__version__} (PowerRecorder, fingrav_native.record), whose captures bracket "
+                             "CLOCK_REALTIME, CLOCK_BOOTTIME and CLOCK_MONOTONIC; or pass logger_map= mapping the "
+                             f"logs onto {clock}")
+        logger_map = capture.logger_map(clock=clock)
+    # The energy closure's counter (insitu/_closure.py), on the trace's clock as the logs are.
+    mapped = capture_counter(capture, clock or "CLOCK_REALTIME") if counter else None
+    return CaptureInputs(capture.samples, logger_map, capture.sensor, mapped)
+
+
+def capture_counter(capture: PowerCapture, clock: str = "CLOCK_REALTIME") -> Optional[MappedCounter]:
+    """A capture's energy counter with the map of its own stamps onto ``clock``, or why it cannot be read.
+
+    Parameters
+    ----------
+    capture : PowerCapture
+    clock : str
+        The host clock the trace stamps on (the counter lands on the logs' timeline).
+
+    Returns
+    -------
+    MappedCounter or None
+        None where the capture holds no counter. A counter that cannot be
+        read (a glitched reading refused by its own checks) gives the reason,
+        said to be the counter's so that it is not taken for the power logs:
+        the profile stands without its energy closure.
+    """
+    try:
+        got = capture.energy_counter(clock)
+    except ValueError as exc:
+        # The counter's readings are checked as samples of their own ("samples: total ..."): said to be the
+        # counter's, so that the message is not read as one about the power logs.
+        return MappedCounter(unreadable=f"the capture's energy counter (not its power logs) cannot be read: {exc}"
+                             + (" (the reading numbered there is the counter's)" if "at log" in str(exc) else ""))
+    return None if got is None else MappedCounter(got[0], got[1])

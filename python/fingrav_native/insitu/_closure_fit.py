@@ -478,33 +478,58 @@ def log_intervals(samples: np.ndarray, t_mid_ns: np.ndarray, model: Optional[Sen
     return t - 0.5 * w, t + 0.5 * w, p
 
 
-def counter_of(capture: Any, energy_counter: Optional[EnergyCounter], logger_map: Optional[ClockMapLike],
-               clock: str = "CLOCK_REALTIME") -> Union[None, str, tuple[EnergyCounter, ClockMapLike]]:
-    """The counter a profile closes against and the map of its timestamps: given, else the capture's; None: none;
-    a str: why the capture's counter cannot be read (the profile stands without the closure).
+@dataclass(frozen=True)
+class MappedCounter:
+    """An energy counter that brings its own clock map onto the trace's clock, or why it cannot be read.
 
-    ``clock``: the host clock the trace stamps on (a capture's counter is mapped onto it, as its logs are).
+    A capture's counter (:meth:`~fingrav_native.files.PowerCapture.energy_counter`) is mapped by the logs'
+    map where it shares their clock domain, else by a map fitted from its own readings: it cannot ride on
+    ``logger_map`` as a counter given beside arrays of logs does. Exactly one of ``counter`` (with
+    ``clock_map``) and ``unreadable`` is set; an unreadable counter leaves the profile standing without
+    its closure, the reason in its warnings (:mod:`fingrav_native.insitu._closure`).
 
-    A counter given with arrays of logs is on the logs' clock (``logger_map`` maps it); a capture's counter
-    brings its own map (:meth:`~fingrav_native.files.PowerCapture.energy_counter`).
+    Attributes
+    ----------
+    counter : EnergyCounter, optional
+        The counter's readings.
+    clock_map : clock map, optional
+        Its timestamps onto the trace's clock (``to_host``, ``error_bound_at``).
+    unreadable : str
+        Why the counter cannot be read ("" when it can).
     """
-    if energy_counter is not None:
-        if not isinstance(energy_counter, EnergyCounter):
-            raise ValueError(f"energy_counter: expected an EnergyCounter, got {type(energy_counter).__name__}")
-        if logger_map is None:
-            raise ValueError("energy_counter: its timestamps are mapped by logger_map, which is missing")
-        return energy_counter, logger_map
-    reader = getattr(capture, "energy_counter", None)
-    if isinstance(capture, np.ndarray) or not callable(reader):
+
+    counter: Optional[EnergyCounter] = None
+    clock_map: Optional[ClockMapLike] = None
+    unreadable: str = ""
+
+    def __post_init__(self) -> None:
+        if bool(self.unreadable) == (self.counter is not None) or (self.counter is None) != (self.clock_map is None):
+            raise ValueError("MappedCounter: give a counter with its clock_map, or the reason it is unreadable")
+        if self.counter is not None and not isinstance(self.counter, EnergyCounter):
+            raise ValueError(f"counter: expected an EnergyCounter, got {type(self.counter).__name__}")
+
+
+def counter_of(energy_counter: Union[EnergyCounter, MappedCounter, None], logger_map: Optional[ClockMapLike]
+               ) -> Union[None, str, tuple[EnergyCounter, ClockMapLike]]:
+    """The counter a profile closes against and the map of its timestamps; None: none; a str: why it cannot be
+    read (the profile stands without the closure).
+
+    An :class:`~fingrav_native.sensors.EnergyCounter` given with the logs is on the logs' clock (``logger_map``
+    maps it); a :class:`MappedCounter` (a capture's counter, resolved by :func:`fingrav_native.profile_trace`)
+    brings its own map or the reason it cannot be read.
+    """
+    if energy_counter is None:
         return None
-    try:
-        got = reader(clock)
-    except ValueError as exc:
-        # A glitched reading of the counter is checked as the counter's own samples ("samples: total ..."):
-        # said to be the counter's, so that it is not taken for the power logs, and the profile stands.
-        return (f"the capture's energy counter (not its power logs) cannot be read: {exc}"
-                + (" (the reading numbered there is the counter's)" if "at log" in str(exc) else ""))
-    return None if got is None else (got[0], got[1])
+    if isinstance(energy_counter, MappedCounter):
+        if energy_counter.unreadable:
+            return energy_counter.unreadable
+        assert energy_counter.counter is not None and energy_counter.clock_map is not None  # __post_init__
+        return energy_counter.counter, energy_counter.clock_map
+    if not isinstance(energy_counter, EnergyCounter):
+        raise ValueError(f"energy_counter: expected an EnergyCounter, got {type(energy_counter).__name__}")
+    if logger_map is None:
+        raise ValueError("energy_counter: its timestamps are mapped by logger_map, which is missing")
+    return energy_counter, logger_map
 
 
 def closure_from(tp: TraceProfile, counted: Union[None, str, tuple[EnergyCounter, ClockMapLike]],

@@ -14,8 +14,8 @@ in a module of its own: the placement and offset checks (``_placement``), the
 per-signature stitch and warm-up (``_signatures``), the instant or the joint
 attribution (``_instant_attribution``, ``_joint_attribution``) and the
 assembled result (``_summary``). The public entry is
-:func:`fingrav_native.profile_trace`, which reads the trace and calls
-:func:`attribute_trace`.
+:func:`fingrav_native.profile_trace`, which reads the trace, resolves a
+capture into arrays and maps, and calls :func:`attribute_trace`.
 """
 
 from __future__ import annotations
@@ -28,9 +28,8 @@ import numpy as np
 
 from fingrav_native._checks import choice, fraction, integer_in, positive_number, short_repr
 from fingrav_native._threads import numeric_threads
-from fingrav_native._version import __version__
 from fingrav_native.clocks._maps import ClockMapLike
-from fingrav_native.insitu._closure_fit import closure_from, counter_of
+from fingrav_native.insitu._closure_fit import MappedCounter, closure_from, counter_of
 from fingrav_native.insitu._concurrent import Spans, steady_spans
 from fingrav_native.insitu._instant_attribution import (
     Overlap,
@@ -50,7 +49,7 @@ from fingrav_native.insitu._summary import (
     trace_profile,
     trace_wide,
 )
-from fingrav_native.insitu._trace import TRACE_CLOCKS, KernelTrace
+from fingrav_native.insitu._trace import KernelTrace
 from fingrav_native.method._deconvolve import declared_windows, logs_with_windows, needs_deconvolution
 from fingrav_native.method._pipeline import ATTRIBUTIONS, Attribution
 from fingrav_native.records._layouts import validate_executions, validate_samples
@@ -65,7 +64,7 @@ _RESOLUTION_NS = 10_000.0
 @numeric_threads()
 def attribute_trace(
     trace: Union[str, os.PathLike[str], KernelTrace],
-    samples: Any,
+    samples: np.ndarray,
     logger_map: Optional[ClockMapLike] = None,
     *,
     margin: Optional[float] = None,
@@ -77,7 +76,7 @@ def attribute_trace(
     bins: int = 32,
     align: Union[bool, Literal["auto"]] = "auto",
     max_power_w: Optional[float] = None,
-    energy_counter: Optional[EnergyCounter] = None,
+    energy_counter: Union[EnergyCounter, MappedCounter, None] = None,
 ) -> TraceProfile:
     """Per-kernel power and energy of a running application, from its profiler trace and power logs.
 
@@ -90,24 +89,26 @@ def attribute_trace(
         database: :func:`~fingrav_native.files.read_rocprof_kernel_trace`),
         or the executions already read (an EXECUTION_DTYPE array with a
         name per execution: :meth:`KernelTrace.from_executions`).
-    samples : numpy.ndarray or PowerCapture
+    samples : numpy.ndarray
         Power logs taken while the application ran (SAMPLE_DTYPE-compatible:
-        ``source_ts`` in the logger's clock, one field per channel), or a
-        :class:`~fingrav_native.files.PowerCapture` (its logs, its
-        clock map onto the trace's clock and its sensor). The trace's
-        clock picks which of the capture's bracketed host clocks the logs
-        are mapped onto: CLOCK_REALTIME for Kineto, CLOCK_BOOTTIME for
-        rocprofv3 and rocpd; a capture that does not bracket it (one
-        recorded before format version 2, for a rocprofv3 trace) is refused.
-    logger_map : clock map, optional
+        ``source_ts`` in the logger's clock, one field per channel). A
+        :class:`~fingrav_native.files.PowerCapture` is refused here:
+        :func:`fingrav_native.profile_trace` resolves it into its logs, their
+        map onto the trace's clock, its sensor and its counter
+        (``fingrav_native.app._trace.capture_inputs``), so that this layer
+        reads arrays only.
+    logger_map : clock map
         ``to_host`` maps ``source_ts`` onto the trace's clock (Unix-epoch ns
         for Kineto, CLOCK_BOOTTIME ns for rocprofv3), ``error_bound_at`` its
-        error there. Required with an
-        array of samples; a capture brings its own. A map with
-        ``to_host_relative`` keeps epoch times exact (int64); any other
-        passes them through a float64 once (about 0.1 us of rounding, below
-        the trace's microsecond timestamps).
-    margin, min_executions, warmup_tolerance, sensor, attribution, device, bins, align, max_power_w, energy_counter
+        error there. A map with ``to_host_relative`` keeps epoch times exact
+        (int64); any other passes them through a float64 once (about 0.1 us
+        of rounding, below the trace's microsecond timestamps).
+    energy_counter : EnergyCounter or MappedCounter, optional
+        An :class:`~fingrav_native.sensors.EnergyCounter` on the logs' clock
+        (``logger_map`` maps it), or a
+        :class:`~fingrav_native.insitu._closure_fit.MappedCounter`: a
+        capture's counter with its own map, or why it cannot be read.
+    margin, min_executions, warmup_tolerance, sensor, attribution, device, bins, align, max_power_w
         The attribution's options, as the public entry
         :func:`fingrav_native.profile_trace` documents them (one description
         of each, where users read it).
@@ -160,10 +161,8 @@ def attribute_trace(
     device = None if device is None else integer_in(device, "device", 0)
     kt, trace_notes = _checked_trace(trace)
     zero = _zero_duration_on(trace, kt, device)
-    capture = samples
-    samples, logger_map, model = _from_capture(samples, logger_map, model, kt)
     # The energy closure's counter (insitu/_closure.py), on the trace's clock as the logs are.
-    counted = counter_of(capture, energy_counter, logger_map, TRACE_CLOCKS.get(kt.clock) or "CLOCK_REALTIME")
+    counted = counter_of(energy_counter, logger_map)
     _check_logs(samples, logger_map, align, attribution, bins, max_power_w)
     assert logger_map is not None  # _check_logs refused a missing one
     samples, model = _windowed(samples, model)
@@ -254,41 +253,16 @@ def _check_options(margin: Optional[float], min_executions: int, warmup_toleranc
     fraction(warmup_tolerance, "warmup_tolerance")
 
 
-def _from_capture(samples: Any, logger_map: Optional[ClockMapLike], sensor: Optional[SensorModel],
-                  kt: KernelTrace) -> tuple[Any, Optional[ClockMapLike], Optional[SensorModel]]:
-    """A PowerCapture's logs, clock map onto the trace's clock (unless given) and sensor (unless given).
-
-    The trace's clock picks the capture's brackets: CLOCK_REALTIME for
-    Kineto, CLOCK_BOOTTIME for rocprofv3 and rocpd (:data:`TRACE_CLOCKS`).
-    A capture without brackets of that clock (format version 1 brackets
-    only CLOCK_REALTIME) is refused, saying what to record again. Plain
-    samples pass through.
-    """
-    if isinstance(samples, np.ndarray) or not (hasattr(samples, "logger_map") and hasattr(samples, "samples")):
-        return samples, logger_map, sensor
-    capture = samples
-    if logger_map is None:
-        clock = TRACE_CLOCKS.get(kt.clock)
-        if clock is None:
-            raise ValueError(f"trace: its kernels are on the {kt.clock} clock ({kt.source}), which a capture does "
-                             "not bracket; pass logger_map= mapping the logs onto that clock")
-        clocks = tuple(getattr(capture, "clocks", ("CLOCK_REALTIME",)))
-        if clock not in clocks:
-            made_by = capture.meta.get("fingrav_native_version", "an older version")
-            raise ValueError(f"samples: the trace's kernels are stamped on {clock} ({kt.source}), and this capture "
-                             f"brackets only {', '.join(clocks)} (recorded by fingrav_native {made_by}), so its logs "
-                             f"cannot be placed on the trace. Record the power again with fingrav_native "
-                             f"{__version__} (PowerRecorder, fingrav_native.record), whose captures bracket "
-                             "CLOCK_REALTIME, CLOCK_BOOTTIME and CLOCK_MONOTONIC; or pass logger_map= mapping the "
-                             f"logs onto {clock}")
-        logger_map = capture.logger_map(clock=clock)
-    return capture.samples, logger_map, as_sensor(capture.sensor, "samples.sensor") if sensor is None else sensor
-
-
 def _check_logs(samples: Any, logger_map: Optional[ClockMapLike], align: object, attribution: str,
                 bins: int, max_power_w: Optional[float]) -> None:
     """The logs, their clock map and how they are to be attributed, each named when it is wrong."""
-    if not isinstance(samples, np.ndarray) or samples.dtype.names is None or "source_ts" not in samples.dtype.names:
+    if not isinstance(samples, np.ndarray):
+        # A capture is picked apart above this layer (its logs, their map onto the trace's clock, its sensor
+        # and its counter: fingrav_native.app._trace.capture_inputs), so that this one reads arrays only.
+        raise ValueError(f"samples: expected a structured array with source_ts and power fields, not a "
+                         f"{type(samples).__name__}; a PowerCapture is resolved into its logs, clock map, sensor "
+                         "and counter by fingrav_native.profile_trace")
+    if samples.dtype.names is None or "source_ts" not in samples.dtype.names:
         raise ValueError("samples: expected a structured array with source_ts and power fields, or a PowerCapture")
     # Every log, before any is attributed: one absurd value (a flipped exponent) would poison every kernel
     # whose window it falls in, and the per-signature checks see only the logs inside their kernels.
