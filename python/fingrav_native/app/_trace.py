@@ -350,6 +350,12 @@ def capture_counter(capture: PowerCapture, clock: str = "CLOCK_REALTIME") -> Opt
         read (a glitched reading refused by its own checks) gives the reason,
         said to be the counter's so that it is not taken for the power logs:
         the profile stands without its energy closure.
+
+    Notes
+    -----
+    The counter lands on the logs' timeline by bracketed reads of the clocks
+    involved, as each log does (paper Section IV-A); what the closure then
+    compares is in :mod:`fingrav_native.insitu._closure`.
     """
     try:
         got = capture.energy_counter(clock)
