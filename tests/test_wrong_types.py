@@ -406,7 +406,7 @@ class FX:
     @functools.cached_property
     def characterisation_path(self) -> str:
         t, p, on = self.char_logs
-        return fg.characterize_logs(t, p, on, split_check=False).save(os.path.join(self.tmp, "s.json"))
+        return fg.save(fg.characterize_logs(t, p, on, split_check=False), os.path.join(self.tmp, "s.json"))
 
     @functools.cached_property
     def sim_run(self) -> sim.RunResult:
@@ -743,6 +743,10 @@ def _entries() -> list[Entry]:
         Entry("files.load_capture", files.load_capture, lambda: {"path": F.capture_path}, {"path": PATH}),
         Entry("files.load_characterisation", files.load_characterisation, lambda: {"path": F.characterisation_path},
               {"path": PATH}),
+        Entry("files.save_characterisation", files.save_characterisation,
+              lambda: {"characterisation": files.load_characterisation(F.characterisation_path),
+                       "path": os.path.join(F.tmp, "sc.json")},
+              {"characterisation": obj(fg.Characterisation), "path": PATH}),
         Entry("files.read_trace", files.read_trace, lambda: {"trace": F.trace_path}, {"trace": PATH}),
         Entry("files.read_launches", files.read_launches, lambda: {"path": LAUNCH_JOURNAL}, {"path": PATH}),
         Entry("files.read_power_log", files.read_power_log, lambda: {"path": F.power_log_path, "tz": "UTC"},

@@ -51,7 +51,6 @@ if TYPE_CHECKING:
         SymbolNotFoundError,
     )
     from fingrav_native._errors import FingravError, FingravWarning
-    from fingrav_native._outputs import OutputFolderMissingError, OutputNotWritableError, OutputPathError
     from fingrav_native._version import __version__
     from fingrav_native.app._characterize import characterize
     from fingrav_native.app._child import CommandNotRunnableError
@@ -66,6 +65,7 @@ if TYPE_CHECKING:
     from fingrav_native.files._io import RecordingFormatError, load, save
     from fingrav_native.files._journal import RecoveredCaptureWarning
     from fingrav_native.files._launches import LaunchFormatError
+    from fingrav_native.files._outputs import OutputFolderMissingError, OutputNotWritableError, OutputPathError
     from fingrav_native.files._power_logs import PowerLogFormatError
     from fingrav_native.files._profiles import ProfileFormatError
     from fingrav_native.files._trace import export_trace
@@ -96,9 +96,9 @@ _WHERE = {
     # The root (the compiled core imports it to create its errors under it: fingrav_native/_errors.py).
     "FingravError": "fingrav_native._errors",
     "FingravWarning": "fingrav_native._errors",
-    "OutputFolderMissingError": "fingrav_native._outputs",
-    "OutputNotWritableError": "fingrav_native._outputs",
-    "OutputPathError": "fingrav_native._outputs",
+    "OutputFolderMissingError": "fingrav_native.files._outputs",
+    "OutputNotWritableError": "fingrav_native.files._outputs",
+    "OutputPathError": "fingrav_native.files._outputs",
     "LibraryNotFoundError": "fingrav_native._core",
     "SAMPLE_DTYPE": "fingrav_native._core",
     "SamplerError": "fingrav_native._core",

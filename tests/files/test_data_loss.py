@@ -86,7 +86,7 @@ def files(tmp_path_factory):
     out = {"capture": _capture().save(str(d / "power.npz")),
            "recording": fg.save(fg.Recording.from_run(rec, backend.capabilities, role="campaign"),
                                 str(d / "rec.npz")),
-           "characterisation": _characterisation().save(str(d / "sensor.json")),
+           "characterisation": fg.save(_characterisation(), str(d / "sensor.json")),
            "kineto": _kineto(str(d / "trace.json")),
            "rocprof": write_rocprof_trace(str(d / "x_kernel_trace.csv"), ["gemm"], [[1, 1, 1]], [[64, 1, 1]],
                                           [100], [200]),
@@ -140,7 +140,7 @@ def test_data_loss_a_characterisation_save_never_replaces_a_measured_capture(fil
     copy.write_bytes(_bytes(files["capture"]))
     before = copy.read_bytes()
     with pytest.raises(OutputPathError, match="power capture"):
-        _characterisation().save(copy)
+        fg.save(_characterisation(), copy)
     assert copy.read_bytes() == before
 
 
@@ -221,8 +221,8 @@ def test_data_loss_a_write_cut_short_leaves_the_previous_file_whole(writer, tmp_
         n = 1 if small else 50
         if writer == "characterisation":
             c = _characterisation()
-            return (c if small else type(c)(c.sensor, c.period, c.step, c.quantum, c.device, "x" * 20_000)).save(
-                target)
+            return fg.save(c if small else type(c)(c.sensor, c.period, c.step, c.quantum, c.device, "x" * 20_000),
+                           target)
         if writer == "kineto":
             return write_kineto_trace(target, big[:n], [[1, 1, 1]] * n, [[1, 1, 1]] * n, start[:n], start[:n] + 5,
                                       base_time_ns=0)
@@ -245,7 +245,7 @@ def test_data_loss_outputs_have_the_permissions_open_gives_not_owner_only(files,
     try:
         written = [_capture().save(str(tmp_path / "p.npz")),
                    fg.save(fg.load(files["recording"]), str(tmp_path / "r.npz")),
-                   _characterisation().save(str(tmp_path / "s.json")),
+                   fg.save(_characterisation(), str(tmp_path / "s.json")),
                    _outputs.write_json(str(tmp_path / "t.json"), {"a": 1})]
     finally:
         os.umask(old)
@@ -254,7 +254,7 @@ def test_data_loss_outputs_have_the_permissions_open_gives_not_owner_only(files,
 
 def test_silently_wrong_a_characterisation_is_strict_json_and_reads_nan_back(tmp_path):
     c = _characterisation(uncertainty_ns=float("nan"))
-    path = c.save(tmp_path / "sensor.json")
+    path = fg.save(c, tmp_path / "sensor.json")
     doc = _strict(_text(path))
     assert doc["period"]["uncertainty_ns"] is None  # null: not determined
     back = load_characterisation(path)
@@ -278,7 +278,7 @@ def test_data_loss_a_renamed_profile_is_never_replaced_by_another_kind(tmp_path)
     with zipfile.ZipFile(saved, "w") as zf:
         zf.writestr("fingrav.json", "{}")
     with pytest.raises(OutputPathError, match="saved profile"):
-        _characterisation().save(saved)
+        fg.save(_characterisation(), saved)
     assert _outputs.file_kind(saved) == "profile"
 
 

@@ -1,11 +1,11 @@
-"""Every file the package writes goes through one writer: written beside, flushed, renamed (``_outputs.py``).
+"""Every file the package writes goes through one writer: written beside, flushed, renamed (``files/_outputs.py``).
 
 A second writer is where a half-written file comes back: a ``open(path,
 "w")`` cut short by a full disk leaves a truncated profile under its name,
 and a rename without the flush before it leaves an empty one after a power
 cut. So the rename, the temporary file and every open for writing live in
-``_outputs.py`` alone (``files/_outputs.py`` is its face for the file
-formats). Two files are not written whole, by design, and are opened with
+``files/_outputs.py`` alone, and every value type is written by
+``fingrav_native.save`` through it (none writes itself). Two files are not written whole, by design, and are opened with
 ``os.open`` flags this test does not look for: the recorder's journal (an
 append-only log read back record by record) and a campaign's lock file.
 """
@@ -52,4 +52,4 @@ def _writes(tree: ast.AST) -> list[str]:
 def test_data_loss_every_file_is_written_by_the_one_atomic_writer() -> None:
     found = {path: writes for path, text in package_sources().items()
              if _MAYBE.search(text) and (writes := _writes(ast.parse(text)))}
-    assert set(found) == {"_outputs.py"}, found
+    assert set(found) == {"files/_outputs.py"}, found

@@ -36,6 +36,7 @@ from fingrav_native.files import (
     load_characterisation,
     load_profile,
     read_manifest,
+    save_characterisation,
     save_profile,
     write_manifest,
     write_run,
@@ -325,7 +326,7 @@ numbers = st.floats(allow_nan=True, allow_infinity=True)
 def test_every_characterisation_saved_loads_back(sensor, period, step, quantum, device, notes):
     c = Characterisation(sensor=sensor, period=period, step=step, quantum=quantum, device=device, notes=notes)
     with tempfile.TemporaryDirectory() as folder:
-        path = c.save(os.path.join(folder, "s.json"))
+        path = save_characterisation(c, os.path.join(folder, "s.json"))
         back = load_characterisation(path)
     assert same(as_json(back.as_dict()), as_json(c.as_dict()))
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from fingrav_native import stitch_logs
-from fingrav_native.files import load_characterisation, load_profile, save_profile
+from fingrav_native.files import load_characterisation, load_profile, save_characterisation, save_profile
 from fingrav_native.method import SensorResolutionWarning, deconvolve, needs_deconvolution, runs_needed
 from fingrav_native.sensors import (
     SENSOR_PRESETS,
@@ -311,7 +311,7 @@ def test_counter_quantum_and_file_round_trip(tmp_path):
     assert math.isnan(counter_resolution([1.0, 1.0]))
     c = Characterisation(sensor_preset("amd-1ms-average"), estimate_period(np.arange(10) * 1e6), None,
                          0.0, "test", "synthetic")
-    path = c.save(tmp_path / "s.json")
+    path = save_characterisation(c, tmp_path / "s.json")
     assert load_characterisation(path) == c
     (tmp_path / "bad.json").write_text('{"format": "other"}')
     with pytest.raises(ValueError, match="bad.json.*not a fingrav sensor"):

@@ -22,7 +22,7 @@ from fingrav_native.app._plot import plot_sync_error
 from fingrav_native.app._sync import sync_report
 from fingrav_native.backends._devices import format_reports, list_backends
 from fingrav_native.backends._registry import DEVICES
-from fingrav_native.files._characterisation import read_logs_csv
+from fingrav_native.files._characterisation import read_logs_csv, save_characterisation
 from fingrav_native.files._outputs import check_output_path, strict_json, write_atomically
 from fingrav_native.sensors._from_logs import characterize_logs
 
@@ -134,7 +134,7 @@ def characterize_command(args: argparse.Namespace) -> int:
         c = characterize(backend, kernel, light, runs=args.runs, cycles=args.cycles,
                          half_period_ns=None if args.half_period_ms is None else args.half_period_ms * 1e6)
     if args.out is not None:
-        c.save(args.out)
+        save_characterisation(c, args.out)
     if args.json:
         print(json.dumps(strict_json(c.as_dict()), indent=2, allow_nan=False))
         return EXIT_OK

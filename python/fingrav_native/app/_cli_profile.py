@@ -8,7 +8,6 @@ import sys
 from typing import Any, Callable, cast
 
 from fingrav_native._checks import fraction
-from fingrav_native._outputs import COMMAND_FORMAT
 from fingrav_native.app._cli_common import (
     EXIT_INTERRUPTED,
     EXIT_OK,
@@ -33,7 +32,7 @@ from fingrav_native.files._campaign import (
     tag_nonfinite,
 )
 from fingrav_native.files._campaign_lock import in_use, lock_campaign, lock_holder
-from fingrav_native.files._outputs import check_output_path, write_json
+from fingrav_native.files._outputs import COMMAND_FORMAT, check_output_path, write_json
 from fingrav_native.files._trace import export_trace
 from fingrav_native.method._phase_modes import PHASES
 from fingrav_native.method._results import Profile

@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     )
     from fingrav_native.files._capture_counter import CapturedCounter
     from fingrav_native.files._capture_read import load_capture
-    from fingrav_native.files._characterisation import load_characterisation
+    from fingrav_native.files._characterisation import load_characterisation, save_characterisation
     from fingrav_native.files._journal import RecoveredCaptureWarning
     from fingrav_native.files._kineto import read_kineto_trace, write_kineto_trace
     from fingrav_native.files._launches import LAUNCHES_FORMAT, LaunchFormatError, LaunchLog, read_launches
@@ -98,6 +98,7 @@ _WHERE = {
     "load_campaign_runs": "_campaign",
     "load_capture": "_capture_read",
     "load_characterisation": "_characterisation",
+    "save_characterisation": "_characterisation",
     "load_profile": "_profiles",
     "lock_campaign": "_campaign_lock",
     "node_trace_events": "_trace",

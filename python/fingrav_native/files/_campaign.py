@@ -64,13 +64,13 @@ from fingrav_native._core import SAMPLE_DTYPE
 from fingrav_native._errors import FingravError
 
 # The folder's names are kept with the guard that spares them; the rest of the package reads them from here.
-from fingrav_native._outputs import CAMPAIGN_FILE as CAMPAIGN_FILE
-from fingrav_native._outputs import COMMAND_FILE as COMMAND_FILE
-from fingrav_native._outputs import LOCK_FILE as LOCK_FILE
-from fingrav_native._outputs import PROFILE_FILE as PROFILE_FILE
-from fingrav_native._outputs import RUN_NAME as RUN_NAME
-from fingrav_native._outputs import RUNS_DIR as RUNS_DIR
-from fingrav_native._outputs import atomic_output, write_json
+from fingrav_native.files._outputs import CAMPAIGN_FILE as CAMPAIGN_FILE
+from fingrav_native.files._outputs import COMMAND_FILE as COMMAND_FILE
+from fingrav_native.files._outputs import LOCK_FILE as LOCK_FILE
+from fingrav_native.files._outputs import PROFILE_FILE as PROFILE_FILE
+from fingrav_native.files._outputs import RUN_NAME as RUN_NAME
+from fingrav_native.files._outputs import RUNS_DIR as RUNS_DIR
+from fingrav_native.files._outputs import atomic_output, write_json
 from fingrav_native.files._safe import MAX_JSON_DEPTH, ZIP_ERRORS, file_problem, json_too_deep, loads_json, read_file
 from fingrav_native.records._layouts import MARKER_RECORD_DTYPE
 from fingrav_native.records._recording import Capabilities, Recording, RunRecord

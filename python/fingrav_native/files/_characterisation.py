@@ -11,12 +11,13 @@ from typing import Any, Union
 
 import numpy as np
 
+from fingrav_native.files._outputs import check_output_path, write_json
 from fingrav_native.files._safe import MAX_JSON_BYTES, loads_json, read_file
 from fingrav_native.sensors._characterize import Characterisation, PeriodEstimate
 from fingrav_native.sensors._model import SensorModel
 from fingrav_native.sensors._response_fit import StepFit
 
-#: How a characterisation file writes the numbers strict JSON has no form for (``Characterisation.save``).
+#: How a characterisation file writes the numbers strict JSON has no form for (:func:`save_characterisation`).
 _NON_FINITE: dict[Any, float] = {None: math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
 
 
@@ -32,8 +33,48 @@ def _undetermined(fields: Any) -> Any:
     return {k: _number(v) for k, v in fields.items()} if isinstance(fields, dict) else fields
 
 
+def save_characterisation(characterisation: Characterisation, path: Union[str, "os.PathLike[str]"]) -> str:
+    """Write a sensor characterisation as strict JSON; returns the path.
+
+    Parameters
+    ----------
+    characterisation : Characterisation
+        What :func:`~fingrav_native.characterize` or
+        :func:`~fingrav_native.characterize_logs` measured.
+    path : str or os.PathLike
+        Checked first by the package's output guard
+        (:func:`~fingrav_native.files.check_output_path`): a saved
+        characterisation may be replaced, never a capture, a profile, a trace
+        or any other measured or saved file of another kind.
+
+    Returns
+    -------
+    str
+        The path written.
+
+    Raises
+    ------
+    ValueError
+        ``characterisation`` is not a Characterisation, or ``path`` names what
+        may not be replaced (the guard's message).
+
+    Notes
+    -----
+    The sensor model of paper Section III (what each log measures), kept so
+    later profiles read it (``--sensor FILE``). A standard error or fit value
+    that is not determined (NaN) is written as ``null``, an infinite one as
+    ``"Infinity"`` or ``"-Infinity"``; :func:`load_characterisation` reads
+    both back as the float. Written beside ``path`` and renamed, so a write
+    cut short (a full disk) leaves the previous file whole.
+    """
+    if not isinstance(characterisation, Characterisation):
+        raise ValueError(f"characterisation: expected a Characterisation, got {type(characterisation).__name__}")
+    p = check_output_path(path, "path", writes="characterisation")
+    return write_json(p, characterisation.as_dict(), indent=2, infinities=True)
+
+
 def load_characterisation(path: Union[str, "os.PathLike[str]"]) -> Characterisation:
-    """Read a characterisation file written by :meth:`Characterisation.save`.
+    """Read a characterisation file written by :func:`save_characterisation`.
 
     Parameters
     ----------

@@ -19,7 +19,7 @@ import numpy as np
 from fingrav_native._errors import FingravError
 from fingrav_native.files._capture import PowerCapture
 from fingrav_native.files._capture_read import load_capture
-from fingrav_native.files._characterisation import load_characterisation
+from fingrav_native.files._characterisation import load_characterisation, save_characterisation
 from fingrav_native.files._journal import JOURNAL_MAGIC, journal_path
 from fingrav_native.files._outputs import check_output_path, json_problem, json_scalar
 from fingrav_native.files._profiles import ProfileFormatError, load_profile, save_profile
@@ -192,7 +192,7 @@ def save(obj: Any, path: PathLike) -> str:
     if isinstance(obj, PowerCapture):
         return obj.save(_path(path))
     if isinstance(obj, Characterisation):
-        return obj.save(_path(path))
+        return save_characterisation(obj, _path(path))
     raise ValueError(f"obj: cannot save a {type(obj).__name__}; save takes a Profile, InterleavedProfile, "
                      "NodeProfile, TraceProfile, Recording, PowerCapture or Characterisation")
 

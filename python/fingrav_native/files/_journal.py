@@ -35,8 +35,8 @@ from typing import Any, Callable, Optional
 
 import numpy as np
 
-from fingrav_native import _outputs
 from fingrav_native._errors import FingravWarning
+from fingrav_native.files import _outputs
 from fingrav_native.files._safe import loads_json, read_npy
 
 __all__ = ["FRAME", "JOURNAL_MAGIC", "MAX_RECORD_BYTES", "JOURNAL_SUFFIX", "Journal", "JournalContents", "RecoveredCaptureWarning",

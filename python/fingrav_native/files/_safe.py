@@ -50,7 +50,7 @@ from typing import Any, Callable, Optional
 import numpy as np
 
 from fingrav_native._checks import short_repr
-from fingrav_native._outputs import atomic_output
+from fingrav_native.files._outputs import atomic_output
 
 __all__ = [
     "DEFLATE_MAX_RATIO",
@@ -399,7 +399,7 @@ def save_npz_atomically(path: str, arrays: dict[str, np.ndarray], kind: str) -> 
     """Write ``arrays`` as an ``.npz`` at ``path`` through the package's one writer; return ``path``.
 
     Written beside ``path``, flushed to disk and renamed over it
-    (:func:`fingrav_native._outputs.atomic_output`): a crash or a full disk
+    (:func:`fingrav_native.files._outputs.atomic_output`): a crash or a full disk
     never leaves half a file under that name, nor spoils the previous one;
     the file gets a plain file's permissions. ``kind`` names what is written
     (``"capture"``, ``"recording"``).

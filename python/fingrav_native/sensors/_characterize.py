@@ -21,9 +21,8 @@ counter's resolution from the smallest step of its value.
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import dataclass
-from typing import Any, Optional, Union
+from typing import Any, Optional
 
 import numpy as np
 import numpy.typing as npt
@@ -32,7 +31,6 @@ import scipy.signal
 import scipy.stats
 
 from fingrav_native._checks import finite_array, integer_in
-from fingrav_native._outputs import check_output_path, write_json
 from fingrav_native.sensors._model import SensorModel
 from fingrav_native.sensors._response_fit import StepFit
 
@@ -289,27 +287,10 @@ class Characterisation:
                 "period": vars(self.period), "step": None if self.step is None else vars(self.step),
                 "quantum": self.quantum, "device": self.device, "notes": self.notes}
 
-    def save(self, path: Union[str, "os.PathLike[str]"]) -> str:
-        """Write the characterisation as strict JSON; returns the path.
-
-        Parameters
-        ----------
-        path : str or os.PathLike
-            Checked first by the package's output guard
-            (:func:`fingrav_native._outputs.check_output_path`): a saved
-            characterisation may be replaced, never a capture, a profile, a
-            trace or any other measured or saved file of another kind.
-
-        Returns
-        -------
-        str
-
-        Notes
-        -----
-        A standard error or fit value that is not determined (NaN) is written
-        as ``null``, an infinite one as ``"Infinity"`` or ``"-Infinity"``;
-        :func:`~fingrav_native.load` reads both back as the float. Written beside ``path`` and renamed, so a write cut
-        short (a full disk) leaves the previous file whole.
-        """
-        p = check_output_path(path, "path", writes="characterisation")
-        return write_json(p, self.as_dict(), indent=2, infinities=True)
+    def __getattr__(self, name: str) -> Any:
+        # A value type below the files layer writes no file: the one writer is files/'s
+        # (fingrav_native.save), so a call of the save method other value types lack is pointed there.
+        if name == "save":
+            raise AttributeError("Characterisation has no save method: write it with "
+                                 "fingrav_native.save(characterisation, path)")
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
