@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import warnings
 
 import numpy as np
@@ -13,6 +14,7 @@ from fingrav_native.insitu import ClockMismatchWarning
 from fingrav_native.method import deconvolve, fit_timeline
 from fingrav_native.sensors import SensorModel
 from fingrav_native.sim import DURATION_NS, Identity, logged_loop, simulate_runs
+from sim_captures import shared_loop
 
 AVG_1MS = SensorModel("avg-1ms", "window", period_ns=1e6, window_ns=1e6)
 
@@ -109,8 +111,10 @@ def test_bins_follow_the_window_edges_the_logs_hold() -> None:
     assert np.all(dec["total"].curve >= 0) and dec["total"].energy_j >= 0
 
 
+@functools.lru_cache(maxsize=4)
 def _loop_profile(sensor: SensorModel, seed: int, iterations: int = 1024) -> tuple[object, object]:
-    loop = logged_loop(sensor, seed=seed, iterations=iterations)
+    # Profiled once per test process: several tests read the same profile (none changes it).
+    loop = shared_loop(sensor, seed, iterations)
     tp = fg.profile_trace(loop.trace, loop.samples, Identity(), sensor=sensor, max_power_w=loop.max_power_w)
     return loop, tp
 
@@ -139,9 +143,8 @@ def test_in_situ_part_time_sensor_says_what_it_cannot_separate() -> None:
 
 def test_in_situ_declared_windows_take_the_joint_fit() -> None:
     # Logs that declare their window (window_ns) and no SensorModel: the same answer as with the model.
-    loop = logged_loop(AVG_1MS, seed=23, iterations=1024)
-    by_model = fg.profile_trace(loop.trace, loop.samples, Identity(), sensor=AVG_1MS)
-    by_field = fg.profile_trace(loop.trace, loop.samples, Identity())
+    loop, by_model = _loop_profile(AVG_1MS, seed=21)
+    by_field = fg.profile_trace(loop.trace, loop.samples, Identity(), max_power_w=loop.max_power_w)
     assert by_field.profiles[0].deconvolution is not None
     np.testing.assert_allclose(by_field.kernels["energy_j"], by_model.kernels["energy_j"], rtol=0.005)
 

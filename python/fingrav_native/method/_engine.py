@@ -132,6 +132,10 @@ class _Variant:
     R: np.ndarray  # the smoothing penalty, already relative (multiplied by lam)
     F: np.ndarray  # everything fixed: prior, pins, ridge, the drift's zeroing
     lower: np.ndarray
+    # The variant "without the drift" is its drift twin (the variant before it) with a ridge added to the last
+    # columns only: its Cholesky factor is the twin's with the trailing block refactored (:func:`_twin_factor`).
+    n_col: int = 0
+    ridge: float = 0.0
 
 
 def _without(F: np.ndarray, gone: np.ndarray) -> np.ndarray:
@@ -170,7 +174,7 @@ def _variants(designs: Sequence[Design], rows: Sequence[Rows], stats: Sequence[_
         if P > d.n_col:
             F0 = F.copy(order="F")
             F0[np.arange(d.n_col, P), np.arange(d.n_col, P)] += _NO_DRIFT * scale
-            out.append(_Variant(i, False, d.name, R, F0, lower))
+            out.append(_Variant(i, False, d.name, R, F0, lower, d.n_col, _NO_DRIFT * scale))
     return out
 
 
@@ -203,8 +207,30 @@ def _fold_stats(st: _Stats, weights: np.ndarray, folds: np.ndarray, n_folds: int
     return _FoldStats(np.tensordot(W, st.G, axes=1), W @ st.B[:, :, ch], W @ st.yy[:, ch], np.any(W, axis=1))
 
 
+def _twin_factor(c: np.ndarray, n: int, ridge: float) -> Optional[np.ndarray]:
+    """The upper Cholesky factor of a system that differs from the one ``c`` factors by ``ridge`` added to the
+    diagonal of its columns from ``n`` on, written over ``c``; None where that system is not positive definite.
+
+    With ``M = U'U``, ``U = [[U11, U12], [0, U22]]``, the trailing block's Schur
+    complement is ``U22'U22``; the ridge adds to it alone, so the leading rows of
+    the factor stay and only the ``(P - n)``-square trailing block is factored
+    again (Golub and Van Loan 2013, Section 4.2): a drift variant and the same
+    design held without its drift share all but their drift columns' work.
+    """
+    U22 = np.triu(c[n:, n:])
+    S = U22.T @ U22
+    S[np.diag_indices(len(S))] += ridge
+    cS, info = POTRF(S, lower=0, overwrite_a=1, clean=0)
+    if info != 0:
+        return None
+    # In place: each factor left for a twin is read by it once.
+    c[n:, n:] = cS
+    return c
+
+
 def _cv_fold_scores(v: _Variant, fs: _FoldStats, lam_R: Sequence[np.ndarray],
-                    bound: float = math.inf) -> tuple[np.ndarray, np.ndarray]:
+                    bound: float = math.inf, shared: Optional[dict[tuple[int, float], np.ndarray]] = None,
+                    keep: bool = False, lams: Sequence[float] = ()) -> tuple[np.ndarray, np.ndarray]:
     """``(folds, smoothings)``: each fold's squared prediction error (inf: singular); and which smoothings were scored.
 
     ``lam_R`` holds the variant's penalty at each smoothing (``lam * R``),
@@ -213,6 +239,12 @@ def _cv_fold_scores(v: _Variant, fs: _FoldStats, lam_R: Sequence[np.ndarray],
     least: the errors are non-negative, and a rounded sum of non-negative
     terms never falls as terms are added. Its remaining folds are not solved
     and it is marked not scored.
+
+    ``shared`` holds factors by (fold, smoothing): a drift variant puts its
+    own there (``keep``) and its twin without the drift (``v.ridge > 0``)
+    refactors only their trailing block (:func:`_twin_factor`); what is
+    missing is factored in full. ``lams``: the smoothings ``lam_R`` was formed
+    at (needed with ``shared``).
     """
     Gfs, Bfs = fs.G, fs.b
     Gw, Bw = Gfs.sum(axis=0), Bfs.sum(axis=0)
@@ -226,18 +258,31 @@ def _cv_fold_scores(v: _Variant, fs: _FoldStats, lam_R: Sequence[np.ndarray],
     rest = np.empty(Gw.shape, order="F")
     lam_R = [np.asfortranarray(r) for r in lam_R]
     F = np.asfortranarray(v.F)
+    twin = shared if shared is not None and v.ridge > 0 else None
     for f in np.flatnonzero(fs.present):
         Gf, Bf = Gfs[f], Bfs[f]
         np.subtract(Gw, Gf, out=rest)
         rhs = Bw - Bf
         yyf = float(fs.yy[f])
         for i in np.flatnonzero(alive):
-            np.add(rest, lam_R[int(i)], out=M)
-            M += F
-            c, info = POTRF(M, lower=0, overwrite_a=1, clean=0)
-            if info != 0:
-                scores[f, i] = math.inf
-                continue
+            got = twin.pop((int(f), float(lams[int(i)])), None) if twin is not None else None
+            if got is not None:
+                c = _twin_factor(got, v.n_col, v.ridge)
+                if c is None:
+                    scores[f, i] = math.inf
+                    continue
+            else:
+                if keep and shared is not None:
+                    # A system of its own, factored in place and left for the twin (no copy of the factor).
+                    M = np.empty(Gw.shape, order="F")
+                np.add(rest, lam_R[int(i)], out=M)
+                M += F
+                c, info = POTRF(M, lower=0, overwrite_a=1, clean=0)
+                if info != 0:
+                    scores[f, i] = math.inf
+                    continue
+                if keep and shared is not None:
+                    shared[(int(f), float(lams[int(i)]))] = c
             x, info = POTRS(c, rhs, lower=0)
             scores[f, i] = max(yyf - 2.0 * float(x @ Bf) + float(x @ Gf @ x), 0.0) if info == 0 else math.inf
         if bound < math.inf:
@@ -335,6 +380,27 @@ def _pick(lams: Sequence[np.ndarray], scores: Sequence[np.ndarray]) -> _Choice:
     return best
 
 
+class _Twins:
+    """Factors a drift variant leaves for its twin without the drift, in the order the variants are scored."""
+
+    def __init__(self, variants: Sequence[_Variant], order: Sequence[int]) -> None:
+        self._variants = variants
+        self._pending = set(order)
+        self._factors: dict[int, dict[tuple[int, float], np.ndarray]] = {}
+
+    def before(self, i: int) -> tuple[Optional[dict[tuple[int, float], np.ndarray]], bool]:
+        """What variant ``i`` is scored with: the shared factors (or None) and whether it keeps its own there."""
+        self._pending.discard(i)
+        v = self._variants[i]
+        if v.ridge > 0:
+            return self._factors.pop(v.design, None), False
+        nxt = i + 1
+        if v.drift and nxt in self._pending and self._variants[nxt].ridge > 0 \
+                and self._variants[nxt].design == v.design:
+            return self._factors.setdefault(v.design, {}), True
+        return None, False
+
+
 def _choose(variants: Sequence[_Variant], stats: Sequence[_Stats], fold_stats: Callable[[int], _FoldStats],
             n_folds: int, grids: Sequence[np.ndarray],
             fixed_lam: Optional[float]) -> tuple[_Choice, np.ndarray, list[Optional[np.ndarray]]]:
@@ -348,8 +414,11 @@ def _choose(variants: Sequence[_Variant], stats: Sequence[_Stats], fold_stats: C
     lams = [np.array([fixed_lam]) if fixed_lam is not None else g for g in grids]
     table = np.full((len(variants), max(len(g) for g in grids)), math.inf)
     per_fold: list[Optional[np.ndarray]] = []
+    twins = _Twins(variants, range(len(variants)))
     for i, v in enumerate(variants):
-        fs = _cv_fold_scores(v, fold_stats(v.design), [lam * v.R for lam in lams[i]])[0] if n_folds >= 2 else None
+        shared, keep = twins.before(i)
+        fs = _cv_fold_scores(v, fold_stats(v.design), [lam * v.R for lam in lams[i]], shared=shared, keep=keep,
+                             lams=lams[i])[0] if n_folds >= 2 else None
         per_fold.append(fs)
         sc = fs.sum(axis=0) if fs is not None else _gcv_scores(v, stats[v.design], lams[i])
         table[i, :len(sc)] = sc
@@ -543,8 +612,12 @@ def _boot_choice(variants: Sequence[_Variant], fold_stats: Callable[[int], _Fold
     smoothing.
     """
     best: tuple[float, int, int] = (math.inf, 0, 0)
-    for i in [first] + [i for i in range(len(variants)) if i != first]:
-        fs, alive = _cv_fold_scores(variants[i], fold_stats(variants[i].design), lam_R[i], best[0])
+    order = [first] + [i for i in range(len(variants)) if i != first]
+    twins = _Twins(variants, order)
+    for i in order:
+        shared, keep = twins.before(i)
+        fs, alive = _cv_fold_scores(variants[i], fold_stats(variants[i].design), lam_R[i], best[0], shared, keep,
+                                    lams[i])
         sc = np.where(alive, fs.sum(axis=0), math.inf)
         j = int(np.argmin(sc))
         best = min(best, (float(sc[j]), i, j))
