@@ -51,9 +51,17 @@ from fingrav_native._checks import (
     whole_numbers,
 )
 from fingrav_native._threads import numeric_threads
-from fingrav_native.method._engine import IDENTIFIABLE_SHARE, Solution, attribute
+from fingrav_native.method._engine import IDENTIFIABLE_SHARE, FitTooLargeError, Solution, attribute
 from fingrav_native.method._engine_check import ModelCheck, check_model
-from fingrav_native.method._engine_design import TILE_EXECUTION, TILE_GAP, TILE_IDLE, Design, Tiling, response_span
+from fingrav_native.method._engine_design import (
+    TILE_EXECUTION,
+    TILE_GAP,
+    TILE_IDLE,
+    Design,
+    Tiling,
+    _tile_rows,
+    response_span,
+)
 from fingrav_native.sensors._model import SensorModel
 
 #: Gap power steps by time since the last kernel ended (ns): launch gaps, host gaps, pauses.
@@ -107,6 +115,9 @@ class TimelineFit:
         :data:`GAP_EDGES_NS`'s first step or longer (host gaps, pauses, idle)
         after a kernel of each class (the last row: after an excluded one),
         per step of time since it ended (NaN where no log saw such a gap).
+        A step whose gaps hold fewer than :data:`EDGES_PER_BIN` window edges
+        shares one level per step with every other such step (the logs cannot
+        tell them apart): its entry is that shared level.
     launch_gap_w : dict of str to float
         Per channel, the level shared by launch gaps (shorter than the first
         step), after the fall from the kernel before them; where the model
@@ -252,22 +263,39 @@ class _Columns:
     offsets: np.ndarray
     K: np.ndarray
     launch: int
-    gap0: int  # first column of the longer gaps' steps (per class before them, steps 0..n_steps-1)
+    gap: np.ndarray  # (classes + 1, n_steps): the column of each step of a longer gap after each class
     n_steps: int  # steps of GAP_EDGES_NS
     n_col: int
     overlay: int = -1  # the additive level of the overlay intervals (communication), -1 for none
 
     def step(self, prev: np.ndarray, m: int) -> np.ndarray:
         """The column of step ``m`` of a longer gap after a kernel of class ``prev`` (the excluded row: n_cls)."""
-        return self.gap0 + prev * self.n_steps + m
+        return np.asarray(self.gap[prev, m])
+
+    @property
+    def gap_cols(self) -> np.ndarray:
+        """The column of every reported gap level: the launch gap's, then each class's steps (row by row)."""
+        return np.concatenate([[self.launch], self.gap.ravel()]).astype(np.int64)
 
 
-def _columns(K: np.ndarray, overlay: bool = False) -> _Columns:
+def _columns(K: np.ndarray, overlay: bool = False, shared: Optional[np.ndarray] = None) -> _Columns:
+    """The columns: each class's bins, the launch gap, each class's gap steps, the overlay.
+
+    ``shared`` (``(classes + 1, steps)``, default none) marks the gap steps that draw one level per step shared
+    with every other marked step of that step (after the classes' own, in step order).
+    """
     offsets = np.concatenate([[0], np.cumsum(K)[:-1]]).astype(np.int64)
     n_steps = len(GAP_EDGES_NS) - 1
     launch = int(K.sum())
-    n_col = launch + 1 + (len(K) + 1) * n_steps
-    return _Columns(offsets, K, launch, launch + 1, n_steps, n_col + int(overlay), n_col if overlay else -1)
+    pool = np.zeros((len(K) + 1, n_steps), dtype=bool) if shared is None else np.asarray(shared, dtype=bool)
+    gap = np.full(pool.shape, -1, dtype=np.int64)
+    own = ~pool
+    gap[own] = launch + 1 + np.arange(int(own.sum()))
+    n_col = launch + 1 + int(own.sum())
+    for m in np.flatnonzero(pool.any(axis=0)):
+        gap[pool[:, m], m] = n_col
+        n_col += 1
+    return _Columns(offsets, K, launch, gap, n_steps, n_col + int(overlay), n_col if overlay else -1)
 
 
 def merged_intervals(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -396,11 +424,16 @@ def _penalties(cols: _Columns, continuity: float) -> tuple[np.ndarray, np.ndarra
             o = int(cols.offsets[c])
             R[o:o + k, o:o + k] += D.T @ D
     F = np.zeros((P, P))
+    links: set[tuple[int, int]] = set()
     for c in range(len(cols.K) + 1):
         # Step 0 stays out of the chain: it holds the fall from the kernel's end, not a slow relaxation
         # (chained, a 200 -> 150 W step at 10 us came out 174/166 W on the closed-form timeline).
-        chain = [int(cols.step(np.array([c]), m)[0]) for m in range(1, cols.n_steps)]
+        chain = [int(cols.gap[c, m]) for m in range(1, cols.n_steps)]
         for u, v in zip(chain[:-1], chain[1:]):
+            # A link between shared steps is one prior however many classes' gaps pass through it.
+            if u == v or (u, v) in links:
+                continue
+            links.add((u, v))
             F[u, u] += continuity
             F[v, v] += continuity
             F[u, v] -= continuity
@@ -431,7 +464,9 @@ def _maps(cols: _Columns, counts: np.ndarray, durations: np.ndarray) -> dict[str
         # A class with no execution modelled has zero maps here and NaN results (_timeline_fit).
         H[c, o:o + k] = durations[c] * 1e-9 / k if counts[c] and math.isfinite(durations[c]) else 0.0
         curves[o:o + k, o:o + k] = np.eye(k) if counts[c] else 0.0
-    gaps = np.eye(P)[cols.launch:cols.launch + 1 + (n_cls + 1) * cols.n_steps]
+    gap_cols = cols.gap_cols
+    gaps = np.zeros((len(gap_cols), P))
+    gaps[np.arange(len(gap_cols)), gap_cols] = 1.0
     out = {"energy": H, "curves": curves, "gaps": gaps}
     if cols.overlay >= 0:
         out["overlay"] = np.eye(P)[cols.overlay:cols.overlay + 1]
@@ -445,15 +480,22 @@ def _class_bins(asked: np.ndarray, edges: np.ndarray) -> np.ndarray:
 
 def _designs(s: np.ndarray, e: np.ndarray, cls: np.ndarray, K: np.ndarray, lo: float, hi: float,
              durations: np.ndarray, continuity: float, drift_ns: float, floor_w: float,
-             overlay: Optional[tuple[np.ndarray, np.ndarray]] = None) -> list[Design]:
-    """The candidate models: launch gaps at their own level, falling to it, or at the end of the kernel before."""
-    cols = _columns(K, overlay is not None)
+             overlay: Optional[tuple[np.ndarray, np.ndarray]] = None,
+             shared: Optional[np.ndarray] = None) -> list[Design]:
+    """The candidate models: launch gaps at their own level, falling to it, or at the end of the kernel before.
+
+    ``shared``: the gap steps that share one level per step (:func:`_shared_gaps`).
+    """
+    cols = _columns(K, overlay is not None, shared)
     R, F = _penalties(cols, continuity)
     counts = np.bincount(cls[cls >= 0], minlength=len(K))
     maps = _maps(cols, counts, durations)
-    names = ([f"class_{c}_bin_{j}" for c in range(len(K)) for j in range(int(K[c]))] + ["launch_gap"]
-             + [f"gap_after_{c}_step_{m}" for c in range(len(K) + 1) for m in range(cols.n_steps)]
-             + (["overlay_level"] if overlay is not None else []))
+    names = [f"class_{c}_bin_{j}" for c in range(len(K)) for j in range(int(K[c]))] + ["launch_gap"]
+    names += [""] * (cols.n_col - len(names))
+    for (c, m), col in np.ndenumerate(cols.gap):
+        names[int(col)] = f"gap_after_{c}_step_{m}" if shared is None or not shared[c, m] else f"gap_step_{m}_shared"
+    if overlay is not None:
+        names[cols.overlay] = "overlay_level"
     # The overlay draws power too (links and copy engines): bounded below like the rest.
     lower = np.full(cols.n_col, float(floor_w))
     out = []
@@ -465,6 +507,38 @@ def _designs(s: np.ndarray, e: np.ndarray, cls: np.ndarray, K: np.ndarray, lo: f
         out.append(Design(what, _tiling(s, e, cls, cols, lo, hi, fall, overlay), names, lower, R, F, maps, "energy",
                           drift_ns, offset_maps=("overlay",)))
     return out
+
+
+def _shared_gaps(sensor: SensorModel, t: np.ndarray, w: np.ndarray, ok: np.ndarray, lo_all: np.ndarray,
+                 hi_all: np.ndarray, two: bool, s: np.ndarray, e: np.ndarray, cls: np.ndarray, K: np.ndarray,
+                 lo: float, hi: float, overlay: Optional[tuple[np.ndarray, np.ndarray]]
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """Which gap steps get a level of their own, and which any log sees: ``(shared, seen)``, ``(classes + 1, steps)``.
+
+    A level of its own for the gaps after one class needs window edges inside
+    those gaps, as a curve's bins do inside its executions
+    (:data:`EDGES_PER_BIN`, :func:`_class_bins`): a window that covers a gap
+    whole sees it only in a sum with the kernels around it. A step with fewer
+    edges than that shares one level per step with every other such step: the
+    logs cannot tell them apart, and a column each for hundreds of signatures
+    (a real trace's) would put thousands of unknowns that only the prior holds
+    into every normal matrix of the fit (Section IV-B step 8's deconvolution,
+    resolved as far as the windows' edges resolve it). ``seen``: a log's
+    response reaches such a gap (where none does, the gap's level is not
+    reported).
+    """
+    full = _columns(K, overlay is not None)
+    til = _tiling(s, e, cls, full, lo, hi, 0.0, overlay)
+    pos = np.concatenate([hi_all, lo_all]) if two else hi_all
+    pos = pos[np.isfinite(pos)]
+    j = np.searchsorted(til.a, pos, side="right") - 1
+    inside = (j >= 0) & (pos < til.b[np.clip(j, 0, None)])
+    col = til.col[j[inside]]
+    edges = np.bincount(col[col >= 0], minlength=full.n_col)
+    _, tile, _, _ = _tile_rows(sensor, t, w, til, ok)
+    reached = til.col[tile]
+    seen = np.bincount(reached[reached >= 0], minlength=full.n_col) > 0
+    return edges[full.gap] < EDGES_PER_BIN, seen[full.gap]
 
 
 def _edges_per_class(lo: np.ndarray, hi: np.ndarray, s: np.ndarray, e: np.ndarray, cls: np.ndarray, n_cls: int,
@@ -579,6 +653,11 @@ def fit_timeline(
     ------
     ValueError
         Bad arguments (named), or fewer usable logs than unknowns.
+    FitTooLargeError
+        The normal matrices of the classes' columns would exceed the
+        engine's memory budget (``fingrav_native.method._engine.MEMORY_BYTES``)
+        even over its fewest blocks: a ``MemoryError`` naming the classes,
+        their columns and the memory needed.
 
     Notes
     -----
@@ -610,15 +689,25 @@ def fit_timeline(
     K = _class_bins(asked, edges)
     durations = _durations(cls, s, e, n_cls, durations_ns)
     finite = np.isfinite(lo_all)
-    designs = _designs(s, e, cls, K, float(np.min(lo_all[finite], initial=s[0])),
-                       float(np.max(hi_all[finite], initial=e[-1])), durations, continuity,
-                       _drift_spacing(drift_ns, s, e), floor_w, _checked_overlay(overlay_ns))
+    t_lo, t_hi = float(np.min(lo_all[finite], initial=s[0])), float(np.max(hi_all[finite], initial=e[-1]))
+    overlay = _checked_overlay(overlay_ns)
     chans = ["total"] + [c for c in ys if c != "total"]
     y = np.stack([ys[c] for c in chans], axis=1)
-    sol = attribute(designs, sensor, t, w, y, bootstrap=bootstrap, seed=seed)
+    shared, seen = _shared_gaps(sensor, t, w, np.all(np.isfinite(y), axis=1), lo_all, hi_all, two, s, e, cls, K,
+                                t_lo, t_hi, overlay)
+    designs = _designs(s, e, cls, K, t_lo, t_hi, durations, continuity, _drift_spacing(drift_ns, s, e), floor_w,
+                       overlay, shared)
+    try:
+        sol = attribute(designs, sensor, t, w, y, bootstrap=bootstrap, seed=seed)
+    except FitTooLargeError as exc:
+        own = int(np.sum(~shared))
+        raise FitTooLargeError(
+            f"classes: {n_cls} kernel classes (signatures) x their columns ({int(K.sum())} curve bins, 1 launch gap, "
+            f"{own} gap levels of their own, {int(np.any(shared, axis=0).sum())} shared): {exc}; fewer classes "
+            "(signatures profiled jointly) or a record with fewer of them fits") from None
     check = check_model(designs[sol.design], sensor, t, w, sol)
     out = _timeline_fit(sol, chans, K, asked, edges, durations, confidence, check, len(t),
-                        np.bincount(cls[cls >= 0], minlength=n_cls))
+                        np.bincount(cls[cls >= 0], minlength=n_cls), _columns(K, overlay is not None, shared), seen)
     if "overlay" in sol.values:
         o_lo, o_hi, _ = sol.interval("overlay", confidence)
         out = dataclasses.replace(out, overlay_w={c: float(sol.values["overlay"][0, i]) for i, c in enumerate(chans)},
@@ -663,8 +752,8 @@ def _above_board(fit: TimelineFit, max_power_w: Optional[float]) -> list[str]:
 
 def _timeline_fit(sol: Solution, chans: list[str], K: np.ndarray, asked: np.ndarray, edges: np.ndarray,
                   durations: np.ndarray, confidence: float, check: ModelCheck, n_all: int,
-                  counts: np.ndarray) -> TimelineFit:
-    """The engine's solution as a TimelineFit: per channel, per class."""
+                  counts: np.ndarray, cols: _Columns, seen: np.ndarray) -> TimelineFit:
+    """The engine's solution as a TimelineFit: per channel, per class (``seen``: the gap steps a log reaches)."""
     ident = (sol.info_share >= IDENTIFIABLE_SHARE) & (counts > 0)
     curves, sds, energy, half, low, high, gap, resid = {}, {}, {}, {}, {}, {}, {}, {}
     c_low: dict[str, list[np.ndarray]] = {}
@@ -692,13 +781,15 @@ def _timeline_fit(sol: Solution, chans: list[str], K: np.ndarray, asked: np.ndar
         # span the band is lopsided, and its mean half-width would leave the far side out.
         half[ch] = np.maximum(en - low[ch], high[ch] - en)
         g = sol.values["gaps"][:, i].copy()
-        g[reach[int(K.sum()):len(g) + int(K.sum())] == 0] = np.nan
+        g[(reach[cols.gap_cols] == 0) | ~np.concatenate([[True], seen.ravel()])] = np.nan
         launch[ch] = float(g[0])
         # Rows: after each class (and after an excluded one), the steps of a longer gap.
         gap[ch] = g[1:].reshape(n_cls + 1, n_steps)
         resid[ch] = float(np.sqrt(np.mean(sol.residual[:, i] ** 2)))
     offs = np.concatenate([[0], np.cumsum(K)[:-1]])
     warnings_ = _fit_warnings(K, asked, edges, sol.info_share, sol.confounded, check)
+    if sol.memory_note:
+        warnings_.append(sol.memory_note)
     if sol.n_boot == 0:
         warnings_.append(f"the record holds {sol.n_blocks} blocks of ten windows: too few for cross-validation and "
                          "an interval (smoothing chosen by GCV, no intervals); record longer")
