@@ -282,18 +282,25 @@ def _columns(K: np.ndarray, overlay: bool = False, shared: Optional[np.ndarray] 
     """The columns: each class's bins, the launch gap, each class's gap steps, the overlay.
 
     ``shared`` (``(classes + 1, steps)``, default none) marks the gap steps that draw one level per step shared
-    with every other marked step of that step (after the classes' own, in step order).
+    with every other marked step of that step.
     """
     offsets = np.concatenate([[0], np.cumsum(K)[:-1]]).astype(np.int64)
     n_steps = len(GAP_EDGES_NS) - 1
     launch = int(K.sum())
     pool = np.zeros((len(K) + 1, n_steps), dtype=bool) if shared is None else np.asarray(shared, dtype=bool)
+    # Columns in the order their steps first come (class by class, step by step): a shared step where its first
+    # class would have had its own, so a timeline that shares none, or shares only steps no log sees, has the
+    # columns in the order of one that shares nothing (the same sums, in the same order).
     gap = np.full(pool.shape, -1, dtype=np.int64)
-    own = ~pool
-    gap[own] = launch + 1 + np.arange(int(own.sum()))
-    n_col = launch + 1 + int(own.sum())
-    for m in np.flatnonzero(pool.any(axis=0)):
-        gap[pool[:, m], m] = n_col
+    shared_col = np.full(n_steps, -1, dtype=np.int64)
+    n_col = launch + 1
+    for c, m in np.ndindex(*pool.shape):
+        if pool[c, m] and shared_col[m] >= 0:
+            gap[c, m] = shared_col[m]
+            continue
+        gap[c, m] = n_col
+        if pool[c, m]:
+            shared_col[m] = n_col
         n_col += 1
     return _Columns(offsets, K, launch, gap, n_steps, n_col + int(overlay), n_col if overlay else -1)
 
@@ -409,11 +416,15 @@ def _tiling(s: np.ndarray, e: np.ndarray, cls: np.ndarray, cols: _Columns, lo: f
     return Tiling(a, b, col, col2.astype(np.int64), kind)
 
 
-def _penalties(cols: _Columns, continuity: float) -> tuple[np.ndarray, np.ndarray]:
+def _penalties(cols: _Columns, continuity: float,
+               seen: Optional[np.ndarray] = None) -> tuple[np.ndarray, np.ndarray]:
     """Second differences of each curve (smoothing, chosen by cross-validation) and the gaps' continuity (fixed).
 
     Without continuity a long-gap step seen by few logs is nearly collinear
-    with the kernel before it and took 2.5 kW on a simulated loop.
+    with the kernel before it and took 2.5 kW on a simulated loop. A class's
+    chain links only the steps a log sees (``seen``, default all): a step no
+    log sees holds no power to relax through, and sharing a column must not
+    chain one class's gaps to another's through it.
     """
     P = cols.n_col
     R = np.zeros((P, P))
@@ -428,10 +439,10 @@ def _penalties(cols: _Columns, continuity: float) -> tuple[np.ndarray, np.ndarra
     for c in range(len(cols.K) + 1):
         # Step 0 stays out of the chain: it holds the fall from the kernel's end, not a slow relaxation
         # (chained, a 200 -> 150 W step at 10 us came out 174/166 W on the closed-form timeline).
-        chain = [int(cols.gap[c, m]) for m in range(1, cols.n_steps)]
-        for u, v in zip(chain[:-1], chain[1:]):
+        for m in range(1, cols.n_steps - 1):
+            u, v = int(cols.gap[c, m]), int(cols.gap[c, m + 1])
             # A link between shared steps is one prior however many classes' gaps pass through it.
-            if u == v or (u, v) in links:
+            if u == v or (u, v) in links or (seen is not None and not (seen[c, m] and seen[c, m + 1])):
                 continue
             links.add((u, v))
             F[u, u] += continuity
@@ -481,13 +492,13 @@ def _class_bins(asked: np.ndarray, edges: np.ndarray) -> np.ndarray:
 def _designs(s: np.ndarray, e: np.ndarray, cls: np.ndarray, K: np.ndarray, lo: float, hi: float,
              durations: np.ndarray, continuity: float, drift_ns: float, floor_w: float,
              overlay: Optional[tuple[np.ndarray, np.ndarray]] = None,
-             shared: Optional[np.ndarray] = None) -> list[Design]:
+             shared: Optional[np.ndarray] = None, seen: Optional[np.ndarray] = None) -> list[Design]:
     """The candidate models: launch gaps at their own level, falling to it, or at the end of the kernel before.
 
-    ``shared``: the gap steps that share one level per step (:func:`_shared_gaps`).
+    ``shared``, ``seen``: the gap steps that share one level per step, and those a log sees (:func:`_shared_gaps`).
     """
     cols = _columns(K, overlay is not None, shared)
-    R, F = _penalties(cols, continuity)
+    R, F = _penalties(cols, continuity, seen)
     counts = np.bincount(cls[cls >= 0], minlength=len(K))
     maps = _maps(cols, counts, durations)
     names = [f"class_{c}_bin_{j}" for c in range(len(K)) for j in range(int(K[c]))] + ["launch_gap"]
@@ -696,7 +707,7 @@ def fit_timeline(
     shared, seen = _shared_gaps(sensor, t, w, np.all(np.isfinite(y), axis=1), lo_all, hi_all, two, s, e, cls, K,
                                 t_lo, t_hi, overlay)
     designs = _designs(s, e, cls, K, t_lo, t_hi, durations, continuity, _drift_spacing(drift_ns, s, e), floor_w,
-                       overlay, shared)
+                       overlay, shared, seen)
     try:
         sol = attribute(designs, sensor, t, w, y, bootstrap=bootstrap, seed=seed)
     except FitTooLargeError as exc:
