@@ -21,11 +21,10 @@ from typing import Any, Callable
 import numpy as np
 import pytest
 
-from fingrav_native import DeviceUnavailableError, LibraryNotFoundError
+from fingrav_native import DeviceUnavailableError, FitTooLargeError, LibraryNotFoundError
 from fingrav_native.app import _cli as cli
 from fingrav_native.app import _cli_demo, _cli_device, _cli_files, _cli_profile, _cli_run
 from fingrav_native.method._align import NoLogsInExecutionsError
-from fingrav_native.method._engine import FitTooLargeError
 from fingrav_native.sensors._from_logs import SplitDisagreementWarning
 
 #: The exit-code table, in the documentation's reference.

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import fingrav_native
-from fingrav_native.method import _engine, fit_timeline
+from fingrav_native.method import _engine, _engine_design, fit_timeline
 from fingrav_native.sensors import SensorModel
 
 AVG_1MS = SensorModel("avg-1ms", "window", period_ns=1e6, window_ns=1e6)
@@ -64,17 +64,17 @@ def test_silently_wrong_merged_blocks_keep_the_fit_and_say_so(monkeypatch: pytes
     # (the whole record's sums unchanged, so the energies too), and the fit says why its bootstrap has fewer.
     stamps, logs, s, e, c, truth = _timeline(3, 10_000)
     seen: list[tuple[list[int], int]] = []
-    within = _engine._blocks_within_memory
+    within = _engine.blocks_within_memory
 
-    def spy(unknowns: list[int], blocks: np.ndarray, n_blocks: int, n_folds: int) -> tuple[np.ndarray, int]:
+    def spy(unknowns: list[int], blocks: np.ndarray, n_blocks: int, n_folds: int) -> tuple[np.ndarray, int, str]:
         seen.append((list(unknowns), n_blocks))
         return within(unknowns, blocks, n_blocks, n_folds)
 
-    monkeypatch.setattr(_engine, "_blocks_within_memory", spy)
+    monkeypatch.setattr(_engine, "blocks_within_memory", spy)
     full = fit_timeline(AVG_1MS, stamps, {"total": logs}, s, e, c, [1] * 3, bootstrap=10)
     unknowns, n_blocks = seen[0]
-    assert n_blocks >= 2 * _engine.MIN_BLOCKS
-    monkeypatch.setattr(_engine, "MEMORY_BYTES", _engine.normal_equations_bytes(unknowns, n_blocks // 2))
+    assert n_blocks >= 2 * _engine_design.MIN_BLOCKS
+    monkeypatch.setattr(_engine_design, "MEMORY_BYTES", _engine_design.normal_equations_bytes(unknowns, n_blocks // 2))
     small = fit_timeline(AVG_1MS, stamps, {"total": logs}, s, e, c, [1] * 3, bootstrap=10)
     assert any(f"blocks of logs merged into {n_blocks // 2} " in w for w in small.warnings), small.warnings
     assert not any("merged" in w for w in full.warnings)
@@ -86,7 +86,7 @@ def test_unclear_fit_past_its_memory_budget_names_the_classes_and_columns(monkey
     # Past the budget even over the fewest blocks: a MemoryError (a FingravError) that names the classes, their
     # columns and the memory needed, never numpy's _ArrayMemoryError.
     stamps, logs, s, e, c, _ = _timeline(3, 10_000)
-    monkeypatch.setattr(_engine, "MEMORY_BYTES", 1_000)
+    monkeypatch.setattr(_engine_design, "MEMORY_BYTES", 1_000)
     with pytest.raises(MemoryError, match=r"classes: 3 kernel classes \(signatures\) x their columns .*"
                                           r"unknowns \(columns\).*GiB.*budget") as info:
         fit_timeline(AVG_1MS, stamps, {"total": logs}, s, e, c, [1] * 3, bootstrap=10)

@@ -57,12 +57,12 @@ import numpy as np
 import scipy.linalg
 from scipy import sparse, stats
 
-from fingrav_native._errors import FingravError
 from fingrav_native._threads import numeric_threads
 from fingrav_native.method._engine_design import (
     MAX_BLOCKS,
     Design,
     Rows,
+    blocks_within_memory,
     design_rows,
     effective_width,
     full_map,
@@ -83,48 +83,6 @@ _NO_DRIFT = 1e6
 
 #: An energy is determined by the logs when they supply at least this share of its precision.
 IDENTIFIABLE_SHARE = 0.1
-
-
-#: Memory the normal equations of one fit may hold at once (bytes); :func:`normal_equations_bytes` counts it.
-MEMORY_BYTES = 2 << 30
-
-#: Fewest blocks a fit keeps when memory asks for fewer (two per cross-validation fold).
-MIN_BLOCKS = 10
-
-
-class FitTooLargeError(MemoryError, FingravError):
-    """The fit's normal equations would not fit in :data:`MEMORY_BYTES`, even over :data:`MIN_BLOCKS` blocks."""
-
-
-def normal_equations_bytes(unknowns: Sequence[int], n_blocks: int, n_folds: int = 5) -> int:
-    """Bytes of the normal matrices a fit holds at once: per candidate design, unknowns^2 floats for each block
-    (the bootstrap's units), each fold, a bootstrap batch's folds, and its penalties and solves (four)."""
-    return 8 * sum(int(p) ** 2 for p in unknowns) * (n_blocks + 2 * n_folds + 4)
-
-
-def _blocks_within_memory(unknowns: Sequence[int], blocks: np.ndarray, n_blocks: int,
-                          n_folds: int) -> tuple[np.ndarray, int]:
-    """Neighbouring blocks merged until the normal matrices fit in :data:`MEMORY_BYTES` (the sums stay exact).
-
-    Every block's normal matrix is kept for cross-validation and the
-    bootstrap; merging neighbours (as :data:`MAX_BLOCKS` already does) leaves
-    the whole record's equations as they are and makes the resampled units
-    longer (Kuensch 1989: longer blocks, still a valid block bootstrap; the
-    interval's Student's t follows the count). Below :data:`MIN_BLOCKS` a fit
-    is refused: a :class:`FitTooLargeError` that says what it needs.
-    """
-    if normal_equations_bytes(unknowns, n_blocks, n_folds) <= MEMORY_BYTES:
-        return blocks, n_blocks
-    per_block = normal_equations_bytes(unknowns, 1, n_folds) - normal_equations_bytes(unknowns, 0, n_folds)
-    fit = (MEMORY_BYTES - normal_equations_bytes(unknowns, 0, n_folds)) // max(per_block, 1)
-    if fit < min(MIN_BLOCKS, n_blocks):
-        need = normal_equations_bytes(unknowns, min(MIN_BLOCKS, n_blocks), n_folds)
-        raise FitTooLargeError(
-            f"samples: the fit has {max(unknowns)} unknowns (columns) in each of {len(unknowns)} candidate models; "
-            f"their normal matrices over {min(MIN_BLOCKS, n_blocks)} blocks of logs need {need / 2 ** 30:.1f} GiB, "
-            f"more than the {MEMORY_BYTES / 2 ** 30:.1f} GiB budget")
-    n_fit = int(fit)
-    return blocks * n_fit // n_blocks, n_fit
 
 
 @dataclass
@@ -353,12 +311,9 @@ def _gcv_scores(v: _Variant, st: _Stats, lams: np.ndarray, ch: int = 0) -> np.nd
     return out
 
 
-
 def _summed_B(st: _Stats) -> np.ndarray:
     """The whole record's right-hand sides ``(unknowns, channels)``, each channel summed over the blocks."""
     return np.stack([st.B[:, :, c].sum(axis=0) for c in range(st.B.shape[2])], axis=1)
-
-
 
 
 @dataclass(frozen=True)
@@ -443,7 +398,7 @@ class Solution:
         cross-validation (empty with a fixed smoothing).
     memory_note : str
         Empty, or why the record's blocks were merged into fewer (the normal
-        matrices within :data:`MEMORY_BYTES`).
+        matrices within :data:`~fingrav_native.method._engine_design.MEMORY_BYTES`).
     """
 
     design: int
@@ -749,8 +704,8 @@ def attribute(designs: Sequence[Design], sensor: SensorModel, t: np.ndarray, w: 
         When no log's response lies within the tiles, or fewer logs than
         columns they reach.
     FitTooLargeError
-        When the normal matrices would exceed :data:`MEMORY_BYTES` even over
-        :data:`MIN_BLOCKS` blocks (a ``MemoryError``).
+        When the normal matrices would exceed :data:`~fingrav_native.method._engine_design.MEMORY_BYTES` even over
+        ``MIN_BLOCKS`` blocks (a ``MemoryError``).
     """
     # Thousands of solves of a few hundred unknowns: one BLAS thread (the package's policy, _threads.py;
     # a 6 s loop record on 2 cores took 106 s with BLAS's default threads, 14 s with one).
@@ -782,14 +737,7 @@ def _attribute(designs: Sequence[Design], sensor: SensorModel, t: np.ndarray, w:
     if n_blocks > MAX_BLOCKS:
         blocks = blocks * MAX_BLOCKS // n_blocks
         n_blocks = MAX_BLOCKS
-    natural = n_blocks
-    blocks, n_blocks = _blocks_within_memory([r.A.shape[1] for r in rows], blocks, n_blocks, n_folds)
-    if n_blocks < natural:
-        memory_note = (f"the record's {natural} blocks of logs merged into {n_blocks} so that the normal matrices "
-                       f"of {rows[0].A.shape[1]} unknowns fit the {MEMORY_BYTES / 2 ** 30:.1f} GiB budget: the "
-                       "bootstrap resamples fewer, longer blocks (the fit itself is the same)")
-    else:
-        memory_note = ""
+    blocks, n_blocks, memory_note = blocks_within_memory([r.A.shape[1] for r in rows], blocks, n_blocks, n_folds)
     stats = [_block_stats(r.A, y[r.used], blocks, n_blocks) for r in rows]
     # Fewer logs than unknowns is allowed: the priors carry what the logs leave open, and the
     # identifiability check says which energies rest on them.

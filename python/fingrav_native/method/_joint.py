@@ -51,23 +51,21 @@ from fingrav_native._checks import (
     whole_numbers,
 )
 from fingrav_native._threads import numeric_threads
-from fingrav_native.method._engine import IDENTIFIABLE_SHARE, FitTooLargeError, Solution, attribute
+from fingrav_native.method._engine import IDENTIFIABLE_SHARE, Solution, attribute
 from fingrav_native.method._engine_check import ModelCheck, check_model
 from fingrav_native.method._engine_design import (
     TILE_EXECUTION,
     TILE_GAP,
     TILE_IDLE,
     Design,
+    FitTooLargeError,
     Tiling,
-    _tile_rows,
     response_span,
+    tile_rows,
 )
+from fingrav_native.method._joint_columns import GAP_EDGES_NS as GAP_EDGES_NS
+from fingrav_native.method._joint_columns import Columns, column_maps, columns, penalties
 from fingrav_native.sensors._model import SensorModel
-
-#: Gap power steps by time since the last kernel ended (ns): launch gaps, host gaps, pauses.
-GAP_EDGES_NS = (0.0, 10_000.0, 40_000.0, 150_000.0, 500_000.0, 2_000_000.0, math.inf)
-
-
 
 #: Candidate time constants (ns) with which a gap's power falls from the end of the kernel before it
 #: to the gap's own level: 0 at once, inf never (held). On GPUs it falls within microseconds once the
@@ -256,55 +254,6 @@ def _durations(cls: np.ndarray, s: np.ndarray, e: np.ndarray, n_cls: int,
 
 
 
-@dataclass(frozen=True)
-class _Columns:
-    """Where each unknown sits: curve offsets per class, the launch-gap level, the gap steps, the count."""
-
-    offsets: np.ndarray
-    K: np.ndarray
-    launch: int
-    gap: np.ndarray  # (classes + 1, n_steps): the column of each step of a longer gap after each class
-    n_steps: int  # steps of GAP_EDGES_NS
-    n_col: int
-    overlay: int = -1  # the additive level of the overlay intervals (communication), -1 for none
-
-    def step(self, prev: np.ndarray, m: int) -> np.ndarray:
-        """The column of step ``m`` of a longer gap after a kernel of class ``prev`` (the excluded row: n_cls)."""
-        return np.asarray(self.gap[prev, m])
-
-    @property
-    def gap_cols(self) -> np.ndarray:
-        """The column of every reported gap level: the launch gap's, then each class's steps (row by row)."""
-        return np.concatenate([[self.launch], self.gap.ravel()]).astype(np.int64)
-
-
-def _columns(K: np.ndarray, overlay: bool = False, shared: Optional[np.ndarray] = None) -> _Columns:
-    """The columns: each class's bins, the launch gap, each class's gap steps, the overlay.
-
-    ``shared`` (``(classes + 1, steps)``, default none) marks the gap steps that draw one level per step shared
-    with every other marked step of that step.
-    """
-    offsets = np.concatenate([[0], np.cumsum(K)[:-1]]).astype(np.int64)
-    n_steps = len(GAP_EDGES_NS) - 1
-    launch = int(K.sum())
-    pool = np.zeros((len(K) + 1, n_steps), dtype=bool) if shared is None else np.asarray(shared, dtype=bool)
-    # Columns in the order their steps first come (class by class, step by step): a shared step where its first
-    # class would have had its own, so a timeline that shares none, or shares only steps no log sees, has the
-    # columns in the order of one that shares nothing (the same sums, in the same order).
-    gap = np.full(pool.shape, -1, dtype=np.int64)
-    shared_col = np.full(n_steps, -1, dtype=np.int64)
-    n_col = launch + 1
-    for c, m in np.ndindex(*pool.shape):
-        if pool[c, m] and shared_col[m] >= 0:
-            gap[c, m] = shared_col[m]
-            continue
-        gap[c, m] = n_col
-        if pool[c, m]:
-            shared_col[m] = n_col
-        n_col += 1
-    return _Columns(offsets, K, launch, gap, n_steps, n_col + int(overlay), n_col if overlay else -1)
-
-
 def merged_intervals(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The union of intervals ``[a, b)``, as sorted disjoint intervals (touching ones joined)."""
     order = np.argsort(a, kind="stable")
@@ -341,7 +290,7 @@ def _overlaid(a: np.ndarray, b: np.ndarray, col: np.ndarray, kind: np.ndarray, o
     return start, end, col[reps], np.where(inside, level, -1), kind[reps]
 
 
-def _exec_tiles(s: np.ndarray, e: np.ndarray, cls: np.ndarray, cols: _Columns) -> tuple[np.ndarray, ...]:
+def _exec_tiles(s: np.ndarray, e: np.ndarray, cls: np.ndarray, cols: Columns) -> tuple[np.ndarray, ...]:
     """Executions cut into their class's curve bins (an excluded execution: one tile of column -1)."""
     K = np.where(cls >= 0, cols.K[np.maximum(cls, 0)], 1)
     reps = np.repeat(np.arange(len(s)), K)
@@ -353,7 +302,7 @@ def _exec_tiles(s: np.ndarray, e: np.ndarray, cls: np.ndarray, cols: _Columns) -
     return a, b, col, np.full(len(a), TILE_EXECUTION)
 
 
-def _gap_tiles(s: np.ndarray, e: np.ndarray, cls: np.ndarray, cols: _Columns, hi: float,
+def _gap_tiles(s: np.ndarray, e: np.ndarray, cls: np.ndarray, cols: Columns, hi: float,
                fall_ns: float) -> tuple[np.ndarray, ...]:
     """Gaps after each execution (to the next start, or ``hi`` after the last), stepped by time since it ended.
 
@@ -397,7 +346,7 @@ def _gap_tiles(s: np.ndarray, e: np.ndarray, cls: np.ndarray, cols: _Columns, hi
     return tuple(np.concatenate(x) for x in (out_a, out_b, out_c, out_k))
 
 
-def _tiling(s: np.ndarray, e: np.ndarray, cls: np.ndarray, cols: _Columns, lo: float, hi: float,
+def _tiling(s: np.ndarray, e: np.ndarray, cls: np.ndarray, cols: Columns, lo: float, hi: float,
             fall_ns: float, overlay: Optional[tuple[np.ndarray, np.ndarray]] = None) -> Tiling:
     """The timeline from ``lo`` to ``hi`` as contiguous tiles: idle before, executions, gaps (own or held),
     and the overlay's level on top where its intervals run."""
@@ -416,42 +365,6 @@ def _tiling(s: np.ndarray, e: np.ndarray, cls: np.ndarray, cols: _Columns, lo: f
     return Tiling(a, b, col, col2.astype(np.int64), kind)
 
 
-def _penalties(cols: _Columns, continuity: float,
-               seen: Optional[np.ndarray] = None) -> tuple[np.ndarray, np.ndarray]:
-    """Second differences of each curve (smoothing, chosen by cross-validation) and the gaps' continuity (fixed).
-
-    Without continuity a long-gap step seen by few logs is nearly collinear
-    with the kernel before it and took 2.5 kW on a simulated loop. A class's
-    chain links only the steps a log sees (``seen``, default all): a step no
-    log sees holds no power to relax through, and sharing a column must not
-    chain one class's gaps to another's through it.
-    """
-    P = cols.n_col
-    R = np.zeros((P, P))
-    for c in range(len(cols.K)):
-        k = int(cols.K[c])
-        if k >= 3:
-            D = np.diff(np.eye(k), 2, axis=0)
-            o = int(cols.offsets[c])
-            R[o:o + k, o:o + k] += D.T @ D
-    F = np.zeros((P, P))
-    links: set[tuple[int, int]] = set()
-    for c in range(len(cols.K) + 1):
-        # Step 0 stays out of the chain: it holds the fall from the kernel's end, not a slow relaxation
-        # (chained, a 200 -> 150 W step at 10 us came out 174/166 W on the closed-form timeline).
-        for m in range(1, cols.n_steps - 1):
-            u, v = int(cols.gap[c, m]), int(cols.gap[c, m + 1])
-            # A link between shared steps is one prior however many classes' gaps pass through it.
-            if u == v or (u, v) in links or (seen is not None and not (seen[c, m] and seen[c, m + 1])):
-                continue
-            links.add((u, v))
-            F[u, u] += continuity
-            F[v, v] += continuity
-            F[u, v] -= continuity
-            F[v, u] -= continuity
-    return R, F
-
-
 def _drift_spacing(drift_ns: float, s: np.ndarray, e: np.ndarray) -> float:
     """The drift's knot spacing: as asked, but at least ten times the longest execution.
 
@@ -462,26 +375,6 @@ def _drift_spacing(drift_ns: float, s: np.ndarray, e: np.ndarray) -> float:
     if drift_ns <= 0 or not len(s):
         return drift_ns
     return max(float(drift_ns), 10.0 * float(np.max(e - s)))
-
-
-def _maps(cols: _Columns, counts: np.ndarray, durations: np.ndarray) -> dict[str, np.ndarray]:
-    """What is reported: each class's energy, the curves (all classes' bins), the gaps' columns."""
-    P = cols.n_col
-    n_cls = len(cols.K)
-    H = np.zeros((n_cls, P))
-    curves = np.zeros((int(cols.K.sum()), P))
-    for c in range(n_cls):
-        o, k = int(cols.offsets[c]), int(cols.K[c])
-        # A class with no execution modelled has zero maps here and NaN results (_timeline_fit).
-        H[c, o:o + k] = durations[c] * 1e-9 / k if counts[c] and math.isfinite(durations[c]) else 0.0
-        curves[o:o + k, o:o + k] = np.eye(k) if counts[c] else 0.0
-    gap_cols = cols.gap_cols
-    gaps = np.zeros((len(gap_cols), P))
-    gaps[np.arange(len(gap_cols)), gap_cols] = 1.0
-    out = {"energy": H, "curves": curves, "gaps": gaps}
-    if cols.overlay >= 0:
-        out["overlay"] = np.eye(P)[cols.overlay:cols.overlay + 1]
-    return out
 
 
 def _class_bins(asked: np.ndarray, edges: np.ndarray) -> np.ndarray:
@@ -497,10 +390,10 @@ def _designs(s: np.ndarray, e: np.ndarray, cls: np.ndarray, K: np.ndarray, lo: f
 
     ``shared``, ``seen``: the gap steps that share one level per step, and those a log sees (:func:`_shared_gaps`).
     """
-    cols = _columns(K, overlay is not None, shared)
-    R, F = _penalties(cols, continuity, seen)
+    cols = columns(K, overlay is not None, shared)
+    R, F = penalties(cols, continuity, seen)
     counts = np.bincount(cls[cls >= 0], minlength=len(K))
-    maps = _maps(cols, counts, durations)
+    maps = column_maps(cols, counts, durations)
     names = [f"class_{c}_bin_{j}" for c in range(len(K)) for j in range(int(K[c]))] + ["launch_gap"]
     names += [""] * (cols.n_col - len(names))
     for (c, m), col in np.ndenumerate(cols.gap):
@@ -538,7 +431,7 @@ def _shared_gaps(sensor: SensorModel, t: np.ndarray, w: np.ndarray, ok: np.ndarr
     response reaches such a gap (where none does, the gap's level is not
     reported).
     """
-    full = _columns(K, overlay is not None)
+    full = columns(K, overlay is not None)
     til = _tiling(s, e, cls, full, lo, hi, 0.0, overlay)
     pos = np.concatenate([hi_all, lo_all]) if two else hi_all
     pos = pos[np.isfinite(pos)]
@@ -546,7 +439,7 @@ def _shared_gaps(sensor: SensorModel, t: np.ndarray, w: np.ndarray, ok: np.ndarr
     inside = (j >= 0) & (pos < til.b[np.clip(j, 0, None)])
     col = til.col[j[inside]]
     edges = np.bincount(col[col >= 0], minlength=full.n_col)
-    _, tile, _, _ = _tile_rows(sensor, t, w, til, ok)
+    _, tile, _, _ = tile_rows(sensor, t, w, til, ok)
     reached = til.col[tile]
     seen = np.bincount(reached[reached >= 0], minlength=full.n_col) > 0
     return edges[full.gap] < EDGES_PER_BIN, seen[full.gap]
@@ -666,7 +559,7 @@ def fit_timeline(
         Bad arguments (named), or fewer usable logs than unknowns.
     FitTooLargeError
         The normal matrices of the classes' columns would exceed the
-        engine's memory budget (``fingrav_native.method._engine.MEMORY_BYTES``)
+        engine's memory budget (``fingrav_native.method._engine_design.MEMORY_BYTES``)
         even over its fewest blocks: a ``MemoryError`` naming the classes,
         their columns and the memory needed.
 
@@ -708,17 +601,10 @@ def fit_timeline(
                                 t_lo, t_hi, overlay)
     designs = _designs(s, e, cls, K, t_lo, t_hi, durations, continuity, _drift_spacing(drift_ns, s, e), floor_w,
                        overlay, shared, seen)
-    try:
-        sol = attribute(designs, sensor, t, w, y, bootstrap=bootstrap, seed=seed)
-    except FitTooLargeError as exc:
-        own = int(np.sum(~shared))
-        raise FitTooLargeError(
-            f"classes: {n_cls} kernel classes (signatures) x their columns ({int(K.sum())} curve bins, 1 launch gap, "
-            f"{own} gap levels of their own, {int(np.any(shared, axis=0).sum())} shared): {exc}; fewer classes "
-            "(signatures profiled jointly) or a record with fewer of them fits") from None
+    sol = _attribute_classes(designs, sensor, t, w, y, K, shared, bootstrap, seed)
     check = check_model(designs[sol.design], sensor, t, w, sol)
     out = _timeline_fit(sol, chans, K, asked, edges, durations, confidence, check, len(t),
-                        np.bincount(cls[cls >= 0], minlength=n_cls), _columns(K, overlay is not None, shared), seen)
+                        np.bincount(cls[cls >= 0], minlength=n_cls), columns(K, overlay is not None, shared), seen)
     if "overlay" in sol.values:
         o_lo, o_hi, _ = sol.interval("overlay", confidence)
         out = dataclasses.replace(out, overlay_w={c: float(sol.values["overlay"][0, i]) for i, c in enumerate(chans)},
@@ -726,6 +612,18 @@ def fit_timeline(
                                   overlay_high_w={c: float(o_hi[0, i]) for i, c in enumerate(chans)})
     extra = _above_board(out, max_power_w)
     return dataclasses.replace(out, warnings=out.warnings + tuple(extra)) if extra else out
+
+
+def _attribute_classes(designs: list[Design], sensor: SensorModel, t: np.ndarray, w: np.ndarray, y: np.ndarray,
+                       K: np.ndarray, shared: np.ndarray, bootstrap: int, seed: int) -> Solution:
+    """The engine's solution; past its memory budget, an error that names the classes and their columns."""
+    try:
+        return attribute(designs, sensor, t, w, y, bootstrap=bootstrap, seed=seed)
+    except FitTooLargeError as exc:
+        raise FitTooLargeError(
+            f"classes: {len(K)} kernel classes (signatures) x their columns ({int(K.sum())} curve bins, 1 launch gap, "
+            f"{int(np.sum(~shared))} gap levels of their own, {int(np.any(shared, axis=0).sum())} shared): {exc}; "
+            "fewer classes (signatures profiled jointly) or a record with fewer of them fits") from None
 
 
 def _checked_overlay(overlay_ns: Optional[tuple[npt.ArrayLike, npt.ArrayLike]]
@@ -763,7 +661,7 @@ def _above_board(fit: TimelineFit, max_power_w: Optional[float]) -> list[str]:
 
 def _timeline_fit(sol: Solution, chans: list[str], K: np.ndarray, asked: np.ndarray, edges: np.ndarray,
                   durations: np.ndarray, confidence: float, check: ModelCheck, n_all: int,
-                  counts: np.ndarray, cols: _Columns, seen: np.ndarray) -> TimelineFit:
+                  counts: np.ndarray, cols: Columns, seen: np.ndarray) -> TimelineFit:
     """The engine's solution as a TimelineFit: per channel, per class (``seen``: the gap steps a log reaches)."""
     ident = (sol.info_share >= IDENTIFIABLE_SHARE) & (counts > 0)
     curves, sds, energy, half, low, high, gap, resid = {}, {}, {}, {}, {}, {}, {}, {}
