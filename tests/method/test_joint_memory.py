@@ -88,6 +88,6 @@ def test_unclear_fit_past_its_memory_budget_names_the_classes_and_columns(monkey
     stamps, logs, s, e, c, _ = _timeline(3, 10_000)
     monkeypatch.setattr(_engine_design, "MEMORY_BYTES", 1_000)
     with pytest.raises(MemoryError, match=r"classes: 3 kernel classes \(signatures\) x their columns .*"
-                                          r"unknowns \(columns\).*GiB.*budget") as info:
+                                          r"unknowns \(columns\).*need [0-9.]+ [MG]iB, more than the [0-9.]+ [MG]iB budget") as info:
         fit_timeline(AVG_1MS, stamps, {"total": logs}, s, e, c, [1] * 3, bootstrap=10)
     assert isinstance(info.value, fingrav_native.FingravError)

@@ -48,6 +48,11 @@ def normal_equations_bytes(unknowns: Sequence[int], n_blocks: int, n_folds: int 
     return 8 * sum(int(p) ** 2 for p in unknowns) * (n_blocks + 2 * n_folds + 4)
 
 
+def _size(n_bytes: int) -> str:
+    """A memory size in words: GiB from one up, MiB below."""
+    return f"{n_bytes / 2 ** 30:.1f} GiB" if n_bytes >= 2 ** 30 else f"{n_bytes / 2 ** 20:.1f} MiB"
+
+
 def blocks_within_memory(unknowns: Sequence[int], blocks: np.ndarray, n_blocks: int,
                           n_folds: int) -> tuple[np.ndarray, int, str]:
     """Neighbouring blocks merged until the normal matrices fit in :data:`MEMORY_BYTES` (the sums stay exact).
@@ -68,11 +73,11 @@ def blocks_within_memory(unknowns: Sequence[int], blocks: np.ndarray, n_blocks: 
         need = normal_equations_bytes(unknowns, min(MIN_BLOCKS, n_blocks), n_folds)
         raise FitTooLargeError(
             f"samples: the fit has {max(unknowns)} unknowns (columns) in each of {len(unknowns)} candidate models; "
-            f"their normal matrices over {min(MIN_BLOCKS, n_blocks)} blocks of logs need {need / 2 ** 30:.1f} GiB, "
-            f"more than the {MEMORY_BYTES / 2 ** 30:.1f} GiB budget")
+            f"their normal matrices over {min(MIN_BLOCKS, n_blocks)} blocks of logs need {_size(need)}, "
+            f"more than the {_size(MEMORY_BYTES)} budget")
     n_fit = int(fit)
     note = (f"the record's {n_blocks} blocks of logs merged into {n_fit} so that the normal matrices of "
-            f"{max(unknowns)} unknowns fit the {MEMORY_BYTES / 2 ** 30:.1f} GiB budget: the bootstrap resamples "
+            f"{max(unknowns)} unknowns fit the {_size(MEMORY_BYTES)} budget: the bootstrap resamples "
             "fewer, longer blocks (the fit itself is the same)")
     return blocks * n_fit // n_blocks, n_fit, note
 
