@@ -49,7 +49,7 @@ TOP_LEVEL = {
     "ProfileFormatError", "CaptureFormatError", "TraceFormatError", "CampaignFormatError",
     "CampaignMismatchError", "CampaignLockedError", "NoLogsInExecutionsError", "LibraryNotFoundError",
     "SymbolNotFoundError", "DeviceUnavailableError", "SamplerError",
-    "LaunchFormatError", "CommandNotRunnableError",
+    "LaunchFormatError", "CommandNotRunnableError", "FitTooLargeError",
     "SensorResolutionWarning", "PhaseSteeringWarning", "ClockStepWarning", "UnknownSensorWindowWarning",
     "EnergyClosureWarning",
     "FingravError", "FingravWarning",

@@ -74,6 +74,7 @@ if TYPE_CHECKING:
     from fingrav_native.insitu._results import TraceProfile
     from fingrav_native.insitu._trace import KernelTrace, TraceFileNotFoundError, TraceFormatError
     from fingrav_native.method._align import NoLogsInExecutionsError
+    from fingrav_native.method._engine_design import FitTooLargeError
     from fingrav_native.method._phase import PhaseSteeringWarning
     from fingrav_native.method._pipeline import SensorResolutionWarning, stitch_logs
     from fingrav_native.method._results import ExecutionProfile, InterleavedProfile, Profile
@@ -133,6 +134,7 @@ _WHERE = {
     "CounterDiscontinuityWarning": "fingrav_native.sensors._counter",
     "SplitDisagreementWarning": "fingrav_native.sensors._from_logs",
     "NoLogsInExecutionsError": "fingrav_native.method._align",
+    "FitTooLargeError": "fingrav_native.method._engine_design",
     "PhaseSteeringWarning": "fingrav_native.method._phase",
     "SensorResolutionWarning": "fingrav_native.method._pipeline",
     "stitch_logs": "fingrav_native.method._pipeline",
@@ -171,7 +173,7 @@ __all__ = [
     "SymbolNotFoundError", "DeviceUnavailableError", "SamplerError",
     "RecordingFormatError", "PowerLogFormatError", "TraceFileNotFoundError", "GpuMetricsFormatError",
     "OutputPathError", "OutputFolderMissingError", "OutputNotWritableError",
-    "LaunchFormatError", "CommandNotRunnableError",
+    "LaunchFormatError", "CommandNotRunnableError", "FitTooLargeError",
     # warnings
     "FingravWarning",
     "SensorResolutionWarning", "PhaseSteeringWarning", "ClockStepWarning", "UnknownSensorWindowWarning",

@@ -21,7 +21,7 @@ from typing import Any, Callable
 import numpy as np
 import pytest
 
-from fingrav_native import DeviceUnavailableError, LibraryNotFoundError
+from fingrav_native import DeviceUnavailableError, FitTooLargeError, LibraryNotFoundError
 from fingrav_native.app import _cli as cli
 from fingrav_native.app import _cli_demo, _cli_device, _cli_files, _cli_profile, _cli_run
 from fingrav_native.method._align import NoLogsInExecutionsError
@@ -462,6 +462,11 @@ CASES: dict[tuple[str, str, str], list[Callable[[Env], list[str]]]] = {
          lambda e: _trace(e, power=_log(e, "gpu,socket_power\n0,3 kW\n")),
          lambda e: _trace(e, power=_log(e, _SMI.replace(".040", ".001").replace(".020", ".040"))) + ["--log-tz", "UTC"],
          lambda e: _trace(e, power=_log(e, "gpu,socket_power,timestamp\n0,N/A,1\n"))],
+    ("`trace`", "1", "an averaging sensor's joint fit past its memory budget (its kernel classes and columns named)"):
+        [lambda e: e.raising(_cli_files, "profile_trace", FitTooLargeError(
+            "classes: 417 kernel classes (signatures) x their columns (...): samples: the fit has 2929 unknowns "
+            "(columns) in each of 7 candidate models; their normal matrices over 10 blocks of logs need 9.9 GiB, "
+            "more than the 2.0 GiB budget")) or _trace(e)],
     ("`trace`", "1", "`--out` cannot be written"): [lambda e: _trace(e, out=os.path.join(e.unwritable, "t"))],
     ("`trace`", "2", "a number out of range"): [lambda e: ["trace", "t.json", "--power", "p.npz", "--top", "0"]],
     ("`trace`", "2", "an unknown sensor preset"): [lambda e: _trace(e) + ["--sensor", "no-such-sensor"]],

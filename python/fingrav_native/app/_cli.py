@@ -89,10 +89,12 @@ def _files_command(name: str) -> tuple[_Run, _Failures]:
         from fingrav_native.files._capture import CaptureFormatError
         from fingrav_native.files._launches import LaunchFormatError
         from fingrav_native.insitu._trace import TraceFormatError
+        from fingrav_native.method._engine_design import FitTooLargeError
 
-        # A malformed trace, capture or launch file is named by its own error, a ValueError that is a failure to read.
+        # A malformed trace, capture or launch file is named by its own error, a ValueError that is a failure to read;
+        # a joint fit past its memory budget (a MemoryError naming its classes and columns) is a failure to run.
         return (lambda args, _: files.trace_command(args)), (OSError, ImportError, TraceFormatError,
-                                                             CaptureFormatError, LaunchFormatError)
+                                                             CaptureFormatError, LaunchFormatError, FitTooLargeError)
     from fingrav_native.files._profiles import ProfileFormatError
 
     # A damaged profile is a failure to read, as an output the disk refuses is a failure to write; a missing

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from fingrav_native.method._deconvolve import declared_windows, deconvolve, needs_deconvolution, runs_needed
     from fingrav_native.method._deconvolved import Deconvolution, DeconvolvedChannel, as_stitched
     from fingrav_native.method._engine_check import ModelCheck
+    from fingrav_native.method._engine_design import FitTooLargeError
     from fingrav_native.method._forward_model import curve_precision_inverse, curve_scale, curve_variance, design_rows
     from fingrav_native.method._golden import GoldenSelection, select_golden_runs
     from fingrav_native.method._guidance import TABLE_I, Guidance, GuidanceRow, lookup_guidance, target_loi_count
@@ -74,6 +75,7 @@ _WHERE = {
     "EnergyEstimate": "_stitched",
     "ErrorBudget": "_results",
     "ExecutionProfile": "_results",
+    "FitTooLargeError": "_engine_design",
     "GAP_EDGES_NS": "_joint",
     "GoldenSelection": "_golden",
     "Guidance": "_guidance",

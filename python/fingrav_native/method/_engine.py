@@ -62,6 +62,7 @@ from fingrav_native.method._engine_design import (
     MAX_BLOCKS,
     Design,
     Rows,
+    blocks_within_memory,
     design_rows,
     effective_width,
     full_map,
@@ -355,12 +356,9 @@ def _gcv_scores(v: _Variant, st: _Stats, lams: np.ndarray, ch: int = 0) -> np.nd
     return out
 
 
-
 def _summed_B(st: _Stats) -> np.ndarray:
     """The whole record's right-hand sides ``(unknowns, channels)``, each channel summed over the blocks."""
     return np.stack([st.B[:, :, c].sum(axis=0) for c in range(st.B.shape[2])], axis=1)
-
-
 
 
 @dataclass(frozen=True)
@@ -467,6 +465,9 @@ class Solution:
         Per map, its lowest (<= 0) and highest (>= 0) offset from ``values``
         over the smoothings within one standard error of the chosen one in
         cross-validation (empty with a fixed smoothing).
+    memory_note : str
+        Empty, or why the record's blocks were merged into fewer (the normal
+        matrices within :data:`~fingrav_native.method._engine_design.MEMORY_BYTES`).
     """
 
     design: int
@@ -488,6 +489,7 @@ class Solution:
     blocks: np.ndarray
     lower: np.ndarray = field(repr=False, default_factory=lambda: np.zeros(0))
     smoothing_span: dict[str, tuple[np.ndarray, np.ndarray]] = field(repr=False, default_factory=dict)
+    memory_note: str = ""
 
     def interval(self, name: str, confidence: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Band ``(low, high)`` and standard deviation of a map's rows, per channel (NaN: no bootstrap).
@@ -774,6 +776,9 @@ def attribute(designs: Sequence[Design], sensor: SensorModel, t: np.ndarray, w: 
     ValueError
         When no log's response lies within the tiles, or fewer logs than
         columns they reach.
+    FitTooLargeError
+        When the normal matrices would exceed :data:`~fingrav_native.method._engine_design.MEMORY_BYTES` even over
+        ``MIN_BLOCKS`` blocks (a ``MemoryError``).
     """
     # Thousands of solves of a few hundred unknowns: one BLAS thread (the package's policy, _threads.py;
     # a 6 s loop record on 2 cores took 106 s with BLAS's default threads, 14 s with one).
@@ -805,6 +810,7 @@ def _attribute(designs: Sequence[Design], sensor: SensorModel, t: np.ndarray, w:
     if n_blocks > MAX_BLOCKS:
         blocks = blocks * MAX_BLOCKS // n_blocks
         n_blocks = MAX_BLOCKS
+    blocks, n_blocks, memory_note = blocks_within_memory([r.A.shape[1] for r in rows], blocks, n_blocks, n_folds)
     stats = [_block_stats(r.A, y[r.used], blocks, n_blocks) for r in rows]
     # Fewer logs than unknowns is allowed: the priors carry what the logs leave open, and the
     # identifiability check says which energies rest on them.
@@ -840,7 +846,8 @@ def _attribute(designs: Sequence[Design], sensor: SensorModel, t: np.ndarray, w:
         design=v.design, model=v.name, lam=choice.lam,
         cv_scores={vv.name: float(np.min(row)) for vv, row in zip(variants, table)}, x=x, values=values,
         draws=draws, rows=r, G=G, M=M, residual=np.asarray(resid), info_share=share, confounded=groups,
-        n_blocks=n_blocks, n_folds=folds_n, n_boot=n_boot, blocks=blocks, lower=v.lower, smoothing_span=span)
+        n_blocks=n_blocks, n_folds=folds_n, n_boot=n_boot, blocks=blocks, lower=v.lower, smoothing_span=span,
+        memory_note=memory_note)
 
 
 def resolution(sol: Solution, curve_cols: np.ndarray, dur_ns: float) -> tuple[np.ndarray, float]:

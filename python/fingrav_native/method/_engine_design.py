@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Optional
+from typing import Optional, Sequence
 
 import numpy as np
 from scipy import sparse
 
+from fingrav_native._errors import FingravError
 from fingrav_native.sensors._model import SensorModel
 
 #: Kinds of tile, for grouping residuals by where a window's edges fall.
@@ -28,6 +29,57 @@ TILE_EXECUTION, TILE_GAP, TILE_IDLE = 0, 1, 2
 
 #: Most blocks kept (memory: blocks x unknowns^2 per design).
 MAX_BLOCKS = 64
+
+
+#: Memory the normal equations of one fit may hold at once (bytes); :func:`normal_equations_bytes` counts it.
+MEMORY_BYTES = 2 << 30
+
+#: Fewest blocks a fit keeps when memory asks for fewer (two per cross-validation fold).
+MIN_BLOCKS = 10
+
+
+class FitTooLargeError(MemoryError, FingravError):
+    """The fit's normal equations would not fit in :data:`MEMORY_BYTES`, even over :data:`MIN_BLOCKS` blocks."""
+
+
+def normal_equations_bytes(unknowns: Sequence[int], n_blocks: int, n_folds: int = 5) -> int:
+    """Bytes of the normal matrices a fit holds at once: per candidate design, unknowns^2 floats for each block
+    (the bootstrap's units), each fold, a bootstrap batch's folds, and its penalties and solves (four)."""
+    return 8 * sum(int(p) ** 2 for p in unknowns) * (n_blocks + 2 * n_folds + 4)
+
+
+def _size(n_bytes: int) -> str:
+    """A memory size in words: GiB from one up, MiB below."""
+    return f"{n_bytes / 2 ** 30:.1f} GiB" if n_bytes >= 2 ** 30 else f"{n_bytes / 2 ** 20:.1f} MiB"
+
+
+def blocks_within_memory(unknowns: Sequence[int], blocks: np.ndarray, n_blocks: int,
+                          n_folds: int) -> tuple[np.ndarray, int, str]:
+    """Neighbouring blocks merged until the normal matrices fit in :data:`MEMORY_BYTES` (the sums stay exact).
+
+    Every block's normal matrix is kept for cross-validation and the
+    bootstrap; merging neighbours (as :data:`MAX_BLOCKS` already does) leaves
+    the whole record's equations as they are and makes the resampled units
+    longer (Kuensch 1989: longer blocks, still a valid block bootstrap; the
+    interval's Student's t follows the count). Below :data:`MIN_BLOCKS` a fit
+    is refused: a :class:`FitTooLargeError` that says what it needs. Returns
+    the blocks, their count, and why they were merged (empty: they were not).
+    """
+    if normal_equations_bytes(unknowns, n_blocks, n_folds) <= MEMORY_BYTES:
+        return blocks, n_blocks, ""
+    per_block = normal_equations_bytes(unknowns, 1, n_folds) - normal_equations_bytes(unknowns, 0, n_folds)
+    fit = (MEMORY_BYTES - normal_equations_bytes(unknowns, 0, n_folds)) // max(per_block, 1)
+    if fit < min(MIN_BLOCKS, n_blocks):
+        need = normal_equations_bytes(unknowns, min(MIN_BLOCKS, n_blocks), n_folds)
+        raise FitTooLargeError(
+            f"samples: the fit has {max(unknowns)} unknowns (columns) in each of {len(unknowns)} candidate models; "
+            f"their normal matrices over {min(MIN_BLOCKS, n_blocks)} blocks of logs need {_size(need)}, "
+            f"more than the {_size(MEMORY_BYTES)} budget")
+    n_fit = int(fit)
+    note = (f"the record's {n_blocks} blocks of logs merged into {n_fit} so that the normal matrices of "
+            f"{max(unknowns)} unknowns fit the {_size(MEMORY_BYTES)} budget: the bootstrap resamples "
+            "fewer, longer blocks (the fit itself is the same)")
+    return blocks * n_fit // n_blocks, n_fit, note
 
 
 @dataclass(frozen=True)
@@ -141,7 +193,7 @@ def effective_width(sensor: SensorModel, w: np.ndarray) -> np.ndarray:
     return np.asarray(sensor.memory_ns(w), dtype=np.float64)
 
 
-def _tile_rows(sensor: SensorModel, t: np.ndarray, w: np.ndarray, til: Tiling,
+def tile_rows(sensor: SensorModel, t: np.ndarray, w: np.ndarray, til: Tiling,
                ok: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Every (log, tile, weight) a usable log's response covers, and which logs are usable."""
     a, b, col = til.a, til.b, til.col
@@ -205,7 +257,7 @@ def design_rows(design: Design, sensor: SensorModel, t: np.ndarray, w: np.ndarra
     Rows
     """
     til = design.tiling
-    rows, tile, wt, use = _tile_rows(sensor, t, w, til, ok)
+    rows, tile, wt, use = tile_rows(sensor, t, w, til, ok)
     if til.scale is not None:
         wt = wt * til.scale[tile]
     used = np.flatnonzero(use)

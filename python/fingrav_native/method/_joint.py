@@ -53,13 +53,19 @@ from fingrav_native._checks import (
 from fingrav_native._threads import numeric_threads
 from fingrav_native.method._engine import IDENTIFIABLE_SHARE, Solution, attribute
 from fingrav_native.method._engine_check import ModelCheck, check_model
-from fingrav_native.method._engine_design import TILE_EXECUTION, TILE_GAP, TILE_IDLE, Design, Tiling, response_span
+from fingrav_native.method._engine_design import (
+    TILE_EXECUTION,
+    TILE_GAP,
+    TILE_IDLE,
+    Design,
+    FitTooLargeError,
+    Tiling,
+    response_span,
+    tile_rows,
+)
+from fingrav_native.method._joint_columns import GAP_EDGES_NS as GAP_EDGES_NS
+from fingrav_native.method._joint_columns import Columns, column_maps, columns, penalties
 from fingrav_native.sensors._model import SensorModel
-
-#: Gap power steps by time since the last kernel ended (ns): launch gaps, host gaps, pauses.
-GAP_EDGES_NS = (0.0, 10_000.0, 40_000.0, 150_000.0, 500_000.0, 2_000_000.0, math.inf)
-
-
 
 #: Candidate time constants (ns) with which a gap's power falls from the end of the kernel before it
 #: to the gap's own level: 0 at once, inf never (held). On GPUs it falls within microseconds once the
@@ -107,6 +113,9 @@ class TimelineFit:
         :data:`GAP_EDGES_NS`'s first step or longer (host gaps, pauses, idle)
         after a kernel of each class (the last row: after an excluded one),
         per step of time since it ended (NaN where no log saw such a gap).
+        A step whose gaps hold fewer than :data:`EDGES_PER_BIN` window edges
+        shares one level per step with every other such step (the logs cannot
+        tell them apart): its entry is that shared level.
     launch_gap_w : dict of str to float
         Per channel, the level shared by launch gaps (shorter than the first
         step), after the fall from the kernel before them; where the model
@@ -245,31 +254,6 @@ def _durations(cls: np.ndarray, s: np.ndarray, e: np.ndarray, n_cls: int,
 
 
 
-@dataclass(frozen=True)
-class _Columns:
-    """Where each unknown sits: curve offsets per class, the launch-gap level, the gap steps, the count."""
-
-    offsets: np.ndarray
-    K: np.ndarray
-    launch: int
-    gap0: int  # first column of the longer gaps' steps (per class before them, steps 0..n_steps-1)
-    n_steps: int  # steps of GAP_EDGES_NS
-    n_col: int
-    overlay: int = -1  # the additive level of the overlay intervals (communication), -1 for none
-
-    def step(self, prev: np.ndarray, m: int) -> np.ndarray:
-        """The column of step ``m`` of a longer gap after a kernel of class ``prev`` (the excluded row: n_cls)."""
-        return self.gap0 + prev * self.n_steps + m
-
-
-def _columns(K: np.ndarray, overlay: bool = False) -> _Columns:
-    offsets = np.concatenate([[0], np.cumsum(K)[:-1]]).astype(np.int64)
-    n_steps = len(GAP_EDGES_NS) - 1
-    launch = int(K.sum())
-    n_col = launch + 1 + (len(K) + 1) * n_steps
-    return _Columns(offsets, K, launch, launch + 1, n_steps, n_col + int(overlay), n_col if overlay else -1)
-
-
 def merged_intervals(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The union of intervals ``[a, b)``, as sorted disjoint intervals (touching ones joined)."""
     order = np.argsort(a, kind="stable")
@@ -306,7 +290,7 @@ def _overlaid(a: np.ndarray, b: np.ndarray, col: np.ndarray, kind: np.ndarray, o
     return start, end, col[reps], np.where(inside, level, -1), kind[reps]
 
 
-def _exec_tiles(s: np.ndarray, e: np.ndarray, cls: np.ndarray, cols: _Columns) -> tuple[np.ndarray, ...]:
+def _exec_tiles(s: np.ndarray, e: np.ndarray, cls: np.ndarray, cols: Columns) -> tuple[np.ndarray, ...]:
     """Executions cut into their class's curve bins (an excluded execution: one tile of column -1)."""
     K = np.where(cls >= 0, cols.K[np.maximum(cls, 0)], 1)
     reps = np.repeat(np.arange(len(s)), K)
@@ -318,7 +302,7 @@ def _exec_tiles(s: np.ndarray, e: np.ndarray, cls: np.ndarray, cols: _Columns) -
     return a, b, col, np.full(len(a), TILE_EXECUTION)
 
 
-def _gap_tiles(s: np.ndarray, e: np.ndarray, cls: np.ndarray, cols: _Columns, hi: float,
+def _gap_tiles(s: np.ndarray, e: np.ndarray, cls: np.ndarray, cols: Columns, hi: float,
                fall_ns: float) -> tuple[np.ndarray, ...]:
     """Gaps after each execution (to the next start, or ``hi`` after the last), stepped by time since it ended.
 
@@ -362,7 +346,7 @@ def _gap_tiles(s: np.ndarray, e: np.ndarray, cls: np.ndarray, cols: _Columns, hi
     return tuple(np.concatenate(x) for x in (out_a, out_b, out_c, out_k))
 
 
-def _tiling(s: np.ndarray, e: np.ndarray, cls: np.ndarray, cols: _Columns, lo: float, hi: float,
+def _tiling(s: np.ndarray, e: np.ndarray, cls: np.ndarray, cols: Columns, lo: float, hi: float,
             fall_ns: float, overlay: Optional[tuple[np.ndarray, np.ndarray]] = None) -> Tiling:
     """The timeline from ``lo`` to ``hi`` as contiguous tiles: idle before, executions, gaps (own or held),
     and the overlay's level on top where its intervals run."""
@@ -381,33 +365,6 @@ def _tiling(s: np.ndarray, e: np.ndarray, cls: np.ndarray, cols: _Columns, lo: f
     return Tiling(a, b, col, col2.astype(np.int64), kind)
 
 
-def _penalties(cols: _Columns, continuity: float) -> tuple[np.ndarray, np.ndarray]:
-    """Second differences of each curve (smoothing, chosen by cross-validation) and the gaps' continuity (fixed).
-
-    Without continuity a long-gap step seen by few logs is nearly collinear
-    with the kernel before it and took 2.5 kW on a simulated loop.
-    """
-    P = cols.n_col
-    R = np.zeros((P, P))
-    for c in range(len(cols.K)):
-        k = int(cols.K[c])
-        if k >= 3:
-            D = np.diff(np.eye(k), 2, axis=0)
-            o = int(cols.offsets[c])
-            R[o:o + k, o:o + k] += D.T @ D
-    F = np.zeros((P, P))
-    for c in range(len(cols.K) + 1):
-        # Step 0 stays out of the chain: it holds the fall from the kernel's end, not a slow relaxation
-        # (chained, a 200 -> 150 W step at 10 us came out 174/166 W on the closed-form timeline).
-        chain = [int(cols.step(np.array([c]), m)[0]) for m in range(1, cols.n_steps)]
-        for u, v in zip(chain[:-1], chain[1:]):
-            F[u, u] += continuity
-            F[v, v] += continuity
-            F[u, v] -= continuity
-            F[v, u] -= continuity
-    return R, F
-
-
 def _drift_spacing(drift_ns: float, s: np.ndarray, e: np.ndarray) -> float:
     """The drift's knot spacing: as asked, but at least ten times the longest execution.
 
@@ -420,24 +377,6 @@ def _drift_spacing(drift_ns: float, s: np.ndarray, e: np.ndarray) -> float:
     return max(float(drift_ns), 10.0 * float(np.max(e - s)))
 
 
-def _maps(cols: _Columns, counts: np.ndarray, durations: np.ndarray) -> dict[str, np.ndarray]:
-    """What is reported: each class's energy, the curves (all classes' bins), the gaps' columns."""
-    P = cols.n_col
-    n_cls = len(cols.K)
-    H = np.zeros((n_cls, P))
-    curves = np.zeros((int(cols.K.sum()), P))
-    for c in range(n_cls):
-        o, k = int(cols.offsets[c]), int(cols.K[c])
-        # A class with no execution modelled has zero maps here and NaN results (_timeline_fit).
-        H[c, o:o + k] = durations[c] * 1e-9 / k if counts[c] and math.isfinite(durations[c]) else 0.0
-        curves[o:o + k, o:o + k] = np.eye(k) if counts[c] else 0.0
-    gaps = np.eye(P)[cols.launch:cols.launch + 1 + (n_cls + 1) * cols.n_steps]
-    out = {"energy": H, "curves": curves, "gaps": gaps}
-    if cols.overlay >= 0:
-        out["overlay"] = np.eye(P)[cols.overlay:cols.overlay + 1]
-    return out
-
-
 def _class_bins(asked: np.ndarray, edges: np.ndarray) -> np.ndarray:
     """Bins per class: as asked, but no more than the window edges in its executions support (at least one)."""
     return np.asarray(np.maximum(1, np.minimum(asked, edges // EDGES_PER_BIN)), dtype=np.int64)
@@ -445,15 +384,22 @@ def _class_bins(asked: np.ndarray, edges: np.ndarray) -> np.ndarray:
 
 def _designs(s: np.ndarray, e: np.ndarray, cls: np.ndarray, K: np.ndarray, lo: float, hi: float,
              durations: np.ndarray, continuity: float, drift_ns: float, floor_w: float,
-             overlay: Optional[tuple[np.ndarray, np.ndarray]] = None) -> list[Design]:
-    """The candidate models: launch gaps at their own level, falling to it, or at the end of the kernel before."""
-    cols = _columns(K, overlay is not None)
-    R, F = _penalties(cols, continuity)
+             overlay: Optional[tuple[np.ndarray, np.ndarray]] = None,
+             shared: Optional[np.ndarray] = None, seen: Optional[np.ndarray] = None) -> list[Design]:
+    """The candidate models: launch gaps at their own level, falling to it, or at the end of the kernel before.
+
+    ``shared``, ``seen``: the gap steps that share one level per step, and those a log sees (:func:`_shared_gaps`).
+    """
+    cols = columns(K, overlay is not None, shared)
+    R, F = penalties(cols, continuity, seen)
     counts = np.bincount(cls[cls >= 0], minlength=len(K))
-    maps = _maps(cols, counts, durations)
-    names = ([f"class_{c}_bin_{j}" for c in range(len(K)) for j in range(int(K[c]))] + ["launch_gap"]
-             + [f"gap_after_{c}_step_{m}" for c in range(len(K) + 1) for m in range(cols.n_steps)]
-             + (["overlay_level"] if overlay is not None else []))
+    maps = column_maps(cols, counts, durations)
+    names = [f"class_{c}_bin_{j}" for c in range(len(K)) for j in range(int(K[c]))] + ["launch_gap"]
+    names += [""] * (cols.n_col - len(names))
+    for (c, m), col in np.ndenumerate(cols.gap):
+        names[int(col)] = f"gap_after_{c}_step_{m}" if shared is None or not shared[c, m] else f"gap_step_{m}_shared"
+    if overlay is not None:
+        names[cols.overlay] = "overlay_level"
     # The overlay draws power too (links and copy engines): bounded below like the rest.
     lower = np.full(cols.n_col, float(floor_w))
     out = []
@@ -465,6 +411,38 @@ def _designs(s: np.ndarray, e: np.ndarray, cls: np.ndarray, K: np.ndarray, lo: f
         out.append(Design(what, _tiling(s, e, cls, cols, lo, hi, fall, overlay), names, lower, R, F, maps, "energy",
                           drift_ns, offset_maps=("overlay",)))
     return out
+
+
+def _shared_gaps(sensor: SensorModel, t: np.ndarray, w: np.ndarray, ok: np.ndarray, lo_all: np.ndarray,
+                 hi_all: np.ndarray, two: bool, s: np.ndarray, e: np.ndarray, cls: np.ndarray, K: np.ndarray,
+                 lo: float, hi: float, overlay: Optional[tuple[np.ndarray, np.ndarray]]
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """Which gap steps get a level of their own, and which any log sees: ``(shared, seen)``, ``(classes + 1, steps)``.
+
+    A level of its own for the gaps after one class needs window edges inside
+    those gaps, as a curve's bins do inside its executions
+    (:data:`EDGES_PER_BIN`, :func:`_class_bins`): a window that covers a gap
+    whole sees it only in a sum with the kernels around it. A step with fewer
+    edges than that shares one level per step with every other such step: the
+    logs cannot tell them apart, and a column each for hundreds of signatures
+    (a real trace's) would put thousands of unknowns that only the prior holds
+    into every normal matrix of the fit (Section IV-B step 8's deconvolution,
+    resolved as far as the windows' edges resolve it). ``seen``: a log's
+    response reaches such a gap (where none does, the gap's level is not
+    reported).
+    """
+    full = columns(K, overlay is not None)
+    til = _tiling(s, e, cls, full, lo, hi, 0.0, overlay)
+    pos = np.concatenate([hi_all, lo_all]) if two else hi_all
+    pos = pos[np.isfinite(pos)]
+    j = np.searchsorted(til.a, pos, side="right") - 1
+    inside = (j >= 0) & (pos < til.b[np.clip(j, 0, None)])
+    col = til.col[j[inside]]
+    edges = np.bincount(col[col >= 0], minlength=full.n_col)
+    _, tile, _, _ = tile_rows(sensor, t, w, til, ok)
+    reached = til.col[tile]
+    seen = np.bincount(reached[reached >= 0], minlength=full.n_col) > 0
+    return edges[full.gap] < EDGES_PER_BIN, seen[full.gap]
 
 
 def _edges_per_class(lo: np.ndarray, hi: np.ndarray, s: np.ndarray, e: np.ndarray, cls: np.ndarray, n_cls: int,
@@ -579,6 +557,11 @@ def fit_timeline(
     ------
     ValueError
         Bad arguments (named), or fewer usable logs than unknowns.
+    FitTooLargeError
+        The normal matrices of the classes' columns would exceed the
+        engine's memory budget (``fingrav_native.method._engine_design.MEMORY_BYTES``)
+        even over its fewest blocks: a ``MemoryError`` naming the classes,
+        their columns and the memory needed.
 
     Notes
     -----
@@ -610,15 +593,18 @@ def fit_timeline(
     K = _class_bins(asked, edges)
     durations = _durations(cls, s, e, n_cls, durations_ns)
     finite = np.isfinite(lo_all)
-    designs = _designs(s, e, cls, K, float(np.min(lo_all[finite], initial=s[0])),
-                       float(np.max(hi_all[finite], initial=e[-1])), durations, continuity,
-                       _drift_spacing(drift_ns, s, e), floor_w, _checked_overlay(overlay_ns))
+    t_lo, t_hi = float(np.min(lo_all[finite], initial=s[0])), float(np.max(hi_all[finite], initial=e[-1]))
+    overlay = _checked_overlay(overlay_ns)
     chans = ["total"] + [c for c in ys if c != "total"]
     y = np.stack([ys[c] for c in chans], axis=1)
-    sol = attribute(designs, sensor, t, w, y, bootstrap=bootstrap, seed=seed)
+    shared, seen = _shared_gaps(sensor, t, w, np.all(np.isfinite(y), axis=1), lo_all, hi_all, two, s, e, cls, K,
+                                t_lo, t_hi, overlay)
+    designs = _designs(s, e, cls, K, t_lo, t_hi, durations, continuity, _drift_spacing(drift_ns, s, e), floor_w,
+                       overlay, shared, seen)
+    sol = _attribute_classes(designs, sensor, t, w, y, K, shared, bootstrap, seed)
     check = check_model(designs[sol.design], sensor, t, w, sol)
     out = _timeline_fit(sol, chans, K, asked, edges, durations, confidence, check, len(t),
-                        np.bincount(cls[cls >= 0], minlength=n_cls))
+                        np.bincount(cls[cls >= 0], minlength=n_cls), columns(K, overlay is not None, shared), seen)
     if "overlay" in sol.values:
         o_lo, o_hi, _ = sol.interval("overlay", confidence)
         out = dataclasses.replace(out, overlay_w={c: float(sol.values["overlay"][0, i]) for i, c in enumerate(chans)},
@@ -626,6 +612,18 @@ def fit_timeline(
                                   overlay_high_w={c: float(o_hi[0, i]) for i, c in enumerate(chans)})
     extra = _above_board(out, max_power_w)
     return dataclasses.replace(out, warnings=out.warnings + tuple(extra)) if extra else out
+
+
+def _attribute_classes(designs: list[Design], sensor: SensorModel, t: np.ndarray, w: np.ndarray, y: np.ndarray,
+                       K: np.ndarray, shared: np.ndarray, bootstrap: int, seed: int) -> Solution:
+    """The engine's solution; past its memory budget, an error that names the classes and their columns."""
+    try:
+        return attribute(designs, sensor, t, w, y, bootstrap=bootstrap, seed=seed)
+    except FitTooLargeError as exc:
+        raise FitTooLargeError(
+            f"classes: {len(K)} kernel classes (signatures) x their columns ({int(K.sum())} curve bins, 1 launch gap, "
+            f"{int(np.sum(~shared))} gap levels of their own, {int(np.any(shared, axis=0).sum())} shared): {exc}; "
+            "fewer classes (signatures profiled jointly) or a record with fewer of them fits") from None
 
 
 def _checked_overlay(overlay_ns: Optional[tuple[npt.ArrayLike, npt.ArrayLike]]
@@ -663,8 +661,8 @@ def _above_board(fit: TimelineFit, max_power_w: Optional[float]) -> list[str]:
 
 def _timeline_fit(sol: Solution, chans: list[str], K: np.ndarray, asked: np.ndarray, edges: np.ndarray,
                   durations: np.ndarray, confidence: float, check: ModelCheck, n_all: int,
-                  counts: np.ndarray) -> TimelineFit:
-    """The engine's solution as a TimelineFit: per channel, per class."""
+                  counts: np.ndarray, cols: Columns, seen: np.ndarray) -> TimelineFit:
+    """The engine's solution as a TimelineFit: per channel, per class (``seen``: the gap steps a log reaches)."""
     ident = (sol.info_share >= IDENTIFIABLE_SHARE) & (counts > 0)
     curves, sds, energy, half, low, high, gap, resid = {}, {}, {}, {}, {}, {}, {}, {}
     c_low: dict[str, list[np.ndarray]] = {}
@@ -692,13 +690,15 @@ def _timeline_fit(sol: Solution, chans: list[str], K: np.ndarray, asked: np.ndar
         # span the band is lopsided, and its mean half-width would leave the far side out.
         half[ch] = np.maximum(en - low[ch], high[ch] - en)
         g = sol.values["gaps"][:, i].copy()
-        g[reach[int(K.sum()):len(g) + int(K.sum())] == 0] = np.nan
+        g[(reach[cols.gap_cols] == 0) | ~np.concatenate([[True], seen.ravel()])] = np.nan
         launch[ch] = float(g[0])
         # Rows: after each class (and after an excluded one), the steps of a longer gap.
         gap[ch] = g[1:].reshape(n_cls + 1, n_steps)
         resid[ch] = float(np.sqrt(np.mean(sol.residual[:, i] ** 2)))
     offs = np.concatenate([[0], np.cumsum(K)[:-1]])
     warnings_ = _fit_warnings(K, asked, edges, sol.info_share, sol.confounded, check)
+    if sol.memory_note:
+        warnings_.append(sol.memory_note)
     if sol.n_boot == 0:
         warnings_.append(f"the record holds {sol.n_blocks} blocks of ten windows: too few for cross-validation and "
                          "an interval (smoothing chosen by GCV, no intervals); record longer")
