@@ -66,11 +66,14 @@ def _command(name: str) -> tuple[_Run, _Failures]:
         from fingrav_native.app import _cli_run as run_module
         from fingrav_native.files._capture import CaptureFormatError
         from fingrav_native.files._launches import LaunchFormatError
+        from fingrav_native.method._engine_design import FitTooLargeError
 
         command = run_module.record_command if name == "record" else run_module.run_command
-        # A device or library missing, a capture the disk refuses, launch files that cannot be read: the command
-        # failed (exit 1); the application's own exit status is returned otherwise.
-        return (lambda args, _: command(args)), (*_CANNOT_RUN, LaunchFormatError, CaptureFormatError)
+        # A device or library missing, a capture the disk refuses, launch files that cannot be read, a joint fit
+        # past its memory budget: the command failed (exit 1); the application's own exit status is returned
+        # otherwise.
+        return (lambda args, _: command(args)), (*_CANNOT_RUN, LaunchFormatError, CaptureFormatError,
+                                                 FitTooLargeError)
     from fingrav_native.app import _cli_profile as profile
     from fingrav_native.files._campaign import CampaignFormatError, CampaignMismatchError
     from fingrav_native.method._align import NoLogsInExecutionsError
