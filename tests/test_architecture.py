@@ -394,12 +394,6 @@ BENCH_PRIVATE_IMPORTS = {
         "wrong-type entry",
     ("engine_equivalence.py", f"{PKG}.method._engine"):
         "records and replays the attribution engine's private solve (_attribute) to compare two versions of it",
-    # The thread policy (docs/ARCHITECTURE.md, one thread policy) has no face: the package sets BLAS threads
-    # itself, and only a timing says which count it ran under.
-    ("busy_host_bench.py", f"{PKG}._threads"):
-        "times the policy against its absence (threads_for switched off) and reports the count in force",
-    ("insitu_scale.py", f"{PKG}._threads"): "reports the BLAS thread count in force beside its timings",
-    ("realtrace_speed.py", f"{PKG}._threads"): "reports the BLAS thread count in force beside its timings",
 }
 
 

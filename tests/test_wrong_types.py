@@ -543,6 +543,7 @@ def _entries() -> list[Entry]:
         Entry("fg.export_trace", fg.export_trace, lambda: {"profile": F.profile,
                                                            "path": os.path.join(F.tmp, "trace.json")},
               {"profile": obj(fg.Profile, fg.TraceProfile, fg.NodeProfile, fg.InterleavedProfile), "path": PATH}),
+        Entry("fg.thread_policy", fg.thread_policy, lambda: {"enabled": False}, {"enabled": FLAG}),
         Entry("fg.sensor_preset", fg.sensor_preset, lambda: {"name": "instant-1ms"},
               {"name": choice(*sensors.SENSOR_PRESETS)}),
         Entry("fg.make_executions", fg.make_executions,
@@ -1020,7 +1021,7 @@ EXCLUDED = {
         "HostRelease", "BackendWrapper")},
     # Take no arguments.
     **{n: "takes no arguments" for n in ("host_identity", "kernel_presets", "parameters", "MonotonicRawClock",
-                                         "app_path")},
+                                         "app_path", "threads_in_force")},
     # The shared simulated GPU: made by its create/open class methods (every argument refused by name in
     # tests/sim/test_shared_app.py); its truth is read from what the simulated application wrote.
     "SharedSimGPU": "made by SharedSimGPU.create / .open, whose arguments tests/sim/test_shared_app.py checks",
