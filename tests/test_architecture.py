@@ -385,10 +385,6 @@ BENCH_PRIVATE_IMPORTS = {
     ("insitu_window_offset_bench.py", f"{PKG}.insitu._align_windows"):
         "scores the window-offset regression (measure_window_offset, which checks none of its arrays: the "
         "attribution hands it validated ones) and its busy shares (_Busy) against the closed-form truth",
-    ("realdata_bench.py", f"{PKG}.sensors._response_fit"):
-        "the meter response's forward model (_MeterResponse) as the bench's reference",
-    ("realdata_bench.py", f"{PKG}.files._characterisation"):
-        "read_logs_csv, the CLI's reader of --logs/--load/--meter files; a public name needs its wrong-type entry",
     ("sim_app_scoring.py", f"{PKG}.files._run_folder"):
         "launch_capture, the run folder's bracket check that profile_trace runs; a public name needs its "
         "wrong-type entry",

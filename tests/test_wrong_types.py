@@ -345,6 +345,13 @@ class FX:
         return self.capture.save(os.path.join(self.tmp, "c.npz"))
 
     @functools.cached_property
+    def logs_csv_path(self) -> str:
+        path = os.path.join(self.tmp, "logs.csv")
+        with open(path, "w", encoding="utf-8") as f:
+            f.write("t_ns,power_w\n1000000,100.5\n2000000,101.0\n")
+        return path
+
+    @functools.cached_property
     def power_log_path(self) -> str:
         # nvidia-smi --query-gpu=timestamp,index,power.draw --format=csv -lms 100, as the tool writes it.
         path = os.path.join(self.tmp, "smi.csv")
@@ -402,6 +409,12 @@ class FX:
         on = np.array([[s, s + 20e6] for s in np.arange(0, 400e6, 40e6)])
         p = np.where(((t % 40e6) < 20e6), 500.0, 300.0) + np.random.default_rng(1).normal(0, 2, len(t))
         return t, p, on
+
+    @functools.cached_property
+    def meter(self) -> tuple[np.ndarray, np.ndarray]:
+        """A reference meter at 5 kHz beside ``char_logs``: the same square wave, without noise."""
+        tm = np.arange(0, 400e6, 0.2e6)
+        return tm, np.where(((tm % 40e6) < 20e6), 500.0, 300.0)
 
     @functools.cached_property
     def characterisation_path(self) -> str:
@@ -746,6 +759,9 @@ def _entries() -> list[Entry]:
               {"path": PATH}),
         Entry("files.read_trace", files.read_trace, lambda: {"trace": F.trace_path}, {"trace": PATH}),
         Entry("files.read_launches", files.read_launches, lambda: {"path": LAUNCH_JOURNAL}, {"path": PATH}),
+        Entry("files.read_logs_csv", files.read_logs_csv,
+              lambda: {"path": F.logs_csv_path, "columns": ("t_ns", "power_w"), "what": "logs"},
+              {"path": PATH, "columns": ANY, "what": S}, aliases={"path": ("logs",)}),
         Entry("files.read_power_log", files.read_power_log, lambda: {"path": F.power_log_path, "tz": "UTC"},
               {"path": PATH, "tz": opt(S), "device": opt(Arg("int", lo=0)), "period_s": opt(GT0)}),
         Entry("files.power_log_summary", files.power_log_summary, lambda: {"capture": F.capture},
@@ -926,6 +942,13 @@ def _entries() -> list[Entry]:
               {"t_ns": Arg("nums"), "values": Arg("power"), "busy_ns": Arg("nums"), "scale_ns": GT0,
                "min_delay_ns": N, "period_ns": opt(GT0)},
               aliases={k: ("t_ns, values, busy_ns", "t_ns, values") for k in ("t_ns", "values", "busy_ns")}),
+        Entry("sensors.fit_meter_response", sensors.fit_meter_response,
+              lambda: {"t_ns": F.char_logs[0], "values": F.char_logs[1], "meter_t_ns": F.meter[0],
+                       "meter_w": F.meter[1], "scale_ns": 1e6},
+              {"t_ns": Arg("nums"), "values": Arg("power"), "meter_t_ns": Arg("nums"), "meter_w": Arg("power"),
+               "scale_ns": GT0, "min_delay_ns": opt(N), "period_ns": opt(GT0)},
+              aliases={"t_ns": ("t_ns, values",), "values": ("t_ns, values",),
+                       "meter_t_ns": ("meter_t_ns, meter_w",), "meter_w": ("meter_t_ns, meter_w",)}),
         Entry("sensors.SensorModel.interval_weights", lambda t_ns, a_ns, b_ns: F.sensor.interval_weights(t_ns, a_ns,
                                                                                                           b_ns),
               lambda: {"t_ns": np.arange(5) * 1e6, "a_ns": np.zeros(5), "b_ns": np.full(5, 5e5)},

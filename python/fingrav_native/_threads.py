@@ -52,11 +52,11 @@ import threading
 from contextlib import ContextDecorator
 from typing import Any, Optional
 
-import numpy as np
-
 # threadpoolctl ships no type information; stubtest runs mypy without this project's configuration,
 # so the ignore is here, not in pyproject.toml.
 from threadpoolctl import ThreadpoolController  # type: ignore[import-untyped,unused-ignore]
+
+from fingrav_native._checks import flag
 
 __all__ = ["LARGE_SIZE", "threads_for", "numeric_threads", "threads_in_force", "thread_policy"]
 
@@ -251,9 +251,7 @@ class thread_policy(ContextDecorator):
     """
 
     def __init__(self, enabled: bool) -> None:
-        if not isinstance(enabled, (bool, np.bool_)):
-            raise ValueError(f"enabled={enabled!r}: expected True or False (the thread policy on or off)")
-        self.enabled = bool(enabled)
+        self.enabled = flag(enabled, "enabled")
 
     def __enter__(self) -> thread_policy:
         with _lock:
