@@ -385,9 +385,6 @@ BENCH_PRIVATE_IMPORTS = {
     ("insitu_window_offset_bench.py", f"{PKG}.insitu._align_windows"):
         "scores the window-offset regression (measure_window_offset, which checks none of its arrays: the "
         "attribution hands it validated ones) and its busy shares (_Busy) against the closed-form truth",
-    ("sim_app_scoring.py", f"{PKG}.files._run_folder"):
-        "launch_capture, the run folder's bracket check that profile_trace runs; a public name needs its "
-        "wrong-type entry",
     ("engine_equivalence.py", f"{PKG}.method._engine"):
         "records and replays the attribution engine's private solve (_attribute) to compare two versions of it",
 }
