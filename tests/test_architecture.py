@@ -385,8 +385,6 @@ BENCH_PRIVATE_IMPORTS = {
     ("insitu_window_offset_bench.py", f"{PKG}.insitu._align_windows"):
         "scores the window-offset regression (measure_window_offset, which checks none of its arrays: the "
         "attribution hands it validated ones) and its busy shares (_Busy) against the closed-form truth",
-    ("engine_equivalence.py", f"{PKG}.method._engine"):
-        "records and replays the attribution engine's private solve (_attribute) to compare two versions of it",
 }
 
 
