@@ -380,8 +380,6 @@ BENCH_DIR = Path(__file__).resolve().parent.parent / "bench"
 #: Bench scripts that still import a private module, each with why: a bench that times or scores one internal step
 #: against its own baseline, where the step is no building block a user calls. Stale entries fail too.
 BENCH_PRIVATE_IMPORTS = {
-    ("annotate_bench.py", f"{PKG}.files._annotate"):
-        "its in-memory baseline re-runs annotate_trace's own plan and counter events (_Plan, _counter_events)",
     ("insitu_window_offset_bench.py", f"{PKG}.insitu._align_windows"):
         "scores the window-offset regression (measure_window_offset, which checks none of its arrays: the "
         "attribution hands it validated ones) and its busy shares (_Busy) against the closed-form truth",
