@@ -417,6 +417,18 @@ class FX:
         return tm, np.where(((tm % 40e6) < 20e6), 500.0, 300.0)
 
     @functools.cached_property
+    def window_logs(self) -> dict[str, Any]:
+        """1 ms window averages of a loop of 1,000 kernels (sim.draw_schedule), for measure_window_offset."""
+        rng = np.random.default_rng(0)
+        starts, ends, sig, _, _, _, end = sim.draw_schedule(rng, 200, duration_jitter=0.005, pause_ns=300_000.0,
+                                                            pause_jitter=0.1, warmup=0.04, warmup_iterations=10,
+                                                            lead_ns=2e6, gap_range_ns=(2_000.0, 8_000.0))
+        t = np.arange(0.0, end, 1e6) + 3e5
+        return {"t_ns": t, "power_w": rng.normal(200.0, 2.0, len(t)), "windows_ns": np.full(len(t), 1e6),
+                "sensor": fg.sensor_preset("amd-1ms-average"), "starts_ns": starts, "ends_ns": ends,
+                "kernel_ids": sig}
+
+    @functools.cached_property
     def characterisation_path(self) -> str:
         t, p, on = self.char_logs
         return fg.characterize_logs(t, p, on, split_check=False).save(os.path.join(self.tmp, "s.json"))
@@ -942,6 +954,16 @@ def _entries() -> list[Entry]:
               {"t_ns": Arg("nums"), "values": Arg("power"), "busy_ns": Arg("nums"), "scale_ns": GT0,
                "min_delay_ns": N, "period_ns": opt(GT0)},
               aliases={k: ("t_ns, values, busy_ns", "t_ns, values") for k in ("t_ns", "values", "busy_ns")}),
+        Entry("insitu.measure_window_offset", insitu.measure_window_offset, lambda: dict(F.window_logs),
+              {"t_ns": Arg("nums"), "power_w": Arg("power", nan_ok=True), "windows_ns": Arg("nums"),
+               "sensor": obj(fg.SensorModel), "starts_ns": Arg("nums"), "ends_ns": Arg("nums"),
+               "kernel_ids": Arg("ints"), "search_ns": GT0, "step_ns": GT0, "confidence": UNIT,
+               "max_logs": Arg("int", lo=2), "max_signatures": Arg("int", lo=1), "logs_per_column": Arg("int", lo=1)},
+              aliases={"t_ns": ("t_ns, power_w",), "power_w": ("t_ns, power_w",),
+                       "starts_ns": ("starts_ns, ends_ns, kernel_ids", "starts_ns, ends_ns"),
+                       "ends_ns": ("starts_ns, ends_ns, kernel_ids", "starts_ns, ends_ns"),
+                       "kernel_ids": ("starts_ns, ends_ns, kernel_ids",),
+                       "search_ns": ("search_ns=",), "step_ns": ("search_ns=",)}),
         Entry("sensors.fit_meter_response", sensors.fit_meter_response,
               lambda: {"t_ns": F.char_logs[0], "values": F.char_logs[1], "meter_t_ns": F.meter[0],
                        "meter_w": F.meter[1], "scale_ns": 1e6},
