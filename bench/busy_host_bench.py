@@ -5,7 +5,7 @@ A GPU host running a training job has its cores busy. OpenBLAS starts a
 thread per core, and every small solve then waits for its threads to get a
 core: ``profile_trace`` took 312-339 s beside other work on a 10^6-kernel
 trace and 18 s with ``OPENBLAS_NUM_THREADS=1``. The package's thread policy
-(``fingrav_native._threads``) runs the method's small solves on one BLAS
+(``fingrav_native.thread_policy``) runs the method's small solves on one BLAS
 thread at its entry points, so the default environment should now cost what
 forcing one thread does.
 
@@ -19,7 +19,7 @@ data is made before the clock starts):
 * **busy_one_thread**: the same, inside ``threadpool_limits(1, "blas")``;
 * **quiet**: no busy processes;
 * **busy_no_policy** (``--no-policy``): busy, with the package's policy
-  switched off (``_threads.threads_for`` returns None): what the default
+  switched off (``fg.thread_policy(False)``): what the default
   environment cost before the policy.
 
 Workloads: ``many``, 10^4 kernels of 300 signatures (Zipf popularity, 5-300
@@ -101,13 +101,10 @@ def worker(workload: str, condition: str, quick: bool) -> None:
     from threadpoolctl import threadpool_limits
 
     import fingrav_native as fg
-    from fingrav_native import _threads
 
     kt, samples, cmap = _make(workload, quick)
-    if condition == "busy_no_policy":
-        _threads.threads_for = lambda size: None
     limit = threadpool_limits(limits=1, user_api="blas") if condition == "busy_one_thread" else None
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), fg.thread_policy(condition != "busy_no_policy"):
         warnings.simplefilter("ignore")
         t0 = time.perf_counter()
         tp = fg.profile_trace(kt, samples, cmap)
@@ -116,7 +113,7 @@ def worker(workload: str, condition: str, quick: bool) -> None:
         limit.restore_original_limits()
     print(json.dumps({"wall_s": wall, "kernels": int(len(kt.executions)), "signatures": int(len(kt.signatures)),
                       "logs": int(len(samples)), "rows": int(len(tp.kernels)),
-                      "blas_default": sorted(set(_threads.blas_threads().values()))}))
+                      "blas_default": sorted(set(fg.threads_in_force().values()))}))
 
 
 def _busy(on: bool) -> list[subprocess.Popen[bytes]]:

@@ -431,11 +431,10 @@ def child(kind: str, path: str) -> dict[str, Any]:
 
             if kind == "profile-real":
                 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests"))
-                from fingrav_native import _threads
                 from sim_captures import synthetic_logs
 
                 logs = synthetic_logs(kt, period_ns=1_000_000)
-                out.update(logs=len(logs), blas_threads=sorted(set(_threads.blas_threads().values())),
+                out.update(logs=len(logs), blas_threads=sorted(set(fg.threads_in_force().values())),
                            load_before=os.getloadavg()[0])
             else:
                 logs = np.load(path + ".logs.npy")

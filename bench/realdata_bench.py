@@ -53,15 +53,16 @@ from datetime import datetime, timezone
 from typing import Any
 
 import numpy as np
+import scipy.signal
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "python"))
 sys.path.insert(0, os.path.join(HERE, "..", "tests"))  # real_data: where the records are
 
 import fingrav_native as fg  # noqa: E402
-from fingrav_native.files._characterisation import read_logs_csv  # noqa: E402
+from fingrav_native.files import read_logs_csv  # noqa: E402
 from fingrav_native.method import fit_timeline  # noqa: E402
-from fingrav_native.sensors._response_fit import _MeterResponse, fit_meter_response  # noqa: E402
+from fingrav_native.sensors import fit_meter_response  # noqa: E402
 from real_data import MissingRealData  # noqa: E402
 from real_data import path as real_data_path  # noqa: E402
 
@@ -97,16 +98,33 @@ def cumulative(tm: np.ndarray, pm: np.ndarray) -> np.ndarray:
 
 def predict(model: fg.SensorModel, t: np.ndarray, tm: np.ndarray, pm: np.ndarray, cum: np.ndarray) -> np.ndarray:
     """The field the model would log at ``t`` from the meter's power: a boxcar exactly, by the meter's
-    cumulative energy; a first-order filter by the package's own meter response (a recursive filter on
-    the meter's sample grid)."""
+    cumulative energy; a first-order filter as a recursive filter on the meter's sample grid."""
     e = t - model.delay_ns
     outside = e > tm[-1]  # past the meter's last sample: no prediction (before its start it is padded)
     if model.shape != "first_order":
         w = max(model.window_ns, 1.0)
         return np.where(outside, np.nan, (np.interp(e, tm, cum) - np.interp(e - w, tm, cum)) * 1e9 / w)
-    step = float(np.median(np.diff(tm)))
-    response = _MeterResponse(t, np.zeros(len(t)), tm, pm, float(np.median(t)), 20.0 * step)  # grid = one step
-    return np.where(outside, np.nan, response.load(model))
+    return np.where(outside, np.nan, filtered(model.tau_ns, t, e, tm, pm))
+
+
+def filtered(tau_ns: float, t: np.ndarray, e: np.ndarray, tm: np.ndarray, pm: np.ndarray) -> np.ndarray:
+    """A first-order filter (time constant ``tau_ns``) of the meter's power, read at ``e`` (logs ``t``, less the delay).
+
+    The meter's power is taken as the mean over each step ``dt`` (its median spacing) of its trapezoid
+    integral, held at its first level from 60 x 20 steps before the first log or sample (the board idle before
+    a test; far back enough for any filter the fits try), and filtered exactly for power held over each
+    step: ``y_{k+1} = a y_k + (1 - a) p_k`` with ``a = exp(-dt / tau)``, settled at the first level.
+    """
+    dt = float(np.median(np.diff(tm)))
+    start = float(np.min(t, initial=tm[0])) - 60.0 * 20.0 * dt
+    if start < tm[0]:
+        tm, pm = np.concatenate([[start], tm]), np.concatenate([[pm[0]], pm])
+    cum = np.concatenate([[0.0], np.cumsum(0.5 * (pm[1:] + pm[:-1]) * np.diff(tm))])
+    grid = np.arange(tm[0], tm[-1], dt)
+    power = np.diff(np.interp(grid, tm, cum)) / dt
+    a = math.exp(-dt / tau_ns)
+    out = scipy.signal.lfilter([1.0 - a], [1.0, -a], power, zi=[a * power[0]])[0]
+    return np.asarray(np.interp(e, grid[1:], out))
 
 
 def affine(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:

@@ -256,7 +256,6 @@ def worker(rounds_tag: str) -> None:
 
     sys.path.insert(0, TESTS)
     import fingrav_native as fg
-    from fingrav_native import _threads
     from fingrav_native.files import read_trace
     from fingrav_native.sim import EpochIdentity
     from real_data import path as real_path
@@ -277,7 +276,7 @@ def worker(rounds_tag: str) -> None:
             tp, wall, cpu = _timed(lambda: fg.profile_trace(p, logs[name][1], EpochIdentity()))
             print(json.dumps({"trace": name, "tag": rounds_tag, "parse_s": parse[1], "parse_cpu_s": parse[2],
                               "profile_s": wall, "profile_cpu_s": cpu, "load": os.getloadavg()[0],
-                              "blas_threads": sorted(set(_threads.blas_threads().values())),
+                              "blas_threads": sorted(set(fg.threads_in_force().values())),
                               "used": tp.used_executions()[0]}), flush=True)
 
 

@@ -5,7 +5,7 @@ A shared simulated GPU (``fingrav_native.sim.SharedSimGPU``) is recorded with
 ``PowerRecorder`` while ``fingrav-sim-app`` runs its training-step workload in
 another process and reports each execution through the stand-in
 rocprofiler-sdk runtime to the real tool library; the launch journal
-(``read_launches(...).to_trace()``) and the capture go through
+(``read_launches(...)``) and the capture go through
 ``fg.profile_trace``. Per kernel signature the table's energy per execution is
 FinGraV's energy of the execution of interest over the *golden* executions
 (the fullest execution-time bin past the warm-up: paper Section IV-B, steps
@@ -35,7 +35,6 @@ import fingrav_native as fg
 from fingrav_native import native
 from fingrav_native.app import PowerRecorder
 from fingrav_native.files import read_launches
-from fingrav_native.files._run_folder import launch_capture
 from fingrav_native.sim import SharedSimGPU, app_path, standin_library
 
 
@@ -52,7 +51,8 @@ def one_seed(seconds: float, seed: int, workload: str = "train-step") -> list[di
     if r.returncode != 0:
         raise RuntimeError(f"seed {seed}: fingrav-sim-app failed: {r.stderr}")
     log = read_launches(launches)
-    tp = fg.profile_trace(log.to_trace(), launch_capture(rec.capture, log))
+    # The launch records themselves as the trace: profile_trace maps the capture through their own brackets.
+    tp = fg.profile_trace(log, rec.capture)
     a = tp.alignment
     rows = []
     for row in gpu.truth().score(tp):

@@ -377,30 +377,10 @@ def test_the_long_function_check_catches_a_sixth_long_function():
 
 BENCH_DIR = Path(__file__).resolve().parent.parent / "bench"
 
-#: Bench scripts that still import a private module, each with why: a bench that times or scores one internal step
-#: against its own baseline, where the step is no building block a user calls. Stale entries fail too.
-BENCH_PRIVATE_IMPORTS = {
-    ("annotate_bench.py", f"{PKG}.files._annotate"):
-        "its in-memory baseline re-runs annotate_trace's own plan and counter events (_Plan, _counter_events)",
-    ("insitu_window_offset_bench.py", f"{PKG}.insitu._align_windows"):
-        "scores the window-offset regression (measure_window_offset, which checks none of its arrays: the "
-        "attribution hands it validated ones) and its busy shares (_Busy) against the closed-form truth",
-    ("realdata_bench.py", f"{PKG}.sensors._response_fit"):
-        "the meter response's forward model (_MeterResponse) as the bench's reference",
-    ("realdata_bench.py", f"{PKG}.files._characterisation"):
-        "read_logs_csv, the CLI's reader of --logs/--load/--meter files; a public name needs its wrong-type entry",
-    ("sim_app_scoring.py", f"{PKG}.files._run_folder"):
-        "launch_capture, the run folder's bracket check that profile_trace runs; a public name needs its "
-        "wrong-type entry",
-    ("engine_equivalence.py", f"{PKG}.method._engine"):
-        "records and replays the attribution engine's private solve (_attribute) to compare two versions of it",
-    # The thread policy (docs/ARCHITECTURE.md, one thread policy) has no face: the package sets BLAS threads
-    # itself, and only a timing says which count it ran under.
-    ("busy_host_bench.py", f"{PKG}._threads"):
-        "times the policy against its absence (threads_for switched off) and reports the count in force",
-    ("insitu_scale.py", f"{PKG}._threads"): "reports the BLAS thread count in force beside its timings",
-    ("realtrace_speed.py", f"{PKG}._threads"): "reports the BLAS thread count in force beside its timings",
-}
+#: Bench scripts that import a private module, each with why (empty: every bench reads the package through its
+#: faces; a bench that needs an internal step computes its own baseline, or the step gets a public name). Stale
+#: entries fail too.
+BENCH_PRIVATE_IMPORTS: dict[tuple[str, str], str] = {}
 
 
 def _private_modules_imported(source: str) -> set[str]:

@@ -46,6 +46,7 @@ TOP_LEVEL = {
     "Recording", "Profile", "ExecutionProfile", "InterleavedProfile", "NodeProfile", "TraceProfile",
     "KernelTrace", "Characterisation", "SensorModel", "Capabilities", "sensor_preset", "make_executions",
     "EXECUTION_DTYPE", "SAMPLE_DTYPE",
+    "threads_in_force", "thread_policy",
     "ProfileFormatError", "CaptureFormatError", "TraceFormatError", "CampaignFormatError",
     "CampaignMismatchError", "CampaignLockedError", "NoLogsInExecutionsError", "LibraryNotFoundError",
     "SymbolNotFoundError", "DeviceUnavailableError", "SamplerError",

@@ -20,7 +20,7 @@ import pytest
 from threadpoolctl import threadpool_limits
 
 from fingrav_native import _threads
-from fingrav_native._threads import LARGE_SIZE, blas_threads, numeric_threads, threads_for
+from fingrav_native._threads import LARGE_SIZE, numeric_threads, threads_for, threads_in_force
 
 
 class _Stop(Exception):
@@ -28,7 +28,7 @@ class _Stop(Exception):
 
 
 def _counts() -> set[int]:
-    return set(blas_threads().values())
+    return set(threads_in_force().values())
 
 
 class _Spy:
@@ -178,3 +178,67 @@ def test_silently_slow_no_module_sets_blas_threads_but_the_policy() -> None:
     root = Path(_threads.__file__).parent
     setters = sorted(str(p.relative_to(root)) for p in root.rglob("*.py") if "threadpoolctl" in p.read_text("utf-8"))
     assert setters == ["_threads.py"]
+
+
+# ---------------------------------------------------------------- the public switch and reading
+
+
+def test_silently_wrong_switched_off_policy_keeps_the_inherited_count_at_an_entry_point() -> None:
+    # A benchmark of the policy against its absence: with the switch off, profile_trace's first use of its
+    # argument sees the count the caller set (2), not the policy's one; after the switch, the policy is back.
+    import fingrav_native as fg
+    from fingrav_native.insitu import _profile
+
+    def counts_inside() -> set[int]:
+        _Spy.seen = []
+        with pytest.raises(_Stop):
+            _profile.attribute_trace(_Spy(), _Spy(), _Spy())
+        return _Spy.seen[0]
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(_profile, "_checked_trace", _Spy()._hit)
+        with threadpool_limits(limits=2, user_api="blas"):
+            with fg.thread_policy(False):
+                assert counts_inside() == {2}
+                with fg.thread_policy(True):  # switched back on inside
+                    assert counts_inside() == {1}
+                assert counts_inside() == {2}
+            assert counts_inside() == {1}
+            assert _counts() == {2}
+    assert _threads._switches == []
+
+
+def test_data_loss_switches_of_two_threads_closing_out_of_order_leave_the_policy_on() -> None:
+    entered, first_out = threading.Event(), threading.Event()
+    import fingrav_native as fg
+
+    def second() -> None:
+        with fg.thread_policy(False):
+            entered.set()
+            first_out.wait(10)
+
+    worker = threading.Thread(target=second)
+    with fg.thread_policy(False):
+        worker.start()
+        assert entered.wait(10)
+    first_out.set()
+    worker.join(10)
+    assert _threads._switches == [] and _threads._policy_on()
+
+
+def test_silently_wrong_threads_in_force_reports_the_count_a_user_set() -> None:
+    import fingrav_native as fg
+
+    with threadpool_limits(limits=2, user_api="blas"):
+        assert set(fg.threads_in_force().values()) == {2}
+        with numeric_threads():
+            assert set(fg.threads_in_force().values()) == {1}
+    assert fg.threads_in_force(), "no BLAS library found"
+
+
+@pytest.mark.parametrize("enabled", [None, 0, 1, "no", 1.0])
+def test_unclear_thread_policy_error_names_the_argument(enabled: Any) -> None:
+    import fingrav_native as fg
+
+    with pytest.raises(ValueError, match=r"^enabled="):
+        fg.thread_policy(enabled)

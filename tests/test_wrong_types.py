@@ -345,6 +345,13 @@ class FX:
         return self.capture.save(os.path.join(self.tmp, "c.npz"))
 
     @functools.cached_property
+    def logs_csv_path(self) -> str:
+        path = os.path.join(self.tmp, "logs.csv")
+        with open(path, "w", encoding="utf-8") as f:
+            f.write("t_ns,power_w\n1000000,100.5\n2000000,101.0\n")
+        return path
+
+    @functools.cached_property
     def power_log_path(self) -> str:
         # nvidia-smi --query-gpu=timestamp,index,power.draw --format=csv -lms 100, as the tool writes it.
         path = os.path.join(self.tmp, "smi.csv")
@@ -402,6 +409,24 @@ class FX:
         on = np.array([[s, s + 20e6] for s in np.arange(0, 400e6, 40e6)])
         p = np.where(((t % 40e6) < 20e6), 500.0, 300.0) + np.random.default_rng(1).normal(0, 2, len(t))
         return t, p, on
+
+    @functools.cached_property
+    def meter(self) -> tuple[np.ndarray, np.ndarray]:
+        """A reference meter at 5 kHz beside ``char_logs``: the same square wave, without noise."""
+        tm = np.arange(0, 400e6, 0.2e6)
+        return tm, np.where(((tm % 40e6) < 20e6), 500.0, 300.0)
+
+    @functools.cached_property
+    def window_logs(self) -> dict[str, Any]:
+        """1 ms window averages of a loop of 1,000 kernels (sim.draw_schedule), for measure_window_offset."""
+        rng = np.random.default_rng(0)
+        starts, ends, sig, _, _, _, end = sim.draw_schedule(rng, 200, duration_jitter=0.005, pause_ns=300_000.0,
+                                                            pause_jitter=0.1, warmup=0.04, warmup_iterations=10,
+                                                            lead_ns=2e6, gap_range_ns=(2_000.0, 8_000.0))
+        t = np.arange(0.0, end, 1e6) + 3e5
+        return {"t_ns": t, "power_w": rng.normal(200.0, 2.0, len(t)), "windows_ns": np.full(len(t), 1e6),
+                "sensor": fg.sensor_preset("amd-1ms-average"), "starts_ns": starts, "ends_ns": ends,
+                "kernel_ids": sig}
 
     @functools.cached_property
     def characterisation_path(self) -> str:
@@ -543,6 +568,7 @@ def _entries() -> list[Entry]:
         Entry("fg.export_trace", fg.export_trace, lambda: {"profile": F.profile,
                                                            "path": os.path.join(F.tmp, "trace.json")},
               {"profile": obj(fg.Profile, fg.TraceProfile, fg.NodeProfile, fg.InterleavedProfile), "path": PATH}),
+        Entry("fg.thread_policy", fg.thread_policy, lambda: {"enabled": False}, {"enabled": FLAG}),
         Entry("fg.sensor_preset", fg.sensor_preset, lambda: {"name": "instant-1ms"},
               {"name": choice(*sensors.SENSOR_PRESETS)}),
         Entry("fg.make_executions", fg.make_executions,
@@ -749,6 +775,9 @@ def _entries() -> list[Entry]:
               {"characterisation": obj(fg.Characterisation), "path": PATH}),
         Entry("files.read_trace", files.read_trace, lambda: {"trace": F.trace_path}, {"trace": PATH}),
         Entry("files.read_launches", files.read_launches, lambda: {"path": LAUNCH_JOURNAL}, {"path": PATH}),
+        Entry("files.read_logs_csv", files.read_logs_csv,
+              lambda: {"path": F.logs_csv_path, "columns": ("t_ns", "power_w"), "what": "logs"},
+              {"path": PATH, "columns": ANY, "what": S}, aliases={"path": ("logs",)}),
         Entry("files.read_power_log", files.read_power_log, lambda: {"path": F.power_log_path, "tz": "UTC"},
               {"path": PATH, "tz": opt(S), "device": opt(Arg("int", lo=0)), "period_s": opt(GT0)}),
         Entry("files.power_log_summary", files.power_log_summary, lambda: {"capture": F.capture},
@@ -929,6 +958,23 @@ def _entries() -> list[Entry]:
               {"t_ns": Arg("nums"), "values": Arg("power"), "busy_ns": Arg("nums"), "scale_ns": GT0,
                "min_delay_ns": N, "period_ns": opt(GT0)},
               aliases={k: ("t_ns, values, busy_ns", "t_ns, values") for k in ("t_ns", "values", "busy_ns")}),
+        Entry("insitu.measure_window_offset", insitu.measure_window_offset, lambda: dict(F.window_logs),
+              {"t_ns": Arg("nums"), "power_w": Arg("power", nan_ok=True), "windows_ns": Arg("nums"),
+               "sensor": obj(fg.SensorModel), "starts_ns": Arg("nums"), "ends_ns": Arg("nums"),
+               "kernel_ids": Arg("ints"), "search_ns": GT0, "step_ns": GT0, "confidence": UNIT,
+               "max_logs": Arg("int", lo=2), "max_signatures": Arg("int", lo=1), "logs_per_column": Arg("int", lo=1)},
+              aliases={"t_ns": ("t_ns, power_w",), "power_w": ("t_ns, power_w",),
+                       "starts_ns": ("starts_ns, ends_ns, kernel_ids", "starts_ns, ends_ns"),
+                       "ends_ns": ("starts_ns, ends_ns, kernel_ids", "starts_ns, ends_ns"),
+                       "kernel_ids": ("starts_ns, ends_ns, kernel_ids",),
+                       "search_ns": ("search_ns=",), "step_ns": ("search_ns=",)}),
+        Entry("sensors.fit_meter_response", sensors.fit_meter_response,
+              lambda: {"t_ns": F.char_logs[0], "values": F.char_logs[1], "meter_t_ns": F.meter[0],
+                       "meter_w": F.meter[1], "scale_ns": 1e6},
+              {"t_ns": Arg("nums"), "values": Arg("power"), "meter_t_ns": Arg("nums"), "meter_w": Arg("power"),
+               "scale_ns": GT0, "min_delay_ns": opt(N), "period_ns": opt(GT0)},
+              aliases={"t_ns": ("t_ns, values",), "values": ("t_ns, values",),
+                       "meter_t_ns": ("meter_t_ns, meter_w",), "meter_w": ("meter_t_ns, meter_w",)}),
         Entry("sensors.SensorModel.interval_weights", lambda t_ns, a_ns, b_ns: F.sensor.interval_weights(t_ns, a_ns,
                                                                                                           b_ns),
               lambda: {"t_ns": np.arange(5) * 1e6, "a_ns": np.zeros(5), "b_ns": np.full(5, 5e5)},
@@ -1024,7 +1070,7 @@ EXCLUDED = {
         "HostRelease", "BackendWrapper")},
     # Take no arguments.
     **{n: "takes no arguments" for n in ("host_identity", "kernel_presets", "parameters", "MonotonicRawClock",
-                                         "app_path")},
+                                         "app_path", "threads_in_force")},
     # The shared simulated GPU: made by its create/open class methods (every argument refused by name in
     # tests/sim/test_shared_app.py); its truth is read from what the simulated application wrote.
     "SharedSimGPU": "made by SharedSimGPU.create / .open, whose arguments tests/sim/test_shared_app.py checks",

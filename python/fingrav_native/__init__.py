@@ -22,6 +22,10 @@ Result and value types
     :class:`KernelTrace`, :class:`Characterisation`, :class:`SensorModel`,
     :class:`Capabilities`; :func:`sensor_preset`, :func:`make_executions` and
     the array layouts ``EXECUTION_DTYPE`` and ``SAMPLE_DTYPE``.
+Tune
+    :func:`threads_in_force` (the BLAS thread count a timing ran under) and
+    :class:`thread_policy` (the package's one-BLAS-thread policy for its small
+    solves, switched off to time it against its absence).
 Errors and warnings
     Every one the package raises: each error is a :class:`FingravError` and
     each warning a :class:`FingravWarning` (one ``except`` or one filter for
@@ -51,6 +55,7 @@ if TYPE_CHECKING:
         SymbolNotFoundError,
     )
     from fingrav_native._errors import FingravError, FingravWarning
+    from fingrav_native._threads import thread_policy, threads_in_force
     from fingrav_native._version import __version__
     from fingrav_native.app._characterize import characterize
     from fingrav_native.app._child import CommandNotRunnableError
@@ -101,6 +106,8 @@ _WHERE = {
     "OutputNotWritableError": "fingrav_native.files._outputs",
     "OutputPathError": "fingrav_native.files._outputs",
     "LibraryNotFoundError": "fingrav_native._core",
+    "thread_policy": "fingrav_native._threads",
+    "threads_in_force": "fingrav_native._threads",
     "SAMPLE_DTYPE": "fingrav_native._core",
     "SamplerError": "fingrav_native._core",
     "SymbolNotFoundError": "fingrav_native._core",
@@ -166,6 +173,8 @@ __all__ = [
     "Recording", "Profile", "ExecutionProfile", "InterleavedProfile", "NodeProfile", "TraceProfile",
     "KernelTrace", "Characterisation", "SensorModel", "Capabilities", "sensor_preset", "make_executions",
     "EXECUTION_DTYPE", "SAMPLE_DTYPE",
+    # tune
+    "threads_in_force", "thread_policy",
     # errors
     "FingravError",
     "ProfileFormatError", "CaptureFormatError", "TraceFormatError", "CampaignFormatError",

@@ -39,6 +39,10 @@ inside the policy, BLAS calls anywhere in the process run on one thread;
 entries from several threads and nested entries restore, on the last exit,
 the count in force before the first (each exit hands its saved count to the
 entry still open after it).
+
+Two names are public (``fingrav_native.threads_in_force``,
+``fingrav_native.thread_policy``): what a benchmark reports beside its
+timings, and the switch that times the package without its policy.
 """
 
 from __future__ import annotations
@@ -52,7 +56,9 @@ from typing import Any, Optional
 # so the ignore is here, not in pyproject.toml.
 from threadpoolctl import ThreadpoolController  # type: ignore[import-untyped,unused-ignore]
 
-__all__ = ["LARGE_SIZE", "threads_for", "numeric_threads", "blas_threads"]
+from fingrav_native._checks import flag
+
+__all__ = ["LARGE_SIZE", "threads_for", "numeric_threads", "threads_in_force", "thread_policy"]
 
 #: Largest dense dimension (rows or columns of one factorisation or product) from which the
 #: inherited BLAS thread count is kept; below it, one thread (the measurements above).
@@ -76,6 +82,8 @@ class _Entry:
 
 
 _open: list[_Entry] = []  # every entry open in the process, oldest first
+# Every open ``thread_policy`` switch, oldest first: the newest decides (process-wide, as BLAS counts are).
+_switches: list[thread_policy] = []
 _local = threading.local()  # per thread, its own open entries (the ones its exits close)
 
 
@@ -101,13 +109,23 @@ def _set(lib: Any, n: int) -> None:
     getattr(lib, "_real_set_num_threads", lib.set_num_threads)(n)
 
 
-def blas_threads() -> dict[str, int]:
-    """The BLAS thread count in force now, per loaded BLAS library (its file path).
+def threads_in_force() -> dict[str, int]:
+    """The BLAS thread count in force now, per BLAS library loaded in the process.
+
+    What a timing ran under: the package lowers the count inside its entry
+    points (:func:`thread_policy`), a user's ``OPENBLAS_NUM_THREADS`` or
+    ``threadpool_limits`` lowers it everywhere.
 
     Returns
     -------
     dict of str to int
-        ``{filepath: num_threads}`` for every BLAS threadpoolctl finds.
+        ``{filepath: num_threads}`` for every BLAS library threadpoolctl
+        finds (numpy's and scipy's may be two).
+
+    Notes
+    -----
+    Read through threadpoolctl's ``ThreadpoolController``, the inspection
+    scikit-learn's thread policy uses (``sklearn.utils.fixes.threadpool_info``).
     """
     with _lock:
         return {lib.filepath: int(lib.num_threads) for lib in _blas()}
@@ -160,7 +178,8 @@ class numeric_threads(ContextDecorator):
 
     def __enter__(self) -> numeric_threads:
         stack: list[Optional[_Entry]] = _local.__dict__.setdefault("stack", [])
-        limit = threads_for(self.size)  # at entry, not at decoration: the one place that decides
+        # At entry, not at decoration: the one place that decides (and where a switch in force is seen).
+        limit = threads_for(self.size) if _policy_on() else None
         if limit is None:
             stack.append(None)
             return self
@@ -191,3 +210,57 @@ class numeric_threads(ContextDecorator):
                 return
             for lib, n in entry.saved:
                 _set(lib, n)
+
+
+def _policy_on() -> bool:
+    """Whether the policy is in force: the newest open :class:`thread_policy` decides (on where none is)."""
+    with _lock:
+        return _switches[-1].enabled if _switches else True
+
+
+class thread_policy(ContextDecorator):
+    """Switch the package's BLAS thread policy on or off for the enclosed work.
+
+    Inside ``with fingrav_native.thread_policy(False):`` the package's entry
+    points (``profile_trace``, ``profile``, ``stitch_logs``, the aligners,
+    the deconvolution) keep the BLAS thread count they inherit instead of
+    running their small solves on one thread: what a benchmark needs to time
+    the policy against its absence. ``thread_policy(True)`` restores it
+    inside an enclosing switch. A context manager and a decorator.
+
+    Parameters
+    ----------
+    enabled : bool
+        True: the policy (one BLAS thread below :data:`LARGE_SIZE`); False:
+        the inherited count.
+
+    Raises
+    ------
+    ValueError
+        ``enabled`` is not a bool.
+
+    Notes
+    -----
+    The policy is scikit-learn's (threadpoolctl limits set at coarse entry
+    points), with the crossover measured on this package's solves (the
+    module docstring). Like BLAS thread counts, the switch is process-wide:
+    an entry point that another thread enters while it is open sees it too.
+    Switches nest, and each exit removes its own switch, whichever order
+    several threads' switches close in. An entry point already running keeps
+    the count it set at its entry.
+    """
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = flag(enabled, "enabled")
+
+    def __enter__(self) -> thread_policy:
+        with _lock:
+            _switches.append(self)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        with _lock:
+            # The newest occurrence of this switch: the same object entered twice (a decorated function
+            # that recurses) closes its innermost entry first.
+            at = len(_switches) - 1 - _switches[::-1].index(self)
+            del _switches[at]

@@ -220,6 +220,25 @@ def test_a_logs_csv_keeps_integer_stamps_exact_and_reads_numbers_as_written(tmp_
     assert p.tolist() == [100.0, -5.0]
 
 
+@pytest.mark.parametrize("kwargs, named", [
+    ({"path": 123}, "path"),
+    ({"columns": "t_ns"}, "columns"),  # one name, not its characters
+    ({"columns": ("t_ns", 5)}, "columns"),
+    ({"what": None}, "what"),
+])
+def test_unclear_a_wrong_argument_of_read_logs_csv_is_named(tmp_path: Path, kwargs: dict[str, object],
+                                                            named: str) -> None:
+    from fingrav_native.files import read_logs_csv
+
+    path = tmp_path / "logs.csv"
+    path.write_text("t_ns,power_w\n1000,101.5\n2000,102\n")
+    call: dict[str, object] = {"path": path, "columns": ("t_ns", "power_w"), "what": "path", **kwargs}
+    with pytest.raises(ValueError, match=rf"^{named}="):
+        read_logs_csv(**call)
+    t, w = read_logs_csv(path)  # the default columns: power logs
+    assert t.tolist() == [1000, 2000] and w.tolist() == [101.5, 102.0]
+
+
 def test_unclear_a_malformed_cell_given_to_fingrav_characterize_is_a_usage_error(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from fingrav_native.app import _cli as cli

@@ -12,9 +12,8 @@ import numpy as np
 import pytest
 
 from fingrav_native import profile_trace, sensor_preset
-from fingrav_native.insitu import ClockMismatchWarning
+from fingrav_native.insitu import ClockMismatchWarning, measure_window_offset
 from fingrav_native.insitu._align import WINDOW_SLACK_NS, mismatch_slack_ns
-from fingrav_native.insitu._align_windows import measure_window_offset
 from fingrav_native.sensors import SensorModel
 from fingrav_native.sim import Identity, logged_loop
 from sim_captures import shared_loop
@@ -111,3 +110,37 @@ def test_logs_that_cannot_place_themselves_are_noted_unchecked(sensor: SensorMod
     assert why in got
     tp = profile_trace(loop.trace, loop.samples, Identity(), sensor=sensor, attribution="instant")
     assert any(w.startswith("offset unchecked: ") and why in w for w in tp.warnings)
+
+
+def _window_call() -> dict[str, object]:
+    """A valid call: 1 ms window averages of a loop of 1,400 kernels (sim.draw_schedule)."""
+    from fingrav_native.sim import draw_schedule
+
+    rng = np.random.default_rng(0)
+    starts, ends, sig, _, _, _, end = draw_schedule(rng, 200, duration_jitter=0.005, pause_ns=300_000.0,
+                                                    pause_jitter=0.1, warmup=0.04, warmup_iterations=10,
+                                                    lead_ns=2e6, gap_range_ns=(2_000.0, 8_000.0))
+    t = np.arange(0.0, end, 1e6) + 3e5
+    return {"t_ns": t, "power_w": rng.normal(200.0, 2.0, len(t)), "windows_ns": np.full(len(t), 1e6),
+            "sensor": AVG_1MS, "starts_ns": starts, "ends_ns": ends, "kernel_ids": sig}
+
+
+@pytest.mark.parametrize("arg, value, named", [
+    ("kernel_ids", "negative", "kernel_ids"),  # was read as signatures -3..1
+    ("t_ns", None, "t_ns"),  # was "0 logs ...": no logs, said as if the logs were too few
+    ("sensor", sensor_preset("instant-1ms"), "sensor"),  # was a window offset of logs of an instant
+    ("sensor", "amd-1ms-average", "sensor"),  # was an AttributeError
+    ("ends_ns", "before starts", "starts_ns, ends_ns"),  # was an offset of kernels ending before they start
+    ("starts_ns", "one at 1e300", "starts_ns, ends_ns"),  # was an IndexError
+    ("power_w", "negative", "power_w"),  # was an offset of negative power
+    ("step_ns", 0.5, "search_ns="),  # a grid of millions of shifts, run for minutes
+])
+def test_unclear_wrong_input_to_measure_window_offset_is_refused_by_name(arg: str, value: object,
+                                                                         named: str) -> None:
+    call = _window_call()
+    made = {"negative": lambda: -np.asarray(call[arg]) if arg == "power_w" else np.asarray(call[arg]) - 3,
+            "before starts": lambda: np.asarray(call["starts_ns"]) - 1.0,
+            "one at 1e300": lambda: np.r_[np.asarray(call[arg])[:-1], 1e300]}
+    call[arg] = made[value]() if isinstance(value, str) and value in made else value
+    with pytest.raises(ValueError, match=rf"^{named}"):
+        measure_window_offset(**call)

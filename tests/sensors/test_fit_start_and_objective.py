@@ -15,8 +15,7 @@ import math
 import numpy as np
 import pytest
 
-from fingrav_native.sensors import fit_load_response, fit_step_response
-from fingrav_native.sensors._response_fit import fit_meter_response
+from fingrav_native.sensors import fit_load_response, fit_meter_response, fit_step_response
 
 LIGHT, EXCESS, NOISE, SCALE = 100.0, 200.0, 1.0, 100e6
 
@@ -126,3 +125,18 @@ def test_load_fit_reports_the_drift_it_carried() -> None:
     assert st.drift_w_per_s == pytest.approx(1.0, abs=0.05)
     assert st.low_w == pytest.approx(LIGHT, abs=0.3) and st.high_w == pytest.approx(LIGHT + EXCESS, abs=0.5)
     assert st.residual_w == pytest.approx(NOISE, rel=0.15)
+
+
+@pytest.mark.parametrize("where", ["meter", "logs"])
+def test_unclear_a_stamp_far_off_the_others_is_refused_by_name_not_run_out_of_memory(where: str) -> None:
+    # One corrupted stamp ~2.9 centuries from the others asked the meter's filter grid for 46e12 points
+    # (a MemoryError of 336 TiB); the meter and the logs are refused by name instead.
+    t, p, load = _record("first_order", 0.0)
+    tm, pm = _meter(load)
+    tm, t = tm.copy(), t.copy()
+    if where == "meter":
+        tm[-1] = 9.2e18
+    else:
+        t[0] = -9.2e18
+    with pytest.raises(ValueError, match=r"^t_ns, meter_t_ns: .*a stamp far from the others"):
+        fit_meter_response(t, p, tm, pm, scale_ns=SCALE)

@@ -2,7 +2,7 @@
 
 Versioned profile files (no pickle, checked field by field on load), power captures,
 sensor characterisations, campaign folders (run files, manifest, lock), the readers of
-power logs other tools write (nvidia-smi, amd-smi, rocm-smi, dcgmi), of
+power logs other tools write (nvidia-smi, amd-smi, rocm-smi, dcgmi) and of CSV columns, of
 application traces (torch.profiler / Kineto JSON; rocprofv3 CSV, JSON and rocpd) and the Perfetto /
 Chrome trace export, and the annotated copy of an application's own trace. Every loader goes through the guards of ``_safe`` (size caps,
 regular files only, JSON depth, .npy headers).
@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     )
     from fingrav_native.files._capture_counter import CapturedCounter
     from fingrav_native.files._capture_read import load_capture
-    from fingrav_native.files._characterisation import load_characterisation, save_characterisation
+    from fingrav_native.files._characterisation import load_characterisation, read_logs_csv, save_characterisation
     from fingrav_native.files._journal import RecoveredCaptureWarning
     from fingrav_native.files._kineto import read_kineto_trace, write_kineto_trace
     from fingrav_native.files._launches import LAUNCHES_FORMAT, LaunchFormatError, LaunchLog, read_launches
@@ -105,6 +105,7 @@ _WHERE = {
     "read_kineto_trace": "_kineto",
     "power_log_summary": "_power_logs",
     "read_launches": "_launches",
+    "read_logs_csv": "_characterisation",
     "read_manifest": "_campaign",
     "read_power_log": "_power_logs",
     "read_rocprof_kernel_trace": "_rocprof",

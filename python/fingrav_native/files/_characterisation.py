@@ -7,10 +7,12 @@ import io
 import math
 import os
 import re
+from collections.abc import Sequence
 from typing import Any, Union
 
 import numpy as np
 
+from fingrav_native._checks import file_path, short_repr
 from fingrav_native.files._outputs import check_output_path, write_json
 from fingrav_native.files._safe import MAX_JSON_BYTES, loads_json, read_file
 from fingrav_native.sensors._characterize import Characterisation, PeriodEstimate
@@ -141,11 +143,16 @@ def _column(cells: list[str], lines: list[int], name: str, where: str) -> np.nda
     return np.array([float(c) for c in cells], dtype=np.float64)
 
 
-def read_logs_csv(path: Union[str, "os.PathLike[str]"], columns: tuple[str, ...], what: str) -> list[np.ndarray]:
+def read_logs_csv(path: Union[str, "os.PathLike[str]"], columns: Sequence[str] = ("t_ns", "power_w"),
+                  what: str = "path") -> list[np.ndarray]:
     """Columns of a CSV file with a header (``.gz`` read as such); errors name the file and the column.
 
-    Read through the guarded reader: a regular file only (a FIFO would block,
-    ``/dev/zero`` never end), at most :data:`MAX_CSV_BYTES`. Each cell of a
+    The reader of the ``fingrav characterize --logs/--load/--meter`` files:
+    power logs as ``t_ns, power_w`` (the logs a sensor is characterised
+    from under a known load, paper Section IV-A's power logs), the load's
+    on-intervals as ``start_ns, end_ns``, a reference meter's power. Read
+    through the guarded reader: a regular file only (a FIFO would block,
+    ``/dev/zero`` never end), at most 1 GiB. Each cell of a
     requested column must be a decimal number: an empty cell, a short or
     long row, or text is refused by line and column, never read as a
     default. A column of integers stays int64 (epoch nanoseconds would lose
@@ -157,10 +164,12 @@ def read_logs_csv(path: Union[str, "os.PathLike[str]"], columns: tuple[str, ...]
     ----------
     path : str or os.PathLike
         The CSV file (``.gz``: gzipped).
-    columns : tuple of str
-        The header names of the columns returned, in that order.
+    columns : sequence of str
+        The header names of the columns returned, in that order (default:
+        power logs' ``t_ns`` and ``power_w``).
     what : str
-        The option or argument the file was given as, for messages.
+        The option or argument the file was given as, for messages
+        (``"--logs"`` in the command).
 
     Returns
     -------
@@ -169,11 +178,19 @@ def read_logs_csv(path: Union[str, "os.PathLike[str]"], columns: tuple[str, ...]
 
     Raises
     ------
+    FileNotFoundError
+        No file at ``path``.
     ValueError
-        The file is not readable, has no header, lacks a column, or has a
-        malformed cell (the file, line and column are named).
+        An argument of the wrong type; the file is not readable, has no
+        header, lacks a column, or has a malformed cell (the file, line and
+        column are named).
     """
-    p = os.fspath(path)
+    if not isinstance(what, str) or not what:
+        raise ValueError(f"what={short_repr(what)}: must be a non-empty str (the name the file was given as)")
+    p = file_path(path, what)
+    if isinstance(columns, str) or not isinstance(columns, Sequence) or not columns \
+            or not all(isinstance(c, str) and c for c in columns):
+        raise ValueError(f"columns={short_repr(columns)}: must be a non-empty sequence of header names (str)")
     if not os.path.lexists(p):
         raise FileNotFoundError(f"{what}={p!r}: no such file")
     where = f"{what}={p!r}"

@@ -3,7 +3,8 @@
 :class:`KernelTrace` holds an application's kernel executions on the host clock;
 :func:`fingrav_native.profile_trace` attributes power logs to them and, given an energy counter,
 checks that the kernels and the gaps between them add up to it (:class:`EnergyClosure`); its result
-is a :class:`TraceProfile`.
+is a :class:`TraceProfile`. The logs' offset against the kernels, measured alone:
+:func:`align_logs_to_trace` (logs of an instant) and :func:`measure_window_offset` (averaging logs).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from fingrav_native._lazy import attach
 
 if TYPE_CHECKING:
     from fingrav_native.insitu._align import ClockMismatchWarning, LogAlignment, align_logs_to_trace
+    from fingrav_native.insitu._align_windows import measure_window_offset
     from fingrav_native.insitu._closure import EnergyClosure, EnergyClosureWarning
     from fingrav_native.insitu._concurrent import ConcurrentEnergy
     from fingrav_native.insitu._results import (
@@ -46,6 +48,7 @@ _WHERE = {
     "TraceFormatError": "_trace",
     "TraceProfile": "_results",
     "align_logs_to_trace": "_align",
+    "measure_window_offset": "_align_windows",
     "signature_label": "_signatures",
 }
 

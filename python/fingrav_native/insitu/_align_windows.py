@@ -51,12 +51,22 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Optional
+from typing import Any, Optional
 
 import numpy as np
+import numpy.typing as npt
 import scipy.fft
 from scipy import signal, stats
 
+from fingrav_native._checks import (
+    check_power,
+    finite_array,
+    fraction,
+    instance_of,
+    integer_in,
+    positive_number,
+    whole_numbers,
+)
 from fingrav_native._threads import numeric_threads
 from fingrav_native.insitu._align import LogAlignment
 from fingrav_native.insitu._align_design import least_squares_rss
@@ -374,31 +384,87 @@ def _far_without_near(hi_all: np.ndarray, power_w: np.ndarray, windows_ns: np.nd
                        max_logs, 2 * logs_per_column)
 
 
+#: The finest step of the offset grid (ns): finer asks the fits for more shifts than any sensor resolves.
+MIN_STEP_NS = 100.0
+#: At most this many steps in the search's half-width (the grid's memory and time grow with it).
+MAX_SEARCH_STEPS = 1_000_000
+#: The longest span of kernels searched (ns; about 28 hours): beyond it, a corrupted stamp.
+MAX_SPAN_NS = 1e14
+
+
+def _checked_window_arrays(t_ns: npt.ArrayLike, power_w: npt.ArrayLike, windows_ns: npt.ArrayLike, sensor: Any,
+                           starts_ns: npt.ArrayLike, ends_ns: npt.ArrayLike, kernel_ids: npt.ArrayLike
+                           ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The logs and kernels as float64 / int64, each refused by name when it is wrong."""
+    t = finite_array(t_ns, "t_ns")
+    y = check_power(power_w, "power_w", allow_nan=True)  # a NaN log is a failed read: not used
+    if t.ndim != 1 or t.shape != y.shape:
+        raise ValueError(f"t_ns, power_w: must be 1-D of one length, got shapes {t.shape} and {y.shape}")
+    w = finite_array(windows_ns, "windows_ns")
+    if (w.ndim and w.shape != t.shape) or np.any(w < 0):
+        raise ValueError(f"windows_ns: one window >= 0 per log (or one for all), got shape {w.shape}")
+    instance_of(sensor, "sensor", SensorModel, "a SensorModel")
+    if not sensor.averages:
+        raise ValueError(f"sensor={sensor.name!r}: an instantaneous sensor; its logs' offset is measured by "
+                         "align_logs_to_trace")
+    s, e = finite_array(starts_ns, "starts_ns"), finite_array(ends_ns, "ends_ns")
+    k = whole_numbers(kernel_ids, "kernel_ids", 0, 2**31 - 1)
+    if not (s.shape == e.shape == k.shape) or s.ndim != 1 or len(s) == 0:
+        raise ValueError("starts_ns, ends_ns, kernel_ids: must be 1-D of one non-zero length")
+    if np.any(e < s):
+        raise ValueError("starts_ns, ends_ns: every kernel must end at or after its start")
+    return t, y, w, s, e, k
+
+
+def _checked_search(search_ns: float, step_ns: float, starts_ns: np.ndarray, ends_ns: np.ndarray) -> tuple[float, float]:
+    """The search's half-width and step, in bounds the grid's memory and time allow."""
+    search = positive_number(search_ns, "search_ns")
+    step = positive_number(step_ns, "step_ns")
+    if not (MIN_STEP_NS <= step < search and search / step <= MAX_SEARCH_STEPS):
+        raise ValueError(f"search_ns={search_ns!r}, step_ns={step_ns!r}: need {MIN_STEP_NS:g} <= step_ns < search_ns "
+                         f"and at most {MAX_SEARCH_STEPS:,} steps in search_ns")
+    span = float(np.max(ends_ns)) - float(np.min(starts_ns))
+    if span > MAX_SPAN_NS:
+        raise ValueError(f"starts_ns, ends_ns: the kernels span {span:.4g} ns, over {MAX_SPAN_NS:.0e} ns (28 hours): "
+                         "a corrupted stamp?")
+    return search, step
+
+
 @numeric_threads()
-def measure_window_offset(t_ns: np.ndarray, power_w: np.ndarray, windows_ns: np.ndarray, sensor: SensorModel,
-                          starts_ns: np.ndarray, ends_ns: np.ndarray, kernel_ids: np.ndarray, *,
+def measure_window_offset(t_ns: npt.ArrayLike, power_w: npt.ArrayLike, windows_ns: npt.ArrayLike,
+                          sensor: SensorModel, starts_ns: npt.ArrayLike, ends_ns: npt.ArrayLike,
+                          kernel_ids: npt.ArrayLike, *,
                           search_ns: float = 250e6, step_ns: float = 2_000.0, confidence: float = 0.95,
                           max_logs: int = 20_000, max_signatures: int = 8,
                           logs_per_column: int = 10) -> tuple[Optional[LogAlignment], str]:
     """Measure the offset between averaging power logs and a kernel trace, or say why the logs cannot.
 
+    The averaging sensor's counterpart of
+    :func:`~fingrav_native.insitu.align_logs_to_trace` (which takes logs of
+    an instant): ``profile_trace`` runs it on every averaging sensor's logs
+    to check the clock map against the kernels.
+
     Parameters
     ----------
-    t_ns, power_w : numpy.ndarray
-        The logs' stamps on the trace's timeline (through the clock map) and their total power.
-    windows_ns : numpy.ndarray
-        Each log's boxcar window (its own, or the model's); ignored for a first-order filter.
+    t_ns, power_w : array_like
+        The logs' stamps on the trace's timeline (through the clock map) and
+        their total power (a NaN power is a failed read, not used).
+    windows_ns : array_like or float
+        Each log's boxcar window (its own, or the model's; one for all);
+        ignored for a first-order filter.
     sensor : SensorModel
         An averaging sensor: its shape, delay and (for a filter) time constant.
-    starts_ns, ends_ns, kernel_ids : numpy.ndarray
-        The kernels on the logs' device (any order; concurrent ones of one signature count once).
+    starts_ns, ends_ns, kernel_ids : array_like
+        The kernels on the logs' device (any order; concurrent ones of one
+        signature count once), their signatures integers >= 0.
     search_ns : float
         The fine search around the map: offsets in ``[-search_ns, search_ns]``, and at most a quarter of the
         kernels' span, so that the logs it uses (those whose response stays inside the span at every shift)
         are half of it. Beyond it, every offset at which the responses meet the kernels is scanned
         (``LogAlignment.far`` where the best lies there).
     step_ns : float
-        The finest grid step (the interval's resolution).
+        The finest grid step (the interval's resolution), at least 100 ns
+        and at most a millionth of ``search_ns``.
     confidence : float
         Of the interval.
     max_logs : int
@@ -422,6 +488,12 @@ def measure_window_offset(t_ns: np.ndarray, power_w: np.ndarray, windows_ns: np.
         could show (whatever the fit explains then is what else varies,
         such as the chip heating up).
 
+    Raises
+    ------
+    ValueError
+        An argument of the wrong type or out of its bounds (named), an
+        instantaneous sensor, or kernels spanning over 1e14 ns (28 hours).
+
     Notes
     -----
     Paper Section IV-A step 2 (the logs on the kernels' timeline) checked
@@ -431,6 +503,13 @@ def measure_window_offset(t_ns: np.ndarray, power_w: np.ndarray, windows_ns: np.
     :func:`~fingrav_native.insitu.align_logs_to_trace` (Bates and Watts
     1988, Section 6.1; the F tests at a level divided by the shifts searched).
     """
+    t_ns, power_w, windows_ns, starts_ns, ends_ns, kernel_ids = _checked_window_arrays(
+        t_ns, power_w, windows_ns, sensor, starts_ns, ends_ns, kernel_ids)
+    search_ns, step_ns = _checked_search(search_ns, step_ns, starts_ns, ends_ns)
+    fraction(confidence, "confidence")
+    max_logs = integer_in(max_logs, "max_logs", 2, 10_000_000)
+    max_signatures = integer_in(max_signatures, "max_signatures", 1, 1_000)
+    logs_per_column = integer_in(logs_per_column, "logs_per_column", 1, 1_000_000)
     memory = np.asarray(sensor.memory_ns(windows_ns), dtype=np.float64)
     hi_all = np.asarray(t_ns, dtype=np.float64) - sensor.delay_ns
     first, last = float(np.min(starts_ns)), float(np.max(ends_ns))

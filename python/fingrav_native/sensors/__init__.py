@@ -29,7 +29,13 @@ if TYPE_CHECKING:
     from fingrav_native.sensors._energy_counter import EnergyCounter
     from fingrav_native.sensors._from_logs import SplitDisagreementWarning, characterize_logs
     from fingrav_native.sensors._model import SENSOR_PRESETS, SensorModel, SensorPresetName, sensor_preset
-    from fingrav_native.sensors._response_fit import GAPLESS_LEVEL, StepFit, fit_load_response, fit_step_response
+    from fingrav_native.sensors._response_fit import (
+        GAPLESS_LEVEL,
+        StepFit,
+        fit_load_response,
+        fit_meter_response,
+        fit_step_response,
+    )
     from fingrav_native.sensors._semantics import FIGURES, PROVENANCES, SensorSemantics
 
 # Each public name -> the private module that defines it. Loaded on first use (PEP 562, as scipy
@@ -55,6 +61,7 @@ _WHERE = {
     "counter_to_logs": "_counter",
     "estimate_period": "_characterize",
     "fit_load_response": "_response_fit",
+    "fit_meter_response": "_response_fit",
     "fit_step_response": "_response_fit",
     "sensor_preset": "_model",
 }

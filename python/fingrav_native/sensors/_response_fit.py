@@ -617,6 +617,11 @@ class _LoadResponse:
         return (np.concatenate([err, [0.0]]) if fixed_length else err), rss
 
 
+#: Grid steps a meter response may hold beyond four per meter sample (the padding before the meter's first
+#: sample: 60 scales at 200 steps a scale, and room for a meter with a few gaps).
+MAX_PADDING_STEPS = 1_000_000
+
+
 class _MeterResponse(_LoadResponse):
     """Logs ``y`` beside a meter: its power through the candidate sensor is the load column."""
 
@@ -634,6 +639,13 @@ class _MeterResponse(_LoadResponse):
         # Before its first sample the meter is taken at its first level (the board idle before a test),
         # far enough back for any response the fit tries (40 x the scale).
         start = float(np.min(t, initial=tm[0])) - 60.0 * sc  # a 40-scale response after a 20-scale delay
+        # The grid holds about one point per meter sample; one stamp far from the others (a corrupted
+        # row) would ask for more points than memory holds.
+        steps = (float(tm[-1]) - start) / dt
+        if steps > 4.0 * len(tm) + MAX_PADDING_STEPS:
+            raise ValueError(f"t_ns, meter_t_ns: the logs and the meter span {float(tm[-1]) - start:.4g} ns, "
+                             f"{steps:.3g} steps of the meter's median spacing ({dt:.4g} ns) for its {len(tm)} "
+                             "samples: a stamp far from the others, or a meter with long gaps")
         if start < tm[0]:
             tm, pm = np.concatenate([[start], tm]), np.concatenate([[pm[0]], pm])
         cum = np.concatenate([[0.0], np.cumsum(0.5 * (pm[1:] + pm[:-1]) * np.diff(tm))])
