@@ -185,7 +185,8 @@ def profile_trace(trace: Union[str, "os.PathLike[str]", KernelTrace, LaunchLog],
     -----
     ClockMismatchWarning
         With launch records: their own clock brackets and the capture's
-        disagree beyond their bounds (:func:`~fingrav_native.files._run_folder.launch_capture`).
+        disagree beyond their bounds (the capture is mapped through the
+        launch records' brackets).
 
     Notes
     -----

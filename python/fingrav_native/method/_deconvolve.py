@@ -69,9 +69,10 @@ from fingrav_native._threads import numeric_threads
 from fingrav_native.clocks._maps import ClockMapLike, host_relative
 from fingrav_native.method._campaign_model import CampaignRuns, campaign_designs, campaign_runs
 from fingrav_native.method._deconvolved import Deconvolution, DeconvolvedChannel
-from fingrav_native.method._engine import IDENTIFIABLE_SHARE, Solution, attribute, floor_sd, resolution
+from fingrav_native.method._engine import IDENTIFIABLE_SHARE, attribute
 from fingrav_native.method._engine_check import ModelCheck, check_model
 from fingrav_native.method._engine_design import Design, response_span
+from fingrav_native.method._engine_solution import Solution, floor_sd, resolution
 from fingrav_native.records._layouts import validate_executions, validate_samples
 from fingrav_native.sensors._model import SensorModel
 

@@ -34,8 +34,8 @@ from typing import Optional
 
 import numpy as np
 
-from fingrav_native.method._engine import Solution
 from fingrav_native.method._engine_design import TILE_EXECUTION, TILE_GAP, TILE_IDLE, Design, design_rows, response_span
+from fingrav_native.method._engine_solution import Solution
 from fingrav_native.sensors._model import SensorModel
 
 #: A test fails beyond this many (cluster-robust) standard errors.

@@ -51,7 +51,7 @@ from fingrav_native._checks import (
     whole_numbers,
 )
 from fingrav_native._threads import numeric_threads
-from fingrav_native.method._engine import IDENTIFIABLE_SHARE, Solution, attribute
+from fingrav_native.method._engine import IDENTIFIABLE_SHARE, attribute
 from fingrav_native.method._engine_check import ModelCheck, check_model
 from fingrav_native.method._engine_design import (
     TILE_EXECUTION,
@@ -63,6 +63,7 @@ from fingrav_native.method._engine_design import (
     response_span,
     tile_rows,
 )
+from fingrav_native.method._engine_solution import Solution
 from fingrav_native.method._joint_columns import GAP_EDGES_NS as GAP_EDGES_NS
 from fingrav_native.method._joint_columns import Columns, column_maps, columns, penalties
 from fingrav_native.sensors._model import SensorModel

@@ -368,9 +368,8 @@ def fit_meter_response(t_ns: npt.ArrayLike, values: npt.ArrayLike, meter_t_ns: n
     of the field against the meter is a calibration drift that a
     :class:`SensorModel` (no clock of its own) cannot carry, and a fit that
     absorbed it would choose the window and delay for a model it does not
-    return. (Earlier versions fitted ``offset + slope * t + gain * ...`` and
-    dropped the slope: on the 3090's 50/50 ms record the model then scored
-    worse in sample than a grid boxcar.)
+    return: a slope fitted and then dropped leaves a model that predicts the
+    field worse than a plain boxcar on the same grid.
     """
     t, y = _logs(t_ns, values)
     tm = finite_array(meter_t_ns, "meter_t_ns").ravel()
