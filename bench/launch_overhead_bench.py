@@ -21,7 +21,7 @@ journal (``read_launches``: the ring's and the vendor's). The sampler (1 ms poll
 drained every 100 ms) runs twice in one process per repetition: alone, then beside the 10^5/s stream
 into the shipped tool; its CPU per poll and poll lateness are compared as ratios.
 
-Targets (issue 42): at most 200 ns per record (off the dispatching thread, median); no drop at 10^5 per second; sampler cost unchanged within
+Targets: at most 200 ns per record (off the dispatching thread, median); no drop at 10^5 per second; sampler cost unchanged within
 noise. Build and run (no Boost, no GPU needed; the CUPTI half needs ``pip install nvidia-cuda-cupti-cu12``
 in the Python that configures)::
 

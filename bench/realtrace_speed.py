@@ -16,7 +16,7 @@ package's thread policy decides), whose first, untimed calls load the package's 
 the process **quiet** and **loaded** (one busy process per core, the matrix-product loop of
 ``bench/busy_host_bench.py``), the order alternating from round to round, so the two see the machine's
 other load alike. Figures are medians over the rounds; the limit is max(5 s, 3x the parse in the same
-condition) (issue 41's "Done when").
+condition) (the project's target for profiling real traces).
 
 The share of executions used: of the device's executions, those whose energy the result gives with an
 interval: executions of a signature with a row past its warm-up, those attributed jointly in spans of
