@@ -8,6 +8,7 @@ Yang et al. (SC'24, MIT) ones in ``yang_sc24/`` of the real-data folder (tests/r
 
 from __future__ import annotations
 
+import functools
 import os
 import warnings
 
@@ -342,19 +343,28 @@ def test_the_gapless_test_rejects_rarely_under_the_null_and_often_under_the_alte
     assert rej_alt >= 22, rej_alt
 
 
+@functools.lru_cache(maxsize=1)
+def _late_4090_beside_its_meter() -> fg.Characterisation:
+    """The 4090's second half (no load interval in it) characterised beside its meter: computed once per test
+    process for the two tests that read it (the library call and the command line's)."""
+    t, p, _ = _real("4090_transient", "power.draw")
+    tm, pm = _meter("4090_transient")
+    late = t >= int(np.median(t))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SplitDisagreementWarning)
+        return fg.characterize_logs(t[late], p[late], np.zeros((0, 2), dtype=np.int64), reference=(tm, pm))
+
+
 def test_a_record_with_no_load_interval_is_characterised_against_a_meter() -> None:
     # The 4090's second half holds only the board's fall after the load (no interval, no log while on):
     # against the load it is refused by name; beside the meter the fit's own gain test decides.
     t, p, load = _real("4090_transient", "power.draw")
-    tm, pm = _meter("4090_transient")
     mid = int(np.median(t))
     late = t >= mid
     none = np.zeros((0, 2), dtype=np.int64)
     with pytest.raises(ValueError, match="load"):
         fg.characterize_logs(t[late], p[late], none)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", SplitDisagreementWarning)
-        c = fg.characterize_logs(t[late], p[late], none, reference=(tm, pm))
+    c = _late_4090_beside_its_meter()
     assert c.step is not None and c.sensor.kind == "window" and c.step.gain > 0
 
 
@@ -438,7 +448,7 @@ def test_cli_characterises_against_a_meter_with_no_load_file(tmp_path: object,
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", SplitDisagreementWarning)
         assert cli.main(["characterize", "--logs", logs, "--meter", meter, "--out", out]) == cli.EXIT_OK
-        direct = fg.characterize_logs(t[late], p[late], np.zeros((0, 2), dtype=np.int64), reference=(tm, pm))
+    direct = _late_4090_beside_its_meter()
     got = load_characterisation(out).sensor
     assert got.window_ns == pytest.approx(direct.sensor.window_ns, rel=1e-6)
     assert got.delay_ns == pytest.approx(direct.sensor.delay_ns, rel=1e-6, abs=1.0)
