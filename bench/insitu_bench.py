@@ -129,8 +129,8 @@ def readme(out: dict[str, Any]) -> str:
               "logs' offset against the kernels is measured and applied because the firmware clock's one-sided fit "
               "lands on each log's publication (about -26 us found against a true -23.6 us; the power's own lag "
               "behind activity is fitted beside it). The 1 ms averaging sensor is deconvolved over the whole timeline "
-              "(`fg.method.fit_timeline`): the 440 us GEMM comes out 5-6 % low and the 75 us GEMM within 5 %, but the "
-              "37 us GEMV stays 20-30 % high at any length: the simulated power of a kernel depends on what ran "
+              "(`fg.method.fit_timeline`): the 440 us GEMM comes out 7-9 % low and the 75 us GEMM within 9 % (3-6 % on "
+              "average), but the 37 us GEMV stays 5-26 % high from a thousand iterations on (-48 to +100 % at 300): the simulated power of a kernel depends on what ran "
               "before it (a 15 us lag, dies that heat within a millisecond), and a 1 ms window cannot tell that "
               "context from the kernel itself. Read those rows as what the sensor cannot resolve.", ""]
     ov = out.get("overhead")
