@@ -232,7 +232,7 @@ def _twin_factor(c: np.ndarray, n: int, ridge: float) -> Optional[np.ndarray]:
 
 def _cv_fold_scores(v: _Variant, fs: _FoldStats, lam_R: Sequence[np.ndarray],
                     bound: float = math.inf, shared: Optional[dict[tuple[int, float], np.ndarray]] = None,
-                    keep: bool = False, lams: Sequence[float] = ()) -> tuple[np.ndarray, np.ndarray]:
+                    keep: bool = False, lams: Sequence[float] | np.ndarray = ()) -> tuple[np.ndarray, np.ndarray]:
     """``(folds, smoothings)``: each fold's squared prediction error (inf: singular); and which smoothings were scored.
 
     ``lam_R`` holds the variant's penalty at each smoothing (``lam * R``),
