@@ -1,0 +1,192 @@
+"""The joint row [g]: the signatures no row of their own can hold, attributed together under instantaneous logs.
+
+A signature too rare or too short for the logs inside its executions to give it a level with an interval has
+no row; together, the logs inside any of those executions sample the group's power weighted by duration
+(a log at a phase independent of the kernels lands in an execution with probability proportional to its
+duration), so their mean x the group's summed duration is its energy. The simulations break the coarse row's
+assumption of one power per signature: each rare signature draws a power of its own, known in closed form
+(80 W idle plus its own extra, constant while it runs).
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import numpy as np
+import pytest
+
+from fingrav_native import profile_trace
+from fingrav_native._core import SAMPLE_DTYPE
+from fingrav_native.insitu import ClockMismatchWarning, KernelTrace
+from fingrav_native.insitu._rare import MIN_JOINT_CLUSTERS, group_level
+from fingrav_native.records import EXECUTION_DTYPE
+from fingrav_native.sim import Identity
+
+PERIOD_NS = 100_000
+
+
+def _loop(seed: int, n_rare: int = 150, locked: bool = False, tied: float = 0.0, longest_ns: float = 15e3
+          ) -> tuple[KernelTrace, np.ndarray, np.ndarray]:
+    """A timeline of a steady GEMM (40 executions, a stitched row) and ``n_rare`` rare signatures (1-4 executions
+    each, 2-15 us, each its own extra power of 50-300 W), and instantaneous logs every 100 us at a random phase.
+
+    ``tied``: the share of each extra power set by the signature's duration (0: independent of it; 1: the longest
+    draw the most), so that a sample that favours short or long signatures shows as a bias.
+
+    ``locked``: the loop lasts exactly 20 logger periods and every kernel starts at the same offset in every one
+    of 12 iterations (the rare ones, one execution each, at 40 offsets with a power and duration each), so the
+    logs land at the same instants of the loop every iteration.
+    Returns the trace, the logs and each execution's true power (W).
+    """
+    rng = np.random.default_rng([seed, 7])
+    dur = rng.uniform(2e3, longest_ns, n_rare)
+    extra = (1.0 - tied) * rng.uniform(50.0, 300.0, n_rare) + tied * (50.0 + 250.0 * (dur - 2e3) / (longest_ns - 2e3))
+    if locked:
+        # Slot j of every iteration runs a kernel of its own (a signature that runs once), of slot j's duration
+        # and power, at slot j's offset.
+        n_slot = min(n_rare, 40)
+        offsets = 450_000 + np.sort(rng.choice(43, size=n_slot, replace=False)) * 35_000
+        it = np.repeat(np.arange(12), n_slot + 1)
+        slot = np.tile(np.arange(-1, n_slot), 12)
+        start = it * 20 * PERIOD_NS + np.where(slot < 0, 0, np.tile(np.r_[0, offsets], 12))
+        dur, extra = dur[np.maximum(slot, 0)], extra[np.maximum(slot, 0)]
+        sig = np.where(slot < 0, -1, np.arange(len(slot)))
+    else:
+        sig = rng.permutation(np.r_[np.full(40, -1), np.repeat(np.arange(n_rare), rng.integers(1, 5, n_rare))])
+        d = np.where(sig < 0, 400e3, dur[np.maximum(sig, 0)])
+        start = np.cumsum(np.r_[0.0, (d + rng.uniform(5e3, 60e3, len(sig)))[:-1]])
+    d = np.where(sig < 0, 400e3, dur[np.maximum(sig, 0)])
+    ex = np.zeros(len(sig), dtype=EXECUTION_DTYPE)
+    ex["start_ns"] = np.round(start).astype(np.int64)
+    ex["end_ns"] = ex["start_ns"] + np.round(d).astype(np.int64)
+    ex["run"] = ex["index"] = np.arange(len(ex))
+    names = ["gemm_bf16_main" if s < 0 else f"rare_kernel_{s}" for s in sig]
+    kt = KernelTrace.from_executions(ex, names)
+    power_ex = 80.0 + np.where(sig < 0, 150.0, extra[np.maximum(sig, 0)])
+    t = np.arange(-1_000_000, int(ex["end_ns"].max()) + 1_000_000, PERIOD_NS) + rng.uniform(0, PERIOD_NS)
+    k = np.searchsorted(ex["start_ns"], t, side="right") - 1
+    inside = (k >= 0) & (t < ex["end_ns"][np.clip(k, 0, None)])
+    logs = np.zeros(len(t), dtype=SAMPLE_DTYPE)
+    logs["source_ts"] = np.round(t).astype(np.int64)
+    logs["total"] = np.where(inside, power_ex[np.clip(k, 0, None)], 80.0) + rng.normal(0.0, 1.0, len(t))
+    for ch in ("compute", "io", "memory"):
+        logs[ch] = np.nan
+    return kt, logs, power_ex
+
+
+def _truth(kt: KernelTrace, power_w: np.ndarray, rows: np.ndarray) -> float:
+    """The true energy (J) of the executions ``rows``: each one's power x its duration."""
+    ex = kt.executions[rows]
+    return float(np.sum(power_w[rows] * (ex["end_ns"] - ex["start_ns"]))) * 1e-9
+
+
+def _members(kt: KernelTrace, logs: np.ndarray) -> np.ndarray:
+    """The rows of the rare signatures no coarse row holds: fewer than two logs strictly inside their executions."""
+    ex, t = kt.executions, np.sort(logs["source_ts"].astype(np.float64))
+    inside = np.searchsorted(t, ex["end_ns"], side="left") - np.searchsorted(t, ex["start_ns"], side="right")
+    per_sig = np.bincount(ex["kernel_id"], weights=inside, minlength=len(kt.signatures))
+    rare = ~np.char.startswith(kt.signatures["name"].astype(str), "gemm")
+    return np.flatnonzero((rare & (per_sig < 2))[ex["kernel_id"]])
+
+
+def _group_energy(kt: KernelTrace, logs: np.ndarray, rows: np.ndarray) -> tuple[float, float, float]:
+    """The group's energy and its interval's ends (J) from group_level over ``rows``."""
+    ex = kt.executions[rows]
+    t = logs["source_ts"].astype(np.float64)
+    order = np.argsort(t)
+    lvl, lo, hi, _, _ = group_level(t[order], logs["total"][order], ex["start_ns"], ex["end_ns"])
+    total = float(np.sum(ex["end_ns"] - ex["start_ns"])) * 1e-9
+    return lvl * total, lo * total, hi * total
+
+
+def _coverage(seeds: range, **kw: Any) -> float:
+    held = []
+    for seed in seeds:
+        kt, logs, power_w = _loop(seed, **kw)
+        rows = _members(kt, logs)
+        _, lo, hi = _group_energy(kt, logs, rows)
+        held.append(lo <= _truth(kt, power_w, rows) <= hi)
+    return float(np.mean(held))
+
+
+@pytest.mark.parametrize("kw", [{}, {"tied": 1.0, "longest_ns": 60e3}], ids=["independent", "longest-draw-most"])
+def test_silently_wrong_joint_energy_interval_holds_the_truth_when_each_signature_draws_its_own_power(
+        kw: dict[str, Any]) -> None:
+    # The members are those with fewer than two logs inside (the coarse rows take the rest), as the attribution
+    # picks them. Measured: 98.0 % (independent) and 94.0 % (the
+    # longest draw the most: the members' selection by their logs favours short ones, a -2 % bias) of 200 seeds.
+    assert _coverage(range(200), **kw) >= 0.93
+
+
+def _joint_row(tp: Any) -> Any:
+    rows = [i for i, n in enumerate(tp.kernels["name"]) if str(n).startswith("[joint] ")]
+    assert len(rows) <= 1
+    return rows[0] if rows else None
+
+
+def test_data_loss_rare_signatures_without_rows_share_one_joint_row_holding_their_energy() -> None:
+    kt, logs, power_w = _loop(3)
+    tp = profile_trace(kt, logs, Identity(), align=False)
+    i = _joint_row(tp)
+    assert i is not None, tp.warnings
+    r = tp.kernels[i]
+    # Its executions, counted once each; its energy per execution x count is the group's.
+    members = tp.joint_members()
+    in_row = np.isin(kt.signatures["name"][kt.executions["kernel_id"]], [m.split(" grid=")[0] for m in members])
+    assert r["joint"] and int(r["count"]) == int(in_row.sum()) and tp.signature_rows[i] == -1
+    assert np.array_equal(np.flatnonzero(in_row), _members(kt, logs))
+    half = r["energy_half_width_j"] * r["count"]
+    assert abs(r["energy_j"] * r["count"] - _truth(kt, power_w, np.flatnonzero(in_row))) <= half
+    # Every member stays listed, said to be in the joint row; none gets an energy of its own.
+    assert len(members) >= 2 and all(tp.skipped[m].startswith("in the joint row [g]") for m in members)
+    assert not set(m.split(" grid=")[0] for m in members) & set(tp.kernels["name"].tolist())
+    used, n = tp.used_executions()
+    assert used == n == len(kt.executions)
+    text = str(tp)
+    assert "[g] [joint] " in text and "[g]: a joint attribution" in text and "in the joint row [g]" in text
+
+
+def test_silently_wrong_joint_row_refused_when_logs_are_phase_locked_to_the_loop() -> None:
+    # The loop lasts 20 logger periods exactly: the logs land at the same instants of the loop every iteration,
+    # so the rare kernels they sample are those of a fixed few offsets, not a duration-weighted draw. Without the
+    # check (PHASE_LOCK_P = 0) the row's interval held the truth on 5 of these 10 seeds (errors up to 27 % against
+    # half-widths of 5-8 %); with it, no row, and the warning says why.
+    for seed in range(10):
+        kt, logs, _ = _loop(seed, locked=True)
+        with warnings.catch_warnings():
+            # Logs locked to the loop place every kernel at the same phase: the offset check finds a comb of
+            # equally good offsets and may report one as a mismatch (align=False: not applied).
+            warnings.simplefilter("ignore", ClockMismatchWarning)
+            tp = profile_trace(kt, logs, Identity(), align=False)
+        assert _joint_row(tp) is None
+        assert any("same phase of the logger" in w for w in tp.warnings), tp.warnings
+
+
+def test_unclear_no_joint_row_with_logs_in_fewer_executions_than_the_minimum() -> None:
+    kt, logs, _ = _loop(5)
+    ex = kt.executions[_members(kt, logs)]
+    t = logs["source_ts"].astype(np.float64)
+    hit = np.flatnonzero(np.any((t[:, None] > ex["start_ns"]) & (t[:, None] < ex["end_ns"]), axis=1))
+    # Keep logs inside MIN_JOINT_CLUSTERS - 1 executions only.
+    keep_hits = hit[:MIN_JOINT_CLUSTERS - 1]
+    drop = np.setdiff1d(hit, keep_hits)
+    tp = profile_trace(kt, np.delete(logs, drop), Identity(), align=False)
+    assert _joint_row(tp) is None
+    assert any(f"fewer than {MIN_JOINT_CLUSTERS} for a joint row's interval" in w for w in tp.warnings), tp.warnings
+    assert not any(v.startswith("in the joint row") for v in tp.skipped.values())
+
+
+@pytest.mark.slow
+def test_silently_wrong_joint_row_interval_holds_the_truth_through_profile_trace_on_100_seeds() -> None:
+    held = 0
+    for seed in range(100):
+        kt, logs, power_w = _loop(seed, tied=1.0, longest_ns=60e3)
+        tp = profile_trace(kt, logs, Identity(), align=False)
+        i = _joint_row(tp)
+        assert i is not None
+        r = tp.kernels[i]
+        rows = np.flatnonzero(np.isin(kt.signatures["name"][kt.executions["kernel_id"]],
+                                      [m.split(" grid=")[0] for m in tp.joint_members()]))
+        held += abs(r["energy_j"] * r["count"] - _truth(kt, power_w, rows)) <= r["energy_half_width_j"] * r["count"]
+    assert held >= 93
