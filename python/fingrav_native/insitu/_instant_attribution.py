@@ -248,7 +248,7 @@ def joint_group(found: Signatures, kt: KernelTrace, t_logs: np.ndarray, total_w:
                            f"Rayleigh test p = {p:.2g}; a logger period that divides the loop's): the logs sample a "
                            "few fixed instants of the loop, not their durations, so no joint row is given")
         return
-    label = f"[joint] {len(members)} signatures without a row of their own"
+    label = f"[joint] {len(members)} signatures without a row"  # fits the printed name column
     ep = coarse_profile(label, (ex["end_ns"] - ex["start_ns"]).astype(np.float64), ex["run"],
                         {"total": (lvl, lo, hi)}, n, 0.95,
                         f"the mean of the {n} instantaneous logs inside {c} of their {len(rows)} executions, with a "
