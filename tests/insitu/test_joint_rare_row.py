@@ -18,10 +18,12 @@ import pytest
 
 from fingrav_native import profile_trace
 from fingrav_native._core import SAMPLE_DTYPE
+from fingrav_native.files import read_trace
 from fingrav_native.insitu import ClockMismatchWarning, KernelTrace
 from fingrav_native.insitu._rare import MIN_JOINT_CLUSTERS, group_level
 from fingrav_native.records import EXECUTION_DTYPE
-from fingrav_native.sim import Identity
+from fingrav_native.sim import EpochIdentity, Identity
+from real_data import require
 
 PERIOD_NS = 100_000
 
@@ -190,3 +192,37 @@ def test_silently_wrong_joint_row_interval_holds_the_truth_through_profile_trace
                                       [m.split(" grid=")[0] for m in tp.joint_members()]))
         held += abs(r["energy_j"] * r["count"] - _truth(kt, power_w, rows)) <= r["energy_half_width_j"] * r["count"]
     assert held >= 93
+
+
+@pytest.mark.slow
+def test_silently_wrong_joint_row_on_a_real_timeline_holds_the_truth_when_each_signature_draws_its_own_power() -> None:
+    # HTA's DDP trace (rank 0 of 128): 277 signatures short or rare enough to have no row of their own under
+    # 100 us logs. Each compute signature draws its own power (100-300 W over 80 W idle) and communication adds
+    # 60 W whatever runs beside it (taken off the logs, as CompPow's accounting puts it in its own row).
+    kt = read_trace(require("traces/hta/sampled_rank-0.json.gz"))
+    ex = kt.executions
+    comm = np.array(["nccl" in str(n).lower() for n in kt.signatures["name"]])[ex["kernel_id"]]
+    held = 0
+    for seed in range(10):
+        rng = np.random.default_rng(seed)
+        draw = rng.uniform(100.0, 300.0, len(kt.signatures))
+        t = np.arange(int(ex["start_ns"].min()) - 2_000_000, int(ex["end_ns"].max()) + 2_000_000, PERIOD_NS)
+        t = t + int(rng.integers(0, PERIOD_NS))
+        p = np.full(len(t), 80.0)
+        for i, extra in zip(range(len(ex)), np.where(comm, 60.0, draw[ex["kernel_id"]])):
+            a, b = np.searchsorted(t, [ex["start_ns"][i], ex["end_ns"][i]])
+            p[a:b] += extra
+        logs = np.zeros(len(t), dtype=SAMPLE_DTYPE)
+        logs["source_ts"] = t + kt.origin_ns
+        logs["total"] = p + rng.normal(0.0, 1.0, len(t))
+        for ch in ("compute", "io", "memory"):
+            logs[ch] = np.nan
+        tp = profile_trace(kt, logs, EpochIdentity(), align=False)
+        i = _joint_row(tp)
+        assert i is not None, tp.warnings
+        r, ep = tp.kernels[i], tp.profiles[i]
+        rows = np.flatnonzero(np.isin(ex["run"], np.asarray(ep.golden.run_ids)))
+        truth = float(np.sum((80.0 + draw[ex["kernel_id"][rows]]) * (ex["end_ns"][rows] - ex["start_ns"][rows]))) * 1e-9
+        held += abs(r["energy_j"] * r["count"] - truth) <= r["energy_half_width_j"] * r["count"]
+    # Measured: 10 of 10 (errors -0.7 % to +2.9 % against half-widths of about 4 %).
+    assert held >= 9

@@ -267,13 +267,11 @@ def joint_group(found: Signatures, kt: KernelTrace, t_logs: np.ndarray, total_w:
 
 
 def instant_extras(found: Signatures, kt: KernelTrace, t_logs: np.ndarray, total_w: np.ndarray,
-                    spans: Optional[Spans], overlap: Optional[Overlap] = None,
-                    it_of: Optional[np.ndarray] = None) -> None:
+                    spans: Optional[Spans], overlap: Overlap, it_of: np.ndarray) -> None:
     """Instantaneous logs: the coarse rows of the signatures the stitch could not use, the joint row of those no row
-    holds (with ``overlap`` and ``it_of``, :meth:`KernelTrace.iteration`), and the spans' power."""
+    holds (``it_of``: :meth:`KernelTrace.iteration`, for their warm-up), and the spans' power."""
     _instant_rare(found, kt, t_logs, total_w)
-    if overlap is not None and it_of is not None:
-        joint_group(found, kt, t_logs, total_w, overlap, it_of)
+    joint_group(found, kt, t_logs, total_w, overlap, it_of)
     if spans is not None:
         found.span_fit = instant_span_power(t_logs, total_w, spans.start, spans.end)
         found.span_how = "the mean of the instantaneous logs in the spans"
