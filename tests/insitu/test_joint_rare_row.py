@@ -226,3 +226,32 @@ def test_silently_wrong_joint_row_on_a_real_timeline_holds_the_truth_when_each_s
         held += abs(r["energy_j"] * r["count"] - truth) <= r["energy_half_width_j"] * r["count"]
     # Measured: 10 of 10 (errors -0.7 % to +2.9 % against half-widths of about 4 %).
     assert held >= 9
+
+
+def test_unclear_kernels_json_marks_the_joint_row_and_names_its_members(tmp_path, monkeypatch) -> None:
+    # fingrav trace's kernels.json: the joint row is a row like the others, marked joint, naming the signatures it
+    # holds (each also in "skipped", in the joint row); the figures and the Perfetto export are not its concern.
+    import argparse
+    import json
+    from types import SimpleNamespace
+
+    from matplotlib.figure import Figure
+
+    from fingrav_native.app import _cli_files
+
+    kt, logs, _ = _loop(3)
+    tp = profile_trace(kt, logs, Identity(), align=False)
+    fig = Figure()
+    monkeypatch.setattr(_cli_files, "export_trace", lambda tp, path: path)
+    monkeypatch.setattr(_cli_files, "write_atomically", lambda path, write: None)
+    monkeypatch.setattr(_cli_files, "fplot", SimpleNamespace(plot_kernel_energy=lambda tp: SimpleNamespace(figure=fig),
+                                                            figure_trace_profiles=lambda tp, top: fig))
+    args = argparse.Namespace(out=str(tmp_path), format="png", top=5, trace="trace.json", power="power.npz", device=0,
+                              force=False)
+    _cli_files._trace_outputs(args, tp, None, SimpleNamespace(phase=lambda words: None))
+    doc = json.loads((tmp_path / "kernels.json").read_text())
+    joint = [r for r in doc["kernels"] if r["name"].startswith("[joint] ")]
+    assert len(joint) == 1 and joint[0]["joint"] and joint[0]["energy_half_width_j"] is not None
+    assert sorted(joint[0]["members"]) == sorted(tp.joint_members()) and len(joint[0]["members"]) >= 2
+    assert all(doc["skipped"][m].startswith("in the joint row [g]") for m in joint[0]["members"])
+    assert not any("members" in r for r in doc["kernels"] if not r["name"].startswith("[joint] "))

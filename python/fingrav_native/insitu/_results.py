@@ -366,7 +366,8 @@ class TraceProfile:
         tuple of int
             Used: every one where the kernel span's energy has an interval (:attr:`span`); else those the
             table and the concurrent spans account for (:attr:`concurrency`); else those of rows with an
-            interval, past their warm-up (stitched rows and coarse ``[c]`` ones alike). Then
+            interval, past their warm-up (stitched rows, coarse ``[c]`` ones and the joint row ``[g]``, whose
+            count is the executions it holds, alike). Then
             :attr:`device_executions` (zero-duration ones, :attr:`zero_duration`, in neither).
         """
         n = self.device_executions
