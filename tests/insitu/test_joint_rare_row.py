@@ -191,6 +191,7 @@ def test_silently_wrong_joint_row_interval_holds_the_truth_through_profile_trace
         rows = np.flatnonzero(np.isin(kt.signatures["name"][kt.executions["kernel_id"]],
                                       [m.split(" grid=")[0] for m in tp.joint_members()]))
         held += abs(r["energy_j"] * r["count"] - _truth(kt, power_w, rows)) <= r["energy_half_width_j"] * r["count"]
+    # Measured: 95 of 100 (97 with powers independent of the durations).
     assert held >= 93
 
 
