@@ -25,6 +25,7 @@ from fingrav_native.insitu._overlap import (
     beside_compute,
     communication_overlap,
     keep_overlapped_compute,
+    running,
 )
 from fingrav_native.insitu._placement import ShiftedMap
 from fingrav_native.insitu._rare import (
@@ -214,6 +215,26 @@ def _group_members(found: Signatures, kt: KernelTrace, overlap: Overlap, it_of: 
     return out
 
 
+def _level_term_w(t: np.ndarray, ex: np.ndarray, kt: KernelTrace, overlap: Overlap) -> float:
+    """What the communication level's error can move the mean of the logs inside ``ex`` (W, a half-width).
+
+    The logs taken while a communication kernel ran have its fitted level taken off
+    (insitu._overlap.keep_overlapped_compute); one error of that level moves every one of them alike, so it
+    adds linearly: the share of the logs inside ``ex`` taken then x the level's 95 % half-width.
+    """
+    lvl = overlap.level
+    if lvl is None or not math.isfinite(lvl.se_w) or not overlap.comm.any():
+        return 0.0
+    k = np.searchsorted(ex["start_ns"], t, side="right") - 1
+    inside = (k >= 0) & (t < ex["end_ns"][np.clip(k, 0, None)])
+    inside &= t > ex["start_ns"][np.clip(k, 0, None)]
+    if not inside.any():
+        return 0.0
+    cx = kt.executions[overlap.comm]
+    during = running(t[inside], cx["start_ns"].astype(np.float64), cx["end_ns"].astype(np.float64))
+    return float(np.mean(during)) * float(stats.norm.ppf(0.975)) * lvl.se_w
+
+
 def joint_group(found: Signatures, kt: KernelTrace, t_logs: np.ndarray, total_w: np.ndarray, overlap: Overlap,
                 it_of: np.ndarray) -> None:
     """Instantaneous logs: one joint row ``[g]`` for the signatures no row of their own holds, or a note why not.
@@ -249,10 +270,13 @@ def joint_group(found: Signatures, kt: KernelTrace, t_logs: np.ndarray, total_w:
                            "few fixed instants of the loop, not their durations, so no joint row is given")
         return
     label = f"[joint] {len(members)} signatures without a row"  # fits the printed name column
+    level = _level_term_w(t, ex, kt, overlap)
     ep = coarse_profile(label, (ex["end_ns"] - ex["start_ns"]).astype(np.float64), ex["run"],
-                        {"total": (lvl, lo, hi)}, n, 0.95,
+                        {"total": (lvl, lo - level, hi + level)}, n, 0.95,
                         f"the mean of the {n} instantaneous logs inside {c} of their {len(rows)} executions, with a "
-                        "cluster-robust interval over executions (Student t)", note=f"{COARSE_NOTE}; {JOINT_GROUP_NOTE}")
+                        "cluster-robust interval over executions (Student t)"
+                        + (f", widened by {level:.2g} W for the communication level taken off some of them"
+                           if level > 0 else ""), note=f"{COARSE_NOTE}; {JOINT_GROUP_NOTE}")
     sig = np.zeros(1, dtype=kt.signatures.dtype)[0]
     sig["name"], sig["grid"], sig["block"] = label, -1, -1
     found.rows.append(KernelRow._make(coarse_row(sig, len(rows), len(rows), ep)))
