@@ -277,7 +277,8 @@ def joint_group(found: Signatures, kt: KernelTrace, t_logs: np.ndarray, total_w:
                         "cluster-robust interval over executions (Student t)"
                         + (f", widened by {level:.2g} W for the communication level taken off some of them"
                            if level > 0 else ""), note=f"{COARSE_NOTE}; {JOINT_GROUP_NOTE}")
-    sig = np.zeros(1, dtype=kt.signatures.dtype)[0]
+    # A record of its own, as wide as its label (the trace's names may be narrower), no launch shape.
+    sig = np.zeros(1, dtype=[("name", f"U{len(label)}"), ("grid", np.int64, (3,)), ("block", np.int64, (3,))])[0]
     sig["name"], sig["grid"], sig["block"] = label, -1, -1
     found.rows.append(KernelRow._make(coarse_row(sig, len(rows), len(rows), ep)))
     found.profiles.append(ep)
