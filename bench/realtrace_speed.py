@@ -25,7 +25,8 @@ span has an energy with an interval (``TraceProfile.span``). It is measured, unt
 the same synthetic power: the tests' instantaneous 100 us logs, and 1 ms boxcar averages every 1 ms (what
 NVML's power.draw and amd-smi's ~1 ms average are; ``synthetic_logs(kt, 1_000_000, window_ns=1_000_000)``).
 Every energy given with an interval is checked against the closed-form truth (230 W x a row's duration), so a
-share bought with intervals that do not hold the truth shows. The executions left out are counted by cause:
+share bought with intervals that do not hold the truth shows; the joint row ``[g]`` (the signatures without a row
+of their own, attributed together) against the synthetic power integrated over each of its executions. The executions left out are counted by cause:
 for instantaneous logs, how many logs fall strictly inside their executions (none: nothing measures their
 power; one: a level without an interval); for the averaging sensor, the joint fit's interval.
 
@@ -170,12 +171,13 @@ def share_used(kt: Any, tp: Any, logs: Any, logger: str) -> dict[str, Any]:
            if tp.concurrency is not None else "executions of rows with an interval (stitched and coarse [c]), past "
            "their warm-up")
     causes: dict[str, list[int]] = {}
+    members = set(tp.joint_members())
     if used < n:
         if warm:
             causes["left out as warm-up: ran while the power still rose (paper Section IV-A)"] = [warm, len(tp.kernels)]
         for label, words in tp.skipped.items():
             rows = rows_of.get(label)
-            if rows is None or not len(rows):
+            if rows is None or not len(rows) or label in members:  # a member's executions are the joint row's
                 continue
             c = causes.setdefault(_cause(logger, words, _logs_inside(kt, logs, rows)), [0, 0])
             c[0], c[1] = c[0] + len(rows), c[1] + 1
@@ -220,12 +222,34 @@ def coverage(kt: Any, tp: Any) -> dict[str, Any]:
         rows, covered, ex_rows, ex_covered = rows + 1, covered + ok, ex_rows + k, ex_covered + k * ok
         worst = max(worst, abs(float(r["energy_j"]) / truth - 1.0))
     span: Optional[bool] = None
+    joint = joint_row(kt, tp)
     sp = tp.span
     if sp is not None and math.isfinite(sp.energy_j) and math.isfinite(sp.energy_half_width_j):
         truth = float(synthetic_energy(kt, np.array([sp.start_ns]), np.array([sp.end_ns]))[0])
         span = abs(sp.energy_j - truth) <= sp.energy_half_width_j
     return {"rows_with_interval": rows, "rows_covered": covered, "executions_in_rows": ex_rows,
-            "executions_covered": ex_covered, "worst_relative_error": worst, "span_covered": span}
+            "executions_covered": ex_covered, "worst_relative_error": worst, "span_covered": span, "joint_row": joint}
+
+
+def joint_row(kt: Any, tp: Any) -> Optional[dict[str, Any]]:
+    """The joint row [g] against its truth, the compute kernels' own draw, 230 W x their summed duration, as for every
+    row (CompPow's accounting: a communication kernel beside them adds its level in its own row, and the logs
+    inside them have that level taken off); also the synthetic power integrated over its executions, that level
+    included (``sim_captures.synthetic_energy``). None without a joint row."""
+    import numpy as np
+
+    from sim_captures import synthetic_energy
+
+    rows = [i for i in range(len(tp.kernels)) if tp._group(i)]
+    if not rows:
+        return None
+    r, ep = tp.kernels[rows[0]], tp.profiles[rows[0]]
+    ex = kt.executions[np.isin(kt.executions["run"], np.asarray(ep.golden.run_ids))]
+    truth = 230.0 * float(np.sum(ex["end_ns"] - ex["start_ns"])) * 1e-9
+    energy, half = float(r["energy_j"] * r["count"]), float(r["energy_half_width_j"] * r["count"])
+    return {"members": len(tp.joint_members()), "executions": int(r["count"]), "energy_j": energy,
+            "half_width_j": half, "truth_j": truth, "held": abs(energy - truth) <= half,
+            "integral_j": float(np.sum(synthetic_energy(kt, ex["start_ns"], ex["end_ns"])))}
 
 
 def shares(logger: str, name: str) -> None:
@@ -491,19 +515,29 @@ def _short(name: str) -> str:
 def _share_table(summary: dict[str, Any]) -> list[str]:
     """Per trace and logger: the executions used, and the energies' coverage of the closed-form truth."""
     lines = ["| trace | logger | executions used (in coarse rows) | rows whose interval holds the truth (executions) "
-             "| worst row error | kernel span's interval holds the truth | profile_trace s |",
-             "| --- | --- | --- | --- | --- | --- | --- |"]
+             "| worst row error | kernel span's interval holds the truth | joint row [g]: executions, its interval holds "
+             "the truth | profile_trace s |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     for name, r in summary.items():
         for logger, s in r.get("shares", {}).items():
             if "not_measured" in s:
-                lines.append(f"| {_short(name)} | {logger} | not measured: {s['not_measured']} | | | | |")
+                lines.append(f"| {_short(name)} | {logger} | not measured: {s['not_measured']} | | | | | |")
                 continue
             span = {None: "-", True: "yes", False: "**no**"}[s["span_covered"]]
             lines.append(f"| {_short(name)} | {logger} | {s['used']} of {s['executions']} ({100 * s['share']:.0f} %; "
                          f"{s['coarse']}) | {s['rows_covered']} of {s['rows_with_interval']} "
                          f"({s['executions_covered']} of {s['executions_in_rows']}) | "
-                         f"{100 * s['worst_relative_error']:.1f} % | {span} | {s['profile_s']:.2f} |")
+                         f"{100 * s['worst_relative_error']:.1f} % | {span} | {_joint_cell(s.get('joint_row'))} | "
+                         f"{s['profile_s']:.2f} |")
     return lines
+
+
+def _joint_cell(j: Optional[dict[str, Any]]) -> str:
+    """The joint row's executions and whether its interval holds the exact truth ("-" without one)."""
+    if not j:
+        return "-"
+    err = 100 * (j["energy_j"] / j["truth_j"] - 1.0)
+    return f"{j['executions']} of {j['members']} signatures, {'yes' if j['held'] else '**no**'} ({err:+.1f} %)"
 
 
 def report(summary: dict[str, Any]) -> str:

@@ -13,6 +13,7 @@ import math
 import re
 import time
 
+import numpy as np
 import pytest
 
 from fingrav_native import profile_trace
@@ -112,14 +113,16 @@ def test_unclear_printout_of_a_real_trace_is_grouped_short_and_without_nan() -> 
     assert len(lines) - len(tp.kernels) - 1 < 30
     assert max(map(len, lines)) <= 160
     assert not any(re.search(r"\bnan\b", line, flags=re.IGNORECASE) for line in lines)
-    assert len(tp.kernels) + len(tp.skipped) == len(kt.signatures)
+    # Every signature once: in a row of its own or in skipped (the joint row [g], signature -1, holds skipped ones).
+    assert int(np.sum(tp.signature_rows >= 0)) + len(tp.skipped) == len(kt.signatures)
     head = [i for i, line in enumerate(lines) if line.endswith("not profiled, by reason (each one's reason: "
                                                                'TraceProfile.skipped, kernels.json "skipped"):')]
     assert len(head) == 1 and lines[head[0]].startswith(f"{len(tp.skipped)} signatures")
     groups = tp.skipped_by_reason()
     counted = lines[head[0] + 1:head[0] + 1 + len(groups)]
     assert [int(line.split()[0]) for line in counted] == [len(labels) for _, labels in groups]
-    assert sum(len(labels) for _, labels in groups) == len(tp.skipped) and len(groups) >= 3
+    # Two reasons: most signatures left out are in the joint row [g], the rest on other devices or without a log.
+    assert sum(len(labels) for _, labels in groups) == len(tp.skipped) and len(groups) >= 2
     for line in counted:  # a name at most once a line: examples only, each cut and marked
         names = [label.split(" grid=")[0] for label in tp.skipped]
         assert all(line.count(n) <= 1 for n in names if len(n) > 20)

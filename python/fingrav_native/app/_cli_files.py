@@ -284,9 +284,11 @@ def _trace_outputs(args: argparse.Namespace, tp: TraceProfile, annotate: Optiona
              **{k: (r[k].item() if np.isfinite(r[k]) else None) if r[k].dtype.kind == "f" else int(r[k])
                 for k in ("count", "golden", "warmup", "duration_ns", "power_w", "energy_j",
                           "energy_half_width_j", "share")},
-             # A communication kernel beside compute: its additive level x its duration (the table's [j]).
-             "joint": bool(r["joint"]) if "joint" in (r.dtype.names or ()) else False}
-            for r in tp.kernels]
+             # A communication kernel beside compute: its additive level x its duration (the table's [j]); a coarse
+             # row [c]; the joint row [g] of the signatures without a row of their own (their labels in "members").
+             "joint": bool(r["joint"]) if "joint" in (r.dtype.names or ()) else False,
+             **({"members": tp.joint_members()} if int(sid) < 0 else {})}
+            for r, sid in zip(tp.kernels, tp.signature_rows)]
     # Without --device the trace held one GPU's kernels.
     device = args.device if args.device is not None else int(np.unique(tp.trace.device)[0])
     doc = {"trace": os.path.abspath(args.trace), "power": os.path.abspath(args.power), "sensor": tp.sensor,

@@ -228,7 +228,9 @@ class _Plan:
         self.tp, self.base_ns, self.origin = tp, int(base_ns), int(kt.origin_ns)
         self.device = profile_device(tp)
         self.row_of = np.full(len(kt.signatures), -1, dtype=np.int64)
-        self.row_of[np.asarray(tp.signature_rows, dtype=np.int64)] = np.arange(len(tp.signature_rows))
+        sig_rows = np.asarray(tp.signature_rows, dtype=np.int64)
+        own = sig_rows >= 0  # the joint row [g] has no signature of its own to annotate
+        self.row_of[sig_rows[own]] = np.flatnonzero(own)
         self.conc = kt.concurrent()
         self.warm = np.zeros(len(ex), dtype=bool)
         for row, sid in enumerate(tp.signature_rows):

@@ -115,7 +115,9 @@ def _timeline(tp: TraceProfile, on_device: np.ndarray) -> _Timeline:
     ex = kt.executions
     conc = kt.concurrent()
     row_of = np.full(len(kt.signatures), -1, dtype=np.int64)
-    row_of[np.asarray(tp.signature_rows, dtype=np.int64)] = np.arange(len(tp.signature_rows))
+    sig_rows = np.asarray(tp.signature_rows, dtype=np.int64)
+    own = sig_rows >= 0  # the joint row [g] has no signature: its members' executions count as others
+    row_of[sig_rows[own]] = np.flatnonzero(own)
     row = row_of[ex["kernel_id"]]
     energy = np.where(row >= 0, tp.kernels["energy_j"][np.clip(row, 0, None)], np.nan) if len(tp.kernels) else \
         np.full(len(ex), np.nan)

@@ -285,7 +285,11 @@ def row_split(member: np.ndarray, share: np.ndarray, kernel_id: np.ndarray, span
                           math.nan)
         half = np.where(n_split > 0, np.bincount(kernel_id[ok], weights=e * half_w, minlength=n_sig) / n_split,
                         math.nan)
-    return count[sig_rows], energy[sig_rows], half[sig_rows]
+    # The joint row [g] (signature -1) has no executions of its own in the spans.
+    own = np.asarray(sig_rows) >= 0
+    pick = np.where(own, sig_rows, 0)
+    return (np.where(own, count[pick], 0), np.where(own, energy[pick], math.nan),
+            np.where(own, half[pick], math.nan))
 
 
 def span_power_from_class(energy_j: float, half_j: float, duration_ns: float) -> tuple[float, float]:
@@ -374,7 +378,8 @@ def concurrent_energy(spans: Spans, kernel_id: np.ndarray, start: np.ndarray, en
     """
     power, half, logs = fit
     p_sig = np.full(int(max(int(kernel_id.max(initial=0)), int(sig_rows.max(initial=0)))) + 1, math.nan)
-    p_sig[sig_rows] = table_power_w
+    own = np.asarray(sig_rows) >= 0  # the joint row [g] has no signature of its own
+    p_sig[sig_rows[own]] = np.asarray(table_power_w)[own]
     d = spans.duration_ns
     share, split = split_by_power(spans.member, (end - start).astype(np.float64), p_sig[kernel_id], d)
     rows = row_split(spans.member, share, kernel_id, d, power, half, sig_rows)

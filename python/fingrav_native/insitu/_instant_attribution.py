@@ -25,9 +25,19 @@ from fingrav_native.insitu._overlap import (
     beside_compute,
     communication_overlap,
     keep_overlapped_compute,
+    running,
 )
 from fingrav_native.insitu._placement import ShiftedMap
-from fingrav_native.insitu._rare import coarse_profile, coarse_row, instant_level
+from fingrav_native.insitu._rare import (
+    MIN_JOINT_CLUSTERS,
+    PHASE_LOCK_P,
+    coarse_profile,
+    coarse_row,
+    group_level,
+    instant_level,
+    phase_lock_p,
+)
+from fingrav_native.insitu._results import COARSE_NOTE, IN_JOINT_ROW, JOINT_GROUP_NOTE
 from fingrav_native.insitu._signatures import KernelRow, Signatures, signature_label
 from fingrav_native.insitu._trace import KernelTrace
 from fingrav_native.method._results import ExecutionProfile
@@ -185,10 +195,108 @@ def _instant_rare(found: Signatures, kt: KernelTrace, t_logs: np.ndarray, power:
                       "Student t interval")
 
 
+def _group_members(found: Signatures, kt: KernelTrace, overlap: Overlap, it_of: np.ndarray
+                   ) -> list[tuple[int, np.ndarray]]:
+    """The signatures no row holds (no stitch, no coarse interval), not communication, with their executions alone
+    on the device past the warm-up (iterations before ``found.first_steady`` left out where the trace marks any)."""
+    has_row = set(found.sig_ids)
+    comm = set(np.unique(kt.executions["kernel_id"][overlap.comm]).tolist())
+    steps = kt.steps["step"] if len(kt.steps) else np.zeros(0, dtype=np.int64)
+    warm = found.first_steady > np.iinfo(np.int64).min and len(steps) > 0
+    out = []
+    for sid, keep in found.rare:
+        if sid in has_row or sid in comm or not len(keep):
+            continue
+        if warm:
+            it = it_of[keep]
+            keep = keep[(it >= 0) & (steps[np.clip(it, 0, None)] >= found.first_steady)]
+        if len(keep):
+            out.append((sid, keep))
+    return out
+
+
+def _level_term_w(t: np.ndarray, ex: np.ndarray, kt: KernelTrace, overlap: Overlap) -> float:
+    """What the communication level's error can move the mean of the logs inside ``ex`` (W, a half-width).
+
+    The logs taken while a communication kernel ran have its fitted level taken off
+    (insitu._overlap.keep_overlapped_compute); one error of that level moves every one of them alike, so it
+    adds linearly: the share of the logs inside ``ex`` taken then x the level's 95 % half-width.
+    """
+    lvl = overlap.level
+    if lvl is None or not math.isfinite(lvl.se_w) or not overlap.comm.any():
+        return 0.0
+    k = np.searchsorted(ex["start_ns"], t, side="right") - 1
+    inside = (k >= 0) & (t < ex["end_ns"][np.clip(k, 0, None)])
+    inside &= t > ex["start_ns"][np.clip(k, 0, None)]
+    if not inside.any():
+        return 0.0
+    cx = kt.executions[overlap.comm]
+    during = running(t[inside], cx["start_ns"].astype(np.float64), cx["end_ns"].astype(np.float64))
+    return float(np.mean(during)) * float(stats.norm.ppf(0.975)) * lvl.se_w
+
+
+def joint_group(found: Signatures, kt: KernelTrace, t_logs: np.ndarray, total_w: np.ndarray, overlap: Overlap,
+                it_of: np.ndarray) -> None:
+    """Instantaneous logs: one joint row ``[g]`` for the signatures no row of their own holds, or a note why not.
+
+    Their executions together are sampled by every log inside any of them: the logs' mean is the group's
+    duration-weighted power and x their summed duration its energy (insitu._rare.group_level, with a
+    cluster-robust interval over executions). No row where fewer than MIN_JOINT_CLUSTERS executions hold logs,
+    or where the device's kernels start at phases locked to the logger (the logs then sample a few fixed instants
+    of the loop, not the members' durations: insitu._rare.phase_lock_p). Each member stays in ``skipped``, its reason
+    starting with IN_JOINT_ROW; no member gets an energy of its own.
+    """
+    members = _group_members(found, kt, overlap, it_of)
+    if len(members) < 2:  # one signature alone is a coarse row's case, which its logs did not determine
+        return
+    rows = np.concatenate([keep for _, keep in members])
+    rows = rows[np.argsort(kt.executions["start_ns"][rows], kind="stable")]
+    ex = kt.executions[rows]
+    order = np.argsort(t_logs, kind="stable")
+    t, w = np.asarray(t_logs, dtype=np.float64)[order], np.asarray(total_w, dtype=np.float64)[order]
+    lvl, lo, hi, n, c = group_level(t, w, ex["start_ns"], ex["end_ns"])
+    what = f"{len(members)} signatures without a row of their own ({len(rows)} executions)"
+    if not math.isfinite(hi):
+        found.notes.append(f"{what}: the logs fall inside {c} of their executions, fewer than "
+                           f"{MIN_JOINT_CLUSTERS} for a joint row's interval, so their energy is not given")
+        return
+    # Every signature of the device: a loop locked to the logger shows in its frequent kernels' phases even where
+    # each member runs once (its instants of the loop then hold its logs every iteration).
+    dev = kt.executions[kt.device == kt.device[rows[0]]]
+    p = phase_lock_p(t, dev["start_ns"], dev["kernel_id"])
+    if p < PHASE_LOCK_P:
+        found.notes.append(f"{what}: the device's kernels start at the same phase of the logger every time (pooled "
+                           f"Rayleigh test p = {p:.2g}; a logger period that divides the loop's): the logs sample a "
+                           "few fixed instants of the loop, not their durations, so no joint row is given")
+        return
+    label = f"[joint] {len(members)} signatures without a row"  # fits the printed name column
+    level = _level_term_w(t, ex, kt, overlap)
+    ep = coarse_profile(label, (ex["end_ns"] - ex["start_ns"]).astype(np.float64), ex["run"],
+                        {"total": (lvl, lo - level, hi + level)}, n, 0.95,
+                        f"the mean of the {n} instantaneous logs inside {c} of their {len(rows)} executions, with a "
+                        "cluster-robust interval over executions (Student t)"
+                        + (f", widened by {level:.2g} W for the communication level taken off some of them"
+                           if level > 0 else ""), note=f"{COARSE_NOTE}; {JOINT_GROUP_NOTE}")
+    # A record of its own, as wide as its label (the trace's names may be narrower), no launch shape.
+    sig = np.zeros(1, dtype=[("name", f"U{len(label)}"), ("grid", np.int64, (3,)), ("block", np.int64, (3,))])[0]
+    sig["name"], sig["grid"], sig["block"] = label, -1, -1
+    found.rows.append(KernelRow._make(coarse_row(sig, len(rows), len(rows), ep)))
+    found.profiles.append(ep)
+    found.sig_ids.append(-1)  # no signature of its own: every reader of signature_rows skips it
+    found.kept_ids.append(rows)
+    found.coarse += 1
+    found.undetermined -= len(members)  # each was counted by coarse_added: the warning names those left out
+    for sid, _ in members:
+        lab = signature_label(kt.signatures[sid])
+        found.skipped[lab] = f"{IN_JOINT_ROW} ({label}): no energy of its own; " + found.skipped.get(lab, "")
+
+
 def instant_extras(found: Signatures, kt: KernelTrace, t_logs: np.ndarray, total_w: np.ndarray,
-                    spans: Optional[Spans]) -> None:
-    """Instantaneous logs: the coarse rows of the signatures the stitch could not use, and the spans' power."""
+                    spans: Optional[Spans], overlap: Overlap, it_of: np.ndarray) -> None:
+    """Instantaneous logs: the coarse rows of the signatures the stitch could not use, the joint row of those no row
+    holds (``it_of``: :meth:`KernelTrace.iteration`, for their warm-up), and the spans' power."""
     _instant_rare(found, kt, t_logs, total_w)
+    joint_group(found, kt, t_logs, total_w, overlap, it_of)
     if spans is not None:
         found.span_fit = instant_span_power(t_logs, total_w, spans.start, spans.end)
         found.span_how = "the mean of the instantaneous logs in the spans"

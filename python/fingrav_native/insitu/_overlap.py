@@ -300,7 +300,8 @@ def communication_split(note: str, kt: KernelTrace, it_of: np.ndarray, iteration
     exposed, over = split_time(ex["start_ns"][mine], ex["end_ns"][mine], ex["start_ns"][compute],
                                ex["end_ns"][compute])
     row = np.full(len(kt.signatures), -1, dtype=np.int64)
-    row[sig_rows] = np.arange(len(sig_rows))
+    own = np.asarray(sig_rows) >= 0  # the joint row [g] has no signature of its own
+    row[sig_rows[own]] = np.flatnonzero(own)
     r = row[ex["kernel_id"][mine]]
     n = len(steps)
     out: dict[str, Any] = {"comm_exposed_ns": float(np.sum(exposed)) / n, "comm_overlapped_ns": float(np.sum(over)) / n}

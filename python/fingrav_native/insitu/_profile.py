@@ -190,7 +190,7 @@ def attribute_trace(
             found.profiles = joint_attribution(samples, t_logs, kt, model, on_device, found, bins, overlap,
                                                max_power_w, spans)
     else:
-        _instant(found, kt, attributed, t_logs, lmap, overlap, spans)
+        _instant(found, kt, attributed, t_logs, lmap, overlap, spans, it_of)
     elsewhere(found, kt, on_device)
     nothing_or_undetermined(found, bool(np.any(it_of[on_device] >= 0)))
     power_limit_notes(found, max_power_w)
@@ -217,12 +217,12 @@ def _joint(samples: np.ndarray, model: Optional[SensorModel], attribution: str) 
 
 
 def _instant(found: Signatures, kt: KernelTrace, attributed: np.ndarray, t_logs: np.ndarray, lmap: ShiftedMap,
-             overlap: Overlap, spans: Optional[Spans]) -> None:
+             overlap: Overlap, spans: Optional[Spans], it_of: np.ndarray) -> None:
     """Instantaneous logs: the stitched rows' intervals widened for the placement, the communication's rows
-    from its level, and the coarse rows and the spans' power from the logs."""
+    from its level, and the coarse rows, the joint row and the spans' power from the logs."""
     if found.rows:
         placement_terms(found, kt, attributed, t_logs, lmap)
-    instant_extras(found, kt, t_logs, np.asarray(attributed["total"], dtype=np.float64), spans)
+    instant_extras(found, kt, t_logs, np.asarray(attributed["total"], dtype=np.float64), spans, overlap, it_of)
     # After the coarse rows: a communication signature beside compute is its additive level, rare or not.
     instant_levels(found, kt, overlap)
 

@@ -79,7 +79,7 @@ def instant_level(t_logs: np.ndarray, power: np.ndarray, starts: np.ndarray, end
 
 
 def coarse_profile(label: str, durations_ns: np.ndarray, runs: np.ndarray, levels: dict[str, tuple[float, float, float]],
-                   n_logs: int, confidence: float, how: str) -> ExecutionProfile:
+                   n_logs: int, confidence: float, how: str, note: str = COARSE_NOTE) -> ExecutionProfile:
     """A signature's profile from one level: a flat curve at it, and level x its mean duration as its energy.
 
     Parameters
@@ -98,7 +98,10 @@ def coarse_profile(label: str, durations_ns: np.ndarray, runs: np.ndarray, level
     confidence : float
         Of the interval.
     how : str
-        How the level was fitted, in words (the energy's note, after :data:`COARSE_NOTE`).
+        How the level was fitted, in words (the energy's note, after ``note``).
+    note : str
+        What kind of row it is, the start of its energy's note (:data:`COARSE_NOTE`, or a joint row's words
+        after it).
 
     Returns
     -------
@@ -117,7 +120,7 @@ def coarse_profile(label: str, durations_ns: np.ndarray, runs: np.ndarray, level
             confidence=confidence, fit_kind=None, fit_x=np.zeros(0), fit_y=np.zeros(0), n_lois=n_logs))
         energy[ch] = EnergyEstimate(
             energy_j=lvl * d * 1e-9, uncertainty_j=half * d * 1e-9, duration_ns=d, channel=ch, confidence=confidence,
-            interpolated_share=0.0, pooled_share=0.0, note=f"{COARSE_NOTE}; {how}")
+            interpolated_share=0.0, pooled_share=0.0, note=f"{note}; {how}")
     runs = np.asarray(runs, dtype=np.int64)
     stitched = StitchedProfile(
         x="time", x_unit="ns", bin_width=d, channels=tuple(chans), n_lois=n_logs, runs=runs,
@@ -138,3 +141,104 @@ def coarse_row(sig: np.void, count: int, kept: int, profile: ExecutionProfile) -
     lvl = float(profile.stitched.channels[0].mean[0]) if profile.stitched.channels else math.nan
     return (str(sig["name"]), sig["grid"], sig["block"], int(count), int(kept), 0, float(profile.duration_ns), lvl,
             e.energy_j if e is not None else math.nan, e.uncertainty_j if e is not None else math.nan, 0.0, True)
+
+
+#: Executions holding logs below which a joint level gets no interval: with fewer clusters a cluster-robust
+#: variance, even with Student t on clusters - 1 degrees of freedom, over-rejects (Cameron and Miller 2015,
+#: J. Human Resources 50(2), Section VI: "few clusters" starts at about ten to twenty).
+MIN_JOINT_CLUSTERS = 10
+
+#: p-value below which the kernels' phases against the logger are taken as locked to it (pooled Rayleigh test,
+#: :func:`phase_lock_p`): a logger period that divides the loop's lands its logs at the same instants of the loop
+#: every iteration, so they sample a few fixed executions, not the executions' durations.
+PHASE_LOCK_P = 1e-3
+
+
+def group_level(t: np.ndarray, power: np.ndarray, starts: np.ndarray, ends: np.ndarray, confidence: float = 0.95,
+                min_clusters: int = MIN_JOINT_CLUSTERS) -> tuple[float, float, float, int, int]:
+    """The duration-weighted mean power of a group of executions from the instantaneous logs inside them.
+
+    Parameters
+    ----------
+    t, power : numpy.ndarray
+        The logs' instants on the trace's timeline (ns, sorted) and their power (W).
+    starts, ends : numpy.ndarray
+        The group's executions (ns), not overlapping one another.
+    confidence : float
+        Of the interval.
+    min_clusters : int
+        Executions holding logs below which the interval is not given (:data:`MIN_JOINT_CLUSTERS`).
+
+    Returns
+    -------
+    tuple
+        The mean of the logs strictly inside the executions (NaN with none), the low and high ends of its
+        interval (NaN with fewer than ``min_clusters`` executions holding logs), the logs used and the
+        executions holding them.
+
+    Notes
+    -----
+    An instantaneous log at a phase independent of the kernels lands in an execution with probability
+    proportional to its duration (paper Section IV-A: the runs' phase against the free-running logger is
+    random), so the mean of the logs inside the group estimates its power averaged over its durations, whatever
+    each member draws; x their summed duration it is the group's energy (CompPow's accounting of a joint draw:
+    one figure for what ran together, none per member). The logs inside one execution measure one power curve,
+    so the interval is the ratio estimator's (sum of logs' power over count of logs) cluster-robust one, each
+    execution a cluster (the CR1 sandwich, Student t on clusters - 1 degrees of freedom; Cameron and Miller
+    2015), never a t over the logs as if independent.
+    """
+    lo = np.searchsorted(t, np.asarray(starts, dtype=np.float64), side="right")
+    hi = np.searchsorted(t, np.asarray(ends, dtype=np.float64), side="left")
+    cnt = np.clip(hi - lo, 0, None)
+    n = int(cnt.sum())
+    if n == 0:
+        return math.nan, math.nan, math.nan, 0, 0
+    csum = np.concatenate([[0.0], np.cumsum(np.asarray(power, dtype=np.float64))])
+    held = cnt > 0
+    y, m = (csum[hi] - csum[lo])[held], cnt[held].astype(np.float64)
+    mean, c = float(y.sum() / n), int(held.sum())
+    if c < min_clusters:
+        return mean, math.nan, math.nan, n, c
+    resid = y - mean * m
+    se = math.sqrt(c / (c - 1) * float(np.sum(resid * resid))) / n
+    half = float(stats.t.ppf(0.5 + 0.5 * confidence, c - 1)) * se
+    return mean, mean - half, mean + half, n, c
+
+
+def phase_lock_p(t: np.ndarray, starts: np.ndarray, groups: np.ndarray) -> float:
+    """How plausible it is that executions start at phases of the logger not locked to it (a p-value).
+
+    Parameters
+    ----------
+    t : numpy.ndarray
+        The logs' instants (ns, sorted).
+    starts : numpy.ndarray
+        The executions' starts (ns).
+    groups : numpy.ndarray
+        Per execution, its signature: locking shows as one signature starting at one phase every time.
+
+    Returns
+    -------
+    float
+        The pooled Rayleigh test's p-value (Mardia and Jupp 2000, Section 6.3.1): per signature, its
+        executions' phases (where each starts between the logs before and after it, once per gap between logs)
+        give ``2 |sum exp(2 pi i phase)|^2 / n``, chi-squared with 2 degrees of freedom when the phases are
+        uniform; their sum over the signatures has 2 per signature. 1.0 where no signature has two phases.
+    """
+    k = np.searchsorted(t, np.asarray(starts, dtype=np.float64), side="right")
+    ok = (k > 0) & (k < len(t))
+    k, s, g = k[ok], np.asarray(starts, dtype=np.float64)[ok], np.asarray(groups)[ok]
+    if not len(k):
+        return 1.0
+    phase = (s - t[k - 1]) / (t[k] - t[k - 1])
+    # Once per signature and gap: two executions in one gap cannot both hold its log, so they are not locked.
+    _, first = np.unique(np.stack([g, k]), axis=1, return_index=True)
+    g, z = g[first], np.exp(2j * np.pi * phase[first])
+    ids, inv, n = np.unique(g, return_inverse=True, return_counts=True)
+    keep = n >= 2
+    if not keep.any():
+        return 1.0
+    r = np.abs(np.bincount(inv, weights=z.real, minlength=len(ids)) + 1j * np.bincount(inv, weights=z.imag,
+                                                                                       minlength=len(ids)))
+    stat = float(np.sum(2.0 * r[keep] ** 2 / n[keep]))
+    return float(stats.chi2.sf(stat, 2 * int(keep.sum())))

@@ -29,6 +29,15 @@ from fingrav_native.records._log_layouts import TRACE_LOG_DTYPE as TRACE_LOG_DTY
 COARSE_NOTE = ("coarse attribution: no stitched curve; one level (its power while it runs) fitted jointly from every "
                "log in or across its executions, its energy the level x its own durations")
 
+#: What marks the joint row ``[g]`` (its estimate's note, after :data:`COARSE_NOTE`): the signatures no row of
+#: their own can hold, attributed together.
+JOINT_GROUP_NOTE = ("joint attribution of the signatures without a row of their own: one level over all their "
+                    "executions together (the mean of the instantaneous logs inside them, which weighs each by its "
+                    "duration), its energy the level x their summed durations; no energy per signature")
+
+#: How a signature in the joint row starts its reason in :attr:`TraceProfile.skipped`.
+IN_JOINT_ROW = "in the joint row [g]"
+
 
 def kernel_table_dtype(width: int) -> np.dtype:
     """:data:`KERNEL_TABLE_DTYPE` with names ``width`` characters wide (at least 256): a name is never cut."""
@@ -88,6 +97,8 @@ def _us(ns: float) -> str:
 
 #: The reasons profile_trace gives for leaving a signature out, in a group's words (the first match wins).
 _SKIP_GROUPS: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"^" + re.escape(IN_JOINT_ROW)),
+     IN_JOINT_ROW + " (no row of their own: their executions' energy is given together, none per signature)"),
     (re.compile(r"its level \(its power while it runs\) is not determined"),
      "without a stitched curve whose level no log determines (none falls in or across their executions)"),
     (re.compile(r"fewer than min_executions=(\d+)"),
@@ -292,7 +303,8 @@ class TraceProfile:
     summary : IterationSummary or None
         Energy per iteration and between kernels; None without iterations.
     signature_rows : numpy.ndarray
-        Per row of :attr:`kernels`, the signature id in ``trace.signatures``.
+        Per row of :attr:`kernels`, the signature id in ``trace.signatures``; -1 for the joint row ``[g]``,
+        which holds several (:meth:`joint_members`).
     logs : numpy.ndarray
         TRACE_LOG_DTYPE: every power log on the trace's timeline.
     sensor : str
@@ -354,7 +366,8 @@ class TraceProfile:
         tuple of int
             Used: every one where the kernel span's energy has an interval (:attr:`span`); else those the
             table and the concurrent spans account for (:attr:`concurrency`); else those of rows with an
-            interval, past their warm-up (stitched rows and coarse ``[c]`` ones alike). Then
+            interval, past their warm-up (stitched rows, coarse ``[c]`` ones and the joint row ``[g]``, whose
+            count is the executions it holds, alike). Then
             :attr:`device_executions` (zero-duration ones, :attr:`zero_duration`, in neither).
         """
         n = self.device_executions
@@ -374,11 +387,13 @@ class TraceProfile:
         used, n = self.used_executions()
         if n <= 0:
             return None
-        coarse = sum(int(r["count"]) for i, r in enumerate(self.kernels) if self._coarse(i))
+        coarse = sum(int(r["count"]) for i, r in enumerate(self.kernels) if self._coarse(i) and not self._group(i))
+        group = sum(int(r["count"]) for i, r in enumerate(self.kernels) if self._group(i))
         zero = (f"; {self.zero_duration} more of zero recorded duration (a trace artefact: no energy to attribute, "
                 "counted neither as used nor as left out)" if self.zero_duration else "")
         return (f"executions used: {used} of {n} on this device ({100 * used / n:.0f} %, each one's energy given with "
-                f"an interval), {coarse} of them in coarse rows [c]{zero}")
+                f"an interval), {coarse} of them in coarse rows [c]"
+                + (f", {group} in the joint row [g]" if group else "") + zero)
 
     def profile(self, i: int) -> ExecutionProfile:
         """The stitched profile of row ``i`` of :attr:`kernels`."""
@@ -404,6 +419,22 @@ class TraceProfile:
         est = self.profiles[i].energy.get("total") if i < len(self.profiles) else None
         return est is not None and est.note.startswith(COARSE_NOTE)
 
+    def _group(self, i: int) -> bool:
+        """Whether row ``i`` is the joint row of the signatures without a row of their own."""
+        est = self.profiles[i].energy.get("total") if i < len(self.profiles) else None
+        return est is not None and JOINT_GROUP_NOTE in est.note
+
+    def joint_members(self) -> list[str]:
+        """The signatures whose executions the joint row ``[g]`` holds (keys of :attr:`skipped`).
+
+        Returns
+        -------
+        list of str
+            Their labels; empty without a joint row. Each one's energy is not given: the row's is theirs
+            together (CompPow's accounting of a joint draw, Li et al. 2024).
+        """
+        return [label for label, why in self.skipped.items() if why.startswith(IN_JOINT_ROW)]
+
     def _no_interval(self, i: int) -> str:
         """Why row ``i``'s energy has no interval, in a few words (its estimate's note says it in full)."""
         est = self.profiles[i].energy.get("total") if i < len(self.profiles) else None
@@ -424,12 +455,12 @@ class TraceProfile:
         for i, r in enumerate(self.kernels):
             name = str(r["name"])
             flagged = "joint" in (r.dtype.names or ()) and bool(r["joint"])
-            mark = ("[c] " if self._coarse(i) else "[j] ") if flagged else ""
+            mark = ("[g] " if self._group(i) else "[c] " if self._coarse(i) else "[j] ") if flagged else ""
             shown = shown_name(name, NAME_COLUMN - len(mark))
             cut |= shown != name
             marks.add(mark)
             shown = mark + shown
-            grid = "x".join(str(int(g)) for g in r["grid"])
+            grid = "x".join(str(int(g)) for g in r["grid"]) if np.all(r["grid"] >= 0) else "-"
             if not np.isfinite(r["energy_j"]):
                 energy = f"{'not resolved':>16s}"
             elif np.isfinite(r["energy_half_width_j"]):
@@ -453,6 +484,12 @@ class TraceProfile:
             lines.append("[c]: a coarse attribution, a signature too rare to stitch (or with no log inside its golden "
                          "executions): no curve, one level (its power while it runs) fitted jointly from the logs in or "
                          "across its executions, its energy the level x its own durations, with the fit's interval")
+        if "[g] " in marks:
+            lines.append("[g]: a joint attribution of the signatures without a row of their own (too rare, or too "
+                         "short, for a log to give each a level with an interval): one level over all their "
+                         "executions, the mean of the instantaneous logs inside them (which weighs each by its "
+                         "duration), its energy the level x their summed durations, with a cluster-robust interval "
+                         "over executions; no energy per signature (they are listed in skipped, 'in the joint row')")
         if "[j] " in marks:
             lines.append("[j]: a joint attribution, a communication kernel beside compute: its energy is the additive "
                          "level it draws over whatever runs beside it x its duration (the compute's draw is in the "

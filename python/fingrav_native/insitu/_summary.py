@@ -114,7 +114,8 @@ def _iteration_rows(kt: KernelTrace, it: np.ndarray, table: np.ndarray, sig_rows
     rows["kernels"] = np.bincount(r, minlength=len(rows))
     rows["busy_ns"] = np.bincount(r, weights=busy, minlength=len(rows)).astype(np.int64)
     e_sig = np.full(len(kt.signatures), np.nan)
-    e_sig[sig_rows] = table["energy_j"]
+    own = sig_rows >= 0  # the joint row [g] has no signature: its members count as without an energy of their own
+    e_sig[sig_rows[own]] = table["energy_j"][own]
     e_ex = e_sig[ex["kernel_id"][mine]]
     # Kernels of signatures without an energy (skipped, not resolved) count between kernels, and say so.
     rows["kernel_energy_j"] = np.bincount(r, weights=np.nan_to_num(e_ex, nan=0.0), minlength=len(rows))
