@@ -263,7 +263,7 @@ def shares(logger: str, name: str) -> None:
     from real_data import path as real_path
 
     # A cap on this process's memory: a fit that outgrows it fails here (reported as not measured) instead of
-    # the host's OOM killer choosing among everyone's processes (the 1 ms joint fit of sampled_rank-0 passed 17 GB).
+    # the host's OOM killer choosing among everyone's processes (the traces' shares run side by side).
     resource.setrlimit(resource.RLIMIT_AS, (SHARE_MEMORY_BYTES, SHARE_MEMORY_BYTES))
     kt = read_trace(real_path(f"traces/{name}"))
     logs, kw = logged(kt, logger)
@@ -537,7 +537,7 @@ def _joint_cell(j: Optional[dict[str, Any]]) -> str:
     if not j:
         return "-"
     err = 100 * (j["energy_j"] / j["truth_j"] - 1.0)
-    return f"{j['executions']} of {j['members']} signatures, {'yes' if j['held'] else '**no**'} ({err:+.1f} %)"
+    return f"{j['executions']} executions of {j['members']} signatures, {'yes' if j['held'] else '**no**'} ({err:+.1f} %)"
 
 
 def report(summary: dict[str, Any]) -> str:
