@@ -325,8 +325,9 @@ class TraceProfile:
         the capture holds one, or ``energy_counter=`` was given).
     span : SpanEnergy or None
         The energy over the trace's kernel span from the logs alone, when no
-        signature could be profiled and the trace marks no iteration (a
-        trace of a few kernels); None otherwise.
+        signature could be profiled and no energy per iteration has an
+        interval (a trace of a few kernels, marking no iteration or too few
+        for one); None otherwise.
     concurrency : ConcurrentEnergy or None
         Compute kernels that ran beside one another (several streams): what
         share of the executions and time, and their spans' energy attributed

@@ -355,7 +355,8 @@ def _nothing_profiled(found: Signatures, iterations: bool) -> None:
     shown = "; ".join(f"{k[:80]}: {v[:120]}" for k, v in list(found.skipped.items())[:10])
     why = (f"no kernel signature could be profiled ({len(found.skipped)} skipped: "
            f"{shown}{'; ...' if len(found.skipped) > 10 else ''})")
-    found.notes.append(why + ("; only the energy per iteration is reported" if iterations else
+    found.notes.append(why + ("; only the energy per iteration is reported, and the energy over the kernel span where "
+                              "the iterations are too few for an interval of their own" if iterations else
                               "; the trace marks no iteration (ProfilerStep#N), so only the energy over its kernel "
                               "span, from the logs, is reported"))
 
@@ -378,14 +379,15 @@ def trace_wide(tp: TraceProfile, found: Signatures, kt: KernelTrace, on_device: 
                spans: Optional[Spans], it_of: np.ndarray, samples: np.ndarray, t_logs: np.ndarray,
                model: Optional[SensorModel]) -> TraceProfile:
     """The result's trace-wide parts: what ran on several compute streams (:func:`concurrency_of`), the
-    communication's share of each iteration, and, where no signature has a stitched row and the trace marks
-    no iteration, the energy over the device's kernel span (:func:`span_energy`)."""
+    communication's share of each iteration, and, where no signature has a stitched row and no energy per
+    iteration has an interval (the trace marks no iteration, or too few for one), the energy over the device's
+    kernel span (:func:`span_energy`): the one figure with an interval such a trace still gives."""
     if spans is not None:
         tp = dataclasses.replace(tp, concurrency=concurrency_of(tp, kt, on_device, overlap, spans, found))
     if overlap.comm.any() and tp.summary is not None:
         tp = dataclasses.replace(tp, summary=dataclasses.replace(tp.summary, **communication_split(
             tp.summary.note, kt, it_of, tp.iterations, overlap.comm, on_device & ~overlap.comm, tp.kernels,
             tp.signature_rows)))
-    if len(found.rows) == found.coarse and tp.summary is None:
+    if len(found.rows) == found.coarse and (tp.summary is None or not math.isfinite(tp.summary.energy_half_width_j)):
         tp = with_span(tp, span_energy(kt, on_device, samples, t_logs, model))
     return tp
