@@ -544,6 +544,8 @@ def main() -> None:
     if args.child:
         print(json.dumps(child(*args.child)))
         return
+    if args.dir is not None and not os.path.isdir(args.dir):
+        ap.error(f"--dir {args.dir!r}: no such folder (the traces are written into a new folder inside it)")
     if args.readme_from:
         with open(args.readme_from) as f:
             _write_readme(json.load(f))
