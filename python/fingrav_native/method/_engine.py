@@ -232,7 +232,7 @@ def _twin_factor(c: np.ndarray, n: int, ridge: float) -> Optional[np.ndarray]:
 
 def _cv_fold_scores(v: _Variant, fs: _FoldStats, lam_R: Sequence[np.ndarray],
                     bound: float = math.inf, shared: Optional[dict[tuple[int, float], np.ndarray]] = None,
-                    keep: bool = False, lams: Sequence[float] | np.ndarray = ()) -> tuple[np.ndarray, np.ndarray]:
+                    lams: Sequence[float] | np.ndarray = ()) -> tuple[np.ndarray, np.ndarray]:
     """``(folds, smoothings)``: each fold's squared prediction error (inf: singular); and which smoothings were scored.
 
     ``lam_R`` holds the variant's penalty at each smoothing (``lam * R``),
@@ -242,10 +242,10 @@ def _cv_fold_scores(v: _Variant, fs: _FoldStats, lam_R: Sequence[np.ndarray],
     terms never falls as terms are added. Its remaining folds are not solved
     and it is marked not scored.
 
-    ``shared`` holds factors by (fold, smoothing): a drift variant puts its
-    own there (``keep``) and its twin without the drift (``v.ridge > 0``)
-    refactors only their trailing block (:func:`_twin_factor`); what is
-    missing is factored in full. ``lams``: the smoothings ``lam_R`` was formed
+    ``shared`` holds factors by (fold, smoothing): a drift variant given it
+    puts its own there, and its twin without the drift (``v.ridge > 0``)
+    takes them, refactoring only their trailing block
+    (:func:`_twin_factor`); what is missing is factored in full. ``lams``: the smoothings ``lam_R`` was formed
     at (needed with ``shared``).
     """
     Gfs, Bfs = fs.G, fs.b
@@ -260,7 +260,8 @@ def _cv_fold_scores(v: _Variant, fs: _FoldStats, lam_R: Sequence[np.ndarray],
     rest = np.empty(Gw.shape, order="F")
     lam_R = [np.asfortranarray(r) for r in lam_R]
     F = np.asfortranarray(v.F)
-    twin = shared if shared is not None and v.ridge > 0 else None
+    twin = shared if v.ridge > 0 else None
+    keep = shared if v.ridge == 0 else None
     for f in np.flatnonzero(fs.present):
         Gf, Bf = Gfs[f], Bfs[f]
         np.subtract(Gw, Gf, out=rest)
@@ -274,7 +275,7 @@ def _cv_fold_scores(v: _Variant, fs: _FoldStats, lam_R: Sequence[np.ndarray],
                     scores[f, i] = math.inf
                     continue
             else:
-                if keep and shared is not None:
+                if keep is not None:
                     # A system of its own, factored in place and left for the twin (no copy of the factor).
                     M = np.empty(Gw.shape, order="F")
                 np.add(rest, lam_R[int(i)], out=M)
@@ -283,8 +284,8 @@ def _cv_fold_scores(v: _Variant, fs: _FoldStats, lam_R: Sequence[np.ndarray],
                 if info != 0:
                     scores[f, i] = math.inf
                     continue
-                if keep and shared is not None:
-                    shared[(int(f), float(lams[int(i)]))] = c
+                if keep is not None:
+                    keep[(int(f), float(lams[int(i)]))] = c
             x, info = POTRS(c, rhs, lower=0)
             scores[f, i] = max(yyf - 2.0 * float(x @ Bf) + float(x @ Gf @ x), 0.0) if info == 0 else math.inf
         if bound < math.inf:
@@ -387,17 +388,18 @@ class _Twins:
         self._pending = set(order)
         self._factors: dict[int, dict[tuple[int, float], np.ndarray]] = {}
 
-    def before(self, i: int) -> tuple[Optional[dict[tuple[int, float], np.ndarray]], bool]:
-        """What variant ``i`` is scored with: the shared factors (or None) and whether it keeps its own there."""
+    def before(self, i: int) -> Optional[dict[tuple[int, float], np.ndarray]]:
+        """The factors variant ``i`` is scored with: a drift variant whose twin is still to come leaves its own
+        there, a twin takes them; None for any other."""
         self._pending.discard(i)
         v = self._variants[i]
         if v.ridge > 0:
-            return self._factors.pop(v.design, None), False
+            return self._factors.pop(v.design, None)
         nxt = i + 1
         if v.drift and nxt in self._pending and self._variants[nxt].ridge > 0 \
                 and self._variants[nxt].design == v.design:
-            return self._factors.setdefault(v.design, {}), True
-        return None, False
+            return self._factors.setdefault(v.design, {})
+        return None
 
 
 def _choose(variants: Sequence[_Variant], stats: Sequence[_Stats], fold_stats: Callable[[int], _FoldStats],
@@ -415,8 +417,7 @@ def _choose(variants: Sequence[_Variant], stats: Sequence[_Stats], fold_stats: C
     per_fold: list[Optional[np.ndarray]] = []
     twins = _Twins(variants, range(len(variants)))
     for i, v in enumerate(variants):
-        shared, keep = twins.before(i)
-        fs = _cv_fold_scores(v, fold_stats(v.design), [lam * v.R for lam in lams[i]], shared=shared, keep=keep,
+        fs = _cv_fold_scores(v, fold_stats(v.design), [lam * v.R for lam in lams[i]], shared=twins.before(i),
                              lams=lams[i])[0] if n_folds >= 2 else None
         per_fold.append(fs)
         sc = fs.sum(axis=0) if fs is not None else _gcv_scores(v, stats[v.design], lams[i])
@@ -493,8 +494,7 @@ def _boot_choice(variants: Sequence[_Variant], fold_stats: Callable[[int], _Fold
     order = [first] + [i for i in range(len(variants)) if i != first]
     twins = _Twins(variants, order)
     for i in order:
-        shared, keep = twins.before(i)
-        fs, alive = _cv_fold_scores(variants[i], fold_stats(variants[i].design), lam_R[i], best[0], shared, keep,
+        fs, alive = _cv_fold_scores(variants[i], fold_stats(variants[i].design), lam_R[i], best[0], twins.before(i),
                                     lams[i])
         sc = np.where(alive, fs.sum(axis=0), math.inf)
         j = int(np.argmin(sc))
