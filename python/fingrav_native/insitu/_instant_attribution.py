@@ -34,7 +34,9 @@ from fingrav_native.insitu._rare import (
     coarse_profile,
     coarse_row,
     group_level,
+    inside_index,
     instant_level,
+    logs_inside,
     phase_lock_p,
 )
 from fingrav_native.insitu._results import COARSE_NOTE, IN_JOINT_ROW, JOINT_GROUP_NOTE
@@ -225,13 +227,12 @@ def _level_term_w(t: np.ndarray, ex: np.ndarray, kt: KernelTrace, overlap: Overl
     lvl = overlap.level
     if lvl is None or not math.isfinite(lvl.se_w) or not overlap.comm.any():
         return 0.0
-    k = np.searchsorted(ex["start_ns"], t, side="right") - 1
-    inside = (k >= 0) & (t < ex["end_ns"][np.clip(k, 0, None)])
-    inside &= t > ex["start_ns"][np.clip(k, 0, None)]
-    if not inside.any():
+    first, count = logs_inside(t, ex["start_ns"], ex["end_ns"])
+    if not count.any():
         return 0.0
     cx = kt.executions[overlap.comm]
-    during = running(t[inside], cx["start_ns"].astype(np.float64), cx["end_ns"].astype(np.float64))
+    # The logs group_level averages.
+    during = running(t[inside_index(first, count)], cx["start_ns"].astype(np.float64), cx["end_ns"].astype(np.float64))
     return float(np.mean(during)) * float(stats.norm.ppf(0.975)) * lvl.se_w
 
 

@@ -29,6 +29,23 @@ from fingrav_native.method._stitched import EnergyEstimate, StitchedChannel, Sti
 from fingrav_native.records._layouts import LOI_DTYPE
 
 
+def logs_inside(t: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per execution, the first of the sorted logs ``t`` strictly inside it and how many are.
+
+    Strictly inside: a log on an edge measures the kernel before or after it as much as this one (the trace's
+    stamps are rounded to its tick), and one on the edge two executions share would be counted twice. The logs
+    of execution ``k`` are ``t[first[k]:first[k] + count[k]]``.
+    """
+    first = np.searchsorted(t, np.asarray(starts, dtype=np.float64), side="right")
+    last = np.searchsorted(t, np.asarray(ends, dtype=np.float64), side="left")
+    return first, np.clip(last - first, 0, None)
+
+
+def inside_index(first: np.ndarray, count: np.ndarray) -> np.ndarray:
+    """The indices of the logs :func:`logs_inside` found, execution after execution."""
+    return np.asarray(np.arange(int(count.sum())) - np.repeat(np.cumsum(count) - count - first, count))
+
+
 def instant_level(t_logs: np.ndarray, power: np.ndarray, starts: np.ndarray, ends: np.ndarray,
                   confidence: float = 0.95) -> tuple[float, float, float, int]:
     """A kernel's level from the instantaneous logs inside its executions: mean, interval ends, logs used.
@@ -58,17 +75,11 @@ def instant_level(t_logs: np.ndarray, power: np.ndarray, starts: np.ndarray, end
     t_logs = np.asarray(t_logs, dtype=np.float64)
     # Sorted logs (as the caller's loop over signatures passes them) are searched as they are.
     order = np.arange(len(t_logs)) if bool(np.all(t_logs[1:] >= t_logs[:-1])) else np.argsort(t_logs, kind="stable")
-    t = t_logs[order]
-    # Strictly inside: a log on an edge measures the kernel before or after it as much as this one (the trace's
-    # stamps are rounded to its tick), and one on the edge two executions share would be counted twice.
-    lo = np.searchsorted(t, np.asarray(starts, dtype=np.float64), side="right")
-    hi = np.searchsorted(t, np.asarray(ends, dtype=np.float64), side="left")
-    cnt = np.clip(hi - lo, 0, None)
+    lo, cnt = logs_inside(t_logs[order], starts, ends)
     n = int(cnt.sum())
     if n == 0:
         return math.nan, math.nan, math.nan, 0
-    pos = np.arange(n) - np.repeat(np.cumsum(cnt) - cnt - lo, cnt)
-    y = np.asarray(power, dtype=np.float64)[order][pos]
+    y = np.asarray(power, dtype=np.float64)[order][inside_index(lo, cnt)]
     mean = float(np.mean(y))
     if n < 2:
         return mean, math.nan, math.nan, n
@@ -187,15 +198,13 @@ def group_level(t: np.ndarray, power: np.ndarray, starts: np.ndarray, ends: np.n
     execution a cluster (the CR1 sandwich, Student t on clusters - 1 degrees of freedom; Cameron and Miller
     2015), never a t over the logs as if independent.
     """
-    lo = np.searchsorted(t, np.asarray(starts, dtype=np.float64), side="right")
-    hi = np.searchsorted(t, np.asarray(ends, dtype=np.float64), side="left")
-    cnt = np.clip(hi - lo, 0, None)
+    lo, cnt = logs_inside(t, starts, ends)
     n = int(cnt.sum())
     if n == 0:
         return math.nan, math.nan, math.nan, 0, 0
     csum = np.concatenate([[0.0], np.cumsum(np.asarray(power, dtype=np.float64))])
     held = cnt > 0
-    y, m = (csum[hi] - csum[lo])[held], cnt[held].astype(np.float64)
+    y, m = (csum[lo + cnt] - csum[lo])[held], cnt[held].astype(np.float64)
     mean, c = float(y.sum() / n), int(held.sum())
     if c < min_clusters:
         return mean, math.nan, math.nan, n, c
