@@ -80,15 +80,27 @@ def timeline_of(records: Sequence[RunRecord], caps: Capabilities) -> Timeline:
             isinstance(r, RunRecord) for r in records):
         raise ValueError(f"records={short_repr(records)}: must be a non-empty sequence of RunRecord")
     instance_of(caps, "caps", Capabilities, "the backend's Capabilities")
-    samples = np.concatenate([r.samples for r in records])
-    markers = np.concatenate([r.markers for r in records])
-    brackets = np.concatenate([r.brackets for r in records])
+    samples = _concatenate([r.samples for r in records])
+    markers = _concatenate([r.markers for r in records])
+    brackets = _concatenate([r.brackets for r in records])
     tick = caps.device_tick_ns
     # The clock's update step (e.g. %globaltimer moving once a microsecond) widens the map's bound.
     dmap = fit_device_map(brackets, tick, caps.device_resolution_ticks)
     # The logs' own tick: PMFW 10 ns, NVML 1 us, host-stamped 1 ns.
     lmap = fit_logger_map(caps, dmap, samples, caps.logger_tick_ns or tick)
     return Timeline(samples, executions_from_markers(markers, dmap, caps.marker_err_ns), dmap, lmap)
+
+
+def _concatenate(arrays: list[np.ndarray]) -> np.ndarray:
+    """The runs' arrays joined; one layout shared by all is named, so numpy copies without promoting.
+
+    Without ``dtype`` numpy promotes a structured dtype field by field across every
+    array joined, several times the copy itself for a campaign of hundreds of runs;
+    arrays of differing layouts are left to numpy's promotion as they are.
+    """
+    first = arrays[0].dtype
+    same = all(a.dtype == first for a in arrays)
+    return np.concatenate(arrays, dtype=first if same else None)
 
 
 def nominal_durations(markers: np.ndarray, tick_ns: float) -> np.ndarray:

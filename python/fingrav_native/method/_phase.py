@@ -46,6 +46,7 @@ import scipy.stats
 
 from fingrav_native._checks import finite_array, positive_number
 from fingrav_native._errors import FingravWarning
+from fingrav_native.clocks._fitting import median
 from fingrav_native.clocks._runs import Timeline, timeline_of
 from fingrav_native.method._forward_model import curve_precision_inverse, curve_variance, design_rows
 from fingrav_native.method._phase_modes import PHASES
@@ -119,6 +120,27 @@ def _line(k: np.ndarray, t: np.ndarray) -> tuple[float, float]:
     return slope, tm - slope * km
 
 
+#: Phi^-1(3/4) (``scipy.special.ndtri(0.75)``), the divisor of ``median_abs_deviation(..., scale="normal")``.
+_PHI_INV_3_4 = 0.6744897501960817
+
+
+def _linregress_line(k: np.ndarray, t: np.ndarray) -> tuple[float, float]:
+    """:func:`scipy.stats.linregress`'s slope and intercept, by its own arithmetic, without its statistics.
+
+    The grid is refitted three times after every run; linregress's correlation,
+    p-value (a Student t distribution) and standard errors, none of them used
+    here, cost several times the fit. The same centred second moments
+    (:func:`numpy.cov` with ``bias=1``) give the same slope and intercept bit
+    for bit, and identical ``k`` refused as linregress refuses them.
+    """
+    if np.amax(k) == np.amin(k) and len(k) > 1:
+        raise ValueError("Cannot calculate a linear regression if all x values are identical")
+    kmean, tmean = np.mean(k, None), np.mean(t, None)
+    skk, skt, _, _ = np.cov(k, t, bias=1).flat
+    slope = skt / skk
+    return float(slope), float(tmean - slope * kmean)
+
+
 def _unwrap(t: np.ndarray, period: float) -> np.ndarray:
     """Sample index of each sorted instant: bursts unwrapped in turn against the line fitted to those before.
 
@@ -150,8 +172,8 @@ def _unwrap(t: np.ndarray, period: float) -> np.ndarray:
             ks, ts = k[:stop], rel[:stop]
             slope, icept = _line(ks, ts)
             resid = ts - (icept + slope * ks)
-            centre = float(np.median(resid))
-            mad = _MAD_NORMAL * float(np.median(np.abs(resid - centre)))
+            centre = median(resid)
+            mad = _MAD_NORMAL * median(np.abs(resid - centre))
             good = np.abs(resid - centre) <= max(5 * mad, 1e-3 * slope)
             if 2 <= good.sum() < stop and np.ptp(ks[good]) > 0:
                 slope, icept = _line(ks[good], ts[good])
@@ -206,13 +228,18 @@ def predict_sample_instants(instants_ns: np.ndarray, nominal_period_ns: float) -
     period, intercept = float(nominal_period_ns), float(t[0])
     resid = np.zeros(len(t))
     for _ in range(3):
-        fit = scipy.stats.linregress(k[keep], t[keep]) if keep.sum() >= 3 else None
-        if fit is None or not fit.slope > 0:
+        if keep.sum() < 3:
             break
-        period, intercept = float(fit.slope), float(fit.intercept)
+        slope, icept = _linregress_line(k[keep], t[keep])
+        if not slope > 0:
+            break
+        period, intercept = slope, icept
         resid = t - (intercept + period * k)
-        mad = float(scipy.stats.median_abs_deviation(resid[keep], scale="normal"))
-        keep = np.abs(resid - np.median(resid[keep])) <= max(5 * mad, 1e-3 * period)
+        kept = resid[keep]
+        centre = median(kept)
+        # scipy.stats.median_abs_deviation(kept, scale="normal"), its arithmetic: the MAD over Phi^-1(3/4).
+        mad = median(np.abs(kept - centre)) / _PHI_INV_3_4
+        keep = np.abs(resid - centre) <= max(5 * mad, 1e-3 * period)
     jitter = float(np.std(resid[keep], ddof=1)) if keep.sum() > 2 else float("inf")
     return SamplePrediction(period_ns=period, anchor_ns=intercept + period * float(k[-1]), jitter_ns=jitter,
                             logs=int(keep.sum()), outliers=int((~keep).sum()))
