@@ -124,8 +124,9 @@ def median(values: np.ndarray) -> float:
     if n == 0:
         return float(np.median(values))  # NaN with numpy's warning, as before
     h = n // 2
-    part = np.partition(values, (h - 1, h, n - 1) if n > 1 else (0,))
-    if np.isnan(part[-1]):
+    part = values.copy()
+    part.partition((h - 1, h, n - 1) if n > 1 else (0,))
+    if math.isnan(part[-1]):
         return math.nan
     mid = part[h - 1 + n % 2:h + 1]  # the middle one (odd n) or two (even n)
     return float(np.add.reduce(mid) / mid.size)
@@ -137,12 +138,18 @@ def mad_sigma(r: np.ndarray) -> float:
 
 
 def ls_line(x: np.ndarray, y: np.ndarray, slope: float | None) -> tuple[float, float, float, float]:
-    """Least squares ``y = a + b x`` (b fixed if ``slope`` is given): a, b, mean x, Sxx."""
-    xm = float(np.mean(x))
-    ym = float(np.mean(y))
-    sxx = float(np.sum((x - xm) ** 2))
+    """Least squares ``y = a + b x`` (b fixed if ``slope`` is given): a, b, mean x, Sxx.
+
+    The sums are :func:`numpy.mean`'s and :func:`numpy.sum`'s (one pairwise ``add.reduce`` each),
+    taken as array methods: the fits run this on a few dozen reads tens of thousands of
+    times, where the functions' dispatch costs more than the sums.
+    """
+    xm = float(x.sum() / x.size)
+    ym = float(y.sum() / y.size)
+    dx = x - xm
+    sxx = float((dx ** 2).sum())
     if slope is None:
-        b = float(np.sum((x - xm) * (y - ym)) / sxx)
+        b = float((dx * (y - ym)).sum() / sxx)
     else:
         b = float(slope)
     return ym - b * xm, b, xm, sxx
@@ -180,7 +187,7 @@ def robust_line(
             # Never trim away the majority: keep the closest half.
             new_keep = np.abs(r) <= np.partition(np.abs(r), n // 2)[n // 2]
         kx, ky = x[new_keep], y[new_keep]
-        if slope is None and float(np.ptp(kx)) == 0.0:
+        if slope is None and float(kx.max() - kx.min()) == 0.0:
             break
         a, b, _xm, _sxx = ls_line(kx, ky, slope)
         if np.array_equal(new_keep, keep):
