@@ -114,7 +114,7 @@ _MAD_NORMAL = 1.482602218505602
 
 def _line(k: np.ndarray, t: np.ndarray) -> tuple[float, float]:
     """Least-squares slope and intercept of ``t`` on ``k`` (centred sums: no normal matrix to form)."""
-    km, tm = float(np.mean(k)), float(np.mean(t))
+    km, tm = float(k.sum() / k.size), float(t.sum() / t.size)  # numpy.mean's sums, without its dispatch
     dk = k - km
     slope = float(np.dot(dk, t - tm) / np.dot(dk, dk))
     return slope, tm - slope * km
@@ -654,11 +654,10 @@ class PhaseSteerer:
         fitted = self._refit_grid(record)
         if fitted is None:
             return
-        tl, samples = fitted
+        tl, samples, run_host = fitted
         ex = tl.executions[tl.executions["run"] == record.run]
         if len(ex) == 0:
             return
-        run_host = np.asarray(tl.logger_map.to_host(samples["source_ts"]), dtype=np.float64) - self._delay_ns
         w = np.asarray(self._window_ns(samples["window_ns"]), dtype=np.float64)
         edges = {"end": run_host, "start": run_host - w}
         release = float(record.brackets[0, 0]) if len(record.brackets) else float(ex["start_ns"].min())
@@ -678,8 +677,8 @@ class PhaseSteerer:
             self._late += 1
             self._lead_ns = min(2 * self._lead_ns, max(10 * self._period_ns, 50_000_000.0))
 
-    def _refit_grid(self, record: RunRecord) -> Optional[tuple[Timeline, np.ndarray]]:
-        """Refit the sensor's sample grid on the recent runs: their timeline and this run's logs, or None.
+    def _refit_grid(self, record: RunRecord) -> Optional[tuple[Timeline, np.ndarray, np.ndarray]]:
+        """Refit the sensor's sample grid on the recent runs: their timeline, this run's logs and their instants, or None.
 
         Steering stops where the clock maps or the grid cannot be fitted, or
         the samples jitter by more than a quarter of the execution.
@@ -690,7 +689,9 @@ class PhaseSteerer:
             self._stop(f"the clock maps of the recent runs could not be fitted ({exc})")
             return None
         # timeline_of keeps the records' order: this run's logs are the last ones.
-        samples = tl.samples[len(tl.samples) - len(record.samples):]
+        first = len(tl.samples) - len(record.samples)
+        samples = tl.samples[first:]
+        # The maps are elementwise: this run's sample instants are the tail of the history's.
         host = np.asarray(tl.logger_map.to_host(tl.samples["source_ts"]), dtype=np.float64) - self._delay_ns
         try:
             self.prediction = predict_sample_instants(host, self._period_ns)
@@ -702,7 +703,7 @@ class PhaseSteerer:
             self._stop(f"the sensor's samples jitter by {self.prediction.jitter_ns / 1e3:.1f} us about their "
                        f"{self.prediction.period_ns / 1e6:.3f} ms grid, more than a quarter of the "
                        f"{self.duration_ns / 1e3:.1f} us execution")
-        return tl, samples
+        return tl, samples, host[first:]
 
     def _count_coverage(self, ex: np.ndarray, edges: dict[str, np.ndarray], w: np.ndarray, aim: Optional[_Aim],
                         release: float) -> bool:
