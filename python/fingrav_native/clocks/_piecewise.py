@@ -125,10 +125,12 @@ def fit_piecewise_clock_map(
     pieces: list[ClockMap] = []
     knots: list[int] = []
     skipped = 0
-    for j in range(parts + 1):
-        k = t0 + int(round(j * spacing))
-        lo = np.searchsorted(hb, k - spacing, side="left")
-        hi = np.searchsorted(hb, k + spacing, side="right")
+    knots_all = [t0 + int(round(j * spacing)) for j in range(parts + 1)]
+    # Every window's reads at once: one search for all the windows' starts, one for their ends.
+    centres = np.array(knots_all, dtype=np.int64)
+    los = np.searchsorted(hb, centres - spacing, side="left")
+    his = np.searchsorted(hb, centres + spacing, side="right")
+    for k, lo, hi in zip(knots_all, los.tolist(), his.tolist()):
         win = arr[lo:hi]
         # A skew needs reads spread over the window: one burst (tens of us)
         # would give a rate that is mostly noise.
