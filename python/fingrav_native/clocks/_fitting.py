@@ -177,7 +177,8 @@ def robust_line(
     a = median(y - b * x)
     keep = np.ones(n, dtype=bool)
     sigma = 0.0
-    for _ in range(max_iter):
+    converged = False
+    for i in range(max_iter):
         r = y - (a + b * x)
         sigma = mad_sigma(r[keep])
         # A floor so exact data (sigma = 0) does not trim float round-off.
@@ -186,6 +187,11 @@ def robust_line(
         if new_keep.sum() < max(3, n // 2):
             # Never trim away the majority: keep the closest half.
             new_keep = np.abs(r) <= np.partition(np.abs(r), n // 2)[n // 2]
+        if i > 0 and np.array_equal(new_keep, keep):
+            # From the second pass on, (a, b) is already the least-squares line of the reads
+            # kept: a refit on the same reads returns it unchanged, so r and sigma are final.
+            converged = True
+            break
         kx, ky = x[new_keep], y[new_keep]
         if slope is None and float(kx.max() - kx.min()) == 0.0:
             break
@@ -193,8 +199,9 @@ def robust_line(
         if np.array_equal(new_keep, keep):
             break
         keep = new_keep
-    r = y - (a + b * x)
-    sigma = mad_sigma(r[keep])
+    if not converged:
+        r = y - (a + b * x)
+        sigma = mad_sigma(r[keep])
     se_b = 0.0
     if slope is None:
         kx = x[keep]

@@ -211,7 +211,8 @@ def predict_sample_instants(instants_ns: np.ndarray, nominal_period_ns: float) -
     the period grows with the span seen, and long gaps between runs unwrap
     correctly); the fit (ordinary least squares,
     :func:`scipy.stats.linregress`) is then redone without outliers, three
-    times. Samples more than five robust
+    times (fewer once the logs kept stop changing: the passes left would
+    repeat the last). Samples more than five robust
     deviations (MAD) off the grid are left out and counted. This is the
     timebase of sequential equivalent-time sampling (see the module
     docstring); the paper (Section IV-A) leaves the phase to chance.
@@ -239,7 +240,10 @@ def predict_sample_instants(instants_ns: np.ndarray, nominal_period_ns: float) -
         centre = median(kept)
         # scipy.stats.median_abs_deviation(kept, scale="normal"), its arithmetic: the MAD over Phi^-1(3/4).
         mad = median(np.abs(kept - centre)) / _PHI_INV_3_4
-        keep = np.abs(resid - centre) <= max(5 * mad, 1e-3 * period)
+        new_keep = np.abs(resid - centre) <= max(5 * mad, 1e-3 * period)
+        if np.array_equal(new_keep, keep):
+            break  # a fixed point: another pass would refit the same logs to the same line
+        keep = new_keep
     jitter = float(np.std(resid[keep], ddof=1)) if keep.sum() > 2 else float("inf")
     return SamplePrediction(period_ns=period, anchor_ns=intercept + period * float(k[-1]), jitter_ns=jitter,
                             logs=int(keep.sum()), outliers=int((~keep).sum()))
