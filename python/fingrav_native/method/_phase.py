@@ -127,16 +127,17 @@ _PHI_INV_3_4 = 0.6744897501960817
 def _linregress_line(k: np.ndarray, t: np.ndarray) -> tuple[float, float]:
     """:func:`scipy.stats.linregress`'s slope and intercept, by its own arithmetic, without its statistics.
 
-    The grid is refitted three times after every run; linregress's correlation,
-    p-value (a Student t distribution) and standard errors, none of them used
-    here, cost several times the fit. The same centred second moments
-    (:func:`numpy.cov` with ``bias=1``) give the same slope and intercept bit
-    for bit, and identical ``k`` refused as linregress refuses them.
+    The grid is refitted up to three times after every run; linregress's
+    correlation, p-value (a Student t distribution) and standard errors, none
+    of them used here, cost several times the fit. The same centred second
+    moments (:func:`numpy.cov` with ``bias=True``, linregress's ``bias=1``)
+    give the same slope and intercept bit for bit, and identical ``k`` are
+    refused with linregress's own message.
     """
     if np.amax(k) == np.amin(k) and len(k) > 1:
         raise ValueError("Cannot calculate a linear regression if all x values are identical")
     kmean, tmean = np.mean(k, None), np.mean(t, None)
-    skk, skt, _, _ = np.cov(k, t, bias=1).flat
+    skk, skt, _, _ = np.cov(k, t, bias=True).flat
     slope = skt / skk
     return float(slope), float(tmean - slope * kmean)
 
