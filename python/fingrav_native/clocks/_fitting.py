@@ -3,7 +3,8 @@
 Bracketed reads (``(n, 3)`` rows ``(host_before_ns, device_ticks, host_after_ns)``) are checked
 once, here, for every fit that takes them (:func:`~fingrav_native.clocks.fit_clock_map`,
 :func:`~fingrav_native.clocks.fit_piecewise_clock_map`, the read-latency summary); the
-robust line (Tukey's resistant start, then trimmed least squares) is the two-sided fit's.
+robust line (Tukey's resistant start, then trimmed least squares) is the two-sided fit's;
+the median and linregress's line serve the phase steerer's sample-grid fit too.
 """
 
 from __future__ import annotations
@@ -153,6 +154,24 @@ def ls_line(x: np.ndarray, y: np.ndarray, slope: float | None) -> tuple[float, f
     else:
         b = float(slope)
     return ym - b * xm, b, xm, sxx
+
+
+def linregress_line(k: np.ndarray, t: np.ndarray) -> tuple[float, float]:
+    """:func:`scipy.stats.linregress`'s slope and intercept, by its own arithmetic, without its statistics.
+
+    The phase steerer refits its sample grid up to three times after every run;
+    linregress's correlation, p-value (a Student t distribution) and standard
+    errors, none of them used there, cost several times the fit. The same centred second
+    moments (:func:`numpy.cov` with ``bias=True``, linregress's ``bias=1``)
+    give the same slope and intercept bit for bit, and identical ``k`` are
+    refused with linregress's own message.
+    """
+    if np.amax(k) == np.amin(k) and len(k) > 1:
+        raise ValueError("Cannot calculate a linear regression if all x values are identical")
+    kmean, tmean = np.mean(k, None), np.mean(t, None)
+    skk, skt, _, _ = np.cov(k, t, bias=True).flat
+    slope = skt / skk
+    return float(slope), float(tmean - slope * kmean)
 
 
 def robust_line(

@@ -46,7 +46,7 @@ import scipy.stats
 
 from fingrav_native._checks import finite_array, positive_number
 from fingrav_native._errors import FingravWarning
-from fingrav_native.clocks._fitting import median
+from fingrav_native.clocks._fitting import linregress_line, median
 from fingrav_native.clocks._runs import Timeline, timeline_of
 from fingrav_native.method._forward_model import curve_precision_inverse, curve_variance, design_rows
 from fingrav_native.method._phase_modes import PHASES
@@ -110,6 +110,8 @@ class SamplePrediction:
 #: The median absolute deviation's scale to a normal's deviation, 1 / Phi^-1(3/4)
 #: (``scipy.stats.median_abs_deviation(..., scale="normal")``).
 _MAD_NORMAL = 1.482602218505602
+#: Phi^-1(3/4) (``scipy.special.ndtri(0.75)``), the divisor of ``median_abs_deviation(..., scale="normal")``.
+_PHI_INV_3_4 = 0.6744897501960817
 
 
 def _line(k: np.ndarray, t: np.ndarray) -> tuple[float, float]:
@@ -118,28 +120,6 @@ def _line(k: np.ndarray, t: np.ndarray) -> tuple[float, float]:
     dk = k - km
     slope = float(np.dot(dk, t - tm) / np.dot(dk, dk))
     return slope, tm - slope * km
-
-
-#: Phi^-1(3/4) (``scipy.special.ndtri(0.75)``), the divisor of ``median_abs_deviation(..., scale="normal")``.
-_PHI_INV_3_4 = 0.6744897501960817
-
-
-def _linregress_line(k: np.ndarray, t: np.ndarray) -> tuple[float, float]:
-    """:func:`scipy.stats.linregress`'s slope and intercept, by its own arithmetic, without its statistics.
-
-    The grid is refitted up to three times after every run; linregress's
-    correlation, p-value (a Student t distribution) and standard errors, none
-    of them used here, cost several times the fit. The same centred second
-    moments (:func:`numpy.cov` with ``bias=True``, linregress's ``bias=1``)
-    give the same slope and intercept bit for bit, and identical ``k`` are
-    refused with linregress's own message.
-    """
-    if np.amax(k) == np.amin(k) and len(k) > 1:
-        raise ValueError("Cannot calculate a linear regression if all x values are identical")
-    kmean, tmean = np.mean(k, None), np.mean(t, None)
-    skk, skt, _, _ = np.cov(k, t, bias=True).flat
-    slope = skt / skk
-    return float(slope), float(tmean - slope * kmean)
 
 
 def _unwrap(t: np.ndarray, period: float) -> np.ndarray:
@@ -232,7 +212,7 @@ def predict_sample_instants(instants_ns: np.ndarray, nominal_period_ns: float) -
     for _ in range(3):
         if keep.sum() < 3:
             break
-        slope, icept = _linregress_line(k[keep], t[keep])
+        slope, icept = linregress_line(k[keep], t[keep])
         if not slope > 0:
             break
         period, intercept = slope, icept
