@@ -147,7 +147,8 @@ def _unwrap(t: np.ndarray, period: float) -> np.ndarray:
             # The burst's first index from the line so far; the rest by its own gaps.
             k[start] = np.rint((rel[start] - icept) / slope)
         k[start + 1:stop] = k[start] + np.cumsum(np.rint(gaps[start:stop - 1] / slope))
-        if stop >= 2 and k[stop - 1] > k[0]:
+        # The line only places the next burst: none is fitted after the last.
+        if stop < len(t) and stop >= 2 and k[stop - 1] > k[0]:
             # Refit once without outliers: one log 300 us off in a burst of 40
             # tilts the line enough to misplace a burst 3000 periods later.
             ks, ts = k[:stop], rel[:stop]
