@@ -123,7 +123,7 @@ def median(values: np.ndarray) -> float:
     """
     n = values.size
     if n == 0:
-        return float(np.median(values))  # NaN with numpy's warning, as before
+        return float(np.median(values))  # NaN, with numpy's empty-slice warning
     h = n // 2
     part = values.copy()
     part.partition((h - 1, h, n - 1) if n > 1 else (0,))
