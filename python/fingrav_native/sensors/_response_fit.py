@@ -523,7 +523,7 @@ class _LoadResponse:
 
     def load(self, model: SensorModel) -> np.ndarray:
         """The heavy intervals seen through ``model`` at every log (each log's weight of heavy time)."""
-        return self.loads([model])[0]
+        return np.asarray(self.loads([model])[0])
 
     def loads(self, models: Sequence[SensorModel]) -> np.ndarray:
         """:meth:`load` through each of ``models`` (candidate sensors of one shape, :func:`_model_of`), a row each.
