@@ -248,10 +248,10 @@ class _Profile:
         """Per lag, the residual at grid shift ``i``."""
         return self.shifted(float(self.grid[i]), full)
 
-    def best(self, i: int, full: bool = True) -> float:
-        """The residual at grid shift ``i``, the lag profiled out (of the fits made there)."""
+    def bests(self, lo: int, hi: int, full: bool = True) -> np.ndarray:
+        """The residuals at grid shifts ``lo..hi`` (inclusive), the lag profiled out (of the fits made there)."""
         full = full or self.whole
-        return float(np.nanmin(self.cache[(full, float(self.grid[i]))]))
+        return np.asarray(np.nanmin([self.cache[(full, d)] for d in self.grid[lo:hi + 1].tolist()], axis=1))
 
 
 def _fine_window(prof: _Profile, crit: float) -> tuple[int, int, int]:
@@ -260,11 +260,11 @@ def _fine_window(prof: _Profile, crit: float) -> tuple[int, int, int]:
     # Coarse: the no-lag fit at every shift, the lagged ones at every fourth, on a subset of the logs.
     prof.fill(prof.grid, full=False, lagged=False)
     prof.fill(prof.grid[np.unique(np.append(np.arange(0, m, _COARSE_EVERY), m - 1))], full=False)
-    c = int(np.argmin([prof.best(i, full=False) for i in range(m)]))
+    c = int(np.argmin(prof.bests(0, m - 1, full=False)))
     lo, hi = max(c - _COARSE_EVERY, 0), min(c + _COARSE_EVERY, m - 1)
     while True:
         prof.fill(prof.grid[lo:hi + 1])
-        ss = np.array([prof.best(i) for i in range(lo, hi + 1)])
+        ss = prof.bests(lo, hi)
         j = lo + int(np.argmin(ss))
         # As a product: logs the fit explains exactly (constant readings, a flat load) leave a zero minimum.
         inside = ss <= crit * ss.min()
@@ -533,7 +533,7 @@ def _result(prof: _Profile, crits: tuple[float, float], confidence: float, poole
     crit, strict = crits
     grid, m = prof.grid, len(prof.grid)
     lo, hi, j = _fine_window(prof, crit)
-    ss = np.array([prof.best(i) for i in range(lo, hi + 1)])
+    ss = prof.bests(lo, hi)
     ss_min = max(float(ss[j - lo]), 1e-300)
     lag = float(prof.taus[int(np.nanargmin(prof.at(j)))])
     at_edge = j in (0, m - 1)

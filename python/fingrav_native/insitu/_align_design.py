@@ -86,12 +86,17 @@ class RegressionDesign:
         seen = np.cumsum(group[:, None] == np.arange(n_groups)[None, :], axis=0, dtype=np.int64)
         seen -= group[:, None] == np.arange(n_groups)[None, :]
         self.before = np.where(seen > 0, seen - 1 + first_row[None, :], 0)
+        # The same after a row of zeros (a log before every kernel: no last kernel in any group), indexed by the
+        # kernel's number plus one, and each kernel's first column: :meth:`locate` gathers them once per log.
+        self._before_or_none = np.concatenate([np.zeros((1, n_groups), dtype=self.before.dtype), self.before])
+        self._col = 4 * group
         self._totals: dict[float, tuple[np.ndarray, np.ndarray]] = {}
         # What a set of shifts' lagged fits share whatever the logs' power (their regressors, Gram matrices and
         # eigendecompositions), kept where the same logs are fitted again with other power (the offset measured
         # a second time with a communication level taken off): keyed by the logs' times, the shifts and the lag.
         self.keep_fits = False
         self._fits: dict[tuple[Any, ...], Any] = {}
+        self._current_at: Optional[tuple[Located, tuple[np.ndarray, np.ndarray, np.ndarray]]] = None
 
     def _kept_fit(self, key: tuple[Any, ...], make: Callable[[], Any]) -> Any:
         """``make()``, once per key while fits are kept (:attr:`keep_fits`)."""
@@ -106,8 +111,7 @@ class RegressionDesign:
         tr = t - self.ref
         j = np.searchsorted(self.s, tr, side="right") - 1
         jj = np.maximum(j, 0)
-        prev = np.where((j >= 0)[:, None], self.before[jj], 0)
-        return Located(tr, j, tr - self.s[jj], self.d[jj], 4 * self.group[jj], prev)
+        return Located(tr, j, tr - self.s[jj], self.d[jj], self._col[jj], self._before_or_none[j + 1])
 
     def anova(self, at: Located, y: np.ndarray, blocks: int) -> np.ndarray:
         """Residual sums of squares without a lag, one per block of ``len(y)`` logs (one shift each): each log in
@@ -168,14 +172,27 @@ class RegressionDesign:
         past = np.exp(np.maximum(np.take(last, at.prev) - (at.t / tau)[:, None], -600.0))
         X[:, :-1] = (np.take(share, at.prev, axis=0) * past[:, :, None]).reshape(n, -1)
         # The current kernel: its quarters begun by the log's time, finished or not.
-        since = np.minimum((at.u[:, None] - 0.25 * at.d[:, None] * np.arange(4)[None, :]) / tau, 600.0)
-        done = np.maximum(since - 0.25 * at.d[:, None] / tau, 0.0)
+        at_flat, begun, quarter = self._current(at)
+        since = np.minimum(begun / tau, 600.0)
+        done = np.maximum(since - quarter / tau, 0.0)
         part = np.where(since > 0, np.exp(-done) - np.exp(-np.maximum(since, 0.0)), 0.0)  # masked: no overflow
-        # Flat indices into X (one index array, not two broadcast ones: the same sums, half the time).
-        mine = np.flatnonzero(at.j >= 0)
-        X.reshape(-1)[(mine * self.p + at.col[mine])[:, None] + np.arange(4)[None, :]] += part[mine]
+        X.reshape(-1)[at_flat] += part
         np.putmask(X, X < 1e-100, 0.0)
         return X
+
+    def _current(self, at: Located) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """What :meth:`rows` takes of the current kernel whatever the lag, for the logs at ``at`` that have one:
+        its quarters' flat indices into the rows, the time since each quarter began, and a quarter's length.
+
+        Kept for the last ``at`` (every lag of one set of shifts is fitted in turn on the same one).
+        """
+        if self._current_at is None or self._current_at[0] is not at:
+            mine = np.flatnonzero(at.j >= 0)
+            # Flat indices into X (one index array, not two broadcast ones: the same sums, half the time).
+            flat = (mine * self.p + at.col[mine])[:, None] + np.arange(4)[None, :]
+            u, d = at.u[mine, None], at.d[mine, None]
+            self._current_at = (at, (flat, u - 0.25 * d * np.arange(4)[None, :], 0.25 * d))
+        return self._current_at[1]
 
     def phase(self, at: Located) -> np.ndarray:
         """Per log, which stretch of the lagged regressors' formula it is in: the kernel and its quarter in

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Literal, Optional
+from typing import Any, Callable, Literal, Optional, Sequence
 
 import numpy as np
 import numpy.typing as npt
@@ -96,8 +96,11 @@ class StepFit:
     gapless_p: float = math.nan
 
 
-def _central_jac(fun: Any, step: np.ndarray) -> Any:
+def _central_jac(fun_at: Callable[[list[np.ndarray]], list[np.ndarray]], step: np.ndarray) -> Any:
     """A Jacobian for ``scipy.optimize.least_squares`` by central differences with absolute steps.
+
+    ``fun_at`` gives the residuals at a list of parameter vectors: all ``2 k`` of a Jacobian's points are asked
+    for at once, so a problem that evaluates a batch in one pass (:meth:`_LoadResponse.designs`) does.
 
     scipy's own finite-difference step is relative to the parameter (``diff_step * |x|``, and
     ``~1.5e-8 * max(1, |x|)`` where that is 0): a delay started at exactly 0 gets a step of ~1e-8 of
@@ -106,8 +109,9 @@ def _central_jac(fun: Any, step: np.ndarray) -> Any:
     step is a fixed fraction of that scale wherever the parameter is.
     """
     def jac(x: np.ndarray, *_: Any) -> np.ndarray:
-        cols = [(np.asarray(fun(x + e)) - np.asarray(fun(x - e))) / (2.0 * h) for h, e in zip(step, np.diag(step))]
-        return np.column_stack(cols)
+        k = len(step)
+        r = fun_at([x + e for e in np.diag(step)] + [x - e for e in np.diag(step)])
+        return np.column_stack([(np.asarray(r[i]) - np.asarray(r[k + i])) / (2.0 * h) for i, h in enumerate(step)])
     return jac
 
 
@@ -142,7 +146,7 @@ def _step_shape_fit(f: Any, u: np.ndarray, y: np.ndarray, scale: float, lo0: flo
             r = scipy.optimize.least_squares(
                 resid, np.array([lo0, 0.0, hi0 - lo0, d0, l0]), loss="soft_l1",
                 f_scale=max(float(np.std(y)) * 0.05, 1e-6), x_scale="jac",
-                jac=_central_jac(resid, np.array([1.0, 1.0, 1.0, FD_STEP, FD_STEP])),
+                jac=_central_jac(lambda ps: [resid(q) for q in ps], np.array([1.0, 1.0, 1.0, FD_STEP, FD_STEP])),
                 bounds=([-np.inf, -np.inf, -np.inf, -1.0, 1.0 / scale], [np.inf, np.inf, np.inf, 1.0, 3.0]))
             if best is None or r.cost < best.cost:
                 best = r
@@ -486,6 +490,9 @@ def _step_fit(problem: "_LoadResponse", sc: float, n_logs: int, min_delay: float
         drift_w_per_s=float(p_hat[1]) if problem.drift else 0.0, gapless=gapless, gapless_p=p_gap)
 
 
+#: (log, interval) pairs :meth:`_LoadResponse.load` weighs at once: bounded, so its memory is.
+_PAIRS = 1 << 18
+
 #: The response shapes a load response is fitted with: a boxcar window, a first-order filter.
 _Shape = Literal["boxcar", "first_order"]
 _SHAPES: tuple[_Shape, ...] = ("boxcar", "first_order")
@@ -509,28 +516,52 @@ class _LoadResponse:
 
     def __init__(self, t: np.ndarray, y: np.ndarray, iv: np.ndarray, t0: float) -> None:
         self.t, self.y, self.iv, self.t0 = t, y, iv, t0
+        # Every trial of the fit reads these: the intervals' starts and ends contiguous (searchsorted would copy a
+        # strided column at each call), and the design's columns that no sensor parameter enters.
+        self.starts, self.ends = np.ascontiguousarray(iv[:, 0]), np.ascontiguousarray(iv[:, 1])
+        self.fixed = [np.ones(len(t))] + ([(t - t0) * 1e-9] if self.drift else [])
 
     def load(self, model: SensorModel) -> np.ndarray:
         """The heavy intervals seen through ``model`` at every log (each log's weight of heavy time)."""
-        t, iv = self.t, self.iv
-        reach = float(model.memory_ns()) + model.delay_ns
-        lo = np.searchsorted(iv[:, 1], t - reach - 1.0)
-        hi = np.searchsorted(iv[:, 0], t - model.delay_ns + 1.0, side="right")
-        out = np.zeros(len(t))
-        width = int(np.max(hi - lo)) if len(t) else 0
-        for k in range(max(width, 0)):
-            j = lo + k
-            m = j < hi
-            if not m.any():
-                break
-            out[m] += model.interval_weights(t[m], iv[j[m], 0], iv[j[m], 1])
-        return out
+        return np.asarray(self.loads([model])[0])
+
+    def loads(self, models: Sequence[SensorModel]) -> np.ndarray:
+        """:meth:`load` through each of ``models`` (candidate sensors of one shape, :func:`_model_of`), a row each.
+
+        A log's intervals within its response's reach are a run of the sorted intervals. The (sensor, log,
+        interval) triples of every sensor are weighed together (:func:`_weights`) and summed per sensor and log
+        by ``bincount``, which adds a log's weights in the order of its intervals, as a loop over them would:
+        a grid of trial sensors costs a few numpy passes, not a few per sensor.
+        """
+        t = self.t
+        delay = np.array([m.delay_ns for m in models])[:, None]
+        reach = np.array([float(m.memory_ns()) for m in models])[:, None] + delay
+        length = np.array([m.tau_ns if m.shape == "first_order" else m.window_ns for m in models])
+        lo = np.searchsorted(self.ends, t - reach - 1.0).ravel()
+        n = np.maximum(np.searchsorted(self.starts, t - delay + 1.0, side="right").ravel() - lo, 0)
+        out = np.zeros(len(n))
+        # Blocks of (sensor, log) rows of about _PAIRS triples each at most: a long response over many intervals
+        # and many sensors stays in memory.
+        first = np.concatenate([[0], np.cumsum(n)])
+        cuts = (np.unique(np.append(np.searchsorted(first, np.arange(0, first[-1], _PAIRS), side="right") - 1, len(n)))
+                if first[-1] > _PAIRS else [0, len(n)])
+        for a, b in zip(cuts[:-1], cuts[1:]):
+            r = np.repeat(np.arange(a, b), n[a:b])
+            j = lo[r] + np.arange(len(r)) - (first[r] - first[a])
+            m = r // len(t)
+            w = _weights(models[0].shape == "first_order", t[r - m * len(t)] - delay[m, 0], self.starts[j],
+                         self.ends[j], length[m])
+            out[a:b] = np.bincount(r - a, weights=w, minlength=b - a)
+        return out.reshape(len(models), len(t))
 
     def design(self, shape: _Shape, d: float, length: float) -> np.ndarray:
         """The linear model's columns: the level, the drift (where carried), the load through the sensor."""
-        t = self.t
-        cols = [np.ones(len(t))] + ([(t - self.t0) * 1e-9] if self.drift else [])
-        return np.column_stack([*cols, self.load(_model_of(shape, d, length))])
+        return self.designs(shape, [(d, length)])[0]
+
+    def designs(self, shape: _Shape, trials: Sequence[tuple[float, float]]) -> list[np.ndarray]:
+        """:meth:`design` at each ``(delay, length)`` of ``trials``, the loads in one pass (:meth:`loads`)."""
+        loads = self.loads([_model_of(shape, d, length) for d, length in trials])
+        return [np.column_stack([*self.fixed, v]) for v in loads]
 
     def fit(self, shape: _Shape, sc: float, min_delay: float = 0.0,
             window: Optional[float] = None) -> tuple[np.ndarray, np.ndarray, float]:
@@ -545,10 +576,16 @@ class _LoadResponse:
         y = self.y
         held = window is not None
 
+        def projs(qs: list[np.ndarray]) -> list[np.ndarray]:
+            """The residuals of the linear fit at each trial ``q`` (delay and length in scales)."""
+            out = []
+            for X in self.designs(shape, [(q[0] * sc, window if window is not None else q[1] * sc) for q in qs]):
+                coef, *_ = np.linalg.lstsq(X, y, rcond=None)
+                out.append(np.asarray(X @ coef - y))
+            return out
+
         def proj(q: np.ndarray) -> np.ndarray:
-            X = self.design(shape, q[0] * sc, window if window is not None else q[1] * sc)
-            coef, *_ = np.linalg.lstsq(X, y, rcond=None)
-            return np.asarray(X @ coef - y)
+            return projs([q])[0]
         best = None
         # The misfit has many local minima in (delay, length) (a window and a delay trade against each
         # other on a square wave): a coarse scan first, as a brute-force search would, then the best
@@ -559,8 +596,8 @@ class _LoadResponse:
             cells = [(d0,) for d0 in np.linspace(max(lo, -2.0), 2.0, 65)]
         else:
             cells = [(d0, l0) for d0 in np.linspace(max(lo, -2.0), 2.0, 17) for l0 in np.geomspace(0.05, 10.0, 12)]
-        cost = [float(np.sum(proj(np.array(c)) ** 2)) for c in cells]
-        jac = _central_jac(proj, np.full(1 if held else 2, FD_STEP))
+        cost = [float(np.sum(r ** 2)) for r in projs([np.array(c) for c in cells])]
+        jac = _central_jac(projs, np.full(1 if held else 2, FD_STEP))
         bounds = ([lo], [20.0]) if held else ([lo, 1.0 / sc], [20.0, 40.0])
         for k in np.argsort(cost)[:3 if held else 4]:
             r = scipy.optimize.least_squares(proj, np.array(cells[int(k)]), jac=jac, bounds=bounds)
@@ -584,17 +621,18 @@ class _LoadResponse:
         """
         y = self.y
         d, length = float(p_hat[-2]), float(p_hat[-1])
-        X = self.design(shape, d, length)
         coef = p_hat[:-2]
-        rss = float(np.sum((X @ coef - y) ** 2))
         h = FD_STEP * sc
         hl = min(h, 0.5 * length)  # a length below 1 ns is taken as 1 ns: keep the step inside
-        dd = (self.design(shape, d + h, length) - self.design(shape, d - h, length)) @ coef / (2 * h)
         # A given length is no parameter: its column is left out and its error is 0.
+        X, *moved = self.designs(shape, [(d, length), (d + h, length), (d - h, length)]
+                                 + ([] if fixed_length else [(d, length + hl), (d, length - hl)]))
+        rss = float(np.sum((X @ coef - y) ** 2))
+        dd = (moved[0] - moved[1]) @ coef / (2 * h)
         if fixed_length:
             J = np.column_stack([X, dd])
         else:
-            dl = (self.design(shape, d, length + hl) - self.design(shape, d, length - hl)) @ coef / (2 * hl)
+            dl = (moved[2] - moved[3]) @ coef / (2 * hl)
             J = np.column_stack([X, dd, dl])
         k = J.shape[1]
         # A delay or length whose column is zero moves no prediction: every log sits at the same place
@@ -655,6 +693,9 @@ class _MeterResponse(_LoadResponse):
         self.dt = dt
         self.low, self.high = (float(v) for v in np.percentile(pm, [5, 95]))
 
+    def loads(self, models: Sequence[SensorModel]) -> np.ndarray:
+        return np.array([self.load(m) for m in models]).reshape(len(models), len(self.t))
+
     def load(self, model: SensorModel) -> np.ndarray:
         e = self.t - model.delay_ns
         if model.shape != "first_order":
@@ -664,6 +705,17 @@ class _MeterResponse(_LoadResponse):
         # The filter's state at each grid step's end, started at the first step's level.
         out = scipy.signal.lfilter([1.0 - a], [1.0, -a], self.power, zi=[a * self.power[0]])[0]
         return np.asarray(np.interp(e, self.grid[1:], out))
+
+
+def _weights(first_order: bool, e: np.ndarray, a: np.ndarray, b: np.ndarray, length: np.ndarray) -> np.ndarray:
+    """:meth:`SensorModel.interval_weights` of a boxcar of window ``length`` or a first-order filter of time
+    constant ``length``, at ``e = t - delay``, a sensor per element: the same arithmetic (Yang et al., SC'24's
+    forward model), so a batch of trial sensors weighs each log exactly as each sensor's own call would."""
+    if first_order:
+        hi = np.minimum(b, e)
+        lo = np.minimum(a, e)
+        return np.asarray(np.where(hi > lo, np.exp(-(e - hi) / length) - np.exp(-(e - lo) / length), 0.0))
+    return np.asarray(np.clip(np.minimum(b, e) - np.maximum(a, e - length), 0.0, None) / length)
 
 
 def _model_of(shape: _Shape, d: float, length: float) -> SensorModel:

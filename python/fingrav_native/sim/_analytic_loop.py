@@ -145,22 +145,29 @@ class LoopSchedule:
         kernel ``aux_w``; the board limit caps the sum (the firmware's power
         cap).
         """
-        t = np.asarray(t_ns, dtype=np.float64)
-        k = np.searchsorted(self.starts, t, side="right") - 1
-        kk = np.clip(k, 0, None)
+        shape = np.shape(t_ns)
+        t = np.asarray(t_ns, dtype=np.float64).ravel()
+        # In time order (a grid already is) the times inside each execution, and after it until the next launch,
+        # are runs of positions: found by one search per execution, not one per time, and each signature's
+        # curve evaluated on its own runs alone. Every time's power is the same arithmetic in any order.
+        order = None if bool(np.all(t[1:] >= t[:-1])) else np.argsort(t, kind="stable")
+        if order is not None:
+            t = t[order]
+        first = np.searchsorted(t, self.starts, side="left")  # the first time at or after each launch
+        nxt = np.append(first[1:], len(t))
+        done = np.clip(np.searchsorted(t, self.ends, side="left"), first, nxt)  # the first after it ends
         p = np.full(t.shape, self.idle_w)
-        inside = (k >= 0) & (t < self.ends[kk])
-        after = (k >= 0) & ~inside
         dur = self.ends - self.starts
         for s in range(len(SIGNATURES)):
-            m = inside & (self.sig[kk] == s)
-            p[m] = self.level[kk[m]] * kernel_curve(s, (t[m] - self.starts[kk[m]]) / dur[kk[m]])
+            ks = np.flatnonzero(self.sig == s)
+            at, kr = _runs(first[ks], done[ks] - first[ks], ks)
+            p[at] = self.level[kr] * kernel_curve(s, (t[at] - self.starts[kr]) / dur[kr])
         end_w = self.level * np.array([float(kernel_curve(s, 1.0)) for s in range(len(SIGNATURES))])[self.sig]
-        ka = kk[after]
-        since = t[after] - self.ends[ka]
+        at, ka = _runs(done, nxt - done, np.arange(len(done)))
+        since = t[at] - self.ends[ka]
         pause = self.pause_after[ka]
-        p[after] = np.where(pause, relax(since, end_w[ka], self.idle_w, self.pause_tau_ns),
-                            relax(since, end_w[ka], self.gap_w, self.gap_tau_ns))
+        p[at] = np.where(pause, relax(since, end_w[ka], self.idle_w, self.pause_tau_ns),
+                         relax(since, end_w[ka], self.gap_w, self.gap_tau_ns))
         if self.drift_w_per_s:
             p = p + self.drift_w_per_s * 1e-9 * t
         if len(self.comm_starts):
@@ -170,7 +177,17 @@ class LoopSchedule:
         if len(self.aux_starts):
             c = np.searchsorted(self.aux_starts, t, side="right") - 1
             p = p + self.aux_w * ((c >= 0) & (t < self.aux_ends[np.clip(c, 0, None)]))
-        return np.asarray(np.minimum(p, self.max_power_w), dtype=np.float64)
+        p = np.minimum(p, self.max_power_w)
+        if order is not None:
+            p[order] = p.copy()
+        return np.asarray(p.reshape(shape), dtype=np.float64)
+
+
+def _runs(start: np.ndarray, length: np.ndarray, owner: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The positions of the runs ``[start, start + length)`` one after another, and each position's run's owner."""
+    length = np.maximum(length, 0)
+    ends = np.cumsum(length)
+    return np.arange(ends[-1] if len(ends) else 0) - np.repeat(ends - length - start, length), np.repeat(owner, length)
 
 
 @dataclass(frozen=True)
