@@ -44,6 +44,23 @@ KINDS = ("instant", "window", "counter")
 SHAPES = ("boxcar", "first_order")
 
 
+def response_weights(first_order: bool, e: np.ndarray, a: np.ndarray, b: np.ndarray,
+                     length: np.ndarray | np.float64) -> np.ndarray:
+    """The forward model's weight of ``[a, b]`` in a response that ends at ``e = t - delay`` (Yang et al., SC'24).
+
+    A boxcar of window ``length`` gives ``|[a, b] & [e - length, e]| / length``; a
+    first-order filter of time constant ``length`` gives
+    ``exp(-(e - min(b, e)) / length) - exp(-(e - min(a, e)) / length)``. Every argument
+    broadcasts, so a batch of trial sensors (one ``length`` per element) is weighed by the
+    same arithmetic as one sensor's :meth:`SensorModel.interval_weights`.
+    """
+    if first_order:
+        hi = np.minimum(b, e)
+        lo = np.minimum(a, e)
+        return np.asarray(np.where(hi > lo, np.exp(-(e - hi) / length) - np.exp(-(e - lo) / length), 0.0))
+    return np.asarray(np.clip(np.minimum(b, e) - np.maximum(a, e - length), 0.0, None) / length)
+
+
 @dataclass(frozen=True)
 class SensorModel:
     """A power sensor: what each of its logs measures, in host time.
@@ -188,13 +205,11 @@ class SensorModel:
         a = numbers(a_ns, "a_ns").astype(np.float64)
         b = numbers(b_ns, "b_ns").astype(np.float64)
         if self.shape == "first_order":
-            hi = np.minimum(b, e)
-            lo = np.minimum(a, e)
-            return np.where(hi > lo, np.exp(-(e - hi) / self.tau_ns) - np.exp(-(e - lo) / self.tau_ns), 0.0)
+            return response_weights(True, e, a, b, np.float64(self.tau_ns))
         w = np.asarray(self.window_ns if window_ns is None else numbers(window_ns, "window_ns"), dtype=np.float64)
         inst = w <= 0
         safe_w = np.where(inst, 1.0, w)
-        overlap = np.clip(np.minimum(b, e) - np.maximum(a, e - safe_w), 0.0, None) / safe_w
+        overlap = response_weights(False, e, a, b, safe_w)
         point = ((a <= e) & (e < b)).astype(np.float64)
         return np.where(inst, point, overlap)
 

@@ -27,7 +27,7 @@ import scipy.signal
 import scipy.stats
 
 from fingrav_native._checks import check_power, finite_array, positive_number, real_number
-from fingrav_native.sensors._model import SensorModel
+from fingrav_native.sensors._model import SensorModel, response_weights
 
 
 @dataclass(frozen=True)
@@ -529,9 +529,10 @@ class _LoadResponse:
         """:meth:`load` through each of ``models`` (candidate sensors of one shape, :func:`_model_of`), a row each.
 
         A log's intervals within its response's reach are a run of the sorted intervals. The (sensor, log,
-        interval) triples of every sensor are weighed together (:func:`_weights`) and summed per sensor and log
-        by ``bincount``, which adds a log's weights in the order of its intervals, as a loop over them would:
-        a grid of trial sensors costs a few numpy passes, not a few per sensor.
+        interval) triples of every sensor are weighed together (the forward model's ``response_weights``, which
+        :meth:`SensorModel.interval_weights` uses too) and summed per sensor and log by ``bincount``, which adds
+        a log's weights in the order of its intervals, as a loop over them would: a grid of trial sensors costs a
+        few numpy passes, not a few per sensor.
         """
         t = self.t
         delay = np.array([m.delay_ns for m in models])[:, None]
@@ -549,7 +550,7 @@ class _LoadResponse:
             r = np.repeat(np.arange(a, b), n[a:b])
             j = lo[r] + np.arange(len(r)) - (first[r] - first[a])
             m = r // len(t)
-            w = _weights(models[0].shape == "first_order", t[r - m * len(t)] - delay[m, 0], self.starts[j],
+            w = response_weights(models[0].shape == "first_order", t[r - m * len(t)] - delay[m, 0], self.starts[j],
                          self.ends[j], length[m])
             out[a:b] = np.bincount(r - a, weights=w, minlength=b - a)
         return out.reshape(len(models), len(t))
@@ -705,17 +706,6 @@ class _MeterResponse(_LoadResponse):
         # The filter's state at each grid step's end, started at the first step's level.
         out = scipy.signal.lfilter([1.0 - a], [1.0, -a], self.power, zi=[a * self.power[0]])[0]
         return np.asarray(np.interp(e, self.grid[1:], out))
-
-
-def _weights(first_order: bool, e: np.ndarray, a: np.ndarray, b: np.ndarray, length: np.ndarray) -> np.ndarray:
-    """:meth:`SensorModel.interval_weights` of a boxcar of window ``length`` or a first-order filter of time
-    constant ``length``, at ``e = t - delay``, a sensor per element: the same arithmetic (Yang et al., SC'24's
-    forward model), so a batch of trial sensors weighs each log exactly as each sensor's own call would."""
-    if first_order:
-        hi = np.minimum(b, e)
-        lo = np.minimum(a, e)
-        return np.asarray(np.where(hi > lo, np.exp(-(e - hi) / length) - np.exp(-(e - lo) / length), 0.0))
-    return np.asarray(np.clip(np.minimum(b, e) - np.maximum(a, e - length), 0.0, None) / length)
 
 
 def _model_of(shape: _Shape, d: float, length: float) -> SensorModel:
