@@ -230,9 +230,15 @@ def _twin_factor(c: np.ndarray, n: int, ridge: float) -> Optional[np.ndarray]:
     return c
 
 
+#: Relative margin by which a partial error must exceed the bound to prune: partial sums taken over the folds in
+#: another order than the totals the choice compares differ from them by a few units in the last place.
+_PRUNE_MARGIN = 1e-12
+
+
 def _cv_fold_scores(v: _Variant, fs: _FoldStats, lam_R: Sequence[np.ndarray],
                     bound: float = math.inf, shared: Optional[dict[tuple[int, float], np.ndarray]] = None,
-                    lams: Sequence[float] | np.ndarray = ()) -> tuple[np.ndarray, np.ndarray]:
+                    lams: Sequence[float] | np.ndarray = (), start: Optional[int] = None,
+                    fold_order: Sequence[int] = ()) -> tuple[np.ndarray, np.ndarray]:
     """``(folds, smoothings)``: each fold's squared prediction error (inf: singular); and which smoothings were scored.
 
     ``lam_R`` holds the variant's penalty at each smoothing (``lam * R``),
@@ -242,6 +248,16 @@ def _cv_fold_scores(v: _Variant, fs: _FoldStats, lam_R: Sequence[np.ndarray],
     terms never falls as terms are added. Its remaining folds are not solved
     and it is marked not scored.
 
+    ``start``: where only the least total matters (a model choice, not a
+    table), the smoothings are solved one at a time from this one (the
+    likeliest least) outwards, and each one's complete total bounds the
+    others as ``bound`` does, their folds then taken largest error first
+    (branch and bound: the sooner the partial errors of a smoothing that
+    cannot win pass the bound, the fewer of its folds are solved).
+    ``fold_order``: the order to take the folds in until then (the largest
+    errors of the least total so far first). Every score solved is the same
+    whatever the order: each system is formed from the same terms.
+
     ``shared`` holds factors by (fold, smoothing): a drift variant given it
     puts its own there, and its twin without the drift (``v.ridge > 0``)
     takes them, refactoring only their trailing block
@@ -250,49 +266,61 @@ def _cv_fold_scores(v: _Variant, fs: _FoldStats, lam_R: Sequence[np.ndarray],
     """
     Gfs, Bfs = fs.G, fs.b
     Gw, Bw = Gfs.sum(axis=0), Bfs.sum(axis=0)
-    scores = np.zeros((len(Gfs), len(lam_R)))
-    alive = np.ones(len(lam_R), dtype=bool)
-    partial = np.zeros(len(lam_R))
+    n_lam = len(lam_R)
+    scores = np.zeros((len(Gfs), n_lam))
+    alive = np.ones(n_lam, dtype=bool)
     # One system at a time, formed in place in the column order LAPACK factors (no copy per solve), from
     # terms in that order too (the penalties are; each fold's rest is put in it once): the same sums, added
     # along memory.
     M = np.empty(Gw.shape, order="F")
-    rest = np.empty(Gw.shape, order="F")
+    rests: dict[int, tuple[np.ndarray, np.ndarray]] = {}
     lam_R = [np.asfortranarray(r) for r in lam_R]
     F = np.asfortranarray(v.F)
     twin = shared if v.ridge > 0 else None
     keep = shared if v.ridge == 0 else None
-    for f in np.flatnonzero(fs.present):
-        Gf, Bf = Gfs[f], Bfs[f]
-        np.subtract(Gw, Gf, out=rest)
-        rhs = Bw - Bf
-        yyf = float(fs.yy[f])
-        for i in np.flatnonzero(alive):
-            got = twin.pop((int(f), float(lams[int(i)])), None) if twin is not None else None
-            if got is not None:
-                c = _twin_factor(got, v.n_col, v.ridge)
-                if c is None:
-                    scores[f, i] = math.inf
-                    continue
-            else:
-                if keep is not None:
-                    # A system of its own, factored in place and left for the twin (no copy of the factor).
-                    M = np.empty(Gw.shape, order="F")
-                np.add(rest, lam_R[int(i)], out=M)
-                M += F
-                c, info = POTRF(M, lower=0, overwrite_a=1, clean=0)
-                if info != 0:
-                    scores[f, i] = math.inf
-                    continue
-                if keep is not None:
-                    keep[(int(f), float(lams[int(i)]))] = c
-            x, info = POTRS(c, rhs, lower=0)
-            scores[f, i] = max(yyf - 2.0 * float(x @ Bf) + float(x @ Gf @ x), 0.0) if info == 0 else math.inf
-        if bound < math.inf:
-            partial += scores[f]
-            alive &= ~(partial > bound)
-            if not alive.any():
+
+    def score(f: int, i: int) -> float:
+        nonlocal M
+        if f not in rests:
+            # The system without the fold, and its right-hand side: once per fold for every smoothing.
+            rest = np.empty(Gw.shape, order="F")
+            np.subtract(Gw, Gfs[f], out=rest)
+            rests[f] = (rest, Bw - Bfs[f])
+        rest, rhs = rests[f]
+        got = twin.pop((f, float(lams[i])), None) if twin is not None else None
+        if got is not None:
+            c = _twin_factor(got, v.n_col, v.ridge)
+            if c is None:
+                return math.inf
+        else:
+            if keep is not None:
+                # A system of its own, factored in place and left for the twin (no copy of the factor).
+                M = np.empty(Gw.shape, order="F")
+            np.add(rest, lam_R[i], out=M)
+            M += F
+            c, info = POTRF(M, lower=0, overwrite_a=1, clean=0)
+            if info != 0:
+                return math.inf
+            if keep is not None:
+                keep[(f, float(lams[i]))] = c
+        x, info = POTRS(c, rhs, lower=0)
+        if info != 0:
+            return math.inf
+        return max(float(fs.yy[f]) - 2.0 * float(x @ Bfs[f]) + float(x @ Gfs[f] @ x), 0.0)
+
+    folds = [int(f) for f in (fold_order if len(fold_order) else range(len(Gfs))) if fs.present[f]]
+    for i in range(n_lam) if start is None else sorted(range(n_lam), key=lambda j: (abs(j - start), j)):
+        total = 0.0
+        for f in folds:
+            scores[f, i] = score(f, i)
+            total += scores[f, i]
+            if total > bound * (1.0 + _PRUNE_MARGIN):
+                alive[i] = False
                 break
+        else:
+            if start is not None and total < bound:
+                bound = total
+                folds.sort(key=lambda f: -scores[f, i])
     return scores, alive
 
 
@@ -481,24 +509,31 @@ def _grids(choice_lams: Sequence[float], span: int = 2) -> list[np.ndarray]:
 
 
 def _boot_choice(variants: Sequence[_Variant], fold_stats: Callable[[int], _FoldStats],
-                 lam_R: Sequence[Sequence[np.ndarray]], lams: Sequence[np.ndarray], first: int) -> _Choice:
+                 lam_R: Sequence[Sequence[np.ndarray]], lams: Sequence[np.ndarray], first: int,
+                 starts: Sequence[int]) -> _Choice:
     """:func:`_pick` over every variant's cross-validated error, without solving what cannot be the least.
 
     The variants are scored starting with ``first`` (the whole record's
-    choice, the likeliest least), each smoothing dropped once its partial
-    error exceeds the least total so far (:func:`_cv_fold_scores`). Ties go
-    where :func:`_pick` puts them: the lowest variant, then the lowest
-    smoothing.
+    choice, the likeliest least), each from its smoothing ``starts[variant]``
+    (its own choice on the whole record), each smoothing dropped once its
+    partial error exceeds the least total so far (:func:`_cv_fold_scores`),
+    the folds taken largest error first under the least total so far (a
+    fold hard for one model is hard for its neighbours, so a losing one
+    passes the bound in fewer folds). Ties go where :func:`_pick` puts them:
+    the lowest variant, then the lowest smoothing.
     """
     best: tuple[float, int, int] = (math.inf, 0, 0)
     order = [first] + [i for i in range(len(variants)) if i != first]
     twins = _Twins(variants, order)
+    fold_order: list[int] = []
     for i in order:
         fs, alive = _cv_fold_scores(variants[i], fold_stats(variants[i].design), lam_R[i], best[0], twins.before(i),
-                                    lams[i])
+                                    lams[i], starts[i], fold_order)
         sc = np.where(alive, fs.sum(axis=0), math.inf)
         j = int(np.argmin(sc))
-        best = min(best, (float(sc[j]), i, j))
+        if (float(sc[j]), i, j) < best:
+            best = (float(sc[j]), i, j)
+            fold_order = [int(f) for f in np.argsort(-fs[:, j], kind="stable")]
     if best[0] == math.inf:
         return _Choice(0, float(lams[0][0]), math.inf)
     return _Choice(best[1], float(lams[best[1]][best[2]]), best[0])
@@ -514,33 +549,38 @@ def _as_slice(idx: np.ndarray) -> slice | np.ndarray:
     return idx
 
 
-def _boot_fold_stats(stats: Sequence[_Stats], wts: np.ndarray, folds: np.ndarray,
-                     n_folds: int) -> list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
+def _boot_fold_stats(stats: Sequence[_Stats], wts: np.ndarray, folds: np.ndarray, n_folds: int,
+                     buffers: Sequence[np.ndarray]) -> list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
     """Per design, every resample's (rows of ``wts``) per-fold ``G``, ``b`` of channel 0, ``yy`` and presence.
 
     The resamples' per-fold normal equations are weighted sums of the same
     per-block ones: one matrix product per fold (over its own blocks) for a
     batch of resamples, instead of one pass over the blocks per resample and
-    variant.
+    variant. ``G`` is written into ``buffers`` (per design, ``(folds, at least
+    resamples, P, P)``) and returned as a ``(resamples, folds, P, P)`` view of
+    them: a batch's matrices are tens of megabytes, which a fresh array gets
+    from the system a page at a time, a fault at each first write (twice the
+    products' own time), where the previous batch's memory is already mapped.
     """
     k, n_blocks = wts.shape
     present = np.stack([wts[:, folds == f].any(axis=1) for f in range(n_folds)], axis=1)
     fold_blocks = [np.flatnonzero(folds == f) for f in range(n_folds)]
     fold_views = [_as_slice(blk) for blk in fold_blocks]
     out = []
-    for st in stats:
+    for st, buf in zip(stats, buffers):
         P = st.G.shape[1]
-        G = np.empty((k, n_folds, P, P))
+        G = buf[:, :k]
         B = np.empty((k, n_folds, P))
         yy = np.empty((k, n_folds))
         for f, blk in enumerate(fold_blocks):
             # A fold's normal matrices as a strided view where its blocks are evenly spaced (the folds deal the
             # blocks out in turn), not a copy per batch: the product packs the same rows in the same order, so
             # the sums are the same to the bit (the vectors below are copied: a strided one is summed otherwise).
-            G[:, f] = (wts[:, blk] @ st.G[fold_views[f]].reshape(-1, P * P)).reshape(k, P, P)
+            # Written straight into the fold's contiguous slab of the buffer (no product to copy over).
+            np.matmul(wts[:, blk], st.G[fold_views[f]].reshape(-1, P * P), out=G[f].reshape(k, P * P))
             B[:, f] = wts[:, blk] @ st.B[blk, :, 0]
             yy[:, f] = wts[:, blk] @ st.yy[blk, 0]
-        out.append((G, B, yy, present))
+        out.append((G.transpose(1, 0, 2, 3), B, yy, present))
     return out
 
 
@@ -568,16 +608,18 @@ def _bootstrap(designs: Sequence[Design], variants: Sequence[_Variant], stats: S
     lams = [np.array([fixed_lam]) if fixed_lam is not None else g for g in grids]
     if n_folds >= 2:
         lam_R = [[lam * v.R for lam in g] for v, g in zip(variants, lams)]
+        starts = [int(np.argmin(np.abs(np.log(g) - math.log(max(lam, 1e-300))))) for g, lam in zip(lams, lam_by_variant)]
         per = 8 * n_folds * sum(st.G.shape[1] * (st.G.shape[1] + 1) for st in stats)
         chunk = int(np.clip(_BATCH_BYTES // per, 1, n_boot))
         choices = []
+        buffers = [np.empty((n_folds, chunk) + st.G.shape[1:]) for st in stats]
         for start in range(0, n_boot, chunk):
-            batch = _boot_fold_stats(stats, wts[start:start + chunk], folds, n_folds)
+            batch = _boot_fold_stats(stats, wts[start:start + chunk], folds, n_folds, buffers)
             for j in range(len(batch[0][0])):
                 def fold_stats(design: int, j: int = j) -> _FoldStats:
                     G, b, yy, present = batch[design]
                     return _FoldStats(G[j], b[j], yy[j], present[j])
-                choices.append(_boot_choice(variants, fold_stats, lam_R, lams, first))
+                choices.append(_boot_choice(variants, fold_stats, lam_R, lams, first, starts))
     else:
         # GCV scores the whole record whatever the weights: one choice for every resample.
         choices = [_choose(variants, stats, _no_folds, n_folds, grids, fixed_lam)[0]] * n_boot

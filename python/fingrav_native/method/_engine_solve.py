@@ -139,8 +139,11 @@ def _on_free(M: np.ndarray, b: np.ndarray, lower: np.ndarray, free: np.ndarray) 
     x = np.where(free, 0.0, lower)
     f = np.flatnonzero(free)
     if len(f):
-        rhs = b[f] - M[np.ix_(f, ~free)] @ lower[~free]
-        c, info = POTRF(M[np.ix_(f, f)], lower=0, overwrite_a=1, clean=0)
+        # The free rows once, then their columns: two plain takes, several times faster than np.ix_'s
+        # broadcast index for the same copy.
+        rows = M[f]
+        rhs = b[f] - rows[:, ~free] @ lower[~free]
+        c, info = POTRF(rows[:, f], lower=0, overwrite_a=1, clean=0)
         if info != 0:
             return None
         xf, info = POTRS(c, rhs, lower=0)
