@@ -550,19 +550,22 @@ def _as_slice(idx: np.ndarray) -> slice | np.ndarray:
 
 
 def _boot_fold_stats(stats: Sequence[_Stats], wts: np.ndarray, folds: np.ndarray, n_folds: int,
-                     buffers: Sequence[np.ndarray]) -> list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
+                     buffers: Optional[Sequence[np.ndarray]] = None) -> list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
     """Per design, every resample's (rows of ``wts``) per-fold ``G``, ``b`` of channel 0, ``yy`` and presence.
 
     The resamples' per-fold normal equations are weighted sums of the same
     per-block ones: one matrix product per fold (over its own blocks) for a
     batch of resamples, instead of one pass over the blocks per resample and
-    variant. ``G`` is written into ``buffers`` (per design, ``(folds, at least
-    resamples, P, P)``) and returned as a ``(resamples, folds, P, P)`` view of
-    them: a batch's matrices are tens of megabytes, which a fresh array gets
-    from the system a page at a time, a fault at each first write (twice the
-    products' own time), where the previous batch's memory is already mapped.
+    variant. ``G`` is written into ``buffers`` where given (per design,
+    ``(folds, at least resamples, P, P)``; by default fresh ones) and returned
+    as a ``(resamples, folds, P, P)`` view of them: a batch's matrices are tens
+    of megabytes, which a fresh array gets from the system a page at a time, a
+    fault at each first write (twice the products' own time), where the
+    previous batch's memory is already mapped.
     """
     k, n_blocks = wts.shape
+    if buffers is None:
+        buffers = [np.empty((n_folds, k) + st.G.shape[1:]) for st in stats]
     present = np.stack([wts[:, folds == f].any(axis=1) for f in range(n_folds)], axis=1)
     fold_blocks = [np.flatnonzero(folds == f) for f in range(n_folds)]
     fold_views = [_as_slice(blk) for blk in fold_blocks]
