@@ -230,6 +230,109 @@ def _twin_factor(c: np.ndarray, n: int, ridge: float) -> Optional[np.ndarray]:
     return c
 
 
+class _Scratch:
+    """The systems cross-validation forms, in arrays kept from one call to the next.
+
+    A fresh array of a system's size (a hundred kilobytes and more) comes
+    from the operating system a page at a time, a fault at each first write,
+    which cost as much as forming the system: the bootstrap forms tens of
+    thousands. ``fixed(slot, P)``: one ``P``-square array per slot (a fold's
+    system without the fold, the system being factored); ``take(P)`` and
+    ``give(a)``: arrays a factor left for a twin is written into, handed back
+    once the twin has read it.
+    """
+
+    def __init__(self) -> None:
+        self._fixed: dict[tuple[int, int], np.ndarray] = {}
+        self._pool: dict[int, list[np.ndarray]] = {}
+
+    def fixed(self, slot: int, P: int) -> np.ndarray:
+        """The array of ``slot`` for ``P`` unknowns (column order, as LAPACK factors it)."""
+        a = self._fixed.get((slot, P))
+        if a is None:
+            a = self._fixed[(slot, P)] = np.empty((P, P), order="F")
+        return a
+
+    def take(self, P: int) -> np.ndarray:
+        """An array no one else holds."""
+        free = self._pool.get(P)
+        return free.pop() if free else np.empty((P, P), order="F")
+
+    def give(self, a: np.ndarray) -> None:
+        """``a`` back, for a later :meth:`take`."""
+        self._pool.setdefault(a.shape[0], []).append(a)
+
+
+class _FoldSystems:
+    """One variant's cross-validation systems under one weighting of the blocks: a fold's error at a smoothing.
+
+    Each system is the fold's rest (the other folds' normal matrix, formed
+    once per fold), plus the smoothing's penalty and the fixed terms, formed
+    in place in the column order LAPACK factors (no copy per solve), from
+    terms in that order too: the same sums, added along memory. ``shared``,
+    ``lams`` and the twin's reuse as in :func:`_cv_fold_scores`.
+    """
+
+    def __init__(self, v: _Variant, fs: _FoldStats, lam_R: Sequence[np.ndarray],
+                 shared: Optional[dict[tuple[int, float], np.ndarray]], lams: Sequence[float] | np.ndarray,
+                 scratch: _Scratch) -> None:
+        self.v, self.fs, self.lams, self.work = v, fs, lams, scratch
+        self.Gw, self.Bw = fs.G.sum(axis=0), fs.b.sum(axis=0)
+        self.P = len(self.Gw)
+        self.lam_R = [np.asfortranarray(r) for r in lam_R]
+        self.F = np.asfortranarray(v.F)
+        self.twin = shared if v.ridge > 0 else None
+        self.keep = shared if v.ridge == 0 else None
+        self._rests: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+
+    def _rest(self, f: int) -> tuple[np.ndarray, np.ndarray]:
+        """The system without fold ``f`` (scratch slot ``f``) and its right-hand side."""
+        if f not in self._rests:
+            rest = self.work.fixed(f, self.P)
+            np.subtract(self.Gw, self.fs.G[f], out=rest)
+            self._rests[f] = (rest, self.Bw - self.fs.b[f])
+        return self._rests[f]
+
+    def _factor(self, rest: np.ndarray, f: int, i: int) -> Optional[np.ndarray]:
+        """The upper Cholesky factor of fold ``f``'s system at smoothing ``i`` (None: not positive definite)."""
+        # A factor left for the twin is written into an array of its own (no copy of the factor); any other
+        # into scratch slot -1.
+        M = self.work.take(self.P) if self.keep is not None else self.work.fixed(-1, self.P)
+        np.add(rest, self.lam_R[i], out=M)
+        M += self.F
+        c, info = POTRF(M, lower=0, overwrite_a=1, clean=0)
+        if info != 0:
+            if self.keep is not None:
+                self.work.give(M)
+            return None
+        if self.keep is not None:
+            self.keep[(f, float(self.lams[i]))] = c
+        return c
+
+    def score(self, f: int, i: int) -> float:
+        """Fold ``f``'s squared prediction error at smoothing ``i`` (inf: singular)."""
+        rest, rhs = self._rest(f)
+        got = self.twin.pop((f, float(self.lams[i])), None) if self.twin is not None else None
+        c = _twin_factor(got, self.v.n_col, self.v.ridge) if got is not None else self._factor(rest, f, i)
+        err = math.inf
+        if c is not None:
+            x, info = POTRS(c, rhs, lower=0)
+            if info == 0:
+                Gf, Bf = self.fs.G[f], self.fs.b[f]
+                err = max(float(self.fs.yy[f]) - 2.0 * float(x @ Bf) + float(x @ Gf @ x), 0.0)
+        if got is not None:
+            # The drift variant's factor (written over by the twin's) is read once.
+            self.work.give(got)
+        return err
+
+    def release(self) -> None:
+        """Hand back the drift variant's factors the twin never reached."""
+        if self.twin is not None:
+            for c in self.twin.values():
+                self.work.give(c)
+            self.twin.clear()
+
+
 #: Relative margin by which a partial error must exceed the bound to prune: partial sums taken over the folds in
 #: another order than the totals the choice compares differ from them by a few units in the last place.
 _PRUNE_MARGIN = 1e-12
@@ -238,7 +341,8 @@ _PRUNE_MARGIN = 1e-12
 def _cv_fold_scores(v: _Variant, fs: _FoldStats, lam_R: Sequence[np.ndarray],
                     bound: float = math.inf, shared: Optional[dict[tuple[int, float], np.ndarray]] = None,
                     lams: Sequence[float] | np.ndarray = (), start: Optional[int] = None,
-                    fold_order: Sequence[int] = ()) -> tuple[np.ndarray, np.ndarray]:
+                    fold_order: Sequence[int] = (), scratch: Optional[_Scratch] = None
+                    ) -> tuple[np.ndarray, np.ndarray]:
     """``(folds, smoothings)``: each fold's squared prediction error (inf: singular); and which smoothings were scored.
 
     ``lam_R`` holds the variant's penalty at each smoothing (``lam * R``),
@@ -256,63 +360,25 @@ def _cv_fold_scores(v: _Variant, fs: _FoldStats, lam_R: Sequence[np.ndarray],
     cannot win pass the bound, the fewer of its folds are solved).
     ``fold_order``: the order to take the folds in until then (the largest
     errors of the least total so far first). Every score solved is the same
-    whatever the order: each system is formed from the same terms.
+    whatever the order: each system is formed from the same terms (a twin's
+    from its drift variant's factor wherever that variant solved it).
 
     ``shared`` holds factors by (fold, smoothing): a drift variant given it
     puts its own there, and its twin without the drift (``v.ridge > 0``)
     takes them, refactoring only their trailing block
     (:func:`_twin_factor`); what is missing is factored in full. ``lams``: the smoothings ``lam_R`` was formed
-    at (needed with ``shared``).
+    at (needed with ``shared``). ``scratch``: where the systems are formed (:class:`_Scratch`; by default
+    fresh arrays).
     """
-    Gfs, Bfs = fs.G, fs.b
-    Gw, Bw = Gfs.sum(axis=0), Bfs.sum(axis=0)
+    systems = _FoldSystems(v, fs, lam_R, shared, lams, scratch if scratch is not None else _Scratch())
     n_lam = len(lam_R)
-    scores = np.zeros((len(Gfs), n_lam))
+    scores = np.zeros((len(fs.G), n_lam))
     alive = np.ones(n_lam, dtype=bool)
-    # One system at a time, formed in place in the column order LAPACK factors (no copy per solve), from
-    # terms in that order too (the penalties are; each fold's rest is put in it once): the same sums, added
-    # along memory.
-    M = np.empty(Gw.shape, order="F")
-    rests: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-    lam_R = [np.asfortranarray(r) for r in lam_R]
-    F = np.asfortranarray(v.F)
-    twin = shared if v.ridge > 0 else None
-    keep = shared if v.ridge == 0 else None
-
-    def score(f: int, i: int) -> float:
-        nonlocal M
-        if f not in rests:
-            # The system without the fold, and its right-hand side: once per fold for every smoothing.
-            rest = np.empty(Gw.shape, order="F")
-            np.subtract(Gw, Gfs[f], out=rest)
-            rests[f] = (rest, Bw - Bfs[f])
-        rest, rhs = rests[f]
-        got = twin.pop((f, float(lams[i])), None) if twin is not None else None
-        if got is not None:
-            c = _twin_factor(got, v.n_col, v.ridge)
-            if c is None:
-                return math.inf
-        else:
-            if keep is not None:
-                # A system of its own, factored in place and left for the twin (no copy of the factor).
-                M = np.empty(Gw.shape, order="F")
-            np.add(rest, lam_R[i], out=M)
-            M += F
-            c, info = POTRF(M, lower=0, overwrite_a=1, clean=0)
-            if info != 0:
-                return math.inf
-            if keep is not None:
-                keep[(f, float(lams[i]))] = c
-        x, info = POTRS(c, rhs, lower=0)
-        if info != 0:
-            return math.inf
-        return max(float(fs.yy[f]) - 2.0 * float(x @ Bfs[f]) + float(x @ Gfs[f] @ x), 0.0)
-
-    folds = [int(f) for f in (fold_order if len(fold_order) else range(len(Gfs))) if fs.present[f]]
+    folds = [int(f) for f in (fold_order if len(fold_order) else range(len(fs.G))) if fs.present[f]]
     for i in range(n_lam) if start is None else sorted(range(n_lam), key=lambda j: (abs(j - start), j)):
         total = 0.0
         for f in folds:
-            scores[f, i] = score(f, i)
+            scores[f, i] = systems.score(f, i)
             total += scores[f, i]
             if total > bound * (1.0 + _PRUNE_MARGIN):
                 alive[i] = False
@@ -321,6 +387,7 @@ def _cv_fold_scores(v: _Variant, fs: _FoldStats, lam_R: Sequence[np.ndarray],
             if start is not None and total < bound:
                 bound = total
                 folds.sort(key=lambda f: -scores[f, i])
+    systems.release()
     return scores, alive
 
 
@@ -444,9 +511,10 @@ def _choose(variants: Sequence[_Variant], stats: Sequence[_Stats], fold_stats: C
     table = np.full((len(variants), max(len(g) for g in grids)), math.inf)
     per_fold: list[Optional[np.ndarray]] = []
     twins = _Twins(variants, range(len(variants)))
+    scratch = _Scratch()
     for i, v in enumerate(variants):
         fs = _cv_fold_scores(v, fold_stats(v.design), [lam * v.R for lam in lams[i]], shared=twins.before(i),
-                             lams=lams[i])[0] if n_folds >= 2 else None
+                             lams=lams[i], scratch=scratch)[0] if n_folds >= 2 else None
         per_fold.append(fs)
         sc = fs.sum(axis=0) if fs is not None else _gcv_scores(v, stats[v.design], lams[i])
         table[i, :len(sc)] = sc
@@ -510,7 +578,7 @@ def _grids(choice_lams: Sequence[float], span: int = 2) -> list[np.ndarray]:
 
 def _boot_choice(variants: Sequence[_Variant], fold_stats: Callable[[int], _FoldStats],
                  lam_R: Sequence[Sequence[np.ndarray]], lams: Sequence[np.ndarray], first: int,
-                 starts: Sequence[int]) -> _Choice:
+                 starts: Sequence[int], scratch: Optional[_Scratch] = None) -> _Choice:
     """:func:`_pick` over every variant's cross-validated error, without solving what cannot be the least.
 
     The variants are scored starting with ``first`` (the whole record's
@@ -520,7 +588,8 @@ def _boot_choice(variants: Sequence[_Variant], fold_stats: Callable[[int], _Fold
     the folds taken largest error first under the least total so far (a
     fold hard for one model is hard for its neighbours, so a losing one
     passes the bound in fewer folds). Ties go where :func:`_pick` puts them:
-    the lowest variant, then the lowest smoothing.
+    the lowest variant, then the lowest smoothing. ``scratch``: where the
+    systems are formed (:class:`_Scratch`), kept across resamples.
     """
     best: tuple[float, int, int] = (math.inf, 0, 0)
     order = [first] + [i for i in range(len(variants)) if i != first]
@@ -528,7 +597,7 @@ def _boot_choice(variants: Sequence[_Variant], fold_stats: Callable[[int], _Fold
     fold_order: list[int] = []
     for i in order:
         fs, alive = _cv_fold_scores(variants[i], fold_stats(variants[i].design), lam_R[i], best[0], twins.before(i),
-                                    lams[i], starts[i], fold_order)
+                                    lams[i], starts[i], fold_order, scratch)
         sc = np.where(alive, fs.sum(axis=0), math.inf)
         j = int(np.argmin(sc))
         if (float(sc[j]), i, j) < best:
@@ -550,7 +619,8 @@ def _as_slice(idx: np.ndarray) -> slice | np.ndarray:
 
 
 def _boot_fold_stats(stats: Sequence[_Stats], wts: np.ndarray, folds: np.ndarray, n_folds: int,
-                     buffers: Optional[Sequence[np.ndarray]] = None) -> list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
+                     buffers: Optional[Sequence[np.ndarray]] = None
+                     ) -> list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
     """Per design, every resample's (rows of ``wts``) per-fold ``G``, ``b`` of channel 0, ``yy`` and presence.
 
     The resamples' per-fold normal equations are weighted sums of the same
@@ -611,18 +681,21 @@ def _bootstrap(designs: Sequence[Design], variants: Sequence[_Variant], stats: S
     lams = [np.array([fixed_lam]) if fixed_lam is not None else g for g in grids]
     if n_folds >= 2:
         lam_R = [[lam * v.R for lam in g] for v, g in zip(variants, lams)]
-        starts = [int(np.argmin(np.abs(np.log(g) - math.log(max(lam, 1e-300))))) for g, lam in zip(lams, lam_by_variant)]
+        # Each variant's search starts at its own choice on the whole record.
+        starts = [int(np.argmin(np.abs(np.log(g) - math.log(max(lam, 1e-300)))))
+                  for g, lam in zip(lams, lam_by_variant)]
         per = 8 * n_folds * sum(st.G.shape[1] * (st.G.shape[1] + 1) for st in stats)
         chunk = int(np.clip(_BATCH_BYTES // per, 1, n_boot))
         choices = []
         buffers = [np.empty((n_folds, chunk) + st.G.shape[1:]) for st in stats]
+        scratch = _Scratch()
         for start in range(0, n_boot, chunk):
             batch = _boot_fold_stats(stats, wts[start:start + chunk], folds, n_folds, buffers)
             for j in range(len(batch[0][0])):
                 def fold_stats(design: int, j: int = j) -> _FoldStats:
                     G, b, yy, present = batch[design]
                     return _FoldStats(G[j], b[j], yy[j], present[j])
-                choices.append(_boot_choice(variants, fold_stats, lam_R, lams, first, starts))
+                choices.append(_boot_choice(variants, fold_stats, lam_R, lams, first, starts, scratch))
     else:
         # GCV scores the whole record whatever the weights: one choice for every resample.
         choices = [_choose(variants, stats, _no_folds, n_folds, grids, fixed_lam)[0]] * n_boot

@@ -22,8 +22,8 @@ import scipy.special
 
 # Largest (grid points x window) block the local smoother evaluates at once: each of its twenty-odd
 # elementwise passes makes a temporary of this many doubles (512 KiB), so a block's working set stays
-# within a core's cache, where one of 2 ** 21 (16 MiB a temporary) ran every pass from memory at twice
-# the time. Every point's fit is its own window's; only the tube length's summation follows the blocks.
+# within a core's cache; a block of 2 ** 21 (16 MiB a temporary) runs every pass from memory, at about
+# twice the time. Every point's fit is its own window's; only the tube length's summation follows the blocks.
 _BLOCK_ELEMENTS = 1 << 16
 
 
