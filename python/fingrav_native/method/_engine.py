@@ -16,7 +16,8 @@ ended, the idle baseline. Everything after that is here, shared:
 2. **Normal equations per block** of runs or iterations (memory bounded by
    the unknowns, not the logs); the blocks are the units of cross-validation
    and of the bootstrap.
-3. **Model and smoothing choice by cross-validation over blocks** (K-fold,
+3. **Model and smoothing choice by cross-validation over blocks**
+   (:mod:`fingrav_native.method._engine_cv`; K-fold,
    the folds interleaved along the record): each candidate model (the gaps'
    own level or the end of the execution before them; warm-up curves; a slow
    drift or none) at each smoothing, scored by the squared error it predicts
@@ -58,6 +59,7 @@ import scipy.linalg
 from scipy import sparse
 
 from fingrav_native._threads import numeric_threads
+from fingrav_native.method._engine_cv import FoldStats, Scratch, Twins, Variant, cv_fold_scores
 from fingrav_native.method._engine_design import (
     MAX_BLOCKS,
     Design,
@@ -70,7 +72,7 @@ from fingrav_native.method._engine_design import (
     time_blocks,
 )
 from fingrav_native.method._engine_solution import Solution
-from fingrav_native.method._engine_solve import POTRF, POTRS, solve_channels
+from fingrav_native.method._engine_solve import solve_channels
 from fingrav_native.sensors._model import SensorModel
 
 _log = logging.getLogger(__name__)
@@ -124,22 +126,6 @@ def _block_stats(A: sparse.csr_matrix, y: np.ndarray, blocks: np.ndarray, n_bloc
     return _Stats(G, B, yy, n, reach)
 
 
-@dataclass(frozen=True)
-class _Variant:
-    """A design with or without its drift: the penalties the solve adds, and the scale they are relative to."""
-
-    design: int
-    drift: bool
-    name: str
-    R: np.ndarray  # the smoothing penalty, already relative (multiplied by lam)
-    F: np.ndarray  # everything fixed: prior, pins, ridge, the drift's zeroing
-    lower: np.ndarray
-    # The variant "without the drift" is its drift twin (the variant before it) with a ridge added to the last
-    # columns only: its Cholesky factor is the twin's with the trailing block refactored (:func:`_twin_factor`).
-    n_col: int = 0
-    ridge: float = 0.0
-
-
 def _without(F: np.ndarray, gone: np.ndarray) -> np.ndarray:
     """A difference prior (rows summing to zero) with the columns no log reaches taken out of its chains.
 
@@ -155,7 +141,7 @@ def _without(F: np.ndarray, gone: np.ndarray) -> np.ndarray:
     return out
 
 
-def _variants(designs: Sequence[Design], rows: Sequence[Rows], stats: Sequence[_Stats]) -> list[_Variant]:
+def _variants(designs: Sequence[Design], rows: Sequence[Rows], stats: Sequence[_Stats]) -> list[Variant]:
     """Each design's penalties at the data's scale, twice where it has a drift (with it, and held at zero)."""
     out = []
     for i, (d, r, st) in enumerate(zip(designs, rows, stats)):
@@ -164,7 +150,7 @@ def _variants(designs: Sequence[Design], rows: Sequence[Rows], stats: Sequence[_
         # The scale of the model's own columns (a drift's columns must not change the priors' weight).
         scale = max(float(np.trace(Gt[:d.n_col, :d.n_col])) / d.n_col, 1e-300)
         # Both in the column order LAPACK factors, as every system cross-validation forms from them is
-        # (:func:`_cv_fold_scores`): adding arrays of one layout runs along memory, of two it strides across it.
+        # (:func:`cv_fold_scores`): adding arrays of one layout runs along memory, of two it strides across it.
         R = np.zeros((P, P), order="F")
         R[:d.n_col, :d.n_col] = d.smooth
         R *= scale / max(float(np.trace(R)) / d.n_col, 1e-300) if R.any() else 0.0
@@ -172,11 +158,11 @@ def _variants(designs: Sequence[Design], rows: Sequence[Rows], stats: Sequence[_
         F[:d.n_col, :d.n_col] = scale * _without(d.fixed, st.reach[:d.n_col] == 0)
         F[np.diag_indices(P)] += 1e-9 * scale + np.where(st.reach == 0, scale, 0.0)
         lower = np.concatenate([d.lower, np.full(P - d.n_col, -np.inf)])
-        out.append(_Variant(i, P > d.n_col, d.name + (", with a slow drift" if P > d.n_col else ""), R, F, lower))
+        out.append(Variant(i, P > d.n_col, d.name + (", with a slow drift" if P > d.n_col else ""), R, F, lower))
         if P > d.n_col:
             F0 = F.copy(order="F")
             F0[np.arange(d.n_col, P), np.arange(d.n_col, P)] += _NO_DRIFT * scale
-            out.append(_Variant(i, False, d.name, R, F0, lower, d.n_col, _NO_DRIFT * scale))
+            out.append(Variant(i, False, d.name, R, F0, lower, d.n_col, _NO_DRIFT * scale))
     return out
 
 
@@ -184,214 +170,18 @@ def _variants(designs: Sequence[Design], rows: Sequence[Rows], stats: Sequence[_
 _BATCH_BYTES = 96 * 2 ** 20
 
 
-@dataclass(frozen=True)
-class _FoldStats:
-    """One design's normal equations per cross-validation fold under one weighting of the blocks.
-
-    ``G`` (folds, P, P) and ``b`` (folds, P) of the channel cross-validation scores, ``yy`` (folds,),
-    and which folds hold any weight.
-    """
-
-    G: np.ndarray
-    b: np.ndarray
-    yy: np.ndarray
-    present: np.ndarray
-
-
 def _fold_weights(weights: np.ndarray, folds: np.ndarray, n_folds: int) -> np.ndarray:
     """``(folds, blocks)``: each fold's weight on every block (the folds partition the blocks)."""
     return np.where(folds[None, :] == np.arange(n_folds)[:, None], weights[None, :], 0.0)
 
 
-def _fold_stats(st: _Stats, weights: np.ndarray, folds: np.ndarray, n_folds: int, ch: int = 0) -> _FoldStats:
+def _fold_stats(st: _Stats, weights: np.ndarray, folds: np.ndarray, n_folds: int, ch: int = 0) -> FoldStats:
     """Every fold's normal equations in one product."""
     W = _fold_weights(weights, folds, n_folds)
-    return _FoldStats(np.tensordot(W, st.G, axes=1), W @ st.B[:, :, ch], W @ st.yy[:, ch], np.any(W, axis=1))
+    return FoldStats(np.tensordot(W, st.G, axes=1), W @ st.B[:, :, ch], W @ st.yy[:, ch], np.any(W, axis=1))
 
 
-def _twin_factor(c: np.ndarray, n: int, ridge: float) -> Optional[np.ndarray]:
-    """The upper Cholesky factor of a system that differs from the one ``c`` factors by ``ridge`` added to the
-    diagonal of its columns from ``n`` on, written over ``c``; None where that system is not positive definite.
-
-    With ``M = U'U``, ``U = [[U11, U12], [0, U22]]``, the trailing block's Schur
-    complement is ``U22'U22``; the ridge adds to it alone, so the leading rows of
-    the factor stay and only the ``(P - n)``-square trailing block is factored
-    again (Golub and Van Loan 2013, Section 4.2): a drift variant and the same
-    design held without its drift share all but their drift columns' work.
-    """
-    U22 = np.triu(c[n:, n:])
-    S = U22.T @ U22
-    S[np.diag_indices(len(S))] += ridge
-    cS, info = POTRF(S, lower=0, overwrite_a=1, clean=0)
-    if info != 0:
-        return None
-    # In place: each factor left for a twin is read by it once.
-    c[n:, n:] = cS
-    return c
-
-
-class _Scratch:
-    """The systems cross-validation forms, in arrays kept from one call to the next.
-
-    A fresh array of a system's size (a hundred kilobytes and more) comes
-    from the operating system a page at a time, a fault at each first write,
-    which cost as much as forming the system: the bootstrap forms tens of
-    thousands. ``fixed(slot, P)``: one ``P``-square array per slot (a fold's
-    system without the fold, the system being factored); ``take(P)`` and
-    ``give(a)``: arrays a factor left for a twin is written into, handed back
-    once the twin has read it.
-    """
-
-    def __init__(self) -> None:
-        self._fixed: dict[tuple[int, int], np.ndarray] = {}
-        self._pool: dict[int, list[np.ndarray]] = {}
-
-    def fixed(self, slot: int, P: int) -> np.ndarray:
-        """The array of ``slot`` for ``P`` unknowns (column order, as LAPACK factors it)."""
-        a = self._fixed.get((slot, P))
-        if a is None:
-            a = self._fixed[(slot, P)] = np.empty((P, P), order="F")
-        return a
-
-    def take(self, P: int) -> np.ndarray:
-        """An array no one else holds."""
-        free = self._pool.get(P)
-        return free.pop() if free else np.empty((P, P), order="F")
-
-    def give(self, a: np.ndarray) -> None:
-        """``a`` back, for a later :meth:`take`."""
-        self._pool.setdefault(a.shape[0], []).append(a)
-
-
-class _FoldSystems:
-    """One variant's cross-validation systems under one weighting of the blocks: a fold's error at a smoothing.
-
-    Each system is the fold's rest (the other folds' normal matrix, formed
-    once per fold), plus the smoothing's penalty and the fixed terms, formed
-    in place in the column order LAPACK factors (no copy per solve), from
-    terms in that order too: the same sums, added along memory. ``shared``,
-    ``lams`` and the twin's reuse as in :func:`_cv_fold_scores`.
-    """
-
-    def __init__(self, v: _Variant, fs: _FoldStats, lam_R: Sequence[np.ndarray],
-                 shared: Optional[dict[tuple[int, float], np.ndarray]], lams: Sequence[float] | np.ndarray,
-                 scratch: _Scratch) -> None:
-        self.v, self.fs, self.lams, self.work = v, fs, lams, scratch
-        self.Gw, self.Bw = fs.G.sum(axis=0), fs.b.sum(axis=0)
-        self.P = len(self.Gw)
-        self.lam_R = [np.asfortranarray(r) for r in lam_R]
-        self.F = np.asfortranarray(v.F)
-        self.twin = shared if v.ridge > 0 else None
-        self.keep = shared if v.ridge == 0 else None
-        self._rests: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-
-    def _rest(self, f: int) -> tuple[np.ndarray, np.ndarray]:
-        """The system without fold ``f`` (scratch slot ``f``) and its right-hand side."""
-        if f not in self._rests:
-            rest = self.work.fixed(f, self.P)
-            np.subtract(self.Gw, self.fs.G[f], out=rest)
-            self._rests[f] = (rest, self.Bw - self.fs.b[f])
-        return self._rests[f]
-
-    def _factor(self, rest: np.ndarray, f: int, i: int) -> Optional[np.ndarray]:
-        """The upper Cholesky factor of fold ``f``'s system at smoothing ``i`` (None: not positive definite)."""
-        # A factor left for the twin is written into an array of its own (no copy of the factor); any other
-        # into scratch slot -1.
-        M = self.work.take(self.P) if self.keep is not None else self.work.fixed(-1, self.P)
-        np.add(rest, self.lam_R[i], out=M)
-        M += self.F
-        c, info = POTRF(M, lower=0, overwrite_a=1, clean=0)
-        if info != 0:
-            if self.keep is not None:
-                self.work.give(M)
-            return None
-        if self.keep is not None:
-            self.keep[(f, float(self.lams[i]))] = c
-        return c
-
-    def score(self, f: int, i: int) -> float:
-        """Fold ``f``'s squared prediction error at smoothing ``i`` (inf: singular)."""
-        rest, rhs = self._rest(f)
-        got = self.twin.pop((f, float(self.lams[i])), None) if self.twin is not None else None
-        c = _twin_factor(got, self.v.n_col, self.v.ridge) if got is not None else self._factor(rest, f, i)
-        err = math.inf
-        if c is not None:
-            x, info = POTRS(c, rhs, lower=0)
-            if info == 0:
-                Gf, Bf = self.fs.G[f], self.fs.b[f]
-                err = max(float(self.fs.yy[f]) - 2.0 * float(x @ Bf) + float(x @ Gf @ x), 0.0)
-        if got is not None:
-            # The drift variant's factor (written over by the twin's) is read once.
-            self.work.give(got)
-        return err
-
-    def release(self) -> None:
-        """Hand back the drift variant's factors the twin never reached."""
-        if self.twin is not None:
-            for c in self.twin.values():
-                self.work.give(c)
-            self.twin.clear()
-
-
-#: Relative margin by which a partial error must exceed the bound to prune: partial sums taken over the folds in
-#: another order than the totals the choice compares differ from them by a few units in the last place.
-_PRUNE_MARGIN = 1e-12
-
-
-def _cv_fold_scores(v: _Variant, fs: _FoldStats, lam_R: Sequence[np.ndarray],
-                    bound: float = math.inf, shared: Optional[dict[tuple[int, float], np.ndarray]] = None,
-                    lams: Sequence[float] | np.ndarray = (), start: Optional[int] = None,
-                    fold_order: Sequence[int] = (), scratch: Optional[_Scratch] = None
-                    ) -> tuple[np.ndarray, np.ndarray]:
-    """``(folds, smoothings)``: each fold's squared prediction error (inf: singular); and which smoothings were scored.
-
-    ``lam_R`` holds the variant's penalty at each smoothing (``lam * R``),
-    formed once per grid. A smoothing whose error over the folds scored so far
-    already exceeds ``bound`` (the least total found elsewhere) cannot be the
-    least: the errors are non-negative, and a rounded sum of non-negative
-    terms never falls as terms are added. Its remaining folds are not solved
-    and it is marked not scored.
-
-    ``start``: where only the least total matters (a model choice, not a
-    table), the smoothings are solved one at a time from this one (the
-    likeliest least) outwards, and each one's complete total bounds the
-    others as ``bound`` does, their folds then taken largest error first
-    (branch and bound: the sooner the partial errors of a smoothing that
-    cannot win pass the bound, the fewer of its folds are solved).
-    ``fold_order``: the order to take the folds in until then (the largest
-    errors of the least total so far first). Every score solved is the same
-    whatever the order: each system is formed from the same terms (a twin's
-    from its drift variant's factor wherever that variant solved it).
-
-    ``shared`` holds factors by (fold, smoothing): a drift variant given it
-    puts its own there, and its twin without the drift (``v.ridge > 0``)
-    takes them, refactoring only their trailing block
-    (:func:`_twin_factor`); what is missing is factored in full. ``lams``: the smoothings ``lam_R`` was formed
-    at (needed with ``shared``). ``scratch``: where the systems are formed (:class:`_Scratch`; by default
-    fresh arrays).
-    """
-    systems = _FoldSystems(v, fs, lam_R, shared, lams, scratch if scratch is not None else _Scratch())
-    n_lam = len(lam_R)
-    scores = np.zeros((len(fs.G), n_lam))
-    alive = np.ones(n_lam, dtype=bool)
-    folds = [int(f) for f in (fold_order if len(fold_order) else range(len(fs.G))) if fs.present[f]]
-    for i in range(n_lam) if start is None else sorted(range(n_lam), key=lambda j: (abs(j - start), j)):
-        total = 0.0
-        for f in folds:
-            scores[f, i] = systems.score(f, i)
-            total += scores[f, i]
-            if total > bound * (1.0 + _PRUNE_MARGIN):
-                alive[i] = False
-                break
-        else:
-            if start is not None and total < bound:
-                bound = total
-                folds.sort(key=lambda f: -scores[f, i])
-    systems.release()
-    return scores, alive
-
-
-def _smoothing_span(d: Design, r: Rows, v: _Variant, st: _Stats, fold_scores: np.ndarray, lam: float,
+def _smoothing_span(d: Design, r: Rows, v: Variant, st: _Stats, fold_scores: np.ndarray, lam: float,
                     x: np.ndarray) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """Per map, how far its values move over the smoothings cross-validation cannot tell from the choice.
 
@@ -434,7 +224,7 @@ def _smoothing_span(d: Design, r: Rows, v: _Variant, st: _Stats, fold_scores: np
     return {k: (lo[k], hi[k]) for k in maps}
 
 
-def _gcv_scores(v: _Variant, st: _Stats, lams: np.ndarray, ch: int = 0) -> np.ndarray:
+def _gcv_scores(v: Variant, st: _Stats, lams: np.ndarray, ch: int = 0) -> np.ndarray:
     """Generalised cross-validation (the fallback with fewer than three blocks; Craven and Wahba 1979)."""
     G = st.G.sum(axis=0)
     b = st.B[:, :, ch].sum(axis=0)
@@ -475,29 +265,7 @@ def _pick(lams: Sequence[np.ndarray], scores: Sequence[np.ndarray]) -> _Choice:
     return best
 
 
-class _Twins:
-    """Factors a drift variant leaves for its twin without the drift, in the order the variants are scored."""
-
-    def __init__(self, variants: Sequence[_Variant], order: Sequence[int]) -> None:
-        self._variants = variants
-        self._pending = set(order)
-        self._factors: dict[int, dict[tuple[int, float], np.ndarray]] = {}
-
-    def before(self, i: int) -> Optional[dict[tuple[int, float], np.ndarray]]:
-        """The factors variant ``i`` is scored with: a drift variant whose twin is still to come leaves its own
-        there, a twin takes them; None for any other."""
-        self._pending.discard(i)
-        v = self._variants[i]
-        if v.ridge > 0:
-            return self._factors.pop(v.design, None)
-        nxt = i + 1
-        if v.drift and nxt in self._pending and self._variants[nxt].ridge > 0 \
-                and self._variants[nxt].design == v.design:
-            return self._factors.setdefault(v.design, {})
-        return None
-
-
-def _choose(variants: Sequence[_Variant], stats: Sequence[_Stats], fold_stats: Callable[[int], _FoldStats],
+def _choose(variants: Sequence[Variant], stats: Sequence[_Stats], fold_stats: Callable[[int], FoldStats],
             n_folds: int, grids: Sequence[np.ndarray],
             fixed_lam: Optional[float]) -> tuple[_Choice, np.ndarray, list[Optional[np.ndarray]]]:
     """The variant and smoothing with the least cross-validated error (GCV with too few blocks).
@@ -510,10 +278,10 @@ def _choose(variants: Sequence[_Variant], stats: Sequence[_Stats], fold_stats: C
     lams = [np.array([fixed_lam]) if fixed_lam is not None else g for g in grids]
     table = np.full((len(variants), max(len(g) for g in grids)), math.inf)
     per_fold: list[Optional[np.ndarray]] = []
-    twins = _Twins(variants, range(len(variants)))
-    scratch = _Scratch()
+    twins = Twins(variants, range(len(variants)))
+    scratch = Scratch()
     for i, v in enumerate(variants):
-        fs = _cv_fold_scores(v, fold_stats(v.design), [lam * v.R for lam in lams[i]], shared=twins.before(i),
+        fs = cv_fold_scores(v, fold_stats(v.design), [lam * v.R for lam in lams[i]], shared=twins.before(i),
                              lams=lams[i], scratch=scratch)[0] if n_folds >= 2 else None
         per_fold.append(fs)
         sc = fs.sum(axis=0) if fs is not None else _gcv_scores(v, stats[v.design], lams[i])
@@ -576,27 +344,27 @@ def _grids(choice_lams: Sequence[float], span: int = 2) -> list[np.ndarray]:
     return out
 
 
-def _boot_choice(variants: Sequence[_Variant], fold_stats: Callable[[int], _FoldStats],
+def _boot_choice(variants: Sequence[Variant], fold_stats: Callable[[int], FoldStats],
                  lam_R: Sequence[Sequence[np.ndarray]], lams: Sequence[np.ndarray], first: int,
-                 starts: Sequence[int], scratch: Optional[_Scratch] = None) -> _Choice:
+                 starts: Sequence[int], scratch: Optional[Scratch] = None) -> _Choice:
     """:func:`_pick` over every variant's cross-validated error, without solving what cannot be the least.
 
     The variants are scored starting with ``first`` (the whole record's
     choice, the likeliest least), each from its smoothing ``starts[variant]``
     (its own choice on the whole record), each smoothing dropped once its
-    partial error exceeds the least total so far (:func:`_cv_fold_scores`),
+    partial error exceeds the least total so far (:func:`cv_fold_scores`),
     the folds taken largest error first under the least total so far (a
     fold hard for one model is hard for its neighbours, so a losing one
     passes the bound in fewer folds). Ties go where :func:`_pick` puts them:
     the lowest variant, then the lowest smoothing. ``scratch``: where the
-    systems are formed (:class:`_Scratch`), kept across resamples.
+    systems are formed (:class:`Scratch`), kept across resamples.
     """
     best: tuple[float, int, int] = (math.inf, 0, 0)
     order = [first] + [i for i in range(len(variants)) if i != first]
-    twins = _Twins(variants, order)
+    twins = Twins(variants, order)
     fold_order: list[int] = []
     for i in order:
-        fs, alive = _cv_fold_scores(variants[i], fold_stats(variants[i].design), lam_R[i], best[0], twins.before(i),
+        fs, alive = cv_fold_scores(variants[i], fold_stats(variants[i].design), lam_R[i], best[0], twins.before(i),
                                     lams[i], starts[i], fold_order, scratch)
         sc = np.where(alive, fs.sum(axis=0), math.inf)
         j = int(np.argmin(sc))
@@ -657,7 +425,7 @@ def _boot_fold_stats(stats: Sequence[_Stats], wts: np.ndarray, folds: np.ndarray
     return out
 
 
-def _bootstrap(designs: Sequence[Design], variants: Sequence[_Variant], stats: Sequence[_Stats],
+def _bootstrap(designs: Sequence[Design], variants: Sequence[Variant], stats: Sequence[_Stats],
                rows: Sequence[Rows], folds: np.ndarray, n_folds: int, lam_by_variant: Sequence[float],
                fixed_lam: Optional[float], n_boot: int, seed: int, first: int = 0) -> dict[str, np.ndarray]:
     """Maps re-estimated on blocks resampled with replacement, choosing model and smoothing again each time.
@@ -688,13 +456,13 @@ def _bootstrap(designs: Sequence[Design], variants: Sequence[_Variant], stats: S
         chunk = int(np.clip(_BATCH_BYTES // per, 1, n_boot))
         choices = []
         buffers = [np.empty((n_folds, chunk) + st.G.shape[1:]) for st in stats]
-        scratch = _Scratch()
+        scratch = Scratch()
         for start in range(0, n_boot, chunk):
             batch = _boot_fold_stats(stats, wts[start:start + chunk], folds, n_folds, buffers)
             for j in range(len(batch[0][0])):
-                def fold_stats(design: int, j: int = j) -> _FoldStats:
+                def fold_stats(design: int, j: int = j) -> FoldStats:
                     G, b, yy, present = batch[design]
-                    return _FoldStats(G[j], b[j], yy[j], present[j])
+                    return FoldStats(G[j], b[j], yy[j], present[j])
                 choices.append(_boot_choice(variants, fold_stats, lam_R, lams, first, starts, scratch))
     else:
         # GCV scores the whole record whatever the weights: one choice for every resample.
@@ -729,7 +497,7 @@ def _bootstrap(designs: Sequence[Design], variants: Sequence[_Variant], stats: S
     return draws
 
 
-def _no_folds(design: int) -> _FoldStats:
+def _no_folds(design: int) -> FoldStats:
     """The fold statistics of a choice made by GCV, which reads none."""
     raise AssertionError("GCV reads no folds")
 

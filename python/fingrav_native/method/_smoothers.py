@@ -23,7 +23,8 @@ import scipy.special
 # Largest (grid points x window) block the local smoother evaluates at once: each of its twenty-odd
 # elementwise passes makes a temporary of this many doubles (512 KiB), so a block's working set stays
 # within a core's cache; a block of 2 ** 21 (16 MiB a temporary) runs every pass from memory, at about
-# twice the time. Every point's fit is its own window's; only the tube length's summation follows the blocks.
+# twice the time. A point's fit is its own window's whatever the block: the blocks change only the rounding of
+# sums (a window's zero padding to the block's widest, the tube length's running total).
 _BLOCK_ELEMENTS = 1 << 16
 
 
@@ -154,8 +155,7 @@ def _local_linear(x: np.ndarray, y: np.ndarray, w: np.ndarray, g: np.ndarray, k:
         with np.errstate(over="ignore"):  # points far beyond a tiny h are masked out anyway
             u = np.minimum(ad / h_safe[i:j, None], 1.0)
         t = 1.0 - u * u * u
-        w_i = w[idx]  # the LOIs' weights in the windows, read again for the spread
-        wt = t * t * t * w_i
+        wt = t * t * t * w[idx]
         wt[~inside] = 0.0
         s0 = wt.sum(axis=1)
         # All neighbours exactly at distance h (tricube weight 0): weigh them equally.
@@ -166,9 +166,8 @@ def _local_linear(x: np.ndarray, y: np.ndarray, w: np.ndarray, g: np.ndarray, k:
         # Centred at the weighted mean position: unbalanced weights would
         # make the textbook s0 * s2 - s1**2 lose most of its digits.
         d_bar = (wt * d).sum(axis=1) / s0
-        dc = d - d_bar[:, None]
-        wdc = wt * dc
-        sxx = (wdc * dc).sum(axis=1)
+        wdc = wt * (d - d_bar[:, None])
+        sxx = (wdc * (d - d_bar[:, None])).sum(axis=1)
         # All weight at one position: no slope to fit, the local mean.
         flat = sxx <= 1e-12 * s0 * h[i:j] ** 2
         # fit = y_bar - slope * d_bar, with slope = sum(wt dc y) / sxx.
@@ -177,7 +176,7 @@ def _local_linear(x: np.ndarray, y: np.ndarray, w: np.ndarray, g: np.ndarray, k:
         fit[:, i:j] = (lw * yi).sum(axis=2)
         slope[:, i:j] = np.where(flat, 0.0, (wdc * yi).sum(axis=2) / np.where(flat, 1.0, sxx))
         if spread or tube:
-            scaled = lw / np.sqrt(w_i)
+            scaled = lw / np.sqrt(w[idx])
             var[i:j] = (scaled * scaled).sum(axis=1)
         if own is not None and self_index is not None:
             at = self_index[i:j] - first[i:j]  # the LOI's own column in its window
@@ -196,9 +195,7 @@ def _local_linear(x: np.ndarray, y: np.ndarray, w: np.ndarray, g: np.ndarray, k:
             if j - i > 1:
                 cols = np.arange(width)[None, :] + (first[i + 1:j] - first[i:j - 1])[:, None]
                 valid = (cols >= 0) & (cols < width)
-                # Row r's column cols[r, c], as one flat take (np.take_along_axis builds an index per axis).
-                flat = np.clip(cols, 0, width - 1) + width * np.arange(j - i - 1)[:, None]
-                before = np.take(unit[:-1], flat)
+                before = np.take(unit[:-1], np.clip(cols, 0, width - 1) + width * np.arange(j - i - 1)[:, None])
                 dots = (np.where(valid, before, 0.0) * unit[1:]).sum(axis=1)
                 kappa += float(np.sqrt(np.maximum(0.0, 2.0 - 2.0 * dots)).sum())
             prev = (int(first[j - 1]), unit[-1])
