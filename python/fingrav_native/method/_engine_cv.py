@@ -150,7 +150,7 @@ class _FoldSystems:
             return None
         if self.keep is not None:
             self.keep[(f, float(self.lams[i]))] = c
-        return c
+        return np.asarray(c)
 
     def score(self, f: int, i: int) -> float:
         """Fold ``f``'s squared prediction error at smoothing ``i`` (inf: singular)."""
