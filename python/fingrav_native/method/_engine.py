@@ -16,7 +16,8 @@ ended, the idle baseline. Everything after that is here, shared:
 2. **Normal equations per block** of runs or iterations (memory bounded by
    the unknowns, not the logs); the blocks are the units of cross-validation
    and of the bootstrap.
-3. **Model and smoothing choice by cross-validation over blocks** (K-fold,
+3. **Model and smoothing choice by cross-validation over blocks**
+   (:mod:`fingrav_native.method._engine_cv`; K-fold,
    the folds interleaved along the record): each candidate model (the gaps'
    own level or the end of the execution before them; warm-up curves; a slow
    drift or none) at each smoothing, scored by the squared error it predicts
@@ -58,6 +59,7 @@ import scipy.linalg
 from scipy import sparse
 
 from fingrav_native._threads import numeric_threads
+from fingrav_native.method._engine_cv import FoldStats, Scratch, Twins, Variant, cv_fold_scores
 from fingrav_native.method._engine_design import (
     MAX_BLOCKS,
     Design,
@@ -70,7 +72,7 @@ from fingrav_native.method._engine_design import (
     time_blocks,
 )
 from fingrav_native.method._engine_solution import Solution
-from fingrav_native.method._engine_solve import POTRF, POTRS, solve_channels
+from fingrav_native.method._engine_solve import solve_channels
 from fingrav_native.sensors._model import SensorModel
 
 _log = logging.getLogger(__name__)
@@ -124,22 +126,6 @@ def _block_stats(A: sparse.csr_matrix, y: np.ndarray, blocks: np.ndarray, n_bloc
     return _Stats(G, B, yy, n, reach)
 
 
-@dataclass(frozen=True)
-class _Variant:
-    """A design with or without its drift: the penalties the solve adds, and the scale they are relative to."""
-
-    design: int
-    drift: bool
-    name: str
-    R: np.ndarray  # the smoothing penalty, already relative (multiplied by lam)
-    F: np.ndarray  # everything fixed: prior, pins, ridge, the drift's zeroing
-    lower: np.ndarray
-    # The variant "without the drift" is its drift twin (the variant before it) with a ridge added to the last
-    # columns only: its Cholesky factor is the twin's with the trailing block refactored (:func:`_twin_factor`).
-    n_col: int = 0
-    ridge: float = 0.0
-
-
 def _without(F: np.ndarray, gone: np.ndarray) -> np.ndarray:
     """A difference prior (rows summing to zero) with the columns no log reaches taken out of its chains.
 
@@ -155,7 +141,7 @@ def _without(F: np.ndarray, gone: np.ndarray) -> np.ndarray:
     return out
 
 
-def _variants(designs: Sequence[Design], rows: Sequence[Rows], stats: Sequence[_Stats]) -> list[_Variant]:
+def _variants(designs: Sequence[Design], rows: Sequence[Rows], stats: Sequence[_Stats]) -> list[Variant]:
     """Each design's penalties at the data's scale, twice where it has a drift (with it, and held at zero)."""
     out = []
     for i, (d, r, st) in enumerate(zip(designs, rows, stats)):
@@ -164,7 +150,7 @@ def _variants(designs: Sequence[Design], rows: Sequence[Rows], stats: Sequence[_
         # The scale of the model's own columns (a drift's columns must not change the priors' weight).
         scale = max(float(np.trace(Gt[:d.n_col, :d.n_col])) / d.n_col, 1e-300)
         # Both in the column order LAPACK factors, as every system cross-validation forms from them is
-        # (:func:`_cv_fold_scores`): adding arrays of one layout runs along memory, of two it strides across it.
+        # (:func:`cv_fold_scores`): adding arrays of one layout runs along memory, of two it strides across it.
         R = np.zeros((P, P), order="F")
         R[:d.n_col, :d.n_col] = d.smooth
         R *= scale / max(float(np.trace(R)) / d.n_col, 1e-300) if R.any() else 0.0
@@ -172,11 +158,11 @@ def _variants(designs: Sequence[Design], rows: Sequence[Rows], stats: Sequence[_
         F[:d.n_col, :d.n_col] = scale * _without(d.fixed, st.reach[:d.n_col] == 0)
         F[np.diag_indices(P)] += 1e-9 * scale + np.where(st.reach == 0, scale, 0.0)
         lower = np.concatenate([d.lower, np.full(P - d.n_col, -np.inf)])
-        out.append(_Variant(i, P > d.n_col, d.name + (", with a slow drift" if P > d.n_col else ""), R, F, lower))
+        out.append(Variant(i, P > d.n_col, d.name + (", with a slow drift" if P > d.n_col else ""), R, F, lower))
         if P > d.n_col:
             F0 = F.copy(order="F")
             F0[np.arange(d.n_col, P), np.arange(d.n_col, P)] += _NO_DRIFT * scale
-            out.append(_Variant(i, False, d.name, R, F0, lower, d.n_col, _NO_DRIFT * scale))
+            out.append(Variant(i, False, d.name, R, F0, lower, d.n_col, _NO_DRIFT * scale))
     return out
 
 
@@ -184,119 +170,18 @@ def _variants(designs: Sequence[Design], rows: Sequence[Rows], stats: Sequence[_
 _BATCH_BYTES = 96 * 2 ** 20
 
 
-@dataclass(frozen=True)
-class _FoldStats:
-    """One design's normal equations per cross-validation fold under one weighting of the blocks.
-
-    ``G`` (folds, P, P) and ``b`` (folds, P) of the channel cross-validation scores, ``yy`` (folds,),
-    and which folds hold any weight.
-    """
-
-    G: np.ndarray
-    b: np.ndarray
-    yy: np.ndarray
-    present: np.ndarray
-
-
 def _fold_weights(weights: np.ndarray, folds: np.ndarray, n_folds: int) -> np.ndarray:
     """``(folds, blocks)``: each fold's weight on every block (the folds partition the blocks)."""
     return np.where(folds[None, :] == np.arange(n_folds)[:, None], weights[None, :], 0.0)
 
 
-def _fold_stats(st: _Stats, weights: np.ndarray, folds: np.ndarray, n_folds: int, ch: int = 0) -> _FoldStats:
+def _fold_stats(st: _Stats, weights: np.ndarray, folds: np.ndarray, n_folds: int, ch: int = 0) -> FoldStats:
     """Every fold's normal equations in one product."""
     W = _fold_weights(weights, folds, n_folds)
-    return _FoldStats(np.tensordot(W, st.G, axes=1), W @ st.B[:, :, ch], W @ st.yy[:, ch], np.any(W, axis=1))
+    return FoldStats(np.tensordot(W, st.G, axes=1), W @ st.B[:, :, ch], W @ st.yy[:, ch], np.any(W, axis=1))
 
 
-def _twin_factor(c: np.ndarray, n: int, ridge: float) -> Optional[np.ndarray]:
-    """The upper Cholesky factor of a system that differs from the one ``c`` factors by ``ridge`` added to the
-    diagonal of its columns from ``n`` on, written over ``c``; None where that system is not positive definite.
-
-    With ``M = U'U``, ``U = [[U11, U12], [0, U22]]``, the trailing block's Schur
-    complement is ``U22'U22``; the ridge adds to it alone, so the leading rows of
-    the factor stay and only the ``(P - n)``-square trailing block is factored
-    again (Golub and Van Loan 2013, Section 4.2): a drift variant and the same
-    design held without its drift share all but their drift columns' work.
-    """
-    U22 = np.triu(c[n:, n:])
-    S = U22.T @ U22
-    S[np.diag_indices(len(S))] += ridge
-    cS, info = POTRF(S, lower=0, overwrite_a=1, clean=0)
-    if info != 0:
-        return None
-    # In place: each factor left for a twin is read by it once.
-    c[n:, n:] = cS
-    return c
-
-
-def _cv_fold_scores(v: _Variant, fs: _FoldStats, lam_R: Sequence[np.ndarray],
-                    bound: float = math.inf, shared: Optional[dict[tuple[int, float], np.ndarray]] = None,
-                    lams: Sequence[float] | np.ndarray = ()) -> tuple[np.ndarray, np.ndarray]:
-    """``(folds, smoothings)``: each fold's squared prediction error (inf: singular); and which smoothings were scored.
-
-    ``lam_R`` holds the variant's penalty at each smoothing (``lam * R``),
-    formed once per grid. A smoothing whose error over the folds scored so far
-    already exceeds ``bound`` (the least total found elsewhere) cannot be the
-    least: the errors are non-negative, and a rounded sum of non-negative
-    terms never falls as terms are added. Its remaining folds are not solved
-    and it is marked not scored.
-
-    ``shared`` holds factors by (fold, smoothing): a drift variant given it
-    puts its own there, and its twin without the drift (``v.ridge > 0``)
-    takes them, refactoring only their trailing block
-    (:func:`_twin_factor`); what is missing is factored in full. ``lams``: the smoothings ``lam_R`` was formed
-    at (needed with ``shared``).
-    """
-    Gfs, Bfs = fs.G, fs.b
-    Gw, Bw = Gfs.sum(axis=0), Bfs.sum(axis=0)
-    scores = np.zeros((len(Gfs), len(lam_R)))
-    alive = np.ones(len(lam_R), dtype=bool)
-    partial = np.zeros(len(lam_R))
-    # One system at a time, formed in place in the column order LAPACK factors (no copy per solve), from
-    # terms in that order too (the penalties are; each fold's rest is put in it once): the same sums, added
-    # along memory.
-    M = np.empty(Gw.shape, order="F")
-    rest = np.empty(Gw.shape, order="F")
-    lam_R = [np.asfortranarray(r) for r in lam_R]
-    F = np.asfortranarray(v.F)
-    twin = shared if v.ridge > 0 else None
-    keep = shared if v.ridge == 0 else None
-    for f in np.flatnonzero(fs.present):
-        Gf, Bf = Gfs[f], Bfs[f]
-        np.subtract(Gw, Gf, out=rest)
-        rhs = Bw - Bf
-        yyf = float(fs.yy[f])
-        for i in np.flatnonzero(alive):
-            got = twin.pop((int(f), float(lams[int(i)])), None) if twin is not None else None
-            if got is not None:
-                c = _twin_factor(got, v.n_col, v.ridge)
-                if c is None:
-                    scores[f, i] = math.inf
-                    continue
-            else:
-                if keep is not None:
-                    # A system of its own, factored in place and left for the twin (no copy of the factor).
-                    M = np.empty(Gw.shape, order="F")
-                np.add(rest, lam_R[int(i)], out=M)
-                M += F
-                c, info = POTRF(M, lower=0, overwrite_a=1, clean=0)
-                if info != 0:
-                    scores[f, i] = math.inf
-                    continue
-                if keep is not None:
-                    keep[(int(f), float(lams[int(i)]))] = c
-            x, info = POTRS(c, rhs, lower=0)
-            scores[f, i] = max(yyf - 2.0 * float(x @ Bf) + float(x @ Gf @ x), 0.0) if info == 0 else math.inf
-        if bound < math.inf:
-            partial += scores[f]
-            alive &= ~(partial > bound)
-            if not alive.any():
-                break
-    return scores, alive
-
-
-def _smoothing_span(d: Design, r: Rows, v: _Variant, st: _Stats, fold_scores: np.ndarray, lam: float,
+def _smoothing_span(d: Design, r: Rows, v: Variant, st: _Stats, fold_scores: np.ndarray, lam: float,
                     x: np.ndarray) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """Per map, how far its values move over the smoothings cross-validation cannot tell from the choice.
 
@@ -339,7 +224,7 @@ def _smoothing_span(d: Design, r: Rows, v: _Variant, st: _Stats, fold_scores: np
     return {k: (lo[k], hi[k]) for k in maps}
 
 
-def _gcv_scores(v: _Variant, st: _Stats, lams: np.ndarray, ch: int = 0) -> np.ndarray:
+def _gcv_scores(v: Variant, st: _Stats, lams: np.ndarray, ch: int = 0) -> np.ndarray:
     """Generalised cross-validation (the fallback with fewer than three blocks; Craven and Wahba 1979)."""
     G = st.G.sum(axis=0)
     b = st.B[:, :, ch].sum(axis=0)
@@ -380,29 +265,7 @@ def _pick(lams: Sequence[np.ndarray], scores: Sequence[np.ndarray]) -> _Choice:
     return best
 
 
-class _Twins:
-    """Factors a drift variant leaves for its twin without the drift, in the order the variants are scored."""
-
-    def __init__(self, variants: Sequence[_Variant], order: Sequence[int]) -> None:
-        self._variants = variants
-        self._pending = set(order)
-        self._factors: dict[int, dict[tuple[int, float], np.ndarray]] = {}
-
-    def before(self, i: int) -> Optional[dict[tuple[int, float], np.ndarray]]:
-        """The factors variant ``i`` is scored with: a drift variant whose twin is still to come leaves its own
-        there, a twin takes them; None for any other."""
-        self._pending.discard(i)
-        v = self._variants[i]
-        if v.ridge > 0:
-            return self._factors.pop(v.design, None)
-        nxt = i + 1
-        if v.drift and nxt in self._pending and self._variants[nxt].ridge > 0 \
-                and self._variants[nxt].design == v.design:
-            return self._factors.setdefault(v.design, {})
-        return None
-
-
-def _choose(variants: Sequence[_Variant], stats: Sequence[_Stats], fold_stats: Callable[[int], _FoldStats],
+def _choose(variants: Sequence[Variant], stats: Sequence[_Stats], fold_stats: Callable[[int], FoldStats],
             n_folds: int, grids: Sequence[np.ndarray],
             fixed_lam: Optional[float]) -> tuple[_Choice, np.ndarray, list[Optional[np.ndarray]]]:
     """The variant and smoothing with the least cross-validated error (GCV with too few blocks).
@@ -415,10 +278,11 @@ def _choose(variants: Sequence[_Variant], stats: Sequence[_Stats], fold_stats: C
     lams = [np.array([fixed_lam]) if fixed_lam is not None else g for g in grids]
     table = np.full((len(variants), max(len(g) for g in grids)), math.inf)
     per_fold: list[Optional[np.ndarray]] = []
-    twins = _Twins(variants, range(len(variants)))
+    twins = Twins(variants, range(len(variants)))
+    scratch = Scratch()
     for i, v in enumerate(variants):
-        fs = _cv_fold_scores(v, fold_stats(v.design), [lam * v.R for lam in lams[i]], shared=twins.before(i),
-                             lams=lams[i])[0] if n_folds >= 2 else None
+        fs = cv_fold_scores(v, fold_stats(v.design), [lam * v.R for lam in lams[i]], shared=twins.before(i),
+                             lams=lams[i], scratch=scratch)[0] if n_folds >= 2 else None
         per_fold.append(fs)
         sc = fs.sum(axis=0) if fs is not None else _gcv_scores(v, stats[v.design], lams[i])
         table[i, :len(sc)] = sc
@@ -480,25 +344,33 @@ def _grids(choice_lams: Sequence[float], span: int = 2) -> list[np.ndarray]:
     return out
 
 
-def _boot_choice(variants: Sequence[_Variant], fold_stats: Callable[[int], _FoldStats],
-                 lam_R: Sequence[Sequence[np.ndarray]], lams: Sequence[np.ndarray], first: int) -> _Choice:
+def _boot_choice(variants: Sequence[Variant], fold_stats: Callable[[int], FoldStats],
+                 lam_R: Sequence[Sequence[np.ndarray]], lams: Sequence[np.ndarray], first: int,
+                 starts: Sequence[int], scratch: Optional[Scratch] = None) -> _Choice:
     """:func:`_pick` over every variant's cross-validated error, without solving what cannot be the least.
 
     The variants are scored starting with ``first`` (the whole record's
-    choice, the likeliest least), each smoothing dropped once its partial
-    error exceeds the least total so far (:func:`_cv_fold_scores`). Ties go
-    where :func:`_pick` puts them: the lowest variant, then the lowest
-    smoothing.
+    choice, the likeliest least), each from its smoothing ``starts[variant]``
+    (its own choice on the whole record), each smoothing dropped once its
+    partial error exceeds the least total so far (:func:`cv_fold_scores`),
+    the folds taken largest error first under the least total so far (a
+    fold hard for one model is hard for its neighbours, so a losing one
+    passes the bound in fewer folds). Ties go where :func:`_pick` puts them:
+    the lowest variant, then the lowest smoothing. ``scratch``: where the
+    systems are formed (:class:`Scratch`), kept across resamples.
     """
     best: tuple[float, int, int] = (math.inf, 0, 0)
     order = [first] + [i for i in range(len(variants)) if i != first]
-    twins = _Twins(variants, order)
+    twins = Twins(variants, order)
+    fold_order: list[int] = []
     for i in order:
-        fs, alive = _cv_fold_scores(variants[i], fold_stats(variants[i].design), lam_R[i], best[0], twins.before(i),
-                                    lams[i])
+        fs, alive = cv_fold_scores(variants[i], fold_stats(variants[i].design), lam_R[i], best[0], twins.before(i),
+                                    lams[i], starts[i], fold_order, scratch)
         sc = np.where(alive, fs.sum(axis=0), math.inf)
         j = int(np.argmin(sc))
-        best = min(best, (float(sc[j]), i, j))
+        if (float(sc[j]), i, j) < best:
+            best = (float(sc[j]), i, j)
+            fold_order = [int(f) for f in np.argsort(-fs[:, j], kind="stable")]
     if best[0] == math.inf:
         return _Choice(0, float(lams[0][0]), math.inf)
     return _Choice(best[1], float(lams[best[1]][best[2]]), best[0])
@@ -514,37 +386,46 @@ def _as_slice(idx: np.ndarray) -> slice | np.ndarray:
     return idx
 
 
-def _boot_fold_stats(stats: Sequence[_Stats], wts: np.ndarray, folds: np.ndarray,
-                     n_folds: int) -> list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
+def _boot_fold_stats(stats: Sequence[_Stats], wts: np.ndarray, folds: np.ndarray, n_folds: int,
+                     buffers: Optional[Sequence[np.ndarray]] = None
+                     ) -> list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
     """Per design, every resample's (rows of ``wts``) per-fold ``G``, ``b`` of channel 0, ``yy`` and presence.
 
     The resamples' per-fold normal equations are weighted sums of the same
     per-block ones: one matrix product per fold (over its own blocks) for a
     batch of resamples, instead of one pass over the blocks per resample and
-    variant.
+    variant. ``G`` is written into ``buffers`` where given (per design,
+    ``(folds, at least resamples, P, P)``; by default fresh ones) and returned
+    as a ``(resamples, folds, P, P)`` view of them: a batch's matrices are tens
+    of megabytes, which a fresh array gets from the system a page at a time, a
+    fault at each first write (twice the products' own time), where the
+    previous batch's memory is already mapped.
     """
     k, n_blocks = wts.shape
+    if buffers is None:
+        buffers = [np.empty((n_folds, k) + st.G.shape[1:]) for st in stats]
     present = np.stack([wts[:, folds == f].any(axis=1) for f in range(n_folds)], axis=1)
     fold_blocks = [np.flatnonzero(folds == f) for f in range(n_folds)]
     fold_views = [_as_slice(blk) for blk in fold_blocks]
     out = []
-    for st in stats:
+    for st, buf in zip(stats, buffers):
         P = st.G.shape[1]
-        G = np.empty((k, n_folds, P, P))
+        G = buf[:, :k]
         B = np.empty((k, n_folds, P))
         yy = np.empty((k, n_folds))
         for f, blk in enumerate(fold_blocks):
             # A fold's normal matrices as a strided view where its blocks are evenly spaced (the folds deal the
             # blocks out in turn), not a copy per batch: the product packs the same rows in the same order, so
             # the sums are the same to the bit (the vectors below are copied: a strided one is summed otherwise).
-            G[:, f] = (wts[:, blk] @ st.G[fold_views[f]].reshape(-1, P * P)).reshape(k, P, P)
+            # Written straight into the fold's contiguous slab of the buffer (no product to copy over).
+            np.matmul(wts[:, blk], st.G[fold_views[f]].reshape(-1, P * P), out=G[f].reshape(k, P * P))
             B[:, f] = wts[:, blk] @ st.B[blk, :, 0]
             yy[:, f] = wts[:, blk] @ st.yy[blk, 0]
-        out.append((G, B, yy, present))
+        out.append((G.transpose(1, 0, 2, 3), B, yy, present))
     return out
 
 
-def _bootstrap(designs: Sequence[Design], variants: Sequence[_Variant], stats: Sequence[_Stats],
+def _bootstrap(designs: Sequence[Design], variants: Sequence[Variant], stats: Sequence[_Stats],
                rows: Sequence[Rows], folds: np.ndarray, n_folds: int, lam_by_variant: Sequence[float],
                fixed_lam: Optional[float], n_boot: int, seed: int, first: int = 0) -> dict[str, np.ndarray]:
     """Maps re-estimated on blocks resampled with replacement, choosing model and smoothing again each time.
@@ -568,16 +449,21 @@ def _bootstrap(designs: Sequence[Design], variants: Sequence[_Variant], stats: S
     lams = [np.array([fixed_lam]) if fixed_lam is not None else g for g in grids]
     if n_folds >= 2:
         lam_R = [[lam * v.R for lam in g] for v, g in zip(variants, lams)]
+        # Each variant's search starts at its own choice on the whole record.
+        starts = [int(np.argmin(np.abs(np.log(g) - math.log(max(lam, 1e-300)))))
+                  for g, lam in zip(lams, lam_by_variant)]
         per = 8 * n_folds * sum(st.G.shape[1] * (st.G.shape[1] + 1) for st in stats)
         chunk = int(np.clip(_BATCH_BYTES // per, 1, n_boot))
         choices = []
+        buffers = [np.empty((n_folds, chunk) + st.G.shape[1:]) for st in stats]
+        scratch = Scratch()
         for start in range(0, n_boot, chunk):
-            batch = _boot_fold_stats(stats, wts[start:start + chunk], folds, n_folds)
+            batch = _boot_fold_stats(stats, wts[start:start + chunk], folds, n_folds, buffers)
             for j in range(len(batch[0][0])):
-                def fold_stats(design: int, j: int = j) -> _FoldStats:
+                def fold_stats(design: int, j: int = j) -> FoldStats:
                     G, b, yy, present = batch[design]
-                    return _FoldStats(G[j], b[j], yy[j], present[j])
-                choices.append(_boot_choice(variants, fold_stats, lam_R, lams, first))
+                    return FoldStats(G[j], b[j], yy[j], present[j])
+                choices.append(_boot_choice(variants, fold_stats, lam_R, lams, first, starts, scratch))
     else:
         # GCV scores the whole record whatever the weights: one choice for every resample.
         choices = [_choose(variants, stats, _no_folds, n_folds, grids, fixed_lam)[0]] * n_boot
@@ -611,7 +497,7 @@ def _bootstrap(designs: Sequence[Design], variants: Sequence[_Variant], stats: S
     return draws
 
 
-def _no_folds(design: int) -> _FoldStats:
+def _no_folds(design: int) -> FoldStats:
     """The fold statistics of a choice made by GCV, which reads none."""
     raise AssertionError("GCV reads no folds")
 

@@ -53,13 +53,49 @@ def solve(G: np.ndarray, b: np.ndarray, M: np.ndarray, lower: np.ndarray) -> np.
     return solve_channels(np.asarray(b, dtype=np.float64)[:, None], M, lower)[:, 0]
 
 
-def _bounded(M: np.ndarray, b: np.ndarray, lower: np.ndarray, x_free: np.ndarray,
-             cf: tuple[np.ndarray, bool]) -> np.ndarray:
+class _Subproblems:
+    """One system's factorisations on sets of free columns, kept for all of its channels.
+
+    Each step of the active set factors the free columns' block of ``M``
+    (:func:`_on_free`), and each channel's free columns are solved on a QR of
+    ``L'`` (:func:`_bounded`). Channels of one system often settle on the same
+    free columns (their curves at the bound over the same stretches), and a
+    factorisation of the same block is the same to the bit: made once, it
+    serves each of them.
+    """
+
+    def __init__(self, M: np.ndarray, L: np.ndarray) -> None:
+        self.M = M
+        self.L = L
+        self.A = L.T
+        self._chol: dict[bytes, Optional[np.ndarray]] = {}
+        self._qr: dict[bytes, tuple[np.ndarray, np.ndarray]] = {}
+
+    def chol(self, free: np.ndarray, f: np.ndarray) -> Optional[np.ndarray]:
+        """The upper Cholesky factor of ``M``'s block on the free columns ``f`` (None: not positive definite)."""
+        key = free.tobytes()
+        if key not in self._chol:
+            # The free rows, then their columns: two plain takes, several times faster than np.ix_'s
+            # broadcast index for the same copy.
+            c, info = POTRF(self.M[f][:, f], lower=0, overwrite_a=1, clean=0)
+            self._chol[key] = c if info == 0 else None
+        return self._chol[key]
+
+    def qr(self, free: np.ndarray, f: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The reduced QR factorisation of ``L'``'s free columns ``f``."""
+        key = free.tobytes()
+        if key not in self._qr:
+            Q, R = np.linalg.qr(self.A[:, f])
+            self._qr[key] = (Q, R)
+        return self._qr[key]
+
+
+def _bounded(b: np.ndarray, lower: np.ndarray, x_free: np.ndarray, sub: _Subproblems) -> np.ndarray:
     """``argmin x'Mx - 2b'x`` subject to ``x >= lower``, where the unconstrained ``x_free`` leaves the bounds.
 
     The same least-squares problem bounded-variable least squares solves
     (:func:`scipy.optimize.lsq_linear`, ``method="bvls"``, on ``|L'x - L^-1 b|``
-    with ``M = L L'``), with the columns on their bounds found first on the
+    with ``M = L L'``, both in ``sub``), with the columns on their bounds found first on the
     normal equations (:func:`_free_columns`: a Cholesky solve per step, not a
     singular value decomposition), then the free columns solved once on
     ``L'`` (QR: the normal equations square the condition number, and a
@@ -68,10 +104,9 @@ def _bounded(M: np.ndarray, b: np.ndarray, lower: np.ndarray, x_free: np.ndarray
     bounds or the optimality conditions, bounded-variable least squares runs.
     """
     n = len(b)
-    L = np.tril(cf[0])
-    rhs = scipy.linalg.solve_triangular(L, b, lower=True)
-    A = L.T
-    found = _free_columns(M, b, lower, x_free)
+    rhs = scipy.linalg.solve_triangular(sub.L, b, lower=True)
+    A = sub.A
+    found = _free_columns(sub, b, lower, x_free)
     free = np.zeros(n, dtype=bool) if found is None else found
     # A column the normal equations' rounding left on its bound while the gradient on L' pulls it off
     # (beyond bounded-variable least squares' own tolerance, 1e-10) is freed, and the free ones solved again.
@@ -79,7 +114,7 @@ def _bounded(M: np.ndarray, b: np.ndarray, lower: np.ndarray, x_free: np.ndarray
         x = np.where(free, 0.0, lower)
         f = np.flatnonzero(free)
         if len(f):
-            Q, R = np.linalg.qr(A[:, f])
+            Q, R = sub.qr(free, f)
             x[f] = scipy.linalg.solve_triangular(R, Q.T @ (rhs - A[:, ~free] @ lower[~free]))
         if not np.all(x >= lower - 1e-9 * max(float(np.max(np.abs(x))), 1.0)):
             break
@@ -91,14 +126,15 @@ def _bounded(M: np.ndarray, b: np.ndarray, lower: np.ndarray, x_free: np.ndarray
     return np.asarray(res.x)
 
 
-def _free_columns(M: np.ndarray, b: np.ndarray, lower: np.ndarray, x_free: np.ndarray) -> Optional[np.ndarray]:
+def _free_columns(sub: _Subproblems, b: np.ndarray, lower: np.ndarray, x_free: np.ndarray) -> Optional[np.ndarray]:
     """The columns off their bounds at ``argmin x'Mx - 2b'x, x >= lower`` (None: the search did not settle).
 
     Lawson and Hanson's active set (*Solving Least Squares Problems*, 1974,
-    ch. 23; unbounded columns always free) on the normal equations, started
+    ch. 23; unbounded columns always free) on the normal equations ``sub.M``, started
     from the unconstrained ``x_free`` cut to the bounds, its columns within
     them free.
     """
+    M = sub.M
     n = len(b)
     bounded = np.isfinite(lower)
     free = ~bounded | (x_free > lower)
@@ -110,7 +146,7 @@ def _free_columns(M: np.ndarray, b: np.ndarray, lower: np.ndarray, x_free: np.nd
         # The minimum over the free columns, the others on their bounds; stepped back to the first bound
         # it crosses (keeping every iterate feasible) until it crosses none.
         for _ in range(n + 1):
-            s_ = _on_free(M, b, lower, free)
+            s_ = _on_free(sub, b, lower, free)
             if s_ is None:
                 return None
             cross = free & bounded & (s_ <= lower)
@@ -134,21 +170,20 @@ def _free_columns(M: np.ndarray, b: np.ndarray, lower: np.ndarray, x_free: np.nd
     return None
 
 
-def _on_free(M: np.ndarray, b: np.ndarray, lower: np.ndarray, free: np.ndarray) -> Optional[np.ndarray]:
+def _on_free(sub: _Subproblems, b: np.ndarray, lower: np.ndarray, free: np.ndarray) -> Optional[np.ndarray]:
     """The minimum of ``x'Mx - 2b'x`` over the free columns, every other column at its bound (None: singular)."""
     x = np.where(free, 0.0, lower)
     f = np.flatnonzero(free)
     if len(f):
-        rhs = b[f] - M[np.ix_(f, ~free)] @ lower[~free]
-        c, info = POTRF(M[np.ix_(f, f)], lower=0, overwrite_a=1, clean=0)
-        if info != 0:
+        rhs = b[f] - sub.M[f][:, ~free] @ lower[~free]
+        c = sub.chol(free, f)
+        if c is None:
             return None
         xf, info = POTRS(c, rhs, lower=0)
         if info != 0:
             return None
         x[f] = xf
     return x
-
 
 
 def solve_channels(B: np.ndarray, M: np.ndarray, lower: np.ndarray) -> np.ndarray:
@@ -159,6 +194,7 @@ def solve_channels(B: np.ndarray, M: np.ndarray, lower: np.ndarray) -> np.ndarra
     system at a small smoothing is ill-conditioned enough to show a different order of operations).
     """
     cf = scipy.linalg.cho_factor(M, lower=True)
+    sub: Optional[_Subproblems] = None
     X = np.empty(B.shape)
     for c in range(B.shape[1]):
         x = scipy.linalg.cho_solve(cf, B[:, c])
@@ -166,5 +202,7 @@ def solve_channels(B: np.ndarray, M: np.ndarray, lower: np.ndarray) -> np.ndarra
         if np.all(x >= lower - tol):
             X[:, c] = np.maximum(x, lower)
             continue
-        X[:, c] = _bounded(M, B[:, c], lower, x, cf)
+        if sub is None:
+            sub = _Subproblems(M, np.tril(cf[0]))
+        X[:, c] = _bounded(B[:, c], lower, x, sub)
     return np.asarray(X)
