@@ -115,19 +115,33 @@ class _Busy:
                     # Per kernel k, log of exp(b_k / tau) (1 - exp(-(b_k - a_k) / tau)), summed over k so far.
                     lse = np.logaddexp.accumulate(b / tau + np.log(-np.expm1(-(b - a) / tau)))
             self.parts.append((a, b, cum, lse))
+        # Every group's interval starts in one sorted sequence, and per group how many of its own lie among the
+        # first i of it: the starts at or before x are a prefix of that sequence, so one binary search places x
+        # among every group's intervals at once (``started``), not one search per group.
+        a_all = np.concatenate([part[0] for part in self.parts])
+        label = np.repeat(np.arange(n_groups), [len(part[0]) for part in self.parts])
+        order = np.argsort(a_all, kind="stable")
+        self.starts = a_all[order]
+        self.started_by = np.zeros((n_groups, len(order) + 1), dtype=np.int64)
+        np.cumsum(label[order][None, :] == np.arange(n_groups)[:, None], axis=1, out=self.started_by[:, 1:])
 
-    def cumulative(self, g: int, x: np.ndarray) -> np.ndarray:
-        """Busy time of group ``g`` before each ``x``."""
+    def started(self, x: np.ndarray) -> np.ndarray:
+        """``(groups, len(x))``: per group, how many of its intervals start at or before each ``x``."""
+        return np.take(self.started_by, np.searchsorted(self.starts, x, side="right"), axis=1)
+
+    def cumulative(self, g: int, x: np.ndarray, j: Optional[np.ndarray] = None) -> np.ndarray:
+        """Busy time of group ``g`` before each ``x`` (``j``: its row of :meth:`started` at ``x``, where known)."""
         a, b, cum, _ = self.parts[g]
-        j = np.searchsorted(a, x, side="right")
+        if j is None:
+            j = np.searchsorted(a, x, side="right")
         k = np.maximum(j - 1, 0)
         return np.where(j > 0, cum[j] - np.maximum(b[k] - x, 0.0), 0.0)
 
-    def _filtered(self, g: int, x: np.ndarray) -> np.ndarray:
-        """A first-order filter's response at ``x`` to group ``g`` being busy (1 when always busy)."""
+    def _filtered(self, g: int, x: np.ndarray, j: np.ndarray) -> np.ndarray:
+        """A first-order filter's response at ``x`` to group ``g`` being busy (1 when always busy); ``j``: its row of
+        :meth:`started` at ``x``."""
         a, b, _, lse = self.parts[g]
         tau = self.sensor.tau_ns
-        j = np.searchsorted(a, x, side="right")
         k = np.maximum(j - 1, 0)
         # Kernels before the last one started are over: their total through the running sums.
         done = np.where(j > 1, np.exp(np.minimum(lse[np.maximum(j - 2, 0)] - x / tau, 0.0)), 0.0)
@@ -140,11 +154,15 @@ class _Busy:
         x = (hi[:, None] - self.ref + shifts[None, :]).ravel()
         ww = np.repeat(w, len(shifts))
         out = np.ones((len(x), len(self.parts) + 1))
-        for g in range(len(self.parts)):
-            if self.sensor.shape == "first_order":
-                out[:, g] = self._filtered(g, x)
-            else:
-                out[:, g] = (self.cumulative(g, x) - self.cumulative(g, x - ww)) / ww
+        j = self.started(x)
+        if self.sensor.shape == "first_order":
+            for g in range(len(self.parts)):
+                out[:, g] = self._filtered(g, x, j[g])
+        else:
+            before = x - ww
+            j_before = self.started(before)
+            for g in range(len(self.parts)):
+                out[:, g] = (self.cumulative(g, x, j[g]) - self.cumulative(g, before, j_before[g])) / ww
         return out.reshape(len(hi), len(shifts), -1).transpose(1, 0, 2)
 
 
