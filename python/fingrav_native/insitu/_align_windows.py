@@ -16,10 +16,11 @@ rest pooled; an intercept for the gaps), ``a + sum_g b_g share_g``. The share
 is exact and cheap: a boxcar's is a difference of the group's cumulative busy
 time at the window's two ends, a first-order filter's a running
 log-sum-exp over the group's kernels (``logaddexp.accumulate``, once), so
-each shift costs a binary search per log and group, never a pass over the
-kernels. The search runs coarse to fine (every 100 us over the range on a
-few hundred logs; around the best few, every 10 us on a few thousand; around
-the best, every 2 us on all, up to ``max_logs``), so its cost grows with
+each shift costs one binary search per log and window end (in every group's
+interval starts merged, which places it among all groups' at once), never a
+pass over the kernels. The search runs coarse to fine (every 100 us over the
+range on a few hundred logs; around the best few, every 10 us on a few
+thousand; around the best, every 2 us on all, up to ``max_logs``), so its cost grows with
 the logs kept, not with the trace. The interval is the profile-likelihood
 one of nonlinear least squares (Bates and Watts 1988, Section 6.1), and the
 map's own placement (offset 0) is tested against the best shift at the
@@ -115,38 +116,42 @@ class _Busy:
                     # Per kernel k, log of exp(b_k / tau) (1 - exp(-(b_k - a_k) / tau)), summed over k so far.
                     lse = np.logaddexp.accumulate(b / tau + np.log(-np.expm1(-(b - a) / tau)))
             self.parts.append((a, b, cum, lse))
-        # Every group's interval starts in one sorted sequence, and per group how many of its own lie among the
-        # first i of it: the starts at or before x are a prefix of that sequence, so one binary search places x
-        # among every group's intervals at once (``started``), not one search per group.
+        # Every group's interval starts in one sorted sequence: the starts at or before x are a prefix of it, so one
+        # binary search there places x among every group's intervals at once. Per group and prefix length, what
+        # the share's formulas read of the group's last interval started by then is tabled once; -inf where none
+        # has started, which makes each formula's terms vanish, as they must before the group's first kernel.
         a_all = np.concatenate([part[0] for part in self.parts])
         label = np.repeat(np.arange(n_groups), [len(part[0]) for part in self.parts])
         order = np.argsort(a_all, kind="stable")
         self.starts = a_all[order]
-        self.started_by = np.zeros((n_groups, len(order) + 1), dtype=np.int64)
-        np.cumsum(label[order][None, :] == np.arange(n_groups)[:, None], axis=1, out=self.started_by[:, 1:])
+        n = np.zeros((n_groups, len(order) + 1), dtype=np.int64)
+        np.cumsum(label[order][None, :] == np.arange(n_groups)[:, None], axis=1, out=n[:, 1:])
 
-    def started(self, x: np.ndarray) -> np.ndarray:
-        """``(groups, len(x))``: per group, how many of its intervals start at or before each ``x``."""
-        return np.take(self.started_by, np.searchsorted(self.starts, x, side="right"), axis=1)
+        def table(g: int, values: np.ndarray, back: int) -> np.ndarray:
+            # ``values[n - back]`` where the group has that many intervals started, -inf where it has not.
+            return np.where(n[g] >= back, values[np.maximum(n[g] - back, 0)], -np.inf)
 
-    def cumulative(self, g: int, x: np.ndarray, j: Optional[np.ndarray] = None) -> np.ndarray:
-        """Busy time of group ``g`` before each ``x`` (``j``: its row of :meth:`started` at ``x``, where known)."""
-        a, b, cum, _ = self.parts[g]
-        if j is None:
-            j = np.searchsorted(a, x, side="right")
-        k = np.maximum(j - 1, 0)
-        return np.where(j > 0, cum[j] - np.maximum(b[k] - x, 0.0), 0.0)
+        self.busy_before = np.stack([self.parts[g][2][n[g]] for g in range(n_groups)])
+        self.last_end = np.stack([table(g, self.parts[g][1], 1) for g in range(n_groups)])
+        if sensor.shape == "first_order":
+            self.last_start = np.stack([table(g, self.parts[g][0], 1) for g in range(n_groups)])
+            self.done_lse = np.stack([table(g, self.parts[g][3], 2) for g in range(n_groups)])
 
-    def _filtered(self, g: int, x: np.ndarray, j: np.ndarray) -> np.ndarray:
-        """A first-order filter's response at ``x`` to group ``g`` being busy (1 when always busy); ``j``: its row of
-        :meth:`started` at ``x``."""
-        a, b, _, lse = self.parts[g]
+    def cumulative(self, x: np.ndarray) -> np.ndarray:
+        """``(groups, len(x))``: each group's busy time before each ``x``."""
+        i = np.searchsorted(self.starts, x, side="right")
+        return np.asarray(np.take(self.busy_before, i, axis=1) - np.maximum(np.take(self.last_end, i, axis=1) - x, 0.0))
+
+    def _filtered(self, x: np.ndarray) -> np.ndarray:
+        """``(groups, len(x))``: a first-order filter's response at each ``x`` to each group being busy (1 when
+        always busy)."""
+        i = np.searchsorted(self.starts, x, side="right")
         tau = self.sensor.tau_ns
-        k = np.maximum(j - 1, 0)
         # Kernels before the last one started are over: their total through the running sums.
-        done = np.where(j > 1, np.exp(np.minimum(lse[np.maximum(j - 2, 0)] - x / tau, 0.0)), 0.0)
-        last = np.exp(-(x - np.minimum(b[k], x)) / tau) - np.exp(-np.maximum(x - a[k], 0.0) / tau)
-        return np.asarray(done + np.where(j > 0, last, 0.0))
+        done = np.exp(np.minimum(np.take(self.done_lse, i, axis=1) - x / tau, 0.0))
+        last = (np.exp(-(x - np.minimum(np.take(self.last_end, i, axis=1), x)) / tau)
+                - np.exp(-np.maximum(x - np.take(self.last_start, i, axis=1), 0.0) / tau))
+        return np.asarray(done + last)
 
     def shares(self, hi: np.ndarray, w: np.ndarray, shifts: np.ndarray) -> np.ndarray:
         """``(shifts, logs, groups + 1)``: each group's share of each response moved by each shift, and a 1."""
@@ -154,15 +159,10 @@ class _Busy:
         x = (hi[:, None] - self.ref + shifts[None, :]).ravel()
         ww = np.repeat(w, len(shifts))
         out = np.ones((len(x), len(self.parts) + 1))
-        j = self.started(x)
         if self.sensor.shape == "first_order":
-            for g in range(len(self.parts)):
-                out[:, g] = self._filtered(g, x, j[g])
+            out[:, :-1] = self._filtered(x).T
         else:
-            before = x - ww
-            j_before = self.started(before)
-            for g in range(len(self.parts)):
-                out[:, g] = (self.cumulative(g, x, j[g]) - self.cumulative(g, before, j_before[g])) / ww
+            out[:, :-1] = ((self.cumulative(x) - self.cumulative(x - ww)) / ww).T
         return out.reshape(len(hi), len(shifts), -1).transpose(1, 0, 2)
 
 
@@ -285,8 +285,7 @@ def _scan(hi: np.ndarray, y: np.ndarray, scale: float, memory: float, busy: _Bus
     lead = int(math.ceil(memory / cell)) + 1
     shifts = int(math.ceil((hi_shift - lo_shift) / cell)) + 1
     edges = lo_shift + t0 - lead * cell + cell * np.arange(lead + m + shifts + 1)
-    cols = [_responses(np.diff(busy.cumulative(g, edges)) / cell, cell, busy.sensor, scale)[lead:]
-            for g in range(n_groups + 1)]
+    cols = [_responses(np.diff(c) / cell, cell, busy.sensor, scale)[lead:] for c in busy.cumulative(edges)]
     size = scipy.fft.next_fast_len(m + shifts, real=True)
     fy, fn = (np.conj(scipy.fft.rfft(v, size)) for v in (yy, nn))
 
