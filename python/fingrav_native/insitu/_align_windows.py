@@ -300,8 +300,10 @@ def _scan(hi: np.ndarray, y: np.ndarray, scale: float, memory: float, busy: _Bus
         for d in range(c, len(cols)):
             gram[:, c, d] = gram[:, d, c] = corr(fn, cols[c] * cols[d])
     gram[:, -1, -1], rhs[:, -1] = float(nn.sum()), float(yy.sum())
-    rss = _normal_rss(gram, rhs, float(y @ y))
-    rss[gram[:, n_groups, -1] < min_logs] = np.inf  # too few responses meet the span
+    # Too few responses meet the span at a shift: not fitted at all (an eigendecomposition per shift saved).
+    few = gram[:, n_groups, -1] < min_logs
+    rss = np.full(shifts, np.inf)
+    rss[~few] = _normal_rss(gram[~few], rhs[~few], float(y @ y))
     return Scan(lo_shift + cell * np.arange(shifts), rss, cell)
 
 
