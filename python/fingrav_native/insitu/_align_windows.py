@@ -140,7 +140,14 @@ class _Busy:
     def cumulative(self, x: np.ndarray) -> np.ndarray:
         """``(groups, len(x))``: each group's busy time before each ``x``."""
         i = np.searchsorted(self.starts, x, side="right")
-        return np.asarray(np.take(self.busy_before, i, axis=1) - np.maximum(np.take(self.last_end, i, axis=1) - x, 0.0))
+        # busy_before - max(last_end - x, 0), in place: the arrays are logs x shifts x groups, and fresh ones
+        # for each intermediate cost more in page faults than the arithmetic.
+        running = np.take(self.last_end, i, axis=1)
+        running -= x
+        np.maximum(running, 0.0, out=running)
+        busy = np.take(self.busy_before, i, axis=1)
+        busy -= running
+        return busy
 
     def _filtered(self, x: np.ndarray) -> np.ndarray:
         """``(groups, len(x))``: a first-order filter's response at each ``x`` to each group being busy (1 when
@@ -162,7 +169,10 @@ class _Busy:
         if self.sensor.shape == "first_order":
             out[:, :-1] = self._filtered(x).T
         else:
-            out[:, :-1] = ((self.cumulative(x) - self.cumulative(x - ww)) / ww).T
+            inside = self.cumulative(x)
+            inside -= self.cumulative(x - ww)
+            inside /= ww
+            out[:, :-1] = inside.T
         return out.reshape(len(hi), len(shifts), -1).transpose(1, 0, 2)
 
 
