@@ -140,8 +140,8 @@ class _Busy:
     def cumulative(self, x: np.ndarray) -> np.ndarray:
         """``(groups, len(x))``: each group's busy time before each ``x``."""
         i = np.searchsorted(self.starts, x, side="right")
-        # busy_before - max(last_end - x, 0), in place: the arrays are logs x shifts x groups, and fresh ones
-        # for each intermediate cost more in page faults than the arithmetic.
+        # busy_before - max(last_end - x, 0), in place: the arrays hold every group at every log and shift, and a
+        # fresh one per intermediate costs more in page faults than its arithmetic.
         running = np.take(self.last_end, i, axis=1)
         running -= x
         np.maximum(running, 0.0, out=running)
