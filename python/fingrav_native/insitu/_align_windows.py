@@ -16,10 +16,11 @@ rest pooled; an intercept for the gaps), ``a + sum_g b_g share_g``. The share
 is exact and cheap: a boxcar's is a difference of the group's cumulative busy
 time at the window's two ends, a first-order filter's a running
 log-sum-exp over the group's kernels (``logaddexp.accumulate``, once), so
-each shift costs a binary search per log and group, never a pass over the
-kernels. The search runs coarse to fine (every 100 us over the range on a
-few hundred logs; around the best few, every 10 us on a few thousand; around
-the best, every 2 us on all, up to ``max_logs``), so its cost grows with
+each shift costs one binary search per log and window end (in every group's
+interval starts merged, which places it among all groups' at once), never a
+pass over the kernels. The search runs coarse to fine (every 100 us over the
+range on a few hundred logs; around the best few, every 10 us on a few
+thousand; around the best, every 2 us on all, up to ``max_logs``), so its cost grows with
 the logs kept, not with the trace. The interval is the profile-likelihood
 one of nonlinear least squares (Bates and Watts 1988, Section 6.1), and the
 map's own placement (offset 0) is tested against the best shift at the
@@ -115,24 +116,49 @@ class _Busy:
                     # Per kernel k, log of exp(b_k / tau) (1 - exp(-(b_k - a_k) / tau)), summed over k so far.
                     lse = np.logaddexp.accumulate(b / tau + np.log(-np.expm1(-(b - a) / tau)))
             self.parts.append((a, b, cum, lse))
+        # Every group's interval starts in one sorted sequence: the starts at or before x are a prefix of it, so one
+        # binary search there places x among every group's intervals at once. Per group and prefix length, what
+        # the share's formulas read of the group's last interval started by then is tabled once; -inf where none
+        # has started, which makes each formula's terms vanish, as they must before the group's first kernel.
+        a_all = np.concatenate([part[0] for part in self.parts])
+        label = np.repeat(np.arange(n_groups), [len(part[0]) for part in self.parts])
+        order = np.argsort(a_all, kind="stable")
+        self.starts = a_all[order]
+        n = np.zeros((n_groups, len(order) + 1), dtype=np.int64)
+        np.cumsum(label[order][None, :] == np.arange(n_groups)[:, None], axis=1, out=n[:, 1:])
 
-    def cumulative(self, g: int, x: np.ndarray) -> np.ndarray:
-        """Busy time of group ``g`` before each ``x``."""
-        a, b, cum, _ = self.parts[g]
-        j = np.searchsorted(a, x, side="right")
-        k = np.maximum(j - 1, 0)
-        return np.where(j > 0, cum[j] - np.maximum(b[k] - x, 0.0), 0.0)
+        def table(g: int, values: np.ndarray, back: int) -> np.ndarray:
+            # ``values[n - back]`` where the group has that many intervals started, -inf where it has not.
+            return np.where(n[g] >= back, values[np.maximum(n[g] - back, 0)], -np.inf)
 
-    def _filtered(self, g: int, x: np.ndarray) -> np.ndarray:
-        """A first-order filter's response at ``x`` to group ``g`` being busy (1 when always busy)."""
-        a, b, _, lse = self.parts[g]
+        self.busy_before = np.stack([self.parts[g][2][n[g]] for g in range(n_groups)])
+        self.last_end = np.stack([table(g, self.parts[g][1], 1) for g in range(n_groups)])
+        if sensor.shape == "first_order":
+            self.last_start = np.stack([table(g, self.parts[g][0], 1) for g in range(n_groups)])
+            self.done_lse = np.stack([table(g, self.parts[g][3], 2) for g in range(n_groups)])
+
+    def cumulative(self, x: np.ndarray) -> np.ndarray:
+        """``(groups, len(x))``: each group's busy time before each ``x``."""
+        i = np.searchsorted(self.starts, x, side="right")
+        # busy_before - max(last_end - x, 0), in place: the arrays hold every group at every log and shift, and a
+        # fresh one per intermediate costs more in page faults than its arithmetic.
+        running = np.take(self.last_end, i, axis=1)
+        running -= x
+        np.maximum(running, 0.0, out=running)
+        busy = np.take(self.busy_before, i, axis=1)
+        busy -= running
+        return busy
+
+    def _filtered(self, x: np.ndarray) -> np.ndarray:
+        """``(groups, len(x))``: a first-order filter's response at each ``x`` to each group being busy (1 when
+        always busy)."""
+        i = np.searchsorted(self.starts, x, side="right")
         tau = self.sensor.tau_ns
-        j = np.searchsorted(a, x, side="right")
-        k = np.maximum(j - 1, 0)
         # Kernels before the last one started are over: their total through the running sums.
-        done = np.where(j > 1, np.exp(np.minimum(lse[np.maximum(j - 2, 0)] - x / tau, 0.0)), 0.0)
-        last = np.exp(-(x - np.minimum(b[k], x)) / tau) - np.exp(-np.maximum(x - a[k], 0.0) / tau)
-        return np.asarray(done + np.where(j > 0, last, 0.0))
+        done = np.exp(np.minimum(np.take(self.done_lse, i, axis=1) - x / tau, 0.0))
+        last = (np.exp(-(x - np.minimum(np.take(self.last_end, i, axis=1), x)) / tau)
+                - np.exp(-np.maximum(x - np.take(self.last_start, i, axis=1), 0.0) / tau))
+        return np.asarray(done + last)
 
     def shares(self, hi: np.ndarray, w: np.ndarray, shifts: np.ndarray) -> np.ndarray:
         """``(shifts, logs, groups + 1)``: each group's share of each response moved by each shift, and a 1."""
@@ -140,11 +166,13 @@ class _Busy:
         x = (hi[:, None] - self.ref + shifts[None, :]).ravel()
         ww = np.repeat(w, len(shifts))
         out = np.ones((len(x), len(self.parts) + 1))
-        for g in range(len(self.parts)):
-            if self.sensor.shape == "first_order":
-                out[:, g] = self._filtered(g, x)
-            else:
-                out[:, g] = (self.cumulative(g, x) - self.cumulative(g, x - ww)) / ww
+        if self.sensor.shape == "first_order":
+            out[:, :-1] = self._filtered(x).T
+        else:
+            inside = self.cumulative(x)
+            inside -= self.cumulative(x - ww)
+            inside /= ww
+            out[:, :-1] = inside.T
         return out.reshape(len(hi), len(shifts), -1).transpose(1, 0, 2)
 
 
@@ -267,8 +295,7 @@ def _scan(hi: np.ndarray, y: np.ndarray, scale: float, memory: float, busy: _Bus
     lead = int(math.ceil(memory / cell)) + 1
     shifts = int(math.ceil((hi_shift - lo_shift) / cell)) + 1
     edges = lo_shift + t0 - lead * cell + cell * np.arange(lead + m + shifts + 1)
-    cols = [_responses(np.diff(busy.cumulative(g, edges)) / cell, cell, busy.sensor, scale)[lead:]
-            for g in range(n_groups + 1)]
+    cols = [_responses(np.diff(c) / cell, cell, busy.sensor, scale)[lead:] for c in busy.cumulative(edges)]
     size = scipy.fft.next_fast_len(m + shifts, real=True)
     fy, fn = (np.conj(scipy.fft.rfft(v, size)) for v in (yy, nn))
 
@@ -283,8 +310,10 @@ def _scan(hi: np.ndarray, y: np.ndarray, scale: float, memory: float, busy: _Bus
         for d in range(c, len(cols)):
             gram[:, c, d] = gram[:, d, c] = corr(fn, cols[c] * cols[d])
     gram[:, -1, -1], rhs[:, -1] = float(nn.sum()), float(yy.sum())
-    rss = _normal_rss(gram, rhs, float(y @ y))
-    rss[gram[:, n_groups, -1] < min_logs] = np.inf  # too few responses meet the span
+    # Too few responses meet the span at a shift: not fitted at all (an eigendecomposition per shift saved).
+    few = gram[:, n_groups, -1] < min_logs
+    rss = np.full(shifts, np.inf)
+    rss[~few] = _normal_rss(gram[~few], rhs[~few], float(y @ y))
     return Scan(lo_shift + cell * np.arange(shifts), rss, cell)
 
 
