@@ -93,9 +93,6 @@ _BATCH_ROWS = 200_000
 #: the true shift's basin), and it covers at most :data:`_SCAN_CELLS` cells (longer captures: coarser cells).
 _CELLS_PER_SCALE = 8
 _SCAN_CELLS = 1 << 18
-#: Signature groups in the far scan (the busiest own one, the rest pooled): its normal equations per shift
-#: cost the square of the columns in memory.
-_SCAN_GROUPS = 4
 
 
 class _Busy:
