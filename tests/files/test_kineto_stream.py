@@ -13,6 +13,7 @@ document.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import gzip
 import json
 import os
@@ -245,6 +246,14 @@ def _assert_same_outcome(path: str) -> Any:
 
 
 # --------------------------------------------------------------------------- documents
+# Hypothesis validates a strategy object the first time it is drawn from, which costs more than the draw: the
+# strategies below are built once (the same strategies draw the same documents) rather than at every draw.
+
+
+@functools.lru_cache(maxsize=None, typed=True)
+def _one_of(*elements: Any) -> Any:
+    """``st.sampled_from(elements)``, one object per set of elements."""
+    return st.sampled_from(elements)
 
 def _number(draw: Any) -> str:
     """A JSON number as text: small and int64-edge integers, decimals of up to 40 digits, exponents."""
@@ -252,16 +261,16 @@ def _number(draw: Any) -> str:
     if kind == 0:
         return str(draw(st.integers(-10**6, 10**6)))
     if kind == 1:
-        return str(draw(st.sampled_from([2**63 - 1, 2**63, -(2**63), -(2**63) - 1, 2**64, 9223372036854775807000,
-                                          9223372036854775, 9223372036854776])))
+        return str(draw(_one_of(2**63 - 1, 2**63, -(2**63), -(2**63) - 1, 2**64, 9223372036854775807000,
+                                          9223372036854775, 9223372036854776)))
     digits = draw(st.text("0123456789", min_size=1, max_size=40))
     digits = digits.lstrip("0") or "0"
-    sign = draw(st.sampled_from(["", "-"]))
+    sign = draw(_one_of("", "-"))
     frac = draw(st.text("0123456789", min_size=1, max_size=40)) if kind >= 3 else ""
-    exp = draw(st.sampled_from(["", "", "e3", "E-3", "e+2", "e-30", "e20", "E999999999"])) if kind >= 4 else ""
+    exp = draw(_one_of("", "", "e3", "E-3", "e+2", "e-30", "e20", "E999999999")) if kind >= 4 else ""
     if kind == 2:
-        return sign + digits + "." + draw(st.sampled_from(["0", "5", "500", "4999999999999999999999999999999",
-                                                           "5000000000000000000000000000001", "25", "75"]))
+        return sign + digits + "." + draw(_one_of("0", "5", "500", "4999999999999999999999999999999",
+                                                           "5000000000000000000000000000001", "25", "75"))
     return sign + digits + ("." + frac if frac else "") + exp
 
 
@@ -269,6 +278,9 @@ def _number(draw: Any) -> str:
 def numbers(draw: Any) -> str:
     return _number(draw)
 
+
+
+numbers = functools.lru_cache(maxsize=None)(numbers)
 
 def _string(draw: Any, text: str) -> str:
     """``text`` as a JSON string, escaped one of several ways."""
@@ -287,61 +299,67 @@ def values(draw: Any, kind: str) -> Optional[str]:
     if pick == 0:
         return None
     if pick <= 2:
-        return draw(st.sampled_from(["null", "true", "false", "NaN", "-Infinity", "[1]", "[]", '{"a": 1, "b": [2]}',
-                                     '"soon"', '"12"']))
+        return draw(_one_of("null", "true", "false", "NaN", "-Infinity", "[1]", "[]", '{"a": 1, "b": [2]}',
+                                     '"soon"', '"12"'))
     if kind == "number":
         return _number(draw) if pick < 15 else str(draw(st.integers(-1, 300)))
     if kind == "dims":
         if pick < 10:
-            items = draw(st.lists(st.one_of(numbers(), st.sampled_from(["true", "null", '"8"', "[1]", "1.0", "2e1"])),
+            items = draw(st.lists(st.one_of(numbers(), _one_of("true", "null", '"8"', "[1]", "1.0", "2e1")),
                                   min_size=0, max_size=4))
         else:
-            items = [str(draw(st.sampled_from([1, 2, 8, 256, 1024]))) for _ in range(draw(st.integers(1, 3)))]
+            items = [str(draw(_one_of(1, 2, 8, 256, 1024))) for _ in range(draw(st.integers(1, 3)))]
         return "[" + ", ".join(items) + "]"
     if kind == "name":
         return _string(draw, draw(st.text(st.characters(codec="utf-8"), max_size=12) if pick < 30 else
-                                  st.sampled_from(["gemm", "gemv", "ProfilerStep#3", "a\x00b", "a\\x00b", "\u00e9"])))
+                                  _one_of("gemm", "gemv", "ProfilerStep#3", "a\x00b", "a\\x00b", "\u00e9")))
     if kind == "cat":
-        return _string(draw, draw(st.sampled_from(["kernel", "Kernel", "KERNEL", "\u212aernel", "kernel ",
+        return _string(draw, draw(_one_of("kernel", "Kernel", "KERNEL", "\u212aernel", "kernel ",
                                                    "cuda_runtime", "CUDA_Runtime", "hip_runtime", "runtime",
                                                    "cuda_driver", "user_annotation", "Operator", "cpu_op",
-                                                   "gpu_user_annotation", "python_function", "\u0130kernel"])
-                                  if pick < 30 else st.sampled_from(["kernel", "cuda_runtime", "user_annotation"])))
-    return _string(draw, draw(st.sampled_from(["B", "i", "x"]) if pick < 6 else st.just("X")))
+                                                   "gpu_user_annotation", "python_function", "\u0130kernel")
+                                  if pick < 30 else _one_of("kernel", "cuda_runtime", "user_annotation")))
+    return _string(draw, draw(_one_of("B", "i", "x") if pick < 6 else st.just("X")))
 
+
+
+values = functools.lru_cache(maxsize=None)(values)
 
 def _object(draw: Any, members: list[tuple[str, Optional[str]]]) -> str:
     """An object's text, its members shuffled, some keys written twice (the last one counts) or escaped."""
     members = [(k, v) for k, v in members if v is not None]
     if members and draw(st.integers(0, 5)) == 0:
-        k, _ = draw(st.sampled_from(members))
+        k, _ = draw(_one_of(*members))
         members.insert(0, (k, draw(values("number")) or "0"))  # a duplicate the later one overrides
     members = draw(st.permutations(members))
-    ws = draw(st.sampled_from(["", " ", "\n  ", "\t"]))
+    ws = draw(_one_of("", " ", "\n  ", "\t"))
     return "{" + ("," + ws).join(f"{_string(draw, k)}:{ws}{v}" for k, v in members) + "}"
 
 
 @st.composite
 def events(draw: Any, i: int) -> str:
     if draw(st.integers(0, 30)) == 0:
-        return draw(st.sampled_from(["null", "[]", '"X"', "7", '[{"ph": "X", "cat": "kernel"}]']))
+        return draw(_one_of("null", "[]", '"X"', "7", '[{"ph": "X", "cat": "kernel"}]'))
     cat = draw(values("cat"))
     name = draw(values("name"))
     if cat is not None and "tion" in cat and draw(st.integers(0, 3)) > 0:
-        name = json.dumps(f"ProfilerStep#{draw(st.sampled_from(['0', '1', '2', '3', '02', '', 'x']))}")
+        name = json.dumps(f"ProfilerStep#{draw(_one_of('0', '1', '2', '3', '02', '', 'x'))}")
     args = _object(draw, [("device", draw(values("number"))), ("stream", draw(values("number"))),
-                          ("correlation", draw(st.sampled_from([str(i % 7), str(i % 5 + 1)]))
+                          ("correlation", draw(_one_of(str(i % 7), str(i % 5 + 1)))
                            if draw(st.integers(0, 3)) else draw(values("number"))),
                           ("grid", draw(values("dims"))), ("block", draw(values("dims"))),
-                          ("junk", draw(st.sampled_from(['{"x": [[[]]], "y": "\\u00e9"}', "[1.5e300, -0]", '""'])))])
+                          ("junk", draw(_one_of('{"x": [[[]]], "y": "\\u00e9"}', "[1.5e300, -0]", '""')))])
     if draw(st.integers(0, 20)) == 0:
-        args = draw(st.sampled_from(["[]", "null", '"args"']))
-    ts = draw(st.sampled_from([str(1000 + 7 * i), f"{1000 + 7 * i}.{draw(st.integers(0, 999)):03d}"])) \
+        args = draw(_one_of("[]", "null", '"args"'))
+    ts = draw(_one_of(str(1000 + 7 * i), f"{1000 + 7 * i}.{draw(st.integers(0, 999)):03d}")) \
         if draw(st.integers(0, 9)) else draw(values("number"))
-    dur = draw(st.sampled_from(["2.5", "0", "10", "3.25"])) if draw(st.integers(0, 9)) else draw(values("number"))
+    dur = draw(_one_of("2.5", "0", "10", "3.25")) if draw(st.integers(0, 9)) else draw(values("number"))
     return _object(draw, [("ph", draw(values("ph"))), ("cat", cat), ("name", name), ("ts", ts), ("dur", dur),
                           ("args", args), ("pid", "1"), ("tid", '"stream 7"')])
 
+
+
+events = functools.lru_cache(maxsize=None)(events)
 
 @st.composite
 def documents(draw: Any) -> str:
@@ -352,13 +370,13 @@ def documents(draw: Any) -> str:
     array = "[" + ", ".join(evs) + "]"
     if draw(st.integers(0, 15)) == 0:
         return array  # the bare-array form
-    base = draw(st.sampled_from([None, "1763900000123456789", '"1763900000123456789"', "0", "1763900000123456789"])
+    base = draw(_one_of(None, "1763900000123456789", '"1763900000123456789"', "0", "1763900000123456789")
                 if draw(st.integers(0, 5)) else
-                st.sampled_from(["-1", '"12a"', "1.5", "9223372036854775807", "9223372036854775808", "null", "[]"]))
+                _one_of("-1", '"12a"', "1.5", "9223372036854775807", "9223372036854775808", "null", "[]"))
     members = [("schemaVersion", "1"), ("traceEvents", array), ("baseTimeNanoseconds", base),
                ("deviceProperties", '[{"name": "GPU", "totalGlobalMem": 85899345920}]')]
     if draw(st.integers(0, 10)) == 0:
-        members.append(("traceEvents", draw(st.sampled_from(["[]", "{}", array]))))
+        members.append(("traceEvents", draw(_one_of("[]", "{}", array))))
     members = draw(st.permutations(members))
     return "{" + ", ".join(f'"{k}": {v}' for k, v in members if v is not None) + "}"
 
