@@ -8,6 +8,7 @@ value, only args keys added; counters under the GPU's pid; the energies the tabl
 
 from __future__ import annotations
 
+import functools
 import gzip
 import json
 import os
@@ -35,7 +36,9 @@ TRACES = {
 
 
 
+@functools.lru_cache(maxsize=None)
 def _profile(name: str):
+    # One profile per trace, read-only in every test: the annotation of each output form reads the same one.
     path = require(f"traces/{name}")
     kt = read_trace(path)
     return path, profile_trace(kt, _logs(kt), EpochIdentity(), align=False, min_executions=TRACES[name])
@@ -48,8 +51,8 @@ def _load(path) -> dict:
     return doc if isinstance(doc, dict) else {"traceEvents": doc}
 
 
-@pytest.mark.parametrize("name", sorted(TRACES))
 @pytest.mark.parametrize("suffix", [".json", ".json.gz"])
+@pytest.mark.parametrize("name", sorted(TRACES))
 def test_a_real_trace_is_annotated_with_every_event_kept(name, suffix, tmp_path) -> None:
     path, tp = _profile(name)
     out = annotate_trace(path, tp, tmp_path / f"annotated{suffix}")
