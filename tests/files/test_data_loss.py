@@ -291,3 +291,40 @@ def test_unclear_reading_a_missing_trace_is_file_not_found_naming_it(tmp_path, n
     with pytest.raises(FileNotFoundError, match=r"trace=.*" + name.replace(".", r"\.") + ".*no such file") as e:
         read_trace(path)
     assert isinstance(e.value, TraceFormatError)  # still a trace that cannot be read, as before
+
+
+@pytest.mark.parametrize("opened", ["by path", "from a file object"])
+def test_traceback_ctrl_c_inside_a_zip_archive_constructor_prints_nothing_at_exit(tmp_path, monkeypatch,
+                                                                                   opened: str) -> None:
+    # Ctrl-C lands between two bytecodes anywhere: inside zipfile's constructor, before it sets its _writing
+    # flag, zipfile's own finalizer raises AttributeError, which Python prints as a traceback on the way out.
+    import gc
+    import inspect
+    import sys
+
+    lines, first = inspect.getsourcelines(zipfile.ZipFile.__init__)
+    at = first + next(i for i, line in enumerate(lines) if "self._writing = False" in line)
+
+    def tracer(frame, event, arg):  # the interrupt, delivered just before the flag is set
+        if event == "call":
+            return tracer if frame.f_code is zipfile.ZipFile.__init__.__code__ else None
+        if event == "line" and frame.f_lineno == at:
+            raise KeyboardInterrupt
+        return tracer
+
+    path = tmp_path / "a.npz"
+    np.savez(path, x=np.arange(3))
+    caught: list[object] = []
+    monkeypatch.setattr(sys, "unraisablehook", caught.append)
+    with open(path, "rb") as fh:
+        sys.settrace(tracer)
+        try:
+            with pytest.raises(KeyboardInterrupt):
+                _outputs.ZipArchive(str(path) if opened == "by path" else fh)
+        finally:
+            sys.settrace(None)
+        gc.collect()
+    assert caught == []
+    # Whole archives read and close as before.
+    with _outputs.ZipArchive(str(path)) as zf:
+        assert zf.namelist() == ["x.npy"]

@@ -71,7 +71,15 @@ from fingrav_native.files._outputs import PROFILE_FILE as PROFILE_FILE
 from fingrav_native.files._outputs import RUN_NAME as RUN_NAME
 from fingrav_native.files._outputs import RUNS_DIR as RUNS_DIR
 from fingrav_native.files._outputs import atomic_output, write_json
-from fingrav_native.files._safe import MAX_JSON_DEPTH, ZIP_ERRORS, file_problem, json_too_deep, loads_json, read_file
+from fingrav_native.files._safe import (
+    MAX_JSON_DEPTH,
+    ZIP_ERRORS,
+    ZipArchive,
+    file_problem,
+    json_too_deep,
+    loads_json,
+    read_file,
+)
 from fingrav_native.records._layouts import MARKER_RECORD_DTYPE
 from fingrav_native.records._recording import Capabilities, Recording, RunRecord
 
@@ -352,7 +360,7 @@ def _members(path: str) -> dict[str, np.ndarray]:
         raise CampaignFormatError(f"{path}: {problem}; a run file is a plain .npz file: restore it to resume, "
                                   "or profile into another folder")
     try:
-        with open(path, "rb") as fh, zipfile.ZipFile(fh) as zf:
+        with open(path, "rb") as fh, ZipArchive(fh) as zf:
             infos = zf.infolist()
             if len(infos) > _MAX_MEMBERS:
                 raise CampaignFormatError(f"{path}: {len(infos)} members, more than a run file has")

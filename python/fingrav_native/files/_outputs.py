@@ -141,13 +141,32 @@ _CSV_MEASURED = (("logs", ("t_ns", "power_w")), ("logs", ("start_ns", "end_ns"))
                  ("rocprof", ("Kernel_Name", "Start_Timestamp")))
 
 
+class ZipArchive(zipfile.ZipFile):
+    """:class:`zipfile.ZipFile` whose finalizer tolerates a constructor cut short by Ctrl-C.
+
+    A KeyboardInterrupt that lands in ``ZipFile.__init__`` before it sets its
+    ``_writing`` flag leaves an object whose ``close`` raises AttributeError
+    when it is collected: Python prints that as "Exception ignored ...
+    Traceback" on the way out, after the command's one-line interrupt
+    message. Such an object closes only the file it opened itself.
+    """
+
+    def __del__(self) -> None:
+        if hasattr(self, "_writing"):
+            super().__del__()
+            return
+        fp = getattr(self, "fp", None)
+        if fp is not None and not getattr(self, "_filePassed", True):
+            fp.close()
+
+
 def archive_kind(path: str) -> Optional[str]:
     """Which of the package's archive formats the regular file at ``path`` is (None: none, or unreadable)."""
     try:
         with open(path, "rb") as f:
             if f.read(2) != b"PK":
                 return None
-        with zipfile.ZipFile(path) as zf:
+        with ZipArchive(path) as zf:
             names = set(zf.namelist())
     except (OSError, zipfile.BadZipFile, ValueError, EOFError):
         return None

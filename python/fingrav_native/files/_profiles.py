@@ -45,6 +45,7 @@ from fingrav_native.files._profile_schema import PROFILE_TYPES
 from fingrav_native.files._safe import (
     MAX_JSON_BYTES,
     MAX_JSON_DEPTH,
+    ZipArchive,
     check_archive,
     file_problem,
     json_too_deep,
@@ -129,7 +130,7 @@ def save_profile(profile: Union[Profile, InterleavedProfile, NodeProfile, TraceP
         # The reader refuses such a file: it is not written.
         raise ValueError(f"{_field_path(meta, deep)}: nests deeper than the {MAX_JSON_DEPTH} levels a profile file "
                          "may have, so the file would not load; nothing was written")
-    with atomic_output(path) as f, zipfile.ZipFile(f, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+    with atomic_output(path) as f, ZipArchive(f, "w", compression=zipfile.ZIP_DEFLATED) as zf:
         zf.writestr(_META, json.dumps(meta, indent=1, allow_nan=False))
         for key, arr in w.arrays.items():
             buf = _io.BytesIO()

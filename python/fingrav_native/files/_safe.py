@@ -50,7 +50,7 @@ from typing import Any, Callable, Optional
 import numpy as np
 
 from fingrav_native._checks import short_repr
-from fingrav_native.files._outputs import atomic_output
+from fingrav_native.files._outputs import ZipArchive, atomic_output
 
 __all__ = [
     "DEFLATE_MAX_RATIO",
@@ -235,7 +235,7 @@ def read_file(path: str, bad: Bad, limit: int, *, gzipped: bool = False) -> byte
 def open_zip(path: str, bad: Bad) -> zipfile.ZipFile:
     """Open a zip archive, any damage to its directory reported through ``bad``."""
     try:
-        return zipfile.ZipFile(path)
+        return ZipArchive(path)
     except ZIP_ERRORS as exc:
         raise bad(f"not a zip archive, or truncated: {exc}") from None
 
