@@ -70,11 +70,10 @@ from fingrav_native.files._outputs import LOCK_FILE as LOCK_FILE
 from fingrav_native.files._outputs import PROFILE_FILE as PROFILE_FILE
 from fingrav_native.files._outputs import RUN_NAME as RUN_NAME
 from fingrav_native.files._outputs import RUNS_DIR as RUNS_DIR
-from fingrav_native.files._outputs import atomic_output, write_json
+from fingrav_native.files._outputs import ZipArchive, atomic_output, write_json
 from fingrav_native.files._safe import (
     MAX_JSON_DEPTH,
     ZIP_ERRORS,
-    ZipArchive,
     file_problem,
     json_too_deep,
     loads_json,

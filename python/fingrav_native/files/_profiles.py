@@ -39,13 +39,12 @@ import numpy as np
 
 from fingrav_native._errors import FingravError
 from fingrav_native._version import __version__
-from fingrav_native.files._outputs import atomic_output, check_output_path
+from fingrav_native.files._outputs import ZipArchive, atomic_output, check_output_path
 from fingrav_native.files._profile_codec import Reader, Writer
 from fingrav_native.files._profile_schema import PROFILE_TYPES
 from fingrav_native.files._safe import (
     MAX_JSON_BYTES,
     MAX_JSON_DEPTH,
-    ZipArchive,
     check_archive,
     file_problem,
     json_too_deep,
