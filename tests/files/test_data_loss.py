@@ -328,3 +328,40 @@ def test_traceback_ctrl_c_inside_a_zip_archive_constructor_prints_nothing_at_exi
     # Whole archives read and close as before.
     with _outputs.ZipArchive(str(path)) as zf:
         assert zf.namelist() == ["x.npy"]
+
+
+def test_traceback_ctrl_c_while_a_member_opens_for_writing_stays_an_interrupt(tmp_path, monkeypatch) -> None:
+    # Between zipfile flagging an open member and handing back its handle, Ctrl-C leaves the flag set; numpy's
+    # savez then closes the archive in a finally and zipfile's "open writing handle" ValueError replaces the
+    # interrupt (a CLI exit 2 with that message, not 130).
+    import gc
+    import inspect
+    import sys
+
+    lines, first = inspect.getsourcelines(zipfile.ZipFile._open_to_write)
+    at = first + 1 + next(i for i, line in enumerate(lines) if "self._writing = True" in line)
+
+    def tracer(frame, event, arg):
+        if event == "call":
+            return tracer if frame.f_code is zipfile.ZipFile._open_to_write.__code__ else None
+        if event == "line" and frame.f_lineno == at:
+            raise KeyboardInterrupt
+        return tracer
+
+    caught: list[object] = []
+    monkeypatch.setattr(sys, "unraisablehook", caught.append)
+    target = tmp_path / "run.npz"
+    sys.settrace(tracer)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            with _outputs.atomic_output(str(target), sync=False) as f:
+                _outputs.write_npz(f, {"x": np.arange(3)})
+    finally:
+        sys.settrace(None)
+    gc.collect()
+    assert caught == [] and not target.exists() and os.listdir(tmp_path) == []
+    # Uninterrupted, the file is what numpy.savez writes: numpy reads it back.
+    with _outputs.atomic_output(str(target), sync=False) as f:
+        _outputs.write_npz(f, {"x": np.arange(3), "info": np.array("{}")})
+    with np.load(target) as z:
+        assert z["x"].tolist() == [0, 1, 2] and str(z["info"]) == "{}"

@@ -70,7 +70,7 @@ from fingrav_native.files._outputs import LOCK_FILE as LOCK_FILE
 from fingrav_native.files._outputs import PROFILE_FILE as PROFILE_FILE
 from fingrav_native.files._outputs import RUN_NAME as RUN_NAME
 from fingrav_native.files._outputs import RUNS_DIR as RUNS_DIR
-from fingrav_native.files._outputs import ZipArchive, atomic_output, write_json
+from fingrav_native.files._outputs import ZipArchive, atomic_output, write_json, write_npz
 from fingrav_native.files._safe import (
     MAX_JSON_DEPTH,
     ZIP_ERRORS,
@@ -290,7 +290,7 @@ def write_run(out_dir: str, seq: int, role: str, kernel: str, record: RunRecord,
     # the disk; power loss is out of scope.
     arrays["info"] = np.array(json.dumps(info))
     with atomic_output(path, sync=False) as f:
-        np.savez(f, **arrays)
+        write_npz(f, arrays)
     return path
 
 
@@ -368,7 +368,7 @@ def _members(path: str) -> dict[str, np.ndarray]:
                 name = info.filename
                 if not name.endswith(".npy") or name[:-4] in arrays:
                     raise CampaignFormatError(f"{path}: unexpected member {name!r}")
-                # np.savez stores members uncompressed: nothing expands beyond the file's own size.
+                # Run files store their members uncompressed (write_npz): nothing expands beyond the file's own size.
                 if info.compress_type != zipfile.ZIP_STORED or info.file_size != info.compress_size:
                     raise CampaignFormatError(f"{path}: member {name!r} is compressed; run files store "
                                               "their arrays as they are")

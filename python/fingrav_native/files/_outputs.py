@@ -60,6 +60,7 @@ from __future__ import annotations
 
 import contextlib
 import gzip
+import io
 import json
 import math
 import os
@@ -142,14 +143,24 @@ _CSV_MEASURED = (("logs", ("t_ns", "power_w")), ("logs", ("start_ns", "end_ns"))
 
 
 class ZipArchive(zipfile.ZipFile):
-    """:class:`zipfile.ZipFile` whose finalizer tolerates a constructor cut short by Ctrl-C.
+    """:class:`zipfile.ZipFile` that a Ctrl-C at any moment leaves closable, its interrupt intact.
 
     A KeyboardInterrupt that lands in ``ZipFile.__init__`` before it sets its
     ``_writing`` flag leaves an object whose ``close`` raises AttributeError
     when it is collected: Python prints that as "Exception ignored ...
     Traceback" on the way out, after the command's one-line interrupt
-    message. Such an object closes only the file it opened itself.
+    message. Such an object closes only the file it opened itself. One that
+    lands while a member is being opened for writing leaves ``_writing`` set
+    with no handle to clear it, and ``close`` then raises ValueError ("an
+    open writing handle") in place of the interrupt: an archive left by an
+    exception is abandoned (the writer removes its partial file), so its
+    flag is cleared and it closes.
     """
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        if exc_type is not None and getattr(self, "_writing", False):
+            self._writing = False
+        super().__exit__(exc_type, exc, tb)
 
     def __del__(self) -> None:
         if hasattr(self, "_writing"):
@@ -158,6 +169,17 @@ class ZipArchive(zipfile.ZipFile):
         fp = getattr(self, "fp", None)
         if fp is not None and not getattr(self, "_filePassed", True):
             fp.close()
+
+
+def write_npz(f: IO[bytes], arrays: dict[str, Any]) -> None:
+    """``arrays`` into ``f`` as :func:`numpy.savez` lays them out (each an uncompressed ``NAME.npy`` member),
+    through :class:`ZipArchive`: numpy's own writer closes a plain ``ZipFile`` in a ``finally``, which turns a
+    Ctrl-C during a member's write into zipfile's "open writing handle" error."""
+    with ZipArchive(f, "w", compression=zipfile.ZIP_STORED, allowZip64=True) as zf:
+        for name, value in arrays.items():
+            member = io.BytesIO()
+            np.lib.format.write_array(member, np.asanyarray(value), allow_pickle=False)
+            zf.writestr(f"{name}.npy", member.getvalue())
 
 
 def archive_kind(path: str) -> Optional[str]:

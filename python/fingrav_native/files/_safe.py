@@ -50,7 +50,7 @@ from typing import Any, Callable, Optional
 import numpy as np
 
 from fingrav_native._checks import short_repr
-from fingrav_native.files._outputs import ZipArchive, atomic_output
+from fingrav_native.files._outputs import ZipArchive, atomic_output, write_npz
 
 __all__ = [
     "DEFLATE_MAX_RATIO",
@@ -406,5 +406,5 @@ def save_npz_atomically(path: str, arrays: dict[str, np.ndarray], kind: str) -> 
     """
     del kind  # the temporary's name is the target's, hidden
     with atomic_output(path) as f:
-        np.savez(f, **arrays)  # type: ignore[arg-type]
+        write_npz(f, arrays)
     return path
