@@ -490,7 +490,7 @@ def _step_fit(problem: "_LoadResponse", sc: float, n_logs: int, min_delay: float
         drift_w_per_s=float(p_hat[1]) if problem.drift else 0.0, gapless=gapless, gapless_p=p_gap)
 
 
-#: (log, interval) pairs :meth:`_LoadResponse.load` weighs at once: bounded, so its memory is.
+#: (log, interval) pairs :meth:`_LoadResponse.loads` weighs at once: bounded, so its memory is.
 _PAIRS = 1 << 18
 
 #: The response shapes a load response is fitted with: a boxcar window, a first-order filter.
@@ -521,12 +521,9 @@ class _LoadResponse:
         self.starts, self.ends = np.ascontiguousarray(iv[:, 0]), np.ascontiguousarray(iv[:, 1])
         self.fixed = [np.ones(len(t))] + ([(t - t0) * 1e-9] if self.drift else [])
 
-    def load(self, model: SensorModel) -> np.ndarray:
-        """The heavy intervals seen through ``model`` at every log (each log's weight of heavy time)."""
-        return np.asarray(self.loads([model])[0])
-
     def loads(self, models: Sequence[SensorModel]) -> np.ndarray:
-        """:meth:`load` through each of ``models`` (candidate sensors of one shape, :func:`_model_of`), a row each.
+        """The heavy intervals seen through each of ``models`` (candidate sensors of one shape, :func:`_model_of`)
+        at every log, a row each (each log's weight of heavy time).
 
         A log's intervals within its response's reach are a run of the sorted intervals. The (sensor, log,
         interval) triples of every sensor are weighed together (the forward model's ``response_weights``, which
@@ -550,8 +547,8 @@ class _LoadResponse:
             r = np.repeat(np.arange(a, b), n[a:b])
             j = lo[r] + np.arange(len(r)) - (first[r] - first[a])
             m = r // len(t)
-            w = response_weights(models[0].shape == "first_order", t[r - m * len(t)] - delay[m, 0], self.starts[j],
-                         self.ends[j], length[m])
+            w = response_weights(models[0].shape == "first_order", t[r - m * len(t)] - delay[m, 0],
+                                 self.starts[j], self.ends[j], length[m])
             out[a:b] = np.bincount(r - a, weights=w, minlength=b - a)
         return out.reshape(len(models), len(t))
 
